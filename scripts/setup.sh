@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# One entry point for a fresh machine: installs what ttseval needs, then runs the demo or the tests.
+#   scripts/setup.sh demo    install, then `ttseval evaluate` on the bundled benchmark (the embedded default)
+#   scripts/setup.sh test    install, then the whole test suite
+#   scripts/setup.sh install install only
+# Re-running skips what is already installed (a stamp of pyproject.toml + constraints.txt).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mode="${1:-demo}"; shift || true
+PYTHON="${PYTHON:-python3}"
+VENV="${TTSEVAL_VENV:-.venv}"
+# This machine keeps a CPU build of torch 2.13.0 on disk; elsewhere set TORCH_SPEC/TORCH_PIP_ARGS, e.g.
+# TORCH_PIP_ARGS="--index-url https://download.pytorch.org/whl/cu126" for CUDA (see README).
+TORCH_SPEC="${TORCH_SPEC:-torch==2.13.0}"
+TORCH_PIP_ARGS="${TORCH_PIP_ARGS:-}"
+
+say() { printf '\033[1m[setup]\033[0m %s\n' "$*" >&2; }
+
+system_packages() {
+  local missing=()
+  command -v espeak-ng >/dev/null || missing+=(espeak-ng)
+  command -v flite >/dev/null || missing+=(flite)
+  [ ${#missing[@]} -eq 0 ] && return 0
+  say "installing system packages: ${missing[*]}"
+  local sudo=""
+  if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null && sudo -n true 2>/dev/null; then sudo="sudo"; else
+      say "need ${missing[*]}: install them with your package manager (apt-get install ${missing[*]}) and re-run"; exit 1
+    fi
+  fi
+  if ! command -v apt-get >/dev/null; then say "no apt-get here: install ${missing[*]} yourself and re-run"; exit 1; fi
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+python_env() {
+  "$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' \
+    || { say "Python 3.11+ is needed (found $("$PYTHON" --version 2>&1)); set PYTHON=/path/to/python3.11"; exit 1; }
+  [ -x "$VENV/bin/python" ] || { say "creating $VENV"; "$PYTHON" -m venv "$VENV"; }
+  local stamp; stamp="$(cat pyproject.toml constraints.txt | sha256sum | cut -c1-16)"
+  if [ "$(cat "$VENV/.ttseval-installed" 2>/dev/null)" = "$stamp" ]; then return 0; fi
+  say "installing ttseval and its dependencies into $VENV (pinned by constraints.txt)"
+  "$VENV/bin/python" -m pip install -q --upgrade pip
+  "$VENV/bin/python" -m pip install -q $TORCH_PIP_ARGS "$TORCH_SPEC"
+  "$VENV/bin/python" -m pip install -q -c constraints.txt -e ".[all]"
+  echo "$stamp" > "$VENV/.ttseval-installed"
+}
+
+system_packages
+python_env
+export PREFECT_SERVER_ANALYTICS_ENABLED=false DO_NOT_TRACK=1 GX_ANALYTICS_ENABLED=false
+case "$mode" in
+  demo) exec "$VENV/bin/ttseval" evaluate "$@" ;;
+  test) exec "$VENV/bin/python" -m pytest "$@" ;;
+  install) say "installed; activate with: source $VENV/bin/activate" ;;
+  *) say "unknown mode $mode: use demo, test or install"; exit 2 ;;
+esac

@@ -1,0 +1,92 @@
+"""Planning: what each stage still has to compute, given what the store already holds.
+
+`missing = wanted - present`, where a present row whose failure was transient (`retryable`) counts as missing,
+and the recomputed row then replaces it. This one rule gives resume after a crash, cheap re-runs, adding one
+system without redoing the others, and backfills.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from ttseval.config import Settings
+from ttseval.registry import Spec
+from ttseval.store import ArtifactStore
+
+
+@dataclass
+class Plan:
+    stage: str
+    wanted: int = 0
+    present: int = 0
+    shards: list[Any] = field(default_factory=list)
+
+    @property
+    def to_compute(self) -> int:
+        return self.wanted - self.present
+
+    def describe(self) -> str:
+        return (f"{self.stage}: {self.wanted} wanted, {self.present} present (reused), {self.to_compute} to compute"
+                f" in {len(self.shards)} shard(s)")
+
+
+def _present(frame: pd.DataFrame, key: list[str]) -> tuple[set[tuple], set[tuple]]:
+    """(keys done for good, keys whose last attempt failed transiently)."""
+    if frame.empty:
+        return set(), set()
+    retry = frame["retryable"].fillna(False).astype(bool)
+    done = set(frame.loc[~retry, key].itertuples(index=False, name=None))
+    again = set(frame.loc[retry, key].itertuples(index=False, name=None))
+    return done, again
+
+
+def _chunks(seq: list[Any], size: int) -> list[list[Any]]:
+    return [seq[i : i + size] for i in range(0, len(seq), size)]
+
+
+def plan_synthesis(store: ArtifactStore, run_id: str, items: pd.DataFrame, systems: list[Spec], settings: Settings) -> Plan:
+    done, again = _present(store.read(run_id, "synthesis"), ["item_id", "system_id"])
+    plan = Plan("synthesis", wanted=len(items) * len(systems))
+    records = items[["item_id", "language", "text", "instruction"]].to_dict("records")
+    for spec in systems:
+        todo = [r | {"replaces": (r["item_id"], spec.id) in again} for r in records if (r["item_id"], spec.id) not in done]
+        plan.present += len(records) - len(todo)
+        chunks = _chunks(todo, settings.shard_size)
+        plan.shards += [{"system": spec.canonical, "items": c, "index": i + 1, "of": len(chunks)} for i, c in enumerate(chunks)]
+    return plan
+
+
+def plan_model_stage(store: ArtifactStore, run_id: str, items: pd.DataFrame, systems: list[Spec], settings: Settings,
+                     *, table: str, id_for: Any) -> Plan:
+    """Clips synthesized earlier (ok) that still lack a row in `table` (transcripts or quality)."""
+    synthesis = store.read(run_id, "synthesis")
+    plan = Plan(table)
+    if synthesis.empty:
+        return plan
+    ids = {s.id for s in systems}
+    ok = synthesis[(synthesis["status"] == "ok") & synthesis["system_id"].isin(ids)]
+    ok = ok.merge(items[["item_id", "language", "text"]], on="item_id")
+    key = ["item_id", "system_id", "asr_id" if table == "transcripts" else "quality_id"]
+    done, again = _present(store.read(run_id, table), key)
+    todo = []
+    for r in ok.itertuples(index=False):
+        k = (r.item_id, r.system_id, id_for(r.language))
+        if k in done:
+            continue
+        todo.append({"item_id": r.item_id, "system_id": r.system_id, "audio_sha256": r.audio_sha256,
+                     "language": r.language, "text": r.text, "replaces": k in again})
+    plan.wanted, plan.present = len(ok), len(ok) - len(todo)
+    plan.shards = _chunks(todo, settings.shard_size)
+    return plan
+
+
+def asr_id_for(settings: Settings):
+    return lambda language: Spec.parse(settings.asr_for(language)).id
+
+
+def quality_id_for(settings: Settings):
+    quality_id = Spec.parse(settings.quality).id
+    return lambda language: quality_id

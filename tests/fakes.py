@@ -1,0 +1,41 @@
+"""Test providers loaded through the `plugins` setting (TTSEVAL_PLUGINS), so Dask workers can import them too."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ttseval.audio import Audio
+from ttseval.errors import PermanentProviderError
+
+
+class FlakyTTS:
+    """A real tone generator that fails on purpose: raises on texts with '?', returns silence for 'Wow'.
+
+    The failures are of two kinds on purpose: a documented PermanentProviderError and a plain RuntimeError,
+    which stands for a bug in a third-party SDK; both must end as rows, not as a crashed run.
+    """
+
+    name: ClassVar[str] = "flaky"
+    accepts_instruction: ClassVar[bool] = False
+    version = "1.0"
+
+    def __init__(self, voice: str | None = None, **options: Any) -> None:
+        self.voice = voice or "tone"
+
+    def supports_language(self, language: str) -> bool:
+        return language.lower().startswith("en")
+
+    def synthesize(self, text: str, language: str, voice: str | None = None, instruction: str | None = None) -> Audio:
+        if "?" in text:
+            raise PermanentProviderError(f"flaky refuses questions: {text[:20]!r}")
+        if text.startswith("Oh"):
+            raise RuntimeError("SDK exploded")
+        rate = 16000
+        t = np.arange(int(rate * 0.02 * len(text.split()))) / rate
+        samples = np.zeros_like(t) if "Wow" in text else 0.3 * np.sin(2 * np.pi * 220 * t)
+        return Audio(samples.astype(np.float32), rate)
+
+    def metadata(self) -> dict[str, Any]:
+        return {"engine": "flaky", "voice": self.voice}

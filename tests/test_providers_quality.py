@@ -1,0 +1,84 @@
+"""DNSMOS through speechmos' bundled ONNX models, on real synthesized speech and seeded noise."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from providers.quality.dnsmos import DNSMOSQuality
+from providers.tts.piper import PiperTTS
+from ttseval.audio import Audio
+from ttseval.errors import PermanentProviderError
+from ttseval.protocols import QualityProvider
+
+SENTENCE = "The quick brown fox jumps over the lazy dog."
+
+
+@pytest.fixture(scope="module")
+def dnsmos() -> DNSMOSQuality:
+    return DNSMOSQuality()
+
+
+@pytest.fixture(scope="module")
+def speech() -> Audio:
+    return PiperTTS(noise_scale="0", noise_w_scale="0").synthesize(SENTENCE, "en-US")
+
+
+def _noise(duration_s: float, rate_hz: int = 16000) -> Audio:
+    rng = np.random.default_rng(1234)
+    samples = np.clip(0.3 * rng.standard_normal(int(duration_s * rate_hz)), -1.0, 1.0)
+    return Audio(samples=samples.astype(np.float32), sample_rate_hz=rate_hz)
+
+
+def test_speech_scores_on_the_mos_scale(dnsmos: DNSMOSQuality, speech: Audio) -> None:
+    [score] = dnsmos.score([speech])
+    assert 1.0 <= score.mos <= 5.0
+    assert set(score.details) == {"sig", "bak", "ovrl", "p808"}
+    assert score.mos == score.details["ovrl"]
+    assert all(1.0 <= v <= 5.0 for v in score.details.values()), score.details
+    # Piper speech is clean: background is rated high
+    assert score.details["bak"] > 3.5
+    assert isinstance(dnsmos, QualityProvider)
+
+
+def test_noise_scores_below_speech_and_order_is_kept(dnsmos: DNSMOSQuality, speech: Audio) -> None:
+    noise_score, speech_score = dnsmos.score([_noise(3.0), speech])
+    assert noise_score.mos < speech_score.mos - 1.0
+    assert noise_score.details["bak"] < 2.0
+
+
+def test_short_clip_is_tiled_like_speechmos(dnsmos: DNSMOSQuality, speech: Audio) -> None:
+    one_second = Audio(samples=speech.samples[: speech.sample_rate_hz], sample_rate_hz=speech.sample_rate_hz)
+    [short] = dnsmos.score([one_second])
+    assert 1.0 <= short.mos <= 5.0 and np.isfinite(short.details["p808"])
+    # speechmos repeats a short clip up to its 9.01 s window: scoring the tiled clip ourselves gives the same
+    clip16 = one_second.resampled(16000).samples
+    tiled = np.tile(clip16, 16)  # 16 s; the first 9.01 s window equals what speechmos builds by doubling
+    [direct] = dnsmos.score([Audio(samples=tiled[: int(9.01 * 16000)], sample_rate_hz=16000)])
+    assert short.mos == pytest.approx(direct.mos, abs=1e-6)
+
+
+def test_sessions_are_built_once(dnsmos: DNSMOSQuality, speech: Audio) -> None:
+    dnsmos.score([speech])
+    model = dnsmos._load()
+    sessions = (model.onnx_sess, model.p808_onnx_sess)
+    dnsmos.score([speech, speech])
+    assert (dnsmos._load().onnx_sess, dnsmos._load().p808_onnx_sess) == sessions
+
+
+def test_empty_clip_and_bad_config_raise(dnsmos: DNSMOSQuality) -> None:
+    with pytest.raises(PermanentProviderError, match="no samples"):
+        dnsmos.score([Audio(samples=np.zeros(0, dtype=np.float32), sample_rate_hz=16000)])
+    with pytest.raises(ValueError, match="'window'"):
+        DNSMOSQuality(window="9")
+    with pytest.raises(ValueError, match="no voice"):
+        DNSMOSQuality("slt")
+
+
+def test_metadata(dnsmos: DNSMOSQuality) -> None:
+    meta = json.loads(json.dumps(dnsmos.metadata()))
+    assert meta["version"] == "0.0.1.1" and meta["sample_rate_hz"] == 16000
+    assert meta["model_files"] == ["dnsmos_models/sig_bak_ovr.onnx", "dnsmos_models/model_v8.onnx"]
+    assert DNSMOSQuality(personalized="true").metadata()["model_files"][0] == "pdnsmos_models/sig_bak_ovr.onnx"

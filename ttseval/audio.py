@@ -1,0 +1,55 @@
+"""Audio as it moves between stages: mono float32 samples plus a sample rate.
+
+Stored audio is 16-bit PCM WAV; its SHA-256 is the blob's address, so identical audio is stored once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Audio:
+    """Mono audio. `samples` are float32 in [-1, 1]; `sample_rate_hz` is samples per second."""
+
+    samples: np.ndarray
+    sample_rate_hz: int
+
+    @property
+    def duration_s(self) -> float:
+        return float(len(self.samples)) / float(self.sample_rate_hz) if self.sample_rate_hz else 0.0
+
+    def is_silent(self, *, min_duration_s: float = 0.05, min_peak: float = 1e-4) -> bool:
+        """True when the clip is too short or has no signal: INSV-A's F1 'returns silence'."""
+        return self.duration_s < min_duration_s or float(np.max(np.abs(self.samples), initial=0.0)) < min_peak
+
+    def to_wav_bytes(self) -> bytes:
+        import soundfile as sf
+
+        buf = io.BytesIO()
+        sf.write(buf, np.clip(self.samples, -1.0, 1.0), self.sample_rate_hz, format="WAV", subtype="PCM_16")
+        return buf.getvalue()
+
+    @classmethod
+    def from_wav_bytes(cls, data: bytes) -> Audio:
+        import soundfile as sf
+
+        samples, rate = sf.read(io.BytesIO(data), dtype="float32", always_2d=True)
+        return cls(samples=samples.mean(axis=1).astype(np.float32), sample_rate_hz=int(rate))
+
+    def resampled(self, sample_rate_hz: int) -> Audio:
+        """This audio at another rate (librosa with soxr); returns self when the rate already matches."""
+        if sample_rate_hz == self.sample_rate_hz:
+            return self
+        import librosa
+
+        samples = librosa.resample(self.samples, orig_sr=self.sample_rate_hz, target_sr=sample_rate_hz)
+        return Audio(samples=samples.astype(np.float32), sample_rate_hz=sample_rate_hz)
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()

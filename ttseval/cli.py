@@ -1,0 +1,148 @@
+"""The `ttseval` command. Heavy imports (prefect, dask, GE) happen inside the subcommand that needs them.
+
+Exit codes: 0 done, 1 the run failed, 2 bad input (dataset, spec, settings): nothing was written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import sys
+from collections.abc import Iterator
+
+from ttseval.errors import ConfigError, DatasetError, SpecError, TTSEvalError
+
+USER_ERRORS = (DatasetError, SpecError, ConfigError)
+
+
+def _quiet_defaults() -> None:
+    # Telemetry off: it raises "database is locked" on a first local run (STACK.md), and we are offline anyway.
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("DO_NOT_TRACK", "1")
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")  # inherited by the worker processes
+
+
+@contextlib.contextmanager
+def prefect_api() -> Iterator[None]:
+    """Use PREFECT_API_URL when set; otherwise start one temporary local server for this command.
+
+    Prefect would otherwise start a temporary server in every Dask worker process as well (seconds each);
+    exporting the URL lets the workers report to the same one.
+    """
+    if os.environ.get("PREFECT_API_URL"):
+        yield
+        return
+    from prefect.server.api.server import SubprocessASGIServer
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    server = SubprocessASGIServer()
+    server.start()
+    os.environ["PREFECT_API_URL"] = server.api_url
+    try:
+        with temporary_settings({PREFECT_API_URL: server.api_url}):
+            yield
+    finally:
+        from prefect.logging.handlers import APILogHandler
+
+        APILogHandler.flush()  # send the last log lines before the server they go to stops
+        os.environ.pop("PREFECT_API_URL", None)
+        server.stop()
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from ttseval.config import load_settings
+    from ttseval.dataset import load_items
+    from ttseval.registry import Spec
+
+    settings = load_settings(store=args.store, shard_size=args.shard_size, dask_address=args.dask_address,
+                             n_workers=args.workers)
+    # Everything a user can get wrong is checked here, before Prefect starts and before the store is touched.
+    load_items(args.dataset, categories=settings.categories)
+    systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    if not systems:
+        raise SpecError("--systems is empty; give provider specs such as piper:joe,espeak-ng,flite:slt")
+    from flows.evaluate import check_systems, evaluate, task_runner
+
+    check_systems(systems, settings)
+    env = {"TTSEVAL_STORE": settings.store, "TTSEVAL_SHARD_SIZE": str(settings.shard_size)}
+    os.environ.update(env)  # worker processes build their settings from the same values
+    runner = evaluate.with_options(task_runner=task_runner(settings))
+    with prefect_api():
+        result = runner(dataset=args.dataset, systems=systems, store=settings.store, run_id=args.run_id,
+                        shard_size=settings.shard_size)
+    _print_report(settings, args.run_id, [Spec.parse(s).id for s in systems])
+    print(f"reused rows: {result['reused']}; computed rows: {result['computed']}; wall time {result['wall_s']:.1f} s")
+    print(f"tables: {result['store']}/runs/{args.run_id}/<items|synthesis|transcripts|quality|report>")
+    return 0
+
+
+def _print_report(settings, run_id: str, system_ids: list[str] | None) -> None:
+    from tasks.report import compute_summary
+    from ttseval.report import print_table
+    from ttseval.store import ArtifactStore
+
+    store = ArtifactStore(settings.store)
+    if store.read(run_id, "items").empty:
+        raise TTSEvalError(f"no run {run_id!r} in {store.display()}; runs there: {', '.join(store.runs()) or 'none'}")
+    print_table(compute_summary(store, run_id, settings, system_ids), title=f"ttseval run {run_id!r} ({store.display()})")
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from ttseval.config import load_settings
+
+    settings = load_settings(store=args.store)
+    _print_report(settings, args.run_id, None)
+    return 0
+
+
+def cmd_providers(args: argparse.Namespace) -> int:
+    from ttseval.registry import REGISTRIES
+
+    for kind, registry in REGISTRIES.items():
+        print(f"{kind}: {', '.join(registry.names)}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from ttseval.config import DEFAULT_SYSTEMS
+    from ttseval.dataset import DEMO_DATASET
+
+    parser = argparse.ArgumentParser(prog="ttseval", description="Evaluate text-to-speech systems.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    ev = sub.add_parser("evaluate", help="synthesize, transcribe, score and report (defaults: the demo)")
+    ev.add_argument("--dataset", default=str(DEMO_DATASET), help="items file: .jsonl, .csv or .parquet")
+    ev.add_argument("--systems", default=",".join(DEFAULT_SYSTEMS), help="comma-separated provider specs")
+    ev.add_argument("--store", default=None, help="artifact store URI (default ./artifacts or TTSEVAL_STORE)")
+    ev.add_argument("--run-id", default="demo", help="run name; the same name resumes and reuses stored rows")
+    ev.add_argument("--shard-size", type=int, default=None, help="items per task")
+    ev.add_argument("--dask-address", default=None, help="existing Dask scheduler (default: a LocalCluster)")
+    ev.add_argument("--workers", type=int, default=None, help="LocalCluster worker processes")
+    ev.set_defaults(func=cmd_evaluate)
+    rep = sub.add_parser("report", help="print the per-system table of a stored run")
+    rep.add_argument("--store", default=None)
+    rep.add_argument("--run-id", default="demo")
+    rep.set_defaults(func=cmd_report)
+    prov = sub.add_parser("providers", help="list the registered providers")
+    prov.set_defaults(func=cmd_providers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    _quiet_defaults()
+    logging.getLogger("ttseval").setLevel(logging.INFO)
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except USER_ERRORS as e:
+        print(f"ttseval: error: {e}", file=sys.stderr)
+        return 2
+    except TTSEvalError as e:
+        print(f"ttseval: run failed: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":  # `python -m ttseval.cli`; also guards Dask's spawned workers
+    sys.exit(main())

@@ -1,0 +1,91 @@
+"""Typed settings: environment variables (TTSEVAL_*) over a TOML file over defaults.
+
+The TOML file is `$TTSEVAL_CONFIG` if set, else `./ttseval.toml` if it exists. Nested values use `__` in the
+environment (`TTSEVAL_ASR__EN=faster-whisper:base`). Secrets never live here as plain strings.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
+
+from ttseval.errors import ConfigError
+
+DEFAULT_SYSTEMS = ("piper:joe", "espeak-ng", "flite:slt")
+
+
+class Settings(BaseSettings):
+    """Everything a run can be tuned by. Passed to tasks as one object, so workers see the same values."""
+
+    model_config = SettingsConfigDict(env_prefix="TTSEVAL_", env_nested_delimiter="__", extra="forbid")
+
+    store: str = Field("./artifacts", description="Artifact store URI: a local folder or s3://bucket/prefix")
+    shard_size: int = Field(8, ge=1, description="Items per task; tens keep orchestration overhead small")
+    dask_address: str | None = Field(None, description="Address of an existing Dask scheduler; None starts a LocalCluster")
+    n_workers: int = Field(2, ge=1, description="LocalCluster worker processes")
+    threads_per_worker: int = Field(1, ge=1)
+    gpu: bool = Field(False, description="Annotate model stages with the Dask resource GPU=1")
+    asr: dict[str, str] = Field(
+        default_factory=lambda: {"en": "faster-whisper:tiny.en", "*": "faster-whisper:base"},
+        description="Recogniser spec per base language; '*' is the fallback",
+    )
+    quality: str = Field("dnsmos", description="MOS predictor spec")
+    item_retries: int = Field(2, ge=0, description="Retries of a transient provider error on one item")
+    retry_backoff_s: float = Field(1.0, ge=0, description="First backoff; doubles each retry")
+    task_retries: int = Field(2, ge=0, description="Prefect retries of a task that raised (worker lost, store error)")
+    bootstrap_resamples: int = Field(1000, ge=1)
+    seed: int = 0
+    max_error_rate: float = Field(1.0, ge=0, le=1, description="Fail the flow when more rows than this fail")
+    extra_categories: list[str] = Field(default_factory=list, description="Categories beyond the built-in ones")
+    plugins: dict[str, dict[str, str]] = Field(
+        default_factory=dict, description="Extra providers per kind: {'tts': {'name': 'module:Class'}}"
+    )
+
+    @field_validator("asr")
+    @classmethod
+    def _fallback_present(cls, value: dict[str, str]) -> dict[str, str]:
+        if "*" not in value:
+            raise ValueError("asr needs a '*' entry: the recogniser for languages not listed")
+        return value
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        path = os.environ.get("TTSEVAL_CONFIG") or "ttseval.toml"
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        if Path(path).is_file():
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=path))
+        elif os.environ.get("TTSEVAL_CONFIG"):
+            raise ConfigError(f"TTSEVAL_CONFIG points to {path!r}, which is not a file")
+        return tuple(sources)
+
+    @property
+    def categories(self) -> set[str]:
+        from ttseval.categories import CATEGORIES
+
+        return set(CATEGORIES) | set(self.extra_categories)
+
+    def asr_for(self, language: str) -> str:
+        """The recogniser spec for a BCP-47 tag, by base language ('en-US' -> 'en'), else the '*' entry."""
+        base = language.split("-")[0].lower()
+        return self.asr.get(language, self.asr.get(base, self.asr["*"]))
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Settings from the environment and TOML file, with explicit overrides (CLI flags) on top."""
+    try:
+        return Settings(**{k: v for k, v in overrides.items() if v is not None})
+    except ConfigError:
+        raise
+    except ValueError as e:
+        raise ConfigError(f"invalid ttseval settings: {e}") from e

@@ -1,0 +1,150 @@
+"""Reading an items dataset (JSONL, CSV or Parquet) and checking it before any work is done.
+
+Required columns: item_id, text, language, category, depth. Optional: benchmark, parent_id, instruction,
+reference_audio_uri, source, generator. Problems are collected, not raised one at a time, so a user fixes a
+file in one pass; every message names the rule, the column, the rows (1-based, header excluded) and the fix.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+
+from ttseval.errors import DatasetError
+from ttseval.schemas import ITEMS
+
+REQUIRED = ("item_id", "text", "language", "category", "depth")
+DEMO_DATASET = Path(__file__).parent / "data" / "demo.jsonl"
+
+
+def read_dataset(path: str | Path) -> pd.DataFrame:
+    """Read the file as it is (no checks beyond parsing); JSONL errors name the line."""
+    p = Path(path)
+    if not p.is_file():
+        raise DatasetError(f"dataset {str(p)!r} does not exist; pass --dataset PATH to a .jsonl, .csv or .parquet file",
+                           source=str(p))
+    suffix = p.suffix.lower()
+    try:
+        if suffix in (".jsonl", ".ndjson", ".json"):
+            rows = []
+            for number, line in enumerate(p.read_text(encoding="utf-8").splitlines(), start=1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise DatasetError(f"dataset {p}: line {number} is not valid JSON ({e.msg}); fix that line",
+                                       source=str(p)) from e
+                if not isinstance(row, dict):
+                    raise DatasetError(f"dataset {p}: line {number} is not a JSON object", source=str(p))
+                rows.append(row)
+            return pd.DataFrame(rows)
+        if suffix == ".csv":
+            # Everything as text first: type checks below then name the row that is wrong.
+            return pd.read_csv(p, dtype=str, keep_default_na=False)
+        if suffix == ".parquet":
+            return pd.read_parquet(p)
+    except (UnicodeDecodeError, pa.ArrowInvalid, pd.errors.ParserError, OSError) as e:
+        raise DatasetError(f"dataset {p}: cannot parse as {suffix} ({e})", source=str(p)) from e
+    raise DatasetError(f"dataset {p}: unknown extension {suffix!r}; use .jsonl, .csv or .parquet", source=str(p))
+
+
+def _rows(frame: pd.DataFrame, mask: pd.Series, limit: int = 8) -> str:
+    picked = frame.loc[mask]
+    pairs = list(zip(picked["row"], picked["item_id"]))[:limit]
+    more = len(picked) - limit
+    return ", ".join(f"row {int(r)} (item_id={i!r})" for r, i in pairs) + (f" and {more} more" if more > 0 else "")
+
+
+def _coerce(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """Check types that the expectations cannot see once pandas has coerced them; returns (frame, problems)."""
+    problems: list[str] = []
+    frame = frame.copy()
+    frame.insert(0, "row", range(1, len(frame) + 1))
+    frame["item_id"] = frame["item_id"].map(lambda v: None if v is None or (isinstance(v, float) and pd.isna(v)) else str(v))
+
+    def bad(mask: pd.Series, rule: str, column: str, fix: str) -> None:
+        if mask.any():
+            problems.append(f"rule '{rule}' (column {column}) fails on {int(mask.sum())} row(s): "
+                            f"{_rows(frame, mask)}. Fix: {fix}")
+
+    for column in ("text", "language", "category"):
+        not_text = frame[column].map(lambda v: v is not None and not isinstance(v, str) and not pd.isna(v))
+        bad(not_text, f"{column} is a string", column, f"write {column} as a quoted string")
+    depth = frame["depth"]
+
+    def as_depth(v: object) -> int | None:
+        if isinstance(v, bool):
+            return None
+        if isinstance(v, int):
+            return v
+        if isinstance(v, float) and v.is_integer():
+            return int(v)
+        if isinstance(v, str) and v.strip().lstrip("-").isdigit():
+            return int(v)
+        return None
+
+    parsed = depth.map(as_depth)
+    bad(parsed.isna(), "depth is an integer", "depth", "write depth as a whole number 0-3")
+    frame["depth"] = parsed
+    return frame, problems
+
+
+def validate_items(frame: pd.DataFrame, *, source: str, categories: set[str]) -> None:
+    """Raise DatasetError listing every broken rule; return None when the dataset is usable."""
+    missing = [c for c in REQUIRED if c not in frame.columns]
+    if missing:
+        raise DatasetError(
+            f"dataset {source}: missing required column(s) {', '.join(missing)}; "
+            f"columns found: {', '.join(map(str, frame.columns)) or 'none'}. Fix: add them (required: {', '.join(REQUIRED)})",
+            source=source, problems=[f"missing column {c}" for c in missing])
+    if frame.empty:
+        raise DatasetError(f"dataset {source} has no rows", source=source)
+    frame, problems = _coerce(frame)
+    problems += _expectation_problems(frame, categories)
+    if problems:
+        raise DatasetError(f"dataset {source} breaks {len(problems)} rule(s):\n- " + "\n- ".join(problems),
+                           source=source, problems=problems)
+
+
+def _expectation_problems(frame: pd.DataFrame, categories: set[str]) -> list[str]:
+    from ttseval.categories import MAX_DEPTH
+    from ttseval.languages import is_known_language
+    from ttseval.validation import Rule, check
+
+    frame = frame.assign(
+        text=frame["text"].map(lambda v: v if isinstance(v, str) else ""),
+        language=frame["language"].map(lambda v: v if isinstance(v, str) else ""),
+        depth=frame["depth"].fillna(0),
+    )
+    known = sorted({t for t in frame["language"].unique() if is_known_language(t)})
+    rules = [
+        Rule("item_id is present", "item_id", "ExpectColumnValuesToNotBeNull", {}, "give every item an id"),
+        Rule("item_id is unique", "item_id", "ExpectColumnValuesToBeUnique", {}, "give each item its own id"),
+        Rule("text is non-empty", "text", "ExpectColumnValuesToMatchRegex", {"regex": r"\S"}, "write the text to speak"),
+        Rule("language is a known BCP-47 / ISO 639 code", "language", "ExpectColumnValuesToBeInSet",
+             {"value_set": known}, "use a tag such as en-US, fr, hi-IN, ps-AF"),
+        Rule("category is known", "category", "ExpectColumnValuesToBeInSet", {"value_set": sorted(categories)},
+             f"use one of {', '.join(sorted(categories))} (or add yours to the extra_categories setting)"),
+        Rule(f"depth is between 0 and {MAX_DEPTH}", "depth", "ExpectColumnValuesToBeBetween",
+             {"min_value": 0, "max_value": MAX_DEPTH}, f"use a depth from 0 (seed) to {MAX_DEPTH}"),
+    ]
+    return check(frame, rules, suite_name="items")
+
+
+def load_items(path: str | Path, *, categories: set[str]) -> pd.DataFrame:
+    """Read and check a dataset; returns it with the items schema's columns and types."""
+    frame = read_dataset(path)
+    validate_items(frame, source=str(path), categories=categories)
+    frame = frame.copy()
+    frame["item_id"] = frame["item_id"].astype(str)
+    frame["depth"] = frame["depth"].astype(int)
+    for name in ITEMS.names:
+        if name not in frame.columns:
+            frame[name] = None
+    frame = frame[ITEMS.names].astype(object).where(frame[ITEMS.names].notna(), None)
+    frame["depth"] = frame["depth"].astype(int)
+    return frame.reset_index(drop=True)

@@ -1,0 +1,148 @@
+"""Every table's pyarrow schema, declared once, with its key. All readers and writers use these.
+
+Units are in the names (`duration_s`, `sample_rate_hz`). Failures are rows: `status`, `error_type`,
+`error_message`, `retryable`, `attempt`, with the result columns null.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+
+def _f(name: str, type_: pa.DataType, doc: str, nullable: bool = True) -> pa.Field:
+    return pa.field(name, type_, nullable=nullable, metadata={"description": doc})
+
+
+_STATUS = [
+    _f("status", pa.string(), "ok, or why there is no result: failed / empty / unsupported", nullable=False),
+    _f("error_type", pa.string(), "exception class or reason code; null when ok"),
+    _f("error_message", pa.string(), "what went wrong, for a person; null when ok"),
+    _f("retryable", pa.bool_(), "true when a later run should try this key again (transient failure)"),
+    _f("attempt", pa.int32(), "how many calls this row took"),
+    _f("created_at", pa.timestamp("us", tz="UTC"), "when the row was computed", nullable=False),
+]
+
+ITEMS = pa.schema(
+    [
+        _f("item_id", pa.string(), "unique item key", nullable=False),
+        _f("benchmark", pa.string(), "benchmark name and version"),
+        _f("category", pa.string(), "EmergentTTS-Eval category, or a user category", nullable=False),
+        _f("depth", pa.int16(), "refinement depth, 0 = seed", nullable=False),
+        _f("parent_id", pa.string(), "item this one was refined from"),
+        _f("language", pa.string(), "BCP-47 tag as given", nullable=False),
+        _f("text", pa.string(), "text to speak", nullable=False),
+        _f("instruction", pa.string(), "style instruction for instruction-following systems"),
+        _f("reference_audio_uri", pa.string(), "reference recording, where one exists"),
+        _f("source", pa.string(), "who wrote the item"),
+        _f("generator", pa.string(), "model and prompt version that generated it, if any"),
+    ]
+)
+
+SYNTHESIS = pa.schema(
+    [
+        _f("item_id", pa.string(), "item key", nullable=False),
+        _f("system_id", pa.string(), "stable id of the TTS configuration", nullable=False),
+        _f("system_spec", pa.string(), "canonical provider spec", nullable=False),
+        _f("audio_uri", pa.string(), "where the WAV blob is stored"),
+        _f("audio_sha256", pa.string(), "SHA-256 of the WAV bytes; the blob's address"),
+        _f("duration_s", pa.float64(), "audio duration in seconds"),
+        _f("sample_rate_hz", pa.int32(), "native sample rate of the engine"),
+        _f("latency_s", pa.float64(), "wall time of the synthesize call in seconds"),
+        *_STATUS,
+        _f("provider_version", pa.string(), "engine version"),
+        _f("provider_metadata", pa.string(), "provider metadata as JSON (never secrets)"),
+    ]
+)
+
+TRANSCRIPTS = pa.schema(
+    [
+        _f("item_id", pa.string(), "item key", nullable=False),
+        _f("system_id", pa.string(), "TTS system whose audio was transcribed", nullable=False),
+        _f("asr_id", pa.string(), "stable id of the recogniser configuration", nullable=False),
+        _f("asr_spec", pa.string(), "canonical recogniser spec", nullable=False),
+        _f("hypothesis", pa.string(), "raw recogniser output"),
+        _f("detected_language", pa.string(), "language the recogniser detected, if it gives one"),
+        _f("language_prob", pa.float64(), "probability of the detected language"),
+        _f("normalizer", pa.string(), "name and version of the text normalizer used for WER/CER"),
+        _f("ref_norm", pa.string(), "normalized reference"),
+        _f("hyp_norm", pa.string(), "normalized hypothesis"),
+        _f("word_errors", pa.int32(), "substitutions + deletions + insertions over words"),
+        _f("ref_words", pa.int32(), "words in the normalized reference"),
+        _f("char_errors", pa.int32(), "edit operations over characters"),
+        _f("ref_chars", pa.int32(), "characters in the normalized reference"),
+        _f("wer", pa.float64(), "word_errors / ref_words for this utterance"),
+        _f("cer", pa.float64(), "char_errors / ref_chars for this utterance"),
+        *_STATUS,
+    ]
+)
+
+QUALITY = pa.schema(
+    [
+        _f("item_id", pa.string(), "item key", nullable=False),
+        _f("system_id", pa.string(), "TTS system whose audio was scored", nullable=False),
+        _f("quality_id", pa.string(), "stable id of the MOS predictor configuration", nullable=False),
+        _f("quality_spec", pa.string(), "canonical predictor spec", nullable=False),
+        _f("mos", pa.float64(), "predicted overall MOS, 1-5"),
+        _f("details", pa.string(), "predictor sub-scores as JSON"),
+        *_STATUS,
+    ]
+)
+
+REPORT = pa.schema(
+    [
+        _f("system_id", pa.string(), "TTS system", nullable=False),
+        _f("system_spec", pa.string(), "canonical provider spec"),
+        _f("n_items", pa.int64(), "items in the run"),
+        _f("n_ok", pa.int64(), "clips synthesized"),
+        _f("n_failed", pa.int64(), "items whose synthesis raised"),
+        _f("n_empty", pa.int64(), "items that came back silent"),
+        _f("n_unsupported", pa.int64(), "items in a language the system does not speak"),
+        _f("n_missing", pa.int64(), "items with no synthesis row yet"),
+        _f("completion_rate", pa.float64(), "n_ok / n_items (1 - F1 rate in INSV-A terms)"),
+        _f("n_transcribed", pa.int64(), "clips with a transcript"),
+        _f("wer", pa.float64(), "corpus WER: sum of word errors / sum of reference words"),
+        _f("wer_ci_low", pa.float64(), "bootstrap 95% CI, low"),
+        _f("wer_ci_high", pa.float64(), "bootstrap 95% CI, high"),
+        _f("wer_utt_mean", pa.float64(), "mean of per-utterance WER"),
+        _f("cer", pa.float64(), "corpus CER"),
+        _f("cer_ci_low", pa.float64(), "bootstrap 95% CI, low"),
+        _f("cer_ci_high", pa.float64(), "bootstrap 95% CI, high"),
+        _f("cer_utt_mean", pa.float64(), "mean of per-utterance CER"),
+        _f("perfect_pct", pa.float64(), "percent of transcribed clips with zero word errors"),
+        _f("mos", pa.float64(), "mean predicted MOS"),
+        _f("mos_ci_low", pa.float64(), "bootstrap 95% CI, low"),
+        _f("mos_ci_high", pa.float64(), "bootstrap 95% CI, high"),
+        _f("n_mos", pa.int64(), "clips with a MOS"),
+        _f("mean_duration_s", pa.float64(), "mean clip duration in seconds"),
+        _f("rtf", pa.float64(), "real-time factor: synthesis seconds per audio second (lower is faster)"),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class TableDef:
+    name: str
+    schema: pa.Schema
+    key: tuple[str, ...]
+
+
+TABLES: dict[str, TableDef] = {
+    t.name: t
+    for t in (
+        TableDef("items", ITEMS, ("item_id",)),
+        TableDef("synthesis", SYNTHESIS, ("item_id", "system_id")),
+        TableDef("transcripts", TRANSCRIPTS, ("item_id", "system_id", "asr_id")),
+        TableDef("quality", QUALITY, ("item_id", "system_id", "quality_id")),
+        TableDef("report", REPORT, ("system_id",)),
+    )
+}
+
+STATUSES = ("ok", "failed", "empty", "unsupported")
+
+
+def table_from_rows(table: str, rows: list[dict]) -> pa.Table:
+    """Rows (dicts) to a pyarrow Table with the declared schema; a missing column is null."""
+    schema = TABLES[table].schema
+    return pa.Table.from_pylist([{name: row.get(name) for name in schema.names} for row in rows], schema=schema)

@@ -1,0 +1,195 @@
+"""The artifact store: Parquet part files and content-addressed audio blobs under one URI.
+
+Layout under the root (a local folder, or s3://bucket/prefix on any S3-compatible server):
+
+    runs/<run_id>/<table>/part-*.parquet   one immutable part per finished shard
+    runs/<run_id>/report.md, log/*.json    the report and one record per invocation
+    blobs/audio/<sha[:2]>/<sha>.wav        audio, addressed by SHA-256 of its bytes, stored once
+
+Parts are committed atomically: locally a hidden temp file then a rename; on S3 an object appears only when its
+upload completes. Readers ignore names starting with '.', so `pandas.read_parquet("<store>/runs/<id>/<table>")`
+never sees a half-written part. Readers dedupe by key, newest `created_at` first.
+
+S3 endpoint and credentials come from the standard AWS environment variables (AWS_ENDPOINT_URL[_S3],
+AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION); they are never written anywhere by ttseval.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from datetime import datetime, timezone
+from urllib.parse import urlparse
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from ttseval.errors import StoreError
+from ttseval.schemas import TABLES
+
+
+def _s3_filesystem() -> pafs.S3FileSystem:
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    kwargs: dict = {"region": os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"}
+    if endpoint:
+        parsed = urlparse(endpoint)
+        kwargs["endpoint_override"] = parsed.netloc or parsed.path
+        kwargs["scheme"] = parsed.scheme or "https"
+    # Credentials: pyarrow reads the AWS SDK's default chain (environment, profile, instance role) itself.
+    return pafs.S3FileSystem(**kwargs)
+
+
+class ArtifactStore:
+    """Tables and blobs under one URI. Cheap to construct; safe to rebuild in every worker from its URI."""
+
+    def __init__(self, uri: str) -> None:
+        self.uri = uri.rstrip("/") or uri
+        if uri.startswith("s3://"):
+            rest = uri[len("s3://") :].strip("/")
+            if not rest:
+                raise StoreError(f"store URI {uri!r} names no bucket; use s3://bucket/prefix", uri=uri)
+            self.fs: pafs.FileSystem = _s3_filesystem()
+            self.root = rest
+            self.is_local = False
+        elif "://" in uri and not uri.startswith("file://"):
+            raise StoreError(f"store URI {uri!r}: only local folders and s3://bucket/prefix are supported", uri=uri)
+        else:
+            path = uri[len("file://") :] if uri.startswith("file://") else uri
+            self.fs = pafs.LocalFileSystem()
+            self.root = os.path.abspath(path)
+            self.is_local = True
+
+    # paths ---------------------------------------------------------------------------------------------------
+    def path(self, *parts: str) -> str:
+        return "/".join([self.root, *parts])
+
+    def display(self, *parts: str) -> str:
+        """A URI a person (or pandas) can open."""
+        return self.path(*parts) if self.is_local else "s3://" + self.path(*parts)
+
+    def table_dir(self, run_id: str, table: str) -> str:
+        return self.path("runs", run_id, table)
+
+    # bytes ---------------------------------------------------------------------------------------------------
+    def write_bytes(self, rel_path: str, data: bytes) -> str:
+        """Write `data` at `rel_path` under the root atomically; returns the full path."""
+        final = self.path(rel_path)
+        try:
+            self.fs.create_dir(final.rsplit("/", 1)[0], recursive=True)
+            if self.is_local:
+                directory, name = final.rsplit("/", 1)
+                tmp = f"{directory}/.{name}.{uuid.uuid4().hex}.tmp"
+                with self.fs.open_output_stream(tmp) as out:
+                    out.write(data)
+                self.fs.move(tmp, final)
+            else:
+                with self.fs.open_output_stream(final) as out:
+                    out.write(data)
+        except OSError as e:
+            raise StoreError(f"cannot write {self.display(rel_path)}: {e}", uri=self.display(rel_path)) from e
+        return final
+
+    def read_bytes(self, rel_path: str) -> bytes:
+        try:
+            with self.fs.open_input_stream(self.path(rel_path)) as src:
+                return src.read()
+        except (OSError, FileNotFoundError) as e:
+            raise StoreError(f"cannot read {self.display(rel_path)}: {e}", uri=self.display(rel_path)) from e
+
+    def exists(self, rel_path: str) -> bool:
+        return self.fs.get_file_info(self.path(rel_path)).type != pafs.FileType.NotFound
+
+    # audio blobs ---------------------------------------------------------------------------------------------
+    @staticmethod
+    def audio_rel_path(sha256: str) -> str:
+        return f"blobs/audio/{sha256[:2]}/{sha256}.wav"
+
+    def put_audio(self, wav: bytes, sha256: str) -> str:
+        """Store a WAV blob under its SHA-256 unless it is already there; returns its URI."""
+        rel = self.audio_rel_path(sha256)
+        if not self.exists(rel):
+            self.write_bytes(rel, wav)
+        return self.display(rel)
+
+    def get_audio(self, sha256: str) -> bytes:
+        return self.read_bytes(self.audio_rel_path(sha256))
+
+    # tables --------------------------------------------------------------------------------------------------
+    def write_part(self, run_id: str, table: str, data: pa.Table, *, label: str = "") -> str | None:
+        """Commit `data` as one new immutable part of `runs/<run_id>/<table>`; returns its path (None if empty)."""
+        if data.num_rows == 0:
+            return None
+        schema = TABLES[table].schema
+        data = data.cast(schema) if data.schema != schema else data
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%f")
+        label = re.sub(r"[^A-Za-z0-9._-]+", "-", label).strip("-.")  # a label is never a path
+        name = f"part-{stamp}-{label + '-' if label else ''}{uuid.uuid4().hex[:8]}.parquet"
+        sink = pa.BufferOutputStream()
+        pq.write_table(data, sink, compression="zstd")
+        return self.write_bytes(f"runs/{run_id}/{table}/{name}", sink.getvalue().to_pybytes())
+
+    def part_files(self, run_id: str, table: str) -> list[str]:
+        selector = pafs.FileSelector(self.table_dir(run_id, table), allow_not_found=True)
+        infos = self.fs.get_file_info(selector)
+        return sorted(
+            i.path for i in infos if i.type == pafs.FileType.File and i.base_name.endswith(".parquet")
+            and not i.base_name.startswith((".", "_"))
+        )
+
+    def read(self, run_id: str, table: str) -> pd.DataFrame:
+        """All rows of a run's table, one per key (the newest), typed by the declared schema."""
+        definition = TABLES[table]
+        files = self.part_files(run_id, table)
+        if not files:
+            return definition.schema.empty_table().to_pandas()
+        try:
+            data = ds.dataset(files, schema=definition.schema, format="parquet", filesystem=self.fs).to_table()
+        except (OSError, pa.ArrowInvalid) as e:
+            raise StoreError(f"cannot read table {table!r} of run {run_id!r}: {e}", uri=self.display()) from e
+        frame = data.to_pandas()
+        if "created_at" in frame.columns:
+            frame = frame.sort_values("created_at", kind="stable")
+        return frame.drop_duplicates(list(definition.key), keep="last").reset_index(drop=True)
+
+    def supersede(self, run_id: str, table: str, keys: set[tuple], *, keep: str) -> int:
+        """Drop `keys` from every part but `keep` (rows recomputed after a retryable failure); returns rows dropped.
+
+        Parts are rewritten atomically, so a crash leaves either the old or the new part, and readers dedupe anyway.
+        """
+        if not keys:
+            return 0
+        key_cols = list(TABLES[table].key)
+        dropped = 0
+        for path in self.part_files(run_id, table):
+            if path == keep:
+                continue
+            frame = pq.read_table(path, filesystem=self.fs).to_pandas()
+            stale = frame[key_cols].apply(tuple, axis=1).isin(keys)
+            if not stale.any():
+                continue
+            dropped += int(stale.sum())
+            rel = path[len(self.root) + 1 :]
+            if stale.all():
+                self.fs.delete_file(path)
+            else:
+                sink = pa.BufferOutputStream()
+                kept = pa.Table.from_pandas(frame[~stale], schema=TABLES[table].schema, preserve_index=False)
+                pq.write_table(kept, sink, compression="zstd")
+                self.write_bytes(rel, sink.getvalue().to_pybytes())
+        return dropped
+
+    def replace_table(self, run_id: str, table: str, data: pa.Table) -> str:
+        """Make `data` the whole table (for derived tables such as the report): new part first, then old ones go."""
+        old = self.part_files(run_id, table)
+        new = self.write_part(run_id, table, data, label="all") or ""
+        for path in old:
+            self.fs.delete_file(path)
+        return new
+
+    def runs(self) -> list[str]:
+        infos = self.fs.get_file_info(pafs.FileSelector(self.path("runs"), allow_not_found=True))
+        return sorted(i.base_name for i in infos if i.type == pafs.FileType.Directory)
