@@ -82,7 +82,7 @@ def test_rerun_recomputes_nothing(first_run, small_dataset: Path) -> None:
     assert result.returncode == 0, result.stderr[-3000:]
     log = last_log(store, "r1")
     assert log["computed"] == {"synthesis": 0, "transcripts": 0, "quality": 0}
-    assert log["reused"] == {"synthesis": 27, "transcripts": 21, "quality": 21}
+    assert log["reused"] == {"synthesis": 27, "transcripts": 22, "quality": 22}
     assert "27 present (reused), 0 to compute" in result.stdout + result.stderr
     assert sorted(p.name for p in (store / "runs" / "r1" / "synthesis").iterdir()) == parts_before
 
@@ -194,3 +194,38 @@ def test_report_command_reprints_a_stored_run(first_run) -> None:
     assert "piper:joe" in result.stdout and "flite:slt" in result.stdout
     missing = run_cli(["report", "--store", str(store), "--run-id", "nope"], env, cwd=store, timeout_s=120)
     assert missing.returncode == 1 and "no run 'nope'" in missing.stderr and "r1" in missing.stderr
+
+
+def test_s3_store_end_to_end(prefect_api: str, s3_bucket: str, s3_server: dict, tmp_path: Path) -> None:
+    dataset = tmp_path / "two.jsonl"
+    dataset.write_text(
+        '{"item_id": "q1", "text": "Is the train late again?", "language": "en-US", "category": "questions", "depth": 0}\n'
+        '{"item_id": "m1", "text": "Il fait beau aujourd\'hui.", "language": "fr-FR", "category": "multilingual", "depth": 0}\n')
+    uri = f"s3://{s3_bucket}/team/ttseval"
+    env = cli_env(prefect_api, **s3_server)
+    result = run_cli(["evaluate", "--dataset", str(dataset), "--systems", "espeak-ng,flite:slt", "--store", uri,
+                      "--run-id", "s3run"], env, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert not (tmp_path / "artifacts").exists()
+    # a second process (this one) reads every table through pandas + s3fs with the same AWS variables
+    synthesis = pd.read_parquet(f"{uri}/runs/s3run/synthesis")
+    assert sorted(synthesis["status"]) == ["ok", "ok", "ok", "unsupported"]
+    transcripts = pd.read_parquet(f"{uri}/runs/s3run/transcripts")
+    assert len(transcripts) == 3 and transcripts["wer"].notna().all()
+    report = pd.read_parquet(f"{uri}/runs/s3run/report")
+    assert set(report["system_spec"]) == {"espeak-ng", "flite:slt"}
+    import boto3
+
+    s3 = boto3.client("s3", endpoint_url=s3_server["AWS_ENDPOINT_URL"])
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=s3_bucket)["Contents"]]
+    assert sum(k.startswith("team/ttseval/blobs/audio/") and k.endswith(".wav") for k in keys) == 3
+    assert not [k for k in keys if k.endswith("/")], "no folder marker objects"
+    assert "team/ttseval/runs/s3run/report.md" in keys
+    # credentials never reach what ttseval writes
+    log_key = next(k for k in keys if "/log/" in k)
+    text = s3.get_object(Bucket=s3_bucket, Key=log_key)["Body"].read().decode()
+    assert s3_server["AWS_SECRET_ACCESS_KEY"] not in text and "testing-secret" not in result.stdout + result.stderr
+    # re-running against S3 reuses everything
+    again = run_cli(["evaluate", "--dataset", str(dataset), "--systems", "espeak-ng,flite:slt", "--store", uri,
+                     "--run-id", "s3run"], env, cwd=tmp_path)
+    assert again.returncode == 0 and "4 present (reused), 0 to compute" in again.stdout + again.stderr

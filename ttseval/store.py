@@ -79,8 +79,8 @@ class ArtifactStore:
         """Write `data` at `rel_path` under the root atomically; returns the full path."""
         final = self.path(rel_path)
         try:
-            self.fs.create_dir(final.rsplit("/", 1)[0], recursive=True)
-            if self.is_local:
+            if self.is_local:  # S3 has no folders: creating one there only leaves a marker object
+                self.fs.create_dir(final.rsplit("/", 1)[0], recursive=True)
                 directory, name = final.rsplit("/", 1)
                 tmp = f"{directory}/.{name}.{uuid.uuid4().hex}.tmp"
                 with self.fs.open_output_stream(tmp) as out:

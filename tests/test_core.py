@@ -1,0 +1,150 @@
+"""Core: spec parsing and the registry, settings, ids, and dataset checks (plain functions, no Prefect)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from ttseval.categories import CATEGORIES
+from ttseval.config import Settings, load_settings
+from ttseval.dataset import DEMO_DATASET, load_items
+from ttseval.errors import ConfigError, DatasetError, SpecError
+from ttseval.ids import digest, stable_id
+from ttseval.registry import REGISTRIES, TTS, Registry, Spec
+
+
+@pytest.mark.parametrize(
+    ("text", "provider", "voice", "options", "canonical"),
+    [
+        ("piper:joe", "piper", "joe", (), "piper:joe"),
+        ("espeak-ng", "espeak-ng", None, (), "espeak-ng"),
+        ("espeak-ng:en-us:speed=140:pitch=40", "espeak-ng", "en-us", (("pitch", "40"), ("speed", "140")),
+         "espeak-ng:en-us:pitch=40:speed=140"),
+        ("  flite:slt ", "flite", "slt", (), "flite:slt"),
+        ("transformers:/models/w2v", "transformers", "/models/w2v", (), "transformers:/models/w2v"),
+    ],
+)
+def test_spec_parse_and_canonical_form(text, provider, voice, options, canonical) -> None:
+    spec = Spec.parse(text)
+    assert (spec.provider, spec.voice, spec.options, spec.canonical) == (provider, voice, options, canonical)
+    assert Spec.parse(spec.canonical) == spec
+
+
+def test_system_id_is_readable_and_ignores_option_order() -> None:
+    a = Spec.parse("espeak-ng:en-us:speed=140:pitch=40")
+    b = Spec.parse("espeak-ng:en-us:pitch=40:speed=140")
+    assert a.id == b.id and a.id.startswith("espeak-ng-en-us-") and len(a.id.split("-")[-1]) == 8
+    assert Spec.parse("espeak-ng:en-us:speed=141").id != a.id
+    # the hash is sha256 of the canonical JSON of the parameters, worked out independently here
+    assert a.id == stable_id("espeak-ng-en-us", {"options": {"pitch": "40", "speed": "140"}, "provider": "espeak-ng",
+                                                 "voice": "en-us"})
+    assert digest({"b": 1, "a": 2}) == digest({"a": 2, "b": 1})
+
+
+@pytest.mark.parametrize("bad", ["", ":joe", "piper:joe:amy", "piper:speed=1:speed=2"])
+def test_spec_parse_refuses_malformed(bad: str) -> None:
+    with pytest.raises(SpecError):
+        Spec.parse(bad)
+
+
+def test_registry_unknown_name_suggests_and_lists() -> None:
+    with pytest.raises(SpecError, match=r"unknown tts provider 'pipr'; did you mean 'piper'\? available: espeak-ng, "
+                                        r"flite, piper"):
+        TTS.resolve("pipr")
+
+
+def test_registry_duplicate_name_raises_and_plugins_resolve() -> None:
+    reg = Registry("tts", {"a": "tests.fakes:FlakyTTS"})
+    with pytest.raises(SpecError, match="already registered"):
+        reg.register("a", "tests.other:Other")
+    provider = TTS.build("flaky:beep", extra={"flaky": "tests.fakes:FlakyTTS"})
+    assert provider.voice == "beep"
+
+
+def test_registry_bad_option_is_a_spec_error_naming_it() -> None:
+    with pytest.raises(SpecError, match="loudness"):
+        TTS.build("espeak-ng:en-us:loudness=3")
+
+
+def test_every_registered_provider_imports_cheaply() -> None:
+    for registry in REGISTRIES.values():
+        for name in registry.names:
+            assert isinstance(registry.resolve(name), type)
+
+
+def test_settings_precedence_env_over_toml(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    toml = tmp_path / "ttseval.toml"
+    toml.write_text('shard_size = 5\nstore = "s3://bucket/x"\n[asr]\n"*" = "faster-whisper:base"\n')
+    monkeypatch.setenv("TTSEVAL_CONFIG", str(toml))
+    monkeypatch.setenv("TTSEVAL_SHARD_SIZE", "11")
+    settings = Settings()
+    assert settings.shard_size == 11 and settings.store == "s3://bucket/x"
+    assert settings.asr_for("en-US") == "faster-whisper:base"
+    assert load_settings(shard_size=3).shard_size == 3
+
+
+def test_settings_defaults_route_asr_by_language(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TTSEVAL_CONFIG", raising=False)
+    settings = Settings()
+    assert settings.asr_for("en-GB") == "faster-whisper:tiny.en"
+    assert settings.asr_for("fr-FR") == "faster-whisper:base"
+
+
+def test_bad_settings_are_config_errors(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("TTSEVAL_SHARD_SIZE", "0")
+    with pytest.raises(ConfigError, match="shard_size"):
+        load_settings()
+    monkeypatch.delenv("TTSEVAL_SHARD_SIZE")
+    monkeypatch.setenv("TTSEVAL_CONFIG", str(tmp_path / "missing.toml"))
+    with pytest.raises(ConfigError, match="not a file"):
+        load_settings()
+
+
+def test_demo_dataset_is_valid_and_shaped_as_promised() -> None:
+    items = load_items(DEMO_DATASET, categories=set(CATEGORIES))
+    counts = items["category"].value_counts()
+    for category in ("emotions", "paralinguistics", "foreign_words", "syntactic_complexity",
+                     "complex_pronunciation", "questions"):
+        assert counts[category] >= 8
+        assert sorted(items.loc[items["category"] == category, "depth"].unique()) == [0, 1, 2, 3]
+    assert (items["language"] != "en-US").sum() >= 5
+    children = items[items["parent_id"].notna()]
+    parents = items.set_index("item_id")
+    assert (parents.loc[children["parent_id"], "depth"].to_numpy() == children["depth"].to_numpy() - 1).all()
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".csv", ".parquet"])
+def test_dataset_formats_load_alike(tmp_path: Path, suffix: str) -> None:
+    frame = pd.DataFrame([{"item_id": "q1", "text": "Is it?", "language": "en", "category": "questions", "depth": 1},
+                          {"item_id": "7", "text": "Oui.", "language": "fr-FR", "category": "multilingual", "depth": 0}])
+    path = tmp_path / f"d{suffix}"
+    if suffix == ".jsonl":
+        path.write_text("".join(json.dumps(r) + "\n" for r in frame.to_dict("records")))
+    elif suffix == ".csv":
+        frame.to_csv(path, index=False)
+    else:
+        frame.to_parquet(path)
+    items = load_items(path, categories=set(CATEGORIES))
+    assert items["item_id"].tolist() == ["q1", "7"] and items["depth"].tolist() == [1, 0]
+    assert items["instruction"].isna().all()
+
+
+def test_dataset_problems_are_all_reported_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "bad.csv"
+    path.write_text("item_id,text,language,category,depth\na,Hi,en,questions,0\na,,zz-QQ,poetry,9\n")
+    with pytest.raises(DatasetError) as info:
+        load_items(path, categories=set(CATEGORIES))
+    assert len(info.value.problems) == 5
+    message = str(info.value)
+    assert "rule 'category is known' (column category) fails on 1 row(s): row 2 (item_id='a')" in message
+    assert "rule 'depth is between 0 and 3' (column depth)" in message
+
+
+def test_dataset_bad_json_line_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"item_id": "a"}\n{oops\n')
+    with pytest.raises(DatasetError, match="line 2 is not valid JSON"):
+        load_items(path, categories=set(CATEGORIES))
