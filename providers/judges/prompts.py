@@ -1,0 +1,124 @@
+"""ttseval's own judge prompts, response schemas and tolerant parsing (json-repair, then pydantic).
+
+Bump PAIRWISE_PROMPT_VERSION / INSTRUCTION_PROMPT_VERSION whenever a word of a prompt changes: the version is
+part of every judge_id, so old and new judgments never mix.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, ValidationError
+
+PAIRWISE_PROMPT_VERSION = "pairwise-v1"
+INSTRUCTION_PROMPT_VERSION = "instruction-v1"
+
+# What a careful listener checks in each category (our wording).
+RUBRICS: dict[str, str] = {
+    "emotions": "Does the voice carry the emotion the narration implies for each quoted line, and change it where "
+                "the text shifts? Flat delivery of emotional dialogue is a failure even when every word is right.",
+    "paralinguistics": "Are interjections, onomatopoeia, stutters, elongations (sooo), capitalised emphasis and "
+                       "ellipsis pauses performed as sounds, stress and timing, rather than read out or skipped?",
+    "foreign_words": "Are the foreign words and phrases pronounced as a fluent speaker of that language would, "
+                     "with natural switching back into English?",
+    "syntactic_complexity": "Do phrasing, pauses and stress make the sentence structure clear (nested clauses, "
+                            "garden paths, ellipsis), and are homographs pronounced with the meaning the context needs?",
+    "complex_pronunciation": "Are numbers, currencies, dates, times, URLs, e-mail addresses, formulas and acronyms "
+                             "expanded the way a person would read them aloud, without slips in repeated sounds?",
+    "questions": "Does the intonation distinguish questions from statements (rising or falling as the question "
+                 "type needs) across every sentence, including the later ones?",
+    "multilingual": "Is the sentence spoken intelligibly in its own language, with correct pronunciation and "
+                    "natural rhythm?",
+}
+DEFAULT_RUBRIC = "Which clip speaks the text more accurately, naturally and expressively, as the text requires?"
+
+
+def rubric_for(category: str) -> str:
+    return RUBRICS.get(category, DEFAULT_RUBRIC)
+
+
+def pairwise_prompt(text: str, category: str, rubric: str) -> str:
+    """The instruction sent with two clips (the first clip, then a separator, then the second)."""
+    return (
+        "You are an expert listener judging text-to-speech output. Two recordings of the same text follow: "
+        "Clip 1, then Clip 2. They come from different systems in random order.\n\n"
+        f"Text to be spoken:\n<<<\n{text}\n>>>\n\n"
+        f"Category: {category}\nWhat to listen for: {rubric}\n\n"
+        "Listen to each clip in full. For each, note with timestamps where it succeeds and where it fails on this "
+        "category's demands; ignore audio quality differences that do not affect them. Then compare the two, say "
+        "whether the difference is none, subtle or significant, and score each clip from 0 (fails the category's "
+        "demands) to 3 (a skilled human reading). Prefer a decision when one clip is better in a way a listener "
+        "would notice; answer tie only when you cannot tell them apart on what matters.\n\n"
+        "Answer with JSON only, in this shape:\n"
+        '{"clip_1_reasoning": "...", "clip_2_reasoning": "...", "comparison": "...", '
+        '"difference": "none|subtle|significant", "clip_1_score": 0-3, "clip_2_score": 0-3, '
+        '"winner": "clip_1|clip_2|tie"}'
+    )
+
+
+# InstructTTSEval's 12 features in its four tiers: physiological, linguistic, social, psychological/pragmatic.
+STYLE_DIMENSIONS = (
+    "gender", "pitch", "texture", "clarity", "fluency", "speed", "accent", "age", "volume", "emotion", "tone",
+    "personality",
+)
+
+
+def instruction_prompt(text: str, instruction: str, task: str) -> str:
+    return (
+        "You are an expert listener checking whether a synthesized recording follows a style instruction.\n\n"
+        f"Text spoken:\n<<<\n{text}\n>>>\n\nInstruction ({task}):\n<<<\n{instruction}\n>>>\n\n"
+        f"Consider every style dimension the instruction constrains among: {', '.join(STYLE_DIMENSIONS)}. "
+        "The recording follows the instruction only if no constrained dimension is clearly violated.\n\n"
+        'Answer with JSON only: {"reasoning": "...", "follows": true|false}'
+    )
+
+
+class PairwiseAnswer(BaseModel):
+    clip_1_reasoning: str = ""
+    clip_2_reasoning: str = ""
+    comparison: str = ""
+    difference: Literal["none", "subtle", "significant"] | None = None
+    clip_1_score: float = Field(ge=0, le=3)
+    clip_2_score: float = Field(ge=0, le=3)
+    winner: Literal["clip_1", "clip_2", "tie"]
+
+
+class InstructionAnswer(BaseModel):
+    reasoning: str = ""
+    follows: bool
+
+
+def pairwise_response_schema() -> dict[str, Any]:
+    """JSON schema for APIs that constrain output (Gemini's response_schema)."""
+    return PairwiseAnswer.model_json_schema()
+
+
+def _load(text: str) -> Any:
+    import json_repair
+
+    # json-repair closes truncated strings and objects, strips code fences and trailing prose.
+    return json_repair.loads(text) if text and text.strip() else None
+
+
+def parse_pairwise(text: str | None) -> tuple[PairwiseAnswer | None, str | None]:
+    """(answer, None) when `text` holds a valid verdict, else (None, why)."""
+    try:
+        data = _load(text or "")
+        if not isinstance(data, dict):
+            return None, f"no JSON object in the response ({(text or '')[:80]!r})"
+        return PairwiseAnswer.model_validate(data), None
+    except (ValidationError, ValueError, TypeError) as e:
+        return None, f"response does not match the verdict schema: {str(e)[:300]}"
+
+
+def parse_instruction(text: str | None) -> tuple[InstructionAnswer | None, str | None]:
+    try:
+        data = _load(text or "")
+        if not isinstance(data, dict):
+            return None, f"no JSON object in the response ({(text or '')[:80]!r})"
+        return InstructionAnswer.model_validate(data), None
+    except (ValidationError, ValueError, TypeError) as e:
+        return None, f"response does not match the verdict schema: {str(e)[:300]}"
+
+
+WINNER_FROM_ANSWER = {"clip_1": "first", "clip_2": "second", "tie": "tie"}
