@@ -22,15 +22,16 @@ from prefect_dask import DaskTaskRunner
 
 import ttseval
 from tasks.common import get_store, logger, now
+from tasks.judge import run_judge_stage
 from tasks.plan import asr_id_for, plan_model_stage, plan_synthesis, quality_id_for
 from tasks.quality import quality_task
-from tasks.report import compute_summary, write_report
+from tasks.report import write_full_report
 from tasks.synthesize import synthesize_task
 from tasks.transcribe import transcribe_task
 from ttseval.config import DEFAULT_SYSTEMS, Settings, load_settings
 from ttseval.dataset import DEMO_DATASET, load_items
-from ttseval.errors import DatasetError, TTSEvalError
-from ttseval.registry import TTS, Spec
+from ttseval.errors import DatasetError, SpecError, TTSEvalError
+from ttseval.registry import JUDGES, TTS, Spec
 from ttseval.schemas import table_from_rows
 from ttseval.store import ArtifactStore
 from ttseval.validation import check_stage_output
@@ -55,8 +56,21 @@ def check_systems(systems: list[str], settings: Settings) -> list[Spec]:
         if spec.id in seen:
             raise TTSEvalError(f"systems {seen[spec.id]!r} and {spec.canonical!r} are the same configuration")
         seen[spec.id] = spec.canonical
-        TTS.build(spec, extra=settings.plugins.get("tts"))
+        provider = TTS.build(spec, extra=settings.plugins.get("tts"))
+        prompt = spec.option("prompt")
+        if prompt is not None and prompt != "category":
+            raise SpecError(f"system {spec.canonical!r}: prompt={prompt!r} is not known; the only value is prompt=category")
+        if prompt and not getattr(provider, "accepts_instruction", False):
+            raise SpecError(f"system {spec.canonical!r} is strongly prompted, but {spec.provider} takes no "
+                            "instruction; drop ':prompt=category' or choose a provider that accepts one")
     return specs
+
+
+def check_judges(judges: list[str], settings: Settings) -> list[str]:
+    """Build each judge once up front (a bad spec or missing API key fails before any work)."""
+    for judge in judges:
+        JUDGES.build(judge, extra=settings.plugins.get("judge"))
+    return [Spec.parse(j).canonical for j in judges]
 
 
 def register_items(store: ArtifactStore, run_id: str, items: pd.DataFrame) -> int:
@@ -91,6 +105,8 @@ def evaluate(
     store: str | None = None,
     run_id: str = "demo",
     shard_size: int | None = None,
+    baseline: str | None = None,
+    judges: list[str] | None = None,
 ) -> dict[str, Any]:
     """Evaluate TTS `systems` on the items in `dataset`; tables land under `<store>/runs/<run_id>/`.
 
@@ -100,6 +116,8 @@ def evaluate(
         store: artifact store URI (a folder or s3://bucket/prefix); default from settings.
         run_id: the run's name; re-using it resumes and reuses what is stored.
         shard_size: items per task; default from settings.
+        baseline: the system every other is judged against (EmergentTTS-Eval); default the first of `systems`.
+        judges: pairwise judge specs; default from settings (the offline `objective` judge).
     """
     started, t0 = now(), time.perf_counter()
     settings = load_settings(store=store, shard_size=shard_size)
@@ -107,6 +125,10 @@ def evaluate(
     st = get_store(settings.store)
     items = load_items(dataset, categories=settings.categories)
     specs = check_systems(systems, settings)
+    judge_specs = check_judges(judges if judges is not None else settings.judges, settings)
+    baseline_spec = Spec.parse(baseline) if baseline else specs[0]
+    if baseline_spec.id not in {s.id for s in specs}:
+        raise SpecError(f"baseline {baseline_spec.canonical!r} is not one of the systems; add it to --systems")
     added = register_items(st, run_id, items)
     log.info(f"run {run_id!r} in {st.display()}: {len(items)} items ({added} new), {len(specs)} systems")
 
@@ -128,23 +150,29 @@ def evaluate(
         model_futures += [asr_t.submit(settings, run_id, w, f"backlog {i + 1}") for i, w in enumerate(asr.shards)]
         model_futures += [mos_t.submit(settings, run_id, w, f"backlog {i + 1}") for i, w in enumerate(mos.shards)]
     results = [f.result() for f in futures + model_futures]
-    computed = {stage: sum(r.n_rows for r in results if r.stage == stage) for stage in ("synthesis", "transcripts", "quality")}
+    # Judging reads the stage tables (CER and MOS are the objective judge's evidence), so it runs after them.
+    judge_plans, judge_results = run_judge_stage(settings, run_id, [s.id for s in specs], baseline_spec.id, judge_specs)
+    results += judge_results
+    stages = ("synthesis", "transcripts", "quality", "judgments")
+    computed = {stage: sum(r.n_rows for r in results if r.stage == stage) for stage in stages}
     log.info("computed rows: " + ", ".join(f"{k} {v}" for k, v in computed.items()))
 
     problems = [p for t in ("synthesis", "transcripts", "quality") for p in check_stage_output(t, st.read(run_id, t))]
     if problems:
         raise TTSEvalError("stage output breaks expectations:\n- " + "\n- ".join(problems))
 
-    summary = compute_summary(st, run_id, settings, [s.id for s in specs])
-    meta = {"run_id": run_id, "store": st.display(), "dataset": str(dataset),
+    meta = {"run_id": run_id, "store": st.display(), "dataset": str(dataset), "baseline": baseline_spec.canonical,
+            "judges": ", ".join(judge_specs),
             "dataset_sha256": hashlib.sha256(Path(dataset).read_bytes()).hexdigest(), "systems": ", ".join(map(str, specs)),
             "asr": json.dumps(settings.asr), "quality": settings.quality, "date": started.isoformat(timespec="seconds"),
             "ttseval": ttseval.__version__, "code": _git_commit() or "unknown"}
-    markdown = write_report(st, run_id, summary, meta)
+    markdown = write_full_report(st, run_id, settings, [s.id for s in specs], meta)
+    summary = st.read(run_id, "report")
     create_markdown_artifact(markdown=markdown, key=_artifact_key(run_id), description=f"ttseval report for {run_id}")
     wall_s = time.perf_counter() - t0
     record = meta | {"wall_s": round(wall_s, 2), "finished_at": now().isoformat(timespec="seconds"),
-                     "reused": {p.stage: p.present for p in (synth, asr, mos)}, "computed": computed,
+                     "reused": {p.stage: p.present for p in (synth, asr, mos)}
+                     | {"judgments": sum(p.present for p in judge_plans)}, "computed": computed,
                      "settings": settings.model_dump(mode="json")}
     st.write_bytes(f"runs/{run_id}/log/{started.strftime('%Y%m%dT%H%M%S%f')}.json", json.dumps(record, indent=2).encode())
     log.info(f"report: {st.display('runs', run_id, 'report.md')} ({wall_s:.1f} s)")

@@ -50,7 +50,7 @@ def _chunks(seq: list[Any], size: int) -> list[list[Any]]:
 def plan_synthesis(store: ArtifactStore, run_id: str, items: pd.DataFrame, systems: list[Spec], settings: Settings) -> Plan:
     done, again = _present(store.read(run_id, "synthesis"), ["item_id", "system_id"])
     plan = Plan("synthesis", wanted=len(items) * len(systems))
-    records = items[["item_id", "language", "text", "instruction"]].to_dict("records")
+    records = items[["item_id", "language", "text", "instruction", "category"]].to_dict("records")
     for spec in systems:
         todo = [r | {"replaces": (r["item_id"], spec.id) in again} for r in records if (r["item_id"], spec.id) not in done]
         plan.present += len(records) - len(todo)

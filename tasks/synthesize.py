@@ -16,6 +16,17 @@ from ttseval.config import Settings
 from ttseval.registry import Spec
 
 
+def instruction_for(spec: Spec, item: dict[str, Any]) -> str | None:
+    """The item's own instruction, else, for a strongly prompted system (`prompt=category`), the category's."""
+    if item.get("instruction"):
+        return item["instruction"]
+    if spec.option("prompt") == "category":
+        from ttseval.categories import CATEGORIES
+
+        return CATEGORIES.get(item.get("category") or "")
+    return None
+
+
 def synthesize_one(provider: Any, spec: Spec, item: dict[str, Any], settings: Settings, store: Any) -> dict[str, Any]:
     """One synthesis row. Provider failures become the row's status; they never escape."""
     row: dict[str, Any] = {
@@ -26,7 +37,7 @@ def synthesize_one(provider: Any, spec: Spec, item: dict[str, Any], settings: Se
     if not provider.supports_language(language):
         return row | {"status": "unsupported", "error_type": "UnsupportedLanguage", "retryable": False, "attempt": 0,
                       "error_message": f"{spec.canonical} does not speak {language!r}"}
-    instruction = item.get("instruction") if getattr(provider, "accepts_instruction", False) else None
+    instruction = instruction_for(spec, item) if getattr(provider, "accepts_instruction", False) else None
     started = time.perf_counter()
     try:
         audio, attempt = call_with_retries(

@@ -39,3 +39,54 @@ class FlakyTTS:
 
     def metadata(self) -> dict[str, Any]:
         return {"engine": "flaky", "voice": self.voice}
+
+
+class CountingFliteTTS:
+    """Real flite speech that appends one line per synthesize call to the file named by option `log`.
+
+    Lets a test prove that a flow made no synthesis calls, across processes (Dask workers).
+    """
+
+    name: ClassVar[str] = "counting-flite"
+    accepts_instruction: ClassVar[bool] = False
+
+    def __init__(self, voice: str | None = None, log: str = "", **options: Any) -> None:
+        from providers.tts.flite import FliteTTS
+
+        self._inner = FliteTTS(voice=voice or "slt")
+        self.version = self._inner.version
+        self._log = log
+
+    def supports_language(self, language: str) -> bool:
+        return self._inner.supports_language(language)
+
+    def synthesize(self, text: str, language: str, voice: str | None = None, instruction: str | None = None) -> Audio:
+        with open(self._log, "a", encoding="utf-8") as f:
+            f.write(text[:30] + "\n")
+        return self._inner.synthesize(text, language)
+
+    def metadata(self) -> dict[str, Any]:
+        return self._inner.metadata()
+
+
+class InstructedToneTTS:
+    """A tone whose pitch is set by the instruction it receives: proves instructions reach the provider."""
+
+    name: ClassVar[str] = "instructed-tone"
+    accepts_instruction: ClassVar[bool] = True
+    version = "1.0"
+
+    def __init__(self, voice: str | None = None, **options: Any) -> None:
+        self.voice = voice
+
+    def supports_language(self, language: str) -> bool:
+        return True
+
+    def synthesize(self, text: str, language: str, voice: str | None = None, instruction: str | None = None) -> Audio:
+        rate = 16000
+        t = np.arange(int(rate * 0.5)) / rate
+        freq = 200 + 10 * len(instruction or "")  # no instruction: 200 Hz
+        return Audio((0.3 * np.sin(2 * np.pi * freq * t)).astype(np.float32), rate)
+
+    def metadata(self) -> dict[str, Any]:
+        return {"engine": "instructed-tone"}

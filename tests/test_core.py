@@ -25,6 +25,10 @@ from ttseval.registry import REGISTRIES, TTS, Registry, Spec
          "espeak-ng:en-us:pitch=40:speed=140"),
         ("  flite:slt ", "flite", "slt", (), "flite:slt"),
         ("transformers:/models/w2v", "transformers", "/models/w2v", (), "transformers:/models/w2v"),
+        ("gemini:gemini-2.5-pro:base_url=http://127.0.0.1:8080:temperature=0", "gemini", "gemini-2.5-pro",
+         (("base_url", "http://127.0.0.1:8080"), ("temperature", "0")),
+         "gemini:gemini-2.5-pro:base_url=http://127.0.0.1:8080:temperature=0"),
+        ("objective:cer_margin=0.3", "objective", None, (("cer_margin", "0.3"),), "objective:cer_margin=0.3"),
     ],
 )
 def test_spec_parse_and_canonical_form(text, provider, voice, options, canonical) -> None:

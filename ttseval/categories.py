@@ -13,6 +13,7 @@ CATEGORIES: dict[str, str] = {
     "syntactic_complexity": "Garden paths, centre embedding, clefts, ellipsis, homographs",
     "complex_pronunciation": "Numerals, currencies, dates, URLs, addresses, STEM notation, acronyms, tongue twisters",
     "questions": "Sequences of questions and statements that need interrogative and declarative prosody",
+    "instruction_following": "InstructTTSEval items: speak the text in the style the instruction describes",
     "multilingual": "ttseval addition: plain sentences in other languages and scripts (PashtoTTS-Bench-style screening)",
 }
 

@@ -64,15 +64,18 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     if not systems:
         raise SpecError("--systems is empty; give provider specs such as piper:joe,espeak-ng,flite:slt")
-    from flows.evaluate import check_systems, evaluate, task_runner
+    from flows.evaluate import check_judges, check_systems, evaluate, task_runner
 
     check_systems(systems, settings)
     env = {"TTSEVAL_STORE": settings.store, "TTSEVAL_SHARD_SIZE": str(settings.shard_size)}
     os.environ.update(env)  # worker processes build their settings from the same values
+    # --judges "" turns judging off; no flag means the configured judges
+    judges = [j.strip() for j in args.judges.split(",") if j.strip()] if args.judges is not None else None
+    check_judges(judges if judges is not None else settings.judges, settings)
     runner = evaluate.with_options(task_runner=task_runner(settings))
     with prefect_api():
         result = runner(dataset=args.dataset, systems=systems, store=settings.store, run_id=args.run_id,
-                        shard_size=settings.shard_size)
+                        shard_size=settings.shard_size, baseline=args.baseline, judges=judges)
     _print_report(settings, args.run_id, [Spec.parse(s).id for s in systems])
     print(f"reused rows: {result['reused']}; computed rows: {result['computed']}; wall time {result['wall_s']:.1f} s")
     print(f"tables: {result['store']}/runs/{args.run_id}/<items|synthesis|transcripts|quality|report>")
@@ -80,14 +83,38 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def _print_report(settings, run_id: str, system_ids: list[str] | None) -> None:
-    from tasks.report import compute_summary
+    from tasks.report import compute_summary, compute_winrates, leaderboard_markdown
     from ttseval.report import print_table
     from ttseval.store import ArtifactStore
 
     store = ArtifactStore(settings.store)
     if store.read(run_id, "items").empty:
         raise TTSEvalError(f"no run {run_id!r} in {store.display()}; runs there: {', '.join(store.runs()) or 'none'}")
-    print_table(compute_summary(store, run_id, settings, system_ids), title=f"ttseval run {run_id!r} ({store.display()})")
+    summary = compute_summary(store, run_id, settings, system_ids)
+    print_table(summary, title=f"ttseval run {run_id!r} ({store.display()})")
+    board = leaderboard_markdown(store, run_id, summary, compute_winrates(store, run_id, settings))
+    if board:
+        from rich.console import Console
+        from rich.markdown import Markdown
+
+        Console(width=200).print(Markdown(board))
+
+
+def cmd_backfill_judge(args: argparse.Namespace) -> int:
+    from flows.backfill_judge import backfill_judge
+    from flows.evaluate import check_judges, task_runner
+    from ttseval.config import load_settings
+
+    settings = load_settings(store=args.store, dask_address=args.dask_address, n_workers=args.workers)
+    check_judges([args.judge], settings)
+    os.environ["TTSEVAL_STORE"] = settings.store
+    runner = backfill_judge.with_options(task_runner=task_runner(settings))
+    with prefect_api():
+        result = runner(run_id=args.run_id, judge=args.judge, store=settings.store, baseline=args.baseline)
+    _print_report(settings, args.run_id, None)
+    print(f"judge {result['judge']}: reused {result['reused']} comparisons, computed {result['computed']}; "
+          f"wall time {result['wall_s']:.1f} s (no synthesis)")
+    return 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -95,6 +122,26 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     settings = load_settings(store=args.store)
     _print_report(settings, args.run_id, None)
+    return 0
+
+
+def cmd_import_dataset(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from ttseval.config import load_settings
+    from ttseval.dataset import validate_items
+    from ttseval.importers import import_dataset
+
+    frame = import_dataset(args.format, args.path)
+    validate_items(frame, source=str(args.path), categories=load_settings().categories)
+    out = Path(args.out)
+    if out.suffix == ".parquet":
+        frame.to_parquet(out, index=False)
+    elif out.suffix in (".jsonl", ".ndjson"):
+        frame.to_json(out, orient="records", lines=True, force_ascii=False)
+    else:
+        raise SpecError(f"--out {out}: use a .jsonl or .parquet file name")
+    print(f"{len(frame)} items -> {out} (then: ttseval evaluate --dataset {out})")
     return 0
 
 
@@ -120,11 +167,26 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--shard-size", type=int, default=None, help="items per task")
     ev.add_argument("--dask-address", default=None, help="existing Dask scheduler (default: a LocalCluster)")
     ev.add_argument("--workers", type=int, default=None, help="LocalCluster worker processes")
+    ev.add_argument("--baseline", default=None, help="system the others are judged against (default: the first)")
+    ev.add_argument("--judges", default=None, help="comma-separated judge specs (default: objective)")
     ev.set_defaults(func=cmd_evaluate)
+    bf = sub.add_parser("backfill-judge", help="run a new judge over the audio stored by an earlier run")
+    bf.add_argument("--store", default=None)
+    bf.add_argument("--run-id", required=True)
+    bf.add_argument("--judge", required=True, help="judge spec, e.g. gemini:gemini-2.5-pro or objective:cer_margin=0.05")
+    bf.add_argument("--baseline", default=None, help="default: the run's earlier baseline, else its first system")
+    bf.add_argument("--dask-address", default=None)
+    bf.add_argument("--workers", type=int, default=None)
+    bf.set_defaults(func=cmd_backfill_judge)
     rep = sub.add_parser("report", help="print the per-system table of a stored run")
     rep.add_argument("--store", default=None)
     rep.add_argument("--run-id", default="demo")
     rep.set_defaults(func=cmd_report)
+    imp = sub.add_parser("import-dataset", help="convert a published benchmark file into a ttseval items file")
+    imp.add_argument("--format", required=True, choices=["emergenttts", "instructttseval"])
+    imp.add_argument("path", help="the published file (.jsonl, .json, .parquet or .csv)")
+    imp.add_argument("--out", required=True, help="items file to write (.jsonl or .parquet)")
+    imp.set_defaults(func=cmd_import_dataset)
     prov = sub.add_parser("providers", help="list the registered providers")
     prov.set_defaults(func=cmd_providers)
     return parser

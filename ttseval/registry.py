@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import re
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -18,6 +19,11 @@ from ttseval.errors import SpecError
 from ttseval.ids import stable_id
 
 T = TypeVar("T")
+_OPTION = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*=")
+
+# Options the pipeline reads from a system spec itself. `prompt=category`: strong prompting (EmergentTTS-Eval
+# 4.1): the category's description goes to the provider as its instruction.
+PIPELINE_OPTIONS = frozenset({"prompt"})
 
 
 @dataclass(frozen=True)
@@ -30,26 +36,26 @@ class Spec:
 
     @classmethod
     def parse(cls, text: str) -> Spec:
+        """Parse `provider[:voice][:key=value ...]`. A value runs until the next `:key=`, so it may hold ':'
+        (`base_url=http://127.0.0.1:8080`); a voice may not (use the provider's `model=` option for such paths)."""
         raw = text.strip()
         if not raw:
             raise SpecError("empty provider spec; expected 'provider[:voice][:key=value]', e.g. 'piper:joe'", spec=text)
-        provider, *rest = raw.split(":")
-        voice: str | None = None
-        options: dict[str, str] = {}
-        for token in rest:
-            if "=" in token:
-                key, value = token.split("=", 1)
-                if not key or key in options:
-                    raise SpecError(f"spec {text!r}: bad or repeated option {token!r}", spec=text)
-                options[key] = value
-            elif voice is None and token:
-                voice = token
-            else:
-                raise SpecError(
-                    f"spec {text!r}: more than one voice ({voice!r} and {token!r}); options need key=value", spec=text
-                )
+        provider, _, rest = raw.partition(":")
         if not provider:
             raise SpecError(f"spec {text!r} has no provider name before ':'", spec=text)
+        tokens = re.split(r":(?=[A-Za-z_][A-Za-z0-9_.-]*=)", rest) if rest else []
+        voice: str | None = None
+        if tokens and not _OPTION.match(tokens[0]):
+            voice = tokens.pop(0) or None
+            if voice and ":" in voice:
+                raise SpecError(f"spec {text!r}: more than one voice in {voice!r}; options need key=value", spec=text)
+        options: dict[str, str] = {}
+        for token in tokens:
+            key, _, value = token.partition("=")
+            if key in options:
+                raise SpecError(f"spec {text!r}: option {key!r} given twice", spec=text)
+            options[key] = value
         return cls(provider=provider, voice=voice, options=tuple(sorted(options.items())))
 
     @property
@@ -59,6 +65,9 @@ class Spec:
             parts.append(self.voice)
         parts.extend(f"{k}={v}" for k, v in self.options)
         return ":".join(parts)
+
+    def option(self, name: str) -> str | None:
+        return dict(self.options).get(name)
 
     @property
     def id(self) -> str:
@@ -110,11 +119,16 @@ class Registry(Generic[T]):
         return getattr(module, class_name)
 
     def build(self, spec: Spec | str, extra: dict[str, str] | None = None, **context: Any) -> T:
-        """Construct the provider for `spec`: `Class(voice=spec.voice, **options, **context)`."""
+        """Construct the provider for `spec`: `Class(voice=spec.voice, **options, **context)`.
+
+        Pipeline options (PIPELINE_OPTIONS, e.g. `prompt=category`) belong to the stage, not the provider, and
+        are not passed on; they still make the spec, and so the system_id, different.
+        """
         parsed = Spec.parse(spec) if isinstance(spec, str) else spec
         cls = self.resolve(parsed.provider, extra)
+        options = {k: v for k, v in parsed.options if k not in PIPELINE_OPTIONS}
         try:
-            return cls(voice=parsed.voice, **dict(parsed.options), **context)  # type: ignore[call-arg]
+            return cls(voice=parsed.voice, **options, **context)  # type: ignore[call-arg]
         except (TypeError, ValueError) as e:
             raise SpecError(f"{self.kind} spec {parsed.canonical!r}: {e}", spec=parsed.canonical) from e
 
@@ -143,4 +157,13 @@ QUALITY = Registry[Any](
     },
 )
 
-REGISTRIES: dict[str, Registry[Any]] = {"tts": TTS, "asr": ASR, "quality": QUALITY}
+JUDGES = Registry[Any](
+    "judge",
+    {
+        "objective": "providers.judges.objective:ObjectiveJudge",
+        "gemini": "providers.judges.gemini:GeminiJudge",
+        "transformers-judge": "providers.judges.transformers_judge:TransformersAudioJudge",
+    },
+)
+
+REGISTRIES: dict[str, Registry[Any]] = {"tts": TTS, "asr": ASR, "quality": QUALITY, "judge": JUDGES}

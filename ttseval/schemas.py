@@ -16,7 +16,7 @@ def _f(name: str, type_: pa.DataType, doc: str, nullable: bool = True) -> pa.Fie
 
 
 _STATUS = [
-    _f("status", pa.string(), "ok, or why there is no result: failed / empty / unsupported", nullable=False),
+    _f("status", pa.string(), "ok, or why there is no result: failed / empty / unsupported / skipped", nullable=False),
     _f("error_type", pa.string(), "exception class or reason code; null when ok"),
     _f("error_message", pa.string(), "what went wrong, for a person; null when ok"),
     _f("retryable", pa.bool_(), "true when a later run should try this key again (transient failure)"),
@@ -34,6 +34,7 @@ ITEMS = pa.schema(
         _f("language", pa.string(), "BCP-47 tag as given", nullable=False),
         _f("text", pa.string(), "text to speak", nullable=False),
         _f("instruction", pa.string(), "style instruction for instruction-following systems"),
+        _f("task", pa.string(), "InstructTTSEval task of the instruction: APS, DSD or RP"),
         _f("reference_audio_uri", pa.string(), "reference recording, where one exists"),
         _f("source", pa.string(), "who wrote the item"),
         _f("generator", pa.string(), "model and prompt version that generated it, if any"),
@@ -90,6 +91,50 @@ QUALITY = pa.schema(
     ]
 )
 
+_JUDGE_COST = [
+    _f("raw_response", pa.string(), "the judge's raw output, kept for audit"),
+    _f("parse_ok", pa.bool_(), "whether the output parsed into a verdict"),
+    _f("attempts", pa.int32(), "answers requested (1 + re-asks after unparseable output)"),
+    _f("retries", pa.int32(), "transport retries (429, 5xx, timeouts), counted apart from attempts"),
+    _f("input_tokens", pa.int64(), "prompt tokens, summed over attempts"),
+    _f("output_tokens", pa.int64(), "generated tokens, summed over attempts"),
+    _f("cost_usd", pa.float64(), "cost of the calls in US dollars (0 for local judges)"),
+]
+
+JUDGMENTS = pa.schema(
+    [
+        _f("item_id", pa.string(), "item key", nullable=False),
+        _f("system_id", pa.string(), "candidate TTS system", nullable=False),
+        _f("baseline_id", pa.string(), "baseline TTS system it is compared with", nullable=False),
+        _f("judge_id", pa.string(), "judge model + prompt version + generation settings", nullable=False),
+        _f("judge_spec", pa.string(), "canonical judge spec", nullable=False),
+        _f("candidate_first", pa.bool_(), "whether the candidate's clip was presented first"),
+        _f("winner_raw", pa.string(), "the judge's answer in presentation order: first / second / tie"),
+        _f("winner", pa.string(), "mapped back: candidate / baseline / tie; null when unparsed"),
+        _f("score_candidate", pa.float64(), "judge's score for the candidate clip"),
+        _f("score_baseline", pa.float64(), "judge's score for the baseline clip"),
+        _f("reasoning_candidate", pa.string(), "judge's notes on the candidate clip"),
+        _f("reasoning_baseline", pa.string(), "judge's notes on the baseline clip"),
+        _f("comparison", pa.string(), "judge's comparison of the two"),
+        *_JUDGE_COST,
+        *_STATUS,
+    ]
+)
+
+INSTRUCTION_JUDGMENTS = pa.schema(
+    [
+        _f("item_id", pa.string(), "item key", nullable=False),
+        _f("system_id", pa.string(), "TTS system", nullable=False),
+        _f("judge_id", pa.string(), "judge model + prompt version + generation settings", nullable=False),
+        _f("judge_spec", pa.string(), "canonical judge spec", nullable=False),
+        _f("task", pa.string(), "APS, DSD or RP"),
+        _f("follows", pa.bool_(), "true / false; null when undecidable or unparsed"),
+        _f("reasoning", pa.string(), "judge's reasoning"),
+        *_JUDGE_COST,
+        *_STATUS,
+    ]
+)
+
 REPORT = pa.schema(
     [
         _f("system_id", pa.string(), "TTS system", nullable=False),
@@ -121,6 +166,30 @@ REPORT = pa.schema(
 )
 
 
+WINRATES = pa.schema(
+    [
+        _f("judge_id", pa.string(), "judge", nullable=False),
+        _f("judge_spec", pa.string(), "canonical judge spec"),
+        _f("system_id", pa.string(), "candidate system", nullable=False),
+        _f("baseline_id", pa.string(), "baseline system", nullable=False),
+        _f("level", pa.string(), "overall, category or category_depth", nullable=False),
+        _f("category", pa.string(), "category (null at level overall)"),
+        _f("depth", pa.int16(), "depth (null unless level category_depth)"),
+        _f("n_judged", pa.int64(), "comparisons with a parsed verdict"),
+        _f("wins", pa.int64(), "candidate preferred"),
+        _f("ties", pa.int64(), "no preference"),
+        _f("losses", pa.int64(), "baseline preferred"),
+        _f("win_rate", pa.float64(), "(wins + ties / 2) / n_judged"),
+        _f("win_rate_ci_low", pa.float64(), "bootstrap 95% CI over items, low"),
+        _f("win_rate_ci_high", pa.float64(), "bootstrap 95% CI over items, high"),
+        _f("tie_rate", pa.float64(), "ties / n_judged"),
+        _f("n_parse_failures", pa.int64(), "answers that did not parse (counted, not scored)"),
+        _f("n_failed", pa.int64(), "comparisons whose judge call failed"),
+        _f("n_skipped", pa.int64(), "comparisons without both clips"),
+    ]
+)
+
+
 @dataclass(frozen=True)
 class TableDef:
     name: str
@@ -135,7 +204,10 @@ TABLES: dict[str, TableDef] = {
         TableDef("synthesis", SYNTHESIS, ("item_id", "system_id")),
         TableDef("transcripts", TRANSCRIPTS, ("item_id", "system_id", "asr_id")),
         TableDef("quality", QUALITY, ("item_id", "system_id", "quality_id")),
+        TableDef("judgments", JUDGMENTS, ("item_id", "system_id", "baseline_id", "judge_id")),
+        TableDef("instruction_judgments", INSTRUCTION_JUDGMENTS, ("item_id", "system_id", "judge_id")),
         TableDef("report", REPORT, ("system_id",)),
+        TableDef("winrates", WINRATES, ("judge_id", "system_id", "baseline_id", "level", "category", "depth")),
     )
 }
 

@@ -1,0 +1,319 @@
+"""Agreement between judges, and between a judge and humans.
+
+EmergentTTS-Eval checks judge sensitivity with Kendall's W over the system rankings of
+several judges and human alignment with the Spearman correlation of system win-rates;
+InstructTTSEval reports raw agreement of a judge with the human majority vote.
+
+- ``kendalls_w``: concordance of m judges ranking n systems (tie-corrected by default).
+- ``pairwise_spearman``: Spearman rho between every pair of judges' system scores.
+- ``human_alignment``: Spearman rho between a judge's and humans' system scores.
+- ``krippendorff_alpha``: thin wrapper over the ``krippendorff`` package.
+- ``preference_alignment``: item-level agreement of judge and human preferences
+  (raw agreement, nominal alpha) plus the Spearman of per-system win-rates.
+
+Score tables use one layout throughout: rows = judges (raters), columns = systems.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+from types import MappingProxyType
+
+import krippendorff
+import numpy as np
+import pandas as pd
+import scipy.stats
+
+from metrics.wer import MetricInfo
+from metrics.winrate import WINNER_SCORES
+
+__all__ = [
+    "AGREEMENT_METRICS",
+    "human_alignment",
+    "kendalls_w",
+    "krippendorff_alpha",
+    "pairwise_spearman",
+    "preference_alignment",
+]
+
+AGREEMENT_METRICS: Mapping[str, MetricInfo] = MappingProxyType(
+    {
+        "kendalls_w": MetricInfo(higher_is_better=True, aggregate="concordance of judges' system rankings, 0-1"),
+        "spearman": MetricInfo(higher_is_better=True, aggregate="rank correlation of system scores, -1 to 1"),
+        "krippendorff_alpha": MetricInfo(higher_is_better=True, aggregate="1 - observed / expected disagreement"),
+        "raw_agreement": MetricInfo(higher_is_better=True, aggregate="share of matched items with equal labels"),
+    }
+)
+
+_LEVELS = ("nominal", "ordinal", "interval", "ratio")
+_PREF_KEY = ("item_id", "system_id")
+
+
+def _score_matrix(scores: pd.DataFrame | np.ndarray, name: str) -> tuple[np.ndarray, list, list]:
+    """Return (values, judge labels, system labels); refuse missing or non-finite scores."""
+    if isinstance(scores, pd.DataFrame):
+        judges, systems = list(scores.index), list(scores.columns)
+        values = scores.to_numpy(dtype=float, na_value=np.nan)
+    elif isinstance(scores, np.ndarray):
+        values = np.asarray(scores, dtype=float)
+        if values.ndim != 2:
+            raise ValueError(f"{name} must be two-dimensional (judges x systems), got shape {values.shape}")
+        judges, systems = list(range(values.shape[0])), list(range(values.shape[1]))
+    else:
+        raise TypeError(f"{name} must be a DataFrame or a 2-D ndarray, got {type(scores).__name__}")
+    bad = np.argwhere(~np.isfinite(values))
+    if bad.size:
+        i, j = (int(x) for x in bad[0])
+        raise ValueError(
+            f"{name} has a missing or non-finite score {values[i, j]!r} for judge={judges[i]!r}, "
+            f"system={systems[j]!r}; every judge must score every system"
+        )
+    return values, judges, systems
+
+
+def kendalls_w(scores: pd.DataFrame | np.ndarray, *, correct_ties: bool = True) -> float:
+    """Kendall's coefficient of concordance W of m judges over n systems.
+
+    Each judge's row is ranked with ``scipy.stats.rankdata`` (average ranks for ties);
+    with R_i the rank sum of system i and S = sum_i (R_i - m (n + 1) / 2)^2,
+
+        W = 12 S / (m^2 (n^3 - n) - m sum_j T_j),  T_j = sum over tie groups of (t^3 - t)
+
+    Ties are corrected by default (``correct_ties=True``); with ``correct_ties=False`` the
+    sum_j T_j term is dropped, which biases W downwards when there are ties. Ranking
+    ascending or descending gives the same W (it depends only on squared deviations), so
+    "higher score = better" needs no sign flip.
+
+    Relation to Friedman's test: chi2 = m (n - 1) W holds exactly between the
+    tie-corrected W and the tie-corrected Friedman statistic (what
+    ``scipy.stats.friedmanchisquare`` returns), and between the uncorrected pair; without
+    ties both pairs coincide.
+
+    Args:
+        scores: rows = judges (raters, m >= 2), columns = systems (objects, n >= 2);
+            higher = better. No missing values.
+
+    Returns:
+        W in [0, 1]: 1 = identical rankings, 0 = no agreement.
+
+    Raises:
+        ValueError: m < 2 or n < 2, a missing/non-finite score (naming judge and system),
+            or every judge scoring all systems equally (W is 0/0).
+    """
+    values, _, _ = _score_matrix(scores, "scores")
+    m, n = values.shape
+    if m < 2 or n < 2:
+        raise ValueError(f"Kendall's W needs at least 2 judges and 2 systems, got {m} judges x {n} systems")
+    ranks = scipy.stats.rankdata(values, axis=1, method="average")
+    rank_sums = ranks.sum(axis=0)
+    s = float(np.sum((rank_sums - m * (n + 1) / 2.0) ** 2))
+    tie_term = 0.0
+    if correct_ties:
+        for row in values:
+            _, counts = np.unique(row, return_counts=True)
+            tie_term += float(np.sum(counts.astype(float) ** 3 - counts))
+    denominator = m**2 * (n**3 - n) - m * tie_term
+    if denominator <= 0:
+        raise ValueError("every judge gives all systems the same score: Kendall's W is undefined (0/0)")
+    return 12.0 * s / denominator
+
+
+def _spearman(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    with warnings.catch_warnings():
+        # A constant input makes rho undefined; callers decide (NaN or an error).
+        warnings.simplefilter("ignore", scipy.stats.ConstantInputWarning)
+        result = scipy.stats.spearmanr(x, y)
+    return float(result.statistic), float(result.pvalue)
+
+
+def pairwise_spearman(scores: pd.DataFrame) -> pd.DataFrame:
+    """Spearman rho between each pair of judges' system scores.
+
+    Args:
+        scores: rows = judges, columns = systems (at least 2), higher = better; no
+            missing values.
+
+    Returns:
+        Square DataFrame, index and columns = judges in input order, from
+        ``scipy.stats.spearmanr`` per pair. The diagonal is 1.0. A judge that scores all
+        systems equally has an undefined rho: its row and column (diagonal included) are
+        NaN, not a fallback value.
+
+    Raises:
+        ValueError: fewer than 2 systems, a missing score (naming judge and system), or
+            duplicate judge labels.
+    """
+    if not isinstance(scores, pd.DataFrame):
+        raise TypeError(f"scores must be a DataFrame (rows = judges), got {type(scores).__name__}")
+    values, judges, systems = _score_matrix(scores, "scores")
+    if len(systems) < 2:
+        raise ValueError(f"pairwise Spearman needs at least 2 systems, got {len(systems)}")
+    if scores.index.has_duplicates:
+        raise ValueError(f"scores has duplicate judge labels {list(scores.index[scores.index.duplicated()])}")
+    m = len(judges)
+    out = np.full((m, m), np.nan)
+    for i in range(m):
+        for j in range(i, m):
+            rho, _ = _spearman(values[i], values[j])
+            out[i, j] = out[j, i] = rho
+    return pd.DataFrame(out, index=scores.index.copy(), columns=scores.index.copy())
+
+
+def human_alignment(judge_scores: pd.Series, human_scores: pd.Series) -> dict:
+    """Spearman correlation between a judge's and humans' per-system scores.
+
+    Args:
+        judge_scores: Score per system (index = system_id), e.g. judge win-rates.
+        human_scores: Score per system (index = system_id), e.g. human win-rates.
+
+    Returns:
+        ``{"spearman": rho, "p_value": p, "n_systems": n}``; p is scipy's two-sided
+        t-distribution approximation, rough for small n.
+
+    Raises:
+        ValueError: the two indexes hold different systems (the message names those
+            missing from each side), duplicate systems, a missing score, fewer than 3
+            systems (2 systems always give rho = +-1 and no p-value), or a constant side
+            (rho undefined).
+    """
+    for name, series in (("judge_scores", judge_scores), ("human_scores", human_scores)):
+        if not isinstance(series, pd.Series):
+            raise TypeError(f"{name} must be a pandas Series indexed by system_id, got {type(series).__name__}")
+        if series.index.has_duplicates:
+            raise ValueError(f"{name} has duplicate systems {list(series.index[series.index.duplicated()])}")
+        values = pd.to_numeric(series, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+        bad = np.flatnonzero(~np.isfinite(values))
+        if bad.size:
+            i = int(bad[0])
+            raise ValueError(
+                f"{name} has a missing or non-finite score {series.iloc[i]!r} for system_id={series.index[i]!r}"
+            )
+    only_judge = [s for s in judge_scores.index if s not in human_scores.index]
+    only_human = [s for s in human_scores.index if s not in judge_scores.index]
+    if only_judge or only_human:
+        raise ValueError(
+            f"judge and human scores cover different systems: missing from human_scores {only_judge}, "
+            f"missing from judge_scores {only_human}"
+        )
+    n = len(judge_scores)
+    if n < 3:
+        raise ValueError(f"human alignment needs at least 3 systems, got {n}")
+    judge = judge_scores.to_numpy(dtype=float)
+    human = human_scores.reindex(judge_scores.index).to_numpy(dtype=float)
+    for name, values in (("judge_scores", judge), ("human_scores", human)):
+        if np.all(values == values[0]):
+            raise ValueError(f"{name} gives every system the same score {values[0]!r}: Spearman rho is undefined")
+    rho, p_value = _spearman(judge, human)
+    return {"spearman": rho, "p_value": p_value, "n_systems": n}
+
+
+def krippendorff_alpha(ratings: np.ndarray, *, level: str = "nominal") -> float:
+    """Krippendorff's alpha via the ``krippendorff`` package.
+
+    Args:
+        ratings: Reliability data, rows = raters (coders), columns = units; numeric
+            codes, NaN = missing. Units with fewer than two values are not pairable
+            and do not count.
+        level: "nominal", "ordinal", "interval" or "ratio" (level of measurement).
+
+    Returns:
+        alpha: 1 = perfect agreement, 0 = chance level, < 0 = systematic disagreement.
+
+    Raises:
+        ValueError: not 2-D, fewer than 2 raters, an infinite value, an unknown level,
+            or fewer than 2 distinct values overall (alpha is undefined; raised by the
+            package).
+    """
+    if level not in _LEVELS:
+        raise ValueError(f"level must be one of {list(_LEVELS)}, got {level!r}")
+    data = np.asarray(ratings, dtype=float)
+    if data.ndim != 2:
+        raise ValueError(f"ratings must be two-dimensional (raters x units), got shape {data.shape}")
+    if data.shape[0] < 2:
+        raise ValueError(f"Krippendorff's alpha needs at least 2 raters, got {data.shape[0]}")
+    if np.isinf(data).any():
+        i, j = (int(x) for x in np.argwhere(np.isinf(data))[0])
+        raise ValueError(f"ratings[{i}, {j}] = {data[i, j]!r}: use NaN for missing, not infinity")
+    return float(krippendorff.alpha(reliability_data=data, level_of_measurement=level))
+
+
+def _preferences(frame: pd.DataFrame, name: str) -> pd.DataFrame:
+    if not isinstance(frame, pd.DataFrame):
+        raise TypeError(f"{name} must be a pandas DataFrame, got {type(frame).__name__}")
+    missing = [c for c in (*_PREF_KEY, "preference") if c not in frame.columns]
+    if missing:
+        raise ValueError(f"{name} lacks column(s) {missing}; it has {list(frame.columns)}")
+    duplicated = frame.duplicated(list(_PREF_KEY), keep="first")
+    if duplicated.any():
+        row = frame[duplicated].iloc[0]
+        raise ValueError(f"{name} has a duplicate row for item_id={row['item_id']!r}, system_id={row['system_id']!r}")
+    invalid = ~frame["preference"].isin(list(WINNER_SCORES))
+    if invalid.any():
+        row = frame[invalid].iloc[0]
+        raise ValueError(
+            f"{name} row item_id={row['item_id']!r}, system_id={row['system_id']!r} has preference "
+            f"{row['preference']!r}; expected one of {list(WINNER_SCORES)} (filter unparsed judgments first)"
+        )
+    return frame[[*_PREF_KEY, "preference"]]
+
+
+def preference_alignment(judge: pd.DataFrame, human: pd.DataFrame) -> dict:
+    """Item-level and system-level agreement of judge and human pairwise preferences.
+
+    Args:
+        judge: Columns item_id, system_id, preference ('candidate', 'baseline', 'tie'),
+            one row per (item_id, system_id).
+        human: Same columns (e.g. the human majority vote).
+
+    Returns:
+        dict with
+        - n: matched (item_id, system_id) pairs (inner join); n_judge_only and
+          n_human_only: pairs present on one side only (not used, but counted);
+        - raw_agreement: share of matched pairs with the same preference;
+        - krippendorff_alpha: nominal alpha with judge and human as the two raters over
+          the matched pairs (NaN if only one label occurs in all of them: undefined);
+        - spearman and n_systems: Spearman rho between per-system win-rates (candidate
+          1, tie 0.5, baseline 0; mean over matched items) of judge and human; NaN when
+          fewer than 2 systems or one side gives all systems the same win-rate.
+
+    Raises:
+        ValueError: a missing column, duplicate key, a preference outside the three
+            labels (naming the key), or no matched pair.
+    """
+    j = _preferences(judge, "judge")
+    h = _preferences(human, "human")
+    merged = j.merge(h, on=list(_PREF_KEY), how="outer", suffixes=("_judge", "_human"), indicator=True)
+    n_judge_only = int((merged["_merge"] == "left_only").sum())
+    n_human_only = int((merged["_merge"] == "right_only").sum())
+    matched = merged[merged["_merge"] == "both"]
+    n = len(matched)
+    if n == 0:
+        raise ValueError("judge and human share no (item_id, system_id) pair: nothing to compare")
+    pj, ph = matched["preference_judge"], matched["preference_human"]
+    raw = float((pj.to_numpy() == ph.to_numpy()).mean())
+
+    codes = {label: float(i) for i, label in enumerate(WINNER_SCORES)}
+    data = np.vstack([pj.map(codes).to_numpy(dtype=float), ph.map(codes).to_numpy(dtype=float)])
+    # One label throughout leaves no expected disagreement: alpha is 0/0, reported as NaN.
+    alpha = krippendorff_alpha(data, level="nominal") if len(np.unique(data)) > 1 else np.nan
+
+    rates = (
+        matched.assign(judge=pj.map(WINNER_SCORES).astype(float), human=ph.map(WINNER_SCORES).astype(float))
+        .groupby("system_id", sort=False)[["judge", "human"]]
+        .mean()
+    )
+    n_systems = len(rates)
+    if n_systems >= 2 and rates["judge"].nunique() > 1 and rates["human"].nunique() > 1:
+        rho, _ = _spearman(rates["judge"].to_numpy(), rates["human"].to_numpy())
+    else:
+        rho = np.nan
+    return {
+        "n": n,
+        "n_judge_only": n_judge_only,
+        "n_human_only": n_human_only,
+        "raw_agreement": raw,
+        "krippendorff_alpha": alpha,
+        "spearman": rho,
+        "n_systems": n_systems,
+    }

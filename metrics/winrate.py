@@ -1,0 +1,226 @@
+"""Pairwise win-rate of a candidate system against a baseline, as judged per item.
+
+EmergentTTS-Eval scores each (item, candidate, baseline) comparison by a judge as a win
+(1), tie (0.5) or loss (0) for the candidate and reports the mean over comparisons: 0.5
+is parity with the baseline, above 0.5 better. ``win_rate_table`` does that per (judge,
+candidate, baseline) and optionally per item group (category, depth), with a seeded
+percentile-bootstrap CI over items.
+
+Judgments that were not scored are counted, never dropped silently: ``n_failed``
+(status 'failed'), ``n_skipped`` (status 'skipped') and ``n_parse_failures`` (status
+'ok' but the judge's answer could not be parsed, parse_ok False). win_rate is
+conditional on a parsed judgment; read it beside those counts.
+
+Statistical caveats: the CI resamples items within one (judge, candidate, baseline,
+group) cell and treats them as independent; judge randomness (temperature) is not part
+of it, and with few items per cell (depth x category splits) the percentile interval
+under-covers (see ``metrics.bootstrap``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+
+import numpy as np
+import pandas as pd
+
+from metrics.bootstrap import CI, bootstrap_mean_ci
+from metrics.wer import MetricInfo
+
+__all__ = [
+    "JUDGMENT_STATUSES",
+    "WINNER_SCORES",
+    "WINRATE_COLUMNS",
+    "WINRATE_METRICS",
+    "win_rate_table",
+]
+
+# Score of each parsed verdict for the candidate (EmergentTTS-Eval: tie counts half).
+WINNER_SCORES: Mapping[str, float] = MappingProxyType({"candidate": 1.0, "tie": 0.5, "baseline": 0.0})
+JUDGMENT_STATUSES = ("ok", "failed", "skipped")
+
+_KEY = ("item_id", "system_id", "baseline_id", "judge_id")
+_CELL = ("judge_id", "system_id", "baseline_id")
+_REQUIRED = (*_KEY, "winner", "parse_ok", "status")
+
+# Output columns after the cell and group columns.
+WINRATE_COLUMNS = (
+    "n_judged", "wins", "ties", "losses",
+    "win_rate", "win_rate_ci_low", "win_rate_ci_high", "tie_rate",
+    "n_parse_failures", "n_failed", "n_skipped",
+)  # fmt: skip
+_INT_COLUMNS = ("n_judged", "wins", "ties", "losses", "n_parse_failures", "n_failed", "n_skipped")
+
+# Direction of each metric column. tie_rate is descriptive (no better direction), so it is
+# not listed; the n_* columns are counts.
+WINRATE_METRICS: Mapping[str, MetricInfo] = MappingProxyType(
+    {
+        "win_rate": MetricInfo(
+            higher_is_better=True,
+            aggregate="(wins + 0.5 * ties) / n_judged over status-ok, parsed judgments; 0.5 = parity with baseline",
+        ),
+    }
+)
+
+
+def _key_text(row: pd.Series, key: Sequence[str]) -> str:
+    return ", ".join(f"{k}={row[k]!r}" for k in key)
+
+
+def _group_rng(seed: int, parts: Sequence[object]) -> np.random.Generator:
+    # Mirrors metrics.summary._system_rng: a stable SHA-256 (not Python's salted hash()) of
+    # the cell and group values, so a cell's CI does not depend on the process or on which
+    # other cells are in the table. str() of each part, so 1 and np.int64(1) agree.
+    digest = hashlib.sha256("\x00".join(str(p) for p in parts).encode()).digest()
+    words = np.frombuffer(digest[:16], dtype="<u4").tolist()
+    return np.random.default_rng(np.random.SeedSequence([seed, *words]))
+
+
+def _is_bool(value: object) -> bool:
+    return isinstance(value, (bool, np.bool_))
+
+
+def _validate(judgments: pd.DataFrame, by: tuple[str, ...]) -> pd.Series:
+    """Check the frame and return the boolean mask of scored rows."""
+    if not isinstance(judgments, pd.DataFrame):
+        raise TypeError(f"judgments must be a pandas DataFrame, got {type(judgments).__name__}")
+    missing = [c for c in (*_REQUIRED, *by) if c not in judgments.columns]
+    if missing:
+        raise ValueError(f"judgments lacks column(s) {missing}; it has {list(judgments.columns)}")
+    clash = [c for c in by if c in _REQUIRED]
+    if clash or len(set(by)) != len(by):
+        raise ValueError(f"by must name distinct item columns other than {list(_REQUIRED)}, got {list(by)}")
+
+    duplicated = judgments.duplicated(list(_KEY), keep="first")
+    if duplicated.any():
+        row = judgments[duplicated].iloc[0]
+        raise ValueError(f"judgments has a duplicate row for {_key_text(row, _KEY)}; dedupe by key first")
+    for column in (*_KEY, *by):
+        null = judgments[column].isna()
+        if null.any():
+            row = judgments[null].iloc[0]
+            raise ValueError(f"judgments row {_key_text(row, _KEY)} has a null {column}")
+
+    bad_status = ~judgments["status"].isin(JUDGMENT_STATUSES)
+    if bad_status.any():
+        row = judgments[bad_status].iloc[0]
+        raise ValueError(
+            f"judgments row {_key_text(row, _KEY)} has status {row['status']!r}; "
+            f"expected one of {list(JUDGMENT_STATUSES)}"
+        )
+    ok = judgments["status"] == "ok"
+    bad_parse = ok & ~judgments["parse_ok"].map(_is_bool).astype(bool)
+    if bad_parse.any():
+        row = judgments[bad_parse].iloc[0]
+        raise ValueError(
+            f"judgments row {_key_text(row, _KEY)} is ok but parse_ok = {row['parse_ok']!r}; it must be a bool"
+        )
+
+    scored = ok & judgments["parse_ok"].map(lambda v: v is True or v is np.True_).astype(bool)
+    has_winner = judgments["winner"].notna()
+    invalid = scored & ~judgments["winner"].isin(list(WINNER_SCORES))
+    if invalid.any():
+        row = judgments[invalid].iloc[0]
+        raise ValueError(
+            f"judgments row {_key_text(row, _KEY)} is ok and parsed but winner = {row['winner']!r}; "
+            f"expected one of {list(WINNER_SCORES)}"
+        )
+    # A verdict on a row that is not scored contradicts its status; refusing it keeps a
+    # failed or unparsed judgment from being mistaken for data.
+    contradictory = ~scored & has_winner
+    if contradictory.any():
+        row = judgments[contradictory].iloc[0]
+        raise ValueError(
+            f"judgments row {_key_text(row, _KEY)} has winner = {row['winner']!r} but status = "
+            f"{row['status']!r}, parse_ok = {row['parse_ok']!r}; only ok, parsed rows may carry a winner"
+        )
+    return scored
+
+
+def win_rate_table(
+    judgments: pd.DataFrame,
+    *,
+    by: Sequence[str] = (),
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """Win-rate of each candidate against its baseline, per judge and optional item group.
+
+    Args:
+        judgments: One row per (item_id, system_id, baseline_id, judge_id) with columns
+            winner ('candidate', 'baseline', 'tie'; null unless status is 'ok' and
+            parse_ok is True), parse_ok (bool when status is 'ok'), status ('ok',
+            'failed', 'skipped'), plus the ``by`` columns (non-null item attributes).
+        by: Extra grouping columns: () overall, ("category",) per category,
+            ("category", "depth") per category x depth.
+        n_resamples: Bootstrap resamples for each CI.
+        confidence: Two-sided confidence level of the CI.
+        seed: Non-negative int; each cell gets its own Generator derived from it and a
+            SHA-256 of (judge_id, system_id, baseline_id, *group values); items are
+            resampled in item_id order, so row order does not change the CI.
+
+    Returns:
+        DataFrame with columns judge_id, system_id, baseline_id, *by, then
+        ``WINRATE_COLUMNS``; one row per combination present in ``judgments`` (also
+        those with only unscored rows), in order of first appearance. win_rate and
+        tie_rate are fractions in [0, 1]; win_rate, its CI and tie_rate are NaN when
+        n_judged is 0. n_judged = wins + ties + losses counts status-ok, parsed rows;
+        n_parse_failures counts status-ok rows with parse_ok False; n_failed and
+        n_skipped count rows with that status.
+
+    Raises:
+        ValueError: a missing column, duplicate key, null key or group value, unknown
+            status, non-bool parse_ok on an ok row, a winner outside
+            {'candidate','baseline','tie'} on a scored row, a winner on an unscored row,
+            or a bad seed/option; the message names the row key.
+    """
+    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
+        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+    by = tuple(by) if not isinstance(by, str) else (by,)
+    scored = _validate(judgments, by)
+    cell_columns = [*_CELL, *by]
+    frame = judgments.assign(
+        _scored=scored.to_numpy(),
+        _score=judgments["winner"].map(lambda w: WINNER_SCORES.get(w, np.nan) if isinstance(w, str) else np.nan),
+    )
+
+    rows = []
+    for cell, group in frame.groupby(cell_columns, sort=False, dropna=False):
+        cell = cell if isinstance(cell, tuple) else (cell,)
+        judged = group[group["_scored"]]
+        # Resample in item_id order, so the CI does not depend on the order rows were read in.
+        judged = judged.iloc[np.argsort(judged["item_id"].astype(str).to_numpy(), kind="stable")]
+        scores = judged["_score"].to_numpy(dtype=float)
+        winners = judged["winner"]
+        status = group["status"]
+        n_judged = int(scores.size)
+        if n_judged:
+            ci = bootstrap_mean_ci(
+                scores, n_resamples=n_resamples, confidence=confidence, seed=_group_rng(int(seed), cell)
+            )
+        else:
+            ci = CI(np.nan, np.nan, np.nan)
+        ties = int((winners == "tie").sum())
+        rows.append(
+            {
+                **dict(zip(cell_columns, cell)),
+                "n_judged": n_judged,
+                "wins": int((winners == "candidate").sum()),
+                "ties": ties,
+                "losses": int((winners == "baseline").sum()),
+                "win_rate": ci.point,
+                "win_rate_ci_low": ci.low,
+                "win_rate_ci_high": ci.high,
+                "tie_rate": ties / n_judged if n_judged else np.nan,
+                "n_parse_failures": int(((status == "ok") & ~group["_scored"]).sum()),
+                "n_failed": int((status == "failed").sum()),
+                "n_skipped": int((status == "skipped").sum()),
+            }
+        )
+    table = pd.DataFrame(rows, columns=[*cell_columns, *WINRATE_COLUMNS])
+    for column in _INT_COLUMNS:
+        table[column] = table[column].astype(np.int64)
+    return table

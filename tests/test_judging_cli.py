@@ -1,0 +1,166 @@
+"""Judging end to end: the objective judge in the default run, re-runs, a backfilled second judge, agreement."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests.conftest import cli_env, run_cli
+
+SYSTEMS_TEMPLATE = "counting-flite:slt:log={log},espeak-ng,flite:awb"
+
+
+@pytest.fixture(scope="module")
+def judged_run(prefect_api: str, small_dataset: Path, tmp_path_factory: pytest.TempPathFactory):
+    store = tmp_path_factory.mktemp("judged")
+    calls = store / "synth-calls.txt"
+    env = cli_env(prefect_api, TTSEVAL_PLUGINS=json.dumps({"tts": {"counting-flite": "tests.fakes:CountingFliteTTS"}}))
+    systems = SYSTEMS_TEMPLATE.format(log=calls)
+    result = run_cli(["evaluate", "--dataset", str(small_dataset), "--systems", systems, "--store", str(store),
+                      "--run-id", "j"], env, cwd=store)
+    assert result.returncode == 0, result.stderr[-4000:]
+    return store, env, systems, calls, result
+
+
+def test_default_run_judges_every_candidate_against_the_first_system(judged_run) -> None:
+    store, _, _, _, result = judged_run
+    j = pd.read_parquet(store / "runs" / "j" / "judgments")
+    # 9 items x 2 candidates (espeak-ng, flite:awb) against the baseline (counting-flite), one objective judge
+    assert len(j) == 18 and not j.duplicated(["item_id", "system_id", "baseline_id", "judge_id"]).any()
+    assert j["judge_spec"].eq("objective").all() and j["baseline_id"].nunique() == 1
+    # the baseline speaks English only: the French and Pashto comparisons are skipped, not dropped
+    skipped = j[j["status"] == "skipped"]
+    assert sorted(skipped["item_id"].unique()) == ["mul-fr", "mul-ps"] and len(skipped) == 4
+    ok = j[j["status"] == "ok"]
+    assert ok["parse_ok"].all() and ok["winner"].isin(["candidate", "baseline", "tie"]).all()
+    # order is randomized per comparison and mapped back: both orders occur, and the mapping is consistent
+    assert ok["candidate_first"].nunique() == 2
+    first_won = ok["winner_raw"] == "first"
+    assert ((ok["winner"] == "candidate") == (first_won == ok["candidate_first"])).where(ok["winner_raw"] != "tie", True).all()
+    w = pd.read_parquet(store / "runs" / "j" / "winrates")
+    overall = w[w["level"] == "overall"].set_index("system_id")
+    assert len(overall) == 2 and overall["n_judged"].eq(7).all() and overall["n_skipped"].eq(2).all()
+    # win-rate arithmetic from the rows themselves (win 1, tie 0.5, loss 0)
+    for system_id, rows in ok.groupby("system_id"):
+        expected = ((rows["winner"] == "candidate").sum() + 0.5 * (rows["winner"] == "tie").sum()) / len(rows)
+        assert overall.loc[system_id, "win_rate"] == pytest.approx(expected)
+    figure = next((store / "runs" / "j" / "figures").glob("winrate-by-depth-*.png"))
+    assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    report = (store / "runs" / "j" / "report.md").read_text()
+    assert "judge objective (CER, then MOS; no LLM)" in report and "win-rate %" in report
+    assert "Win-rate vs baseline" in result.stdout
+
+
+def test_rerun_judges_nothing(judged_run) -> None:
+    store, env, systems, calls, _ = judged_run
+    n_calls = len(calls.read_text().splitlines())
+    logs_before = len(list((store / "runs" / "j" / "log").glob("*.json")))
+    result = run_cli(["evaluate", "--dataset", str(_dataset_of(store)), "--systems", systems, "--store", str(store),
+                 "--run-id", "j"], env, cwd=store)
+    assert result.returncode == 0, result.stderr[-3000:]
+    log = json.loads(sorted((store / "runs" / "j" / "log").glob("*.json"))[-1].read_text())
+    assert len(list((store / "runs" / "j" / "log").glob("*.json"))) == logs_before + 1
+    assert log["computed"]["judgments"] == 0 and log["reused"]["judgments"] == 18
+    assert len(calls.read_text().splitlines()) == n_calls
+
+
+def _dataset_of(store: Path) -> Path:
+    log = json.loads(sorted((store / "runs" / "j" / "log").glob("*.json"))[0].read_text())
+    return Path(log["dataset"])
+
+
+def test_backfill_second_judge_makes_no_synthesis_calls_and_report_compares(judged_run) -> None:
+    store, env, _, calls, _ = judged_run
+    n_calls = len(calls.read_text().splitlines())
+    synth_parts = sorted(p.name for p in (store / "runs" / "j" / "synthesis").iterdir())
+    result = run_cli(["backfill-judge", "--store", str(store), "--run-id", "j", "--judge",
+                      "objective:cer_margin=0.3:mos_margin=0.5"], env, cwd=store)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert len(calls.read_text().splitlines()) == n_calls, "a backfill must not synthesize"
+    assert sorted(p.name for p in (store / "runs" / "j" / "synthesis").iterdir()) == synth_parts
+    j = pd.read_parquet(store / "runs" / "j" / "judgments")
+    assert j["judge_spec"].value_counts().to_dict() == {"objective": 18, "objective:cer_margin=0.3:mos_margin=0.5": 18}
+    # the new judge's verdicts follow its rule on the stored evidence: CER apart by > 0.3 decides, else MOS by > 0.5
+    cer = pd.read_parquet(store / "runs" / "j" / "transcripts").set_index(["item_id", "system_id"])["cer"]
+    mos = pd.read_parquet(store / "runs" / "j" / "quality").set_index(["item_id", "system_id"])["mos"]
+    wide = j[(j["judge_spec"] != "objective") & (j["status"] == "ok")]
+    for r in wide.itertuples():
+        c, b = (r.item_id, r.system_id), (r.item_id, r.baseline_id)
+        if abs(cer[c] - cer[b]) > 0.3:
+            expected = "candidate" if cer[c] < cer[b] else "baseline"
+        elif abs(mos[c] - mos[b]) > 0.5:
+            expected = "candidate" if mos[c] > mos[b] else "baseline"
+        else:
+            expected = "tie"
+        assert r.winner == expected, (r.item_id, r.system_id)
+    report = (store / "runs" / "j" / "report.md").read_text()
+    assert report.count("## Win-rate vs baseline") == 2 and "## Judge agreement" in report
+    assert "Kendall's W" in report
+    again = run_cli(["backfill-judge", "--store", str(store), "--run-id", "j", "--judge",
+                     "objective:cer_margin=0.3:mos_margin=0.5"], env, cwd=store)
+    assert again.returncode == 0 and "reused 18 comparisons, computed 0" in again.stdout
+
+
+def test_strong_prompting_sends_the_category_description(prefect_api: str, small_dataset: Path, tmp_path: Path) -> None:
+    env = cli_env(prefect_api, TTSEVAL_PLUGINS=json.dumps({"tts": {"instructed-tone": "tests.fakes:InstructedToneTTS"}}))
+    result = run_cli(["evaluate", "--dataset", str(small_dataset), "--systems",
+                      "instructed-tone,instructed-tone:prompt=category", "--store", str(tmp_path), "--run-id", "p",
+                      "--judges", ""], env, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    s = pd.read_parquet(tmp_path / "runs" / "p" / "synthesis")
+    assert s["system_id"].nunique() == 2, "prompted and unprompted are different systems"
+    plain = s[s["system_spec"] == "instructed-tone"]
+    prompted = s[s["system_spec"] == "instructed-tone:prompt=category"]
+    # different instructions -> different audio; the unprompted system got none (one tone for all items)
+    assert plain["audio_sha256"].nunique() == 1 and prompted["audio_sha256"].nunique() > 1
+    refused = run_cli(["evaluate", "--dataset", str(small_dataset), "--systems", "flite:slt:prompt=category",
+                       "--store", str(tmp_path / "x")], env, cwd=tmp_path, timeout_s=120)
+    assert refused.returncode == 2 and "takes no instruction" in refused.stderr
+
+
+def test_backfill_gemini_judge_against_fake_server_counts_calls_retries_and_parse_failures(judged_run) -> None:
+    from tests.fake_gemini import FakeGemini, Reply
+    from tests.test_judge_gemini import answer
+
+    store, env, _, calls, _ = judged_run
+    n_calls = len(calls.read_text().splitlines())
+    key = "fake-key-never-stored-3141"
+    with FakeGemini() as fake:
+        ok = Reply.ok(answer("clip_1", 3, 1))
+        fake.script("Hmm, I think I left my keys", [Reply.rate_limited("0"), ok, ok])
+        fake.script("sobremesa", [Reply.error(500), ok, ok])
+        fake.script("When the chef stirred", [Reply.malformed()] * 4)  # both comparisons stay unparseable
+        spec = f"gemini:gemini-2.5-pro:base_url={fake.base_url}:backoff_s=0.01:max_attempts=2"
+        result = run_cli(["backfill-judge", "--store", str(store), "--run-id", "j", "--judge", spec],
+                         env | {"GEMINI_API_KEY": key}, cwd=store)
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert fake.pending() == {}
+        # 9 items x 2 candidates = 18 comparisons; French and Pashto lack the baseline clip: 14 reach the judge.
+        # 200 responses = 12 parsed on first answer + 2 unparseable comparisons x 2 attempts each.
+        assert fake.ok_responses == 16
+        assert fake.status_counts[429] == 1 and fake.status_counts[500] == 1
+    from ttseval.registry import Spec
+
+    spec = Spec.parse(spec).canonical  # options sorted, as stored
+    j = pd.read_parquet(store / "runs" / "j" / "judgments")
+    g = j[j["judge_spec"] == spec]
+    assert len(g) == 18 and (g["status"] == "skipped").sum() == 4
+    judged = g[g["status"] == "ok"]
+    assert len(judged) == 14 and int(judged["retries"].sum()) == 2
+    assert (~judged["parse_ok"]).sum() == 2 and judged.loc[~judged["parse_ok"], "winner"].isna().all()
+    assert set(judged.loc[~judged["parse_ok"], "item_id"]) == {"syn-a-d0"}
+    assert int(judged["attempts"].sum()) == 16
+    # the fake always prefers clip 1: mapped back, the winner follows the randomized order
+    parsed = judged[judged["parse_ok"]]
+    assert ((parsed["winner"] == "candidate") == parsed["candidate_first"]).all()
+    assert (judged["cost_usd"] > 0).all() and len(calls.read_text().splitlines()) == n_calls
+    w = pd.read_parquet(store / "runs" / "j" / "winrates")
+    overall = w[(w["level"] == "overall") & (w["judge_spec"] == spec)]
+    assert overall["n_parse_failures"].sum() == 2 and overall["n_judged"].sum() == 12
+    for path in store.rglob("*"):
+        if path.is_file() and path.suffix in (".parquet", ".json", ".md"):
+            assert key.encode() not in path.read_bytes(), path
+    assert key not in result.stdout + result.stderr

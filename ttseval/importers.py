@@ -1,0 +1,404 @@
+"""Importers for published benchmark files: EmergentTTS-Eval and InstructTTSEval, as items frames.
+
+Each importer reads the benchmark's file as distributed (.jsonl / .json / .parquet / .csv) and returns a
+pandas DataFrame with the items schema's columns (ttseval.schemas.ITEMS, `task` included), ready for
+ttseval.dataset.validate_items. Problems are collected and raised together as one DatasetError whose
+message names each row (1-based, as in ttseval.dataset) and the offending value.
+
+Where the field names come from (read, not guessed):
+
+EmergentTTS-Eval (Hugging Face `bosonai/EmergentTTS-Eval`, split "train"):
+  - boson-ai/EmergentTTS-Eval-public, download_data.py: reads the HF rows' `category`,
+    `text_to_synthesize`, `evolution_depth`, `language` and `audio` (the baseline system's clip, an HF Audio
+    feature) and writes data/emergent_tts_eval_data.jsonl with the first four fields; clip i is saved as
+    baseline_audios/{i}.wav.
+  - boson-ai/EmergentTTS-Eval-public, utils_eval.py: UNIQUE_KEY_NAME = "unique_id_eval", assigned by
+    add_unique_id_to_samples as the row's 0-based position (and asserted equal to it when present).
+  - boson-ai/EmergentTTS-Eval-public, evaluation_runner.py (--categories_to_evaluate default) and prompts.py:
+    the category values are "Emotions", "Paralinguistics", "Syntactic Complexity", "Foreign Words",
+    "Questions" and "Pronunciation" (not "Complex Pronunciation"; both are accepted here).
+  - inference.py: language is "en" for the whole set.
+  The format carries no lineage (no parent column), so parent_id is null. The `audio` column is a baseline
+  TTS output, not a reference recording, so it is ignored. Item ids are "ette-<unique_id_eval>", or
+  "ette-<row position>" when the file has no unique_id_eval (the same number the public code assigns).
+
+InstructTTSEval (Hugging Face `CaasiHUANG/InstructTTSEval`, splits "en" and "zh", files {split}.parquet):
+  - KexinHUANG19/InstructTTSEval, eval/README.md: rows are {"id", "text", "APS", "DSD", "RP"}, each task
+    field an object {"instruction", "gen_path"} in the evaluation JSONL (gen_path is a system's output and is
+    ignored here).
+  - Loaders of the HF parquet (e.g. a Step-Audio-2 InstructTTSEval client that reads `{split}.parquet` and
+    keeps `id`, `text`, `APS`, `DSD`, `RP`) show the task fields there as plain instruction strings; ids look
+    like "en_3" / "zh_12". The reference recording is an embedded HF Audio feature ({"bytes", "path"}).
+  Embedded audio bytes are not written out: reference_audio_uri stays null for them. A reference given as a
+  file path (a string column, or an audio struct with a path and no bytes) is kept; relative paths are
+  resolved against the dataset file's folder. The exact name of the audio column in the HF parquet was not
+  confirmed from source; any of REFERENCE_AUDIO_FIELDS is read.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any, Callable
+
+import pandas as pd
+
+from ttseval.errors import DatasetError
+from ttseval.schemas import ITEMS
+
+COLUMNS: list[str] = list(ITEMS.names) + ([] if "task" in ITEMS.names else ["task"])
+
+# --- EmergentTTS-Eval ---------------------------------------------------------------------------------------
+
+EMERGENTTTS_BENCHMARK = "emergenttts-eval"
+EMERGENTTTS_SOURCE = "bosonai/EmergentTTS-Eval"
+EMERGENTTTS_ID_PREFIX = "ette-"
+EMERGENTTTS_DEFAULT_LANGUAGE = "en-US"
+EMERGENTTTS_REQUIRED = ("category", "text_to_synthesize", "evolution_depth")
+
+# Keys are normalised (lower case, '_' and '-' as spaces, single spaces).
+EMERGENTTTS_CATEGORIES: dict[str, str] = {
+    "emotions": "emotions",
+    "paralinguistics": "paralinguistics",
+    "foreign words": "foreign_words",
+    "syntactic complexity": "syntactic_complexity",
+    "pronunciation": "complex_pronunciation",
+    "complex pronunciation": "complex_pronunciation",
+    "questions": "questions",
+}
+
+# --- InstructTTSEval ----------------------------------------------------------------------------------------
+
+INSTRUCTTTSEVAL_BENCHMARK = "instructttseval"
+INSTRUCTTTSEVAL_SOURCE = "CaasiHUANG/InstructTTSEval"
+INSTRUCTTTSEVAL_CATEGORY = "instruction_following"
+INSTRUCTTTSEVAL_TASKS = ("APS", "DSD", "RP")
+REFERENCE_AUDIO_FIELDS = ("reference_audio", "ref_audio", "reference_audio_path", "ref_audio_path",
+                          "reference_wav", "audio", "audio_path", "wav_path")
+LANGUAGE_FIELDS = ("language", "lang", "split")
+_SPLIT_LANGUAGES = {"en": "en-US", "english": "en-US", "zh": "zh-CN", "cn": "zh-CN", "chinese": "zh-CN"}
+
+SUFFIXES = (".jsonl", ".ndjson", ".json", ".parquet", ".csv")
+
+
+# --- reading ------------------------------------------------------------------------------------------------
+
+def _blank(value: Any) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, float) and math.isnan(value):
+        return True
+    return isinstance(value, str) and not value.strip()
+
+
+def _compact(value: Any) -> Any:
+    """Replace embedded audio bytes with a flag, so a large parquet is not held in memory as bytes."""
+    if isinstance(value, dict) and "bytes" in value:
+        return {**value, "bytes": bool(value["bytes"])}
+    return value
+
+
+def _read_jsonl(p: Path, text: str) -> list[dict]:
+    rows = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise DatasetError(f"dataset {p}: line {number} is not valid JSON ({e.msg}); fix that line",
+                               source=str(p)) from e
+        if not isinstance(row, dict):
+            raise DatasetError(f"dataset {p}: line {number} is not a JSON object", source=str(p))
+        rows.append({k: _compact(v) for k, v in row.items()})
+    return rows
+
+
+def _read_records(path: str | Path) -> list[dict]:
+    """The file's rows as dicts, in file order; raises DatasetError for a missing or unparseable file."""
+    p = Path(path)
+    if not p.is_file():
+        raise DatasetError(f"dataset {str(p)!r} does not exist; pass the path of a "
+                           f"{', '.join(SUFFIXES)} file", source=str(p))
+    suffix = p.suffix.lower()
+    if suffix not in SUFFIXES:
+        raise DatasetError(f"dataset {p}: unknown extension {suffix!r}; use one of {', '.join(SUFFIXES)}",
+                           source=str(p))
+    try:
+        if suffix in (".jsonl", ".ndjson"):
+            return _read_jsonl(p, p.read_text(encoding="utf-8"))
+        if suffix == ".json":
+            text = p.read_text(encoding="utf-8")
+            try:
+                whole = json.loads(text)
+            except json.JSONDecodeError:
+                return _read_jsonl(p, text)  # HF `Dataset.to_json` writes JSON Lines, whatever the name
+            if isinstance(whole, dict):
+                whole = [whole]
+            if not isinstance(whole, list) or not all(isinstance(r, dict) for r in whole):
+                raise DatasetError(f"dataset {p}: expected a JSON array of objects or JSON Lines", source=str(p))
+            return [{k: _compact(v) for k, v in r.items()} for r in whole]
+        if suffix == ".csv":
+            with p.open(encoding="utf-8") as f:
+                header = f.readline()
+            sep = "|" if header.count("|") > header.count(",") else ","
+            frame = pd.read_csv(p, sep=sep, dtype=str, keep_default_na=False)
+            return [{k: (None if v == "" else v) for k, v in r.items()} for r in frame.to_dict("records")]
+        import pyarrow.parquet as pq
+
+        rows = []
+        for batch in pq.ParquetFile(p).iter_batches(batch_size=256):
+            rows.extend({k: _compact(v) for k, v in r.items()} for r in batch.to_pylist())
+        return rows
+    except DatasetError:
+        raise
+    except (UnicodeDecodeError, OSError, ValueError, pd.errors.ParserError) as e:
+        raise DatasetError(f"dataset {p}: cannot parse as {suffix} ({e})", source=str(p)) from e
+
+
+def _columns(rows: list[dict]) -> set[str]:
+    found: set[str] = set()
+    for r in rows:
+        found.update(r)
+    return found
+
+
+def _require(p: Path, rows: list[dict], required: tuple[str, ...], fmt: str) -> None:
+    if not rows:
+        raise DatasetError(f"dataset {p} has no rows", source=str(p))
+    found = _columns(rows)
+    missing = [c for c in required if c not in found]
+    if missing:
+        raise DatasetError(
+            f"dataset {p} is not in the {fmt} format: missing field(s) {', '.join(missing)}; "
+            f"fields found: {', '.join(sorted(found)) or 'none'}",
+            source=str(p), problems=[f"missing field {c}" for c in missing])
+
+
+def _raise_problems(p: Path, fmt: str, problems: list[str]) -> None:
+    if problems:
+        shown = problems[:20] + ([f"... and {len(problems) - 20} more"] if len(problems) > 20 else [])
+        raise DatasetError(f"dataset {p} ({fmt}): {len(problems)} problem(s):\n- " + "\n- ".join(shown),
+                           source=str(p), problems=problems)
+
+
+def _as_int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and re.fullmatch(r"\s*-?\d+\s*", value):
+        return int(value)
+    return None
+
+
+def _id_text(value: Any) -> str:
+    number = _as_int(value)
+    return str(number) if number is not None and not isinstance(value, str) else str(value).strip()
+
+
+def _frame(rows: list[dict], p: Path, fmt: str) -> pd.DataFrame:
+    seen: dict[str, int] = {}
+    problems = []
+    for number, row in enumerate(rows, start=1):
+        first = seen.setdefault(row["item_id"], number)
+        if first != number:
+            problems.append(f"row {number}: item_id {row['item_id']!r} repeats row {first}")
+    _raise_problems(p, fmt, problems)
+    frame = pd.DataFrame([{c: row.get(c) for c in COLUMNS} for row in rows], columns=COLUMNS, dtype=object)
+    frame["depth"] = frame["depth"].astype(int)
+    return frame
+
+
+# --- EmergentTTS-Eval ---------------------------------------------------------------------------------------
+
+def _category_key(value: str) -> str:
+    return re.sub(r"\s+", " ", re.sub(r"[_\-]", " ", value)).strip().lower()
+
+
+def import_emergenttts(path: str | Path) -> pd.DataFrame:
+    """EmergentTTS-Eval rows (HF export or the public repo's emergent_tts_eval_data.jsonl) as items."""
+    from ttseval.categories import MAX_DEPTH
+
+    p = Path(path)
+    fmt = "EmergentTTS-Eval"
+    records = _read_records(p)
+    _require(p, records, EMERGENTTTS_REQUIRED, fmt)
+    rows, problems = [], []
+    for index, rec in enumerate(records):
+        number = index + 1
+        raw_id = rec.get("unique_id_eval")
+        item_id = EMERGENTTTS_ID_PREFIX + (str(index) if _blank(raw_id) else _id_text(raw_id))
+        where = f"row {number} (item_id={item_id!r})"
+
+        raw_category = rec.get("category")
+        category = None
+        if not _blank(raw_category) and isinstance(raw_category, str):
+            category = EMERGENTTTS_CATEGORIES.get(_category_key(raw_category))
+        if category is None:
+            problems.append(f"{where}: unknown category {raw_category!r}; EmergentTTS-Eval categories are "
+                            "Emotions, Paralinguistics, Foreign Words, Syntactic Complexity, Pronunciation "
+                            "(or Complex Pronunciation), Questions")
+
+        depth = _as_int(rec.get("evolution_depth"))
+        if depth is None or not 0 <= depth <= MAX_DEPTH:
+            problems.append(f"{where}: evolution_depth {rec.get('evolution_depth')!r} is not a whole number "
+                            f"0-{MAX_DEPTH}")
+
+        text = rec.get("text_to_synthesize")
+        if _blank(text) or not isinstance(text, str):
+            problems.append(f"{where}: text_to_synthesize is empty or not text ({text!r})")
+
+        language = rec.get("language")
+        if _blank(language):
+            language = EMERGENTTTS_DEFAULT_LANGUAGE
+        elif not isinstance(language, str):
+            problems.append(f"{where}: language {language!r} is not text")
+        else:
+            language = language.strip()
+
+        rows.append({
+            "item_id": item_id, "benchmark": EMERGENTTTS_BENCHMARK, "category": category,
+            "depth": depth if depth is not None else 0, "parent_id": None, "language": language,
+            "text": text, "instruction": None, "task": None, "reference_audio_uri": None,
+            "source": EMERGENTTTS_SOURCE, "generator": None,
+        })
+    _raise_problems(p, fmt, problems)
+    return _frame(rows, p, fmt)
+
+
+# --- InstructTTSEval ----------------------------------------------------------------------------------------
+
+def _language_tag(value: Any) -> str | None:
+    """'en' / 'zh' (split names) -> 'en-US' / 'zh-CN'; another valid BCP-47 tag is kept as given."""
+    from ttseval.languages import is_known_language
+
+    if _blank(value) or not isinstance(value, str):
+        return None
+    tag = value.strip()
+    mapped = _SPLIT_LANGUAGES.get(tag.lower())
+    if mapped:
+        return mapped
+    return tag if is_known_language(tag) else None
+
+
+def _language_from_name(p: Path) -> str | None:
+    for token in re.split(r"[^A-Za-z]+", p.stem.lower()):
+        if token in ("en", "zh"):
+            return _SPLIT_LANGUAGES[token]
+    return None
+
+
+def _reference_uri(rec: dict, base: Path) -> str | None:
+    for field in REFERENCE_AUDIO_FIELDS:
+        value = rec.get(field)
+        if _blank(value):
+            continue
+        if isinstance(value, dict):
+            if value.get("bytes"):
+                return None  # embedded in the file: nothing on disk to point at
+            value = value.get("path")
+            if _blank(value):
+                continue
+        if not isinstance(value, str):
+            continue
+        value = value.strip()
+        if "://" in value or Path(value).is_absolute():
+            return value
+        return str((base / value).resolve())
+    return None
+
+
+def _instruction(value: Any) -> str | None:
+    if isinstance(value, dict):
+        value = value.get("instruction")
+    if _blank(value) or not isinstance(value, str):
+        return None
+    return value
+
+
+def import_instructttseval(path: str | Path, *, language: str | None = None) -> pd.DataFrame:
+    """InstructTTSEval rows as items: one item per (example, task) with task APS, DSD or RP.
+
+    Language, first found: the `language` argument (a split name 'en' / 'zh' or a BCP-47 tag), a
+    language / lang / split field, the id's prefix ('en_3'), an 'en' / 'zh' token in the file name.
+    """
+    p = Path(path)
+    fmt = "InstructTTSEval"
+    forced = None
+    if language is not None:
+        forced = _language_tag(language)
+        if forced is None:
+            raise ValueError(f"language {language!r} is not a split name (en, zh) or a known BCP-47 tag")
+    records = _read_records(p)
+    _require(p, records, ("id", "text"), fmt)
+    if not set(INSTRUCTTTSEVAL_TASKS) & _columns(records):
+        raise DatasetError(f"dataset {p} is not in the {fmt} format: none of the task fields "
+                           f"{', '.join(INSTRUCTTTSEVAL_TASKS)} is present", source=str(p))
+    from_name = _language_from_name(p)
+    base = p.resolve().parent
+    rows, problems = [], []
+    for index, rec in enumerate(records):
+        number = index + 1
+        raw_id = rec.get("id")
+        if _blank(raw_id):
+            problems.append(f"row {number}: id is empty")
+            continue
+        example_id = _id_text(raw_id)
+        where = f"row {number} (id={example_id!r})"
+
+        text = rec.get("text")
+        if _blank(text) or not isinstance(text, str):
+            problems.append(f"{where}: text is empty or not text ({text!r})")
+
+        tag = forced
+        if tag is None:
+            for field in LANGUAGE_FIELDS:
+                if not _blank(rec.get(field)):
+                    tag = _language_tag(rec[field])
+                    if tag is None:
+                        problems.append(f"{where}: {field} {rec[field]!r} is not en, zh or a known BCP-47 tag")
+                    break
+            else:
+                prefix = re.match(r"(en|zh)(?=[_\-]|$)", example_id.lower())
+                tag = _SPLIT_LANGUAGES[prefix.group(1)] if prefix else from_name
+                if tag is None:
+                    problems.append(f"{where}: cannot tell the language (no language field, no en_/zh_ id "
+                                    "prefix, no en/zh in the file name); pass language='en' or 'zh'")
+
+        reference = _reference_uri(rec, base)
+        tasks = [(task, _instruction(rec.get(task))) for task in INSTRUCTTTSEVAL_TASKS]
+        tasks = [(task, text_) for task, text_ in tasks if text_ is not None]
+        if not tasks:
+            problems.append(f"{where}: no APS, DSD or RP instruction")
+        for task, instruction in tasks:
+            rows.append({
+                "item_id": f"{example_id}-{task.lower()}", "benchmark": INSTRUCTTTSEVAL_BENCHMARK,
+                "category": INSTRUCTTTSEVAL_CATEGORY, "depth": 0, "parent_id": None, "language": tag,
+                "text": text, "instruction": instruction, "task": task, "reference_audio_uri": reference,
+                "source": INSTRUCTTTSEVAL_SOURCE, "generator": None,
+            })
+    _raise_problems(p, fmt, problems)
+    return _frame(rows, p, fmt)
+
+
+# --- dispatch -----------------------------------------------------------------------------------------------
+
+FORMATS: dict[str, Callable[..., pd.DataFrame]] = {
+    "emergenttts": import_emergenttts,
+    "instructttseval": import_instructttseval,
+}
+_ALIASES = {"emergentttseval": "emergenttts"}
+
+
+def import_dataset(fmt: str, path: str | Path, **options: Any) -> pd.DataFrame:
+    """Import `path` in the named published format ('emergenttts' or 'instructttseval')."""
+    key = re.sub(r"[\s_\-]", "", str(fmt).lower())
+    key = _ALIASES.get(key, key)
+    if key not in FORMATS:
+        raise ValueError(f"unknown dataset format {fmt!r}; formats: {', '.join(FORMATS)}")
+    return FORMATS[key](path, **options)
