@@ -22,6 +22,7 @@ from prefect_dask import DaskTaskRunner
 
 import ttseval
 from tasks.common import get_store, logger, now
+from tasks.instruct import run_instruction_stage
 from tasks.judge import run_judge_stage
 from tasks.plan import asr_id_for, plan_model_stage, plan_synthesis, quality_id_for
 from tasks.quality import quality_task
@@ -107,6 +108,7 @@ def evaluate(
     shard_size: int | None = None,
     baseline: str | None = None,
     judges: list[str] | None = None,
+    instruction_judges: list[str] | None = None,
 ) -> dict[str, Any]:
     """Evaluate TTS `systems` on the items in `dataset`; tables land under `<store>/runs/<run_id>/`.
 
@@ -118,6 +120,8 @@ def evaluate(
         shard_size: items per task; default from settings.
         baseline: the system every other is judged against (EmergentTTS-Eval); default the first of `systems`.
         judges: pairwise judge specs; default from settings (the offline `objective` judge).
+        instruction_judges: judges of instruction following (InstructTTSEval) for items with an instruction;
+            default from settings (none: no offline judge can hear style).
     """
     started, t0 = now(), time.perf_counter()
     settings = load_settings(store=store, shard_size=shard_size)
@@ -126,6 +130,8 @@ def evaluate(
     items = load_items(dataset, categories=settings.categories)
     specs = check_systems(systems, settings)
     judge_specs = check_judges(judges if judges is not None else settings.judges, settings)
+    instruction_specs = check_judges(instruction_judges if instruction_judges is not None
+                                     else settings.instruction_judges, settings)
     baseline_spec = Spec.parse(baseline) if baseline else specs[0]
     if baseline_spec.id not in {s.id for s in specs}:
         raise SpecError(f"baseline {baseline_spec.canonical!r} is not one of the systems; add it to --systems")
@@ -152,8 +158,11 @@ def evaluate(
     results = [f.result() for f in futures + model_futures]
     # Judging reads the stage tables (CER and MOS are the objective judge's evidence), so it runs after them.
     judge_plans, judge_results = run_judge_stage(settings, run_id, [s.id for s in specs], baseline_spec.id, judge_specs)
-    results += judge_results
-    stages = ("synthesis", "transcripts", "quality", "judgments")
+    instruction_plans, instruction_results = run_instruction_stage(settings, run_id, [s.id for s in specs],
+                                                                   instruction_specs)
+    results += judge_results + instruction_results
+    judge_plans += instruction_plans
+    stages = ("synthesis", "transcripts", "quality", "judgments", "instruction_judgments")
     computed = {stage: sum(r.n_rows for r in results if r.stage == stage) for stage in stages}
     log.info("computed rows: " + ", ".join(f"{k} {v}" for k, v in computed.items()))
 
@@ -162,7 +171,7 @@ def evaluate(
         raise TTSEvalError("stage output breaks expectations:\n- " + "\n- ".join(problems))
 
     meta = {"run_id": run_id, "store": st.display(), "dataset": str(dataset), "baseline": baseline_spec.canonical,
-            "judges": ", ".join(judge_specs),
+            "judges": ", ".join(judge_specs), "instruction judges": ", ".join(instruction_specs) or "none",
             "dataset_sha256": hashlib.sha256(Path(dataset).read_bytes()).hexdigest(), "systems": ", ".join(map(str, specs)),
             "asr": json.dumps(settings.asr), "quality": settings.quality, "date": started.isoformat(timespec="seconds"),
             "ttseval": ttseval.__version__, "code": _git_commit() or "unknown"}
@@ -172,7 +181,8 @@ def evaluate(
     wall_s = time.perf_counter() - t0
     record = meta | {"wall_s": round(wall_s, 2), "finished_at": now().isoformat(timespec="seconds"),
                      "reused": {p.stage: p.present for p in (synth, asr, mos)}
-                     | {"judgments": sum(p.present for p in judge_plans)}, "computed": computed,
+                     | {"judgments": sum(p.present for p in judge_plans if p.stage.startswith("judgments")),
+                        "instruction_judgments": sum(p.present for p in instruction_plans)}, "computed": computed,
                      "settings": settings.model_dump(mode="json")}
     st.write_bytes(f"runs/{run_id}/log/{started.strftime('%Y%m%dT%H%M%S%f')}.json", json.dumps(record, indent=2).encode())
     log.info(f"report: {st.display('runs', run_id, 'report.md')} ({wall_s:.1f} s)")

@@ -168,6 +168,32 @@ def leaderboard_markdown(store: ArtifactStore, run_id: str, summary: pd.DataFram
     return "\n".join(lines) + "\n"
 
 
+def instruction_markdown(store: ArtifactStore, run_id: str, names: dict[str, str]) -> str:
+    """InstructTTSEval scores per judge, system and language: share of clips judged to follow, per task and
+    macro-averaged over APS, DSD and RP, with the undecidable count beside them."""
+    from metrics.instruct import instruction_scores
+    from ttseval.report import _pct
+
+    frame = store.read(run_id, "instruction_judgments")
+    frame = frame[frame["status"] == "ok"]
+    if frame.empty:
+        return ""
+    items = store.read(run_id, "items")[["item_id", "language"]]
+    scores = instruction_scores(frame.merge(items, on="item_id"))
+    lines = ["", "## Instruction following (InstructTTSEval)", "",
+             "score = clips judged to follow / decided clips; macro = unweighted mean of APS, DSD, RP.", "",
+             "| judge | system | language | APS % | DSD % | RP % | macro % | undecidable |", "|---|---|---|---|---|---|---|---|"]
+    specs = frame.drop_duplicates("judge_id").set_index("judge_id")["judge_spec"]
+    for (judge_id, system_id, language), g in scores.groupby(["judge_id", "system_id", "language"], sort=False):
+        by_task = g.set_index("task")
+        cell = lambda t: _pct(by_task.loc[t, "score"]) if t in by_task.index else "–"  # noqa: E731
+        tasks = by_task.drop(index="macro", errors="ignore")
+        undecided = int(tasks["n_undecidable"].sum() + tasks["n_parse_failures"].sum())
+        lines.append(f"| {specs.get(judge_id, judge_id)} | {names.get(system_id, system_id)} | {language} | "
+                     f"{cell('APS')} | {cell('DSD')} | {cell('RP')} | {cell('macro')} | {undecided} |")
+    return "\n".join(lines) + "\n"
+
+
 def write_full_report(store: ArtifactStore, run_id: str, settings: Settings, system_ids: list[str],
                       meta: dict[str, Any]) -> str:
     """Summary, win-rates, figures and Markdown for a run; returns the Markdown (also stored as report.md)."""
@@ -184,5 +210,6 @@ def write_full_report(store: ArtifactStore, run_id: str, settings: Settings, sys
                 store.write_bytes(f"runs/{run_id}/figures/winrate-by-depth-{judge_id}.png", png)
     markdown = write_report(store, run_id, summary, meta)
     markdown += leaderboard_markdown(store, run_id, summary, winrates)
+    markdown += instruction_markdown(store, run_id, dict(zip(summary["system_id"], summary["system_spec"])))
     store.write_bytes(f"runs/{run_id}/report.md", markdown.encode("utf-8"))
     return markdown

@@ -164,3 +164,33 @@ def test_backfill_gemini_judge_against_fake_server_counts_calls_retries_and_pars
         if path.is_file() and path.suffix in (".parquet", ".json", ".md"):
             assert key.encode() not in path.read_bytes(), path
     assert key not in result.stdout + result.stderr
+
+
+def test_human_alignment_from_a_csv(judged_run, tmp_path: Path) -> None:
+    import krippendorff
+    import numpy as np
+
+    store, env, _, _, _ = judged_run
+    j = pd.read_parquet(store / "runs" / "j" / "judgments")
+    mine = j[(j["judge_spec"] == "objective") & (j["status"] == "ok")][["item_id", "system_id", "winner"]]
+    human = mine.rename(columns={"winner": "preference"}).reset_index(drop=True)
+    flip = {"candidate": "baseline", "baseline": "candidate", "tie": "candidate"}
+    human.loc[:1, "preference"] = human.loc[:1, "preference"].map(flip)  # people disagree on two of 14
+    csv = tmp_path / "human.csv"
+    human.to_csv(csv, index=False)
+    result = run_cli(["human-alignment", "--store", str(store), "--run-id", "j", "--human", str(csv)], env, cwd=store,
+                     timeout_s=120)
+    assert result.returncode == 0, result.stderr
+    line = next(l for l in result.stdout.splitlines() if l.startswith("objective "))
+    n, agree, alpha = line.split()[1:4]
+    assert int(n) == 14 and float(agree) == pytest.approx(12 / 14, abs=1e-3)
+    # independent: the krippendorff package on the two raters' labels coded as integers
+    codes = {"candidate": 0, "baseline": 1, "tie": 2}
+    data = np.array([mine["winner"].map(codes).to_numpy(), human["preference"].map(codes).to_numpy()], dtype=float)
+    assert float(alpha) == pytest.approx(krippendorff.alpha(reliability_data=data, level_of_measurement="nominal"),
+                                         abs=1e-3)
+    bad = tmp_path / "bad.csv"
+    bad.write_text("item,who\n")
+    refused = run_cli(["human-alignment", "--store", str(store), "--run-id", "j", "--human", str(bad)], env,
+                      cwd=store, timeout_s=120)
+    assert refused.returncode == 2 and "missing column(s) item_id, preference, system_id" in refused.stderr

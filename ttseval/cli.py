@@ -72,10 +72,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     # --judges "" turns judging off; no flag means the configured judges
     judges = [j.strip() for j in args.judges.split(",") if j.strip()] if args.judges is not None else None
     check_judges(judges if judges is not None else settings.judges, settings)
+    instruction_judges = ([j.strip() for j in args.instruction_judges.split(",") if j.strip()]
+                          if args.instruction_judges is not None else None)
+    check_judges(instruction_judges or [], settings)
     runner = evaluate.with_options(task_runner=task_runner(settings))
     with prefect_api():
         result = runner(dataset=args.dataset, systems=systems, store=settings.store, run_id=args.run_id,
-                        shard_size=settings.shard_size, baseline=args.baseline, judges=judges)
+                        shard_size=settings.shard_size, baseline=args.baseline, judges=judges,
+                        instruction_judges=instruction_judges)
     _print_report(settings, args.run_id, [Spec.parse(s).id for s in systems])
     print(f"reused rows: {result['reused']}; computed rows: {result['computed']}; wall time {result['wall_s']:.1f} s")
     print(f"tables: {result['store']}/runs/{args.run_id}/<items|synthesis|transcripts|quality|report>")
@@ -114,6 +118,36 @@ def cmd_backfill_judge(args: argparse.Namespace) -> int:
     _print_report(settings, args.run_id, None)
     print(f"judge {result['judge']}: reused {result['reused']} comparisons, computed {result['computed']}; "
           f"wall time {result['wall_s']:.1f} s (no synthesis)")
+    return 0
+
+
+def cmd_human_alignment(args: argparse.Namespace) -> int:
+    """How well each judge of a run agrees with human pairwise preferences from a CSV."""
+    import pandas as pd
+
+    from metrics.agreement import preference_alignment
+    from ttseval.config import load_settings
+    from ttseval.store import ArtifactStore
+
+    human = pd.read_csv(args.human, dtype=str)
+    missing = {"item_id", "system_id", "preference"} - set(human.columns)
+    if missing:
+        raise DatasetError(f"{args.human}: missing column(s) {', '.join(sorted(missing))}; expected item_id, "
+                           "system_id (or system_spec), preference (candidate / baseline / tie)", source=args.human)
+    store = ArtifactStore(load_settings(store=args.store).store)
+    judgments = store.read(args.run_id, "judgments")
+    judgments = judgments[(judgments["status"] == "ok") & judgments["parse_ok"].fillna(False).astype(bool)]
+    if judgments.empty:
+        raise TTSEvalError(f"run {args.run_id!r} has no parsed judgments to compare with")
+    print(f"{'judge':45} {'n':>4} {'agree':>6} {'alpha':>7} {'spearman':>9} {'systems':>7}")
+    for spec, g in judgments.groupby("judge_spec", sort=False):
+        mine = g.rename(columns={"winner": "preference"})[["item_id", "system_id", "preference"]]
+        try:
+            r = preference_alignment(mine, human[["item_id", "system_id", "preference"]])
+        except ValueError as e:
+            raise DatasetError(f"{args.human}: {e}", source=args.human) from e
+        print(f"{spec[:45]:45} {r['n']:>4} {r['raw_agreement']:>6.3f} {r['krippendorff_alpha']:>7.3f} "
+              f"{r['spearman']:>9.3f} {r['n_systems']:>7}")
     return 0
 
 
@@ -169,6 +203,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--workers", type=int, default=None, help="LocalCluster worker processes")
     ev.add_argument("--baseline", default=None, help="system the others are judged against (default: the first)")
     ev.add_argument("--judges", default=None, help="comma-separated judge specs (default: objective)")
+    ev.add_argument("--instruction-judges", default=None,
+                    help="judges of instruction following for items with an instruction (InstructTTSEval)")
     ev.set_defaults(func=cmd_evaluate)
     bf = sub.add_parser("backfill-judge", help="run a new judge over the audio stored by an earlier run")
     bf.add_argument("--store", default=None)
@@ -182,6 +218,11 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--store", default=None)
     rep.add_argument("--run-id", default="demo")
     rep.set_defaults(func=cmd_report)
+    ha = sub.add_parser("human-alignment", help="agreement of each judge with human preferences (CSV)")
+    ha.add_argument("--store", default=None)
+    ha.add_argument("--run-id", required=True)
+    ha.add_argument("--human", required=True, help="CSV: item_id, system_id, preference (candidate/baseline/tie)")
+    ha.set_defaults(func=cmd_human_alignment)
     imp = sub.add_parser("import-dataset", help="convert a published benchmark file into a ttseval items file")
     imp.add_argument("--format", required=True, choices=["emergenttts", "instructttseval"])
     imp.add_argument("path", help="the published file (.jsonl, .json, .parquet or .csv)")
