@@ -60,7 +60,10 @@ def test_first_run_produces_real_different_figures(first_run, small_dataset: Pat
     report = read_table(store, "r1", "report").set_index("system_spec")
     assert report.loc["piper:joe", "completion_rate"] == pytest.approx(7 / 9)
     wers = report["wer"]
-    assert wers.notna().all() and (wers >= 0).all() and wers.nunique() == 3
+    assert wers.notna().all() and (wers >= 0).all()
+    # On 7 clips two engines can tie on WER (Piper samples noise, so its figure moves between runs); the
+    # systems' (WER, CER, MOS) triples still differ.
+    assert len(report[["wer", "cer", "mos"]].drop_duplicates()) == 3
     # Published figures for these engines (STACK.md): Piper and flite are far more intelligible than espeak-ng.
     assert wers["piper:joe"] < wers["espeak-ng"] and wers["flite:slt"] < wers["espeak-ng"]
     assert (report["wer_ci_low"] <= report["wer"]).all() and (report["wer"] <= report["wer_ci_high"]).all()
@@ -81,8 +84,11 @@ def test_rerun_recomputes_nothing(first_run, small_dataset: Path) -> None:
                       "--run-id", "r1"], env, cwd=store)
     assert result.returncode == 0, result.stderr[-3000:]
     log = last_log(store, "r1")
-    assert log["computed"] == {"synthesis": 0, "transcripts": 0, "quality": 0}
-    assert log["reused"] == {"synthesis": 27, "transcripts": 22, "quality": 22}
+    assert log["computed"] == {"synthesis": 0, "transcripts": 0, "quality": 0, "judgments": 0,
+                               "instruction_judgments": 0}
+    # the objective judge compares 2 candidates x 9 items with the first system (piper) as the baseline
+    assert log["reused"] == {"synthesis": 27, "transcripts": 22, "quality": 22, "judgments": 18,
+                             "instruction_judgments": 0}
     assert "27 present (reused), 0 to compute" in result.stdout + result.stderr
     assert sorted(p.name for p in (store / "runs" / "r1" / "synthesis").iterdir()) == parts_before
 
@@ -93,7 +99,9 @@ def test_fourth_system_computes_only_its_rows(first_run, small_dataset: Path) ->
                       "--store", str(store), "--run-id", "r1"], env, cwd=store)
     assert result.returncode == 0, result.stderr[-3000:]
     log = last_log(store, "r1")
-    assert log["computed"] == {"synthesis": 9, "transcripts": 7, "quality": 7}
+    # only flite:kal's rows: 9 clips, 7 transcribed and scored (English only), 9 comparisons with the baseline
+    assert log["computed"] == {"synthesis": 9, "transcripts": 7, "quality": 7, "judgments": 9,
+                               "instruction_judgments": 0}
     synthesis = read_table(store, "r1", "synthesis")
     assert len(synthesis) == 36 and not synthesis.duplicated(["item_id", "system_id"]).any()
     assert len(read_table(store, "r1", "report")) == 4
