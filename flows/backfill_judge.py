@@ -11,9 +11,9 @@ from typing import Any
 
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact
-from prefect_dask import DaskTaskRunner
 
 from flows.evaluate import _artifact_key, check_judges
+from flows.runner import SettingsDaskTaskRunner
 from tasks.common import get_store, logger
 from tasks.judge import run_judge_stage
 from tasks.report import write_full_report
@@ -40,8 +40,7 @@ def stored_baseline(store: Any, run_id: str, system_ids: list[str]) -> str:
     return system_ids[0]
 
 
-@flow(name="backfill_judge", task_runner=DaskTaskRunner(cluster_kwargs={"n_workers": 2, "threads_per_worker": 1,
-                                                                           "dashboard_address": ":0"}))
+@flow(name="backfill_judge", task_runner=SettingsDaskTaskRunner())
 def backfill_judge(run_id: str, judge: str, store: str | None = None, baseline: str | None = None) -> dict[str, Any]:
     """Judge the clips stored by run `run_id` with `judge` (a judge spec such as 'gemini:gemini-2.5-pro').
 

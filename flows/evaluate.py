@@ -18,9 +18,9 @@ from typing import Any
 import pandas as pd
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact
-from prefect_dask import DaskTaskRunner
 
 import ttseval
+from flows.runner import SettingsDaskTaskRunner, task_runner  # noqa: F401 - task_runner is re-exported
 from tasks.common import get_store, logger, now
 from tasks.instruct import run_instruction_stage
 from tasks.judge import run_judge_stage
@@ -36,17 +36,6 @@ from ttseval.registry import JUDGES, TTS, Spec
 from ttseval.schemas import table_from_rows
 from ttseval.store import ArtifactStore
 from ttseval.validation import check_stage_output
-
-
-def task_runner(settings: Settings) -> DaskTaskRunner:
-    """A DaskTaskRunner on the configured scheduler, or on a LocalCluster of worker processes."""
-    if settings.dask_address:
-        return DaskTaskRunner(address=settings.dask_address)
-    kwargs: dict[str, Any] = {"n_workers": settings.n_workers, "threads_per_worker": settings.threads_per_worker,
-                              "processes": True, "dashboard_address": ":0"}
-    if settings.gpu:
-        kwargs["resources"] = {"GPU": 1}
-    return DaskTaskRunner(cluster_kwargs=kwargs)
 
 
 def check_systems(systems: list[str], settings: Settings) -> list[Spec]:
@@ -98,8 +87,7 @@ def _git_commit() -> str | None:
     return None
 
 
-@flow(name="evaluate", task_runner=DaskTaskRunner(cluster_kwargs={"n_workers": 2, "threads_per_worker": 1,
-                                                                     "dashboard_address": ":0"}))
+@flow(name="evaluate", task_runner=SettingsDaskTaskRunner())
 def evaluate(
     dataset: str = str(DEMO_DATASET),
     systems: list[str] = list(DEFAULT_SYSTEMS),

@@ -12,6 +12,7 @@ from prefect.cache_policies import NO_CACHE
 from tasks.common import (StageResult, call_with_retries, commit, error_row, get_provider, get_store, logger, now,
                           is_transient_task_error)
 from ttseval.audio import sha256_hex
+from ttseval.ids import digest
 from ttseval.config import Settings
 from ttseval.registry import Spec
 
@@ -27,8 +28,24 @@ def instruction_for(spec: Spec, item: dict[str, Any]) -> str | None:
     return None
 
 
+def request_key(spec: Spec, provider: Any, item: dict[str, Any], instruction: str | None) -> str:
+    """Cache key of one synthesis request: what the audio depends on, the engine version included."""
+    return digest({"spec": spec.canonical, "version": str(getattr(provider, "version", "")), "text": item["text"],
+                   "language": item["language"], "instruction": instruction})
+
+
+def _cached(store: Any, key: str) -> dict[str, Any] | None:
+    rel = f"cache/synthesis/{key[:2]}/{key}.json"
+    return json.loads(store.read_bytes(rel)) if store.exists(rel) else None
+
+
 def synthesize_one(provider: Any, spec: Spec, item: dict[str, Any], settings: Settings, store: Any) -> dict[str, Any]:
-    """One synthesis row. Provider failures become the row's status; they never escape."""
+    """One synthesis row. Provider failures become the row's status; they never escape.
+
+    With `reuse_audio`, a request already answered in any run of this store (same spec, engine version, text,
+    language and instruction) reuses that audio: nightly re-runs of unchanged engines cost nothing, and a
+    sampling engine (Piper) gives the same clip each night.
+    """
     row: dict[str, Any] = {
         "item_id": item["item_id"], "system_id": spec.id, "system_spec": spec.canonical,
         "provider_version": str(getattr(provider, "version", "") or ""), "created_at": now(),
@@ -38,6 +55,9 @@ def synthesize_one(provider: Any, spec: Spec, item: dict[str, Any], settings: Se
         return row | {"status": "unsupported", "error_type": "UnsupportedLanguage", "retryable": False, "attempt": 0,
                       "error_message": f"{spec.canonical} does not speak {language!r}"}
     instruction = instruction_for(spec, item) if getattr(provider, "accepts_instruction", False) else None
+    key = request_key(spec, provider, item, instruction)
+    if settings.reuse_audio and (hit := _cached(store, key)) is not None:
+        return row | hit | {"cache_hit": True, "retryable": False, "attempt": 0}
     started = time.perf_counter()
     try:
         audio, attempt = call_with_retries(
@@ -54,9 +74,14 @@ def synthesize_one(provider: Any, spec: Spec, item: dict[str, Any], settings: Se
         "provider_metadata": json.dumps(provider.metadata(), sort_keys=True, default=str),
     }
     if audio.is_silent():
-        return row | {"status": "empty", "error_type": "SilentAudio",
-                      "error_message": f"{audio.duration_s:.3f} s of audio with no signal"}
-    return row | {"status": "ok"}
+        row |= {"status": "empty", "error_type": "SilentAudio",
+                "error_message": f"{audio.duration_s:.3f} s of audio with no signal"}
+    else:
+        row |= {"status": "ok"}
+    cached = {k: row[k] for k in ("audio_uri", "audio_sha256", "duration_s", "sample_rate_hz", "latency_s", "status",
+                                  "error_type", "error_message", "provider_metadata") if k in row}
+    store.write_bytes(f"cache/synthesis/{key[:2]}/{key}.json", json.dumps(cached).encode())
+    return row | {"cache_hit": False}
 
 
 def synthesize_items(settings: Settings, run_id: str, shard: dict[str, Any]) -> StageResult:

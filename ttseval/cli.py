@@ -64,7 +64,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     if not systems:
         raise SpecError("--systems is empty; give provider specs such as piper:joe,espeak-ng,flite:slt")
-    from flows.evaluate import check_judges, check_systems, evaluate, task_runner
+    from flows.evaluate import check_judges, check_systems, evaluate
+    from flows.runner import task_runner
 
     check_systems(systems, settings)
     env = {"TTSEVAL_STORE": settings.store, "TTSEVAL_SHARD_SIZE": str(settings.shard_size)}
@@ -106,7 +107,8 @@ def _print_report(settings, run_id: str, system_ids: list[str] | None) -> None:
 
 def cmd_backfill_judge(args: argparse.Namespace) -> int:
     from flows.backfill_judge import backfill_judge
-    from flows.evaluate import check_judges, task_runner
+    from flows.evaluate import check_judges
+    from flows.runner import task_runner
     from ttseval.config import load_settings
 
     settings = load_settings(store=args.store, dask_address=args.dask_address, n_workers=args.workers)
@@ -148,6 +150,24 @@ def cmd_human_alignment(args: argparse.Namespace) -> int:
             raise DatasetError(f"{args.human}: {e}", source=args.human) from e
         print(f"{spec[:45]:45} {r['n']:>4} {r['raw_agreement']:>6.3f} {r['krippendorff_alpha']:>7.3f} "
               f"{r['spearman']:>9.3f} {r['n_systems']:>7}")
+    return 0
+
+
+def cmd_nightly(args: argparse.Namespace) -> int:
+    from flows.nightly import nightly
+    from ttseval.config import load_settings
+
+    settings = load_settings(store=args.store)
+    os.environ["TTSEVAL_STORE"] = settings.store
+    with prefect_api():
+        result = nightly(dataset=args.dataset, systems=[s.strip() for s in args.systems.split(",") if s.strip()],
+                         store=settings.store, run_id=args.run_id, previous_run=args.previous_run)
+    print(f"nightly run {result['run_id']}: {result['cache_hits']} clips reused from earlier runs; "
+          f"previous run {result['previous_run'] or 'none'}; flagged changes: {result['flagged']}")
+    if result["previous_run"]:
+        from ttseval.store import ArtifactStore
+
+        print(ArtifactStore(settings.store).read_bytes(f"runs/{result['run_id']}/drift.md").decode())
     return 0
 
 
@@ -218,6 +238,13 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--store", default=None)
     rep.add_argument("--run-id", default="demo")
     rep.set_defaults(func=cmd_report)
+    ni = sub.add_parser("nightly", help="a dated evaluate run plus a drift report against the previous nightly run")
+    ni.add_argument("--dataset", default=str(DEMO_DATASET))
+    ni.add_argument("--systems", default=",".join(DEFAULT_SYSTEMS))
+    ni.add_argument("--store", default=None)
+    ni.add_argument("--run-id", default=None, help="default nightly-<UTC timestamp>")
+    ni.add_argument("--previous-run", default=None, help="default: the latest earlier nightly run")
+    ni.set_defaults(func=cmd_nightly)
     ha = sub.add_parser("human-alignment", help="agreement of each judge with human preferences (CSV)")
     ha.add_argument("--store", default=None)
     ha.add_argument("--run-id", required=True)

@@ -1,0 +1,103 @@
+"""The nightly flow: a dated evaluate run, then a drift report against the previous nightly run.
+
+Every nightly run is its own run id (`nightly-<UTC timestamp>`), so runs never overwrite each other; audio is
+reused across runs for unchanged requests and engine versions (settings.reuse_audio), so a night with no
+engine change costs only the ASR, MOS and judge stages' cache look-ups.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pandas as pd
+from prefect import flow
+from prefect.artifacts import create_markdown_artifact
+
+from flows.evaluate import _artifact_key, evaluate
+from metrics.drift import compare_reports
+from tasks.common import get_store, logger, now
+from ttseval.config import DEFAULT_SYSTEMS, load_settings
+from ttseval.dataset import DEMO_DATASET
+from ttseval.report import _num
+from ttseval.store import ArtifactStore
+
+PREFIX = "nightly-"
+
+
+def previous_nightly(store: ArtifactStore, run_id: str) -> str | None:
+    """The latest nightly run before `run_id` that has a report (names sort by their timestamp)."""
+    earlier = [r for r in store.runs() if r.startswith(PREFIX) and r < run_id and store.part_files(r, "report")]
+    return earlier[-1] if earlier else None
+
+
+def provider_versions(store: ArtifactStore, run_id: str) -> dict[str, list[str]]:
+    synthesis = store.read(run_id, "synthesis")
+    versions = synthesis.dropna(subset=["provider_version"]).groupby("system_spec")["provider_version"].unique()
+    return {spec: sorted(map(str, v)) for spec, v in versions.items()}
+
+
+def drift_markdown(drift: pd.DataFrame, previous: str, current: str) -> str:
+    flagged = drift[drift["flagged"].fillna(False).astype(bool)]
+    lines = [f"# Drift: `{current}` against `{previous}`", "",
+             f"{len(flagged)} flagged change(s). A metric is flagged when the two runs' 95% CIs do not overlap "
+             "(completion: any change).", "",
+             "| system | metric | previous [95% CI] | current [95% CI] | delta | change | flagged |",
+             "|---|---|---|---|---|---|---|"]
+    for r in drift.to_dict("records"):
+        if r["metric"] == "presence":
+            lines.append(f"| {r['system_spec']} | presence | | | | {r['direction']} | yes |")
+            continue
+        ci = lambda lo, hi: f" [{_num(r[lo], 3)}, {_num(r[hi], 3)}]" if not pd.isna(r.get(lo)) else ""  # noqa: E731
+        lines.append(f"| {r['system_spec']} | {r['metric']} | {_num(r['previous'], 3)}{ci('previous_ci_low', 'previous_ci_high')}"
+                     f" | {_num(r['current'], 3)}{ci('current_ci_low', 'current_ci_high')} | {_num(r['delta'], 3)} | "
+                     f"{r['direction']} | {'**yes**' if r['flagged'] else 'no'} |")
+    return "\n".join(lines) + "\n"
+
+
+@flow(name="nightly")
+def nightly(
+    dataset: str = str(DEMO_DATASET),
+    systems: list[str] = list(DEFAULT_SYSTEMS),
+    store: str | None = None,
+    run_id: str | None = None,
+    baseline: str | None = None,
+    judges: list[str] | None = None,
+    previous_run: str | None = None,
+) -> dict[str, Any]:
+    """Evaluate `systems` on a frozen dataset under a dated run id and report drift against the previous night.
+
+    Args:
+        dataset: the frozen items file every night uses.
+        systems: provider specs to re-run.
+        store: artifact store URI; default from settings.
+        run_id: default `nightly-<UTC timestamp>`.
+        baseline, judges: as for evaluate.
+        previous_run: the run to compare with; default the latest earlier nightly run in the store.
+    """
+    settings = load_settings(store=store)
+    run_id = run_id or f"{PREFIX}{now().strftime('%Y%m%dT%H%M%SZ')}"
+    result = evaluate(dataset=dataset, systems=systems, store=settings.store, run_id=run_id, baseline=baseline,
+                      judges=judges)
+    st = get_store(settings.store)
+    versions = provider_versions(st, run_id)
+    synthesis = st.read(run_id, "synthesis")
+    cache_hits = int(synthesis["cache_hit"].fillna(False).astype(bool).sum())
+    logger().info(f"{run_id}: provider versions {versions}; {cache_hits} clips reused from earlier runs")
+    previous = previous_run or previous_nightly(st, run_id)
+    summary = {"run_id": run_id, "previous_run": previous, "provider_versions": versions, "cache_hits": cache_hits,
+               "flagged": None, **{k: result[k] for k in ("computed", "reused")}}
+    if previous is None:
+        logger().info("no earlier nightly run in this store: nothing to compare with yet")
+    else:
+        drift = compare_reports(st.read(previous, "report"), st.read(run_id, "report"))
+        markdown = drift_markdown(drift, previous, run_id)
+        st.write_bytes(f"runs/{run_id}/drift.md", markdown.encode("utf-8"))
+        st.write_bytes(f"runs/{run_id}/drift.json", drift.to_json(orient="records").encode("utf-8"))
+        create_markdown_artifact(markdown=markdown, key=_artifact_key(run_id).replace("report", "drift"),
+                                 description=f"drift {previous} -> {run_id}")
+        summary["flagged"] = int(drift["flagged"].fillna(False).astype(bool).sum())
+        logger().info(f"drift against {previous}: {summary['flagged']} flagged change(s)")
+    st.write_bytes(f"runs/{run_id}/nightly.json", json.dumps(summary, indent=2, default=str).encode("utf-8"))
+    return summary
+

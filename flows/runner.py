@@ -1,0 +1,42 @@
+"""The Dask task runner every ttseval flow uses, configured from settings when a flow run starts.
+
+A deployment runs a flow with its decorator's task runner, built when the module is imported; reading the
+settings at start instead means a worker's TTSEVAL_DASK_ADDRESS (a shared cluster with GPU workers) applies
+without editing code, and a plain local run still gets a LocalCluster.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect_dask import DaskTaskRunner
+
+from ttseval.config import Settings, load_settings
+
+
+def local_cluster_kwargs(settings: Settings) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {"n_workers": settings.n_workers, "threads_per_worker": settings.threads_per_worker,
+                              "processes": True, "dashboard_address": ":0"}
+    if settings.gpu:
+        kwargs["resources"] = {"GPU": 1}
+    return kwargs
+
+
+class SettingsDaskTaskRunner(DaskTaskRunner):
+    """A DaskTaskRunner whose cluster comes from ttseval settings unless given explicitly."""
+
+    def __enter__(self) -> SettingsDaskTaskRunner:
+        if self.address is None and not self.cluster_kwargs:
+            settings = load_settings()
+            if settings.dask_address:
+                self.address = settings.dask_address
+            else:
+                self.cluster_kwargs = local_cluster_kwargs(settings)
+        return super().__enter__()
+
+
+def task_runner(settings: Settings) -> SettingsDaskTaskRunner:
+    """The runner for explicit settings (the CLI's): an existing scheduler, or a LocalCluster."""
+    if settings.dask_address:
+        return SettingsDaskTaskRunner(address=settings.dask_address)
+    return SettingsDaskTaskRunner(cluster_kwargs=local_cluster_kwargs(settings))

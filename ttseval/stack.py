@@ -1,0 +1,467 @@
+"""The local operations stack: Prefect server + worker, a Dask cluster and an S3-compatible server, on loopback.
+
+    stack_up(folder)    start everything (each a detached process group), wait until each answers, return StackInfo
+    stack_down(folder)  stop everything stack_up started there (SIGTERM, then SIGKILL after a grace period)
+
+Layout under `folder`:
+
+    stack.json          ports, URLs, PIDs of the running stack (no credentials)
+    pids/<name>.pid     "<pid> <create_time>" per component; removed by stack_down
+    logs/<name>.log     each component's stdout+stderr, appended to; kept by stack_down
+    prefect/            PREFECT_HOME of the server and the worker (SQLite database, profiles)
+    dask/               the Dask workers' local directories
+
+Components: `s3` (moto_server, in memory; bucket `ttseval` is created), `dask-scheduler`, `dask-worker-0`,
+`dask-worker-1` (with the Dask resource GPU=1 when a GPU is present), `prefect-server` (API + bundled UI), and
+`prefect-worker` for the process work pool `ttseval-local`. Everything binds 127.0.0.1 only.
+
+S3 credentials: moto accepts any credentials, so the stack uses the fixed, local-only placeholder values below.
+They are not secrets, are handed to processes through the environment only, and are never written to
+stack.json or the logs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from ttseval.errors import TTSEvalError
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_FOLDER = Path(".ttseval-stack")
+POOL = "ttseval-local"
+BUCKET = "ttseval"
+STORE_URI = f"s3://{BUCKET}/artifacts"
+# moto accepts any credentials: these are fixed, local-only placeholders, not secrets. Never use them elsewhere.
+LOCAL_S3_ACCESS_KEY = "ttseval-local"
+LOCAL_S3_SECRET_KEY = "ttseval-local-placeholder"
+LOCAL_S3_REGION = "us-east-1"
+# stop order: what takes work first, what stores it last
+STOP_ORDER = ("prefect-worker", "dask-worker-0", "dask-worker-1", "dask-scheduler", "prefect-server", "s3")
+GRACE_S = 10.0
+
+
+class StackError(TTSEvalError):
+    """A stack component did not start or answer; the message names it and ends with the tail of its log."""
+
+
+@dataclass(frozen=True)
+class StackInfo:
+    folder: Path
+    ui_url: str
+    api_url: str
+    store_uri: str
+    dask_address: str
+    s3_endpoint: str
+    pool: str = POOL
+    gpu: bool = False
+    pids: dict[str, int] = field(default_factory=dict)
+
+    def aws_env(self) -> dict[str, str]:
+        """The AWS variables a client of the stack's S3 server needs (local-only placeholder credentials)."""
+        return {"AWS_ENDPOINT_URL": self.s3_endpoint, "AWS_ACCESS_KEY_ID": LOCAL_S3_ACCESS_KEY,
+                "AWS_SECRET_ACCESS_KEY": LOCAL_S3_SECRET_KEY, "AWS_REGION": LOCAL_S3_REGION}
+
+    def env(self) -> dict[str, str]:
+        """Variables that point a ttseval process (CLI, flow, test) at this stack."""
+        return {"PREFECT_API_URL": self.api_url, "TTSEVAL_STORE": self.store_uri,
+                "TTSEVAL_DASK_ADDRESS": self.dask_address, **self.aws_env()}
+
+    def describe(self) -> str:
+        return "\n".join([f"Prefect UI     {self.ui_url}", f"Prefect API    {self.api_url}",
+                          f"work pool      {self.pool}", f"Dask scheduler {self.dask_address}"
+                          + ("  (one worker has GPU=1)" if self.gpu else ""),
+                          f"S3 endpoint    {self.s3_endpoint}  (moto, in memory; local placeholder credentials)",
+                          f"store          {self.store_uri}", f"folder         {self.folder}"])
+
+
+# ----------------------------------------------------------------------------------------------------- helpers
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def gpu_present() -> bool:
+    """True when `nvidia-smi -L` runs and lists a GPU."""
+    exe = shutil.which("nvidia-smi")
+    if not exe:
+        return False
+    try:
+        out = subprocess.run([exe, "-L"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return out.returncode == 0 and "GPU" in out.stdout
+
+
+def _bin(name: str) -> str:
+    here = Path(sys.executable).parent / name
+    if here.exists():
+        return str(here)
+    found = shutil.which(name)
+    if not found:
+        raise StackError(f"{name!r} is not installed (looked beside {sys.executable} and on PATH)")
+    return found
+
+
+def _log_tail(path: Path, n_chars: int = 3000) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return "(no log)"
+    return text[-n_chars:] or "(empty log)"
+
+
+def _http_ok(url: str, timeout: float = 2.0, method: str = "GET", body: bytes | None = None) -> bytes | None:
+    req = urllib.request.Request(url, data=body, method=method,
+                                 headers={"Content-Type": "application/json"} if body is not None else {})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.read()
+    except (OSError, urllib.error.HTTPError):
+        return None
+
+
+def _port_open(port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+        return True
+    return False
+
+
+def _base_env() -> dict[str, str]:
+    """The parent's environment without settings that would point a component somewhere else."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TTSEVAL_", "AWS_", "PREFECT_"))}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
+    env |= {"PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1", "GX_ANALYTICS_ENABLED": "false",
+            "PYTHONUNBUFFERED": "1"}
+    return env
+
+
+def _proc_identity(pid: int) -> float | None:
+    """The process's start time, or None when it is gone (zombies count as gone; ours are reaped)."""
+    import psutil
+
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, os.WNOHANG)  # reap it if it is our own child that already exited
+    try:
+        p = psutil.Process(pid)
+        if p.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return p.create_time()
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return None
+
+
+# ------------------------------------------------------------------------------------------------------ state
+class _State:
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.pids_dir, self.logs_dir = folder / "pids", folder / "logs"
+        self.file = folder / "stack.json"
+        self.data: dict[str, Any] = {"running": True, "components": {},
+                                     "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+
+    def save(self) -> None:
+        tmp = self.file.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(self.data, indent=2))
+        tmp.replace(self.file)
+
+    def spawn(self, name: str, argv: list[str], env: dict[str, str], **meta: Any) -> subprocess.Popen:
+        log_path = self.logs_dir / f"{name}.log"
+        with open(log_path, "a") as log:
+            log.write(f"\n===== ttseval stack: {name} started {datetime.now(timezone.utc).isoformat()} =====\n")
+            log.flush()
+            proc = subprocess.Popen(argv, env=env, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+        created = _proc_identity(proc.pid) or time.time()
+        (self.pids_dir / f"{name}.pid").write_text(f"{proc.pid} {created}\n")
+        self.data["components"][name] = {"pid": proc.pid, "create_time": created, "log": str(log_path), **meta}
+        self.save()
+        return proc
+
+    def fail(self, name: str, what: str) -> StackError:
+        log = self.logs_dir / f"{name}.log"
+        return StackError(f"stack component {name!r} {what}; last lines of {log}:\n{_log_tail(log)}")
+
+    def wait(self, name: str, proc: subprocess.Popen, ready: Callable[[], bool], timeout_s: float, what: str) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise self.fail(name, f"exited with code {proc.returncode} before it was ready ({what})")
+            if ready():
+                return
+            time.sleep(0.3)
+        raise self.fail(name, f"did not become ready within {timeout_s:.0f} s ({what})")
+
+
+# ------------------------------------------------------------------------------------------------ up and down
+def stack_up(folder: Path, *, gpu: bool | None = None, pool: str = POOL, timeout_s: float = 120.0) -> StackInfo:
+    """Start the stack under `folder` and wait until every component answers.
+
+    `gpu=None` detects a GPU with `nvidia-smi -L`; True/False forces it. When a GPU is used, one Dask worker has
+    the resource GPU=1 and flows run with TTSEVAL_GPU=true (model stages annotated GPU=1). A stack already
+    running in `folder` is returned as it is; a partly running one is stopped and started again. On any
+    failure everything started so far is stopped and StackError names the component and shows its log tail.
+    """
+    folder = Path(folder).resolve()
+    existing = stack_info(folder)
+    if existing is not None:
+        return existing
+    stack_down(folder)  # leftovers of a partial or crashed stack
+    use_gpu = gpu_present() if gpu is None else gpu
+    state = _State(folder)
+    for d in (folder, state.pids_dir, state.logs_dir, folder / "prefect", folder / "dask"):
+        d.mkdir(parents=True, exist_ok=True)
+    try:
+        return _start(state, use_gpu, pool, timeout_s)
+    except BaseException:
+        stack_down(folder)
+        raise
+
+
+def _start(state: _State, use_gpu: bool, pool: str, timeout_s: float) -> StackInfo:
+    folder = state.folder
+    base = _base_env()
+    s3_port, sched_port, api_port = free_port(), free_port(), free_port()
+    s3_endpoint = f"http://127.0.0.1:{s3_port}"
+    dask_address = f"tcp://127.0.0.1:{sched_port}"
+    api_url = f"http://127.0.0.1:{api_port}/api"
+    ui_url = f"http://127.0.0.1:{api_port}"
+    aws = {"AWS_ENDPOINT_URL": s3_endpoint, "AWS_ACCESS_KEY_ID": LOCAL_S3_ACCESS_KEY,
+           "AWS_SECRET_ACCESS_KEY": LOCAL_S3_SECRET_KEY, "AWS_REGION": LOCAL_S3_REGION}
+    prefect_home = {"PREFECT_HOME": str(folder / "prefect")}
+    state.data |= {"folder": str(folder), "ui_url": ui_url, "api_url": api_url, "store_uri": STORE_URI,
+                   "dask_address": dask_address, "s3_endpoint": s3_endpoint, "pool": pool, "gpu": use_gpu}
+    state.save()
+
+    # the three independent servers start together; the slowest (Prefect, 7-17 s) sets the pace
+    server = state.spawn("prefect-server", [_bin("prefect"), "server", "start", "--host", "127.0.0.1",
+                                            "--port", str(api_port)],
+                         base | prefect_home | {"PREFECT_UI_API_URL": api_url, "PREFECT_UI_ENABLED": "true"},
+                         port=api_port, url=ui_url)
+    s3 = state.spawn("s3", [_bin("moto_server"), "-H", "127.0.0.1", "-p", str(s3_port)], base, port=s3_port,
+                     url=s3_endpoint)
+    sched = state.spawn("dask-scheduler", [_bin("dask"), "scheduler", "--host", "127.0.0.1", "--port", str(sched_port),
+                                           "--dashboard-address", "127.0.0.1:0"], base, port=sched_port,
+                        url=dask_address)
+
+    state.wait("s3", s3, lambda: _http_ok(s3_endpoint) is not None, timeout_s, f"HTTP {s3_endpoint}")
+    _create_bucket(state, s3_endpoint)
+    state.wait("dask-scheduler", sched, lambda: _port_open(sched_port), timeout_s, f"port {sched_port}")
+
+    # Dask workers run the tasks: they read and write the store and report task runs to Prefect
+    worker_env = base | aws | {"PREFECT_API_URL": api_url, "TTSEVAL_STORE": STORE_URI,
+                               "TTSEVAL_DASK_ADDRESS": dask_address}
+    dask_workers = []
+    for i in range(2):
+        argv = [_bin("dask"), "worker", dask_address, "--host", "127.0.0.1", "--nworkers", "1", "--nthreads", "1",
+                "--name", f"ttseval-{i}", "--dashboard-address", "127.0.0.1:0", "--local-directory", str(folder / "dask")]
+        gpu_worker = use_gpu and i == 1
+        if gpu_worker:
+            argv += ["--resources", "GPU=1"]
+        dask_workers.append(state.spawn(f"dask-worker-{i}", argv, worker_env, gpu=gpu_worker))
+
+    state.wait("prefect-server", server, lambda: _http_ok(api_url + "/health") is not None, timeout_s,
+               f"GET {api_url}/health")
+    _ensure_pool(state, api_url, pool, base | prefect_home)
+    flow_env = worker_env | prefect_home | {"TTSEVAL_REPO": str(REPO_ROOT), "TTSEVAL_WORK_POOL": pool}
+    if use_gpu:
+        flow_env["TTSEVAL_GPU"] = "true"
+    worker = state.spawn("prefect-worker", [_bin("prefect"), "worker", "start", "--pool", pool, "--type", "process",
+                                            "--name", f"{pool}-worker"], flow_env)
+    _wait_dask_workers(state, dask_address, dask_workers, timeout_s)
+    state.wait("prefect-worker", worker, lambda: _prefect_worker_online(api_url, pool), timeout_s,
+               f"an ONLINE worker in pool {pool!r}")
+    pids = {name: c["pid"] for name, c in state.data["components"].items()}
+    return StackInfo(folder=folder, ui_url=ui_url, api_url=api_url, store_uri=STORE_URI, dask_address=dask_address,
+                     s3_endpoint=s3_endpoint, pool=pool, gpu=use_gpu, pids=pids)
+
+
+def _create_bucket(state: _State, endpoint: str) -> None:
+    import boto3
+    import botocore.exceptions
+
+    s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=LOCAL_S3_ACCESS_KEY,
+                      aws_secret_access_key=LOCAL_S3_SECRET_KEY, region_name=LOCAL_S3_REGION)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with contextlib.suppress(s3.exceptions.BucketAlreadyOwnedByYou):
+                s3.create_bucket(Bucket=BUCKET)
+            s3.head_bucket(Bucket=BUCKET)
+            return
+        except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as e:
+            if time.monotonic() > deadline:
+                raise state.fail("s3", f"did not create bucket {BUCKET!r} ({type(e).__name__}: {e})") from e
+            time.sleep(0.5)
+
+
+def _ensure_pool(state: _State, api_url: str, pool: str, env: dict[str, str]) -> None:
+    if _http_ok(f"{api_url}/work_pools/{pool}") is not None:
+        return
+    out = subprocess.run([_bin("prefect"), "--no-prompt", "work-pool", "create", pool, "--type", "process"],
+                         env=env | {"PREFECT_API_URL": api_url}, cwd=REPO_ROOT, capture_output=True, text=True,
+                         timeout=120)
+    with open(state.logs_dir / "prefect-server.log", "a") as log:
+        log.write(f"[ttseval stack] prefect work-pool create {pool}: rc={out.returncode}\n{out.stdout}{out.stderr}\n")
+    if out.returncode != 0 and _http_ok(f"{api_url}/work_pools/{pool}") is None:
+        raise StackError(f"stack component 'work-pool' could not create pool {pool!r}:\n{(out.stdout + out.stderr)[-3000:]}")
+
+
+def _prefect_worker_online(api_url: str, pool: str) -> bool:
+    body = _http_ok(f"{api_url}/work_pools/{pool}/workers/filter", method="POST", body=b"{}")
+    return bool(body) and any(w.get("status") == "ONLINE" for w in json.loads(body))
+
+
+def _wait_dask_workers(state: _State, address: str, procs: list[subprocess.Popen], timeout_s: float) -> None:
+    from distributed import Client
+
+    deadline = time.monotonic() + timeout_s
+    n = len(procs)
+    with Client(address, timeout=30, set_as_default=False) as client:
+        while True:
+            for i, p in enumerate(procs):
+                if p.poll() is not None:
+                    raise state.fail(f"dask-worker-{i}", f"exited with code {p.returncode} before it registered")
+            if len(client.scheduler_info(n_workers=-1)["workers"]) >= n:
+                return
+            if time.monotonic() > deadline:
+                missing = [f"dask-worker-{i}" for i in range(n)]
+                raise state.fail(missing[-1], f"not all {n} Dask workers registered with {address} "
+                                              f"within {timeout_s:.0f} s")
+            time.sleep(0.3)
+
+
+def _read_pidfiles(folder: Path) -> dict[str, tuple[int, float | None]]:
+    found: dict[str, tuple[int, float | None]] = {}
+    with contextlib.suppress(OSError, ValueError):
+        for name, c in json.loads((folder / "stack.json").read_text()).get("components", {}).items():
+            found[name] = (int(c["pid"]), c.get("create_time"))
+    for f in sorted((folder / "pids").glob("*.pid")) if (folder / "pids").is_dir() else []:
+        with contextlib.suppress(OSError, ValueError):
+            parts = f.read_text().split()
+            found[f.stem] = (int(parts[0]), float(parts[1]) if len(parts) > 1 else None)
+    return found
+
+
+def _ours(pid: int, create_time: float | None) -> bool:
+    """Alive and the same process we started (not a recycled PID)."""
+    now = _proc_identity(pid)
+    return now is not None and (create_time is None or abs(now - create_time) < 1.0)
+
+
+def stack_info(folder: Path) -> StackInfo | None:
+    """The running stack in `folder`, or None when none is running there (or only part of one)."""
+    folder = Path(folder).resolve()
+    try:
+        data = json.loads((folder / "stack.json").read_text())
+    except (OSError, ValueError):
+        return None
+    comps = data.get("components", {})
+    expected = set(STOP_ORDER)
+    if not data.get("running") or set(comps) != expected:
+        return None
+    if not all(_ours(c["pid"], c.get("create_time")) for c in comps.values()):
+        return None
+    if _http_ok(data["api_url"] + "/health") is None:
+        return None
+    return StackInfo(folder=folder, ui_url=data["ui_url"], api_url=data["api_url"], store_uri=data["store_uri"],
+                     dask_address=data["dask_address"], s3_endpoint=data["s3_endpoint"], pool=data["pool"],
+                     gpu=data["gpu"], pids={n: c["pid"] for n, c in comps.items()})
+
+
+def stack_down(folder: Path, *, grace_s: float = GRACE_S) -> None:
+    """Stop every process stack_up started in `folder`, and their children (flow runs, Dask's processes).
+
+    SIGTERM to each process group, then SIGKILL to what is left after `grace_s`. Removes the PID files, keeps
+    the logs, marks stack.json as not running. Idempotent; fine on a partly started stack or an empty folder.
+    """
+    import psutil
+
+    folder = Path(folder).resolve()
+    recorded = _read_pidfiles(folder)
+    order = sorted(recorded, key=lambda n: STOP_ORDER.index(n) if n in STOP_ORDER else -1)
+    groups: list[int] = []
+    procs: list[psutil.Process] = []
+    for name in order:
+        pid, created = recorded[name]
+        if not _ours(pid, created):
+            continue
+        try:
+            root = psutil.Process(pid)
+            family = [root, *root.children(recursive=True)]  # flow runs start in sessions of their own
+        except psutil.NoSuchProcess:
+            continue
+        for p in family:
+            with contextlib.suppress(psutil.Error, OSError):
+                pgid = os.getpgid(p.pid)
+                if pgid not in groups and pgid != os.getpgid(0):
+                    groups.append(pgid)
+            procs.append(p)
+    for pgid in groups:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and any(_alive(p) for p in procs):
+        time.sleep(0.2)
+    for pgid in groups:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
+    for p in procs:  # anything that left its group
+        if _alive(p):
+            with contextlib.suppress(psutil.Error):
+                p.kill()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(_alive(p) for p in procs):
+        time.sleep(0.1)
+    if (folder / "pids").is_dir():
+        for f in (folder / "pids").glob("*.pid"):
+            f.unlink(missing_ok=True)
+    state_file = folder / "stack.json"
+    with contextlib.suppress(OSError, ValueError):
+        data = json.loads(state_file.read_text())
+        data["running"] = False
+        data["stopped_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        state_file.write_text(json.dumps(data, indent=2))
+
+
+def _alive(p: Any) -> bool:
+    import psutil
+
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(p.pid, os.WNOHANG)
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def stack_status(folder: Path) -> dict[str, Any]:
+    """Per component: pid and whether it is alive; plus the URLs from stack.json."""
+    folder = Path(folder).resolve()
+    try:
+        data = json.loads((folder / "stack.json").read_text())
+    except (OSError, ValueError):
+        return {"running": False, "components": {}}
+    for c in data.get("components", {}).values():
+        c["alive"] = _ours(c["pid"], c.get("create_time"))
+    data["running"] = bool(data.get("running")) and all(c["alive"] for c in data.get("components", {}).values())
+    return data
+
+
+__all__ = ["StackInfo", "StackError", "stack_up", "stack_down", "stack_info", "stack_status", "gpu_present",
+           "POOL", "STORE_URI"]
