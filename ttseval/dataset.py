@@ -20,6 +20,23 @@ REQUIRED = ("item_id", "text", "language", "category", "depth")
 DEMO_DATASET = Path(__file__).parent / "data" / "demo.jsonl"
 
 
+def read_jsonl_rows(path: Path, text: str) -> list[dict]:
+    """The JSON objects of a JSON Lines text, blank lines skipped; a bad line is named by its number."""
+    rows = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise DatasetError(f"dataset {path}: line {number} is not valid JSON ({e.msg}); fix that line",
+                               source=str(path)) from e
+        if not isinstance(row, dict):
+            raise DatasetError(f"dataset {path}: line {number} is not a JSON object", source=str(path))
+        rows.append(row)
+    return rows
+
+
 def read_dataset(path: str | Path) -> pd.DataFrame:
     """Read the file as it is (no checks beyond parsing); JSONL errors name the line."""
     p = Path(path)
@@ -29,19 +46,7 @@ def read_dataset(path: str | Path) -> pd.DataFrame:
     suffix = p.suffix.lower()
     try:
         if suffix in (".jsonl", ".ndjson", ".json"):
-            rows = []
-            for number, line in enumerate(p.read_text(encoding="utf-8").splitlines(), start=1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise DatasetError(f"dataset {p}: line {number} is not valid JSON ({e.msg}); fix that line",
-                                       source=str(p)) from e
-                if not isinstance(row, dict):
-                    raise DatasetError(f"dataset {p}: line {number} is not a JSON object", source=str(p))
-                rows.append(row)
-            return pd.DataFrame(rows)
+            return pd.DataFrame(read_jsonl_rows(p, p.read_text(encoding="utf-8")))
         if suffix == ".csv":
             # Everything as text first: type checks below then name the row that is wrong.
             return pd.read_csv(p, dtype=str, keep_default_na=False)

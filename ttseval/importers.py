@@ -45,6 +45,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
+from ttseval.dataset import read_jsonl_rows
 from ttseval.errors import DatasetError
 from ttseval.schemas import ITEMS
 
@@ -101,19 +102,7 @@ def _compact(value: Any) -> Any:
 
 
 def _read_jsonl(p: Path, text: str) -> list[dict]:
-    rows = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise DatasetError(f"dataset {p}: line {number} is not valid JSON ({e.msg}); fix that line",
-                               source=str(p)) from e
-        if not isinstance(row, dict):
-            raise DatasetError(f"dataset {p}: line {number} is not a JSON object", source=str(p))
-        rows.append({k: _compact(v) for k, v in row.items()})
-    return rows
+    return [{k: _compact(v) for k, v in row.items()} for row in read_jsonl_rows(p, text)]
 
 
 def _read_records(path: str | Path) -> list[dict]:

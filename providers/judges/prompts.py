@@ -6,9 +6,11 @@ part of every judge_id, so old and new judgments never mix.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
+
+AnswerT = TypeVar("AnswerT", bound=BaseModel)
 
 PAIRWISE_PROMPT_VERSION = "pairwise-v1"
 INSTRUCTION_PROMPT_VERSION = "instruction-v1"
@@ -100,25 +102,23 @@ def _load(text: str) -> Any:
     return json_repair.loads(text) if text and text.strip() else None
 
 
-def parse_pairwise(text: str | None) -> tuple[PairwiseAnswer | None, str | None]:
-    """(answer, None) when `text` holds a valid verdict, else (None, why)."""
+def _parse(text: str | None, model: type[AnswerT]) -> tuple[AnswerT | None, str | None]:
+    """(answer, None) when `text` holds a valid `model`, else (None, why)."""
     try:
         data = _load(text or "")
         if not isinstance(data, dict):
             return None, f"no JSON object in the response ({(text or '')[:80]!r})"
-        return PairwiseAnswer.model_validate(data), None
+        return model.model_validate(data), None
     except (ValidationError, ValueError, TypeError) as e:
         return None, f"response does not match the verdict schema: {str(e)[:300]}"
+
+
+def parse_pairwise(text: str | None) -> tuple[PairwiseAnswer | None, str | None]:
+    return _parse(text, PairwiseAnswer)
 
 
 def parse_instruction(text: str | None) -> tuple[InstructionAnswer | None, str | None]:
-    try:
-        data = _load(text or "")
-        if not isinstance(data, dict):
-            return None, f"no JSON object in the response ({(text or '')[:80]!r})"
-        return InstructionAnswer.model_validate(data), None
-    except (ValidationError, ValueError, TypeError) as e:
-        return None, f"response does not match the verdict schema: {str(e)[:300]}"
+    return _parse(text, InstructionAnswer)
 
 
 WINNER_FROM_ANSWER = {"clip_1": "first", "clip_2": "second", "tie": "tie"}
