@@ -237,3 +237,17 @@ def test_s3_store_end_to_end(prefect_api: str, s3_bucket: str, s3_server: dict, 
     again = run_cli(["evaluate", "--dataset", str(dataset), "--systems", "espeak-ng,flite:slt", "--store", uri,
                      "--run-id", "s3run"], env, cwd=tmp_path)
     assert again.returncode == 0 and "4 present (reused), 0 to compute" in again.stdout + again.stderr
+
+
+def test_without_a_prefect_server_the_command_starts_and_stops_its_own(tmp_path: Path) -> None:
+    """The README's path: no PREFECT_API_URL; one temporary server for the command and its Dask workers."""
+    env = {k: v for k, v in cli_env("unused").items() if k != "PREFECT_API_URL"} | {"PREFECT_HOME": str(tmp_path / "ph")}
+    dataset = tmp_path / "one.jsonl"
+    dataset.write_text('{"item_id": "q1", "text": "Is it late?", "language": "en-US", "category": "questions", "depth": 0}\n')
+    result = run_cli(["evaluate", "--dataset", str(dataset), "--systems", "espeak-ng,flite:slt", "--store",
+                      str(tmp_path / "s"), "--run-id", "own"], env, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    output = result.stdout + result.stderr
+    assert output.count("Starting temporary server") == 1 and "Stopping temporary server" in output
+    assert "Error logging to API" not in output and "Traceback" not in output
+    assert len(pd.read_parquet(tmp_path / "s" / "runs" / "own" / "report")) == 2

@@ -47,7 +47,7 @@ def prefect_api() -> Iterator[None]:
     finally:
         from prefect.logging.handlers import APILogHandler
 
-        APILogHandler.flush()  # send the last log lines before the server they go to stops
+        APILogHandler().flush()  # send the last log lines before the server they go to stops
         os.environ.pop("PREFECT_API_URL", None)
         server.stop()
 
