@@ -136,8 +136,7 @@ def evaluate(
     synth_t, asr_t, mos_t = (t.with_options(**retries) for t in (synthesize_task, transcribe_task, quality_task))
     futures = [synth_t.submit(settings, run_id, shard) for shard in synth.shards]
     model_futures = []
-    annotate = _gpu_annotation(settings)
-    with annotate:
+    with _gpu_annotation(settings):
         for i, f in enumerate(futures):
             label = f"{synth.shards[i]['system']} shard {synth.shards[i]['index']}/{synth.shards[i]['of']}"
             model_futures += [asr_t.submit(settings, run_id, f, label), mos_t.submit(settings, run_id, f, label)]
@@ -145,11 +144,14 @@ def evaluate(
         model_futures += [mos_t.submit(settings, run_id, w, f"backlog {i + 1}") for i, w in enumerate(mos.shards)]
     results = [f.result() for f in futures + model_futures]
     # Judging reads the stage tables (CER and MOS are the objective judge's evidence), so it runs after them.
-    judge_plans, judge_results = run_judge_stage(settings, run_id, [s.id for s in specs], baseline_spec.id, judge_specs)
-    instruction_plans, instruction_results = run_instruction_stage(settings, run_id, [s.id for s in specs],
-                                                                   instruction_specs)
+    system_ids = [s.id for s in specs]
+    with _gpu_annotation(settings):  # a local audio-LLM judge is a model stage too
+        judge_plans, judge_results = run_judge_stage(settings, run_id, system_ids, baseline_spec.id, judge_specs)
+        instruction_plans, instruction_results = run_instruction_stage(settings, run_id, system_ids, instruction_specs)
     results += judge_results + instruction_results
-    judge_plans += instruction_plans
+    reused = {p.stage: p.present for p in (synth, asr, mos)} | {
+        "judgments": sum(p.present for p in judge_plans),
+        "instruction_judgments": sum(p.present for p in instruction_plans)}
     stages = ("synthesis", "transcripts", "quality", "judgments", "instruction_judgments")
     computed = {stage: sum(r.n_rows for r in results if r.stage == stage) for stage in stages}
     log.info("computed rows: " + ", ".join(f"{k} {v}" for k, v in computed.items()))
@@ -163,15 +165,12 @@ def evaluate(
             "dataset_sha256": hashlib.sha256(Path(dataset).read_bytes()).hexdigest(), "systems": ", ".join(map(str, specs)),
             "asr": json.dumps(settings.asr), "quality": settings.quality, "date": started.isoformat(timespec="seconds"),
             "ttseval": ttseval.__version__, "code": _git_commit() or "unknown"}
-    markdown = write_full_report(st, run_id, settings, [s.id for s in specs], meta)
+    markdown = write_full_report(st, run_id, settings, system_ids, meta)
     summary = st.read(run_id, "report")
     create_markdown_artifact(markdown=markdown, key=_artifact_key(run_id), description=f"ttseval report for {run_id}")
     wall_s = time.perf_counter() - t0
     record = meta | {"wall_s": round(wall_s, 2), "finished_at": now().isoformat(timespec="seconds"),
-                     "reused": {p.stage: p.present for p in (synth, asr, mos)}
-                     | {"judgments": sum(p.present for p in judge_plans if p.stage.startswith("judgments")),
-                        "instruction_judgments": sum(p.present for p in instruction_plans)}, "computed": computed,
-                     "settings": settings.model_dump(mode="json")}
+                     "reused": reused, "computed": computed, "settings": settings.model_dump(mode="json")}
     st.write_bytes(f"runs/{run_id}/log/{started.strftime('%Y%m%dT%H%M%S%f')}.json", json.dumps(record, indent=2).encode())
     log.info(f"report: {st.display('runs', run_id, 'report.md')} ({wall_s:.1f} s)")
 
@@ -180,7 +179,7 @@ def evaluate(
     if total and failed / total > settings.max_error_rate:
         raise TTSEvalError(f"{failed}/{total} synthesis rows failed, above max_error_rate={settings.max_error_rate}")
     return {"run_id": run_id, "store": st.display(), "wall_s": wall_s, "computed": computed,
-            "reused": record["reused"], "system_ids": [s.id for s in specs]}
+            "reused": reused, "system_ids": system_ids}
 
 
 def _gpu_annotation(settings: Settings) -> contextlib.AbstractContextManager:
