@@ -20,6 +20,10 @@ system_packages() {
   local missing=()
   command -v espeak-ng >/dev/null || missing+=(espeak-ng)
   command -v flite >/dev/null || missing+=(flite)
+  if [ "$mode" = test ]; then  # the UI tests drive the Prefect UI in headless Chromium
+    command -v chromium >/dev/null || missing+=(chromium)
+    command -v chromedriver >/dev/null || missing+=(chromium-driver)
+  fi
   [ ${#missing[@]} -eq 0 ] && return 0
   say "installing system packages: ${missing[*]}"
   local sudo=""

@@ -171,6 +171,29 @@ def cmd_nightly(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_stack(args: argparse.Namespace) -> int:
+    """Start, stop or describe the local stack: Prefect server + worker, Dask cluster, S3 server, on 127.0.0.1."""
+    import json
+    from pathlib import Path
+
+    from ttseval.stack import stack_down, stack_status, stack_up
+
+    folder = Path(args.folder)
+    if args.action == "up":
+        info = stack_up(folder, gpu=args.gpu)
+        print(info.describe())
+        if args.deploy:
+            from deployments.register import register
+
+            print("\n".join(register(info.api_url, info.pool)))
+    elif args.action == "down":
+        stack_down(folder)
+        print(f"stack in {folder} stopped")
+    else:
+        print(json.dumps(stack_status(folder), indent=2))
+    return 0
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from ttseval.config import load_settings
 
@@ -238,6 +261,13 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--store", default=None)
     rep.add_argument("--run-id", default="demo")
     rep.set_defaults(func=cmd_report)
+    stk = sub.add_parser("stack", help="local Prefect server + worker, Dask cluster and S3 server on 127.0.0.1")
+    stk.add_argument("action", choices=["up", "down", "status"])
+    stk.add_argument("--folder", default=".ttseval-stack", help="PIDs, logs and state of the stack")
+    stk.add_argument("--gpu", action=argparse.BooleanOptionalAction, default=None,
+                     help="give one Dask worker the GPU resource (default: when nvidia-smi finds a GPU)")
+    stk.add_argument("--deploy", action="store_true", help="also register deployments/prefect.yaml")
+    stk.set_defaults(func=cmd_stack)
     ni = sub.add_parser("nightly", help="a dated evaluate run plus a drift report against the previous nightly run")
     ni.add_argument("--dataset", default=str(DEMO_DATASET))
     ni.add_argument("--systems", default=",".join(DEFAULT_SYSTEMS))

@@ -1,0 +1,1 @@
+"""Prefect deployments of the ttseval flows: prefect.yaml (the definitions) and register.py (`prefect deploy`)."""

@@ -1,0 +1,223 @@
+"""The local operations stack end to end: Prefect server + worker, Dask scheduler + 2 workers, moto S3, all on
+loopback; the deployments of deployments/prefect.yaml; an `evaluate/adhoc` run through the worker on the Dask
+cluster into the S3 store; a `backfill-judge` run with zero synthesis; then `stack_down` stops every process.
+
+Tests run in file order and share one stack (module-scoped); the last one stops it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.stack_fixtures import (  # noqa: F401  (fixtures)
+    SYSTEMS,
+    api,
+    deployed,
+    flow_run_logs,
+    new_run_id,
+    read_table,
+    report_artifact,
+    run_deployment_and_wait,
+    s3_keys,
+    stack,
+    tiny_dataset,
+)
+from ttseval import stack as stack_mod
+from ttseval.stack import StackError, StackInfo, stack_down, stack_info, stack_status, stack_up
+
+COMPONENTS = {"prefect-server", "prefect-worker", "dask-scheduler", "dask-worker-0", "dask-worker-1", "s3"}
+
+
+def _family(pids) -> list[psutil.Process]:
+    procs = []
+    for pid in pids:
+        try:
+            p = psutil.Process(pid)
+            procs += [p, *p.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            pass
+    return procs
+
+
+def _alive(p: psutil.Process) -> bool:
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        return _alive(psutil.Process(pid))
+    except psutil.Error:
+        return False
+
+
+def test_state_files(stack: StackInfo) -> None:
+    state = json.loads((stack.folder / "stack.json").read_text())
+    assert set(state["components"]) == COMPONENTS
+    assert state["running"] is True
+    for name in COMPONENTS:
+        assert (stack.folder / "pids" / f"{name}.pid").read_text().split()[0] == str(state["components"][name]["pid"])
+        assert (stack.folder / "logs" / f"{name}.log").exists()
+    # no credentials in the state file or the logs
+    secret = stack.aws_env()["AWS_SECRET_ACCESS_KEY"]
+    assert secret not in (stack.folder / "stack.json").read_text()
+    for log in (stack.folder / "logs").glob("*.log"):
+        assert secret not in log.read_text(errors="replace"), log
+    assert stack_status(stack.folder)["running"] is True
+
+
+def test_components_answer(stack: StackInfo) -> None:
+    assert api(stack, "/health") is True
+    import urllib.request
+
+    with urllib.request.urlopen(stack.ui_url, timeout=10) as r:  # the bundled UI
+        assert r.status == 200 and b"<html" in r.read(2000).lower()
+    assert api(stack, f"/work_pools/{stack.pool}")["type"] == "process"
+    workers = api(stack, f"/work_pools/{stack.pool}/workers/filter", {})
+    assert any(w["status"] == "ONLINE" for w in workers)
+
+    from distributed import Client
+
+    with Client(stack.dask_address, timeout=20, set_as_default=False) as client:
+        info = client.scheduler_info(n_workers=-1)
+        assert len(info["workers"]) == 2
+        resources = [w.get("resources", {}) for w in info["workers"].values()]
+        assert sum(r.get("GPU", 0) for r in resources) == (1 if stack.gpu else 0)
+        assert client.submit(sum, [1, 2, 3], pure=False).result(timeout=30) == 6
+
+    import boto3
+
+    aws = stack.aws_env()
+    s3 = boto3.client("s3", endpoint_url=stack.s3_endpoint, aws_access_key_id=aws["AWS_ACCESS_KEY_ID"],
+                      aws_secret_access_key=aws["AWS_SECRET_ACCESS_KEY"], region_name=aws["AWS_REGION"])
+    assert "ttseval" in [b["Name"] for b in s3.list_buckets()["Buckets"]]
+    s3.head_bucket(Bucket="ttseval")
+
+
+def test_binds_loopback_only(stack: StackInfo) -> None:
+    pids = {p.pid for p in _family(stack.pids.values())}
+    listening = [c for c in psutil.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN and c.pid in pids]
+    assert listening, "no listening sockets found for the stack's processes"
+    wrong = [(c.pid, c.laddr) for c in listening if c.laddr.ip not in ("127.0.0.1", "::1")]
+    assert not wrong, f"stack processes listen beyond loopback: {wrong}"
+
+
+def test_stack_up_again_returns_running_stack(stack: StackInfo) -> None:
+    again = stack_up(stack.folder)
+    assert again.pids == stack.pids and again.api_url == stack.api_url
+    assert stack_info(stack.folder) == again
+
+
+def test_deployments_registered(stack: StackInfo, deployed: list[str]) -> None:
+    assert set(deployed) == {"evaluate/nightly", "evaluate/adhoc", "backfill_judge/backfill-judge"}
+    nightly = api(stack, "/deployments/name/evaluate/nightly")
+    assert nightly["work_pool_name"] == stack.pool
+    [schedule] = nightly["schedules"]
+    assert schedule["schedule"]["cron"] == "0 2 * * *" and schedule["schedule"]["timezone"] == "UTC"
+    assert schedule["active"] is True
+    assert nightly["parameters"]["dataset"] == "ttseval/data/demo.jsonl"
+    assert nightly["parameters"]["systems"] == ["piper:joe", "espeak-ng", "flite:slt"]
+    assert nightly["pull_steps"] == [{"prefect.deployments.steps.set_working_directory":
+                                      {"directory": str(Path(__file__).resolve().parent.parent)}}]
+    adhoc = api(stack, "/deployments/name/evaluate/adhoc")
+    assert adhoc["schedules"] == [] and adhoc["parameters"] == {}
+    # the run form is generated from the flow's signature
+    props = adhoc["parameter_openapi_schema"]["properties"]
+    assert {"dataset", "systems", "run_id", "store", "judges"} <= set(props)
+    backfill = api(stack, "/deployments/name/backfill_judge/backfill-judge")
+    assert backfill["schedules"] == [] and backfill["work_pool_name"] == stack.pool
+    assert {"run_id", "judge"} <= set(backfill["parameter_openapi_schema"]["required"])
+
+
+@pytest.fixture(scope="module")
+def adhoc_run(stack: StackInfo, deployed: list[str], tiny_dataset: Path) -> str:
+    """One evaluate/adhoc run through the worker; returns its run id."""
+    run_id = new_run_id("stack")
+    flow_run = run_deployment_and_wait(stack, "evaluate/adhoc",
+                                       {"dataset": str(tiny_dataset), "systems": SYSTEMS, "run_id": run_id})
+    assert flow_run.state is not None and flow_run.state.is_completed(), (
+        f"flow run {flow_run.name} ended {flow_run.state}:\n{flow_run_logs(stack, str(flow_run.id))}")
+    return run_id
+
+
+def test_adhoc_evaluate_writes_tables_to_s3(stack: StackInfo, adhoc_run: str) -> None:
+    items = read_table(stack, adhoc_run, "items")
+    assert len(items) == 3
+    synthesis = read_table(stack, adhoc_run, "synthesis")
+    assert len(synthesis) == 6 and set(synthesis["status"]) == {"ok"}
+    assert synthesis["system_spec"].nunique() == 2
+    assert len(read_table(stack, adhoc_run, "transcripts")) == 6
+    assert len(read_table(stack, adhoc_run, "quality")) == 6
+    report = read_table(stack, adhoc_run, "report")
+    assert sorted(report["n_ok"].tolist()) == [3, 3]
+    assert s3_keys(stack, "blobs/audio/"), "no audio blobs in the store"
+    assert s3_keys(stack, f"runs/{adhoc_run}/report.md")
+    artifact = report_artifact(stack, adhoc_run)
+    assert artifact is not None and artifact["type"] == "markdown"
+
+
+def test_adhoc_evaluate_ran_on_the_stack_dask_cluster(stack: StackInfo, adhoc_run: str) -> None:
+    """The worker's TTSEVAL_DASK_ADDRESS reaches the flow's task runner: the tasks ran on the stack's scheduler."""
+    from distributed import Client
+
+    with Client(stack.dask_address, timeout=20, set_as_default=False) as client:
+        prefixes = client.run_on_scheduler(lambda dask_scheduler: list(dask_scheduler.task_prefixes))
+    assert any("synthesize" in p for p in prefixes), prefixes
+    assert any("transcribe" in p for p in prefixes), prefixes
+
+
+def test_backfill_judge_deployment_synthesizes_nothing(stack: StackInfo, adhoc_run: str) -> None:
+    parts_before = s3_keys(stack, f"runs/{adhoc_run}/synthesis/")
+    judges_before = read_table(stack, adhoc_run, "judgments")["judge_id"].nunique()
+    flow_run = run_deployment_and_wait(stack, "backfill_judge/backfill-judge",
+                                       {"run_id": adhoc_run, "judge": "objective:cer_margin=0.05"})
+    assert flow_run.state.is_completed(), f"{flow_run.state}:\n{flow_run_logs(stack, str(flow_run.id))}"
+    assert s3_keys(stack, f"runs/{adhoc_run}/synthesis/") == parts_before  # zero new synthesis parts
+    judgments = read_table(stack, adhoc_run, "judgments")
+    assert judgments["judge_id"].nunique() == judges_before + 1
+    assert (judgments["judge_spec"] == "objective:cer_margin=0.05").sum() == 3  # one per item, one candidate
+
+
+def test_stack_down_stops_everything(stack: StackInfo) -> None:
+    procs = _family(stack.pids.values())
+    assert all(_alive(p) for p in procs[:1])
+    stack_down(stack.folder)
+    still = [p.pid for p in procs if _alive(p)]
+    assert not still, f"still running after stack_down: {still}"
+    assert not list((stack.folder / "pids").glob("*.pid"))
+    assert (stack.folder / "logs" / "prefect-server.log").stat().st_size > 0  # logs are kept
+    assert json.loads((stack.folder / "stack.json").read_text())["running"] is False
+    assert stack_info(stack.folder) is None
+    stack_down(stack.folder)  # idempotent
+
+
+def test_stack_down_on_empty_folder(tmp_path: Path) -> None:
+    stack_down(tmp_path)
+    stack_down(tmp_path / "missing")
+
+
+def test_failed_component_is_named_and_nothing_is_left(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real_bin = stack_mod._bin
+    broken = tmp_path / "moto_server"
+    broken.write_text("#!/bin/sh\necho 'moto: cannot start (test)' >&2\nexit 3\n")
+    broken.chmod(0o755)
+    monkeypatch.setattr(stack_mod, "_bin", lambda name: str(broken) if name == "moto_server" else real_bin(name))
+    with pytest.raises(StackError) as err:
+        stack_up(tmp_path / "stack", gpu=False, timeout_s=30)
+    message = str(err.value)
+    assert "'s3'" in message and "exited with code 3" in message and "moto: cannot start (test)" in message
+    state = json.loads((tmp_path / "stack" / "stack.json").read_text())
+    leftover = [n for n, c in state["components"].items() if _pid_alive(c["pid"])]
+    assert not leftover, leftover
+
+
+def test_gpu_detection(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert isinstance(stack_mod.gpu_present(), bool)
+    monkeypatch.setattr(stack_mod.shutil, "which", lambda name: None)
+    assert stack_mod.gpu_present() is False

@@ -1,0 +1,234 @@
+"""The Prefect UI of the local stack, driven in headless Chromium with selenium.
+
+Open the evaluate/adhoc deployment page, Run > Custom run, fill the generated form (dataset, systems, run_id),
+submit, follow the run to Completed, then find the report artifact `ttseval-report-<run-id>` on the UI's
+Artifacts page and open it. On failure a screenshot and the page source land in the stack's tmp folder.
+
+Needs Debian's chromium + chromium-driver (/usr/bin/chromium, /usr/bin/chromedriver) and selenium, which
+`scripts/setup.sh test` installs; without them the tests fail and say what to install. Selectors are the visible texts (button labels, property labels, placeholders), with explicit
+waits: the UI is a Vue single-page app that renders after its API calls return.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.stack_fixtures import (  # noqa: F401  (fixtures)
+    SYSTEMS,
+    api,
+    deployed,
+    flow_run_logs,
+    new_run_id,
+    read_table,
+    report_artifact,
+    stack,
+    tiny_dataset,
+    wait_flow_run,
+)
+from ttseval.stack import StackInfo
+
+from selenium import webdriver  # noqa: E402
+from selenium.common.exceptions import (  # noqa: E402
+    ElementClickInterceptedException,
+    StaleElementReferenceException,
+    TimeoutException,
+)
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.common.keys import Keys  # noqa: E402
+from selenium.webdriver.remote.webelement import WebElement  # noqa: E402
+from selenium.webdriver.support import expected_conditions as EC  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+# the flags that work on these machines (no GPU, no network but loopback, root)
+CHROME_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                "--disable-dev-shm-usage", "--window-size=1400,1000"]
+WAIT_S = 45
+
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _browser_installed() -> None:
+    if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
+        pytest.fail("the UI tests need Debian's chromium and chromium-driver: apt-get install chromium chromium-driver "
+                    "(scripts/setup.sh test installs them)")
+
+
+@pytest.fixture(scope="module")
+def browser(stack: StackInfo) -> Iterator[webdriver.Chrome]:
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for flag in CHROME_FLAGS:
+        opts.add_argument(flag)
+    profile = tempfile.mkdtemp(prefix="chromium-", dir=stack.folder)
+    opts.add_argument(f"--user-data-dir={profile}")
+    service = Service(CHROMEDRIVER, log_output=str(stack.folder / "logs" / "chromedriver.log"))
+    driver = webdriver.Chrome(service=service, options=opts)
+    driver.set_page_load_timeout(60)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+class Page:
+    """Small helpers over the driver: waits by visible text, label-addressed form fields."""
+
+    def __init__(self, driver: webdriver.Chrome, stack: StackInfo) -> None:
+        self.d, self.stack = driver, stack
+        self.wait = WebDriverWait(driver, WAIT_S, ignored_exceptions=(StaleElementReferenceException,))
+
+    def open(self, path: str) -> None:
+        self.d.get(self.stack.ui_url + path)
+
+    def visible(self, xpath: str) -> WebElement:
+        return self.wait.until(EC.visibility_of_element_located((By.XPATH, xpath)))
+
+    def click(self, xpath: str) -> None:
+        """Click the element once it is clickable; retry while an animation (a toast sliding in) covers it."""
+        element = self.wait.until(EC.element_to_be_clickable((By.XPATH, xpath)))
+        self.d.execute_script("arguments[0].scrollIntoView({block: 'center'})", element)
+        for _ in range(10):
+            try:
+                self.wait.until(EC.element_to_be_clickable((By.XPATH, xpath))).click()
+                return
+            except ElementClickInterceptedException:
+                time.sleep(0.5)
+        self.d.execute_script("arguments[0].click()", self.wait.until(EC.element_to_be_clickable((By.XPATH, xpath))))
+
+    def button(self, text: str) -> str:
+        return f"//button[normalize-space()='{text}']"
+
+    def prop(self, name: str) -> WebElement:
+        """The block of the run form for parameter `name` (its label reads 'name' or 'name (Optional)')."""
+        return self.visible(f"//span[contains(@class,'schema-form-property__label') and (normalize-space()='{name}'"
+                            f" or starts-with(normalize-space(), '{name} ('))]"
+                            "/ancestor::div[contains(concat(' ', normalize-space(@class), ' '), ' p-label ')][1]")
+
+    def type_into(self, element: WebElement, text: str) -> None:
+        # select-all + delete fires the input events Vue's v-model listens to (element.clear() does not)
+        self.d.execute_script("arguments[0].scrollIntoView({block: 'center'})", element)
+        element.click()
+        element.send_keys(Keys.CONTROL, "a")
+        element.send_keys(Keys.DELETE)
+        element.send_keys(text)
+        self.wait.until(lambda _: element.get_property("value") == text)
+
+    def set_text(self, name: str, text: str) -> None:
+        self.type_into(self.prop(name).find_element(By.TAG_NAME, "textarea"), text)
+
+    def set_list(self, name: str, values: list[str]) -> None:
+        """A list parameter: delete surplus items with their trash button, add missing ones, type each value."""
+        items = lambda: self.prop(name).find_elements(By.CSS_SELECTOR, ".schema-form-property-array-item")  # noqa: E731
+        while len(items()) > len(values):
+            n = len(items())
+            trash = items()[-1].find_element(By.CSS_SELECTOR, ".schema-form-property-array-item__control > button")
+            self.d.execute_script("arguments[0].scrollIntoView({block: 'center'})", trash)
+            trash.click()
+            self.wait.until(lambda _: len(items()) == n - 1)
+        while len(items()) < len(values):
+            n = len(items())
+            add = self.prop(name).find_element(By.XPATH, ".//button[normalize-space()='Add item']")
+            self.d.execute_script("arguments[0].scrollIntoView({block: 'center'})", add)
+            add.click()
+            self.wait.until(lambda _: len(items()) == n + 1)
+        for item, value in zip(items(), values):
+            self.type_into(item.find_element(By.TAG_NAME, "textarea"), value)
+
+
+def _evidence(driver: webdriver.Chrome, folder: Path, name: str) -> str:
+    shot, html = folder / f"{name}.png", folder / f"{name}.html"
+    try:
+        driver.save_screenshot(str(shot))
+        html.write_text(driver.page_source)
+    except Exception as e:  # the browser itself may be gone
+        return f"(no screenshot: {e})"
+    return f"screenshot {shot}, page source {html}, url {driver.current_url}"
+
+
+def test_custom_run_from_the_ui(stack: StackInfo, deployed: list[str], tiny_dataset: Path,
+                                browser: webdriver.Chrome) -> None:
+    page = Page(browser, stack)
+    run_id = new_run_id("ui")
+    step = "start"
+    try:
+        # 1. the adhoc deployment page
+        step = "open the evaluate/adhoc deployment page"
+        deployment = api(stack, "/deployments/name/evaluate/adhoc")
+        page.open(f"/deployments/deployment/{deployment['id']}")
+        page.visible("//*[normalize-space()='adhoc']")
+
+        # 2. Run > Custom run
+        step = "click Run > Custom run"
+        page.click(page.button("Run"))
+        page.click("//*[normalize-space()='Custom run']")
+        page.wait.until(EC.url_contains("/run"))
+
+        # 3. the form generated from the flow's signature
+        step = "fill the dataset field"
+        page.set_text("dataset", str(tiny_dataset))
+        step = "fill the systems list"
+        page.set_list("systems", SYSTEMS)
+        step = "fill the run_id field"
+        page.set_text("run_id", run_id)
+        step = "submit the form"
+        page.click("//button[@type='submit' and normalize-space()='Submit']")
+
+        # 4. the toast links to the new flow run
+        step = "follow the toast's View run link"
+        page.visible("//*[contains(normalize-space(), 'scheduled to start')]")
+        # the UI shows the same toast twice, stacked: the last one is on top and takes the click
+        page.click("(//button[normalize-space()='View run'])[last()]")
+        page.wait.until(EC.url_contains("/runs/flow-run/"))
+        flow_run_id = browser.current_url.split("/runs/flow-run/")[1].split("?")[0].strip("/")
+        run = api(stack, f"/flow_runs/{flow_run_id}")
+        assert run["parameters"]["run_id"] == run_id
+        assert run["parameters"]["systems"] == SYSTEMS
+        assert run["parameters"]["dataset"] == str(tiny_dataset)
+
+        # 5. the run completes; the flow run page says so
+        step = "wait for the flow run to complete"
+        run = wait_flow_run(stack, flow_run_id)
+        assert run["state_type"] == "COMPLETED", f"{run['state_name']}: {flow_run_logs(stack, flow_run_id)}"
+        browser.refresh()
+        page.visible("//*[normalize-space()='Completed']")
+        assert len(read_table(stack, run_id, "synthesis")) == len(SYSTEMS) * 3
+
+        # 6. the report artifact on the Artifacts page
+        step = "find the report artifact on the Artifacts page"
+        key = f"ttseval-report-{run_id}"
+        assert report_artifact(stack, run_id) is not None, f"no artifact {key} in the API"
+        deadline = time.monotonic() + 30
+        while True:  # the list may lag the API by a refresh
+            page.open("/artifacts")
+            search = page.visible("//input[@placeholder='Search artifacts']")
+            search.send_keys(key)
+            try:
+                WebDriverWait(browser, 10).until(
+                    EC.element_to_be_clickable((By.XPATH, f"//*[normalize-space()='{key}']")))
+                break
+            except TimeoutException:
+                if time.monotonic() > deadline:
+                    raise
+        page.click(f"//*[normalize-space()='{key}']")
+        page.wait.until(EC.url_contains(f"/artifacts/key/{key}"))
+        step = "open the artifact's latest version"
+        page.click("//a[contains(@href, '/artifacts/artifact/')]")
+        page.wait.until(EC.url_contains("/artifacts/artifact/"))
+        page.visible(f"//*[contains(normalize-space(), 'ttseval report: run {run_id}')]")
+        body = browser.find_element(By.TAG_NAME, "body").text
+        for system in SYSTEMS:
+            assert system in body, f"{system} missing from the rendered report"
+    except BaseException as e:
+        where = _evidence(browser, stack.folder, f"ui-failure-{run_id}")
+        raise AssertionError(f"UI step '{step}' failed: {type(e).__name__}: {e}\n{where}") from e
