@@ -194,6 +194,19 @@ def instruction_markdown(store: ArtifactStore, run_id: str, names: dict[str, str
     return "\n".join(lines) + "\n"
 
 
+def tables_markdown(store: ArtifactStore, run_id: str) -> str:
+    """Where each of the run's tables lives, so the Prefect UI's report links to the data behind it."""
+    from ttseval.schemas import TABLES
+
+    lines = ["", "## Tables", "", "Each reads with `pandas.read_parquet(URI)`.", ""]
+    for name in TABLES:
+        if store.part_files(run_id, name) or name == "report":
+            uri = store.display("runs", run_id, name)
+            link = f"file://{uri}" if store.is_local else uri
+            lines.append(f"- {name}: [{uri}]({link})")
+    return "\n".join(lines) + "\n"
+
+
 def write_full_report(store: ArtifactStore, run_id: str, settings: Settings, system_ids: list[str],
                       meta: dict[str, Any]) -> str:
     """Summary, win-rates, figures and Markdown for a run; returns the Markdown (also stored as report.md)."""
@@ -211,5 +224,6 @@ def write_full_report(store: ArtifactStore, run_id: str, settings: Settings, sys
     markdown = write_report(store, run_id, summary, meta)
     markdown += leaderboard_markdown(store, run_id, summary, winrates)
     markdown += instruction_markdown(store, run_id, dict(zip(summary["system_id"], summary["system_spec"])))
+    markdown += tables_markdown(store, run_id)
     store.write_bytes(f"runs/{run_id}/report.md", markdown.encode("utf-8"))
     return markdown

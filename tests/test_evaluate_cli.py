@@ -74,7 +74,9 @@ def test_first_run_produces_real_different_figures(first_run, small_dataset: Pat
     assert set(transcripts["normalizer"]) == {"english-v1", "basic-v1"}
     # the printed table and the Markdown report
     assert "piper:joe" in result.stdout and "WER" in result.stdout
-    assert "| piper:joe |" in (store / "runs" / "r1" / "report.md").read_text()
+    markdown = (store / "runs" / "r1" / "report.md").read_text()
+    assert "| piper:joe |" in markdown
+    assert f"- synthesis: [{store}/runs/r1/synthesis](file://{store}/runs/r1/synthesis)" in markdown
 
 
 def test_rerun_recomputes_nothing(first_run, small_dataset: Path) -> None:
