@@ -253,3 +253,24 @@ def test_without_a_prefect_server_the_command_starts_and_stops_its_own(tmp_path:
     assert output.count("Starting temporary server") == 1 and "Stopping temporary server" in output
     assert "Error logging to API" not in output and "Traceback" not in output
     assert len(pd.read_parquet(tmp_path / "s" / "runs" / "own" / "report")) == 2
+
+
+def test_sigterm_stops_the_run_and_everything_it_started(small_dataset: Path, tmp_path: Path) -> None:
+    """SIGTERM (a scheduler or a user's kill) ends the command, its Dask workers and its temporary Prefect server."""
+    import psutil
+
+    env = {k: v for k, v in cli_env("unused").items() if k != "PREFECT_API_URL"} | {"PREFECT_HOME": str(tmp_path / "ph")}
+    proc = subprocess.Popen([str(BIN / "ttseval"), "evaluate", "--dataset", str(small_dataset), "--systems",
+                             "espeak-ng,flite:slt", "--store", str(tmp_path / "s"), "--run-id", "t", "--shard-size", "1"],
+                            env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    synth_dir = tmp_path / "s" / "runs" / "t" / "synthesis"
+    deadline = time.monotonic() + 300
+    while not (synth_dir.is_dir() and list(synth_dir.glob("part-*.parquet"))):
+        assert proc.poll() is None and time.monotonic() < deadline, "the run ended before it could be stopped"
+        time.sleep(0.1)
+    family = psutil.Process(proc.pid).children(recursive=True)
+    assert family, "expected Dask workers and a temporary Prefect server"
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) != 0
+    gone, alive = psutil.wait_procs(family, timeout=30)
+    assert not alive, [p.cmdline()[:3] for p in alive]

@@ -290,7 +290,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    # SystemExit unwinds the stack, so the temporary Prefect server and the Dask cluster are stopped by their
+    # context managers instead of being left behind; Prefect marks the flow run Crashed and calls this after.
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
+    import signal
+
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     _quiet_defaults()
     logging.getLogger("ttseval").setLevel(logging.INFO)
     args = build_parser().parse_args(argv)
