@@ -145,21 +145,9 @@ class TransformersAudioJudge:
             {"type": "text", "text": "Clip 2: "},
             {"type": "audio"},
         ]
-        raw, attempts, tokens_in, tokens_out, error = None, 0, 0, 0, None
-        answer, why = None, None
-        try:
-            for attempts in range(1, self._attempts_allowed() + 1):
-                raw, n_in, n_out = self._generate(content, [r.first, r.second])
-                tokens_in, tokens_out = tokens_in + n_in, tokens_out + n_out
-                answer, why = parse_pairwise(raw)
-                if answer is not None:
-                    break
-        except (RuntimeError, ValueError) as e:  # torch reports shape, device and memory failures as RuntimeError
-            error = f"generation failed on item {r.item_id!r}: {type(e).__name__}: {e}"
-        common = dict(raw_response=raw, attempts=max(attempts, 1), retries=max(attempts - 1, 0),
-                      input_tokens=tokens_in, output_tokens=tokens_out, cost_usd=0.0)
-        if answer is None or error is not None:
-            return PairwiseVerdict(winner=None, parse_ok=False, error=error or why, **common)
+        answer, error, common = self._ask(content, [r.first, r.second], parse_pairwise, r.item_id)
+        if answer is None:
+            return PairwiseVerdict(winner=None, parse_ok=False, error=error, **common)
         return PairwiseVerdict(
             winner=WINNER_FROM_ANSWER[answer.winner],  # type: ignore[arg-type]
             parse_ok=True,
@@ -171,26 +159,32 @@ class TransformersAudioJudge:
             **common,
         )
 
+    def _ask(self, content: list[dict[str, Any]], audios: list[Audio], parse: Any,
+             item_id: str) -> tuple[Any, str | None, dict[str, Any]]:
+        """Generate and parse, re-asking up to the attempts allowed; returns (answer, error, verdict fields)."""
+        raw, attempts, tokens_in, tokens_out, error = None, 0, 0, 0, None
+        answer = None
+        try:
+            for attempts in range(1, self._attempts_allowed() + 1):
+                raw, n_in, n_out = self._generate(content, audios)
+                tokens_in, tokens_out = tokens_in + n_in, tokens_out + n_out
+                answer, error = parse(raw)
+                if answer is not None:
+                    break
+        except (RuntimeError, ValueError) as e:  # torch reports shape, device and memory failures as RuntimeError
+            answer, error = None, f"generation failed on item {item_id!r}: {type(e).__name__}: {e}"
+        common = dict(raw_response=raw, attempts=max(attempts, 1), retries=max(attempts - 1, 0),
+                      input_tokens=tokens_in, output_tokens=tokens_out, cost_usd=0.0)
+        return answer, error, common
+
     def _judge_instruction(self, r: InstructionRequest) -> InstructionVerdict:
         content = [
             {"type": "text", "text": instruction_prompt(r.text, r.instruction, r.task) + "\n\nRecording: "},
             {"type": "audio"},
         ]
-        raw, attempts, tokens_in, tokens_out, error = None, 0, 0, 0, None
-        answer, why = None, None
-        try:
-            for attempts in range(1, self._attempts_allowed() + 1):
-                raw, n_in, n_out = self._generate(content, [r.audio])
-                tokens_in, tokens_out = tokens_in + n_in, tokens_out + n_out
-                answer, why = parse_instruction(raw)
-                if answer is not None:
-                    break
-        except (RuntimeError, ValueError) as e:  # torch reports shape, device and memory failures as RuntimeError
-            error = f"generation failed on item {r.item_id!r}: {type(e).__name__}: {e}"
-        common = dict(raw_response=raw, attempts=max(attempts, 1), retries=max(attempts - 1, 0),
-                      input_tokens=tokens_in, output_tokens=tokens_out, cost_usd=0.0)
-        if answer is None or error is not None:
-            return InstructionVerdict(follows=None, parse_ok=False, error=error or why, **common)
+        answer, error, common = self._ask(content, [r.audio], parse_instruction, r.item_id)
+        if answer is None:
+            return InstructionVerdict(follows=None, parse_ok=False, error=error, **common)
         return InstructionVerdict(follows=answer.follows, parse_ok=True, reasoning=answer.reasoning or None, **common)
 
     def _attempts_allowed(self) -> int:
