@@ -9,7 +9,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import pandas as pd
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
@@ -139,7 +138,3 @@ def run_judge_stage(settings: Settings, run_id: str, system_ids: list[str], base
         futures += [retrying.submit(settings, run_id, shard, f"{spec} shard {i + 1}/{len(plan.shards)}")
                     for i, shard in enumerate(plan.shards)]
     return plans, [f.result() for f in futures]
-
-
-def judged_systems(frame: pd.DataFrame) -> list[str]:
-    return list(dict.fromkeys(frame["system_id"]))

@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from ttseval.errors import DatasetError
+from ttseval.schemas import STATUSES
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ def _where(found: dict, columns: tuple[str, ...]) -> str:
 
 STAGE_RULES: dict[str, list[Rule]] = {
     "synthesis": [
-        Rule("status is known", "status", "ExpectColumnValuesToBeInSet", {"value_set": ["ok", "failed", "empty", "unsupported"]}),
+        Rule("status is known", "status", "ExpectColumnValuesToBeInSet", {"value_set": list(STATUSES)}),
         Rule("duration is positive", "duration_s", "ExpectColumnValuesToBeBetween", {"min_value": 0, "strict_min": True,
              "row_condition": 'status=="ok"', "condition_parser": "pandas"}),
         Rule("ok rows have audio", "audio_sha256", "ExpectColumnValuesToNotBeNull",
@@ -102,8 +102,3 @@ def check_stage_output(table: str, frame: pd.DataFrame) -> list[str]:
         return []
     frame = frame.assign(row=range(1, len(frame) + 1))
     return check(frame, STAGE_RULES[table], suite_name=table, row_columns=("item_id", "system_id"))
-
-
-def require(problems: list[str], what: str) -> None:
-    if problems:
-        raise DatasetError(f"{what} breaks {len(problems)} rule(s):\n- " + "\n- ".join(problems), problems=problems)

@@ -90,11 +90,6 @@ class InstructionAnswer(BaseModel):
     follows: bool
 
 
-def pairwise_response_schema() -> dict[str, Any]:
-    """JSON schema for APIs that constrain output (Gemini's response_schema)."""
-    return PairwiseAnswer.model_json_schema()
-
-
 def _load(text: str) -> Any:
     import json_repair
 
