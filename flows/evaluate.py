@@ -30,7 +30,7 @@ from tasks.report import write_full_report
 from tasks.synthesize import synthesize_task
 from tasks.transcribe import transcribe_task
 from ttseval.config import DEFAULT_SYSTEMS, Settings, load_settings
-from ttseval.dataset import DEMO_DATASET, load_items
+from ttseval.dataset import DEMO_DATASET, load_items, validate_items
 from ttseval.errors import DatasetError, SpecError, TTSEvalError
 from ttseval.registry import JUDGES, TTS, Spec
 from ttseval.schemas import table_from_rows
@@ -87,6 +87,18 @@ def _git_commit() -> str | None:
     return None
 
 
+def read_items(dataset: str, settings: Settings) -> tuple[pd.DataFrame, str]:
+    """The items of a file, or of a frozen dataset NAME@VERSION in the store; and the sha256 of what was read."""
+    from ttseval import catalog
+
+    if catalog.is_ref(dataset) and not Path(dataset).exists():
+        _, items, sha = catalog.resolve(get_store(settings.store), dataset)
+        # The generation spec defined its categories; the evaluate category set need not list them.
+        validate_items(items, source=dataset, categories=settings.categories | set(items["category"]))
+        return items, sha
+    return load_items(dataset, categories=settings.categories), hashlib.sha256(Path(dataset).read_bytes()).hexdigest()
+
+
 @flow(name="evaluate", task_runner=SettingsDaskTaskRunner())
 def evaluate(
     dataset: str = str(DEMO_DATASET),
@@ -101,7 +113,8 @@ def evaluate(
     """Evaluate TTS `systems` on the items in `dataset`; tables land under `<store>/runs/<run_id>/`.
 
     Args:
-        dataset: JSONL, CSV or Parquet items file (item_id, text, language, category, depth).
+        dataset: JSONL, CSV or Parquet items file (item_id, text, language, category, depth), or a generated
+            dataset frozen in the store, NAME@VERSION (NAME@latest: its newest version).
         systems: provider specs, e.g. ["piper:joe", "espeak-ng", "flite:slt"].
         store: artifact store URI (a folder or s3://bucket/prefix); default from settings.
         run_id: the run's name; re-using it resumes and reuses what is stored.
@@ -115,7 +128,7 @@ def evaluate(
     settings = load_settings(store=store, shard_size=shard_size)
     log = logger()
     st = get_store(settings.store)
-    items = load_items(dataset, categories=settings.categories)
+    items, dataset_sha256 = read_items(dataset, settings)
     specs = check_systems(systems, settings)
     judge_specs = check_judges(judges if judges is not None else settings.judges, settings)
     instruction_specs = check_judges(instruction_judges if instruction_judges is not None
@@ -162,7 +175,7 @@ def evaluate(
 
     meta = {"run_id": run_id, "store": st.display(), "dataset": str(dataset), "baseline": baseline_spec.canonical,
             "judges": ", ".join(judge_specs), "instruction judges": ", ".join(instruction_specs) or "none",
-            "dataset_sha256": hashlib.sha256(Path(dataset).read_bytes()).hexdigest(), "systems": ", ".join(map(str, specs)),
+            "dataset_sha256": dataset_sha256, "systems": ", ".join(map(str, specs)),
             "asr": json.dumps(settings.asr), "quality": settings.quality, "date": started.isoformat(timespec="seconds"),
             "ttseval": ttseval.__version__, "code": _git_commit() or "unknown"}
     markdown = write_full_report(st, run_id, settings, system_ids, meta)

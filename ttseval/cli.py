@@ -54,13 +54,14 @@ def prefect_api() -> Iterator[None]:
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from ttseval.config import load_settings
-    from ttseval.dataset import load_items
     from ttseval.registry import Spec
 
     settings = load_settings(store=args.store, shard_size=args.shard_size, dask_address=args.dask_address,
                              n_workers=args.workers)
     # Everything a user can get wrong is checked here, before Prefect starts and before the store is touched.
-    load_items(args.dataset, categories=settings.categories)
+    from flows.evaluate import read_items
+
+    read_items(args.dataset, settings)
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     if not systems:
         raise SpecError("--systems is empty; give provider specs such as piper:joe,espeak-ng,flite:slt")
@@ -171,6 +172,35 @@ def cmd_nightly(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_generate_dataset(args: argparse.Namespace) -> int:
+    """Grow a seed file into a frozen dataset version with an LLM (EmergentTTS-Eval's breadth and depth)."""
+    from flows.generate_dataset import generate_dataset, read_seeds
+    from tasks.common import get_provider
+    from ttseval import generation
+    from ttseval.config import load_settings
+
+    settings = load_settings(store=args.store)
+    spec = generation.load_spec(args.categories)
+    read_seeds(args.seeds, spec)
+    for llm in dict.fromkeys(filter(None, [args.llm, args.refine_llm, args.repair_llm])):
+        get_provider("llm", llm, settings)  # a bad spec or a missing API key fails before any call
+    with prefect_api():
+        result = generate_dataset(seeds=args.seeds, name=args.name, version=args.version, llm=args.llm,
+                                  refine_llm=args.refine_llm, repair_llm=args.repair_llm, categories=args.categories,
+                                  breadth=args.breadth, breadth_batch=args.breadth_batch,
+                                  depth_steps=args.depth_steps, temperature=args.temperature,
+                                  duplicate_threshold=args.duplicate_threshold, store=settings.store)
+    calls = result["calls"]
+    print(f"dataset {result['ref']}: {result['n_items']} items by depth {result['items_by_depth']}; "
+          f"{result['n_failed']} failed rows {result['failed_by_reason'] or ''}")
+    print(f"LLM calls: {calls['made']} made, {calls['cached']} from the cache; tokens in {calls['input_tokens']}, "
+          f"out {calls['output_tokens']}; ${calls['cost_usd']:.4f}")
+    print(result["stats_markdown"])
+    print(f"stored at {result['uri']}" + ("" if result["created"] else " (unchanged: this version existed)"))
+    print(f"evaluate it: ttseval evaluate --dataset {result['ref']}")
+    return 0
+
+
 def cmd_stack(args: argparse.Namespace) -> int:
     """Start, stop or describe the local stack: Prefect server + worker, Dask cluster, S3 server, on 127.0.0.1."""
     import json
@@ -231,13 +261,16 @@ def cmd_providers(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from flows.generate_dataset import DEFAULT_LLM
     from ttseval.config import DEFAULT_SYSTEMS
     from ttseval.dataset import DEMO_DATASET
+    from ttseval.generation import DEFAULT_SEEDS
 
     parser = argparse.ArgumentParser(prog="ttseval", description="Evaluate text-to-speech systems.")
     sub = parser.add_subparsers(dest="command", required=True)
     ev = sub.add_parser("evaluate", help="synthesize, transcribe, score and report (defaults: the demo)")
-    ev.add_argument("--dataset", default=str(DEMO_DATASET), help="items file: .jsonl, .csv or .parquet")
+    ev.add_argument("--dataset", default=str(DEMO_DATASET),
+                    help="items file (.jsonl, .csv, .parquet) or a generated dataset NAME@VERSION / NAME@latest")
     ev.add_argument("--systems", default=",".join(DEFAULT_SYSTEMS), help="comma-separated provider specs")
     ev.add_argument("--store", default=None, help="artifact store URI (default ./artifacts or TTSEVAL_STORE)")
     ev.add_argument("--run-id", default="demo", help="run name; the same name resumes and reuses stored rows")
@@ -285,6 +318,22 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("path", help="the published file (.jsonl, .json, .parquet or .csv)")
     imp.add_argument("--out", required=True, help="items file to write (.jsonl or .parquet)")
     imp.set_defaults(func=cmd_import_dataset)
+    gen = sub.add_parser("generate-dataset", help="grow a seed file into a versioned dataset with an LLM")
+    gen.add_argument("--seeds", default=str(DEFAULT_SEEDS), help="JSON Lines seed items (category, text)")
+    gen.add_argument("--name", default="generated", help="dataset name in the store")
+    gen.add_argument("--version", default=None, help="version to freeze (default: a hash of the items)")
+    gen.add_argument("--llm", default=DEFAULT_LLM, help="LLM spec, e.g. gemini:gemini-2.5-pro or "
+                     "openai:MODEL:base_url=http://127.0.0.1:8000/v1")
+    gen.add_argument("--refine-llm", default=None, help="LLM for depth refinement (default --llm)")
+    gen.add_argument("--repair-llm", default=None, help="LLM for grammar repair (default the refinement LLM)")
+    gen.add_argument("--categories", default=None, help="category-set TOML (default: EmergentTTS-Eval's six)")
+    gen.add_argument("--breadth", type=int, default=5, help="new items per category")
+    gen.add_argument("--breadth-batch", type=int, default=5, help="items asked for per breadth call")
+    gen.add_argument("--depth-steps", type=int, default=3, help="refinement steps (0-3)")
+    gen.add_argument("--temperature", type=float, default=1.0)
+    gen.add_argument("--duplicate-threshold", type=float, default=90.0, help="rapidfuzz ratio 0-100")
+    gen.add_argument("--store", default=None)
+    gen.set_defaults(func=cmd_generate_dataset)
     prov = sub.add_parser("providers", help="list the registered providers")
     prov.set_defaults(func=cmd_providers)
     return parser

@@ -166,4 +166,12 @@ JUDGES = Registry[Any](
     },
 )
 
-REGISTRIES: dict[str, Registry[Any]] = {"tts": TTS, "asr": ASR, "quality": QUALITY, "judge": JUDGES}
+LLMS = Registry[Any](
+    "llm",
+    {
+        "gemini": "providers.llm.gemini:GeminiLLM",
+        "openai": "providers.llm.openai_compat:OpenAICompatLLM",
+    },
+)
+
+REGISTRIES: dict[str, Registry[Any]] = {"tts": TTS, "asr": ASR, "quality": QUALITY, "judge": JUDGES, "llm": LLMS}

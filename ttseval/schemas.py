@@ -41,6 +41,35 @@ ITEMS = pa.schema(
     ]
 )
 
+GENERATED = pa.schema(
+    [
+        *[f.with_nullable(True) if f.name == "text" else f for f in ITEMS],  # a failed row may have no text
+        _f("root_id", pa.string(), "depth-0 item this lineage grew from"),
+        _f("seed_id", pa.string(), "human seed the item was written from or is"),
+        _f("subcategory", pa.string(), "subcategory within the category, where the category has them"),
+        _f("method", pa.string(), "how the item was made: seed, breadth, tongue-twister, or refine: <method>"),
+        _f("diversity_aspect", pa.string(), "the diversity criterion a breadth item covers (the model's words)"),
+        _f("reasoning", pa.string(), "the model's account of what makes a refinement harder (tts_synthesis_diversity)"),
+        _f("caption", pa.string(), "InstructTTSEval: the reference clip's 12-feature caption (JSON)"),
+        _f("dropout_set", pa.int16(), "InstructTTSEval DSD: which feature-dropout weight set (Table 8) was drawn, 1-3"),
+        _f("features", pa.string(), "InstructTTSEval DSD: the caption features kept after dropout, comma-joined"),
+        _f("repaired", pa.bool_(), "text passed through the grammar-repair call"),
+        _f("text_before_repair", pa.string(), "the refinement's text before grammar repair"),
+        _f("generator_model", pa.string(), "model that wrote the item"),
+        _f("llm_id", pa.string(), "stable id of the LLM configuration (model and generation settings)"),
+        _f("prompt_version", pa.string(), "version of ttseval's prompt template(s), '+'-joined when repaired"),
+        _f("prompt_hash", pa.string(), "SHA-256 (16 hex) of the full rendered request(s): the LLM call cache key"),
+        _f("temperature", pa.float64(), "sampling temperature of the call"),
+        _f("input_tokens", pa.int64(), "prompt tokens of the call(s) that made the item"),
+        _f("output_tokens", pa.int64(), "output tokens (thinking included) of the call(s)"),
+        _f("cost_usd", pa.float64(), "cost of the call(s) at the configured prices"),
+        _f("status", pa.string(), "ok, or failed (with the reason in error_type / error_message)", nullable=False),
+        _f("error_type", pa.string(), "refusal, unparseable, transport, duplicate, validation, parent_failed"),
+        _f("error_message", pa.string(), "what went wrong, for a person"),
+    ]
+)
+"""A generated dataset's rows, failed ones included. The frozen items table is the ok rows."""
+
 SYNTHESIS = pa.schema(
     [
         _f("item_id", pa.string(), "item key", nullable=False),

@@ -39,8 +39,7 @@ def _context() -> Any:
 _counter = iter(range(1, 1 << 30))
 
 
-def check(frame: pd.DataFrame, rules: list[Rule], *, suite_name: str, row_columns: tuple[str, ...] = ("row", "item_id")) -> list[str]:
-    """Validate `frame` against `rules`; returns one message per failed rule naming up to 8 offending rows."""
+def _validate(frame: pd.DataFrame, rules: list[Rule], *, suite_name: str, row_columns: tuple[str, ...]) -> list[Any]:
     import great_expectations as gx
     import great_expectations.expectations as gxe
 
@@ -57,8 +56,14 @@ def check(frame: pd.DataFrame, rules: list[Rule], *, suite_name: str, row_column
     result = batch_def.get_batch(batch_parameters={"dataframe": frame}).validate(
         suite, result_format={"result_format": "COMPLETE", "unexpected_index_column_names": list(row_columns)}
     )
+    return result.results
+
+
+def check(frame: pd.DataFrame, rules: list[Rule], *, suite_name: str, row_columns: tuple[str, ...] = ("row", "item_id")) -> list[str]:
+    """Validate `frame` against `rules`; returns one message per failed rule naming up to 8 offending rows."""
+    results = _validate(frame, rules, suite_name=suite_name, row_columns=row_columns)
     problems = []
-    for rule, outcome in zip(rules, result.results):
+    for rule, outcome in zip(rules, results):
         if outcome.success:
             continue
         where = outcome.result.get("unexpected_index_list") or []
@@ -69,6 +74,16 @@ def check(frame: pd.DataFrame, rules: list[Rule], *, suite_name: str, row_column
         problems.append(f"rule '{rule.name}' (column {rule.column}) fails on {count} row(s): {shown}{more}"
                         f" (values {value!r}). Fix: {rule.fix}")
     return problems
+
+
+def row_failures(frame: pd.DataFrame, rules: list[Rule], *, suite_name: str) -> dict[int, list[Rule]]:
+    """The rules each row breaks, by the frame's `row` column (rows that pass are absent)."""
+    failed: dict[int, list[Rule]] = {}
+    for rule, outcome in zip(rules, _validate(frame, rules, suite_name=suite_name, row_columns=("row",))):
+        if not outcome.success:
+            for found in outcome.result.get("unexpected_index_list") or []:
+                failed.setdefault(int(found["row"]), []).append(rule)
+    return failed
 
 
 def _where(found: dict, columns: tuple[str, ...]) -> str:

@@ -1,0 +1,186 @@
+"""The generate_dataset flow (EmergentTTS-Eval section 3.1): seeds -> breadth expansion -> depth refinement
+(x N, grammar repair for code-switched items) -> de-duplication and validation -> a frozen, versioned dataset.
+
+Every LLM call is answered from the store's call cache when it was made before (tasks/llm.py), so a re-run with
+the same settings makes no calls and an interrupted run resumes where it stopped. Failed calls and rejected
+items are rows with their reason in `generation.parquet`; the flow goes on without them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from prefect import flow, task
+from prefect.artifacts import create_markdown_artifact
+from prefect.cache_policies import NO_CACHE
+
+import ttseval
+from flows.evaluate import _git_commit
+from tasks.common import get_provider, get_store, logger, now
+from tasks.generate import breadth_rows, refine_rows, screen
+from tasks.llm import CallStats
+from ttseval import catalog
+from ttseval import generation as g
+from ttseval.categories import MAX_DEPTH
+from ttseval.config import Settings, load_settings
+from ttseval.dataset import read_jsonl_rows
+from ttseval.errors import DatasetError, SpecError
+from ttseval.schemas import GENERATED
+
+DEFAULT_LLM = "gemini:gemini-2.5-pro"
+
+
+def read_seeds(path: str | Path, spec: g.GenerationSpec) -> list[g.Seed]:
+    """Seed items from JSON Lines (category, text; optional seed_id, subcategory); errors name the line and fix."""
+    p = Path(path)
+    if not p.is_file():
+        raise DatasetError(f"seed file {str(p)!r} does not exist; pass --seeds PATH to a .jsonl file", source=str(p))
+    rows = read_jsonl_rows(p, p.read_text(encoding="utf-8"))
+    seeds, problems, seen = [], [], set()
+    for n, row in enumerate(rows, start=1):
+        category, text = row.get("category"), row.get("text")
+        if category not in spec.categories:
+            problems.append(f"line {n}: category {category!r} is not in the category set; use one of "
+                            f"{', '.join(spec.categories)} or add it to the --categories file")
+        if not isinstance(text, str) or not text.strip():
+            problems.append(f"line {n}: text is missing or empty; write the seed sentence in `text`")
+        seed_id = str(row.get("seed_id") or f"s{n}")
+        if seed_id in seen:
+            problems.append(f"line {n}: seed_id {seed_id!r} is used twice; give each seed its own id")
+        seen.add(seed_id)
+        if not problems:
+            seeds.append(g.Seed(seed_id, category, text.strip(), row.get("subcategory")))
+    if problems:
+        raise DatasetError(f"seed file {p} has {len(problems)} problem(s):\n- " + "\n- ".join(problems),
+                           source=str(p), problems=problems)
+    if not rows:
+        raise DatasetError(f"seed file {p} has no seeds", source=str(p))
+    return seeds
+
+
+@task(name="expand-breadth", cache_policy=NO_CACHE)
+def expand_breadth(settings: Settings, spec: g.GenerationSpec, seeds: list[g.Seed], llm_spec: str,
+                   per_category: int, batch: int, temperature: float, max_depth: int, threshold: float,
+                   stats: CallStats) -> list[dict[str, Any]]:
+    llm = get_provider("llm", llm_spec, settings)
+    rows = breadth_rows(spec, seeds, llm, get_store(settings.store), per_category=per_category, batch=batch,
+                        temperature=temperature, stats=stats)
+    return screen(spec, rows, [], max_depth=max_depth, threshold=threshold)
+
+
+@task(name="refine-depth", cache_policy=NO_CACHE)
+def refine_depth(settings: Settings, spec: g.GenerationSpec, rows: list[dict[str, Any]], depth: int, llm_spec: str,
+                 repair_spec: str, temperature: float, max_depth: int, threshold: float,
+                 stats: CallStats) -> list[dict[str, Any]]:
+    parents = [r for r in rows if r["depth"] == depth - 1]
+    new = refine_rows(spec, parents, depth, get_provider("llm", llm_spec, settings),
+                      get_provider("llm", repair_spec, settings), get_store(settings.store),
+                      temperature=temperature, seed=settings.seed, stats=stats)
+    return rows + screen(spec, new, rows, max_depth=max_depth, threshold=threshold)
+
+
+@flow(name="generate_dataset")
+def generate_dataset(
+    seeds: str = str(g.DEFAULT_SEEDS),
+    name: str = "generated",
+    version: str | None = None,
+    llm: str = DEFAULT_LLM,
+    refine_llm: str | None = None,
+    repair_llm: str | None = None,
+    categories: str | None = None,
+    breadth: int = 5,
+    breadth_batch: int = 5,
+    depth_steps: int = 3,
+    temperature: float = 1.0,
+    duplicate_threshold: float = 90.0,
+    store: str | None = None,
+) -> dict[str, Any]:
+    """Grow `seeds` into a dataset and freeze it in the store as `name@version`.
+
+    Args:
+        seeds: JSON Lines of human-written seed items (category, text; optional seed_id, subcategory).
+        name: the dataset's name in the store.
+        version: the version to freeze; default `g` + a hash of the items (a re-run gives the same one).
+        llm: LLM spec for breadth expansion, e.g. 'gemini:gemini-2.5-pro' or 'openai:MODEL:base_url=...'.
+        refine_llm: LLM for depth refinement; default `llm`.
+        repair_llm: LLM for the grammar-repair pass; default the refinement LLM.
+        categories: category-set TOML (default: EmergentTTS-Eval's six, ttseval/data/generation/emergenttts.toml).
+        breadth: new items per category from breadth expansion.
+        breadth_batch: items asked for per breadth call.
+        depth_steps: refinement steps (the paper uses 3); depth runs 0..depth_steps.
+        temperature: sampling temperature of breadth and refinement calls (repair uses 0).
+        duplicate_threshold: rapidfuzz ratio (0-100) at which two items of a category count as near-duplicates.
+        store: artifact store URI; default from settings.
+    """
+    started, t0 = now(), time.perf_counter()
+    log = logger()
+    if not 0 <= depth_steps <= MAX_DEPTH:
+        raise SpecError(f"depth_steps={depth_steps}: use 0 to {MAX_DEPTH} (items deeper than {MAX_DEPTH} are not "
+                        "accepted by the evaluate flow)")
+    if breadth < 0 or breadth_batch < 1:
+        raise SpecError("breadth must be >= 0 and breadth_batch >= 1")
+    settings = load_settings(store=store)
+    st = get_store(settings.store)
+    spec = g.load_spec(categories)
+    seed_list = read_seeds(seeds, spec)
+    refine_llm = refine_llm or llm
+    repair_llm = repair_llm or refine_llm
+    llms = {s: get_provider("llm", s, settings) for s in dict.fromkeys([llm, refine_llm, repair_llm])}
+    log.info(f"generating {name!r} from {len(seed_list)} seeds over {len(spec.categories)} categories with "
+             + ", ".join(sorted(llms)))
+    stats = CallStats()
+    common = {"max_depth": depth_steps, "threshold": duplicate_threshold, "stats": stats}
+    rows = expand_breadth(settings, spec, seed_list, llm, breadth, breadth_batch, temperature, **common)
+    for depth in range(1, depth_steps + 1):
+        rows = refine_depth(settings, spec, rows, depth, refine_llm, repair_llm, temperature, **common)
+
+    generation = pd.DataFrame(rows).reindex(columns=GENERATED.names)
+    created = now()
+    generation["created_at"] = created
+    items = generation[generation["status"] == "ok"].reset_index(drop=True)
+    if items.empty:
+        raise DatasetError(f"no item survived generation ({len(generation)} failed rows); see the reasons with "
+                           "--verbose or in the flow log")
+    stats_frame = g.dataset_statistics(items, words_per_minute=spec.words_per_minute)
+    stats_md = g.statistics_markdown(stats_frame, words_per_minute=spec.words_per_minute)
+    failures = generation.loc[generation["status"] != "ok", "error_type"].value_counts().to_dict()
+    manifest = {
+        "created_at": created.isoformat(timespec="seconds"), "seeds": str(seeds),
+        "seeds_sha256": hashlib.sha256(Path(seeds).read_bytes()).hexdigest(),
+        "category_spec": spec.version, "categories": list(spec.categories),
+        "llm": llm, "refine_llm": refine_llm, "repair_llm": repair_llm,
+        "llm_ids": {s: m.llm_id for s, m in llms.items()},
+        "prompt_versions": [g.BREADTH_PROMPT_VERSION, g.REFINE_PROMPT_VERSION, g.REPAIR_PROMPT_VERSION,
+                            g.TWISTER_PROMPT_VERSION],
+        "breadth": breadth, "depth_steps": depth_steps, "temperature": temperature, "seed": settings.seed,
+        "duplicate_threshold": duplicate_threshold,
+        "items_by_depth": {int(k): int(v) for k, v in items["depth"].value_counts().sort_index().items()},
+        "failed_by_reason": {str(k): int(v) for k, v in failures.items()},
+        "calls": stats.as_dict(), "ttseval": ttseval.__version__, "code": _git_commit() or "unknown",
+    }
+    written = catalog.write_version(st, name, version, items=items, generation=generation, stats=stats_frame,
+                                    stats_md=stats_md, manifest=manifest)
+    wall_s = time.perf_counter() - t0
+    summary = (f"# Dataset {written.ref}\n\n{len(items)} items, {len(generation) - len(items)} failed rows "
+               f"({', '.join(f'{k} {v}' for k, v in failures.items()) or 'none'}).\n\nLLM calls: {stats.made} made, "
+               f"{stats.cached} from the cache; {stats.input_tokens} input and {stats.output_tokens} output tokens, "
+               f"${stats.cost_usd:.4f}.\n\n{stats_md}\nStored at `{written.uri}`"
+               + ("" if written.created else " (this version already existed with the same items)") + ".\n")
+    create_markdown_artifact(markdown=summary, key="ttseval-dataset-" + _slug(name),
+                             description=f"generated dataset {written.ref}")
+    log.info(f"dataset {written.ref}: {len(items)} items at {written.uri} ({wall_s:.1f} s; "
+             f"{stats.made} LLM calls made, {stats.cached} cached)")
+    return {"ref": written.ref, "uri": written.uri, "created": written.created, "n_items": len(items),
+            "n_failed": len(generation) - len(items), "failed_by_reason": manifest["failed_by_reason"],
+            "items_by_depth": manifest["items_by_depth"], "calls": stats.as_dict(), "wall_s": wall_s,
+            "started_at": started.isoformat(timespec="seconds"), "stats_markdown": stats_md}
+
+
+def _slug(name: str) -> str:
+    import re
+
+    return re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-") or "dataset"

@@ -1,0 +1,202 @@
+"""The loop every HTTP LLM client shares: transport retries, re-asks on unparseable output, refusals, usage.
+
+Two budgets, counted apart and both per request:
+  retries   transport retries (408, 429, 5xx, timeouts, connection errors), up to `max_retries`, exponential
+            backoff from `backoff_s` with jitter, a server's Retry-After honoured, capped at `max_backoff_s`.
+  attempts  answers received: 1 + re-asks after output that does not parse, up to `max_attempts`.
+A refusal (the API says so, or the text is a plain apology instead of JSON) is final: asking again for the same
+thing is paid for and rarely changes the answer. A subclass implements `_send` (one HTTP exchange) only.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import re
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+
+from providers.llm import LLMRequest, LLMResult
+
+logger = logging.getLogger(__name__)
+
+RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+_NORMAL_FINISH = frozenset({"STOP", "END_TURN", "STOP_SEQUENCE", "TOOL_USE", "TOOL_CALLS"})
+"""Finish reasons that say nothing about why output did not parse (others are named in the error)."""
+_REFUSAL_RE = re.compile(
+    r"^\W*(i'?m sorry|i am sorry|sorry,|i can(?:'|no)t|i cannot|i won'?t|i am unable|i'?m unable|as an ai)",
+    re.IGNORECASE,
+)
+
+
+class LLMOptions(BaseModel):
+    """Options every client takes (`provider:model:key=value`); values arrive as strings."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    temperature: float = Field(1.0, ge=0, le=2, description="default sampling temperature (a request may override)")
+    max_output_tokens: int = Field(4096, gt=0, description="output cap per answer")
+    max_attempts: int = Field(3, ge=1, description="answers asked for per request (re-asks on unparseable output)")
+    max_retries: int = Field(5, ge=0, description="transport retries per request (408/429/5xx/timeouts)")
+    backoff_s: float = Field(1.0, ge=0, description="first retry delay; doubles on each retry")
+    max_backoff_s: float = Field(60.0, ge=0, description="cap on one retry delay, Retry-After included")
+    concurrency: int = Field(4, ge=1, description="requests in flight at once within one batch")
+    input_usd_per_mtok: float = Field(0.0, ge=0, description="price of a million prompt tokens")
+    output_usd_per_mtok: float = Field(0.0, ge=0, description="price of a million output tokens")
+    base_url: str | None = Field(None, description="API endpoint; None = the provider's public one")
+    timeout_s: float = Field(300.0, gt=0, description="per-request HTTP timeout")
+
+
+@dataclass
+class Reply:
+    """One answered HTTP exchange, in provider-neutral terms."""
+
+    text: str | None
+    finish_reason: str | None = None
+    refusal: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+
+
+class Transient(Exception):
+    """A failure worth retrying; `delay_s` is what the server asked for, if it did."""
+
+    def __init__(self, detail: str, delay_s: float | None = None) -> None:
+        super().__init__(detail)
+        self.delay_s = delay_s
+
+
+class Fatal(Exception):
+    """A failure not worth retrying (4xx other than 408/429, or a client-side error)."""
+
+
+def parse_answer(text: str | None, schema: type[BaseModel] | None) -> tuple[Any, str | None]:
+    """(answer, None) when `text` holds a valid `schema` instance (json-repair first), else (None, why)."""
+    if schema is None:
+        return (text, None) if text and text.strip() else (None, "empty response")
+    import json_repair
+
+    try:
+        # json-repair closes truncated strings and objects, strips code fences and trailing prose.
+        data = json_repair.loads(text) if text and text.strip() else None
+        if not isinstance(data, dict):
+            return None, f"no JSON object in the response ({(text or '')[:80]!r})"
+        return schema.model_validate(data), None
+    except (ValidationError, ValueError, TypeError) as e:
+        return None, f"response does not match the {schema.__name__} schema: {str(e)[:300]}"
+
+
+def looks_like_refusal(text: str | None) -> bool:
+    """A plain-text apology where JSON was asked for."""
+    return bool(text) and bool(_REFUSAL_RE.match(text.strip()))
+
+
+class BaseLLM:
+    """Retry, re-ask and accounting around `_send`; subclasses set `name`, build `options` and the id."""
+
+    name: ClassVar[str] = "llm"
+    refusal_finish_reasons: ClassVar[frozenset[str]] = frozenset()
+    refusals_are_final: ClassVar[bool] = True
+    """False: a refusal (API-reported or a plain apology) counts as unparseable output and is asked again, up to
+    `max_attempts` (how the judges treated it before this loop existed)."""
+
+    options: LLMOptions
+    model: str
+    spec: str
+    llm_id: str
+    _api_key: SecretStr
+
+    # -- to implement ---------------------------------------------------------------------------------------------
+    def _send(self, request: LLMRequest) -> Reply:
+        """One HTTP exchange. Raises Transient (retry) or Fatal (give up)."""
+        raise NotImplementedError
+
+    # -- the protocol ---------------------------------------------------------------------------------------------
+    def generate(self, batch: list[LLMRequest]) -> list[LLMResult]:
+        """One result per request, in order; never raises for a failed call."""
+        if not batch:
+            return []
+        workers = min(self.options.concurrency, len(batch))
+        if workers == 1:
+            return [self.complete(r) for r in batch]
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"{self.name}-llm") as pool:
+            return list(pool.map(self.complete, batch))
+
+    def complete(self, request: LLMRequest) -> LLMResult:
+        """Answer one request: transport retries inside each attempt, re-asks while the output does not parse."""
+        out = LLMResult(ok=False, model=self.model)
+        why = "no answer"
+        for _ in range(self.options.max_attempts):
+            try:
+                reply = self._with_retries(request, out)
+            except Fatal as e:
+                out.failure, out.error = "transport", self.scrub(str(e))
+                return self._priced(out)
+            out.attempts += 1
+            self._add_usage(out, reply)
+            out.raw, out.finish_reason = reply.text, reply.finish_reason
+            refused = reply.refusal is not None or (reply.finish_reason in self.refusal_finish_reasons)
+            if refused and self.refusals_are_final:
+                out.failure = "refusal"
+                out.error = self.scrub(f"refusal: {reply.refusal or ('finish_reason=' + str(reply.finish_reason))}"[:500])
+                return self._priced(out)
+            answer, why = parse_answer(reply.text, request.schema)
+            if answer is not None:
+                out.ok, out.data = True, answer
+                return self._priced(out)
+            if self.refusals_are_final and looks_like_refusal(reply.text):
+                out.failure, out.error = "refusal", self.scrub(f"refusal: {reply.text.strip()[:300]}")
+                return self._priced(out)
+            if reply.refusal is not None:
+                why = f"refusal: {reply.refusal}; {why}"
+            finish = (reply.finish_reason or "").upper()
+            if finish in ("MAX_TOKENS", "LENGTH"):
+                why = f"finish_reason={reply.finish_reason} (raise max_output_tokens); {why}"
+            elif finish and finish not in _NORMAL_FINISH:
+                why = f"finish_reason={reply.finish_reason}; {why}"
+            logger.info("%s %s: unparseable output on attempt %d: %s", self.name, self.model, out.attempts, why)
+        out.failure = "unparseable"
+        out.error = self.scrub(f"unparseable output after {out.attempts} attempt(s): {why}")
+        return self._priced(out)
+
+    # -- helpers --------------------------------------------------------------------------------------------------
+    def _with_retries(self, request: LLMRequest, out: LLMResult) -> Reply:
+        o = self.options
+        while True:
+            try:
+                return self._send(request)
+            except Transient as e:
+                detail, requested = str(e), e.delay_s
+            if out.retries >= o.max_retries:
+                raise Fatal(f"{detail} (gave up after {out.retries} retries)")
+            delay = requested if requested is not None else o.backoff_s * 2**out.retries * (1 + 0.25 * random.random())
+            delay = min(delay, o.max_backoff_s)
+            out.retries += 1
+            logger.info("%s %s: %s; retry %d/%d in %.2f s", self.name, self.model, self.scrub(detail), out.retries,
+                        o.max_retries, delay)
+            time.sleep(delay)
+
+    @staticmethod
+    def _add_usage(out: LLMResult, reply: Reply) -> None:
+        if reply.input_tokens is not None:
+            out.input_tokens = (out.input_tokens or 0) + reply.input_tokens
+        if reply.output_tokens is not None:
+            out.output_tokens = (out.output_tokens or 0) + reply.output_tokens
+
+    def _priced(self, out: LLMResult) -> LLMResult:
+        if out.input_tokens is not None or out.output_tokens is not None:
+            o = self.options
+            out.cost_usd = ((out.input_tokens or 0) * o.input_usd_per_mtok
+                            + (out.output_tokens or 0) * o.output_usd_per_mtok) / 1e6
+        return out
+
+    def temperature_of(self, request: LLMRequest) -> float:
+        return self.options.temperature if request.temperature is None else request.temperature
+
+    def scrub(self, text: str) -> str:
+        key = self._api_key.get_secret_value() if getattr(self, "_api_key", None) is not None else ""
+        return text.replace(key, "***") if key else text

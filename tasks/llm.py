@@ -1,0 +1,111 @@
+"""Every LLM call goes through here: answered by the store's call cache when the same request was made before.
+
+Cache key = sha256 of (llm_id, the request's identity: text parts, audio sha256, output schema, system text,
+temperature, sample). An entry is written the moment its call returns, so a run interrupted mid-way resumes
+with only the unfinished calls. Answers are cached whatever they were (valid, refused, unparseable): the model
+said it, and re-asking is a new request (bump `sample`). Transport failures are not cached, so the next run
+tries them again.
+
+    cache/llm/<llm_id>/<key[:2]>/<key>.json
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from typing import Any
+
+from providers.llm import LLM, LLMRequest, LLMResult
+from tasks.common import logger, now
+from ttseval.ids import canonical_json, digest
+from ttseval.store import ArtifactStore
+
+_RESULT_FIELDS = ("ok", "raw", "failure", "error", "finish_reason", "attempts", "retries", "input_tokens",
+                  "output_tokens", "cost_usd", "model")
+
+
+def request_key(llm: LLM, request: LLMRequest) -> str:
+    return digest({"llm_id": llm.llm_id, "request": request.identity()})
+
+
+def _path(llm: LLM, key: str) -> str:
+    return f"cache/llm/{llm.llm_id}/{key[:2]}/{key}.json"
+
+
+@dataclass
+class CallStats:
+    """Calls made and answered from the cache; tokens and cost of the calls actually made."""
+
+    made: int = 0
+    cached: int = 0
+    failed: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, result: LLMResult) -> None:
+        with self._lock:
+            if result.cached:
+                self.cached += 1
+                return
+            self.made += 1
+            self.failed += not result.ok
+            self.input_tokens += result.input_tokens or 0
+            self.output_tokens += result.output_tokens or 0
+            self.cost_usd += result.cost_usd or 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in ("made", "cached", "failed", "input_tokens", "output_tokens", "cost_usd")}
+
+
+def _load(store: ArtifactStore, llm: LLM, key: str, request: LLMRequest) -> LLMResult | None:
+    path = _path(llm, key)
+    if not store.exists(path):
+        return None
+    entry = json.loads(store.read_bytes(path))
+    fields = entry["result"]
+    data = entry.get("data")
+    if fields["ok"] and request.schema is not None:
+        data = request.schema.model_validate(data)
+    return LLMResult(**{k: fields.get(k) for k in _RESULT_FIELDS}, data=data, cached=True)
+
+
+def _save(store: ArtifactStore, llm: LLM, key: str, request: LLMRequest, result: LLMResult) -> None:
+    data = result.data.model_dump(mode="json") if hasattr(result.data, "model_dump") else result.data
+    entry = {
+        "key": key,
+        "llm_id": llm.llm_id,
+        "spec": llm.spec,
+        "request": request.identity(),
+        "result": {k: getattr(result, k) for k in _RESULT_FIELDS},
+        "data": data,
+        "created_at": now().isoformat(),
+    }
+    store.write_bytes(_path(llm, key), canonical_json(entry).encode("utf-8"))
+
+
+def cached_generate(store: ArtifactStore, llm: LLM, requests: list[LLMRequest],
+                    stats: CallStats | None = None) -> list[LLMResult]:
+    """One result per request, in order: cached answers first, the rest called with the client's concurrency."""
+    keys = [request_key(llm, r) for r in requests]
+    results: list[LLMResult | None] = [_load(store, llm, k, r) for k, r in zip(keys, requests)]
+    todo = [i for i, r in enumerate(results) if r is None]
+    workers = max(1, min(getattr(getattr(llm, "options", None), "concurrency", 1), len(todo) or 1))
+    if todo:
+        logger().info("%s: %d call(s) to make, %d answered from the cache", llm.spec, len(todo), len(requests) - len(todo))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="llm-call") as pool:
+        futures = {pool.submit(lambda i=i: llm.generate([requests[i]])[0]): i for i in todo}
+        for future in as_completed(futures):
+            i = futures[future]
+            result = future.result()
+            if result.failure != "transport":
+                _save(store, llm, keys[i], requests[i], result)
+            results[i] = result
+    done = [r for r in results if r is not None]
+    if stats is not None:
+        for r in done:
+            stats.add(r)
+    return done

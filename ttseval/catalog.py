@@ -1,0 +1,126 @@
+"""Versioned, frozen datasets in the artifact store, referred to as NAME@VERSION.
+
+    datasets/<name>/<version>/items.parquet       the ok items (GENERATED schema: items columns + lineage)
+    datasets/<name>/<version>/generation.parquet  every row, failed ones with their reason
+    datasets/<name>/<version>/stats.parquet, stats.md, manifest.json
+
+A version is written once. Writing it again with the same items is a no-op; with different items it is
+refused, so an evaluation that names NAME@VERSION always reads the same items. The default version is
+`g` + the first 12 hex digits of the items' content hash.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from ttseval.errors import DatasetError
+from ttseval.ids import digest
+from ttseval.schemas import GENERATED, ITEMS
+from ttseval.store import ArtifactStore
+
+REF_RE = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)@(?P<version>[A-Za-z0-9][A-Za-z0-9._-]*)$")
+_CONTENT_COLUMNS = [n for n in GENERATED.names if n not in ("created_at",)]
+
+
+def is_ref(text: str) -> bool:
+    return bool(REF_RE.match(text))
+
+
+def _dir(name: str, version: str) -> str:
+    return f"datasets/{name}/{version}"
+
+
+def content_hash(items: pd.DataFrame) -> str:
+    rows = items[[c for c in _CONTENT_COLUMNS if c in items.columns]].sort_values("item_id")
+    return digest(json.loads(rows.to_json(orient="records", force_ascii=False)))
+
+
+def _parquet(frame: pd.DataFrame, schema: pa.Schema | None = None) -> bytes:
+    frame = frame.astype(object).where(frame.notna(), None)  # NaN in a text column is a missing value
+    table = (pa.Table.from_pylist([{n: r.get(n) for n in schema.names} for r in frame.to_dict("records")], schema=schema)
+             if schema is not None else pa.Table.from_pandas(frame, preserve_index=False))
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression="zstd")
+    return sink.getvalue().to_pybytes()
+
+
+@dataclass
+class Written:
+    ref: str
+    uri: str
+    created: bool
+
+
+def write_version(store: ArtifactStore, name: str, version: str | None, *, items: pd.DataFrame,
+                  generation: pd.DataFrame, stats: pd.DataFrame, stats_md: str, manifest: dict[str, Any]) -> Written:
+    """Freeze a dataset version; returns its reference. Refuses to change an existing version."""
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
+        raise DatasetError(f"dataset name {name!r}: use letters, digits, '.', '_' or '-' (no '@' or '/')")
+    sha = content_hash(items)
+    version = version or f"g{sha[:12]}"
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", version):
+        raise DatasetError(f"dataset version {version!r}: use letters, digits, '.', '_' or '-'")
+    base = _dir(name, version)
+    ref = f"{name}@{version}"
+    if store.exists(f"{base}/manifest.json"):
+        old = json.loads(store.read_bytes(f"{base}/manifest.json"))
+        if old.get("content_sha256") != sha:
+            raise DatasetError(
+                f"dataset {ref} is frozen and holds other items (content {old.get('content_sha256', '?')[:12]} vs "
+                f"{sha[:12]}); pass a new --version, or leave it out to get a content-addressed one")
+        return Written(ref, store.display(base), created=False)
+    store.write_bytes(f"{base}/items.parquet", _parquet(items, GENERATED))
+    store.write_bytes(f"{base}/generation.parquet", _parquet(generation, GENERATED))
+    store.write_bytes(f"{base}/stats.parquet", _parquet(stats))
+    store.write_bytes(f"{base}/stats.md", stats_md.encode("utf-8"))
+    # The manifest goes last: a version without one is unfinished and is not listed or read.
+    store.write_bytes(f"{base}/manifest.json", json.dumps(
+        {**manifest, "name": name, "version": version, "ref": ref, "content_sha256": sha, "n_items": len(items)},
+        indent=2, default=str).encode("utf-8"))
+    return Written(ref, store.display(base), created=True)
+
+
+def versions(store: ArtifactStore, name: str) -> list[dict[str, Any]]:
+    """Manifests of a dataset's finished versions, oldest first."""
+    infos = store.fs.get_file_info(pafs.FileSelector(store.path("datasets", name), allow_not_found=True))
+    found = []
+    for info in infos:
+        rel = f"{_dir(name, info.base_name)}/manifest.json"
+        if info.type == pafs.FileType.Directory and store.exists(rel):
+            found.append(json.loads(store.read_bytes(rel)))
+    return sorted(found, key=lambda m: str(m.get("created_at", "")))
+
+
+def resolve(store: ArtifactStore, ref: str) -> tuple[str, pd.DataFrame, str]:
+    """(NAME@VERSION, the frozen items with the items schema's columns, sha256 of items.parquet) for `ref`;
+    `NAME@latest` names the newest version."""
+    import hashlib
+
+    m = REF_RE.match(ref)
+    if not m:
+        raise DatasetError(f"dataset reference {ref!r}: write NAME@VERSION (or NAME@latest)")
+    name, version = m["name"], m["version"]
+    if version == "latest":
+        found = versions(store, name)
+        if not found:
+            raise DatasetError(f"dataset {name!r} has no versions in store {store.display()}; "
+                               "run `ttseval generate-dataset` first or check --store")
+        version = found[-1]["version"]
+    path = f"{_dir(name, version)}/items.parquet"
+    if not store.exists(f"{_dir(name, version)}/manifest.json"):
+        known = ", ".join(m_["version"] for m_ in versions(store, name)) or "none"
+        raise DatasetError(f"dataset {name}@{version} is not in store {store.display()} (versions: {known})")
+    data = store.read_bytes(path)
+    frame = pd.read_parquet(io.BytesIO(data))
+    frame = frame[ITEMS.names].astype(object).where(frame[ITEMS.names].notna(), None)
+    frame["depth"] = frame["depth"].astype(int)
+    return f"{name}@{version}", frame.reset_index(drop=True), hashlib.sha256(data).hexdigest()
