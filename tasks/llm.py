@@ -96,14 +96,22 @@ def cached_generate(store: ArtifactStore, llm: LLM, requests: list[LLMRequest],
     workers = max(1, min(getattr(getattr(llm, "options", None), "concurrency", 1), len(todo) or 1))
     if todo:
         logger().info("%s: %d call(s) to make, %d answered from the cache", llm.spec, len(todo), len(requests) - len(todo))
+
+    def call(i: int) -> LLMResult:
+        result = llm.generate([requests[i]])[0]
+        if result.failure != "transport":  # saved here, at once: a crash elsewhere loses no finished call
+            _save(store, llm, keys[i], requests[i], result)
+        return result
+
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="llm-call") as pool:
-        futures = {pool.submit(lambda i=i: llm.generate([requests[i]])[0]): i for i in todo}
-        for future in as_completed(futures):
-            i = futures[future]
-            result = future.result()
-            if result.failure != "transport":
-                _save(store, llm, keys[i], requests[i], result)
-            results[i] = result
+        futures = {pool.submit(call, i): i for i in todo}
+        try:
+            for future in as_completed(futures):
+                results[futures[future]] = future.result()
+        except BaseException:
+            for future in futures:  # interrupted: calls not yet started are not made; running ones still save
+                future.cancel()
+            raise
     done = [r for r in results if r is not None]
     if stats is not None:
         for r in done:

@@ -12,9 +12,13 @@ It answers POST /{v1,v1beta}/models/{model}:generateContent with the JSON Google
 Google's body `{"error": {"code", "message", "status"}}`.
 
 Which reply a request gets: the first scripted marker (in the order `script` was called) that occurs in the
-request's text parts and still has replies queued pops its next reply; otherwise `default(request)` answers.
-The default answers a valid pairwise verdict when the request's responseSchema has a `winner` property, a valid
-instruction verdict when it has `follows`, else the text "ok".
+request's text parts and still has replies queued pops its next reply; otherwise `responder(request)` when one was
+given and it returns something (a dict is sent as the JSON answer, a str as the text, a Reply as it is; None falls
+through); otherwise `default(request)` answers. The default answers a valid pairwise verdict when the request's
+responseSchema has a `winner` property, a valid instruction verdict when it has `follows`, else the text "ok".
+
+    fake = FakeGemini(responder=lambda r: {"n": 3} if "count" in r.text() else None)
+    fake.requests[0].system_text(), fake.requests[0].response_schema(), fake.requests[0].generation_config
 """
 
 from __future__ import annotations
@@ -93,6 +97,15 @@ class Reply:
     def refusal(cls, **kw: Any) -> Reply:
         return cls(text=REFUSAL_TEXT, **kw)
 
+    @classmethod
+    def blocked(cls, reason: str = "SAFETY", *, message: str | None = None, prompt_tokens: int = 1000) -> Reply:
+        """The prompt itself was blocked: no candidates, promptFeedback.blockReason set (HTTP 200)."""
+        feedback: dict[str, Any] = {"blockReason": reason}
+        if message is not None:
+            feedback["blockReasonMessage"] = message
+        usage = {"promptTokenCount": prompt_tokens, "totalTokenCount": prompt_tokens}
+        return cls(body={"promptFeedback": feedback, "usageMetadata": usage, "modelVersion": "fake"})
+
     def response_body(self) -> bytes:
         if self.raw_body is not None:
             return self.raw_body
@@ -134,6 +147,19 @@ class GeminiRequest:
     def texts(self) -> list[str]:
         return [p["text"] for p in self.parts if "text" in p]
 
+    def text(self) -> str:
+        """The user turn's text parts, one per line."""
+        return "\n".join(self.texts())
+
+    def system_text(self) -> str | None:
+        """The system instruction's text, or None when the request had none."""
+        system = self.body.get("systemInstruction") or self.body.get("system_instruction")
+        if system is None:
+            return None
+        if isinstance(system, str):
+            return system
+        return "\n".join(p["text"] for p in system.get("parts", []) if "text" in p)
+
     def audio_parts(self) -> list[tuple[str, bytes]]:
         """(mime type, decoded bytes) of each inline-data part, in order."""
         out = []
@@ -150,10 +176,17 @@ class GeminiRequest:
     def generation_config(self) -> dict[str, Any]:
         return self.body.get("generationConfig", {})
 
+    def response_schema(self) -> dict[str, Any] | None:
+        """The output schema sent (responseSchema or responseJsonSchema, either spelling), or None."""
+        config = self.generation_config
+        for name in ("responseSchema", "response_schema", "responseJsonSchema", "response_json_schema"):
+            if config.get(name) is not None:
+                return config[name]
+        return None
+
     @property
     def schema_properties(self) -> set[str]:
-        schema = self.generation_config.get("responseSchema") or self.generation_config.get("responseJsonSchema")
-        return set((schema or {}).get("properties", {}))
+        return set((self.response_schema() or {}).get("properties", {}))
 
 
 def default_policy(request: GeminiRequest) -> Reply:
@@ -168,8 +201,14 @@ def default_policy(request: GeminiRequest) -> Reply:
 class FakeGemini:
     """The server, its script and its counters. Use as a context manager (or call start/stop)."""
 
-    def __init__(self, default: Callable[[GeminiRequest], Reply] = default_policy, delay_s: float = 0.0) -> None:
+    def __init__(
+        self,
+        default: Callable[[GeminiRequest], Reply] = default_policy,
+        delay_s: float = 0.0,
+        responder: Callable[[GeminiRequest], dict[str, Any] | str | Reply | None] | None = None,
+    ) -> None:
         self.default = default
+        self.responder = responder
         self.delay_s = delay_s
         self.requests: list[GeminiRequest] = []
         self.status_counts: Counter[int] = Counter()
@@ -197,6 +236,15 @@ class FakeGemini:
             for marker, queue in self._scripts.items():
                 if queue and marker in text:
                     return queue.pop(0)
+        if self.responder is not None:
+            answer = self.responder(request)
+            if isinstance(answer, Reply):
+                return answer
+            if isinstance(answer, (dict, str)):
+                return Reply.ok(answer)
+            if answer is not None:  # a test bug: answer 400 (not retried) so the client's error says so
+                return Reply.error(400, message=f"fake: responder returned {type(answer).__name__}, "
+                                                "want dict, str, Reply or None")
         return self.default(request)
 
     # -- counters ----------------------------------------------------------------------------------------------

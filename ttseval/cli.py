@@ -201,6 +201,34 @@ def cmd_generate_dataset(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_generate_instructions(args: argparse.Namespace) -> int:
+    """Caption reference clips and write InstructTTSEval-style APS, DSD and RP instructions into a frozen dataset."""
+    from flows.generate_instructions import generate_instructions, read_references
+    from tasks.common import get_provider
+    from ttseval.config import load_settings
+
+    settings = load_settings(store=args.store, seed=args.seed)
+    read_references(args.references)
+    for llm in dict.fromkeys(filter(None, [args.caption_llm, args.instruct_llm])):
+        get_provider("llm", llm, settings)  # a bad spec or a missing API key fails before any call
+    with prefect_api():
+        result = generate_instructions(references=args.references, name=args.name, version=args.version,
+                                       caption_llm=args.caption_llm, instruct_llm=args.instruct_llm,
+                                       caption_temperature=args.caption_temperature, temperature=args.temperature,
+                                       instruction_language=args.instruction_language, seed=args.seed,
+                                       store=settings.store)
+    calls = result["calls"]
+    print(f"dataset {result['ref']}: {result['n_items']} items by task {result['items_by_task']}; "
+          f"{result['n_failed']} failed rows {result['failed_by_reason'] or ''}")
+    print(f"LLM calls: {calls['made']} made, {calls['cached']} from the cache; tokens in {calls['input_tokens']}, "
+          f"out {calls['output_tokens']}; ${calls['cost_usd']:.4f}")
+    print(result["stats_markdown"])
+    print(f"stored at {result['uri']}" + ("" if result["created"] else " (unchanged: this version existed)"))
+    print(f"evaluate it: ttseval evaluate --dataset {result['ref']} --instruction-judges gemini:gemini-2.5-pro "
+          "--systems SPEC,...")
+    return 0
+
+
 def cmd_stack(args: argparse.Namespace) -> int:
     """Start, stop or describe the local stack: Prefect server + worker, Dask cluster, S3 server, on 127.0.0.1."""
     import json
@@ -334,6 +362,25 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--duplicate-threshold", type=float, default=90.0, help="rapidfuzz ratio 0-100")
     gen.add_argument("--store", default=None)
     gen.set_defaults(func=cmd_generate_dataset)
+    from ttseval.instructions import DEFAULT_CAPTION_LLM
+
+    gi = sub.add_parser("generate-instructions",
+                        help="caption reference clips and write APS/DSD/RP instructions (InstructTTSEval) into a "
+                             "versioned dataset")
+    gi.add_argument("--references", required=True,
+                    help="JSON Lines manifest: ref_id, audio (WAV path, relative to the manifest), text, language")
+    gi.add_argument("--name", default="instructions", help="dataset name in the store")
+    gi.add_argument("--version", default=None, help="version to freeze (default: a hash of the items)")
+    gi.add_argument("--caption-llm", default=DEFAULT_CAPTION_LLM,
+                    help="audio-capable LLM spec that captions the clips, e.g. gemini:gemini-2.5-pro")
+    gi.add_argument("--instruct-llm", default=None, help="LLM that writes DSD and RP instructions (default "
+                    "--caption-llm), e.g. openai:gpt-4o:temperature=1")
+    gi.add_argument("--caption-temperature", type=float, default=0.0)
+    gi.add_argument("--temperature", type=float, default=1.0, help="temperature of the DSD and RP calls")
+    gi.add_argument("--instruction-language", default="English", help="language of DSD and RP instructions")
+    gi.add_argument("--seed", type=int, default=None, help="seed of dropout draws and picks (default: settings)")
+    gi.add_argument("--store", default=None)
+    gi.set_defaults(func=cmd_generate_instructions)
     prov = sub.add_parser("providers", help="list the registered providers")
     prov.set_defaults(func=cmd_providers)
     return parser

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from ttseval.errors import ConfigError
 
@@ -66,8 +66,9 @@ def load_spec(path: str | Path | None = None) -> GenerationSpec:
         raise ConfigError(f"category spec {p}: no [categories.<name>] tables; see {DEFAULT_SPEC} for the format")
     try:
         return GenerationSpec(**{**raw, "categories": {k: {"name": k, **v} for k, v in cats.items()}})
-    except ValueError as e:
-        raise ConfigError(f"category spec {p}: {e}") from e
+    except ValidationError as e:
+        problems = "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors())
+        raise ConfigError(f"category spec {p}: {problems} (see {DEFAULT_SPEC} for the format)") from e
 
 
 # -- answer schemas -------------------------------------------------------------------------------------------

@@ -51,12 +51,13 @@ def _validate(frame: pd.DataFrame, rules: list[Rule], *, suite_name: str, row_co
         .add_batch_definition_whole_dataframe("all")
     )
     suite = gx.ExpectationSuite(name=f"{suite_name}-{n}")
-    for rule in rules:
-        suite.add_expectation(getattr(gxe, rule.expectation)(column=rule.column, **rule.kwargs))
+    for index, rule in enumerate(rules):
+        suite.add_expectation(getattr(gxe, rule.expectation)(column=rule.column, meta={"rule": index}, **rule.kwargs))
     result = batch_def.get_batch(batch_parameters={"dataframe": frame}).validate(
         suite, result_format={"result_format": "COMPLETE", "unexpected_index_column_names": list(row_columns)}
     )
-    return result.results
+    # GE does not keep the suite's order in its results; the meta index maps each back to its rule.
+    return sorted(result.results, key=lambda outcome: outcome.expectation_config.meta["rule"])
 
 
 def check(frame: pd.DataFrame, rules: list[Rule], *, suite_name: str, row_columns: tuple[str, ...] = ("row", "item_id")) -> list[str]:

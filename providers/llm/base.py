@@ -141,8 +141,8 @@ class BaseLLM:
             out.raw, out.finish_reason = reply.text, reply.finish_reason
             refused = reply.refusal is not None or (reply.finish_reason in self.refusal_finish_reasons)
             if refused and self.refusals_are_final:
-                out.failure = "refusal"
-                out.error = self.scrub(f"refusal: {reply.refusal or ('finish_reason=' + str(reply.finish_reason))}"[:500])
+                why = reply.refusal or f"finish_reason={reply.finish_reason}"
+                out.failure, out.error = "refusal", self.scrub(f"refusal: {why}"[:500])
                 return self._priced(out)
             answer, why = parse_answer(reply.text, request.schema)
             if answer is not None:

@@ -1,0 +1,388 @@
+"""InstructTTSEval instruction generation: captions (audio in), APS / DSD / RP rows, Table 8 dropout, the call cache,
+failures as rows, and the frozen dataset read back by the evaluate flow. The LLMs are the real openai client against
+tests/fake_openai.py on loopback; the flow runs in this process against the session's Prefect server."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import re
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import soundfile as sf
+
+from tests.conftest import cli_env, run_cli
+from tests.fake_openai import FakeOpenAI, OpenAIRequest, Reply
+from ttseval import instructions as ins
+from ttseval.errors import DatasetError
+
+REFS = ("r1", "r2", "r3")
+TEXTS = {"r1": "The tide comes in twice a day.", "r2": "Nobody told me the meeting moved.",
+         "r3": "Put the kettle on, would you?"}
+
+
+def wav_bytes(freq_hz: float, duration_s: float = 0.25, sample_rate_hz: int = 16000) -> bytes:
+    t = np.arange(int(duration_s * sample_rate_hz)) / sample_rate_hz
+    buf = io.BytesIO()
+    sf.write(buf, (0.3 * np.sin(2 * np.pi * freq_hz * t)).astype(np.float32), sample_rate_hz, format="WAV",
+             subtype="PCM_16")
+    return buf.getvalue()
+
+
+def value(feature: str, ref: str) -> str:
+    """A caption value unique to (feature, reference), so a prompt's content can be checked exactly."""
+    return f"{feature}-val-{ref} with a slight shift"
+
+
+def caption_of(ref: str) -> dict[str, str]:
+    return {f: value(f, ref) for f in ins.FEATURES}
+
+
+def write_refs(folder: Path) -> tuple[Path, dict[bytes, str]]:
+    (folder / "clips").mkdir(parents=True)
+    lines, by_bytes = [], {}
+    for k, ref in enumerate(REFS):
+        data = wav_bytes(300.0 + 150 * k)
+        (folder / "clips" / f"{ref}.wav").write_bytes(data)
+        by_bytes[data] = ref
+        lines.append({"ref_id": ref, "audio": f"clips/{ref}.wav", "text": TEXTS[ref], "language": "en-US"})
+    manifest = folder / "references.jsonl"
+    manifest.write_text("".join(json.dumps(r) + "\n" for r in lines), encoding="utf-8")
+    return manifest, by_bytes
+
+
+def kind(request: OpenAIRequest) -> str:
+    if request.audio_parts():
+        return "caption"
+    if "role-play directions" in request.text():
+        return "rp"
+    if "style directions" in request.text():
+        return "dsd"
+    return "other"
+
+
+def ref_in(text: str) -> str:
+    return re.search(r"-val-(r\d)", text).group(1)
+
+
+class Model:
+    """A cooperative model, except for the failures it is told to produce."""
+
+    def __init__(self, by_bytes: dict[bytes, str], refuse_caption: str | None = None,
+                 malformed_rp: str | None = None) -> None:
+        self.by_bytes, self.refuse_caption, self.malformed_rp = by_bytes, refuse_caption, malformed_rp
+
+    def __call__(self, request: OpenAIRequest):
+        k = kind(request)
+        if k == "caption":
+            ref = self.by_bytes[request.audio_parts()[0]]
+            return Reply.refusal() if ref == self.refuse_caption else caption_of(ref)
+        ref = ref_in(request.text())
+        if k == "dsd":
+            return {"instructions": [f"Directive {j} for {ref}: warm, unhurried and close to the ear."
+                                     for j in range(3)]}
+        if k == "rp":
+            if ref == self.malformed_rp:
+                return Reply.malformed()
+            return {"reasoning": f"The voice of {ref} suggests a patient teacher.",
+                    "instructions": [f"Role {j} for {ref}: a lighthouse keeper greeting visitors." for j in range(3)]}
+        return None
+
+
+def seed_with_dropout() -> int:
+    """A seed under which at least one test reference loses some features (so the DSD check means something)."""
+    for seed in range(100):
+        if any(len(ins.dropout(ins.FEATURES, ins.dropout_rng(seed, r))[1]) < 12 for r in REFS):
+            return seed
+    raise AssertionError("no seed drops anything")
+
+
+SEED = seed_with_dropout()
+
+
+@pytest.fixture(scope="module")
+def prefect_env(prefect_api: str):
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    with temporary_settings({PREFECT_API_URL: prefect_api}):
+        yield prefect_api
+        from prefect.logging.handlers import APILogHandler
+
+        APILogHandler().flush()  # send the last log lines while the server is still up
+
+
+def specs(fake: FakeOpenAI) -> tuple[str, str]:
+    return (f"openai:fake-audio-llm:base_url={fake.base_url}:backoff_s=0.01",
+            f"openai:fake-text-llm:base_url={fake.base_url}:backoff_s=0.01")
+
+
+@pytest.fixture(scope="module")
+def first_run(prefect_env: str, tmp_path_factory: pytest.TempPathFactory):
+    from flows.generate_instructions import generate_instructions
+
+    folder = tmp_path_factory.mktemp("instructions")
+    manifest, by_bytes = write_refs(folder)
+    store = folder / "store"
+    with FakeOpenAI(Model(by_bytes)) as fake:
+        caption_llm, instruct_llm = specs(fake)
+        result = generate_instructions(references=str(manifest), caption_llm=caption_llm, instruct_llm=instruct_llm,
+                                       seed=SEED, store=str(store))
+        calls = fake.calls
+        yield {"result": result, "fake": fake, "store": store, "manifest": manifest, "by_bytes": by_bytes,
+               "calls": calls, "specs": (caption_llm, instruct_llm), "folder": folder, "api": prefect_env}
+
+
+def generation(store: Path, ref: str) -> pd.DataFrame:
+    name, version = ref.split("@")
+    return pd.read_parquet(store / "datasets" / name / version / "generation.parquet")
+
+
+# -- the main run ----------------------------------------------------------------------------------------------
+def test_three_references_give_nine_items_with_lineage(first_run) -> None:
+    result, store = first_run["result"], first_run["store"]
+    assert result["n_items"] == 9 and result["n_failed"] == 0
+    assert result["items_by_task"] == {"APS": 3, "DSD": 3, "RP": 3}
+    assert first_run["calls"] == 9 and result["calls"]["made"] == 9 and result["calls"]["cached"] == 0
+    rows = generation(store, result["ref"])
+    assert list(rows["item_id"]) == [f"{r}-{t}" for r in REFS for t in ins.TASKS]
+    assert (rows["category"] == "instruction_following").all() and (rows["depth"] == 0).all()
+    assert (rows["parent_id"] == rows["root_id"]).all()
+    assert list(rows["root_id"]) == [r for r in REFS for _ in ins.TASKS]
+    assert list(rows["method"]) == ["caption", "dsd", "rp"] * 3
+    assert list(rows["text"]) == [TEXTS[r] for r in REFS for _ in ins.TASKS]
+    assert (rows["language"] == "en-US").all()
+    assert list(rows["generator_model"]) == ["fake-audio-llm", "fake-text-llm", "fake-text-llm"] * 3
+    assert list(rows["prompt_version"]) == ["caption-v1+aps-v1", "dsd-v1", "rp-v1"] * 3
+    assert rows["prompt_hash"].str.fullmatch(r"[0-9a-f]{16}").all() and rows["llm_id"].notna().all()
+    assert list(rows["temperature"]) == [0.0, 1.0, 1.0] * 3
+    assert (rows["input_tokens"] == 1000).all() and (rows["output_tokens"] == 50).all()
+    for r in rows.itertuples():
+        assert json.loads(r.caption) == caption_of(r.root_id)
+    # the reference clip is in the store, byte for byte
+    for r in rows.itertuples():
+        assert r.reference_audio_uri and (first_run["folder"] / "clips" / f"{r.root_id}.wav").read_bytes() == \
+            Path(r.reference_audio_uri.removeprefix("file://")).read_bytes()
+    version = result["ref"].split("@")[1]
+    manifest = json.loads((store / "datasets" / "instructions" / version / "manifest.json").read_text())
+    assert manifest["seed"] == SEED and manifest["calls"]["made"] == 9
+    assert [s["prob"] for s in manifest["dropout_sets"]] == [0.5, 0.25, 0.25]
+    assert "| APS | 3 |" in result["stats_markdown"] and "| overall | 9 |" in result["stats_markdown"]
+
+
+def test_captions_are_asked_with_the_exact_reference_audio(first_run) -> None:
+    fake = first_run["fake"]
+    captions = [r for r in fake.requests if kind(r) == "caption"]
+    assert len(captions) == 3
+    assert {r.audio_parts()[0] for r in captions} == set(first_run["by_bytes"])
+    for r in captions:
+        assert len(r.audio_parts()) == 1 and r.audio_formats() == ["wav"]
+        assert r.model == "fake-audio-llm" and r.body["temperature"] == 0.0
+        assert r.response_format()["json_schema"]["name"] == "Caption"
+        assert set(r.response_format()["json_schema"]["schema"]["required"]) == set(ins.FEATURES)
+        assert all(f in r.text() for f in ins.FEATURES)
+    for r in fake.requests:
+        if kind(r) != "caption":
+            assert r.model == "fake-text-llm" and not r.audio_parts()
+
+
+def test_aps_instruction_is_the_caption(first_run) -> None:
+    rows = generation(first_run["store"], first_run["result"]["ref"])
+    for r in rows[rows["task"] == "APS"].itertuples():
+        for f in ins.FEATURES:
+            assert f"{ins.LABELS[f]}: {value(f, r.root_id)}." in r.instruction
+        assert r.features == ",".join(ins.FEATURES)
+
+
+def test_dsd_prompt_holds_only_the_kept_features(first_run) -> None:
+    rows = generation(first_run["store"], first_run["result"]["ref"])
+    prompts = {ref_in(r.text()): r.text() for r in first_run["fake"].requests if kind(r) == "dsd"}
+    dropped_somewhere = False
+    for r in rows[rows["task"] == "DSD"].itertuples():
+        number, kept = ins.dropout(ins.FEATURES, ins.dropout_rng(SEED, r.root_id))
+        assert r.dropout_set == number and r.features == ",".join(kept)
+        prompt = prompts[r.root_id]
+        for f in ins.FEATURES:
+            if f in kept:
+                assert f"{ins.LABELS[f]}: {value(f, r.root_id)}" in prompt
+            else:
+                dropped_somewhere = True
+                assert f"{f}-val-" not in prompt and f"{ins.LABELS[f]}:" not in prompt
+        options = json.loads(r.diversity_aspect)
+        assert r.instruction == options["instructions"][options["chosen"]] and len(options["instructions"]) == 3
+        assert options["chosen"] == ins.pick_index(SEED, r.root_id, "DSD")
+        assert pd.isna(r.reasoning)
+    assert dropped_somewhere
+
+
+def test_rp_keeps_the_reasoning_and_the_alternatives(first_run) -> None:
+    rows = generation(first_run["store"], first_run["result"]["ref"])
+    rp_requests = [r for r in first_run["fake"].requests if kind(r) == "rp"]
+    assert all(value(f, ref_in(r.text())) in r.text() for r in rp_requests for f in ins.FEATURES)
+    assert all(set(r.response_format()["json_schema"]["schema"]["required"]) == {"reasoning", "instructions"}
+               for r in rp_requests)
+    for r in rows[rows["task"] == "RP"].itertuples():
+        assert r.reasoning == f"The voice of {r.root_id} suggests a patient teacher."
+        options = json.loads(r.diversity_aspect)
+        assert r.instruction == options["instructions"][options["chosen"]]
+        assert r.instruction.startswith(f"Role {ins.pick_index(SEED, r.root_id, 'RP')} for {r.root_id}")
+
+
+def test_rerun_through_the_cli_makes_no_calls_and_gives_the_same_ref(first_run) -> None:
+    fake, result = first_run["fake"], first_run["result"]
+    caption_llm, instruct_llm = first_run["specs"]
+    before = fake.calls
+    done = run_cli(["generate-instructions", "--references", str(first_run["manifest"]), "--caption-llm", caption_llm,
+                    "--instruct-llm", instruct_llm, "--seed", str(SEED), "--store", str(first_run["store"])],
+                   cli_env(first_run["api"]), cwd=first_run["folder"], timeout_s=180)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert fake.calls == before
+    assert f"dataset {result['ref']}: 9 items" in done.stdout
+    assert "LLM calls: 0 made, 9 from the cache" in done.stdout
+    assert "(unchanged: this version existed)" in done.stdout
+    assert f"evaluate it: ttseval evaluate --dataset {result['ref']} --instruction-judges" in done.stdout
+
+
+def test_the_evaluate_flow_reads_the_frozen_dataset(first_run) -> None:
+    from flows.evaluate import read_items
+    from ttseval import catalog
+    from ttseval.config import load_settings
+    from ttseval.store import ArtifactStore
+
+    ref = first_run["result"]["ref"]
+    items, sha = read_items(ref, load_settings(store=str(first_run["store"])))
+    assert len(items) == 9 and set(items["task"]) == {"APS", "DSD", "RP"} and items["instruction"].str.strip().all()
+    assert (items["category"] == "instruction_following").all() and items["reference_audio_uri"].notna().all()
+    resolved, frame, _ = catalog.resolve(ArtifactStore(str(first_run["store"])), "instructions@latest")
+    assert resolved == ref and list(frame["item_id"]) == list(items["item_id"])
+
+
+# -- failures are rows -----------------------------------------------------------------------------------------
+def test_a_refused_caption_and_a_malformed_rp_fail_their_rows_only(prefect_env: str, tmp_path: Path) -> None:
+    from flows.generate_instructions import generate_instructions
+
+    manifest, by_bytes = write_refs(tmp_path)
+    with FakeOpenAI(Model(by_bytes, refuse_caption="r2", malformed_rp="r3")) as fake:
+        caption_llm, instruct_llm = specs(fake)
+        result = generate_instructions(references=str(manifest), caption_llm=caption_llm, instruct_llm=instruct_llm,
+                                       seed=SEED, store=str(tmp_path / "store"))
+        # 3 captions, DSD and RP for r1 and r3 (r3's RP asked 3 times), nothing for r2 after its refusal
+        assert fake.calls == 3 + 2 + 1 + 3
+    assert result["n_items"] == 5 and result["n_failed"] == 4
+    assert result["failed_by_reason"] == {"refusal": 3, "unparseable": 1}
+    rows = generation(tmp_path / "store", result["ref"]).set_index("item_id")
+    for task in ins.TASKS:
+        r = rows.loc[f"r2-{task}"]
+        assert r["status"] == "failed" and r["error_type"] == "refusal"
+        assert "caption of reference r2" in r["error_message"] and "refusal" in r["error_message"]
+    r = rows.loc["r3-RP"]
+    assert r["status"] == "failed" and r["error_type"] == "unparseable" and r["error_message"].startswith("RP call:")
+    assert "3 attempt" in r["error_message"] and r["prompt_hash"]
+    assert (rows.drop(index=["r2-APS", "r2-DSD", "r2-RP", "r3-RP"])["status"] == "ok").all()
+
+
+def test_validation_fails_empty_instructions() -> None:
+    from tasks.instructions import screen
+
+    rows = [{"item_id": "a-DSD", "task": "DSD", "instruction": "  ", "text": "Hi.", "status": "ok"},
+            {"item_id": "a-XX", "task": "XX", "instruction": "Be calm.", "text": "Hi.", "status": "ok"},
+            {"item_id": "a-RP", "task": "RP", "instruction": "A pirate.", "text": "Hi.", "status": "ok"},
+            {"item_id": "b-RP", "task": "RP", "instruction": None, "text": None, "status": "failed",
+             "error_type": "refusal"}]
+    out = {r["item_id"]: r for r in screen(rows)}
+    assert out["a-DSD"]["error_type"] == "validation" and "instruction is non-empty" in out["a-DSD"]["error_message"]
+    assert out["a-XX"]["error_type"] == "validation" and "task is APS, DSD or RP" in out["a-XX"]["error_message"]
+    assert out["a-RP"]["status"] == "ok" and out["b-RP"]["error_type"] == "refusal"
+
+
+def test_bad_manifest_rows_are_named_with_line_field_and_fix(tmp_path: Path) -> None:
+    from flows.generate_instructions import read_references
+
+    (tmp_path / "ok.wav").write_bytes(wav_bytes(440))
+    (tmp_path / "not.wav").write_text("hello")
+    rows = [{"ref_id": "a", "audio": "ok.wav", "text": "Hello there.", "language": "en"},
+            {"ref_id": "a", "audio": "missing.wav", "text": "", "language": "xx-nonsense-1"},
+            {"ref_id": "c d", "audio": "not.wav", "text": "Fine.", "language": "en"}]
+    manifest = tmp_path / "refs.jsonl"
+    manifest.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(DatasetError) as e:
+        read_references(manifest)
+    msg = str(e.value)
+    assert "line 2: ref_id 'a' is used twice" in msg and "line 2: audio 'missing.wav': no such file" in msg
+    assert "line 2: text is missing" in msg and "line 2: language" in msg
+    assert "line 3: ref_id 'c d'" in msg and "line 3: audio 'not.wav': cannot be read as audio" in msg
+    assert "line 1" not in msg
+
+
+# -- dropout (InstructTTSEval appendix B, Table 8) ------------------------------------------------------------------
+def test_dropout_sets_are_table_8() -> None:
+    # InstructTTSEval Table 8 ("Weights"): set probabilities and per-feature keep probabilities.
+    table8 = {
+        "probs": (0.5, 0.25, 0.25),
+        "gender": (1.0, 0.5, 0.5), "pitch": (1.0, 0.5, 0.5), "speed": (1.0, 0.5, 0.5), "volume": (1.0, 0.5, 0.5),
+        "age": (1.0, 0.8, 0.5), "clarity": (1.0, 0.5, 0.5), "fluency": (1.0, 0.5, 0.5), "accent": (1.0, 0.8, 0.5),
+        "texture": (1.0, 0.8, 0.5), "emotion": (1.0, 1.0, 0.8), "tone": (1.0, 1.0, 0.8),
+        "personality": (1.0, 1.0, 0.8),
+    }
+    assert tuple(s.prob for s in ins.DROPOUT_SETS) == table8["probs"]
+    assert [s.number for s in ins.DROPOUT_SETS] == [1, 2, 3]
+    for f in ins.FEATURES:
+        assert tuple(s.keep[f] for s in ins.DROPOUT_SETS) == table8[f]
+    assert list(ins.FEATURES) == list(table8)[1:]
+
+
+def test_dropout_draws_are_reproducible() -> None:
+    draws = [ins.dropout(ins.FEATURES, ins.dropout_rng(3, f"ref{i}")) for i in range(50)]
+    assert draws == [ins.dropout(ins.FEATURES, ins.dropout_rng(3, f"ref{i}")) for i in range(50)]
+    assert len(set(draws)) > 10  # and they differ between references
+    assert draws != [ins.dropout(ins.FEATURES, ins.dropout_rng(4, f"ref{i}")) for i in range(50)]
+    # a feature the caption did not describe is never kept; the others' fates do not depend on it
+    no_accent = [f for f in ins.FEATURES if f != "accent"]
+    partial = [ins.dropout(no_accent, ins.dropout_rng(3, f"ref{i}")) for i in range(50)]
+    assert all("accent" not in kept for _, kept in partial)
+    assert all(p == (n, tuple(f for f in k if f != "accent")) for p, (n, k) in zip(partial, draws) if
+               set(k) != {"accent"})
+
+
+def test_dropout_frequencies_match_table_8() -> None:
+    """Over 20,000 references the drawn sets follow probs 0.5 / 0.25 / 0.25 and, within each set, every feature is
+    kept at its Table 8 weight; tolerance 4 binomial standard deviations."""
+    n = 20000
+    draws = [ins.dropout(ins.FEATURES, ins.dropout_rng(2024, f"ref-{i}")) for i in range(n)]
+    sets = Counter(number for number, _ in draws)
+    for s in ins.DROPOUT_SETS:
+        sd = math.sqrt(s.prob * (1 - s.prob) / n)
+        assert abs(sets[s.number] / n - s.prob) <= 4 * sd, (s.number, sets[s.number] / n)
+        in_set = [kept for number, kept in draws if number == s.number]
+        for f in ins.FEATURES:
+            p, m = s.keep[f], len(in_set)
+            rate = sum(f in kept for kept in in_set) / m
+            if p == 1.0:
+                assert rate == 1.0, (s.number, f)
+            else:
+                assert abs(rate - p) <= 4 * math.sqrt(p * (1 - p) / m), (s.number, f, rate)
+    # marginal keep rate of a feature: sum over sets of prob x weight (e.g. gender 0.5 + 0.125 + 0.125 = 0.75)
+    for f in ins.FEATURES:
+        p = sum(s.prob * s.keep[f] for s in ins.DROPOUT_SETS)
+        rate = sum(f in kept for _, kept in draws) / n
+        assert abs(rate - p) <= 4 * math.sqrt(p * (1 - p) / n) + 1e-12, (f, rate)
+    assert all(kept for _, kept in draws)
+
+
+def test_prompts_and_rendering() -> None:
+    cap = ins.Caption(**caption_of("r9") | {"accent": "  "})
+    assert "accent" not in cap.described()
+    aps = ins.render_aps(cap)
+    assert aps.startswith("Gender: gender-val-r9 with a slight shift. Pitch:") and "Accent:" not in aps
+    dsd = ins.dsd_prompt({"pitch": "very high", "emotion": "gleeful"}, "English")
+    assert "- Pitch: very high" in dsd and "- Emotion: gleeful" in dsd and "Gender" not in dsd
+    assert "all the characteristics above" in dsd and '{"instructions"' in dsd
+    rp = ins.rp_prompt(cap.described(), "Chinese")
+    assert '"reasoning"' in rp and "write in Chinese" in rp
+    assert ins.pick_index(0, "a", "DSD") == ins.pick_index(0, "a", "DSD") in range(3)
+    loose = ins.Caption.model_validate(caption_of("r1") | {"tone": None, "age": ["young", "adult"]})
+    assert loose.age == "young; adult" and loose.tone == ""
