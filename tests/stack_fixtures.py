@@ -98,6 +98,11 @@ def flow_run_logs(stack: StackInfo, flow_run_id: str, limit: int = 60) -> str:
 
 def read_table(stack: StackInfo, run_id: str, table: str):
     """A table of the S3 store, read with pandas over pyarrow's S3 filesystem (no listing cache)."""
+    return read_parquet(stack, f"runs/{run_id}/{table}")
+
+
+def read_parquet(stack: StackInfo, rel_path: str):
+    """A Parquet file or folder under the S3 store's root."""
     import pandas as pd
     import pyarrow.fs as pafs
 
@@ -105,7 +110,7 @@ def read_table(stack: StackInfo, run_id: str, table: str):
     fs = pafs.S3FileSystem(access_key=aws["AWS_ACCESS_KEY_ID"], secret_key=aws["AWS_SECRET_ACCESS_KEY"],
                            endpoint_override=stack.s3_endpoint.removeprefix("http://"), scheme="http",
                            region=aws["AWS_REGION"])
-    return pd.read_parquet(f"{stack.store_uri.removeprefix('s3://')}/runs/{run_id}/{table}", filesystem=fs)
+    return pd.read_parquet(f"{stack.store_uri.removeprefix('s3://')}/{rel_path}", filesystem=fs)
 
 
 def s3_keys(stack: StackInfo, prefix: str) -> list[str]:

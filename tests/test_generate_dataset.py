@@ -268,3 +268,77 @@ def test_a_frozen_version_is_never_changed(api: str, fake: FakeOpenAI, tmp_path:
     assert ref == "generated@v1" and set(items["depth"]) == {0, 1}
     with pytest.raises(DatasetError, match=r"generated@v9 is not in store .* \(versions: v1\)"):
         catalog.resolve(st, "generated@v9")
+
+
+# -- the CLI, and evaluate on a generated dataset by its version ---------------------------------------------------
+def test_cli_generates_then_evaluate_runs_on_the_dataset_by_version(prefect_api: str, fake: FakeOpenAI,
+                                                                    tmp_path: Path) -> None:
+    from tests.conftest import cli_env, run_cli
+
+    cats = tmp_path / "cats.toml"
+    cats.write_text('version = "tiny-v1"\n[categories.questions]\ndescription = "Questions."\n'
+                    'diversity = ["tag questions"]\nrefinement = ["append a question"]\nmax_chars = 400\n')
+    seeds = tmp_path / "seeds.jsonl"
+    seeds.write_text('{"category": "questions", "text": "The ferry leaves at noon, doesn\'t it?"}\n')
+    store = tmp_path / "store"
+    env = cli_env(prefect_api, OPENAI_API_KEY=KEY)
+    args = ["generate-dataset", "--seeds", str(seeds), "--categories", str(cats), "--llm", llm_spec(fake),
+            "--name", "tiny", "--version", "v1", "--breadth", "1", "--depth-steps", "1", "--store", str(store)]
+    result = run_cli(args, env, tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "dataset tiny@v1: 4 items by depth {0: 2, 1: 2}" in result.stdout
+    assert "LLM calls: 3 made, 0 from the cache" in result.stdout
+    assert "evaluate it: ttseval evaluate --dataset tiny@v1" in result.stdout
+    again = run_cli(args, env, tmp_path)
+    assert again.returncode == 0 and "LLM calls: 0 made, 3 from the cache" in again.stdout
+    assert "unchanged: this version existed" in again.stdout and fake.calls == 3
+
+    evaluated = run_cli(["evaluate", "--dataset", "tiny@v1", "--systems", "flite:slt", "--judges", "",
+                         "--store", str(store), "--run-id", "on-generated", "--workers", "1"], env, tmp_path)
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    st = ArtifactStore(str(store))
+    run_items = st.read("on-generated", "items")
+    assert sorted(run_items["item_id"]) == ["questions-b0-0", "questions-b0-0-d1", "questions-s1", "questions-s1-d1"]
+    assert run_items.set_index("item_id").loc["questions-s1-d1", "parent_id"] == "questions-s1"
+    synthesis = st.read("on-generated", "synthesis")
+    assert len(synthesis) == 4 and set(synthesis["status"]) == {"ok"}
+    [log] = [p for p in (store / "runs" / "on-generated" / "log").iterdir()]
+    record = json.loads(log.read_text())
+    assert record["dataset"] == "tiny@v1"
+    assert record["dataset_sha256"] == __import__("hashlib").sha256(
+        (store / "datasets" / "tiny" / "v1" / "items.parquet").read_bytes()).hexdigest()
+
+    missing = run_cli(["evaluate", "--dataset", "tiny@v7", "--systems", "flite:slt", "--store", str(store)], env,
+                      tmp_path)
+    assert missing.returncode == 2 and "dataset tiny@v7 is not in store" in missing.stderr
+    assert "(versions: v1)" in missing.stderr
+
+
+def test_cli_bad_seed_file_exits_2_before_any_call(prefect_api: str, fake: FakeOpenAI, tmp_path: Path) -> None:
+    from tests.conftest import cli_env, run_cli
+
+    seeds = tmp_path / "seeds.jsonl"
+    seeds.write_text('{"category": "questions", "text": "Why?"}\n{"category": "weather", "text": "Rain."}\n')
+    result = run_cli(["generate-dataset", "--seeds", str(seeds), "--llm", llm_spec(fake), "--store",
+                      str(tmp_path / "store")], cli_env(prefect_api, OPENAI_API_KEY=KEY), tmp_path)
+    assert result.returncode == 2
+    assert "line 2: category 'weather' is not in the category set" in result.stderr
+    assert fake.calls == 0 and not (tmp_path / "store").exists()
+
+
+def test_gemini_wire_format_serves_generation_too(api: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from flows.generate_dataset import generate_dataset
+    from tests.fake_gemini import FakeGemini
+
+    monkeypatch.setenv("GEMINI_API_KEY", "AIza-fake-generation-key")
+    with FakeGemini(responder=lambda r: gen_fakes.answer(r.text(), r.system_text())) as gem:
+        result = generate_dataset(llm=f"gemini:gemini-2.5-flash:base_url={gem.base_url}:backoff_s=0.01",
+                                  store=str(tmp_path / "store"), breadth=1, breadth_batch=1, depth_steps=1)
+        # 6 breadth + 1 twister calls; 12 seeds + 6 new refined once; 2 + 1 foreign-words items repaired
+        assert gem.ok_responses == 6 + 1 + 18 + 3
+        repair = next(r for r in gem.requests if r.system_text())
+        assert "copy editor" in repair.system_text() and repair.response_schema()["properties"].keys() == {
+            "text_to_synthesize"}
+    assert result["items_by_depth"] == {0: 19, 1: 18} and result["n_failed"] == 0
+    items = pd.read_parquet(Path(result["uri"]) / "items.parquet")
+    assert set(items.loc[items["source"] == "llm", "generator_model"]) == {"gemini-2.5-flash"}

@@ -19,6 +19,7 @@ from tests.stack_fixtures import (  # noqa: F401  (fixtures)
     deployed,
     flow_run_logs,
     new_run_id,
+    read_parquet,
     read_table,
     report_artifact,
     run_deployment_and_wait,
@@ -115,7 +116,8 @@ def test_stack_up_again_returns_running_stack(stack: StackInfo) -> None:
 
 
 def test_deployments_registered(stack: StackInfo, deployed: list[str]) -> None:
-    assert set(deployed) == {"nightly/nightly", "evaluate/adhoc", "backfill_judge/backfill-judge"}
+    assert set(deployed) == {"nightly/nightly", "evaluate/adhoc", "backfill_judge/backfill-judge",
+                             "generate_dataset/generate-dataset", "generate_instructions/generate-instructions"}
     nightly = api(stack, "/deployments/name/nightly/nightly")
     assert nightly["work_pool_name"] == stack.pool
     [schedule] = nightly["schedules"]
@@ -133,6 +135,40 @@ def test_deployments_registered(stack: StackInfo, deployed: list[str]) -> None:
     backfill = api(stack, "/deployments/name/backfill_judge/backfill-judge")
     assert backfill["schedules"] == [] and backfill["work_pool_name"] == stack.pool
     assert {"run_id", "judge"} <= set(backfill["parameter_openapi_schema"]["required"])
+    generate = api(stack, "/deployments/name/generate_dataset/generate-dataset")
+    assert generate["schedules"] == [] and generate["work_pool_name"] == stack.pool
+    assert {"seeds", "llm", "name", "version", "breadth", "depth_steps"} <= set(
+        generate["parameter_openapi_schema"]["properties"])
+    instructions = api(stack, "/deployments/name/generate_instructions/generate-instructions")
+    assert "references" in instructions["parameter_openapi_schema"]["required"]
+
+
+def test_generate_dataset_deployment_writes_a_frozen_version_to_s3(stack: StackInfo, deployed: list[str],
+                                                                  tmp_path: Path) -> None:
+    """generate_dataset through the worker: the LLM is a fake OpenAI server on loopback (no key: a local server
+    needs none), the dataset and the LLM call cache land in the stack's S3 store."""
+    from tests import gen_fakes
+    from tests.fake_openai import FakeOpenAI
+
+    seeds = tmp_path / "seeds.jsonl"
+    seeds.write_text('{"category": "questions", "text": "Is the ferry running today, or only on weekends?"}\n'
+                     '{"category": "emotions", "text": "\\"We won,\\" she laughed, \\"we actually won.\\""}\n')
+    with FakeOpenAI(lambda r: gen_fakes.answer(r.text(), r.system_text())) as fake:
+        params = {"seeds": str(seeds), "llm": f"openai:fake-gen:base_url={fake.base_url}", "name": "stacktest",
+                  "version": new_run_id("v"), "breadth": 1, "breadth_batch": 1, "depth_steps": 1}
+        flow_run = run_deployment_and_wait(stack, "generate_dataset/generate-dataset", params)
+        assert flow_run.state is not None and flow_run.state.is_completed(), (
+            f"flow run {flow_run.name} ended {flow_run.state}:\n{flow_run_logs(stack, str(flow_run.id))}")
+        # 6 breadth calls + 1 tongue twister + refinements of 2 seeds, 6 breadth items (twister not refined)
+        # + 1 grammar repair of the one foreign-words item
+        assert fake.calls == 6 + 1 + 8 + 1
+    base = f"datasets/stacktest/{params['version']}/"
+    keys = s3_keys(stack, base)
+    assert {k.rsplit("/", 1)[1] for k in keys} == {"items.parquet", "generation.parquet", "stats.parquet",
+                                                  "stats.md", "manifest.json"}
+    assert len(s3_keys(stack, "cache/llm/")) >= 16
+    items = read_parquet(stack, f"{base}items.parquet")
+    assert sorted(items["depth"].value_counts().to_dict().items()) == [(0, 9), (1, 8)]
 
 
 @pytest.fixture(scope="module")
