@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import Field, SecretStr
 
 from providers import canonical_spec, parse_options
 from providers.judges.prompts import (
@@ -36,33 +36,20 @@ from providers.judges.prompts import (
     pairwise_prompt,
 )
 from providers.llm import LLMRequest, LLMResult
-from providers.llm.gemini import GeminiLLM, require_genai, resolve_api_key
+from providers.llm.gemini import GeminiLLM, GeminiLLMOptions, require_genai, resolve_api_key
 from ttseval.ids import stable_id
 from ttseval.judging import InstructionRequest, InstructionVerdict, PairwiseRequest, PairwiseVerdict
 
 DEFAULT_MODEL = "gemini-2.5-pro"
 
 
-class GeminiOptions(BaseModel):
-    """Options of `gemini:<model>:key=value`. Values arrive as strings and are converted here."""
-
-    model_config = ConfigDict(extra="forbid")
+class GeminiOptions(GeminiLLMOptions):
+    """Options of the judge `gemini:<model>:key=value`: GeminiLLM's, with a judge's defaults."""
 
     temperature: float = Field(0.0, ge=0, le=2, description="sampling temperature")
-    thinking_budget: int | None = Field(
-        None, ge=-1, description="thinking tokens; None = the model's default, -1 = dynamic, 0 = off where allowed"
-    )
     max_output_tokens: int = Field(2048, gt=0, description="output cap; on 2.5 models it includes thinking tokens")
-    max_attempts: int = Field(3, ge=1, description="answers asked for per judgement (re-asks on unparseable output)")
-    max_retries: int = Field(5, ge=0, description="transport retries per judgement (408/429/5xx/timeouts)")
-    backoff_s: float = Field(1.0, ge=0, description="first retry delay; doubles on each retry")
-    max_backoff_s: float = Field(60.0, ge=0, description="cap on one retry delay, Retry-After included")
-    concurrency: int = Field(4, ge=1, description="requests in flight at once within one batch")
     input_usd_per_mtok: float = Field(1.25, ge=0, description="price of a million prompt tokens (audio included)")
     output_usd_per_mtok: float = Field(10.0, ge=0, description="price of a million output tokens (thinking included)")
-    base_url: str | None = Field(None, description="API endpoint; None = Google's")
-    api_version: str = Field("v1beta", description="API version path segment")
-    timeout_s: float = Field(300.0, gt=0, description="per-request HTTP timeout")
 
 
 class _JudgeLLM(GeminiLLM):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import random
 import re
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -109,6 +110,17 @@ class BaseLLM:
     spec: str
     llm_id: str
     _api_key: SecretStr
+
+    # -- pickling: the SDK client holds sockets and locks; a copy sent to another process builds its own ---------
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_client"] = None
+        state.pop("_client_lock", None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._client_lock = threading.Lock()
 
     # -- to implement ---------------------------------------------------------------------------------------------
     def _send(self, request: LLMRequest) -> Reply:

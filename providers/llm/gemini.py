@@ -189,17 +189,8 @@ class GeminiLLM(BaseLLM):
     def __repr__(self) -> str:
         return f"GeminiLLM(model={self.model!r}, llm_id={self.llm_id!r})"
 
-    def __getstate__(self) -> dict[str, Any]:
-        # The SDK client holds sockets and locks; a copy sent to another process builds its own.
-        state = self.__dict__.copy()
-        state["_client"] = None
-        state["_client_lock"] = None
-        state["_transient"] = None
-        return state
-
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._client_lock = threading.Lock()
+        super().__setstate__(state)
         self._transient = transient_transport_errors()
 
     # -- one exchange --------------------------------------------------------------------------------------------

@@ -44,6 +44,11 @@ class OpenAIOptions(LLMOptions):
         "json_schema", description="how a request's schema is sent: json_schema, json_object (JSON mode) or none"
     )
     seed: int | None = Field(None, description="sampling seed sent with every request (best effort server-side)")
+    model: str | None = Field(None, description="model name when it holds ':' (e.g. qwen2.5:7b), which the "
+                              "spec's model slot cannot; overrides that slot")
+    token_limit_field: Literal["max_tokens", "max_completion_tokens"] = Field(
+        "max_tokens", description="request field for max_output_tokens; OpenAI's reasoning models (o-series, "
+        "gpt-5) accept only max_completion_tokens")
 
 
 def retry_delay_s(headers: Any) -> float | None:
@@ -105,7 +110,7 @@ class OpenAICompatLLM(BaseLLM):
 
     def __init__(self, voice: str | None = None, *, api_key: str | SecretStr | None = None, **options: str) -> None:
         self.options = parse_options(OpenAIOptions, options, provider=self.name)
-        self.model = voice or DEFAULT_MODEL
+        self.model = self.options.model or voice or DEFAULT_MODEL
         self.spec = canonical_spec(self.name, voice, options)
         if api_key is None:
             api_key = os.environ.get(KEY_VARIABLE) or None
@@ -165,17 +170,6 @@ class OpenAICompatLLM(BaseLLM):
     def __repr__(self) -> str:
         return f"OpenAICompatLLM(model={self.model!r}, llm_id={self.llm_id!r}, endpoint={self.endpoint_host!r})"
 
-    def __getstate__(self) -> dict[str, Any]:
-        # The SDK client holds sockets and locks; a copy sent to another process builds its own.
-        state = self.__dict__.copy()
-        state["_client"] = None
-        state["_client_lock"] = None
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._client_lock = threading.Lock()
-
     # -- one exchange --------------------------------------------------------------------------------------------
     def _client_or_new(self) -> Any:
         with self._client_lock:
@@ -234,8 +228,8 @@ class OpenAICompatLLM(BaseLLM):
             "model": self.model,
             "messages": self._messages(request),
             "temperature": self.temperature_of(request),
-            # max_tokens, not max_completion_tokens: vLLM, llama.cpp and OpenAI's non-reasoning models take it.
-            "max_tokens": o.max_output_tokens,
+            # max_tokens by default: vLLM, llama.cpp and OpenAI's non-reasoning models take it.
+            o.token_limit_field: o.max_output_tokens,
         }
         response_format = self._response_format(request)
         if response_format is not None:
