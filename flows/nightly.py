@@ -68,7 +68,7 @@ def nightly(
     """Evaluate `systems` on a frozen dataset under a dated run id and report drift against the previous night.
 
     Args:
-        dataset: the frozen items file every night uses.
+        dataset: the frozen items file every night uses, or a generated dataset NAME@VERSION in the store.
         systems: provider specs to re-run.
         store: artifact store URI; default from settings.
         run_id: default `nightly-<UTC timestamp>`.

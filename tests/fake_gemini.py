@@ -26,13 +26,11 @@ from __future__ import annotations
 import base64
 import json
 import re
-import threading
-import time
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.fake_http import ScriptedFakeServer, parse_json_object
 
 PATH_RE = re.compile(r"^/(?P<version>v1|v1beta|v1alpha)/models/(?P<model>[^/:]+):generateContent$")
 
@@ -198,8 +196,11 @@ def default_policy(request: GeminiRequest) -> Reply:
     return Reply.ok("ok")
 
 
-class FakeGemini:
+class FakeGemini(ScriptedFakeServer[GeminiRequest, Reply]):
     """The server, its script and its counters. Use as a context manager (or call start/stop)."""
+
+    reply_class = Reply
+    name = "fake-gemini"
 
     def __init__(
         self,
@@ -207,132 +208,30 @@ class FakeGemini:
         delay_s: float = 0.0,
         responder: Callable[[GeminiRequest], dict[str, Any] | str | Reply | None] | None = None,
     ) -> None:
-        self.default = default
-        self.responder = responder
-        self.delay_s = delay_s
-        self.requests: list[GeminiRequest] = []
-        self.status_counts: Counter[int] = Counter()
-        self.in_flight = 0
-        self.max_in_flight = 0
-        self._scripts: dict[str, list[Reply]] = {}
-        self._lock = threading.Lock()
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        super().__init__(responder, default=default, delay_s=delay_s)
 
-    # -- scripting ---------------------------------------------------------------------------------------------
-    def script(self, marker: str, replies: list[Reply]) -> None:
-        """Queue `replies` for requests whose text parts contain `marker` (appends to an existing queue)."""
-        with self._lock:
-            self._scripts.setdefault(marker, []).extend(replies)
+    def _marker_text(self, request: GeminiRequest) -> str:
+        return "\n".join(request.texts())
 
-    def pending(self) -> dict[str, int]:
-        """Scripted replies not yet used, per marker."""
-        with self._lock:
-            return {k: len(v) for k, v in self._scripts.items() if v}
+    def _unexpected_answer(self, answer: object) -> Reply:
+        # a test bug: answer 400 (not retried) so the client's error says so
+        return Reply.error(400, message=f"fake: responder returned {type(answer).__name__}, "
+                                        "want dict, str, Reply or None")
 
-    def _choose(self, request: GeminiRequest) -> Reply:
-        text = "\n".join(request.texts())
-        with self._lock:
-            for marker, queue in self._scripts.items():
-                if queue and marker in text:
-                    return queue.pop(0)
-        if self.responder is not None:
-            answer = self.responder(request)
-            if isinstance(answer, Reply):
-                return answer
-            if isinstance(answer, (dict, str)):
-                return Reply.ok(answer)
-            if answer is not None:  # a test bug: answer 400 (not retried) so the client's error says so
-                return Reply.error(400, message=f"fake: responder returned {type(answer).__name__}, "
-                                                "want dict, str, Reply or None")
-        return self.default(request)
+    def _route(self, method: str, path: str, headers: dict[str, str],
+               raw: bytes) -> tuple[Reply, GeminiRequest | None]:
+        match = PATH_RE.match(path.split("?", 1)[0])
+        if match is None:
+            return Reply.error(404, message=f"no such method: POST {path}"), None
+        body = parse_json_object(raw)
+        if body is None:
+            return Reply.error(400, message="Invalid JSON payload received."), None
+        request = GeminiRequest(path=path, api_version=match["version"], model=match["model"], headers=headers,
+                                body=body)
+        return self._accept(request), request
 
-    # -- counters ----------------------------------------------------------------------------------------------
-    @property
-    def total_requests(self) -> int:
-        return sum(self.status_counts.values())
+    def _payload(self, reply: Reply, request: GeminiRequest | None) -> bytes:
+        return reply.response_body()
 
-    @property
-    def ok_responses(self) -> int:
-        return self.status_counts[200]
-
-    # -- lifecycle ---------------------------------------------------------------------------------------------
-    @property
-    def base_url(self) -> str:
-        if self._server is None:
-            raise RuntimeError("FakeGemini is not started")
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def start(self) -> FakeGemini:
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
-                fake._handle(self)
-
-            def log_message(self, format: str, *args: Any) -> None:  # silence per-request stderr lines
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="fake-gemini", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
-    def __enter__(self) -> FakeGemini:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    # -- one request -------------------------------------------------------------------------------------------
-    def _handle(self, h: BaseHTTPRequestHandler) -> None:
-        length = int(h.headers.get("Content-Length") or 0)
-        raw = h.rfile.read(length)
-        match = PATH_RE.match(h.path.split("?", 1)[0])
-        with self._lock:
-            self.in_flight += 1
-            self.max_in_flight = max(self.max_in_flight, self.in_flight)
-        try:
-            if match is None:
-                reply = Reply.error(404, message=f"no such method: POST {h.path}")
-            else:
-                try:
-                    body = json.loads(raw or b"{}")
-                except json.JSONDecodeError:
-                    body = None
-                if not isinstance(body, dict):
-                    reply = Reply.error(400, message="Invalid JSON payload received.")
-                else:
-                    request = GeminiRequest(path=h.path, api_version=match["version"], model=match["model"],
-                                            headers={k.lower(): v for k, v in h.headers.items()}, body=body)
-                    with self._lock:
-                        self.requests.append(request)
-                    reply = self._choose(request)
-            delay = reply.delay_s or self.delay_s
-            if delay:
-                time.sleep(delay)
-            payload = reply.response_body()
-            with self._lock:
-                self.status_counts[reply.status] += 1
-            try:
-                h.send_response(reply.status)
-                h.send_header("Content-Type", "application/json; charset=UTF-8")
-                h.send_header("Content-Length", str(len(payload)))
-                for k, v in reply.headers.items():
-                    h.send_header(k, v)
-                h.end_headers()
-                h.wfile.write(payload)
-            except (BrokenPipeError, ConnectionResetError):
-                pass  # the client gave up (a timeout test): nothing to answer
-        finally:
-            with self._lock:
-                self.in_flight -= 1
+    def _content_type(self, reply: Reply) -> str:
+        return "application/json; charset=UTF-8"

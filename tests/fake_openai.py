@@ -23,13 +23,12 @@ from __future__ import annotations
 
 import base64
 import json
-import threading
 import time
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.fake_http import ScriptedFakeServer, parse_json_object
 
 PATH = "/v1/chat/completions"
 REFUSAL_TEXT = "I'm sorry, but I can't help with that."
@@ -191,7 +190,7 @@ def default_policy(request: OpenAIRequest) -> Reply:
 Responder = Callable[[OpenAIRequest], "dict[str, Any] | str | Reply | None"]
 
 
-class FakeOpenAI:
+class FakeOpenAI(ScriptedFakeServer[OpenAIRequest, Reply]):
     """The server, its script and its counters. Use as a context manager (or call start/stop).
 
     Args:
@@ -201,149 +200,41 @@ class FakeOpenAI:
         api_key: when set, the only key accepted; otherwise any `Bearer <non-empty>` is.
     """
 
+    reply_class = Reply
+    name = "fake-openai"
+    url_prefix = "/v1"
+    protocol_version = "HTTP/1.1"  # keep-alive, as the real API (the SDK pools connections)
+    methods = ("POST", "GET")
+
     def __init__(self, responder: Responder | None = None, *,
                  default: Callable[[OpenAIRequest], Reply] = default_policy, delay_s: float = 0.0,
                  api_key: str | None = None) -> None:
-        self.responder = responder
-        self.default = default
-        self.delay_s = delay_s
+        super().__init__(responder, default=default, delay_s=delay_s)
         self.api_key = api_key
-        self.requests: list[OpenAIRequest] = []
-        self.status_counts: Counter[int] = Counter()
-        self.in_flight = 0
-        self.max_in_flight = 0
-        self._scripts: dict[str, list[Reply]] = {}
-        self._lock = threading.Lock()
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
-    # -- scripting ---------------------------------------------------------------------------------------------
-    def script(self, marker: str, replies: list[Reply]) -> None:
-        """Queue `replies` for requests whose text contains `marker` (appends to an existing queue)."""
-        with self._lock:
-            self._scripts.setdefault(marker, []).extend(replies)
+    def _marker_text(self, request: OpenAIRequest) -> str:
+        return "\n".join(t for t in (request.system_text(), request.text()) if t)
 
-    def pending(self) -> dict[str, int]:
-        """Scripted replies not yet used, per marker."""
-        with self._lock:
-            return {k: len(v) for k, v in self._scripts.items() if v}
-
-    def _choose(self, request: OpenAIRequest) -> Reply:
-        text = "\n".join(t for t in (request.system_text(), request.text()) if t)
-        with self._lock:
-            for marker, queue in self._scripts.items():
-                if queue and marker in text:
-                    return queue.pop(0)
-        if self.responder is not None:
-            answer = self.responder(request)
-            if isinstance(answer, Reply):
-                return answer
-            if isinstance(answer, (dict, str)):
-                return Reply.ok(answer)
-            if answer is not None:
-                raise TypeError(f"responder returned {type(answer).__name__}; expected dict, str, Reply or None")
-        return self.default(request)
-
-    # -- counters ----------------------------------------------------------------------------------------------
-    @property
-    def calls(self) -> int:
-        """HTTP exchanges answered, whatever the status."""
-        return sum(self.status_counts.values())
-
-    @property
-    def ok_responses(self) -> int:
-        return self.status_counts[200]
-
-    # -- lifecycle ---------------------------------------------------------------------------------------------
-    @property
-    def base_url(self) -> str:
-        if self._server is None:
-            raise RuntimeError("FakeOpenAI is not started")
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}/v1"
-
-    def start(self) -> FakeOpenAI:
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"  # keep-alive, as the real API (the SDK pools connections)
-
-            def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
-                fake._handle(self)
-
-            def do_GET(self) -> None:  # noqa: N802
-                fake._handle(self)
-
-            def log_message(self, format: str, *args: Any) -> None:  # silence per-request stderr lines
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="fake-openai", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
-    def __enter__(self) -> FakeOpenAI:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    # -- one request -------------------------------------------------------------------------------------------
     def _authorized(self, headers: dict[str, str]) -> bool:
         value = headers.get("authorization", "")
         if not value.startswith("Bearer ") or not value[len("Bearer "):].strip():
             return False
         return self.api_key is None or value == f"Bearer {self.api_key}"
 
-    def _handle(self, h: BaseHTTPRequestHandler) -> None:
-        length = int(h.headers.get("Content-Length") or 0)
-        raw = h.rfile.read(length)
-        headers = {k.lower(): v for k, v in h.headers.items()}
-        request: OpenAIRequest | None = None
-        with self._lock:
-            self.in_flight += 1
-            self.max_in_flight = max(self.max_in_flight, self.in_flight)
-        try:
-            if h.command != "POST" or h.path.split("?", 1)[0] != PATH:
-                reply = Reply.error(404, message=f"Invalid URL ({h.command} {h.path})")
-            elif not self._authorized(headers):
-                reply = Reply.error(401, message="Incorrect API key provided.")
-            else:
-                try:
-                    body = json.loads(raw or b"{}")
-                except json.JSONDecodeError:
-                    body = None
-                if not isinstance(body, dict):
-                    reply = Reply.error(400, message="We could not parse the JSON body of your request.")
-                else:
-                    request = OpenAIRequest(path=h.path, headers=headers, body=body)
-                    with self._lock:
-                        self.requests.append(request)
-                    reply = self._choose(request)
-            delay = reply.delay_s or self.delay_s
-            if delay:
-                time.sleep(delay)
-            payload = reply.response_body(request)
-            with self._lock:
-                self.status_counts[reply.status] += 1
-            try:
-                h.send_response(reply.status)
-                h.send_header("Content-Type", reply.content_type)
-                h.send_header("Content-Length", str(len(payload)))
-                for k, v in reply.headers.items():
-                    h.send_header(k, v)
-                h.end_headers()
-                h.wfile.write(payload)
-            except (BrokenPipeError, ConnectionResetError):
-                pass  # the client gave up (a timeout test): nothing to answer
-        finally:
-            with self._lock:
-                self.in_flight -= 1
+    def _route(self, method: str, path: str, headers: dict[str, str],
+               raw: bytes) -> tuple[Reply, OpenAIRequest | None]:
+        if method != "POST" or path.split("?", 1)[0] != PATH:
+            return Reply.error(404, message=f"Invalid URL ({method} {path})"), None
+        if not self._authorized(headers):
+            return Reply.error(401, message="Incorrect API key provided."), None
+        body = parse_json_object(raw)
+        if body is None:
+            return Reply.error(400, message="We could not parse the JSON body of your request."), None
+        request = OpenAIRequest(path=path, headers=headers, body=body)
+        return self._accept(request), request
+
+    def _payload(self, reply: Reply, request: OpenAIRequest | None) -> bytes:
+        return reply.response_body(request)
+
+    def _content_type(self, reply: Reply) -> str:
+        return reply.content_type

@@ -8,7 +8,6 @@ import pickle
 import time
 from dataclasses import asdict
 
-import numpy as np
 import pytest
 import soundfile as sf
 from pydantic import BaseModel
@@ -16,6 +15,7 @@ from pydantic import BaseModel
 from providers.llm import LLM, LLMRequest
 from providers.llm.gemini import GeminiLLM, retry_delay_s
 from tests.fake_gemini import REFUSAL_TEXT, FakeGemini, GeminiRequest, Reply
+from tests.fake_http import wav
 
 KEY = "AIzaFAKE-llm-secret-key-0123456789"
 
@@ -26,13 +26,6 @@ class Questions(BaseModel):
 
 
 ANSWER = {"questions": ["Is it raining?", "Will it snow?", "How warm is it?"], "language": "en"}
-
-
-def wav(freq_hz: float = 440.0, duration_s: float = 0.2, sample_rate_hz: int = 16000) -> bytes:
-    t = np.arange(int(duration_s * sample_rate_hz)) / sample_rate_hz
-    buf = io.BytesIO()
-    sf.write(buf, (0.3 * np.sin(2 * np.pi * freq_hz * t)).astype(np.float32), sample_rate_hz, format="WAV")
-    return buf.getvalue()
 
 
 def llm(fake: FakeGemini, model: str = "gemini-2.5-flash", **options: str) -> GeminiLLM:

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import io
 import logging
 import pickle
 import time
 
-import numpy as np
 import pytest
-import soundfile as sf
 from pydantic import BaseModel
 
 from providers.llm import LLM, LLMRequest
 from providers.llm.openai_compat import OpenAICompatLLM, retry_delay_s
+from tests.fake_http import wav
 from tests.fake_openai import REFUSAL_TEXT, FakeOpenAI, Reply
 
 KEY = "sk-FAKE-secret-key-0123456789abcdef"
@@ -22,13 +20,6 @@ KEY = "sk-FAKE-secret-key-0123456789abcdef"
 class Questions(BaseModel):
     questions: list[str]
     language: str = "en"
-
-
-def wav(freq_hz: float = 440.0, duration_s: float = 0.2, sample_rate_hz: int = 16000) -> bytes:
-    t = np.arange(int(duration_s * sample_rate_hz)) / sample_rate_hz
-    buf = io.BytesIO()
-    sf.write(buf, (0.3 * np.sin(2 * np.pi * freq_hz * t)).astype(np.float32), sample_rate_hz, format="WAV")
-    return buf.getvalue()
 
 
 def llm(fake: FakeOpenAI, model: str = "gpt-4.1-mini", **options: str) -> OpenAICompatLLM:
@@ -84,6 +75,21 @@ def test_structured_output_and_request_on_the_wire(fake: FakeOpenAI) -> None:
         "json_schema": {"name": "Questions", "schema": Questions.model_json_schema(), "strict": False},
     }
     assert req.messages[0] == {"role": "system", "content": "You write quiz questions."}
+
+
+def test_model_option_holds_colons_and_token_limit_field_is_chosen(fake: FakeOpenAI) -> None:
+    from ttseval.registry import LLMS
+
+    # An Ollama-style name cannot sit in the spec's model slot (':' splits it); model= carries it.
+    fake.script("<q9>", [Reply.ok(ANSWER)])
+    client = LLMS.build(f"openai:model=qwen2.5:7b:base_url={fake.base_url}:token_limit_field=max_completion_tokens"
+                        ":max_output_tokens=256", api_key=KEY)
+    [result] = client.generate([ask("q9")])
+    assert result.ok and client.model == "qwen2.5:7b" and result.model == "qwen2.5:7b"
+    [req] = fake.requests
+    assert req.model == "qwen2.5:7b"
+    assert req.body["max_completion_tokens"] == 256 and "max_tokens" not in req.body
+    assert client.llm_id != LLMS.build(f"openai:model=qwen2.5:14b:base_url={fake.base_url}", api_key=KEY).llm_id
 
 
 def test_request_temperature_overrides_default_and_no_schema_means_free_text(fake: FakeOpenAI) -> None:
