@@ -87,16 +87,18 @@ def _git_commit() -> str | None:
     return None
 
 
-def read_items(dataset: str, settings: Settings) -> tuple[pd.DataFrame, str]:
-    """The items of a file, or of a frozen dataset NAME@VERSION in the store; and the sha256 of what was read."""
+def read_items(dataset: str, settings: Settings) -> tuple[pd.DataFrame, str, str]:
+    """The items of a file, or of a frozen dataset NAME@VERSION in the store; the sha256 of what was read; and
+    what was read (NAME@latest resolved to its version)."""
     from ttseval import catalog
 
     if catalog.is_ref(dataset) and not Path(dataset).exists():
-        _, items, sha = catalog.resolve(get_store(settings.store), dataset)
+        ref, items, sha = catalog.resolve(get_store(settings.store), dataset)
         # The generation spec defined its categories; the evaluate category set need not list them.
-        validate_items(items, source=dataset, categories=settings.categories | set(items["category"]))
-        return items, sha
-    return load_items(dataset, categories=settings.categories), hashlib.sha256(Path(dataset).read_bytes()).hexdigest()
+        validate_items(items, source=ref, categories=settings.categories | set(items["category"]))
+        return items, sha, ref
+    items = load_items(dataset, categories=settings.categories)
+    return items, hashlib.sha256(Path(dataset).read_bytes()).hexdigest(), str(dataset)
 
 
 @flow(name="evaluate", task_runner=SettingsDaskTaskRunner())
@@ -128,7 +130,7 @@ def evaluate(
     settings = load_settings(store=store, shard_size=shard_size)
     log = logger()
     st = get_store(settings.store)
-    items, dataset_sha256 = read_items(dataset, settings)
+    items, dataset_sha256, dataset_read = read_items(dataset, settings)
     specs = check_systems(systems, settings)
     judge_specs = check_judges(judges if judges is not None else settings.judges, settings)
     instruction_specs = check_judges(instruction_judges if instruction_judges is not None
@@ -173,7 +175,7 @@ def evaluate(
     if problems:
         raise TTSEvalError("stage output breaks expectations:\n- " + "\n- ".join(problems))
 
-    meta = {"run_id": run_id, "store": st.display(), "dataset": str(dataset), "baseline": baseline_spec.canonical,
+    meta = {"run_id": run_id, "store": st.display(), "dataset": dataset_read, "baseline": baseline_spec.canonical,
             "judges": ", ".join(judge_specs), "instruction judges": ", ".join(instruction_specs) or "none",
             "dataset_sha256": dataset_sha256, "systems": ", ".join(map(str, specs)),
             "asr": json.dumps(settings.asr), "quality": settings.quality, "date": started.isoformat(timespec="seconds"),
@@ -204,6 +206,6 @@ def _gpu_annotation(settings: Settings) -> contextlib.AbstractContextManager:
 
 
 def _artifact_key(run_id: str) -> str:
-    import re
+    from ttseval.ids import slug
 
-    return "ttseval-report-" + (re.sub(r"[^a-z0-9-]+", "-", run_id.lower()).strip("-") or "run")
+    return "ttseval-report-" + slug(run_id, "run")

@@ -9,29 +9,28 @@ items are rows with their reason in `generation.parquet`; the flow goes on witho
 from __future__ import annotations
 
 import hashlib
+import re
 import time
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 from prefect import flow, task
-from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
-import ttseval
 from flows.evaluate import _git_commit
+from flows.freeze import freeze_and_publish, split_rows
 from tasks.common import get_provider, get_store, logger, now
 from tasks.generate import breadth_rows, refine_rows, screen
 from tasks.llm import CallStats
-from ttseval import catalog
 from ttseval import generation as g
 from ttseval.categories import MAX_DEPTH
 from ttseval.config import Settings, load_settings
-from ttseval.dataset import read_jsonl_rows
+from ttseval.dataset import read_jsonl_numbered
 from ttseval.errors import DatasetError, SpecError
-from ttseval.schemas import GENERATED
 
 DEFAULT_LLM = "gemini:gemini-2.5-pro"
+SEED_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+GENERATED_ID = re.compile(r"^(b\d+-\d+|tt\d+)$|-d\d+$")
 
 
 def read_seeds(path: str | Path, spec: g.GenerationSpec) -> list[g.Seed]:
@@ -39,11 +38,11 @@ def read_seeds(path: str | Path, spec: g.GenerationSpec) -> list[g.Seed]:
     p = Path(path)
     if not p.is_file():
         raise DatasetError(f"seed file {str(p)!r} does not exist; pass --seeds PATH to a .jsonl file", source=str(p))
-    rows = read_jsonl_rows(p, p.read_text(encoding="utf-8"))
+    rows = read_jsonl_numbered(p, p.read_text(encoding="utf-8"))
     seeds, problems, seen = [], [], set()
-    for n, row in enumerate(rows, start=1):
+    for n, row in rows:
         category, text = row.get("category"), row.get("text")
-        if category not in spec.categories:
+        if not isinstance(category, str) or category not in spec.categories:
             problems.append(f"line {n}: category {category!r} is not in the category set; use one of "
                             f"{', '.join(spec.categories)} or add it to the --categories file")
         if not isinstance(text, str) or not text.strip():
@@ -51,6 +50,11 @@ def read_seeds(path: str | Path, spec: g.GenerationSpec) -> list[g.Seed]:
         seed_id = str(row.get("seed_id") or f"s{n}")
         if seed_id in seen:
             problems.append(f"line {n}: seed_id {seed_id!r} is used twice; give each seed its own id")
+        if GENERATED_ID.match(seed_id):
+            problems.append(f"line {n}: seed_id {seed_id!r} looks like a generated item's id (b<k>-<j>, tt<j>, "
+                            "...-d<depth>); choose another")
+        elif not SEED_ID.match(seed_id):
+            problems.append(f"line {n}: seed_id {seed_id!r}: use letters, digits, '.', '_' or '-'")
         seen.add(seed_id)
         if not problems:
             seeds.append(g.Seed(seed_id, category, text.strip(), row.get("subcategory")))
@@ -138,19 +142,10 @@ def generate_dataset(
     for depth in range(1, depth_steps + 1):
         rows = refine_depth(settings, spec, rows, depth, refine_llm, repair_llm, temperature, **common)
 
-    generation = pd.DataFrame(rows).reindex(columns=GENERATED.names)
-    created = now()
-    generation["created_at"] = created
-    items = generation[generation["status"] == "ok"].reset_index(drop=True)
-    if items.empty:
-        raise DatasetError(f"no item survived generation ({len(generation)} failed rows); see the reasons with "
-                           "--verbose or in the flow log")
+    generation, items, failed = split_rows(rows, "item")
     stats_frame = g.dataset_statistics(items, words_per_minute=spec.words_per_minute)
-    stats_md = g.statistics_markdown(stats_frame, words_per_minute=spec.words_per_minute)
-    failures = generation.loc[generation["status"] != "ok", "error_type"].value_counts().to_dict()
     manifest = {
-        "created_at": created.isoformat(timespec="seconds"), "seeds": str(seeds),
-        "seeds_sha256": hashlib.sha256(Path(seeds).read_bytes()).hexdigest(),
+        "seeds": str(seeds), "seeds_sha256": hashlib.sha256(Path(seeds).read_bytes()).hexdigest(),
         "category_spec": spec.version, "categories": list(spec.categories),
         "llm": llm, "refine_llm": refine_llm, "repair_llm": repair_llm,
         "llm_ids": {s: m.llm_id for s, m in llms.items()},
@@ -159,28 +154,9 @@ def generate_dataset(
         "breadth": breadth, "depth_steps": depth_steps, "temperature": temperature, "seed": settings.seed,
         "duplicate_threshold": duplicate_threshold,
         "items_by_depth": {int(k): int(v) for k, v in items["depth"].value_counts().sort_index().items()},
-        "failed_by_reason": {str(k): int(v) for k, v in failures.items()},
-        "calls": stats.as_dict(), "ttseval": ttseval.__version__, "code": _git_commit() or "unknown",
     }
-    written = catalog.write_version(st, name, version, items=items, generation=generation, stats=stats_frame,
-                                    stats_md=stats_md, manifest=manifest)
-    wall_s = time.perf_counter() - t0
-    summary = (f"# Dataset {written.ref}\n\n{len(items)} items, {len(generation) - len(items)} failed rows "
-               f"({', '.join(f'{k} {v}' for k, v in failures.items()) or 'none'}).\n\nLLM calls: {stats.made} made, "
-               f"{stats.cached} from the cache; {stats.input_tokens} input and {stats.output_tokens} output tokens, "
-               f"${stats.cost_usd:.4f}.\n\n{stats_md}\nStored at `{written.uri}`"
-               + ("" if written.created else " (this version already existed with the same items)") + ".\n")
-    create_markdown_artifact(markdown=summary, key="ttseval-dataset-" + _slug(name),
-                             description=f"generated dataset {written.ref}")
-    log.info(f"dataset {written.ref}: {len(items)} items at {written.uri} ({wall_s:.1f} s; "
-             f"{stats.made} LLM calls made, {stats.cached} cached)")
-    return {"ref": written.ref, "uri": written.uri, "created": written.created, "n_items": len(items),
-            "n_failed": len(generation) - len(items), "failed_by_reason": manifest["failed_by_reason"],
-            "items_by_depth": manifest["items_by_depth"], "calls": stats.as_dict(), "wall_s": wall_s,
-            "started_at": started.isoformat(timespec="seconds"), "stats_markdown": stats_md}
-
-
-def _slug(name: str) -> str:
-    import re
-
-    return re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-") or "dataset"
+    result = freeze_and_publish(
+        st, name, version, title="dataset", generation=generation, items=items, failed=failed,
+        stats_frame=stats_frame, stats_md=g.statistics_markdown(stats_frame, words_per_minute=spec.words_per_minute),
+        manifest=manifest, calls=stats, t0=t0, code=_git_commit())
+    return result | {"items_by_depth": manifest["items_by_depth"], "started_at": started.isoformat(timespec="seconds")}

@@ -11,26 +11,21 @@ from __future__ import annotations
 import hashlib
 import re
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 from prefect import flow, task
-from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
-import ttseval
 from flows.evaluate import _git_commit
+from flows.freeze import freeze_and_publish, split_rows
 from tasks.common import get_provider, get_store, logger, now
 from tasks.instructions import Captioned, aps_rows, caption_references, dsd_rows, rp_rows, screen
 from tasks.llm import CallStats
-from ttseval import catalog
 from ttseval import instructions as ins
 from ttseval.config import Settings, load_settings
-from ttseval.dataset import read_jsonl_rows
+from ttseval.dataset import read_jsonl_numbered
 from ttseval.errors import DatasetError, SpecError
-from ttseval.schemas import GENERATED
 
 DEFAULT_CAPTION_LLM = ins.DEFAULT_CAPTION_LLM
 _REF_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -45,9 +40,9 @@ def read_references(path: str | Path) -> list[ins.Reference]:
     if not p.is_file():
         raise DatasetError(f"references manifest {str(p)!r} does not exist; pass --references PATH to a .jsonl file "
                            "with one {ref_id, audio, text, language} object per line", source=str(p))
-    rows = read_jsonl_rows(p, p.read_text(encoding="utf-8"))
+    rows = read_jsonl_numbered(p, p.read_text(encoding="utf-8"))
     refs, problems, seen = [], [], set()
-    for n, row in enumerate(rows, start=1):
+    for n, row in rows:
         before = len(problems)
         ref_id = row.get("ref_id")
         ref_id = str(ref_id) if isinstance(ref_id, (str, int)) and not isinstance(ref_id, bool) else None
@@ -162,23 +157,11 @@ def generate_instructions(
     captioned = caption_stage(settings, refs, caption_llm, caption_temperature, stats)
     rows = instruction_stage(settings, captioned, instruct_llm, temperature, instruction_language, stats)
 
-    generation = pd.DataFrame(rows)
-    for column in GENERATED.names:  # a run with no failure (or no RP reasoning) still has every column
-        if column not in generation.columns:
-            generation[column] = None
-    created = now()
-    generation["created_at"] = created
-    items = generation[generation["status"] == "ok"].reset_index(drop=True)
-    failed = generation[generation["status"] != "ok"]
-    if items.empty:
-        reasons = "; ".join(f"{r.item_id}: {r.error_type}: {r.error_message}" for r in failed.head(3).itertuples())
-        raise DatasetError(f"no instruction survived generation ({len(generation)} failed rows, e.g. {reasons})")
+    generation, items, failed = split_rows(rows, "instruction")
     stats_frame = ins.instruction_statistics(items)
-    stats_md = ins.statistics_markdown(stats_frame)
-    failures = {str(k): int(v) for k, v in failed["error_type"].value_counts().items()}
     dsd = items[items["task"] == "DSD"]
     manifest = {
-        "created_at": created.isoformat(timespec="seconds"), "references": str(references),
+        "references": str(references),
         "references_sha256": hashlib.sha256(Path(references).read_bytes()).hexdigest(), "n_references": len(refs),
         "caption_llm": caption_llm, "instruct_llm": instruct_llm,
         "llm_ids": {s: m.llm_id for s, m in llms.items()},
@@ -191,28 +174,10 @@ def generate_instructions(
         "dsd_by_dropout_set": {int(k): int(v) for k, v in dsd["dropout_set"].value_counts().sort_index().items()},
         "items_by_task": {t: int((items["task"] == t).sum()) for t in ins.TASKS},
         "failed_by_task": {str(k): int(v) for k, v in failed["task"].value_counts().items()},
-        "failed_by_reason": failures,
-        "calls": stats.as_dict(), "ttseval": ttseval.__version__, "code": _git_commit() or "unknown",
     }
-    written = catalog.write_version(st, name, version, items=items, generation=generation, stats=stats_frame,
-                                    stats_md=stats_md, manifest=manifest)
-    wall_s = time.perf_counter() - t0
-    reasons = Counter(failed["error_type"])
-    summary = (f"# Instructions {written.ref}\n\n{len(items)} items ({manifest['items_by_task']}), "
-               f"{len(failed)} failed rows ({', '.join(f'{k} {v}' for k, v in reasons.items()) or 'none'}).\n\n"
-               f"LLM calls: {stats.made} made, {stats.cached} from the cache; {stats.input_tokens} input and "
-               f"{stats.output_tokens} output tokens, ${stats.cost_usd:.4f}.\n\n{stats_md}\nStored at "
-               f"`{written.uri}`" + ("" if written.created else " (this version already existed with the same items)")
-               + ".\n")
-    create_markdown_artifact(markdown=summary, key="ttseval-instructions-" + _slug(name),
-                             description=f"generated instructions {written.ref}")
-    log.info(f"instructions {written.ref}: {len(items)} items at {written.uri} ({wall_s:.1f} s; "
-             f"{stats.made} LLM calls made, {stats.cached} cached)")
-    return {"ref": written.ref, "uri": written.uri, "created": written.created, "n_items": len(items),
-            "n_failed": len(failed), "failed_by_reason": failures, "items_by_task": manifest["items_by_task"],
-            "failed_by_task": manifest["failed_by_task"], "calls": stats.as_dict(), "wall_s": wall_s,
-            "started_at": started.isoformat(timespec="seconds"), "stats_markdown": stats_md}
-
-
-def _slug(name: str) -> str:
-    return re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-") or "dataset"
+    result = freeze_and_publish(
+        st, name, version, title="instructions", generation=generation, items=items, failed=failed,
+        stats_frame=stats_frame, stats_md=ins.statistics_markdown(stats_frame), manifest=manifest, calls=stats,
+        t0=t0, code=_git_commit())
+    return result | {"items_by_task": manifest["items_by_task"], "failed_by_task": manifest["failed_by_task"],
+                     "started_at": started.isoformat(timespec="seconds")}

@@ -30,7 +30,8 @@ def _temperature(llm: LLM, request: LLMRequest) -> float | None:
 def _call_fields(llm: LLM, request: LLMRequest, result: LLMResult, prompt_version: str) -> dict[str, Any]:
     return {
         "generator_model": llm.model, "llm_id": llm.llm_id, "prompt_version": prompt_version,
-        "prompt_hash": request_key(llm, request)[:16], "temperature": _temperature(llm, request),
+        "prompt_hash": (result.extra.get("key") or request_key(llm, request))[:16],
+        "temperature": _temperature(llm, request),
         "input_tokens": result.input_tokens, "output_tokens": result.output_tokens, "cost_usd": result.cost_usd,
         "source": "llm", "generator": f"{llm.spec} {prompt_version}",
     }
@@ -83,9 +84,13 @@ def _breadth_items(spec: GenerationSpec, call: g.BreadthCall, result: LLMResult,
                         result.failure or "failed", f"breadth call {call.call}: {result.error}")]
     rows = []
     items = result.data.items[: call.count]
+    # Items asked for but not given are rows too, so a short answer is seen, not silently absorbed.
+    rows += [_failed(_base(spec, call.category, f"{call.category}-b{call.call}-{j}", 0,
+                           f"{call.category}-b{call.call}-{j}", method="breadth", **fields), "unparseable",
+                     f"breadth call {call.call}: the answer held {len(items)} of {call.count} items")
+             for j in range(len(items), call.count)]
     if not items:
-        return [_failed(_base(spec, call.category, first, 0, first, method="breadth", **fields), "unparseable",
-                        f"breadth call {call.call}: the answer held no items")]
+        return rows
     # Tokens and cost belong to the call; they are split evenly over the items it produced.
     share = {k: (fields[k] / len(items) if fields[k] is not None else None) for k in ("input_tokens", "output_tokens", "cost_usd")}
     for j, item in enumerate(items):
@@ -107,11 +112,16 @@ def _twister_items(spec: GenerationSpec, cat: CategorySpec, result: LLMResult, f
     if not result.ok:
         return [_failed(_base(spec, cat.name, first, 0, first, method="tongue-twister", **fields),
                         result.failure or "failed", f"tongue-twister call: {result.error}")]
+    given = result.data.tongue_twisters[: cat.tongue_twisters]
     return [
         _base(spec, cat.name, f"{cat.name}-tt{j}", 0, f"{cat.name}-tt{j}", method="tongue-twister",
               subcategory="tongue twisters", text=g.repeat_twister(t, cat.tongue_twister_repeats),
               diversity_aspect=f"tongue twister repeated {cat.tongue_twister_repeats} times", **fields)
-        for j, t in enumerate(result.data.tongue_twisters[: cat.tongue_twisters])
+        for j, t in enumerate(given)
+    ] + [
+        _failed(_base(spec, cat.name, f"{cat.name}-tt{j}", 0, f"{cat.name}-tt{j}", method="tongue-twister", **fields),
+                "unparseable", f"tongue-twister call: the answer held {len(given)} of {cat.tongue_twisters}")
+        for j in range(len(given), cat.tongue_twisters)
     ]
 
 

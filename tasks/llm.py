@@ -20,6 +20,7 @@ from typing import Any
 from providers.llm import LLM, LLMRequest, LLMResult
 from tasks.common import logger, now
 from ttseval.ids import canonical_json, digest
+from ttseval.errors import StoreError
 from ttseval.store import ArtifactStore
 
 _RESULT_FIELDS = ("ok", "raw", "failure", "error", "finish_reason", "attempts", "retries", "input_tokens",
@@ -62,15 +63,19 @@ class CallStats:
 
 
 def _load(store: ArtifactStore, llm: LLM, key: str, request: LLMRequest) -> LLMResult | None:
-    path = _path(llm, key)
-    if not store.exists(path):
+    """The cached answer, or None: absent, or unreadable (a damaged entry is asked again and rewritten)."""
+    try:
+        entry = json.loads(store.read_bytes(_path(llm, key)))
+        fields = entry["result"]
+        data = entry.get("data")
+        if fields["ok"] and request.schema is not None:
+            data = request.schema.model_validate(data)
+        return LLMResult(**{k: fields.get(k) for k in _RESULT_FIELDS}, data=data, cached=True, extra={"key": key})
+    except StoreError:
         return None
-    entry = json.loads(store.read_bytes(path))
-    fields = entry["result"]
-    data = entry.get("data")
-    if fields["ok"] and request.schema is not None:
-        data = request.schema.model_validate(data)
-    return LLMResult(**{k: fields.get(k) for k in _RESULT_FIELDS}, data=data, cached=True)
+    except (ValueError, KeyError, TypeError) as e:
+        logger().warning("LLM cache entry %s is unreadable (%s); asking again", _path(llm, key), e)
+        return None
 
 
 def _save(store: ArtifactStore, llm: LLM, key: str, request: LLMRequest, result: LLMResult) -> None:
@@ -89,31 +94,36 @@ def _save(store: ArtifactStore, llm: LLM, key: str, request: LLMRequest, result:
 
 def cached_generate(store: ArtifactStore, llm: LLM, requests: list[LLMRequest],
                     stats: CallStats | None = None) -> list[LLMResult]:
-    """One result per request, in order: cached answers first, the rest called with the client's concurrency."""
+    """One result per request, in order, each with its cache key in `extra["key"]`. Cache lookups and calls run
+    with the client's concurrency; identical requests in one batch are asked once."""
     keys = [request_key(llm, r) for r in requests]
-    results: list[LLMResult | None] = [_load(store, llm, k, r) for k, r in zip(keys, requests)]
-    todo = [i for i, r in enumerate(results) if r is None]
-    workers = max(1, min(getattr(getattr(llm, "options", None), "concurrency", 1), len(todo) or 1))
-    if todo:
-        logger().info("%s: %d call(s) to make, %d answered from the cache", llm.spec, len(todo), len(requests) - len(todo))
+    first = {k: i for i, k in reversed(list(enumerate(keys)))}
 
-    def call(i: int) -> LLMResult:
-        result = llm.generate([requests[i]])[0]
-        if result.failure != "transport":  # saved here, at once: a crash elsewhere loses no finished call
-            _save(store, llm, keys[i], requests[i], result)
+    def answer(i: int) -> LLMResult:
+        result = _load(store, llm, keys[i], requests[i])
+        if result is None:
+            result = llm.generate([requests[i]])[0]
+            result.extra["key"] = keys[i]
+            if result.failure != "transport":  # saved here, at once: a crash elsewhere loses no finished call
+                _save(store, llm, keys[i], requests[i], result)
         return result
 
+    todo = sorted(first.values())
+    workers = max(1, min(getattr(getattr(llm, "options", None), "concurrency", 1), len(todo) or 1))
+    answered: dict[int, LLMResult] = {}
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="llm-call") as pool:
-        futures = {pool.submit(call, i): i for i in todo}
+        futures = {pool.submit(answer, i): i for i in todo}
         try:
             for future in as_completed(futures):
-                results[futures[future]] = future.result()
+                answered[futures[future]] = future.result()
         except BaseException:
-            for future in futures:  # interrupted: calls not yet started are not made; running ones still save
-                future.cancel()
+            pool.shutdown(wait=True, cancel_futures=True)  # interrupted: calls not yet started are not made
             raise
-    done = [r for r in results if r is not None]
+    results = [answered[first[k]] for k in keys]
+    made = sum(not r.cached for r in answered.values())
+    if made:
+        logger().info("%s: %d call(s) made, %d answered from the cache", llm.spec, made, len(answered) - made)
     if stats is not None:
-        for r in done:
+        for r in answered.values():
             stats.add(r)
-    return done
+    return results

@@ -121,6 +121,13 @@ def test_seed_errors_name_the_line_and_fix(tmp_path: Path) -> None:
         read_seeds(seeds, g.load_spec())
     assert "line 2: category 'jokes' is not in the category set" in str(e.value)
     assert "line 3: text is missing or empty" in str(e.value)
+    # Blank lines are skipped but counted, so the line named is the line an editor shows.
+    seeds.write_text('{"category": "questions", "text": "Why?"}\n\n\n{"category": 7, "text": "x"}\n'
+                     '{"category": "questions", "text": "Who?", "seed_id": "b0-1"}\n')
+    with pytest.raises(DatasetError) as e:
+        read_seeds(seeds, g.load_spec())
+    assert "line 4: category 7 is not in the category set" in str(e.value)
+    assert "line 5: seed_id 'b0-1' looks like a generated item's id" in str(e.value)
 
 
 # -- the flow against the fake server -----------------------------------------------------------------------------
@@ -185,6 +192,7 @@ def test_malformed_refused_duplicate_and_failed_calls_are_rows_with_reasons(
         {"text": "Psst... over here! No, HERE. Ugh... never mind.", "diversity_aspect": "copy"},
         {"text": "Tick-tock, tick-tock, the clock in the hall would not stop.", "diversity_aspect": "onomatopoeia"}]})])
     fake.script("<<<\nThe parcel the courier", [Reply.error(400, message="bad request")])
+    fake.script("Category: emotions.", [Reply.ok({"items": [{"text": '"Oh. You came back," she said flatly.'}]})])
     result = run(fake, tmp_path / "store")
     generation = pd.read_parquet(Path(result["uri"]) / "generation.parquet").set_index("item_id")
     failed = generation[generation["status"] == "failed"]
@@ -200,10 +208,13 @@ def test_malformed_refused_duplicate_and_failed_calls_are_rows_with_reasons(
     assert generation.loc["paralinguistics-b0-1", "status"] == "ok"
     http = failed.loc["syntactic_complexity-s1-d1"]
     assert http["error_type"] == "transport" and "400" in http["error_message"]
-    assert result["failed_by_reason"] == {"parent_failed": 2 + 2 + 3 + 3, "refusal": 1, "unparseable": 1,
+    assert result["failed_by_reason"] == {"parent_failed": 2 + 2 + 3 + 3 + 3, "refusal": 1, "unparseable": 2,
                                           "duplicate": 1, "transport": 1}
     items = pd.read_parquet(Path(result["uri"]) / "items.parquet")
     assert (items["status"] == "ok").all() and len(items) == len(generation) - len(failed)
+    # emotions' breadth answer held 1 of the 2 items asked for: the missing one is a row, not a silent gap
+    short = failed.loc["emotions-b0-1"]
+    assert short["error_type"] == "unparseable" and "the answer held 1 of 2 items" in short["error_message"]
 
     # The refusal and the unparseable answer were answers: cached. The 400 was not: the next run asks again.
     before = fake.calls
@@ -293,7 +304,7 @@ def test_cli_generates_then_evaluate_runs_on_the_dataset_by_version(prefect_api:
     assert again.returncode == 0 and "LLM calls: 0 made, 3 from the cache" in again.stdout
     assert "unchanged: this version existed" in again.stdout and fake.calls == 3
 
-    evaluated = run_cli(["evaluate", "--dataset", "tiny@v1", "--systems", "flite:slt", "--judges", "",
+    evaluated = run_cli(["evaluate", "--dataset", "tiny@latest", "--systems", "flite:slt", "--judges", "",
                          "--store", str(store), "--run-id", "on-generated", "--workers", "1"], env, tmp_path)
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
     st = ArtifactStore(str(store))
@@ -304,7 +315,7 @@ def test_cli_generates_then_evaluate_runs_on_the_dataset_by_version(prefect_api:
     assert len(synthesis) == 4 and set(synthesis["status"]) == {"ok"}
     [log] = [p for p in (store / "runs" / "on-generated" / "log").iterdir()]
     record = json.loads(log.read_text())
-    assert record["dataset"] == "tiny@v1"
+    assert record["dataset"] == "tiny@v1"  # (given as tiny@latest: the log names the version that ran)
     assert record["dataset_sha256"] == __import__("hashlib").sha256(
         (store / "datasets" / "tiny" / "v1" / "items.parquet").read_bytes()).hexdigest()
 

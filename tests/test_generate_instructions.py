@@ -254,7 +254,8 @@ def test_the_evaluate_flow_reads_the_frozen_dataset(first_run) -> None:
     from ttseval.store import ArtifactStore
 
     ref = first_run["result"]["ref"]
-    items, sha = read_items(ref, load_settings(store=str(first_run["store"])))
+    items, sha, read = read_items(ref, load_settings(store=str(first_run["store"])))
+    assert read == ref
     assert len(items) == 9 and set(items["task"]) == {"APS", "DSD", "RP"} and items["instruction"].str.strip().all()
     assert (items["category"] == "instruction_following").all() and items["reference_audio_uri"].notna().all()
     resolved, frame, _ = catalog.resolve(ArtifactStore(str(first_run["store"])), "instructions@latest")

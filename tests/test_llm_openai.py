@@ -356,20 +356,41 @@ def test_identity_and_metadata() -> None:
     assert a.model == "gpt-4.1-mini" and a.spec == "openai"
     assert a.llm_id.startswith("openai-gpt-4-1-mini-")
     b = OpenAICompatLLM("gpt-4.1-mini", api_key=KEY, temperature="0")
-    c = OpenAICompatLLM("gpt-4.1-mini", api_key=KEY, concurrency="16", max_retries="9", base_url="http://h:1/v1")
+    c = OpenAICompatLLM("gpt-4.1-mini", api_key=KEY, concurrency="16", max_retries="9")
+    other_server = OpenAICompatLLM("gpt-4.1-mini", api_key=KEY, base_url="http://h:1/v1")
     d = OpenAICompatLLM("gpt-4.1-mini", api_key=KEY, json_mode="json_object")
     e = OpenAICompatLLM("gpt-4.1-mini", api_key=KEY, seed="1")
     assert a.llm_id != b.llm_id and a.llm_id != d.llm_id and a.llm_id != e.llm_id
     assert a.llm_id == c.llm_id  # plumbing options do not change answers
+    assert a.llm_id != other_server.llm_id  # another server may serve other weights under the same name
     assert c.spec.startswith("openai:gpt-4.1-mini:")
 
-    local = OpenAICompatLLM("Qwen2.5-7B-Instruct", base_url="http://user:pw@10.0.0.5:8000/v1")
+    # The URL goes into the spec, and so into tables and logs: credentials in it are refused.
+    with pytest.raises(ValueError, match="base_url must not hold credentials"):
+        OpenAICompatLLM("Qwen2.5-7B-Instruct", base_url="http://user:pw@10.0.0.5:8000/v1")
+    local = OpenAICompatLLM("Qwen2.5-7B-Instruct", base_url="http://10.0.0.5:8000/v1")
     meta = local.metadata()
     assert meta["endpoint_host"] == "10.0.0.5:8000"
-    assert "pw" not in str(meta) and "user" not in str(meta)
     assert meta["sdk"].startswith("openai ") and meta["provider"] == "openai"
     assert meta["llm_id"] == local.llm_id and meta["json_mode"] == "json_schema"
     assert a.metadata()["endpoint_host"] == "api.openai.com"
+
+
+def test_an_unexpected_sdk_error_fails_that_request_only(fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> None:
+    client = llm(fake)
+    real = client._send
+
+    def flaky(request: LLMRequest):
+        if "<boom>" in request.text:
+            raise AttributeError("'NoneType' object has no attribute 'content'")
+        return real(request)
+
+    monkeypatch.setattr(client, "_send", flaky)
+    fake.script("<ok>", [Reply.ok(ANSWER)])
+    boom, ok = client.generate([ask("boom"), ask("ok")])
+    assert (boom.ok, boom.failure) == (False, "transport")
+    assert boom.error == "unexpected AttributeError: 'NoneType' object has no attribute 'content'"
+    assert ok.ok and ok.data == Questions(**ANSWER)
 
 
 def test_pickle_round_trip(fake: FakeOpenAI) -> None:

@@ -22,6 +22,11 @@ DEMO_DATASET = Path(__file__).parent / "data" / "demo.jsonl"
 
 def read_jsonl_rows(path: Path, text: str) -> list[dict]:
     """The JSON objects of a JSON Lines text, blank lines skipped; a bad line is named by its number."""
+    return [row for _, row in read_jsonl_numbered(path, text)]
+
+
+def read_jsonl_numbered(path: Path, text: str) -> list[tuple[int, dict]]:
+    """(line number, object) for each non-blank line, so messages can name the line a person sees."""
     rows = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -33,7 +38,7 @@ def read_jsonl_rows(path: Path, text: str) -> list[dict]:
                                source=str(path)) from e
         if not isinstance(row, dict):
             raise DatasetError(f"dataset {path}: line {number} is not a JSON object", source=str(path))
-        rows.append(row)
+        rows.append((number, row))
     return rows
 
 

@@ -165,6 +165,7 @@ REPAIR_SYSTEM = (
 
 def twister_prompt(spec: CategorySpec, count: int, language: str) -> str:
     return (
+        f"Category: {spec.name}. {spec.description}\n\n"
         f"Write {count} short, different tongue twisters in language '{language}' for testing text-to-speech "
         "pronunciation: each one sentence of at most 12 words, dense with similar sounds, original (not a "
         'well-known one). Answer with JSON only: {"tongue_twisters": ["...", "..."]}'
@@ -244,7 +245,7 @@ def dataset_statistics(items: pd.DataFrame, *, words_per_minute: float) -> pd.Da
 
 def statistics_markdown(stats: pd.DataFrame, *, words_per_minute: float) -> str:
     lines = [
-        f"| category | items | chars min / mean / max | words min / mean / max | est. audio s min / mean / max |",
+        "| category | items | chars min / mean / max | words min / mean / max | est. audio s min / mean / max |",
         "|---|---:|---|---|---|",
     ]
     for r in stats.itertuples():

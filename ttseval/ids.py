@@ -17,7 +17,11 @@ def digest(obj: Any, *, length: int = 64) -> str:
     return hashlib.sha256(canonical_json(obj).encode("utf-8")).hexdigest()[:length]
 
 
+def slug(text: str, fallback: str = "x") -> str:
+    """Lower-case letters, digits and single dashes: safe in ids, artifact keys and file names."""
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or fallback
+
+
 def stable_id(readable: str, params: Any) -> str:
     """'piper-joe-1a2b3c4d': a slug of `readable` and 8 hex digits of sha256(canonical JSON of `params`)."""
-    slug = re.sub(r"[^a-z0-9]+", "-", readable.lower()).strip("-")
-    return f"{slug}-{digest(params, length=8)}"
+    return f"{slug(readable)}-{digest(params, length=8)}"

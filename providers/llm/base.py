@@ -18,8 +18,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, ClassVar
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from providers.llm import LLMRequest, LLMResult
 
@@ -49,6 +50,15 @@ class LLMOptions(BaseModel):
     input_usd_per_mtok: float = Field(0.0, ge=0, description="price of a million prompt tokens")
     output_usd_per_mtok: float = Field(0.0, ge=0, description="price of a million output tokens")
     base_url: str | None = Field(None, description="API endpoint; None = the provider's public one")
+
+    @field_validator("base_url")
+    @classmethod
+    def _no_credentials_in_url(cls, value: str | None) -> str | None:
+        # The URL is part of the spec, which is written to tables, manifests and logs; a secret never is.
+        if value and (urlsplit(value).username or urlsplit(value).password):
+            raise ValueError("base_url must not hold credentials (user:password@); pass the key through the "
+                             "provider's API-key environment variable")
+        return value
     timeout_s: float = Field(300.0, gt=0, description="per-request HTTP timeout")
 
 
@@ -101,6 +111,7 @@ class BaseLLM:
 
     name: ClassVar[str] = "llm"
     refusal_finish_reasons: ClassVar[frozenset[str]] = frozenset()
+    default_base_url: ClassVar[str] = ""
     refusals_are_final: ClassVar[bool] = True
     """False: a refusal (API-reported or a plain apology) counts as unparseable output and is asked again, up to
     `max_attempts` (how the judges treated it before this loop existed)."""
@@ -147,6 +158,10 @@ class BaseLLM:
                 reply = self._with_retries(request, out)
             except Fatal as e:
                 out.failure, out.error = "transport", self.scrub(str(e))
+                return self._priced(out)
+            except Exception as e:  # noqa: BLE001 - an SDK surprise fails this request, never the batch
+                logger.warning("%s %s: unexpected %s", self.name, self.model, type(e).__name__, exc_info=True)
+                out.failure, out.error = "transport", self.scrub(f"unexpected {type(e).__name__}: {e}"[:500])
                 return self._priced(out)
             out.attempts += 1
             self._add_usage(out, reply)
@@ -205,6 +220,13 @@ class BaseLLM:
             out.cost_usd = ((out.input_tokens or 0) * o.input_usd_per_mtok
                             + (out.output_tokens or 0) * o.output_usd_per_mtok) / 1e6
         return out
+
+    @property
+    def endpoint_host(self) -> str:
+        """host[:port] of the endpoint, without credentials or path."""
+        parts = urlsplit(self.options.base_url or self.default_base_url)
+        host = parts.hostname or ""
+        return f"{host}:{parts.port}" if parts.port else host
 
     def temperature_of(self, request: LLMRequest) -> float:
         return self.options.temperature if request.temperature is None else request.temperature

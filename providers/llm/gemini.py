@@ -21,7 +21,6 @@ import re
 import threading
 from datetime import datetime, timezone
 from typing import Any, ClassVar
-from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr
 
@@ -32,7 +31,7 @@ from ttseval.ids import stable_id
 
 DEFAULT_MODEL = "gemini-2.5-flash"
 KEY_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
-DEFAULT_ENDPOINT_HOST = "generativelanguage.googleapis.com"
+DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
 
 
 class GeminiLLMOptions(LLMOptions):
@@ -139,6 +138,7 @@ class GeminiLLM(BaseLLM):
     refusal_finish_reasons: ClassVar[frozenset[str]] = frozenset(
         {"SAFETY", "PROHIBITED_CONTENT", "BLOCKLIST", "SPII", "RECITATION", "IMAGE_SAFETY"}
     )
+    default_base_url: ClassVar[str] = DEFAULT_BASE_URL
 
     options: GeminiLLMOptions
 
@@ -181,10 +181,6 @@ class GeminiLLM(BaseLLM):
             "endpoint_host": self.endpoint_host,
             "sdk": f"google-genai {self.version}",
         }
-
-    @property
-    def endpoint_host(self) -> str:
-        return urlsplit(self.options.base_url).netloc if self.options.base_url else DEFAULT_ENDPOINT_HOST
 
     def __repr__(self) -> str:
         return f"GeminiLLM(model={self.model!r}, llm_id={self.llm_id!r})"

@@ -22,7 +22,6 @@ import os
 import threading
 from datetime import datetime, timezone
 from typing import Any, ClassVar, Literal
-from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr
 
@@ -105,6 +104,7 @@ class OpenAICompatLLM(BaseLLM):
 
     name: ClassVar[str] = "openai"
     refusal_finish_reasons: ClassVar[frozenset[str]] = frozenset({"content_filter"})
+    default_base_url: ClassVar[str] = DEFAULT_BASE_URL
 
     options: OpenAIOptions
 
@@ -136,19 +136,14 @@ class OpenAICompatLLM(BaseLLM):
                 "max_output_tokens": o.max_output_tokens,
                 "seed": o.seed,
                 "json_mode": o.json_mode,
+                # Two self-hosted servers may serve different weights under one model name.
+                "endpoint": self.endpoint_host,
             },
         )
         self._client: Any = None
         self._client_lock = threading.Lock()
 
     # -- identity ----------------------------------------------------------------------------------------------
-    @property
-    def endpoint_host(self) -> str:
-        """host[:port] of the endpoint, without any credentials or path."""
-        parts = urlsplit(self.options.base_url or DEFAULT_BASE_URL)
-        host = parts.hostname or ""
-        return f"{host}:{parts.port}" if parts.port else host
-
     def metadata(self) -> dict[str, Any]:
         o = self.options
         return {
