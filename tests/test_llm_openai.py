@@ -10,7 +10,8 @@ import pytest
 from pydantic import BaseModel
 
 from providers.llm import LLM, LLMRequest
-from providers.llm.openai_compat import OpenAICompatLLM, retry_delay_s
+from providers.llm.base import retry_after_s as retry_delay_s
+from providers.llm.openai_compat import OpenAICompatLLM
 from tests.fake_http import wav
 from tests.fake_openai import REFUSAL_TEXT, FakeOpenAI, Reply
 

@@ -6,9 +6,9 @@ part of every judge_id, so old and new judgments never mix.
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypeVar
+from typing import Literal, TypeVar
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
 AnswerT = TypeVar("AnswerT", bound=BaseModel)
 
@@ -90,22 +90,11 @@ class InstructionAnswer(BaseModel):
     follows: bool
 
 
-def _load(text: str) -> Any:
-    import json_repair
-
-    # json-repair closes truncated strings and objects, strips code fences and trailing prose.
-    return json_repair.loads(text) if text and text.strip() else None
-
-
 def _parse(text: str | None, model: type[AnswerT]) -> tuple[AnswerT | None, str | None]:
-    """(answer, None) when `text` holds a valid `model`, else (None, why)."""
-    try:
-        data = _load(text or "")
-        if not isinstance(data, dict):
-            return None, f"no JSON object in the response ({(text or '')[:80]!r})"
-        return model.model_validate(data), None
-    except (ValidationError, ValueError, TypeError) as e:
-        return None, f"response does not match the verdict schema: {str(e)[:300]}"
+    """(answer, None) when `text` holds a valid `model` (json-repair, then pydantic), else (None, why)."""
+    from providers.llm.base import parse_answer
+
+    return parse_answer(text, model)
 
 
 def parse_pairwise(text: str | None) -> tuple[PairwiseAnswer | None, str | None]:

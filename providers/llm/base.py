@@ -10,6 +10,7 @@ thing is paid for and rarely changes the answer. A subclass implements `_send` (
 
 from __future__ import annotations
 
+import email.utils
 import logging
 import random
 import re
@@ -17,6 +18,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
@@ -83,6 +85,32 @@ class Transient(Exception):
 
 class Fatal(Exception):
     """A failure not worth retrying (4xx other than 408/429, or a client-side error)."""
+
+
+def retry_after_s(headers: Any) -> float | None:
+    """The wait a server asked for: `retry-after-ms` (OpenAI's), else HTTP's `Retry-After` in seconds or as a date."""
+    if headers is None:
+        return None
+    value = headers.get("retry-after-ms")
+    if value:
+        try:
+            return max(0.0, float(value) / 1000)
+        except ValueError:
+            pass
+    value = (headers.get("retry-after") or "").strip()
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
 
 
 def parse_answer(text: str | None, schema: type[BaseModel] | None) -> tuple[Any, str | None]:

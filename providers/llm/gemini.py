@@ -15,18 +15,16 @@ set `input_usd_per_mtok` / `output_usd_per_mtok` for another model, or for audio
 
 from __future__ import annotations
 
-import email.utils
 import os
 import re
 import threading
-from datetime import datetime, timezone
 from typing import Any, ClassVar
 
 from pydantic import Field, SecretStr
 
 from providers import canonical_spec, package_version, parse_options
 from providers.llm import LLMRequest
-from providers.llm.base import RETRYABLE_STATUS, BaseLLM, Fatal, LLMOptions, Reply, Transient
+from providers.llm.base import RETRYABLE_STATUS, BaseLLM, Fatal, LLMOptions, Reply, Transient, retry_after_s
 from ttseval.ids import stable_id
 
 DEFAULT_MODEL = "gemini-2.5-flash"
@@ -91,21 +89,9 @@ def transient_transport_errors() -> tuple[type[BaseException], ...]:
 
 def retry_delay_s(response: Any, details: Any) -> float | None:
     """Server-requested wait: the Retry-After header (seconds or HTTP date), else Google's RetryInfo detail."""
-    headers = getattr(response, "headers", None)
-    value = headers.get("retry-after") if headers is not None else None
-    if value:
-        value = value.strip()
-        try:
-            return max(0.0, float(value))
-        except ValueError:
-            try:
-                when = email.utils.parsedate_to_datetime(value)
-            except (TypeError, ValueError):
-                when = None
-            if when is not None:
-                if when.tzinfo is None:
-                    when = when.replace(tzinfo=timezone.utc)
-                return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
+    requested = retry_after_s(getattr(response, "headers", None))
+    if requested is not None:
+        return requested
     error = details.get("error", details) if isinstance(details, dict) else None
     for item in (error or {}).get("details", []) if isinstance(error, dict) else []:
         if isinstance(item, dict) and str(item.get("@type", "")).endswith("google.rpc.RetryInfo"):

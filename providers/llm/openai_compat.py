@@ -17,17 +17,15 @@ environment is not consulted, so the spec alone says where calls go.
 from __future__ import annotations
 
 import base64
-import email.utils
 import os
 import threading
-from datetime import datetime, timezone
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, SecretStr
 
 from providers import canonical_spec, package_version, parse_options
 from providers.llm import LLMRequest
-from providers.llm.base import RETRYABLE_STATUS, BaseLLM, Fatal, LLMOptions, Reply, Transient
+from providers.llm.base import RETRYABLE_STATUS, BaseLLM, Fatal, LLMOptions, Reply, Transient, retry_after_s
 from ttseval.ids import stable_id
 
 DEFAULT_MODEL = "gpt-4.1-mini"
@@ -48,33 +46,6 @@ class OpenAIOptions(LLMOptions):
     token_limit_field: Literal["max_tokens", "max_completion_tokens"] = Field(
         "max_tokens", description="request field for max_output_tokens; OpenAI's reasoning models (o-series, "
         "gpt-5) accept only max_completion_tokens")
-
-
-def retry_delay_s(headers: Any) -> float | None:
-    """Server-requested wait: `retry-after-ms` (OpenAI's), else `Retry-After` in seconds or as an HTTP date."""
-    if headers is None:
-        return None
-    value = headers.get("retry-after-ms")
-    if value:
-        try:
-            return max(0.0, float(value) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
 
 
 def _error_message(e: Any) -> str:
@@ -237,7 +208,7 @@ class OpenAICompatLLM(BaseLLM):
         except openai.APIStatusError as e:
             detail = f"OpenAI HTTP {e.status_code}: {_error_message(e)[:300]}"
             if e.status_code in RETRYABLE_STATUS:
-                raise Transient(detail, retry_delay_s(getattr(e.response, "headers", None))) from e
+                raise Transient(detail, retry_after_s(getattr(e.response, "headers", None))) from e
             raise Fatal(f"{detail} (not retried)") from e
         except openai.APIConnectionError as e:  # APITimeoutError included
             raise Transient(f"OpenAI transport: {type(e).__name__}: {str(e)[:200]}") from e
