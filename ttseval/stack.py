@@ -152,11 +152,12 @@ def _base_env() -> dict[str, str]:
 
 
 def _proc_identity(pid: int) -> float | None:
-    """The process's start time, or None when it is gone (zombies count as gone; ours are reaped)."""
+    """The process's start time, or None when it is gone (a zombie counts as gone).
+
+    It does not reap: a child reaped here would lose its exit code, and Popen.poll() would then report 0.
+    """
     import psutil
 
-    with contextlib.suppress(ChildProcessError, OSError):
-        os.waitpid(pid, os.WNOHANG)  # reap it if it is our own child that already exited
     try:
         p = psutil.Process(pid)
         if p.status() == psutil.STATUS_ZOMBIE:
