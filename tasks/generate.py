@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 
 from providers.llm import LLM, LLMRequest, LLMResult
-from tasks.llm import CallStats, cached_generate, request_key
+from tasks.llm import CallStats, cached_generate
 from ttseval import generation as g
 from ttseval.generation import CategorySpec, GenerationSpec, Seed
 from ttseval.store import ArtifactStore
@@ -30,7 +30,7 @@ def _temperature(llm: LLM, request: LLMRequest) -> float | None:
 def _call_fields(llm: LLM, request: LLMRequest, result: LLMResult, prompt_version: str) -> dict[str, Any]:
     return {
         "generator_model": llm.model, "llm_id": llm.llm_id, "prompt_version": prompt_version,
-        "prompt_hash": (result.extra.get("key") or request_key(llm, request))[:16],
+        "prompt_hash": result.extra["key"][:16],  # cached_generate sets the request's cache key on every result
         "temperature": _temperature(llm, request),
         "input_tokens": result.input_tokens, "output_tokens": result.output_tokens, "cost_usd": result.cost_usd,
         "source": "llm", "generator": f"{llm.spec} {prompt_version}",
