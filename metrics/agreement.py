@@ -17,34 +17,21 @@ Score tables use one layout throughout: rows = judges (raters), columns = system
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
-from types import MappingProxyType
 
 import krippendorff
 import numpy as np
 import pandas as pd
 import scipy.stats
 
-from metrics.wer import MetricInfo
 from metrics.winrate import WINNER_SCORES
 
 __all__ = [
-    "AGREEMENT_METRICS",
     "human_alignment",
     "kendalls_w",
     "krippendorff_alpha",
     "pairwise_spearman",
     "preference_alignment",
 ]
-
-AGREEMENT_METRICS: Mapping[str, MetricInfo] = MappingProxyType(
-    {
-        "kendalls_w": MetricInfo(higher_is_better=True, aggregate="concordance of judges' system rankings, 0-1"),
-        "spearman": MetricInfo(higher_is_better=True, aggregate="rank correlation of system scores, -1 to 1"),
-        "krippendorff_alpha": MetricInfo(higher_is_better=True, aggregate="1 - observed / expected disagreement"),
-        "raw_agreement": MetricInfo(higher_is_better=True, aggregate="share of matched items with equal labels"),
-    }
-)
 
 _LEVELS = ("nominal", "ordinal", "interval", "ratio")
 _PREF_KEY = ("item_id", "system_id")

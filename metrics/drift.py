@@ -1,9 +1,13 @@
-"""Drift between two runs of the same systems: per-system metric deltas, flagged when the change is beyond
-what the runs' own uncertainty explains.
+"""Drift between two runs of the same systems: per-row metric deltas, flagged when the change is beyond what the
+runs' own uncertainty explains.
+
+A row of a report is one (system, recogniser) pair (``metrics.summary``); a report written before recognisers
+had their own rows has no ``asr_id`` column and is read as one row per system with no recogniser.
 
 A metric with a 95% CI is flagged when the two runs' intervals do not overlap. That is conservative (two
 intervals can overlap while the difference is still significant at 5%), chosen so a nightly alarm means a
-real change. Completion has no CI: every item it gains or loses is a change in F1 and is flagged.
+real change. Completion has no CI: every item it gains or loses is a change in F1 and is flagged. Whether a
+change is better or worse comes from the metric's declared direction (``metrics.registry``).
 """
 
 from __future__ import annotations
@@ -12,72 +16,73 @@ import math
 
 import pandas as pd
 
-from metrics.wer import MetricInfo
+from metrics.registry import METRICS, change
 
-# metric -> (CI low column, CI high column) or None when the metric has no CI
-DRIFT_METRICS: dict[str, tuple[str, str] | None] = {
-    "completion_rate": None,
-    "wer": ("wer_ci_low", "wer_ci_high"),
-    "cer": ("cer_ci_low", "cer_ci_high"),
-    "mos": ("mos_ci_low", "mos_ci_high"),
-}
-DIRECTION: dict[str, MetricInfo] = {
-    "completion_rate": MetricInfo(higher_is_better=True, aggregate="n_ok / n_items"),
-    "wer": MetricInfo(higher_is_better=False, aggregate="corpus WER"),
-    "cer": MetricInfo(higher_is_better=False, aggregate="corpus CER"),
-    "mos": MetricInfo(higher_is_better=True, aggregate="mean predicted MOS"),
-}
+# The metrics a drift report compares, in display order; their CI columns and direction are in the registry.
+DRIFT_METRICS: tuple[str, ...] = ("completion_rate", "wer", "cer", "mos")
 
-COLUMNS = ["system_id", "system_spec", "metric", "previous", "current", "delta", "previous_ci_low",
-           "previous_ci_high", "current_ci_low", "current_ci_high", "flagged", "direction"]
+COLUMNS = ["system_id", "system_spec", "asr_id", "asr_spec", "metric", "previous", "current", "delta",
+           "previous_ci_low", "previous_ci_high", "current_ci_low", "current_ci_high", "flagged", "direction"]
 
 
 def _nan(v: object) -> bool:
-    return v is None or (isinstance(v, float) and math.isnan(v))
+    return v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v))
+
+
+def _rows(frame: pd.DataFrame, name: str) -> dict[tuple, pd.Series]:
+    """(system_id, asr_id) -> row, in the report's order."""
+    needed = {"system_id", "system_spec", *DRIFT_METRICS, *(c for m in DRIFT_METRICS if METRICS[m].ci for c in METRICS[m].ci)}
+    missing = needed - set(frame.columns)
+    if missing:
+        raise ValueError(f"{name} report lacks column(s) {sorted(missing)}")
+    rows: dict[tuple, pd.Series] = {}
+    for _, r in frame.iterrows():
+        asr_id = r.get("asr_id")
+        key = (r["system_id"], None if _nan(asr_id) else asr_id)
+        if key in rows:
+            raise ValueError(f"{name} report repeats system_id {key[0]!r} with asr_id {key[1]!r}")
+        rows[key] = r
+    return rows
 
 
 def compare_reports(previous: pd.DataFrame, current: pd.DataFrame) -> pd.DataFrame:
-    """One row per (system in both runs, metric) with the delta current - previous and whether it is flagged.
+    """One row per ((system, recogniser) in both runs, metric) with the delta current - previous and a flag.
 
     `direction` says whether the change is an improvement or a regression ('better' / 'worse' / 'same'), from
-    the metric's declared direction. Systems present in only one run are returned with metric 'presence'.
+    the metric's declared direction. Pairs present in only one run are returned with metric 'presence'.
 
     Raises:
-        ValueError: a report lacks a required column or repeats a system_id.
+        ValueError: a report lacks a required column or repeats a (system_id, asr_id) pair.
     """
-    for name, frame in (("previous", previous), ("current", current)):
-        needed = {"system_id", "system_spec", *DRIFT_METRICS, *(c for ci in DRIFT_METRICS.values() if ci for c in ci)}
-        missing = needed - set(frame.columns)
-        if missing:
-            raise ValueError(f"{name} report lacks column(s) {sorted(missing)}")
-        if frame["system_id"].duplicated().any():
-            raise ValueError(f"{name} report repeats system_id {frame.loc[frame['system_id'].duplicated(), 'system_id'].iloc[0]!r}")
-    prev, curr = previous.set_index("system_id"), current.set_index("system_id")
+    prev, curr = _rows(previous, "previous"), _rows(current, "current")
     rows = []
-    for system_id in curr.index:
-        if system_id not in prev.index:
-            rows.append({"system_id": system_id, "system_spec": curr.loc[system_id, "system_spec"], "metric": "presence",
-                         "flagged": True, "direction": "added"})
+    for key, c in curr.items():
+        ids = _ids(key, c)
+        if key not in prev:
+            rows.append(ids | {"metric": "presence", "flagged": True, "direction": "added"})
             continue
-        p, c = prev.loc[system_id], curr.loc[system_id]
-        for metric, ci in DRIFT_METRICS.items():
+        p = prev[key]
+        for metric in DRIFT_METRICS:
             a, b = p[metric], c[metric]
-            row = {"system_id": system_id, "system_spec": c["system_spec"], "metric": metric, "previous": a,
-                   "current": b, "delta": (b - a) if not (_nan(a) or _nan(b)) else float("nan")}
+            delta = (b - a) if not (_nan(a) or _nan(b)) else float("nan")
+            row = ids | {"metric": metric, "previous": a, "current": b, "delta": delta}
+            ci = METRICS[metric].ci
             if ci:
                 row |= {"previous_ci_low": p[ci[0]], "previous_ci_high": p[ci[1]], "current_ci_low": c[ci[0]],
                         "current_ci_high": c[ci[1]]}
                 bounds = [p[ci[0]], p[ci[1]], c[ci[0]], c[ci[1]]]
                 row["flagged"] = (not any(_nan(v) for v in bounds)) and (c[ci[0]] > p[ci[1]] or c[ci[1]] < p[ci[0]])
             else:
-                row["flagged"] = not _nan(row["delta"]) and row["delta"] != 0
-            if _nan(row["delta"]) or row["delta"] == 0:
-                row["direction"] = "same"
-            else:
-                improved = (row["delta"] > 0) == DIRECTION[metric].higher_is_better
-                row["direction"] = "better" if improved else "worse"
+                row["flagged"] = not _nan(delta) and delta != 0
+            row["direction"] = "same" if _nan(delta) else change(metric, float(a), float(b))
             rows.append(row)
-    for system_id in prev.index.difference(curr.index):
-        rows.append({"system_id": system_id, "system_spec": prev.loc[system_id, "system_spec"], "metric": "presence",
-                     "flagged": True, "direction": "removed"})
+    for key, p in prev.items():
+        if key not in curr:
+            rows.append(_ids(key, p) | {"metric": "presence", "flagged": True, "direction": "removed"})
     return pd.DataFrame(rows).reindex(columns=COLUMNS)
+
+
+def _ids(key: tuple, row: pd.Series) -> dict:
+    asr_spec = row.get("asr_spec")
+    return {"system_id": key[0], "system_spec": row["system_spec"], "asr_id": key[1],
+            "asr_spec": None if _nan(asr_spec) else asr_spec}

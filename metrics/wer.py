@@ -3,53 +3,24 @@
 Counts, not rates, are returned per utterance so that corpus WER is a ratio of sums
 (``corpus_rate``); the mean of per-utterance ratios (``mean_utterance_rate``) is reported
 beside it under its own name. Inputs must already be normalized (``metrics.normalize``).
+Direction and aggregation of ``wer``, ``cer`` and their per-utterance means: ``metrics.registry``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from types import MappingProxyType
 
 import jiwer
 import numpy as np
 
 __all__ = [
-    "METRICS",
     "ErrorCounts",
-    "MetricInfo",
     "corpus_rate",
     "error_counts",
     "mean_utterance_rate",
     "perfect_rate",
 ]
-
-
-@dataclass(frozen=True)
-class MetricInfo:
-    """How to read and aggregate a metric.
-
-    Attributes:
-        higher_is_better: Direction of the metric.
-        aggregate: How per-utterance values are combined into the reported figure.
-    """
-
-    higher_is_better: bool
-    aggregate: str
-
-
-METRICS: Mapping[str, MetricInfo] = MappingProxyType(
-    {
-        "wer": MetricInfo(higher_is_better=False, aggregate="corpus: sum of word errors / sum of reference words"),
-        "cer": MetricInfo(
-            higher_is_better=False,
-            aggregate="corpus: sum of char errors / sum of reference chars (spaces count as chars)",
-        ),
-        "wer_utt_mean": MetricInfo(higher_is_better=False, aggregate="mean over utterances of word errors / ref words"),
-        "cer_utt_mean": MetricInfo(higher_is_better=False, aggregate="mean over utterances of char errors / ref chars"),
-        "perfect_rate": MetricInfo(higher_is_better=True, aggregate="fraction of utterances with 0 word errors"),
-    }
-)
 
 
 @dataclass(frozen=True)

@@ -27,13 +27,11 @@ import numpy as np
 import pandas as pd
 
 from metrics.bootstrap import CI, bootstrap_mean_ci
-from metrics.wer import MetricInfo
 
 __all__ = [
     "JUDGMENT_STATUSES",
     "WINNER_SCORES",
     "WINRATE_COLUMNS",
-    "WINRATE_METRICS",
     "win_rate_table",
 ]
 
@@ -52,17 +50,7 @@ WINRATE_COLUMNS = (
     "n_parse_failures", "n_failed", "n_skipped",
 )  # fmt: skip
 _INT_COLUMNS = ("n_judged", "wins", "ties", "losses", "n_parse_failures", "n_failed", "n_skipped")
-
-# Direction of each metric column. tie_rate is descriptive (no better direction), so it is
-# not listed; the n_* columns are counts.
-WINRATE_METRICS: Mapping[str, MetricInfo] = MappingProxyType(
-    {
-        "win_rate": MetricInfo(
-            higher_is_better=True,
-            aggregate="(wins + 0.5 * ties) / n_judged over status-ok, parsed judgments; 0.5 = parity with baseline",
-        ),
-    }
-)
+# win_rate's direction and aggregation: metrics.registry.METRICS["win_rate"]; tie_rate is descriptive.
 
 
 def _key_text(row: pd.Series, key: Sequence[str]) -> str:

@@ -13,7 +13,6 @@ import pytest
 import scipy.stats
 
 from metrics.agreement import (
-    AGREEMENT_METRICS,
     human_alignment,
     kendalls_w,
     krippendorff_alpha,
@@ -230,7 +229,3 @@ def test_preference_alignment_identical_raters_and_errors():
         preference_alignment(JUDGE, pd.concat([HUMAN, HUMAN.iloc[[0]]]))
     with pytest.raises(ValueError, match="no \\(item_id, system_id\\) pair"):
         preference_alignment(JUDGE.assign(item_id=JUDGE.item_id + "x"), HUMAN)
-
-
-def test_directions_are_declared():
-    assert all(info.higher_is_better for info in AGREEMENT_METRICS.values())

@@ -52,3 +52,34 @@ def test_missing_values_are_not_flagged_and_bad_reports_raise() -> None:
         compare_reports(report(a={}).drop(columns="wer_ci_low"), report(a={}))
     with pytest.raises(ValueError, match="repeats system_id 'a'"):
         compare_reports(pd.concat([report(a={}), report(a={})]), report(a={}))
+
+
+def test_each_metric_moves_by_its_declared_direction() -> None:
+    # Lower WER/CER is better, higher MOS and completion are better: each moved both ways, CIs far apart.
+    down = {"wer": 0.05, "wer_ci_low": 0.04, "wer_ci_high": 0.06, "cer": 0.02, "cer_ci_low": 0.01,
+            "cer_ci_high": 0.03, "mos": 2.0, "mos_ci_low": 1.9, "mos_ci_high": 2.1, "completion_rate": 0.5}
+    up = {"wer": 0.30, "wer_ci_low": 0.25, "wer_ci_high": 0.35, "cer": 0.20, "cer_ci_low": 0.15,
+          "cer_ci_high": 0.25, "mos": 4.0, "mos_ci_low": 3.9, "mos_ci_high": 4.1}
+    base = report(a={"completion_rate": 0.9}, b={"completion_rate": 0.9})
+    out = compare_reports(base, report(a=down, b=up | {"completion_rate": 1.0})).set_index(["system_id", "metric"])
+    assert out["direction"].to_dict() == {
+        ("a", "completion_rate"): "worse", ("a", "wer"): "better", ("a", "cer"): "better", ("a", "mos"): "worse",
+        ("b", "completion_rate"): "better", ("b", "wer"): "worse", ("b", "cer"): "worse", ("b", "mos"): "better"}
+    assert out["flagged"].all()
+
+
+def test_rows_are_matched_per_system_and_recogniser() -> None:
+    # One system, two recognisers: tiny's WER rose beyond its CI, base's did not move; neither is pooled.
+    prev = pd.concat([report(a={}).assign(asr_id="tiny", asr_spec="fw:tiny"),
+                      report(a={}).assign(asr_id="base", asr_spec="fw:base")], ignore_index=True)
+    curr = prev.copy()
+    curr.loc[0, ["wer", "wer_ci_low", "wer_ci_high"]] = [0.30, 0.25, 0.35]
+    out = compare_reports(prev, curr).set_index(["asr_id", "metric"])
+    assert out.loc[("tiny", "wer"), "flagged"] and out.loc[("tiny", "wer"), "direction"] == "worse"
+    assert out.loc[("tiny", "wer"), "delta"] == pytest.approx(0.20)
+    assert not out.loc[("base", "wer"), "flagged"] and out.loc[("base", "wer"), "direction"] == "same"
+    assert out.loc[("base", "wer"), "asr_spec"] == "fw:base"
+    # a recogniser only the current run has is a presence change, not a delta against another recogniser
+    added = pd.concat([curr, report(a={}).assign(asr_id="large", asr_spec="fw:large")], ignore_index=True)
+    rows = compare_reports(prev, added).set_index(["asr_id", "metric"])
+    assert rows.loc[("large", "presence"), "direction"] == "added"

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from metrics.instruct import INSTRUCT_COLUMNS, INSTRUCT_METRICS, instruction_scores
+from metrics.instruct import INSTRUCT_COLUMNS, instruction_scores
 
 NAN = float("nan")
 COLS = ["item_id", "system_id", "judge_id", "task", "language", "follows", "parse_ok"]
@@ -126,7 +126,3 @@ def test_duplicates_and_missing_columns_raise():
         instruction_scores(pd.concat([FRAME, FRAME.iloc[[0]]]))
     with pytest.raises(ValueError, match=r"lacks column\(s\) \['parse_ok'\]"):
         instruction_scores(FRAME.drop(columns="parse_ok"))
-
-
-def test_direction_is_declared():
-    assert INSTRUCT_METRICS["score"].higher_is_better is True

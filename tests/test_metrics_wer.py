@@ -5,7 +5,7 @@ import dataclasses
 import jiwer
 import pytest
 
-from metrics.wer import METRICS, ErrorCounts, corpus_rate, error_counts, mean_utterance_rate, perfect_rate
+from metrics.wer import ErrorCounts, corpus_rate, error_counts, mean_utterance_rate, perfect_rate
 
 # (reference, hypothesis, expected counts). Character counts include spaces (jiwer default).
 ERROR_CASES = [
@@ -117,11 +117,3 @@ def test_corpus_rate_and_utterance_mean_differ_when_lengths_differ():
 def test_rates_reject_bad_input(call, message):
     with pytest.raises(ValueError, match=message):
         call()
-
-
-def test_metric_directions_are_declared():
-    assert METRICS["wer"].higher_is_better is False
-    assert METRICS["cer"].higher_is_better is False
-    assert METRICS["wer_utt_mean"].higher_is_better is False
-    assert METRICS["perfect_rate"].higher_is_better is True
-    assert METRICS["wer"].aggregate.startswith("corpus: sum of word errors")

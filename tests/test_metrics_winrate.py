@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from metrics.winrate import WINRATE_COLUMNS, WINRATE_METRICS, win_rate_table
+from metrics.winrate import WINRATE_COLUMNS, win_rate_table
 
 NAN = float("nan")
 COLS = ["item_id", "system_id", "baseline_id", "judge_id", "winner", "parse_ok", "status", "category", "depth"]
@@ -194,7 +194,3 @@ def test_duplicates_missing_columns_and_bad_options_raise():
         win_rate_table(JUDGMENTS, seed=-1)
     with pytest.raises(ValueError, match="by must name"):
         win_rate_table(JUDGMENTS, by=("system_id",))
-
-
-def test_direction_is_declared():
-    assert WINRATE_METRICS["win_rate"].higher_is_better is True
