@@ -24,17 +24,13 @@ happen to be present, which would not be comparable across systems.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from types import MappingProxyType
-
 import numpy as np
 import pandas as pd
 
-from metrics.wer import MetricInfo
+from ttseval.instructtts import TASKS
 
-__all__ = ["INSTRUCT_COLUMNS", "INSTRUCT_METRICS", "TASKS", "instruction_scores"]
+__all__ = ["INSTRUCT_COLUMNS", "TASKS", "instruction_scores"]
 
-TASKS = ("APS", "DSD", "RP")
 MACRO = "macro"
 _KEY = ("item_id", "system_id", "judge_id")
 _CELL = ("judge_id", "system_id", "language")
@@ -46,19 +42,6 @@ INSTRUCT_COLUMNS = (
     "score", "score_all_items",
 )  # fmt: skip
 _INT_COLUMNS = ("n", "n_true", "n_false", "n_undecidable", "n_parse_failures")
-
-INSTRUCT_METRICS: Mapping[str, MetricInfo] = MappingProxyType(
-    {
-        "score": MetricInfo(
-            higher_is_better=True,
-            aggregate="per task: n_true / (n_true + n_false); macro: unweighted mean of the APS, DSD, RP scores",
-        ),
-        "score_all_items": MetricInfo(
-            higher_is_better=True,
-            aggregate="per task: n_true / n (undecidable and unparsed count as not followed); macro: mean of tasks",
-        ),
-    }
-)
 
 
 def _key_text(row: pd.Series) -> str:

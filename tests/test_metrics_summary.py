@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from metrics.summary import SUMMARY_COLUMNS, SUMMARY_METRICS, summarize_by, summarize_systems
+from metrics.summary import SUMMARY_COLUMNS, summarize_by, summarize_systems
 
 NAN = float("nan")
 
@@ -47,12 +47,13 @@ SYNTHESIS = pd.DataFrame(
 # sysB: i1 1/4 words, 2/10 chars; i2 0/6, 0/20; i4 3/2 (insertions), 5/10. sysA i1 failed.
 TRANSCRIPTS = pd.DataFrame(
     [
-        ("i1", "sysB", "omni", "ok", 1, 4, 2, 10),
-        ("i2", "sysB", "omni", "ok", 0, 6, 0, 20),
-        ("i4", "sysB", "omni", "ok", 3, 2, 5, 10),
-        ("i1", "sysA", "omni", "failed", None, None, None, None),
+        ("i1", "sysB", "omni", "w:omni", "ok", 1, 4, 2, 10),
+        ("i2", "sysB", "omni", "w:omni", "ok", 0, 6, 0, 20),
+        ("i4", "sysB", "omni", "w:omni", "ok", 3, 2, 5, 10),
+        ("i1", "sysA", "omni", "w:omni", "failed", None, None, None, None),
     ],
-    columns=["item_id", "system_id", "asr_id", "status", "word_errors", "ref_words", "char_errors", "ref_chars"],
+    columns=["item_id", "system_id", "asr_id", "asr_spec", "status", "word_errors", "ref_words", "char_errors",
+             "ref_chars"],
 ).astype({c: "Int64" for c in ("word_errors", "ref_words", "char_errors", "ref_chars")})
 
 # sysB: 4.0 and 3.0 ok, i4 failed. sysA: one score 2.5.
@@ -164,6 +165,7 @@ def test_summarize_by_category_hand_worked():
     table = summarize_by(ITEMS, SYNTHESIS, TRANSCRIPTS, by="category")
     assert list(table.columns) == [
         "system_id",
+        "asr_id",
         "category",
         "n_items",
         "n_ok",
@@ -172,8 +174,10 @@ def test_summarize_by_category_hand_worked():
         "wer",
         "cer",
     ]
-    assert list(zip(table.system_id, table.category)) == [
-        ("sysB", "news"), ("sysB", "names"), ("sysA", "news"), ("sysA", "names"), ("sysC", "news"), ("sysC", "names"),
+    # sysC has no transcript at all: its rows have a null asr_id.
+    assert list(zip(table.system_id, table.asr_id.fillna("-"), table.category)) == [
+        ("sysB", "omni", "news"), ("sysB", "omni", "names"), ("sysA", "omni", "news"), ("sysA", "omni", "names"),
+        ("sysC", "-", "news"), ("sysC", "-", "names"),
     ]  # fmt: skip
     # sysB news = i1, i2: both ok; wer (1+0)/(4+6) = 0.1, cer (2+0)/(10+20) = 1/15.
     # sysB names = i3 failed, i4 ok: completion 0.5; wer 3/2, cer 5/10.
@@ -211,25 +215,19 @@ def _with_row(frame, row):
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"synthesis": _with_row(SYNTHESIS, ("i1", "sysB", "piper:joe", "ok", 2.0, 1.0))},
-         "duplicate row for item_id='i1', system_id='sysB'"),
-        ({"synthesis": _with_row(SYNTHESIS, ("i4", "sysA", "edge:gul", "done", 1.0, 1.0))}, "status 'done'"),
-        ({"synthesis": _with_row(SYNTHESIS, ("i9", "sysA", "edge:gul", "failed", NAN, NAN))}, "'i9'.*not in items"),
-        ({"synthesis": _with_row(SYNTHESIS, ("i4", "sysA", "edge:other", "failed", NAN, NAN))}, "several system_spec"),
-        ({"synthesis": _with_row(SYNTHESIS, ("i4", "sysA", "edge:gul", "ok", NAN, 1.0))}, "item_id='i4'.*duration_s"),
-        ({"transcripts": _with_row(TRANSCRIPTS, ("i3", "sysB", "omni", "ok", 0, 3, 0, 9))},
-         "item_id='i3', system_id='sysB'.*no synthesis row with status 'ok'"),
-        ({"transcripts": _with_row(TRANSCRIPTS, ("i2", "sysB", "whisper", "ok", 0, 3, 0, 9))}, "several asr_id values.*item_id='i2', system_id='sysB'"),
-        ({"transcripts": _with_row(TRANSCRIPTS.iloc[:3], ("i1", "sysA", "omni", "ok", None, 4, 1, 9))},
-         "item_id='i1', system_id='sysA'.*word_errors"),
-        ({"transcripts": _with_row(TRANSCRIPTS.iloc[:3], ("i1", "sysA", "omni", "ok", 0, 0, 0, 0))}, "ref_words"),
-        ({"quality": _with_row(QUALITY, ("i2", "sysA", "utmos", "ok", 3.0))}, "no synthesis row with status 'ok'"),
+        # What the summary cannot compute at all. Rules of the stored tables (status values, duplicate keys, counts
+        # of ok rows, durations) are ttseval.validation's, tested in tests/test_validation.py.
+        ({"transcripts": _with_row(TRANSCRIPTS.iloc[:3], ("i1", "sysA", "omni", "w:omni", "ok", None, 4, 1, 9))},
+         "errors.*must be finite"),
+        ({"transcripts": _with_row(TRANSCRIPTS.iloc[:3], ("i1", "sysA", "omni", "w:omni", "ok", 0, 0, 0, 0))},
+         "totals sum to 0|= 0"),
         ({"quality": _with_row(QUALITY, ("i2", "sysB", "dnsmos", "ok", 3.0))}, "several quality_id values.*item_id='i2', system_id='sysB'"),
         ({"quality": _with_row(QUALITY, ("i2", "sysA", "utmos", "ok", 3.0)).drop(columns="mos")}, "lacks column"),
+        ({"transcripts": TRANSCRIPTS.drop(columns="asr_id")}, "transcripts lacks column"),
         ({"items": ITEMS.iloc[0:0]}, "items is empty"),
     ],
 )  # fmt: skip
-def test_bad_input_raises_naming_key(kwargs, message):
+def test_bad_input_raises(kwargs, message):
     with pytest.raises(ValueError, match=message):
         _summary(**kwargs)
 
@@ -239,18 +237,40 @@ def test_bad_seed_raises():
         summarize_systems(ITEMS, SYNTHESIS, TRANSCRIPTS, QUALITY, seed=-1)
 
 
-def test_directions_declared_for_metric_columns():
-    assert SUMMARY_METRICS["wer"].higher_is_better is False
-    assert SUMMARY_METRICS["rtf"].higher_is_better is False
-    assert SUMMARY_METRICS["completion_rate"].higher_is_better is True
-    assert SUMMARY_METRICS["perfect_pct"].higher_is_better is True
-    assert SUMMARY_METRICS["mos"].higher_is_better is True
-    assert set(SUMMARY_METRICS) <= set(SUMMARY_COLUMNS)
+def test_two_recognisers_on_one_clip_give_one_row_each_never_pooled():
+    # sysB's clips transcribed again by a second recogniser "tiny" (the asr setting changed): i1 0/4 words,
+    # 1/10 chars; i2 2/6, 4/20; i4 failed. "omni" keeps its rows: (1+0+3)/(4+6+2) = 4/12, CER 7/40.
+    tiny = pd.DataFrame(
+        [("i1", "sysB", "tiny", "w:tiny", "ok", 0, 4, 1, 10), ("i2", "sysB", "tiny", "w:tiny", "ok", 2, 6, 4, 20),
+         ("i4", "sysB", "tiny", "w:tiny", "failed", None, None, None, None)],
+        columns=TRANSCRIPTS.columns,
+    ).astype(TRANSCRIPTS.dtypes.to_dict())
+    summary = _summary(transcripts=pd.concat([TRANSCRIPTS, tiny], ignore_index=True))
+    assert list(zip(summary["system_id"], summary["asr_id"].fillna("-"))) == [
+        ("sysB", "omni"), ("sysB", "tiny"), ("sysA", "omni"), ("sysC", "-")]  # sysC: no transcript, null asr_id
+    rows = summary.set_index(["system_id", "asr_id"])
+    assert rows.loc[("sysB", "tiny"), "asr_spec"] == "w:tiny"
+    assert rows.loc[("sysB", "omni"), "wer"] == pytest.approx(4 / 12, abs=1e-12)
+    assert rows.loc[("sysB", "tiny"), "wer"] == pytest.approx(2 / 10, abs=1e-12)  # (0+2) / (4+6)
+    assert rows.loc[("sysB", "omni"), "cer"] == pytest.approx(7 / 40, abs=1e-12)
+    assert rows.loc[("sysB", "tiny"), "cer"] == pytest.approx(5 / 30, abs=1e-12)  # (1+4) / (10+20)
+    assert rows.loc[("sysB", "tiny"), "perfect_pct"] == pytest.approx(50.0)  # i1 only, of 2
+    assert rows.loc[("sysB", "omni"), "n_transcribed"] == 3 and rows.loc[("sysB", "tiny"), "n_transcribed"] == 2
+    # the system's own figures repeat on each of its rows
+    for column in ("completion_rate", "n_ok", "mos", "rtf"):
+        assert rows.loc[("sysB", "omni"), column] == rows.loc[("sysB", "tiny"), column]
 
 
-def test_recognisers_routed_by_language_pool_per_system():
-    # One clip, one recogniser: i2 is transcribed by another model than i1 and i4 (routing by language).
-    # Pooled by hand from TRANSCRIPTS: word errors 1+0+3 = 4 over 4+6+2 = 12 reference words.
-    routed = TRANSCRIPTS.assign(asr_id=["omni", "whisper", "omni", "omni"])
-    summary = _summary(transcripts=routed).set_index("system_id")
-    assert summary.loc["sysB", "wer"] == pytest.approx(4 / 12, abs=1e-12)
+def test_recognisers_routed_by_language_have_a_row_each():
+    # i2 is transcribed by another model than i1 and i4 (routing by language): two rows, each its own pool.
+    routed = TRANSCRIPTS.assign(asr_id=["omni", "whisper", "omni", "omni"],
+                                asr_spec=["w:omni", "w:whisper", "w:omni", "w:omni"])
+    rows = _summary(transcripts=routed).set_index(["system_id", "asr_id"])
+    assert rows.loc[("sysB", "omni"), "wer"] == pytest.approx(4 / 6, abs=1e-12)  # i1, i4: (1+3) / (4+2)
+    assert rows.loc[("sysB", "whisper"), "wer"] == pytest.approx(0.0, abs=1e-12)  # i2: 0 / 6
+
+
+def test_transcripts_of_clips_without_ok_synthesis_are_not_counted():
+    # sysB's i3 failed synthesis; a transcript for it (of audio this summary does not know) must not move WER.
+    stray = _with_row(TRANSCRIPTS, ("i3", "sysB", "omni", "w:omni", "ok", 9, 3, 9, 9))
+    assert _summary(transcripts=stray).set_index("system_id").loc["sysB", "wer"] == pytest.approx(4 / 12, abs=1e-12)
