@@ -31,7 +31,7 @@ def plain_loop(dataset: str, systems: list[str]) -> dict:
     from metrics.wer import error_counts
     from ttseval.categories import CATEGORIES
     from ttseval.config import load_settings
-    from ttseval.dataset import load_items
+    from corpus.items import load_items
     from ttseval.registry import ASR, QUALITY, TTS
 
     settings = load_settings()
@@ -69,7 +69,7 @@ def timed(cmd: list[str], env: dict) -> float:
 
 def main() -> None:
     from ttseval.config import DEFAULT_SYSTEMS
-    from ttseval.dataset import DEMO_DATASET
+    from corpus import DEMO_DATASET
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", default=str(DEMO_DATASET))

@@ -12,7 +12,8 @@ from typing import Any
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 
-from flows.evaluate import _artifact_key, check_judges
+from flows.common import artifact_key, check_judges, gpu_annotation
+from flows.progress import StageProgress
 from flows.runner import SettingsDaskTaskRunner
 from tasks.common import get_store, logger
 from tasks.judge import run_judge_stage
@@ -63,9 +64,13 @@ def backfill_judge(run_id: str, judge: str, store: str | None = None, baseline: 
     else:
         baseline_id = stored_baseline(st, run_id, system_ids)
     logger().info(f"backfill {judge_spec} over run {run_id!r}: {len(system_ids)} systems, baseline {specs[baseline_id]}")
-    plans, results = run_judge_stage(settings, run_id, system_ids, baseline_id, [judge_spec])
+    with StageProgress(f"backfill {judge_spec} over run {run_id!r}", artifact_key("progress", run_id),
+                       logger()) as progress, gpu_annotation(settings):
+        plans, results = run_judge_stage(settings, run_id, system_ids, baseline_id, [judge_spec])
+        progress.add("judgments", sum(p.to_compute for p in plans))
+        progress.advance("judgments", sum(r.n_rows for r in results))
     markdown = write_full_report(st, run_id, settings, system_ids, {"run_id": run_id, "store": st.display(),
                                                                      "backfilled judge": judge_spec})
-    create_markdown_artifact(markdown=markdown, key=_artifact_key(run_id), description=f"ttseval report for {run_id}")
+    create_markdown_artifact(markdown=markdown, key=artifact_key("report", run_id), description=f"ttseval report for {run_id}")
     return {"run_id": run_id, "judge": judge_spec, "computed": sum(r.n_rows for r in results),
             "reused": sum(p.present for p in plans), "wall_s": time.perf_counter() - t0}

@@ -9,87 +9,27 @@ items are rows with their reason in `generation.parquet`; the flow goes on witho
 from __future__ import annotations
 
 import hashlib
-import re
 import time
 from pathlib import Path
 from typing import Any
 
-from prefect import flow, task
-from prefect.cache_policies import NO_CACHE
+from prefect import flow
 
-from flows.evaluate import _git_commit
-from flows.freeze import freeze_and_publish, split_rows
+from corpus import DEFAULT_LLM, DEFAULT_SEEDS
+from corpus import generation as g
+from flows.common import artifact_key, git_commit
+from flows.progress import StageProgress
 from tasks.common import get_provider, get_store, logger, now
-from tasks.generate import breadth_rows, refine_rows, screen
+from tasks.freeze import freeze_and_publish, split_rows
+from tasks.generate import expand_breadth, refine_depth
 from tasks.llm import CallStats
-from ttseval import generation as g
 from ttseval.categories import MAX_DEPTH
-from ttseval.config import Settings, load_settings
-from ttseval.dataset import read_jsonl_numbered
-from ttseval.errors import DatasetError, SpecError
-
-DEFAULT_LLM = "gemini:gemini-2.5-pro"
-SEED_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-GENERATED_ID = re.compile(r"^(b\d+-\d+|tt\d+)$|-d\d+$")
-
-
-def read_seeds(path: str | Path, spec: g.GenerationSpec) -> list[g.Seed]:
-    """Seed items from JSON Lines (category, text; optional seed_id, subcategory); errors name the line and fix."""
-    p = Path(path)
-    if not p.is_file():
-        raise DatasetError(f"seed file {str(p)!r} does not exist; pass --seeds PATH to a .jsonl file", source=str(p))
-    rows = read_jsonl_numbered(p, p.read_text(encoding="utf-8"))
-    seeds, problems, seen = [], [], set()
-    for n, row in rows:
-        category, text = row.get("category"), row.get("text")
-        if not isinstance(category, str) or category not in spec.categories:
-            problems.append(f"line {n}: category {category!r} is not in the category set; use one of "
-                            f"{', '.join(spec.categories)} or add it to the --categories file")
-        if not isinstance(text, str) or not text.strip():
-            problems.append(f"line {n}: text is missing or empty; write the seed sentence in `text`")
-        seed_id = str(row.get("seed_id") or f"s{n}")
-        if seed_id in seen:
-            problems.append(f"line {n}: seed_id {seed_id!r} is used twice; give each seed its own id")
-        if GENERATED_ID.match(seed_id):
-            problems.append(f"line {n}: seed_id {seed_id!r} looks like a generated item's id (b<k>-<j>, tt<j>, "
-                            "...-d<depth>); choose another")
-        elif not SEED_ID.match(seed_id):
-            problems.append(f"line {n}: seed_id {seed_id!r}: use letters, digits, '.', '_' or '-'")
-        seen.add(seed_id)
-        if not problems:
-            seeds.append(g.Seed(seed_id, category, text.strip(), row.get("subcategory")))
-    if problems:
-        raise DatasetError(f"seed file {p} has {len(problems)} problem(s):\n- " + "\n- ".join(problems),
-                           source=str(p), problems=problems)
-    if not rows:
-        raise DatasetError(f"seed file {p} has no seeds", source=str(p))
-    return seeds
-
-
-@task(name="expand-breadth", cache_policy=NO_CACHE)
-def expand_breadth(settings: Settings, spec: g.GenerationSpec, seeds: list[g.Seed], llm_spec: str,
-                   per_category: int, batch: int, temperature: float, max_depth: int, threshold: float,
-                   stats: CallStats) -> list[dict[str, Any]]:
-    llm = get_provider("llm", llm_spec, settings)
-    rows = breadth_rows(spec, seeds, llm, get_store(settings.store), per_category=per_category, batch=batch,
-                        temperature=temperature, stats=stats)
-    return screen(spec, rows, [], max_depth=max_depth, threshold=threshold)
-
-
-@task(name="refine-depth", cache_policy=NO_CACHE)
-def refine_depth(settings: Settings, spec: g.GenerationSpec, rows: list[dict[str, Any]], depth: int, llm_spec: str,
-                 repair_spec: str, temperature: float, max_depth: int, threshold: float,
-                 stats: CallStats) -> list[dict[str, Any]]:
-    parents = [r for r in rows if r["depth"] == depth - 1]
-    new = refine_rows(spec, parents, depth, get_provider("llm", llm_spec, settings),
-                      get_provider("llm", repair_spec, settings), get_store(settings.store),
-                      temperature=temperature, seed=settings.seed, stats=stats)
-    return rows + screen(spec, new, rows, max_depth=max_depth, threshold=threshold)
-
+from ttseval.config import load_settings
+from ttseval.errors import SpecError
 
 @flow(name="generate_dataset")
 def generate_dataset(
-    seeds: str = str(g.DEFAULT_SEEDS),
+    seeds: str = str(DEFAULT_SEEDS),
     name: str = "generated",
     version: str | None = None,
     llm: str = DEFAULT_LLM,
@@ -112,7 +52,7 @@ def generate_dataset(
         llm: LLM spec for breadth expansion, e.g. 'gemini:gemini-2.5-pro' or 'openai:MODEL:base_url=...'.
         refine_llm: LLM for depth refinement; default `llm`.
         repair_llm: LLM for the grammar-repair pass; default the refinement LLM.
-        categories: category-set TOML (default: EmergentTTS-Eval's six, ttseval/data/generation/emergenttts.toml).
+        categories: category-set TOML (default: EmergentTTS-Eval's six, corpus/data/generation/emergenttts.toml).
         breadth: new items per category from breadth expansion.
         breadth_batch: items asked for per breadth call.
         depth_steps: refinement steps (the paper uses 3); depth runs 0..depth_steps.
@@ -130,7 +70,7 @@ def generate_dataset(
     settings = load_settings(store=store)
     st = get_store(settings.store)
     spec = g.load_spec(categories)
-    seed_list = read_seeds(seeds, spec)
+    seed_list = g.read_seeds(seeds, spec)
     refine_llm = refine_llm or llm
     repair_llm = repair_llm or refine_llm
     llms = {s: get_provider("llm", s, settings) for s in dict.fromkeys([llm, refine_llm, repair_llm])}
@@ -138,9 +78,14 @@ def generate_dataset(
              + ", ".join(sorted(llms)))
     stats = CallStats()
     common = {"max_depth": depth_steps, "threshold": duplicate_threshold, "stats": stats}
-    rows = expand_breadth(settings, spec, seed_list, llm, breadth, breadth_batch, temperature, **common)
-    for depth in range(1, depth_steps + 1):
-        rows = refine_depth(settings, spec, rows, depth, refine_llm, repair_llm, temperature, **common)
+    with StageProgress(f"generate dataset {name!r}", artifact_key("progress", f"dataset-{name}"), log) as progress:
+        progress.add("breadth", 1)
+        progress.add("depth refinement", depth_steps)
+        rows = expand_breadth(settings, spec, seed_list, llm, breadth, breadth_batch, temperature, **common)
+        progress.advance("breadth", 1)
+        for depth in range(1, depth_steps + 1):
+            rows = refine_depth(settings, spec, rows, depth, refine_llm, repair_llm, temperature, **common)
+            progress.advance("depth refinement", 1)
 
     generation, items, failed = split_rows(rows, "item")
     stats_frame = g.dataset_statistics(items, words_per_minute=spec.words_per_minute)
@@ -158,5 +103,5 @@ def generate_dataset(
     result = freeze_and_publish(
         st, name, version, title="dataset", generation=generation, items=items, failed=failed,
         stats_frame=stats_frame, stats_md=g.statistics_markdown(stats_frame, words_per_minute=spec.words_per_minute),
-        manifest=manifest, calls=stats, t0=t0, code=_git_commit())
+        manifest=manifest, calls=stats, t0=t0, code=git_commit())
     return result | {"items_by_depth": manifest["items_by_depth"], "started_at": started.isoformat(timespec="seconds")}

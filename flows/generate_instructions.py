@@ -9,111 +9,22 @@ version. Failed calls are rows with their reason in `generation.parquet`; the fl
 from __future__ import annotations
 
 import hashlib
-import re
 import time
 from pathlib import Path
 from typing import Any
 
-from prefect import flow, task
-from prefect.cache_policies import NO_CACHE
+from prefect import flow
 
-from flows.evaluate import _git_commit
-from flows.freeze import freeze_and_publish, split_rows
+from corpus import DEFAULT_CAPTION_LLM
+from corpus import instructions as ins
+from flows.common import artifact_key, git_commit
+from flows.progress import StageProgress
 from tasks.common import get_provider, get_store, logger, now
-from tasks.instructions import Captioned, aps_rows, caption_references, dsd_rows, rp_rows, screen
+from tasks.freeze import freeze_and_publish, split_rows
+from tasks.instructions import caption_stage, instruction_stage
 from tasks.llm import CallStats
-from ttseval import instructions as ins
-from ttseval.config import Settings, load_settings
-from ttseval.dataset import read_jsonl_numbered
-from ttseval.errors import DatasetError, SpecError
-
-DEFAULT_CAPTION_LLM = ins.DEFAULT_CAPTION_LLM
-_REF_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-
-
-def read_references(path: str | Path) -> list[ins.Reference]:
-    """The references manifest, JSON Lines of {ref_id, audio, text, language}; `audio` is a WAV file, relative to
-    the manifest's folder or absolute. Errors name the line, the field and the fix."""
-    from ttseval.languages import is_known_language
-
-    p = Path(path)
-    if not p.is_file():
-        raise DatasetError(f"references manifest {str(p)!r} does not exist; pass --references PATH to a .jsonl file "
-                           "with one {ref_id, audio, text, language} object per line", source=str(p))
-    rows = read_jsonl_numbered(p, p.read_text(encoding="utf-8"))
-    refs, problems, seen = [], [], set()
-    for n, row in rows:
-        before = len(problems)
-        ref_id = row.get("ref_id")
-        ref_id = str(ref_id) if isinstance(ref_id, (str, int)) and not isinstance(ref_id, bool) else None
-        if not ref_id or not _REF_ID.fullmatch(ref_id):
-            problems.append(f"line {n}: ref_id {row.get('ref_id')!r} is missing or not an id; use letters, digits, "
-                            "'.', '_' or '-' (it names the items <ref_id>-APS/-DSD/-RP)")
-        elif ref_id in seen:
-            problems.append(f"line {n}: ref_id {ref_id!r} is used twice; give each reference its own id")
-        seen.add(ref_id)
-        audio = row.get("audio")
-        wav: Path | None = None
-        if not isinstance(audio, str) or not audio.strip():
-            problems.append(f"line {n}: audio is missing; give the path of the reference WAV file (relative to "
-                            f"{p.parent} or absolute)")
-        else:
-            wav = Path(audio).expanduser()
-            wav = wav if wav.is_absolute() else p.parent / wav
-            why = _wav_problem(wav)
-            if why:
-                problems.append(f"line {n}: audio {audio!r}: {why}")
-        text = row.get("text")
-        if not isinstance(text, str) or not text.strip():
-            problems.append(f"line {n}: text is missing or empty; write the reference clip's transcript (the text "
-                            "to synthesize) in `text`")
-        language = row.get("language")
-        if not isinstance(language, str) or not is_known_language(language.strip()):
-            problems.append(f"line {n}: language {language!r} is not a known BCP-47 / ISO 639 tag; use one such "
-                            "as en-US or zh-CN")
-        if len(problems) == before:
-            refs.append(ins.Reference(ref_id, wav.resolve(), text.strip(), language.strip(), n))
-    if problems:
-        raise DatasetError(f"references manifest {p} has {len(problems)} problem(s):\n- " + "\n- ".join(problems),
-                           source=str(p), problems=problems)
-    if not rows:
-        raise DatasetError(f"references manifest {p} has no references", source=str(p))
-    return refs
-
-
-def _wav_problem(path: Path) -> str | None:
-    if not path.is_file():
-        return f"no such file ({path}); fix the path (relative paths start at the manifest's folder)"
-    import soundfile as sf
-
-    try:
-        info = sf.info(str(path))
-    except (RuntimeError, OSError, ValueError) as e:  # soundfile raises LibsndfileError (a RuntimeError)
-        return f"cannot be read as audio ({e}); give a WAV file"
-    if info.format != "WAV":
-        return f"is {info.format}, not WAV; convert it (e.g. ffmpeg -i IN OUT.wav)"
-    if info.frames == 0:
-        return "holds no audio; give a non-empty WAV file"
-    return None
-
-
-@task(name="caption-references", cache_policy=NO_CACHE)
-def caption_stage(settings: Settings, refs: list[ins.Reference], llm_spec: str, temperature: float,
-                  stats: CallStats) -> list[Captioned]:
-    return caption_references(refs, get_provider("llm", llm_spec, settings), get_store(settings.store),
-                              temperature=temperature, stats=stats)
-
-
-@task(name="write-instructions", cache_policy=NO_CACHE)
-def instruction_stage(settings: Settings, captioned: list[Captioned], llm_spec: str, temperature: float,
-                      language: str, stats: CallStats) -> list[dict[str, Any]]:
-    llm, store = get_provider("llm", llm_spec, settings), get_store(settings.store)
-    common = {"temperature": temperature, "seed": settings.seed, "language": language, "stats": stats}
-    rows = aps_rows(captioned) + dsd_rows(captioned, llm, store, **common) + rp_rows(captioned, llm, store, **common)
-    order = {c.ref.ref_id: i for i, c in enumerate(captioned)}
-    rows.sort(key=lambda r: (order[r["root_id"]], ins.TASKS.index(r["task"])))
-    return screen(rows)
-
+from ttseval.config import load_settings
+from ttseval.errors import SpecError
 
 @flow(name="generate_instructions")
 def generate_instructions(
@@ -149,13 +60,19 @@ def generate_instructions(
         raise SpecError("instruction_language is empty; name a language such as English")
     settings = load_settings(store=store, seed=seed)
     st = get_store(settings.store)
-    refs = read_references(references)
+    refs = ins.read_references(references)
     instruct_llm = instruct_llm or caption_llm
     llms = {s: get_provider("llm", s, settings) for s in dict.fromkeys([caption_llm, instruct_llm])}
     log.info(f"generating instructions {name!r} for {len(refs)} reference clips with " + ", ".join(llms))
     stats = CallStats()
-    captioned = caption_stage(settings, refs, caption_llm, caption_temperature, stats)
-    rows = instruction_stage(settings, captioned, instruct_llm, temperature, instruction_language, stats)
+    with StageProgress(f"generate instructions {name!r}", artifact_key("progress", f"dataset-{name}"),
+                       log) as progress:
+        progress.add("captions", len(refs))
+        progress.add("instructions", len(refs))
+        captioned = caption_stage(settings, refs, caption_llm, caption_temperature, stats)
+        progress.advance("captions", len(refs))
+        rows = instruction_stage(settings, captioned, instruct_llm, temperature, instruction_language, stats)
+        progress.advance("instructions", len(refs))
 
     generation, items, failed = split_rows(rows, "instruction")
     stats_frame = ins.instruction_statistics(items)
@@ -178,6 +95,6 @@ def generate_instructions(
     result = freeze_and_publish(
         st, name, version, title="instructions", generation=generation, items=items, failed=failed,
         stats_frame=stats_frame, stats_md=ins.statistics_markdown(stats_frame), manifest=manifest, calls=stats,
-        t0=t0, code=_git_commit())
+        t0=t0, code=git_commit())
     return result | {"items_by_task": manifest["items_by_task"], "failed_by_task": manifest["failed_by_task"],
                      "started_at": started.isoformat(timespec="seconds")}

@@ -14,11 +14,12 @@ import pandas as pd
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 
-from flows.evaluate import _artifact_key, evaluate
+from flows.common import artifact_key
+from flows.evaluate import evaluate
 from metrics.drift import compare_reports
 from tasks.common import get_store, logger, now
 from ttseval.config import DEFAULT_SYSTEMS, load_settings
-from ttseval.dataset import DEMO_DATASET
+from corpus import DEMO_DATASET
 from ttseval.report import _num
 from ttseval.store import ArtifactStore
 
@@ -94,7 +95,7 @@ def nightly(
         markdown = drift_markdown(drift, previous, run_id)
         st.write_bytes(f"runs/{run_id}/drift.md", markdown.encode("utf-8"))
         st.write_bytes(f"runs/{run_id}/drift.json", drift.to_json(orient="records").encode("utf-8"))
-        create_markdown_artifact(markdown=markdown, key=_artifact_key(run_id).replace("report", "drift"),
+        create_markdown_artifact(markdown=markdown, key=artifact_key("drift", run_id),
                                  description=f"drift {previous} -> {run_id}")
         summary["flagged"] = int(drift["flagged"].fillna(False).astype(bool).sum())
         logger().info(f"drift against {previous}: {summary['flagged']} flagged change(s)")

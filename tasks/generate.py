@@ -11,10 +11,15 @@ from typing import Any
 
 import pandas as pd
 
-from providers.llm import LLM, LLMRequest, LLMResult
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from corpus import generation as g
+from corpus.generation import CategorySpec, GenerationSpec, Seed
+from ttseval.protocols import LLM, LLMRequest, LLMResult
+from tasks.common import get_provider, get_store
 from tasks.llm import CallStats, cached_generate
-from ttseval import generation as g
-from ttseval.generation import CategorySpec, GenerationSpec, Seed
+from ttseval.config import Settings
 from ttseval.store import ArtifactStore
 from ttseval.validation import Rule, row_failures
 
@@ -236,3 +241,24 @@ def screening_rules(spec: GenerationSpec, max_depth: int) -> list[Rule]:
                           {"min_value": cat.min_chars, "max_value": cat.max_chars,
                            "row_condition": f'category=="{name}"', "condition_parser": "pandas"}))
     return rules
+
+
+@task(name="expand-breadth", cache_policy=NO_CACHE)
+def expand_breadth(settings: Settings, spec: GenerationSpec, seeds: list[Seed], llm_spec: str,
+                   per_category: int, batch: int, temperature: float, max_depth: int, threshold: float,
+                   stats: CallStats) -> list[dict[str, Any]]:
+    llm = get_provider("llm", llm_spec, settings)
+    rows = breadth_rows(spec, seeds, llm, get_store(settings.store), per_category=per_category, batch=batch,
+                        temperature=temperature, stats=stats)
+    return screen(spec, rows, [], max_depth=max_depth, threshold=threshold)
+
+
+@task(name="refine-depth", cache_policy=NO_CACHE)
+def refine_depth(settings: Settings, spec: GenerationSpec, rows: list[dict[str, Any]], depth: int, llm_spec: str,
+                 repair_spec: str, temperature: float, max_depth: int, threshold: float,
+                 stats: CallStats) -> list[dict[str, Any]]:
+    parents = [r for r in rows if r["depth"] == depth - 1]
+    new = refine_rows(spec, parents, depth, get_provider("llm", llm_spec, settings),
+                      get_provider("llm", repair_spec, settings), get_store(settings.store),
+                      temperature=temperature, seed=settings.seed, stats=stats)
+    return rows + screen(spec, new, rows, max_depth=max_depth, threshold=threshold)

@@ -24,11 +24,16 @@ from typing import Any
 
 import pandas as pd
 
-from providers.llm import LLM, LLMRequest
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from corpus import instructions as ins
+from corpus.instructions import Caption, Reference
+from ttseval.protocols import LLM, LLMRequest
+from tasks.common import get_provider, get_store
 from tasks.generate import _call_fields, _failed
 from tasks.llm import CallStats, cached_generate
-from ttseval import instructions as ins
-from ttseval.instructions import Caption, Reference
+from ttseval.config import Settings
 from ttseval.store import ArtifactStore
 from ttseval.validation import Rule, row_failures
 
@@ -182,3 +187,21 @@ def screen(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         r = candidates[number - 1]
         by_id[r["item_id"]] = _failed(r, "validation", "; ".join(f"rule '{rule.name}' fails" for rule in rules))
     return [by_id.get(r["item_id"], r) for r in rows]
+
+
+@task(name="caption-references", cache_policy=NO_CACHE)
+def caption_stage(settings: Settings, refs: list[Reference], llm_spec: str, temperature: float,
+                  stats: CallStats) -> list[Captioned]:
+    return caption_references(refs, get_provider("llm", llm_spec, settings), get_store(settings.store),
+                              temperature=temperature, stats=stats)
+
+
+@task(name="write-instructions", cache_policy=NO_CACHE)
+def instruction_stage(settings: Settings, captioned: list[Captioned], llm_spec: str, temperature: float,
+                      language: str, stats: CallStats) -> list[dict[str, Any]]:
+    llm, store = get_provider("llm", llm_spec, settings), get_store(settings.store)
+    common = {"temperature": temperature, "seed": settings.seed, "language": language, "stats": stats}
+    rows = aps_rows(captioned) + dsd_rows(captioned, llm, store, **common) + rp_rows(captioned, llm, store, **common)
+    order = {c.ref.ref_id: i for i, c in enumerate(captioned)}
+    rows.sort(key=lambda r: (order[r["root_id"]], ins.TASKS.index(r["task"])))
+    return screen(rows)

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from ttseval.stack import StackInfo, stack_down, stack_up
+from infra.stack import StackInfo, stack_down, stack_up
 
 ROOT = Path(__file__).resolve().parent.parent
 ENGLISH_ITEMS = ("emo-a-d0", "que-a-d0", "pro-a-d0")  # spoken by both espeak-ng and flite
@@ -45,7 +45,7 @@ def deployed(stack: StackInfo) -> list[str]:
 @pytest.fixture(scope="module")
 def tiny_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Three English demo items (an absolute path: the flow runs in the worker's working directory)."""
-    from ttseval.dataset import DEMO_DATASET
+    from corpus import DEMO_DATASET
 
     rows = [json.loads(line) for line in DEMO_DATASET.read_text(encoding="utf-8").splitlines() if line.strip()]
     path = tmp_path_factory.mktemp("stack-data") / "tiny.jsonl"

@@ -10,7 +10,8 @@ import pytest
 
 from ttseval.categories import CATEGORIES
 from ttseval.config import Settings, load_settings
-from ttseval.dataset import DEMO_DATASET, load_items
+from corpus import DEMO_DATASET
+from corpus.items import load_items, unknown_categories
 from ttseval.errors import ConfigError, DatasetError, SpecError
 from ttseval.ids import digest, stable_id
 from ttseval.registry import REGISTRIES, TTS, Registry, Spec
@@ -81,12 +82,13 @@ def test_every_registered_provider_imports_cheaply() -> None:
 
 def test_settings_precedence_env_over_toml(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     toml = tmp_path / "ttseval.toml"
-    toml.write_text('shard_size = 5\nstore = "s3://bucket/x"\n[asr]\n"*" = "faster-whisper:base"\n')
+    toml.write_text('shard_size = 5\nstore = "s3://bucket/x"\n[asr]\n"*" = "transformers:/models/mms"\n')
     monkeypatch.setenv("TTSEVAL_CONFIG", str(toml))
     monkeypatch.setenv("TTSEVAL_SHARD_SIZE", "11")
     settings = Settings()
     assert settings.shard_size == 11 and settings.store == "s3://bucket/x"
-    assert settings.asr_for("en-US") == "faster-whisper:base"
+    assert settings.asr_for("de-DE") == "transformers:/models/mms"
+    assert settings.asr_for("en-US") == "faster-whisper:tiny.en"  # the TOML table named only '*'
     assert load_settings(shard_size=3).shard_size == 3
 
 
@@ -141,10 +143,32 @@ def test_dataset_problems_are_all_reported_at_once(tmp_path: Path) -> None:
     path.write_text("item_id,text,language,category,depth\na,Hi,en,questions,0\na,,zz-QQ,poetry,9\n")
     with pytest.raises(DatasetError) as info:
         load_items(path, categories=set(CATEGORIES))
-    assert len(info.value.problems) == 5
+    assert len(info.value.problems) == 4  # duplicate id, empty text, unknown language, depth 9 ('poetry' is a group)
     message = str(info.value)
-    assert "rule 'category is known' (column category) fails on 1 row(s): row 2 (item_id='a')" in message
+    assert "rule 'item_id is unique' (column item_id) fails on 2 row(s)" in message
     assert "rule 'depth is between 0 and 3' (column depth)" in message
+    assert "category" not in message
+
+
+def test_known_categories_in_any_spelling_are_stored_canonically(tmp_path: Path) -> None:
+    # Spelled as the EmergentTTS-Eval release spells them; refused by `evaluate` before issue 9.
+    path = tmp_path / "release.csv"
+    path.write_text("item_id,text,language,category,depth\n"
+                    "a,Is it?,en,Questions,0\nb,We ate croissants.,en,Foreign Words,1\n"
+                    "c,Call 555-0100.,en,Complex Pronunciation,2\nd,Hi there.,en,  syntactic-complexity ,0\n"
+                    "e,A line.,en,My Own Group,0\nf,Another.,en,complex pronunciation,3\n")
+    items = load_items(path)
+    assert items["category"].tolist() == ["questions", "foreign_words", "complex_pronunciation",
+                                          "syntactic_complexity", "My Own Group", "complex_pronunciation"]
+    assert unknown_categories(items, set(CATEGORIES)) == ["My Own Group"]
+
+
+def test_an_empty_category_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "blank.csv"
+    path.write_text("item_id,text,language,category,depth\na,Hi,en,questions,0\nb,Yo,en, ,0\n")
+    with pytest.raises(DatasetError, match=r"rule 'category is non-empty' \(column category\) fails on 1 row\(s\): "
+                                           r"row 2 \(item_id='b'\)"):
+        load_items(path)
 
 
 def test_dataset_bad_json_line_is_named(tmp_path: Path) -> None:
@@ -152,3 +176,27 @@ def test_dataset_bad_json_line_is_named(tmp_path: Path) -> None:
     path.write_text('{"item_id": "a"}\n{oops\n')
     with pytest.raises(DatasetError, match="line 2 is not valid JSON"):
         load_items(path, categories=set(CATEGORIES))
+
+
+def test_a_nested_setting_changes_only_the_key_it_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The README's TTSEVAL_ASR__EN=... replaced the whole asr table, and the run was refused for lack of '*'.
+    from ttseval.config import load_settings
+
+    monkeypatch.setenv("TTSEVAL_ASR__EN", "faster-whisper:base")
+    monkeypatch.setenv("TTSEVAL_ASR__FR", "transformers:/models/fr")
+    settings = load_settings()
+    assert settings.asr == {"en": "faster-whisper:base", "fr": "transformers:/models/fr", "*": "faster-whisper:base"}
+    assert settings.asr_for("en-GB") == "faster-whisper:base"
+    assert settings.asr_for("fr-CA") == "transformers:/models/fr"
+    assert settings.asr_for("ps-AF") == "faster-whisper:base"
+
+
+def test_a_toml_asr_table_keeps_the_fallback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ttseval.config import load_settings
+
+    config = tmp_path / "ttseval.toml"
+    config.write_text('[asr]\nhi = "transformers:/models/hi"\n')
+    monkeypatch.setenv("TTSEVAL_CONFIG", str(config))
+    settings = load_settings()
+    assert settings.asr == {"en": "faster-whisper:tiny.en", "hi": "transformers:/models/hi", "*": "faster-whisper:base"}
+    assert settings.asr_for("eng") == "faster-whisper:tiny.en"  # ISO 639-2 'eng' is English

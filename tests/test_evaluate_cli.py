@@ -64,7 +64,7 @@ def test_first_run_produces_real_different_figures(first_run, small_dataset: Pat
     # On 7 clips two engines can tie on WER (Piper samples noise, so its figure moves between runs); the
     # systems' (WER, CER, MOS) triples still differ.
     assert len(report[["wer", "cer", "mos"]].drop_duplicates()) == 3
-    # Published figures for these engines (STACK.md): Piper and flite are far more intelligible than espeak-ng.
+    # Piper (neural) and flite (unit selection) are far more intelligible than espeak-ng (formant) to Whisper.
     assert wers["piper:joe"] < wers["espeak-ng"] and wers["flite:slt"] < wers["espeak-ng"]
     assert (report["wer_ci_low"] <= report["wer"]).all() and (report["wer"] <= report["wer_ci_high"]).all()
     assert report["mos"].between(1, 5).all() and report["mos"].nunique() == 3

@@ -10,11 +10,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from providers.llm import LLMRequest, LLMResult
+from ttseval.protocols import LLMRequest, LLMResult
 from tests import gen_fakes
 from tests.fake_openai import FakeOpenAI, Reply
-from ttseval import catalog
-from ttseval import generation as g
+from corpus import catalog
+from corpus import generation as g
 from ttseval.errors import ConfigError, DatasetError
 from ttseval.store import ArtifactStore
 
@@ -112,7 +112,7 @@ def test_spec_errors_name_the_file_and_field(tmp_path: Path) -> None:
 
 
 def test_seed_errors_name_the_line_and_fix(tmp_path: Path) -> None:
-    from flows.generate_dataset import read_seeds
+    from corpus.generation import read_seeds
 
     seeds = tmp_path / "seeds.jsonl"
     seeds.write_text('{"category": "questions", "text": "Why?"}\n{"category": "jokes", "text": "x"}\n'

@@ -18,7 +18,7 @@ import soundfile as sf
 
 from tests.conftest import cli_env, run_cli
 from tests.fake_openai import FakeOpenAI, OpenAIRequest, Reply
-from ttseval import instructions as ins
+from corpus import instructions as ins
 from ttseval.errors import DatasetError
 
 REFS = ("r1", "r2", "r3")
@@ -248,8 +248,8 @@ def test_rerun_through_the_cli_makes_no_calls_and_gives_the_same_ref(first_run) 
 
 
 def test_the_evaluate_flow_reads_the_frozen_dataset(first_run) -> None:
-    from flows.evaluate import read_items
-    from ttseval import catalog
+    from corpus.items import read_items
+    from corpus import catalog
     from ttseval.config import load_settings
     from ttseval.store import ArtifactStore
 
@@ -301,7 +301,7 @@ def test_validation_fails_empty_instructions() -> None:
 
 
 def test_bad_manifest_rows_are_named_with_line_field_and_fix(tmp_path: Path) -> None:
-    from flows.generate_instructions import read_references
+    from corpus.instructions import read_references
 
     (tmp_path / "ok.wav").write_bytes(wav_bytes(440))
     (tmp_path / "not.wav").write_text("hello")

@@ -13,12 +13,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from ttseval.categories import CATEGORIES
-from ttseval.dataset import validate_items
+from corpus.items import validate_items
 from ttseval.errors import DatasetError
-from ttseval.importers import COLUMNS, import_dataset, import_emergenttts, import_instructttseval
+from corpus.importers import COLUMNS, import_dataset, import_emergenttts, import_instructttseval
 
-ALL_CATEGORIES = set(CATEGORIES) | {"instruction_following"}
 AUDIO = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
 
 
@@ -29,7 +27,7 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
 
 def check(frame: pd.DataFrame) -> None:
     assert list(frame.columns) == COLUMNS
-    validate_items(frame, source="import", categories=ALL_CATEGORIES)
+    validate_items(frame, source="import")
 
 
 # --- EmergentTTS-Eval ---------------------------------------------------------------------------------------

@@ -27,8 +27,8 @@ from tests.stack_fixtures import (  # noqa: F401  (fixtures)
     stack,
     tiny_dataset,
 )
-from ttseval import stack as stack_mod
-from ttseval.stack import StackError, StackInfo, stack_down, stack_info, stack_status, stack_up
+from infra import stack as stack_mod
+from infra.stack import StackError, StackInfo, stack_down, stack_info, stack_status, stack_up
 
 COMPONENTS = {"prefect-server", "prefect-worker", "dask-scheduler", "dask-worker-0", "dask-worker-1", "s3"}
 
@@ -123,7 +123,7 @@ def test_deployments_registered(stack: StackInfo, deployed: list[str]) -> None:
     [schedule] = nightly["schedules"]
     assert schedule["schedule"]["cron"] == "0 2 * * *" and schedule["schedule"]["timezone"] == "UTC"
     assert schedule["active"] is True
-    assert nightly["parameters"]["dataset"] == "ttseval/data/demo.jsonl"
+    assert nightly["parameters"]["dataset"] == "corpus/data/demo.jsonl"
     assert nightly["parameters"]["systems"] == ["piper:joe", "espeak-ng", "flite:slt"]
     assert nightly["pull_steps"] == [{"prefect.deployments.steps.set_working_directory":
                                       {"directory": str(Path(__file__).resolve().parent.parent)}}]
@@ -280,7 +280,19 @@ def test_failed_component_is_named_and_nothing_is_left(tmp_path: Path, monkeypat
     assert not leftover, leftover
 
 
-def test_gpu_detection(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert isinstance(stack_mod.gpu_present(), bool)
+@pytest.mark.parametrize(("listing", "code", "expected"), [
+    ("GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)", 0, True),   # nvidia-smi -L with one GPU
+    ("No devices were found", 6, False),                      # driver present, no GPU
+    ("", 0, False),                                           # ran, listed nothing
+])
+def test_gpu_detection(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, listing: str, code: int, expected: bool) -> None:
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text(f"#!/bin/sh\n[ \"$1\" = -L ] || exit 9\necho '{listing}'\nexit {code}\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(stack_mod.shutil, "which", lambda name: str(fake) if name == "nvidia-smi" else None)
+    assert stack_mod.gpu_present() is expected
+
+
+def test_no_nvidia_smi_means_no_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(stack_mod.shutil, "which", lambda name: None)
     assert stack_mod.gpu_present() is False

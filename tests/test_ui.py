@@ -31,7 +31,7 @@ from tests.stack_fixtures import (  # noqa: F401  (fixtures)
     tiny_dataset,
     wait_flow_run,
 )
-from ttseval.stack import StackInfo
+from infra.stack import StackInfo
 
 from selenium import webdriver  # noqa: E402
 from selenium.common.exceptions import (  # noqa: E402

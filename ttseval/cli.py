@@ -18,7 +18,7 @@ USER_ERRORS = (DatasetError, SpecError, ConfigError)
 
 
 def _quiet_defaults() -> None:
-    # Telemetry off: it raises "database is locked" on a first local run (STACK.md), and we are offline anyway.
+    # Telemetry off: it raises "database is locked" on a first local run, and we are offline anyway.
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("DO_NOT_TRACK", "1")
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
@@ -59,13 +59,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     settings = load_settings(store=args.store, shard_size=args.shard_size, dask_address=args.dask_address,
                              n_workers=args.workers)
     # Everything a user can get wrong is checked here, before Prefect starts and before the store is touched.
-    from flows.evaluate import read_items
+    from corpus.items import read_items
 
     read_items(args.dataset, settings)
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
-    if not systems:
-        raise SpecError("--systems is empty; give provider specs such as piper:joe,espeak-ng,flite:slt")
-    from flows.evaluate import check_judges, check_systems, evaluate
+    from flows.common import check_judges, check_systems
+    from flows.evaluate import evaluate
     from flows.runner import task_runner
 
     check_systems(systems, settings)
@@ -108,7 +107,7 @@ def _print_report(settings, run_id: str, system_ids: list[str] | None) -> None:
 
 def cmd_backfill_judge(args: argparse.Namespace) -> int:
     from flows.backfill_judge import backfill_judge
-    from flows.evaluate import check_judges
+    from flows.common import check_judges
     from flows.runner import task_runner
     from ttseval.config import load_settings
 
@@ -174,9 +173,10 @@ def cmd_nightly(args: argparse.Namespace) -> int:
 
 def cmd_generate_dataset(args: argparse.Namespace) -> int:
     """Grow a seed file into a frozen dataset version with an LLM (EmergentTTS-Eval's breadth and depth)."""
-    from flows.generate_dataset import generate_dataset, read_seeds
+    from corpus import generation
+    from corpus.generation import read_seeds
+    from flows.generate_dataset import generate_dataset
     from tasks.common import get_provider
-    from ttseval import generation
     from ttseval.config import load_settings
 
     settings = load_settings(store=args.store)
@@ -203,7 +203,8 @@ def cmd_generate_dataset(args: argparse.Namespace) -> int:
 
 def cmd_generate_instructions(args: argparse.Namespace) -> int:
     """Caption reference clips and write InstructTTSEval-style APS, DSD and RP instructions into a frozen dataset."""
-    from flows.generate_instructions import generate_instructions, read_references
+    from corpus.instructions import read_references
+    from flows.generate_instructions import generate_instructions
     from tasks.common import get_provider
     from ttseval.config import load_settings
 
@@ -234,7 +235,7 @@ def cmd_stack(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from ttseval.stack import stack_down, stack_status, stack_up
+    from infra.stack import stack_down, stack_status, stack_up
 
     folder = Path(args.folder)
     if args.action == "up":
@@ -263,12 +264,11 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_import_dataset(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from ttseval.config import load_settings
-    from ttseval.dataset import validate_items
-    from ttseval.importers import import_dataset
+    from corpus.importers import import_dataset
+    from corpus.items import validate_items
 
     frame = import_dataset(args.format, args.path)
-    validate_items(frame, source=str(args.path), categories=load_settings().categories)
+    validate_items(frame, source=str(args.path))
     out = Path(args.out)
     if out.suffix == ".parquet":
         frame.to_parquet(out, index=False)
@@ -281,18 +281,39 @@ def cmd_import_dataset(args: argparse.Namespace) -> int:
 
 
 def cmd_providers(args: argparse.Namespace) -> int:
+    """One table per kind of every provider's declared metadata (the `plugins` setting's included), read from the
+    classes: nothing is built and neither Prefect nor Dask is imported. A missing program or package is marked."""
+    from ttseval.config import load_settings
     from ttseval.registry import REGISTRIES
 
+    plugins = load_settings().plugins
+    header = ("name", "languages", "instruction", "gpu", "extra", "sample rate", "needs", "version")
     for kind, registry in REGISTRIES.items():
-        print(f"{kind}: {', '.join(registry.names)}")
+        rows = []
+        for name in sorted(registry.entries(plugins.get(kind))):
+            info = registry.info(name, plugins.get(kind))
+            codes = info.language_codes()
+            languages = (codes if isinstance(codes, str)
+                         else ", ".join(sorted(codes)) if len(codes) <= 4 else f"{len(codes)} languages")
+            absent = info.missing_programs()
+            needs = [f"{p} (not installed)" if p in absent else p for p in info.requires]
+            extra = (info.extra or "-") + (" (not installed)" if info.missing_modules() else "")
+            rate = (f"{info.output_sample_rate_hz} Hz" if info.output_sample_rate_hz
+                    else "per voice" if kind == "tts" else "-")
+            rows.append((name if name in registry.names else f"{name} (plugin)", languages,
+                         "yes" if info.accepts_instruction else "no", "yes" if info.gpu else "no", extra, rate,
+                         ", ".join(needs) or "-", info.version))
+        widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+        print(f"{kind}:")
+        for row in [header, *rows]:
+            print("  " + "  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip())
+        print()
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from flows.generate_dataset import DEFAULT_LLM
+    from corpus import DEFAULT_CAPTION_LLM, DEFAULT_LLM, DEFAULT_SEEDS, DEMO_DATASET
     from ttseval.config import DEFAULT_SYSTEMS
-    from ttseval.dataset import DEMO_DATASET
-    from ttseval.generation import DEFAULT_SEEDS
 
     parser = argparse.ArgumentParser(prog="ttseval", description="Evaluate text-to-speech systems.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -362,8 +383,6 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--duplicate-threshold", type=float, default=90.0, help="rapidfuzz ratio 0-100")
     gen.add_argument("--store", default=None)
     gen.set_defaults(func=cmd_generate_dataset)
-    from ttseval.instructions import DEFAULT_CAPTION_LLM
-
     gi = sub.add_parser("generate-instructions",
                         help="caption reference clips and write APS/DSD/RP instructions (InstructTTSEval) into a "
                              "versioned dataset")

@@ -16,6 +16,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from ttseval.errors import ConfigError
 
 DEFAULT_SYSTEMS = ("piper:joe", "espeak-ng", "flite:slt")
+DEFAULT_ASR = {"en": "faster-whisper:tiny.en", "*": "faster-whisper:base"}
 
 
 class Settings(BaseSettings):
@@ -30,8 +31,9 @@ class Settings(BaseSettings):
     threads_per_worker: int = Field(1, ge=1)
     gpu: bool = Field(False, description="Annotate model stages with the Dask resource GPU=1")
     asr: dict[str, str] = Field(
-        default_factory=lambda: {"en": "faster-whisper:tiny.en", "*": "faster-whisper:base"},
-        description="Recogniser spec per base language; '*' is the fallback",
+        default_factory=lambda: dict(DEFAULT_ASR),
+        description="Recogniser spec per base language; '*' is the fallback. A value given (TOML table or "
+                    "TTSEVAL_ASR__EN=...) changes only the languages it names; the others keep their defaults",
     )
     quality: str = Field("dnsmos", description="MOS predictor spec")
     judges: list[str] = Field(default_factory=lambda: ["objective"], description="Pairwise judge specs")
@@ -48,12 +50,12 @@ class Settings(BaseSettings):
         default_factory=dict, description="Extra providers per kind: {'tts': {'name': 'module:Class'}}"
     )
 
-    @field_validator("asr")
+    @field_validator("asr", mode="before")
     @classmethod
-    def _fallback_present(cls, value: dict[str, str]) -> dict[str, str]:
-        if "*" not in value:
-            raise ValueError("asr needs a '*' entry: the recogniser for languages not listed")
-        return value
+    def _over_defaults(cls, value: Any) -> Any:
+        # pydantic-settings hands a nested override (TTSEVAL_ASR__EN) over as the whole table, which would drop
+        # the '*' fallback; a nested value changes only the key it names.
+        return {**DEFAULT_ASR, **value} if isinstance(value, dict) else value
 
     @classmethod
     def settings_customise_sources(
@@ -80,8 +82,9 @@ class Settings(BaseSettings):
 
     def asr_for(self, language: str) -> str:
         """The recogniser spec for a BCP-47 tag, by base language ('en-US' -> 'en'), else the '*' entry."""
-        base = language.split("-")[0].lower()
-        return self.asr.get(language, self.asr.get(base, self.asr["*"]))
+        from ttseval.languages import base_language
+
+        return self.asr.get(language, self.asr.get(base_language(language), self.asr["*"]))
 
 
 def load_settings(**overrides: Any) -> Settings:

@@ -10,6 +10,8 @@ from typing import Literal, TypeVar
 
 from pydantic import BaseModel, Field
 
+from ttseval.instructtts import FEATURES_BY_TIER
+
 AnswerT = TypeVar("AnswerT", bound=BaseModel)
 
 PAIRWISE_PROMPT_VERSION = "pairwise-v1"
@@ -58,18 +60,11 @@ def pairwise_prompt(text: str, category: str, rubric: str) -> str:
     )
 
 
-# InstructTTSEval's 12 features in its four tiers: physiological, linguistic, social, psychological/pragmatic.
-STYLE_DIMENSIONS = (
-    "gender", "pitch", "texture", "clarity", "fluency", "speed", "accent", "age", "volume", "emotion", "tone",
-    "personality",
-)
-
-
 def instruction_prompt(text: str, instruction: str, task: str) -> str:
     return (
         "You are an expert listener checking whether a synthesized recording follows a style instruction.\n\n"
         f"Text spoken:\n<<<\n{text}\n>>>\n\nInstruction ({task}):\n<<<\n{instruction}\n>>>\n\n"
-        f"Consider every style dimension the instruction constrains among: {', '.join(STYLE_DIMENSIONS)}. "
+        f"Consider every style dimension the instruction constrains among: {', '.join(FEATURES_BY_TIER)}. "
         "The recording follows the instruction only if no constrained dimension is clearly violated.\n\n"
         'Answer with JSON only: {"reasoning": "...", "follows": true|false}'
     )

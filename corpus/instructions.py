@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,23 +27,20 @@ from typing import Any
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from corpus.items import read_jsonl_numbered
+from ttseval.errors import DatasetError
 from ttseval.ids import digest
+from ttseval.instructtts import CATEGORY, FEATURES, TASKS
+from ttseval.languages import is_known_language
 
 CAPTION_PROMPT_VERSION = "caption-v1"
 APS_RENDER_VERSION = "aps-v1"
 DSD_PROMPT_VERSION = "dsd-v1"
 RP_PROMPT_VERSION = "rp-v1"
 
-TASKS = ("APS", "DSD", "RP")
 METHODS = {"APS": "caption", "DSD": "dsd", "RP": "rp"}
-CATEGORY = "instruction_following"
 BENCHMARK = "ttseval-instructions (InstructTTSEval-style, caption-v1/dsd-v1/rp-v1)"
 N_INSTRUCTIONS = 3
-DEFAULT_CAPTION_LLM = "gemini:gemini-2.5-pro"
-
-FEATURES = ("gender", "pitch", "speed", "volume", "age", "clarity", "fluency", "accent", "texture", "emotion",
-            "tone", "personality")
-"""The 12 style features in the order of InstructTTSEval's caption JSON and Table 8."""
 
 LABELS = {"gender": "Gender", "pitch": "Pitch", "speed": "Speed", "volume": "Volume", "age": "Age",
           "clarity": "Clarity", "fluency": "Fluency", "accent": "Accent", "texture": "Texture",
@@ -319,3 +317,70 @@ def statistics_markdown(stats: pd.DataFrame) -> str:
                  for c in ("instruction_chars", "instruction_words", "text_chars", "text_words")]
         lines.append(f"| {r.task} | {r.n_items} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+_REF_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def read_references(path: str | Path) -> list[Reference]:
+    """The references manifest, JSON Lines of {ref_id, audio, text, language}; `audio` is a WAV file, relative to
+    the manifest's folder or absolute. Errors name the line, the field and the fix."""
+    p = Path(path)
+    if not p.is_file():
+        raise DatasetError(f"references manifest {str(p)!r} does not exist; pass --references PATH to a .jsonl file "
+                           "with one {ref_id, audio, text, language} object per line", source=str(p))
+    rows = read_jsonl_numbered(p, p.read_text(encoding="utf-8"))
+    refs, problems, seen = [], [], set()
+    for n, row in rows:
+        before = len(problems)
+        ref_id = row.get("ref_id")
+        ref_id = str(ref_id) if isinstance(ref_id, (str, int)) and not isinstance(ref_id, bool) else None
+        if not ref_id or not _REF_ID.fullmatch(ref_id):
+            problems.append(f"line {n}: ref_id {row.get('ref_id')!r} is missing or not an id; use letters, digits, "
+                            "'.', '_' or '-' (it names the items <ref_id>-APS/-DSD/-RP)")
+        elif ref_id in seen:
+            problems.append(f"line {n}: ref_id {ref_id!r} is used twice; give each reference its own id")
+        seen.add(ref_id)
+        audio = row.get("audio")
+        wav: Path | None = None
+        if not isinstance(audio, str) or not audio.strip():
+            problems.append(f"line {n}: audio is missing; give the path of the reference WAV file (relative to "
+                            f"{p.parent} or absolute)")
+        else:
+            wav = Path(audio).expanduser()
+            wav = wav if wav.is_absolute() else p.parent / wav
+            why = _wav_problem(wav)
+            if why:
+                problems.append(f"line {n}: audio {audio!r}: {why}")
+        text = row.get("text")
+        if not isinstance(text, str) or not text.strip():
+            problems.append(f"line {n}: text is missing or empty; write the reference clip's transcript (the text "
+                            "to synthesize) in `text`")
+        language = row.get("language")
+        if not isinstance(language, str) or not is_known_language(language.strip()):
+            problems.append(f"line {n}: language {language!r} is not a known BCP-47 / ISO 639 tag; use one such "
+                            "as en-US or zh-CN")
+        if len(problems) == before:
+            refs.append(Reference(ref_id, wav.resolve(), text.strip(), language.strip(), n))
+    if problems:
+        raise DatasetError(f"references manifest {p} has {len(problems)} problem(s):\n- " + "\n- ".join(problems),
+                           source=str(p), problems=problems)
+    if not rows:
+        raise DatasetError(f"references manifest {p} has no references", source=str(p))
+    return refs
+
+
+def _wav_problem(path: Path) -> str | None:
+    if not path.is_file():
+        return f"no such file ({path}); fix the path (relative paths start at the manifest's folder)"
+    import soundfile as sf
+
+    try:
+        info = sf.info(str(path))
+    except (RuntimeError, OSError, ValueError) as e:  # soundfile raises LibsndfileError (a RuntimeError)
+        return f"cannot be read as audio ({e}); give a WAV file"
+    if info.format != "WAV":
+        return f"is {info.format}, not WAV; convert it (e.g. ffmpeg -i IN OUT.wav)"
+    if info.frames == 0:
+        return "holds no audio; give a non-empty WAV file"
+    return None

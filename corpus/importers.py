@@ -2,8 +2,8 @@
 
 Each importer reads the benchmark's file as distributed (.jsonl / .json / .parquet / .csv) and returns a
 pandas DataFrame with the items schema's columns (ttseval.schemas.ITEMS, `task` included), ready for
-ttseval.dataset.validate_items. Problems are collected and raised together as one DatasetError whose
-message names each row (1-based, as in ttseval.dataset) and the offending value.
+corpus.items.validate_items. Problems are collected and raised together as one DatasetError whose
+message names each row (1-based, as in corpus.items) and the offending value.
 
 Where the field names come from (read, not guessed):
 
@@ -45,8 +45,11 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from ttseval.dataset import read_jsonl_rows
+from corpus.items import read_jsonl_rows
+from ttseval.categories import EMERGENTTTS_CATEGORIES, MAX_DEPTH, canonical_category
 from ttseval.errors import DatasetError
+from ttseval.instructtts import CATEGORY as INSTRUCT_CATEGORY
+from ttseval.instructtts import TASKS
 from ttseval.schemas import ITEMS
 
 COLUMNS: list[str] = list(ITEMS.names) + ([] if "task" in ITEMS.names else ["task"])
@@ -59,23 +62,10 @@ EMERGENTTTS_ID_PREFIX = "ette-"
 EMERGENTTTS_DEFAULT_LANGUAGE = "en-US"
 EMERGENTTTS_REQUIRED = ("category", "text_to_synthesize", "evolution_depth")
 
-# Keys are normalised (lower case, '_' and '-' as spaces, single spaces).
-EMERGENTTTS_CATEGORIES: dict[str, str] = {
-    "emotions": "emotions",
-    "paralinguistics": "paralinguistics",
-    "foreign words": "foreign_words",
-    "syntactic complexity": "syntactic_complexity",
-    "pronunciation": "complex_pronunciation",
-    "complex pronunciation": "complex_pronunciation",
-    "questions": "questions",
-}
-
 # --- InstructTTSEval ----------------------------------------------------------------------------------------
 
 INSTRUCTTTSEVAL_BENCHMARK = "instructttseval"
 INSTRUCTTTSEVAL_SOURCE = "CaasiHUANG/InstructTTSEval"
-INSTRUCTTTSEVAL_CATEGORY = "instruction_following"
-INSTRUCTTTSEVAL_TASKS = ("APS", "DSD", "RP")
 REFERENCE_AUDIO_FIELDS = ("reference_audio", "ref_audio", "reference_audio_path", "ref_audio_path",
                           "reference_wav", "audio", "audio_path", "wav_path")
 LANGUAGE_FIELDS = ("language", "lang", "split")
@@ -205,13 +195,8 @@ def _frame(rows: list[dict], p: Path, fmt: str) -> pd.DataFrame:
 
 # --- EmergentTTS-Eval ---------------------------------------------------------------------------------------
 
-def _category_key(value: str) -> str:
-    return re.sub(r"\s+", " ", re.sub(r"[_\-]", " ", value)).strip().lower()
-
-
 def import_emergenttts(path: str | Path) -> pd.DataFrame:
     """EmergentTTS-Eval rows (HF export or the public repo's emergent_tts_eval_data.jsonl) as items."""
-    from ttseval.categories import MAX_DEPTH
 
     p = Path(path)
     fmt = "EmergentTTS-Eval"
@@ -227,8 +212,9 @@ def import_emergenttts(path: str | Path) -> pd.DataFrame:
         raw_category = rec.get("category")
         category = None
         if not _blank(raw_category) and isinstance(raw_category, str):
-            category = EMERGENTTTS_CATEGORIES.get(_category_key(raw_category))
-        if category is None:
+            category = canonical_category(raw_category)
+        if category not in EMERGENTTTS_CATEGORIES:
+            category = None
             problems.append(f"{where}: unknown category {raw_category!r}; EmergentTTS-Eval categories are "
                             "Emotions, Paralinguistics, Foreign Words, Syntactic Complexity, Pronunciation "
                             "(or Complex Pronunciation), Questions")
@@ -325,9 +311,9 @@ def import_instructttseval(path: str | Path, *, language: str | None = None) -> 
             raise ValueError(f"language {language!r} is not a split name (en, zh) or a known BCP-47 tag")
     records = _read_records(p)
     _require(p, records, ("id", "text"), fmt)
-    if not set(INSTRUCTTTSEVAL_TASKS) & _columns(records):
+    if not set(TASKS) & _columns(records):
         raise DatasetError(f"dataset {p} is not in the {fmt} format: none of the task fields "
-                           f"{', '.join(INSTRUCTTTSEVAL_TASKS)} is present", source=str(p))
+                           f"{', '.join(TASKS)} is present", source=str(p))
     from_name = _language_from_name(p)
     base = p.resolve().parent
     rows, problems = [], []
@@ -360,14 +346,14 @@ def import_instructttseval(path: str | Path, *, language: str | None = None) -> 
                                     "prefix, no en/zh in the file name); pass language='en' or 'zh'")
 
         reference = _reference_uri(rec, base)
-        tasks = [(task, _instruction(rec.get(task))) for task in INSTRUCTTTSEVAL_TASKS]
+        tasks = [(task, _instruction(rec.get(task))) for task in TASKS]
         tasks = [(task, text_) for task, text_ in tasks if text_ is not None]
         if not tasks:
             problems.append(f"{where}: no APS, DSD or RP instruction")
         for task, instruction in tasks:
             rows.append({
                 "item_id": f"{example_id}-{task.lower()}", "benchmark": INSTRUCTTTSEVAL_BENCHMARK,
-                "category": INSTRUCTTTSEVAL_CATEGORY, "depth": 0, "parent_id": None, "language": tag,
+                "category": INSTRUCT_CATEGORY, "depth": 0, "parent_id": None, "language": tag,
                 "text": text, "instruction": instruction, "task": task, "reference_audio_uri": reference,
                 "source": INSTRUCTTTSEVAL_SOURCE, "generator": None,
             })

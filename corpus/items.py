@@ -7,17 +7,19 @@ file in one pass; every message names the rule, the column, the rows (1-based, h
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
 
+from ttseval.categories import canonical_category
+from ttseval.config import Settings
 from ttseval.errors import DatasetError
 from ttseval.schemas import ITEMS
 
 REQUIRED = ("item_id", "text", "language", "category", "depth")
-DEMO_DATASET = Path(__file__).parent / "data" / "demo.jsonl"
 
 
 def read_jsonl_rows(path: Path, text: str) -> list[dict]:
@@ -103,8 +105,11 @@ def _coerce(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     return frame, problems
 
 
-def validate_items(frame: pd.DataFrame, *, source: str, categories: set[str]) -> None:
-    """Raise DatasetError listing every broken rule; return None when the dataset is usable."""
+def validate_items(frame: pd.DataFrame, *, source: str) -> None:
+    """Raise DatasetError listing every broken rule; return None when the dataset is usable.
+
+    Any non-empty category is accepted: a known one in any spelling, or the user's own group (see
+    ttseval.categories)."""
     missing = [c for c in REQUIRED if c not in frame.columns]
     if missing:
         raise DatasetError(
@@ -114,13 +119,13 @@ def validate_items(frame: pd.DataFrame, *, source: str, categories: set[str]) ->
     if frame.empty:
         raise DatasetError(f"dataset {source} has no rows", source=source)
     frame, problems = _coerce(frame)
-    problems += _expectation_problems(frame, categories)
+    problems += _expectation_problems(frame)
     if problems:
         raise DatasetError(f"dataset {source} breaks {len(problems)} rule(s):\n- " + "\n- ".join(problems),
                            source=source, problems=problems)
 
 
-def _expectation_problems(frame: pd.DataFrame, categories: set[str]) -> list[str]:
+def _expectation_problems(frame: pd.DataFrame) -> list[str]:
     from ttseval.categories import MAX_DEPTH
     from ttseval.languages import is_known_language
     from ttseval.validation import Rule, check
@@ -128,6 +133,7 @@ def _expectation_problems(frame: pd.DataFrame, categories: set[str]) -> list[str
     frame = frame.assign(
         text=frame["text"].map(lambda v: v if isinstance(v, str) else ""),
         language=frame["language"].map(lambda v: v if isinstance(v, str) else ""),
+        category=frame["category"].map(lambda v: v if isinstance(v, str) else ""),
         depth=frame["depth"].fillna(0),
     )
     known = sorted({t for t in frame["language"].unique() if is_known_language(t)})
@@ -137,19 +143,20 @@ def _expectation_problems(frame: pd.DataFrame, categories: set[str]) -> list[str
         Rule("text is non-empty", "text", "ExpectColumnValuesToMatchRegex", {"regex": r"\S"}, "write the text to speak"),
         Rule("language is a known BCP-47 / ISO 639 code", "language", "ExpectColumnValuesToBeInSet",
              {"value_set": known}, "use a tag such as en-US, fr, hi-IN, ps-AF"),
-        Rule("category is known", "category", "ExpectColumnValuesToBeInSet", {"value_set": sorted(categories)},
-             f"use one of {', '.join(sorted(categories))} (or add yours to the extra_categories setting)"),
+        Rule("category is non-empty", "category", "ExpectColumnValuesToMatchRegex", {"regex": r"\S"},
+             "name the item's category: a known one (emotions, questions, ...) or a group label of your own"),
         Rule(f"depth is between 0 and {MAX_DEPTH}", "depth", "ExpectColumnValuesToBeBetween",
              {"min_value": 0, "max_value": MAX_DEPTH}, f"use a depth from 0 (seed) to {MAX_DEPTH}"),
     ]
     return check(frame, rules, suite_name="items")
 
 
-def load_items(path: str | Path, *, categories: set[str]) -> pd.DataFrame:
-    """Read and check a dataset; returns it with the items schema's columns and types."""
+def load_items(path: str | Path, *, categories: set[str] | None = None) -> pd.DataFrame:
+    """Read and check a dataset; returns it with the items schema's columns and types, and each known category
+    (`categories`, default the built-in set) in its canonical form (`Foreign Words` -> `foreign_words`)."""
     frame = read_dataset(path)
-    validate_items(frame, source=str(path), categories=categories)
-    frame = frame.copy()
+    validate_items(frame, source=str(path))
+    frame = canonical_categories(frame, categories)
     frame["item_id"] = frame["item_id"].astype(str)
     frame["depth"] = frame["depth"].astype(int)
     for name in ITEMS.names:
@@ -158,3 +165,27 @@ def load_items(path: str | Path, *, categories: set[str]) -> pd.DataFrame:
     frame = frame[ITEMS.names].astype(object).where(frame[ITEMS.names].notna(), None)
     frame["depth"] = frame["depth"].astype(int)
     return frame.reset_index(drop=True)
+
+
+def read_items(dataset: str, settings: Settings) -> tuple[pd.DataFrame, str, str]:
+    """The items of a file, or of a frozen dataset NAME@VERSION in the store; the sha256 of what was read; and
+    what was read (NAME@latest resolved to its version)."""
+    from corpus import catalog
+    from ttseval.store import ArtifactStore
+
+    if catalog.is_ref(dataset) and not Path(dataset).exists():
+        ref, items, sha = catalog.resolve(ArtifactStore(settings.store), dataset)
+        validate_items(items, source=ref)
+        return canonical_categories(items, settings.categories), sha, ref
+    items = load_items(dataset, categories=settings.categories)
+    return items, hashlib.sha256(Path(dataset).read_bytes()).hexdigest(), str(dataset)
+
+
+def canonical_categories(frame: pd.DataFrame, categories: set[str] | None = None) -> pd.DataFrame:
+    """A copy of a checked items frame with each known category in its canonical form."""
+    return frame.assign(category=frame["category"].map(lambda c: canonical_category(c, categories)))
+
+
+def unknown_categories(items: pd.DataFrame, categories: set[str]) -> list[str]:
+    """The items' categories that are not known (`categories`): the user's own groups, sorted."""
+    return sorted(set(items["category"]) - categories)

@@ -18,10 +18,9 @@ from typing import Any
 import pandas as pd
 from pydantic import BaseModel, Field, ValidationError
 
-from ttseval.errors import ConfigError
-
-DEFAULT_SPEC = Path(__file__).parent / "data" / "generation" / "emergenttts.toml"
-DEFAULT_SEEDS = Path(__file__).parent / "data" / "generation" / "seeds.jsonl"
+from corpus import DEFAULT_CATEGORY_SPEC
+from corpus.items import read_jsonl_numbered
+from ttseval.errors import ConfigError, DatasetError
 
 BREADTH_PROMPT_VERSION = "breadth-v1"
 REFINE_PROMPT_VERSION = "refine-v1"
@@ -56,19 +55,19 @@ class GenerationSpec(BaseModel):
 
 def load_spec(path: str | Path | None = None) -> GenerationSpec:
     """Read a category-set TOML file (default: EmergentTTS-Eval's six); errors name the file and the field."""
-    p = Path(path) if path else DEFAULT_SPEC
+    p = Path(path) if path else DEFAULT_CATEGORY_SPEC
     try:
         raw = tomllib.loads(p.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError) as e:
         raise ConfigError(f"category spec {p}: cannot read ({e}); pass --categories PATH to a TOML file") from e
     cats = raw.get("categories")
     if not isinstance(cats, dict) or not cats:
-        raise ConfigError(f"category spec {p}: no [categories.<name>] tables; see {DEFAULT_SPEC} for the format")
+        raise ConfigError(f"category spec {p}: no [categories.<name>] tables; see {DEFAULT_CATEGORY_SPEC} for the format")
     try:
         return GenerationSpec(**{**raw, "categories": {k: {"name": k, **v} for k, v in cats.items()}})
     except ValidationError as e:
         problems = "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors())
-        raise ConfigError(f"category spec {p}: {problems} (see {DEFAULT_SPEC} for the format)") from e
+        raise ConfigError(f"category spec {p}: {problems} (see {DEFAULT_CATEGORY_SPEC} for the format)") from e
 
 
 # -- answer schemas -------------------------------------------------------------------------------------------
@@ -265,3 +264,40 @@ class Seed:
     text: str
     subcategory: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+SEED_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+GENERATED_ID = re.compile(r"^(b\d+-\d+|tt\d+)$|-d\d+$")
+
+
+def read_seeds(path: str | Path, spec: GenerationSpec) -> list[Seed]:
+    """Seed items from JSON Lines (category, text; optional seed_id, subcategory); errors name the line and fix."""
+    p = Path(path)
+    if not p.is_file():
+        raise DatasetError(f"seed file {str(p)!r} does not exist; pass --seeds PATH to a .jsonl file", source=str(p))
+    rows = read_jsonl_numbered(p, p.read_text(encoding="utf-8"))
+    seeds, problems, seen = [], [], set()
+    for n, row in rows:
+        category, text = row.get("category"), row.get("text")
+        if not isinstance(category, str) or category not in spec.categories:
+            problems.append(f"line {n}: category {category!r} is not in the category set; use one of "
+                            f"{', '.join(spec.categories)} or add it to the --categories file")
+        if not isinstance(text, str) or not text.strip():
+            problems.append(f"line {n}: text is missing or empty; write the seed sentence in `text`")
+        seed_id = str(row.get("seed_id") or f"s{n}")
+        if seed_id in seen:
+            problems.append(f"line {n}: seed_id {seed_id!r} is used twice; give each seed its own id")
+        if GENERATED_ID.match(seed_id):
+            problems.append(f"line {n}: seed_id {seed_id!r} looks like a generated item's id (b<k>-<j>, tt<j>, "
+                            "...-d<depth>); choose another")
+        elif not SEED_ID.match(seed_id):
+            problems.append(f"line {n}: seed_id {seed_id!r}: use letters, digits, '.', '_' or '-'")
+        seen.add(seed_id)
+        if not problems:
+            seeds.append(Seed(seed_id, category, text.strip(), row.get("subcategory")))
+    if problems:
+        raise DatasetError(f"seed file {p} has {len(problems)} problem(s):\n- " + "\n- ".join(problems),
+                           source=str(p), problems=problems)
+    if not rows:
+        raise DatasetError(f"seed file {p} has no seeds", source=str(p))
+    return seeds

@@ -11,7 +11,7 @@ from prefect.artifacts import create_markdown_artifact
 import ttseval
 from tasks.common import logger, now
 from tasks.llm import CallStats
-from ttseval import catalog
+from corpus import catalog
 from ttseval.errors import DatasetError
 from ttseval.ids import slug
 from ttseval.schemas import GENERATED

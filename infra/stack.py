@@ -108,13 +108,19 @@ def gpu_present() -> bool:
     return out.returncode == 0 and "GPU" in out.stdout
 
 
+# The programs the stack starts that come from a pip extra rather than ttseval's own dependencies.
+_EXTRA_FOR = {"moto_server": "stack"}
+
+
 def _bin(name: str) -> str:
     here = Path(sys.executable).parent / name
     if here.exists():
         return str(here)
     found = shutil.which(name)
     if not found:
-        raise StackError(f"{name!r} is not installed (looked beside {sys.executable} and on PATH)")
+        extra = _EXTRA_FOR.get(name)
+        fix = f"; install it with pip install 'ttseval[{extra}]'" if extra else ""
+        raise StackError(f"{name!r} is not installed (looked beside {sys.executable} and on PATH){fix}")
     return found
 
 

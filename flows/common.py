@@ -1,0 +1,85 @@
+"""What the flows share: up-front checks of systems and judges, the run's items, code identity, artifact keys
+and the GPU annotation of model stages. Flows import these instead of each other's private helpers."""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+
+from ttseval.config import Settings
+from ttseval.errors import DatasetError, SpecError
+from ttseval.ids import slug
+from ttseval.registry import JUDGES, TTS, Spec
+from ttseval.schemas import table_from_rows
+from ttseval.store import ArtifactStore
+
+
+def check_systems(systems: list[str], settings: Settings) -> list[Spec]:
+    """Parse and construct every system once before any work, so a typo fails in seconds, not mid-run."""
+    if not systems:
+        raise SpecError("--systems is empty; give provider specs such as piper:joe,espeak-ng,flite:slt")
+    specs = [Spec.parse(s) for s in systems]
+    seen: dict[str, str] = {}
+    for spec in specs:
+        if spec.id in seen:
+            raise SpecError(f"systems {seen[spec.id]!r} and {spec.canonical!r} are the same configuration; "
+                            "list each system once")
+        seen[spec.id] = spec.canonical
+        provider = TTS.build(spec, extra=settings.plugins.get("tts"))
+        prompt = spec.option("prompt")
+        if prompt is not None and prompt != "category":
+            raise SpecError(f"system {spec.canonical!r}: prompt={prompt!r} is not known; the only value is prompt=category")
+        if prompt and not getattr(provider, "accepts_instruction", False):
+            raise SpecError(f"system {spec.canonical!r} is strongly prompted, but {spec.provider} takes no "
+                            "instruction; drop ':prompt=category' or choose a provider that accepts one")
+    return specs
+
+
+def check_judges(judges: list[str], settings: Settings) -> list[str]:
+    """Build each judge once up front (a bad spec or missing API key fails before any work); canonical specs."""
+    for judge in judges:
+        JUDGES.build(judge, extra=settings.plugins.get("judge"))
+    return [Spec.parse(j).canonical for j in judges]
+
+
+def register_items(store: ArtifactStore, run_id: str, items: pd.DataFrame) -> int:
+    """Add the dataset's items to the run; an item id already there with other content is refused."""
+    existing = store.read(run_id, "items")
+    if not existing.empty:
+        merged = items.merge(existing, on="item_id", suffixes=("", "_old"))
+        changed = merged[(merged["text"] != merged["text_old"]) | (merged["language"] != merged["language_old"])]
+        if not changed.empty:
+            ids = ", ".join(changed["item_id"].head(5))
+            raise DatasetError(f"run {run_id!r} already holds different text or language for item(s) {ids}; "
+                               "results would mix two datasets. Use a new --run-id, or give changed items new ids.")
+    new = items[~items["item_id"].isin(existing["item_id"])]
+    if not new.empty:
+        store.write_part(run_id, "items", table_from_rows("items", new.to_dict("records")), label="items")
+    return len(new)
+
+
+def git_commit() -> str | None:
+    """The commit of the running code, when it runs from a git checkout."""
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+                             cwd=Path(__file__).resolve().parent)
+        return out.stdout.strip() or None
+    return None
+
+
+def artifact_key(kind: str, run_id: str) -> str:
+    """The Prefect artifact key of a run's `kind` artifact ('report', 'drift', 'progress'); keys allow only
+    lower-case letters, digits and dashes."""
+    return f"ttseval-{kind}-" + slug(run_id, "run")
+
+
+def gpu_annotation(settings: Settings) -> contextlib.AbstractContextManager:
+    """Send the tasks submitted inside to Dask workers that declare the GPU resource, when settings.gpu."""
+    if not settings.gpu:
+        return contextlib.nullcontext()
+    import dask
+
+    return dask.annotate(resources={"GPU": 1})

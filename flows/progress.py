@@ -1,0 +1,128 @@
+"""Per-stage progress of a flow run: done / total, rate and ETA, in the terminal and in the Prefect UI.
+
+In a terminal the stages are rich progress bars; otherwise (CI, a worker's log) each advance logs one line
+such as `synthesis 16/165 (10%), 2.1 rows/s, ETA 71 s`. In the Prefect UI the run has a progress artifact
+(`ttseval-progress-<run>`) whose value is the share of all rows done and whose description lists the stages.
+Totals may change while the run goes (a failed clip leaves nothing for ASR to do), so they can be lowered.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class _Stage:
+    total: int
+    done: int = 0
+    started: float = field(default_factory=time.perf_counter)
+
+    def line(self, name: str) -> str:
+        elapsed = max(time.perf_counter() - self.started, 1e-9)
+        rate = self.done / elapsed
+        pct = 100.0 * self.done / self.total if self.total else 100.0
+        if self.done >= self.total:
+            eta = "done"
+        elif rate > 0:
+            eta = f"ETA {(self.total - self.done) / rate:.0f} s"
+        else:
+            eta = "ETA unknown"
+        return f"{name} {self.done}/{self.total} ({pct:.0f}%), {rate:.1f} rows/s, {eta}"
+
+
+class StageProgress:
+    """Progress of named stages. Use as a context manager inside a flow run (the artifact needs its context);
+    outside one (plain calls, tests) only the terminal or log side runs.
+
+    Args:
+        title: what runs, e.g. "evaluate run 'demo'".
+        key: the Prefect artifact key (see flows.common.artifact_key).
+        log: where non-terminal progress lines go.
+        console: a rich Console to draw bars on; default stderr when it is a terminal, else none (log lines).
+    """
+
+    def __init__(self, title: str, key: str, log: logging.Logger | logging.LoggerAdapter,
+                 console: Any | None = None) -> None:
+        self.title, self.key, self.log = title, key, log
+        self.stages: dict[str, _Stage] = {}
+        self._console = console
+        self._bars: Any = None
+        self._tasks: dict[str, Any] = {}
+        self._artifact: Any = None
+
+    def __enter__(self) -> StageProgress:
+        if self._console is None and sys.stderr.isatty():
+            from rich.console import Console
+
+            self._console = Console(stderr=True)
+        if self._console is not None:
+            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn, TextColumn,
+                                       TimeRemainingColumn)
+
+            self._bars = Progress(TextColumn("{task.description:<22}"), BarColumn(), MofNCompleteColumn(),
+                                  TaskProgressColumn(), TextColumn("{task.fields[rate]}"), TimeRemainingColumn(),
+                                  console=self._console)
+            self._bars.start()
+        self._artifact = _create_artifact(self.key, self.title)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bars is not None:
+            self._bars.stop()
+        self._publish()
+
+    def add(self, stage: str, total: int) -> None:
+        """Declare `stage` with `total` rows to compute (0 is allowed: it shows as done)."""
+        self.stages[stage] = _Stage(total)
+        if self._bars is not None:
+            self._tasks[stage] = self._bars.add_task(stage, total=total, rate="")
+
+    def lower(self, stage: str, by: int) -> None:
+        """`by` fewer rows than announced will come (e.g. clips that failed synthesis need no ASR)."""
+        if by:
+            s = self.stages[stage]
+            s.total = max(s.done, s.total - by)
+            if self._bars is not None:
+                self._bars.update(self._tasks[stage], total=s.total)
+
+    def advance(self, stage: str, n: int) -> None:
+        """`n` more rows of `stage` are done."""
+        s = self.stages[stage]
+        s.done = min(s.total, s.done + n) if s.total else s.done + n
+        s.total = max(s.total, s.done)
+        if self._bars is not None:
+            elapsed = max(time.perf_counter() - s.started, 1e-9)
+            self._bars.update(self._tasks[stage], completed=s.done, total=s.total, rate=f"{s.done / elapsed:.1f}/s")
+        else:
+            self.log.info(s.line(stage))
+        self._publish()
+
+    @property
+    def fraction(self) -> float:
+        total = sum(s.total for s in self.stages.values())
+        return sum(s.done for s in self.stages.values()) / total if total else 1.0
+
+    def describe(self) -> str:
+        return f"{self.title}: " + "; ".join(s.line(name) for name, s in self.stages.items())
+
+    def _publish(self) -> None:
+        if self._artifact is not None:
+            from prefect.artifacts import update_progress_artifact
+
+            update_progress_artifact(self._artifact, progress=round(100 * self.fraction, 1),
+                                     description=self.describe())
+
+
+def _create_artifact(key: str, title: str) -> Any:
+    """A progress artifact for the current flow run; None outside a flow run."""
+    from prefect.context import FlowRunContext
+
+    if FlowRunContext.get() is None:
+        return None
+    from prefect.artifacts import create_progress_artifact
+
+    return create_progress_artifact(progress=0.0, key=key, description=title)

@@ -1,0 +1,1 @@
+"""Running ttseval's services: the local stack supervisor (stack.py), container images, Kubernetes manifests."""
