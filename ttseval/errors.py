@@ -8,6 +8,11 @@
     +-- ProviderError                 a provider failed on one request
         +-- TransientProviderError    worth retrying: timeouts, 429, 5xx, a worker that went away
         +-- PermanentProviderError    not worth retrying: bad input, refused language, empty output
+    +-- RetriesExhausted              a transient error outlived the retry budget (ttseval.retry); wraps it
+
+Only PermanentProviderError (and a stage's own `unsupported` / `skipped` rows) makes a failed row final. Every
+other error a stage records, transient or unexpected (a bug in a provider), is stored with `retryable` set, so
+the next run of the same run id computes that key again.
 
 Errors carry their context as attributes (`spec`, `uri`, `key`) as well as in the message.
 """
@@ -63,3 +68,17 @@ class TransientProviderError(ProviderError):
 
 class PermanentProviderError(ProviderError):
     """A failure that retrying will not fix (bad input, unsupported language, empty output)."""
+
+
+class RetriesExhausted(TTSEvalError):
+    """A transient error persisted through every retry a `RetryPolicy` allows.
+
+    Callers record `last` (the error itself, so rows name its real type) and `attempts`; the wrapper only carries
+    the count out of the retry loop.
+    """
+
+    def __init__(self, last: BaseException, *, attempts: int, retries: int) -> None:
+        super().__init__(f"{type(last).__name__}: {last} (gave up after {retries} retries)")
+        self.last = last
+        self.attempts = attempts
+        self.retries = retries
