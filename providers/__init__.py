@@ -4,13 +4,14 @@ Each module wraps one external system and is registered by name in `ttseval.regi
 `ttseval` core at top level; engine libraries (piper, faster_whisper, torch, transformers, onnxruntime,
 speechmos) are imported inside methods so that listing or importing providers stays cheap.
 
-This package also holds the two helpers every provider uses: option validation and the canonical spec string
-that goes into error messages.
+This package also holds the helpers every provider uses: option validation, the canonical spec string that goes
+into error messages, and `EngineVersion`, the lazily read `version` class attribute.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -64,6 +65,25 @@ def package_version(distribution: str) -> str:
         return importlib.metadata.version(distribution)
     except importlib.metadata.PackageNotFoundError:
         return "unknown"
+
+
+class EngineVersion:
+    """A provider's `version` class attribute, read on first access and then kept: `PiperTTS.version` and
+    `piper_instance.version` both give '1.8.0', without building the provider.
+
+        version: ClassVar[str] = EngineVersion(lambda: package_version("piper-tts"))
+
+    `read` may raise (espeak-ng not installed); nothing is kept then, so the next access asks again.
+    """
+
+    def __init__(self, read: Callable[[], str]) -> None:
+        self._read = read
+        self._value: str | None = None
+
+    def __get__(self, instance: object, owner: type | None = None) -> str:
+        if self._value is None:
+            self._value = str(self._read())
+        return self._value
 
 
 def json_safe(value: Any) -> Any:

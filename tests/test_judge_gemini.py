@@ -20,7 +20,7 @@ from providers.judges.prompts import instruction_prompt, pairwise_prompt
 from tests.fake_gemini import INSTRUCTION_OK, PAIRWISE_OK, REFUSAL_TEXT, FakeGemini, Reply
 from ttseval.audio import Audio
 from ttseval.errors import SpecError
-from ttseval.judging import InstructionRequest, PairwiseRequest
+from ttseval.protocols import InstructionRequest, PairwiseRequest
 
 KEY = "AIzaFAKE-secret-key-0123456789"
 

@@ -16,7 +16,7 @@ import pytest
 from providers.judges.prompts import instruction_prompt, pairwise_prompt, rubric_for
 from providers.judges.transformers_judge import TransformersAudioJudge
 from ttseval.audio import Audio
-from ttseval.judging import InstructionRequest, PairwiseRequest
+from ttseval.protocols import InstructionRequest, PairwiseRequest
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|AUDIO|>", "<|audio_bos|>", "<|audio_eos|>"]
 

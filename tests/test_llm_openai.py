@@ -9,7 +9,7 @@ import time
 import pytest
 from pydantic import BaseModel
 
-from providers.llm import LLM, LLMRequest
+from ttseval.protocols import LLM, LLMRequest
 from providers.llm.base import retry_after_s as retry_delay_s
 from providers.llm.openai_compat import OpenAICompatLLM
 from tests.fake_http import wav

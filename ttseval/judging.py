@@ -1,107 +1,17 @@
-"""The judge contracts: what a pairwise or instruction-following judge receives and returns.
+"""The judge stage's presentation order: which clip a judge hears first, and mapping its answer back.
 
-A pairwise judge hears two clips of the same text in a given order (it is never told which is the baseline)
-and says which is better; the stage randomizes the order per (item, system, baseline) reproducibly and maps
-the answer back. An instruction judge hears one clip and says whether it follows a style instruction.
-`judge_id` names the judge model, the prompt version and the generation settings, so a changed prompt or
-temperature is a different judge whose rows sit beside the old ones.
+A pairwise judge hears the candidate and the baseline in an order it is not told about. The order is drawn per
+(item, system, baseline) reproducibly, so a re-run asks the same question, and the first/second answer is mapped
+back to candidate/baseline. The judge contracts themselves (PairwiseRequest, PairwiseVerdict, PairwiseJudge, ...)
+are in ttseval.protocols with every other provider contract; this module is pipeline logic, not a contract.
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
+from typing import Literal
 
-from ttseval.audio import Audio
-
-Winner = Literal["first", "second", "tie"]
-
-
-@dataclass(frozen=True)
-class PairwiseRequest:
-    """Two clips of `text` in presentation order. `signals` carry objective facts per clip (cer, mos) for
-    judges that use them; LLM judges ignore them."""
-
-    item_id: str
-    text: str
-    language: str
-    category: str
-    rubric: str
-    first: Audio
-    second: Audio
-    first_signals: dict[str, float | None] = field(default_factory=dict)
-    second_signals: dict[str, float | None] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class PairwiseVerdict:
-    """A judge's answer. `winner` is None when the output could not be parsed (`parse_ok` False)."""
-
-    winner: Winner | None
-    parse_ok: bool
-    score_first: float | None = None
-    score_second: float | None = None
-    reasoning_first: str | None = None
-    reasoning_second: str | None = None
-    comparison: str | None = None
-    raw_response: str | None = None
-    attempts: int = 1
-    retries: int = 0
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    cost_usd: float | None = None
-    error: str | None = None
-
-
-@dataclass(frozen=True)
-class InstructionRequest:
-    item_id: str
-    text: str
-    language: str
-    instruction: str
-    task: str
-    audio: Audio
-
-
-@dataclass(frozen=True)
-class InstructionVerdict:
-    """`follows` is None when the judge could not decide or its output could not be parsed."""
-
-    follows: bool | None
-    parse_ok: bool
-    reasoning: str | None = None
-    raw_response: str | None = None
-    attempts: int = 1
-    retries: int = 0
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    cost_usd: float | None = None
-    error: str | None = None
-
-
-@runtime_checkable
-class PairwiseJudge(Protocol):
-    """Class attributes: `name` (registry name), `prompt_version`. Instance attribute `judge_id`."""
-
-    name: ClassVar[str]
-    judge_id: str
-
-    def judge_pairs(self, batch: list[PairwiseRequest]) -> list[PairwiseVerdict]:
-        """One verdict per request, in order. Never raises for one bad answer: parse failures are verdicts."""
-        ...
-
-    def metadata(self) -> dict[str, Any]: ...
-
-
-@runtime_checkable
-class InstructionJudge(Protocol):
-    name: ClassVar[str]
-    judge_id: str
-
-    def judge_instructions(self, batch: list[InstructionRequest]) -> list[InstructionVerdict]:
-        """One verdict per request, in order."""
-        ...
+from ttseval.protocols import Winner
 
 
 def candidate_first(item_id: str, system_id: str, baseline_id: str, seed: int = 0) -> bool:

@@ -4,19 +4,36 @@ A spec string names a provider and its configuration: `provider[:voice][:key=val
 `piper:joe`, `espeak-ng:en-us`, `flite:slt`, `espeak-ng:en-us:speed=140`. It is parsed once into a frozen
 `Spec`; `Spec.canonical` (options sorted) is what goes into rows, ids and cache keys.
 
-Registries hold lazy `"module:Class"` entries, so listing providers imports nothing heavy.
+Registries hold lazy `"module:Class"` entries, so listing providers imports nothing heavy. Each registry is
+typed by its kind's protocol (ttseval.protocols) and checks a provider against it: the class when it is
+resolved, the instance when it is built. Before building, `check_available` reads the class's metadata
+(`requires`, `imports`, `extra`) and refuses a missing program or package with a ConfigError naming what to
+install, so a run fails in its first second instead of with a traceback.
 """
 
 from __future__ import annotations
 
 import difflib
 import importlib
+import importlib.util
 import re
+import shutil
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from ttseval.errors import SpecError
+from ttseval.errors import ConfigError, SpecError, TTSEvalError
 from ttseval.ids import stable_id
+from ttseval.protocols import (
+    LLM,
+    METADATA_DEFAULTS,
+    ASRProvider,
+    InstructionJudge,
+    Judge,
+    Languages,
+    PairwiseJudge,
+    QualityProvider,
+    TTSProvider,
+)
 
 T = TypeVar("T")
 _OPTION = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*=")
@@ -79,11 +96,124 @@ class Spec:
         return self.canonical
 
 
-class Registry(Generic[T]):
-    """Named lazy entries of one kind of provider ('tts', 'asr', 'quality')."""
+def _protocol_members(protocol: type) -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
+    """(methods, class attributes, instance attributes) that `protocol` and its protocol bases declare."""
+    from typing import Generic, Protocol
 
-    def __init__(self, kind: str, entries: dict[str, str]) -> None:
+    methods: set[str] = set()
+    class_attrs: set[str] = set()
+    instance_attrs: set[str] = set()
+    for base in protocol.__mro__:
+        if base in (Protocol, Generic, object) or not getattr(base, "_is_protocol", False):
+            continue
+        for attr, annotation in base.__dict__.get("__annotations__", {}).items():
+            (class_attrs if "ClassVar" in str(annotation) else instance_attrs).add(attr)
+        methods.update(a for a, v in base.__dict__.items() if not a.startswith("_") and callable(v))
+    return frozenset(methods), frozenset(class_attrs), frozenset(instance_attrs)
+
+
+def missing_program(program: str, *, needed_by: str) -> str:
+    """The one-line message for a system program that is not on PATH (the apt package has the program's name)."""
+    return f"{program} is not installed: apt-get install {program} (needed by {needed_by})"
+
+
+def require_program(program: str, *, needed_by: str) -> str:
+    """The path of `program` on PATH.
+
+    Raises:
+        ConfigError: it is not installed; the message names the apt package and who needs it.
+    """
+    path = shutil.which(program)
+    if path is None:
+        raise ConfigError(missing_program(program, needed_by=needed_by))
+    return path
+
+
+def _module_available(module: str) -> bool:
+    """Whether `module` can be imported, found without importing it (a dotted name imports its parents only)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+@dataclass(frozen=True)
+class ProviderInfo:
+    """A provider class's declared metadata (ttseval.protocols.ProviderMetadata), read without building it.
+
+    An attribute a plugin does not declare gets its METADATA_DEFAULTS value; built-in providers declare all.
+    """
+
+    kind: str
+    name: str
+    target: str
+    cls: type
+    languages: Languages
+    accepts_instruction: bool
+    gpu: bool
+    extra: str | None
+    output_sample_rate_hz: int | None
+    requires: tuple[str, ...]
+    imports: tuple[str, ...]
+
+    @classmethod
+    def of(cls, kind: str, name: str, target: str, provider: type) -> ProviderInfo:
+        declared = {attr: getattr(provider, attr, default) for attr, default in METADATA_DEFAULTS.items()}
+        return cls(kind=kind, name=name, target=target, cls=provider, **declared)
+
+    @property
+    def version(self) -> str:
+        """The engine version the class reports (lazily: a package's metadata or the program's --version);
+        'unknown' when it declares none, 'unavailable' when the engine is not installed."""
+        try:
+            return str(getattr(self.cls, "version", "unknown"))
+        except (TTSEvalError, ImportError, OSError):
+            return "unavailable"
+
+    def language_codes(self) -> frozenset[str] | str:
+        """The base language codes, asking the engine when `languages` is a function; ANY_LANGUAGE or PER_VOICE
+        as declared; PER_VOICE when the function cannot run (the engine is missing)."""
+        if callable(self.languages):
+            try:
+                return frozenset(self.languages())
+            except (TTSEvalError, ImportError, OSError):
+                return "per voice"
+        return self.languages
+
+    def missing_programs(self) -> list[str]:
+        """The programs of `requires` that are not on PATH."""
+        return [program for program in self.requires if shutil.which(program) is None]
+
+    def missing_modules(self) -> list[str]:
+        """The modules of `imports` that cannot be imported (found without importing them)."""
+        return [module for module in self.imports if not _module_available(module)]
+
+    def problems(self) -> list[str]:
+        """One line per missing system program or Python package, naming what to install; [] when ready."""
+        who = f"{self.kind} provider {self.name!r}"
+        how = f"pip install 'ttseval[{self.extra}]'" if self.extra else "reinstall ttseval, which depends on it"
+        return [missing_program(program, needed_by=who) for program in self.missing_programs()] + [
+            f"Python package {module!r} is not installed: {how} (needed by {who})" for module in self.missing_modules()
+        ]
+
+
+class Registry(Generic[T]):
+    """Named lazy entries of one kind of provider, typed by that kind's protocol.
+
+    Args:
+        kind: 'tts', 'asr', 'quality', 'judge' or 'llm' (used in messages and in the `plugins` setting).
+        protocol: the runtime-checkable Protocol every entry implements; its methods and ClassVars are checked on
+            the class when it is resolved, its other attributes on the instance when it is built.
+        entries: built-in name -> "module:Class".
+        any_of: protocols of which a provider must also implement at least one (a judge judges pairs,
+            instructions or both).
+    """
+
+    def __init__(self, kind: str, protocol: type[T], entries: dict[str, str], *, any_of: tuple[type, ...] = ()) -> None:
         self.kind = kind
+        self.protocol = protocol
+        self.any_of = any_of
+        self._members = _protocol_members(protocol)
         self._entries: dict[str, str] = {}
         for name, target in entries.items():
             self.register(name, target)
@@ -92,49 +222,125 @@ class Registry(Generic[T]):
         """Add `name` -> "module:Class". A name already taken raises, so two providers never share one."""
         if name in self._entries and self._entries[name] != target:
             raise SpecError(f"{self.kind} provider {name!r} is already registered as {self._entries[name]!r}")
+        self._entries[name] = self._checked_target(name, target)
+
+    def _checked_target(self, name: str, target: str) -> str:
         if ":" not in target:
             raise SpecError(f"{self.kind} provider {name!r}: target {target!r} must look like 'module:Class'")
-        self._entries[name] = target
+        return target
 
     @property
     def names(self) -> list[str]:
         return sorted(self._entries)
 
+    def entries(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        """Built-in entries plus the `plugins` setting's entries for this kind.
+
+        Raises:
+            ConfigError: a plugin reuses a built-in name for another class (it would silently replace it).
+        """
+        merged = dict(self._entries)
+        for name, target in (extra or {}).items():
+            if name in self._entries and self._entries[name] != target:
+                raise ConfigError(
+                    f"setting plugins.{self.kind}: {name!r} -> {target!r} reuses the name of the built-in {self.kind} "
+                    f"provider {name!r} ({self._entries[name]}); give the plugin another name"
+                )
+            merged[name] = self._checked_target(name, target)
+        return merged
+
     def resolve(self, name: str, extra: dict[str, str] | None = None) -> type[T]:
-        entries = {**self._entries, **(extra or {})}
+        """The provider class for `name` (imports its module, not its engine), checked against the protocol.
+
+        Raises:
+            SpecError: an unknown name (with the closest names and all available ones), or a class that lacks a
+                method or class attribute of the protocol.
+            ConfigError: a plugin clashes with a built-in name, or its module or class cannot be imported.
+        """
+        entries = self.entries(extra)
         if name not in entries:
             close = difflib.get_close_matches(name, entries, n=3)
             hint = f"did you mean {', '.join(repr(c) for c in close)}? " if close else ""
             raise SpecError(
                 f"unknown {self.kind} provider {name!r}; {hint}available: {', '.join(sorted(entries))}", spec=name
             )
-        module_name, _, class_name = entries[name].partition(":")
+        target = entries[name]
+        module_name, _, class_name = target.partition(":")
         try:
             module = importlib.import_module(module_name)
         except ImportError as e:
-            raise ImportError(
-                f"{self.kind} provider {name!r} needs {e.name or module_name!r}: "
-                f"install it with pip install 'ttseval[all]' ({e})"
-            ) from e
-        return getattr(module, class_name)
+            raise ConfigError(f"{self.kind} provider {name!r}: cannot import {module_name!r} ({e})") from e
+        cls = getattr(module, class_name, None)
+        if not isinstance(cls, type):
+            raise ConfigError(f"{self.kind} provider {name!r}: {module_name!r} has no class {class_name!r}")
+        self._check_class(name, target, cls)
+        return cls
+
+    def _check_class(self, name: str, target: str, cls: type) -> None:
+        methods, class_attrs, _ = self._members
+        missing = [f"{m}()" for m in sorted(methods) if not callable(getattr(cls, m, None))]
+        missing += [a for a in sorted(class_attrs) if a not in dir(cls)]
+        if self.any_of:
+            options = [sorted(_protocol_members(p)[0] - methods) for p in self.any_of]
+            if not any(all(callable(getattr(cls, m, None)) for m in option) for option in options):
+                missing.append(" or ".join(f"{m}()" for option in options for m in option))
+        if missing:
+            raise SpecError(
+                f"{self.kind} provider {name!r} ({target}) does not implement {self.protocol.__name__}: "
+                f"missing {', '.join(missing)}",
+                spec=name,
+            )
+
+    def info(self, name: str, extra: dict[str, str] | None = None) -> ProviderInfo:
+        """The declared metadata of provider `name`, read from its class without building it."""
+        cls = self.resolve(name, extra)
+        return ProviderInfo.of(self.kind, name, self.entries(extra)[name], cls)
+
+    def check_available(self, spec: Spec | str, extra: dict[str, str] | None = None) -> None:
+        """Refuse a provider whose system programs or Python packages are missing, before any work.
+
+        Raises:
+            ConfigError: one line per missing thing, naming what to install (apt-get or the pip extra).
+        """
+        parsed = Spec.parse(spec) if isinstance(spec, str) else spec
+        problems = self.info(parsed.provider, extra).problems()
+        if problems:
+            raise ConfigError("; ".join(problems))
 
     def build(self, spec: Spec | str, extra: dict[str, str] | None = None, **context: Any) -> T:
         """Construct the provider for `spec`: `Class(voice=spec.voice, **options, **context)`.
 
+        Programs and packages are checked first (check_available), the instance against the protocol after.
         Pipeline options (PIPELINE_OPTIONS, e.g. `prompt=category`) belong to the stage, not the provider, and
         are not passed on; they still make the spec, and so the system_id, different.
+
+        Raises:
+            SpecError: a bad option or voice, or an instance missing an attribute of the protocol.
+            ConfigError: a missing program or package (see check_available), or one the provider found missing.
         """
         parsed = Spec.parse(spec) if isinstance(spec, str) else spec
+        self.check_available(parsed, extra)
         cls = self.resolve(parsed.provider, extra)
         options = {k: v for k, v in parsed.options if k not in PIPELINE_OPTIONS}
         try:
-            return cls(voice=parsed.voice, **options, **context)  # type: ignore[call-arg]
+            provider = cls(voice=parsed.voice, **options, **context)  # type: ignore[call-arg]
         except (TypeError, ValueError) as e:
             raise SpecError(f"{self.kind} spec {parsed.canonical!r}: {e}", spec=parsed.canonical) from e
+        except ImportError as e:  # a package only this configuration needs (a bundled voice or model)
+            raise ConfigError(f"{self.kind} spec {parsed.canonical!r}: {e}") from e
+        missing = [a for a in sorted(self._members[2]) if not hasattr(provider, a)]
+        if missing:
+            raise SpecError(
+                f"{self.kind} provider {parsed.provider!r} ({type(provider).__qualname__}) does not implement "
+                f"{self.protocol.__name__}: its instance has no {', '.join(missing)}",
+                spec=parsed.canonical,
+            )
+        return provider
 
 
-TTS = Registry[Any](
+TTS = Registry[TTSProvider](
     "tts",
+    TTSProvider,
     {
         "espeak-ng": "providers.tts.espeak_ng:EspeakNGTTS",
         "flite": "providers.tts.flite:FliteTTS",
@@ -142,32 +348,37 @@ TTS = Registry[Any](
     },
 )
 
-ASR = Registry[Any](
+ASR = Registry[ASRProvider](
     "asr",
+    ASRProvider,
     {
         "faster-whisper": "providers.asr.faster_whisper:FasterWhisperASR",
         "transformers": "providers.asr.transformers_asr:TransformersASR",
     },
 )
 
-QUALITY = Registry[Any](
+QUALITY = Registry[QualityProvider](
     "quality",
+    QualityProvider,
     {
         "dnsmos": "providers.quality.dnsmos:DNSMOSQuality",
     },
 )
 
-JUDGES = Registry[Any](
+JUDGES = Registry[Judge](
     "judge",
+    Judge,
     {
         "objective": "providers.judges.objective:ObjectiveJudge",
         "gemini": "providers.judges.gemini:GeminiJudge",
         "transformers-judge": "providers.judges.transformers_judge:TransformersAudioJudge",
     },
+    any_of=(PairwiseJudge, InstructionJudge),
 )
 
-LLMS = Registry[Any](
+LLMS = Registry[LLM](
     "llm",
+    LLM,
     {
         "gemini": "providers.llm.gemini:GeminiLLM",
         "openai": "providers.llm.openai_compat:OpenAICompatLLM",

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from providers.tts import base_language
+import functools
+
+from ttseval.languages import base_language
 
 # Whisper's language tokens (faster_whisper.tokenizer._LANGUAGE_CODES, same as openai-whisper's LANGUAGES).
 _WHISPER_CODES = (
@@ -13,14 +15,23 @@ _WHISPER_CODES = (
 )
 WHISPER_LANGUAGES = frozenset(_WHISPER_CODES.split())
 
-# BCP-47 base languages that Whisper spells differently.
-_WHISPER_ALIASES = {"cmn": "zh", "jv": "jw", "iw": "he", "nb": "no", "fil": "tl", "tgl": "tl"}
+# Base languages (ttseval.languages.base_language) that Whisper spells differently.
+_WHISPER_ALIASES = {"cmn": "zh", "jv": "jw", "nb": "no", "fil": "tl"}
 
 
 def whisper_language(language: str | None) -> str | None:
-    """Whisper's code for a BCP-47 tag ('fr-FR' -> 'fr', 'cmn' -> 'zh', 'zh-yue' -> 'zh'), or None if it has none."""
+    """Whisper's code for a language tag ('fr-FR' -> 'fr', 'eng' -> 'en', 'pus' -> 'ps', 'cmn' -> 'zh', 'nb-NO'
+    -> 'no'), or None when Whisper has no token for it."""
     if not language:
         return None
     base = base_language(language)
     base = _WHISPER_ALIASES.get(base, base)
     return base if base in WHISPER_LANGUAGES else None
+
+
+@functools.cache
+def whisper_base_languages() -> frozenset[str]:
+    """The base languages a multilingual Whisper model transcribes: those `whisper_language` maps to a token."""
+    return frozenset(
+        base_language(code) for code in WHISPER_LANGUAGES | set(_WHISPER_ALIASES) if whisper_language(code)
+    )

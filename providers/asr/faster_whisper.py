@@ -9,12 +9,12 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
-from providers import canonical_spec, package_version, parse_options
-from providers.asr import whisper_language
-from providers.tts import base_language
+from providers import EngineVersion, canonical_spec, package_version, parse_options
+from providers.asr import whisper_base_languages, whisper_language
 from ttseval.audio import Audio
 from ttseval.errors import PermanentProviderError
-from ttseval.protocols import Transcript
+from ttseval.languages import base_language
+from ttseval.protocols import Languages, Transcript
 
 BUNDLED_MODELS = ("tiny.en", "base")
 SAMPLE_RATE_HZ = 16000  # Whisper's feature extractor expects 16 kHz input
@@ -50,11 +50,18 @@ class FasterWhisperASR:
     """
 
     name: ClassVar[str] = "faster-whisper"
+    languages: ClassVar[Languages] = staticmethod(whisper_base_languages)  # English-only models: en
+    accepts_instruction: ClassVar[bool] = False
+    gpu: ClassVar[bool] = True  # device=cuda
+    extra: ClassVar[str | None] = "engines"
+    output_sample_rate_hz: ClassVar[int | None] = None  # returns text
+    version: ClassVar[str] = EngineVersion(lambda: package_version("faster-whisper"))
+    requires: ClassVar[tuple[str, ...]] = ()
+    imports: ClassVar[tuple[str, ...]] = ("faster_whisper",)
 
     def __init__(self, voice: str | None = None, **options: str) -> None:
         self.options = parse_options(FasterWhisperOptions, options, provider=self.name)
         self.spec = canonical_spec(self.name, voice, options)
-        self.version = package_version("faster-whisper")
         from providers._local_models import whisper_base_dir, whisper_model_source, whisper_tiny_en_dir
 
         if self.options.model_path is not None:
@@ -85,7 +92,7 @@ class FasterWhisperASR:
                     from faster_whisper import WhisperModel
                 except ImportError as e:
                     raise ImportError(
-                        "faster-whisper provider needs the faster-whisper package: pip install faster-whisper"
+                        "faster-whisper provider needs the faster-whisper package: pip install 'ttseval[engines]'"
                     ) from e
                 self._model = WhisperModel(
                     str(self.model_path),

@@ -9,11 +9,11 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, Field
 
-from providers import canonical_spec, package_version, parse_options
+from providers import EngineVersion, canonical_spec, package_version, parse_options
 from providers.asr import whisper_language
 from ttseval.audio import Audio
 from ttseval.errors import PermanentProviderError
-from ttseval.protocols import Transcript
+from ttseval.protocols import PER_VOICE, Languages, Transcript
 
 
 class TransformersASROptions(BaseModel):
@@ -36,11 +36,18 @@ class TransformersASR:
     """
 
     name: ClassVar[str] = "transformers"
+    languages: ClassVar[Languages] = PER_VOICE  # the model's
+    accepts_instruction: ClassVar[bool] = False
+    gpu: ClassVar[bool] = True  # device=cuda
+    extra: ClassVar[str | None] = "models"  # torch; transformers itself is a base dependency
+    output_sample_rate_hz: ClassVar[int | None] = None  # returns text
+    version: ClassVar[str] = EngineVersion(lambda: package_version("transformers"))
+    requires: ClassVar[tuple[str, ...]] = ()
+    imports: ClassVar[tuple[str, ...]] = ("torch",)
 
     def __init__(self, voice: str | None = None, **options: str) -> None:
         self.options = parse_options(TransformersASROptions, options, provider=self.name)
         self.spec = canonical_spec(self.name, voice, options)
-        self.version = package_version("transformers")
         source = self.options.model or voice
         if not source:
             raise ValueError("transformers ASR needs a model: transformers:<local dir or hub id> or model=PATH")
@@ -58,8 +65,7 @@ class TransformersASR:
                     from transformers import AutoConfig, AutoModelForCTC, AutoModelForSpeechSeq2Seq, AutoProcessor
                 except ImportError as e:
                     raise ImportError(
-                        "transformers ASR needs the transformers and torch packages: pip install transformers torch "
-                        "(or 'ttseval[models]')"
+                        "transformers ASR needs the transformers and torch packages: pip install 'ttseval[models]'"
                     ) from e
                 path = str(self.model_path)
                 try:

@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field, SecretStr
 
-from providers import canonical_spec, parse_options
+from providers import EngineVersion, canonical_spec, parse_options
 from providers.judges.prompts import (
     INSTRUCTION_PROMPT_VERSION,
     PAIRWISE_PROMPT_VERSION,
@@ -35,10 +35,18 @@ from providers.judges.prompts import (
     instruction_prompt,
     pairwise_prompt,
 )
-from providers.llm import LLMRequest, LLMResult
 from providers.llm.gemini import GeminiLLM, GeminiLLMOptions, require_genai, resolve_api_key
 from ttseval.ids import stable_id
-from ttseval.judging import InstructionRequest, InstructionVerdict, PairwiseRequest, PairwiseVerdict
+from ttseval.protocols import (
+    ANY_LANGUAGE,
+    InstructionRequest,
+    InstructionVerdict,
+    Languages,
+    LLMRequest,
+    LLMResult,
+    PairwiseRequest,
+    PairwiseVerdict,
+)
 
 DEFAULT_MODEL = "gemini-2.5-pro"
 
@@ -74,6 +82,14 @@ class GeminiJudge:
     name: ClassVar[str] = "gemini"
     prompt_version: ClassVar[str] = PAIRWISE_PROMPT_VERSION
     instruction_prompt_version: ClassVar[str] = INSTRUCTION_PROMPT_VERSION
+    languages: ClassVar[Languages] = ANY_LANGUAGE
+    accepts_instruction: ClassVar[bool] = True  # judges instruction following as well as pairs
+    gpu: ClassVar[bool] = False  # remote
+    extra: ClassVar[str | None] = None  # google-genai is a base dependency
+    output_sample_rate_hz: ClassVar[int | None] = None
+    version: ClassVar[str] = EngineVersion(lambda: GeminiLLM.version)  # the google-genai SDK's
+    requires: ClassVar[tuple[str, ...]] = ()
+    imports: ClassVar[tuple[str, ...]] = GeminiLLM.imports
 
     def __init__(self, voice: str | None = None, *, api_key: str | SecretStr | None = None, **options: str) -> None:
         self.options = parse_options(GeminiOptions, options, provider=self.name)
@@ -85,7 +101,6 @@ class GeminiJudge:
         # Every judge option is a GeminiLLM option of the same name; the judge's defaults are passed explicitly.
         self._llm = _JudgeLLM(self.model, api_key=secret,
                               **{k: str(v) for k, v in o.model_dump().items() if v is not None})
-        self.version = self._llm.version
         self.judge_id = stable_id(
             f"gemini-{self.model}",
             {

@@ -11,9 +11,9 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, Field
 
-from providers import parse_options
+from providers import EngineVersion, package_version, parse_options
 from ttseval.ids import stable_id
-from ttseval.judging import PairwiseRequest, PairwiseVerdict
+from ttseval.protocols import ANY_LANGUAGE, Languages, PairwiseRequest, PairwiseVerdict
 
 LABEL = "objective (CER, then MOS; no LLM)"
 
@@ -29,6 +29,14 @@ class ObjectiveJudge:
     name: ClassVar[str] = "objective"
     prompt_version: ClassVar[str] = "objective-cer-mos-v1"
     label: ClassVar[str] = LABEL
+    languages: ClassVar[Languages] = ANY_LANGUAGE
+    accepts_instruction: ClassVar[bool] = False  # judges pairs only, not instruction following
+    gpu: ClassVar[bool] = False
+    extra: ClassVar[str | None] = None
+    output_sample_rate_hz: ClassVar[int | None] = None
+    version: ClassVar[str] = EngineVersion(lambda: package_version("ttseval"))  # the rule is this code
+    requires: ClassVar[tuple[str, ...]] = ()
+    imports: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, voice: str | None = None, **options: str) -> None:
         if voice:

@@ -10,7 +10,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
-from providers import canonical_spec, package_version, parse_options
+from providers import EngineVersion, canonical_spec, package_version, parse_options
 from providers.judges.prompts import (
     INSTRUCTION_PROMPT_VERSION,
     PAIRWISE_PROMPT_VERSION,
@@ -23,7 +23,14 @@ from providers.judges.prompts import (
 from ttseval.audio import Audio
 from ttseval.errors import PermanentProviderError
 from ttseval.ids import stable_id
-from ttseval.judging import InstructionRequest, InstructionVerdict, PairwiseRequest, PairwiseVerdict
+from ttseval.protocols import (
+    ANY_LANGUAGE,
+    InstructionRequest,
+    InstructionVerdict,
+    Languages,
+    PairwiseRequest,
+    PairwiseVerdict,
+)
 
 SUPPORTED_MODEL_TYPES = frozenset({"qwen2_audio"})
 
@@ -58,11 +65,18 @@ class TransformersAudioJudge:
 
     name: ClassVar[str] = "transformers-judge"
     prompt_version: ClassVar[str] = PAIRWISE_PROMPT_VERSION
+    languages: ClassVar[Languages] = ANY_LANGUAGE  # asked in English about clips in any language
+    accepts_instruction: ClassVar[bool] = True  # judges instruction following as well as pairs
+    gpu: ClassVar[bool] = True  # device=cuda
+    extra: ClassVar[str | None] = "models"  # torch; transformers itself is a base dependency
+    output_sample_rate_hz: ClassVar[int | None] = None
+    version: ClassVar[str] = EngineVersion(lambda: package_version("transformers"))
+    requires: ClassVar[tuple[str, ...]] = ()
+    imports: ClassVar[tuple[str, ...]] = ("torch",)
 
     def __init__(self, voice: str | None = None, **options: str) -> None:
         self.options = parse_options(TransformersJudgeOptions, options, provider=self.name)
         self.spec = canonical_spec(self.name, voice, options)
-        self.version = package_version("transformers")
         source = self.options.model or voice
         if not source:
             raise ValueError("transformers-judge needs a model: transformers-judge:<local dir or hub id> or model=PATH")
@@ -97,8 +111,7 @@ class TransformersAudioJudge:
                     from transformers import AutoProcessor, Qwen2AudioForConditionalGeneration
                 except ImportError as e:
                     raise ImportError(
-                        "transformers-judge needs the transformers and torch packages: pip install transformers torch "
-                        "(or 'ttseval[models]')"
+                        "transformers-judge needs the transformers and torch packages: pip install 'ttseval[models]'"
                     ) from e
                 path = str(self.model_path)
                 try:

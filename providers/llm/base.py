@@ -1,8 +1,9 @@
 """The loop every HTTP LLM client shares: transport retries, re-asks on unparseable output, refusals, usage.
 
 Two budgets, counted apart and both per request:
-  retries   transport retries (408, 429, 5xx, timeouts, connection errors), up to `max_retries`, exponential
-            backoff from `backoff_s` with jitter, a server's Retry-After honoured, capped at `max_backoff_s`.
+  retries   transport retries (408, 429, 5xx, timeouts, connection errors), up to `max_retries`, under the core's
+            one RetryPolicy (ttseval.retry): exponential backoff from `backoff_s`, a server's Retry-After
+            honoured, capped at `max_backoff_s`.
   attempts  answers received: 1 + re-asks after output that does not parse, up to `max_attempts`.
 A refusal (the API says so, or the text is a plain apology instead of JSON) is final: asking again for the same
 thing is paid for and rarely changes the answer. A subclass implements `_send` (one HTTP exchange) only.
@@ -12,10 +13,8 @@ from __future__ import annotations
 
 import email.utils
 import logging
-import random
 import re
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -24,7 +23,9 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
-from providers.llm import LLMRequest, LLMResult
+from ttseval.errors import RetriesExhausted
+from ttseval.protocols import ANY_LANGUAGE, Languages, LLMRequest, LLMResult
+from ttseval.retry import RetryPolicy
 
 logger = logging.getLogger(__name__)
 
@@ -138,6 +139,14 @@ class BaseLLM:
     """Retry, re-ask and accounting around `_send`; subclasses set `name`, build `options` and the id."""
 
     name: ClassVar[str] = "llm"
+    # Metadata shared by every HTTP chat client (ttseval.protocols.ProviderMetadata); a subclass declares its own
+    # `version` and `imports` (its SDK).
+    languages: ClassVar[Languages] = ANY_LANGUAGE
+    accepts_instruction: ClassVar[bool] = False
+    gpu: ClassVar[bool] = False  # the model runs behind the endpoint, not in this process
+    extra: ClassVar[str | None] = None  # the SDKs are base dependencies
+    output_sample_rate_hz: ClassVar[int | None] = None  # returns text
+    requires: ClassVar[tuple[str, ...]] = ()
     refusal_finish_reasons: ClassVar[frozenset[str]] = frozenset()
     default_base_url: ClassVar[str] = ""
     refusals_are_final: ClassVar[bool] = True
@@ -219,21 +228,30 @@ class BaseLLM:
         return self._priced(out)
 
     # -- helpers --------------------------------------------------------------------------------------------------
-    def _with_retries(self, request: LLMRequest, out: LLMResult) -> Reply:
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        """The core's one retry policy (ttseval.retry), from this client's `max_retries`, `backoff_s`, `max_backoff_s`."""
         o = self.options
-        while True:
-            try:
-                return self._send(request)
-            except Transient as e:
-                detail, requested = str(e), e.delay_s
-            if out.retries >= o.max_retries:
-                raise Fatal(f"{detail} (gave up after {out.retries} retries)")
-            delay = requested if requested is not None else o.backoff_s * 2**out.retries * (1 + 0.25 * random.random())
-            delay = min(delay, o.max_backoff_s)
-            out.retries += 1
-            logger.info("%s %s: %s; retry %d/%d in %.2f s", self.name, self.model, self.scrub(detail), out.retries,
-                        o.max_retries, delay)
-            time.sleep(delay)
+        return RetryPolicy(max_retries=o.max_retries, base_s=o.backoff_s, cap_s=o.max_backoff_s)
+
+    def _with_retries(self, request: LLMRequest, out: LLMResult) -> Reply:
+        """One reply, retrying Transient under `retry_policy`; the budget spans the request's re-asks (`out.retries`).
+
+        Raises:
+            Fatal: a non-retryable failure, or a transient one that outlived the budget ("gave up after N retries").
+        """
+        def counted(e: BaseException, retry: int, delay_s: float) -> None:
+            out.retries = retry
+            logger.info("%s %s: %s; retry %d/%d in %.2f s", self.name, self.model, self.scrub(str(e)), retry,
+                        self.options.max_retries, delay_s)
+
+        try:
+            reply, _ = self.retry_policy.call(lambda: self._send(request), lambda e: isinstance(e, Transient),
+                                              retries_used=out.retries, on_retry=counted,
+                                              retry_after=lambda e: getattr(e, "delay_s", None))
+        except RetriesExhausted as e:
+            raise Fatal(f"{e.last} (gave up after {e.retries} retries)") from e.last
+        return reply
 
     @staticmethod
     def _add_usage(out: LLMResult, reply: Reply) -> None:

@@ -22,10 +22,10 @@ from typing import Any, ClassVar
 
 from pydantic import Field, SecretStr
 
-from providers import canonical_spec, package_version, parse_options
-from providers.llm import LLMRequest
+from providers import EngineVersion, canonical_spec, package_version, parse_options
 from providers.llm.base import RETRYABLE_STATUS, BaseLLM, Fatal, LLMOptions, Reply, Transient, retry_after_s
 from ttseval.ids import stable_id
+from ttseval.protocols import LLMRequest
 
 DEFAULT_MODEL = "gemini-2.5-flash"
 KEY_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
@@ -125,6 +125,8 @@ class GeminiLLM(BaseLLM):
         {"SAFETY", "PROHIBITED_CONTENT", "BLOCKLIST", "SPII", "RECITATION", "IMAGE_SAFETY"}
     )
     default_base_url: ClassVar[str] = DEFAULT_BASE_URL
+    version: ClassVar[str] = EngineVersion(lambda: package_version("google-genai"))
+    imports: ClassVar[tuple[str, ...]] = ("google.genai",)
 
     options: GeminiLLMOptions
 
@@ -134,7 +136,6 @@ class GeminiLLM(BaseLLM):
         self.spec = canonical_spec(self.name, voice, options)
         self._api_key = resolve_api_key(api_key, "gemini llm")
         require_genai("gemini llm")
-        self.version = package_version("google-genai")
         o = self.options
         self.llm_id = stable_id(
             f"gemini-{self.model}",

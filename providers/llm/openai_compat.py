@@ -23,10 +23,10 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, SecretStr
 
-from providers import canonical_spec, package_version, parse_options
-from providers.llm import LLMRequest
+from providers import EngineVersion, canonical_spec, package_version, parse_options
 from providers.llm.base import RETRYABLE_STATUS, BaseLLM, Fatal, LLMOptions, Reply, Transient, retry_after_s
 from ttseval.ids import stable_id
+from ttseval.protocols import LLMRequest
 
 DEFAULT_MODEL = "gpt-4.1-mini"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -76,6 +76,8 @@ class OpenAICompatLLM(BaseLLM):
     name: ClassVar[str] = "openai"
     refusal_finish_reasons: ClassVar[frozenset[str]] = frozenset({"content_filter"})
     default_base_url: ClassVar[str] = DEFAULT_BASE_URL
+    version: ClassVar[str] = EngineVersion(lambda: package_version("openai"))
+    imports: ClassVar[tuple[str, ...]] = ("openai",)
 
     options: OpenAIOptions
 
@@ -97,7 +99,6 @@ class OpenAICompatLLM(BaseLLM):
             import openai  # noqa: F401 (fail at build time, not on the first batch)
         except ImportError as e:
             raise ImportError("openai LLM needs the openai package: pip install openai") from e
-        self.version = package_version("openai")
         o = self.options
         self.llm_id = stable_id(
             f"openai-{self.model}",

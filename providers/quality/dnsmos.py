@@ -9,10 +9,10 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, Field
 
-from providers import canonical_spec, package_version, parse_options
+from providers import EngineVersion, canonical_spec, package_version, parse_options
 from ttseval.audio import Audio
 from ttseval.errors import PermanentProviderError
-from ttseval.protocols import QualityScore
+from ttseval.protocols import ANY_LANGUAGE, Languages, QualityScore
 
 SAMPLE_RATE_HZ = 16000  # DNSMOS models take 16 kHz input
 
@@ -35,13 +35,20 @@ class DNSMOSQuality:
     """
 
     name: ClassVar[str] = "dnsmos"
+    languages: ClassVar[Languages] = ANY_LANGUAGE
+    accepts_instruction: ClassVar[bool] = False
+    gpu: ClassVar[bool] = False
+    extra: ClassVar[str | None] = "engines"
+    output_sample_rate_hz: ClassVar[int | None] = None  # returns scores
+    version: ClassVar[str] = EngineVersion(lambda: package_version("speechmos"))
+    requires: ClassVar[tuple[str, ...]] = ()
+    imports: ClassVar[tuple[str, ...]] = ("speechmos", "onnxruntime")
 
     def __init__(self, voice: str | None = None, **options: str) -> None:
         if voice:
             raise ValueError(f"dnsmos takes no voice (got {voice!r}); options: personalized")
         self.options = parse_options(DNSMOSOptions, options, provider=self.name)
         self.spec = canonical_spec(self.name, voice, options)
-        self.version = package_version("speechmos")
         self._model: Any = None
         self._load_lock = threading.Lock()
 
@@ -50,7 +57,7 @@ class DNSMOSQuality:
         try:
             import speechmos.dnsmos
         except ImportError as e:
-            raise ImportError("dnsmos provider needs the speechmos package: pip install speechmos") from e
+            raise ImportError("dnsmos provider needs the speechmos package: pip install 'ttseval[engines]'") from e
         root = Path(speechmos.dnsmos.__file__).parent
         primary_dir = "pdnsmos_models" if self.options.personalized else "dnsmos_models"
         return root / primary_dir / "sig_bak_ovr.onnx", root / "dnsmos_models" / "model_v8.onnx"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import io
 import re
-import shutil
 import subprocess
 import wave
 from dataclasses import dataclass
@@ -14,10 +13,12 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, Field
 
-from providers import canonical_spec, parse_options
-from providers.tts import base_language
+from providers import EngineVersion, canonical_spec, parse_options
 from ttseval.audio import Audio
 from ttseval.errors import PermanentProviderError, TransientProviderError
+from ttseval.languages import base_language
+from ttseval.protocols import Languages
+from ttseval.registry import require_program
 
 AUTO = "auto"
 _EXECUTABLE = "espeak-ng"
@@ -40,10 +41,7 @@ class _Voice:
 
 
 def _require_executable() -> str:
-    path = shutil.which(_EXECUTABLE)
-    if path is None:
-        raise ImportError("espeak-ng provider needs the espeak-ng program: apt-get install espeak-ng")
-    return path
+    return require_program(_EXECUTABLE, needed_by="tts provider 'espeak-ng'")
 
 
 @functools.cache
@@ -77,6 +75,12 @@ def espeak_voices() -> tuple[_Voice, ...]:
     return tuple(voices)
 
 
+@functools.cache
+def espeak_languages() -> frozenset[str]:
+    """The base languages of every espeak-ng voice ('en', 'fr', 'cmn', ...): what `espeak-ng:auto` can speak."""
+    return frozenset(base_language(tag) for v in espeak_voices() for tag, _ in v.languages)
+
+
 def voice_for_language(language: str) -> str | None:
     """The espeak-ng voice for a BCP-47 tag, or None when espeak-ng has none.
 
@@ -102,13 +106,20 @@ class EspeakNGTTS:
     """
 
     name: ClassVar[str] = "espeak-ng"
+    languages: ClassVar[Languages] = staticmethod(espeak_languages)  # a fixed voice narrows it to its own
     accepts_instruction: ClassVar[bool] = False
+    gpu: ClassVar[bool] = False
+    extra: ClassVar[str | None] = None
+    output_sample_rate_hz: ClassVar[int | None] = SAMPLE_RATE_HZ
+    version: ClassVar[str] = EngineVersion(espeak_version)
+    requires: ClassVar[tuple[str, ...]] = (_EXECUTABLE,)
+    imports: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, voice: str | None = None, **options: str) -> None:
         self.options = parse_options(EspeakNGOptions, options, provider=self.name)
         self.spec = canonical_spec(self.name, voice, options)
         self.voice = (voice or AUTO).lower()
-        self.version = espeak_version()
+        _require_executable()  # built directly (not through the registry), fail here rather than mid-run
         if self.voice != AUTO:
             self._fixed_voice = self._find_voice(self.voice)
 

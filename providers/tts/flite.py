@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import re
-import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -12,10 +11,12 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, Field
 
-from providers import canonical_spec, parse_options
-from providers.tts import base_language
+from providers import EngineVersion, canonical_spec, parse_options
 from ttseval.audio import Audio
 from ttseval.errors import PermanentProviderError, TransientProviderError
+from ttseval.languages import base_language
+from ttseval.protocols import Languages
+from ttseval.registry import require_program
 
 _EXECUTABLE = "flite"
 # Measured on flite 2.2: kal is the only 8 kHz voice among those compiled in.
@@ -30,10 +31,7 @@ class FliteOptions(BaseModel):
 
 
 def _require_executable() -> str:
-    path = shutil.which(_EXECUTABLE)
-    if path is None:
-        raise ImportError("flite provider needs the flite program: apt-get install flite")
-    return path
+    return require_program(_EXECUTABLE, needed_by="tts provider 'flite'")
 
 
 @functools.cache
@@ -64,14 +62,20 @@ class FliteTTS:
     """
 
     name: ClassVar[str] = "flite"
+    languages: ClassVar[Languages] = frozenset({"en"})
     accepts_instruction: ClassVar[bool] = False
+    gpu: ClassVar[bool] = False
+    extra: ClassVar[str | None] = None
+    output_sample_rate_hz: ClassVar[int | None] = None  # per voice: kal 8 kHz, the others 16 kHz
+    version: ClassVar[str] = EngineVersion(flite_version)
+    requires: ClassVar[tuple[str, ...]] = (_EXECUTABLE,)
+    imports: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, voice: str | None = None, **options: str) -> None:
         self.options = parse_options(FliteOptions, options, provider=self.name)
         self.spec = canonical_spec(self.name, voice, options)
         self.voice = voice or "slt"
-        self.version = flite_version()
-        self._check_voice(self.voice)
+        self._check_voice(self.voice)  # runs `flite -lv`: ConfigError when flite is not installed
 
     @staticmethod
     def _check_voice(voice: str) -> None:
@@ -80,8 +84,8 @@ class FliteTTS:
             raise ValueError(f"flite has no voice {voice!r}; available voices: {', '.join(flite_voices())}")
 
     def supports_language(self, language: str) -> bool:
-        """True for English only (any 'en-*' tag)."""
-        return base_language(language) == "en"
+        """True for English only, however tagged: 'en', 'en-GB', 'EN', 'eng'."""
+        return base_language(language) in self.languages
 
     def synthesize(self, text: str, language: str, voice: str | None = None, instruction: str | None = None) -> Audio:
         """Speak `text` with `voice` (default: the spec's). `language` is not used: flite speaks English.

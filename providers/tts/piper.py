@@ -10,10 +10,11 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, Field
 
-from providers import canonical_spec, package_version, parse_options
-from providers.tts import base_language
+from providers import EngineVersion, canonical_spec, package_version, parse_options
 from ttseval.audio import Audio
 from ttseval.errors import PermanentProviderError
+from ttseval.languages import base_language
+from ttseval.protocols import PER_VOICE, Languages
 
 BUNDLED_VOICES = ("joe",)
 
@@ -34,16 +35,23 @@ class PiperTTS:
 
     The voice is loaded once per instance, on the first synthesis. Each sentence is synthesized as one chunk
     (peak-normalized by Piper) and the chunks are concatenated. Output is NOT bit-identical across calls:
-    the VITS model samples noise inside the ONNX graph; noise_scale=0 and noise_w_scale=0 make it repeatable. `supports_language` reads the voice config's language ('en_US' -> en).
+    the VITS model samples noise inside the ONNX graph; noise_scale=0 and noise_w_scale=0 make it repeatable. `supports_language` reads the voice config's language
+    ('en_US' -> en), so 'en', 'en-GB', 'EN' and 'eng' are all English.
     """
 
     name: ClassVar[str] = "piper"
+    languages: ClassVar[Languages] = PER_VOICE  # the voice config's language; joe: en
     accepts_instruction: ClassVar[bool] = False
+    gpu: ClassVar[bool] = False  # runs onnxruntime on CPU
+    extra: ClassVar[str | None] = "engines"
+    output_sample_rate_hz: ClassVar[int | None] = None  # the voice config's; joe: 22050
+    version: ClassVar[str] = EngineVersion(lambda: package_version("piper-tts"))
+    requires: ClassVar[tuple[str, ...]] = ()  # piper-tts bundles its own espeak-ng phonemizer
+    imports: ClassVar[tuple[str, ...]] = ("piper", "onnxruntime")
 
     def __init__(self, voice: str | None = None, **options: str) -> None:
         self.options = parse_options(PiperOptions, options, provider=self.name)
         self.spec = canonical_spec(self.name, voice, options)
-        self.version = package_version("piper-tts")
         if self.options.model is not None:
             self.model_path = Path(self.options.model).expanduser()
             self.config_path = Path(f"{self.model_path}.json")
@@ -75,7 +83,7 @@ class PiperTTS:
                 try:
                     from piper import PiperVoice
                 except ImportError as e:
-                    raise ImportError("piper provider needs the piper-tts package: pip install piper-tts") from e
+                    raise ImportError("piper provider needs the piper-tts package: pip install 'ttseval[engines]'") from e
                 self._voice_model = PiperVoice.load(self.model_path, config_path=self.config_path)
             return self._voice_model
 
