@@ -14,7 +14,7 @@ from corpus import DEMO_DATASET
 from corpus.items import load_items, unknown_categories
 from ttseval.errors import ConfigError, DatasetError, SpecError
 from ttseval.ids import digest, stable_id
-from ttseval.registry import REGISTRIES, TTS, Registry, Spec
+from ttseval.registry import Spec
 
 
 @pytest.mark.parametrize(
@@ -53,31 +53,6 @@ def test_system_id_is_readable_and_ignores_option_order() -> None:
 def test_spec_parse_refuses_malformed(bad: str) -> None:
     with pytest.raises(SpecError):
         Spec.parse(bad)
-
-
-def test_registry_unknown_name_suggests_and_lists() -> None:
-    with pytest.raises(SpecError, match=r"unknown tts provider 'pipr'; did you mean 'piper'\? available: espeak-ng, "
-                                        r"flite, piper"):
-        TTS.resolve("pipr")
-
-
-def test_registry_duplicate_name_raises_and_plugins_resolve() -> None:
-    reg = Registry("tts", {"a": "tests.fakes:FlakyTTS"})
-    with pytest.raises(SpecError, match="already registered"):
-        reg.register("a", "tests.other:Other")
-    provider = TTS.build("flaky:beep", extra={"flaky": "tests.fakes:FlakyTTS"})
-    assert provider.voice == "beep"
-
-
-def test_registry_bad_option_is_a_spec_error_naming_it() -> None:
-    with pytest.raises(SpecError, match="loudness"):
-        TTS.build("espeak-ng:en-us:loudness=3")
-
-
-def test_every_registered_provider_imports_cheaply() -> None:
-    for registry in REGISTRIES.values():
-        for name in registry.names:
-            assert isinstance(registry.resolve(name), type)
 
 
 def test_settings_precedence_env_over_toml(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

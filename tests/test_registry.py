@@ -1,0 +1,313 @@
+"""The registries: lazy entries typed by their kind's protocol, plugins that cannot shadow a built-in, provider
+metadata read from the classes without building them, and missing programs or packages refused before any work."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from providers.tts.espeak_ng import EspeakNGTTS
+from providers.tts.flite import FliteTTS
+from ttseval.audio import Audio
+from ttseval.errors import ConfigError, SpecError
+from ttseval.protocols import ANY_LANGUAGE, METADATA_DEFAULTS, PER_VOICE, TTSProvider
+from ttseval.registry import ASR, JUDGES, LLMS, QUALITY, REGISTRIES, TTS, Registry
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+# -- plugin classes used below (importable as tests.test_registry:<Class>) ------------------------------------------
+
+
+class SilentTTS:
+    """A complete TTS provider that declares no metadata: a plugin written before the metadata existed."""
+
+    name: ClassVar[str] = "silent"
+    accepts_instruction: ClassVar[bool] = False
+
+    def __init__(self, voice: str | None = None, **options: Any) -> None:
+        self.voice = voice
+
+    def supports_language(self, language: str) -> bool:
+        return True
+
+    def synthesize(self, text: str, language: str, voice: str | None = None, instruction: str | None = None) -> Audio:
+        raise NotImplementedError
+
+    def metadata(self) -> dict[str, Any]:
+        return {}
+
+
+class NoSynthesizeTTS:
+    """Has everything of a TTS provider except synthesize()."""
+
+    name: ClassVar[str] = "mute"
+    accepts_instruction: ClassVar[bool] = False
+
+    def __init__(self, voice: str | None = None, **options: Any) -> None:
+        pass
+
+    def supports_language(self, language: str) -> bool:
+        return True
+
+    def metadata(self) -> dict[str, Any]:
+        return {}
+
+
+class NeedyTTS(SilentTTS):
+    """Declares a Python module that does not exist, installed by the 'engines' extra."""
+
+    name: ClassVar[str] = "needy"
+    extra: ClassVar[str | None] = "engines"
+    imports: ClassVar[tuple[str, ...]] = ("ttseval_no_such_module",)
+
+
+class ProgramTTS(SilentTTS):
+    name: ClassVar[str] = "program"
+    requires: ClassVar[tuple[str, ...]] = ("ttseval-no-such-program",)
+
+
+class MetadataOnlyJudge:
+    """A judge that judges nothing: neither judge_pairs nor judge_instructions."""
+
+    name: ClassVar[str] = "idle"
+
+    def __init__(self, voice: str | None = None, **options: Any) -> None:
+        self.judge_id = "idle-1"
+
+    def metadata(self) -> dict[str, Any]:
+        return {}
+
+
+class NoIdJudge:
+    """Judges pairs but never sets the judge_id the rows are keyed by."""
+
+    name: ClassVar[str] = "anonymous"
+
+    def __init__(self, voice: str | None = None, **options: Any) -> None:
+        pass
+
+    def judge_pairs(self, batch: list[Any]) -> list[Any]:
+        return []
+
+    def metadata(self) -> dict[str, Any]:
+        return {}
+
+
+# -- lookup --------------------------------------------------------------------------------------------------------
+
+
+def test_unknown_name_suggests_and_lists() -> None:
+    with pytest.raises(SpecError, match=r"unknown tts provider 'pipr'; did you mean 'piper'\? available: espeak-ng, "
+                                        r"flite, piper"):
+        TTS.resolve("pipr")
+
+
+def test_duplicate_name_raises_and_plugins_resolve() -> None:
+    reg = Registry("tts", TTSProvider, {"a": "tests.fakes:FlakyTTS"})
+    with pytest.raises(SpecError, match="already registered"):
+        reg.register("a", "tests.other:Other")
+    provider = TTS.build("flaky:beep", extra={"flaky": "tests.fakes:FlakyTTS"})
+    assert provider.voice == "beep"
+
+
+def test_bad_option_is_a_spec_error_naming_it() -> None:
+    with pytest.raises(SpecError, match="loudness"):
+        TTS.build("espeak-ng:en-us:loudness=3")
+
+
+def test_a_plugin_cannot_take_a_built_in_name() -> None:
+    with pytest.raises(ConfigError, match=r"setting plugins\.tts: 'flite' -> 'tests\.fakes:FlakyTTS' reuses the name "
+                                          r"of the built-in tts provider 'flite' \(providers\.tts\.flite:FliteTTS\); "
+                                          r"give the plugin another name"):
+        TTS.build("flite:slt", extra={"flite": "tests.fakes:FlakyTTS"})
+    # naming the built-in class itself substitutes nothing
+    assert type(TTS.build("flite:slt", extra={"flite": "providers.tts.flite:FliteTTS"})) is FliteTTS
+
+
+def test_a_plugin_module_that_does_not_import_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match=r"tts provider 'ghost': cannot import 'tests\.no_such_module'"):
+        TTS.build("ghost", extra={"ghost": "tests.no_such_module:Ghost"})
+    with pytest.raises(ConfigError, match=r"'tests\.test_registry' has no class 'Ghost'"):
+        TTS.build("ghost", extra={"ghost": "tests.test_registry:Ghost"})
+
+
+# -- typed by protocol ---------------------------------------------------------------------------------------------
+
+
+def test_every_registered_provider_conforms_to_its_kind() -> None:
+    expected = {"tts": "TTSProvider", "asr": "ASRProvider", "quality": "QualityProvider", "judge": "Judge",
+                "llm": "LLM"}
+    assert {kind: reg.protocol.__name__ for kind, reg in REGISTRIES.items()} == expected
+    for registry in REGISTRIES.values():
+        for name in registry.names:
+            assert isinstance(registry.resolve(name), type)  # resolve checks the class against the protocol
+
+
+def test_a_provider_missing_a_method_is_refused_naming_it() -> None:
+    with pytest.raises(SpecError, match=r"tts provider 'mute' \(tests\.test_registry:NoSynthesizeTTS\) does not "
+                                        r"implement TTSProvider: missing synthesize\(\)"):
+        TTS.build("mute", extra={"mute": "tests.test_registry:NoSynthesizeTTS"})
+    # the same class is no judge at all
+    with pytest.raises(SpecError, match=r"does not implement Judge: missing judge_pairs\(\) or "
+                                        r"judge_instructions\(\)"):
+        JUDGES.resolve("mute", extra={"mute": "tests.test_registry:NoSynthesizeTTS"})
+
+
+def test_a_judge_must_judge_something_and_carry_its_id() -> None:
+    with pytest.raises(SpecError, match=r"judge provider 'idle' .* missing judge_pairs\(\) or judge_instructions\(\)"):
+        JUDGES.build("idle", extra={"idle": "tests.test_registry:MetadataOnlyJudge"})
+    with pytest.raises(SpecError, match=r"judge provider 'anonymous' \(NoIdJudge\) does not implement Judge: its "
+                                        r"instance has no judge_id"):
+        JUDGES.build("anonymous", extra={"anonymous": "tests.test_registry:NoIdJudge"})
+    assert JUDGES.build("objective").judge_id.startswith("objective-")
+
+
+# -- metadata ------------------------------------------------------------------------------------------------------
+
+METADATA = (*METADATA_DEFAULTS, "version")
+
+
+def test_every_built_in_provider_declares_its_metadata() -> None:
+    extras = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
+    for kind, registry in REGISTRIES.items():
+        for name in registry.names:
+            cls = registry.resolve(name)
+            assert [a for a in METADATA if a not in dir(cls)] == [], f"{kind} {name}"
+            info = registry.info(name)
+            assert info.extra is None or info.extra in extras, f"{kind} {name}: extra {info.extra!r}"
+            assert info.problems() == [], info.problems()  # this environment has everything installed
+            assert info.version not in ("", "unknown", "unavailable"), f"{kind} {name}"
+            codes = info.language_codes()
+            assert codes in (ANY_LANGUAGE, PER_VOICE) or (isinstance(codes, frozenset) and "en" in codes)
+            if kind != "tts":
+                assert info.output_sample_rate_hz is None
+
+
+def test_declared_metadata_values() -> None:
+    rows = {
+        (kind, name): (info.accepts_instruction, info.gpu, info.extra, info.output_sample_rate_hz, info.requires,
+                       info.imports)
+        for kind, registry in REGISTRIES.items() for name in registry.names for info in [registry.info(name)]
+    }
+    assert rows == {
+        ("tts", "espeak-ng"): (False, False, None, 22050, ("espeak-ng",), ()),
+        ("tts", "flite"): (False, False, None, None, ("flite",), ()),
+        ("tts", "piper"): (False, False, "engines", None, (), ("piper", "onnxruntime")),
+        ("asr", "faster-whisper"): (False, True, "engines", None, (), ("faster_whisper",)),
+        ("asr", "transformers"): (False, True, "models", None, (), ("torch",)),
+        ("quality", "dnsmos"): (False, False, "engines", None, (), ("speechmos", "onnxruntime")),
+        ("judge", "objective"): (False, False, None, None, (), ()),
+        ("judge", "gemini"): (True, False, None, None, (), ("google.genai",)),
+        ("judge", "transformers-judge"): (True, True, "models", None, (), ("torch",)),
+        ("llm", "gemini"): (False, False, None, None, (), ("google.genai",)),
+        ("llm", "openai"): (False, False, None, None, (), ("openai",)),
+    }
+    assert TTS.info("flite").language_codes() == frozenset({"en"})
+    assert TTS.info("piper").language_codes() == PER_VOICE
+    assert QUALITY.info("dnsmos").language_codes() == ANY_LANGUAGE
+    assert {"en", "fr", "de", "cmn"} <= TTS.info("espeak-ng").language_codes()
+    assert "ps" not in TTS.info("espeak-ng").language_codes()  # no Pashto voice in espeak-ng 1.51
+    assert {"en", "ps", "zh", "cmn", "jv", "nb", "yue"} <= ASR.info("faster-whisper").language_codes()
+    assert LLMS.info("openai").version == importlib.metadata.version("openai")
+
+
+def test_declared_sample_rate_and_version_match_what_the_engine_does() -> None:
+    espeak = TTS.build("espeak-ng:en-us")
+    assert espeak.synthesize("Hello there.", "en").sample_rate_hz == EspeakNGTTS.output_sample_rate_hz == 22050
+    out = subprocess.run(["espeak-ng", "--version"], capture_output=True, text=True, check=True).stdout
+    assert espeak.version == EspeakNGTTS.version and f"text-to-speech: {EspeakNGTTS.version} " in out
+    flite = TTS.build("flite:slt")
+    assert flite.metadata()["version"] == FliteTTS.version
+    assert FliteTTS.version in subprocess.run(["flite", "--version"], capture_output=True, text=True).stdout
+
+
+def test_a_plugin_without_metadata_gets_the_defaults() -> None:
+    info = TTS.info("silent", {"silent": "tests.test_registry:SilentTTS"})
+    assert (info.languages, info.gpu, info.extra, info.output_sample_rate_hz, info.requires, info.imports,
+            info.version) == (PER_VOICE, False, None, None, (), (), "unknown")
+
+
+# -- missing programs and packages ---------------------------------------------------------------------------------
+
+
+def test_a_missing_program_or_package_names_what_to_install() -> None:
+    with pytest.raises(ConfigError) as e:
+        TTS.check_available("program", {"program": "tests.test_registry:ProgramTTS"})
+    assert str(e.value) == ("ttseval-no-such-program is not installed: apt-get install ttseval-no-such-program "
+                            "(needed by tts provider 'program')")
+    with pytest.raises(ConfigError) as e:
+        TTS.build("needy:x", extra={"needy": "tests.test_registry:NeedyTTS"})
+    assert str(e.value) == ("Python package 'ttseval_no_such_module' is not installed: pip install 'ttseval[engines]' "
+                            "(needed by tts provider 'needy')")
+    TTS.check_available("espeak-ng:en-us")  # installed here: no error
+
+
+def _path_without(tmp_path: Path) -> str:
+    """A PATH holding only python (the venv's, by symlink): no espeak-ng, no flite, no git."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python").symlink_to(sys.executable)
+    return str(bin_dir)
+
+
+def test_evaluate_without_espeak_ng_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TTSEVAL_", "AWS_", "PREFECT_API"))}
+    env |= {"PATH": _path_without(tmp_path), "PYTHONPATH": str(ROOT), "DO_NOT_TRACK": "1",
+            "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "GX_ANALYTICS_ENABLED": "false"}
+    out = subprocess.run([sys.executable, "-m", "ttseval.cli", "evaluate", "--systems", "espeak-ng:en-us",
+                          "--store", str(store), "--run-id", "nothing"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.splitlines() == [
+        "ttseval: error: espeak-ng is not installed: apt-get install espeak-ng (needed by tts provider 'espeak-ng')"
+    ]
+    assert "Traceback" not in out.stdout + out.stderr
+    assert not store.exists()
+
+
+# -- `ttseval providers` -------------------------------------------------------------------------------------------
+
+
+def test_providers_command_lists_metadata_without_building_or_heavy_imports() -> None:
+    # Every provider class's constructor is replaced by one that fails: listing must not build any.
+    code = (
+        "import sys\n"
+        "from ttseval.registry import REGISTRIES\n"
+        "def refuse(self, *a, **k):\n"
+        "    raise AssertionError(f'built {type(self).__name__}')\n"
+        "for registry in REGISTRIES.values():\n"
+        "    for name in registry.names:\n"
+        "        registry.resolve(name).__init__ = refuse\n"
+        "from ttseval.cli import cmd_providers\n"
+        "assert cmd_providers(None) == 0\n"
+        "heavy = {'prefect', 'dask', 'distributed', 'torch', 'onnxruntime', 'faster_whisper', 'piper', 'speechmos',\n"
+        "         'transformers', 'openai', 'google.genai'}\n"
+        "print('HEAVY', sorted(heavy & set(sys.modules)))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TTSEVAL_")}
+    env["TTSEVAL_PLUGINS"] = json.dumps({"tts": {"flaky": "tests.fakes:FlakyTTS"}})
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "HEAVY []" in out.stdout
+    lines = [line.split() for line in out.stdout.splitlines()]
+    assert ["name", "languages", "instruction", "gpu", "extra", "sample", "rate", "needs", "version"] in lines
+    rows = {line[0]: line for line in lines if line}
+    assert rows["espeak-ng"][:8] == ["espeak-ng", str(len(TTS.info("espeak-ng").language_codes())), "languages", "no",
+                                     "no", "-", "22050", "Hz"]
+    assert rows["espeak-ng"][8:] == ["espeak-ng", EspeakNGTTS.version]
+    assert rows["flite"][:8] == ["flite", "en", "no", "no", "-", "per", "voice", "flite"]
+    assert rows["piper"][:9] == ["piper", "per", "voice", "no", "no", "engines", "per", "voice", "-"]
+    assert rows["flaky"][:2] == ["flaky", "(plugin)"]
+    assert rows["transformers-judge"][:6] == ["transformers-judge", "any", "yes", "yes", "models", "-"]
+    assert [line[0] for line in lines if line and line[0].endswith(":")] == ["tts:", "asr:", "quality:", "judge:",
+                                                                              "llm:"]
