@@ -12,7 +12,7 @@ from typing import Any
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 
-from flows.common import artifact_key, check_judges, gpu_annotation
+from flows.common import artifact_key, check_judges, check_stage_tables, gpu_annotation
 from flows.progress import StageProgress
 from flows.runner import SettingsDaskTaskRunner
 from tasks.common import get_store, logger
@@ -69,6 +69,7 @@ def backfill_judge(run_id: str, judge: str, store: str | None = None, baseline: 
         plans, results = run_judge_stage(settings, run_id, system_ids, baseline_id, [judge_spec])
         progress.add("judgments", sum(p.to_compute for p in plans))
         progress.advance("judgments", sum(r.n_rows for r in results))
+    check_stage_tables(st, run_id, ("judgments",))
     markdown = write_full_report(st, run_id, settings, system_ids, {"run_id": run_id, "store": st.display(),
                                                                      "backfilled judge": judge_spec})
     create_markdown_artifact(markdown=markdown, key=artifact_key("report", run_id), description=f"ttseval report for {run_id}")

@@ -10,11 +10,12 @@ from pathlib import Path
 import pandas as pd
 
 from ttseval.config import Settings
-from ttseval.errors import DatasetError, SpecError
+from ttseval.errors import DatasetError, SpecError, TTSEvalError
 from ttseval.ids import slug
 from ttseval.registry import JUDGES, TTS, Spec
 from ttseval.schemas import table_from_rows
 from ttseval.store import ArtifactStore
+from ttseval.validation import check_table
 
 
 def check_systems(systems: list[str], settings: Settings) -> list[Spec]:
@@ -59,6 +60,14 @@ def register_items(store: ArtifactStore, run_id: str, items: pd.DataFrame) -> in
     if not new.empty:
         store.write_part(run_id, "items", table_from_rows("items", new.to_dict("records")), label="items")
     return len(new)
+
+
+def check_stage_tables(store: ArtifactStore, run_id: str, tables: tuple[str, ...]) -> None:
+    """Check each stage table of the run against its declared rules (ttseval.validation, Great Expectations);
+    a broken rule is a bug in the stage that wrote it, so the run fails (exit 1) naming table, rule and rows."""
+    problems = [p for table in tables for p in check_table(table, store.read(run_id, table))]
+    if problems:
+        raise TTSEvalError("stage output breaks expectations:\n- " + "\n- ".join(problems))
 
 
 def git_commit() -> str | None:

@@ -18,7 +18,8 @@ from prefect.futures import as_completed
 import ttseval
 from corpus import DEMO_DATASET
 from corpus.items import read_items, unknown_categories
-from flows.common import artifact_key, check_judges, check_systems, git_commit, gpu_annotation, register_items
+from flows.common import (artifact_key, check_judges, check_stage_tables, check_systems, git_commit, gpu_annotation,
+                          register_items)
 from flows.progress import StageProgress
 from flows.runner import SettingsDaskTaskRunner
 from tasks.common import StageResult, get_store, logger, now
@@ -32,7 +33,6 @@ from tasks.transcribe import transcribe_task
 from ttseval.config import DEFAULT_SYSTEMS, Settings, load_settings
 from ttseval.errors import SpecError, TTSEvalError
 from ttseval.registry import Spec
-from ttseval.validation import check_stage_output
 
 
 @flow(name="evaluate", task_runner=SettingsDaskTaskRunner())
@@ -105,9 +105,7 @@ def evaluate(
     computed = {stage: sum(r.n_rows for r in results if r.stage == stage) for stage in stages}
     log.info("computed rows: " + ", ".join(f"{k} {v}" for k, v in computed.items()))
 
-    problems = [p for t in ("synthesis", "transcripts", "quality") for p in check_stage_output(t, st.read(run_id, t))]
-    if problems:
-        raise TTSEvalError("stage output breaks expectations:\n- " + "\n- ".join(problems))
+    check_stage_tables(st, run_id, stages)
 
     meta = {"run_id": run_id, "store": st.display(), "dataset": dataset_read, "baseline": baseline_spec.canonical,
             "judges": ", ".join(judge_specs), "instruction judges": ", ".join(instruction_specs) or "none",

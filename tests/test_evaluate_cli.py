@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
 
 import pandas as pd
@@ -77,6 +79,39 @@ def test_first_run_produces_real_different_figures(first_run, small_dataset: Pat
     markdown = (store / "runs" / "r1" / "report.md").read_text()
     assert "| piper:joe |" in markdown
     assert f"- synthesis: [{store}/runs/r1/synthesis](file://{store}/runs/r1/synthesis)" in markdown
+
+
+def test_progress_per_stage_in_the_log_and_the_prefect_ui(first_run, prefect_api: str) -> None:
+    # Not a terminal here, so each finished shard logs done/total, rate and ETA; in a terminal they are bars.
+    _, _, result = first_run
+    output = result.stdout + result.stderr
+    # 9 items x 3 systems; the 5 unsupported clips (F1 rejections) lower the ASR and MOS totals from 27 to 22.
+    for stage, total in (("synthesis", 27), ("transcripts", 22), ("quality", 22), ("judgments", 18)):
+        assert re.search(rf"{stage} {total}/{total} \(100%\), [0-9.]+ rows/s, done", output), stage
+    assert re.search(r"synthesis [0-9]+/27 \([0-9]+%\), [0-9.]+ rows/s, ETA [0-9]+ s", output)
+    with urllib.request.urlopen(urllib.request.Request(
+            f"{prefect_api}/artifacts/filter", data=json.dumps({"artifacts": {"key": {"any_": ["ttseval-progress-r1"]}}})
+            .encode(), headers={"Content-Type": "application/json"}), timeout=30) as response:
+        [artifact] = json.loads(response.read())
+    assert artifact["type"] == "progress" and artifact["data"] == 100.0
+    assert "synthesis 27/27 (100%)" in artifact["description"]
+
+
+def test_release_spelled_categories_and_own_groups_are_evaluated(prefect_api: str, tmp_path: Path) -> None:
+    # EmergentTTS-Eval's release spells categories 'Questions', 'Foreign Words'; evaluate refused them before.
+    dataset = tmp_path / "release.jsonl"
+    dataset.write_text(
+        '{"item_id": "q", "text": "Is it late?", "language": "en", "category": "Questions", "depth": 0}\n'
+        '{"item_id": "f", "text": "We ate a croissant.", "language": "en", "category": "Foreign Words", "depth": 0}\n'
+        '{"item_id": "g", "text": "Good morning.", "language": "en", "category": "Greetings", "depth": 0}\n')
+    result = run_cli(["evaluate", "--dataset", str(dataset), "--systems", "flite:slt", "--store", str(tmp_path / "s"),
+                      "--run-id", "cats", "--judges", ""], cli_env(prefect_api), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    items = read_table(tmp_path / "s", "cats", "items").set_index("item_id")
+    assert items["category"].to_dict() == {"q": "questions", "f": "foreign_words", "g": "Greetings"}
+    output = result.stdout + result.stderr
+    assert output.count("categories 'Greetings' are your own groups") == 1
+    assert (read_table(tmp_path / "s", "cats", "synthesis")["status"] == "ok").all()
 
 
 def test_rerun_recomputes_nothing(first_run, small_dataset: Path) -> None:

@@ -296,3 +296,18 @@ def test_gpu_detection(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, listing:
 def test_no_nvidia_smi_means_no_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(stack_mod.shutil, "which", lambda name: None)
     assert stack_mod.gpu_present() is False
+
+
+def test_the_stack_extra_brings_its_s3_server_and_a_missing_one_names_it(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    # `ttseval stack up` needs moto_server, which only the test extra used to install.
+    import tomllib
+
+    project = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    assert any(d.startswith("moto[server]") for d in extras["stack"])
+    assert "ttseval[stack]" in extras["test"] and "stack" in extras["all"][0]
+    monkeypatch.setattr(stack_mod.sys, "executable", str(tmp_path / "python"))  # nothing beside it
+    monkeypatch.setattr(stack_mod.shutil, "which", lambda name: None)
+    with pytest.raises(StackError, match=r"'moto_server' is not installed .* pip install 'ttseval\[stack\]'"):
+        stack_mod._bin("moto_server")
