@@ -1,23 +1,44 @@
-"""Great Expectations at the pipeline's boundaries: the input dataset and each stage's output.
+"""Great Expectations at the pipeline's boundaries: the input dataset and every stage table.
 
-One ephemeral context per process; `import great_expectations` costs seconds, so it is imported on first use.
-A rule is an expectation plus the words a person needs when it fails (what, where, how to fix).
+One validation path: each table's rules are built from its declared schema (``ttseval.schemas``: columns that
+may not be null, the key that must be unique) plus the value rules declared here (status sets, ranges of ok
+rows). ``check_table`` returns the problems; ``require_valid`` raises ``DatasetError`` naming the table, the
+rule, the rows (by their key) and the fix. The dataset's own rules (languages, categories) live with the
+dataset (``corpus.items``) and run through the same ``check``.
+
+One ephemeral context per process; `import great_expectations` costs seconds, so it is imported on first use,
+with its loggers quietened: creating a context logs "Created temporary directory ... for ephemeral docs site"
+at INFO, which a user never asked for.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import itertools
+import logging
 import os
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
-from ttseval.schemas import STATUSES
+from ttseval.errors import DatasetError
+from ttseval.schemas import TABLES
+
+__all__ = ["TABLE_RULES", "Rule", "check", "check_table", "require_valid", "row_failures", "table_rules"]
 
 
 @dataclass(frozen=True)
 class Rule:
+    """An expectation plus the words a person needs when it fails (what, where, how to fix).
+
+    `column` names the column the rule reads; for a rule over several columns (``column_list`` in `kwargs`) it
+    is their names joined for messages, and not passed to the expectation.
+    """
+
     name: str
     column: str
     expectation: str
@@ -25,37 +46,75 @@ class Rule:
     fix: str = ""
 
 
+# Loggers that print on their own at INFO: the docs-site logger sets its level to INFO explicitly, so a parent's
+# level does not quieten it.
+_GE_LOGGERS = ("great_expectations", "great_expectations.data_context.types.base")
+_lock = threading.RLock()
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """Great Expectations' loggers at WARNING for the duration (levels restored after), one caller at a time: the
+    shared context is not thread-safe, and neither is swapping logger levels."""
+    with _lock:
+        loggers = [logging.getLogger(name) for name in _GE_LOGGERS]
+        levels = [lg.level for lg in loggers]
+        for lg in loggers:
+            lg.setLevel(logging.WARNING)
+        try:
+            yield
+        finally:
+            for lg, level in zip(loggers, levels):
+                lg.setLevel(level)
+
+
 @functools.lru_cache(maxsize=1)
 def _context() -> Any:
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
-    import great_expectations as gx
-    from great_expectations.data_context.types.base import ProgressBarsConfig
+    with _quiet():
+        import great_expectations as gx
+        from great_expectations.data_context.types.base import ProgressBarsConfig
 
-    ctx = gx.get_context(mode="ephemeral")
-    ctx.variables.progress_bars = ProgressBarsConfig(globally=False)
+        # The import set the docs-site logger's level to INFO; quieten it again before the context logs.
+        logging.getLogger(_GE_LOGGERS[1]).setLevel(logging.WARNING)
+        ctx = gx.get_context(mode="ephemeral")
+        ctx.variables.progress_bars = ProgressBarsConfig(globally=False)
     return ctx
 
 
-_counter = iter(range(1, 1 << 30))
+_counter = itertools.count(1)
+
+
+def _suite(rules: tuple[Rule, ...], suite_name: str) -> tuple[Any, Any]:
+    """(batch definition, suite) for `rules`, built once per process and rule set (a shard-sized validation then
+    pays only for the validation itself)."""
+    key = (suite_name, repr(rules))  # Rule holds a dict, so it is not hashable; its repr names every field
+    if key not in _suites:
+        import great_expectations as gx
+        import great_expectations.expectations as gxe
+
+        ctx = _context()
+        name = f"{suite_name}-{next(_counter)}"
+        batch_def = (ctx.data_sources.add_pandas(name).add_dataframe_asset(suite_name)
+                     .add_batch_definition_whole_dataframe("all"))
+        suite = gx.ExpectationSuite(name=name)
+        for index, rule in enumerate(rules):
+            columns = {} if "column_list" in rule.kwargs else {"column": rule.column}
+            suite.add_expectation(getattr(gxe, rule.expectation)(**columns, meta={"rule": index}, **rule.kwargs))
+        _suites[key] = (batch_def, suite)
+    return _suites[key]
+
+
+_suites: dict[tuple[str, str], tuple[Any, Any]] = {}
 
 
 def _validate(frame: pd.DataFrame, rules: list[Rule], *, suite_name: str, row_columns: tuple[str, ...]) -> list[Any]:
-    import great_expectations as gx
-    import great_expectations.expectations as gxe
-
-    ctx = _context()
-    n = next(_counter)
-    batch_def = (
-        ctx.data_sources.add_pandas(f"{suite_name}-{n}")
-        .add_dataframe_asset(suite_name)
-        .add_batch_definition_whole_dataframe("all")
-    )
-    suite = gx.ExpectationSuite(name=f"{suite_name}-{n}")
-    for index, rule in enumerate(rules):
-        suite.add_expectation(getattr(gxe, rule.expectation)(column=rule.column, meta={"rule": index}, **rule.kwargs))
-    result = batch_def.get_batch(batch_parameters={"dataframe": frame}).validate(
-        suite, result_format={"result_format": "COMPLETE", "unexpected_index_column_names": list(row_columns)}
-    )
+    _context()
+    with _quiet():
+        batch_def, suite = _suite(tuple(rules), suite_name)
+        result = batch_def.get_batch(batch_parameters={"dataframe": frame}).validate(
+            suite, result_format={"result_format": "COMPLETE", "unexpected_index_column_names": list(row_columns)}
+        )
     # GE does not keep the suite's order in its results; the meta index maps each back to its rule.
     return sorted(result.results, key=lambda outcome: outcome.expectation_config.meta["rule"])
 
@@ -66,6 +125,10 @@ def check(frame: pd.DataFrame, rules: list[Rule], *, suite_name: str, row_column
     problems = []
     for rule, outcome in zip(rules, results):
         if outcome.success:
+            continue
+        if outcome.exception_info and outcome.exception_info.get("raised_exception"):
+            problems.append(f"rule '{rule.name}' (column {rule.column}) could not run: "
+                            f"{outcome.exception_info.get('exception_message')}. Fix: {rule.fix}")
             continue
         where = outcome.result.get("unexpected_index_list") or []
         count = outcome.result.get("unexpected_count", len(where))
@@ -92,29 +155,120 @@ def _where(found: dict, columns: tuple[str, ...]) -> str:
     return f"row {found['row']} ({named})" if "row" in found else named
 
 
-STAGE_RULES: dict[str, list[Rule]] = {
+# -- the stage tables' rules ----------------------------------------------------------------------------------
+
+_OK = {"row_condition": 'status=="ok"', "condition_parser": "pandas"}
+_BUG = "a bug in the stage that wrote it: report it; deleting the run's table makes the next run recompute it"
+
+
+def _ok_present(column: str, what: str) -> Rule:
+    return Rule(f"ok rows have {what}", column, "ExpectColumnValuesToNotBeNull", dict(_OK), _BUG)
+
+
+def _at_least(column: str, minimum: float, *, strict: bool = False, ok_only: bool = True) -> Rule:
+    name = f"{column} is {'> ' if strict else '>= '}{minimum:g}"
+    kwargs = {"min_value": minimum, "strict_min": strict} | (dict(_OK) if ok_only else {})
+    return Rule(name, column, "ExpectColumnValuesToBeBetween", kwargs, _BUG)
+
+
+def _in_set(column: str, values: tuple[str, ...]) -> Rule:
+    return Rule(f"{column} is one of {', '.join(values)}", column, "ExpectColumnValuesToBeInSet",
+                {"value_set": list(values)}, _BUG)
+
+
+_STAGE_STATUSES = {
+    "synthesis": ("ok", "failed", "empty", "unsupported"),
+    "transcripts": ("ok", "failed"),
+    "quality": ("ok", "failed"),
+    "judgments": ("ok", "failed", "skipped"),
+    "instruction_judgments": ("ok", "failed", "skipped"),
+}
+_JUDGE_COST = [_at_least(c, 0, ok_only=False) for c in ("input_tokens", "output_tokens", "cost_usd")]
+
+# Rules beyond what the schema declares (non-null columns, a unique key), per table.
+_VALUE_RULES: dict[str, list[Rule]] = {
+    "items": [Rule("depth is 0-3", "depth", "ExpectColumnValuesToBeBetween", {"min_value": 0, "max_value": 3},
+                   "depth counts refinements of a seed item: 0 to 3")],
     "synthesis": [
-        Rule("status is known", "status", "ExpectColumnValuesToBeInSet", {"value_set": list(STATUSES)}),
-        Rule("duration is positive", "duration_s", "ExpectColumnValuesToBeBetween", {"min_value": 0, "strict_min": True,
-             "row_condition": 'status=="ok"', "condition_parser": "pandas"}),
-        Rule("ok rows have audio", "audio_sha256", "ExpectColumnValuesToNotBeNull",
-             {"row_condition": 'status=="ok"', "condition_parser": "pandas"}),
+        _at_least("duration_s", 0, strict=True), _ok_present("audio_sha256", "audio"),
+        _ok_present("duration_s", "a duration"), _at_least("latency_s", 0),
     ],
     "transcripts": [
-        Rule("status is known", "status", "ExpectColumnValuesToBeInSet", {"value_set": ["ok", "failed"]}),
-        Rule("wer is non-negative", "wer", "ExpectColumnValuesToBeBetween", {"min_value": 0}),
-        Rule("cer is non-negative", "cer", "ExpectColumnValuesToBeBetween", {"min_value": 0}),
+        *[_ok_present(c, "counts") for c in ("word_errors", "ref_words", "char_errors", "ref_chars")],
+        _at_least("word_errors", 0), _at_least("char_errors", 0),
+        # An empty reference is an item-text bug, never a zero-length utterance to skip.
+        Rule("ref_words is > 0", "ref_words", "ExpectColumnValuesToBeBetween", {"min_value": 0, "strict_min": True} | _OK,
+             "the item's text normalizes to nothing: give it at least one word"),
+        Rule("ref_chars is > 0", "ref_chars", "ExpectColumnValuesToBeBetween", {"min_value": 0, "strict_min": True} | _OK,
+             "the item's text normalizes to nothing: give it at least one word"),
+        _at_least("wer", 0), _at_least("cer", 0),
     ],
     "quality": [
-        Rule("status is known", "status", "ExpectColumnValuesToBeInSet", {"value_set": ["ok", "failed"]}),
-        Rule("mos is on the 1-5 scale", "mos", "ExpectColumnValuesToBeBetween", {"min_value": 0.5, "max_value": 5.5}),
+        _ok_present("mos", "a MOS"),
+        Rule("mos is on the 1-5 scale", "mos", "ExpectColumnValuesToBeBetween", {"min_value": 0.5, "max_value": 5.5},
+             "the predictor's output is not a MOS: check its version and scaling"),
     ],
+    "judgments": [
+        _in_set("winner", ("candidate", "baseline", "tie")), _in_set("winner_raw", ("first", "second", "tie")),
+        Rule("parsed ok rows have a winner", "winner", "ExpectColumnValuesToNotBeNull",
+             {"row_condition": 'status=="ok" and parse_ok==True', "condition_parser": "pandas"}, _BUG),
+        *_JUDGE_COST,
+    ],
+    "instruction_judgments": [_in_set("task", ("APS", "DSD", "RP")), *_JUDGE_COST],
 }
 
 
-def check_stage_output(table: str, frame: pd.DataFrame) -> list[str]:
-    """Problems in a stage's output table (empty list when it is sound)."""
+def table_rules(table: str) -> list[Rule]:
+    """The rules of a stored table: from its schema, every non-nullable column present and the key unique; then
+    its status set and value rules.
+
+    Raises:
+        KeyError: `table` is not a declared table.
+    """
+    definition = TABLES[table]
+    rules = [Rule(f"{f.name} is present", f.name, "ExpectColumnValuesToNotBeNull", {},
+                  f"every {table} row needs {f.name} ({f.metadata[b'description'].decode()})")
+             for f in definition.schema if not f.nullable]
+    key = list(definition.key)
+    if len(key) == 1:
+        rules.append(Rule(f"{key[0]} is unique", key[0], "ExpectColumnValuesToBeUnique", {},
+                          f"one row per {key[0]}: dedupe by key (ArtifactStore.read keeps the newest)"))
+    else:
+        rules.append(Rule(f"({', '.join(key)}) is unique", ", ".join(key), "ExpectCompoundColumnsToBeUnique",
+                          {"column_list": key, "ignore_row_if": "never"},
+                          "one row per key: dedupe by key (ArtifactStore.read keeps the newest)"))
+    if table in _STAGE_STATUSES:
+        rules.append(_in_set("status", _STAGE_STATUSES[table]))
+    return rules + _VALUE_RULES.get(table, [])
+
+
+TABLE_RULES: dict[str, list[Rule]] = {name: table_rules(name) for name in TABLES}
+
+
+def check_table(table: str, frame: pd.DataFrame) -> list[str]:
+    """Problems in a stored table (empty list when it is sound), one per broken rule, naming its rows by key.
+
+    A column the rules read that the frame lacks is one problem (named), not an exception.
+    """
+    rules = TABLE_RULES[table]
+    key = TABLES[table].key
+    missing = sorted({c for r in rules for c in r.kwargs.get("column_list", [r.column])} - set(frame.columns))
+    if missing:
+        return [f"rule 'declared columns are present' fails: {table} lacks column(s) {missing}. "
+                f"Fix: build the frame with ttseval.schemas.{table.upper()} (table_from_rows)"]
     if frame.empty:
         return []
-    frame = frame.assign(row=range(1, len(frame) + 1))
-    return check(frame, STAGE_RULES[table], suite_name=table, row_columns=("item_id", "system_id"))
+    frame = frame.reset_index(drop=True).assign(row=range(1, len(frame) + 1))
+    return check(frame, rules, suite_name=table, row_columns=("row", *key))
+
+
+def require_valid(table: str, frame: pd.DataFrame) -> None:
+    """Raise ``DatasetError`` when `frame` breaks a rule of `table`; its message lists every problem.
+
+    Raises:
+        DatasetError: with `source` the table name and `problems` the messages of ``check_table``.
+    """
+    problems = check_table(table, frame)
+    if problems:
+        raise DatasetError(f"table {table} breaks {len(problems)} rule(s):\n- " + "\n- ".join(problems),
+                           source=table, problems=problems)

@@ -1,0 +1,142 @@
+"""One validation path: Great Expectations suites built from the declared schemas and rules, for every stage table.
+
+Frames are built with the declared schemas (ttseval.schemas.table_from_rows), as the stages write them.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from datetime import datetime, timezone
+
+import pandas as pd
+import pytest
+
+from ttseval.errors import DatasetError
+from ttseval.schemas import TABLES, table_from_rows
+from ttseval.validation import TABLE_RULES, check_table, require_valid
+
+NOW = datetime(2026, 11, 22, tzinfo=timezone.utc)
+STAMP = {"created_at": NOW}
+
+
+def frame(table: str, rows: list[dict]) -> pd.DataFrame:
+    return table_from_rows(table, [STAMP | r for r in rows]).to_pandas()
+
+
+def synthesis(*rows: dict) -> pd.DataFrame:
+    base = {"system_spec": "piper:joe", "status": "ok", "duration_s": 1.5, "latency_s": 0.2, "audio_sha256": "ab" * 32}
+    return frame("synthesis", [base | r for r in rows])
+
+
+def transcripts(*rows: dict) -> pd.DataFrame:
+    base = {"system_id": "s1", "asr_id": "a1", "asr_spec": "faster-whisper:tiny.en", "status": "ok", "word_errors": 1,
+            "ref_words": 4, "char_errors": 2, "ref_chars": 10, "wer": 0.25, "cer": 0.2}
+    return frame("transcripts", [base | r for r in rows])
+
+
+def judgments(*rows: dict) -> pd.DataFrame:
+    base = {"system_id": "s1", "baseline_id": "s0", "judge_id": "j1", "judge_spec": "objective", "status": "ok",
+            "parse_ok": True, "winner": "tie", "winner_raw": "tie", "cost_usd": 0.0}
+    return frame("judgments", [base | r for r in rows])
+
+
+SOUND = {
+    "items": frame("items", [{"item_id": "i1", "category": "questions", "depth": 0, "language": "en-US", "text": "Is it?"}]),
+    "synthesis": synthesis({"item_id": "i1", "system_id": "s1"},
+                           {"item_id": "i2", "system_id": "s1", "status": "unsupported", "duration_s": None,
+                            "audio_sha256": None}),
+    "transcripts": transcripts({"item_id": "i1"},
+                               {"item_id": "i2", "status": "failed", "word_errors": None, "ref_words": None,
+                                "char_errors": None, "ref_chars": None, "wer": None, "cer": None}),
+    "quality": frame("quality", [{"item_id": "i1", "system_id": "s1", "quality_id": "q", "quality_spec": "dnsmos",
+                                  "status": "ok", "mos": 3.2}]),
+    "judgments": judgments({"item_id": "i1"}, {"item_id": "i2", "status": "ok", "parse_ok": False, "winner": None,
+                                               "winner_raw": None}),
+    "instruction_judgments": frame("instruction_judgments", [
+        {"item_id": "i1", "system_id": "s1", "judge_id": "j", "judge_spec": "gemini", "task": "APS", "follows": True,
+         "status": "ok", "parse_ok": True, "cost_usd": 0.001}]),
+}
+
+
+@pytest.mark.parametrize("table", sorted(SOUND))
+def test_sound_stage_tables_pass(table: str) -> None:
+    assert check_table(table, SOUND[table]) == []
+    require_valid(table, SOUND[table])  # does not raise
+
+
+def test_every_stored_table_has_rules_from_its_schema() -> None:
+    # each table's key uniqueness and non-null columns come from ttseval.schemas, not a hand-kept list
+    for name, definition in TABLES.items():
+        names = {r.name for r in TABLE_RULES[name]}
+        assert f"({', '.join(definition.key)}) is unique" in names or f"{definition.key[0]} is unique" in names
+        assert {f"{f.name} is present" for f in definition.schema if not f.nullable} <= names
+
+
+def test_a_bad_judgment_names_table_rule_rows_and_fix() -> None:
+    bad = judgments({"item_id": "i1"}, {"item_id": "i2", "winner": "candidat"}, {"item_id": "i3", "status": "done"})
+    with pytest.raises(DatasetError) as caught:
+        require_valid("judgments", bad)
+    error = caught.value
+    assert error.source == "judgments" and len(error.problems) == 2
+    message = str(error)
+    assert message.startswith("table judgments breaks 2 rule(s):")
+    assert ("rule 'winner is one of candidate, baseline, tie' (column winner) fails on 1 row(s): row 2 "
+            "(item_id='i2', system_id='s1', baseline_id='s0', judge_id='j1') (values ['candidat']). Fix: ") in message
+    assert "rule 'status is one of ok, failed, skipped' (column status) fails on 1 row(s): row 3 (item_id='i3'" in message
+    assert "Fix: a bug in the stage that wrote it" in message
+
+
+def test_transcripts_with_negative_wer_missing_asr_id_or_empty_reference() -> None:
+    bad = transcripts({"item_id": "i1", "wer": -0.5}, {"item_id": "i2", "asr_id": None},
+                      {"item_id": "i3", "ref_words": 0}, {"item_id": "i4", "word_errors": None})
+    problems = check_table("transcripts", bad)
+    assert len(problems) == 4
+    by_rule = {p.split("'")[1]: p for p in problems}
+    assert "row 1 (item_id='i1', system_id='s1', asr_id='a1') (values [-0.5])" in by_rule["wer is >= 0"]
+    assert "row 2 (item_id='i2'" in by_rule["asr_id is present"]
+    assert "Fix: every transcripts row needs asr_id (stable id of the recogniser configuration)" in by_rule["asr_id is present"]
+    assert "row 3 (item_id='i3'" in by_rule["ref_words is > 0"] and "at least one word" in by_rule["ref_words is > 0"]
+    assert "row 4 (item_id='i4'" in by_rule["ok rows have counts"]
+
+
+def test_rules_the_summary_used_to_recheck() -> None:
+    # Formerly hand-written in metrics/summary.py: duplicate keys, unknown status, an ok clip without a duration,
+    # a MOS off its scale, an instruction task that does not exist.
+    dup = synthesis({"item_id": "i1", "system_id": "s1"}, {"item_id": "i1", "system_id": "s1"},
+                    {"item_id": "i2", "system_id": "s1", "status": "done"},
+                    {"item_id": "i3", "system_id": "s1", "duration_s": None})
+    problems = check_table("synthesis", dup)
+    assert [p.split("'")[1] for p in problems] == [
+        "(item_id, system_id) is unique", "status is one of ok, failed, empty, unsupported", "ok rows have a duration"]
+    assert "row 1 (item_id='i1', system_id='s1'), row 2 (item_id='i1', system_id='s1')" in problems[0]
+    quality = SOUND["quality"].assign(mos=9.0)
+    assert check_table("quality", quality)[0].startswith("rule 'mos is on the 1-5 scale' (column mos) fails on 1 row(s)")
+    task = SOUND["instruction_judgments"].assign(task="XX")
+    assert check_table("instruction_judgments", task)[0].startswith("rule 'task is one of APS, DSD, RP'")
+
+
+def test_a_missing_column_is_a_problem_not_a_traceback() -> None:
+    problems = check_table("quality", SOUND["quality"].drop(columns=["mos"]))
+    assert problems == ["rule 'declared columns are present' fails: quality lacks column(s) ['mos']. "
+                        "Fix: build the frame with ttseval.schemas.QUALITY (table_from_rows)"]
+
+
+def test_validation_prints_nothing_even_with_info_logging_on() -> None:
+    # A fresh process, so Great Expectations is imported and its context created inside the call, with the root
+    # logger at INFO as a CLI or Prefect worker may configure it. Before the fix this printed
+    # "Created temporary directory '...' for ephemeral docs site" (and GE's import-time INFO lines).
+    code = ("import logging; logging.basicConfig(level=logging.INFO)\n"
+            "import pandas as pd\n"
+            "from ttseval.validation import check_table\n"
+            "assert check_table('quality', pd.DataFrame({'item_id': ['i'], 'system_id': ['s'], 'quality_id': ['q'],"
+            " 'quality_spec': ['d'], 'status': ['ok'], 'mos': [3.0], 'created_at': [pd.Timestamp.now(tz='UTC')]})) == []\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (result.stdout, result.stderr) == ("", "")
+
+
+def test_a_validation_call_writes_nothing_to_stdout_or_stderr(capfd: pytest.CaptureFixture[str]) -> None:
+    check_table("judgments", SOUND["judgments"])
+    assert check_table("transcripts", transcripts({"item_id": "i1", "wer": -1.0}))
+    assert capfd.readouterr() == ("", "")
