@@ -49,8 +49,7 @@ class ProviderMetadata(Protocol):
 
     languages              see `Languages`.
     accepts_instruction    whether a style instruction changes the output (TTS) or is read at all.
-    gpu                    whether the provider can run on a GPU (an option such as device=cuda); the
-                           pipeline routes such stages to GPU workers when settings say so.
+    gpu                    whether the provider can run on a GPU (through an option such as device=cuda).
     extra                  the pip extra of ttseval that installs its Python packages ("engines", "models"),
                            None when the base install has them.
     output_sample_rate_hz  the rate of the audio it returns; None when it varies (per voice) or it returns none.
