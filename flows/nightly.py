@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pandas as pd
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 
@@ -20,7 +19,7 @@ from metrics.drift import compare_reports
 from tasks.common import get_store, logger, now
 from ttseval.config import DEFAULT_SYSTEMS, load_settings
 from corpus import DEMO_DATASET
-from ttseval.report import _num
+from tasks.report import drift_markdown
 from ttseval.store import ArtifactStore
 
 PREFIX = "nightly-"
@@ -36,24 +35,6 @@ def provider_versions(store: ArtifactStore, run_id: str) -> dict[str, list[str]]
     synthesis = store.read(run_id, "synthesis")
     versions = synthesis.dropna(subset=["provider_version"]).groupby("system_spec")["provider_version"].unique()
     return {spec: sorted(map(str, v)) for spec, v in versions.items()}
-
-
-def drift_markdown(drift: pd.DataFrame, previous: str, current: str) -> str:
-    flagged = drift[drift["flagged"].fillna(False).astype(bool)]
-    lines = [f"# Drift: `{current}` against `{previous}`", "",
-             f"{len(flagged)} flagged change(s). A metric is flagged when the two runs' 95% CIs do not overlap "
-             "(completion: any change).", "",
-             "| system | metric | previous [95% CI] | current [95% CI] | delta | change | flagged |",
-             "|---|---|---|---|---|---|---|"]
-    for r in drift.to_dict("records"):
-        if r["metric"] == "presence":
-            lines.append(f"| {r['system_spec']} | presence | | | | {r['direction']} | yes |")
-            continue
-        ci = lambda lo, hi: f" [{_num(r[lo], 3)}, {_num(r[hi], 3)}]" if not pd.isna(r.get(lo)) else ""  # noqa: E731
-        lines.append(f"| {r['system_spec']} | {r['metric']} | {_num(r['previous'], 3)}{ci('previous_ci_low', 'previous_ci_high')}"
-                     f" | {_num(r['current'], 3)}{ci('current_ci_low', 'current_ci_high')} | {_num(r['delta'], 3)} | "
-                     f"{r['direction']} | {'**yes**' if r['flagged'] else 'no'} |")
-    return "\n".join(lines) + "\n"
 
 
 @flow(name="nightly")

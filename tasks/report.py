@@ -1,21 +1,71 @@
-"""Report stage: per-system summary as a table, Markdown in the run folder, and a Prefect artifact."""
+"""Reporting, in one place: the per-(system, recogniser) summary, win-rate leaderboards and figures, instruction
+scores, drift, and their rendering as Markdown (files and Prefect artifacts) or a rich table (terminals).
+
+Every Markdown table goes through `markdown_table`. A metric's header carries its declared direction from
+`metrics.registry` (↓ lower is better, ↑ higher is better). `write_full_report` writes `report.md` once per run.
+"""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import pandas as pd
 import pyarrow as pa
 
+from metrics.registry import arrow
 from metrics.summary import summarize_systems
 from ttseval.config import Settings
-from ttseval.report import render_markdown
-from ttseval.schemas import REPORT
+from ttseval.schemas import REPORT, TABLES, WINRATES
 from ttseval.store import ArtifactStore
+
+# -- formatting ------------------------------------------------------------------------------------------------
+
+
+def _missing(v: object) -> bool:
+    return v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v))
+
+
+def _pct(v: float) -> str:
+    return "–" if _missing(v) else f"{100 * v:.1f}"
+
+
+def _num(v: float, digits: int = 2) -> str:
+    return "–" if _missing(v) else f"{v:.{digits}f}"
+
+
+def _header(label: str, metric: str, suffix: str = "") -> str:
+    """`label`, the metric's direction arrow, then `suffix`: 'WER % ↓ [95% CI]'."""
+    return " ".join(part for part in (label, arrow(metric), suffix) if part)
+
+
+def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    """A GitHub Markdown table, one line per row, cells as given (str() of each), unpadded.
+
+    Hand-written rather than `DataFrame.to_markdown`: that needs `tabulate`, which is not a dependency, and pads
+    cells to align columns, which changes every line when one value widens. A `|` in a cell is escaped and a
+    line break becomes a space, so a cell can never split the row.
+    """
+
+    def cell(value: object) -> str:
+        return str(value).replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+
+    lines = ["| " + " | ".join(cell(h) for h in headers) + " |", "|" + "---|" * len(headers)]
+    for row in rows:
+        row = list(row)
+        if len(row) != len(headers):
+            raise ValueError(f"a row has {len(row)} cells for {len(headers)} headers: {row!r}")
+        lines.append("| " + " | ".join(cell(v) for v in row) + " |")
+    return "\n".join(lines)
+
+
+# -- per-(system, recogniser) summary ----------------------------------------------------------------------------
 
 
 def compute_summary(store: ArtifactStore, run_id: str, settings: Settings, system_ids: list[str] | None = None) -> pd.DataFrame:
-    """The per-system summary of a run from its stored tables (all systems unless `system_ids` is given)."""
+    """The summary of a run from its stored tables, one row per (system, recogniser); all systems unless
+    `system_ids` is given. The stage tables are checked where they are written (ttseval.validation)."""
     items = store.read(run_id, "items")
     synthesis = store.read(run_id, "synthesis")
     if system_ids is not None:
@@ -27,14 +77,62 @@ def compute_summary(store: ArtifactStore, run_id: str, settings: Settings, syste
                              n_resamples=settings.bootstrap_resamples, seed=settings.seed)
 
 
-def write_report(store: ArtifactStore, run_id: str, summary: pd.DataFrame, meta: dict[str, Any]) -> str:
-    """Store the summary as the run's `report` table and `report.md`; returns the Markdown."""
+def rows_for_display(summary: pd.DataFrame) -> list[dict[str, str]]:
+    """One dict of display strings per (system, recogniser), in summary order."""
+    out = []
+    for r in summary.to_dict("records"):
+        out.append({
+            "system": r["system_spec"],
+            "recogniser": "–" if _missing(r.get("asr_spec")) else r["asr_spec"],
+            _header("completion %", "completion_rate"): f"{_pct(r['completion_rate'])} ({r['n_ok']}/{r['n_items']})",
+            "failed/empty/unsup.": f"{r['n_failed']}/{r['n_empty']}/{r['n_unsupported']}",
+            _header("WER %", "wer", "[95% CI]"): f"{_pct(r['wer'])} [{_pct(r['wer_ci_low'])}, {_pct(r['wer_ci_high'])}]",
+            _header("CER %", "cer", "[95% CI]"): f"{_pct(r['cer'])} [{_pct(r['cer_ci_low'])}, {_pct(r['cer_ci_high'])}]",
+            _header("Perfect %", "perfect_pct"): _num(r["perfect_pct"], 1),
+            _header("MOS", "mos", "[95% CI]"): f"{_num(r['mos'])} [{_num(r['mos_ci_low'])}, {_num(r['mos_ci_high'])}]",
+            "mean dur. s": _num(r["mean_duration_s"]),
+            _header("RTF", "rtf"): _num(r["rtf"], 3),
+        })
+    return out
+
+
+def render_markdown(summary: pd.DataFrame, meta: dict[str, Any]) -> str:
+    """The report's head: run metadata and the per-(system, recogniser) table."""
+    rows = rows_for_display(summary)
+    lines = [f"# ttseval report: run `{meta['run_id']}`", ""]
+    lines += [f"- {k}: {v}" for k, v in meta.items() if k != "run_id"]
+    lines += ["", "One row per system and recogniser: WER/CER are that recogniser's, never pooled across "
+              "recognisers; completion, MOS and RTF are the system's. WER/CER are corpus figures (errors pooled over "
+              "utterances) with a percentile bootstrap 95% CI over utterances; MOS is predicted, not human; RTF is "
+              "synthesis time over audio time. ↓ lower is better, ↑ higher is better.", ""]
+    if rows:
+        lines.append(markdown_table(list(rows[0]), [r.values() for r in rows]))
+    else:
+        lines.append("No systems in this run yet.")
+    return "\n".join(lines) + "\n"
+
+
+def print_table(summary: pd.DataFrame, title: str) -> None:
+    """The per-(system, recogniser) table on the terminal."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
+    rows = rows_for_display(summary)
+    for header in (rows[0] if rows else ["system"]):
+        table.add_column(header, overflow="fold")
+    for r in rows:
+        table.add_row(*r.values())
+    Console(width=200).print(table)
+
+
+def store_summary(store: ArtifactStore, run_id: str, summary: pd.DataFrame) -> None:
+    """Store the summary as the run's `report` table."""
     table = pa.Table.from_pandas(summary[REPORT.names], schema=REPORT, preserve_index=False)
     store.replace_table(run_id, "report", table)
-    markdown = render_markdown(summary, meta)
-    store.write_bytes(f"runs/{run_id}/report.md", markdown.encode("utf-8"))
-    return markdown
 
+
+# -- judges: win-rates, agreement, figures -----------------------------------------------------------------------
 
 LEVELS = {"overall": (), "category": ("category",), "category_depth": ("category", "depth")}
 
@@ -45,7 +143,7 @@ def compute_winrates(store: ArtifactStore, run_id: str, settings: Settings) -> p
 
     judgments = store.read(run_id, "judgments")
     if judgments.empty:
-        return _empty_winrates()
+        return WINRATES.empty_table().to_pandas()
     items = store.read(run_id, "items")[["item_id", "category", "depth"]]
     frame = judgments.merge(items, on="item_id", how="left")
     specs = judgments.drop_duplicates("judge_id").set_index("judge_id")["judge_spec"]
@@ -55,18 +153,10 @@ def compute_winrates(store: ArtifactStore, run_id: str, settings: Settings) -> p
         parts.append(table.assign(level=level))
     out = pd.concat(parts, ignore_index=True)
     out["judge_spec"] = out["judge_id"].map(specs)
-    from ttseval.schemas import WINRATES
-
     for name in WINRATES.names:
         if name not in out.columns:
             out[name] = None
     return out[WINRATES.names]
-
-
-def _empty_winrates() -> pd.DataFrame:
-    from ttseval.schemas import WINRATES
-
-    return WINRATES.empty_table().to_pandas()
 
 
 def judge_agreement(winrates: pd.DataFrame) -> dict[str, Any] | None:
@@ -125,14 +215,22 @@ def _judge_label(spec: str) -> str:
     return LABEL if spec.split(":")[0] == "objective" else spec
 
 
+def _system_metric(summary: pd.DataFrame, system_id: str, column: str, fmt) -> str:
+    """A system's figure beside its win-rate: the value, or each recogniser's value named when it has several."""
+    rows = summary[summary["system_id"] == system_id]
+    if rows.empty:
+        return "–"
+    values = rows[column].tolist()
+    if len(set(map(str, values))) == 1:  # one recogniser, or a system-wide figure (MOS) repeated on each row
+        return fmt(values[0])
+    return ", ".join(f"{fmt(v)} ({spec})" for v, spec in zip(values, rows["asr_spec"]))
+
+
 def leaderboard_markdown(store: ArtifactStore, run_id: str, summary: pd.DataFrame, winrates: pd.DataFrame) -> str:
     """Per judge: system x category win-rates beside WER and MOS, parse failures, and the run's judge cost."""
-    from ttseval.report import _num, _pct
-
     if winrates.empty:
         return ""
     names = dict(zip(summary["system_id"], summary["system_spec"]))
-    metrics = summary.set_index("system_id")
     judgments = store.read(run_id, "judgments")
     lines = []
     for judge_id, rows in winrates.groupby("judge_id", sort=False):
@@ -147,15 +245,16 @@ def leaderboard_markdown(store: ArtifactStore, run_id: str, summary: pd.DataFram
         overall = rows[rows["level"] == "overall"].set_index("system_id")
         by_cat = rows[rows["level"] == "category"].pivot_table(index="system_id", columns="category", values="win_rate")
         cats = list(by_cat.columns)
-        headers = ["system", "win-rate % [95% CI]", "ties %", "parse fail", *cats, "WER %", "MOS"]
-        lines += ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+        headers = ["system", _header("win-rate %", "win_rate", "[95% CI]"), "ties %", "parse fail", *cats,
+                   _header("WER %", "wer"), _header("MOS", "mos")]
+        table = []
         for system_id, r in overall.iterrows():
             cells = [names.get(system_id, system_id), f"{_pct(r['win_rate'])} [{_pct(r['win_rate_ci_low'])}, "
                      f"{_pct(r['win_rate_ci_high'])}]", _pct(r["tie_rate"]), str(int(r["n_parse_failures"]))]
             cells += [_pct(by_cat.loc[system_id, c]) if system_id in by_cat.index else "–" for c in cats]
-            m = metrics.loc[system_id] if system_id in metrics.index else None
-            cells += [_pct(m["wer"]) if m is not None else "–", _num(m["mos"]) if m is not None else "–"]
-            lines.append("| " + " | ".join(cells) + " |")
+            cells += [_system_metric(summary, system_id, "wer", _pct), _system_metric(summary, system_id, "mos", _num)]
+            table.append(cells)
+        lines.append(markdown_table(headers, table))
         lines.append(f"\n![win-rate by depth](figures/winrate-by-depth-{judge_id}.png)")
     agreement = judge_agreement(winrates)
     if agreement:
@@ -163,8 +262,8 @@ def leaderboard_markdown(store: ArtifactStore, run_id: str, summary: pd.DataFram
                   f"judge's overall win-rate (tie-corrected): {agreement['kendalls_w']:.3f}", "",
                   "Pairwise Spearman between judges' system rankings:", ""]
         rho = agreement["spearman"]
-        lines += ["| judge | " + " | ".join(map(str, rho.columns)) + " |", "|" + "---|" * (len(rho.columns) + 1)]
-        lines += ["| " + str(j) + " | " + " | ".join(_num(v, 3) for v in row) + " |" for j, row in rho.iterrows()]
+        lines.append(markdown_table(["judge", *map(str, rho.columns)],
+                                    [[j, *(_num(v, 3) for v in row)] for j, row in rho.iterrows()]))
     return "\n".join(lines) + "\n"
 
 
@@ -172,7 +271,6 @@ def instruction_markdown(store: ArtifactStore, run_id: str, names: dict[str, str
     """InstructTTSEval scores per judge, system and language: share of clips judged to follow, per task and
     macro-averaged over APS, DSD and RP, with the undecidable count beside them."""
     from metrics.instruct import instruction_scores
-    from ttseval.report import _pct
 
     frame = store.read(run_id, "instruction_judgments")
     frame = frame[frame["status"] == "ok"]
@@ -180,24 +278,25 @@ def instruction_markdown(store: ArtifactStore, run_id: str, names: dict[str, str
         return ""
     items = store.read(run_id, "items")[["item_id", "language"]]
     scores = instruction_scores(frame.merge(items, on="item_id"))
-    lines = ["", "## Instruction following (InstructTTSEval)", "",
-             "score = clips judged to follow / decided clips; macro = unweighted mean of APS, DSD, RP.", "",
-             "| judge | system | language | APS % | DSD % | RP % | macro % | undecidable |", "|---|---|---|---|---|---|---|---|"]
     specs = frame.drop_duplicates("judge_id").set_index("judge_id")["judge_spec"]
+    table = []
     for (judge_id, system_id, language), g in scores.groupby(["judge_id", "system_id", "language"], sort=False):
         by_task = g.set_index("task")
-        cell = lambda t: _pct(by_task.loc[t, "score"]) if t in by_task.index else "–"  # noqa: E731
         tasks = by_task.drop(index="macro", errors="ignore")
         undecided = int(tasks["n_undecidable"].sum() + tasks["n_parse_failures"].sum())
-        lines.append(f"| {specs.get(judge_id, judge_id)} | {names.get(system_id, system_id)} | {language} | "
-                     f"{cell('APS')} | {cell('DSD')} | {cell('RP')} | {cell('macro')} | {undecided} |")
+        table.append([specs.get(judge_id, judge_id), names.get(system_id, system_id), language,
+                      *(_pct(by_task.loc[t, "score"]) if t in by_task.index else "–" for t in ("APS", "DSD", "RP", "macro")),
+                      undecided])
+    up = arrow("score")
+    headers = ["judge", "system", "language", f"APS % {up}", f"DSD % {up}", f"RP % {up}", f"macro % {up}", "undecidable"]
+    lines = ["", "## Instruction following (InstructTTSEval)", "",
+             "score = clips judged to follow / decided clips; macro = unweighted mean of APS, DSD, RP.", "",
+             markdown_table(headers, table)]
     return "\n".join(lines) + "\n"
 
 
 def tables_markdown(store: ArtifactStore, run_id: str) -> str:
     """Where each of the run's tables lives, so the Prefect UI's report links to the data behind it."""
-    from ttseval.schemas import TABLES
-
     lines = ["", "## Tables", "", "Each reads with `pandas.read_parquet(URI)`.", ""]
     for name in TABLES:
         if store.part_files(run_id, name) or name == "report":
@@ -207,23 +306,50 @@ def tables_markdown(store: ArtifactStore, run_id: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+# -- drift --------------------------------------------------------------------------------------------------------
+
+
+def drift_markdown(drift: pd.DataFrame, previous: str, current: str) -> str:
+    """A drift table (metrics.drift.compare_reports) as Markdown: one line per (system, recogniser, metric)."""
+    flagged = drift[drift["flagged"].fillna(False).astype(bool)]
+    table = []
+    for r in drift.to_dict("records"):
+        recogniser = "–" if _missing(r.get("asr_spec")) else r["asr_spec"]
+        if r["metric"] == "presence":
+            table.append([r["system_spec"], recogniser, "presence", "", "", "", r["direction"], "yes"])
+            continue
+
+        def ci(lo: str, hi: str) -> str:
+            return "" if _missing(r.get(lo)) else f" [{_num(r[lo], 3)}, {_num(r[hi], 3)}]"
+
+        table.append([r["system_spec"], recogniser, _header(r["metric"], r["metric"]),
+                      f"{_num(r['previous'], 3)}{ci('previous_ci_low', 'previous_ci_high')}",
+                      f"{_num(r['current'], 3)}{ci('current_ci_low', 'current_ci_high')}", _num(r["delta"], 3),
+                      r["direction"], "**yes**" if r["flagged"] else "no"])
+    headers = ["system", "recogniser", "metric", "previous [95% CI]", "current [95% CI]", "delta", "change", "flagged"]
+    lines = [f"# Drift: `{current}` against `{previous}`", "",
+             f"{len(flagged)} flagged change(s). A metric is flagged when the two runs' 95% CIs do not overlap "
+             "(completion: any change).", "", markdown_table(headers, table)]
+    return "\n".join(lines) + "\n"
+
+
+# -- the whole report ---------------------------------------------------------------------------------------------
+
+
 def write_full_report(store: ArtifactStore, run_id: str, settings: Settings, system_ids: list[str],
                       meta: dict[str, Any]) -> str:
-    """Summary, win-rates, figures and Markdown for a run; returns the Markdown (also stored as report.md)."""
+    """Summary, win-rates, figures and Markdown for a run; returns the Markdown, stored once as report.md."""
     summary = compute_summary(store, run_id, settings, system_ids)
+    store_summary(store, run_id, summary)
     winrates = compute_winrates(store, run_id, settings)
+    names = dict(zip(summary["system_id"], summary["system_spec"]))
     if not winrates.empty:
-        from ttseval.schemas import WINRATES
-
         store.replace_table(run_id, "winrates", pa.Table.from_pandas(winrates, schema=WINRATES, preserve_index=False))
-        names = dict(zip(summary["system_id"], summary["system_spec"]))
         for judge_id in winrates["judge_id"].unique():
             png = depth_figure(winrates, judge_id, names)
             if png:
                 store.write_bytes(f"runs/{run_id}/figures/winrate-by-depth-{judge_id}.png", png)
-    markdown = write_report(store, run_id, summary, meta)
-    markdown += leaderboard_markdown(store, run_id, summary, winrates)
-    markdown += instruction_markdown(store, run_id, dict(zip(summary["system_id"], summary["system_spec"])))
-    markdown += tables_markdown(store, run_id)
+    markdown = (render_markdown(summary, meta) + leaderboard_markdown(store, run_id, summary, winrates)
+                + instruction_markdown(store, run_id, names) + tables_markdown(store, run_id))
     store.write_bytes(f"runs/{run_id}/report.md", markdown.encode("utf-8"))
     return markdown

@@ -89,7 +89,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 def _print_report(settings, run_id: str, system_ids: list[str] | None) -> None:
     from tasks.report import compute_summary, compute_winrates, leaderboard_markdown
-    from ttseval.report import print_table
+    from tasks.report import print_table
     from ttseval.store import ArtifactStore
 
     store = ArtifactStore(settings.store)

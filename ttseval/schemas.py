@@ -165,10 +165,14 @@ INSTRUCTION_JUDGMENTS = pa.schema(
     ]
 )
 
+# One row per (system, recogniser): two recognisers' transcripts are never pooled. Synthesis and MOS columns are
+# the system's and repeat on each of its rows.
 REPORT = pa.schema(
     [
         _f("system_id", pa.string(), "TTS system", nullable=False),
         _f("system_spec", pa.string(), "canonical provider spec"),
+        _f("asr_id", pa.string(), "recogniser whose transcripts the WER/CER columns pool; null when none"),
+        _f("asr_spec", pa.string(), "canonical recogniser spec"),
         _f("n_items", pa.int64(), "items in the run"),
         _f("n_ok", pa.int64(), "clips synthesized"),
         _f("n_failed", pa.int64(), "items whose synthesis raised"),
@@ -176,7 +180,7 @@ REPORT = pa.schema(
         _f("n_unsupported", pa.int64(), "items in a language the system does not speak"),
         _f("n_missing", pa.int64(), "items with no synthesis row yet"),
         _f("completion_rate", pa.float64(), "n_ok / n_items (1 - F1 rate in INSV-A terms)"),
-        _f("n_transcribed", pa.int64(), "clips with a transcript"),
+        _f("n_transcribed", pa.int64(), "clips with an ok transcript from this recogniser"),
         _f("wer", pa.float64(), "corpus WER: sum of word errors / sum of reference words"),
         _f("wer_ci_low", pa.float64(), "bootstrap 95% CI, low"),
         _f("wer_ci_high", pa.float64(), "bootstrap 95% CI, high"),
@@ -236,7 +240,7 @@ TABLES: dict[str, TableDef] = {
         TableDef("quality", QUALITY, ("item_id", "system_id", "quality_id")),
         TableDef("judgments", JUDGMENTS, ("item_id", "system_id", "baseline_id", "judge_id")),
         TableDef("instruction_judgments", INSTRUCTION_JUDGMENTS, ("item_id", "system_id", "judge_id")),
-        TableDef("report", REPORT, ("system_id",)),
+        TableDef("report", REPORT, ("system_id", "asr_id")),
         TableDef("winrates", WINRATES, ("judge_id", "system_id", "baseline_id", "level", "category", "depth")),
     )
 }

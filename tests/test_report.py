@@ -1,0 +1,108 @@
+"""Reporting (tasks/report.py) on a store built by hand with the declared schemas: no engines, no Prefect."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pandas as pd
+import pytest
+
+from metrics.drift import compare_reports
+from tasks.report import compute_summary, drift_markdown, markdown_table, write_full_report
+from ttseval.config import Settings
+from ttseval.schemas import table_from_rows
+from ttseval.store import ArtifactStore
+
+NOW = datetime(2026, 11, 22, tzinfo=timezone.utc)
+TINY, BASE = "faster-whisper:tiny.en", "faster-whisper:base"
+
+
+def _transcript(item: str, system: str, asr: str, word_errors: int, ref_words: int, char_errors: int,
+                ref_chars: int) -> dict:
+    return {"item_id": item, "system_id": system, "asr_id": asr.split(":")[1], "asr_spec": asr, "status": "ok",
+            "word_errors": word_errors, "ref_words": ref_words, "char_errors": char_errors, "ref_chars": ref_chars,
+            "wer": word_errors / ref_words, "cer": char_errors / ref_chars, "created_at": NOW}
+
+
+@pytest.fixture
+def two_recogniser_run(tmp_path) -> tuple[ArtifactStore, Settings]:
+    """Run 'r': two systems x three English items; every clip transcribed by tiny.en, then (the asr setting
+    changed) by base as well."""
+    store = ArtifactStore(str(tmp_path / "store"))
+    items = [{"item_id": f"i{n}", "category": "questions", "depth": 0, "language": "en-US", "text": f"text {n}"}
+             for n in (1, 2, 3)]
+    store.write_part("r", "items", table_from_rows("items", items))
+    synthesis = [{"item_id": f"i{n}", "system_id": s, "system_spec": spec, "status": "ok", "duration_s": 2.0,
+                  "latency_s": 0.5, "audio_sha256": "ab" * 32, "created_at": NOW}
+                 for s, spec in (("s1", "piper:joe"), ("s2", "flite:slt")) for n in (1, 2, 3)]
+    store.write_part("r", "synthesis", table_from_rows("synthesis", synthesis))
+    first = [  # the first run's recogniser
+        _transcript("i1", "s1", TINY, 1, 5, 2, 20), _transcript("i2", "s1", TINY, 0, 5, 0, 20),
+        _transcript("i3", "s1", TINY, 2, 10, 3, 40),
+        _transcript("i1", "s2", TINY, 4, 5, 8, 20), _transcript("i2", "s2", TINY, 1, 5, 1, 20),
+        _transcript("i3", "s2", TINY, 5, 10, 9, 40),
+    ]
+    second = [  # after the asr setting changed: the same clips, another recogniser
+        _transcript("i1", "s1", BASE, 0, 5, 1, 20), _transcript("i2", "s1", BASE, 0, 5, 0, 20),
+        _transcript("i3", "s1", BASE, 1, 10, 1, 40),
+        _transcript("i1", "s2", BASE, 2, 5, 4, 20), _transcript("i2", "s2", BASE, 1, 5, 2, 20),
+        _transcript("i3", "s2", BASE, 3, 10, 5, 40),
+    ]
+    store.write_part("r", "transcripts", table_from_rows("transcripts", first))
+    store.write_part("r", "transcripts", table_from_rows("transcripts", second))
+    quality = [{"item_id": f"i{n}", "system_id": s, "quality_id": "q", "quality_spec": "dnsmos", "status": "ok",
+                "mos": m, "created_at": NOW} for s, m in (("s1", 3.5), ("s2", 2.5)) for n in (1, 2, 3)]
+    store.write_part("r", "quality", table_from_rows("quality", quality))
+    return store, Settings(store=str(tmp_path / "store"), bootstrap_resamples=50)
+
+
+def test_two_recognisers_give_one_report_row_per_system_and_recogniser(two_recogniser_run) -> None:
+    store, settings = two_recogniser_run
+    summary = compute_summary(store, "r", settings, ["s1", "s2"])
+    rows = summary.set_index(["system_spec", "asr_spec"])
+    assert list(rows.index) == [("piper:joe", TINY), ("piper:joe", BASE), ("flite:slt", TINY), ("flite:slt", BASE)]
+    # Corpus WER by hand, each recogniser's own transcripts only:
+    # piper  tiny (1+0+2)/(5+5+10) = 3/20   base (0+0+1)/20 = 1/20
+    # flite  tiny (4+1+5)/20 = 10/20        base (2+1+3)/20 = 6/20
+    assert rows["wer"].tolist() == pytest.approx([3 / 20, 1 / 20, 10 / 20, 6 / 20], abs=1e-12)
+    # CER: piper tiny (2+0+3)/80, base (1+0+1)/80; flite tiny (8+1+9)/80, base (4+2+5)/80
+    assert rows["cer"].tolist() == pytest.approx([5 / 80, 2 / 80, 18 / 80, 11 / 80], abs=1e-12)
+    assert rows["n_transcribed"].tolist() == [3, 3, 3, 3]
+    assert rows["completion_rate"].tolist() == [1.0] * 4 and rows["mos"].tolist() == pytest.approx([3.5, 3.5, 2.5, 2.5])
+
+
+def test_the_written_report_has_a_row_per_pair_and_report_md_is_written_once(two_recogniser_run, monkeypatch) -> None:
+    store, settings = two_recogniser_run
+    writes = []
+    original = ArtifactStore.write_bytes
+    monkeypatch.setattr(ArtifactStore, "write_bytes", lambda self, rel, data: writes.append(rel) or original(self, rel, data))
+    markdown = write_full_report(store, "r", settings, ["s1", "s2"], {"run_id": "r", "store": store.display()})
+    assert writes.count("runs/r/report.md") == 1
+    assert (store.read_bytes("runs/r/report.md")).decode() == markdown
+    stored = store.read("r", "report")
+    assert list(zip(stored["system_spec"], stored["asr_spec"])) == [
+        ("piper:joe", TINY), ("piper:joe", BASE), ("flite:slt", TINY), ("flite:slt", BASE)]
+    lines = [line for line in markdown.splitlines() if line.startswith("| piper:joe |") or line.startswith("| flite:slt |")]
+    assert [line.split(" | ")[1] for line in lines] == [TINY, BASE, TINY, BASE]
+    # the WER cell of each line (percent, 1 decimal): 15.0, 5.0, 50.0, 30.0
+    assert [line.split(" | ")[4].split(" [")[0] for line in lines] == ["15.0", "5.0", "50.0", "30.0"]
+    assert "| system | recogniser | completion % ↑ |" in markdown and "WER % ↓ [95% CI]" in markdown
+
+
+def test_markdown_table_escapes_and_refuses_ragged_rows() -> None:
+    assert markdown_table(["a", "b"], [[1, "x|y"], ["two\nlines", None]]) == (
+        "| a | b |\n|---|---|\n| 1 | x\\|y |\n| two lines | None |")
+    with pytest.raises(ValueError, match="a row has 1 cells for 2 headers"):
+        markdown_table(["a", "b"], [["only"]])
+
+
+def test_drift_markdown_names_recogniser_and_direction() -> None:
+    base = {"system_id": "s1", "system_spec": "piper:joe", "asr_id": "tiny", "asr_spec": TINY, "completion_rate": 1.0,
+            "wer": 0.10, "wer_ci_low": 0.08, "wer_ci_high": 0.12, "cer": 0.05, "cer_ci_low": 0.04,
+            "cer_ci_high": 0.06, "mos": 3.0, "mos_ci_low": 2.9, "mos_ci_high": 3.1}
+    previous = pd.DataFrame([base])
+    current = pd.DataFrame([base | {"wer": 0.2, "wer_ci_low": 0.15, "wer_ci_high": 0.25}])
+    markdown = drift_markdown(compare_reports(previous, current), "n1", "n2")
+    assert markdown.startswith("# Drift: `n2` against `n1`\n\n1 flagged change(s).")
+    assert f"| piper:joe | {TINY} | wer ↓ | 0.100 [0.080, 0.120] | 0.200 [0.150, 0.250] | 0.100 | worse | **yes** |" in markdown
+    assert f"| piper:joe | {TINY} | mos ↑ | 3.000 [2.900, 3.100] | 3.000 [2.900, 3.100] | 0.000 | same | no |" in markdown
