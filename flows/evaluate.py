@@ -113,7 +113,7 @@ def evaluate(
             "asr": json.dumps(settings.asr), "quality": settings.quality, "date": started.isoformat(timespec="seconds"),
             "ttseval": ttseval.__version__, "code": git_commit() or "unknown"}
     markdown = write_full_report(st, run_id, settings, system_ids, meta)
-    summary = st.read(run_id, "report")
+    summary = st.read(run_id, "report").drop_duplicates("system_id")  # one row per system (rows are per recogniser)
     create_markdown_artifact(markdown=markdown, key=artifact_key("report", run_id), description=f"ttseval report for {run_id}")
     wall_s = time.perf_counter() - t0
     record = meta | {"wall_s": round(wall_s, 2), "finished_at": now().isoformat(timespec="seconds"),
