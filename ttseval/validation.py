@@ -101,10 +101,14 @@ def _suite(rules: tuple[Rule, ...], suite_name: str) -> tuple[Any, Any]:
         for index, rule in enumerate(rules):
             columns = {} if "column_list" in rule.kwargs else {"column": rule.column}
             suite.add_expectation(getattr(gxe, rule.expectation)(**columns, meta={"rule": index}, **rule.kwargs))
+        if len(_suites) >= _MAX_SUITES:  # rule sets built per call (a dataset's own languages) must not pile up
+            oldest = next(iter(_suites))
+            ctx.data_sources.delete(_suites.pop(oldest)[1].name)
         _suites[key] = (batch_def, suite)
     return _suites[key]
 
 
+_MAX_SUITES = 32
 _suites: dict[tuple[str, str], tuple[Any, Any]] = {}
 
 
