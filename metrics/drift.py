@@ -1,8 +1,8 @@
 """Drift between two runs of the same systems: per-row metric deltas, flagged when the change is beyond what the
 runs' own uncertainty explains.
 
-A row of a report is one (system, recogniser) pair (``metrics.summary``); a report written before recognisers
-had their own rows has no ``asr_id`` column and is read as one row per system with no recogniser.
+A row of a report is one (system, recogniser) pair (``metrics.summary``). A report written before recognisers
+had their own rows (no ``asr_id``) is matched by system where the system now has a single recogniser.
 
 A metric with a 95% CI is flagged when the two runs' intervals do not overlap. That is conservative (two
 intervals can overlap while the difference is still significant at 5%), chosen so a nightly alarm means a
@@ -55,6 +55,7 @@ def compare_reports(previous: pd.DataFrame, current: pd.DataFrame) -> pd.DataFra
         ValueError: a report lacks a required column or repeats a (system_id, asr_id) pair.
     """
     prev, curr = _rows(previous, "previous"), _rows(current, "current")
+    prev = _legacy_matched(prev, curr)
     rows = []
     for key, c in curr.items():
         ids = _ids(key, c)
@@ -80,6 +81,19 @@ def compare_reports(previous: pd.DataFrame, current: pd.DataFrame) -> pd.DataFra
         if key not in curr:
             rows.append(_ids(key, p) | {"metric": "presence", "flagged": True, "direction": "removed"})
     return pd.DataFrame(rows).reindex(columns=COLUMNS)
+
+
+def _legacy_matched(prev: dict[tuple, pd.Series], curr: dict[tuple, pd.Series]) -> dict[tuple, pd.Series]:
+    """A report written before rows were per recogniser (every asr_id null) is matched to the current one by
+    system, where the system now has exactly one row: its WER pooled one recogniser then too. A system with
+    several recognisers now is left unmatched (presence rows), since its old figure pooled them."""
+    if any(asr is not None for _, asr in prev):
+        return prev
+    now = {}
+    for system_id, asr_id in curr:
+        now.setdefault(system_id, []).append(asr_id)
+    return {((system_id, now[system_id][0]) if len(now.get(system_id, [])) == 1 else (system_id, asr)): row
+            for (system_id, asr), row in prev.items()}
 
 
 def _ids(key: tuple, row: pd.Series) -> dict:

@@ -83,3 +83,16 @@ def test_rows_are_matched_per_system_and_recogniser() -> None:
     added = pd.concat([curr, report(a={}).assign(asr_id="large", asr_spec="fw:large")], ignore_index=True)
     rows = compare_reports(prev, added).set_index(["asr_id", "metric"])
     assert rows.loc[("large", "presence"), "direction"] == "added"
+
+
+def test_a_report_from_before_per_recogniser_rows_is_matched_by_system() -> None:
+    # The previous report has no asr_id (one pooled row per system). 'a' now has one recogniser: compared as
+    # before. 'b' now has two: its old figure pooled them, so it is not compared with either (presence rows).
+    prev = report(a={}, b={})
+    curr = pd.concat([report(a={"wer": 0.20, "wer_ci_low": 0.15, "wer_ci_high": 0.25}).assign(asr_id="tiny"),
+                      report(b={}).assign(asr_id="tiny"), report(b={}).assign(asr_id="base")], ignore_index=True)
+    out = compare_reports(prev, curr)
+    a = out[out["system_id"] == "a"].set_index("metric")
+    assert a.loc["wer", "direction"] == "worse" and a.loc["wer", "flagged"] and a.loc["wer", "asr_id"] == "tiny"
+    b = out[out["system_id"] == "b"]
+    assert sorted(zip(b["asr_id"].fillna("-"), b["direction"])) == [("-", "removed"), ("base", "added"), ("tiny", "added")]
