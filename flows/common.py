@@ -39,10 +39,18 @@ def check_systems(systems: list[str], settings: Settings) -> list[Spec]:
     return specs
 
 
-def check_judges(judges: list[str], settings: Settings) -> list[str]:
-    """Build each judge once up front (a bad spec or missing API key fails before any work); canonical specs."""
+def check_judges(judges: list[str], settings: Settings, *, role: str = "pairwise") -> list[str]:
+    """Build each judge once up front (a bad spec or missing API key fails before any work); canonical specs.
+
+    `role` is 'pairwise' (judge_pairs) or 'instruction' (judge_instructions): a judge that cannot play it is
+    refused here rather than failing every row of its stage."""
+    method = {"pairwise": "judge_pairs", "instruction": "judge_instructions"}[role]
     for judge in judges:
-        JUDGES.build(judge, extra=settings.plugins.get("judge"))
+        built = JUDGES.build(judge, extra=settings.plugins.get("judge"))
+        if not callable(getattr(built, method, None)):
+            raise SpecError(f"judge {Spec.parse(judge).canonical!r} cannot judge {role} comparisons (it has no "
+                            f"{method}); choose another judge for --{'instruction-' if role == 'instruction' else ''}"
+                            "judges", spec=judge)
     return [Spec.parse(j).canonical for j in judges]
 
 

@@ -68,7 +68,7 @@ def evaluate(
     specs = check_systems(systems, settings)
     judge_specs = check_judges(judges if judges is not None else settings.judges, settings)
     instruction_specs = check_judges(instruction_judges if instruction_judges is not None
-                                     else settings.instruction_judges, settings)
+                                     else settings.instruction_judges, settings, role="instruction")
     baseline_spec = Spec.parse(baseline) if baseline else specs[0]
     if baseline_spec.id not in {s.id for s in specs}:
         raise SpecError(f"baseline {baseline_spec.canonical!r} is not one of the systems; add it to --systems")

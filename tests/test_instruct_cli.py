@@ -58,3 +58,16 @@ def test_instructttseval_import_evaluate_and_score(prefect_api: str, tmp_path: P
     assert "| instructed-tone | en-US | 50.0 | 100.0 | 100.0 | 83.3 | 1 |" in report
     assert "| flite:slt | en-US | 50.0 | 100.0 | 100.0 | 83.3 | 1 |" in report
     assert key not in report
+
+
+def test_a_judge_that_cannot_judge_instructions_is_refused_before_any_work(tmp_path: Path) -> None:
+    # The objective judge compares two clips; it has no judge_instructions, so every row would have failed.
+    items = tmp_path / "items.jsonl"
+    items.write_text('{"item_id": "a", "text": "Hi.", "language": "en", "category": "instruction_following", '
+                     '"depth": 0, "instruction": "Whisper it."}\n')
+    result = run_cli(["evaluate", "--dataset", str(items), "--systems", "flite:slt", "--store", str(tmp_path / "s"),
+                      "--instruction-judges", "objective"], cli_env("http://127.0.0.1:9/api"), cwd=tmp_path,
+                     timeout_s=120)
+    assert result.returncode == 2, result.stderr
+    assert "judge 'objective' cannot judge instruction comparisons (it has no judge_instructions)" in result.stderr
+    assert not (tmp_path / "s").exists()

@@ -50,7 +50,7 @@ def test_cheap_commands_import_neither_prefect_nor_dask(argv: list[str]) -> None
 
 
 def test_no_file_cites_a_markdown_file_the_repository_lacks() -> None:
-    # README, pyproject.toml, a test and the compose file cited a STACK.md that was never in the repository.
+    # README, pyproject.toml, a test and the compose file cited a stack notes file never in the repository.
     tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
     present = {Path(p).name for p in tracked}
     cited = {}

@@ -75,7 +75,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     check_judges(judges if judges is not None else settings.judges, settings)
     instruction_judges = ([j.strip() for j in args.instruction_judges.split(",") if j.strip()]
                           if args.instruction_judges is not None else None)
-    check_judges(instruction_judges or [], settings)
+    check_judges(instruction_judges if instruction_judges is not None else settings.instruction_judges, settings,
+                 role="instruction")
     runner = evaluate.with_options(task_runner=task_runner(settings))
     with prefect_api():
         result = runner(dataset=args.dataset, systems=systems, store=settings.store, run_id=args.run_id,
