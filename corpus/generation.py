@@ -242,21 +242,6 @@ def dataset_statistics(items: pd.DataFrame, *, words_per_minute: float) -> pd.Da
     return pd.DataFrame(rows)
 
 
-def statistics_markdown(stats: pd.DataFrame, *, words_per_minute: float) -> str:
-    lines = [
-        "| category | items | chars min / mean / max | words min / mean / max | est. audio s min / mean / max |",
-        "|---|---:|---|---|---|",
-    ]
-    for r in stats.itertuples():
-        lines.append(
-            f"| {r.category} | {r.n_items} | {r.chars_min:.0f} / {r.chars_mean:.2f} / {r.chars_max:.0f} "
-            f"| {r.words_min:.0f} / {r.words_mean:.2f} / {r.words_max:.0f} "
-            f"| {r.est_audio_s_min:.2f} / {r.est_audio_s_mean:.2f} / {r.est_audio_s_max:.2f} |"
-        )
-    lines.append(f"\nAudio length is estimated at {words_per_minute:g} words per minute.")
-    return "\n".join(lines) + "\n"
-
-
 @dataclass
 class Seed:
     seed_id: str

@@ -306,19 +306,6 @@ def instruction_statistics(items: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def statistics_markdown(stats: pd.DataFrame) -> str:
-    lines = [
-        "| task | items | instruction chars min / mean / max | instruction words min / mean / max "
-        "| text chars min / mean / max | text words min / mean / max |",
-        "|---|---:|---|---|---|---|",
-    ]
-    for r in stats.itertuples():
-        cells = [f"{getattr(r, c + '_min'):.0f} / {getattr(r, c + '_mean'):.2f} / {getattr(r, c + '_max'):.0f}"
-                 for c in ("instruction_chars", "instruction_words", "text_chars", "text_words")]
-        lines.append(f"| {r.task} | {r.n_items} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
-
-
 _REF_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 

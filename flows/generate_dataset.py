@@ -23,6 +23,7 @@ from tasks.common import get_provider, get_store, logger, now
 from tasks.freeze import freeze_and_publish, split_rows
 from tasks.generate import expand_breadth, refine_depth
 from tasks.llm import CallStats
+from tasks.report import dataset_statistics_markdown
 from ttseval.categories import MAX_DEPTH
 from ttseval.config import load_settings
 from ttseval.errors import SpecError
@@ -102,6 +103,6 @@ def generate_dataset(
     }
     result = freeze_and_publish(
         st, name, version, title="dataset", generation=generation, items=items, failed=failed,
-        stats_frame=stats_frame, stats_md=g.statistics_markdown(stats_frame, words_per_minute=spec.words_per_minute),
+        stats_frame=stats_frame, stats_md=dataset_statistics_markdown(stats_frame, words_per_minute=spec.words_per_minute),
         manifest=manifest, calls=stats, t0=t0, code=git_commit())
     return result | {"items_by_depth": manifest["items_by_depth"], "started_at": started.isoformat(timespec="seconds")}

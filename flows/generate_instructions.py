@@ -23,6 +23,7 @@ from tasks.common import get_provider, get_store, logger, now
 from tasks.freeze import freeze_and_publish, split_rows
 from tasks.instructions import caption_stage, instruction_stage
 from tasks.llm import CallStats
+from tasks.report import instruction_statistics_markdown
 from ttseval.config import load_settings
 from ttseval.errors import SpecError
 
@@ -94,7 +95,7 @@ def generate_instructions(
     }
     result = freeze_and_publish(
         st, name, version, title="instructions", generation=generation, items=items, failed=failed,
-        stats_frame=stats_frame, stats_md=ins.statistics_markdown(stats_frame), manifest=manifest, calls=stats,
+        stats_frame=stats_frame, stats_md=instruction_statistics_markdown(stats_frame), manifest=manifest, calls=stats,
         t0=t0, code=git_commit())
     return result | {"items_by_task": manifest["items_by_task"], "failed_by_task": manifest["failed_by_task"],
                      "started_at": started.isoformat(timespec="seconds")}

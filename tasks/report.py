@@ -60,6 +60,30 @@ def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> 
     return "\n".join(lines)
 
 
+# -- frozen dataset statistics (EmergentTTS-Eval appendix A.7; InstructTTSEval instructions) ----------------------
+
+def _min_mean_max(row: object, column: str, *, decimals: int = 0) -> str:
+    return (f"{getattr(row, column + '_min'):.{decimals}f} / {getattr(row, column + '_mean'):.2f} / "
+            f"{getattr(row, column + '_max'):.{decimals}f}")
+
+
+def dataset_statistics_markdown(stats: pd.DataFrame, *, words_per_minute: float) -> str:
+    """The statistics table of a generated dataset (corpus.generation.dataset_statistics), one row a category."""
+    table = markdown_table(
+        ["category", "items", "chars min / mean / max", "words min / mean / max", "est. audio s min / mean / max"],
+        [[r.category, r.n_items, _min_mean_max(r, "chars"), _min_mean_max(r, "words"),
+          _min_mean_max(r, "est_audio_s", decimals=2)] for r in stats.itertuples()])
+    return f"{table}\n\nAudio length is estimated at {words_per_minute:g} words per minute.\n"
+
+
+def instruction_statistics_markdown(stats: pd.DataFrame) -> str:
+    """The statistics table of generated instructions (corpus.instructions.instruction_statistics), one row a task."""
+    columns = ("instruction_chars", "instruction_words", "text_chars", "text_words")
+    headers = ["task", "items", *[f"{c.replace('_', ' ')} min / mean / max" for c in columns]]
+    return markdown_table(headers, [[r.task, r.n_items, *[_min_mean_max(r, c) for c in columns]]
+                                    for r in stats.itertuples()]) + "\n"
+
+
 # -- per-(system, recogniser) summary ----------------------------------------------------------------------------
 
 

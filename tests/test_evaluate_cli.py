@@ -59,7 +59,13 @@ def test_first_run_produces_real_different_figures(first_run, small_dataset: Pat
     for sha in ok["audio_sha256"]:
         assert (store / "blobs" / "audio" / sha[:2] / f"{sha}.wav").is_file()
 
-    report = read_table(store, "r1", "report").set_index("system_spec")
+    full = read_table(store, "r1", "report")
+    # One row per (system, recogniser): English clips route to tiny.en, espeak-ng's French clip to base.
+    assert sorted(zip(full["system_spec"], full["asr_spec"])) == [
+        ("espeak-ng", "faster-whisper:base"), ("espeak-ng", "faster-whisper:tiny.en"),
+        ("flite:slt", "faster-whisper:tiny.en"), ("piper:joe", "faster-whisper:tiny.en")]
+    assert sorted(full.loc[full["system_spec"] == "espeak-ng", "n_transcribed"]) == [1, 7]
+    report = full[full["asr_spec"] == "faster-whisper:tiny.en"].set_index("system_spec")
     assert report.loc["piper:joe", "completion_rate"] == pytest.approx(7 / 9)
     wers = report["wer"]
     assert wers.notna().all() and (wers >= 0).all()
@@ -72,7 +78,7 @@ def test_first_run_produces_real_different_figures(first_run, small_dataset: Pat
     assert report["mos"].between(1, 5).all() and report["mos"].nunique() == 3
     assert report.loc["piper:joe", "mos"] > report.loc["espeak-ng", "mos"]
     transcripts = read_table(store, "r1", "transcripts")
-    assert len(transcripts) == int(report["n_ok"].sum())
+    assert len(transcripts) == int(full["n_transcribed"].sum()) == 22
     assert set(transcripts["normalizer"]) == {"english-v1", "basic-v1"}
     # the printed table and the Markdown report
     assert "piper:joe" in result.stdout and "WER" in result.stdout
@@ -141,7 +147,8 @@ def test_fourth_system_computes_only_its_rows(first_run, small_dataset: Path) ->
                                "instruction_judgments": 0}
     synthesis = read_table(store, "r1", "synthesis")
     assert len(synthesis) == 36 and not synthesis.duplicated(["item_id", "system_id"]).any()
-    assert len(read_table(store, "r1", "report")) == 4
+    report = read_table(store, "r1", "report")
+    assert report["system_id"].nunique() == 4 and len(report) == 5  # espeak-ng has a tiny.en and a base row
 
 
 def test_failing_provider_leaves_failed_rows_and_the_run_completes(prefect_api: str, small_dataset: Path,

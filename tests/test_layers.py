@@ -15,6 +15,20 @@ ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 
 
+PACKAGES = ("ttseval", "corpus", "providers", "metrics", "tasks", "flows", "infra", "deployments")
+
+
+def _copy_tree(target: Path) -> Path:
+    """The packages, pyproject.toml and README of the working tree, copied to `target`."""
+    import shutil
+
+    for name in PACKAGES:
+        shutil.copytree(ROOT / name, target / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, target / name)
+    return target
+
+
 def test_import_contracts_are_kept() -> None:
     # The contracts live in pyproject.toml ([tool.importlinter]); lint-imports exits 1 on a broken one.
     out = subprocess.run([str(BIN / "lint-imports"), "--no-cache"], cwd=ROOT, capture_output=True, text=True,
@@ -25,11 +39,7 @@ def test_import_contracts_are_kept() -> None:
 
 def test_a_layer_violation_is_caught(tmp_path: Path) -> None:
     # The contract is not vacuous: a copy of the tree where the core imports a flow breaks it.
-    import shutil
-
-    for name in ("ttseval", "corpus", "providers", "metrics", "tasks", "flows", "infra", "deployments"):
-        shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    _copy_tree(tmp_path)
     store = tmp_path / "ttseval" / "store.py"
     store.write_text(store.read_text() + "\n\ndef _bad():\n    from flows.evaluate import evaluate  # noqa\n")
     out = subprocess.run([str(BIN / "lint-imports"), "--no-cache"], cwd=tmp_path, capture_output=True, text=True,
@@ -66,9 +76,10 @@ def test_no_file_cites_a_markdown_file_the_repository_lacks() -> None:
 
 def test_a_built_wheel_holds_every_data_file_and_runs_from_it(tmp_path: Path) -> None:
     # A non-editable install (pip install ., not -e) must find the demo, the generation TOML and the seeds.
+    source = _copy_tree(tmp_path / "src")  # a copy, so the build leaves nothing in the checkout
     wheels = tmp_path / "wheels"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
-                    str(wheels), str(ROOT)], check=True, capture_output=True, timeout=300)
+                    str(wheels), str(source)], check=True, capture_output=True, timeout=300)
     [wheel] = wheels.glob("ttseval-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     for data in ("corpus/data/demo.jsonl", "corpus/data/generation/emergenttts.toml",
