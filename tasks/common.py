@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import functools
 import logging
-import time
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, TypeVar
 
 from ttseval.config import Settings
-from ttseval.errors import PermanentProviderError, StoreError, TransientProviderError
+from ttseval.errors import PermanentProviderError, RetriesExhausted, StoreError, TransientProviderError
 from ttseval.registry import REGISTRIES, Spec
+from ttseval.retry import RetryPolicy
 from ttseval.store import ArtifactStore
 
 T = TypeVar("T")
@@ -52,30 +52,87 @@ def now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def error_row(exc: BaseException, *, attempt: int) -> dict[str, Any]:
-    """The status columns of a row whose call raised. Only transient errors are retried by a later run."""
-    status = "failed"
+def is_final(exc: BaseException) -> bool:
+    """True for an error a provider documents as permanent: the only kind of failed row no later run retries.
+
+    Everything else a stage records is retryable: a transient error that outlived the item's retries, and any
+    error nobody documented (a TypeError in a provider, a missing extra, a worker that lost its model). Storing
+    those as final would keep a bug's rows after the bug is fixed, with no way to recompute them but a new run id.
+    """
+    return isinstance(exc, PermanentProviderError)
+
+
+def _keys_text(keys: list[tuple]) -> str:
+    shown = ", ".join("/".join(str(p) for p in k) for k in keys[:5])
+    return shown + (f" and {len(keys) - 5} more" if len(keys) > 5 else "")
+
+
+def error_row(exc: BaseException, *, attempt: int, stage: str, keys: list[tuple]) -> dict[str, Any]:
+    """The status columns of the rows of `keys`, whose call raised `exc`, and one log line that says what follows.
+
+    `retryable` is False only for a PermanentProviderError (see `is_final`); the planner (`tasks.plan._present`)
+    computes every retryable key again on the next run. A RetriesExhausted is unwrapped, so the row names the
+    provider's own error and the attempts really made.
+    """
+    if isinstance(exc, RetriesExhausted):
+        exc, attempt = exc.last, exc.attempts
+    final = is_final(exc)
+    what = f"{stage}: {type(exc).__name__} on {len(keys)} key(s) ({_keys_text(keys)}) after {attempt} attempt(s): " \
+           f"{str(exc)[:300]}"
+    if final:
+        logger().info("%s; a permanent failure, recorded as final", what)
+    elif isinstance(exc, TransientProviderError):
+        logger().warning("%s; recorded as failed, will be retried by the next run", what)
+    else:
+        logger().warning("%s; unexpected (not a documented provider error), recorded as failed, will be retried "
+                         "by the next run", what)
     return {
-        "status": status,
+        "status": "failed",
         "error_type": type(exc).__name__,
         "error_message": str(exc)[:2000] or repr(exc),
-        "retryable": isinstance(exc, TransientProviderError),
+        "retryable": not final,
         "attempt": attempt,
     }
 
 
+def one_per_request(results: list[T], requests: list[Any], provider: str) -> list[T]:
+    """`results`, after checking the protocol's promise of one result per request, in order.
+
+    Raises:
+        ValueError: a provider returned more or fewer results; the stage records the batch as failed (retryable)
+            rather than pairing results with the wrong requests or dropping items.
+    """
+    results = list(results)
+    if len(results) != len(requests):
+        raise ValueError(f"{provider} returned {len(results)} result(s) for {len(requests)} request(s); "
+                         "a provider must return one result per request, in order")
+    return results
+
+
+def item_policy(settings: Settings) -> RetryPolicy:
+    """Retries of one provider call within a run (`item_retries`, backoff from `retry_backoff_s`)."""
+    return RetryPolicy(max_retries=settings.item_retries, base_s=settings.retry_backoff_s)
+
+
+def task_policy(settings: Settings) -> RetryPolicy:
+    """Prefect retries of a task that raised (`task_retries`), on the same backoff as items."""
+    return RetryPolicy(max_retries=settings.task_retries, base_s=settings.retry_backoff_s)
+
+
+def task_retry_options(settings: Settings) -> dict[str, Any]:
+    """Options for `task.with_options(**...)`: the task policy's budget and its delays, one per retry."""
+    policy = task_policy(settings)
+    return {"retries": policy.max_retries, "retry_delay_seconds": policy.delays() or 0}
+
+
 def call_with_retries(fn: Callable[[], T], settings: Settings) -> tuple[T, int]:
-    """Call `fn`, retrying TransientProviderError with exponential backoff; returns (result, attempts)."""
-    attempt = 1
-    while True:
-        try:
-            return fn(), attempt
-        except TransientProviderError as e:
-            if attempt > settings.item_retries:
-                e.attempts = attempt  # type: ignore[attr-defined]
-                raise
-            time.sleep(settings.retry_backoff_s * (2 ** (attempt - 1)))
-            attempt += 1
+    """Call `fn`, retrying TransientProviderError under `item_policy`; returns (result, attempts).
+
+    Raises:
+        RetriesExhausted: the error was still transient after the last retry (`error_row` unwraps it).
+        Exception: anything else `fn` raised, at once.
+    """
+    return item_policy(settings).call(fn, lambda e: isinstance(e, TransientProviderError))
 
 
 @dataclass
@@ -106,14 +163,11 @@ def commit(store: ArtifactStore, run_id: str, table: str, rows: list[dict], *, l
     return part, dict(Counter(r["status"] for r in rows))
 
 
+TRANSIENT_TASK_ERRORS = (TransientProviderError, StoreError, OSError, TimeoutError, ConnectionError)
+"""What makes Prefect retry a whole task: a store or network hiccup. Provider errors never get here (stages turn
+them into rows); anything else a task raises is a bug that a retry would only repeat."""
+
+
 def is_transient_task_error(task: Any, task_run: Any, state: Any) -> bool:
     """Prefect retry condition: retry a task only for errors a second try can fix."""
-    try:
-        state.result()
-    except (TransientProviderError, StoreError, OSError, TimeoutError, ConnectionError):
-        return True
-    except PermanentProviderError:
-        return False
-    except Exception:  # noqa: BLE001 - anything else is a bug or bad input: retrying would hide it
-        return False
-    return False
+    return isinstance(state.result(raise_on_failure=False), TRANSIENT_TASK_ERRORS)

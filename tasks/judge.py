@@ -1,31 +1,196 @@
-"""Judge stage: pairwise comparisons of each candidate system against the baseline, by one judge per task.
+"""Judge stages: pairwise comparisons against a baseline, and instruction following, on one path.
 
-Planning reads only stored tables (synthesis, transcripts, quality), so the same code serves the evaluate flow
-and a backfill over audio stored by an earlier run: no TTS provider is ever built here.
+Both kinds do the same thing with a different table: plan the (item, system[, baseline], judge) keys the store
+lacks, skip keys whose clip is missing (as rows), ask the judge for the rest in one batch, and commit one part
+per shard. A `JudgeKind` says what differs: the table and its key, what to judge, the request and the row.
+`PAIRWISE` lives here; `INSTRUCTION` (InstructTTSEval) in tasks/instruct.py.
+
+Planning reads only stored tables (items, synthesis, transcripts, quality), so the same code serves the evaluate
+flow and a backfill over audio stored by an earlier run: no TTS provider is ever built here.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from providers.judges.prompts import rubric_for
-from tasks.common import StageResult, commit, error_row, get_provider, get_store, is_transient_task_error, logger, now
+from tasks.common import (StageResult, commit, error_row, get_provider, get_store, is_transient_task_error, logger,
+                          now, one_per_request, task_retry_options)
 from tasks.plan import Plan, _chunks, _present
 from ttseval.audio import Audio
 from ttseval.config import Settings
-from ttseval.judging import PairwiseRequest, candidate_first, to_candidate_view
+from ttseval.judging import candidate_first, to_candidate_view
+from ttseval.protocols import PairwiseRequest
 from ttseval.registry import Spec
 from ttseval.store import ArtifactStore
+
+Work = dict[str, Any]
+"""One key to judge: its key columns, what the request needs, `skip` (the row's reason when a clip is missing,
+else None) and `replaces` (an earlier retryable row of the key is superseded)."""
+
+
+@dataclass(frozen=True)
+class Clips:
+    """The synthesis table seen from a judge: which clips exist, and which will never exist."""
+
+    ok: dict[tuple[str, str], str]
+    """(item_id, system_id) -> audio_sha256 of the ok clip."""
+    final: frozenset[tuple[str, str]]
+    """Keys whose synthesis ended for good without a clip (unsupported, silent, a permanent provider error)."""
+
+    @classmethod
+    def read(cls, store: ArtifactStore, run_id: str) -> Clips:
+        synthesis = store.read(run_id, "synthesis")
+        if synthesis.empty:
+            return cls({}, frozenset())
+        ok = synthesis[synthesis["status"] == "ok"]
+        final = synthesis[(synthesis["status"] != "ok") & ~synthesis["retryable"].fillna(False).astype(bool)]
+        return cls(ok.set_index(["item_id", "system_id"])["audio_sha256"].to_dict(),
+                   frozenset(final[["item_id", "system_id"]].itertuples(index=False, name=None)))
+
+    def sha(self, item_id: str, system_id: str) -> str | None:
+        return self.ok.get((item_id, system_id))
+
+    def skip(self, item_id: str, missing: dict[str, str | None], error_type: str, message: str) -> dict | None:
+        """The columns of a `skipped` row when a clip in `missing` (role -> system_id or None) has no audio.
+
+        The row is retryable while a missing clip may still come (its synthesis failed retryably or has not run):
+        once the next run heals that synthesis, the pair is judged. A clip that will never exist skips for good.
+        """
+        absent = [system_id for system_id in missing.values() if system_id and not self.sha(item_id, system_id)]
+        if not absent:
+            return None
+        pending = any((item_id, system_id) not in self.final for system_id in absent)
+        return {"status": "skipped", "error_type": error_type, "error_message": message, "retryable": pending,
+                "attempt": 0, "parse_ok": False}
+
+
+@dataclass(frozen=True)
+class JudgeKind:
+    """What differs between the pairwise and the instruction-following judge stage.
+
+    Attributes:
+        table: The table the rows go to.
+        task_name: The Prefect task's name.
+        key_columns: The table's key, `judge_id` included.
+        wanted: (store, run_id, system_ids, baseline_id, settings) -> every key to judge as Work, judge_id
+            excluded, in a stable order.
+        request: (work, store, settings) -> (the judge's request, row columns already known, e.g. the order).
+        ask: (judge, requests) -> verdicts, one per request, in order.
+        verdict_row: (verdict, known columns) -> the kind's own columns of an answered row.
+        row_base: work -> the kind's own columns of every row beyond the key (e.g. `task`).
+    """
+
+    table: str
+    task_name: str
+    key_columns: tuple[str, ...]
+    wanted: Callable[[ArtifactStore, str, list[str], str | None, Settings], Iterator[Work]]
+    request: Callable[[Work, ArtifactStore, Settings], tuple[Any, dict[str, Any]]]
+    ask: Callable[[Any, list[Any]], list[Any]]
+    verdict_row: Callable[[Any, dict[str, Any]], dict[str, Any]]
+    row_base: Callable[[Work], dict[str, Any]] | None = None
+
+    def key(self, w: Work, judge_id: str) -> tuple:
+        return tuple(judge_id if c == "judge_id" else w[c] for c in self.key_columns)
 
 
 def judge_id_of(spec: str, settings: Settings) -> str:
     return get_provider("judge", spec, settings).judge_id
 
 
+def plan_judge(kind: JudgeKind, store: ArtifactStore, run_id: str, system_ids: list[str], judge_spec: str,
+               settings: Settings, *, baseline_id: str | None = None) -> Plan:
+    """Every key of `kind` this judge has not judged for good (`missing = wanted - present`)."""
+    judge_id = judge_id_of(judge_spec, settings)
+    done, again = _present(store.read(run_id, kind.table), list(kind.key_columns))
+    plan = Plan(f"{kind.table} ({judge_spec})")
+    todo = []
+    for w in kind.wanted(store, run_id, system_ids, baseline_id, settings):
+        plan.wanted += 1
+        key = kind.key(w, judge_id)
+        if key in done:
+            plan.present += 1
+            continue
+        todo.append(w | {"replaces": key in again})
+    plan.shards = [{"judge": judge_spec, "judge_id": judge_id, "work": c} for c in _chunks(todo, settings.shard_size)]
+    return plan
+
+
+def _answered(v: Any) -> dict[str, Any]:
+    """The columns every answered row has, whichever the kind: raw output, parse status, budgets, usage."""
+    return {"raw_response": v.raw_response, "parse_ok": v.parse_ok, "attempts": v.attempts, "retries": v.retries,
+            "input_tokens": v.input_tokens, "output_tokens": v.output_tokens, "cost_usd": v.cost_usd,
+            "status": "ok", "retryable": False, "attempt": v.attempts, "error_message": v.error,
+            "error_type": None if v.parse_ok else "ParseFailure"}
+
+
+def judge_shard(kind: JudgeKind, settings: Settings, run_id: str, shard: dict[str, Any], *,
+                label: str = "") -> StageResult:
+    """Judge one shard of keys; keys missing a clip are written as `skipped` with the reason.
+
+    A judge that raises fails the shard's rows (retryable unless it documents the error as permanent), never the
+    run. Unparseable answers are answered rows (`parse_ok` False), not failures: the judge said them.
+    """
+    started = time.perf_counter()
+    store = get_store(settings.store)
+    spec = Spec.parse(shard["judge"]).canonical
+    judge_id = shard["judge_id"]
+
+    def base(w: Work) -> dict[str, Any]:
+        key = {c: w[c] for c in kind.key_columns if c != "judge_id"}
+        return key | (kind.row_base(w) if kind.row_base else {}) | {"judge_id": judge_id, "judge_spec": spec, "created_at": now()}
+
+    rows, requests, pending = [], [], []
+    for w in shard["work"]:
+        if w["skip"]:
+            rows.append(base(w) | w["skip"])
+            continue
+        request, known = kind.request(w, store, settings)
+        requests.append(request)
+        pending.append((w, known))
+    try:
+        verdicts = one_per_request(kind.ask(get_provider("judge", spec, settings), requests), requests, spec) \
+            if requests else []
+    # A judge that breaks fails its rows, never the run; retryable unless documented permanent (tasks.common).
+    except Exception as e:  # noqa: BLE001
+        failed = error_row(e, attempt=1, stage=f"{kind.table} {spec}", keys=[kind.key(w, judge_id) for w, _ in pending])
+        rows += [base(w) | known | {"parse_ok": False} | failed for w, known in pending]
+        verdicts = []
+    rows += [base(w) | known | kind.verdict_row(v, known) | _answered(v) for (w, known), v in zip(pending, verdicts)]
+    replaces = {kind.key(w, judge_id) for w in shard["work"] if w["replaces"]}
+    part, statuses = commit(store, run_id, kind.table, rows, label=label, replaces=replaces)
+    return StageResult(kind.table, label, len(rows), statuses, part, time.perf_counter() - started)
+
+
+@task(name="judge", cache_policy=NO_CACHE, retry_condition_fn=is_transient_task_error)
+def judge_task(kind: JudgeKind, settings: Settings, run_id: str, shard: dict[str, Any], label: str) -> StageResult:
+    result = judge_shard(kind, settings, run_id, shard, label=label)
+    logger().info(result.describe())
+    return result
+
+
+def run_judges(kind: JudgeKind, settings: Settings, run_id: str, system_ids: list[str], judges: list[str], *,
+               baseline_id: str | None = None) -> tuple[list[Plan], list[StageResult]]:
+    """Plan and run every judge's missing keys of `kind` as Prefect tasks on the flow's task runner."""
+    store = get_store(settings.store)
+    plans, futures = [], []
+    retrying = judge_task.with_options(name=kind.task_name, **task_retry_options(settings))
+    for spec in judges:
+        plan = plan_judge(kind, store, run_id, system_ids, spec, settings, baseline_id=baseline_id)
+        if plan.wanted:
+            logger().info(plan.describe())
+        plans.append(plan)
+        futures += [retrying.submit(kind, settings, run_id, shard, f"{spec} shard {i + 1}/{len(plan.shards)}")
+                    for i, shard in enumerate(plan.shards)]
+    return plans, [f.result() for f in futures]
+
+
+# -- pairwise: each candidate against the baseline --------------------------------------------------------------
 def _signals(store: ArtifactStore, run_id: str) -> dict[tuple[str, str], dict[str, float | None]]:
     """CER and MOS per clip from the stored tables (one transcript and one MOS per clip by construction)."""
     out: dict[tuple[str, str], dict[str, float | None]] = {}
@@ -38,103 +203,63 @@ def _signals(store: ArtifactStore, run_id: str) -> dict[tuple[str, str], dict[st
     return out
 
 
-def plan_judgments(store: ArtifactStore, run_id: str, system_ids: list[str], baseline_id: str, judge_spec: str,
-                   settings: Settings) -> Plan:
-    """Every (item, candidate) pair against the baseline that this judge has not yet judged."""
-    judge_id = judge_id_of(judge_spec, settings)
+def _pairwise_wanted(store: ArtifactStore, run_id: str, system_ids: list[str], baseline_id: str | None,
+                     settings: Settings) -> Iterator[Work]:
+    """Every (item, candidate) pair against the baseline, candidates in the given order."""
+    if baseline_id is None:
+        raise ValueError("pairwise judging needs a baseline_id")
     items = store.read(run_id, "items").set_index("item_id")
-    synthesis = store.read(run_id, "synthesis")
-    ok = synthesis[synthesis["status"] == "ok"].set_index(["item_id", "system_id"])["audio_sha256"].to_dict()
-    done, again = _present(store.read(run_id, "judgments"), ["item_id", "system_id", "baseline_id", "judge_id"])
-    signals = _signals(store, run_id)
-    plan = Plan(f"judgments ({judge_spec})")
-    todo = []
+    clips, signals = Clips.read(store, run_id), _signals(store, run_id)
     for system_id in system_ids:
         if system_id == baseline_id:
             continue
         for item_id, item in items.iterrows():
-            plan.wanted += 1
-            key = (item_id, system_id, baseline_id, judge_id)
-            if key in done:
-                plan.present += 1
-                continue
-            todo.append({
+            which = "candidate" if not clips.sha(item_id, system_id) else "baseline"
+            yield {
                 "item_id": item_id, "system_id": system_id, "baseline_id": baseline_id, "text": item["text"],
                 "language": item["language"], "category": item["category"],
-                "candidate_sha": ok.get((item_id, system_id)), "baseline_sha": ok.get((item_id, baseline_id)),
+                "candidate_sha": clips.sha(item_id, system_id), "baseline_sha": clips.sha(item_id, baseline_id),
                 "candidate_signals": signals.get((item_id, system_id), {}),
-                "baseline_signals": signals.get((item_id, baseline_id), {}), "replaces": key in again,
-            })
-    plan.shards = [{"judge": judge_spec, "work": c} for c in _chunks(todo, settings.shard_size)]
-    return plan
+                "baseline_signals": signals.get((item_id, baseline_id), {}),
+                "skip": clips.skip(item_id, {"candidate": system_id, "baseline": baseline_id},
+                                   f"No{which.title()}Audio", f"the {which} has no ok clip for this item"),
+            }
 
 
-def _row(w: dict[str, Any], judge: Any, spec: str) -> dict[str, Any]:
-    return {"item_id": w["item_id"], "system_id": w["system_id"], "baseline_id": w["baseline_id"],
-            "judge_id": judge.judge_id, "judge_spec": spec, "created_at": now()}
+def _pairwise_request(w: Work, store: ArtifactStore, settings: Settings) -> tuple[PairwiseRequest, dict[str, Any]]:
+    """The two clips in an order drawn per (item, system, baseline) from a seeded hash, never by the judge."""
+    first = candidate_first(w["item_id"], w["system_id"], w["baseline_id"], settings.seed)
+    cand = Audio.from_wav_bytes(store.get_audio(w["candidate_sha"]))
+    base = Audio.from_wav_bytes(store.get_audio(w["baseline_sha"]))
+    request = PairwiseRequest(
+        item_id=w["item_id"], text=w["text"], language=w["language"], category=w["category"],
+        rubric=rubric_for(w["category"]), first=cand if first else base, second=base if first else cand,
+        first_signals=w["candidate_signals"] if first else w["baseline_signals"],
+        second_signals=w["baseline_signals"] if first else w["candidate_signals"])
+    return request, {"candidate_first": first}
 
 
-def judge_work(settings: Settings, run_id: str, shard: dict[str, Any], *, label: str = "") -> StageResult:
-    """Judge one shard of pairs; pairs missing a clip are written as `skipped` with the reason."""
-    started = time.perf_counter()
-    store = get_store(settings.store)
-    spec = Spec.parse(shard["judge"]).canonical
-    judge = get_provider("judge", spec, settings)
-    rows, requests, pending = [], [], []
-    for w in shard["work"]:
-        if not w["candidate_sha"] or not w["baseline_sha"]:
-            which = "candidate" if not w["candidate_sha"] else "baseline"
-            rows.append(_row(w, judge, spec) | {"status": "skipped", "error_type": f"No{which.title()}Audio",
-                        "error_message": f"the {which} has no ok clip for this item", "retryable": False,
-                        "attempt": 0, "parse_ok": False})
-            continue
-        first = candidate_first(w["item_id"], w["system_id"], w["baseline_id"], settings.seed)
-        cand = Audio.from_wav_bytes(store.get_audio(w["candidate_sha"]))
-        base = Audio.from_wav_bytes(store.get_audio(w["baseline_sha"]))
-        requests.append(PairwiseRequest(
-            item_id=w["item_id"], text=w["text"], language=w["language"], category=w["category"],
-            rubric=rubric_for(w["category"]), first=cand if first else base, second=base if first else cand,
-            first_signals=w["candidate_signals"] if first else w["baseline_signals"],
-            second_signals=w["baseline_signals"] if first else w["candidate_signals"]))
-        pending.append((w, first))
-    try:
-        verdicts = judge.judge_pairs(requests) if requests else []
-    except Exception as e:  # noqa: BLE001 - a judge that breaks fails its rows, never the run
-        rows += [_row(w, judge, spec) | {"candidate_first": first, "parse_ok": False} | error_row(e, attempt=1)
-                 for w, first in pending]
-        verdicts = []
-    for (w, first), v in zip(pending, verdicts):
-        cand_score, base_score = (v.score_first, v.score_second) if first else (v.score_second, v.score_first)
-        cand_why, base_why = (v.reasoning_first, v.reasoning_second) if first else (v.reasoning_second, v.reasoning_first)
-        rows.append(_row(w, judge, spec) | {
-            "candidate_first": first, "winner_raw": v.winner, "winner": to_candidate_view(v.winner, first),
-            "score_candidate": cand_score, "score_baseline": base_score, "reasoning_candidate": cand_why,
-            "reasoning_baseline": base_why, "comparison": v.comparison, "raw_response": v.raw_response,
-            "parse_ok": v.parse_ok, "attempts": v.attempts, "retries": v.retries, "input_tokens": v.input_tokens,
-            "output_tokens": v.output_tokens, "cost_usd": v.cost_usd, "status": "ok", "retryable": False,
-            "attempt": v.attempts, "error_message": v.error, "error_type": None if v.parse_ok else "ParseFailure"})
-    replaces = {(w["item_id"], w["system_id"], w["baseline_id"], judge.judge_id) for w in shard["work"] if w["replaces"]}
-    part, statuses = commit(store, run_id, "judgments", rows, label=label, replaces=replaces)
-    return StageResult("judgments", label, len(rows), statuses, part, time.perf_counter() - started)
+def _ask_pairs(judge: Any, requests: list[PairwiseRequest]) -> list[Any]:
+    return judge.judge_pairs(requests)
 
 
-@task(name="judge", cache_policy=NO_CACHE, retry_condition_fn=is_transient_task_error)
-def judge_task(settings: Settings, run_id: str, shard: dict[str, Any], label: str) -> StageResult:
-    result = judge_work(settings, run_id, shard, label=label)
-    logger().info(result.describe())
-    return result
+def _pairwise_row(v: Any, known: dict[str, Any]) -> dict[str, Any]:
+    """The verdict mapped back from presentation order (first/second) to candidate/baseline."""
+    first = known["candidate_first"]
+    cand_score, base_score = (v.score_first, v.score_second) if first else (v.score_second, v.score_first)
+    cand_why, base_why = (v.reasoning_first, v.reasoning_second) if first else (v.reasoning_second, v.reasoning_first)
+    return {"winner_raw": v.winner, "winner": to_candidate_view(v.winner, first), "score_candidate": cand_score,
+            "score_baseline": base_score, "reasoning_candidate": cand_why, "reasoning_baseline": base_why,
+            "comparison": v.comparison}
+
+
+PAIRWISE = JudgeKind(
+    table="judgments", task_name="judge", key_columns=("item_id", "system_id", "baseline_id", "judge_id"),
+    wanted=_pairwise_wanted, request=_pairwise_request, ask=_ask_pairs,
+    verdict_row=_pairwise_row)
 
 
 def run_judge_stage(settings: Settings, run_id: str, system_ids: list[str], baseline_id: str,
                     judges: list[str]) -> tuple[list[Plan], list[StageResult]]:
-    """Plan and run every judge's missing comparisons as Prefect tasks on the flow's task runner."""
-    store = get_store(settings.store)
-    plans, futures = [], []
-    retrying = judge_task.with_options(retries=settings.task_retries, retry_delay_seconds=settings.retry_backoff_s)
-    for spec in judges:
-        plan = plan_judgments(store, run_id, system_ids, baseline_id, spec, settings)
-        logger().info(plan.describe())
-        plans.append(plan)
-        futures += [retrying.submit(settings, run_id, shard, f"{spec} shard {i + 1}/{len(plan.shards)}")
-                    for i, shard in enumerate(plan.shards)]
-    return plans, [f.result() for f in futures]
+    """Plan and run every pairwise judge's missing comparisons against `baseline_id`."""
+    return run_judges(PAIRWISE, settings, run_id, system_ids, judges, baseline_id=baseline_id)

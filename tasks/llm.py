@@ -4,23 +4,23 @@ Cache key = sha256 of (llm_id, the request's identity: text parts, audio sha256,
 temperature, sample). An entry is written the moment its call returns, so a run interrupted mid-way resumes
 with only the unfinished calls. Answers are cached whatever they were (valid, refused, unparseable): the model
 said it, and re-asking is a new request (bump `sample`). Transport failures are not cached, so the next run
-tries them again.
+tries them again. Entries are documents of the store's one request cache (ttseval.cache), namespace
+`llm/<llm_id>`:
 
     cache/llm/<llm_id>/<key[:2]>/<key>.json
 """
 
 from __future__ import annotations
 
-import json
 import threading
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any
 
-from providers.llm import LLM, LLMRequest, LLMResult
+from ttseval.protocols import LLM, LLMRequest, LLMResult
 from tasks.common import logger, now
-from ttseval.ids import canonical_json, digest
-from ttseval.errors import StoreError
+from ttseval.cache import RequestCache
+from ttseval.ids import digest
 from ttseval.store import ArtifactStore
 
 _RESULT_FIELDS = ("ok", "raw", "failure", "error", "finish_reason", "attempts", "retries", "input_tokens",
@@ -31,8 +31,9 @@ def request_key(llm: LLM, request: LLMRequest) -> str:
     return digest({"llm_id": llm.llm_id, "request": request.identity()})
 
 
-def _path(llm: LLM, key: str) -> str:
-    return f"cache/llm/{llm.llm_id}/{key[:2]}/{key}.json"
+def call_cache(store: ArtifactStore, llm: LLM) -> RequestCache:
+    """The answered calls of one model (its `llm_id`) in this store."""
+    return RequestCache(store, f"llm/{llm.llm_id}")
 
 
 @dataclass
@@ -62,23 +63,23 @@ class CallStats:
         return {k: getattr(self, k) for k in ("made", "cached", "failed", "input_tokens", "output_tokens", "cost_usd")}
 
 
-def _load(store: ArtifactStore, llm: LLM, key: str, request: LLMRequest) -> LLMResult | None:
+def _load(cache: RequestCache, key: str, request: LLMRequest) -> LLMResult | None:
     """The cached answer, or None: absent, or unreadable (a damaged entry is asked again and rewritten)."""
+    entry = cache.get(key)
+    if entry is None:
+        return None
     try:
-        entry = json.loads(store.read_bytes(_path(llm, key)))
         fields = entry["result"]
         data = entry.get("data")
         if fields["ok"] and request.schema is not None:
             data = request.schema.model_validate(data)
         return LLMResult(**{k: fields.get(k) for k in _RESULT_FIELDS}, data=data, cached=True, extra={"key": key})
-    except StoreError:
-        return None
     except (ValueError, KeyError, TypeError) as e:
-        logger().warning("LLM cache entry %s is unreadable (%s); asking again", _path(llm, key), e)
+        logger().warning("LLM cache entry %s is unreadable (%s); asking again", cache.path(key), e)
         return None
 
 
-def _save(store: ArtifactStore, llm: LLM, key: str, request: LLMRequest, result: LLMResult) -> None:
+def _save(cache: RequestCache, llm: LLM, key: str, request: LLMRequest, result: LLMResult) -> None:
     data = result.data.model_dump(mode="json") if hasattr(result.data, "model_dump") else result.data
     entry = {
         "key": key,
@@ -89,7 +90,7 @@ def _save(store: ArtifactStore, llm: LLM, key: str, request: LLMRequest, result:
         "data": data,
         "created_at": now().isoformat(),
     }
-    store.write_bytes(_path(llm, key), canonical_json(entry).encode("utf-8"))
+    cache.put(key, entry)
 
 
 def cached_generate(store: ArtifactStore, llm: LLM, requests: list[LLMRequest],
@@ -97,15 +98,16 @@ def cached_generate(store: ArtifactStore, llm: LLM, requests: list[LLMRequest],
     """One result per request, in order, each with its cache key in `extra["key"]`. Cache lookups and calls run
     with the client's concurrency; identical requests in one batch are asked once."""
     keys = [request_key(llm, r) for r in requests]
+    cache = call_cache(store, llm)
     first = {k: i for i, k in reversed(list(enumerate(keys)))}
 
     def answer(i: int) -> LLMResult:
-        result = _load(store, llm, keys[i], requests[i])
+        result = _load(cache, keys[i], requests[i])
         if result is None:
             result = llm.generate([requests[i]])[0]
             result.extra["key"] = keys[i]
             if result.failure != "transport":  # saved here, at once: a crash elsewhere loses no finished call
-                _save(store, llm, keys[i], requests[i], result)
+                _save(cache, llm, keys[i], requests[i], result)
         return result
 
     todo = sorted(first.values())

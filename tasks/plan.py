@@ -1,8 +1,10 @@
 """Planning: what each stage still has to compute, given what the store already holds.
 
-`missing = wanted - present`, where a present row whose failure was transient (`retryable`) counts as missing,
-and the recomputed row then replaces it. This one rule gives resume after a crash, cheap re-runs, adding one
-system without redoing the others, and backfills.
+`missing = wanted - present`, where a present row marked `retryable` counts as missing, and the recomputed row
+then replaces it. Stages mark every failure retryable except a provider's documented PermanentProviderError
+(tasks.common.error_row): a transient error that outlived its retries, and an unexpected one (a bug, fixed
+since). This one rule gives resume after a crash, cheap re-runs, adding one system without redoing the others,
+backfills, and failures that heal.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ class Plan:
 
 
 def _present(frame: pd.DataFrame, key: list[str]) -> tuple[set[tuple], set[tuple]]:
-    """(keys done for good, keys whose last attempt failed transiently)."""
+    """(keys done for good, keys whose last row is retryable: computed again, the new row superseding the old)."""
     if frame.empty:
         return set(), set()
     retry = frame["retryable"].fillna(False).astype(bool)

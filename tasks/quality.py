@@ -9,7 +9,8 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from tasks.common import StageResult, commit, error_row, get_provider, get_store, logger, now, is_transient_task_error
+from tasks.common import (StageResult, commit, error_row, get_provider, get_store, is_transient_task_error, logger, now,
+                          one_per_request)
 from ttseval.audio import Audio
 from ttseval.config import Settings
 from ttseval.registry import Spec
@@ -23,13 +24,18 @@ def score_work(settings: Settings, run_id: str, work: list[dict[str, Any]], *, l
     base = {"quality_id": spec.id, "quality_spec": spec.canonical}
     try:
         predictor = get_provider("quality", spec.canonical, settings)
-        scores = predictor.score([Audio.from_wav_bytes(store.get_audio(w["audio_sha256"])) for w in work])
+        scores = one_per_request(
+            predictor.score([Audio.from_wav_bytes(store.get_audio(w["audio_sha256"])) for w in work]), work,
+            spec.canonical)
         rows = [{"item_id": w["item_id"], "system_id": w["system_id"], **base, "created_at": now(), "mos": s.mos,
                  "details": json.dumps(s.details, sort_keys=True), "status": "ok", "retryable": False, "attempt": 1}
                 for w, s in zip(work, scores)]
-    except Exception as e:  # noqa: BLE001 - the batch fails as rows, never as a lost shard
-        rows = [{"item_id": w["item_id"], "system_id": w["system_id"], **base, "created_at": now()}
-                | error_row(e, attempt=1) for w in work]
+    # The batch fails as rows, never as a lost shard; retryable unless documented permanent (tasks.common).
+    except Exception as e:  # noqa: BLE001
+        failed = error_row(e, attempt=1, stage=f"quality {spec.canonical}",
+                           keys=[(w["item_id"], w["system_id"], spec.id) for w in work])
+        rows = [{"item_id": w["item_id"], "system_id": w["system_id"], **base, "created_at": now()} | failed
+                for w in work]
     part, statuses = commit(store, run_id, "quality", rows, label=label,
                             replaces={(w["item_id"], w["system_id"], spec.id) for w in work if w.get("replaces")})
     return StageResult("quality", label, len(rows), statuses, part, time.perf_counter() - started)

@@ -11,15 +11,23 @@ from prefect.cache_policies import NO_CACHE
 
 from metrics.normalize import normalizer_for
 from metrics.wer import error_counts
-from tasks.common import StageResult, commit, error_row, get_provider, get_store, logger, now, is_transient_task_error
+from tasks.common import (StageResult, commit, error_row, get_provider, get_store, is_transient_task_error, logger, now,
+                          one_per_request)
 from ttseval.audio import Audio
 from ttseval.config import Settings
 from ttseval.registry import Spec
 
 
+class EmptyReference(ValueError):
+    """The item's text normalizes to nothing, so WER and CER are undefined for every clip of it."""
+
+
 def _score(w: dict[str, Any], text: str, detected: str | None, prob: float | None) -> dict[str, Any]:
     normalizer = normalizer_for(w["language"])
     ref, hyp = normalizer(w["text"]), normalizer(text)
+    if not ref.strip():
+        raise EmptyReference(f"the reference of {w['item_id']!r} is empty after {normalizer.name} normalization: "
+                             "WER/CER is undefined; fix the item text so it keeps at least one word")
     counts = error_counts(ref, hyp, key=f"{w['item_id']}/{w['system_id']}")
     return {
         "hypothesis": text, "detected_language": detected, "language_prob": prob, "normalizer": normalizer.name,
@@ -43,20 +51,29 @@ def transcribe_work(settings: Settings, run_id: str, work: list[dict[str, Any]],
         spec = Spec.parse(asr_spec)
         base = {"asr_id": spec.id, "asr_spec": spec.canonical}
         replaces |= {(w["item_id"], w["system_id"], spec.id) for w in batch if w.get("replaces")}
+        keys = [(w["item_id"], w["system_id"], spec.id) for w in batch]
         try:
             asr = get_provider("asr", asr_spec, settings)
             audios = [Audio.from_wav_bytes(store.get_audio(w["audio_sha256"])) for w in batch]
-            transcripts = asr.transcribe(audios, [w["language"] for w in batch])
-        except Exception as e:  # noqa: BLE001 - the batch fails as rows, never as a lost shard
-            rows += [{"item_id": w["item_id"], "system_id": w["system_id"], **base, "created_at": now()}
-                     | error_row(e, attempt=1) for w in batch]
+            transcripts = one_per_request(asr.transcribe(audios, [w["language"] for w in batch]), batch, asr_spec)
+        # The batch fails as rows, never as a lost shard; retryable unless documented permanent (tasks.common).
+        except Exception as e:  # noqa: BLE001
+            failed = error_row(e, attempt=1, stage=f"transcripts {spec.canonical}", keys=keys)
+            rows += [{"item_id": w["item_id"], "system_id": w["system_id"], **base, "created_at": now()} | failed
+                     for w in batch]
             continue
-        for w, t in zip(batch, transcripts):
+        for w, t, key in zip(batch, transcripts, keys):
             row = {"item_id": w["item_id"], "system_id": w["system_id"], **base, "created_at": now()}
             try:
                 rows.append(row | _score(w, t.text, t.detected_language, t.language_prob))
-            except ValueError as e:  # e.g. a reference that normalizes to nothing
-                rows.append(row | {"hypothesis": t.text} | error_row(e, attempt=1))
+            # Final: the item text decides it, so every later run would fail the same way (after a new ASR call).
+            except EmptyReference as e:
+                rows.append(row | {"hypothesis": t.text, "status": "failed", "error_type": "EmptyReference",
+                                   "error_message": str(e), "retryable": False, "attempt": 1})
+            # Any other scoring error (a null hypothesis, a normalizer bug) is not the data's fault: retryable.
+            except Exception as e:  # noqa: BLE001
+                rows.append(row | {"hypothesis": t.text}
+                            | error_row(e, attempt=1, stage=f"transcripts {spec.canonical} (scoring)", keys=[key]))
     part, statuses = commit(store, run_id, "transcripts", rows, label=label, replaces=replaces)
     return StageResult("transcripts", label, len(rows), statuses, part, time.perf_counter() - started)
 

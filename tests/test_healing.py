@@ -1,0 +1,255 @@
+"""Failures that heal: only a documented PermanentProviderError is final; anything else is recomputed next run.
+
+The stages run as plain functions over a local store (the flows only wire them): plan with `missing = wanted -
+present`, run every shard, read the table back. Test providers are loaded through the `plugins` setting, as a
+user's would be. Backoff is 0, so retries cost no time.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tasks.common import get_store
+from tasks.plan import plan_synthesis
+from tasks.synthesize import synthesize_items
+from ttseval.audio import Audio
+from ttseval.config import Settings
+from ttseval.errors import PermanentProviderError, TransientProviderError
+from ttseval.protocols import PairwiseVerdict
+from ttseval.registry import Spec
+
+CALLS: list[str] = []
+"""Texts the test providers were asked to speak (or judge), in order, across every provider object."""
+
+
+def tone(text: str) -> Audio:
+    """A deterministic 220 Hz tone, 50 ms per word."""
+    t = np.arange(int(16000 * 0.05 * len(text.split()))) / 16000
+    return Audio((0.3 * np.sin(2 * np.pi * 220 * t)).astype(np.float32), 16000)
+
+
+class BuggyTTS:
+    """A TTS with a programming error on texts containing 'bug' (a TypeError, as a broken SDK upgrade gives)
+    and a documented permanent refusal on texts containing 'never'."""
+
+    name: ClassVar[str] = "heal-tts"
+    accepts_instruction: ClassVar[bool] = False
+    version = "1.0"
+
+    def __init__(self, voice: str | None = None, **options: Any) -> None:
+        self.voice = voice
+
+    def supports_language(self, language: str) -> bool:
+        return True
+
+    def synthesize(self, text: str, language: str, voice: str | None = None, instruction: str | None = None) -> Audio:
+        CALLS.append(text)
+        if "never" in text:
+            raise PermanentProviderError(f"this voice refuses {text!r}")
+        if "bug" in text:
+            return self._speak_buggy(text)
+        return tone(text)
+
+    def _speak_buggy(self, text: str) -> Audio:
+        return tone(text) + 1  # the bug: Audio does not support +
+
+    def metadata(self) -> dict[str, Any]:
+        return {"engine": "heal-tts"}
+
+
+class FixedTTS(BuggyTTS):
+    """The same provider after the bug fix: same name and version, so the same spec, system_id and keys."""
+
+    def _speak_buggy(self, text: str) -> Audio:
+        return tone(text)
+
+
+class OutageTTS(BuggyTTS):
+    """A vendor under an outage: texts with 'flaky' fail once then work; texts with 'down' fail every time."""
+
+    def synthesize(self, text: str, language: str, voice: str | None = None, instruction: str | None = None) -> Audio:
+        CALLS.append(text)
+        if "down" in text or ("flaky" in text and CALLS.count(text) == 1):
+            raise TransientProviderError(f"HTTP 503 for {text!r}")
+        return tone(text)
+
+
+class BuggyJudge:
+    """A pairwise judge with a TypeError on its first batch; every later batch is judged a tie."""
+
+    name: ClassVar[str] = "heal-judge"
+    judge_id: ClassVar[str] = "heal-judge-1"
+
+    def __init__(self, voice: str | None = None, **options: Any) -> None:
+        self.batches = 0
+
+    def metadata(self) -> dict[str, Any]:
+        return {"judge": "heal-judge"}
+
+    def judge_pairs(self, requests: list[Any]) -> list[PairwiseVerdict]:
+        CALLS.extend(f"judge {r.item_id}" for r in requests)
+        self.batches += 1
+        if self.batches == 1:
+            raise TypeError("'NoneType' object is not subscriptable")
+        return [PairwiseVerdict(winner="tie", parse_ok=True) for _ in requests]
+
+
+ITEMS = [("a", "plain words one"), ("b", "a bug here"), ("c", "plain words two"), ("d", "another bug there"),
+         ("e", "never say this")]
+SPEC = Spec.parse("heal-tts")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_calls() -> None:
+    CALLS.clear()
+
+
+def settings_for(store: Path, tts: str, **extra: Any) -> Settings:
+    plugins = {"tts": {"heal-tts": f"tests.test_healing:{tts}"}} | extra.pop("plugins", {})
+    return Settings(store=str(store), plugins=plugins, item_retries=2, retry_backoff_s=0.0, shard_size=2, **extra)
+
+
+def items_frame(items: list[tuple[str, str]]) -> pd.DataFrame:
+    return pd.DataFrame([{"item_id": i, "text": t, "language": "en-US", "instruction": None, "category": "questions"}
+                         for i, t in items])
+
+
+def run_synthesis(settings: Settings, items: list[tuple[str, str]]) -> set[str]:
+    """Plan and run the synthesis stage like the evaluate flow does; returns the item ids it computed."""
+    plan = plan_synthesis(get_store(settings.store), "r", items_frame(items), [SPEC], settings)
+    computed = {i["item_id"] for shard in plan.shards for i in shard["items"]}
+    assert plan.to_compute == len(computed)
+    for shard in plan.shards:
+        synthesize_items(settings, "r", shard)
+    return computed
+
+
+def synthesis(store: Path) -> pd.DataFrame:
+    """The table as the planner sees it (newest row per key), after checking no key is stored twice."""
+    raw = pd.read_parquet(store / "runs" / "r" / "synthesis")
+    assert not raw.duplicated(["item_id", "system_id"]).any(), "a recomputed key left its old row behind"
+    return get_store(str(store)).read("r", "synthesis").set_index("item_id").sort_index()
+
+
+def test_a_bug_is_retryable_and_a_fixed_provider_recomputes_exactly_those_keys(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="ttseval"):
+        assert run_synthesis(settings_for(tmp_path, "BuggyTTS"), ITEMS) == {"a", "b", "c", "d", "e"}
+    first = synthesis(tmp_path)
+    assert first["status"].to_dict() == {"a": "ok", "b": "failed", "c": "ok", "d": "failed", "e": "failed"}
+    assert first["error_type"].fillna("").to_dict() == {"a": "", "b": "TypeError", "c": "", "d": "TypeError",
+                                             "e": "PermanentProviderError"}
+    assert first["retryable"].to_dict() == {"a": False, "b": True, "c": False, "d": True, "e": False}
+    assert first.loc[["b", "d"], "attempt"].tolist() == [1, 1]  # a bug is not retried within the run
+    assert sorted(CALLS) == sorted(t for _, t in ITEMS)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 2 and all("TypeError" in w and "will be retried by the next run" in w for w in warnings)
+    assert any(f"b/{SPEC.id}" in w for w in warnings) and any(f"d/{SPEC.id}" in w for w in warnings)
+
+    CALLS.clear()
+    assert run_synthesis(settings_for(tmp_path, "FixedTTS"), ITEMS) == {"b", "d"}
+    assert sorted(CALLS) == ["a bug here", "another bug there"]
+    healed = synthesis(tmp_path)
+    assert healed["status"].to_dict() == {"a": "ok", "b": "ok", "c": "ok", "d": "ok", "e": "failed"}
+    assert not healed["retryable"].any()
+    assert healed.loc[["a", "c", "e"], "created_at"].tolist() == first.loc[["a", "c", "e"], "created_at"].tolist()
+
+    CALLS.clear()
+    assert run_synthesis(settings_for(tmp_path, "FixedTTS"), ITEMS) == set() and CALLS == []
+
+
+def test_transient_errors_are_retried_within_the_run_and_what_still_fails_by_the_next_run(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    items = [("a", "plain words"), ("f", "flaky vendor"), ("g", "vendor down"), ("h", "also down")]
+    with caplog.at_level(logging.WARNING, logger="ttseval"):
+        assert run_synthesis(settings_for(tmp_path, "OutageTTS"), items) == {"a", "f", "g", "h"}
+    warnings = sorted(r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
+    assert len(warnings) == 2 and all("TransientProviderError" in w and "after 3 attempt(s)" in w
+                                      and "will be retried by the next run" in w for w in warnings)
+    assert [f"g/{SPEC.id}" in w or f"h/{SPEC.id}" in w for w in warnings] == [True, True]
+    # item_retries=2: 'flaky' healed on its 2nd attempt; 'down' tried 1 + 2 times, then recorded
+    assert {t: CALLS.count(t) for t in set(CALLS)} == {"plain words": 1, "flaky vendor": 2, "vendor down": 3,
+                                                      "also down": 3}
+    first = synthesis(tmp_path)
+    assert first["status"].to_dict() == {"a": "ok", "f": "ok", "g": "failed", "h": "failed"}
+    assert first["attempt"].to_dict() == {"a": 1, "f": 2, "g": 3, "h": 3}
+    assert first.loc[["g", "h"], "error_type"].tolist() == ["TransientProviderError"] * 2
+    assert first["retryable"].to_dict() == {"a": False, "f": False, "g": True, "h": True}
+
+    CALLS.clear()  # the outage is over
+    assert run_synthesis(settings_for(tmp_path, "FixedTTS"), items) == {"g", "h"}
+    assert sorted(CALLS) == ["also down", "vendor down"]
+    assert synthesis(tmp_path)["status"].eq("ok").all()
+
+
+def test_a_permanent_provider_error_is_final(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    items = [("a", "plain words"), ("e", "never say this")]
+    with caplog.at_level(logging.INFO, logger="ttseval"):
+        assert run_synthesis(settings_for(tmp_path, "BuggyTTS"), items) == {"a", "e"}
+    assert CALLS.count("never say this") == 1  # not retried within the run either
+    said = [r.getMessage() for r in caplog.records if "PermanentProviderError" in r.getMessage()]
+    assert len(said) == 1 and "recorded as final" in said[0] and "retried" not in said[0]
+    before = synthesis(tmp_path).loc["e"]
+    assert (before["status"], before["error_type"], before["retryable"]) == ("failed", "PermanentProviderError", False)
+
+    CALLS.clear()
+    assert run_synthesis(settings_for(tmp_path, "FixedTTS"), items) == set()
+    assert CALLS == []
+    after = synthesis(tmp_path).loc["e"]
+    assert (after["status"], after["created_at"]) == ("failed", before["created_at"])
+
+
+def test_an_engine_that_cannot_start_fails_every_item_retryably(tmp_path: Path) -> None:
+    broken = settings_for(tmp_path, "NoSuchClass")  # as a missing extra would: the provider cannot be built
+    assert run_synthesis(broken, ITEMS[:3]) == {"a", "b", "c"}
+    first = synthesis(tmp_path)
+    assert first["status"].eq("failed").all() and first["retryable"].all() and CALLS == []
+    assert run_synthesis(settings_for(tmp_path, "FixedTTS"), ITEMS[:3]) == {"a", "b", "c"}
+    assert synthesis(tmp_path)["status"].eq("ok").all()
+
+
+def test_judging_heals_a_judge_bug_and_pairs_skipped_for_a_clip_that_was_still_coming(tmp_path: Path) -> None:
+    from tasks.judge import PAIRWISE, judge_shard, plan_judge
+    from ttseval.schemas import table_from_rows
+
+    base = Spec.parse("flite-like")
+    settings = settings_for(tmp_path, "BuggyTTS", plugins={"judge": {"heal-judge": "tests.test_healing:BuggyJudge"}})
+    store = get_store(settings.store)
+    store.write_part("r", "items", table_from_rows("items", [
+        {"item_id": i, "text": t, "language": "en-US", "category": "questions", "depth": 0} for i, t in ITEMS]))
+    run_synthesis(settings, ITEMS)  # b, d: retryable (bug); e: final (permanent)
+    baseline_rows = [{"item_id": i, "system_id": base.id, "system_spec": base.canonical, "status": "ok",
+                      "created_at": pd.Timestamp.now(tz="UTC"),
+                      "audio_sha256": synthesis(tmp_path).loc["a", "audio_sha256"], "retryable": False, "attempt": 1}
+                     for i, _ in ITEMS]
+    store.write_part("r", "synthesis", table_from_rows("synthesis", baseline_rows))
+
+    def judge_all() -> set[str]:
+        plan = plan_judge(PAIRWISE, store, "r", [SPEC.id, base.id], "heal-judge", settings, baseline_id=base.id)
+        for shard in plan.shards:
+            judge_shard(PAIRWISE, settings, "r", shard)
+        return {w["item_id"] for shard in plan.shards for w in shard["work"]}
+
+    def judgments() -> pd.DataFrame:
+        return store.read("r", "judgments").set_index("item_id").sort_index()
+
+    CALLS.clear()
+    assert judge_all() == {"a", "b", "c", "d", "e"}
+    j = judgments()
+    # shard 1 (a, b): the judge's bug fails a's request; b has no candidate clip yet; shard 2 (c, d): judged
+    assert j["status"].to_dict() == {"a": "failed", "b": "skipped", "c": "ok", "d": "skipped", "e": "skipped"}
+    assert j["retryable"].to_dict() == {"a": True, "b": True, "c": False, "d": True, "e": False}
+    assert j.loc["a", "error_type"] == "TypeError"
+
+    run_synthesis(settings_for(tmp_path, "FixedTTS"), ITEMS)  # b and d get their clips
+    CALLS.clear()
+    assert judge_all() == {"a", "b", "d"}
+    assert sorted(CALLS) == ["judge a", "judge b", "judge d"]
+    assert judgments()["status"].to_dict() == {"a": "ok", "b": "ok", "c": "ok", "d": "ok", "e": "skipped"}
+    assert judge_all() == set()
