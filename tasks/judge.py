@@ -83,7 +83,7 @@ class JudgeKind:
         request: (work, store, settings) -> (the judge's request, row columns already known, e.g. the order).
         ask: (judge, requests) -> verdicts, one per request, in order.
         verdict_row: (verdict, known columns) -> the kind's own columns of an answered row.
-        row_base: work -> the kind's own columns of every row beyond the key (e.g. `task`).
+        row_base: work -> the kind's own columns of every row beyond the key (e.g. `task`); None: none.
     """
 
     table: str
@@ -129,6 +129,13 @@ def _answered(v: Any) -> dict[str, Any]:
             "error_type": None if v.parse_ok else "ParseFailure"}
 
 
+def _verdicts(kind: JudgeKind, spec: str, settings: Settings, requests: list[Any]) -> list[Any]:
+    """The judge's verdicts, one per request; the judge is built here, so a judge that cannot load fails rows."""
+    if not requests:
+        return []
+    return one_per_request(kind.ask(get_provider("judge", spec, settings), requests), requests, spec)
+
+
 def judge_shard(kind: JudgeKind, settings: Settings, run_id: str, shard: dict[str, Any], *,
                 label: str = "") -> StageResult:
     """Judge one shard of keys; keys missing a clip are written as `skipped` with the reason.
@@ -142,8 +149,9 @@ def judge_shard(kind: JudgeKind, settings: Settings, run_id: str, shard: dict[st
     judge_id = shard["judge_id"]
 
     def base(w: Work) -> dict[str, Any]:
+        own = kind.row_base(w) if kind.row_base else {}
         key = {c: w[c] for c in kind.key_columns if c != "judge_id"}
-        return key | (kind.row_base(w) if kind.row_base else {}) | {"judge_id": judge_id, "judge_spec": spec, "created_at": now()}
+        return key | own | {"judge_id": judge_id, "judge_spec": spec, "created_at": now()}
 
     rows, requests, pending = [], [], []
     for w in shard["work"]:
@@ -154,11 +162,11 @@ def judge_shard(kind: JudgeKind, settings: Settings, run_id: str, shard: dict[st
         requests.append(request)
         pending.append((w, known))
     try:
-        verdicts = one_per_request(kind.ask(get_provider("judge", spec, settings), requests), requests, spec) \
-            if requests else []
+        verdicts = _verdicts(kind, spec, settings, requests)
     # A judge that breaks fails its rows, never the run; retryable unless documented permanent (tasks.common).
     except Exception as e:  # noqa: BLE001
-        failed = error_row(e, attempt=1, stage=f"{kind.table} {spec}", keys=[kind.key(w, judge_id) for w, _ in pending])
+        failed = error_row(e, attempt=1, stage=f"{kind.table} {spec}",
+                           keys=[kind.key(w, judge_id) for w, _ in pending])
         rows += [base(w) | known | {"parse_ok": False} | failed for w, known in pending]
         verdicts = []
     rows += [base(w) | known | kind.verdict_row(v, known) | _answered(v) for (w, known), v in zip(pending, verdicts)]

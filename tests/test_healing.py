@@ -253,3 +253,50 @@ def test_judging_heals_a_judge_bug_and_pairs_skipped_for_a_clip_that_was_still_c
     assert sorted(CALLS) == ["judge a", "judge b", "judge d"]
     assert judgments()["status"].to_dict() == {"a": "ok", "b": "ok", "c": "ok", "d": "ok", "e": "skipped"}
     assert judge_all() == set()
+
+
+class EchoASR:
+    """Hears the words it is told to: the item's text, except 'drop' (returns one result short: a contract bug)
+    and 'crash' (a TypeError). Stands for a recogniser with bugs."""
+
+    name: ClassVar[str] = "heal-asr"
+
+    def __init__(self, voice: str | None = None, **options: Any) -> None:
+        self.texts: dict[int, str] = {}
+
+    def transcribe(self, batch: list[Audio], languages: list[str | None]) -> list[Any]:
+        from ttseval.protocols import Transcript
+
+        CALLS.append(f"asr {len(batch)}")
+        n_words = [round(a.duration_s / 0.05) for a in batch]  # tone(): 50 ms per word
+        if 4 in n_words:
+            raise TypeError("'float' object cannot be interpreted as an integer")
+        out = [Transcript(text=" ".join(["plain"] * n)) for n in n_words]
+        return out[:-1] if 5 in n_words else out
+
+    def metadata(self) -> dict[str, Any]:
+        return {"asr": "heal-asr"}
+
+
+def test_transcription_failures_heal_except_a_reference_that_normalizes_to_nothing(tmp_path: Path) -> None:
+    from tasks.transcribe import transcribe_work
+
+    settings = settings_for(tmp_path, "FixedTTS", plugins={"asr": {"heal-asr": "tests.test_healing:EchoASR"}},
+                            asr={"en": "heal-asr", "*": "heal-asr"})
+    # 1 word, 2 words, 1 word of punctuation only, 4 words (the ASR's TypeError), 5 words (one result short)
+    items = [("p", "plain"), ("q", "plain plain"), ("x", "?!"), ("t", "one two three four"), ("s", "a b c d e")]
+    run_synthesis(settings, items)
+    clips = synthesis(tmp_path)
+    work = [{"item_id": i, "system_id": SPEC.id, "audio_sha256": clips.loc[i, "audio_sha256"], "language": "en-US",
+             "text": t} for i, t in items]
+    CALLS.clear()
+    transcribe_work(settings, "r", work[:3], label="ok-and-empty")
+    transcribe_work(settings, "r", work[3:4], label="asr-bug")
+    transcribe_work(settings, "r", work[4:], label="short-batch")
+    t = get_store(settings.store).read("r", "transcripts").set_index("item_id").sort_index()
+    assert t["status"].to_dict() == {"p": "ok", "q": "ok", "s": "failed", "t": "failed", "x": "failed"}
+    assert t["error_type"].fillna("").to_dict() == {"p": "", "q": "", "s": "ValueError", "t": "TypeError",
+                                                    "x": "EmptyReference"}
+    assert t["retryable"].to_dict() == {"p": False, "q": False, "s": True, "t": True, "x": False}
+    assert "returned 0 result(s) for 1 request(s)" in t.loc["s", "error_message"]
+    assert (t.loc["p", "wer"], t.loc["q", "wer"]) == (0.0, 0.0) and CALLS == ["asr 3", "asr 1", "asr 1"]

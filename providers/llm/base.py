@@ -230,7 +230,7 @@ class BaseLLM:
     # -- helpers --------------------------------------------------------------------------------------------------
     @property
     def retry_policy(self) -> RetryPolicy:
-        """The core's one retry policy (ttseval.retry), from this client's `max_retries`, `backoff_s`, `max_backoff_s`."""
+        """The core's one retry policy (ttseval.retry) from `max_retries`, `backoff_s` and `max_backoff_s`."""
         o = self.options
         return RetryPolicy(max_retries=o.max_retries, base_s=o.backoff_s, cap_s=o.max_backoff_s)
 
