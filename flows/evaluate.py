@@ -22,7 +22,7 @@ from flows.common import (artifact_key, check_judges, check_stage_tables, check_
                           register_items)
 from flows.progress import StageProgress
 from flows.runner import SettingsDaskTaskRunner
-from tasks.common import StageResult, get_store, logger, now
+from tasks.common import StageResult, get_store, logger, now, task_retry_options
 from tasks.instruct import run_instruction_stage
 from tasks.judge import run_judge_stage
 from tasks.plan import Plan, asr_id_for, plan_model_stage, plan_synthesis, quality_id_for
@@ -133,7 +133,7 @@ def synthesize_and_score(settings: Settings, run_id: str, synth: Plan, asr: Plan
                          progress: StageProgress) -> list[StageResult]:
     """Submit synthesis shards, and for each one its ASR and MOS tasks, which start when its audio exists;
     then the ASR and MOS backlog (clips of earlier runs). Returns every task's result as it completes."""
-    retries = {"retries": settings.task_retries, "retry_delay_seconds": settings.retry_backoff_s}
+    retries = task_retry_options(settings)
     synth_t, asr_t, mos_t = (t.with_options(**retries) for t in (synthesize_task, transcribe_task, quality_task))
     progress.add("synthesis", synth.to_compute)
     # Every clip synthesized now may need ASR and MOS; clips that fail synthesis lower these totals.

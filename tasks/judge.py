@@ -11,9 +11,10 @@ flow and a backfill over audio stored by an earlier run: no TTS provider is ever
 
 from __future__ import annotations
 
+import hashlib
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Literal
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
@@ -24,10 +25,27 @@ from tasks.common import (StageResult, commit, error_row, get_provider, get_stor
 from tasks.plan import Plan, _chunks, _present
 from ttseval.audio import Audio
 from ttseval.config import Settings
-from ttseval.judging import candidate_first, to_candidate_view
-from ttseval.protocols import PairwiseRequest
+from ttseval.protocols import PairwiseRequest, Winner
 from ttseval.registry import Spec
 from ttseval.store import ArtifactStore
+
+
+# -- presentation order: the judge hears the two clips in an order it is not told about ------------------------
+# Drawn per (item, system, baseline) from a hash, so a re-run asks the same question; the first/second answer is
+# mapped back to candidate/baseline.
+
+def candidate_first(item_id: str, system_id: str, baseline_id: str, seed: int = 0) -> bool:
+    """The presentation order of one comparison: reproducible from its key, independent of everything else."""
+    digest = hashlib.sha256(f"{seed}|{item_id}|{system_id}|{baseline_id}".encode()).digest()
+    return digest[0] % 2 == 0
+
+
+def to_candidate_view(winner: Winner | None, cand_first: bool) -> Literal["candidate", "baseline", "tie"] | None:
+    """Map a first/second answer back to candidate/baseline."""
+    if winner is None or winner == "tie":
+        return winner
+    return "candidate" if (winner == "first") == cand_first else "baseline"
+
 
 Work = dict[str, Any]
 """One key to judge: its key columns, what the request needs, `skip` (the row's reason when a clip is missing,
@@ -122,11 +140,17 @@ def plan_judge(kind: JudgeKind, store: ArtifactStore, run_id: str, system_ids: l
 
 
 def _answered(v: Any) -> dict[str, Any]:
-    """The columns every answered row has, whichever the kind: raw output, parse status, budgets, usage."""
+    """The columns every answered row has, whichever the kind: raw output, parse status, budgets, usage.
+
+    A verdict whose answer never came (`transient`: the transport failed after its retries) is a failed row the
+    next run asks again; an unparseable answer is the judge's own answer, so it stays."""
+    if getattr(v, "transient", False):
+        status = {"status": "failed", "retryable": True, "error_type": "JudgeUnreachable"}
+    else:
+        status = {"status": "ok", "retryable": False, "error_type": None if v.parse_ok else "ParseFailure"}
     return {"raw_response": v.raw_response, "parse_ok": v.parse_ok, "attempts": v.attempts, "retries": v.retries,
             "input_tokens": v.input_tokens, "output_tokens": v.output_tokens, "cost_usd": v.cost_usd,
-            "status": "ok", "retryable": False, "attempt": v.attempts, "error_message": v.error,
-            "error_type": None if v.parse_ok else "ParseFailure"}
+            "attempt": v.attempts, "error_message": v.error} | status
 
 
 def _verdicts(kind: JudgeKind, spec: str, settings: Settings, requests: list[Any]) -> list[Any]:

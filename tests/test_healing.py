@@ -100,6 +100,18 @@ class BuggyJudge:
         return [PairwiseVerdict(winner="tie", parse_ok=True) for _ in requests]
 
 
+class UnreachableJudge(BuggyJudge):
+    """A judge whose server cannot be reached on its first batch (no answer came); later batches answer."""
+
+    def judge_pairs(self, requests: list[Any]) -> list[PairwiseVerdict]:
+        CALLS.extend(f"judge {r.item_id}" for r in requests)
+        self.batches += 1
+        if self.batches == 1:
+            return [PairwiseVerdict(winner=None, parse_ok=False, error="Gemini HTTP 503 UNAVAILABLE: gave up after "
+                                    "2 retries", retries=2, attempts=0, transient=True) for _ in requests]
+        return [PairwiseVerdict(winner="candidate", parse_ok=True) for _ in requests]
+
+
 ITEMS = [("a", "plain words one"), ("b", "a bug here"), ("c", "plain words two"), ("d", "another bug there"),
          ("e", "never say this")]
 SPEC = Spec.parse("heal-tts")
@@ -300,3 +312,36 @@ def test_transcription_failures_heal_except_a_reference_that_normalizes_to_nothi
     assert t["retryable"].to_dict() == {"p": False, "q": False, "s": True, "t": True, "x": False}
     assert "returned 0 result(s) for 1 request(s)" in t.loc["s", "error_message"]
     assert (t.loc["p", "wer"], t.loc["q", "wer"]) == (0.0, 0.0) and CALLS == ["asr 3", "asr 1", "asr 1"]
+
+
+def test_a_judge_outage_leaves_failed_rows_that_the_next_run_asks_again(tmp_path: Path) -> None:
+    # Before: an unreachable Gemini judge returned parse_ok=False verdicts stored as ok/ParseFailure, never healed.
+    from tasks.judge import PAIRWISE, judge_shard, plan_judge
+    from ttseval.schemas import table_from_rows
+
+    base = Spec.parse("flite-like")
+    settings = settings_for(tmp_path, "FixedTTS",
+                            plugins={"judge": {"heal-judge": "tests.test_healing:UnreachableJudge"}})
+    store = get_store(settings.store)
+    store.write_part("r", "items", table_from_rows("items", [
+        {"item_id": i, "text": t, "language": "en-US", "category": "questions", "depth": 0} for i, t in ITEMS[:2]]))
+    run_synthesis(settings, ITEMS[:2])
+    sha = synthesis(tmp_path).loc["a", "audio_sha256"]
+    store.write_part("r", "synthesis", table_from_rows("synthesis", [
+        {"item_id": i, "system_id": base.id, "system_spec": base.canonical, "status": "ok", "audio_sha256": sha,
+         "created_at": pd.Timestamp.now(tz="UTC"), "retryable": False, "attempt": 1} for i, _ in ITEMS[:2]]))
+
+    def judge_all() -> set[str]:
+        plan = plan_judge(PAIRWISE, store, "r", [SPEC.id, base.id], "heal-judge", settings, baseline_id=base.id)
+        for shard in plan.shards:
+            judge_shard(PAIRWISE, settings, "r", shard)
+        return {w["item_id"] for shard in plan.shards for w in shard["work"]}
+
+    assert judge_all() == {"a", "b"}
+    j = store.read("r", "judgments").set_index("item_id").sort_index()
+    assert j["status"].tolist() == ["failed", "failed"] and j["retryable"].all()
+    assert set(j["error_type"]) == {"JudgeUnreachable"} and j["error_message"].str.contains("503").all()
+    assert judge_all() == {"a", "b"}  # the next run asks again, and this time the judge answers
+    j = store.read("r", "judgments").set_index("item_id").sort_index()
+    assert j["status"].tolist() == ["ok", "ok"] and j["winner"].notna().all()
+    assert judge_all() == set()

@@ -106,6 +106,8 @@ def test_retries_exhausted_and_non_retryable_statuses(fake: FakeGemini) -> None:
     assert v1.error.startswith("Gemini HTTP 400 INVALID_ARGUMENT") and "not retried" in v1.error
     assert v2.error.startswith("Gemini HTTP 403 PERMISSION_DENIED") and v2.retries == 0
     assert fake.status_counts == {503: 3, 400: 1, 403: 1}
+    # No answer came for any of them: the stage records failed rows that the next run asks again.
+    assert (v0.transient, v1.transient, v2.transient) == (True, True, True)
 
 
 def test_retry_after_and_retry_info_are_honoured(fake: FakeGemini) -> None:
@@ -329,6 +331,8 @@ def test_instruction_verdicts_and_refusal(fake: FakeGemini) -> None:
     assert v2.error.startswith("unparseable output after 2 attempt(s)")
     assert (v3.follows, v3.parse_ok, v3.raw_response) == (None, False, None)
     assert "finish_reason=SAFETY" in v3.error and v3.input_tokens == 1800 and v3.output_tokens is None
+    # A refusal and a blocked answer are the model's answers, final; only a transport failure is transient.
+    assert [v.transient for v in (v0, v1, v2, v3)] == [False, False, False, False]
 
 
 # (8) ------------------------------------------------------------------------------------------------------------

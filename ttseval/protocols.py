@@ -168,7 +168,7 @@ class QualityProvider(Protocol):
 # -- judges -------------------------------------------------------------------------------------------------------
 # A pairwise judge hears two clips of the same text in a given order (it is never told which is the baseline) and
 # says which is better; the stage randomizes the order per (item, system, baseline) reproducibly and maps the
-# answer back (ttseval.judging). An instruction judge hears one clip and says whether it follows a style
+# answer back (tasks/judge.py). An instruction judge hears one clip and says whether it follows a style
 # instruction. `judge_id` names the judge model, the prompt version and the generation settings, so a changed
 # prompt or temperature is a different judge whose rows sit beside the old ones.
 
@@ -209,6 +209,8 @@ class PairwiseVerdict:
     output_tokens: int | None = None
     cost_usd: float | None = None
     error: str | None = None
+    transient: bool = False
+    """No answer came (the transport failed after its retries): not a verdict, so a later run asks again."""
 
 
 @dataclass(frozen=True)
@@ -235,6 +237,8 @@ class InstructionVerdict:
     output_tokens: int | None = None
     cost_usd: float | None = None
     error: str | None = None
+    transient: bool = False
+    """No answer came (the transport failed after its retries): not a verdict, so a later run asks again."""
 
 
 @runtime_checkable

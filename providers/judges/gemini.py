@@ -164,7 +164,8 @@ class GeminiJudge:
         usage = {"raw_response": out.raw, "attempts": out.attempts, "retries": out.retries,
                  "input_tokens": out.input_tokens, "output_tokens": out.output_tokens, "cost_usd": out.cost_usd}
         if not out.ok:
-            return PairwiseVerdict(winner=None, parse_ok=False, error=out.error, **usage)
+            return PairwiseVerdict(winner=None, parse_ok=False, error=out.error, transient=out.failure == "transport",
+                                   **usage)
         a: PairwiseAnswer = out.data
         return PairwiseVerdict(
             winner=WINNER_FROM_ANSWER[a.winner], parse_ok=True, score_first=a.clip_1_score,
@@ -179,5 +180,5 @@ class GeminiJudge:
             follows=a.follows if a is not None else None, parse_ok=a is not None,
             reasoning=(a.reasoning or None) if a is not None else None, raw_response=out.raw, attempts=out.attempts,
             retries=out.retries, input_tokens=out.input_tokens, output_tokens=out.output_tokens,
-            cost_usd=out.cost_usd, error=out.error,
+            cost_usd=out.cost_usd, error=out.error, transient=out.failure == "transport",
         )
