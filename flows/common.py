@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from tasks.common import build_provider, logger
 from ttseval.config import Settings
 from ttseval.errors import DatasetError, SpecError, TTSEvalError
 from ttseval.ids import slug
@@ -29,7 +30,14 @@ def check_systems(systems: list[str], settings: Settings) -> list[Spec]:
             raise SpecError(f"systems {seen[spec.id]!r} and {spec.canonical!r} are the same configuration; "
                             "list each system once")
         seen[spec.id] = spec.canonical
-        provider = TTS.build(spec, extra=settings.plugins.get("tts"))
+        provider = build_provider("tts", spec.canonical, settings)
+        if callable(check_voice := getattr(provider, "check_voice", None)):
+            try:
+                check_voice()  # an unknown voice fails here, not on every item
+            except ValueError as e:
+                raise SpecError(f"system {spec.canonical!r}: {e}", spec=spec.canonical) from e
+            except TTSEvalError as e:  # the voice list could not be read: the run finds out per item
+                logger().warning(f"system {spec.canonical!r}: could not check the voice ({e})")
         prompt = spec.option("prompt")
         if prompt is not None and prompt != "category":
             raise SpecError(f"system {spec.canonical!r}: prompt={prompt!r} is not known; the only value is prompt=category")
@@ -100,3 +108,9 @@ def gpu_annotation(settings: Settings) -> contextlib.AbstractContextManager:
     import dask
 
     return dask.annotate(resources={"GPU": 1})
+
+
+def runs_on_gpu(system: str, settings: Settings) -> bool:
+    """Whether a TTS system's class declares it can use a GPU (a transformers model): its synthesis shards then
+    carry the GPU annotation when settings.gpu is set."""
+    return bool(TTS.info(Spec.parse(system).provider, settings.plugins.get("tts")).gpu)

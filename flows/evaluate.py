@@ -7,6 +7,7 @@ soon as that shard's audio exists, so the model stages overlap synthesis instead
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from typing import Any
@@ -19,12 +20,14 @@ import ttseval
 from corpus import DEMO_DATASET
 from corpus.items import read_items, unknown_categories
 from flows.common import (artifact_key, check_judges, check_stage_tables, check_systems, git_commit, gpu_annotation,
-                          register_items)
+                          register_items, runs_on_gpu)
 from flows.progress import StageProgress
 from flows.runner import SettingsDaskTaskRunner
 from tasks.common import StageResult, get_store, logger, now, task_retry_options
+from tasks.cost import estimate_synthesis, within_budget
 from tasks.instruct import run_instruction_stage
 from tasks.judge import run_judge_stage
+from tasks.limits import ensure_vendor_limits
 from tasks.plan import Plan, asr_id_for, plan_model_stage, plan_synthesis, quality_id_for
 from tasks.quality import quality_task
 from tasks.report import write_full_report
@@ -45,6 +48,7 @@ def evaluate(
     baseline: str | None = None,
     judges: list[str] | None = None,
     instruction_judges: list[str] | None = None,
+    budget_usd: float | None = None,
 ) -> dict[str, Any]:
     """Evaluate TTS `systems` on the items in `dataset`; tables land under `<store>/runs/<run_id>/`.
 
@@ -59,9 +63,11 @@ def evaluate(
         judges: pairwise judge specs; default from settings (the offline `objective` judge).
         instruction_judges: judges of instruction following (InstructTTSEval) for items with an instruction;
             default from settings (none: no offline judge can hear style).
+        budget_usd: the most this run may spend on paid synthesis calls (default from settings: no cap). Keys
+            past it are not called and stay missing; a later run computes them.
     """
     started, t0 = now(), time.perf_counter()
-    settings = load_settings(store=store, shard_size=shard_size)
+    settings = load_settings(store=store, shard_size=shard_size, budget_usd=budget_usd)
     log = logger()
     st = get_store(settings.store)
     items, dataset_sha256, dataset_read = read_items(dataset, settings)
@@ -79,6 +85,12 @@ def evaluate(
                  "they have no description for strong prompting (prompt=category) or judge rubrics")
 
     synth = plan_synthesis(st, run_id, items, specs, settings)
+    if settings.budget_usd is not None:
+        synth, deferred, spend = within_budget(synth, estimate_synthesis(synth, st, settings), settings.budget_usd)
+        log.info(f"budget USD {settings.budget_usd:.4f}: this run's paid synthesis calls cost USD {spend:.4f}"
+                 + (f"; {deferred} key(s) past the budget are left for a later run" if deferred else ""))
+    if limits := ensure_vendor_limits(settings):
+        log.info(f"vendor limits across all workers: {', '.join(limits)}")
     asr = plan_model_stage(st, run_id, items, specs, settings, table="transcripts", id_for=asr_id_for(settings))
     mos = plan_model_stage(st, run_id, items, specs, settings, table="quality", id_for=quality_id_for(settings))
     for plan in (synth, asr, mos):
@@ -139,7 +151,10 @@ def synthesize_and_score(settings: Settings, run_id: str, synth: Plan, asr: Plan
     # Every clip synthesized now may need ASR and MOS; clips that fail synthesis lower these totals.
     progress.add("transcripts", asr.to_compute + synth.to_compute)
     progress.add("quality", mos.to_compute + synth.to_compute)
-    futures = [synth_t.submit(settings, run_id, shard) for shard in synth.shards]
+    futures = []
+    for shard in synth.shards:  # a model-backed TTS (transformers on a GPU) goes where the GPU is, like ASR
+        with gpu_annotation(settings) if runs_on_gpu(shard["system"], settings) else contextlib.nullcontext():
+            futures.append(synth_t.submit(settings, run_id, shard))
     with gpu_annotation(settings):
         for shard, f in zip(synth.shards, futures):
             label = f"{shard['system']} shard {shard['index']}/{shard['of']}"

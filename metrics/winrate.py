@@ -32,6 +32,7 @@ __all__ = [
     "JUDGMENT_STATUSES",
     "WINNER_SCORES",
     "WINRATE_COLUMNS",
+    "voice_variance",
     "win_rate_table",
 ]
 
@@ -212,3 +213,34 @@ def win_rate_table(
     for column in _INT_COLUMNS:
         table[column] = table[column].astype(np.int64)
     return table
+
+
+def voice_variance(winrates: pd.DataFrame, model_of: Mapping[str, str]) -> pd.DataFrame:
+    """Spread of win-rate across the voices of one model (EmergentTTS-Eval section 4.4), per judge and category.
+
+    Args:
+        winrates: rows of ``win_rate_table`` with a ``level`` column ('overall' or 'category'; other levels are
+            ignored) and ``category``.
+        model_of: system_id -> the model the system is a voice of (its spec without the voice); systems absent
+            from it, or the only voice of their model, are left out.
+
+    Returns:
+        One row per (judge_id, model, level, category) with at least two voices: ``n_voices``,
+        ``win_rate_mean`` and ``win_rate_std``, the sample standard deviation (ddof=1) of the voices' win-rates,
+        i.e. how much the choice of voice moves the score. Empty when no model has two voices.
+    """
+    columns = ["judge_id", "model", "level", "category", "n_voices", "win_rate_mean", "win_rate_std"]
+    if winrates.empty:
+        return pd.DataFrame(columns=columns)
+    frame = winrates[winrates["level"].isin(["overall", "category"]) & winrates["system_id"].isin(model_of)]
+    frame = frame.assign(model=frame["system_id"].map(model_of), category=frame["category"].fillna(""))
+    rows = []
+    for (judge_id, model, level, category), g in frame.groupby(["judge_id", "model", "level", "category"],
+                                                               sort=True):
+        rates = g["win_rate"].dropna().astype(float).to_numpy()
+        if len(rates) < 2:
+            continue
+        rows.append({"judge_id": judge_id, "model": model, "level": level, "category": category or None,
+                     "n_voices": len(rates), "win_rate_mean": float(rates.mean()),
+                     "win_rate_std": float(rates.std(ddof=1))})
+    return pd.DataFrame(rows, columns=columns)

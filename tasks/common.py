@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, TypeVar
 
 from ttseval.config import Settings
-from ttseval.errors import PermanentProviderError, RetriesExhausted, StoreError, TransientProviderError
+from ttseval.errors import (ConfigError, DeferredProviderError, PermanentProviderError, RetriesExhausted, StoreError,
+                            TransientProviderError)
 from ttseval.registry import REGISTRIES, Spec
 from ttseval.retry import RetryPolicy
 from ttseval.store import ArtifactStore
@@ -33,14 +35,43 @@ def logger() -> logging.Logger | logging.LoggerAdapter:
     return logging.getLogger("ttseval")
 
 
+def secret_from_block(variable: str | None, blocks: dict[str, str]) -> Any:
+    """The API key named `variable` from the Prefect Secret block the setting `secret_blocks` names for it, when
+    the environment does not set the variable; None otherwise. The value stays a SecretStr, never logged."""
+    if not variable or os.environ.get(variable) or variable not in blocks:
+        return None
+    from prefect.blocks.system import Secret
+    from pydantic import SecretStr
+
+    try:
+        value = Secret.load(blocks[variable]).get()
+    except ValueError as e:
+        raise ConfigError(f"setting secret_blocks.{variable}: no Prefect Secret block {blocks[variable]!r} ({e}); "
+                          f"create it (prefect block create secret) or set {variable} in the environment") from e
+    return SecretStr(str(value))
+
+
+def build_provider(kind: str, spec: str, settings: Settings) -> Any:
+    """Build a provider (no cache): its plugins, and its API key from a Prefect Secret block when the key's
+    variable is not in the environment (settings `secret_blocks`)."""
+    registry = REGISTRIES[kind]
+    plugins = settings.plugins.get(kind, {})
+    cls = registry.resolve(Spec.parse(spec).provider, plugins)
+    key = secret_from_block(getattr(cls, "key_variable", None), settings.secret_blocks)
+    return registry.build(spec, extra=plugins, **({"api_key": key} if key is not None else {}))
+
+
 @functools.lru_cache(maxsize=32)
-def _provider(kind: str, spec: str, plugins: tuple[tuple[str, str], ...]) -> Any:
-    return REGISTRIES[kind].build(spec, extra=dict(plugins))
+def _provider(kind: str, spec: str, plugins: tuple[tuple[str, str], ...], blocks: tuple[tuple[str, str], ...]) -> Any:
+    from ttseval.config import load_settings
+
+    return build_provider(kind, spec, load_settings(plugins={kind: dict(plugins)}, secret_blocks=dict(blocks)))
 
 
 def get_provider(kind: str, spec: str, settings: Settings) -> Any:
     """One provider object per (kind, spec) per process, so models load once per worker."""
-    return _provider(kind, Spec.parse(spec).canonical, tuple(sorted(settings.plugins.get(kind, {}).items())))
+    return _provider(kind, Spec.parse(spec).canonical, tuple(sorted(settings.plugins.get(kind, {}).items())),
+                     tuple(sorted(settings.secret_blocks.items())))
 
 
 @functools.lru_cache(maxsize=8)
@@ -81,7 +112,7 @@ def error_row(exc: BaseException, *, attempt: int, stage: str, keys: list[tuple]
            f"{str(exc)[:300]}"
     if final:
         logger().info("%s; a permanent failure, recorded as final", what)
-    elif isinstance(exc, TransientProviderError):
+    elif isinstance(exc, (TransientProviderError, DeferredProviderError)):
         logger().warning("%s; recorded as failed, will be retried by the next run", what)
     else:
         logger().warning("%s; unexpected (not a documented provider error), recorded as failed, will be retried "
@@ -126,13 +157,15 @@ def task_retry_options(settings: Settings) -> dict[str, Any]:
 
 
 def call_with_retries(fn: Callable[[], T], settings: Settings) -> tuple[T, int]:
-    """Call `fn`, retrying TransientProviderError under `item_policy`; returns (result, attempts).
+    """Call `fn`, retrying TransientProviderError under `item_policy` (a server's Retry-After, carried as the
+    error's `retry_after_s`, replaces the backoff); returns (result, attempts).
 
     Raises:
         RetriesExhausted: the error was still transient after the last retry (`error_row` unwraps it).
         Exception: anything else `fn` raised, at once.
     """
-    return item_policy(settings).call(fn, lambda e: isinstance(e, TransientProviderError))
+    return item_policy(settings).call(fn, lambda e: isinstance(e, TransientProviderError),
+                                      retry_after=lambda e: getattr(e, "retry_after_s", None))
 
 
 @dataclass

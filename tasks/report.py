@@ -16,7 +16,9 @@ import pyarrow as pa
 
 from metrics.registry import arrow
 from metrics.summary import summarize_systems
+from metrics.winrate import voice_variance
 from ttseval.config import Settings
+from ttseval.registry import Spec
 from ttseval.schemas import REPORT, TABLES, WINRATES
 from ttseval.store import ArtifactStore
 
@@ -280,6 +282,7 @@ def leaderboard_markdown(store: ArtifactStore, run_id: str, summary: pd.DataFram
             table.append(cells)
         lines.append(markdown_table(headers, table))
         lines.append(f"\n![win-rate by depth](figures/winrate-by-depth-{judge_id}.png)")
+    lines += voice_variance_markdown(winrates, names)
     agreement = judge_agreement(winrates)
     if agreement:
         lines += ["", "## Judge agreement", "", f"Kendall's W over {agreement['n_systems']} systems ranked by each "
@@ -289,6 +292,45 @@ def leaderboard_markdown(store: ArtifactStore, run_id: str, summary: pd.DataFram
         lines.append(markdown_table(["judge", *map(str, rho.columns)],
                                     [[j, *(_num(v, 3) for v in row)] for j, row in rho.iterrows()]))
     return "\n".join(lines) + "\n"
+
+
+def model_of_voices(names: dict[str, str]) -> dict[str, str]:
+    """system_id -> the model it is a voice of: its spec without the voice slot (`openai:alloy:model=tts-1`
+    and `openai:nova:model=tts-1` are two voices of `openai:model=tts-1`)."""
+    out = {}
+    for system_id, spec in names.items():
+        parsed = Spec.parse(spec)
+        if parsed.voice:
+            out[system_id] = Spec(parsed.provider, None, parsed.options).canonical
+    return out
+
+
+def voice_variance_markdown(winrates: pd.DataFrame, names: dict[str, str]) -> list[str]:
+    """The standard deviation of win-rate across the voices of each model with several voices in the run."""
+    spread = voice_variance(winrates, model_of_voices(names))
+    if spread.empty:
+        return []
+    lines = ["", "## Voice variance (EmergentTTS-Eval 4.4)", "",
+             "Standard deviation (ddof=1) of win-rate across the voices of one model, per judge and category: how "
+             "much the choice of voice alone moves the score.", ""]
+    table = [[_judge_label(j), f"`{r['model']}`", r["category"] or "overall", str(r["n_voices"]),
+              _pct(r["win_rate_mean"]), _pct(r["win_rate_std"])]
+             for j, r in ((r["judge_id"], r) for _, r in spread.iterrows())]
+    lines.append(markdown_table(["judge", "model", "category", "voices", "mean win-rate %", "std %"], table))
+    return lines
+
+
+def cost_markdown(store: ArtifactStore, run_id: str, names: dict[str, str]) -> str:
+    """What the run's synthesis calls cost per system (rows computed by this run id; reused audio is free)."""
+    synthesis = store.read(run_id, "synthesis")
+    if synthesis.empty or "cost_usd" not in synthesis or not synthesis["cost_usd"].fillna(0).gt(0).any():
+        return ""
+    rows = []
+    for system_id, g in synthesis.groupby("system_id", sort=False):
+        rows.append([names.get(system_id, system_id), str(int(g["billable_chars"].fillna(0).sum())),
+                     f"${float(g['cost_usd'].fillna(0).sum()):.4f}",
+                     str(int(g["cache_hit"].fillna(False).astype(bool).sum()))])
+    return "\n## Synthesis cost\n\n" + markdown_table(["system", "billable chars", "USD", "reused clips"], rows) + "\n"
 
 
 def instruction_markdown(store: ArtifactStore, run_id: str, names: dict[str, str]) -> str:
@@ -373,7 +415,8 @@ def write_full_report(store: ArtifactStore, run_id: str, settings: Settings, sys
             png = depth_figure(winrates, judge_id, names)
             if png:
                 store.write_bytes(f"runs/{run_id}/figures/winrate-by-depth-{judge_id}.png", png)
-    markdown = (render_markdown(summary, meta) + leaderboard_markdown(store, run_id, summary, winrates)
+    markdown = (render_markdown(summary, meta) + cost_markdown(store, run_id, names)
+                + leaderboard_markdown(store, run_id, summary, winrates)
                 + instruction_markdown(store, run_id, names) + tables_markdown(store, run_id))
     store.write_bytes(f"runs/{run_id}/report.md", markdown.encode("utf-8"))
     return markdown

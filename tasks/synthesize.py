@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from tasks.common import (StageResult, call_with_retries, commit, error_row, get_provider, get_store,
-                          is_transient_task_error, logger, now)
+                          is_transient_task_error, logger, now, one_per_request)
+from tasks.limits import vendor_slot
 from ttseval.audio import sha256_hex
 from ttseval.cache import RequestCache
 from ttseval.config import Settings
@@ -45,18 +49,49 @@ def synthesis_cache(store: ArtifactStore) -> RequestCache:
     return RequestCache(store, "synthesis")
 
 
-def synthesize_one(provider: Any, spec: Spec, item: dict[str, Any], settings: Settings,
-                   store: ArtifactStore) -> dict[str, Any]:
-    """One synthesis row. Provider failures become the row's status; they never escape (store errors do, so
-    Prefect retries the task).
+def price_per_mchar(provider: Any, settings: Settings) -> float:
+    """USD per million billable characters: the setting `tts_prices` for `provider:model` or `provider`, else
+    the provider's own list price (`usd_per_mchar`), else 0 (a local engine)."""
+    name, model = getattr(provider, "name", ""), getattr(provider, "model", None)
+    for key in (f"{name}:{model}", name):
+        if key in settings.tts_prices:
+            return float(settings.tts_prices[key])
+    return float(getattr(provider, "usd_per_mchar", 0.0))
 
-    With `reuse_audio`, a request already answered in any run of this store (same spec, engine version, text,
-    language and instruction) reuses that audio: nightly re-runs of unchanged engines cost nothing, and a
-    sampling engine (Piper) gives the same clip each night.
-    """
+
+def call_cost(provider: Any, text: str, instruction: str | None, settings: Settings) -> tuple[int, float]:
+    """(billable characters, USD) of one call; (0, 0.0) for a provider that bills nothing (local engines, audio
+    made elsewhere: they have no `billable_chars`)."""
+    billable = getattr(provider, "billable_chars", None)
+    if billable is None:
+        return 0, 0.0
+    chars = int(billable(text, instruction))
+    return chars, chars * price_per_mchar(provider, settings) / 1e6
+
+
+def cacheable(provider: Any) -> bool:
+    """Whether a synthesis answer may be reused for an identical request: not for audio looked up by item id,
+    where two items with the same text have different clips."""
+    return not getattr(provider, "keyed_by_item", False)
+
+
+@dataclass
+class _Call:
+    """An item that needs a provider call: its row so far, what to ask, and the cache key of the answer."""
+
+    row: dict[str, Any]
+    item: dict[str, Any]
+    instruction: str | None
+    key: str
+
+
+def _prepare(provider: Any, spec: Spec, item: dict[str, Any], settings: Settings,
+             cache: RequestCache) -> dict[str, Any] | _Call:
+    """A finished row (unsupported language, a failing language check, reused audio) or the call still to make."""
     row: dict[str, Any] = {
         "item_id": item["item_id"], "system_id": spec.id, "system_spec": spec.canonical,
         "provider_version": str(getattr(provider, "version", "") or ""), "created_at": now(),
+        "billable_chars": 0, "cost_usd": 0.0,
     }
     language = item["language"]
     try:
@@ -68,35 +103,101 @@ def synthesize_one(provider: Any, spec: Spec, item: dict[str, Any], settings: Se
                       "error_message": f"{spec.canonical} does not speak {language!r}"}
     instruction = instruction_for(spec, item) if getattr(provider, "accepts_instruction", False) else None
     key = request_key(spec, provider, item, instruction)
-    cache = synthesis_cache(store)
-    if settings.reuse_audio and (hit := cache.get(key)) is not None:
+    if settings.reuse_audio and cacheable(provider) and (hit := cache.get(key)) is not None:
         return row | {k: hit[k] for k in _CACHED_COLUMNS if k in hit} | {"cache_hit": True, "retryable": False,
                                                                           "attempt": 0}
-    started = time.perf_counter()
+    return _Call(row, item, instruction, key)
+
+
+def _speak(provider: Any, call: _Call) -> Any:
+    """One provider call for one item; audio looked up by item id gets the item id."""
+    extra = {"item_id": call.item["item_id"]} if not cacheable(provider) else {}
+    return provider.synthesize(call.item["text"], call.item["language"], instruction=call.instruction, **extra)
+
+
+def _finish(call: _Call, spec: Spec, provider: Any, audio: Any, attempt: int, latency_s: float,
+            settings: Settings, store: ArtifactStore, cache: RequestCache) -> dict[str, Any]:
+    """The row of a call that returned `audio`: the clip stored once by content, its status, its cost."""
     try:
-        audio, attempt = call_with_retries(
-            lambda: provider.synthesize(item["text"], language, instruction=instruction), settings)
         wav = audio.to_wav_bytes()  # a provider's malformed audio or metadata is its failure, not the shard's
         metadata = json.dumps(provider.metadata(), sort_keys=True, default=str)
-    # A provider may raise anything on one bad item: the item's row records it and the shard goes on. Only a
-    # PermanentProviderError is final; anything else (a bug included) is retryable, so a fixed provider heals it.
     except Exception as e:  # noqa: BLE001
-        return row | error_row(e, attempt=1, stage=f"synthesis {spec.canonical}",
-                               keys=[(item["item_id"], spec.id)]) | {"latency_s": time.perf_counter() - started}
-    latency = time.perf_counter() - started
+        return call.row | error_row(e, attempt=attempt, stage=f"synthesis {spec.canonical}",
+                                    keys=[(call.item["item_id"], spec.id)]) | {"latency_s": latency_s}
+    chars, usd = call_cost(provider, call.item["text"], call.instruction, settings)
     sha = sha256_hex(wav)
-    row |= {
+    row = call.row | {
         "audio_uri": store.put_audio(wav, sha), "audio_sha256": sha, "duration_s": audio.duration_s,
-        "sample_rate_hz": audio.sample_rate_hz, "latency_s": latency, "attempt": attempt, "retryable": False,
-        "provider_metadata": metadata,
+        "sample_rate_hz": audio.sample_rate_hz, "latency_s": latency_s, "attempt": attempt, "retryable": False,
+        "provider_metadata": metadata, "billable_chars": chars, "cost_usd": usd,
     }
     if audio.is_silent():
         row |= {"status": "empty", "error_type": "SilentAudio",
                 "error_message": f"{audio.duration_s:.3f} s of audio with no signal"}
     else:
         row |= {"status": "ok"}
-    cache.put(key, {k: row[k] for k in _CACHED_COLUMNS if k in row})
+    if cacheable(provider):
+        cache.put(call.key, {k: row[k] for k in _CACHED_COLUMNS if k in row})
     return row | {"cache_hit": False}
+
+
+def _one_at_a_time(provider: Any, spec: Spec, call: _Call, settings: Settings, store: ArtifactStore,
+                   cache: RequestCache, slot: Callable[[], Any]) -> dict[str, Any]:
+    started = time.perf_counter()
+    try:
+        with slot():
+            audio, attempt = call_with_retries(lambda: _speak(provider, call), settings)
+    # A provider may raise anything on one bad item: the item's row records it and the shard goes on. Only a
+    # PermanentProviderError is final; anything else (a bug included) is retryable, so a fixed provider heals it.
+    except Exception as e:  # noqa: BLE001
+        return call.row | error_row(e, attempt=1, stage=f"synthesis {spec.canonical}",
+                                    keys=[(call.item["item_id"], spec.id)]) | {"latency_s": time.perf_counter() - started}
+    return _finish(call, spec, provider, audio, attempt, time.perf_counter() - started, settings, store, cache)
+
+
+def _batched(provider: Any, spec: Spec, calls: list[_Call], settings: Settings, store: ArtifactStore,
+             cache: RequestCache, slot: Callable[[], Any]) -> list[dict[str, Any]]:
+    """Calls of a provider that speaks batches (`synthesize_batch`, e.g. a transformers model on a GPU), in
+    batches of its `batch_size`. A batch that fails is asked again one item at a time, so each item's row says
+    what happened to it."""
+    size = max(1, int(getattr(provider, "batch_size", 8)))
+    rows = []
+    for start in range(0, len(calls), size):
+        chunk = calls[start:start + size]
+        started = time.perf_counter()
+        try:
+            with slot():
+                audios = one_per_request(provider.synthesize_batch(
+                    [c.item["text"] for c in chunk], [c.item["language"] for c in chunk],
+                    [c.instruction for c in chunk]), chunk, spec.canonical)
+        except Exception as e:  # noqa: BLE001 - each item is tried on its own below and gets its own row
+            logger().warning(f"synthesis {spec.canonical}: a batch of {len(chunk)} failed ({type(e).__name__}: "
+                             f"{str(e)[:200]}); trying its items one at a time")
+            rows += [_one_at_a_time(provider, spec, c, settings, store, cache, slot) for c in chunk]
+            continue
+        latency = (time.perf_counter() - started) / len(chunk)  # the batch's wall time, shared evenly
+        rows += [_finish(c, spec, provider, a, 1, latency, settings, store, cache) for c, a in zip(chunk, audios)]
+    return rows
+
+
+def synthesize_rows(provider: Any, spec: Spec, items: list[dict[str, Any]], settings: Settings,
+                    store: ArtifactStore, slot: Callable[[], Any] = contextlib.nullcontext) -> list[dict[str, Any]]:
+    """One synthesis row per item, in order. Provider failures become the rows' status; they never escape (store
+    errors do, so Prefect retries the task). `slot` is entered around every provider call (a vendor's shared
+    concurrency and rate limit).
+
+    With `reuse_audio`, a request already answered in any run of this store (same spec, engine version, text,
+    language and instruction) reuses that audio: nightly re-runs of unchanged engines cost nothing, and a
+    sampling engine (Piper) gives the same clip each night.
+    """
+    cache = synthesis_cache(store)
+    prepared = [_prepare(provider, spec, item, settings, cache) for item in items]
+    calls = [p for p in prepared if isinstance(p, _Call)]
+    if callable(getattr(provider, "synthesize_batch", None)) and len(calls) > 1:
+        made = iter(_batched(provider, spec, calls, settings, store, cache, slot))
+    else:
+        made = iter([_one_at_a_time(provider, spec, c, settings, store, cache, slot) for c in calls])
+    return [next(made) if isinstance(p, _Call) else p for p in prepared]
 
 
 def synthesize_items(settings: Settings, run_id: str, shard: dict[str, Any]) -> StageResult:
@@ -115,7 +216,8 @@ def synthesize_items(settings: Settings, run_id: str, shard: dict[str, Any]) -> 
         rows = [{"item_id": i["item_id"], "system_id": spec.id, "system_spec": spec.canonical, "created_at": now()}
                 | failed for i in shard["items"]]
     else:
-        rows = [synthesize_one(provider, spec, item, settings, store) for item in shard["items"]]
+        rows = synthesize_rows(provider, spec, shard["items"], settings, store,
+                               slot=lambda: vendor_slot(settings, spec.provider))
     part, statuses = commit(store, run_id, "synthesis", rows, label=f"{spec.id}-{shard['index']}",
                             replaces={(i["item_id"], spec.id) for i in shard["items"] if i.get("replaces")})
     by_id = {i["item_id"]: i for i in shard["items"]}

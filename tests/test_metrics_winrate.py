@@ -194,3 +194,23 @@ def test_duplicates_missing_columns_and_bad_options_raise():
         win_rate_table(JUDGMENTS, seed=-1)
     with pytest.raises(ValueError, match="by must name"):
         win_rate_table(JUDGMENTS, by=("system_id",))
+
+
+def test_voice_variance_is_the_sample_std_of_the_voices_win_rates() -> None:
+    from metrics.winrate import voice_variance
+
+    # Three voices of model M (win-rates 0.2, 0.5, 0.8 overall), one voice of N (left out: a single voice).
+    rows = [{"judge_id": "j", "system_id": s, "level": "overall", "category": None, "win_rate": w}
+            for s, w in (("m1", 0.2), ("m2", 0.5), ("m3", 0.8), ("n1", 0.9))]
+    rows += [{"judge_id": "j", "system_id": s, "level": "category", "category": "questions", "win_rate": w}
+             for s, w in (("m1", 0.25), ("m2", 0.75))]
+    out = voice_variance(pd.DataFrame(rows), {"m1": "M", "m2": "M", "m3": "M", "n1": "N"})
+    overall = out[out["level"] == "overall"].iloc[0]
+    # By hand: mean 0.5; squared deviations 0.09, 0, 0.09; / (3 - 1) = 0.09; sqrt = 0.3.
+    assert (overall["model"], overall["n_voices"]) == ("M", 3)
+    assert overall["win_rate_mean"] == pytest.approx(0.5) and overall["win_rate_std"] == pytest.approx(0.3)
+    questions = out[out["category"] == "questions"].iloc[0]
+    # Two values 0.25, 0.75: deviations 0.25 each; 2 * 0.0625 / 1 = 0.125; sqrt = 0.35355...
+    assert questions["win_rate_std"] == pytest.approx(0.125 ** 0.5)
+    assert set(out["model"]) == {"M"}
+    assert voice_variance(pd.DataFrame(rows), {"n1": "N"}).empty

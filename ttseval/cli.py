@@ -57,7 +57,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from ttseval.registry import Spec
 
     settings = load_settings(store=args.store, shard_size=args.shard_size, dask_address=args.dask_address,
-                             n_workers=args.workers)
+                             n_workers=args.workers, budget_usd=args.budget_usd)
     # Everything a user can get wrong is checked here, before Prefect starts and before the store is touched.
     from corpus.items import read_items
 
@@ -77,11 +77,22 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                           if args.instruction_judges is not None else None)
     check_judges(instruction_judges if instruction_judges is not None else settings.instruction_judges, settings,
                  role="instruction")
+    if args.dry_run:
+        from tasks.cost import dry_run
+
+        table = dry_run(args.dataset, systems, args.run_id, args.baseline,
+                        judges if judges is not None else settings.judges,
+                        instruction_judges if instruction_judges is not None else settings.instruction_judges,
+                        settings)
+        print(f"dry run of {args.run_id!r}: what would be called for what {settings.store} lacks "
+              "(nothing was called; judge figures are estimates)")
+        print(table.to_string(index=False))
+        return 0
     runner = evaluate.with_options(task_runner=task_runner(settings))
     with prefect_api():
         result = runner(dataset=args.dataset, systems=systems, store=settings.store, run_id=args.run_id,
                         shard_size=settings.shard_size, baseline=args.baseline, judges=judges,
-                        instruction_judges=instruction_judges)
+                        instruction_judges=instruction_judges, budget_usd=args.budget_usd)
     _print_report(settings, args.run_id, [Spec.parse(s).id for s in systems])
     print(f"reused rows: {result['reused']}; computed rows: {result['computed']}; wall time {result['wall_s']:.1f} s")
     print(f"tables: {result['store']}/runs/{args.run_id}/<items|synthesis|transcripts|quality|report>")
@@ -263,21 +274,81 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_import_dataset(args: argparse.Namespace) -> int:
+    """Write the items file; with clips made elsewhere (EmergentTTS-Eval's baseline_audios, InstructTTSEval's
+    gen_path fields) also a `files` manifest next to it, and print the system spec that reads it."""
     from pathlib import Path
 
-    from corpus.importers import import_dataset
+    from corpus import importers
     from corpus.items import validate_items
 
-    frame = import_dataset(args.format, args.path)
-    validate_items(frame, source=str(args.path))
+    emergent = args.format == "emergenttts"
+    if args.baseline_audios is not None and not emergent:
+        raise SpecError("--baseline-audios is for --format emergenttts (its baseline_audios folder); drop it")
+    if args.system_name is not None and emergent:
+        raise SpecError("--system-name names the clips of an InstructTTSEval file's gen_path fields (the "
+                        f"EmergentTTS-Eval baseline is always {importers.EMERGENTTTS_BASELINE_LABEL!r}); drop it")
     out = Path(args.out)
+    if out.suffix not in (".parquet", ".jsonl", ".ndjson"):
+        raise SpecError(f"--out {out}: use a .jsonl or .parquet file name")
+    label = importers.EMERGENTTTS_BASELINE_LABEL if emergent else (
+        args.system_name or importers.INSTRUCTTTSEVAL_GENERATED_LABEL)
+    try:
+        importers.files_spec(label, out)  # a bad --system-name fails before anything is written
+    except ValueError as e:
+        raise SpecError(f"--system-name: {e}") from e
+    frame = importers.import_dataset(args.format, args.path)
+    validate_items(frame, source=str(args.path))
+    clips: list[dict[str, str]] = []
+    if args.baseline_audios is not None:
+        clips = importers.emergenttts_baseline_manifest(args.path, frame, args.baseline_audios)
+        what, manifest = (f"baseline clips ({importers.EMERGENTTTS_BASELINE_MODEL}, voice "
+                          f"{importers.EMERGENTTTS_BASELINE_VOICE.capitalize()})"), out.with_suffix(".baseline.jsonl")
+    elif not emergent:
+        clips = importers.instructttseval_generated_manifest(args.path)
+        what, manifest = "generated clips (gen_path)", out.with_suffix(".generated.jsonl")
+        if not clips and args.system_name is not None:
+            raise DatasetError(f"--system-name {args.system_name!r}: {args.path} has no gen_path fields (the "
+                               "evaluation JSONL has them, the HF parquet does not); drop --system-name",
+                               source=str(args.path))
     if out.suffix == ".parquet":
         frame.to_parquet(out, index=False)
-    elif out.suffix in (".jsonl", ".ndjson"):
-        frame.to_json(out, orient="records", lines=True, force_ascii=False)
     else:
-        raise SpecError(f"--out {out}: use a .jsonl or .parquet file name")
+        frame.to_json(out, orient="records", lines=True, force_ascii=False)
     print(f"{len(frame)} items -> {out} (then: ttseval evaluate --dataset {out})")
+    if clips:
+        importers.write_manifest(clips, manifest)
+        spec = importers.files_spec(label, manifest)
+        missing = [c["path"] for c in clips if "://" not in c["path"] and not Path(c["path"]).is_file()]
+        print(f"{len(clips) - len(missing)} of {len(clips)} {what} found -> {manifest}" + (
+            f"; missing (a failed row each, retried by later runs): {', '.join(missing[:3])}"
+            + (" ..." if len(missing) > 3 else "") if missing else ""))
+        print(f"system: {spec}")
+        print(f"then: ttseval evaluate --dataset {out} --systems {spec},piper:joe --baseline {spec}" if emergent
+              else f"then: ttseval evaluate --dataset {out} --systems {spec} --instruction-judges "
+                   "gemini:gemini-2.5-pro")
+    return 0
+
+
+def cmd_voices(args: argparse.Namespace) -> int:
+    """List a TTS provider's voices where its API (or engine) offers a list."""
+    from tasks.common import build_provider
+    from ttseval.config import load_settings
+    from ttseval.registry import Spec
+
+    settings = load_settings()
+    spec = Spec.parse(args.spec)
+    provider = build_provider("tts", spec.canonical, settings)
+    voices = getattr(provider, "voices", None)
+    if not callable(voices):
+        raise SpecError(f"tts provider {spec.provider!r} offers no voice list")
+    try:
+        listed = voices()
+    except NotImplementedError as e:
+        raise SpecError(str(e)) from e
+    columns = ["id", "name", "language", "description"]
+    for v in listed:
+        print("\t".join(str(v.get(c) or "") for c in columns))
+    print(f"{len(listed)} voice(s) of {spec.provider}", file=sys.stderr)
     return 0
 
 
@@ -331,6 +402,11 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--judges", default=None, help="comma-separated judge specs (default: objective)")
     ev.add_argument("--instruction-judges", default=None,
                     help="judges of instruction following for items with an instruction (InstructTTSEval)")
+    ev.add_argument("--dry-run", action="store_true",
+                    help="print what would be called for what the store lacks (calls, characters, audio seconds, "
+                         "USD per system and judge) and call nothing")
+    ev.add_argument("--budget-usd", type=float, default=None,
+                    help="most to spend on paid synthesis calls; keys past it stay missing for a later run")
     ev.set_defaults(func=cmd_evaluate)
     bf = sub.add_parser("backfill-judge", help="run a new judge over the audio stored by an earlier run")
     bf.add_argument("--store", default=None)
@@ -367,6 +443,12 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("--format", required=True, choices=["emergenttts", "instructttseval"])
     imp.add_argument("path", help="the published file (.jsonl, .json, .parquet or .csv)")
     imp.add_argument("--out", required=True, help="items file to write (.jsonl or .parquet)")
+    imp.add_argument("--baseline-audios", default=None,
+                     help="emergenttts: the baseline_audios folder (0.wav, 1.wav, ...); writes <out>.baseline.jsonl "
+                          "and prints the files:gpt-4o-mini-tts-alloy system spec that judges it without synthesis")
+    imp.add_argument("--system-name", default=None,
+                     help="instructttseval: system name of the clips in the file's gen_path fields (default "
+                          "instructttseval-gen); they go to <out>.generated.jsonl, a files:<name> system")
     imp.set_defaults(func=cmd_import_dataset)
     gen = sub.add_parser("generate-dataset", help="grow a seed file into a versioned dataset with an LLM")
     gen.add_argument("--seeds", default=str(DEFAULT_SEEDS), help="JSON Lines seed items (category, text)")
@@ -403,6 +485,9 @@ def build_parser() -> argparse.ArgumentParser:
     gi.set_defaults(func=cmd_generate_instructions)
     prov = sub.add_parser("providers", help="list the registered providers")
     prov.set_defaults(func=cmd_providers)
+    vo = sub.add_parser("voices", help="list a TTS provider's voices (where its API offers a list)")
+    vo.add_argument("spec", help="provider or spec, e.g. elevenlabs, openai::base_url=http://127.0.0.1:8880/v1")
+    vo.set_defaults(func=cmd_voices)
     return parser
 
 

@@ -10,13 +10,22 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
 
 from ttseval.errors import ConfigError
 
 DEFAULT_SYSTEMS = ("piper:joe", "espeak-ng", "flite:slt")
 DEFAULT_ASR = {"en": "faster-whisper:tiny.en", "*": "faster-whisper:base"}
+
+
+class VendorLimit(BaseModel):
+    """A vendor's limits over all Dask workers together (tasks/limits.py); None = no limit of that kind."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    concurrency: int | None = Field(None, ge=1, description="calls in flight at once")
+    per_second: float | None = Field(None, gt=0, description="calls started per second")
 
 
 class Settings(BaseSettings):
@@ -46,6 +55,18 @@ class Settings(BaseSettings):
     seed: int = 0
     max_error_rate: float = Field(1.0, ge=0, le=1, description="Fail the flow when more rows than this fail")
     extra_categories: list[str] = Field(default_factory=list, description="Categories beyond the built-in ones")
+    vendor_limits: dict[str, VendorLimit] = Field(
+        default_factory=dict, description="Per TTS provider name: concurrency and calls per second over all workers"
+    )
+    tts_prices: dict[str, float] = Field(
+        default_factory=dict, description="USD per million billable characters, per TTS provider name or "
+        "provider:model, over the provider's built-in price"
+    )
+    budget_usd: float | None = Field(None, ge=0, description="Most a run may spend on paid synthesis calls")
+    secret_blocks: dict[str, str] = Field(
+        default_factory=dict, description="API-key variable -> Prefect Secret block name, read when the variable "
+        "is not set in the environment (e.g. {ELEVENLABS_API_KEY = 'elevenlabs-key'})"
+    )
     plugins: dict[str, dict[str, str]] = Field(
         default_factory=dict, description="Extra providers per kind: {'tts': {'name': 'module:Class'}}"
     )

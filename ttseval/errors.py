@@ -8,6 +8,8 @@
     +-- ProviderError                 a provider failed on one request
         +-- TransientProviderError    worth retrying: timeouts, 429, 5xx, a worker that went away
         +-- PermanentProviderError    not worth retrying: bad input, refused language, empty output
+        +-- DeferredProviderError     not now, but a later run may succeed: a missing input file, an exhausted
+                                      quota, a rejected key; not retried within the run, retried by the next
     +-- RetriesExhausted              a transient error outlived the retry budget (ttseval.retry); wraps it
 
 Only PermanentProviderError (and a stage's own `unsupported` / `skipped` rows) makes a failed row final. Every
@@ -63,11 +65,22 @@ class ProviderError(TTSEvalError):
 
 
 class TransientProviderError(ProviderError):
-    """A failure worth retrying (timeouts, rate limits, server errors)."""
+    """A failure worth retrying (timeouts, rate limits, server errors); `retry_after_s` is the wait the server
+    asked for (HTTP Retry-After), when it did."""
+
+    def __init__(self, message: str, *, spec: str | None = None, key: str | None = None,
+                 retry_after_s: float | None = None) -> None:
+        super().__init__(message, spec=spec, key=key)
+        self.retry_after_s = retry_after_s
 
 
 class PermanentProviderError(ProviderError):
     """A failure that retrying will not fix (bad input, unsupported language, empty output)."""
+
+
+class DeferredProviderError(ProviderError):
+    """A failure no retry within this run can fix, which a later run may not meet: a clip file not there yet,
+    a vendor quota used up, a key that was refused. The row is failed and retryable (the next run asks again)."""
 
 
 class RetriesExhausted(TTSEvalError):

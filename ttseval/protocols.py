@@ -92,6 +92,12 @@ class TTSProvider(Protocol):
 
     Class attributes: `name` (registry name), `accepts_instruction` (whether `instruction` changes the output),
     and the rest of ProviderMetadata (`version` is recorded per row).
+
+    Optional class attributes, read by the synthesis stage when present:
+      keyed_by_item   True when clips are looked up by item id (audio made elsewhere), not made from the text:
+                      the stage calls `synthesize(..., item_id=...)` and never reuses another item's clip.
+      usd_per_char    (or a `cost_usd(text, instruction)` method) what one call costs: the stage records
+                      `billable_chars` and `cost_usd` per row, plans `--dry-run` and `--budget-usd` with it.
     """
 
     name: ClassVar[str]

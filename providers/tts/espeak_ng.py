@@ -185,6 +185,10 @@ class EspeakNGTTS:
             )
         return _read_espeak_wav(result.stdout, spec=self.spec)
 
+    def voices(self) -> list[dict[str, Any]]:
+        """Every installed espeak-ng voice (`espeak-ng --voices`)."""
+        return [{"id": v.name, "name": v.name, "language": v.languages[0][0]} for v in espeak_voices()]
+
     def metadata(self) -> dict[str, Any]:
         return {
             "engine": "espeak-ng",

@@ -1,0 +1,173 @@
+"""What a run would call and spend, before it calls anything: `evaluate --dry-run` and `--budget-usd`.
+
+Both read the same plan the run would execute (tasks/plan.py: only keys the store lacks) and price each key the way
+the synthesis stage will (tasks/synthesize.py: a supported language, reused audio is free, `billable_chars` at the
+provider's price or the setting `tts_prices`). So the dry run's characters are the characters the run would send,
+and the budget is applied to the plan before any task starts: the flow drops the paid keys past the budget from
+its shards, which hold across every Dask worker without a shared counter, and those keys stay missing for a later
+run. Prices per character are exact for vendors that bill characters; token-billed models are estimates (their
+price tables say so).
+
+Judge calls are estimated per judge: the pairs (or instruction clips) the store lacks, at
+`AUDIO_TOKENS_PER_S` input tokens per second of audio (Gemini's documented rate for audio input) plus the
+prompt, and `JUDGE_OUTPUT_TOKENS` output tokens, at the judge's own prices (`input_usd_per_mtok`,
+`output_usd_per_mtok`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from tasks.common import get_provider
+from tasks.plan import Plan
+from tasks.synthesize import cacheable, call_cost, instruction_for, request_key, synthesis_cache
+from ttseval.config import Settings
+from ttseval.store import ArtifactStore
+
+WORDS_PER_MINUTE = 133.0
+"""Speaking rate for expected audio length: EmergentTTS-Eval's overall means (33.93 words, 15.32 s)."""
+AUDIO_TOKENS_PER_S = 32
+"""Input tokens per second of audio (Gemini API documentation); an estimate for other audio LLMs."""
+JUDGE_PROMPT_TOKENS = 600
+JUDGE_OUTPUT_TOKENS = 400
+
+
+def expected_audio_s(text: str) -> float:
+    return len(text.split()) / (WORDS_PER_MINUTE / 60.0)
+
+
+@dataclass
+class Estimate:
+    """What one system (or judge) would do for the keys the store lacks."""
+
+    what: str
+    kind: str  # "tts" or "judge"
+    keys: int = 0  # keys to compute
+    calls: int = 0  # provider calls (reused audio and unsupported languages make none)
+    reused: int = 0
+    chars: int = 0
+    audio_s: float = 0.0
+    usd: float = 0.0
+    priced: dict[tuple[str, str], float] = field(default_factory=dict)  # (item_id, system spec) -> usd
+
+    def row(self) -> dict[str, Any]:
+        return {"what": self.what, "kind": self.kind, "keys": self.keys, "calls": self.calls,
+                "reused": self.reused, "chars": self.chars, "audio_s": round(self.audio_s, 1),
+                "usd": round(self.usd, 4)}
+
+
+def estimate_synthesis(plan: Plan, store: ArtifactStore, settings: Settings) -> list[Estimate]:
+    """Per system of `plan` (tasks.plan.plan_synthesis): calls, characters, audio seconds and USD."""
+    cache = synthesis_cache(store)
+    by_system: dict[str, Estimate] = {}
+    from ttseval.registry import Spec
+
+    for shard in plan.shards:
+        spec = Spec.parse(shard["system"])
+        est = by_system.setdefault(spec.canonical, Estimate(spec.canonical, "tts"))
+        provider = get_provider("tts", spec.canonical, settings)
+        for item in shard["items"]:
+            est.keys += 1
+            if not provider.supports_language(item["language"]):
+                continue
+            instruction = instruction_for(spec, item) if getattr(provider, "accepts_instruction", False) else None
+            if settings.reuse_audio and cacheable(provider) and \
+                    cache.get(request_key(spec, provider, item, instruction)) is not None:
+                est.reused += 1
+                continue
+            chars, usd = call_cost(provider, item["text"], instruction, settings)
+            est.calls += 1
+            est.chars += chars
+            est.audio_s += expected_audio_s(item["text"])
+            est.usd += usd
+            est.priced[(item["item_id"], spec.canonical)] = usd
+    return list(by_system.values())
+
+
+def estimate_judges(items: pd.DataFrame, system_ids: list[str], baseline_id: str, judges: list[str],
+                    instruction_judges: list[str], store: ArtifactStore, run_id: str,
+                    settings: Settings) -> list[Estimate]:
+    """Per judge: the comparisons the store lacks once every clip exists, and their estimated price."""
+    audio_s = {r.item_id: expected_audio_s(r.text) for r in items.itertuples(index=False)}
+    out = []
+    for role, specs in (("pairwise", judges), ("instruction", instruction_judges)):
+        table = "judgments" if role == "pairwise" else "instruction_judgments"
+        stored = store.read(run_id, table)
+        for spec in specs:
+            judge = get_provider("judge", spec, settings)
+            done = set()
+            if not stored.empty:
+                mine = stored[(stored["judge_id"] == judge.judge_id) & ~stored["retryable"].fillna(False).astype(bool)]
+                done = set(zip(mine["item_id"], mine["system_id"]))
+            if role == "pairwise":
+                wanted = [(i, s) for i in audio_s for s in system_ids if s != baseline_id]
+                clips = 2
+            else:
+                wanted = [(r.item_id, s) for r in items.itertuples(index=False) if getattr(r, "instruction", None)
+                          for s in system_ids]
+                clips = 1
+            todo = [k for k in wanted if k not in done]
+            est = Estimate(f"{spec} ({role})", "judge", keys=len(todo), calls=len(todo))
+            est.audio_s = sum(clips * audio_s[i] for i, _ in todo)
+            options = getattr(judge, "options", None)
+            in_price = float(getattr(options, "input_usd_per_mtok", 0.0) or 0.0)
+            out_price = float(getattr(options, "output_usd_per_mtok", 0.0) or 0.0)
+            if getattr(judge, "name", "") != "objective":
+                tokens_in = est.audio_s * AUDIO_TOKENS_PER_S + JUDGE_PROMPT_TOKENS * len(todo)
+                est.usd = (tokens_in * in_price + JUDGE_OUTPUT_TOKENS * len(todo) * out_price) / 1e6
+            out.append(est)
+    return out
+
+
+def within_budget(plan: Plan, estimates: list[Estimate], budget_usd: float) -> tuple[Plan, int, float]:
+    """`plan` with the paid keys past `budget_usd` dropped (in plan order; free keys always stay); returns
+    (the plan, keys left for a later run, USD the kept keys will cost)."""
+    price = {k: v for e in estimates for k, v in e.priced.items()}
+    spent, dropped = 0.0, 0
+    shards = []
+    for shard in plan.shards:
+        kept = []
+        for item in shard["items"]:
+            usd = price.get((item["item_id"], shard["system"]), 0.0)
+            if usd > 0 and spent + usd > budget_usd + 1e-12:
+                dropped += 1
+                continue
+            spent += usd
+            kept.append(item)
+        if kept:
+            shards.append(shard | {"items": kept})
+    for n, shard in enumerate(shards):
+        shard["index"], shard["of"] = n + 1, len(shards)
+    # The dropped keys are not wanted by this run (a later run computes them), so progress totals stay true.
+    return Plan(plan.stage, wanted=plan.wanted - dropped, present=plan.present, shards=shards), dropped, spent
+
+
+def dry_run_table(estimates: list[Estimate]) -> pd.DataFrame:
+    rows = [e.row() for e in estimates]
+    total = {"what": "total", "kind": "", "keys": sum(e.keys for e in estimates),
+             "calls": sum(e.calls for e in estimates), "reused": sum(e.reused for e in estimates),
+             "chars": sum(e.chars for e in estimates), "audio_s": round(sum(e.audio_s for e in estimates), 1),
+             "usd": round(sum(e.usd for e in estimates), 4)}
+    return pd.DataFrame(rows + [total])
+
+
+def dry_run(dataset: str, systems: list[str], run_id: str, baseline: str | None, judges: list[str],
+            instruction_judges: list[str], settings: Settings) -> pd.DataFrame:
+    """The estimate table of `evaluate --dry-run`: per system and judge, what the run would call for the keys
+    the store lacks. Reads the store; writes nothing and calls no provider."""
+    from corpus.items import read_items
+    from tasks.common import get_store
+    from tasks.plan import plan_synthesis
+    from ttseval.registry import Spec
+
+    store = get_store(settings.store)
+    items, _, _ = read_items(dataset, settings)
+    specs = [Spec.parse(s) for s in systems]
+    plan = plan_synthesis(store, run_id, items, specs, settings)
+    baseline_id = Spec.parse(baseline).id if baseline else specs[0].id
+    estimates = estimate_synthesis(plan, store, settings) + estimate_judges(
+        items, [s.id for s in specs], baseline_id, judges, instruction_judges, store, run_id, settings)
+    return dry_run_table(estimates)

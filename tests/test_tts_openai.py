@@ -1,0 +1,123 @@
+"""The OpenAI-compatible speech provider against a fake /v1/audio/speech that speaks OpenAI's wire format."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from providers.tts.openai_speech import OpenAISpeechTTS
+from tasks.synthesize import synthesize_rows
+from tests.fake_tts import FakeOpenAISpeech, TTSReply
+from ttseval.config import load_settings
+from ttseval.errors import DeferredProviderError, PermanentProviderError, TransientProviderError
+from ttseval.registry import TTS, Spec
+from ttseval.store import ArtifactStore
+
+KEY = "sk-test-secret-0123456789"
+
+
+@pytest.fixture(scope="module")
+def fake():
+    with FakeOpenAISpeech(api_key=KEY, voices=None) as server:
+        yield server
+
+
+@pytest.fixture
+def env(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+
+
+def build(fake, spec_tail: str = "alloy") -> tuple[Spec, OpenAISpeechTTS]:
+    spec = Spec.parse(f"openai:{spec_tail}:base_url={fake.base_url}:timeout_s=2")
+    return spec, TTS.build(spec)
+
+
+def rows_for(tmp_path, spec, provider, texts, **settings):
+    items = [{"item_id": f"i{n}", "text": t, "language": "en-US", "instruction": None, "category": "questions"}
+             for n, t in enumerate(texts)]
+    s = load_settings(store=str(tmp_path), retry_backoff_s=0.01, **settings)
+    return synthesize_rows(provider, spec, items, s, ArtifactStore(str(tmp_path)))
+
+
+def test_request_body_matches_the_documented_shape_and_each_format_decodes(fake, env) -> None:
+    for fmt, rate in (("wav", 24000), ("pcm", 24000), ("mp3", 24000)):
+        _, tts = build(fake, f"alloy:model=gpt-4o-mini-tts:response_format={fmt}")
+        before = len(fake.requests)
+        audio = tts.synthesize("Hello there, how are you?", "en-US", instruction="whisper it, slowly")
+        body = fake.requests[before].body
+        assert body == {"model": "gpt-4o-mini-tts", "voice": "alloy", "input": "Hello there, how are you?",
+                        "response_format": fmt, "speed": 1.0, "instructions": "whisper it, slowly"}
+        assert fake.requests[before].headers["authorization"] == f"Bearer {KEY}"
+        assert audio.sample_rate_hz == rate
+        assert audio.duration_s == pytest.approx(0.02 * 25, abs=0.06)  # mp3 frames pad a little
+    _, tts1 = build(fake, "nova:model=tts-1")
+    tts1.synthesize("Plain.", "en", instruction="ignored by tts-1")
+    assert "instructions" not in fake.requests[-1].body  # tts-1 refuses the field
+
+
+def test_failures_become_rows_with_the_vendors_reason(fake, env, tmp_path) -> None:
+    spec, tts = build(fake)
+    fake.script("rate limited", [TTSReply.error(429, "Rate limit reached", retry_after="0")])
+    fake.script("server down", [TTSReply.error(503, "overloaded")] * 3)
+    fake.script("quota gone", [TTSReply.error(429, "You exceeded your current quota (insufficient_quota)")])
+    fake.script("forbidden words", [TTSReply.error(400, "This request was rejected by our content policy")])
+    fake.script("nothing back", [TTSReply.empty()])
+    fake.script("cut short", [TTSReply.truncated()] * 3)
+    fake.script("not audio", [TTSReply.not_audio()] * 3)
+    fake.script("streamed", [TTSReply(stream=True)])
+    fake.script("reset mid body", [TTSReply(cut_after=100), TTSReply()])
+    texts = ["rate limited", "server down", "quota gone", "forbidden words", "nothing back", "cut short",
+             "not audio", "streamed", "reset mid body"]
+    rows = {r["item_id"]: r for r in rows_for(tmp_path, spec, tts, texts, item_retries=2)}
+    assert [rows[f"i{n}"]["status"] for n in range(9)] == ["ok", "failed", "failed", "failed", "empty", "failed",
+                                                           "failed", "ok", "ok"]
+    assert rows["i0"]["attempt"] == 2
+    assert rows["i1"]["error_type"] == "TransientProviderError" and rows["i1"]["retryable"] and \
+        "overloaded" in rows["i1"]["error_message"] and rows["i1"]["attempt"] == 3
+    assert rows["i2"]["error_type"] == "DeferredProviderError" and rows["i2"]["retryable"]
+    assert rows["i3"]["error_type"] == "PermanentProviderError" and not rows["i3"]["retryable"]
+    assert "content policy" in rows["i3"]["error_message"]
+    assert "truncated WAV" in rows["i5"]["error_message"] and "not wav audio" in rows["i6"]["error_message"]
+    assert rows["i8"]["attempt"] == 2  # the reset was retried
+    assert fake.pending() == {}
+    for row in rows.values():
+        assert KEY not in json.dumps(row, default=str)
+
+
+def test_cost_is_recorded_per_row_from_the_price_table(fake, env, tmp_path, monkeypatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY")
+    with FakeOpenAISpeech(api_key=None) as selfhosted:  # self-hosted (base_url) and keyless: free
+        spec, tts = build(selfhosted, "alloy:model=tts-1")
+        [row] = rows_for(tmp_path, spec, tts, ["Twelve chars"])
+        assert (row["billable_chars"], row["cost_usd"]) == (12, 0.0)
+        [row] = rows_for(tmp_path / "priced", spec, tts, ["Twelve chars"], tts_prices={"openai:tts-1": 15.0})
+        assert (row["billable_chars"], row["cost_usd"]) == (12, pytest.approx(12 * 15.0 / 1e6))
+    official = OpenAISpeechTTS("alloy", api_key="sk-x", model="tts-1-hd")
+    assert official.usd_per_mchar == 30.0 and official.billable_chars("Twelve chars", None) == 12
+
+
+def test_missing_key_names_the_variable_and_unknown_voice_is_refused(monkeypatch, fake) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(ValueError, match="OPENAI_API_KEY"):
+        OpenAISpeechTTS("alloy")
+    tts = OpenAISpeechTTS("alloyy", api_key="sk-x")
+    with pytest.raises(ValueError, match="did you mean 'alloy'"):
+        tts.check_voice()
+    with FakeOpenAISpeech(api_key=None, voices=["af_bella", "am_adam"]) as kokoro:
+        OpenAISpeechTTS("af_bella", base_url=kokoro.base_url).check_voice()
+        with pytest.raises(ValueError, match="no voice 'af_bela'"):
+            OpenAISpeechTTS("af_bela", base_url=kokoro.base_url).check_voice()
+
+
+def test_error_classes(fake, env) -> None:
+    _, tts = build(fake)
+    fake.script("e401", [TTSReply.error(401, "bad key")])
+    with pytest.raises(DeferredProviderError):
+        tts.synthesize("e401", "en")
+    fake.script("e404", [TTSReply.error(404, "voice not found")])
+    with pytest.raises(PermanentProviderError):
+        tts.synthesize("e404", "en")
+    fake.script("slow", [TTSReply(delay_s=3)])
+    with pytest.raises(TransientProviderError, match="no answer within"):
+        tts.synthesize("slow", "en")
