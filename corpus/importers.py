@@ -19,13 +19,16 @@ EmergentTTS-Eval (Hugging Face `bosonai/EmergentTTS-Eval`, split "train"):
     "Questions" and "Pronunciation" (not "Complex Pronunciation"; both are accepted here).
   - inference.py: language is "en" for the whole set.
   The format carries no lineage (no parent column), so parent_id is null. The `audio` column is a baseline
-  TTS output, not a reference recording, so it is ignored. Item ids are "ette-<unique_id_eval>", or
+  TTS output, not a reference recording, so it is not an item field. Item ids are "ette-<unique_id_eval>", or
   "ette-<row position>" when the file has no unique_id_eval (the same number the public code assigns).
+  - The baseline clips (baseline_audios/<row position>.wav) are the paper's baseline system, gpt-4o-mini-tts
+    with voice Alloy (EMERGENTTTS_BASELINE_*): `emergenttts_baseline_manifest` lists them for the `files`
+    TTS provider (providers/tts/files.py), so the baseline is judged without being synthesized again.
 
 InstructTTSEval (Hugging Face `CaasiHUANG/InstructTTSEval`, splits "en" and "zh", files {split}.parquet):
   - KexinHUANG19/InstructTTSEval, eval/README.md: rows are {"id", "text", "APS", "DSD", "RP"}, each task
-    field an object {"instruction", "gen_path"} in the evaluation JSONL (gen_path is a system's output and is
-    ignored here).
+    field an object {"instruction", "gen_path"} in the evaluation JSONL (gen_path is the clip a system made for
+    that instruction: `instructttseval_generated_manifest` lists those clips for the `files` TTS provider).
   - Loaders of the HF parquet (e.g. a Step-Audio-2 InstructTTSEval client that reads `{split}.parquet` and
     keeps `id`, `text`, `APS`, `DSD`, `RP`) show the task fields there as plain instruction strings; ids look
     like "en_3" / "zh_12". The reference recording is an embedded HF Audio feature ({"bytes", "path"}).
@@ -72,6 +75,14 @@ LANGUAGE_FIELDS = ("language", "lang", "split")
 _SPLIT_LANGUAGES = {"en": "en-US", "english": "en-US", "zh": "zh-CN", "cn": "zh-CN", "chinese": "zh-CN"}
 
 SUFFIXES = (".jsonl", ".ndjson", ".json", ".parquet", ".csv")
+
+# --- audio made elsewhere (the `files` TTS provider) ------------------------------------------------------------
+
+EMERGENTTTS_BASELINE_MODEL = "gpt-4o-mini-tts"  # the paper's baseline system: OpenAI gpt-4o-mini-tts ...
+EMERGENTTTS_BASELINE_VOICE = "alloy"  # ... with voice Alloy
+EMERGENTTTS_BASELINE_LABEL = f"{EMERGENTTTS_BASELINE_MODEL}-{EMERGENTTTS_BASELINE_VOICE}"
+EMERGENTTTS_BASELINE_CLIP = "{index}.wav"  # download_data.py: baseline_audios/<row position>.wav
+INSTRUCTTTSEVAL_GENERATED_LABEL = "instructttseval-gen"
 
 
 # --- reading ------------------------------------------------------------------------------------------------
@@ -359,6 +370,73 @@ def import_instructttseval(path: str | Path, *, language: str | None = None) -> 
             })
     _raise_problems(p, fmt, problems)
     return _frame(rows, p, fmt)
+
+
+# --- audio made elsewhere -----------------------------------------------------------------------------------
+
+def files_spec(label: str, manifest: str | Path) -> str:
+    """The system spec of the `files` provider reading `manifest` under the system name `label`."""
+    if not label or re.search(r"[:,\s]", label):
+        raise ValueError(f"system name {label!r} cannot be a spec label: use letters, digits, '-', '_' or '.' "
+                         "(no ':', ',' or spaces)")
+    return f"files:{label}:manifest={Path(manifest).resolve()}"
+
+
+def write_manifest(rows: list[dict[str, str]], path: str | Path) -> Path:
+    """Write a `files` manifest: JSON Lines with item_id and path, one clip per item."""
+    p = Path(path)
+    p.write_text("".join(json.dumps({"item_id": r["item_id"], "path": r["path"]}, ensure_ascii=False) + "\n"
+                         for r in rows), encoding="utf-8")
+    return p
+
+
+def emergenttts_baseline_manifest(path: str | Path, items: pd.DataFrame,
+                                  baseline_audios: str | Path) -> list[dict[str, str]]:
+    """Manifest rows (item_id, path) of the baseline clips of an imported EmergentTTS-Eval file.
+
+    `items` is `import_emergenttts(path)` (one item per row, in file order); clip i is
+    `<baseline_audios>/<i>.wav`, as the release's download script writes them. Every item is listed, a missing
+    clip too (the run records a failed, retryable row for it).
+
+    Raises:
+        DatasetError: baseline_audios is not a folder, or holds none of the clips.
+    """
+    folder = Path(baseline_audios)
+    if not folder.is_dir():
+        raise DatasetError(f"--baseline-audios {str(folder)!r} is not an existing folder; pass the baseline_audios "
+                           "folder that EmergentTTS-Eval's download_data.py writes (clips 0.wav, 1.wav, ...)",
+                           source=str(path))
+    folder = folder.resolve()
+    rows = [{"item_id": str(item_id), "path": str(folder / EMERGENTTTS_BASELINE_CLIP.format(index=index))}
+            for index, item_id in enumerate(items["item_id"])]
+    if rows and not any(Path(r["path"]).is_file() for r in rows):
+        raise DatasetError(f"--baseline-audios {str(folder)!r} holds none of the {len(rows)} clips "
+                           f"({EMERGENTTTS_BASELINE_CLIP.format(index=0)} ... "
+                           f"{EMERGENTTTS_BASELINE_CLIP.format(index=len(rows) - 1)}); pass the baseline_audios "
+                           f"folder written for this file ({path})", source=str(path))
+    return rows
+
+
+def instructttseval_generated_manifest(path: str | Path) -> list[dict[str, str]]:
+    """Manifest rows of the clips an InstructTTSEval evaluation file names (each task's `gen_path`), keyed by the
+    item ids `import_instructttseval` gives ('<id>-aps', ...); relative paths are resolved against the file's
+    folder. Empty when the file names no clips (the HF parquet)."""
+    p = Path(path)
+    base = p.resolve().parent
+    rows = []
+    for rec in _read_records(p):
+        if _blank(rec.get("id")):
+            continue
+        example_id = _id_text(rec["id"])
+        for task in TASKS:
+            value = rec.get(task)
+            gen = value.get("gen_path") if isinstance(value, dict) else None
+            if _blank(gen) or not isinstance(gen, str) or _instruction(value) is None:
+                continue
+            gen = gen.strip()
+            resolved = gen if "://" in gen or Path(gen).is_absolute() else str((base / gen).resolve())
+            rows.append({"item_id": f"{example_id}-{task.lower()}", "path": resolved})
+    return rows
 
 
 # --- dispatch -----------------------------------------------------------------------------------------------

@@ -200,3 +200,48 @@ def test_json_array_file(tmp_path):
     frame = import_emergenttts(path)
     check(frame)
     assert frame["item_id"].tolist() == ["ette-0", "ette-1"]
+
+
+# --- manifests of clips made elsewhere (the `files` TTS provider) --------------------------------------------
+
+def test_instructttseval_gen_paths_become_a_manifest_under_the_imported_item_ids(tmp_path):
+    from corpus.importers import files_spec, instructttseval_generated_manifest
+
+    rows = [{"id": "en_4", "text": "Hi.", "APS": {"instruction": "Whisper.", "gen_path": "out/4_aps.wav"},
+             "DSD": {"instruction": "A calm voice.", "gen_path": "s3://bucket/gen/4_dsd.wav"},
+             "RP": {"instruction": "A teacher.", "gen_path": ""}},
+            {"id": 5, "text": "Bye.", "language": "en",
+             "APS": {"instruction": "Shout.", "gen_path": str(tmp_path / "abs.flac")}}]
+    path = write_jsonl(tmp_path / "eval.jsonl", rows)
+    frame = import_instructttseval(path)
+    manifest = instructttseval_generated_manifest(path)
+    assert manifest == [{"item_id": "en_4-aps", "path": str((tmp_path / "out/4_aps.wav").resolve())},
+                        {"item_id": "en_4-dsd", "path": "s3://bucket/gen/4_dsd.wav"},
+                        {"item_id": "5-aps", "path": str(tmp_path / "abs.flac")}]
+    assert {m["item_id"] for m in manifest} <= set(frame["item_id"])
+    # the HF parquet's plain instruction strings name no clips
+    assert instructttseval_generated_manifest(write_jsonl(tmp_path / "en.jsonl", [
+        {"id": "en_1", "text": "Hi.", "APS": "a", "DSD": "b", "RP": "c"}])) == []
+    assert files_spec("my-model", tmp_path / "m.jsonl") == f"files:my-model:manifest={tmp_path.resolve()}/m.jsonl"
+    with pytest.raises(ValueError, match="no ':', ',' or spaces"):
+        files_spec("a,b", tmp_path / "m.jsonl")
+
+
+def test_emergenttts_baseline_manifest_lists_every_item_by_row_position(tmp_path):
+    from corpus.importers import EMERGENTTTS_BASELINE_LABEL, emergenttts_baseline_manifest
+
+    assert EMERGENTTTS_BASELINE_LABEL == "gpt-4o-mini-tts-alloy"
+    rows = [dict(r, unique_id_eval=i) for i, r in enumerate(ETTE_ROWS[:3])]
+    path = write_jsonl(tmp_path / "emergent_tts_eval_data.jsonl", rows)
+    frame = import_emergenttts(path)
+    folder = tmp_path / "baseline_audios"
+    folder.mkdir()
+    (folder / "0.wav").write_bytes(b"RIFF")
+    (folder / "2.wav").write_bytes(b"RIFF")
+    manifest = emergenttts_baseline_manifest(path, frame, folder)
+    assert manifest == [{"item_id": f"ette-{i}", "path": str(folder.resolve() / f"{i}.wav")} for i in range(3)]
+    with pytest.raises(DatasetError, match="--baseline-audios .* is not an existing folder"):
+        emergenttts_baseline_manifest(path, frame, tmp_path / "nope")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DatasetError, match=r"holds none of the 3 clips \(0.wav ... 2.wav\)"):
+        emergenttts_baseline_manifest(path, frame, tmp_path / "empty")

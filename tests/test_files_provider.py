@@ -1,0 +1,339 @@
+"""The `files` TTS provider (audio made elsewhere, as a system) on real clips written here: WAV, FLAC, MP3 and OGG
+at their own rates, the dir and manifest forms (local and on S3), the errors that defer an item, and the
+synthesis stage's rows for it. Then the two importers that write its manifests, end to end through the CLI."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import soundfile as sf
+
+from tasks.synthesize import synthesize_rows
+from ttseval.config import load_settings
+from ttseval.errors import DeferredProviderError, SpecError
+from ttseval.registry import TTS, Spec
+from ttseval.store import ArtifactStore
+
+from tests.conftest import cli_env, run_cli
+
+# (suffix, soundfile format, subtype, sample rate, tone Hz, channels)
+CLIPS = [
+    ("wav", "WAV", "PCM_16", 16000, 440.0, 1),
+    ("flac", "FLAC", "PCM_16", 44100, 660.0, 2),
+    ("mp3", "MP3", "MPEG_LAYER_III", 24000, 550.0, 1),
+    ("ogg", "OGG", "VORBIS", 48000, 880.0, 2),
+]
+
+
+def tone(rate: int, hz: float, channels: int = 1, seconds: float = 0.5) -> np.ndarray:
+    t = np.arange(int(rate * seconds)) / rate
+    x = (0.4 * np.sin(2 * np.pi * hz * t)).astype(np.float32)
+    return np.stack([x] * channels, axis=1) if channels > 1 else x
+
+
+def write_clip(path: Path, fmt: str, subtype: str, rate: int, hz: float, channels: int = 1) -> Path:
+    sf.write(path, tone(rate, hz, channels), rate, format=fmt, subtype=subtype)
+    return path
+
+
+def peak_hz(samples: np.ndarray, rate: int) -> float:
+    spectrum = np.abs(np.fft.rfft(samples))
+    return float(np.fft.rfftfreq(len(samples), 1 / rate)[int(np.argmax(spectrum))])
+
+
+@pytest.fixture
+def clips(tmp_path: Path) -> Path:
+    folder = tmp_path / "clips"
+    folder.mkdir()
+    for suffix, fmt, subtype, rate, hz, channels in CLIPS:
+        write_clip(folder / f"item-{suffix}.{suffix}", fmt, subtype, rate, hz, channels)
+    return folder
+
+
+def items(*ids: str, text: str = "The same text for every item.") -> list[dict]:
+    return [{"item_id": i, "text": text, "language": "en-US", "category": "questions", "depth": 0} for i in ids]
+
+
+def test_every_format_decodes_to_mono_at_its_own_rate(clips: Path) -> None:
+    provider = TTS.build(f"files:elsewhere:dir={clips}")
+    assert provider.keyed_by_item and provider.output_sample_rate_hz is None
+    assert provider.supports_language("ps") and provider.supports_language("zh-CN")
+    for suffix, _, _, rate, hz, _ in CLIPS:
+        audio = provider.synthesize("ignored", "en-US", instruction="ignored", item_id=f"item-{suffix}")
+        assert audio.sample_rate_hz == rate, suffix
+        assert audio.samples.ndim == 1 and audio.samples.dtype == np.float32
+        assert audio.duration_s == pytest.approx(0.5, abs=0.06), suffix  # MP3 / Vorbis may pad a frame
+        assert peak_hz(audio.samples, rate) == pytest.approx(hz, abs=3), suffix
+        assert 0.3 < float(np.max(np.abs(audio.samples))) < 0.5
+    # lossless clips come back sample for sample (16-bit quantization only)
+    wav = provider.synthesize("", "en", item_id="item-wav")
+    assert np.max(np.abs(wav.samples - tone(16000, 440.0))) < 1 / 32768 + 1e-6
+    assert provider.metadata() == {"engine": "files", "version": "1", "label": "elsewhere", "source": "dir",
+                                   "path": str(clips)}
+
+
+def test_dir_form_missing_duplicate_and_garbage_clips_are_deferred_naming_item_and_path(clips: Path) -> None:
+    write_clip(clips / "twice.wav", "WAV", "PCM_16", 8000, 300.0)
+    write_clip(clips / "twice.flac", "FLAC", "PCM_16", 8000, 300.0)
+    (clips / "broken.mp3").write_bytes(b"this is not audio at all " * 40)
+    (clips / "notes.txt").write_text("not a clip")
+    provider = TTS.build(f"files:elsewhere:dir={clips}")
+    with pytest.raises(DeferredProviderError) as missing:
+        provider.synthesize("t", "en", item_id="absent-1")
+    assert "'absent-1'" in str(missing.value) and f"{clips}/absent-1." in str(missing.value)
+    assert "missing file" in str(missing.value) and missing.value.key == "absent-1"
+    with pytest.raises(DeferredProviderError) as twice:
+        provider.synthesize("t", "en", item_id="twice")
+    assert f"{clips}/twice.flac and {clips}/twice.wav" in str(twice.value)
+    with pytest.raises(DeferredProviderError) as broken:
+        provider.synthesize("t", "en", item_id="broken")
+    assert "'broken'" in str(broken.value) and f"{clips}/broken.mp3" in str(broken.value)
+    assert "cannot be decoded" in str(broken.value)
+    with pytest.raises(DeferredProviderError):
+        provider.synthesize("t", "en", item_id="notes")  # only audio suffixes are clips
+
+
+def test_manifest_jsonl_and_csv_relative_and_absolute_paths_read_once(clips: Path, tmp_path: Path) -> None:
+    (tmp_path / "garbage.wav").write_bytes(b"\x00\x01garbage" * 100)
+    rows = [{"item_id": "q-1", "path": "clips/item-flac.flac"},  # relative to the manifest's folder
+            {"item_id": "q-2", "path": str(clips / "item-mp3.mp3")},
+            {"item_id": "q-3", "path": "clips/not-there.wav"},
+            {"item_id": "q-4", "path": "garbage.wav"}]
+    jsonl = tmp_path / "m.jsonl"
+    jsonl.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    csv = tmp_path / "m.csv"
+    pd.DataFrame(rows).to_csv(csv, index=False)
+    for manifest in (jsonl, csv):
+        provider = TTS.build(f"files:sys-a:manifest={manifest}")
+        assert provider.synthesize("t", "en", item_id="q-1").sample_rate_hz == 44100
+        assert provider.synthesize("t", "en", item_id="q-2").sample_rate_hz == 24000
+        with pytest.raises(DeferredProviderError) as missing:
+            provider.synthesize("t", "en", item_id="q-3")
+        assert f"'q-3': {clips}/not-there.wav: missing file" in str(missing.value)
+        with pytest.raises(DeferredProviderError) as absent:
+            provider.synthesize("t", "en", item_id="q-9")
+        assert "'q-9'" in str(absent.value) and str(manifest) in str(absent.value)
+        assert "not in the manifest" in str(absent.value)
+        with pytest.raises(DeferredProviderError) as garbage:
+            provider.synthesize("t", "en", item_id="q-4")
+        assert f"{tmp_path}/garbage.wav" in str(garbage.value) and "Format not recognised" in str(garbage.value)
+        assert provider.metadata()["source"] == "manifest" and provider.metadata()["path"] == str(manifest)
+    # read once per instance: a manifest rewritten after the provider was built is not read again
+    provider = TTS.build(f"files:sys-a:manifest={jsonl}")
+    jsonl.write_text(json.dumps({"item_id": "q-1", "path": "clips/item-ogg.ogg"}) + "\n")
+    assert provider.synthesize("t", "en", item_id="q-1").sample_rate_hz == 44100
+    assert TTS.build(f"files:sys-a:manifest={jsonl}").synthesize("t", "en", item_id="q-1").sample_rate_hz == 48000
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("files:x", "needs exactly one of dir=PATH"),
+    ("files:x:dir={d}:manifest={d}/m.jsonl", "got dir and manifest"),
+    ("files:dir={d}", "needs a label that names the system"),
+    ("files:x:dir={d}/nope", "is not an existing folder"),
+    ("files:x:manifest={d}/nope.jsonl", "is not an existing file"),
+    ("files:x:manifest={d}/m.txt", "is neither .jsonl nor .csv"),
+    ("files:x:manifest={d}/bad.csv", "has no column(s) path"),
+    ("files:x:manifest={d}/twice.jsonl", "item_id 'a' is listed twice"),
+    ("files:x:folder={d}", "unknown files option(s) 'folder'; valid options: dir, manifest"),
+])
+def test_bad_specs_are_refused_when_built_with_the_fix(spec: str, message: str, tmp_path: Path) -> None:
+    (tmp_path / "m.txt").write_text("")
+    (tmp_path / "bad.csv").write_text("item_id,file\na,a.wav\n")
+    (tmp_path / "twice.jsonl").write_text('{"item_id": "a", "path": "a.wav"}\n{"item_id": "a", "path": "b.wav"}\n')
+    with pytest.raises(SpecError) as e:
+        TTS.build(spec.format(d=tmp_path))
+    assert message in str(e.value)
+
+
+def test_manifest_on_s3_with_relative_and_absolute_uris(s3_bucket: str, tmp_path: Path) -> None:
+    import boto3
+
+    s3 = boto3.client("s3")
+    for key, (fmt, subtype, rate) in {"run/clips/a.flac": ("FLAC", "PCM_16", 22050),
+                                      "other/b.ogg": ("OGG", "VORBIS", 32000)}.items():
+        write_clip(tmp_path / "clip", fmt, subtype, rate, 500.0)
+        s3.put_object(Bucket=s3_bucket, Key=key, Body=(tmp_path / "clip").read_bytes())
+    manifest = [{"item_id": "a", "path": "clips/a.flac"}, {"item_id": "b", "path": f"s3://{s3_bucket}/other/b.ogg"},
+                {"item_id": "c", "path": "clips/c.wav"}]
+    s3.put_object(Bucket=s3_bucket, Key="run/m.jsonl", Body="".join(json.dumps(r) + "\n" for r in manifest))
+    provider = TTS.build(f"files:cloud:manifest=s3://{s3_bucket}/run/m.jsonl")
+    assert provider.synthesize("t", "en", item_id="a").sample_rate_hz == 22050
+    assert provider.synthesize("t", "en", item_id="b").sample_rate_hz == 32000
+    with pytest.raises(DeferredProviderError) as missing:
+        provider.synthesize("t", "en", item_id="c")
+    assert f"'c': s3://{s3_bucket}/run/clips/c.wav: missing file" in str(missing.value)
+    assert provider.metadata()["path"] == f"s3://{s3_bucket}/run/m.jsonl"
+    # a manifest that is not there: every item is deferred (the next run reads it again), naming the manifest
+    later = TTS.build(f"files:cloud:manifest=s3://{s3_bucket}/run/later.jsonl")
+    with pytest.raises(DeferredProviderError) as unread:
+        later.synthesize("t", "en", item_id="a")
+    assert f"s3://{s3_bucket}/run/later.jsonl" in str(unread.value) and "cannot be read" in str(unread.value)
+
+
+def test_synthesis_stage_gives_every_item_a_row_and_a_failed_retryable_row_for_a_missing_clip(
+        clips: Path, tmp_path: Path) -> None:
+    store = ArtifactStore(str(tmp_path / "store"))
+    settings = load_settings(store=store.uri)
+    spec = Spec.parse(f"files:elsewhere:dir={clips}")
+    provider = TTS.build(spec)
+    ids = ["item-wav", "item-missing", "item-ogg", "item-flac"]
+    for attempt in range(2):  # the second time nothing is reused from the first (clips are keyed by item id)
+        rows = synthesize_rows(provider, spec, items(*ids), settings, store)
+        assert [r["item_id"] for r in rows] == ids
+        by_id = {r["item_id"]: r for r in rows}
+        failed = by_id["item-missing"]
+        assert failed["status"] == "failed" and failed["retryable"] is True
+        assert failed["error_type"] == "DeferredProviderError" and failed["attempt"] == 1  # not retried in the run
+        assert f"{clips}/item-missing." in failed["error_message"] and "'item-missing'" in failed["error_message"]
+        ok = [by_id[i] for i in ("item-wav", "item-ogg", "item-flac")]
+        assert all(r["status"] == "ok" and r["cache_hit"] is False and r["cost_usd"] == 0.0 for r in ok)
+        assert [r["sample_rate_hz"] for r in ok] == [16000, 48000, 44100]
+        assert len({r["audio_sha256"] for r in ok}) == 3, "same text, three different clips"
+        assert json.loads(ok[0]["provider_metadata"])["label"] == "elsewhere"
+    # the stored WAV blob of a 16-bit mono WAV clip is that very file, byte for byte
+    wav = (clips / "item-wav.wav").read_bytes()
+    assert by_id["item-wav"]["audio_sha256"] == hashlib.sha256(wav).hexdigest()
+
+
+# --- importers, end to end through the CLI -------------------------------------------------------------------------
+
+ETTE_ROWS = [
+    {"category": "Questions", "text_to_synthesize": "Did you really see it there?", "evolution_depth": 0,
+     "language": "en"},
+    {"category": "Questions", "text_to_synthesize": "Is it going to rain again tomorrow?", "evolution_depth": 1,
+     "language": "en"},
+    {"category": "Emotions", "text_to_synthesize": "I cannot believe you finally came back home!",
+     "evolution_depth": 0, "language": "en"},
+]
+
+
+def test_import_errors_exit_2_naming_the_field(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from ttseval.cli import main
+
+    data = tmp_path / "emergent_tts_eval_data.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in ETTE_ROWS))
+    (tmp_path / "empty").mkdir()
+    base = ["import-dataset", "--format", "emergenttts", str(data), "--out", str(tmp_path / "items.jsonl")]
+    for extra, message in [
+        (["--baseline-audios", str(tmp_path / "nope")], f"--baseline-audios {str(tmp_path / 'nope')!r} is not an "
+                                                       "existing folder; pass the baseline_audios folder"),
+        (["--baseline-audios", str(tmp_path / "empty")], "holds none of the 3 clips (0.wav ... 2.wav)"),
+        (["--system-name", "x"], "--system-name names the clips of an InstructTTSEval file"),
+    ]:
+        assert main(base + extra) == 2
+        assert message in capsys.readouterr().err
+    assert not (tmp_path / "items.jsonl").exists()
+    instruct = tmp_path / "eval.jsonl"
+    instruct.write_text(json.dumps({"id": "en_1", "text": "Hi.", "APS": {"instruction": "Whisper."}}) + "\n")
+    out = ["import-dataset", "--format", "instructttseval", str(instruct), "--out", str(tmp_path / "i.jsonl")]
+    assert main(out + ["--system-name", "my:sys"]) == 2
+    assert "--system-name: system name 'my:sys'" in capsys.readouterr().err
+    assert main(out + ["--system-name", "my-sys"]) == 2  # no gen_path in the file: nothing to name
+    assert "has no gen_path fields" in capsys.readouterr().err
+    assert main(out) == 0 and "system:" not in capsys.readouterr().out
+    assert not (tmp_path / "i.generated.jsonl").exists()
+
+
+def test_emergenttts_baseline_clips_judged_without_synthesis(prefect_api: str, tmp_path: Path) -> None:
+    """Import a tiny EmergentTTS-Eval release with its baseline_audios, then evaluate espeak-ng against it."""
+    import subprocess
+
+    data = tmp_path / "emergent_tts_eval_data.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in ETTE_ROWS))
+    folder = tmp_path / "baseline_audios"
+    folder.mkdir()
+    for index, row in enumerate(ETTE_ROWS):  # as download_data.py saves them: <row position>.wav
+        subprocess.run(["espeak-ng", "-v", "en-gb", "-s", "150", "-w", str(folder / f"{index}.wav"),
+                        row["text_to_synthesize"]], check=True)
+    env = cli_env(prefect_api)
+    items_path = tmp_path / "items.jsonl"
+    imported = run_cli(["import-dataset", "--format", "emergenttts", str(data), "--out", str(items_path),
+                        "--baseline-audios", str(folder)], env, cwd=tmp_path, timeout_s=120)
+    assert imported.returncode == 0, imported.stderr
+    manifest = tmp_path / "items.baseline.jsonl"
+    spec = f"files:gpt-4o-mini-tts-alloy:manifest={manifest}"
+    assert f"system: {spec}\n" in imported.stdout
+    assert f"--systems {spec},piper:joe --baseline {spec}" in imported.stdout
+    assert [json.loads(line) for line in manifest.read_text().splitlines()] == [
+        {"item_id": f"ette-{i}", "path": str(folder / f"{i}.wav")} for i in range(3)]
+
+    result = run_cli(["evaluate", "--dataset", str(items_path), "--systems", f"{spec},espeak-ng:en-us",
+                      "--baseline", spec, "--store", str(tmp_path / "store"), "--run-id", "ette"], env, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-4000:]
+    store = ArtifactStore(str(tmp_path / "store"))
+    synthesis = store.read("ette", "synthesis")
+    baseline = synthesis[synthesis["system_spec"] == spec].set_index("item_id").sort_index()
+    assert list(baseline.index) == ["ette-0", "ette-1", "ette-2"]
+    assert baseline["status"].eq("ok").all() and not baseline["cache_hit"].any()
+    for index in range(3):  # the stored clip is the file itself: nothing was synthesized for the baseline
+        clip = (folder / f"{index}.wav").read_bytes()
+        row = baseline.loc[f"ette-{index}"]
+        assert row["audio_sha256"] == hashlib.sha256(clip).hexdigest()
+        blob = tmp_path / "store" / "blobs" / "audio" / row["audio_sha256"][:2] / f"{row['audio_sha256']}.wav"
+        assert blob.read_bytes() == clip
+    winrates = store.read("ette", "winrates")
+    overall = winrates[winrates["level"] == "overall"]
+    baseline_id = Spec.parse(spec).id
+    assert len(overall) == 1 and overall["baseline_id"].eq(baseline_id).all()
+    assert overall["system_id"].eq(Spec.parse("espeak-ng:en-us").id).all()
+    assert overall["n_judged"].iloc[0] == 3 and 0.0 <= overall["win_rate"].iloc[0] <= 1.0
+    categories = winrates[winrates["level"] == "category"].set_index("category")
+    assert categories.loc["questions", "n_judged"] == 2 and categories.loc["emotions", "n_judged"] == 1
+
+
+def test_instructttseval_generated_clips_judged_for_instructions_without_synthesis(prefect_api: str,
+                                                                                   tmp_path: Path) -> None:
+    """An InstructTTSEval evaluation file whose gen_path fields name a system's clips (one missing): imported
+    with --system-name, judged by the Gemini instruction judge (fake server), never synthesized."""
+    from tests.fake_gemini import INSTRUCTION_OK, FakeGemini, Reply
+
+    (tmp_path / "gen").mkdir()
+    write_clip(tmp_path / "gen" / "en_1_aps.wav", "WAV", "PCM_16", 24000, 220.0)
+    write_clip(tmp_path / "gen" / "en_1_dsd.flac", "FLAC", "PCM_16", 16000, 330.0)
+    records = [{"id": "en_1", "text": "No matter what, this will become public.",
+                "APS": {"instruction": "Pitch: high. Speed: fast.", "gen_path": "gen/en_1_aps.wav"},
+                "DSD": {"instruction": "A frightened young woman.", "gen_path": str(tmp_path / "gen/en_1_dsd.flac")},
+                "RP": {"instruction": "On the phone to emergency services.", "gen_path": "gen/en_1_rp.wav"}}]
+    published = tmp_path / "eval.jsonl"
+    published.write_text("".join(json.dumps(r) + "\n" for r in records))
+    env = cli_env(prefect_api)
+    items_path = tmp_path / "items.jsonl"
+    imported = run_cli(["import-dataset", "--format", "instructttseval", str(published), "--out", str(items_path),
+                        "--system-name", "my-model"], env, cwd=tmp_path, timeout_s=120)
+    assert imported.returncode == 0, imported.stderr
+    manifest = tmp_path / "items.generated.jsonl"
+    spec = f"files:my-model:manifest={manifest}"
+    assert f"system: {spec}\n" in imported.stdout and "2 of 3 generated clips" in imported.stdout
+    assert [json.loads(line) for line in manifest.read_text().splitlines()] == [
+        {"item_id": "en_1-aps", "path": str(tmp_path / "gen/en_1_aps.wav")},
+        {"item_id": "en_1-dsd", "path": str(tmp_path / "gen/en_1_dsd.flac")},
+        {"item_id": "en_1-rp", "path": str(tmp_path / "gen/en_1_rp.wav")}]
+
+    with FakeGemini() as fake:
+        fake.script("Pitch: high. Speed: fast.", [Reply.ok(INSTRUCTION_OK | {"follows": False})])
+        judge = f"gemini:gemini-2.5-pro:base_url={fake.base_url}:backoff_s=0.01:max_attempts=2"
+        result = run_cli(["evaluate", "--dataset", str(items_path), "--systems", spec, "--store",
+                          str(tmp_path / "store"), "--run-id", "i", "--judges", "", "--instruction-judges", judge],
+                         env | {"GEMINI_API_KEY": "instr-key"}, cwd=tmp_path)
+        assert result.returncode == 0, result.stderr[-4000:]
+        sent = [r.audio_parts() for r in fake.requests]
+    store = ArtifactStore(str(tmp_path / "store"))
+    synthesis = store.read("i", "synthesis").set_index("item_id").sort_index()
+    assert synthesis.loc["en_1-aps", "status"] == "ok" and synthesis.loc["en_1-aps", "sample_rate_hz"] == 24000
+    assert synthesis.loc["en_1-dsd", "status"] == "ok" and synthesis.loc["en_1-dsd", "sample_rate_hz"] == 16000
+    rp = synthesis.loc["en_1-rp"]
+    assert rp["status"] == "failed" and rp["retryable"] and str(tmp_path / "gen/en_1_rp.wav") in rp["error_message"]
+    judged = store.read("i", "instruction_judgments").set_index("item_id")
+    assert judged.loc["en_1-aps", "follows"] == False and judged.loc["en_1-dsd", "follows"] == True  # noqa: E712
+    # the missing clip's judgment waits for it (skipped, retryable): the next run judges it once the file exists
+    assert judged.loc["en_1-rp", "status"] == "skipped" and judged.loc["en_1-rp", "retryable"]
+    # the judge heard the generated clips themselves, at their own rates
+    assert len(sent) == 2 and all(len(parts) == 1 for parts in sent)
+    heard = sorted(sf.info(io.BytesIO(parts[0][1])).samplerate for parts in sent)
+    assert heard == [16000, 24000]

@@ -1,0 +1,103 @@
+"""Paid providers through the real CLI, against the wire-format fakes on loopback: every vendor, a self-hosted
+OpenAI-compatible server, audio made elsewhere and the local engines in one run; the dry run's characters equal
+what the fakes billed; a re-run calls nothing; the budget stops at the budget and a later run finishes the rest
+without paying twice; a vendor limit holds across both Dask workers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests.conftest import cli_env, run_cli
+from tests.fake_tts import FakeOpenAISpeech, encode, tone
+
+KEY = "sk-fake-openai-0123456789abcdef"
+TEXTS = ["Is the kettle on yet?", "The quick brown fox jumps over the lazy dog.", "Tell me what you saw, please."]
+
+
+def dataset(tmp: Path, n: int = len(TEXTS)) -> Path:
+    path = tmp / "items.jsonl"
+    path.write_text("".join(json.dumps({"item_id": f"p{i}", "text": t, "language": "en-US", "category": "questions",
+                                        "depth": 0}) + "\n" for i, t in enumerate(TEXTS[:n])), encoding="utf-8")
+    return path
+
+
+def dry_run_table(stdout: str) -> dict[str, tuple[int, int, float]]:
+    """system -> (calls, chars, usd), read from the dry run's printed table (what kind keys calls reused chars
+    audio_s usd)."""
+    out = {}
+    for line in stdout.splitlines():
+        fields = line.split()
+        if len(fields) == 8 and fields[1] == "tts":
+            out[fields[0]] = (int(fields[3]), int(fields[5]), float(fields[7]))
+    return out
+
+
+@pytest.fixture(scope="module")
+def openai_fake():
+    with FakeOpenAISpeech(api_key=KEY) as fake:
+        yield fake
+
+
+def test_budget_stops_at_the_budget_and_a_later_run_finishes_without_paying_twice(prefect_api, tmp_path,
+                                                                                  openai_fake) -> None:
+    system = f"openai:alloy:base_url={openai_fake.base_url}:model=tts-1"  # canonical: options sorted
+    # One dollar a character, so the budget is counted in characters: the first two items cost 21 + 44 = 65.
+    env = cli_env(prefect_api, OPENAI_API_KEY=KEY, TTSEVAL_TTS_PRICES=json.dumps({"openai:tts-1": 1e6}))
+    data = dataset(tmp_path)
+    args = ["evaluate", "--dataset", str(data), "--systems", system, "--store", str(tmp_path / "store"),
+            "--run-id", "b", "--judges", ""]
+    before = openai_fake.paid_calls
+
+    dry = run_cli([*args, "--dry-run"], env, cwd=tmp_path)
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    assert openai_fake.paid_calls == before  # a dry run calls nothing
+    chars = sum(map(len, TEXTS))
+    assert dry_run_table(dry.stdout) == {system: (3, chars, float(chars))}  # USD = characters at $1 each
+
+    first = run_cli([*args, "--budget-usd", "70"], env, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert openai_fake.paid_calls - before == 2 and "1 key(s) past the budget" in first.stderr
+    synthesis = pd.read_parquet(tmp_path / "store" / "runs" / "b" / "synthesis")
+    assert sorted(synthesis["item_id"]) == ["p0", "p1"]
+    assert synthesis["cost_usd"].sum() == pytest.approx(len(TEXTS[0]) + len(TEXTS[1]))
+    assert (synthesis["billable_chars"].tolist(), synthesis["status"].unique().tolist()) == \
+        ([len(TEXTS[0]), len(TEXTS[1])] if synthesis["item_id"].iloc[0] == "p0" else
+         [len(TEXTS[1]), len(TEXTS[0])], ["ok"])
+
+    second = run_cli(args, env, cwd=tmp_path)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert openai_fake.paid_calls - before == 3
+    paid = openai_fake.paid_keys[-3:]
+    assert sorted(paid) == sorted(TEXTS)  # each text paid once
+    synthesis = pd.read_parquet(tmp_path / "store" / "runs" / "b" / "synthesis")
+    assert sorted(synthesis["item_id"]) == ["p0", "p1", "p2"]
+
+
+def test_a_vendor_limit_holds_across_both_workers(prefect_api, tmp_path) -> None:
+    with FakeOpenAISpeech(api_key=KEY, delay_s=0.4) as slow:
+        system = f"openai:nova:model=tts-1:base_url={slow.base_url}"
+        env = cli_env(prefect_api, OPENAI_API_KEY=KEY,
+                      TTSEVAL_VENDOR_LIMITS=json.dumps({"openai": {"concurrency": 1}}))
+        result = run_cli(["evaluate", "--dataset", str(dataset(tmp_path)), "--systems", system, "--store",
+                          str(tmp_path / "store"), "--run-id", "l", "--judges", "", "--shard-size", "1",
+                          "--workers", "2"], env, cwd=tmp_path)
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert slow.paid_calls == 3 and slow.max_in_flight == 1
+        assert "ttseval-tts-openai" in result.stderr
+
+
+def test_a_missing_key_or_an_unknown_voice_is_exit_2_before_any_work(prefect_api, tmp_path, openai_fake) -> None:
+    data = dataset(tmp_path)
+    store = tmp_path / "store"
+    env = cli_env(prefect_api)  # no OPENAI_API_KEY
+    result = run_cli(["evaluate", "--dataset", str(data), "--systems", "openai:alloy", "--store", str(store)],
+                     env, cwd=tmp_path)
+    assert result.returncode == 2 and "OPENAI_API_KEY" in result.stderr and not store.exists()
+    result = run_cli(["evaluate", "--dataset", str(data), "--systems", "openai:alloyy", "--store", str(store)],
+                     cli_env(prefect_api, OPENAI_API_KEY=KEY), cwd=tmp_path)
+    assert result.returncode == 2 and "did you mean 'alloy'" in result.stderr and not store.exists()
+    assert KEY not in result.stderr + result.stdout
