@@ -121,3 +121,11 @@ def test_error_classes(fake, env) -> None:
     fake.script("slow", [TTSReply(delay_s=3)])
     with pytest.raises(TransientProviderError, match="no answer within"):
         tts.synthesize("slow", "en")
+
+
+def test_a_key_in_a_spec_is_refused_without_repeating_it() -> None:
+    from ttseval.errors import SpecError
+
+    with pytest.raises(SpecError) as raised:
+        TTS.build("openai:alloy:api_key=sk-leaked-123")
+    assert "environment variable" in str(raised.value) and "sk-leaked-123" not in str(raised.value)
