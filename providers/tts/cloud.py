@@ -40,6 +40,7 @@ from ttseval.audio import Audio
 from ttseval.errors import DeferredProviderError, PermanentProviderError, ProviderError, TransientProviderError
 from ttseval.protocols import ANY_LANGUAGE, Languages
 
+_POLICY_WORDS = ("content policy", "content_policy", "terms of service", "moderation", "safety system")
 _QUOTA_WORDS = ("quota", "insufficient_quota", "credits", "character limit", "billing", "payment")
 
 
@@ -291,6 +292,8 @@ class CloudTTS:
     def http_error(self, status: int, message: str, headers: Any) -> ProviderError:
         """The provider error for an HTTP error answer (see the module docstring's table)."""
         text = self.scrub(f"{self.name} HTTP {status}: {message}")
+        if 400 <= status < 500 and any(w in message.lower() for w in _POLICY_WORDS):
+            return PermanentProviderError(text)  # a refusal of the content, whatever the status: final
         quota = status == 402 or any(w in message.lower() for w in _QUOTA_WORDS)
         if quota and status in (400, 401, 402, 403, 429):
             return DeferredProviderError(f"{text} (quota or credits used up: the next run asks again)")
