@@ -101,3 +101,58 @@ def test_a_missing_key_or_an_unknown_voice_is_exit_2_before_any_work(prefect_api
                      cli_env(prefect_api, OPENAI_API_KEY=KEY), cwd=tmp_path)
     assert result.returncode == 2 and "did you mean 'alloy'" in result.stderr and not store.exists()
     assert KEY not in result.stderr + result.stdout
+
+
+def test_every_kind_of_system_in_one_run_and_a_rerun_calls_nothing(prefect_api, tmp_path) -> None:
+    import contextlib
+
+    from tests.fake_cartesia import FakeCartesia
+    from tests.fake_deepgram import FakeDeepgram
+    from tests.fake_elevenlabs import FakeElevenLabs
+    from tests.test_tts_vendors_a import VENDORS as VENDORS_A
+
+    clips = tmp_path / "clips"
+    clips.mkdir()
+    for i in range(2):  # audio made elsewhere, at a rate of its own
+        (clips / f"p{i}.flac").write_bytes(encode(tone(0.8, 44100, 330.0), 44100, "flac"))
+    data = dataset(tmp_path, 2)
+    with contextlib.ExitStack() as stack:
+        paid = {  # spec -> its fake; every vendor checks its own key
+            "openai:alloy:base_url={}:model=gpt-4o-mini-tts": stack.enter_context(FakeOpenAISpeech(api_key=KEY)),
+            "openai:af_bella:base_url={}:model=kokoro": stack.enter_context(FakeOpenAISpeech(api_key=None)),
+            f"elevenlabs:{VENDORS_A['elevenlabs'].voice}:base_url={{}}": stack.enter_context(FakeElevenLabs(api_key=KEY)),
+            f"deepgram:{VENDORS_A['deepgram'].voice}:base_url={{}}": stack.enter_context(FakeDeepgram(api_key=KEY)),
+            f"cartesia:{VENDORS_A['cartesia'].voice}:base_url={{}}": stack.enter_context(FakeCartesia(api_key=KEY)),
+        }
+        keys = {v.env: KEY for v in VENDORS_A.values()} | {"OPENAI_API_KEY": KEY}
+        specs = {template.format(fake.base_url): fake for template, fake in paid.items()}
+        systems = [*specs, f"files:made-elsewhere:dir={clips}", "espeak-ng:en-us", "flite:slt"]
+        env = cli_env(prefect_api, **keys)
+        args = ["evaluate", "--dataset", str(data), "--systems", ",".join(systems), "--store",
+                str(tmp_path / "store"), "--run-id", "all", "--judges", "objective"]
+
+        dry = run_cli([*args, "--dry-run"], env, cwd=tmp_path)
+        assert dry.returncode == 0, dry.stderr[-3000:]
+        estimate = dry_run_table(dry.stdout)
+        assert sum(f.paid_calls for f in specs.values()) == 0
+
+        result = run_cli(args, env, cwd=tmp_path)
+        assert result.returncode == 0, result.stderr[-4000:]
+        synthesis = pd.read_parquet(tmp_path / "store" / "runs" / "all" / "synthesis")
+        assert len(synthesis) == 2 * len(systems) and synthesis["status"].eq("ok").all(), \
+            synthesis[["system_spec", "status", "error_message"]].to_string()
+        rates = synthesis.groupby("system_spec")["sample_rate_hz"].first()
+        assert rates[f"files:made-elsewhere:dir={clips}"] == 44100 and rates["espeak-ng:en-us"] == 22050
+        for spec, fake in specs.items():
+            canonical = next(s for s in synthesis["system_spec"].unique() if s.split(":")[0] == spec.split(":")[0]
+                             and s.split(":")[1] == spec.split(":")[1])
+            assert fake.paid_calls == 2, spec
+            assert estimate[canonical][1] == fake.billable_chars == len(TEXTS[0]) + len(TEXTS[1]), spec
+        judgments = pd.read_parquet(tmp_path / "store" / "runs" / "all" / "judgments")
+        assert len(judgments) == 2 * (len(systems) - 1)
+        assert KEY not in (tmp_path / "store" / "runs" / "all" / "report.md").read_text() + result.stdout + \
+            result.stderr + synthesis.to_json()
+
+        again = run_cli(args, env, cwd=tmp_path)
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert [f.paid_calls for f in specs.values()] == [2] * len(specs)  # nothing paid twice
