@@ -129,3 +129,19 @@ def test_a_key_in_a_spec_is_refused_without_repeating_it() -> None:
     with pytest.raises(SpecError) as raised:
         TTS.build("openai:alloy:api_key=sk-leaked-123")
     assert "environment variable" in str(raised.value) and "sk-leaked-123" not in str(raised.value)
+
+
+def test_strong_prompting_and_item_instructions_reach_the_instructions_field(fake, env, tmp_path) -> None:
+    from ttseval.categories import CATEGORIES
+
+    spec = Spec.parse(f"openai:coral:base_url={fake.base_url}:model=gpt-4o-mini-tts:prompt=category")
+    tts = TTS.build(spec)
+    before = len(fake.requests)
+    items = [{"item_id": "q", "text": "You did lock it, didn't you?", "language": "en", "category": "questions",
+              "instruction": None},
+             {"item_id": "s", "text": "Fine.", "language": "en", "category": "questions",
+              "instruction": "Speak like a tired pirate."}]
+    rows = synthesize_rows(tts, spec, items, load_settings(store=str(tmp_path)), ArtifactStore(str(tmp_path)))
+    assert [r["status"] for r in rows] == ["ok", "ok"]
+    sent = [r.body.get("instructions") for r in fake.requests[before:]]
+    assert sent == [CATEGORIES["questions"], "Speak like a tired pirate."]
