@@ -30,9 +30,9 @@ def dry_run_table(stdout: str) -> dict[str, tuple[int, int, float]]:
     audio_s usd)."""
     out = {}
     for line in stdout.splitlines():
-        fields = line.split()
+        fields = line.rsplit(maxsplit=7)  # a spec may hold spaces ('hume:Ava Song'); the 7 columns after it do not
         if len(fields) == 8 and fields[1] == "tts":
-            out[fields[0]] = (int(fields[3]), int(fields[5]), float(fields[7]))
+            out[fields[0].strip()] = (int(fields[3]), int(fields[5]), float(fields[7]))
     return out
 
 
@@ -106,9 +106,12 @@ def test_a_missing_key_or_an_unknown_voice_is_exit_2_before_any_work(prefect_api
 def test_every_kind_of_system_in_one_run_and_a_rerun_calls_nothing(prefect_api, tmp_path) -> None:
     import contextlib
 
+    from tests.fake_azure import FakeAzureSpeech
     from tests.fake_cartesia import FakeCartesia
     from tests.fake_deepgram import FakeDeepgram
     from tests.fake_elevenlabs import FakeElevenLabs
+    from tests.fake_gemini_tts import FakeGeminiTTS
+    from tests.fake_hume import FakeHume
     from tests.test_tts_vendors_a import VENDORS as VENDORS_A
 
     clips = tmp_path / "clips"
@@ -123,8 +126,12 @@ def test_every_kind_of_system_in_one_run_and_a_rerun_calls_nothing(prefect_api, 
             f"elevenlabs:{VENDORS_A['elevenlabs'].voice}:base_url={{}}": stack.enter_context(FakeElevenLabs(api_key=KEY)),
             f"deepgram:{VENDORS_A['deepgram'].voice}:base_url={{}}": stack.enter_context(FakeDeepgram(api_key=KEY)),
             f"cartesia:{VENDORS_A['cartesia'].voice}:base_url={{}}": stack.enter_context(FakeCartesia(api_key=KEY)),
+            "azure:en-US-JennyNeural:base_url={}": stack.enter_context(FakeAzureSpeech(api_key=KEY)),
+            "hume:Ava Song:base_url={}": stack.enter_context(FakeHume(api_key=KEY)),
+            "gemini:Kore:base_url={}": stack.enter_context(FakeGeminiTTS(api_key=KEY)),
         }
-        keys = {v.env: KEY for v in VENDORS_A.values()} | {"OPENAI_API_KEY": KEY}
+        keys = {v.env: KEY for v in VENDORS_A.values()} | {"OPENAI_API_KEY": KEY, "AZURE_SPEECH_KEY": KEY,
+                                                           "HUME_API_KEY": KEY, "GEMINI_API_KEY": KEY}
         specs = {template.format(fake.base_url): fake for template, fake in paid.items()}
         systems = [*specs, f"files:made-elsewhere:dir={clips}", "espeak-ng:en-us", "flite:slt"]
         env = cli_env(prefect_api, **keys)
