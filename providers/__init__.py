@@ -86,6 +86,17 @@ class EngineVersion:
         return self._value
 
 
+def endpoint_without_credentials(value: str | None) -> str | None:
+    """A `base_url` option, refused when it holds credentials (user:password@): the URL is part of the spec, which
+    is written to tables, manifests and logs, and a secret never is."""
+    from urllib.parse import urlsplit
+
+    if value and (urlsplit(value).username or urlsplit(value).password):
+        raise ValueError("base_url must not hold credentials (user:password@); pass the key through the "
+                         "provider's API-key environment variable")
+    return value
+
+
 def json_safe(value: Any) -> Any:
     """Convert paths and other objects in option dumps to JSON-safe values."""
     if isinstance(value, dict):

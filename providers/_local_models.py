@@ -127,3 +127,36 @@ def whisper_model_source(name: str) -> str:
     if name == "base":
         return ",".join(f"{dist}=={package_version(dist)}" for _, dist in _WHISPER_BASE_PACKAGES)
     return "local"
+
+
+def resolve_local_model(source: str, *, who: str) -> Path:
+    """A local transformers model directory, or the cached snapshot of a hub id; never a download.
+
+    Args:
+        source: a directory written by save_pretrained, or a hub id already in the local Hugging Face cache.
+        who: the provider's name, for messages ('transformers', 'transformers-tts', 'transformers-judge').
+
+    Raises:
+        ValueError: `source` is a file, a directory without config.json, or neither a directory nor cached.
+    """
+    path = Path(source).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise ValueError(f"{who} model directory {str(path)!r} has no config.json")
+        return path
+    if path.exists():
+        raise ValueError(f"{who} model {source!r} is a file; expected a directory written by save_pretrained")
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError as e:
+        raise ImportError(f"{who} needs huggingface_hub: pip install transformers") from e
+    try:
+        cached = try_to_load_from_cache(source, "config.json")
+    except ValueError:  # not a valid repo id either
+        cached = None
+    if isinstance(cached, str):  # a path; None or a "cached non-existence" marker otherwise
+        return Path(cached).parent
+    raise ValueError(
+        f"{who} model {source!r} is neither a local directory nor in the local Hugging Face cache; "
+        "downloads are disabled: save the model with save_pretrained and pass its directory"
+    )

@@ -106,8 +106,9 @@ class NoIdJudge:
 
 
 def test_unknown_name_suggests_and_lists() -> None:
-    with pytest.raises(SpecError, match=r"unknown tts provider 'pipr'; did you mean 'piper'\? available: espeak-ng, "
-                                        r"flite, piper"):
+    with pytest.raises(SpecError, match=r"unknown tts provider 'pipr'; did you mean 'piper'\? available: azure, "
+                                        r"cartesia, deepgram, elevenlabs, espeak-ng, files, flite, gemini, hume, "
+                                        r"openai, piper, transformers-tts"):
         TTS.resolve("pipr")
 
 
@@ -202,6 +203,15 @@ def test_declared_metadata_values() -> None:
         ("tts", "espeak-ng"): (False, False, None, 22050, ("espeak-ng",), ()),
         ("tts", "flite"): (False, False, None, None, ("flite",), ()),
         ("tts", "piper"): (False, False, "engines", None, (), ("piper", "onnxruntime")),
+        ("tts", "files"): (False, False, None, None, (), ()),
+        ("tts", "transformers-tts"): (False, True, "models", None, (), ("torch", "transformers")),
+        ("tts", "openai"): (True, False, None, None, (), ("openai",)),  # gpt-4o-mini-tts reads instructions
+        ("tts", "elevenlabs"): (False, False, None, None, (), ("httpx",)),
+        ("tts", "gemini"): (True, False, None, 24000, (), ("google.genai",)),
+        ("tts", "azure"): (False, False, None, None, (), ("httpx",)),
+        ("tts", "deepgram"): (False, False, None, None, (), ("httpx",)),
+        ("tts", "hume"): (True, False, None, None, (), ("httpx",)),
+        ("tts", "cartesia"): (False, False, None, None, (), ("httpx",)),
         ("asr", "faster-whisper"): (False, True, "engines", None, (), ("faster_whisper",)),
         ("asr", "transformers"): (False, True, "models", None, (), ("torch",)),
         ("quality", "dnsmos"): (False, False, "engines", None, (), ("speechmos", "onnxruntime")),

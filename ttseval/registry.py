@@ -41,6 +41,8 @@ _OPTION = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*=")
 # Options the pipeline reads from a system spec itself. `prompt=category`: strong prompting (EmergentTTS-Eval
 # 4.1): the category's description goes to the provider as its instruction.
 PIPELINE_OPTIONS = frozenset({"prompt"})
+SECRET_OPTIONS = frozenset({"api_key", "key", "token", "secret", "password", "apikey", "access_token"})
+"""Option names refused in any spec: a spec is stored in rows and logs, so keys come from the environment."""
 
 
 @dataclass(frozen=True)
@@ -319,6 +321,11 @@ class Registry(Generic[T]):
             ConfigError: a missing program or package (see check_available), or one the provider found missing.
         """
         parsed = Spec.parse(spec) if isinstance(spec, str) else spec
+        secret = [k for k, _ in parsed.options if k.lower() in SECRET_OPTIONS]
+        if secret:  # the spec is written to rows, ids, logs and reports; a key never is
+            raise SpecError(f"{self.kind} spec for {parsed.provider!r}: option {secret[0]!r} would put a secret in "
+                            "the spec, which is stored in every row; set the provider's API-key environment variable "
+                            "(or name a Prefect Secret block in the setting secret_blocks)", spec=parsed.provider)
         self.check_available(parsed, extra)
         cls = self.resolve(parsed.provider, extra)
         options = {k: v for k, v in parsed.options if k not in PIPELINE_OPTIONS}
@@ -345,6 +352,15 @@ TTS = Registry[TTSProvider](
         "espeak-ng": "providers.tts.espeak_ng:EspeakNGTTS",
         "flite": "providers.tts.flite:FliteTTS",
         "piper": "providers.tts.piper:PiperTTS",
+        "files": "providers.tts.files:FilesTTS",
+        "transformers-tts": "providers.tts.transformers_tts:TransformersTTS",
+        "openai": "providers.tts.openai_speech:OpenAISpeechTTS",
+        "elevenlabs": "providers.tts.elevenlabs:ElevenLabsTTS",
+        "gemini": "providers.tts.gemini_tts:GeminiTTS",
+        "azure": "providers.tts.azure:AzureTTS",
+        "deepgram": "providers.tts.deepgram:DeepgramTTS",
+        "hume": "providers.tts.hume:HumeTTS",
+        "cartesia": "providers.tts.cartesia:CartesiaTTS",
     },
 )
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 from pydantic import BaseModel, Field
 
 from providers import EngineVersion, canonical_spec, package_version, parse_options
+from providers._local_models import resolve_local_model
 from providers.asr import whisper_language
 from ttseval.audio import Audio
 from ttseval.errors import PermanentProviderError
@@ -52,7 +52,7 @@ class TransformersASR:
         if not source:
             raise ValueError("transformers ASR needs a model: transformers:<local dir or hub id> or model=PATH")
         self.voice = voice or source
-        self.model_path = _resolve_local(source)
+        self.model_path = resolve_local_model(source, who="transformers")
         self._loaded: tuple[Any, Any, str] | None = None
         self._load_lock = threading.Lock()
 
@@ -158,28 +158,3 @@ class TransformersASR:
             "kind": self._loaded[2] if self._loaded else None,
             "options": self.options.model_dump(),
         }
-
-
-def _resolve_local(source: str) -> Path:
-    """A local model directory, or the cached snapshot of a hub id; ValueError naming `source` otherwise."""
-    path = Path(source).expanduser()
-    if path.is_dir():
-        if not (path / "config.json").is_file():
-            raise ValueError(f"transformers model directory {str(path)!r} has no config.json")
-        return path
-    if path.exists():
-        raise ValueError(f"transformers model {source!r} is a file; expected a directory written by save_pretrained")
-    try:
-        from huggingface_hub import try_to_load_from_cache
-    except ImportError as e:
-        raise ImportError("transformers ASR needs huggingface_hub: pip install transformers") from e
-    try:
-        cached = try_to_load_from_cache(source, "config.json")
-    except ValueError:  # not a valid repo id either
-        cached = None
-    if isinstance(cached, str):  # a path; None or a "cached non-existence" marker otherwise
-        return Path(cached).parent
-    raise ValueError(
-        f"transformers model {source!r} is neither a local directory nor in the local Hugging Face cache; "
-        "downloads are disabled: save the model with save_pretrained and pass its directory"
-    )

@@ -11,6 +11,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from providers import EngineVersion, canonical_spec, package_version, parse_options
+from providers._local_models import resolve_local_model
 from providers.judges.prompts import (
     INSTRUCTION_PROMPT_VERSION,
     PAIRWISE_PROMPT_VERSION,
@@ -251,30 +252,8 @@ class TransformersAudioJudge:
 def _resolve_local(source: str) -> Path:
     """The local directory of a Qwen2-Audio model, or the cached snapshot of a hub id; ValueError naming `source`
     otherwise."""
-    path = Path(source).expanduser()
-    if path.is_dir():
-        config = path / "config.json"
-        if not config.is_file():
-            raise ValueError(f"transformers-judge model directory {str(path)!r} has no config.json")
-    elif path.exists():
-        raise ValueError(
-            f"transformers-judge model {source!r} is a file; expected a directory written by save_pretrained"
-        )
-    else:
-        try:
-            from huggingface_hub import try_to_load_from_cache
-        except ImportError as e:
-            raise ImportError("transformers-judge needs huggingface_hub: pip install transformers") from e
-        try:
-            cached = try_to_load_from_cache(source, "config.json")
-        except ValueError:  # not a valid repo id either
-            cached = None
-        if not isinstance(cached, str):  # None or a "cached non-existence" marker
-            raise ValueError(
-                f"transformers-judge model {source!r} is neither a local directory nor in the local Hugging Face "
-                "cache; downloads are disabled: save the model with save_pretrained and pass its directory"
-            )
-        config, path = Path(cached), Path(cached).parent
+    path = resolve_local_model(source, who="transformers-judge")
+    config = path / "config.json"
     try:
         model_type = json.loads(config.read_text(encoding="utf-8")).get("model_type")
     except (OSError, ValueError, AttributeError) as e:

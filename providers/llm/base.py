@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
+from providers import endpoint_without_credentials
 from ttseval.errors import RetriesExhausted
 from ttseval.protocols import ANY_LANGUAGE, Languages, LLMRequest, LLMResult
 from ttseval.retry import RetryPolicy
@@ -57,11 +58,7 @@ class LLMOptions(BaseModel):
     @field_validator("base_url")
     @classmethod
     def _no_credentials_in_url(cls, value: str | None) -> str | None:
-        # The URL is part of the spec, which is written to tables, manifests and logs; a secret never is.
-        if value and (urlsplit(value).username or urlsplit(value).password):
-            raise ValueError("base_url must not hold credentials (user:password@); pass the key through the "
-                             "provider's API-key environment variable")
-        return value
+        return endpoint_without_credentials(value)
     timeout_s: float = Field(300.0, gt=0, description="per-request HTTP timeout")
 
 

@@ -34,7 +34,7 @@ from urllib.parse import urlsplit
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
-from providers import canonical_spec, parse_options
+from providers import canonical_spec, endpoint_without_credentials, parse_options
 from providers.llm.base import RETRYABLE_STATUS, retry_after_s
 from ttseval.audio import Audio
 from ttseval.errors import DeferredProviderError, PermanentProviderError, ProviderError, TransientProviderError
@@ -56,11 +56,8 @@ class CloudOptions(BaseModel):
     @field_validator("base_url")
     @classmethod
     def _no_credentials_in_url(cls, value: str | None) -> str | None:
-        # The URL is part of the spec, which is written to tables and logs; a secret never is.
-        if value and (urlsplit(value).username or urlsplit(value).password):
-            raise ValueError("base_url must not hold credentials (user:password@); pass the key through the "
-                             "provider's API-key environment variable")
-        return value.rstrip("/") if value else value
+        checked = endpoint_without_credentials(value)
+        return checked.rstrip("/") if checked else checked
 
 
 def vendor_message(body: bytes | str | None) -> str:

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import os
 import re
-import threading
 from typing import Any, ClassVar
 
 from pydantic import Field, SecretStr
