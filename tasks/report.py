@@ -313,9 +313,10 @@ def voice_variance_markdown(winrates: pd.DataFrame, names: dict[str, str]) -> li
     lines = ["", "## Voice variance (EmergentTTS-Eval 4.4)", "",
              "Standard deviation (ddof=1) of win-rate across the voices of one model, per judge and category: how "
              "much the choice of voice alone moves the score.", ""]
-    table = [[_judge_label(j), f"`{r['model']}`", r["category"] or "overall", str(r["n_voices"]),
-              _pct(r["win_rate_mean"]), _pct(r["win_rate_std"])]
-             for j, r in ((r["judge_id"], r) for _, r in spread.iterrows())]
+    judge_specs = dict(zip(winrates["judge_id"], winrates["judge_spec"]))
+    table = [[_judge_label(judge_specs.get(r["judge_id"], r["judge_id"])), f"`{r['model']}`", "overall" if r["level"] == "overall" else r["category"],
+              str(r["n_voices"]), _pct(r["win_rate_mean"]), _pct(r["win_rate_std"])]
+             for _, r in spread.sort_values(["judge_id", "model", "level"], ascending=[True, True, False]).iterrows()]
     lines.append(markdown_table(["judge", "model", "category", "voices", "mean win-rate %", "std %"], table))
     return lines
 

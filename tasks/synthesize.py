@@ -150,8 +150,8 @@ def _one_at_a_time(provider: Any, spec: Spec, call: _Call, settings: Settings, s
     # A provider may raise anything on one bad item: the item's row records it and the shard goes on. Only a
     # PermanentProviderError is final; anything else (a bug included) is retryable, so a fixed provider heals it.
     except Exception as e:  # noqa: BLE001
-        return call.row | error_row(e, attempt=1, stage=f"synthesis {spec.canonical}",
-                                    keys=[(call.item["item_id"], spec.id)]) | {"latency_s": time.perf_counter() - started}
+        failed = error_row(e, attempt=1, stage=f"synthesis {spec.canonical}", keys=[(call.item["item_id"], spec.id)])
+        return call.row | failed | {"latency_s": time.perf_counter() - started}
     return _finish(call, spec, provider, audio, attempt, time.perf_counter() - started, settings, store, cache)
 
 

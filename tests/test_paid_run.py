@@ -123,20 +123,23 @@ def test_every_kind_of_system_in_one_run_and_a_rerun_calls_nothing(prefect_api, 
         paid = {  # spec -> its fake; every vendor checks its own key
             "openai:alloy:base_url={}:model=gpt-4o-mini-tts": stack.enter_context(FakeOpenAISpeech(api_key=KEY)),
             "openai:af_bella:base_url={}:model=kokoro": stack.enter_context(FakeOpenAISpeech(api_key=None)),
-            f"elevenlabs:{VENDORS_A['elevenlabs'].voice}:base_url={{}}": stack.enter_context(FakeElevenLabs(api_key=KEY)),
+            f"elevenlabs:{VENDORS_A['elevenlabs'].voice}:base_url={{}}":
+                stack.enter_context(FakeElevenLabs(api_key=KEY)),
             f"deepgram:{VENDORS_A['deepgram'].voice}:base_url={{}}": stack.enter_context(FakeDeepgram(api_key=KEY)),
             f"cartesia:{VENDORS_A['cartesia'].voice}:base_url={{}}": stack.enter_context(FakeCartesia(api_key=KEY)),
             "azure:en-US-JennyNeural:base_url={}": stack.enter_context(FakeAzureSpeech(api_key=KEY)),
             "hume:Ava Song:base_url={}": stack.enter_context(FakeHume(api_key=KEY)),
             "gemini:Kore:base_url={}": stack.enter_context(FakeGeminiTTS(api_key=KEY)),
         }
+        # A second voice of gpt-4o-mini-tts on the same endpoint: two voices of one model, for voice variance.
+        paid["openai:nova:base_url={}:model=gpt-4o-mini-tts"] = paid["openai:alloy:base_url={}:model=gpt-4o-mini-tts"]
         keys = {v.env: KEY for v in VENDORS_A.values()} | {"OPENAI_API_KEY": KEY, "AZURE_SPEECH_KEY": KEY,
                                                            "HUME_API_KEY": KEY, "GEMINI_API_KEY": KEY}
         specs = {template.format(fake.base_url): fake for template, fake in paid.items()}
         systems = [*specs, f"files:made-elsewhere:dir={clips}", "espeak-ng:en-us", "flite:slt"]
         env = cli_env(prefect_api, **keys)
         args = ["evaluate", "--dataset", str(data), "--systems", ",".join(systems), "--store",
-                str(tmp_path / "store"), "--run-id", "all", "--judges", "objective"]
+                str(tmp_path / "store"), "--run-id", "all", "--judges", "objective", "--baseline", "espeak-ng:en-us"]
 
         dry = run_cli([*args, "--dry-run"], env, cwd=tmp_path)
         assert dry.returncode == 0, dry.stderr[-3000:]
@@ -150,16 +153,22 @@ def test_every_kind_of_system_in_one_run_and_a_rerun_calls_nothing(prefect_api, 
             synthesis[["system_spec", "status", "error_message"]].to_string()
         rates = synthesis.groupby("system_spec")["sample_rate_hz"].first()
         assert rates[f"files:made-elsewhere:dir={clips}"] == 44100 and rates["espeak-ng:en-us"] == 22050
-        for spec, fake in specs.items():
-            canonical = next(s for s in synthesis["system_spec"].unique() if s.split(":")[0] == spec.split(":")[0]
-                             and s.split(":")[1] == spec.split(":")[1])
-            assert fake.paid_calls == 2, spec
-            assert estimate[canonical][1] == fake.billable_chars == len(TEXTS[0]) + len(TEXTS[1]), spec
+        fakes = {id(f): f for f in specs.values()}
+        for fake in fakes.values():
+            mine = [spec for spec, f in specs.items() if f is fake]
+            estimated = sum(chars for what, (_, chars, _) in estimate.items()
+                            if any(what.split(":")[:2] == spec.split(":")[:2] for spec in mine))
+            assert fake.paid_calls == 2 * len(mine), mine
+            assert estimated == fake.billable_chars == len(mine) * (len(TEXTS[0]) + len(TEXTS[1])), mine
         judgments = pd.read_parquet(tmp_path / "store" / "runs" / "all" / "judgments")
         assert len(judgments) == 2 * (len(systems) - 1)
-        assert KEY not in (tmp_path / "store" / "runs" / "all" / "report.md").read_text() + result.stdout + \
-            result.stderr + synthesis.to_json()
+        report = (tmp_path / "store" / "runs" / "all" / "report.md").read_text()
+        assert KEY not in report + result.stdout + result.stderr + synthesis.to_json()
+        assert "## Voice variance" in report and "## Synthesis cost" in report
+        model = f"openai:base_url={paid['openai:nova:base_url={}:model=gpt-4o-mini-tts'].base_url}:model=gpt-4o-mini-tts"
+        assert f"`{model}` | overall | 2 |" in report, report[report.index("## Voice variance"):][:1500]
 
         again = run_cli(args, env, cwd=tmp_path)
         assert again.returncode == 0, again.stderr[-3000:]
-        assert [f.paid_calls for f in specs.values()] == [2] * len(specs)  # nothing paid twice
+        assert [f.paid_calls for f in fakes.values()] == \
+            [2 * sum(f is g for g in specs.values()) for f in fakes.values()]  # nothing paid twice

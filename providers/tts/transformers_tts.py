@@ -104,7 +104,7 @@ class TransformersTTS:
         if not source:
             raise ValueError("transformers-tts needs a model: transformers-tts:<local dir or hub id> or model=PATH")
         self.voice = voice or source
-        self.model_path = resolve_local_model(source, who="transformers-tts")  # ValueError naming `source` when it is neither
+        self.model_path = resolve_local_model(source, who="transformers-tts")  # ValueError naming `source`
         self.batch_size = self.options.batch_size  # read by the synthesis stage
         # config.json and tokenizer_config.json are small: read them now, so language and rate are known unloaded.
         config = _read_json(self.model_path / "config.json")
