@@ -12,7 +12,7 @@ from typing import Any, Callable, TypeVar
 
 from ttseval.config import Settings
 from ttseval.errors import (ConfigError, DeferredProviderError, PermanentProviderError, RetriesExhausted, StoreError,
-                            TransientProviderError)
+                            TransientProviderError, TruncatedAudioError)
 from ttseval.registry import REGISTRIES, Spec
 from ttseval.retry import RetryPolicy
 from ttseval.store import ArtifactStore
@@ -113,12 +113,13 @@ def error_row(exc: BaseException, *, attempt: int, stage: str, keys: list[tuple]
     if final:
         logger().info("%s; a permanent failure, recorded as final", what)
     elif isinstance(exc, (TransientProviderError, DeferredProviderError)):
-        logger().warning("%s; recorded as failed, will be retried by the next run", what)
+        recorded = "empty" if isinstance(exc, TruncatedAudioError) else "failed"
+        logger().warning("%s; recorded as %s, will be retried by the next run", what, recorded)
     else:
         logger().warning("%s; unexpected (not a documented provider error), recorded as failed, will be retried "
                          "by the next run", what)
     return {
-        "status": "failed",
+        "status": "empty" if isinstance(exc, TruncatedAudioError) else "failed",
         "error_type": type(exc).__name__,
         "error_message": str(exc)[:2000] or repr(exc),
         "retryable": not final,

@@ -70,7 +70,7 @@ def test_failures_become_rows_with_the_vendors_reason(fake, env, tmp_path) -> No
     texts = ["rate limited", "server down", "quota gone", "forbidden words", "nothing back", "cut short",
              "not audio", "streamed", "reset mid body"]
     rows = {r["item_id"]: r for r in rows_for(tmp_path, spec, tts, texts, item_retries=2)}
-    assert [rows[f"i{n}"]["status"] for n in range(9)] == ["ok", "failed", "failed", "failed", "empty", "failed",
+    assert [rows[f"i{n}"]["status"] for n in range(9)] == ["ok", "failed", "failed", "failed", "empty", "empty",
                                                            "failed", "ok", "ok"]
     assert rows["i0"]["attempt"] == 2
     assert rows["i1"]["error_type"] == "TransientProviderError" and rows["i1"]["retryable"] and \
@@ -78,6 +78,8 @@ def test_failures_become_rows_with_the_vendors_reason(fake, env, tmp_path) -> No
     assert rows["i2"]["error_type"] == "DeferredProviderError" and rows["i2"]["retryable"]
     assert rows["i3"]["error_type"] == "PermanentProviderError" and not rows["i3"]["retryable"]
     assert "content policy" in rows["i3"]["error_message"]
+    assert rows["i5"]["error_type"] == "TruncatedAudioError" and rows["i5"]["retryable"]  # asked again next run
+    assert rows["i4"]["error_type"] == "SilentAudio" and not rows["i4"]["retryable"]
     assert "truncated WAV" in rows["i5"]["error_message"] and "not wav audio" in rows["i6"]["error_message"]
     assert rows["i8"]["attempt"] == 2  # the reset was retried
     assert fake.pending() == {}

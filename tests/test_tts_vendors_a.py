@@ -201,7 +201,7 @@ def test_failures_become_rows_with_the_vendors_reason(vendor, fakes, env, tmp_pa
     texts = ["rate limited", "server down", "quota gone", "forbidden words", "nothing back", "cut short",
              "not audio", "streamed", "reset mid body", "leaky upstream"]
     rows = {r["item_id"]: r for r in rows_for(tmp_path, spec, tts, texts, item_retries=2)}
-    assert [rows[f"i{n}"]["status"] for n in range(10)] == ["ok", "failed", "failed", "failed", "empty", "failed",
+    assert [rows[f"i{n}"]["status"] for n in range(10)] == ["ok", "failed", "failed", "failed", "empty", "empty",
                                                             "failed", "ok", "ok", "failed"]
     assert rows["i0"]["attempt"] == 2  # the 429 was retried after its Retry-After
     assert rows["i1"]["error_type"] == "TransientProviderError" and rows["i1"]["retryable"] and \
@@ -209,6 +209,7 @@ def test_failures_become_rows_with_the_vendors_reason(vendor, fakes, env, tmp_pa
     assert rows["i2"]["error_type"] == "DeferredProviderError" and rows["i2"]["retryable"]
     assert v.quota_reason in rows["i2"]["error_message"]
     assert rows["i3"]["error_type"] == "PermanentProviderError" and not rows["i3"]["retryable"]
+    assert rows["i5"]["error_type"] == "TruncatedAudioError" and rows["i5"]["retryable"]
     assert v.refusal_reason in rows["i3"]["error_message"]
     assert "truncated WAV" in rows["i5"]["error_message"]
     assert re.search(r"the response is not \w+ audio", rows["i6"]["error_message"])

@@ -51,15 +51,16 @@ def failure_script(fake, quota: TTSReply, refused: TTSReply, truncated: TTSReply
 
 def check_failure_rows(fake, rows, refusal_words: str) -> None:
     rows = {r["item_id"]: r for r in rows}
-    assert [rows[f"i{n}"]["status"] for n in range(9)] == ["ok", "failed", "failed", "failed", "empty", "failed",
+    assert [rows[f"i{n}"]["status"] for n in range(9)] == ["ok", "failed", "failed", "failed", "empty", "empty",
                                                            "failed", "ok", "ok"]
     assert rows["i0"]["attempt"] == 2  # 429 with Retry-After: retried within the run
     assert rows["i1"]["error_type"] == "TransientProviderError" and rows["i1"]["retryable"] and \
         "overloaded" in rows["i1"]["error_message"] and rows["i1"]["attempt"] == 3
     assert rows["i2"]["error_type"] == "DeferredProviderError" and rows["i2"]["retryable"]
     assert rows["i3"]["error_type"] == "PermanentProviderError" and not rows["i3"]["retryable"]
+    assert rows["i5"]["error_type"] == "TruncatedAudioError" and rows["i5"]["retryable"]
     assert refusal_words in rows["i3"]["error_message"]
-    assert rows["i5"]["error_type"] == rows["i6"]["error_type"] == "TransientProviderError"
+    assert rows["i6"]["error_type"] == "TransientProviderError"
     assert rows["i8"]["attempt"] == 2  # the reset was retried
     assert rows["i7"]["billable_chars"] == len("streamed") and rows["i7"]["cost_usd"] > 0
     assert fake.pending() == {}

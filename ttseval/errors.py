@@ -7,6 +7,7 @@
     +-- StoreError                    the artifact store cannot be read or written
     +-- ProviderError                 a provider failed on one request
         +-- TransientProviderError    worth retrying: timeouts, 429, 5xx, a worker that went away
+        |   +-- TruncatedAudioError   a cut stream: retried, then an `empty` row a later run asks again
         +-- PermanentProviderError    not worth retrying: bad input, refused language, empty output
         +-- DeferredProviderError     not now, but a later run may succeed: a missing input file, an exhausted
                                       quota, a rejected key; not retried within the run, retried by the next
@@ -72,6 +73,11 @@ class TransientProviderError(ProviderError):
                  retry_after_s: float | None = None) -> None:
         super().__init__(message, spec=spec, key=key)
         self.retry_after_s = retry_after_s
+
+
+class TruncatedAudioError(TransientProviderError):
+    """Audio that stopped short of what its own header promised (a cut stream). Retried like any transient error;
+    if every attempt comes back cut, the row is `empty` (no usable clip) and retryable, so a later run asks again."""
 
 
 class PermanentProviderError(ProviderError):

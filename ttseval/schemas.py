@@ -179,7 +179,7 @@ REPORT = pa.schema(
         _f("n_items", pa.int64(), "items in the run"),
         _f("n_ok", pa.int64(), "clips synthesized"),
         _f("n_failed", pa.int64(), "items whose synthesis raised"),
-        _f("n_empty", pa.int64(), "items that came back silent"),
+        _f("n_empty", pa.int64(), "items with no usable clip: silent, or cut short on every attempt"),
         _f("n_unsupported", pa.int64(), "items in a language the system does not speak"),
         _f("n_missing", pa.int64(), "items with no synthesis row yet"),
         _f("completion_rate", pa.float64(), "n_ok / n_items (1 - F1 rate in INSV-A terms)"),

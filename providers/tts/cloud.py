@@ -12,8 +12,8 @@ How an answer becomes a row (tasks/synthesize.py):
     429/402 saying quota, 401, 403  DeferredProviderError: a failed row now, asked again by the next run
     400, 404, 422 (bad input,       PermanentProviderError with the vendor's reason: final
       content policy, unknown voice)
-    a body that is not audio, or    TransientProviderError (a proxy's error page, a cut stream)
-      a WAV cut short
+    a body that is not audio        TransientProviderError (a proxy's error page)
+    a WAV cut short of its header   TruncatedAudioError: retried, then an `empty`, retryable row
 
 Keys come from the environment variable the class names (`key_variable`) or, through the task layer, from a
 Prefect Secret block (settings `secret_blocks`); they are never part of a spec, a row, a log line or a message
@@ -37,7 +37,8 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from providers import canonical_spec, endpoint_without_credentials, parse_options
 from providers.llm.base import RETRYABLE_STATUS, retry_after_s
 from ttseval.audio import Audio
-from ttseval.errors import DeferredProviderError, PermanentProviderError, ProviderError, TransientProviderError
+from ttseval.errors import (DeferredProviderError, PermanentProviderError, ProviderError, TransientProviderError,
+                            TruncatedAudioError)
 from ttseval.protocols import ANY_LANGUAGE, Languages
 
 _POLICY_WORDS = ("content policy", "content_policy", "terms of service", "moderation", "safety system")
@@ -104,7 +105,7 @@ def decode_audio(data: bytes, fmt: str, *, sample_rate_hz: int | None = None, sp
     if data[:4] == b"RIFF" and (declared := _wav_data_bytes(data)) is not None:
         start = data.find(b"data", 12) + 8
         if declared < 0x7FFF0000 and len(data) - start < declared:  # streaming writers put a huge placeholder
-            raise TransientProviderError(f"truncated WAV: header promises {declared} bytes of audio, "
+            raise TruncatedAudioError(f"truncated WAV: header promises {declared} bytes of audio, "
                                          f"{len(data) - start} arrived", spec=spec)
     try:
         samples, rate = sf.read(io.BytesIO(data), dtype="float32", always_2d=True)

@@ -44,7 +44,8 @@ from providers import EngineVersion, package_version
 from providers.llm.gemini import KEY_VARIABLES, retry_delay_s, transient_transport_errors
 from providers.tts.cloud import CloudOptions, CloudTTS, decode_audio, vendor_message
 from ttseval.audio import Audio
-from ttseval.errors import DeferredProviderError, PermanentProviderError, ProviderError, TransientProviderError
+from ttseval.errors import (DeferredProviderError, PermanentProviderError, ProviderError, TransientProviderError,
+                            TruncatedAudioError)
 
 DEFAULT_MODEL = "gemini-2.5-flash-preview-tts"
 PREBUILT_VOICES: dict[str, str] = {
@@ -140,7 +141,12 @@ class GeminiTTS(CloudTTS):
             raise self.sdk_error(e) from e
         except (errors.UnknownApiResponseError, ValueError) as e:
             # a 200 whose body is not JSON (a proxy's page, a body cut short): google-genai 3.x raises
-            # json.JSONDecodeError, older versions UnknownApiResponseError
+            # json.JSONDecodeError, older versions UnknownApiResponseError. JSON that starts and stops short is a
+            # cut stream, whose audio is truncated.
+            doc = getattr(e, "doc", None)
+            if isinstance(doc, str) and doc.lstrip().startswith("{"):
+                raise TruncatedAudioError(f"gemini: the response stopped after {len(doc)} characters of JSON "
+                                          f"({str(e)[:120]})") from e
             raise TransientProviderError(f"gemini: a 200 response that is not JSON ({type(e).__name__}: "
                                          f"{str(e)[:200]})") from e
         except self._transient as e:
