@@ -60,6 +60,59 @@ def test_short_clip_is_tiled_like_speechmos(dnsmos: DNSMOSQuality, speech: Audio
     assert short.mos == pytest.approx(direct.mos, abs=1e-6)
 
 
+def test_batched_scores_equal_speechmos_own_call(dnsmos: DNSMOSQuality, speech: Audio) -> None:
+    """The independent computation is speechmos' `DNSMOS.__call__`, one clip at a time (one ONNX run per window,
+    librosa's power_to_db per window). Clips: 1 s (tiled), speech (~3 s), 11 s and 21 s (past speechmos' 7-window
+    quirk), 5 s of noise; 2 + 3 + 7 windows and more, across more than one ONNX call of WINDOWS_PER_CALL."""
+    from speechmos.dnsmos import DNSMOS
+
+    import providers.quality.dnsmos as module
+
+    rate = speech.sample_rate_hz
+    long = Audio(samples=np.tile(speech.samples, 8)[: 21 * rate], sample_rate_hz=rate)
+    clips = [Audio(samples=speech.samples[:rate], sample_rate_hz=rate), speech,
+             Audio(samples=np.tile(speech.samples, 4)[: 11 * rate], sample_rate_hz=rate), long, _noise(5.0)]
+    primary, p808 = dnsmos._model_paths()
+    reference = DNSMOS(str(primary), str(p808))
+    expected = [reference(np.clip(c.resampled(16000).samples, -1, 1).astype(np.float32), 16000, False) for c in clips]
+    old, module.WINDOWS_PER_CALL = module.WINDOWS_PER_CALL, 4  # several ONNX calls per batch
+    try:
+        got = dnsmos.score(clips)
+    finally:
+        module.WINDOWS_PER_CALL = old
+    for g, e in zip(got, expected):
+        for ours, theirs in (("ovrl", "ovrl_mos"), ("sig", "sig_mos"), ("bak", "bak_mos"), ("p808", "p808_mos")):
+            assert g.details[ours] == pytest.approx(float(e[theirs]), abs=1e-4), (ours, g.details, e)
+    assert len(module._windows(long.resampled(16000).samples)) == 7  # speechmos' float arithmetic, kept
+    assert [s.mos for s in dnsmos.score(clips[::-1])] == pytest.approx([s.mos for s in got][::-1], abs=1e-6)
+
+
+def test_a_worker_share_of_the_cores_caps_the_onnx_threads(monkeypatch, speech: Audio) -> None:
+    """The flows' LocalCluster gives each worker cores / workers threads (flows.runner.local_cluster_kwargs);
+    the sessions take it, and the scores do not change with it."""
+    from flows.runner import local_cluster_kwargs
+    from providers import MODEL_THREADS_VARIABLE
+    from ttseval.config import Settings
+
+    share = local_cluster_kwargs(Settings(n_workers=2))["env"][MODEL_THREADS_VARIABLE]
+    import os
+
+    assert share == str(max(1, (os.cpu_count() or 1) // 2))
+    assert local_cluster_kwargs(Settings(n_workers=64))["env"][MODEL_THREADS_VARIABLE] == "1"
+    free = DNSMOSQuality()
+    assert free._load().onnx_sess.get_session_options().intra_op_num_threads == 0  # ORT's default: all cores
+    monkeypatch.setenv(MODEL_THREADS_VARIABLE, "1")
+    capped = DNSMOSQuality()
+    options = capped._load().onnx_sess.get_session_options()
+    assert options.intra_op_num_threads == 1 and options.inter_op_num_threads == 1
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    assert capped.score([speech])[0].details == pytest.approx(free.score([speech])[0].details, abs=1e-5)
+    from providers.tts.piper import PiperTTS
+
+    piper = PiperTTS(noise_scale="0", noise_w_scale="0")
+    assert piper._load().session.get_session_options().intra_op_num_threads == 1
+
+
 def test_sessions_are_built_once(dnsmos: DNSMOSQuality, speech: Audio) -> None:
     dnsmos.score([speech])
     model = dnsmos._load()

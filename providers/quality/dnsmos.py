@@ -9,12 +9,14 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, Field
 
-from providers import EngineVersion, canonical_spec, package_version, parse_options
+from providers import EngineVersion, canonical_spec, onnx_session_options, package_version, parse_options
 from ttseval.audio import Audio
 from ttseval.errors import PermanentProviderError
 from ttseval.protocols import ANY_LANGUAGE, Languages, QualityScore
 
 SAMPLE_RATE_HZ = 16000  # DNSMOS models take 16 kHz input
+WINDOWS_PER_CALL = 4  # windows per ONNX run (measured: 95 ms/window at 1-4, 110 at 16; scores do not depend on it)
+SR_P808 = 16000  # speechmos' audio_melspec defaults: 120 mels, 320-sample frames (n_fft 321), hop 160
 
 
 class DNSMOSOptions(BaseModel):
@@ -23,13 +25,44 @@ class DNSMOSOptions(BaseModel):
     personalized: bool = Field(False, description="use the personalized DNSMOS model (penalises interfering talkers)")
 
 
+def _windows(audio: np.ndarray) -> list[np.ndarray]:
+    """The 9.01 s windows speechmos' `DNSMOS.__call__` scores, cut by its own arithmetic: a clip shorter than a
+    window is doubled until it is long enough; windows hop by 1 s; a window that comes out one sample short
+    is skipped, as speechmos skips it. (Its float arithmetic makes every window from the 8th on one sample short,
+    so clips over 16 s are scored on their first 7 windows; kept, so scores match speechmos and DNSMOS' script.)"""
+    from speechmos.dnsmos import INPUT_LENGTH, SR
+
+    length = int(INPUT_LENGTH * SR)
+    while len(audio) < length:
+        audio = np.append(audio, audio)
+    hops = int(np.floor(len(audio) / SR) - INPUT_LENGTH) + 1
+    cut = [audio[int(i * SR): int((i + INPUT_LENGTH) * SR)] for i in range(hops)]
+    return [w for w in cut if len(w) >= length]
+
+
+def _p808_features(windows: np.ndarray) -> np.ndarray:
+    """speechmos' `audio_melspec` of each window minus its last 160 samples, for a stack of windows at once:
+    librosa's mel spectrogram over the batch axis, then `power_to_db(ref=np.max, top_db=80)` taken per window
+    (librosa's own function would take the max over the whole batch), scaled by (db + 40) / 40."""
+    import librosa
+
+    mel = librosa.feature.melspectrogram(y=windows[:, :-160], sr=SR_P808, n_fft=321, hop_length=160, n_mels=120)
+    amin, top_db = 1e-10, 80.0
+    db = 10.0 * np.log10(np.maximum(amin, mel))
+    db -= 10.0 * np.log10(np.maximum(amin, mel.max(axis=(1, 2), keepdims=True)))
+    db = np.maximum(db, db.max(axis=(1, 2), keepdims=True) - top_db)
+    return ((db + 40) / 40).transpose(0, 2, 1).astype(np.float32)
+
+
 class DNSMOSQuality:
     """DNSMOS P.835 (sig, bak, ovrl) and P.808 MOS from the ONNX files inside the speechmos wheel.
 
     `mos` is the overall score (ovrl); `details` holds sig, bak, ovrl and p808, each on 1-5. speechmos' module
     function `run` keeps one global model; this provider builds its own `speechmos.dnsmos.DNSMOS` (two ONNX
-    sessions) once per instance, on first use, and calls it per clip, so features and polynomial calibration are
-    speechmos' own. Audio is resampled to 16 kHz and clipped to [-1, 1] (resampling can overshoot and speechmos
+    sessions) once per instance, on first use. Scoring follows speechmos' `DNSMOS.__call__` (its windows, mel
+    features, polynomial calibration and means) but batches: the windows of every clip in a call go through each
+    ONNX session together instead of one run per window (tests check the scores equal speechmos' own per-clip
+    call). Audio is resampled to 16 kHz and clipped to [-1, 1] (resampling can overshoot and speechmos
     refuses values outside). Clips are scored on 9.01 s windows hopped by 1 s; a shorter clip is tiled (repeated
     end to end) up to 9.01 s, as speechmos does, so a 1 s clip is scored as that second repeated.
     """
@@ -66,42 +99,60 @@ class DNSMOSQuality:
         with self._load_lock:
             if self._model is None:
                 primary, p808 = self._model_paths()
+                import onnxruntime as ort
                 from speechmos.dnsmos import DNSMOS
 
-                # DNSMOS.__init__ creates both onnxruntime sessions; __call__ only runs them.
-                self._model = DNSMOS(str(primary), str(p808))
+                # What DNSMOS.__init__ does (it sets these three attributes), with this process's session options
+                # (providers.onnx_session_options: one thread per worker on a Dask worker).
+                model = DNSMOS.__new__(DNSMOS)
+                model.primary_model_path = str(primary)
+                model.onnx_sess = ort.InferenceSession(str(primary), onnx_session_options())
+                model.p808_onnx_sess = ort.InferenceSession(str(p808), onnx_session_options())
+                self._model = model
             return self._model
 
     def score(self, batch: list[Audio]) -> list[QualityScore]:
-        """Predict MOS for each clip, in order.
+        """Predict MOS for each clip, in order: every 9.01 s window of every clip in the batch goes through each
+        ONNX model in calls of up to WINDOWS_PER_CALL windows, and a clip's scores are the means over its windows.
 
         Raises:
             PermanentProviderError: a clip has no samples (speechmos would loop forever tiling an empty array)
                 or onnxruntime fails.
         """
         model = self._load()
-        return [self._score_one(model, clip) for clip in batch]
-
-    def _score_one(self, model: Any, clip: Audio) -> QualityScore:
-        if len(clip.samples) == 0:
-            raise PermanentProviderError("dnsmos cannot score a clip with no samples", spec=self.spec)
-        samples = np.clip(clip.resampled(SAMPLE_RATE_HZ).samples, -1.0, 1.0).astype(np.float32)
+        windows: list[np.ndarray] = []
+        owner: list[int] = []
+        for i, clip in enumerate(batch):
+            if len(clip.samples) == 0:
+                raise PermanentProviderError("dnsmos cannot score a clip with no samples", spec=self.spec)
+            samples = np.clip(clip.resampled(SAMPLE_RATE_HZ).samples, -1.0, 1.0).astype(np.float32)
+            mine = _windows(samples)
+            windows += mine
+            owner += [i] * len(mine)
+        if not windows:
+            return []
         from onnxruntime.capi.onnxruntime_pybind11_state import Fail, InvalidArgument, RuntimeException
 
+        raw, p808 = [], []
         try:
-            result = model(samples, SAMPLE_RATE_HZ, self.options.personalized)
+            for start in range(0, len(windows), WINDOWS_PER_CALL):
+                chunk = np.stack(windows[start:start + WINDOWS_PER_CALL])
+                raw.append(model.onnx_sess.run(None, {"input_1": chunk})[0])
+                p808.append(model.p808_onnx_sess.run(None, {"input_1": _p808_features(chunk)})[0][:, 0])
         # onnxruntime's errors derive from Exception directly, not RuntimeError.
         except (Fail, InvalidArgument, RuntimeException) as e:
-            raise PermanentProviderError(f"dnsmos failed on a {clip.duration_s:.2f} s clip: {e}", spec=self.spec) from e
-        details = {
-            "sig": float(result["sig_mos"]),
-            "bak": float(result["bak_mos"]),
-            "ovrl": float(result["ovrl_mos"]),
-            "p808": float(result["p808_mos"]),
-        }
-        if not all(np.isfinite(v) for v in details.values()):
-            raise PermanentProviderError(f"dnsmos returned a non-finite score {details}", spec=self.spec)
-        return QualityScore(mos=details["ovrl"], details=details)
+            raise PermanentProviderError(f"dnsmos failed on a batch of {len(batch)} clips: {e}", spec=self.spec) from e
+        sig_raw, bak_raw, ovr_raw = np.concatenate(raw).astype(np.float64).T
+        sig, bak, ovr = model.get_polyfit_val(sig_raw, bak_raw, ovr_raw, self.options.personalized)
+        per_window = {"sig": sig, "bak": bak, "ovrl": ovr, "p808": np.concatenate(p808).astype(np.float64)}
+        owners = np.asarray(owner)
+        scores = []
+        for i in range(len(batch)):
+            details = {name: float(np.mean(values[owners == i])) for name, values in per_window.items()}
+            if not all(np.isfinite(v) for v in details.values()):
+                raise PermanentProviderError(f"dnsmos returned a non-finite score {details}", spec=self.spec)
+            scores.append(QualityScore(mos=details["ovrl"], details=details))
+        return scores
 
     def metadata(self) -> dict[str, Any]:
         primary, p808 = self._model_paths()
