@@ -74,6 +74,33 @@ def get_provider(kind: str, spec: str, settings: Settings) -> Any:
                      tuple(sorted(settings.secret_blocks.items())))
 
 
+def model_output_id(kind: str, spec: Spec, settings: Settings) -> str:
+    """The id that keys a model stage's rows ('asr' -> asr_id, 'quality' -> quality_id): the spec's id with the
+    provider's `output_revision` (ttseval.registry.Registry.output_id)."""
+    return REGISTRIES[kind].output_id(spec, settings.plugins.get(kind, {}))
+
+
+def reused_or_computed(store: ArtifactStore, namespace: str, keys: list[str], compute: Callable[[list[int]], list[dict]],
+                       *, reuse: bool) -> tuple[list[dict[str, Any]], list[bool]]:
+    """One JSON-able answer per key, in order, and whether each came from the store's request cache: the keys
+    answered by an earlier run (any run of this store) are read back; `compute(missing positions)` answers the
+    rest, in order, and its answers are kept for later runs. With `reuse` False nothing is read (all computed)
+    but the answers are still kept. A recogniser's transcript and a predictor's scores are cached this way,
+    keyed by what they depend on (the clip's SHA-256, the model's output id, its version, the language hint),
+    as synthesis caches audio."""
+    from ttseval.cache import RequestCache
+
+    cache = RequestCache(store, namespace)
+    answers: list[dict[str, Any] | None] = [cache.get(k) if reuse else None for k in keys]
+    missing = [i for i, a in enumerate(answers) if a is None]
+    hit = [a is not None for a in answers]
+    if missing:
+        for i, answer in zip(missing, one_per_request(compute(missing), missing, namespace)):
+            cache.put(keys[i], answer)
+            answers[i] = answer
+    return answers, hit  # type: ignore[return-value]
+
+
 @functools.lru_cache(maxsize=8)
 def get_store(uri: str) -> ArtifactStore:
     return ArtifactStore(uri)

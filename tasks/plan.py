@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 from ttseval.config import Settings
+from tasks.common import model_output_id
 from ttseval.registry import Spec
 from ttseval.store import ArtifactStore
 
@@ -50,7 +51,8 @@ def _chunks(seq: list[Any], size: int) -> list[list[Any]]:
 
 
 def plan_synthesis(store: ArtifactStore, run_id: str, items: pd.DataFrame, systems: list[Spec], settings: Settings) -> Plan:
-    done, again = _present(store.read(run_id, "synthesis"), ["item_id", "system_id"])
+    done, again = _present(store.read(run_id, "synthesis", columns=["item_id", "system_id", "retryable"]),
+                           ["item_id", "system_id"])
     plan = Plan("synthesis", wanted=len(items) * len(systems))
     records = items[["item_id", "language", "text", "instruction", "category"]].to_dict("records")
     for spec in systems:
@@ -64,7 +66,7 @@ def plan_synthesis(store: ArtifactStore, run_id: str, items: pd.DataFrame, syste
 def plan_model_stage(store: ArtifactStore, run_id: str, items: pd.DataFrame, systems: list[Spec], settings: Settings,
                      *, table: str, id_for: Any) -> Plan:
     """Clips synthesized earlier (ok) that still lack a row in `table` (transcripts or quality)."""
-    synthesis = store.read(run_id, "synthesis")
+    synthesis = store.read(run_id, "synthesis", columns=["item_id", "system_id", "status", "audio_sha256"])
     plan = Plan(table)
     if synthesis.empty:
         return plan
@@ -72,7 +74,7 @@ def plan_model_stage(store: ArtifactStore, run_id: str, items: pd.DataFrame, sys
     ok = synthesis[(synthesis["status"] == "ok") & synthesis["system_id"].isin(ids)]
     ok = ok.merge(items[["item_id", "language", "text"]], on="item_id")
     key = ["item_id", "system_id", "asr_id" if table == "transcripts" else "quality_id"]
-    done, again = _present(store.read(run_id, table), key)
+    done, again = _present(store.read(run_id, table, columns=[*key, "retryable"]), key)
     todo = []
     for r in ok.itertuples(index=False):
         k = (r.item_id, r.system_id, id_for(r.language))
@@ -86,9 +88,16 @@ def plan_model_stage(store: ArtifactStore, run_id: str, items: pd.DataFrame, sys
 
 
 def asr_id_for(settings: Settings):
-    return lambda language: Spec.parse(settings.asr_for(language)).id
+    ids: dict[str, str] = {}
+
+    def asr_id(language: str) -> str:
+        spec = settings.asr_for(language)
+        if spec not in ids:
+            ids[spec] = model_output_id("asr", Spec.parse(spec), settings)
+        return ids[spec]
+    return asr_id
 
 
 def quality_id_for(settings: Settings):
-    quality_id = Spec.parse(settings.quality).id
+    quality_id = model_output_id("quality", Spec.parse(settings.quality), settings)
     return lambda language: quality_id

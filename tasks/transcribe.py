@@ -11,10 +11,11 @@ from prefect.cache_policies import NO_CACHE
 
 from metrics.normalize import normalizer_for
 from metrics.wer import error_counts
-from tasks.common import (StageResult, commit, error_row, get_provider, get_store, is_transient_task_error, logger, now,
-                          one_per_request)
+from tasks.common import (StageResult, commit, error_row, get_provider, get_store, is_transient_task_error, logger,
+                          model_output_id, now, one_per_request, reused_or_computed)
 from ttseval.audio import Audio
 from ttseval.config import Settings
+from ttseval.ids import digest
 from ttseval.registry import Spec
 
 
@@ -49,30 +50,41 @@ def transcribe_work(settings: Settings, run_id: str, work: list[dict[str, Any]],
     replaces: set[tuple] = set()
     for asr_spec, batch in groups.items():
         spec = Spec.parse(asr_spec)
-        base = {"asr_id": spec.id, "asr_spec": spec.canonical}
-        replaces |= {(w["item_id"], w["system_id"], spec.id) for w in batch if w.get("replaces")}
-        keys = [(w["item_id"], w["system_id"], spec.id) for w in batch]
+        asr_id = model_output_id("asr", spec, settings)
+        base = {"asr_id": asr_id, "asr_spec": spec.canonical}
+        replaces |= {(w["item_id"], w["system_id"], asr_id) for w in batch if w.get("replaces")}
+        keys = [(w["item_id"], w["system_id"], asr_id) for w in batch]
         try:
             asr = get_provider("asr", asr_spec, settings)
-            audios = [Audio.from_wav_bytes(store.get_audio(w["audio_sha256"])) for w in batch]
-            transcripts = one_per_request(asr.transcribe(audios, [w["language"] for w in batch]), batch, asr_spec)
+            version = str(getattr(asr, "version", "unknown"))
+
+            def recognise(todo: list[int], batch=batch, asr=asr) -> list[dict[str, Any]]:
+                audios = [Audio.from_wav_bytes(store.get_audio(batch[i]["audio_sha256"])) for i in todo]
+                found = one_per_request(asr.transcribe(audios, [batch[i]["language"] for i in todo]), todo, asr_spec)
+                return [{"text": t.text, "detected_language": t.detected_language, "language_prob": t.language_prob}
+                        for t in found]
+
+            transcripts, hits = reused_or_computed(
+                store, "transcripts",
+                [digest({"audio": w["audio_sha256"], "asr": asr_id, "version": version, "language": w["language"]})
+                 for w in batch], recognise, reuse=settings.reuse_scores)
         # The batch fails as rows, never as a lost shard; retryable unless documented permanent (tasks.common).
         except Exception as e:  # noqa: BLE001
             failed = error_row(e, attempt=1, stage=f"transcripts {spec.canonical}", keys=keys)
             rows += [{"item_id": w["item_id"], "system_id": w["system_id"], **base, "created_at": now()} | failed
                      for w in batch]
             continue
-        for w, t, key in zip(batch, transcripts, keys):
-            row = {"item_id": w["item_id"], "system_id": w["system_id"], **base, "created_at": now()}
+        for w, t, hit, key in zip(batch, transcripts, hits, keys):
+            row = {"item_id": w["item_id"], "system_id": w["system_id"], **base, "created_at": now(), "cache_hit": hit}
             try:
-                rows.append(row | _score(w, t.text, t.detected_language, t.language_prob))
+                rows.append(row | _score(w, t["text"], t["detected_language"], t["language_prob"]))
             # Final: the item text decides it, so every later run would fail the same way (after a new ASR call).
             except EmptyReference as e:
-                rows.append(row | {"hypothesis": t.text, "status": "failed", "error_type": "EmptyReference",
+                rows.append(row | {"hypothesis": t["text"], "status": "failed", "error_type": "EmptyReference",
                                    "error_message": str(e), "retryable": False, "attempt": 1})
             # Any other scoring error (a null hypothesis, a normalizer bug) is not the data's fault: retryable.
             except Exception as e:  # noqa: BLE001
-                rows.append(row | {"hypothesis": t.text}
+                rows.append(row | {"hypothesis": t["text"]}
                             | error_row(e, attempt=1, stage=f"transcripts {spec.canonical} (scoring)", keys=[key]))
     part, statuses = commit(store, run_id, "transcripts", rows, label=label, replaces=replaces)
     return StageResult("transcripts", label, len(rows), statuses, part, time.perf_counter() - started)

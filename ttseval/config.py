@@ -48,6 +48,8 @@ class Settings(BaseSettings):
     judges: list[str] = Field(default_factory=lambda: ["objective"], description="Pairwise judge specs")
     instruction_judges: list[str] = Field(default_factory=list, description="Instruction-following judge specs")
     reuse_audio: bool = Field(True, description="Reuse audio from earlier runs for an unchanged request and engine version")
+    reuse_scores: bool = Field(True, description="Reuse transcripts and MOS from earlier runs for the same clip "
+                               "(audio SHA-256), model output id, engine version and language")
     item_retries: int = Field(2, ge=0, description="Retries of a transient provider error on one item")
     retry_backoff_s: float = Field(1.0, ge=0, description="First backoff; doubles each retry")
     task_retries: int = Field(2, ge=0, description="Prefect retries of a task that raised (worker lost, store error)")

@@ -91,8 +91,14 @@ class Spec:
     @property
     def id(self) -> str:
         """Stable id: readable name plus a hash of provider, voice and options (not the engine version)."""
+        return self.revised_id("")
+
+    def revised_id(self, revision: str) -> str:
+        """`id`, or, for a provider whose output changed without a change of spec (`output_revision`), an id that
+        also hashes that revision, so rows made before the change are not taken for rows made after it."""
         readable = "-".join(p for p in (self.provider, self.voice) if p)
-        return stable_id(readable, {"provider": self.provider, "voice": self.voice, "options": dict(self.options)})
+        params = {"provider": self.provider, "voice": self.voice, "options": dict(self.options)}
+        return stable_id(readable, params | ({"revision": revision} if revision else {}))
 
     def __str__(self) -> str:
         return self.canonical
@@ -250,6 +256,11 @@ class Registry(Generic[T]):
                 )
             merged[name] = self._checked_target(name, target)
         return merged
+
+    def output_id(self, spec: Spec, extra: dict[str, str] | None = None) -> str:
+        """The id of what `spec` computes (a recogniser's or predictor's rows are keyed by it): `spec.id`, with the
+        class's optional `output_revision` string hashed in when it declares one (see `Spec.revised_id`)."""
+        return spec.revised_id(str(getattr(self.resolve(spec.provider, extra), "output_revision", "") or ""))
 
     def resolve(self, name: str, extra: dict[str, str] | None = None) -> type[T]:
         """The provider class for `name` (imports its module, not its engine), checked against the protocol.

@@ -108,6 +108,7 @@ TRANSCRIPTS = pa.schema(
         _f("ref_chars", pa.int32(), "characters in the normalized reference"),
         _f("wer", pa.float64(), "word_errors / ref_words for this utterance"),
         _f("cer", pa.float64(), "char_errors / ref_chars for this utterance"),
+        _f("cache_hit", pa.bool_(), "transcript reused from an earlier run: same clip, asr_id, engine version, language"),
         *_STATUS,
     ]
 )
@@ -120,6 +121,7 @@ QUALITY = pa.schema(
         _f("quality_spec", pa.string(), "canonical predictor spec", nullable=False),
         _f("mos", pa.float64(), "predicted overall MOS, 1-5"),
         _f("details", pa.string(), "predictor sub-scores as JSON"),
+        _f("cache_hit", pa.bool_(), "scores reused from an earlier run: same clip, quality_id, engine version"),
         *_STATUS,
     ]
 )

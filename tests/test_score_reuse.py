@@ -1,0 +1,138 @@
+"""Transcripts and MOS are reused across runs by (clip SHA-256, model output id, engine version, language), as
+synthesis reuses audio; a recogniser whose decoding changed gets a new asr_id (its `output_revision`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from tasks.common import get_store, model_output_id
+from tasks.quality import score_work
+from tasks.transcribe import transcribe_work
+from tests.test_healing import CALLS, SPEC, run_synthesis, settings_for, synthesis
+from ttseval.audio import Audio
+from ttseval.protocols import QualityScore
+from ttseval.registry import REGISTRIES, Spec
+
+
+class CountingMOS:
+    """Scores a clip by its length (50 ms per word -> words / 2) and counts the clips it scores."""
+
+    name: ClassVar[str] = "count-mos"
+    version = "1.0"
+
+    def __init__(self, voice: str | None = None, **options: Any) -> None:
+        pass
+
+    def score(self, batch: list[Audio]) -> list[QualityScore]:
+        CALLS.append(f"mos {len(batch)}")
+        return [QualityScore(mos=1 + a.duration_s / 0.05 / 2, details={"words": a.duration_s / 0.05}) for a in batch]
+
+    def metadata(self) -> dict[str, Any]:
+        return {"engine": "count-mos"}
+
+
+ITEMS = [("p", "plain"), ("q", "plain plain"), ("r", "plain plain plain")]
+
+
+def setup(tmp_path: Path, **extra: Any):
+    settings = settings_for(tmp_path, "FixedTTS", asr={"en": "heal-asr", "*": "heal-asr"}, quality="count-mos",
+                            plugins={"asr": {"heal-asr": "tests.test_healing:EchoASR"},
+                                     "quality": {"count-mos": "tests.test_score_reuse:CountingMOS"}}, **extra)
+    run_synthesis(settings, ITEMS)
+    clips = synthesis(tmp_path)
+    work = [{"item_id": i, "system_id": SPEC.id, "audio_sha256": clips.loc[i, "audio_sha256"], "language": "en-US",
+             "text": t} for i, t in ITEMS]
+    CALLS.clear()
+    return settings, work
+
+
+def table(settings, run: str, name: str):
+    return get_store(settings.store).read(run, name).set_index("item_id").sort_index()
+
+
+def test_a_second_run_reuses_transcripts_and_scores_and_recomputes_wer_against_its_own_text(tmp_path: Path) -> None:
+    settings, work = setup(tmp_path)
+    transcribe_work(settings, "run1", work[:2])
+    score_work(settings, "run1", work[:2])
+    assert CALLS == ["asr 2", "mos 2"]
+    CALLS.clear()
+    # run 2: the same clips and one new one; 'q' is now an item whose text differs from what was said
+    work2 = [work[0], work[1] | {"text": "plain words"}, work[2]]
+    transcribe_work(settings, "run2", work2)
+    score_work(settings, "run2", work2)
+    assert CALLS == ["asr 1", "mos 1"]  # only the new clip reached the models
+    t1, t2 = table(settings, "run1", "transcripts"), table(settings, "run2", "transcripts")
+    assert t2["cache_hit"].to_dict() == {"p": True, "q": True, "r": False}
+    assert not t1["cache_hit"].any()
+    assert t2.loc["p", "hypothesis"] == t1.loc["p", "hypothesis"] == "plain"
+    # the transcript is reused; the WER is computed again against run 2's reference (1 of 2 words wrong)
+    assert (t1.loc["q", "wer"], t2.loc["q", "wer"]) == (0.0, 0.5)
+    q1, q2 = table(settings, "run1", "quality"), table(settings, "run2", "quality")
+    assert q2["cache_hit"].to_dict() == {"p": True, "q": True, "r": False}
+    assert q2["mos"].to_dict() == {"p": 1.5, "q": 2.0, "r": 2.5} and q1["mos"].to_dict() == {"p": 1.5, "q": 2.0}
+    assert q2.loc["q", "details"] == q1.loc["q", "details"] == '{"words": 2.0}'
+
+
+def test_reuse_off_recomputes_and_a_new_engine_version_misses(tmp_path: Path, monkeypatch) -> None:
+    settings, work = setup(tmp_path)
+    transcribe_work(settings, "run1", work)
+    off = settings.model_copy(update={"reuse_scores": False})
+    CALLS.clear()
+    transcribe_work(off, "run2", work)
+    assert CALLS == ["asr 3"] and not table(settings, "run2", "transcripts")["cache_hit"].any()
+    import tests.test_healing as healing
+
+    monkeypatch.setattr(healing.EchoASR, "version", "2.0", raising=False)
+    CALLS.clear()
+    transcribe_work(settings, "run3", work)
+    assert CALLS == ["asr 3"]  # version 2.0 never ran on these clips
+    CALLS.clear()
+    transcribe_work(settings, "run4", work)
+    assert CALLS == [] and table(settings, "run4", "transcripts")["cache_hit"].all()
+
+
+def test_a_changed_decoding_is_a_new_asr_id_and_the_planner_uses_it(tmp_path: Path) -> None:
+    from tasks.plan import asr_id_for, quality_id_for
+    from ttseval.config import Settings
+    from ttseval.ids import stable_id
+
+    whisper = Spec.parse("faster-whisper:tiny.en")
+    revised = REGISTRIES["asr"].output_id(whisper)
+    assert revised != whisper.id and revised.startswith("faster-whisper-tiny-en-")
+    # independent: the id is the stable_id of the spec's parameters plus the declared revision
+    assert revised == stable_id("faster-whisper-tiny.en", {
+        "provider": "faster-whisper", "voice": "tiny.en", "options": {},
+        "revision": "temperature 0, no fallback unless temperature_fallback=true"})
+    dnsmos = Spec.parse("dnsmos")
+    assert REGISTRIES["quality"].output_id(dnsmos) == dnsmos.id  # declares no revision: ids unchanged
+    settings = Settings(store=str(tmp_path))
+    assert asr_id_for(settings)("en-US") == model_output_id("asr", Spec.parse(settings.asr_for("en-US")), settings)
+    assert asr_id_for(settings)("en-US") == REGISTRIES["asr"].output_id(Spec.parse(settings.asr_for("en-US")))
+    assert quality_id_for(settings)("fr") == dnsmos.id
+
+
+def test_whisper_decodes_at_temperature_zero_unless_fallback_is_asked(monkeypatch) -> None:
+    import numpy as np
+
+    from providers.asr.faster_whisper import WHISPER_TEMPERATURES, FasterWhisperASR
+
+    seen: list[Any] = []
+    for options, expected in (({}, 0.0), ({"temperature_fallback": "true"}, WHISPER_TEMPERATURES)):
+        asr = FasterWhisperASR("tiny.en", **options)
+        model = asr._load()
+        real = model.transcribe
+
+        def spy(audio, **kw):
+            seen.append(kw["temperature"])
+            return real(audio, **kw)
+
+        monkeypatch.setattr(model, "transcribe", spy)
+        t = np.arange(16000) / 16000
+        [out] = asr.transcribe([Audio((0.1 * np.sin(2 * np.pi * 300 * t)).astype(np.float32), 16000)], ["en"])
+        assert isinstance(out.text, str) and seen[-1] == expected
+    assert Spec.parse("faster-whisper:tiny.en:temperature_fallback=true").id != Spec.parse("faster-whisper:tiny.en").id
+    with pytest.raises(ValueError, match="temperature_fallback"):
+        FasterWhisperASR("tiny.en", temperature_fallback="maybe")
