@@ -11,6 +11,7 @@ into error messages, and `EngineVersion`, the lazily read `version` class attrib
 from __future__ import annotations
 
 import importlib.metadata
+import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -106,3 +107,31 @@ def json_safe(value: Any) -> Any:
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
     return str(value)
+
+
+MODEL_THREADS_VARIABLE = "TTSEVAL_MODEL_THREADS"
+
+
+def model_threads() -> int:
+    """Intra-op threads a CPU model may use in this process; 0 = the library's default (all cores). The flows'
+    LocalCluster sets TTSEVAL_MODEL_THREADS on each worker to cores / workers, so two workers on two cores run
+    one thread each instead of four threads fighting over two cores (flows/runner.py)."""
+    try:
+        return max(0, int(os.environ.get(MODEL_THREADS_VARIABLE, "0") or 0))
+    except ValueError:
+        return 0
+
+
+def onnx_session_options() -> Any:
+    """onnxruntime SessionOptions honouring `model_threads()`: that many intra-op threads, one inter-op thread
+    and no spin-waiting when it is set (spinning threads burn the cores another worker needs); ORT's defaults
+    otherwise."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    if threads := model_threads():
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return options
+

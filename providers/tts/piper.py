@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, Field
 
-from providers import EngineVersion, canonical_spec, package_version, parse_options
+from providers import EngineVersion, canonical_spec, model_threads, onnx_session_options, package_version, parse_options
 from ttseval.audio import Audio
 from ttseval.errors import PermanentProviderError
 from ttseval.languages import base_language
@@ -84,7 +84,13 @@ class PiperTTS:
                     from piper import PiperVoice
                 except ImportError as e:
                     raise ImportError("piper provider needs the piper-tts package: pip install 'ttseval[engines]'") from e
-                self._voice_model = PiperVoice.load(self.model_path, config_path=self.config_path)
+                voice = PiperVoice.load(self.model_path, config_path=self.config_path)
+                if model_threads():  # on a Dask worker: the session again, with this worker's share of the cores
+                    import onnxruntime
+
+                    voice.session = onnxruntime.InferenceSession(str(self.model_path), sess_options=onnx_session_options(),
+                                                                 providers=["CPUExecutionProvider"])
+                self._voice_model = voice
             return self._voice_model
 
     def supports_language(self, language: str) -> bool:
