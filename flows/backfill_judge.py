@@ -70,6 +70,7 @@ def backfill_judge(run_id: str, judge: str, store: str | None = None, baseline: 
         progress.add("judgments", sum(p.to_compute for p in plans))
         progress.advance("judgments", sum(r.n_rows for r in results))
     check_stage_tables(st, run_id, ("judgments",))
+    st.compact(run_id, "judgments")
     markdown = write_full_report(st, run_id, settings, system_ids, {"run_id": run_id, "store": st.display(),
                                                                      "backfilled judge": judge_spec})
     create_markdown_artifact(markdown=markdown, key=artifact_key("report", run_id), description=f"ttseval report for {run_id}")

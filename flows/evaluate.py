@@ -118,6 +118,9 @@ def evaluate(
     log.info("computed rows: " + ", ".join(f"{k} {v}" for k, v in computed.items()))
 
     check_stage_tables(st, run_id, stages)
+    # One part per shard keeps writes independent; one part per table keeps later reads to one file each.
+    compacted = {t: st.compact(run_id, t) for t in stages}
+    log.info("parts compacted: " + ", ".join(f"{t} {a}->{b}" for t, (a, b) in compacted.items() if a != b))
 
     meta = {"run_id": run_id, "store": st.display(), "dataset": dataset_read, "baseline": baseline_spec.canonical,
             "judges": ", ".join(judge_specs), "instruction judges": ", ".join(instruction_specs) or "none",

@@ -170,7 +170,7 @@ def compute_winrates(store: ArtifactStore, run_id: str, settings: Settings) -> p
     judgments = store.read(run_id, "judgments")
     if judgments.empty:
         return WINRATES.empty_table().to_pandas()
-    items = store.read(run_id, "items")[["item_id", "category", "depth"]]
+    items = store.read(run_id, "items", columns=["item_id", "category", "depth"])
     frame = judgments.merge(items, on="item_id", how="left")
     specs = judgments.drop_duplicates("judge_id").set_index("judge_id")["judge_spec"]
     parts = []
@@ -343,7 +343,7 @@ def instruction_markdown(store: ArtifactStore, run_id: str, names: dict[str, str
     frame = frame[frame["status"] == "ok"]
     if frame.empty:
         return ""
-    items = store.read(run_id, "items")[["item_id", "language"]]
+    items = store.read(run_id, "items", columns=["item_id", "language"])
     scores = instruction_scores(frame.merge(items, on="item_id"))
     specs = frame.drop_duplicates("judge_id").set_index("judge_id")["judge_spec"]
     table = []

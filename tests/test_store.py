@@ -41,6 +41,39 @@ def test_parts_round_trip_and_dedupe_by_key_newest_first(store: ArtifactStore) -
     assert sorted(raw["item_id"]) == ["a", "b"]
 
 
+def test_compaction_keeps_the_rows_a_reader_sees_and_filters_push_down(store: ArtifactStore) -> None:
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    t0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    for shard in range(5):  # 5 parts of 4 rows; item i{0..3} is rewritten by every later shard (newest wins)
+        store.write_part("r", "synthesis", table_from_rows("synthesis", [
+            _row(f"i{k}", "ok" if (k + shard) % 2 else "failed", t0 + timedelta(seconds=shard), duration_s=float(shard))
+            for k in range(shard, shard + 4)]), label=f"shard {shard}")
+    before = store.read("r", "synthesis")
+    assert len(before) == 8 and len(store.part_files("r", "synthesis")) == 5
+    assert store.compact("r", "synthesis") == (5, 1)
+    after = store.read("r", "synthesis")
+    pd.testing.assert_frame_equal(before.sort_values("item_id").reset_index(drop=True),
+                                  after.sort_values("item_id").reset_index(drop=True))
+    [part] = store.part_files("r", "synthesis")
+    assert "compacted" in part and pq.read_metadata(part, filesystem=store.fs).num_rows == 8
+    assert store.compact("r", "synthesis") == (1, 1)  # nothing to do
+    if not store.is_local:  # deleting the old parts left no "folder/" marker objects (pyarrow's S3 delete does)
+        import boto3
+
+        bucket, _, prefix = store.root.partition("/")
+        keys = [o["Key"] for o in boto3.client("s3").list_objects_v2(Bucket=bucket)["Contents"]]
+        assert [k for k in keys if k.startswith(prefix)] and not [k for k in keys if k.endswith("/")], keys
+    # column and row filters: only what was asked for comes back, deduped the same way
+    some = store.read("r", "synthesis", columns=["item_id", "duration_s"], where=pc.field("item_id").isin(["i3", "i7"]))
+    assert list(some.columns) == ["item_id", "duration_s"]
+    assert some.set_index("item_id")["duration_s"].to_dict() == {"i3": 3.0, "i7": 4.0}
+    assert store.read("nothing", "synthesis", columns=["status"]).columns.tolist() == ["status"]
+    with pytest.raises(KeyError, match="wer"):
+        store.read("r", "synthesis", columns=["wer"])
+
+
 def test_missing_table_reads_empty_with_schema(store: ArtifactStore) -> None:
     frame = store.read("nothing", "transcripts")
     assert frame.empty and "wer" in frame.columns and "asr_id" in frame.columns

@@ -24,6 +24,7 @@ from urllib.parse import urlparse
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
@@ -103,6 +104,22 @@ class ArtifactStore:
     def exists(self, rel_path: str) -> bool:
         return self.fs.get_file_info(self.path(rel_path)).type != pafs.FileType.NotFound
 
+    def delete(self, full_path: str) -> None:
+        """Delete one file (a full path, as `part_files` lists them). On S3 this is one DeleteObject through boto3:
+        pyarrow's S3 delete_file writes an empty "folder/" marker object after every delete (to keep the parent
+        "directory"), which would litter the bucket with keys no S3 user expects."""
+        if self.is_local:
+            self.fs.delete_file(full_path)
+            return
+        import boto3
+
+        bucket, _, key = full_path.partition("/")
+        endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+        try:
+            boto3.client("s3", endpoint_url=endpoint or None).delete_object(Bucket=bucket, Key=key)
+        except Exception as e:  # noqa: BLE001 - botocore's errors share no base worth naming here
+            raise StoreError(f"cannot delete s3://{full_path}: {e}", uri=f"s3://{full_path}") from e
+
     # audio blobs ---------------------------------------------------------------------------------------------
     @staticmethod
     def audio_rel_path(sha256: str) -> str:
@@ -140,20 +157,46 @@ class ArtifactStore:
             and not i.base_name.startswith((".", "_"))
         )
 
-    def read(self, run_id: str, table: str) -> pd.DataFrame:
-        """All rows of a run's table, one per key (the newest), typed by the declared schema."""
+    def read(self, run_id: str, table: str, *, columns: list[str] | None = None,
+             where: pc.Expression | None = None) -> pd.DataFrame:
+        """All rows of a run's table, one per key (the newest), typed by the declared schema.
+
+        `columns` and `where` (a pyarrow expression, e.g. `pc.field("status") == "ok"`) are pushed down to the
+        Parquet scan, so only those columns and the row groups that can match are read. The key and `created_at`
+        are read too (they decide which row of a key is the newest) and dropped again unless asked for. A row
+        filter applies before deduplication: use it on columns a key's newer row does not change (system_id,
+        item_id), or read whole and filter after.
+        """
         definition = TABLES[table]
         files = self.part_files(run_id, table)
+        wanted = list(definition.schema.names) if columns is None else list(columns)
+        unknown = [c for c in wanted if c not in definition.schema.names]
+        if unknown:
+            raise KeyError(f"table {table!r} has no column(s) {unknown}; columns: {definition.schema.names}")
+        extra = [c for c in (*definition.key, "created_at") if c in definition.schema.names and c not in wanted]
         if not files:
-            return definition.schema.empty_table().to_pandas()
+            return definition.schema.empty_table().select(wanted).to_pandas()
         try:
-            data = ds.dataset(files, schema=definition.schema, format="parquet", filesystem=self.fs).to_table()
+            data = ds.dataset(files, schema=definition.schema, format="parquet", filesystem=self.fs).to_table(
+                columns=wanted + extra, filter=where)
         except (OSError, pa.ArrowInvalid) as e:
             raise StoreError(f"cannot read table {table!r} of run {run_id!r}: {e}", uri=self.display()) from e
         frame = data.to_pandas()
         if "created_at" in frame.columns:
             frame = frame.sort_values("created_at", kind="stable")
-        return frame.drop_duplicates(list(definition.key), keep="last").reset_index(drop=True)
+        frame = frame.drop_duplicates(list(definition.key), keep="last").reset_index(drop=True)
+        return frame[wanted] if extra else frame
+
+    def compact(self, run_id: str, table: str) -> tuple[int, int]:
+        """Rewrite a table of many parts as one part holding its rows (the newest per key, as `read` returns
+        them); returns (parts before, parts after). A crash midway leaves the old parts beside the new one, which
+        readers dedupe to the same rows; a table of one part is left as it is."""
+        before = len(self.part_files(run_id, table))
+        if before <= 1:
+            return before, before
+        rows = pa.Table.from_pandas(self.read(run_id, table), schema=TABLES[table].schema, preserve_index=False)
+        self.replace_table(run_id, table, rows, label="compacted")
+        return before, len(self.part_files(run_id, table))
 
     def supersede(self, run_id: str, table: str, keys: set[tuple], *, keep: str) -> int:
         """Drop `keys` from every part but `keep` (rows recomputed after a retryable failure); returns rows dropped.
@@ -174,7 +217,7 @@ class ArtifactStore:
             dropped += int(stale.sum())
             rel = path[len(self.root) + 1 :]
             if stale.all():
-                self.fs.delete_file(path)
+                self.delete(path)
             else:
                 sink = pa.BufferOutputStream()
                 kept = pa.Table.from_pandas(frame[~stale], schema=TABLES[table].schema, preserve_index=False)
@@ -182,12 +225,12 @@ class ArtifactStore:
                 self.write_bytes(rel, sink.getvalue().to_pybytes())
         return dropped
 
-    def replace_table(self, run_id: str, table: str, data: pa.Table) -> str:
+    def replace_table(self, run_id: str, table: str, data: pa.Table, *, label: str = "all") -> str:
         """Make `data` the whole table (for derived tables such as the report): new part first, then old ones go."""
         old = self.part_files(run_id, table)
-        new = self.write_part(run_id, table, data, label="all") or ""
+        new = self.write_part(run_id, table, data, label=label) or ""
         for path in old:
-            self.fs.delete_file(path)
+            self.delete(path)
         return new
 
     def runs(self) -> list[str]:
