@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -59,11 +60,18 @@ def plain_loop(dataset: str, systems: list[str]) -> dict:
     return {"clips": n_clips}
 
 
-def timed(cmd: list[str], env: dict) -> float:
+CPU_S: dict[str, float] = {}
+"""CPU seconds (user + system) of each timed command and every process it started, by label."""
+
+
+def timed(cmd: list[str], env: dict, label: str = "") -> float:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     result = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True)
     if result.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{result.stderr[-3000:]}")
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU_S[label] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return time.perf_counter() - started
 
 
@@ -86,12 +94,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as store:
         cmd = [str(BIN / "ttseval"), "evaluate", "--dataset", args.dataset, "--systems", args.systems,
                "--store", store, "--run-id", "bench", "--workers", str(args.workers)]
-        first = timed(cmd, env)
+        first = timed(cmd, env, "first")
         logs = sorted(Path(store, "runs", "bench", "log").glob("*.json"))
         flow_first = json.loads(logs[-1].read_text())["wall_s"]
-        again = timed(cmd, env)
+        again = timed(cmd, env, "again")
         computed_again = json.loads(sorted(Path(store, "runs", "bench", "log").glob("*.json"))[-1].read_text())["computed"]
-    loop = timed([sys.executable, __file__, "--plain-loop", "--dataset", args.dataset, "--systems", args.systems], env)
+    loop = timed([sys.executable, __file__, "--plain-loop", "--dataset", args.dataset, "--systems", args.systems], env,
+                 "loop")
 
     print(f"dataset: {args.dataset}\nsystems: {args.systems}\nworkers: {args.workers}, cores: {os.cpu_count()}")
     print(f"first run (whole command):          {first:8.1f} s   (flow alone {flow_first:.1f} s)")
@@ -99,6 +108,11 @@ def main() -> None:
     print(f"re-run / first run:                 {again / first:8.3f}")
     print(f"plain sequential loop (whole proc): {loop:8.1f} s")
     print(f"pipeline / plain loop:              {first / loop:8.3f}")
+    cores = os.cpu_count() or 1
+    for label, wall in (("first", first), ("loop", loop)):
+        print(f"CPU time, {label + ' run' if label == 'first' else 'plain loop'}: {CPU_S[label]:8.1f} s "
+              f"= {CPU_S[label] / wall:.2f} of {cores} cores busy on average")
+    print(f"pipeline CPU / plain loop CPU:      {CPU_S['first'] / CPU_S['loop']:8.3f}")
 
 
 if __name__ == "__main__":
