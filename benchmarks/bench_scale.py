@@ -85,8 +85,15 @@ class PeakMemory:
                 return "prefect server"
             if "ttseval" in cmd:
                 return "ttseval command"
-            return "other (" + cmd[:40] + ")"
-        return sorted(((kind(cmd), rss) for rss, cmd in self.peak.values()), key=lambda kv: -kv[1])
+            return Path(cmd.split(" ")[0]).name + " (each call)"  # engine subprocesses, e.g. espeak-ng
+        rows = [(kind(cmd), rss) for rss, cmd in self.peak.values()]
+        workers = sorted(((k, rss) for k, rss in rows if k in ("dask worker", "prefect server", "ttseval command")),
+                         key=lambda kv: -kv[1])
+        others: dict[str, int] = {}
+        for k, rss in rows:
+            if (k, rss) not in workers:
+                others[k] = max(rss, others.get(k, 0))
+        return workers + sorted(others.items(), key=lambda kv: -kv[1])
 
 
 def main() -> None:
