@@ -52,7 +52,7 @@ def profile_work(dataset: str, systems: list[str], clock: Clock) -> int:
     from corpus.items import load_items
     from metrics.normalize import normalizer_for
     from metrics.wer import error_counts
-    from ttseval.audio import Audio
+    from ttseval.audio import Audio, sha256_hex
     from ttseval.categories import CATEGORIES
     from ttseval.config import load_settings
     from ttseval.registry import ASR, QUALITY, TTS
@@ -77,8 +77,6 @@ def profile_work(dataset: str, systems: list[str], clock: Clock) -> int:
                     continue
                 first = False
                 wav = clock.time(("store", "audio", "encode + put"), lambda: audio.to_wav_bytes())
-                from ttseval.audio import sha256_hex
-
                 sha = sha256_hex(wav)
                 clock.time(("store", "audio", "encode + put"), lambda: store.put_audio(wav, sha), 0)
                 clips.append((item, sha))

@@ -135,18 +135,18 @@ def error_row(exc: BaseException, *, attempt: int, stage: str, keys: list[tuple]
     if isinstance(exc, RetriesExhausted):
         exc, attempt = exc.last, exc.attempts
     final = is_final(exc)
+    status = "empty" if isinstance(exc, TruncatedAudioError) else "failed"  # a cut clip: no usable audio
     what = f"{stage}: {type(exc).__name__} on {len(keys)} key(s) ({_keys_text(keys)}) after {attempt} attempt(s): " \
            f"{str(exc)[:300]}"
     if final:
         logger().info("%s; a permanent failure, recorded as final", what)
     elif isinstance(exc, (TransientProviderError, DeferredProviderError)):
-        recorded = "empty" if isinstance(exc, TruncatedAudioError) else "failed"
-        logger().warning("%s; recorded as %s, will be retried by the next run", what, recorded)
+        logger().warning("%s; recorded as %s, will be retried by the next run", what, status)
     else:
         logger().warning("%s; unexpected (not a documented provider error), recorded as failed, will be retried "
                          "by the next run", what)
     return {
-        "status": "empty" if isinstance(exc, TruncatedAudioError) else "failed",
+        "status": status,
         "error_type": type(exc).__name__,
         "error_message": str(exc)[:2000] or repr(exc),
         "retryable": not final,

@@ -14,8 +14,8 @@ from typing import Any
 
 import pandas as pd
 
-from ttseval.config import Settings
 from tasks.common import model_output_id
+from ttseval.config import Settings
 from ttseval.registry import Spec
 from ttseval.store import ArtifactStore
 

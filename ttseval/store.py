@@ -20,6 +20,7 @@ import os
 import re
 import uuid
 from datetime import datetime, timezone
+from typing import Any
 from urllib.parse import urlparse
 
 import pandas as pd
@@ -33,8 +34,13 @@ from ttseval.errors import StoreError
 from ttseval.schemas import TABLES
 
 
+def _s3_endpoint() -> str | None:
+    """The S3 endpoint the AWS variables name (a MinIO or moto server), or None for AWS itself."""
+    return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or None
+
+
 def _s3_filesystem() -> pafs.S3FileSystem:
-    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    endpoint = _s3_endpoint()
     kwargs: dict = {"region": os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"}
     if endpoint:
         parsed = urlparse(endpoint)
@@ -49,6 +55,7 @@ class ArtifactStore:
 
     def __init__(self, uri: str) -> None:
         self.uri = uri.rstrip("/") or uri
+        self._s3_client: Any = None  # boto3, made on the first delete (ArtifactStore.delete)
         if uri.startswith("s3://"):
             rest = uri[len("s3://") :].strip("/")
             if not rest:
@@ -63,6 +70,9 @@ class ArtifactStore:
             self.fs = pafs.LocalFileSystem()
             self.root = os.path.abspath(path)
             self.is_local = True
+
+    def __getstate__(self) -> dict[str, Any]:
+        return self.__dict__ | {"_s3_client": None}  # a boto3 client does not pickle; the copy makes its own
 
     # paths ---------------------------------------------------------------------------------------------------
     def path(self, *parts: str) -> str:
@@ -111,12 +121,13 @@ class ArtifactStore:
         if self.is_local:
             self.fs.delete_file(full_path)
             return
-        import boto3
-
         bucket, _, key = full_path.partition("/")
-        endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
         try:
-            boto3.client("s3", endpoint_url=endpoint or None).delete_object(Bucket=bucket, Key=key)
+            if self._s3_client is None:  # one client per store: compaction deletes hundreds of parts
+                import boto3
+
+                self._s3_client = boto3.client("s3", endpoint_url=_s3_endpoint())
+            self._s3_client.delete_object(Bucket=bucket, Key=key)
         except Exception as e:  # noqa: BLE001 - botocore's errors share no base worth naming here
             raise StoreError(f"cannot delete s3://{full_path}: {e}", uri=f"s3://{full_path}") from e
 
