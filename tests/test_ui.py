@@ -81,6 +81,25 @@ def browser(stack: StackInfo) -> Iterator[webdriver.Chrome]:
         shutil.rmtree(profile, ignore_errors=True)
 
 
+# Installed before submitting: when a "View run" button appears (the new run's toast; the UI may stack the same
+# toast twice, the last is on top), keep the toast's text and click the button.
+FOLLOW_TOAST_JS = """
+sessionStorage.removeItem('ttsevalToast');
+new MutationObserver((changes, observer) => {
+  const buttons = [...document.querySelectorAll('button')].filter(b => b.textContent.trim() === 'View run');
+  if (!buttons.length) return;
+  observer.disconnect();
+  const button = buttons[buttons.length - 1];
+  let toast = button;  // the smallest element around the button that holds the toast's message
+  while (toast.parentElement && toast !== document.body && !toast.innerText.includes('scheduled to start')) {
+    toast = toast.parentElement;
+  }
+  sessionStorage.setItem('ttsevalToast', toast.innerText);
+  button.click();
+}).observe(document.body, {childList: true, subtree: true});
+"""
+
+
 class Page:
     """Small helpers over the driver: waits by visible text, label-addressed form fields."""
 
@@ -182,14 +201,16 @@ def test_custom_run_from_the_ui(stack: StackInfo, deployed: list[str], tiny_data
         step = "fill the run_id field"
         page.set_text("run_id", run_id)
         step = "submit the form"
+        # The toast lives a few seconds; on a loaded machine a poll from here can miss it. The page itself clicks
+        # the toast's View run button the moment it appears and records the toast's text.
+        browser.execute_script(FOLLOW_TOAST_JS)
         page.click("//button[@type='submit' and normalize-space()='Submit']")
 
         # 4. the toast links to the new flow run
         step = "follow the toast's View run link"
-        page.visible("//*[contains(normalize-space(), 'scheduled to start')]")
-        # the UI shows the same toast twice, stacked: the last one is on top and takes the click
-        page.click("(//button[normalize-space()='View run'])[last()]")
         page.wait.until(EC.url_contains("/runs/flow-run/"))
+        toast = browser.execute_script("return sessionStorage.getItem('ttsevalToast')")
+        assert toast and "scheduled to start" in toast, toast
         flow_run_id = browser.current_url.split("/runs/flow-run/")[1].split("?")[0].strip("/")
         run = api(stack, f"/flow_runs/{flow_run_id}")
         assert run["parameters"]["run_id"] == run_id
