@@ -12,11 +12,13 @@ from typing import Any
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 
-from flows.common import artifact_key, check_judges, check_stage_tables, gpu_annotation
+from flows.common import (artifact_key, check_judges, check_stage_tables, cpu_workers_declared, judge_runs_on_gpu,
+                          placement)
 from flows.progress import StageProgress
 from flows.runner import SettingsDaskTaskRunner
 from tasks.common import get_store, logger
 from tasks.judge import run_judge_stage
+from tasks.limits import ensure_vendor_limits
 from tasks.report import write_full_report
 from ttseval.config import load_settings
 from ttseval.errors import SpecError, TTSEvalError
@@ -64,9 +66,13 @@ def backfill_judge(run_id: str, judge: str, store: str | None = None, baseline: 
     else:
         baseline_id = stored_baseline(st, run_id, system_ids)
     logger().info(f"backfill {judge_spec} over run {run_id!r}: {len(system_ids)} systems, baseline {specs[baseline_id]}")
+    if limits := ensure_vendor_limits(settings):
+        logger().info(f"vendor limits across all workers: {', '.join(limits)}")
     with StageProgress(f"backfill {judge_spec} over run {run_id!r}", artifact_key("progress", run_id),
-                       logger()) as progress, gpu_annotation(settings):
-        plans, results = run_judge_stage(settings, run_id, system_ids, baseline_id, [judge_spec])
+                       logger()) as progress:
+        on_gpu, cpu_workers = judge_runs_on_gpu(judge_spec, settings), cpu_workers_declared(settings)
+        plans, results = run_judge_stage(settings, run_id, system_ids, baseline_id, [judge_spec],
+                                         lambda _: placement(settings, on_gpu, cpu_workers))
         progress.add("judgments", sum(p.to_compute for p in plans))
         progress.advance("judgments", sum(r.n_rows for r in results))
     check_stage_tables(st, run_id, ("judgments",))

@@ -110,6 +110,38 @@ def gpu_annotation(settings: Settings) -> contextlib.AbstractContextManager:
     return dask.annotate(resources={"GPU": 1})
 
 
+def cpu_workers_declared(settings: Settings) -> bool:
+    """Whether a GPU run's cluster has workers declaring the resource CPU, where CPU-bound tasks then go (infra's
+    compose file, Kubernetes manifests and local stack start them beside the GPU workers; a LocalCluster's
+    workers declare both). A cluster without them runs CPU-bound tasks anywhere, rather than never."""
+    if not settings.gpu:
+        return False
+    if not settings.dask_address:
+        return True
+    from distributed import Client
+
+    with Client(settings.dask_address, timeout=20, set_as_default=False) as client:
+        workers = client.scheduler_info(n_workers=-1)["workers"].values()
+        return any("CPU" in w.get("resources", {}) for w in workers)
+
+
+def placement(settings: Settings, on_gpu: bool, cpu_workers: bool) -> contextlib.AbstractContextManager:
+    """Where the tasks submitted inside run in a GPU run: a model that can use the GPU on the GPU workers, the
+    rest on the CPU workers (when `cpu_workers`, from cpu_workers_declared); anywhere otherwise."""
+    if on_gpu:
+        return gpu_annotation(settings)
+    if not (settings.gpu and cpu_workers):
+        return contextlib.nullcontext()
+    import dask
+
+    return dask.annotate(resources={"CPU": 1})
+
+
+def judge_runs_on_gpu(judge: str, settings: Settings) -> bool:
+    """Whether a judge's class declares it can use a GPU (a local audio LLM); remote and objective judges do not."""
+    return bool(JUDGES.info(Spec.parse(judge).provider, settings.plugins.get("judge")).gpu)
+
+
 def runs_on_gpu(system: str, settings: Settings) -> bool:
     """Whether a TTS system's class declares it can use a GPU (a transformers model): its synthesis shards then
     carry the GPU annotation when settings.gpu is set."""

@@ -19,8 +19,8 @@ from prefect.futures import as_completed
 import ttseval
 from corpus import DEMO_DATASET
 from corpus.items import read_items, unknown_categories
-from flows.common import (artifact_key, check_judges, check_stage_tables, check_systems, git_commit, gpu_annotation,
-                          register_items, runs_on_gpu)
+from flows.common import (artifact_key, check_judges, check_stage_tables, check_systems, cpu_workers_declared,
+                          git_commit, gpu_annotation, judge_runs_on_gpu, placement, register_items, runs_on_gpu)
 from flows.progress import StageProgress
 from flows.runner import SettingsDaskTaskRunner
 from tasks.common import StageResult, get_store, logger, now, task_retry_options
@@ -99,12 +99,17 @@ def evaluate(
     system_ids = [s.id for s in specs]
     progress = StageProgress(f"evaluate run {run_id!r}", artifact_key("progress", run_id), log)
     with progress:
-        results = synthesize_and_score(settings, run_id, synth, asr, mos, progress)
+        cpu_workers = cpu_workers_declared(settings)
+        results = synthesize_and_score(settings, run_id, synth, asr, mos, progress, cpu_workers)
         # Judging reads the stage tables (CER and MOS are the objective judge's evidence), so it runs after them.
-        with gpu_annotation(settings):  # a local audio-LLM judge is a model stage too
-            judge_plans, judge_results = run_judge_stage(settings, run_id, system_ids, baseline_spec.id, judge_specs)
-            instruction_plans, instruction_results = run_instruction_stage(settings, run_id, system_ids,
-                                                                           instruction_specs)
+        # A local audio-LLM judge is a model stage (GPU workers); remote and objective judges are not.
+        def place(judge: str) -> contextlib.AbstractContextManager:
+            return placement(settings, judge_runs_on_gpu(judge, settings), cpu_workers)
+
+        judge_plans, judge_results = run_judge_stage(settings, run_id, system_ids, baseline_spec.id, judge_specs,
+                                                     place)
+        instruction_plans, instruction_results = run_instruction_stage(settings, run_id, system_ids,
+                                                                       instruction_specs, place)
         for stage, plans, done in (("judgments", judge_plans, judge_results),
                                    ("instruction_judgments", instruction_plans, instruction_results)):
             progress.add(stage, sum(p.to_compute for p in plans))
@@ -145,9 +150,10 @@ def evaluate(
 
 
 def synthesize_and_score(settings: Settings, run_id: str, synth: Plan, asr: Plan, mos: Plan,
-                         progress: StageProgress) -> list[StageResult]:
+                         progress: StageProgress, cpu_workers: bool) -> list[StageResult]:
     """Submit synthesis shards, and for each one its ASR and MOS tasks, which start when its audio exists;
-    then the ASR and MOS backlog (clips of earlier runs). Returns every task's result as it completes."""
+    then the ASR and MOS backlog (clips of earlier runs). Returns every task's result as it completes. In a GPU
+    run, model stages go to the GPU workers, CPU engines' synthesis to the CPU workers (`cpu_workers`)."""
     retries = task_retry_options(settings)
     synth_t, asr_t, mos_t = (t.with_options(**retries) for t in (synthesize_task, transcribe_task, quality_task))
     progress.add("synthesis", synth.to_compute)
@@ -156,7 +162,7 @@ def synthesize_and_score(settings: Settings, run_id: str, synth: Plan, asr: Plan
     progress.add("quality", mos.to_compute + synth.to_compute)
     futures = []
     for shard in synth.shards:  # a model-backed TTS (transformers on a GPU) goes where the GPU is, like ASR
-        with gpu_annotation(settings) if runs_on_gpu(shard["system"], settings) else contextlib.nullcontext():
+        with placement(settings, runs_on_gpu(shard["system"], settings), cpu_workers):
             futures.append(synth_t.submit(settings, run_id, shard))
     with gpu_annotation(settings):
         for shard, f in zip(synth.shards, futures):

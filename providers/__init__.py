@@ -13,9 +13,9 @@ from __future__ import annotations
 import importlib.metadata
 import os
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from ttseval.registry import Spec
 
@@ -135,3 +135,26 @@ def onnx_session_options() -> Any:
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return options
 
+
+
+def onnx_providers() -> list[str]:
+    """onnxruntime execution providers, best first: CUDA when this onnxruntime build has it (the onnxruntime-gpu
+    wheel on a GPU worker), then the CPU. A CPU build lists only the CPU."""
+    import onnxruntime as ort
+
+    available = ort.get_available_providers()
+    return [p for p in ("CUDAExecutionProvider", "CPUExecutionProvider") if p in available]
+
+
+TorchDevice = Annotated[str, Field(pattern=r"^(auto|cpu|cuda(:\d+)?)$",
+                                   description="auto (cuda when torch sees a GPU, else cpu), cpu, cuda or cuda:N")]
+"""The `device` option of the torch-backed providers."""
+
+
+def torch_device(device: str) -> str:
+    """A TorchDevice with auto resolved: cuda when torch sees a GPU, else cpu."""
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"

@@ -8,10 +8,11 @@ instruction judgement is: its table and key, the items it covers, the request an
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Iterator
 
 from tasks.common import StageResult
-from tasks.judge import Clips, JudgeKind, Work, run_judges
+from tasks.judge import Clips, JudgeKind, Placement, Work, run_judges
 from tasks.plan import Plan
 from ttseval.audio import Audio
 from ttseval.config import Settings
@@ -57,7 +58,8 @@ INSTRUCTION = JudgeKind(
     wanted=_wanted, request=_request, ask=_ask, verdict_row=_row, row_base=_row_base)
 
 
-def run_instruction_stage(settings: Settings, run_id: str, system_ids: list[str],
-                          judges: list[str]) -> tuple[list[Plan], list[StageResult]]:
+def run_instruction_stage(settings: Settings, run_id: str, system_ids: list[str], judges: list[str],
+                          place: Placement = lambda spec: contextlib.nullcontext()
+                          ) -> tuple[list[Plan], list[StageResult]]:
     """Plan and run every instruction judge's missing judgements."""
-    return run_judges(INSTRUCTION, settings, run_id, system_ids, judges)
+    return run_judges(INSTRUCTION, settings, run_id, system_ids, judges, place=place)

@@ -11,6 +11,7 @@ flow and a backfill over audio stored by an earlier run: no TTS provider is ever
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import time
 from dataclasses import dataclass
@@ -22,12 +23,16 @@ from prefect.cache_policies import NO_CACHE
 from providers.judges.prompts import rubric_for
 from tasks.common import (StageResult, commit, error_row, get_provider, get_store, is_transient_task_error, logger,
                           now, one_per_request, task_retry_options)
+from tasks.limits import limit_calls
 from tasks.plan import Plan, _chunks, _present
 from ttseval.audio import Audio
 from ttseval.config import Settings
 from ttseval.protocols import PairwiseRequest, Winner
 from ttseval.registry import Spec
 from ttseval.store import ArtifactStore
+
+Placement = Callable[[str], contextlib.AbstractContextManager]
+"""judge spec -> the context its tasks are submitted in (which Dask workers may run them)."""
 
 
 # -- presentation order: the judge hears the two clips in an order it is not told about ------------------------
@@ -157,7 +162,9 @@ def _verdicts(kind: JudgeKind, spec: str, settings: Settings, requests: list[Any
     """The judge's verdicts, one per request; the judge is built here, so a judge that cannot load fails rows."""
     if not requests:
         return []
-    return one_per_request(kind.ask(get_provider("judge", spec, settings), requests), requests, spec)
+    judge = get_provider("judge", spec, settings)
+    limit_calls(judge, settings)
+    return one_per_request(kind.ask(judge, requests), requests, spec)
 
 
 def judge_shard(kind: JudgeKind, settings: Settings, run_id: str, shard: dict[str, Any], *,
@@ -207,8 +214,10 @@ def judge_task(kind: JudgeKind, settings: Settings, run_id: str, shard: dict[str
 
 
 def run_judges(kind: JudgeKind, settings: Settings, run_id: str, system_ids: list[str], judges: list[str], *,
-               baseline_id: str | None = None) -> tuple[list[Plan], list[StageResult]]:
-    """Plan and run every judge's missing keys of `kind` as Prefect tasks on the flow's task runner."""
+               baseline_id: str | None = None, place: Placement = lambda spec: contextlib.nullcontext()
+               ) -> tuple[list[Plan], list[StageResult]]:
+    """Plan and run every judge's missing keys of `kind` as Prefect tasks on the flow's task runner; each judge's
+    tasks are submitted inside `place(spec)` (the flow's choice of workers: flows.common.placement)."""
     store = get_store(settings.store)
     plans, futures = [], []
     retrying = judge_task.with_options(name=kind.task_name, **task_retry_options(settings))
@@ -217,8 +226,9 @@ def run_judges(kind: JudgeKind, settings: Settings, run_id: str, system_ids: lis
         if plan.wanted:
             logger().info(plan.describe())
         plans.append(plan)
-        futures += [retrying.submit(kind, settings, run_id, shard, f"{spec} shard {i + 1}/{len(plan.shards)}")
-                    for i, shard in enumerate(plan.shards)]
+        with place(spec):
+            futures += [retrying.submit(kind, settings, run_id, shard, f"{spec} shard {i + 1}/{len(plan.shards)}")
+                        for i, shard in enumerate(plan.shards)]
     return plans, [f.result() for f in futures]
 
 
@@ -292,6 +302,7 @@ PAIRWISE = JudgeKind(
 
 
 def run_judge_stage(settings: Settings, run_id: str, system_ids: list[str], baseline_id: str,
-                    judges: list[str]) -> tuple[list[Plan], list[StageResult]]:
+                    judges: list[str], place: Placement = lambda spec: contextlib.nullcontext()
+                    ) -> tuple[list[Plan], list[StageResult]]:
     """Plan and run every pairwise judge's missing comparisons against `baseline_id`."""
-    return run_judges(PAIRWISE, settings, run_id, system_ids, judges, baseline_id=baseline_id)
+    return run_judges(PAIRWISE, settings, run_id, system_ids, judges, baseline_id=baseline_id, place=place)

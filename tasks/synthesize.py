@@ -14,7 +14,7 @@ from prefect.cache_policies import NO_CACHE
 
 from tasks.common import (StageResult, call_with_retries, commit, error_row, get_provider, get_store,
                           is_transient_task_error, logger, now, one_per_request)
-from tasks.limits import vendor_slot
+from tasks.limits import vendor_gate
 from ttseval.audio import sha256_hex
 from ttseval.cache import RequestCache
 from ttseval.config import Settings
@@ -217,7 +217,7 @@ def synthesize_items(settings: Settings, run_id: str, shard: dict[str, Any]) -> 
                 | failed for i in shard["items"]]
     else:
         rows = synthesize_rows(provider, spec, shard["items"], settings, store,
-                               slot=lambda: vendor_slot(settings, spec.provider))
+                               slot=vendor_gate(settings, spec.provider))
     part, statuses = commit(store, run_id, "synthesis", rows, label=f"{spec.id}-{shard['index']}",
                             replaces={(i["item_id"], spec.id) for i in shard["items"] if i.get("replaces")})
     by_id = {i["item_id"]: i for i in shard["items"]}

@@ -355,3 +355,30 @@ def test_order_empty_batch_and_pickling(fake: FakeGemini) -> None:
     assert [v.winner for v in verdicts] == ["second", "first", "second", "first", "second"]
     copy = pickle.loads(pickle.dumps(j))
     assert copy.judge_id == j.judge_id and copy.judge_pairs([pair(9)])[0].parse_ok
+
+
+def test_a_gate_is_held_around_every_call_retries_included_and_not_pickled(fake: FakeGemini) -> None:
+    import contextlib
+    import threading
+
+    entered, exited, lock = [0], [0], threading.Lock()
+
+    @contextlib.contextmanager
+    def gate():
+        with lock:
+            entered[0] += 1
+        try:
+            yield
+        finally:
+            with lock:
+                exited[0] += 1
+
+    fake.script("<item-0>", [Reply.error(503), Reply.rate_limited("0"), Reply.ok(answer("clip_1", 3, 1))])
+    j = judge(fake, concurrency="4")
+    j.limit_calls(gate)
+    verdicts = j.judge_pairs([pair(i) for i in range(4)])
+    assert [v.parse_ok for v in verdicts] == [True] * 4 and verdicts[0].retries == 2
+    # 3 first-time calls + 1 call made 3 times: every HTTP exchange held the gate, and released it
+    assert entered[0] == exited[0] == fake.total_requests == 6
+    copy = pickle.loads(pickle.dumps(j))  # the gate belongs to the process that set it
+    assert copy._llm.gate is None and copy.judge_pairs([pair(5)])[0].parse_ok and entered[0] == 6

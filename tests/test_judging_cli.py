@@ -166,6 +166,27 @@ def test_backfill_gemini_judge_against_fake_server_counts_calls_retries_and_pars
     assert key not in result.stdout + result.stderr
 
 
+def test_a_judge_vendor_limit_holds_across_both_workers(judged_run, tmp_path: Path) -> None:
+    import shutil
+
+    from tests.fake_gemini import FakeGemini
+
+    store, env, _, _, _ = judged_run
+    copy = tmp_path / "store"
+    shutil.copytree(store / "runs" / "j", copy / "runs" / "j")
+    shutil.copytree(store / "blobs", copy / "blobs")
+    with FakeGemini(delay_s=0.2) as slow:
+        # two shards of 8 comparisons, one per worker, each asking 4 at once: 8 in flight without the limit
+        spec = f"gemini:gemini-2.5-flash:base_url={slow.base_url}:temperature=0.1"
+        limits = json.dumps({"gemini": {"concurrency": 1}})
+        result = run_cli(["backfill-judge", "--store", str(copy), "--run-id", "j", "--judge", spec, "--workers", "2"],
+                         env | {"GEMINI_API_KEY": "fake-key", "TTSEVAL_VENDOR_LIMITS": limits,
+                                "TTSEVAL_SHARD_SIZE": "8"}, cwd=copy)
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert slow.ok_responses == 14 and slow.max_in_flight == 1, result.stdout + result.stderr[-3000:]
+        assert "ttseval-vendor-gemini" in result.stderr
+
+
 def test_human_alignment_from_a_csv(judged_run, tmp_path: Path) -> None:
     import krippendorff
     import numpy as np

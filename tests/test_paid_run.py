@@ -87,7 +87,7 @@ def test_a_vendor_limit_holds_across_both_workers(prefect_api, tmp_path) -> None
                           "--workers", "2"], env, cwd=tmp_path)
         assert result.returncode == 0, result.stderr[-3000:]
         assert slow.paid_calls == 3 and slow.max_in_flight == 1
-        assert "ttseval-tts-openai" in result.stderr
+        assert "ttseval-vendor-openai" in result.stderr
 
 
 def test_a_missing_key_or_an_unknown_voice_is_exit_2_before_any_work(prefect_api, tmp_path, openai_fake) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections import Counter
 import time
 from pathlib import Path
 from typing import Any, ClassVar
@@ -246,6 +247,7 @@ def test_synthesis_shards_of_a_gpu_provider_run_on_the_gpu_worker(tiny_vits: Pat
             assert time.monotonic() < deadline, "the Dask workers did not start within 60 s"
             time.sleep(0.5)
         gpu_worker = next(a for a, w in workers.items() if w.get("resources", {}).get("GPU"))
+        cpu_worker = next(a for a, w in workers.items() if w.get("resources", {}).get("CPU"))
         _task_stream(address)
 
         dataset = tmp_path / "items.jsonl"
@@ -258,7 +260,8 @@ def test_synthesis_shards_of_a_gpu_provider_run_on_the_gpu_worker(tiny_vits: Pat
         run_env = env | {"TTSEVAL_DASK_ADDRESS": address, "TTSEVAL_GPU": "true", "TTSEVAL_PLUGINS": json.dumps(plugins),
                          "TTSEVAL_ASR": json.dumps({"en": "place-asr", "*": "place-asr"}),
                          "TTSEVAL_QUALITY": "place-mos", "TTSEVAL_SHARD_SIZE": "2"}
-        result = run_cli(["evaluate", "--dataset", str(dataset), "--systems", f"transformers-tts:model={tiny_vits}",
+        result = run_cli(["evaluate", "--dataset", str(dataset), "--systems",
+                          f"transformers-tts:model={tiny_vits},espeak-ng",
                           "--store", str(tmp_path / "store"), "--run-id", "gpu", "--judges", ""],
                          run_env, cwd=tmp_path, timeout_s=180)
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -269,13 +272,37 @@ def test_synthesis_shards_of_a_gpu_provider_run_on_the_gpu_worker(tiny_vits: Pat
 
     # Dask keys are '<function>-<token>': synthesize_task-..., transcribe_task-..., quality_task-...
     placed = {str(r["key"]): r["worker"] for r in stream}
-    synth = {k: w for k, w in placed.items() if k.startswith("synthesize_task-")}
-    assert len(synth) == 3, f"expected 3 synthesis shards (6 items, shard_size 2) in the task stream: {placed}"
-    assert set(synth.values()) == {gpu_worker}, f"synthesis ran on {synth}; the GPU worker is {gpu_worker}"
+    synth = [(r["key"], r["worker"]) for r in stream if str(r["key"]).startswith("synthesize_task-")]
+    assert len(synth) == 6, f"expected 2 x 3 synthesis shards (6 items, shard_size 2) in the task stream: {placed}"
+    # transformers-tts's 3 shards can only run on the GPU worker; espeak-ng's carry CPU=1 (flows.common.placement;
+    # its annotations are tested in test_placement_of_model_and_cpu_stages), so they all run on the CPU worker
+    by_system = Counter(w for _, w in synth)
+    assert by_system == {gpu_worker: 3, cpu_worker: 3}, f"synthesis ran on {synth}; GPU worker {gpu_worker}"
     models = {k: w for k, w in placed.items() if k.startswith(("transcribe_task-", "quality_task-"))}
-    assert len(models) == 6 and set(models.values()) == {gpu_worker}, models  # ASR and MOS go there too
+    assert len(models) == 12 and set(models.values()) == {gpu_worker}, models  # ASR and MOS go there too
 
     from ttseval.store import ArtifactStore
 
     rows = ArtifactStore(str(tmp_path / "store")).read("gpu", "synthesis")
-    assert sorted(rows["status"]) == ["ok"] * len(words)
+    assert sorted(rows["status"]) == ["ok"] * len(words) * 2
+
+
+def test_placement_of_model_and_cpu_stages() -> None:
+    import dask
+
+    from flows.common import placement
+    from flows.runner import local_cluster_kwargs
+    from ttseval.config import load_settings
+
+    gpu, cpu = load_settings(gpu=True), load_settings(gpu=False)
+
+    def annotations(where) -> dict:
+        with where:
+            return dict(dask.get_annotations())
+
+    assert annotations(placement(gpu, True, True)) == {"resources": {"GPU": 1}}
+    assert annotations(placement(gpu, False, True)) == {"resources": {"CPU": 1}}
+    assert annotations(placement(gpu, False, False)) == {}  # no CPU workers: anywhere, never stuck
+    assert annotations(placement(cpu, True, True)) == annotations(placement(cpu, False, True)) == {}
+    # a LocalCluster's workers have both, so both kinds of task run there
+    assert local_cluster_kwargs(load_settings(gpu=True, threads_per_worker=2))["resources"] == {"GPU": 1, "CPU": 2}

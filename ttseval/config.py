@@ -58,7 +58,8 @@ class Settings(BaseSettings):
     max_error_rate: float = Field(1.0, ge=0, le=1, description="Fail the flow when more rows than this fail")
     extra_categories: list[str] = Field(default_factory=list, description="Categories beyond the built-in ones")
     vendor_limits: dict[str, VendorLimit] = Field(
-        default_factory=dict, description="Per TTS provider name: concurrency and calls per second over all workers"
+        default_factory=dict,
+        description="Per vendor (a TTS, judge or LLM provider name): concurrency and calls per second, all workers",
     )
     tts_prices: dict[str, float] = Field(
         default_factory=dict, description="USD per million billable characters, per TTS provider name or "

@@ -34,7 +34,8 @@ class FasterWhisperOptions(BaseModel):
     temperature_fallback: bool = Field(
         False, description="re-decode at temperatures 0.2..1.0 when an output looks looped or unlikely (Whisper's "
         "default; on garbled TTS audio it decodes each window up to six times)")
-    device: Literal["cpu", "cuda", "auto"] = "cpu"
+    device: Literal["cpu", "cuda", "auto"] = Field(
+        "auto", description="auto: CUDA when CTranslate2 sees a GPU (a GPU worker), else the CPU")
 
 
 class FasterWhisperASR:

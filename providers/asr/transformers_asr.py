@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, Field
 
-from providers import EngineVersion, canonical_spec, package_version, parse_options
+from providers import EngineVersion, TorchDevice, canonical_spec, package_version, parse_options, torch_device
 from providers._local_models import resolve_local_model
 from providers.asr import whisper_language
 from ttseval.audio import Audio
@@ -20,7 +20,7 @@ class TransformersASROptions(BaseModel):
     """Options of `transformers:<path or hub id>:key=value`."""
 
     model: str | None = Field(None, description="local directory or hub id; use this when the path contains ':'")
-    device: str = Field("cpu", description="torch device, e.g. cpu, cuda, cuda:1")
+    device: TorchDevice = "auto"
     max_new_tokens: int = Field(128, ge=1, description="generation limit for seq2seq models")
 
 
@@ -53,6 +53,7 @@ class TransformersASR:
             raise ValueError("transformers ASR needs a model: transformers:<local dir or hub id> or model=PATH")
         self.voice = voice or source
         self.model_path = resolve_local_model(source, who="transformers")
+        self.device = self.options.device  # "auto" is resolved when the model loads
         self._loaded: tuple[Any, Any, str] | None = None
         self._load_lock = threading.Lock()
 
@@ -78,7 +79,8 @@ class TransformersASR:
                     raise PermanentProviderError(
                         f"transformers could not load an ASR model from {path!r}: {e}", spec=self.spec
                     ) from e
-                model.to(self.options.device).eval()
+                self.device = torch_device(self.options.device)
+                model.to(self.device).eval()
                 self._loaded = (model, processor, kind)
             return self._loaded
 
@@ -121,7 +123,7 @@ class TransformersASR:
         import torch
 
         inputs = processor(arrays, sampling_rate=rate_hz, return_tensors="pt", padding=True)
-        inputs = {k: v.to(self.options.device) for k, v in inputs.items()}
+        inputs = {k: v.to(self.device) for k, v in inputs.items()}
         with torch.inference_mode():
             logits = model(**inputs).logits
         # Frames beyond each clip's own length come from padding: cut them so a batch decodes like single clips.
@@ -135,7 +137,7 @@ class TransformersASR:
         import torch
 
         inputs = processor(arrays, sampling_rate=rate_hz, return_tensors="pt", padding=True)
-        inputs = {k: v.to(self.options.device) for k, v in inputs.items()}
+        inputs = {k: v.to(self.device) for k, v in inputs.items()}
         kwargs: dict[str, Any] = {"max_new_tokens": self.options.max_new_tokens}
         if getattr(model.config, "model_type", "") == "whisper" and getattr(
             model.generation_config, "lang_to_id", None
@@ -156,5 +158,6 @@ class TransformersASR:
             "model": self.voice,
             "model_path": str(self.model_path),
             "kind": self._loaded[2] if self._loaded else None,
+            "device": self.device,
             "options": self.options.model_dump(),
         }

@@ -21,6 +21,8 @@ from the transport start with "Gemini HTTP <code>" or "Gemini transport"; unpars
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any, ClassVar
 
 from pydantic import Field, SecretStr
@@ -138,6 +140,10 @@ class GeminiJudge:
         return f"GeminiJudge(model={self.model!r}, judge_id={self.judge_id!r})"
 
     # -- judging -----------------------------------------------------------------------------------------------
+    def limit_calls(self, gate: Callable[[], AbstractContextManager[Any]]) -> None:
+        """Hold `gate()` around each call to the API (tasks.limits: the vendor's limit over every worker)."""
+        self._llm.limit_calls(gate)
+
     def judge_pairs(self, batch: list[PairwiseRequest]) -> list[PairwiseVerdict]:
         """One verdict per request, in order; `winner` is in presentation order (first / second / tie)."""
         requests = [

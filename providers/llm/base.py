@@ -15,7 +15,9 @@ import email.utils
 import logging
 import re
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, ClassVar
@@ -155,12 +157,15 @@ class BaseLLM:
     spec: str
     llm_id: str
     _api_key: SecretStr
+    gate: Callable[[], AbstractContextManager[Any]] | None = None
+    """Held around each HTTP exchange when set (`limit_calls`): the vendor's limit over every worker together."""
 
     # -- pickling: the SDK client holds sockets and locks; a copy sent to another process builds its own ---------
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_client"] = None
         state.pop("_client_lock", None)
+        state.pop("gate", None)  # bound to the process that set it
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -173,6 +178,10 @@ class BaseLLM:
         raise NotImplementedError
 
     # -- the protocol ---------------------------------------------------------------------------------------------
+    def limit_calls(self, gate: Callable[[], AbstractContextManager[Any]]) -> None:
+        """Hold `gate()` around every HTTP exchange from now on, retries included (each one is a call)."""
+        self.gate = gate
+
     def generate(self, batch: list[LLMRequest]) -> list[LLMResult]:
         """One result per request, in order; never raises for a failed call."""
         if not batch:
@@ -243,12 +252,18 @@ class BaseLLM:
                         self.options.max_retries, delay_s)
 
         try:
-            reply, _ = self.retry_policy.call(lambda: self._send(request), lambda e: isinstance(e, Transient),
+            reply, _ = self.retry_policy.call(lambda: self._gated_send(request), lambda e: isinstance(e, Transient),
                                               retries_used=out.retries, on_retry=counted,
                                               retry_after=lambda e: getattr(e, "delay_s", None))
         except RetriesExhausted as e:
             raise Fatal(f"{e.last} (gave up after {e.retries} retries)") from e.last
         return reply
+
+    def _gated_send(self, request: LLMRequest) -> Reply:
+        if self.gate is None:
+            return self._send(request)
+        with self.gate():
+            return self._send(request)
 
     @staticmethod
     def _add_usage(out: LLMResult, reply: Reply) -> None:

@@ -9,7 +9,8 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, Field
 
-from providers import EngineVersion, canonical_spec, onnx_session_options, package_version, parse_options
+from providers import (EngineVersion, canonical_spec, onnx_providers, onnx_session_options, package_version,
+                       parse_options)
 from ttseval.audio import Audio
 from ttseval.errors import PermanentProviderError
 from ttseval.protocols import ANY_LANGUAGE, Languages, QualityScore
@@ -106,8 +107,10 @@ class DNSMOSQuality:
                 # (providers.onnx_session_options: one thread per worker on a Dask worker).
                 model = DNSMOS.__new__(DNSMOS)
                 model.primary_model_path = str(primary)
-                model.onnx_sess = ort.InferenceSession(str(primary), onnx_session_options())
-                model.p808_onnx_sess = ort.InferenceSession(str(p808), onnx_session_options())
+                model.onnx_sess = ort.InferenceSession(str(primary), onnx_session_options(),
+                                                       providers=onnx_providers())
+                model.p808_onnx_sess = ort.InferenceSession(str(p808), onnx_session_options(),
+                                                            providers=onnx_providers())
                 self._model = model
             return self._model
 

@@ -6,16 +6,15 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field
 
-from providers import EngineVersion, canonical_spec, package_version, parse_options
+from providers import EngineVersion, TorchDevice, canonical_spec, package_version, parse_options, torch_device
 from providers._local_models import resolve_local_model
 from ttseval.audio import Audio
 from ttseval.errors import PermanentProviderError, TransientProviderError
@@ -29,7 +28,7 @@ class TransformersTTSOptions(BaseModel):
     """Options of `transformers-tts:<local dir or hub id>:key=value`. Unset scales use the model config's."""
 
     model: str | None = Field(None, description="local directory or hub id; use this when the path contains ':'")
-    device: str = Field("auto", description="auto (cuda when available, else cpu), cpu, cuda or cuda:N")
+    device: TorchDevice = "auto"
     batch_size: int = Field(8, ge=1, description="texts per forward pass in synthesize_batch")
     language: str | None = Field(None, description="the model's language when its files do not declare one")
     noise_scale: float | None = Field(None, ge=0, description="prior (voice) noise; MMS default 0.667")
@@ -37,13 +36,6 @@ class TransformersTTSOptions(BaseModel):
     speaking_rate: float | None = Field(None, gt=0, description="> 1 is faster; default the config's (1.0)")
     speaker_id: int | None = Field(None, ge=0, description="speaker index, for multi-speaker checkpoints")
     seed: int = Field(0, description="seed of the per-text noise: same seed and text, same clip")
-
-    @field_validator("device")
-    @classmethod
-    def _device(cls, value: str) -> str:
-        if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", value):
-            raise ValueError("expected auto, cpu, cuda or cuda:N")
-        return value
 
 
 class TransformersTTS:
@@ -127,7 +119,7 @@ class TransformersTTS:
         with self._load_lock:
             if self._loaded is None:
                 try:
-                    import torch
+                    import torch  # noqa: F401 - transformers needs it for VitsModel
                     from transformers import AutoTokenizer, VitsModel
                 except ImportError as e:
                     raise ImportError(
@@ -141,9 +133,7 @@ class TransformersTTS:
                     raise PermanentProviderError(
                         f"transformers could not load a VITS model from {path!r}: {e}", spec=self.spec
                     ) from e
-                device = self.options.device
-                if device == "auto":
-                    device = "cuda" if torch.cuda.is_available() else "cpu"
+                device = torch_device(self.options.device)
                 for option in ("noise_scale", "noise_scale_duration"):  # read by VitsModel.forward
                     if getattr(self.options, option) is not None:
                         setattr(model, option, getattr(self.options, option))

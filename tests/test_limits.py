@@ -1,0 +1,59 @@
+"""Vendor rate limits (tasks/limits.py): the clock that spaces calls, shared by every worker of a Dask cluster."""
+
+from __future__ import annotations
+
+import pytest
+
+from tasks import limits
+from ttseval.config import load_settings
+
+
+def test_booking_spaces_calls_one_period_apart_and_an_idle_clock_starts_at_once() -> None:
+    # Five calls booked at one moment at 4/s start at k/4 s (the spacing worked by hand: k x 1/rate).
+    waits = [limits.book("test-spacing", 4.0) for _ in range(5)]
+    assert waits == pytest.approx([0.0, 0.25, 0.5, 0.75, 1.0], abs=0.02)
+    other = limits.book("test-other-vendor", 4.0)  # each vendor has its own clock
+    assert other == pytest.approx(0.0, abs=0.02)
+
+
+def _book_three_from_a_thread(name: str, per_second: float) -> list[float]:
+    """Runs as a Dask task: resolve the clock in the task's thread, book from a thread the task starts (as a judge's
+    batch does)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    clock = limits.rate_clock()
+    with ThreadPoolExecutor(1) as pool:
+        return [pool.submit(clock, name, per_second).result() for _ in range(3)]
+
+
+def _has_clock(name: str) -> bool:
+    return name in limits._clocks
+
+
+def test_the_clock_is_the_schedulers_and_binds_both_workers() -> None:
+    from distributed import Client, LocalCluster
+
+    # At 0.1/s calls are 10 s apart. Six bookings made within a few seconds from two worker processes get waits
+    # near 0, 10, ..., 50 s when one clock serves both; a clock per process would give 0, 10, 20 twice.
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
+            Client(cluster, set_as_default=False) as client:
+        client.wait_for_workers(2)
+        workers = list(client.scheduler_info()["workers"])
+        futures = [client.submit(_book_three_from_a_thread, "test-shared", 0.1, workers=[w], pure=False)
+                   for w in workers]
+        waits = sorted(w for f in futures for w in f.result(timeout=60))
+        assert [round(w / 10) * 10 for w in waits] == [0, 10, 20, 30, 40, 50], waits
+        # the LocalCluster's scheduler runs in this process: the clock is here, not in the workers
+        assert "test-shared" in limits._clocks
+        assert client.run(_has_clock, "test-shared") == {w: False for w in workers}
+
+
+def test_a_vendor_without_a_limit_costs_nothing_and_a_gate_is_made_once_per_task() -> None:
+    import contextlib
+
+    settings = load_settings(vendor_limits={"gemini": {"per_second": 1000.0}})
+    assert limits.vendor_gate(settings, "openai") is contextlib.nullcontext
+    gate = limits.vendor_gate(settings, "gemini")  # outside a Dask worker: this process's clock
+    with gate():
+        pass
+    assert "ttseval-vendor-gemini" in limits._clocks
