@@ -1,0 +1,25 @@
+"""The GPU benchmark stays runnable: benchmarks/gpu_batch.py with tiny models on the CPU (the figures it prints
+are measured on a GPU machine and quoted in the README; nothing here asserts a speed)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_gpu_batch_benchmark_runs_every_backend_with_tiny_models() -> None:
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_batch.py"), "--size", "tiny",
+                             "--device", "cpu", "--items", "4", "--batch", "2", "--new-tokens", "4"],
+                            capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "size=tiny device=cpu GPU=none" in result.stdout
+    rows = re.findall(r"^  (\w+) +built .* one at a time +([\d.]+)/s, batched +([\d.]+)/s: batched / one-at-a-time "
+                      r"([\d.]+)x$", result.stdout, flags=re.M)
+    assert [r[0] for r in rows] == ["whisper", "ctc", "vits"], result.stdout
+    for name, one, batched, ratio in rows:  # the printed ratio is the two throughputs' ratio
+        assert float(one) > 0 and float(batched) > 0
+        assert abs(float(ratio) - float(batched) / float(one)) <= 0.02 * float(ratio) + 0.01, (name, result.stdout)
