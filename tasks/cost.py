@@ -8,10 +8,10 @@ its shards, which hold across every Dask worker without a shared counter, and th
 run. Prices per character are exact for vendors that bill characters; token-billed models are estimates (their
 price tables say so).
 
-Judge calls are estimated per judge: the pairs (or instruction clips) the store lacks, at
-`AUDIO_TOKENS_PER_S` input tokens per second of audio (Gemini's documented rate for audio input) plus the
-prompt, and `JUDGE_OUTPUT_TOKENS` output tokens, at the judge's own prices (`input_usd_per_mtok`,
-`output_usd_per_mtok`).
+Judge calls are estimated per judge: the pairs (or instruction clips) the store lacks, at the judge's audio
+tokens per second (`audio_tokens_per_s`: Gemini 32, OpenAI 10, as their documentation gives) at its audio price,
+plus `JUDGE_PROMPT_TOKENS` of prompt and `JUDGE_OUTPUT_TOKENS` output tokens, at the judge's own prices
+(`prices_per_mtok`).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from ttseval.store import ArtifactStore
 WORDS_PER_MINUTE = 133.0
 """Speaking rate for expected audio length: EmergentTTS-Eval's overall means (33.93 words, 15.32 s)."""
 AUDIO_TOKENS_PER_S = 32
-"""Input tokens per second of audio (Gemini API documentation); an estimate for other audio LLMs."""
+"""Input tokens per second of audio for a judge that does not declare its own (Gemini's documented rate)."""
 JUDGE_PROMPT_TOKENS = 600
 JUDGE_OUTPUT_TOKENS = 400
 
@@ -112,12 +112,11 @@ def estimate_judges(items: pd.DataFrame, system_ids: list[str], baseline_id: str
             todo = [k for k in wanted if k not in done]
             est = Estimate(f"{spec} ({role})", "judge", keys=len(todo), calls=len(todo))
             est.audio_s = sum(clips * audio_s[i] for i, _ in todo)
-            options = getattr(judge, "options", None)
-            in_price = float(getattr(options, "input_usd_per_mtok", 0.0) or 0.0)
-            out_price = float(getattr(options, "output_usd_per_mtok", 0.0) or 0.0)
-            if getattr(judge, "name", "") != "objective":
-                tokens_in = est.audio_s * AUDIO_TOKENS_PER_S + JUDGE_PROMPT_TOKENS * len(todo)
-                est.usd = (tokens_in * in_price + JUDGE_OUTPUT_TOKENS * len(todo) * out_price) / 1e6
+            if hasattr(judge, "prices_per_mtok"):  # a paid chat judge (providers/judges/llm_judge.py)
+                text_price, audio_price, out_price = judge.prices_per_mtok()
+                audio_tokens = est.audio_s * getattr(judge, "audio_tokens_per_s", AUDIO_TOKENS_PER_S)
+                est.usd = (audio_tokens * audio_price + JUDGE_PROMPT_TOKENS * len(todo) * text_price
+                           + JUDGE_OUTPUT_TOKENS * len(todo) * out_price) / 1e6
             out.append(est)
     return out
 

@@ -9,7 +9,8 @@ calls an OpenAI-compatible server (OpenAI itself, vLLM, llama.cpp ...).
         fake.ok_responses, fake.status_counts[429], fake.max_in_flight, fake.calls
 
 It answers POST /v1/chat/completions with the JSON OpenAI sends: id, object "chat.completion", created, model,
-choices[0].message {role, content, refusal}, finish_reason, and usage. Errors use OpenAI's body
+choices[0].message {role, content, refusal}, finish_reason, and usage (audio parts add 10 tokens per second to
+prompt_tokens, also given as prompt_tokens_details.audio_tokens). Errors use OpenAI's body
 `{"error": {"message", "type", "param", "code"}}`. A request without `Authorization: Bearer <key>` (or, when the
 fake was given `api_key`, with another key) gets 401.
 
@@ -31,6 +32,18 @@ from typing import Any
 from tests.fake_http import ScriptedFakeServer, parse_json_object
 
 PATH = "/v1/chat/completions"
+AUDIO_TOKENS_PER_S = 10  # OpenAI's rate for audio input: one token per 100 ms
+
+
+def audio_tokens(wav: bytes) -> int:
+    """Tokens the fake counts for one WAV part: ceil(seconds x AUDIO_TOKENS_PER_S)."""
+    import io
+    import math
+
+    import soundfile as sf
+
+    info = sf.info(io.BytesIO(wav))
+    return math.ceil(info.frames / info.samplerate * AUDIO_TOKENS_PER_S)
 REFUSAL_TEXT = "I'm sorry, but I can't help with that."
 
 ERROR_KINDS = {  # status -> (type, code) as OpenAI's error bodies name them
@@ -101,6 +114,16 @@ class Reply:
         """A plain-text apology where JSON was asked for."""
         return cls(content=text, **kw)
 
+    def usage(self, request: OpenAIRequest | None) -> dict[str, Any]:
+        """`prompt_tokens` of text, plus the audio parts' tokens at AUDIO_TOKENS_PER_S, counted apart in
+        prompt_tokens_details as OpenAI's audio models do."""
+        audio = sum(audio_tokens(wav) for wav in request.audio_parts()) if request is not None else 0
+        usage: dict[str, Any] = {"prompt_tokens": self.prompt_tokens + audio, "completion_tokens": self.completion_tokens,
+                                 "total_tokens": self.prompt_tokens + audio + self.completion_tokens}
+        if audio:
+            usage["prompt_tokens_details"] = {"audio_tokens": audio, "cached_tokens": 0}
+        return usage
+
     def response_body(self, request: OpenAIRequest | None) -> bytes:
         if self.raw_body is not None:
             return self.raw_body
@@ -124,11 +147,7 @@ class Reply:
                 "logprobs": None,
                 "finish_reason": self.finish_reason,
             }],
-            "usage": {
-                "prompt_tokens": self.prompt_tokens,
-                "completion_tokens": self.completion_tokens,
-                "total_tokens": self.prompt_tokens + self.completion_tokens,
-            },
+            "usage": self.usage(request),
             "service_tier": "default",
             "system_fingerprint": "fp_fake",
         }

@@ -2,10 +2,9 @@
 
 Spec: `gemini[:MODEL][:key=value ...]`, e.g. `gemini:gemini-2.5-pro:temperature=0:thinking_budget=1024`.
 
-Each judgement is one user turn: the prompt, then "Clip 1:", the first WAV inline, "Clip 2:", the second WAV
-(instruction judging: the prompt, then the one WAV). The output is constrained to JSON by response_schema (the
-pydantic answer model) and parsed tolerantly (json-repair, then pydantic), so a MAX_TOKENS stop that cut the
-JSON short can still yield a verdict.
+Requests, prompts and verdicts are every chat judge's (providers/judges/llm_judge.py); here the WAVs go inline
+and the output is constrained to JSON by response_schema (the pydantic answer model), then parsed tolerantly, so
+a MAX_TOKENS stop that cut the JSON short can still yield a verdict. Audio costs 32 prompt tokens per second.
 
 Transport, retries, re-asks and usage are GeminiLLM's (providers/llm/gemini.py, built from this judge's options),
 with two budgets counted apart and both per judgement:
@@ -21,34 +20,14 @@ from the transport start with "Gemini HTTP <code>" or "Gemini transport"; unpars
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from contextlib import AbstractContextManager
 from typing import Any, ClassVar
 
 from pydantic import Field, SecretStr
 
 from providers import EngineVersion, canonical_spec, parse_options
-from providers.judges.prompts import (
-    INSTRUCTION_PROMPT_VERSION,
-    PAIRWISE_PROMPT_VERSION,
-    WINNER_FROM_ANSWER,
-    InstructionAnswer,
-    PairwiseAnswer,
-    instruction_prompt,
-    pairwise_prompt,
-)
+from providers.judges.llm_judge import LLMJudge
 from providers.llm.gemini import GeminiLLM, GeminiLLMOptions, require_genai, resolve_api_key
 from ttseval.ids import stable_id
-from ttseval.protocols import (
-    ANY_LANGUAGE,
-    InstructionRequest,
-    InstructionVerdict,
-    Languages,
-    LLMRequest,
-    LLMResult,
-    PairwiseRequest,
-    PairwiseVerdict,
-)
 
 DEFAULT_MODEL = "gemini-2.5-pro"
 
@@ -68,7 +47,7 @@ class _JudgeLLM(GeminiLLM):
     refusals_are_final: ClassVar[bool] = False
 
 
-class GeminiJudge:
+class GeminiJudge(LLMJudge):
     """A Gemini model judging pairs of clips and instruction following.
 
     Args:
@@ -82,15 +61,8 @@ class GeminiJudge:
     """
 
     name: ClassVar[str] = "gemini"
-    prompt_version: ClassVar[str] = PAIRWISE_PROMPT_VERSION
-    instruction_prompt_version: ClassVar[str] = INSTRUCTION_PROMPT_VERSION
-    languages: ClassVar[Languages] = ANY_LANGUAGE
-    accepts_instruction: ClassVar[bool] = True  # judges instruction following as well as pairs
-    gpu: ClassVar[bool] = False  # remote
     extra: ClassVar[str | None] = None  # google-genai is a base dependency
-    output_sample_rate_hz: ClassVar[int | None] = None
     version: ClassVar[str] = EngineVersion(lambda: GeminiLLM.version)  # the google-genai SDK's
-    requires: ClassVar[tuple[str, ...]] = ()
     imports: ClassVar[tuple[str, ...]] = GeminiLLM.imports
 
     def __init__(self, voice: str | None = None, *, api_key: str | SecretStr | None = None, **options: str) -> None:
@@ -138,53 +110,3 @@ class GeminiJudge:
 
     def __repr__(self) -> str:
         return f"GeminiJudge(model={self.model!r}, judge_id={self.judge_id!r})"
-
-    # -- judging -----------------------------------------------------------------------------------------------
-    def limit_calls(self, gate: Callable[[], AbstractContextManager[Any]]) -> None:
-        """Hold `gate()` around each call to the API (tasks.limits: the vendor's limit over every worker)."""
-        self._llm.limit_calls(gate)
-
-    def judge_pairs(self, batch: list[PairwiseRequest]) -> list[PairwiseVerdict]:
-        """One verdict per request, in order; `winner` is in presentation order (first / second / tie)."""
-        requests = [
-            LLMRequest(
-                parts=(pairwise_prompt(r.text, r.category, r.rubric), "Clip 1:", r.first.to_wav_bytes(),
-                       "Clip 2:", r.second.to_wav_bytes()),
-                schema=PairwiseAnswer,
-            )
-            for r in batch
-        ]
-        return [self._pair_verdict(result) for result in self._llm.generate(requests)]
-
-    def judge_instructions(self, batch: list[InstructionRequest]) -> list[InstructionVerdict]:
-        """One verdict per request, in order; `follows` is None when the output did not parse."""
-        requests = [
-            LLMRequest(parts=(instruction_prompt(r.text, r.instruction, r.task), r.audio.to_wav_bytes()),
-                       schema=InstructionAnswer)
-            for r in batch
-        ]
-        return [self._instruction_verdict(result) for result in self._llm.generate(requests)]
-
-    @staticmethod
-    def _pair_verdict(out: LLMResult) -> PairwiseVerdict:
-        usage = {"raw_response": out.raw, "attempts": out.attempts, "retries": out.retries,
-                 "input_tokens": out.input_tokens, "output_tokens": out.output_tokens, "cost_usd": out.cost_usd}
-        if not out.ok:
-            return PairwiseVerdict(winner=None, parse_ok=False, error=out.error, transient=out.failure == "transport",
-                                   **usage)
-        a: PairwiseAnswer = out.data
-        return PairwiseVerdict(
-            winner=WINNER_FROM_ANSWER[a.winner], parse_ok=True, score_first=a.clip_1_score,
-            score_second=a.clip_2_score, reasoning_first=a.clip_1_reasoning or None,
-            reasoning_second=a.clip_2_reasoning or None, comparison=a.comparison or None, **usage,
-        )
-
-    @staticmethod
-    def _instruction_verdict(out: LLMResult) -> InstructionVerdict:
-        a: InstructionAnswer | None = out.data if out.ok else None
-        return InstructionVerdict(
-            follows=a.follows if a is not None else None, parse_ok=a is not None,
-            reasoning=(a.reasoning or None) if a is not None else None, raw_response=out.raw, attempts=out.attempts,
-            retries=out.retries, input_tokens=out.input_tokens, output_tokens=out.output_tokens,
-            cost_usd=out.cost_usd, error=out.error, transient=out.failure == "transport",
-        )

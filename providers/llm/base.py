@@ -55,6 +55,9 @@ class LLMOptions(BaseModel):
     concurrency: int = Field(4, ge=1, description="requests in flight at once within one batch")
     input_usd_per_mtok: float = Field(0.0, ge=0, description="price of a million prompt tokens")
     output_usd_per_mtok: float = Field(0.0, ge=0, description="price of a million output tokens")
+    audio_input_usd_per_mtok: float | None = Field(
+        None, ge=0, description="price of a million audio prompt tokens where the API counts them apart; "
+        "None = input_usd_per_mtok")
     base_url: str | None = Field(None, description="API endpoint; None = the provider's public one")
 
     @field_validator("base_url")
@@ -73,6 +76,8 @@ class Reply:
     refusal: str | None = None
     input_tokens: int | None = None
     output_tokens: int | None = None
+    audio_input_tokens: int | None = None
+    """Of `input_tokens`, those that encode audio, where the API says (OpenAI prices them apart)."""
 
 
 class Transient(Exception):
@@ -271,11 +276,16 @@ class BaseLLM:
             out.input_tokens = (out.input_tokens or 0) + reply.input_tokens
         if reply.output_tokens is not None:
             out.output_tokens = (out.output_tokens or 0) + reply.output_tokens
+        if reply.audio_input_tokens is not None:
+            out.extra["audio_input_tokens"] = out.extra.get("audio_input_tokens", 0) + reply.audio_input_tokens
 
     def _priced(self, out: LLMResult) -> LLMResult:
+        """Cost at the options' prices: text prompt tokens, audio prompt tokens (when counted apart), output."""
         if out.input_tokens is not None or out.output_tokens is not None:
             o = self.options
-            out.cost_usd = ((out.input_tokens or 0) * o.input_usd_per_mtok
+            audio = out.extra.get("audio_input_tokens", 0)
+            audio_price = o.input_usd_per_mtok if o.audio_input_usd_per_mtok is None else o.audio_input_usd_per_mtok
+            out.cost_usd = (((out.input_tokens or 0) - audio) * o.input_usd_per_mtok + audio * audio_price
                             + (out.output_tokens or 0) * o.output_usd_per_mtok) / 1e6
         return out
 

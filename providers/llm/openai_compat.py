@@ -227,8 +227,11 @@ class OpenAICompatLLM(BaseLLM):
         usage = getattr(completion, "usage", None)
         input_tokens = getattr(usage, "prompt_tokens", None) if usage is not None else None
         output_tokens = getattr(usage, "completion_tokens", None) if usage is not None else None
+        details = getattr(usage, "prompt_tokens_details", None) if usage is not None else None
+        audio_tokens = getattr(details, "audio_tokens", None) if details is not None else None
         if not choices:
-            return Reply(text=None, input_tokens=input_tokens, output_tokens=output_tokens)
+            return Reply(text=None, input_tokens=input_tokens, output_tokens=output_tokens,
+                         audio_input_tokens=audio_tokens)
         choice = choices[0]
         message = choice.message
         return Reply(
@@ -237,4 +240,5 @@ class OpenAICompatLLM(BaseLLM):
             refusal=getattr(message, "refusal", None) or None,
             input_tokens=input_tokens,
             output_tokens=output_tokens,
+            audio_input_tokens=audio_tokens,
         )
