@@ -17,7 +17,7 @@ from flows.common import (artifact_key, check_judges, check_stage_tables, cpu_wo
 from flows.progress import StageProgress
 from flows.runner import SettingsDaskTaskRunner
 from tasks.common import get_store, logger
-from tasks.judge import run_judge_stage
+from tasks.judge import run_judge_stage, run_position_audit
 from tasks.limits import ensure_vendor_limits
 from tasks.report import write_full_report
 from ttseval.config import load_settings
@@ -75,10 +75,16 @@ def backfill_judge(run_id: str, judge: str, store: str | None = None, baseline: 
                                          lambda _: placement(settings, on_gpu, cpu_workers))
         progress.add("judgments", sum(p.to_compute for p in plans))
         progress.advance("judgments", sum(r.n_rows for r in results))
-    check_stage_tables(st, run_id, ("judgments",))
-    st.compact(run_id, "judgments")
+        audit_plans, audit_results = run_position_audit(settings, run_id, system_ids, baseline_id, [judge_spec],
+                                                        lambda _: placement(settings, on_gpu, cpu_workers))
+        progress.add("position_audit", sum(p.to_compute for p in audit_plans))
+        progress.advance("position_audit", sum(r.n_rows for r in audit_results))
+    check_stage_tables(st, run_id, ("judgments", "position_audit"))
+    for table in ("judgments", "position_audit"):
+        st.compact(run_id, table)
     markdown = write_full_report(st, run_id, settings, system_ids, {"run_id": run_id, "store": st.display(),
                                                                      "backfilled judge": judge_spec})
     create_markdown_artifact(markdown=markdown, key=artifact_key("report", run_id), description=f"ttseval report for {run_id}")
     return {"run_id": run_id, "judge": judge_spec, "computed": sum(r.n_rows for r in results),
-            "reused": sum(p.present for p in plans), "wall_s": time.perf_counter() - t0}
+            "reused": sum(p.present for p in plans), "audited": sum(r.n_rows for r in audit_results),
+            "wall_s": time.perf_counter() - t0}

@@ -26,7 +26,7 @@ from flows.runner import SettingsDaskTaskRunner
 from tasks.common import StageResult, get_store, logger, now, task_retry_options
 from tasks.cost import estimate_synthesis, within_budget
 from tasks.instruct import run_instruction_stage
-from tasks.judge import run_judge_stage
+from tasks.judge import run_judge_stage, run_position_audit
 from tasks.limits import ensure_vendor_limits
 from tasks.plan import Plan, asr_id_for, plan_model_stage, plan_synthesis, quality_id_for
 from tasks.quality import quality_task
@@ -110,15 +110,20 @@ def evaluate(
                                                      place)
         instruction_plans, instruction_results = run_instruction_stage(settings, run_id, system_ids,
                                                                        instruction_specs, place)
+        # EmergentTTS-Eval draws each pair's order at random; the audit measures what that averages out.
+        audit_plans, audit_results = run_position_audit(settings, run_id, system_ids, baseline_spec.id, judge_specs,
+                                                        place)
         for stage, plans, done in (("judgments", judge_plans, judge_results),
-                                   ("instruction_judgments", instruction_plans, instruction_results)):
+                                   ("instruction_judgments", instruction_plans, instruction_results),
+                                   ("position_audit", audit_plans, audit_results)):
             progress.add(stage, sum(p.to_compute for p in plans))
             progress.advance(stage, sum(r.n_rows for r in done))
-    results += judge_results + instruction_results
+    results += judge_results + instruction_results + audit_results
     reused = {p.stage: p.present for p in (synth, asr, mos)} | {
         "judgments": sum(p.present for p in judge_plans),
-        "instruction_judgments": sum(p.present for p in instruction_plans)}
-    stages = ("synthesis", "transcripts", "quality", "judgments", "instruction_judgments")
+        "instruction_judgments": sum(p.present for p in instruction_plans),
+        "position_audit": sum(p.present for p in audit_plans)}
+    stages = ("synthesis", "transcripts", "quality", "judgments", "instruction_judgments", "position_audit")
     computed = {stage: sum(r.n_rows for r in results if r.stage == stage) for stage in stages}
     log.info("computed rows: " + ", ".join(f"{k} {v}" for k, v in computed.items()))
 

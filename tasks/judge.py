@@ -12,7 +12,9 @@ flow and a backfill over audio stored by an earlier run: no TTS provider is ever
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
+import math
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Literal
@@ -299,6 +301,55 @@ PAIRWISE = JudgeKind(
     table="judgments", task_name="judge", key_columns=("item_id", "system_id", "baseline_id", "judge_id"),
     wanted=_pairwise_wanted, request=_pairwise_request, ask=_ask_pairs,
     verdict_row=_pairwise_row)
+
+
+# -- position-bias audit: a sample of the pairs, asked again in the other order ------------------------------------
+
+def audit_sample(keys: list[tuple[str, str, str]], settings: Settings) -> set[tuple[str, str, str]]:
+    """The (item, system, baseline) pairs audited: `position_audit_share` of them, at least `position_audit_min`
+    when there are that many; drawn by a seeded hash of the key, so a pair stays in the sample as the run grows."""
+    if settings.position_audit_share <= 0 or not keys:
+        return set()
+    n = min(len(keys), max(math.ceil(settings.position_audit_share * len(keys)), settings.position_audit_min))
+    order = sorted(keys, key=lambda k: hashlib.sha256(f"audit|{settings.seed}|{'|'.join(k)}".encode()).digest())
+    return set(order[:n])
+
+
+def _audit_wanted(store: ArtifactStore, run_id: str, system_ids: list[str], baseline_id: str | None,
+                  settings: Settings) -> Iterator[Work]:
+    wanted = list(_pairwise_wanted(store, run_id, system_ids, baseline_id, settings))
+    sample = audit_sample([(w["item_id"], w["system_id"], w["baseline_id"]) for w in wanted], settings)
+    return (w for w in wanted if (w["item_id"], w["system_id"], w["baseline_id"]) in sample)
+
+
+def _swapped_request(w: Work, store: ArtifactStore, settings: Settings) -> tuple[PairwiseRequest, dict[str, Any]]:
+    """The pair in the order the judgments table did not use."""
+    request, known = _pairwise_request(w, store, settings)
+    swapped = dataclasses.replace(request, first=request.second, second=request.first,
+                                  first_signals=request.second_signals, second_signals=request.first_signals)
+    return swapped, {"candidate_first": not known["candidate_first"]}
+
+
+POSITION_AUDIT = JudgeKind(
+    table="position_audit", task_name="position-audit", key_columns=PAIRWISE.key_columns,
+    wanted=_audit_wanted, request=_swapped_request, ask=_ask_pairs, verdict_row=_pairwise_row)
+
+
+def order_sensitive(judge: str, settings: Settings) -> bool:
+    """Whether a judge's verdict may depend on which clip it hears first (every LLM judge); the objective judge
+    declares `order_sensitive = False`: its rule reads the two clips' metrics, not an order."""
+    from ttseval.registry import JUDGES
+
+    cls = JUDGES.resolve(Spec.parse(judge).provider, settings.plugins.get("judge"))
+    return bool(getattr(cls, "order_sensitive", True))
+
+
+def run_position_audit(settings: Settings, run_id: str, system_ids: list[str], baseline_id: str,
+                       judges: list[str], place: Placement = lambda spec: contextlib.nullcontext()
+                       ) -> tuple[list[Plan], list[StageResult]]:
+    """Ask each order-sensitive judge the audit sample's pairs in the other order (`position_audit`)."""
+    audited = [j for j in judges if order_sensitive(j, settings)]
+    return run_judges(POSITION_AUDIT, settings, run_id, system_ids, audited, baseline_id=baseline_id, place=place)
 
 
 def run_judge_stage(settings: Settings, run_id: str, system_ids: list[str], baseline_id: str,

@@ -291,7 +291,38 @@ def leaderboard_markdown(store: ArtifactStore, run_id: str, summary: pd.DataFram
         rho = agreement["spearman"]
         lines.append(markdown_table(["judge", *map(str, rho.columns)],
                                     [[j, *(_num(v, 3) for v in row)] for j, row in rho.iterrows()]))
+    lines += position_bias_markdown(store, run_id, judgments, names)
     return "\n".join(lines) + "\n"
+
+
+def position_bias_markdown(store: ArtifactStore, run_id: str, judgments: pd.DataFrame,
+                           names: dict[str, str]) -> list[str]:
+    """Per audited judge: consistency under the swap, first-position wins, and win-rates with the swapped answers
+    included (metrics.position_bias)."""
+    from metrics.position_bias import position_bias
+
+    audit = store.read(run_id, "position_audit")
+    if audit.empty or judgments.empty:
+        return []
+    judges, systems = position_bias(judgments, audit)
+    if judges.empty:
+        return []
+    specs = judgments.drop_duplicates("judge_id").set_index("judge_id")["judge_spec"]
+    lines = ["", "## Position bias", "",
+             "A sample of pairs (`position_audit_share`, at least `position_audit_min`) asked again with the clips "
+             "in the other order. Consistency: share of audited pairs whose verdict survives the swap. First "
+             "position: share of decided answers won by the clip heard first (0.5 = no bias). Win-rate with swaps: "
+             "an audited pair scores the mean of its two answers.", ""]
+    rows = []
+    for j in judges.itertuples(index=False):
+        mine = systems[systems["judge_id"] == j.judge_id]
+        per_system = "; ".join(f"{names.get(r.system_id, r.system_id)} {_pct(r.win_rate)} -> "
+                               f"{_pct(r.win_rate_swapped)}" for r in mine.itertuples(index=False))
+        rows.append([_judge_label(specs.get(j.judge_id, j.judge_id)), str(j.n_audited), _pct(j.consistency),
+                     _pct(j.first_position_wins), per_system])
+    lines.append(markdown_table(["judge", "pairs audited", "consistency %", "first-position wins %",
+                                 "win-rate % -> with swaps"], rows))
+    return lines
 
 
 def model_of_voices(names: dict[str, str]) -> dict[str, str]:

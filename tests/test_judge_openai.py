@@ -112,3 +112,28 @@ def test_built_from_a_spec_and_gated_like_every_vendor(fake: FakeOpenAI, monkeyp
     assert built._llm.gate is not None
     fake.script("<item-5>", [Reply.ok(answer("clip_2", 1, 2))])
     assert built.judge_pairs([pair(5)])[0].winner == "second"
+
+
+def test_dry_run_estimate_uses_each_judges_audio_rate_and_prices(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pandas as pd
+
+    from tasks.cost import JUDGE_OUTPUT_TOKENS, JUDGE_PROMPT_TOKENS, estimate_judges
+    from ttseval.config import load_settings
+    from ttseval.store import ArtifactStore
+
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("GEMINI_API_KEY", "fake-gemini-key")
+    # 2 items of 133 words: one minute each at 133 words per minute; 2 candidates and a baseline: 4 pairs of
+    # 2 clips, 480 s of audio in all
+    items = pd.DataFrame([{"item_id": f"i{k}", "text": " ".join(["word"] * 133), "instruction": None}
+                          for k in range(2)])
+    estimates = estimate_judges(items, ["base", "a", "b"], "base", ["openai:gpt-4o-audio-preview", "gemini"], [],
+                                ArtifactStore(str(tmp_path)), "r", load_settings(store=str(tmp_path)))
+    openai, gemini = estimates
+    assert (openai.calls, openai.audio_s) == (4, pytest.approx(480.0))
+    # OpenAI: 10 audio tokens/s at USD 40, the prompt at 2.50, the output at 10, per million tokens
+    assert openai.usd == pytest.approx((480 * 10 * 40.0 + 4 * JUDGE_PROMPT_TOKENS * 2.50
+                                        + 4 * JUDGE_OUTPUT_TOKENS * 10.0) / 1e6)
+    # Gemini 2.5 Pro: 32 tokens/s, all prompt tokens at 1.25, output at 10
+    assert gemini.usd == pytest.approx((480 * 32 * 1.25 + 4 * JUDGE_PROMPT_TOKENS * 1.25
+                                        + 4 * JUDGE_OUTPUT_TOKENS * 10.0) / 1e6)

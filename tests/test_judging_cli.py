@@ -135,7 +135,7 @@ def test_backfill_gemini_judge_against_fake_server_counts_calls_retries_and_pars
         fake.script("When the chef stirred", [Reply.malformed()] * 4)  # both comparisons stay unparseable
         spec = f"gemini:gemini-2.5-pro:base_url={fake.base_url}:backoff_s=0.01:max_attempts=2"
         result = run_cli(["backfill-judge", "--store", str(store), "--run-id", "j", "--judge", spec],
-                         env | {"GEMINI_API_KEY": key}, cwd=store)
+                         env | {"GEMINI_API_KEY": key, "TTSEVAL_POSITION_AUDIT_SHARE": "0"}, cwd=store)
         assert result.returncode == 0, result.stderr[-3000:]
         assert fake.pending() == {}
         # 9 items x 2 candidates = 18 comparisons; French and Pashto lack the baseline clip: 14 reach the judge.
@@ -166,15 +166,20 @@ def test_backfill_gemini_judge_against_fake_server_counts_calls_retries_and_pars
     assert key not in result.stdout + result.stderr
 
 
-def test_a_judge_vendor_limit_holds_across_both_workers(judged_run, tmp_path: Path) -> None:
+def _copy_of(store: Path, into: Path) -> Path:
+    """The run's tables and audio, for a test that must not change the shared run."""
     import shutil
 
+    shutil.copytree(store / "runs" / "j", into / "runs" / "j")
+    shutil.copytree(store / "blobs", into / "blobs")
+    return into
+
+
+def test_a_judge_vendor_limit_holds_across_both_workers(judged_run, tmp_path: Path) -> None:
     from tests.fake_gemini import FakeGemini
 
     store, env, _, _, _ = judged_run
-    copy = tmp_path / "store"
-    shutil.copytree(store / "runs" / "j", copy / "runs" / "j")
-    shutil.copytree(store / "blobs", copy / "blobs")
+    copy = _copy_of(store, tmp_path / "store")
     with FakeGemini(delay_s=0.2) as slow:
         # two shards of 8 comparisons, one per worker, each asking 4 at once: 8 in flight without the limit
         spec = f"gemini:gemini-2.5-flash:base_url={slow.base_url}:temperature=0.1"
@@ -183,8 +188,41 @@ def test_a_judge_vendor_limit_holds_across_both_workers(judged_run, tmp_path: Pa
                          env | {"GEMINI_API_KEY": "fake-key", "TTSEVAL_VENDOR_LIMITS": limits,
                                 "TTSEVAL_SHARD_SIZE": "8"}, cwd=copy)
         assert result.returncode == 0, result.stderr[-3000:]
-        assert slow.ok_responses == 14 and slow.max_in_flight == 1, result.stdout + result.stderr[-3000:]
+        # 14 comparisons, and the same 14 in the other order (the position audit): every call gated
+        assert slow.ok_responses == 28 and slow.max_in_flight == 1, result.stdout + result.stderr[-3000:]
         assert "ttseval-vendor-gemini" in result.stderr
+
+
+def test_position_audit_of_a_judge_that_always_picks_clip_one(judged_run, tmp_path: Path) -> None:
+    from tests.fake_gemini import FakeGemini
+
+    store, env, _, _, _ = judged_run
+    copy = _copy_of(store, tmp_path / "store")
+    with FakeGemini() as fake:  # its default verdict is always "clip_1": pure position bias
+        spec = f"gemini:gemini-2.5-flash:base_url={fake.base_url}:temperature=0.3"
+        result = run_cli(["backfill-judge", "--store", str(copy), "--run-id", "j", "--judge", spec],
+                         env | {"GEMINI_API_KEY": "fake-key"}, cwd=copy)
+        assert result.returncode == 0, result.stderr[-3000:]
+        # 18 pairs, fewer than position_audit_min (50): all audited; 4 lack a clip (skipped in both tables)
+        assert fake.ok_responses == 28 and "18 asked in the other order" in result.stdout
+    judged = pd.read_parquet(copy / "runs" / "j" / "judgments")
+    audit = pd.read_parquet(copy / "runs" / "j" / "position_audit")
+    assert set(audit["judge_spec"].str.split(":").str[0]) == {"gemini"}  # the objective judge is order-blind
+    both = judged.merge(audit, on=["item_id", "system_id", "baseline_id", "judge_id"], suffixes=("", "_swap"))
+    answered = both[both["status"] == "ok"]
+    assert len(both) == 18 and len(answered) == 14
+    assert (answered["candidate_first"] != answered["candidate_first_swap"]).all()
+    assert (answered["winner_raw"] == "first").all() and (answered["winner_raw_swap"] == "first").all()
+    # worked by hand: clip 1 always wins, so every verdict flips (consistency 0 %), the first clip wins all
+    # decided answers (100 %), and with both orders every pair scores (1 + 0) / 2: win-rate 50 % for each system
+    report = (copy / "runs" / "j" / "report.md").read_text()
+    section = report[report.index("## Position bias"):]
+    row = next(line for line in section.splitlines() if line.startswith("| gemini"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1:4] == ["14", "0.0", "100.0"], row
+    assert cells[4].count("-> 50.0") == 2, row
+    for system_id, g in answered.groupby("system_id"):  # the drawn-order win-rate is the share heard first
+        assert f"{g['candidate_first'].mean() * 100:.1f} -> 50.0" in cells[4], (system_id, row)
 
 
 def test_human_alignment_from_a_csv(judged_run, tmp_path: Path) -> None:

@@ -25,6 +25,9 @@ def _quiet_defaults() -> None:
     os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")  # inherited by the worker processes
 
 
+TEMPORARY_SERVER_TIMEOUT_S = 90
+
+
 @contextlib.contextmanager
 def prefect_api() -> Iterator[None]:
     """Use PREFECT_API_URL when set; otherwise start one temporary local server for this command.
@@ -36,10 +39,12 @@ def prefect_api() -> Iterator[None]:
         yield
         return
     from prefect.server.api.server import SubprocessASGIServer
-    from prefect.settings import PREFECT_API_URL, temporary_settings
+    from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_settings
 
     server = SubprocessASGIServer()
-    server.start()
+    # Prefect waits 20 s by default; a loaded 2-core machine took longer to migrate the temporary database once.
+    configured = get_current_settings().server.ephemeral.startup_timeout_seconds
+    server.start(timeout=max(configured, TEMPORARY_SERVER_TIMEOUT_S))
     os.environ["PREFECT_API_URL"] = server.api_url
     try:
         with temporary_settings({PREFECT_API_URL: server.api_url}):
@@ -131,7 +136,8 @@ def cmd_backfill_judge(args: argparse.Namespace) -> int:
         result = runner(run_id=args.run_id, judge=args.judge, store=settings.store, baseline=args.baseline)
     _print_report(settings, args.run_id, None)
     print(f"judge {result['judge']}: reused {result['reused']} comparisons, computed {result['computed']}; "
-          f"wall time {result['wall_s']:.1f} s (no synthesis)")
+          f"{result['audited']} asked in the other order (position audit); wall time {result['wall_s']:.1f} s "
+          "(no synthesis)")
     return 0
 
 

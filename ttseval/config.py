@@ -55,6 +55,10 @@ class Settings(BaseSettings):
     task_retries: int = Field(2, ge=0, description="Prefect retries of a task that raised (worker lost, store error)")
     bootstrap_resamples: int = Field(1000, ge=1)
     seed: int = 0
+    position_audit_share: float = Field(
+        0.10, ge=0, le=1, description="Share of pairs each order-sensitive judge also hears in the other order "
+        "(the position-bias audit); 0 turns it off")
+    position_audit_min: int = Field(50, ge=0, description="Pairs audited at least, when the run has that many")
     max_error_rate: float = Field(1.0, ge=0, le=1, description="Fail the flow when more rows than this fail")
     extra_categories: list[str] = Field(default_factory=list, description="Categories beyond the built-in ones")
     vendor_limits: dict[str, VendorLimit] = Field(

@@ -245,6 +245,8 @@ TABLES: dict[str, TableDef] = {
         TableDef("quality", QUALITY, ("item_id", "system_id", "quality_id")),
         TableDef("judgments", JUDGMENTS, ("item_id", "system_id", "baseline_id", "judge_id")),
         TableDef("instruction_judgments", INSTRUCTION_JUDGMENTS, ("item_id", "system_id", "judge_id")),
+        # The position-bias audit: a sample of the judgments' pairs, asked again in the other order.
+        TableDef("position_audit", JUDGMENTS, ("item_id", "system_id", "baseline_id", "judge_id")),
         TableDef("report", REPORT, ("system_id", "asr_id")),
         TableDef("winrates", WINRATES, ("judge_id", "system_id", "baseline_id", "level", "category", "depth")),
     )

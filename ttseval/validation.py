@@ -185,6 +185,7 @@ _STAGE_STATUSES = {
     "transcripts": ("ok", "failed"),
     "quality": ("ok", "failed"),
     "judgments": ("ok", "failed", "skipped"),
+    "position_audit": ("ok", "failed", "skipped"),
     "instruction_judgments": ("ok", "failed", "skipped"),
 }
 _JUDGE_COST = [_at_least(c, 0, ok_only=False) for c in ("input_tokens", "output_tokens", "cost_usd")]
@@ -220,6 +221,7 @@ _VALUE_RULES: dict[str, list[Rule]] = {
     ],
     "instruction_judgments": [_in_set("task", ("APS", "DSD", "RP")), *_JUDGE_COST],
 }
+_VALUE_RULES["position_audit"] = _VALUE_RULES["judgments"]
 
 
 def table_rules(table: str) -> list[Rule]:

@@ -32,6 +32,7 @@ class ObjectiveJudge:
     languages: ClassVar[Languages] = ANY_LANGUAGE
     accepts_instruction: ClassVar[bool] = False  # judges pairs only, not instruction following
     gpu: ClassVar[bool] = False
+    order_sensitive: ClassVar[bool] = False  # its rule reads both clips' CER and MOS, in no order
     extra: ClassVar[str | None] = None
     output_sample_rate_hz: ClassVar[int | None] = None
     version: ClassVar[str] = EngineVersion(lambda: package_version("ttseval"))  # the rule is this code
