@@ -8,6 +8,7 @@ InstructTTSEval reports raw agreement of a judge with the human majority vote.
 - ``pairwise_spearman``: Spearman rho between every pair of judges' system scores.
 - ``human_alignment``: Spearman rho between a judge's and humans' system scores.
 - ``krippendorff_alpha``: thin wrapper over the ``krippendorff`` package.
+- ``degenerate_judge``: a judge whose answers cannot rank (all unparsed, or one answer every time).
 - ``preference_alignment``: item-level agreement of judge and human preferences
   (raw agreement, nominal alpha) plus the Spearman of per-system win-rates.
 
@@ -26,6 +27,7 @@ import scipy.stats
 from metrics.winrate import WINNER_SCORES
 
 __all__ = [
+    "degenerate_judge",
     "human_alignment",
     "kendalls_w",
     "krippendorff_alpha",
@@ -304,3 +306,24 @@ def preference_alignment(judge: pd.DataFrame, human: pd.DataFrame) -> dict:
         "spearman": rho,
         "n_systems": n_systems,
     }
+
+
+DEGENERATE_MIN_ANSWERS = 10
+"""Answered comparisons a judge needs before the same answer every time says more than chance."""
+
+
+def degenerate_judge(rows: pd.DataFrame, min_answers: int = DEGENERATE_MIN_ANSWERS) -> str | None:
+    """Why one judge's pairwise verdicts cannot rank systems, or None: every answer unparsed or refused, or the same
+    answer (first / second / tie, as heard) on every one of at least `min_answers` parsed comparisons. `rows` are
+    the judge's rows of the judgments table (`status`, `parse_ok`, `winner_raw`)."""
+    answered = rows[rows["status"] == "ok"]
+    if len(answered) < min_answers:
+        return None
+    parsed = answered[answered["parse_ok"].fillna(False).astype(bool)]
+    if parsed.empty:
+        return f"none of its {len(answered)} answers parsed (refusals or malformed output): it ranks nothing"
+    answers = parsed["winner_raw"].dropna().unique()
+    if len(parsed) >= min_answers and len(answers) == 1:
+        return (f"it answered {answers[0]!r} on all {len(parsed)} parsed comparisons: a constant judge is not a "
+                "ranking")
+    return None

@@ -253,7 +253,10 @@ def _system_metric(summary: pd.DataFrame, system_id: str, column: str, fmt) -> s
 
 
 def leaderboard_markdown(store: ArtifactStore, run_id: str, summary: pd.DataFrame, winrates: pd.DataFrame) -> str:
-    """Per judge: system x category win-rates beside WER and MOS, parse failures, and the run's judge cost."""
+    """Per judge: system x category win-rates beside WER and MOS, parse failures, the run's judge cost, and a
+    warning for a judge whose answers cannot rank (metrics.agreement.degenerate_judge)."""
+    from metrics.agreement import degenerate_judge
+
     if winrates.empty:
         return ""
     names = dict(zip(summary["system_id"], summary["system_spec"]))
@@ -268,6 +271,8 @@ def leaderboard_markdown(store: ArtifactStore, run_id: str, summary: pd.DataFram
         lines += ["", f"## Win-rate vs baseline `{baseline}`: judge {_judge_label(spec)}", "",
                   f"judge_id `{judge_id}`; cost ${cost:.4f} ({tokens} tokens); win 1, tie 0.5, loss 0; "
                   "95% CI by bootstrap over items; parse failures are counted, not scored.", ""]
+        if why := degenerate_judge(mine):
+            lines += [f"**Warning: this judge does not rank.** {why}.", ""]
         overall = rows[rows["level"] == "overall"].set_index("system_id")
         by_cat = rows[rows["level"] == "category"].pivot_table(index="system_id", columns="category", values="win_rate")
         cats = list(by_cat.columns)

@@ -216,6 +216,9 @@ def test_position_audit_of_a_judge_that_always_picks_clip_one(judged_run, tmp_pa
     # worked by hand: clip 1 always wins, so every verdict flips (consistency 0 %), the first clip wins all
     # decided answers (100 %), and with both orders every pair scores (1 + 0) / 2: win-rate 50 % for each system
     report = (copy / "runs" / "j" / "report.md").read_text()
+    assert ("**Warning: this judge does not rank.** it answered 'first' on all 14 parsed comparisons: a constant "
+            "judge is not a ranking.") in report
+    assert report.count("does not rank") == 1  # the objective judge's verdicts vary
     section = report[report.index("## Position bias"):]
     row = next(line for line in section.splitlines() if line.startswith("| gemini"))
     cells = [c.strip() for c in row.strip("|").split("|")]

@@ -229,3 +229,18 @@ def test_preference_alignment_identical_raters_and_errors():
         preference_alignment(JUDGE, pd.concat([HUMAN, HUMAN.iloc[[0]]]))
     with pytest.raises(ValueError, match="no \\(item_id, system_id\\) pair"):
         preference_alignment(JUDGE.assign(item_id=JUDGE.item_id + "x"), HUMAN)
+
+
+def test_degenerate_judge_flags_a_constant_or_mute_judge_and_nothing_else() -> None:
+    from metrics.agreement import degenerate_judge
+
+    def rows(answers: list[str | None], status: str = "ok") -> pd.DataFrame:
+        return pd.DataFrame({"status": status, "parse_ok": [a is not None for a in answers], "winner_raw": answers})
+
+    assert "answered 'first' on all 12 parsed" in degenerate_judge(rows(["first"] * 12))
+    assert "answered 'tie' on all 10 parsed" in degenerate_judge(rows(["tie"] * 10 + [None] * 3))
+    assert "none of its 11 answers parsed" in degenerate_judge(rows([None] * 11))
+    assert degenerate_judge(rows(["first"] * 11 + ["second"])) is None  # one different answer is a ranking
+    assert degenerate_judge(rows(["first"] * 9)) is None  # too few to tell from chance
+    assert degenerate_judge(rows(["first"] * 9 + [None] * 3)) is None  # 12 answered, 9 parsed: too few parsed
+    assert degenerate_judge(rows([None] * 20, status="failed")) is None  # transport failures are not answers
