@@ -1,14 +1,17 @@
 """The backfill_judge flow: a new judge over the audio an earlier run stored, with zero synthesis calls.
 
-It reads the run's tables, plans the comparisons this judge has not made, and writes its judgments beside the
-old ones (a new judge_id never rewrites another judge's rows); the report then compares the judges.
+It reads the run's tables, plans the judgements this judge has not made (pairwise comparisons with their position
+audit, or InstructTTSEval instruction following; over all of the run or a subset of systems, categories, depths
+and items), and writes them beside the old ones (a new judge_id never rewrites another judge's rows); the report
+then compares the judges.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Literal
 
+import pandas as pd
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 
@@ -17,6 +20,7 @@ from flows.common import (artifact_key, check_judges, check_stage_tables, cpu_wo
 from flows.progress import StageProgress
 from flows.runner import SettingsDaskTaskRunner
 from tasks.common import get_store, logger
+from tasks.instruct import run_instruction_stage
 from tasks.judge import run_judge_stage, run_position_audit
 from tasks.limits import ensure_vendor_limits
 from tasks.report import write_full_report
@@ -43,21 +47,55 @@ def stored_baseline(store: Any, run_id: str, system_ids: list[str]) -> str:
     return system_ids[0]
 
 
+def subset_items(store: Any, run_id: str, categories: list[str] | None, depths: list[int] | None,
+                 items: list[str] | None) -> set[str] | None:
+    """The run's item ids within the given categories, depths and ids (each None: no restriction); None when
+    nothing restricts. An empty subset is refused: a backfill over nothing is a typo.
+
+    Raises:
+        SpecError: no item of the run matches, naming what the run has.
+    """
+    if not (categories or depths or items):
+        return None
+    frame = store.read(run_id, "items", columns=["item_id", "category", "depth"])
+    keep = pd.Series(True, index=frame.index)
+    if categories:
+        keep &= frame["category"].isin(categories)
+    if depths:
+        keep &= frame["depth"].isin(depths)
+    if items:
+        keep &= frame["item_id"].isin(items)
+    chosen = set(frame.loc[keep, "item_id"])
+    if not chosen:
+        raise SpecError(f"no item of run {run_id!r} matches categories={categories} depths={depths} items={items}; "
+                        f"the run has categories {sorted(frame['category'].dropna().unique())} and depths "
+                        f"{sorted(int(d) for d in frame['depth'].dropna().unique())}")
+    return chosen
+
+
 @flow(name="backfill_judge", task_runner=SettingsDaskTaskRunner())
-def backfill_judge(run_id: str, judge: str, store: str | None = None, baseline: str | None = None) -> dict[str, Any]:
+def backfill_judge(run_id: str, judge: str, store: str | None = None, baseline: str | None = None,
+                   kind: Literal["pairwise", "instruction"] = "pairwise", systems: list[str] | None = None,
+                   categories: list[str] | None = None, depths: list[int] | None = None,
+                   items: list[str] | None = None) -> dict[str, Any]:
     """Judge the clips stored by run `run_id` with `judge` (a judge spec such as 'gemini:gemini-2.5-pro').
 
     Args:
         run_id: an existing run in the store.
         judge: the judge spec to add.
         store: artifact store URI; default from settings.
-        baseline: baseline system spec; default the baseline the run was judged against, else its first system.
+        baseline: baseline system spec (pairwise); default the baseline the run was judged against, else its first
+            system.
+        kind: `pairwise` (each candidate against the baseline) or `instruction` (InstructTTSEval: does each clip
+            follow its item's instruction).
+        systems: only these systems (specs or ids) as candidates; default all of the run's.
+        categories, depths, items: only items in these categories, at these depths, with these ids.
     """
     t0 = time.perf_counter()
     settings = load_settings(store=store)
     st = get_store(settings.store)
     system_ids, specs = stored_systems(st, run_id)
-    judge_spec = check_judges([judge], settings)[0]
+    judge_spec = check_judges([judge], settings, role=kind)[0]
     if baseline:
         baseline_id = Spec.parse(baseline).id
         if baseline_id not in system_ids:
@@ -65,26 +103,45 @@ def backfill_judge(run_id: str, judge: str, store: str | None = None, baseline: 
                             f"{', '.join(specs.values())}")
     else:
         baseline_id = stored_baseline(st, run_id, system_ids)
-    logger().info(f"backfill {judge_spec} over run {run_id!r}: {len(system_ids)} systems, baseline {specs[baseline_id]}")
+    if systems:
+        wanted = {Spec.parse(s).id for s in systems}
+        if unknown := sorted(wanted - set(system_ids)):
+            raise SpecError(f"systems {unknown} have no audio in run {run_id!r}; systems there: "
+                            f"{', '.join(specs.values())}")
+        # a pairwise candidate is heard against the baseline, so its clips stay in reach
+        system_ids = [s for s in system_ids if s in wanted or (kind == "pairwise" and s == baseline_id)]
+    item_ids = subset_items(st, run_id, categories, depths, items)
+    scope = f"{len(item_ids)} items" if item_ids is not None else "every item"
+    logger().info(f"backfill {judge_spec} ({kind}) over run {run_id!r}: {len(system_ids)} systems, {scope}, "
+                  f"baseline {specs[baseline_id]}")
     if limits := ensure_vendor_limits(settings):
         logger().info(f"vendor limits across all workers: {', '.join(limits)}")
+    table = "judgments" if kind == "pairwise" else "instruction_judgments"
+    tables = (table, "position_audit") if kind == "pairwise" else (table,)
     with StageProgress(f"backfill {judge_spec} over run {run_id!r}", artifact_key("progress", run_id),
                        logger()) as progress:
         on_gpu, cpu_workers = judge_runs_on_gpu(judge_spec, settings), cpu_workers_declared(settings)
-        plans, results = run_judge_stage(settings, run_id, system_ids, baseline_id, [judge_spec],
-                                         lambda _: placement(settings, on_gpu, cpu_workers))
-        progress.add("judgments", sum(p.to_compute for p in plans))
-        progress.advance("judgments", sum(r.n_rows for r in results))
-        audit_plans, audit_results = run_position_audit(settings, run_id, system_ids, baseline_id, [judge_spec],
-                                                        lambda _: placement(settings, on_gpu, cpu_workers))
-        progress.add("position_audit", sum(p.to_compute for p in audit_plans))
-        progress.advance("position_audit", sum(r.n_rows for r in audit_results))
-    check_stage_tables(st, run_id, ("judgments", "position_audit"))
-    for table in ("judgments", "position_audit"):
-        st.compact(run_id, table)
-    markdown = write_full_report(st, run_id, settings, system_ids, {"run_id": run_id, "store": st.display(),
-                                                                     "backfilled judge": judge_spec})
+
+        def place(_: str) -> Any:
+            return placement(settings, on_gpu, cpu_workers)
+
+        if kind == "pairwise":
+            plans, results = run_judge_stage(settings, run_id, system_ids, baseline_id, [judge_spec], place,
+                                             item_ids)
+            audit_plans, audit_results = run_position_audit(settings, run_id, system_ids, baseline_id,
+                                                            [judge_spec], place, item_ids)
+        else:
+            plans, results = run_instruction_stage(settings, run_id, system_ids, [judge_spec], place, item_ids)
+            audit_plans, audit_results = [], []
+        for stage, stage_plans, done in ((table, plans, results), ("position_audit", audit_plans, audit_results)):
+            progress.add(stage, sum(p.to_compute for p in stage_plans))
+            progress.advance(stage, sum(r.n_rows for r in done))
+    check_stage_tables(st, run_id, tables)
+    for name in tables:
+        st.compact(run_id, name)
+    markdown = write_full_report(st, run_id, settings, stored_systems(st, run_id)[0],
+                                 {"run_id": run_id, "store": st.display(), "backfilled judge": judge_spec})
     create_markdown_artifact(markdown=markdown, key=artifact_key("report", run_id), description=f"ttseval report for {run_id}")
-    return {"run_id": run_id, "judge": judge_spec, "computed": sum(r.n_rows for r in results),
+    return {"run_id": run_id, "judge": judge_spec, "kind": kind, "computed": sum(r.n_rows for r in results),
             "reused": sum(p.present for p in plans), "audited": sum(r.n_rows for r in audit_results),
             "wall_s": time.perf_counter() - t0}

@@ -59,7 +59,7 @@ INSTRUCTION = JudgeKind(
 
 
 def run_instruction_stage(settings: Settings, run_id: str, system_ids: list[str], judges: list[str],
-                          place: Placement = lambda spec: contextlib.nullcontext()
-                          ) -> tuple[list[Plan], list[StageResult]]:
-    """Plan and run every instruction judge's missing judgements."""
-    return run_judges(INSTRUCTION, settings, run_id, system_ids, judges, place=place)
+                          place: Placement = lambda spec: contextlib.nullcontext(),
+                          item_ids: set[str] | None = None) -> tuple[list[Plan], list[StageResult]]:
+    """Plan and run every instruction judge's missing judgements (over `item_ids` when given)."""
+    return run_judges(INSTRUCTION, settings, run_id, system_ids, judges, place=place, item_ids=item_ids)

@@ -129,13 +129,16 @@ def judge_id_of(spec: str, settings: Settings) -> str:
 
 
 def plan_judge(kind: JudgeKind, store: ArtifactStore, run_id: str, system_ids: list[str], judge_spec: str,
-               settings: Settings, *, baseline_id: str | None = None) -> Plan:
-    """Every key of `kind` this judge has not judged for good (`missing = wanted - present`)."""
+               settings: Settings, *, baseline_id: str | None = None, item_ids: set[str] | None = None) -> Plan:
+    """Every key of `kind` this judge has not judged for good (`missing = wanted - present`), over `item_ids`
+    only when given (a backfill of a subset)."""
     judge_id = judge_id_of(judge_spec, settings)
     done, again = _present(store.read(run_id, kind.table), list(kind.key_columns))
     plan = Plan(f"{kind.table} ({judge_spec})")
     todo = []
     for w in kind.wanted(store, run_id, system_ids, baseline_id, settings):
+        if item_ids is not None and w["item_id"] not in item_ids:
+            continue
         plan.wanted += 1
         key = kind.key(w, judge_id)
         if key in done:
@@ -216,15 +219,17 @@ def judge_task(kind: JudgeKind, settings: Settings, run_id: str, shard: dict[str
 
 
 def run_judges(kind: JudgeKind, settings: Settings, run_id: str, system_ids: list[str], judges: list[str], *,
-               baseline_id: str | None = None, place: Placement = lambda spec: contextlib.nullcontext()
-               ) -> tuple[list[Plan], list[StageResult]]:
-    """Plan and run every judge's missing keys of `kind` as Prefect tasks on the flow's task runner; each judge's
-    tasks are submitted inside `place(spec)` (the flow's choice of workers: flows.common.placement)."""
+               baseline_id: str | None = None, place: Placement = lambda spec: contextlib.nullcontext(),
+               item_ids: set[str] | None = None) -> tuple[list[Plan], list[StageResult]]:
+    """Plan and run every judge's missing keys of `kind` (over `item_ids` when given) as Prefect tasks on the
+    flow's task runner; each judge's tasks are submitted inside `place(spec)` (the flow's choice of workers:
+    flows.common.placement)."""
     store = get_store(settings.store)
     plans, futures = [], []
     retrying = judge_task.with_options(name=kind.task_name, **task_retry_options(settings))
     for spec in judges:
-        plan = plan_judge(kind, store, run_id, system_ids, spec, settings, baseline_id=baseline_id)
+        plan = plan_judge(kind, store, run_id, system_ids, spec, settings, baseline_id=baseline_id,
+                          item_ids=item_ids)
         if plan.wanted:
             logger().info(plan.describe())
         plans.append(plan)
@@ -345,15 +350,17 @@ def order_sensitive(judge: str, settings: Settings) -> bool:
 
 
 def run_position_audit(settings: Settings, run_id: str, system_ids: list[str], baseline_id: str,
-                       judges: list[str], place: Placement = lambda spec: contextlib.nullcontext()
-                       ) -> tuple[list[Plan], list[StageResult]]:
+                       judges: list[str], place: Placement = lambda spec: contextlib.nullcontext(),
+                       item_ids: set[str] | None = None) -> tuple[list[Plan], list[StageResult]]:
     """Ask each order-sensitive judge the audit sample's pairs in the other order (`position_audit`)."""
     audited = [j for j in judges if order_sensitive(j, settings)]
-    return run_judges(POSITION_AUDIT, settings, run_id, system_ids, audited, baseline_id=baseline_id, place=place)
+    return run_judges(POSITION_AUDIT, settings, run_id, system_ids, audited, baseline_id=baseline_id, place=place,
+                      item_ids=item_ids)
 
 
 def run_judge_stage(settings: Settings, run_id: str, system_ids: list[str], baseline_id: str,
-                    judges: list[str], place: Placement = lambda spec: contextlib.nullcontext()
-                    ) -> tuple[list[Plan], list[StageResult]]:
+                    judges: list[str], place: Placement = lambda spec: contextlib.nullcontext(),
+                    item_ids: set[str] | None = None) -> tuple[list[Plan], list[StageResult]]:
     """Plan and run every pairwise judge's missing comparisons against `baseline_id`."""
-    return run_judges(PAIRWISE, settings, run_id, system_ids, judges, baseline_id=baseline_id, place=place)
+    return run_judges(PAIRWISE, settings, run_id, system_ids, judges, baseline_id=baseline_id, place=place,
+                      item_ids=item_ids)

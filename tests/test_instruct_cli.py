@@ -59,6 +59,28 @@ def test_instructttseval_import_evaluate_and_score(prefect_api: str, tmp_path: P
     assert "| flite:slt | en-US | 50.0 | 100.0 | 100.0 | 83.3 | 1 |" in report
     assert key not in report
 
+    # A second instruction judge over a subset of the stored clips: one system, the APS items; nothing synthesized
+    synth_parts = sorted(p.name for p in (run / "synthesis").iterdir())
+    aps = sorted(pd.read_parquet(run / "items").query("task == 'APS'")["item_id"])
+    with FakeGemini() as fake:
+        judge = f"gemini:gemini-2.5-flash:base_url={fake.base_url}:backoff_s=0.01"
+        result = run_cli(["backfill-judge", "--store", str(tmp_path / "store"), "--run-id", "i", "--judge", judge,
+                          "--kind", "instruction", "--systems", "flite:slt", "--items", ",".join(aps)],
+                         env | {"GEMINI_API_KEY": key}, cwd=tmp_path)
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert fake.ok_responses == 2 and "computed 2" in result.stdout
+    assert sorted(p.name for p in (run / "synthesis").iterdir()) == synth_parts, "a backfill must not synthesize"
+    j = pd.read_parquet(run / "instruction_judgments")
+    new = j[j["judge_spec"].str.startswith("gemini:gemini-2.5-flash")]
+    from ttseval.registry import Spec
+
+    assert sorted(new["item_id"]) == aps and set(new["system_id"]) == {Spec.parse("flite:slt").id}
+    assert set(new["task"]) == {"APS"} and new["follows"].all()
+    refused = run_cli(["backfill-judge", "--store", str(tmp_path / "store"), "--run-id", "i", "--judge", judge,
+                       "--kind", "instruction", "--categories", "no-such-category"],
+                      env | {"GEMINI_API_KEY": key}, cwd=tmp_path)
+    assert refused.returncode == 2 and "no item of run 'i' matches" in refused.stderr
+
 
 def test_a_judge_that_cannot_judge_instructions_is_refused_before_any_work(tmp_path: Path) -> None:
     # The objective judge compares two clips; it has no judge_instructions, so every row would have failed.

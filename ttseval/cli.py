@@ -28,6 +28,18 @@ def _quiet_defaults() -> None:
 TEMPORARY_SERVER_TIMEOUT_S = 90
 
 
+def _csv(value: str) -> list[str]:
+    """A comma-separated argument as its non-empty parts."""
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def _csv_ints(value: str) -> list[int]:
+    try:
+        return [int(v) for v in _csv(value)]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated whole numbers, e.g. 0,1; got {value!r}") from None
+
+
 @contextlib.contextmanager
 def prefect_api() -> Iterator[None]:
     """Use PREFECT_API_URL when set; otherwise start one temporary local server for this command.
@@ -129,15 +141,18 @@ def cmd_backfill_judge(args: argparse.Namespace) -> int:
     from ttseval.config import load_settings
 
     settings = load_settings(store=args.store, dask_address=args.dask_address, n_workers=args.workers)
-    check_judges([args.judge], settings)
+    check_judges([args.judge], settings, role=args.kind)
     os.environ["TTSEVAL_STORE"] = settings.store
     runner = backfill_judge.with_options(task_runner=task_runner(settings))
     with prefect_api():
-        result = runner(run_id=args.run_id, judge=args.judge, store=settings.store, baseline=args.baseline)
+        result = runner(run_id=args.run_id, judge=args.judge, store=settings.store, baseline=args.baseline,
+                        kind=args.kind, systems=args.systems, categories=args.categories, depths=args.depths,
+                        items=args.items)
     _print_report(settings, args.run_id, None)
-    print(f"judge {result['judge']}: reused {result['reused']} comparisons, computed {result['computed']}; "
-          f"{result['audited']} asked in the other order (position audit); wall time {result['wall_s']:.1f} s "
-          "(no synthesis)")
+    what = "comparisons" if args.kind == "pairwise" else "instruction judgements"
+    audit = f"{result['audited']} asked in the other order (position audit); " if args.kind == "pairwise" else ""
+    print(f"judge {result['judge']}: reused {result['reused']} {what}, computed {result['computed']}; {audit}"
+          f"wall time {result['wall_s']:.1f} s (no synthesis)")
     return 0
 
 
@@ -419,6 +434,12 @@ def build_parser() -> argparse.ArgumentParser:
     bf.add_argument("--run-id", required=True)
     bf.add_argument("--judge", required=True, help="judge spec, e.g. gemini:gemini-2.5-pro or objective:cer_margin=0.05")
     bf.add_argument("--baseline", default=None, help="default: the run's earlier baseline, else its first system")
+    bf.add_argument("--kind", choices=("pairwise", "instruction"), default="pairwise",
+                    help="pairwise comparisons against the baseline, or instruction following (InstructTTSEval)")
+    bf.add_argument("--systems", type=_csv, default=None, help="only these systems (comma-separated specs)")
+    bf.add_argument("--categories", type=_csv, default=None, help="only items in these categories")
+    bf.add_argument("--depths", type=_csv_ints, default=None, help="only items at these depths, e.g. 0,1")
+    bf.add_argument("--items", type=_csv, default=None, help="only these item ids")
     bf.add_argument("--dask-address", default=None)
     bf.add_argument("--workers", type=int, default=None)
     bf.set_defaults(func=cmd_backfill_judge)
