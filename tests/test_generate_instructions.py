@@ -160,7 +160,9 @@ def test_three_references_give_nine_items_with_lineage(first_run) -> None:
     assert list(rows["prompt_version"]) == ["caption-v1+aps-v1", "dsd-v1", "rp-v1"] * 3
     assert rows["prompt_hash"].str.fullmatch(r"[0-9a-f]{16}").all() and rows["llm_id"].notna().all()
     assert list(rows["temperature"]) == [0.0, 1.0, 1.0] * 3
-    assert (rows["input_tokens"] == 1000).all() and (rows["output_tokens"] == 50).all()
+    # the fake counts 1000 prompt tokens of text; a caption also hears its 0.25 s reference clip: ceil(2.5) = 3
+    # audio tokens at OpenAI's 10 per second (tests/fake_openai.py)
+    assert list(rows["input_tokens"]) == [1003, 1000, 1000] * 3 and (rows["output_tokens"] == 50).all()
     for r in rows.itertuples():
         assert json.loads(r.caption) == caption_of(r.root_id)
     # the reference clip is in the store, byte for byte

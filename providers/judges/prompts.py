@@ -6,6 +6,7 @@ part of every judge_id, so old and new judgments never mix.
 
 from __future__ import annotations
 
+import re
 from typing import Literal, TypeVar
 
 from pydantic import BaseModel, Field
@@ -70,19 +71,53 @@ def instruction_prompt(text: str, instruction: str, task: str) -> str:
     )
 
 
+_CLIP = r"clip[\s_-]*(1|2|one|two|#1|#2)(?!\s*\|)"  # not the "clip_1|clip_2|tie" of an echoed shape
+_PAIRWISE_PROSE = [  # the last resort, after structured output and re-asks: a verdict stated in words
+    re.compile(r"winner[\"']?\s*(?:[:=]|is)\s*[\"']?\s*(?:" + _CLIP + r"|(tie))", re.I),
+    re.compile(r"\b" + _CLIP + r"\s+(?:is|was|sounds|performs|comes out)\s+(?:clearly\s+|slightly\s+|much\s+|"
+               r"noticeably\s+)?(?:better|stronger|the\s+winner|preferable|superior|ahead)", re.I),
+    re.compile(r"\b" + _CLIP + r"\s+wins\b", re.I),
+    re.compile(r"\bprefer\s+" + _CLIP, re.I),
+    re.compile(r"\b(?:it'?s|call it|this is|a)\s+(tie)\b|\b(?:equally good|indistinguishable)\b", re.I),
+]
+_CLIP_WORDS = {"1": "clip_1", "one": "clip_1", "#1": "clip_1", "2": "clip_2", "two": "clip_2", "#2": "clip_2"}
+
+
 class PairwiseAnswer(BaseModel):
     clip_1_reasoning: str = ""
     clip_2_reasoning: str = ""
     comparison: str = ""
     difference: Literal["none", "subtle", "significant"] | None = None
-    clip_1_score: float = Field(ge=0, le=3)
-    clip_2_score: float = Field(ge=0, le=3)
+    clip_1_score: float | None = Field(ge=0, le=3)  # required; None only in a verdict extracted from prose
+    clip_2_score: float | None = Field(ge=0, le=3)
     winner: Literal["clip_1", "clip_2", "tie"]
+
+    @classmethod
+    def from_text(cls, text: str) -> PairwiseAnswer | None:
+        """A verdict stated in words ("Clip 2 is better", "Winner: clip one", "it's a tie"), when every statement
+        found names the same winner; None when there is none or they disagree. No scores: none were given."""
+        found = set()
+        for pattern in _PAIRWISE_PROSE:
+            for match in pattern.finditer(text):
+                word = next((g for g in match.groups() if g), None)
+                found.add(_CLIP_WORDS.get((word or "tie").lower(), "tie"))
+        if len(found) != 1:
+            return None
+        return cls(winner=found.pop(), clip_1_score=None, clip_2_score=None, comparison=text.strip()[:500])
 
 
 class InstructionAnswer(BaseModel):
     reasoning: str = ""
     follows: bool
+
+    @classmethod
+    def from_text(cls, text: str) -> InstructionAnswer | None:
+        """`follows` stated in words ("follows": false, "does not follow the instruction"), when unambiguous."""
+        said = {m.group(1).lower() == "true" for m in re.finditer(r"follows[\"']?\s*[:=]\s*(true|false)", text, re.I)}
+        said |= {False for _ in re.finditer(r"\b(?:does\s+not|doesn'?t|fails\s+to)\s+follow", text, re.I)}
+        said |= {True for _ in re.finditer(r"\b(?:it|the recording|the clip)\s+follows\s+the\s+instruction", text,
+                                           re.I)}
+        return cls(follows=said.pop(), reasoning=text.strip()[:500]) if len(said) == 1 else None
 
 
 def _parse(text: str | None, model: type[AnswerT]) -> tuple[AnswerT | None, str | None]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import email.utils
 import logging
 import re
+import dataclasses
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -139,6 +140,11 @@ def looks_like_refusal(text: str | None) -> bool:
     return bool(text) and bool(_REFUSAL_RE.match(text.strip()))
 
 
+REASK = ("Your previous answer could not be used: {why}. Answer again with the JSON object only, in the shape "
+         "asked for, with no text before or after it.")
+"""Appended to a request's parts when its answer did not parse: the model is told why."""
+
+
 class BaseLLM:
     """Retry, re-ask and accounting around `_send`; subclasses set `name`, build `options` and the id."""
 
@@ -198,12 +204,14 @@ class BaseLLM:
             return list(pool.map(self.complete, batch))
 
     def complete(self, request: LLMRequest) -> LLMResult:
-        """Answer one request: transport retries inside each attempt, re-asks while the output does not parse."""
+        """Answer one request: transport retries inside each attempt; while the output does not parse, a re-ask
+        that quotes why; after the last attempt, the schema's own extraction from prose (`from_text`), if any."""
         out = LLMResult(ok=False, model=self.model)
         why = "no answer"
+        asked = request
         for _ in range(self.options.max_attempts):
             try:
-                reply = self._with_retries(request, out)
+                reply = self._with_retries(asked, out)
             except Fatal as e:
                 out.failure, out.error = "transport", self.scrub(str(e))
                 return self._priced(out)
@@ -234,6 +242,12 @@ class BaseLLM:
             elif finish and finish not in _NORMAL_FINISH:
                 why = f"finish_reason={reply.finish_reason}; {why}"
             logger.info("%s %s: unparseable output on attempt %d: %s", self.name, self.model, out.attempts, why)
+            asked = dataclasses.replace(request, parts=(*request.parts, REASK.format(why=why[:300])))
+        extract = getattr(request.schema, "from_text", None)
+        if extract is not None and out.raw and (answer := extract(out.raw)) is not None:
+            out.ok, out.data, out.failure, out.error = True, answer, None, None
+            out.extra["parsed_from"] = "prose"
+            return self._priced(out)
         out.failure = "unparseable"
         out.error = self.scrub(f"unparseable output after {out.attempts} attempt(s): {why}")
         return self._priced(out)
