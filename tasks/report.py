@@ -277,13 +277,15 @@ def leaderboard_markdown(store: ArtifactStore, run_id: str, summary: pd.DataFram
         by_cat = rows[rows["level"] == "category"].pivot_table(index="system_id", columns="category", values="win_rate")
         cats = list(by_cat.columns)
         headers = ["system", _header("win-rate %", "win_rate", "[95% CI]"), "ties %", "parse fail", *cats,
-                   _header("WER %", "wer"), _header("MOS", "mos")]
+                   _header("WER %", "wer"), _header("MOS", "mos"), "judge $"]
+        cost_by_system = mine.groupby("system_id")["cost_usd"].sum(min_count=1)
         table = []
         for system_id, r in overall.iterrows():
             cells = [names.get(system_id, system_id), f"{_pct(r['win_rate'])} [{_pct(r['win_rate_ci_low'])}, "
                      f"{_pct(r['win_rate_ci_high'])}]", _pct(r["tie_rate"]), str(int(r["n_parse_failures"]))]
             cells += [_pct(by_cat.loc[system_id, c]) if system_id in by_cat.index else "–" for c in cats]
-            cells += [_system_metric(summary, system_id, "wer", _pct), _system_metric(summary, system_id, "mos", _num)]
+            cells += [_system_metric(summary, system_id, "wer", _pct), _system_metric(summary, system_id, "mos", _num),
+                      _num(cost_by_system.get(system_id, float("nan")), 4)]
             table.append(cells)
         lines.append(markdown_table(headers, table))
         lines.append(f"\n![win-rate by depth](figures/winrate-by-depth-{judge_id}.png)")

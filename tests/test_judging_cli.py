@@ -157,6 +157,15 @@ def test_backfill_gemini_judge_against_fake_server_counts_calls_retries_and_pars
     parsed = judged[judged["parse_ok"]]
     assert ((parsed["winner"] == "candidate") == parsed["candidate_first"]).all()
     assert (judged["cost_usd"] > 0).all() and len(calls.read_text().splitlines()) == n_calls
+    # the leaderboard's judge $ per system: the sum of that system's comparison costs
+    report = (store / "runs" / "j" / "report.md").read_text()
+    board = report[report.index(f"judge {spec}"):]
+    board = board[:board.index("![win-rate by depth]")]
+    synthesis = pd.read_parquet(store / "runs" / "j" / "synthesis")
+    spec_of = dict(zip(synthesis["system_id"], synthesis["system_spec"]))
+    for system_id, cost in judged.groupby("system_id")["cost_usd"].sum().items():
+        line = next(r for r in board.splitlines() if r.startswith(f"| {spec_of[system_id]} |"))
+        assert line.rstrip(" |").endswith(f"| {cost:.4f}"), line
     w = pd.read_parquet(store / "runs" / "j" / "winrates")
     overall = w[(w["level"] == "overall") & (w["judge_spec"] == spec)]
     assert overall["n_parse_failures"].sum() == 2 and overall["n_judged"].sum() == 12
