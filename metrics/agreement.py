@@ -18,6 +18,7 @@ Score tables use one layout throughout: rows = judges (raters), columns = system
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 
 import krippendorff
 import numpy as np
@@ -247,13 +248,15 @@ def _preferences(frame: pd.DataFrame, name: str) -> pd.DataFrame:
     return frame[[*_PREF_KEY, "preference"]]
 
 
-def preference_alignment(judge: pd.DataFrame, human: pd.DataFrame) -> dict:
+def preference_alignment(judge: pd.DataFrame, human: pd.DataFrame,
+                         category_of: Mapping[str, str] | None = None) -> dict:
     """Item-level and system-level agreement of judge and human pairwise preferences.
 
     Args:
         judge: Columns item_id, system_id, preference ('candidate', 'baseline', 'tie'),
             one row per (item_id, system_id).
         human: Same columns (e.g. the human majority vote).
+        category_of: item_id -> category, for the agreement per category.
 
     Returns:
         dict with
@@ -264,7 +267,8 @@ def preference_alignment(judge: pd.DataFrame, human: pd.DataFrame) -> dict:
           the matched pairs (NaN if only one label occurs in all of them: undefined);
         - spearman and n_systems: Spearman rho between per-system win-rates (candidate
           1, tie 0.5, baseline 0; mean over matched items) of judge and human; NaN when
-          fewer than 2 systems or one side gives all systems the same win-rate.
+          fewer than 2 systems or one side gives all systems the same win-rate;
+        - by_category (with category_of): category -> (matched pairs, raw agreement).
 
     Raises:
         ValueError: a missing column, duplicate key, a preference outside the three
@@ -297,7 +301,13 @@ def preference_alignment(judge: pd.DataFrame, human: pd.DataFrame) -> dict:
         rho, _ = _spearman(rates["judge"].to_numpy(), rates["human"].to_numpy())
     else:
         rho = np.nan
+    by_category: dict[str, tuple[int, float]] = {}
+    if category_of is not None:
+        same = pd.Series(pj.to_numpy() == ph.to_numpy(), index=matched.index)
+        for category, hits in same.groupby(matched["item_id"].map(category_of).fillna("(none)"), sort=True):
+            by_category[str(category)] = (len(hits), float(hits.mean()))
     return {
+        "by_category": by_category,
         "n": n,
         "n_judge_only": n_judge_only,
         "n_human_only": n_human_only,

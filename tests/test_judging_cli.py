@@ -260,6 +260,22 @@ def test_human_alignment_from_a_csv(judged_run, tmp_path: Path) -> None:
     data = np.array([mine["winner"].map(codes).to_numpy(), human["preference"].map(codes).to_numpy()], dtype=float)
     assert float(alpha) == pytest.approx(krippendorff.alpha(reliability_data=data, level_of_measurement="nominal"),
                                          abs=1e-3)
+    # independent: scipy's Spearman over the per-system win-rates (win 1, tie 0.5, loss 0) of each side
+    import scipy.stats
+
+    score = {"candidate": 1.0, "tie": 0.5, "baseline": 0.0}
+    rates = pd.DataFrame({"system_id": mine["system_id"].to_numpy(), "judge": mine["winner"].map(score).to_numpy(),
+                          "human": human["preference"].map(score).to_numpy()}).groupby("system_id").mean()
+    rho = line.split()[4]
+    expected = scipy.stats.spearmanr(rates["judge"], rates["human"]).statistic
+    assert (rho == "nan") if np.isnan(expected) else float(rho) == pytest.approx(expected, abs=1e-3)
+    # per category, by hand: the two flipped rows' categories lose one agreement each
+    items = pd.read_parquet(store / "runs" / "j" / "items").set_index("item_id")["category"]
+    per = next(l for l in result.stdout.splitlines()[result.stdout.splitlines().index(line):]
+               if l.strip().startswith("agreement per category:"))
+    cats = human.assign(category=human["item_id"].map(items), same=mine["winner"].to_numpy() == human["preference"])
+    for category, g in cats.groupby("category"):
+        assert f"{category} {g['same'].mean():.3f} ({len(g)})" in per, per
     bad = tmp_path / "bad.csv"
     bad.write_text("item,who\n")
     refused = run_cli(["human-alignment", "--store", str(store), "--run-id", "j", "--human", str(bad)], env,

@@ -174,15 +174,19 @@ def cmd_human_alignment(args: argparse.Namespace) -> int:
     judgments = judgments[(judgments["status"] == "ok") & judgments["parse_ok"].fillna(False).astype(bool)]
     if judgments.empty:
         raise TTSEvalError(f"run {args.run_id!r} has no parsed judgments to compare with")
+    items = store.read(args.run_id, "items", columns=["item_id", "category"])
+    category_of = dict(zip(items["item_id"], items["category"]))
     print(f"{'judge':45} {'n':>4} {'agree':>6} {'alpha':>7} {'spearman':>9} {'systems':>7}")
     for spec, g in judgments.groupby("judge_spec", sort=False):
         mine = g.rename(columns={"winner": "preference"})[["item_id", "system_id", "preference"]]
         try:
-            r = preference_alignment(mine, human[["item_id", "system_id", "preference"]])
+            r = preference_alignment(mine, human[["item_id", "system_id", "preference"]], category_of)
         except ValueError as e:
             raise DatasetError(f"{args.human}: {e}", source=args.human) from e
         print(f"{spec[:45]:45} {r['n']:>4} {r['raw_agreement']:>6.3f} {r['krippendorff_alpha']:>7.3f} "
               f"{r['spearman']:>9.3f} {r['n_systems']:>7}")
+        print("  agreement per category: " + ", ".join(f"{c} {a:.3f} ({n})"
+                                                      for c, (n, a) in r["by_category"].items()))
     return 0
 
 
