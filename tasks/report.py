@@ -256,6 +256,7 @@ def leaderboard_markdown(store: ArtifactStore, run_id: str, summary: pd.DataFram
     """Per judge: system x category win-rates beside WER and MOS, parse failures, the run's judge cost, and a
     warning for a judge whose answers cannot rank (metrics.agreement.degenerate_judge)."""
     from metrics.agreement import degenerate_judge
+    from metrics.cascade import cascade_summary
 
     if winrates.empty:
         return ""
@@ -273,6 +274,11 @@ def leaderboard_markdown(store: ArtifactStore, run_id: str, summary: pd.DataFram
                   "95% CI by bootstrap over items; parse failures are counted, not scored.", ""]
         if why := degenerate_judge(mine):
             lines += [f"**Warning: this judge does not rank.** {why}.", ""]
+        if spec.startswith("cascade:") and (c := cascade_summary(mine)):
+            reasons = ", ".join(f"{k} {v}" for k, v in sorted(c["why"].items()))
+            lines += [f"Cascade: {c['escalated']} of {c['n']} pairs ({_pct(c['escalated_share'])}%) went to the "
+                      f"strong judge ({reasons or 'none'}); cheap judge ${c['cheap_usd']:.4f}, strong judge "
+                      f"${c['strong_usd']:.4f}.", ""]
         overall = rows[rows["level"] == "overall"].set_index("system_id")
         by_cat = rows[rows["level"] == "category"].pivot_table(index="system_id", columns="category", values="win_rate")
         cats = list(by_cat.columns)

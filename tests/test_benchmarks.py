@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -23,3 +25,19 @@ def test_gpu_batch_benchmark_runs_every_backend_with_tiny_models() -> None:
     for name, one, batched, ratio in rows:  # the printed ratio is the two throughputs' ratio
         assert float(one) > 0 and float(batched) > 0
         assert abs(float(ratio) - float(batched) / float(one)) <= 0.02 * float(ratio) + 0.01, (name, result.stdout)
+
+
+def test_cascade_benchmark_runs_and_prints_w_and_the_cost_ratio() -> None:
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_cascade.py"), "--items", "20",
+                             "--systems", "3", "--cheap-noise", "0.3"], capture_output=True, text=True, timeout=120,
+                            cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = [line for line in result.stdout.splitlines() if line.startswith("cheap noise 0.3")]
+    assert len(lines) == 2, result.stdout  # the default escalation rules, and flips only
+    for line in lines:
+        w, ratio, share = (float(x) for x in re.search(
+            r"Kendall's W vs strong alone ([\d.]+) .* cost / strong alone ([\d.]+) .* escalated ([\d.]+)",
+            line).groups())
+        assert 0.0 <= w <= 1.0
+        # both orders of the cheap judge (2 x 0.001) per pair, plus the escalated share of strong calls (0.02)
+        assert ratio == pytest.approx(2 * 0.001 / 0.02 + share, abs=0.002)

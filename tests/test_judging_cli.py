@@ -237,6 +237,46 @@ def test_position_audit_of_a_judge_that_always_picks_clip_one(judged_run, tmp_pa
         assert f"{g['candidate_first'].mean() * 100:.1f} -> 50.0" in cells[4], (system_id, row)
 
 
+def test_a_cascade_sends_only_the_pairs_the_cheap_judge_cannot_settle(judged_run, tmp_path: Path) -> None:
+    import io
+    import re
+
+    import soundfile as sf
+
+    from tests.fake_gemini import PAIRWISE_OK, FakeGemini, Reply
+
+    def longer_clip_wins(request):  # consistent under the swap: the verdict follows the clips, not the order
+        first, second = (sf.info(io.BytesIO(wav)).frames for _, wav in request.audio_parts())
+        return PAIRWISE_OK | {"winner": "clip_1" if first >= second else "clip_2"}
+
+    store, env, _, _, _ = judged_run
+    copy = _copy_of(store, tmp_path / "store")
+    with FakeGemini(responder=longer_clip_wins) as cheap, FakeGemini() as strong:
+        tie = Reply.ok(PAIRWISE_OK | {"winner": "tie", "difference": "none"})
+        cheap.script("the chef stirred", [tie] * 4)  # one item, two candidates, both orders: a tie each time
+        cascades = {"fs": {"cheap": f"gemini:gemini-2.5-flash:base_url={cheap.base_url}:input_usd_per_mtok=0.1"
+                                    ":output_usd_per_mtok=0.4",
+                           "strong": f"gemini:gemini-2.5-pro:base_url={strong.base_url}"}}
+        result = run_cli(["backfill-judge", "--store", str(copy), "--run-id", "j", "--judge", "cascade:fs"],
+                         env | {"GEMINI_API_KEY": "fake-key", "TTSEVAL_CASCADES": json.dumps(cascades),
+                                "TTSEVAL_POSITION_AUDIT_SHARE": "0"}, cwd=copy)
+        assert result.returncode == 0, result.stderr[-3000:]
+        # 14 pairs have both clips: the cheap judge hears each in both orders; the 2 ties go to the strong judge
+        assert cheap.ok_responses == 28 and strong.ok_responses == 2
+    j = pd.read_parquet(copy / "runs" / "j" / "judgments")
+    mine = j[(j["judge_spec"] == "cascade:fs") & (j["status"] == "ok")]
+    escalated = mine[mine["comparison"].str.startswith("[strong")]
+    assert len(mine) == 14 and len(escalated) == 2
+    assert (escalated["winner_raw"] == "first").all()  # the strong fake's answer (clip 1), not the cheap tie
+    # cost by hand: cheap calls (1000 x 0.1 + 50 x 0.4) / 1e6 = 0.00012 each; strong (1000 x 1.25 + 50 x 10) / 1e6
+    assert mine["cost_usd"].sum() == pytest.approx(28 * 0.00012 + 2 * 0.00175)
+    report = (copy / "runs" / "j" / "report.md").read_text()
+    line = next(l for l in report.splitlines() if l.startswith("Cascade:"))
+    assert line == ("Cascade: 2 of 14 pairs (14.3%) went to the strong judge (subtle 2, tie 2); cheap judge $0.0034, "
+                    "strong judge $0.0035."), line
+    assert re.search(r"\[strong: tie, subtle; cheap \$0\.000240, strong \$0\.001750\]", escalated.iloc[0]["comparison"])
+
+
 def test_human_alignment_from_a_csv(judged_run, tmp_path: Path) -> None:
     import krippendorff
     import numpy as np

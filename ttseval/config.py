@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
@@ -26,6 +26,19 @@ class VendorLimit(BaseModel):
 
     concurrency: int | None = Field(None, ge=1, description="calls in flight at once")
     per_second: float | None = Field(None, gt=0, description="calls started per second")
+
+
+class Cascade(BaseModel):
+    """A cheap judge on every pair, a strong one on the pairs it cannot settle (providers/judges/cascade.py)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    cheap: str = Field(description="judge spec asked first, in both orders, e.g. gemini:gemini-2.5-flash")
+    strong: str = Field(description="judge spec asked when the cheap one escalates, e.g. gemini:gemini-2.5-pro")
+    escalate: list[Literal["tie", "subtle", "flip"]] = Field(
+        default_factory=lambda: ["tie", "subtle", "flip"],
+        description="when the strong judge is asked: the cheap verdict is a tie, heard a subtle difference, or "
+        "changes when the clips swap places")
 
 
 class Settings(BaseSettings):
@@ -74,6 +87,8 @@ class Settings(BaseSettings):
         default_factory=dict, description="API-key variable -> Prefect Secret block name, read when the variable "
         "is not set in the environment (e.g. {ELEVENLABS_API_KEY = 'elevenlabs-key'})"
     )
+    cascades: dict[str, Cascade] = Field(
+        default_factory=dict, description="Judge cascades by name, used as the judge spec cascade:<name>")
     plugins: dict[str, dict[str, str]] = Field(
         default_factory=dict, description="Extra providers per kind: {'tts': {'name': 'module:Class'}}"
     )

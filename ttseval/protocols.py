@@ -208,6 +208,8 @@ class PairwiseVerdict:
     reasoning_first: str | None = None
     reasoning_second: str | None = None
     comparison: str | None = None
+    difference: str | None = None
+    """How far apart the judge heard the clips: none / subtle / significant (LLM judges), else None."""
     raw_response: str | None = None
     attempts: int = 1
     retries: int = 0

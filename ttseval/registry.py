@@ -399,6 +399,7 @@ JUDGES = Registry[Judge](
         "objective": "providers.judges.objective:ObjectiveJudge",
         "gemini": "providers.judges.gemini:GeminiJudge",
         "openai": "providers.judges.openai_audio:OpenAIJudge",
+        "cascade": "providers.judges.cascade:CascadeJudge",
         "transformers-judge": "providers.judges.transformers_judge:TransformersAudioJudge",
     },
     any_of=(PairwiseJudge, InstructionJudge),

@@ -93,7 +93,8 @@ class LLMJudge:
         return PairwiseVerdict(
             winner=WINNER_FROM_ANSWER[a.winner], parse_ok=True, score_first=a.clip_1_score,
             score_second=a.clip_2_score, reasoning_first=a.clip_1_reasoning or None,
-            reasoning_second=a.clip_2_reasoning or None, comparison=a.comparison or None, **usage,
+            reasoning_second=a.clip_2_reasoning or None, comparison=a.comparison or None, difference=a.difference,
+            **usage,
         )
 
     @staticmethod

@@ -1,0 +1,24 @@
+"""What a judge cascade did (providers/judges/cascade.py): the share of pairs sent to the strong judge and what
+each judge cost, read from the cascade's rows of the judgments table (`comparison` starts with its label)."""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+
+LABEL = re.compile(r"^\[(cheap|strong: (?P<why>[^;]*)); cheap \$(?P<cheap>[0-9.]+), strong \$(?P<strong>[0-9.]+)\]")
+
+
+def cascade_summary(rows: pd.DataFrame) -> dict[str, float | int] | None:
+    """{n, escalated, escalated_share, cheap_usd, strong_usd, why: {reason: count}} over a cascade's answered rows;
+    None when no row carries a cascade label."""
+    labels = rows.loc[rows["status"] == "ok", "comparison"].dropna().str.extract(LABEL)
+    labels = labels.dropna(subset=["cheap"])
+    if labels.empty:
+        return None
+    escalated = labels["why"].notna()
+    reasons = labels.loc[escalated, "why"].str.split(", ").explode().value_counts().to_dict()
+    return {"n": len(labels), "escalated": int(escalated.sum()), "escalated_share": float(escalated.mean()),
+            "cheap_usd": float(labels["cheap"].astype(float).sum()),
+            "strong_usd": float(labels["strong"].astype(float).sum()), "why": reasons}

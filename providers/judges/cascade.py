@@ -1,0 +1,106 @@
+"""A judge cascade: a cheap judge on every pair, a strong judge only where the cheap one cannot settle it.
+
+Spec: `cascade:<name>`, the name of a cascade in the settings:
+
+    [cascades.flash-pro]
+    cheap = "gemini:gemini-2.5-flash"
+    strong = "gemini:gemini-2.5-pro"
+    escalate = ["tie", "subtle", "flip"]     # the default
+
+The cheap judge hears every pair in the order drawn and again swapped. A pair goes to the strong judge (in the
+drawn order) when the cheap verdict is a tie, the cheap judge heard only a `subtle` difference, or its verdict
+changes with the order (`flip`), as `escalate` lists; an unparsed cheap answer escalates too. The cascade's
+verdict is the strong one where asked, else the cheap one; its cost, tokens and attempts are every call's.
+`comparison` starts with "[cheap; cheap $C, strong $S]" or "[strong: <reasons>; cheap $C, strong $S]", which the
+report reads (metrics.cascade: the share escalated and each judge's cost).
+
+Why the swap for every pair: a cheap judge's order preference is the commonest way it is wrong on close pairs,
+and at a tenth of the strong judge's price both orders cost less than one strong call in five.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, ClassVar
+
+from ttseval.ids import stable_id
+from ttseval.protocols import ANY_LANGUAGE, Languages, PairwiseRequest, PairwiseVerdict
+
+FLIP = {"first": "second", "second": "first", "tie": "tie"}
+
+
+class CascadeJudge:
+    """Pairwise only. Built from the settings' `cascades[name]` (read from the environment or ttseval.toml)."""
+
+    name: ClassVar[str] = "cascade"
+    languages: ClassVar[Languages] = ANY_LANGUAGE
+    accepts_instruction: ClassVar[bool] = False
+    gpu: ClassVar[bool] = False
+    extra: ClassVar[str | None] = None
+    output_sample_rate_hz: ClassVar[int | None] = None
+    version: ClassVar[str] = "1"
+    requires: ClassVar[tuple[str, ...]] = ()
+    imports: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, voice: str | None = None, **options: str) -> None:
+        from ttseval.config import load_settings
+        from ttseval.registry import JUDGES
+
+        if options:
+            raise ValueError(f"cascade takes no options ({', '.join(options)}); set them on its judges' specs")
+        settings = load_settings()
+        if not voice or voice not in settings.cascades:
+            known = ", ".join(sorted(settings.cascades)) or "none"
+            raise ValueError(f"cascade:{voice or ''}: no cascade of that name in the settings ([cascades.<name>] "
+                             f"with cheap and strong judge specs); known: {known}")
+        self.config = settings.cascades[voice]
+        plugins = settings.plugins.get("judge")
+        self.cheap = JUDGES.build(self.config.cheap, extra=plugins)
+        self.strong = JUDGES.build(self.config.strong, extra=plugins)
+        self.spec = f"cascade:{voice}"
+        self.prompt_version = f"{self.cheap.judge_id}+{self.strong.judge_id}"
+        self.judge_id = stable_id(f"cascade-{voice}", {"cheap": self.cheap.judge_id, "strong": self.strong.judge_id,
+                                                       "escalate": sorted(self.config.escalate)})
+
+    def limit_calls(self, gate: Any) -> None:  # the judges' vendors are limited by their own names (tasks.limits)
+        pass
+
+    def metadata(self) -> dict[str, Any]:
+        return {"provider": self.name, "judge_id": self.judge_id, "cheap": self.cheap.metadata(),
+                "strong": self.strong.metadata(), "escalate": list(self.config.escalate)}
+
+    def reasons(self, drawn: PairwiseVerdict, swapped: PairwiseVerdict) -> list[str]:
+        """Why a pair goes to the strong judge; empty when the cheap verdict stands."""
+        if not (drawn.parse_ok and swapped.parse_ok):
+            return ["unparsed"]
+        why = []
+        if "tie" in self.config.escalate and drawn.winner == "tie":
+            why.append("tie")
+        if "subtle" in self.config.escalate and (drawn.difference or "").lower() in ("subtle", "none"):
+            why.append("subtle")
+        if "flip" in self.config.escalate and FLIP[swapped.winner] != drawn.winner:
+            why.append("flip")
+        return why
+
+    def judge_pairs(self, batch: list[PairwiseRequest]) -> list[PairwiseVerdict]:
+        swapped_batch = [dataclasses.replace(r, first=r.second, second=r.first, first_signals=r.second_signals,
+                                             second_signals=r.first_signals) for r in batch]
+        cheap = self.cheap.judge_pairs(batch + swapped_batch)
+        drawn, swapped = cheap[:len(batch)], cheap[len(batch):]
+        why = [self.reasons(d, s) for d, s in zip(drawn, swapped)]
+        escalated = [i for i, w in enumerate(why) if w]
+        strong = dict(zip(escalated, self.strong.judge_pairs([batch[i] for i in escalated]))) if escalated else {}
+        out = []
+        for i, (d, s) in enumerate(zip(drawn, swapped)):
+            cheap_usd = (d.cost_usd or 0.0) + (s.cost_usd or 0.0)
+            calls = [d, s] + ([strong[i]] if i in strong else [])
+            v = strong.get(i, d)
+            strong_usd = (v.cost_usd or 0.0) if i in strong else 0.0
+            label = f"[strong: {', '.join(why[i])}" if i in strong else "[cheap"
+            label += f"; cheap ${cheap_usd:.6f}, strong ${strong_usd:.6f}]"
+            out.append(dataclasses.replace(
+                v, comparison=f"{label} {v.comparison or ''}".strip(), cost_usd=cheap_usd + strong_usd,
+                input_tokens=sum(c.input_tokens or 0 for c in calls),
+                output_tokens=sum(c.output_tokens or 0 for c in calls),
+                attempts=sum(c.attempts for c in calls), retries=sum(c.retries for c in calls)))
+        return out
