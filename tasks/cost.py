@@ -10,7 +10,8 @@ price tables say so).
 
 Judge calls are estimated per judge: the pairs (or instruction clips) the store lacks, at the judge's audio
 tokens per second (`audio_tokens_per_s`: Gemini 32, OpenAI 10, as their documentation gives) at its audio price,
-plus `JUDGE_PROMPT_TOKENS` of prompt and `JUDGE_OUTPUT_TOKENS` output tokens, at the judge's own prices
+plus `JUDGE_PROMPT_TOKENS` of prompt and the `judge_output_tokens` setting's output tokens (thinking included:
+raise it for a thinking model), at the judge's own prices
 (`prices_per_mtok`).
 """
 
@@ -32,7 +33,6 @@ WORDS_PER_MINUTE = 133.0
 AUDIO_TOKENS_PER_S = 32
 """Input tokens per second of audio for a judge that does not declare its own (Gemini's documented rate)."""
 JUDGE_PROMPT_TOKENS = 600
-JUDGE_OUTPUT_TOKENS = 400
 
 
 def expected_audio_s(text: str) -> float:
@@ -116,7 +116,7 @@ def estimate_judges(items: pd.DataFrame, system_ids: list[str], baseline_id: str
                 text_price, audio_price, out_price = judge.prices_per_mtok()
                 audio_tokens = est.audio_s * getattr(judge, "audio_tokens_per_s", AUDIO_TOKENS_PER_S)
                 est.usd = (audio_tokens * audio_price + JUDGE_PROMPT_TOKENS * len(todo) * text_price
-                           + JUDGE_OUTPUT_TOKENS * len(todo) * out_price) / 1e6
+                           + settings.judge_output_tokens * len(todo) * out_price) / 1e6
             out.append(est)
     return out
 

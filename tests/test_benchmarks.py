@@ -41,3 +41,17 @@ def test_cascade_benchmark_runs_and_prints_w_and_the_cost_ratio() -> None:
         assert 0.0 <= w <= 1.0
         # both orders of the cheap judge (2 x 0.001) per pair, plus the escalated share of strong calls (0.02)
         assert ratio == pytest.approx(2 * 0.001 / 0.02 + share, abs=0.002)
+
+
+def test_judge_cost_benchmark_prints_the_dry_run_estimate_per_system() -> None:
+    from tasks.cost import JUDGE_PROMPT_TOKENS
+
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_judge_cost.py"), "--items", "100"],
+                            capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-3000:]
+    pro = next(line for line in result.stdout.splitlines() if "Gemini 2.5 Pro, 400 output tokens" in line)
+    usd = float(re.search(r"USD +([\d.]+) per system", pro).group(1))
+    # by hand: 100 pairs x (2 clips x 34 words at 133 words/min x 32 tokens/s + the prompt) x USD 1.25/M
+    # + 100 x 400 output tokens x USD 10/M (printed to the cent)
+    audio_s = 2 * 34 / (133 / 60)
+    assert usd == pytest.approx(100 * ((audio_s * 32 + JUDGE_PROMPT_TOKENS) * 1.25 + 400 * 10.0) / 1e6, abs=0.006)

@@ -117,7 +117,7 @@ def test_built_from_a_spec_and_gated_like_every_vendor(fake: FakeOpenAI, monkeyp
 def test_dry_run_estimate_uses_each_judges_audio_rate_and_prices(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     import pandas as pd
 
-    from tasks.cost import JUDGE_OUTPUT_TOKENS, JUDGE_PROMPT_TOKENS, estimate_judges
+    from tasks.cost import JUDGE_PROMPT_TOKENS, estimate_judges
     from ttseval.config import load_settings
     from ttseval.store import ArtifactStore
 
@@ -128,12 +128,13 @@ def test_dry_run_estimate_uses_each_judges_audio_rate_and_prices(tmp_path, monke
     items = pd.DataFrame([{"item_id": f"i{k}", "text": " ".join(["word"] * 133), "instruction": None}
                           for k in range(2)])
     estimates = estimate_judges(items, ["base", "a", "b"], "base", ["openai:gpt-4o-audio-preview", "gemini"], [],
-                                ArtifactStore(str(tmp_path)), "r", load_settings(store=str(tmp_path)))
+                                ArtifactStore(str(tmp_path)), "r",
+                                load_settings(store=str(tmp_path), judge_output_tokens=300))
     openai, gemini = estimates
     assert (openai.calls, openai.audio_s) == (4, pytest.approx(480.0))
     # OpenAI: 10 audio tokens/s at USD 40, the prompt at 2.50, the output at 10, per million tokens
     assert openai.usd == pytest.approx((480 * 10 * 40.0 + 4 * JUDGE_PROMPT_TOKENS * 2.50
-                                        + 4 * JUDGE_OUTPUT_TOKENS * 10.0) / 1e6)
+                                        + 4 * 300 * 10.0) / 1e6)
     # Gemini 2.5 Pro: 32 tokens/s, all prompt tokens at 1.25, output at 10
     assert gemini.usd == pytest.approx((480 * 32 * 1.25 + 4 * JUDGE_PROMPT_TOKENS * 1.25
-                                        + 4 * JUDGE_OUTPUT_TOKENS * 10.0) / 1e6)
+                                        + 4 * 300 * 10.0) / 1e6)

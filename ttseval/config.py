@@ -72,6 +72,8 @@ class Settings(BaseSettings):
         0.10, ge=0, le=1, description="Share of pairs each order-sensitive judge also hears in the other order "
         "(the position-bias audit); 0 turns it off")
     position_audit_min: int = Field(50, ge=0, description="Pairs audited at least, when the run has that many")
+    judge_output_tokens: int = Field(
+        400, ge=1, description="Output tokens per judge call in the dry run's estimate (thinking included)")
     max_error_rate: float = Field(1.0, ge=0, le=1, description="Fail the flow when more rows than this fail")
     extra_categories: list[str] = Field(default_factory=list, description="Categories beyond the built-in ones")
     vendor_limits: dict[str, VendorLimit] = Field(
