@@ -26,6 +26,7 @@ from providers.judges.prompts import rubric_for
 from tasks.common import (StageResult, commit, error_row, get_provider, get_store, is_transient_task_error, logger,
                           now, one_per_request, task_retry_options)
 from tasks.limits import limit_calls
+from tasks.llm import cached_generate
 from tasks.plan import Plan, _chunks, _present
 from ttseval.audio import Audio
 from ttseval.config import Settings
@@ -160,6 +161,7 @@ def _answered(v: Any) -> dict[str, Any]:
         status = {"status": "ok", "retryable": False, "error_type": None if v.parse_ok else "ParseFailure"}
     return {"raw_response": v.raw_response, "parse_ok": v.parse_ok, "attempts": v.attempts, "retries": v.retries,
             "input_tokens": v.input_tokens, "output_tokens": v.output_tokens, "cost_usd": v.cost_usd,
+            "samples": getattr(v, "samples", 1), "sample_agreement": getattr(v, "sample_agreement", None),
             "attempt": v.attempts, "error_message": v.error} | status
 
 
@@ -169,6 +171,9 @@ def _verdicts(kind: JudgeKind, spec: str, settings: Settings, requests: list[Any
         return []
     judge = get_provider("judge", spec, settings)
     limit_calls(judge, settings)
+    if getattr(judge, "samples", 1) > 1:  # self-consistency: each sample cached by index, so N can grow
+        store = get_store(settings.store)
+        judge.route_calls(lambda llm, requests: cached_generate(store, llm, requests))
     return one_per_request(kind.ask(judge, requests), requests, spec)
 
 

@@ -274,6 +274,11 @@ def leaderboard_markdown(store: ArtifactStore, run_id: str, summary: pd.DataFram
                   "95% CI by bootstrap over items; parse failures are counted, not scored.", ""]
         if why := degenerate_judge(mine):
             lines += [f"**Warning: this judge does not rank.** {why}.", ""]
+        sampled = mine[mine["samples"].fillna(1) > 1]
+        if not sampled.empty:
+            lines += [f"Self-consistency: {int(sampled['samples'].max())} samples per comparison at temperature "
+                      f"> 0; the samples agree with the majority verdict {_pct(sampled['sample_agreement'].mean())}% "
+                      "of the time on average.", ""]
         if spec.startswith("cascade:") and (c := cascade_summary(mine)):
             reasons = ", ".join(f"{k} {v}" for k, v in sorted(c["why"].items()))
             lines += [f"Cascade: {c['escalated']} of {c['n']} pairs ({_pct(c['escalated_share'])}%) went to the "

@@ -382,3 +382,39 @@ def test_a_gate_is_held_around_every_call_retries_included_and_not_pickled(fake:
     assert entered[0] == exited[0] == fake.total_requests == 6
     copy = pickle.loads(pickle.dumps(j))  # the gate belongs to the process that set it
     assert copy._llm.gate is None and copy.judge_pairs([pair(5)])[0].parse_ok and entered[0] == 6
+
+
+def test_self_consistency_majority_agreement_and_samples_cached_by_index(fake: FakeGemini, tmp_path) -> None:
+    from tasks.llm import cached_generate
+    from ttseval.store import ArtifactStore
+
+    with pytest.raises(ValueError, match="samples=3 needs temperature > 0"):
+        judge(fake, samples="3")
+    one, two, tie = (Reply.ok(answer(w, s, 3 - s)) for w, s in (("clip_1", 3), ("clip_2", 1), ("tie", 2)))
+    fake.script("<item-0>", [one, two, one, one, two])  # samples 0-2 now, 3-4 later
+    fake.script("<item-1>", [one, tie, two])
+    store = ArtifactStore(str(tmp_path))
+    j = judge(fake, samples="3", temperature="0.7")
+    j.route_calls(lambda llm, requests: cached_generate(store, llm, requests))
+    first, split = j.judge_pairs([pair(0), pair(1)])
+    assert (first.winner, first.samples, first.sample_agreement) == ("first", 3, pytest.approx(2 / 3))
+    assert first.score_first == pytest.approx((3 + 1 + 3) / 3)  # the mean of the parsed samples' scores
+    assert (split.winner, split.sample_agreement) == ("tie", pytest.approx(1 / 3))  # 1-1-1: no majority
+    assert fake.total_requests == 6 and first.cost_usd == pytest.approx(3 * (1000 * 1.25 + 50 * 10.0) / 1e6)
+    # five samples: 0-2 come from the store, only 3 and 4 are asked (and paid)
+    more = judge(fake, samples="5", temperature="0.7")
+    more.route_calls(lambda llm, requests: cached_generate(store, llm, requests))
+    [v] = more.judge_pairs([pair(0)])
+    assert fake.total_requests == 8 and v.samples == 5 and v.winner == "first"
+    assert v.sample_agreement == pytest.approx(3 / 5) and v.cost_usd == pytest.approx(2 * (1000 * 1.25 + 500) / 1e6)
+    assert more.judge_id != j.judge_id != judge(fake, temperature="0.7").judge_id
+    assert judge(fake).judge_id == judge(fake, samples="1").judge_id  # one sample keeps the ids judges had
+
+
+def test_self_consistency_of_instruction_verdicts(fake: FakeGemini) -> None:
+    yes, no = Reply.ok(INSTRUCTION_OK), Reply.ok(INSTRUCTION_OK | {"follows": False})
+    fake.script("<ins-0>", [yes, no, yes])
+    fake.script("<ins-1>", [yes, no, Reply.ok("no verdict here")] + [Reply.ok("still none")] * 2)
+    first, split = judge(fake, samples="3", temperature="1").judge_instructions([instruction(0), instruction(1)])
+    assert (first.follows, first.sample_agreement, first.samples) == (True, pytest.approx(2 / 3), 3)
+    assert split.follows is None and split.sample_agreement == pytest.approx(1 / 2)  # 1 yes, 1 no, 1 unparsed

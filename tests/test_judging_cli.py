@@ -277,6 +277,31 @@ def test_a_cascade_sends_only_the_pairs_the_cheap_judge_cannot_settle(judged_run
     assert re.search(r"\[strong: tie, subtle; cheap \$0\.000240, strong \$0\.001750\]", escalated.iloc[0]["comparison"])
 
 
+def test_self_consistency_end_to_end(judged_run, tmp_path: Path) -> None:
+    from tests.fake_gemini import PAIRWISE_OK, FakeGemini, Reply
+
+    store, env, _, _, _ = judged_run
+    copy = _copy_of(store, tmp_path / "store")
+    with FakeGemini() as fake:
+        second = Reply.ok(PAIRWISE_OK | {"winner": "clip_2"})
+        fake.script("the chef stirred", [second])  # one sample of one comparison disagrees
+        spec = f"gemini:gemini-2.5-flash:base_url={fake.base_url}:temperature=0.7:samples=3"
+        result = run_cli(["backfill-judge", "--store", str(copy), "--run-id", "j", "--judge", spec],
+                         env | {"GEMINI_API_KEY": "fake-key", "TTSEVAL_POSITION_AUDIT_SHARE": "0"}, cwd=copy)
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert fake.ok_responses == 14 * 3
+    j = pd.read_parquet(copy / "runs" / "j" / "judgments")
+    mine = j[j["judge_spec"].str.contains("samples=3") & (j["status"] == "ok")]
+    assert len(mine) == 14 and (mine["samples"] == 3).all()
+    # by hand: 13 comparisons with 3 of 3 samples agreeing, 1 with 2 of 3: (13 x 1 + 2/3) / 14
+    assert sorted(mine["sample_agreement"].round(4)) == [round(2 / 3, 4)] + [1.0] * 13
+    assert (mine["winner_raw"] == "first").all()  # the majority holds
+    report = (copy / "runs" / "j" / "report.md").read_text()
+    expected = f"{100 * (13 + 2 / 3) / 14:.1f}"
+    assert (f"Self-consistency: 3 samples per comparison at temperature > 0; the samples agree with the majority "
+            f"verdict {expected}% of the time on average.") in report
+
+
 def test_human_alignment_from_a_csv(judged_run, tmp_path: Path) -> None:
     import krippendorff
     import numpy as np

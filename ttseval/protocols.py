@@ -210,6 +210,9 @@ class PairwiseVerdict:
     comparison: str | None = None
     difference: str | None = None
     """How far apart the judge heard the clips: none / subtle / significant (LLM judges), else None."""
+    samples: int = 1
+    """Answers the verdict is the majority of (self-consistency); `sample_agreement` is the share agreeing."""
+    sample_agreement: float | None = None
     raw_response: str | None = None
     attempts: int = 1
     retries: int = 0
@@ -238,6 +241,8 @@ class InstructionVerdict:
     follows: bool | None
     parse_ok: bool
     reasoning: str | None = None
+    samples: int = 1
+    sample_agreement: float | None = None
     raw_response: str | None = None
     attempts: int = 1
     retries: int = 0

@@ -134,6 +134,8 @@ _JUDGE_COST = [
     _f("input_tokens", pa.int64(), "prompt tokens, summed over attempts"),
     _f("output_tokens", pa.int64(), "generated tokens, summed over attempts"),
     _f("cost_usd", pa.float64(), "cost of the calls in US dollars (0 for local judges)"),
+    _f("samples", pa.int32(), "answers the verdict is the majority of (self-consistency; 1 = one answer)"),
+    _f("sample_agreement", pa.float64(), "share of the parsed samples that agree with the majority verdict"),
 ]
 
 JUDGMENTS = pa.schema(

@@ -25,14 +25,14 @@ from typing import Any, ClassVar
 from pydantic import Field, SecretStr
 
 from providers import EngineVersion, canonical_spec, parse_options
-from providers.judges.llm_judge import LLMJudge
+from providers.judges.llm_judge import LLMJudge, SamplingOptions, check_sampling, llm_options
 from providers.llm.gemini import GeminiLLM, GeminiLLMOptions, require_genai, resolve_api_key
 from ttseval.ids import stable_id
 
 DEFAULT_MODEL = "gemini-2.5-pro"
 
 
-class GeminiOptions(GeminiLLMOptions):
+class GeminiOptions(GeminiLLMOptions, SamplingOptions):
     """Options of the judge `gemini:<model>:key=value`: GeminiLLM's, with a judge's defaults."""
 
     temperature: float = Field(0.0, ge=0, le=2, description="sampling temperature")
@@ -73,8 +73,8 @@ class GeminiJudge(LLMJudge):
         require_genai("gemini judge")
         o = self.options
         # Every judge option is a GeminiLLM option of the same name; the judge's defaults are passed explicitly.
-        self._llm = _JudgeLLM(self.model, api_key=secret,
-                              **{k: str(v) for k, v in o.model_dump().items() if v is not None})
+        check_sampling(o.samples, o.temperature, self.spec)
+        self._llm = _JudgeLLM(self.model, api_key=secret, **llm_options(o))
         self.judge_id = stable_id(
             f"gemini-{self.model}",
             {
@@ -84,6 +84,7 @@ class GeminiJudge(LLMJudge):
                 "temperature": o.temperature,
                 "thinking_budget": o.thinking_budget,
                 "max_output_tokens": o.max_output_tokens,
+                **({"samples": o.samples} if o.samples > 1 else {}),  # one answer keeps the ids judges had
             },
         )
 

@@ -11,9 +11,13 @@ came (the next run asks again).
 
 from __future__ import annotations
 
+import dataclasses
+from collections import Counter
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any, ClassVar
+
+from pydantic import BaseModel, Field
 
 from providers.judges.prompts import (
     INSTRUCTION_PROMPT_VERSION,
@@ -36,6 +40,25 @@ from ttseval.protocols import (
 )
 
 
+class SamplingOptions(BaseModel):
+    """Self-consistency, an option of every chat judge."""
+
+    samples: int = Field(1, ge=1, description="answers per judgement at temperature > 0; the verdict is their "
+                         "majority (a split top is a tie), and the share agreeing is recorded")
+
+
+def check_sampling(samples: int, temperature: float, spec: str) -> None:
+    if samples > 1 and temperature <= 0:
+        raise ValueError(f"{spec}: samples={samples} needs temperature > 0 (at 0 every sample is the same answer); "
+                         "add :temperature=0.7 or drop samples")
+
+
+def llm_options(options: BaseModel) -> dict[str, str]:
+    """A judge's options as its chat client takes them: the client's own fields only, as strings."""
+    return {k: str(v) for k, v in options.model_dump(exclude=set(SamplingOptions.model_fields)).items()
+            if v is not None}
+
+
 class LLMJudge:
     """Pairwise and instruction-following judging through a chat client (`self._llm`)."""
 
@@ -50,6 +73,26 @@ class LLMJudge:
     """Prompt tokens per second of audio at the vendor (the dry run's judge estimate)."""
 
     _llm: Any
+    options: Any
+    _route: Callable[[Any, list[LLMRequest]], list[LLMResult]] | None = None
+
+    @property
+    def samples(self) -> int:
+        return int(getattr(self.options, "samples", 1))
+
+    def route_calls(self, generate: Callable[[Any, list[LLMRequest]], list[LLMResult]]) -> None:
+        """Send requests through `generate(client, requests)` instead of the client (tasks: the store's call cache,
+        so a judgement's samples are kept by index and more samples ask only the new ones)."""
+        self._route = generate
+
+    def _generate(self, requests: list[LLMRequest]) -> list[LLMResult]:
+        return self._route(self._llm, requests) if self._route is not None else self._llm.generate(requests)
+
+    def _sampled(self, requests: list[LLMRequest]) -> list[list[LLMResult]]:
+        """`samples` results per request (sample k asks with `sample=k`), in order."""
+        n = self.samples
+        results = self._generate([dataclasses.replace(r, sample=k) for r in requests for k in range(n)])
+        return [results[i * n:(i + 1) * n] for i in range(len(requests))]
 
     def limit_calls(self, gate: Callable[[], AbstractContextManager[Any]]) -> None:
         """Hold `gate()` around each call to the API (tasks.limits: the vendor's limit over every worker)."""
@@ -71,7 +114,8 @@ class LLMJudge:
             )
             for r in batch
         ]
-        return [self._pair_verdict(result) for result in self._llm.generate(requests)]
+        return [self._pair_majority([self._pair_verdict(r) for r in results], results)
+                for results in self._sampled(requests)]
 
     def judge_instructions(self, batch: list[InstructionRequest]) -> list[InstructionVerdict]:
         """One verdict per request, in order; `follows` is None when the output did not parse."""
@@ -80,7 +124,47 @@ class LLMJudge:
                        schema=InstructionAnswer)
             for r in batch
         ]
-        return [self._instruction_verdict(result) for result in self._llm.generate(requests)]
+        return [self._instruction_majority([self._instruction_verdict(r) for r in results], results)
+                for results in self._sampled(requests)]
+
+    @staticmethod
+    def _usage(verdicts: list[Any], results: list[LLMResult]) -> dict[str, Any]:
+        """Tokens and cost of the samples asked now (a sample from the cache cost this run nothing)."""
+        made = [v for v, r in zip(verdicts, results) if not r.cached]
+        return {"input_tokens": sum(v.input_tokens or 0 for v in made),
+                "output_tokens": sum(v.output_tokens or 0 for v in made),
+                "cost_usd": sum(v.cost_usd or 0.0 for v in made), "attempts": sum(v.attempts for v in verdicts),
+                "retries": sum(v.retries for v in verdicts), "samples": len(verdicts)}
+
+    def _pair_majority(self, verdicts: list[PairwiseVerdict], results: list[LLMResult]) -> PairwiseVerdict:
+        if len(verdicts) == 1:
+            return verdicts[0]
+        parsed = [v for v in verdicts if v.parse_ok]
+        usage = self._usage(verdicts, results)
+        if not parsed:
+            return dataclasses.replace(verdicts[0], **usage)
+        counts = Counter(v.winner for v in parsed).most_common()
+        top = [w for w, c in counts if c == counts[0][1]]
+        winner = top[0] if len(top) == 1 else "tie"  # a split majority is no decision
+        like = next((v for v in parsed if v.winner == winner), parsed[0])
+        scores = [(v.score_first, v.score_second) for v in parsed if v.score_first is not None]
+        mean = (lambda i: sum(s[i] for s in scores) / len(scores)) if scores else (lambda i: None)
+        return dataclasses.replace(like, winner=winner, score_first=mean(0), score_second=mean(1),
+                                   sample_agreement=counts[0][1] / len(parsed), **usage)
+
+    def _instruction_majority(self, verdicts: list[InstructionVerdict],
+                              results: list[LLMResult]) -> InstructionVerdict:
+        if len(verdicts) == 1:
+            return verdicts[0]
+        decided = [v for v in verdicts if v.parse_ok and v.follows is not None]
+        usage = self._usage(verdicts, results)
+        if not decided:
+            return dataclasses.replace(verdicts[0], **usage)
+        yes = sum(v.follows for v in decided)
+        follows = None if 2 * yes == len(decided) else 2 * yes > len(decided)  # a split is undecidable
+        like = next((v for v in decided if v.follows == follows), decided[0])
+        return dataclasses.replace(like, follows=follows, sample_agreement=max(yes, len(decided) - yes) / len(decided),
+                                   **usage)
 
     @staticmethod
     def _pair_verdict(out: LLMResult) -> PairwiseVerdict:

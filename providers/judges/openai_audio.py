@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 from pydantic import Field, SecretStr
 
 from providers import EngineVersion, canonical_spec, package_version, parse_options
-from providers.judges.llm_judge import LLMJudge
+from providers.judges.llm_judge import LLMJudge, SamplingOptions, check_sampling, llm_options
 from providers.llm.openai_compat import OpenAICompatLLM, OpenAIOptions
 from ttseval.ids import stable_id
 
@@ -36,7 +36,7 @@ PRICES: dict[str, tuple[float, float, float]] = {
 }
 
 
-class OpenAIJudgeOptions(OpenAIOptions):
+class OpenAIJudgeOptions(OpenAIOptions, SamplingOptions):
     """Options of the judge `openai:<model>:key=value`: OpenAICompatLLM's, with a judge's defaults. Prices left
     unset come from PRICES for a known model, else 0 with a `base_url` (a server of your own)."""
 
@@ -84,9 +84,9 @@ class OpenAIJudge(LLMJudge):
             else o.audio_input_usd_per_mtok,
             "output_usd_per_mtok": out if o.output_usd_per_mtok is None else o.output_usd_per_mtok,
         }
-        fields = {k: v for k, v in o.model_dump().items() if v is not None} | {"model": self.model} | prices
-        self._llm = _JudgeLLM(self.model, api_key=api_key,
-                              **{k: str(v) for k, v in fields.items() if v is not None})
+        check_sampling(o.samples, o.temperature, self.spec)
+        fields = llm_options(o) | {"model": self.model} | {k: str(v) for k, v in prices.items() if v is not None}
+        self._llm = _JudgeLLM(self.model, api_key=api_key, **fields)
         self.judge_id = stable_id(
             f"openai-{self.model}",
             {
@@ -98,6 +98,7 @@ class OpenAIJudge(LLMJudge):
                 "seed": o.seed,
                 "json_mode": o.json_mode,
                 "endpoint": self._llm.endpoint_host,  # two servers may serve different weights under one name
+                **({"samples": o.samples} if o.samples > 1 else {}),
             },
         )
 
