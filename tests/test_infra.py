@@ -416,3 +416,18 @@ def test_the_images_hold_every_package_setuptools_installs() -> None:
         assert (ROOT / package / "__init__.py").is_file()
         assert package in sources, f"Dockerfile.cpu does not copy {package}/"
     assert copy_sources(DOCKERFILES["cpu"]) == copy_sources(DOCKERFILES["cuda"])
+
+
+def test_a_cluster_that_is_slow_to_stop_fails_nothing_unless_the_run_failed(monkeypatch) -> None:
+    from prefect_dask import DaskTaskRunner
+
+    from flows.runner import SettingsDaskTaskRunner
+
+    def slow_close(self, *exc_info):
+        raise TimeoutError
+
+    monkeypatch.setattr(DaskTaskRunner, "__exit__", slow_close)
+    runner = SettingsDaskTaskRunner()
+    runner.__exit__(None, None, None)  # the run succeeded: a warning, not a failure
+    with pytest.raises(TimeoutError):
+        runner.__exit__(ValueError, ValueError("the run failed"), None)

@@ -218,6 +218,7 @@ def test_declared_metadata_values() -> None:
         ("judge", "objective"): (False, False, None, None, (), ()),
         ("judge", "gemini"): (True, False, None, None, (), ("google.genai",)),
         ("judge", "openai"): (True, False, None, None, (), ("openai",)),
+        ("judge", "cascade"): (False, False, None, None, (), ()),
         ("judge", "transformers-judge"): (True, True, "models", None, (), ("torch",)),
         ("llm", "gemini"): (False, False, None, None, (), ("google.genai",)),
         ("llm", "openai"): (False, False, None, None, (), ("openai",)),
