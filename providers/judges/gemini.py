@@ -75,39 +75,13 @@ class GeminiJudge(LLMJudge):
         # Every judge option is a GeminiLLM option of the same name; the judge's defaults are passed explicitly.
         check_sampling(o.samples, o.temperature, self.spec)
         self._llm = _JudgeLLM(self.model, api_key=secret, **llm_options(o))
-        self.judge_id = stable_id(
-            f"gemini-{self.model}",
-            {
-                "model": self.model,
-                "prompt_version": self.prompt_version,
-                "instruction_prompt_version": self.instruction_prompt_version,
-                "temperature": o.temperature,
-                "thinking_budget": o.thinking_budget,
-                "max_output_tokens": o.max_output_tokens,
-                **({"samples": o.samples} if o.samples > 1 else {}),  # one answer keeps the ids judges had
-            },
-        )
+        self.judge_id = stable_id(f"gemini-{self.model}", self.verdict_settings())
 
-    # -- identity ----------------------------------------------------------------------------------------------
-    def metadata(self) -> dict[str, Any]:
-        o = self.options
-        return {
-            "provider": self.name,
-            "judge_id": self.judge_id,
-            "model": self.model,
-            "prompt_version": self.prompt_version,
-            "instruction_prompt_version": self.instruction_prompt_version,
-            "temperature": o.temperature,
-            "thinking_budget": o.thinking_budget,
-            "max_output_tokens": o.max_output_tokens,
-            "max_attempts": o.max_attempts,
-            "max_retries": o.max_retries,
-            "input_usd_per_mtok": o.input_usd_per_mtok,
-            "output_usd_per_mtok": o.output_usd_per_mtok,
-            "api_version": o.api_version,
-            "endpoint_host": self._llm.endpoint_host,
-            "sdk": f"google-genai {self.version}",
-        }
+    def own_settings(self) -> dict[str, Any]:
+        return {"thinking_budget": self.options.thinking_budget}
+
+    def client_metadata(self) -> dict[str, Any]:
+        return {"api_version": self.options.api_version, "sdk": f"google-genai {self.version}"}
 
     def __repr__(self) -> str:
         return f"GeminiJudge(model={self.model!r}, judge_id={self.judge_id!r})"

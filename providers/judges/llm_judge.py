@@ -76,6 +76,31 @@ class LLMJudge:
     options: Any
     _route: Callable[[Any, list[LLMRequest]], list[LLMResult]] | None = None
 
+    def own_settings(self) -> dict[str, Any]:
+        """A subclass's settings that can change a verdict, beside those every chat judge has."""
+        return {}
+
+    def client_metadata(self) -> dict[str, Any]:
+        """A subclass's client facts for `metadata` (its SDK and version)."""
+        return {}
+
+    def verdict_settings(self) -> dict[str, Any]:
+        """Everything that can change a verdict: hashed into `judge_id`, listed in `metadata`. One sample keeps
+        the ids judges had before self-consistency existed."""
+        o = self.options
+        return {"model": self.model, "prompt_version": self.prompt_version,
+                "instruction_prompt_version": self.instruction_prompt_version, "temperature": o.temperature,
+                "max_output_tokens": o.max_output_tokens, **self.own_settings(),
+                **({"samples": o.samples} if o.samples > 1 else {})}
+
+    def metadata(self) -> dict[str, Any]:
+        o = self.options
+        text, audio, out = self.prices_per_mtok()
+        return {"provider": self.name, "judge_id": self.judge_id, **self.verdict_settings(),
+                "max_attempts": o.max_attempts, "max_retries": o.max_retries, "input_usd_per_mtok": text,
+                "audio_input_usd_per_mtok": audio, "output_usd_per_mtok": out,
+                "endpoint_host": self._llm.endpoint_host, **self.client_metadata()}
+
     @property
     def samples(self) -> int:
         return int(getattr(self.options, "samples", 1))

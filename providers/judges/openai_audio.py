@@ -87,40 +87,15 @@ class OpenAIJudge(LLMJudge):
         check_sampling(o.samples, o.temperature, self.spec)
         fields = llm_options(o) | {"model": self.model} | {k: str(v) for k, v in prices.items() if v is not None}
         self._llm = _JudgeLLM(self.model, api_key=api_key, **fields)
-        self.judge_id = stable_id(
-            f"openai-{self.model}",
-            {
-                "model": self.model,
-                "prompt_version": self.prompt_version,
-                "instruction_prompt_version": self.instruction_prompt_version,
-                "temperature": o.temperature,
-                "max_output_tokens": o.max_output_tokens,
-                "seed": o.seed,
-                "json_mode": o.json_mode,
-                "endpoint": self._llm.endpoint_host,  # two servers may serve different weights under one name
-                **({"samples": o.samples} if o.samples > 1 else {}),
-            },
-        )
+        self.judge_id = stable_id(f"openai-{self.model}", self.verdict_settings())
 
-    def metadata(self) -> dict[str, Any]:
+    def own_settings(self) -> dict[str, Any]:
         o = self.options
-        return {
-            "provider": self.name,
-            "judge_id": self.judge_id,
-            "model": self.model,
-            "prompt_version": self.prompt_version,
-            "instruction_prompt_version": self.instruction_prompt_version,
-            "temperature": o.temperature,
-            "max_output_tokens": o.max_output_tokens,
-            "seed": o.seed,
-            "json_mode": o.json_mode,
-            "max_attempts": o.max_attempts,
-            "max_retries": o.max_retries,
-            **dict(zip(("input_usd_per_mtok", "audio_input_usd_per_mtok", "output_usd_per_mtok"),
-                       self.prices_per_mtok())),
-            "endpoint_host": self._llm.endpoint_host,
-            "sdk": f"openai {self.version}",
-        }
+        # two servers may serve different weights under one model name
+        return {"seed": o.seed, "json_mode": o.json_mode, "endpoint": self._llm.endpoint_host}
+
+    def client_metadata(self) -> dict[str, Any]:
+        return {"sdk": f"openai {self.version}"}
 
     def __repr__(self) -> str:
         return f"OpenAIJudge(model={self.model!r}, judge_id={self.judge_id!r}, endpoint={self._llm.endpoint_host!r})"
