@@ -59,6 +59,9 @@ def check_judges(judges: list[str], settings: Settings, *, role: str = "pairwise
             raise SpecError(f"judge {Spec.parse(judge).canonical!r} cannot judge {role} comparisons (it has no "
                             f"{method}); choose another judge for --{'instruction-' if role == 'instruction' else ''}"
                             "judges", spec=judge)
+        if (problem := getattr(built, "unreachable", lambda: None)()) is not None:
+            raise SpecError(f"judge {Spec.parse(judge).canonical!r}: {problem}; start the server or fix base_url",
+                            spec=judge)
     return [Spec.parse(j).canonical for j in judges]
 
 

@@ -24,7 +24,7 @@ from flows.common import (artifact_key, check_judges, check_stage_tables, check_
 from flows.progress import StageProgress
 from flows.runner import SettingsDaskTaskRunner
 from tasks.common import StageResult, get_store, logger, now, task_retry_options
-from tasks.cost import estimate_synthesis, within_budget
+from tasks.cost import Budget, estimate_synthesis, within_budget
 from tasks.instruct import run_instruction_stage
 from tasks.judge import run_judge_stage, run_position_audit
 from tasks.limits import ensure_vendor_limits
@@ -63,7 +63,7 @@ def evaluate(
         judges: pairwise judge specs; default from settings (the offline `objective` judge).
         instruction_judges: judges of instruction following (InstructTTSEval) for items with an instruction;
             default from settings (none: no offline judge can hear style).
-        budget_usd: the most this run may spend on paid synthesis calls (default from settings: no cap). Keys
+        budget_usd: the most this run may spend on paid synthesis and judge calls (default from settings: no cap). Keys
             past it are not called and stay missing; a later run computes them.
     """
     started, t0 = now(), time.perf_counter()
@@ -85,10 +85,12 @@ def evaluate(
                  "they have no description for strong prompting (prompt=category) or judge rubrics")
 
     synth = plan_synthesis(st, run_id, items, specs, settings)
+    budget = None
     if settings.budget_usd is not None:
         synth, deferred, spend = within_budget(synth, estimate_synthesis(synth, st, settings), settings.budget_usd)
         log.info(f"budget USD {settings.budget_usd:.4f}: this run's paid synthesis calls cost USD {spend:.4f}"
                  + (f"; {deferred} key(s) past the budget are left for a later run" if deferred else ""))
+        budget = Budget(settings.budget_usd - spend)  # what is left for the judges
     if limits := ensure_vendor_limits(settings):
         log.info(f"vendor limits across all workers: {', '.join(limits)}")
     asr = plan_model_stage(st, run_id, items, specs, settings, table="transcripts", id_for=asr_id_for(settings))
@@ -107,12 +109,15 @@ def evaluate(
             return placement(settings, judge_runs_on_gpu(judge, settings), cpu_workers)
 
         judge_plans, judge_results = run_judge_stage(settings, run_id, system_ids, baseline_spec.id, judge_specs,
-                                                     place)
+                                                     place, budget=budget)
         instruction_plans, instruction_results = run_instruction_stage(settings, run_id, system_ids,
-                                                                       instruction_specs, place)
+                                                                       instruction_specs, place, budget=budget)
         # EmergentTTS-Eval draws each pair's order at random; the audit measures what that averages out.
         audit_plans, audit_results = run_position_audit(settings, run_id, system_ids, baseline_spec.id, judge_specs,
-                                                        place)
+                                                        place, budget=budget)
+        if budget is not None and budget.deferred:
+            log.info(f"budget: {budget.deferred} judgement(s) past it are left for a later run; USD "
+                     f"{budget.remaining_usd:.4f} unspent")
         for stage, plans, done in (("judgments", judge_plans, judge_results),
                                    ("instruction_judgments", instruction_plans, instruction_results),
                                    ("position_audit", audit_plans, audit_results)):

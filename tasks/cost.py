@@ -112,13 +112,36 @@ def estimate_judges(items: pd.DataFrame, system_ids: list[str], baseline_id: str
             todo = [k for k in wanted if k not in done]
             est = Estimate(f"{spec} ({role})", "judge", keys=len(todo), calls=len(todo))
             est.audio_s = sum(clips * audio_s[i] for i, _ in todo)
-            if hasattr(judge, "prices_per_mtok"):  # a paid chat judge (providers/judges/llm_judge.py)
-                text_price, audio_price, out_price = judge.prices_per_mtok()
-                audio_tokens = est.audio_s * getattr(judge, "audio_tokens_per_s", AUDIO_TOKENS_PER_S)
-                est.usd = (audio_tokens * audio_price + JUDGE_PROMPT_TOKENS * len(todo) * text_price
-                           + settings.judge_output_tokens * len(todo) * out_price) / 1e6
+            est.usd = sum(judge_call_usd(judge, clips * audio_s[i], settings) for i, _ in todo)
             out.append(est)
     return out
+
+
+def judge_call_usd(judge: Any, audio_s: float, settings: Settings) -> float:
+    """The estimated price of one judgement of `audio_s` seconds of audio: the judge's audio tokens per second at
+    its audio price, the prompt, and `judge_output_tokens`; 0 for a judge with no prices (objective, local)."""
+    if not hasattr(judge, "prices_per_mtok"):  # a paid chat judge has them (providers/judges/llm_judge.py)
+        return 0.0
+    text_price, audio_price, out_price = judge.prices_per_mtok()
+    audio_tokens = audio_s * getattr(judge, "audio_tokens_per_s", AUDIO_TOKENS_PER_S)
+    return (audio_tokens * audio_price + JUDGE_PROMPT_TOKENS * text_price
+            + settings.judge_output_tokens * out_price) / 1e6 * max(1, getattr(judge, "samples", 1))
+
+
+@dataclass
+class Budget:
+    """What a run may still spend (USD), shared by the stages that draw on it in turn."""
+
+    remaining_usd: float
+    deferred: int = 0
+
+    def take(self, usd: float) -> bool:
+        """Spend `usd` when it fits (free keys always fit); False leaves the key for a later run."""
+        if usd > 0 and usd > self.remaining_usd + 1e-12:
+            self.deferred += 1
+            return False
+        self.remaining_usd -= usd
+        return True
 
 
 def within_budget(plan: Plan, estimates: list[Estimate], budget_usd: float) -> tuple[Plan, int, float]:

@@ -12,6 +12,7 @@ import contextlib
 from typing import Any, Iterator
 
 from tasks.common import StageResult
+from tasks.cost import Budget
 from tasks.judge import Clips, JudgeKind, Placement, Work, run_judges
 from tasks.plan import Plan
 from ttseval.audio import Audio
@@ -60,6 +61,8 @@ INSTRUCTION = JudgeKind(
 
 def run_instruction_stage(settings: Settings, run_id: str, system_ids: list[str], judges: list[str],
                           place: Placement = lambda spec: contextlib.nullcontext(),
-                          item_ids: set[str] | None = None) -> tuple[list[Plan], list[StageResult]]:
+                          item_ids: set[str] | None = None, budget: Budget | None = None
+                          ) -> tuple[list[Plan], list[StageResult]]:
     """Plan and run every instruction judge's missing judgements (over `item_ids` when given)."""
-    return run_judges(INSTRUCTION, settings, run_id, system_ids, judges, place=place, item_ids=item_ids)
+    return run_judges(INSTRUCTION, settings, run_id, system_ids, judges, place=place, item_ids=item_ids,
+                      budget=budget)

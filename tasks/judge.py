@@ -25,6 +25,7 @@ from prefect.cache_policies import NO_CACHE
 from providers.judges.prompts import rubric_for
 from tasks.common import (StageResult, commit, error_row, get_provider, get_store, is_transient_task_error, logger,
                           now, one_per_request, task_retry_options)
+from tasks.cost import Budget, judge_call_usd
 from tasks.limits import limit_calls
 from tasks.llm import cached_generate
 from tasks.plan import Plan, _chunks, _present
@@ -223,18 +224,39 @@ def judge_task(kind: JudgeKind, settings: Settings, run_id: str, shard: dict[str
     return result
 
 
+def within_judge_budget(plan: Plan, spec: str, store: ArtifactStore, run_id: str, settings: Settings,
+                        budget: Budget) -> Plan:
+    """`plan` with the keys past `budget` dropped (in plan order), priced by the dry run's estimate for the clips'
+    real durations; the dropped keys stay missing for a later run."""
+    judge = get_provider("judge", spec, settings)
+    synthesis = store.read(run_id, "synthesis", columns=["item_id", "system_id", "duration_s"])
+    duration = dict(zip(zip(synthesis["item_id"], synthesis["system_id"]), synthesis["duration_s"].fillna(0.0)))
+    shards, kept_total = [], 0
+    for shard in plan.shards:
+        kept = [w for w in shard["work"] if w["skip"] or budget.take(judge_call_usd(judge, sum(
+            duration.get((w["item_id"], s), 0.0) for s in (w.get("system_id"), w.get("baseline_id")) if s), settings))]
+        kept_total += len(kept)
+        if kept:
+            shards.append(shard | {"work": kept})
+    dropped = sum(len(s["work"]) for s in plan.shards) - kept_total
+    return Plan(plan.stage, wanted=plan.wanted - dropped, present=plan.present, shards=shards)
+
+
 def run_judges(kind: JudgeKind, settings: Settings, run_id: str, system_ids: list[str], judges: list[str], *,
                baseline_id: str | None = None, place: Placement = lambda spec: contextlib.nullcontext(),
-               item_ids: set[str] | None = None) -> tuple[list[Plan], list[StageResult]]:
+               item_ids: set[str] | None = None, budget: Budget | None = None
+               ) -> tuple[list[Plan], list[StageResult]]:
     """Plan and run every judge's missing keys of `kind` (over `item_ids` when given) as Prefect tasks on the
     flow's task runner; each judge's tasks are submitted inside `place(spec)` (the flow's choice of workers:
-    flows.common.placement)."""
+    flows.common.placement). With a `budget`, keys past it are left for a later run."""
     store = get_store(settings.store)
     plans, futures = [], []
     retrying = judge_task.with_options(name=kind.task_name, **task_retry_options(settings))
     for spec in judges:
         plan = plan_judge(kind, store, run_id, system_ids, spec, settings, baseline_id=baseline_id,
                           item_ids=item_ids)
+        if budget is not None:
+            plan = within_judge_budget(plan, spec, store, run_id, settings, budget)
         if plan.wanted:
             logger().info(plan.describe())
         plans.append(plan)
@@ -356,16 +378,18 @@ def order_sensitive(judge: str, settings: Settings) -> bool:
 
 def run_position_audit(settings: Settings, run_id: str, system_ids: list[str], baseline_id: str,
                        judges: list[str], place: Placement = lambda spec: contextlib.nullcontext(),
-                       item_ids: set[str] | None = None) -> tuple[list[Plan], list[StageResult]]:
+                       item_ids: set[str] | None = None, budget: Budget | None = None
+                       ) -> tuple[list[Plan], list[StageResult]]:
     """Ask each order-sensitive judge the audit sample's pairs in the other order (`position_audit`)."""
     audited = [j for j in judges if order_sensitive(j, settings)]
     return run_judges(POSITION_AUDIT, settings, run_id, system_ids, audited, baseline_id=baseline_id, place=place,
-                      item_ids=item_ids)
+                      item_ids=item_ids, budget=budget)
 
 
 def run_judge_stage(settings: Settings, run_id: str, system_ids: list[str], baseline_id: str,
                     judges: list[str], place: Placement = lambda spec: contextlib.nullcontext(),
-                    item_ids: set[str] | None = None) -> tuple[list[Plan], list[StageResult]]:
+                    item_ids: set[str] | None = None, budget: Budget | None = None
+                    ) -> tuple[list[Plan], list[StageResult]]:
     """Plan and run every pairwise judge's missing comparisons against `baseline_id`."""
     return run_judges(PAIRWISE, settings, run_id, system_ids, judges, baseline_id=baseline_id, place=place,
-                      item_ids=item_ids)
+                      item_ids=item_ids, budget=budget)

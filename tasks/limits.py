@@ -119,3 +119,5 @@ def limit_calls(provider: Any, settings: Settings) -> None:
     configured limit and the provider makes calls of its own (`limit_calls`, e.g. providers.judges.gemini)."""
     if provider.name in settings.vendor_limits and hasattr(provider, "limit_calls"):
         provider.limit_calls(vendor_gate(settings, provider.name))
+    for part in getattr(provider, "parts", ()):  # a composite (a judge cascade): each part by its own vendor
+        limit_calls(part, settings)

@@ -128,10 +128,10 @@ def test_rerun_recomputes_nothing(first_run, small_dataset: Path) -> None:
     assert result.returncode == 0, result.stderr[-3000:]
     log = last_log(store, "r1")
     assert log["computed"] == {"synthesis": 0, "transcripts": 0, "quality": 0, "judgments": 0,
-                               "instruction_judgments": 0}
+                               "instruction_judgments": 0, "position_audit": 0}
     # the objective judge compares 2 candidates x 9 items with the first system (piper) as the baseline
     assert log["reused"] == {"synthesis": 27, "transcripts": 22, "quality": 22, "judgments": 18,
-                             "instruction_judgments": 0}
+                             "instruction_judgments": 0, "position_audit": 0}
     assert "27 present (reused), 0 to compute" in result.stdout + result.stderr
     assert sorted(p.name for p in (store / "runs" / "r1" / "synthesis").iterdir()) == parts_before
 
@@ -144,7 +144,7 @@ def test_fourth_system_computes_only_its_rows(first_run, small_dataset: Path) ->
     log = last_log(store, "r1")
     # only flite:kal's rows: 9 clips, 7 transcribed and scored (English only), 9 comparisons with the baseline
     assert log["computed"] == {"synthesis": 9, "transcripts": 7, "quality": 7, "judgments": 9,
-                               "instruction_judgments": 0}
+                               "instruction_judgments": 0, "position_audit": 0}
     synthesis = read_table(store, "r1", "synthesis")
     assert len(synthesis) == 36 and not synthesis.duplicated(["item_id", "system_id"]).any()
     report = read_table(store, "r1", "report")

@@ -69,6 +69,10 @@ def test_instructttseval_import_evaluate_and_score(prefect_api: str, tmp_path: P
                          env | {"GEMINI_API_KEY": key}, cwd=tmp_path)
         assert result.returncode == 0, result.stderr[-3000:]
         assert fake.ok_responses == 2 and "computed 2" in result.stdout
+        refused = run_cli(["backfill-judge", "--store", str(tmp_path / "store"), "--run-id", "i", "--judge", judge,
+                           "--kind", "instruction", "--categories", "no-such-category"],
+                          env | {"GEMINI_API_KEY": key}, cwd=tmp_path)
+        assert refused.returncode == 2 and "no item of run 'i' matches" in refused.stderr
     assert sorted(p.name for p in (run / "synthesis").iterdir()) == synth_parts, "a backfill must not synthesize"
     j = pd.read_parquet(run / "instruction_judgments")
     new = j[j["judge_spec"].str.startswith("gemini:gemini-2.5-flash")]
@@ -76,10 +80,6 @@ def test_instructttseval_import_evaluate_and_score(prefect_api: str, tmp_path: P
 
     assert sorted(new["item_id"]) == aps and set(new["system_id"]) == {Spec.parse("flite:slt").id}
     assert set(new["task"]) == {"APS"} and new["follows"].all()
-    refused = run_cli(["backfill-judge", "--store", str(tmp_path / "store"), "--run-id", "i", "--judge", judge,
-                       "--kind", "instruction", "--categories", "no-such-category"],
-                      env | {"GEMINI_API_KEY": key}, cwd=tmp_path)
-    assert refused.returncode == 2 and "no item of run 'i' matches" in refused.stderr
 
 
 def test_a_judge_that_cannot_judge_instructions_is_refused_before_any_work(tmp_path: Path) -> None:

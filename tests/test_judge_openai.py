@@ -138,3 +138,20 @@ def test_dry_run_estimate_uses_each_judges_audio_rate_and_prices(tmp_path, monke
     # Gemini 2.5 Pro: 32 tokens/s, all prompt tokens at 1.25, output at 10
     assert gemini.usd == pytest.approx((480 * 32 * 1.25 + 4 * JUDGE_PROMPT_TOKENS * 1.25
                                         + 4 * 300 * 10.0) / 1e6)
+
+
+def test_an_unreachable_server_is_refused_before_any_work(tmp_path) -> None:
+    import socket
+
+    from flows.common import check_judges
+    from ttseval.config import load_settings
+    from ttseval.errors import SpecError
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    spec = f"openai:Qwen2.5-Omni-7B:base_url=http://127.0.0.1:{port}/v1"
+    with pytest.raises(SpecError, match=rf"cannot reach 127.0.0.1:{port}.*start the server or fix base_url"):
+        check_judges([spec], load_settings(store=str(tmp_path)))
+    with FakeOpenAI() as up:  # the same judge with its server up passes
+        assert check_judges([f"openai:Qwen2.5-Omni-7B:base_url={up.base_url}"], load_settings(store=str(tmp_path)))

@@ -306,6 +306,37 @@ def test_self_consistency_end_to_end(judged_run, tmp_path: Path) -> None:
             f"verdict {expected}% of the time on average.") in report
 
 
+def test_a_budget_keeps_the_judgements_it_can_pay_for(judged_run, monkeypatch: pytest.MonkeyPatch) -> None:
+    from flows.backfill_judge import stored_systems
+    from tasks.cost import JUDGE_PROMPT_TOKENS, Budget
+    from tasks.judge import PAIRWISE, plan_judge, within_judge_budget
+    from ttseval.config import load_settings
+    from ttseval.store import ArtifactStore
+
+    monkeypatch.setenv("GEMINI_API_KEY", "fake-key")
+    store_dir, _, _, _, _ = judged_run
+    store, settings = ArtifactStore(str(store_dir)), load_settings(store=str(store_dir))
+    system_ids, _ = stored_systems(store, "j")
+    spec = "gemini:gemini-2.5-pro:temperature=0.9"  # a judge this run never used: every pair is missing
+    plan = plan_judge(PAIRWISE, store, "j", system_ids, spec, settings, baseline_id=system_ids[0])
+    works = [w for shard in plan.shards for w in shard["work"]]
+    durations = store.read("j", "synthesis").set_index(["item_id", "system_id"])["duration_s"]
+
+    def price(w) -> float:  # worked by hand: 32 audio tokens a second at USD 1.25/M, the prompt, 400 x USD 10/M
+        audio_s = durations[(w["item_id"], w["system_id"])] + durations[(w["item_id"], w["baseline_id"])]
+        return (audio_s * 32 * 1.25 + JUDGE_PROMPT_TOKENS * 1.25 + 400 * 10.0) / 1e6
+
+    payable = [w for w in works if not w["skip"]]
+    budget = Budget(sum(price(w) for w in payable[:3]) + 1e-9)
+    kept = within_judge_budget(plan, spec, store, "j", settings, budget)
+    kept_works = [w for shard in kept.shards for w in shard["work"]]
+    # the first three payable pairs, in plan order, and every skipped pair (free: no call)
+    assert [w for w in kept_works if not w["skip"]] == payable[:3]
+    assert sum(bool(w["skip"]) for w in kept_works) == sum(bool(w["skip"]) for w in works) == 4
+    assert budget.deferred == len(payable) - 3 and budget.remaining_usd == pytest.approx(0, abs=1e-8)
+    assert kept.wanted == plan.wanted - (len(payable) - 3) and kept.present == plan.present
+
+
 def test_human_alignment_from_a_csv(judged_run, tmp_path: Path) -> None:
     import krippendorff
     import numpy as np

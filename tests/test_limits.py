@@ -57,3 +57,16 @@ def test_a_vendor_without_a_limit_costs_nothing_and_a_gate_is_made_once_per_task
     with gate():
         pass
     assert "ttseval-vendor-gemini" in limits._clocks
+
+
+def test_a_cascade_s_judges_are_limited_by_their_own_vendor(monkeypatch) -> None:
+    import json
+
+    from providers.judges.cascade import CascadeJudge
+
+    monkeypatch.setenv("GEMINI_API_KEY", "fake-key")
+    monkeypatch.setenv("TTSEVAL_CASCADES", json.dumps({"c": {"cheap": "gemini:gemini-2.5-flash",
+                                                             "strong": "objective"}}))
+    cascade = CascadeJudge("c")
+    limits.limit_calls(cascade, load_settings(vendor_limits={"gemini": {"per_second": 1000.0}}))
+    assert cascade.cheap._llm.gate is not None  # the Gemini judge inside the cascade is gated

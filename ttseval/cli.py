@@ -431,7 +431,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="print what would be called for what the store lacks (calls, characters, audio seconds, "
                          "USD per system and judge) and call nothing")
     ev.add_argument("--budget-usd", type=float, default=None,
-                    help="most to spend on paid synthesis calls; keys past it stay missing for a later run")
+                    help="most to spend on paid synthesis and judge calls; keys past it stay missing for a later run")
     ev.set_defaults(func=cmd_evaluate)
     bf = sub.add_parser("backfill-judge", help="run a new judge over the audio stored by an earlier run")
     bf.add_argument("--store", default=None)

@@ -62,8 +62,10 @@ class CascadeJudge:
         self.judge_id = stable_id(f"cascade-{voice}", {"cheap": self.cheap.judge_id, "strong": self.strong.judge_id,
                                                        "escalate": sorted(self.config.escalate)})
 
-    def limit_calls(self, gate: Any) -> None:  # the judges' vendors are limited by their own names (tasks.limits)
-        pass
+    @property
+    def parts(self) -> tuple[Any, Any]:
+        """The two judges, each limited by its own vendor's limits (tasks.limits.limit_calls)."""
+        return self.cheap, self.strong
 
     def metadata(self) -> dict[str, Any]:
         return {"provider": self.name, "judge_id": self.judge_id, "cheap": self.cheap.metadata(),

@@ -101,6 +101,23 @@ class LLMJudge:
                 "audio_input_usd_per_mtok": audio, "output_usd_per_mtok": out,
                 "endpoint_host": self._llm.endpoint_host, **self.client_metadata()}
 
+    def unreachable(self, timeout_s: float = 5.0) -> str | None:
+        """Why a `base_url` endpoint (a server of the user's own) cannot be reached, or None: a TCP connection,
+        no request, nothing paid. The vendors' public endpoints are not probed."""
+        import socket
+        from urllib.parse import urlsplit
+
+        url = self.options.base_url
+        if not url:
+            return None
+        parts = urlsplit(url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        try:
+            with socket.create_connection((parts.hostname or "", port), timeout=timeout_s):
+                return None
+        except OSError as e:
+            return f"cannot reach {parts.hostname}:{port} ({e.strerror or e})"
+
     @property
     def samples(self) -> int:
         return int(getattr(self.options, "samples", 1))
