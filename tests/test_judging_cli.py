@@ -260,25 +260,33 @@ def test_a_cascade_sends_only_the_pairs_the_cheap_judge_cannot_settle(judged_run
         cheap.script("the chef stirred", [tie] * 4)  # one item, two candidates, both orders: a tie each time
         cascades = {"fs": {"cheap": f"gemini:gemini-2.5-flash:base_url={cheap.base_url}:input_usd_per_mtok=0.1"
                                     ":output_usd_per_mtok=0.4",
-                           "strong": f"gemini:gemini-2.5-pro:base_url={strong.base_url}"}}
+                           "strong": f"gemini:gemini-2.5-pro:base_url={strong.base_url}", "audit_share": 0.5}}
         result = run_cli(["backfill-judge", "--store", str(copy), "--run-id", "j", "--judge", "cascade:fs"],
                          env | {"GEMINI_API_KEY": "fake-key", "TTSEVAL_CASCADES": json.dumps(cascades),
                                 "TTSEVAL_POSITION_AUDIT_SHARE": "0"}, cwd=copy)
         assert result.returncode == 0, result.stderr[-3000:]
-        # 14 pairs have both clips: the cheap judge hears each in both orders; the 2 ties go to the strong judge
-        assert cheap.ok_responses == 28 and strong.ok_responses == 2
+        strong_calls = strong.ok_responses
     j = pd.read_parquet(copy / "runs" / "j" / "judgments")
     mine = j[(j["judge_spec"] == "cascade:fs") & (j["status"] == "ok")]
     escalated = mine[mine["comparison"].str.startswith("[strong")]
-    assert len(mine) == 14 and len(escalated) == 2
+    audited = mine[mine["comparison"].str.startswith("[cheap, audited")]
+    # 14 pairs have both clips: the cheap judge hears each in both orders; the 2 ties go to the strong judge, and
+    # so do the settled pairs drawn for the audit (about half of 12), whose strong answer is kept but not used
+    assert len(mine) == 14 and len(escalated) == 2 and 1 <= len(audited) <= 11
+    assert strong_calls == 2 + len(audited)
     assert (escalated["winner_raw"] == "first").all()  # the strong fake's answer (clip 1), not the cheap tie
+    assert audited["comparison"].str.startswith("[cheap, audited: strong said first;").all()
     # cost by hand: cheap calls (1000 x 0.1 + 50 x 0.4) / 1e6 = 0.00012 each; strong (1000 x 1.25 + 50 x 10) / 1e6
-    assert mine["cost_usd"].sum() == pytest.approx(28 * 0.00012 + 2 * 0.00175)
+    assert mine["cost_usd"].sum() == pytest.approx(28 * 0.00012 + strong_calls * 0.00175)
     report = (copy / "runs" / "j" / "report.md").read_text()
     line = next(l for l in report.splitlines() if l.startswith("Cascade:"))
-    assert line == ("Cascade: 2 of 14 pairs (14.3%) went to the strong judge (subtle 2, tie 2); cheap judge $0.0034, "
-                    "strong judge $0.0035."), line
-    assert re.search(r"\[strong: tie, subtle; cheap \$0\.000240, strong \$0\.001750\]", escalated.iloc[0]["comparison"])
+    # the audit's agreement by hand: the strong fake always says clip 1; the cheap one said it where it was longer
+    agree = (audited["winner_raw"] == "first").mean() * 100
+    assert line == (f"Cascade: 2 of 14 pairs (14.3%) went to the strong judge (subtle 2, tie 2); cheap judge $0.0034, "
+                    f"strong judge ${strong_calls * 0.00175:.4f}. On {len(audited)} settled pairs the strong judge also "
+                    f"heard, it gave the cheap judge's answer {agree:.1f}% of the time."), line
+    assert re.search(r"\[strong: tie, subtle; cheap \$0\.000240, strong \$0\.001750\]",
+                     escalated.iloc[0]["comparison"])
 
 
 def test_self_consistency_end_to_end(judged_run, tmp_path: Path) -> None:

@@ -39,6 +39,8 @@ class Cascade(BaseModel):
         default_factory=lambda: ["tie", "subtle", "flip"],
         description="when the strong judge is asked: the cheap verdict is a tie, heard a subtle difference, or "
         "changes when the clips swap places")
+    audit_share: float = Field(0.1, ge=0, le=1, description="share of the pairs the cheap judge settles that the "
+                               "strong judge also hears, to report how often the two agree (its answer is not used)")
 
 
 class Settings(BaseSettings):

@@ -11,8 +11,10 @@ The cheap judge hears every pair in the order drawn and again swapped. A pair go
 drawn order) when the cheap verdict is a tie, the cheap judge heard only a `subtle` difference, or its verdict
 changes with the order (`flip`), as `escalate` lists; an unparsed cheap answer escalates too. The cascade's
 verdict is the strong one where asked, else the cheap one; its cost, tokens and attempts are every call's.
-`comparison` starts with "[cheap; cheap $C, strong $S]" or "[strong: <reasons>; cheap $C, strong $S]", which the
-report reads (metrics.cascade: the share escalated and each judge's cost).
+`comparison` starts with "[cheap; cheap $C, strong $S]", "[strong: <reasons>; ...]" or, for the `audit_share` of
+settled pairs the strong judge also hears (its answer recorded, not used), "[cheap, audited: strong said <answer>;
+...]", which the report reads (metrics.cascade: the share escalated, each judge's cost, and how often the two
+judges agree on the audited pairs).
 
 Why the swap for every pair: a cheap judge's order preference is the commonest way it is wrong on close pairs,
 and at a tenth of the strong judge's price both orders cost less than one strong call in five.
@@ -21,6 +23,7 @@ and at a tenth of the strong judge's price both orders cost less than one strong
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from typing import Any, ClassVar
 
 from ttseval.ids import stable_id
@@ -61,6 +64,7 @@ class CascadeJudge:
         self.prompt_version = f"{self.cheap.judge_id}+{self.strong.judge_id}"
         self.judge_id = stable_id(f"cascade-{voice}", {"cheap": self.cheap.judge_id, "strong": self.strong.judge_id,
                                                        "escalate": sorted(self.config.escalate)})
+        # audit_share is not in the id: an audit changes no verdict
 
     @property
     def parts(self) -> tuple[Any, Any]:
@@ -84,21 +88,35 @@ class CascadeJudge:
             why.append("flip")
         return why
 
+    def audited(self, request: PairwiseRequest) -> bool:
+        """Whether a pair the cheap judge settled is also heard by the strong judge: `audit_share` of pairs, drawn
+        by a hash of the item and both clips, so the same pair is audited in every run."""
+        key = hashlib.sha256(request.item_id.encode())
+        for clip in (request.first, request.second):
+            key.update(clip.samples[:4096].tobytes())
+        return int.from_bytes(key.digest()[:8], "big") / 2**64 < self.config.audit_share
+
     def judge_pairs(self, batch: list[PairwiseRequest]) -> list[PairwiseVerdict]:
         swapped_batch = [dataclasses.replace(r, first=r.second, second=r.first, first_signals=r.second_signals,
                                              second_signals=r.first_signals) for r in batch]
         cheap = self.cheap.judge_pairs(batch + swapped_batch)
         drawn, swapped = cheap[:len(batch)], cheap[len(batch):]
         why = [self.reasons(d, s) for d, s in zip(drawn, swapped)]
-        escalated = [i for i, w in enumerate(why) if w]
-        strong = dict(zip(escalated, self.strong.judge_pairs([batch[i] for i in escalated]))) if escalated else {}
+        audited = {i for i, (r, w) in enumerate(zip(batch, why)) if not w and self.audited(r)}
+        asked = [i for i, w in enumerate(why) if w or i in audited]
+        strong = dict(zip(asked, self.strong.judge_pairs([batch[i] for i in asked]))) if asked else {}
         out = []
         for i, (d, s) in enumerate(zip(drawn, swapped)):
             cheap_usd = (d.cost_usd or 0.0) + (s.cost_usd or 0.0)
             calls = [d, s] + ([strong[i]] if i in strong else [])
-            v = strong.get(i, d)
-            strong_usd = (v.cost_usd or 0.0) if i in strong else 0.0
-            label = f"[strong: {', '.join(why[i])}" if i in strong else "[cheap"
+            v = strong[i] if why[i] else d
+            strong_usd = (strong[i].cost_usd or 0.0) if i in strong else 0.0
+            if why[i]:
+                label = f"[strong: {', '.join(why[i])}"
+            elif i in audited:
+                label = f"[cheap, audited: strong said {strong[i].winner if strong[i].parse_ok else 'unparsed'}"
+            else:
+                label = "[cheap"
             label += f"; cheap ${cheap_usd:.6f}, strong ${strong_usd:.6f}]"
             out.append(dataclasses.replace(
                 v, comparison=f"{label} {v.comparison or ''}".strip(), cost_usd=cheap_usd + strong_usd,
