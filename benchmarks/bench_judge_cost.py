@@ -60,7 +60,7 @@ def main() -> None:
         for tokens in (400, 3000):
             pro = usd("gemini:gemini-2.5-pro", tokens)
             rows.append((f"Gemini 2.5 Pro, {tokens} output tokens", pro))
-            rows.append((f"  + position audit (10%)", pro * 1.10))
+            rows.append(("  + position audit (10%)", pro * 1.10))
             flash = usd(FLASH, tokens)
             for share in (0.31, 0.49):
                 rows.append((f"  cascade Flash (both orders) -> Pro on {share:.0%}", 2 * flash + share * pro))
