@@ -87,10 +87,10 @@ def evaluate(
     synth = plan_synthesis(st, run_id, items, specs, settings)
     budget = None
     if settings.budget_usd is not None:
-        synth, deferred, spend = within_budget(synth, estimate_synthesis(synth, st, settings), settings.budget_usd)
+        budget = Budget(settings.budget_usd)  # synthesis draws on it first, the judges on what is left
+        synth, deferred, spend = within_budget(synth, estimate_synthesis(synth, st, settings), budget)
         log.info(f"budget USD {settings.budget_usd:.4f}: this run's paid synthesis calls cost USD {spend:.4f}"
                  + (f"; {deferred} key(s) past the budget are left for a later run" if deferred else ""))
-        budget = Budget(settings.budget_usd - spend)  # what is left for the judges
     if limits := ensure_vendor_limits(settings):
         log.info(f"vendor limits across all workers: {', '.join(limits)}")
     asr = plan_model_stage(st, run_id, items, specs, settings, table="transcripts", id_for=asr_id_for(settings))
@@ -115,8 +115,8 @@ def evaluate(
         # EmergentTTS-Eval draws each pair's order at random; the audit measures what that averages out.
         audit_plans, audit_results = run_position_audit(settings, run_id, system_ids, baseline_spec.id, judge_specs,
                                                         place, budget=budget)
-        if budget is not None and budget.deferred:
-            log.info(f"budget: {budget.deferred} judgement(s) past it are left for a later run; USD "
+        if budget is not None and budget.deferred > deferred:  # beyond the synthesis keys it deferred
+            log.info(f"budget: {budget.deferred - deferred} judgement(s) past it are left for a later run; USD "
                      f"{budget.remaining_usd:.4f} unspent")
         for stage, plans, done in (("judgments", judge_plans, judge_results),
                                    ("instruction_judgments", instruction_plans, instruction_results),

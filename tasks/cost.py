@@ -144,27 +144,23 @@ class Budget:
         return True
 
 
-def within_budget(plan: Plan, estimates: list[Estimate], budget_usd: float) -> tuple[Plan, int, float]:
-    """`plan` with the paid keys past `budget_usd` dropped (in plan order; free keys always stay); returns
-    (the plan, keys left for a later run, USD the kept keys will cost)."""
+def within_budget(plan: Plan, estimates: list[Estimate], budget: Budget) -> tuple[Plan, int, float]:
+    """`plan` with the paid keys past `budget` dropped (in plan order; free keys always stay), drawing on it;
+    returns (the plan, keys left for a later run, USD the kept keys will cost)."""
     price = {k: v for e in estimates for k, v in e.priced.items()}
-    spent, dropped = 0.0, 0
+    before_usd, before_deferred = budget.remaining_usd, budget.deferred
     shards = []
     for shard in plan.shards:
-        kept = []
-        for item in shard["items"]:
-            usd = price.get((item["item_id"], shard["system"]), 0.0)
-            if usd > 0 and spent + usd > budget_usd + 1e-12:
-                dropped += 1
-                continue
-            spent += usd
-            kept.append(item)
+        kept = [item for item in shard["items"]
+                if budget.take(price.get((item["item_id"], shard["system"]), 0.0))]
         if kept:
             shards.append(shard | {"items": kept})
     for n, shard in enumerate(shards):
         shard["index"], shard["of"] = n + 1, len(shards)
     # The dropped keys are not wanted by this run (a later run computes them), so progress totals stay true.
-    return Plan(plan.stage, wanted=plan.wanted - dropped, present=plan.present, shards=shards), dropped, spent
+    dropped = budget.deferred - before_deferred
+    return (Plan(plan.stage, wanted=plan.wanted - dropped, present=plan.present, shards=shards), dropped,
+            before_usd - budget.remaining_usd)
 
 
 def dry_run_table(estimates: list[Estimate]) -> pd.DataFrame:

@@ -357,9 +357,7 @@ def _audit_wanted(store: ArtifactStore, run_id: str, system_ids: list[str], base
 def _swapped_request(w: Work, store: ArtifactStore, settings: Settings) -> tuple[PairwiseRequest, dict[str, Any]]:
     """The pair in the order the judgments table did not use."""
     request, known = _pairwise_request(w, store, settings)
-    swapped = dataclasses.replace(request, first=request.second, second=request.first,
-                                  first_signals=request.second_signals, second_signals=request.first_signals)
-    return swapped, {"candidate_first": not known["candidate_first"]}
+    return request.swapped(), {"candidate_first": not known["candidate_first"]}
 
 
 POSITION_AUDIT = JudgeKind(

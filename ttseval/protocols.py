@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Literal, Protocol, Union, runtime_checkable
 
 from pydantic import BaseModel
@@ -195,6 +195,11 @@ class PairwiseRequest:
     second: Audio
     first_signals: dict[str, float | None] = field(default_factory=dict)
     second_signals: dict[str, float | None] = field(default_factory=dict)
+
+    def swapped(self) -> PairwiseRequest:
+        """The same pair with the clips (and their signals) in the other order."""
+        return replace(self, first=self.second, second=self.first, first_signals=self.second_signals,
+                       second_signals=self.first_signals)
 
 
 @dataclass(frozen=True)

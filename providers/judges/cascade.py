@@ -97,9 +97,7 @@ class CascadeJudge:
         return int.from_bytes(key.digest()[:8], "big") / 2**64 < self.config.audit_share
 
     def judge_pairs(self, batch: list[PairwiseRequest]) -> list[PairwiseVerdict]:
-        swapped_batch = [dataclasses.replace(r, first=r.second, second=r.first, first_signals=r.second_signals,
-                                             second_signals=r.first_signals) for r in batch]
-        cheap = self.cheap.judge_pairs(batch + swapped_batch)
+        cheap = self.cheap.judge_pairs(batch + [r.swapped() for r in batch])
         drawn, swapped = cheap[:len(batch)], cheap[len(batch):]
         why = [self.reasons(d, s) for d, s in zip(drawn, swapped)]
         audited = {i for i, (r, w) in enumerate(zip(batch, why)) if not w and self.audited(r)}
