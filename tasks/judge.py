@@ -12,7 +12,6 @@ flow and a backfill over audio stored by an earlier run: no TTS provider is ever
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import hashlib
 import math
 import time
