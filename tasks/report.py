@@ -281,11 +281,13 @@ def leaderboard_markdown(store: ArtifactStore, run_id: str, summary: pd.DataFram
                       "of the time on average.", ""]
         if spec.startswith("cascade:") and (c := cascade_summary(mine)):
             reasons = ", ".join(f"{k} {v}" for k, v in sorted(c["why"].items()))
+            kept = (f" {c['not_drawn']} unsettled pairs not drawn for the strong judge (`escalate_sample`) kept "
+                    "the cheap verdict." if c["not_drawn"] else "")
             audit = (f" On {c['audited']} settled pairs the strong judge also heard, it gave the cheap judge's "
                      f"answer {_pct(c['agreement'])}% of the time." if c["audited"] else "")
             lines += [f"Cascade: {c['escalated']} of {c['n']} pairs ({_pct(c['escalated_share'])}%) went to the "
                       f"strong judge ({reasons or 'none'}); cheap judge ${c['cheap_usd']:.4f}, strong judge "
-                      f"${c['strong_usd']:.4f}.{audit}", ""]
+                      f"${c['strong_usd']:.4f}.{kept}{audit}", ""]
         overall = rows[rows["level"] == "overall"].set_index("system_id")
         by_cat = rows[rows["level"] == "category"].pivot_table(index="system_id", columns="category", values="win_rate")
         cats = list(by_cat.columns)

@@ -90,3 +90,33 @@ class InstructedToneTTS:
 
     def metadata(self) -> dict[str, Any]:
         return {"engine": "instructed-tone"}
+
+
+class ScriptedJudge:
+    """A pairwise judge answering from the item id: `<winner>-<difference>-<winner when swapped>-...`, e.g.
+    `first-significant-second-3` (settled), `first-subtle-second-4` (subtle), `first-significant-first-5` (a flip:
+    the same position wins in both orders). Costs `usd` a call; counts its calls."""
+
+    name: ClassVar[str] = "scripted"
+    accepts_instruction: ClassVar[bool] = False
+    gpu: ClassVar[bool] = False
+
+    def __init__(self, voice: str | None = None, *, usd: str = "0.001") -> None:
+        self.judge_id, self.spec, self.usd, self.calls = f"scripted-{voice}", f"scripted:{voice}", float(usd), 0
+
+    def metadata(self) -> dict[str, Any]:
+        return {"usd": self.usd}
+
+    def judge_pairs(self, batch: list[Any]) -> list[Any]:
+        from ttseval.protocols import PairwiseVerdict
+
+        out = []
+        for r in batch:
+            self.calls += 1
+            drawn, difference, swapped = r.item_id.split("-")[:3]
+            if self.judge_id == "scripted-strong":
+                winner = "first"
+            else:
+                winner = drawn if r.first_signals["order"] == "drawn" else swapped
+            out.append(PairwiseVerdict(winner=winner, parse_ok=True, difference=difference, cost_usd=self.usd))
+        return out

@@ -39,6 +39,9 @@ class Cascade(BaseModel):
         default_factory=lambda: ["tie", "subtle", "flip"],
         description="when the strong judge is asked: the cheap verdict is a tie, heard a subtle difference, or "
         "changes when the clips swap places")
+    escalate_sample: float = Field(1.0, gt=0, le=1, description="share of the pairs the cheap judge cannot settle "
+                                   "that go to the strong judge (drawn by a hash of the pair); the rest keep the cheap "
+                                   "verdict in the drawn order")
     audit_share: float = Field(0.1, ge=0, le=1, description="share of the pairs the cheap judge settles that the "
                                "strong judge also hears, to report how often the two agree (its answer is not used)")
 

@@ -9,12 +9,14 @@ Spec: `cascade:<name>`, the name of a cascade in the settings:
 
 The cheap judge hears every pair in the order drawn and again swapped. A pair goes to the strong judge (in the
 drawn order) when the cheap verdict is a tie, the cheap judge heard only a `subtle` difference, or its verdict
-changes with the order (`flip`), as `escalate` lists; an unparsed cheap answer escalates too. The cascade's
-verdict is the strong one where asked, else the cheap one; its cost, tokens and attempts are every call's.
-`comparison` starts with "[cheap; cheap $C, strong $S]", "[strong: <reasons>; ...]" or, for the `audit_share` of
-settled pairs the strong judge also hears (its answer recorded, not used), "[cheap, audited: strong said <answer>;
-...]", which the report reads (metrics.cascade: the share escalated, each judge's cost, and how often the two
-judges agree on the audited pairs).
+changes with the order (`flip`), as `escalate` lists; an unparsed cheap answer always escalates. With
+`escalate_sample` below 1, only that share of the unsettled pairs (drawn by a hash of the pair, the same in every
+run) goes to the strong judge; the others keep the cheap verdict in the drawn order. The cascade's verdict is the strong
+one where asked, else the cheap one; its cost, tokens and attempts are every call's.
+`comparison` starts with "[cheap; cheap $C, strong $S]", "[strong: <reasons>; ...]", "[cheap, not drawn: <reasons>;
+...]" or, for the `audit_share` of settled pairs the strong judge also hears (its answer recorded, not used),
+"[cheap, audited: strong said <answer>; ...]", which the report reads (metrics.cascade: the share escalated, each
+judge's cost, and how often the two judges agree on the audited pairs).
 
 Why the swap for every pair: a cheap judge's order preference is the commonest way it is wrong on close pairs,
 and at a tenth of the strong judge's price both orders cost less than one strong call in five.
@@ -62,8 +64,10 @@ class CascadeJudge:
         self.strong = JUDGES.build(self.config.strong, extra=plugins)
         self.spec = f"cascade:{voice}"
         self.prompt_version = f"{self.cheap.judge_id}+{self.strong.judge_id}"
-        self.judge_id = stable_id(f"cascade-{voice}", {"cheap": self.cheap.judge_id, "strong": self.strong.judge_id,
-                                                       "escalate": sorted(self.config.escalate)})
+        identity = {"cheap": self.cheap.judge_id, "strong": self.strong.judge_id, "escalate": sorted(self.config.escalate)}
+        if self.config.escalate_sample < 1:  # only when set, so the ids of cascades that escalate all stay as they were
+            identity["escalate_sample"] = self.config.escalate_sample
+        self.judge_id = stable_id(f"cascade-{voice}", identity)
         # audit_share is not in the id: an audit changes no verdict
 
     @property
@@ -88,30 +92,39 @@ class CascadeJudge:
             why.append("flip")
         return why
 
-    def audited(self, request: PairwiseRequest) -> bool:
-        """Whether a pair the cheap judge settled is also heard by the strong judge: `audit_share` of pairs, drawn
-        by a hash of the item and both clips, so the same pair is audited in every run."""
+    @staticmethod
+    def draw(request: PairwiseRequest) -> float:
+        """A number in [0, 1) fixed by the item and both clips, so the same pair is drawn in every run."""
         key = hashlib.sha256(request.item_id.encode())
         for clip in (request.first, request.second):
             key.update(clip.samples[:4096].tobytes())
-        return int.from_bytes(key.digest()[:8], "big") / 2**64 < self.config.audit_share
+        return int.from_bytes(key.digest()[:8], "big") / 2**64
+
+    def asked(self, request: PairwiseRequest, why: list[str]) -> bool:
+        """Whether the strong judge hears a pair: an unparsed cheap answer always; an unsettled pair when drawn
+        (`escalate_sample`); a settled one when drawn for the audit (`audit_share`)."""
+        if "unparsed" in why:
+            return True
+        return self.draw(request) < (self.config.escalate_sample if why else self.config.audit_share)
 
     def judge_pairs(self, batch: list[PairwiseRequest]) -> list[PairwiseVerdict]:
         cheap = self.cheap.judge_pairs(batch + [r.swapped() for r in batch])
         drawn, swapped = cheap[:len(batch)], cheap[len(batch):]
         why = [self.reasons(d, s) for d, s in zip(drawn, swapped)]
-        audited = {i for i, (r, w) in enumerate(zip(batch, why)) if not w and self.audited(r)}
-        asked = [i for i, w in enumerate(why) if w or i in audited]
+        asked = [i for i, (r, w) in enumerate(zip(batch, why)) if self.asked(r, w)]
         strong = dict(zip(asked, self.strong.judge_pairs([batch[i] for i in asked]))) if asked else {}
         out = []
         for i, (d, s) in enumerate(zip(drawn, swapped)):
             cheap_usd = (d.cost_usd or 0.0) + (s.cost_usd or 0.0)
             calls = [d, s] + ([strong[i]] if i in strong else [])
-            v = strong[i] if why[i] else d
             strong_usd = (strong[i].cost_usd or 0.0) if i in strong else 0.0
-            if why[i]:
-                label = f"[strong: {', '.join(why[i])}"
-            elif i in audited:
+            v = d  # the cheap verdict in the drawn order: the orders are drawn at random, so its position bias
+            # averages out over pairs, and the bench measured it closer to the strong judge than counting flips as ties
+            if why[i] and i in strong:
+                v, label = strong[i], f"[strong: {', '.join(why[i])}"
+            elif why[i]:
+                label = f"[cheap, not drawn: {', '.join(why[i])}"
+            elif i in strong:
                 label = f"[cheap, audited: strong said {strong[i].winner if strong[i].parse_ok else 'unparsed'}"
             else:
                 label = "[cheap"
