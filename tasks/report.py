@@ -426,6 +426,96 @@ def tables_markdown(store: ArtifactStore, run_id: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+# -- INSV-A screening and grouped tables ---------------------------------------------------------------------------
+
+
+def _gate(value: object, gate: str) -> str:
+    return f"{value} ({gate})"
+
+
+def insv_markdown(store: ArtifactStore, run_id: str, settings: Settings, system_ids: list[str]) -> str:
+    """The INSV-A report card (PashtoTTS-Bench Table 8, metrics.screening) per system, language and recogniser,
+    grapheme-class WER where the language has letter classes, and the per-sentence table written beside the
+    report (runs/<id>/per_sentence.csv). Only for runs with an item in a language other than English."""
+    from metrics.screening import grapheme_class_wer, insv_card, per_sentence
+    from ttseval.languages import base_language
+
+    items = store.read(run_id, "items")
+    if all(base_language(lang) == "en" for lang in items["language"].unique()):
+        return ""
+    synthesis = store.read(run_id, "synthesis")
+    synthesis = synthesis[synthesis["system_id"].isin(system_ids) & synthesis["item_id"].isin(items["item_id"])]
+    transcripts = store.read(run_id, "transcripts")
+    t = settings.insv
+    card = insv_card(items, synthesis, transcripts, thresholds=t, n_resamples=settings.bootstrap_resamples,
+                     seed=settings.seed)
+    sentences = per_sentence(items, transcripts[transcripts["system_id"].isin(system_ids)], digits=t.digits)
+    columns = ["item_id", "language", "system_id", "asr_id", "asr_spec", "normalizer", "text", "hypothesis",
+               "wer", "cer", "sfr", "detected_language", "asr_lid_target"]
+    store.write_bytes(f"runs/{run_id}/per_sentence.csv",
+                      sentences.reindex(columns=columns).to_csv(index=False).encode("utf-8"))
+    rows = []
+    for r in card.to_dict("records"):
+        lid = ", ".join(f"{k} {_pct(v)}%" for k, v in r["lid_rates"].items()) or "no LID model"
+        rows.append([
+            r["system_spec"], r["language"], "–" if _missing(r["asr_spec"]) else r["asr_spec"],
+            _gate(f"{_pct(r['completion_rate'])}% ({r['n_audio']}/{r['n_items']})", r["gate_f1"]),
+            _gate(f"{_num(r['sfr'], 3)}" + (f", {r['n_sfr_undefined']} undefined" if r["n_sfr_undefined"] else ""),
+                  r["gate_s"]),
+            _gate(lid, r["gate_v"]), f"{_pct(r['asr_lid_rate'])}%",
+            f"{_pct(r['wer'])} [{_pct(r['wer_ci_low'])}, {_pct(r['wer_ci_high'])}]", _num(r["perfect_pct"], 1),
+            _num(r["low_error_pct"], 1), r["f1"], r["f2"], r["f3"] + (f" ({r['f3_classes']})" if r["f3_classes"] else ""),
+            r["f4"], r["f5"] + (f" ({r['n_high_cer_wer']})" if r["n_high_cer_wer"] else ""), str(r["n_for_mos"]),
+        ])
+    headers = ["system", "language", "recogniser", "F1 synthesis", "S: SFR", "V: LID", "recogniser's detection "
+               "(diagnostic)", "I: WER % [95% CI]", "Perfect %", "Low-error %", "F1", "F2", "F3", "F4", "F5",
+               "N: clips for native MOS"]
+    lines = ["", "## INSV-A screening (PashtoTTS-Bench)", "",
+             f"Gates: F1 audio for at least {_pct(t.completion)}% of items; S mean transcript Script Fidelity Rate "
+             f"at least {t.sfr} (undefined transcripts counted apart; digits {t.digits}d); V every LID model's "
+             f"target-language rate at least {_pct(t.lid_pass)}% passes, all below {_pct(t.lid_fail)}% fail, "
+             "anything else is unresolved; the recogniser's own language detection is a diagnostic and never "
+             "votes; WER is descriptive. Labels are screening labels, never more than the automatic evidence "
+             f"supports (F4 needs native listeners). Low-error: WER at most {_pct(t.low_error_wer)}%. Per-sentence "
+             f"WER, CER, SFR and detected language: `{store.display('runs', run_id, 'per_sentence.csv')}`.", "",
+             markdown_table(headers, rows)]
+    classes = []
+    for (system_id, asr_id, language), g in sentences.groupby(["system_id", "asr_id", "language"], sort=False):
+        for c in grapheme_class_wer(g, language).to_dict("records"):
+            spec = card.loc[card["system_id"] == system_id, "system_spec"].iloc[0]
+            classes.append([spec, language, c["class"], c["letters"], str(c["n_items"]), _pct(c["wer"]),
+                            _pct(c["overall_wer"])])
+    if classes:
+        lines += ["", f"Grapheme-class WER (F3 screening: a class at least {t.f3_ratio}x the overall WER over at "
+                  f"least {t.f3_min_items} utterances is a candidate):", "",
+                  markdown_table(["system", "language", "class", "letters", "utterances", "class WER %",
+                                  "overall WER %"], classes)]
+    return "\n".join(lines) + "\n"
+
+
+def grouped_markdown(store: ArtifactStore, run_id: str, system_ids: list[str], names: dict[str, str]) -> str:
+    """WER per category, language and depth (metrics.summary.summarize_by), a table each, for groups with more
+    than one value."""
+    from metrics.summary import summarize_by
+
+    items = store.read(run_id, "items")
+    synthesis = store.read(run_id, "synthesis")
+    synthesis = synthesis[synthesis["system_id"].isin(system_ids) & synthesis["item_id"].isin(items["item_id"])]
+    transcripts = store.read(run_id, "transcripts")
+    specs = dict(zip(transcripts["asr_id"], transcripts["asr_spec"]))
+    lines = []
+    for by in ("category", "language", "depth"):
+        if by not in items or items[by].nunique(dropna=True) < 2:
+            continue
+        table = summarize_by(items[items[by].notna()], synthesis, transcripts, by=by)
+        wide = table.pivot_table(index=["system_id", "asr_id"], columns=by, values="wer", sort=False, dropna=False)
+        wide = wide.dropna(how="all")  # a recogniser that heard none of a system's clips (another language's)
+        rows = [[names.get(system_id, system_id), specs.get(asr_id, "–"), *(_pct(v) for v in r)]
+                for (system_id, asr_id), r in zip(wide.index, wide.to_numpy())]
+        lines += ["", f"### WER % by {by}", "", markdown_table(["system", "recogniser", *map(str, wide.columns)], rows)]
+    return ("\n## By category, language and depth\n" + "\n".join(lines) + "\n") if lines else ""
+
+
 # -- drift --------------------------------------------------------------------------------------------------------
 
 
@@ -470,6 +560,8 @@ def write_full_report(store: ArtifactStore, run_id: str, settings: Settings, sys
             if png:
                 store.write_bytes(f"runs/{run_id}/figures/winrate-by-depth-{judge_id}.png", png)
     markdown = (render_markdown(summary, meta) + cost_markdown(store, run_id, names)
+                + insv_markdown(store, run_id, settings, system_ids)
+                + grouped_markdown(store, run_id, system_ids, names)
                 + leaderboard_markdown(store, run_id, summary, winrates)
                 + instruction_markdown(store, run_id, names) + tables_markdown(store, run_id))
     store.write_bytes(f"runs/{run_id}/report.md", markdown.encode("utf-8"))

@@ -46,6 +46,28 @@ class Cascade(BaseModel):
                                "strong judge also hears, to report how often the two agree (its answer is not used)")
 
 
+class Insv(BaseModel):
+    """INSV-A report card thresholds (metrics/screening.py). PashtoTTS-Bench's extracted text lost most of its
+    numbers; its prose keeps 90% and 50% for the LID rule, the rest are ours and stated in the README."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    completion: float = Field(0.95, ge=0, le=1, description="F1 gate: share of items with audio to pass")
+    sfr: float = Field(0.95, ge=0, le=1, description="S gate: mean transcript Script Fidelity Rate to pass")
+    lid_pass: float = Field(0.90, ge=0, le=1, description="V gate: every LID model's target-language rate at "
+                            "least this passes")
+    lid_fail: float = Field(0.50, ge=0, le=1, description="V gate: every LID model below this fails (likely "
+                            "substitution); anything else is unresolved")
+    low_error_wer: float = Field(0.10, ge=0, description="Low-error%: utterances with WER at most this")
+    f3_ratio: float = Field(1.5, gt=0, description="F3 candidate: a letter class's WER at least this times the "
+                            "overall WER")
+    f3_min_items: int = Field(5, ge=1, description="F3: utterances a letter class needs to be screened")
+    f5_cer_wer: float = Field(0.75, gt=0, description="F5 candidate: an utterance's CER / WER at least this (the "
+                              "paper's worked example)")
+    digits: Literal["exclude", "count"] = Field("exclude", description="SFR digit policy: digits excluded from "
+                                                "both sides, or counted (ASCII digits as no script)")
+
+
 class Settings(BaseSettings):
     """Everything a run can be tuned by. Passed to tasks as one object, so workers see the same values."""
 
@@ -94,6 +116,7 @@ class Settings(BaseSettings):
         default_factory=dict, description="API-key variable -> Prefect Secret block name, read when the variable "
         "is not set in the environment (e.g. {ELEVENLABS_API_KEY = 'elevenlabs-key'})"
     )
+    insv: Insv = Field(default_factory=Insv, description="INSV-A screening thresholds")
     cascades: dict[str, Cascade] = Field(
         default_factory=dict, description="Judge cascades by name, used as the judge spec cascade:<name>")
     plugins: dict[str, dict[str, str]] = Field(
