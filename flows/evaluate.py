@@ -28,7 +28,8 @@ from tasks.cost import Budget, estimate_synthesis, within_budget
 from tasks.instruct import run_instruction_stage
 from tasks.judge import run_judge_stage, run_position_audit
 from tasks.limits import ensure_vendor_limits
-from tasks.plan import Plan, asr_id_for, plan_model_stage, plan_synthesis, quality_id_for
+from tasks.lid import lid_task
+from tasks.plan import Plan, asr_models_for, lid_models_for, plan_model_stage, plan_synthesis, quality_models_for
 from tasks.quality import quality_task
 from tasks.report import write_full_report
 from tasks.synthesize import synthesize_task
@@ -93,16 +94,19 @@ def evaluate(
                  + (f"; {deferred} key(s) past the budget are left for a later run" if deferred else ""))
     if limits := ensure_vendor_limits(settings):
         log.info(f"vendor limits across all workers: {', '.join(limits)}")
-    asr = plan_model_stage(st, run_id, items, specs, settings, table="transcripts", id_for=asr_id_for(settings))
-    mos = plan_model_stage(st, run_id, items, specs, settings, table="quality", id_for=quality_id_for(settings))
-    for plan in (synth, asr, mos):
+    asr = plan_model_stage(st, run_id, items, specs, settings, table="transcripts",
+                           models_for=asr_models_for(settings))
+    mos = plan_model_stage(st, run_id, items, specs, settings, table="quality",
+                           models_for=quality_models_for(settings))
+    lid = plan_model_stage(st, run_id, items, specs, settings, table="lid", models_for=lid_models_for(settings))
+    for plan in (synth, asr, mos, lid):
         log.info(plan.describe() + (" (clips from earlier runs)" if plan is not synth else ""))
 
     system_ids = [s.id for s in specs]
     progress = StageProgress(f"evaluate run {run_id!r}", artifact_key("progress", run_id), log)
     with progress:
         cpu_workers = cpu_workers_declared(settings)
-        results = synthesize_and_score(settings, run_id, synth, asr, mos, progress, cpu_workers)
+        results = synthesize_and_score(settings, run_id, synth, asr, mos, lid, progress, cpu_workers)
         # Judging reads the stage tables (CER and MOS are the objective judge's evidence), so it runs after them.
         # A local audio-LLM judge is a model stage (GPU workers); remote and objective judges are not.
         def place(judge: str) -> contextlib.AbstractContextManager:
@@ -124,11 +128,12 @@ def evaluate(
             progress.add(stage, sum(p.to_compute for p in plans))
             progress.advance(stage, sum(r.n_rows for r in done))
     results += judge_results + instruction_results + audit_results
-    reused = {p.stage: p.present for p in (synth, asr, mos)} | {
+    model_plans = (synth, asr, mos, lid) if settings.lid else (synth, asr, mos)  # lid: only with LID models
+    reused = {p.stage: p.present for p in model_plans} | {
         "judgments": sum(p.present for p in judge_plans),
         "instruction_judgments": sum(p.present for p in instruction_plans),
         "position_audit": sum(p.present for p in audit_plans)}
-    stages = ("synthesis", "transcripts", "quality", "judgments", "instruction_judgments", "position_audit")
+    stages = (*(p.stage for p in model_plans), "judgments", "instruction_judgments", "position_audit")
     computed = {stage: sum(r.n_rows for r in results if r.stage == stage) for stage in stages}
     log.info("computed rows: " + ", ".join(f"{k} {v}" for k, v in computed.items()))
 
@@ -159,33 +164,50 @@ def evaluate(
             "reused": reused, "system_ids": system_ids}
 
 
-def synthesize_and_score(settings: Settings, run_id: str, synth: Plan, asr: Plan, mos: Plan,
+def synthesize_and_score(settings: Settings, run_id: str, synth: Plan, asr: Plan, mos: Plan, lid: Plan,
                          progress: StageProgress, cpu_workers: bool) -> list[StageResult]:
-    """Submit synthesis shards, and for each one its ASR and MOS tasks, which start when its audio exists;
-    then the ASR and MOS backlog (clips of earlier runs). Returns every task's result as it completes. In a GPU
-    run, model stages go to the GPU workers, CPU engines' synthesis to the CPU workers (`cpu_workers`)."""
+    """Submit synthesis shards, and for each one its ASR, MOS and LID tasks, which start when its audio exists;
+    then the backlog of those stages (clips of earlier runs, models added since). Returns every task's result as
+    it completes. In a GPU run, model stages go to the GPU workers, CPU engines' synthesis to the CPU workers
+    (`cpu_workers`)."""
     retries = task_retry_options(settings)
-    synth_t, asr_t, mos_t = (t.with_options(**retries) for t in (synthesize_task, transcribe_task, quality_task))
+    synth_t, asr_t, mos_t, lid_t = (t.with_options(**retries)
+                                    for t in (synthesize_task, transcribe_task, quality_task, lid_task))
+    # Every clip synthesized now needs a row from each of its language's recognisers, the MOS predictor and each
+    # LID model; clips that fail synthesis lower these totals.
+    def asr_rows(items: list[dict[str, Any]]) -> int:
+        return sum(len(settings.asrs_for(i["language"])) for i in items)
+
+    n_lid = len(settings.lid)
     progress.add("synthesis", synth.to_compute)
-    # Every clip synthesized now may need ASR and MOS; clips that fail synthesis lower these totals.
-    progress.add("transcripts", asr.to_compute + synth.to_compute)
+    progress.add("transcripts", asr.to_compute + sum(asr_rows(s["items"]) for s in synth.shards))
     progress.add("quality", mos.to_compute + synth.to_compute)
+    if n_lid:
+        progress.add("lid", lid.to_compute + n_lid * synth.to_compute)
     futures = []
     for shard in synth.shards:  # a model-backed TTS (transformers on a GPU) goes where the GPU is, like ASR
         with placement(settings, runs_on_gpu(shard["system"], settings), cpu_workers):
             futures.append(synth_t.submit(settings, run_id, shard))
+    expected = {}
     with gpu_annotation(settings):
         for shard, f in zip(synth.shards, futures):
             label = f"{shard['system']} shard {shard['index']}/{shard['of']}"
+            expected[label] = asr_rows(shard["items"])
             futures += [asr_t.submit(settings, run_id, f, label), mos_t.submit(settings, run_id, f, label)]
+            if n_lid:
+                futures.append(lid_t.submit(settings, run_id, f, label))
         futures += [asr_t.submit(settings, run_id, w, f"backlog {i + 1}") for i, w in enumerate(asr.shards)]
         futures += [mos_t.submit(settings, run_id, w, f"backlog {i + 1}") for i, w in enumerate(mos.shards)]
+        futures += [lid_t.submit(settings, run_id, w, f"backlog {i + 1}") for i, w in enumerate(lid.shards)]
     results = []
     for future in as_completed(futures):
         result = future.result()
         results.append(result)
         progress.advance(result.stage, result.n_rows)
         if result.stage == "synthesis":
-            progress.lower("transcripts", result.n_rows - len(result.work))
-            progress.lower("quality", result.n_rows - len(result.work))
+            failed = result.n_rows - len(result.work)
+            progress.lower("transcripts", expected.get(result.label, failed) - asr_rows(result.work))
+            progress.lower("quality", failed)
+            if n_lid:
+                progress.lower("lid", n_lid * failed)
     return results

@@ -16,9 +16,11 @@ Pure: DataFrames in, DataFrames out. Gates:
 Labels (never more than the automatic evidence supports; "confirmed" only from rows that record it):
 - F1: confirmed when items have no audio (failed, empty, unsupported or missing rows: the provider's own record);
   candidate when all have audio but some transcripts have undefined SFR (nothing countable heard); else not observed.
-- F2: candidate when V fails; not observed when V passes; needs native annotation when unresolved. Without a LID
-  model: candidate when S fails or the recogniser's detection gives the target language to fewer than `lid_fail`
-  of the clips (said to be from those signals), else needs native annotation.
+- F2: for a negative control (a neighbouring language's voice, role 'control'): "confirmed (negative control
+  caught)" when V or S fails or the recogniser's detection is below `lid_fail`, else "not observed (negative
+  control NOT caught)", which says the screening is too weak for that pair of languages. Otherwise: candidate when V fails; not observed when V passes; needs native annotation when unresolved. Without a LID
+  model: candidate when S fails, or the recogniser's detection or the transcript's text language gives the target
+  language to fewer than `lid_fail` of the clips (said to be from those signals), else needs native annotation.
 - F3: candidate when the WER of the utterances containing a letter class (classes per language as data,
   metrics/data/languages.toml) is at least `f3_ratio` times the overall WER, over classes with at least
   `f3_min_items` utterances; not observed when such classes exist and none is; needs native annotation otherwise.
@@ -36,13 +38,14 @@ from metrics.script import DigitPolicy, corpus_sfr, language_data, script_fideli
 from metrics.summary import summarize_systems
 from ttseval.config import Insv as Thresholds
 
-__all__ = ["CARD_COLUMNS", "Thresholds", "grapheme_class_wer", "insv_card", "lid_status", "per_sentence"]
+__all__ = ["CARD_COLUMNS", "Thresholds", "grapheme_class_wer", "insv_card", "lid_status", "per_sentence",
+           "recogniser_rankings"]
 
 CONFIRMED, CANDIDATE, NOT_OBSERVED, NATIVE = "confirmed", "candidate", "not observed", "needs native annotation"
 CARD_COLUMNS = (
-    "system_id", "system_spec", "language", "asr_id", "asr_spec", "n_items", "n_audio", "completion_rate", "gate_f1",
-    "sfr", "n_sfr_undefined", "gate_s", "lid_rates", "asr_lid_rate", "gate_v", "wer", "wer_ci_low", "wer_ci_high",
-    "cer", "perfect_pct", "low_error_pct", "n_high_cer_wer", "f3_classes",
+    "system_id", "system_spec", "role", "language", "asr_id", "asr_spec", "n_items", "n_audio", "completion_rate", "gate_f1",
+    "sfr", "n_sfr_undefined", "gate_s", "lid_rates", "asr_lid_rate", "text_lid_rate", "gate_v", "wer", "wer_ci_low", "wer_ci_high",
+    "natural_wer", "cer", "perfect_pct", "low_error_pct", "n_high_cer_wer", "f3_classes",
     "f1", "f2", "f3", "f4", "f5", "n_for_mos",
 )  # fmt: skip
 
@@ -102,29 +105,43 @@ def grapheme_class_wer(rows: pd.DataFrame, language: str) -> pd.DataFrame:
     return pd.DataFrame(out, columns=["class", "letters", "n_items", "wer", "overall_wer"])
 
 
-def _f2(gate_v: str, gate_s: str, asr_lid: float, t: Thresholds) -> str:
+def _low(rate: float, t: Thresholds) -> bool:
+    return rate == rate and rate < t.lid_fail  # NaN: no evidence
+
+
+def _f2(gate_v: str, gate_s: str, asr_lid: float, text_lid: float, t: Thresholds, role: str = "tts") -> str:
+    if role == "control":  # it speaks another language by design: the screening either caught it or did not
+        caught = gate_v == "fail" or gate_s == "fail" or _low(asr_lid, t) or _low(text_lid, t)
+        return "confirmed (negative control caught)" if caught else "not observed (negative control NOT caught)"
     if gate_v == "fail":
         return CANDIDATE
     if gate_v == "pass":
         return NOT_OBSERVED
     if gate_v == "unresolved":
         return NATIVE
-    if gate_s == "fail" or (asr_lid == asr_lid and asr_lid < t.lid_fail):
-        return f"{CANDIDATE} (SFR / recogniser's detection, no LID model)"
+    if gate_s == "fail" or _low(asr_lid, t) or _low(text_lid, t):
+        return f"{CANDIDATE} (SFR / transcript language, no LID model)"
     return NATIVE
 
 
 def insv_card(items: pd.DataFrame, synthesis: pd.DataFrame, transcripts: pd.DataFrame,
-              lid: pd.DataFrame | None = None, *, thresholds: Thresholds = Thresholds(), n_resamples: int = 1000,
-              seed: int = 0) -> pd.DataFrame:
+              lid: pd.DataFrame | None = None, *, roles: dict[str, str] | None = None,
+              thresholds: Thresholds = Thresholds(), n_resamples: int = 1000, seed: int = 0) -> pd.DataFrame:
     """One report-card row per (system, language, recogniser), CARD_COLUMNS.
 
     Args:
         items: item_id, language, text.
         synthesis, transcripts: as for metrics.summary.summarize_systems; transcripts also hypothesis and
             detected_language.
-        lid: item_id, system_id, lid_id, status, label (a language tag) from the voting LID models, or None.
+        lid: item_id, system_id, lid_id, status, language (the model's label's code) from the voting LID models
+            (the `lid` table), or None.
+        transcripts may carry `text_language`, the language of each transcript's text (a text LID model): its
+            target-language rate is `text_lid_rate`, shown beside the V gate, never voting.
+        roles: system_id -> 'tts' (the default), 'natural' (natural speech: its WER is every row's `natural_wer`
+            for the same language and recogniser) or 'control' (a negative control: F2 says whether the
+            screening caught it). Rows come TTS first, then natural speech, then controls.
     """
+    roles = roles or {}
     t = thresholds
     sentences = per_sentence(items, transcripts, digits=t.digits)
     no_quality = pd.DataFrame(columns=["item_id", "system_id", "quality_id", "status", "mos"])
@@ -149,8 +166,10 @@ def insv_card(items: pd.DataFrame, synthesis: pd.DataFrame, transcripts: pd.Data
             if lid is not None and len(lid):
                 ok_lid = lid[(lid["system_id"] == s["system_id"]) & lid["item_id"].isin(ids) & (lid["status"] == "ok")]
                 for lid_id, g in ok_lid.groupby("lid_id", sort=True):
-                    rates[str(lid_id)] = float((g["label"].map(_base) == _base(language)).mean())
+                    rates[str(lid_id)] = float((g["language"].map(_base) == _base(language)).mean())
             gate_v = lid_status(rates, t)
+            texts = mine["text_language"].dropna() if "text_language" in mine else pd.Series(dtype=object)
+            text_lid = float((texts.map(_base) == _base(language)).mean()) if len(texts) else np.nan
             wer_rows = mine[mine["ref_words"] > 0]
             wer_u = wer_rows["word_errors"] / wer_rows["ref_words"]
             cer_u = wer_rows["char_errors"] / wer_rows["ref_chars"]
@@ -159,19 +178,42 @@ def insv_card(items: pd.DataFrame, synthesis: pd.DataFrame, transcripts: pd.Data
             tested = classes[classes["n_items"] >= t.f3_min_items]
             flagged = tested[tested["wer"] >= t.f3_ratio * tested["overall_wer"]] if len(tested) else tested
             f1 = (CONFIRMED if n_audio < s["n_items"] else CANDIDATE if sfr.n_undefined else NOT_OBSERVED)
+            role = roles.get(s["system_id"], "tts")
             rows.append({
-                "system_id": s["system_id"], "system_spec": s["system_spec"], "language": language,
+                "system_id": s["system_id"], "system_spec": s["system_spec"], "role": role, "language": language,
                 "asr_id": s["asr_id"], "asr_spec": s["asr_spec"], "n_items": s["n_items"], "n_audio": n_audio,
                 "completion_rate": s["completion_rate"],
                 "gate_f1": "pass" if s["completion_rate"] >= t.completion else "fail",
                 "sfr": sfr.mean, "n_sfr_undefined": sfr.n_undefined, "gate_s": gate_s, "lid_rates": rates,
-                "asr_lid_rate": asr_lid, "gate_v": gate_v, "wer": s["wer"], "wer_ci_low": s["wer_ci_low"],
+                "asr_lid_rate": asr_lid, "text_lid_rate": text_lid, "gate_v": gate_v, "wer": s["wer"], "wer_ci_low": s["wer_ci_low"],
                 "wer_ci_high": s["wer_ci_high"], "cer": s["cer"], "perfect_pct": s["perfect_pct"],
                 "low_error_pct": 100.0 * float((wer_u <= t.low_error_wer).mean()) if len(wer_u) else np.nan,
                 "n_high_cer_wer": high, "f3_classes": ", ".join(flagged["class"]),
-                "f1": f1, "f2": _f2(gate_v, gate_s, asr_lid, t),
+                "f1": f1, "f2": _f2(gate_v, gate_s, asr_lid, text_lid, t, role),
                 "f3": CANDIDATE if len(flagged) else (NOT_OBSERVED if len(tested) else NATIVE),
                 "f4": NATIVE, "f5": (CANDIDATE if high else NOT_OBSERVED) if len(wer_rows) else NATIVE,
                 "n_for_mos": n_audio,
             })
-    return pd.DataFrame(rows, columns=list(CARD_COLUMNS))
+    card = pd.DataFrame(rows, columns=list(CARD_COLUMNS))
+    natural = card[card["role"] == "natural"].groupby(["language", "asr_id"])["wer"].mean()
+    card["natural_wer"] = [natural.get((lang, asr), np.nan) for lang, asr in zip(card["language"], card["asr_id"])]
+    order = card["role"].map({"tts": 0, "natural": 1, "control": 2})
+    return card.assign(_o=order).sort_values("_o", kind="stable").drop(columns="_o").reset_index(drop=True)
+
+
+def recogniser_rankings(sentences: pd.DataFrame, asr_ids: list[str]) -> tuple[pd.DataFrame, float]:
+    """Pooled WER per system (rows) and recogniser (columns, in `asr_ids` order: the first ranks, section 4.4) over
+    the clips every one of those recognisers transcribed, and Kendall's W of the systems' rankings across the
+    recognisers (NaN with fewer than two systems or recognisers). `sentences` are per_sentence rows."""
+    from metrics.agreement import kendalls_w
+
+    mine = sentences[sentences["asr_id"].isin(asr_ids)]
+    clips = mine.groupby(["item_id", "system_id"])["asr_id"].nunique()
+    shared = clips[clips == len(asr_ids)].index
+    mine = mine.set_index(["item_id", "system_id"]).loc[lambda f: f.index.isin(shared)].reset_index()
+    sums = mine.groupby(["system_id", "asr_id"])[["word_errors", "ref_words"]].sum()
+    wer = (sums["word_errors"] / sums["ref_words"]).unstack("asr_id").reindex(columns=asr_ids)
+    w = float("nan")
+    if len(asr_ids) >= 2 and len(wer) >= 2 and not wer.isna().any().any():
+        w = kendalls_w(wer.T.to_numpy(dtype=float))
+    return wer, w

@@ -63,9 +63,13 @@ def plan_synthesis(store: ArtifactStore, run_id: str, items: pd.DataFrame, syste
     return plan
 
 
+MODEL_KEY = {"transcripts": "asr_id", "quality": "quality_id", "lid": "lid_id"}
+
+
 def plan_model_stage(store: ArtifactStore, run_id: str, items: pd.DataFrame, systems: list[Spec], settings: Settings,
-                     *, table: str, id_for: Any) -> Plan:
-    """Clips synthesized earlier (ok) that still lack a row in `table` (transcripts or quality)."""
+                     *, table: str, models_for: Any) -> Plan:
+    """Clips synthesized earlier (ok) that still lack a row in `table` (transcripts, quality or lid) from each model
+    `models_for(language)` lists as (spec, output id): a recogniser added later gets only its own rows."""
     synthesis = store.read(run_id, "synthesis", columns=["item_id", "system_id", "status", "audio_sha256"])
     plan = Plan(table)
     if synthesis.empty:
@@ -73,31 +77,44 @@ def plan_model_stage(store: ArtifactStore, run_id: str, items: pd.DataFrame, sys
     ids = {s.id for s in systems}
     ok = synthesis[(synthesis["status"] == "ok") & synthesis["system_id"].isin(ids)]
     ok = ok.merge(items[["item_id", "language", "text"]], on="item_id")
-    key = ["item_id", "system_id", "asr_id" if table == "transcripts" else "quality_id"]
+    key = ["item_id", "system_id", MODEL_KEY[table]]
     done, again = _present(store.read(run_id, table, columns=[*key, "retryable"]), key)
     todo = []
     for r in ok.itertuples(index=False):
-        k = (r.item_id, r.system_id, id_for(r.language))
-        if k in done:
-            continue
-        todo.append({"item_id": r.item_id, "system_id": r.system_id, "audio_sha256": r.audio_sha256,
-                     "language": r.language, "text": r.text, "replaces": k in again})
-    plan.wanted, plan.present = len(ok), len(ok) - len(todo)
+        for model_spec, model_id in models_for(r.language):
+            k = (r.item_id, r.system_id, model_id)
+            plan.wanted += 1
+            if k in done:
+                continue
+            todo.append({"item_id": r.item_id, "system_id": r.system_id, "audio_sha256": r.audio_sha256,
+                         "language": r.language, "text": r.text, "replaces": k in again, "model_spec": model_spec})
+    plan.present = plan.wanted - len(todo)
     plan.shards = _chunks(todo, settings.shard_size)
     return plan
 
 
-def asr_id_for(settings: Settings):
+def asr_models_for(settings: Settings):
+    """language -> [(recogniser spec, asr_id), ...] for every recogniser `settings.asr` lists for it."""
     ids: dict[str, str] = {}
 
-    def asr_id(language: str) -> str:
-        spec = settings.asr_for(language)
-        if spec not in ids:
-            ids[spec] = model_output_id("asr", Spec.parse(spec), settings)
-        return ids[spec]
-    return asr_id
+    def models(language: str) -> list[tuple[str, str]]:
+        out = []
+        for spec in settings.asrs_for(language):
+            if spec not in ids:
+                ids[spec] = model_output_id("asr", Spec.parse(spec), settings)
+            out.append((Spec.parse(spec).canonical, ids[spec]))
+        return out
+    return models
 
 
-def quality_id_for(settings: Settings):
-    quality_id = model_output_id("quality", Spec.parse(settings.quality), settings)
-    return lambda language: quality_id
+def quality_models_for(settings: Settings):
+    """language -> [(the MOS predictor's spec, quality_id)]: one predictor for every language."""
+    spec = Spec.parse(settings.quality)
+    model = [(spec.canonical, model_output_id("quality", spec, settings))]
+    return lambda language: model
+
+
+def lid_models_for(settings: Settings):
+    """language -> [(LID model spec, lid_id), ...]: every voting LID model (settings.lid) hears every clip."""
+    models = [(Spec.parse(x).canonical, model_output_id("lid", Spec.parse(x), settings)) for x in settings.lid]
+    return lambda language: models

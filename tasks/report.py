@@ -99,8 +99,15 @@ def compute_summary(store: ArtifactStore, run_id: str, settings: Settings, syste
         order = {s: i for i, s in enumerate(system_ids)}
         synthesis = synthesis.sort_values("system_id", key=lambda c: c.map(order), kind="stable")
     synthesis = synthesis[synthesis["item_id"].isin(items["item_id"])]
-    return summarize_systems(items, synthesis, store.read(run_id, "transcripts"), store.read(run_id, "quality"),
-                             n_resamples=settings.bootstrap_resamples, seed=settings.seed)
+    summary = summarize_systems(items, synthesis, store.read(run_id, "transcripts"), store.read(run_id, "quality"),
+                                n_resamples=settings.bootstrap_resamples, seed=settings.seed)
+    # PashtoTTS-Bench's roles: TTS systems first, then natural speech, then negative controls (shown apart)
+    summary["role"] = summary["system_id"].map(settings.role_of)
+    return summary.sort_values("role", key=lambda r: r.map(ROLE_ORDER), kind="stable").reset_index(drop=True)
+
+
+ROLE_ORDER = {"tts": 0, "natural": 1, "control": 2}
+ROLE_LABEL = {"tts": "", "natural": " (natural speech)", "control": " (negative control)"}
 
 
 def rows_for_display(summary: pd.DataFrame) -> list[dict[str, str]]:
@@ -108,7 +115,7 @@ def rows_for_display(summary: pd.DataFrame) -> list[dict[str, str]]:
     out = []
     for r in summary.to_dict("records"):
         out.append({
-            "system": r["system_spec"],
+            "system": r["system_spec"] + ROLE_LABEL[r.get("role") or "tts"],
             "recogniser": "–" if _missing(r.get("asr_spec")) else r["asr_spec"],
             _header("completion %", "completion_rate"): f"{_pct(r['completion_rate'])} ({r['n_ok']}/{r['n_items']})",
             "failed/empty/unsup.": f"{r['n_failed']}/{r['n_empty']}/{r['n_unsupported']}",
@@ -445,37 +452,45 @@ def insv_markdown(store: ArtifactStore, run_id: str, settings: Settings, system_
         return ""
     synthesis = store.read(run_id, "synthesis")
     synthesis = synthesis[synthesis["system_id"].isin(system_ids) & synthesis["item_id"].isin(items["item_id"])]
+    from providers.lid.fasttext_text import MODEL, text_languages
+
     transcripts = store.read(run_id, "transcripts")
+    ok = transcripts["status"] == "ok"
+    transcripts.loc[ok, "text_language"] = text_languages(transcripts.loc[ok, "hypothesis"].fillna("").tolist())
+    lid = store.read(run_id, "lid") if store.part_files(run_id, "lid") else None
     t = settings.insv
-    card = insv_card(items, synthesis, transcripts, thresholds=t, n_resamples=settings.bootstrap_resamples,
-                     seed=settings.seed)
+    roles = {system_id: settings.role_of(system_id) for system_id in synthesis["system_id"].unique()}
+    card = insv_card(items, synthesis, transcripts, lid, roles=roles, thresholds=t,
+                     n_resamples=settings.bootstrap_resamples, seed=settings.seed)
     sentences = per_sentence(items, transcripts[transcripts["system_id"].isin(system_ids)], digits=t.digits)
     columns = ["item_id", "language", "system_id", "asr_id", "asr_spec", "normalizer", "text", "hypothesis",
-               "wer", "cer", "sfr", "detected_language", "asr_lid_target"]
+               "wer", "cer", "sfr", "detected_language", "asr_lid_target", "text_language"]
     store.write_bytes(f"runs/{run_id}/per_sentence.csv",
                       sentences.reindex(columns=columns).to_csv(index=False).encode("utf-8"))
     rows = []
     for r in card.to_dict("records"):
         lid = ", ".join(f"{k} {_pct(v)}%" for k, v in r["lid_rates"].items()) or "no LID model"
         rows.append([
-            r["system_spec"], r["language"], "–" if _missing(r["asr_spec"]) else r["asr_spec"],
+            r["system_spec"] + ROLE_LABEL[r["role"]], r["language"], "–" if _missing(r["asr_spec"]) else r["asr_spec"],
             _gate(f"{_pct(r['completion_rate'])}% ({r['n_audio']}/{r['n_items']})", r["gate_f1"]),
             _gate(f"{_num(r['sfr'], 3)}" + (f", {r['n_sfr_undefined']} undefined" if r["n_sfr_undefined"] else ""),
                   r["gate_s"]),
-            _gate(lid, r["gate_v"]), f"{_pct(r['asr_lid_rate'])}%",
-            f"{_pct(r['wer'])} [{_pct(r['wer_ci_low'])}, {_pct(r['wer_ci_high'])}]", _num(r["perfect_pct"], 1),
+            _gate(lid, r["gate_v"]), f"{_pct(r['asr_lid_rate'])}%", f"{_pct(r['text_lid_rate'])}%",
+            f"{_pct(r['wer'])} [{_pct(r['wer_ci_low'])}, {_pct(r['wer_ci_high'])}]"
+            + ("" if _missing(r["natural_wer"]) or r["role"] == "natural" else f" (natural {_pct(r['natural_wer'])})"),
+            _num(r["perfect_pct"], 1),
             _num(r["low_error_pct"], 1), r["f1"], r["f2"], r["f3"] + (f" ({r['f3_classes']})" if r["f3_classes"] else ""),
             r["f4"], r["f5"] + (f" ({r['n_high_cer_wer']})" if r["n_high_cer_wer"] else ""), str(r["n_for_mos"]),
         ])
     headers = ["system", "language", "recogniser", "F1 synthesis", "S: SFR", "V: LID", "recogniser's detection "
-               "(diagnostic)", "I: WER % [95% CI]", "Perfect %", "Low-error %", "F1", "F2", "F3", "F4", "F5",
+               "(diagnostic)", "transcript language (diagnostic)", "I: WER % [95% CI]", "Perfect %", "Low-error %", "F1", "F2", "F3", "F4", "F5",
                "N: clips for native MOS"]
     lines = ["", "## INSV-A screening (PashtoTTS-Bench)", "",
              f"Gates: F1 audio for at least {_pct(t.completion)}% of items; S mean transcript Script Fidelity Rate "
              f"at least {t.sfr} (undefined transcripts counted apart; digits {t.digits}d); V every LID model's "
              f"target-language rate at least {_pct(t.lid_pass)}% passes, all below {_pct(t.lid_fail)}% fail, "
-             "anything else is unresolved; the recogniser's own language detection is a diagnostic and never "
-             "votes; WER is descriptive. Labels are screening labels, never more than the automatic evidence "
+             "anything else is unresolved; the recogniser's own language detection and the transcript's text "
+             f"language ({MODEL}) are diagnostics and never vote; WER is descriptive, beside the natural-speech baseline's when the run has one. Labels are screening labels, never more than the automatic evidence "
              f"supports (F4 needs native listeners). Low-error: WER at most {_pct(t.low_error_wer)}%. Per-sentence "
              f"WER, CER, SFR and detected language: `{store.display('runs', run_id, 'per_sentence.csv')}`.", "",
              markdown_table(headers, rows)]
@@ -490,6 +505,46 @@ def insv_markdown(store: ArtifactStore, run_id: str, settings: Settings, system_
                   f"least {t.f3_min_items} utterances is a candidate):", "",
                   markdown_table(["system", "language", "class", "letters", "utterances", "class WER %",
                                   "overall WER %"], classes)]
+    return "\n".join(lines) + "\n"
+
+
+def recognisers_markdown(store: ArtifactStore, run_id: str, settings: Settings, system_ids: list[str],
+                         names: dict[str, str]) -> str:
+    """For each language the `asr` setting gives several recognisers: each one's WER per system over the clips all
+    of them transcribed, which recogniser ranks (the first listed: put the independent one first, PashtoTTS-Bench
+    4.4), and whether the rankings agree (Kendall's W)."""
+    from metrics.screening import per_sentence, recogniser_rankings
+    from ttseval.languages import base_language
+    from ttseval.registry import Spec
+
+    items = store.read(run_id, "items")
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for language in items["language"].unique():
+        specs = tuple(settings.asrs_for(language))
+        if len(specs) > 1:
+            groups.setdefault(specs, []).append(language)
+    if not groups:
+        return ""
+    transcripts = store.read(run_id, "transcripts")
+    sentences = per_sentence(items, transcripts[transcripts["system_id"].isin(system_ids)])
+    ids_of = dict(zip(transcripts["asr_spec"], transcripts["asr_id"]))
+    lines = ["", "## Recognisers", "",
+             "Languages with several recognisers: each one's WER % per system over the clips all of them "
+             "transcribed. The first listed ranks the systems (list the independent recogniser first: "
+             "PashtoTTS-Bench 4.4); Kendall's W says how far the rankings agree (1: the same order)."]
+    for specs, languages in groups.items():
+        asr_ids = [ids_of.get(Spec.parse(x).canonical) for x in specs]
+        if any(a is None for a in asr_ids):
+            missing = [x for x, a in zip(specs, asr_ids) if a is None]
+            lines += ["", f"{', '.join(languages)}: no transcripts yet from {', '.join(missing)}."]
+            continue
+        mine = sentences[sentences["language"].map(base_language).isin({base_language(x) for x in languages})]
+        wer, w = recogniser_rankings(mine, asr_ids)
+        ranked = wer.sort_values(asr_ids[0]) if len(wer) else wer
+        rows = [[names.get(system_id, system_id), *(_pct(v) for v in r)]
+                for system_id, r in zip(ranked.index, ranked.to_numpy())]
+        lines += ["", f"{', '.join(languages)}: ranked by `{specs[0]}`; Kendall's W across recognisers "
+                  f"{_num(w, 3)}.", "", markdown_table(["system", *(f"WER % {x}" for x in specs)], rows)]
     return "\n".join(lines) + "\n"
 
 
@@ -561,6 +616,7 @@ def write_full_report(store: ArtifactStore, run_id: str, settings: Settings, sys
                 store.write_bytes(f"runs/{run_id}/figures/winrate-by-depth-{judge_id}.png", png)
     markdown = (render_markdown(summary, meta) + cost_markdown(store, run_id, names)
                 + insv_markdown(store, run_id, settings, system_ids)
+                + recognisers_markdown(store, run_id, settings, system_ids, names)
                 + grouped_markdown(store, run_id, system_ids, names)
                 + leaderboard_markdown(store, run_id, summary, winrates)
                 + instruction_markdown(store, run_id, names) + tables_markdown(store, run_id))

@@ -98,7 +98,7 @@ def _prepare(provider: Any, spec: Spec, item: dict[str, Any], settings: Settings
         supported = provider.supports_language(language)
     except Exception as e:  # noqa: BLE001 - a bug in the provider's language check fails this row, retryably
         return row | error_row(e, attempt=1, stage=f"synthesis {spec.canonical}", keys=[(item["item_id"], spec.id)])
-    if not supported:
+    if not supported and settings.role_of(spec.id) != "control":  # a negative control speaks every item
         return row | {"status": "unsupported", "error_type": "UnsupportedLanguage", "retryable": False, "attempt": 0,
                       "error_message": f"{spec.canonical} does not speak {language!r}"}
     instruction = instruction_for(spec, item) if getattr(provider, "accepts_instruction", False) else None

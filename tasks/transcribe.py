@@ -40,12 +40,14 @@ def _score(w: dict[str, Any], text: str, detected: str | None, prob: float | Non
 
 
 def transcribe_work(settings: Settings, run_id: str, work: list[dict[str, Any]], *, label: str = "") -> StageResult:
-    """Transcribe each clip with the recogniser its language routes to (settings.asr); one part per call."""
+    """Transcribe each clip with the recogniser its work item names (`model_spec`, from the planner), else with
+    every recogniser its language routes to (settings.asr: clips just synthesized); one part per call."""
     started = time.perf_counter()
     store = get_store(settings.store)
     groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for w in work:
-        groups[Spec.parse(settings.asr_for(w["language"])).canonical].append(w)
+    for w in work:  # clips just synthesized name no recogniser: every one their language lists
+        for spec in [w["model_spec"]] if w.get("model_spec") else settings.asrs_for(w["language"]):
+            groups[Spec.parse(spec).canonical].append(w)
     rows: list[dict[str, Any]] = []
     replaces: set[tuple] = set()
     for asr_spec, batch in groups.items():

@@ -93,7 +93,7 @@ def test_voting_lid_rows_set_v_and_f2() -> None:
         for lid_id, flip in (("mms", 0), ("sb", 1 if system == "good" else 0)):
             for k, label in enumerate(labels):
                 rows.append({"item_id": f"i{k}", "system_id": system, "lid_id": lid_id, "status": "ok",
-                             "label": "ur-PK" if k < flip else label})
+                             "language": "urd" if k < flip else label})
     c = card(pd.DataFrame(rows))
     assert c.loc["good", "lid_rates"] == {"mms": 1.0, "sb": pytest.approx(5 / 6)}  # 5/6 < 0.90: unresolved
     assert (c.loc["good", "gate_v"], c.loc["good", "f2"]) == ("unresolved", "needs native annotation")
@@ -110,3 +110,24 @@ def test_grapheme_class_wer_pools_the_utterances_that_contain_each_class() -> No
     assert classes.loc["retroflex", "n_items"] == 0 and np.isnan(classes.loc["retroflex", "wer"])
     assert classes["overall_wer"].iloc[0] == pytest.approx(5 / 45)
     assert grapheme_class_wer(rows, "en").empty  # no classes for English
+
+
+def test_recogniser_rankings_compare_on_shared_clips_and_w_matches_scipy_friedman() -> None:
+    from scipy.stats import friedmanchisquare
+
+    from metrics.screening import recogniser_rankings
+
+    rows = []
+    errors = {"a": {"r1": 1, "r2": 2, "r3": 1}, "b": {"r1": 3, "r2": 4, "r3": 5}, "c": {"r1": 5, "r2": 1, "r3": 9}}
+    for system, by_asr in errors.items():
+        for asr, e in by_asr.items():
+            rows.append({"item_id": "i0", "system_id": system, "asr_id": asr, "word_errors": e, "ref_words": 10})
+    rows.append({"item_id": "i1", "system_id": "a", "asr_id": "r1", "word_errors": 10, "ref_words": 10})  # r1 only
+    wer, w = recogniser_rankings(pd.DataFrame(rows), ["r1", "r2", "r3"])
+    assert list(wer.columns) == ["r1", "r2", "r3"] and wer.loc["a", "r1"] == 0.1  # i1 is not shared: left out
+    assert wer.loc["c", "r2"] == 0.1
+    # W = chi2 / (m (n - 1)) with Friedman's chi2 (no ties here): m = 3 recognisers, n = 3 systems
+    chi2 = friedmanchisquare(*[wer.loc[s].to_numpy() for s in wer.index]).statistic
+    assert w == pytest.approx(chi2 / (3 * 2))
+    _, one = recogniser_rankings(pd.DataFrame(rows), ["r1"])
+    assert np.isnan(one)

@@ -3,7 +3,6 @@ CTC model built and saved in the test (random weights, so the test compares agai
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from providers.asr.transformers_asr import TransformersASR
 from providers.tts.espeak_ng import EspeakNGTTS
 from providers.tts.piper import PiperTTS
 from ttseval.audio import Audio
+from tests.tiny_models import CTC_VOCAB, build_tiny_ctc
 from ttseval.protocols import ASRProvider, Transcript
 
 SENTENCE = "The quick brown fox jumps over the lazy dog."
@@ -118,48 +118,12 @@ def test_faster_whisper_rejects_unknown_models(tmp_path: Path) -> None:
         FasterWhisperASR(beam="2")
 
 
-VOCAB = {"<pad>": 0, "<unk>": 1, "|": 2, **{c: i + 3 for i, c in enumerate("abcdefghijklmnopqrstuvwxyz'")}}
+VOCAB = CTC_VOCAB
 
 
 @pytest.fixture(scope="module")
 def tiny_ctc_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    import torch
-    from transformers import (
-        Wav2Vec2Config,
-        Wav2Vec2CTCTokenizer,
-        Wav2Vec2FeatureExtractor,
-        Wav2Vec2ForCTC,
-        Wav2Vec2Processor,
-    )
-
-    directory = tmp_path_factory.mktemp("tiny-ctc")
-    vocab_path = directory / "vocab.json"
-    vocab_path.write_text(json.dumps(VOCAB))
-    tokenizer = Wav2Vec2CTCTokenizer(str(vocab_path), unk_token="<unk>", pad_token="<pad>", word_delimiter_token="|")
-    extractor = Wav2Vec2FeatureExtractor(
-        feature_size=1, sampling_rate=16000, padding_value=0.0, do_normalize=True, return_attention_mask=True
-    )
-    config = Wav2Vec2Config(
-        vocab_size=len(VOCAB),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        conv_dim=(16, 16, 16),
-        conv_kernel=(10, 3, 3),
-        conv_stride=(5, 4, 4),
-        num_conv_pos_embeddings=16,
-        num_conv_pos_embedding_groups=2,
-        pad_token_id=0,
-    )
-    torch.manual_seed(0)
-    model = Wav2Vec2ForCTC(config).eval()
-    with torch.no_grad():
-        # random weights mostly predict one token; push <pad> down so the decode is a non-empty string
-        model.lm_head.bias[0] = -5.0
-    model.save_pretrained(directory)
-    Wav2Vec2Processor(feature_extractor=extractor, tokenizer=tokenizer).save_pretrained(directory)
-    return directory
+    return build_tiny_ctc(tmp_path_factory.mktemp("tiny-ctc"))
 
 
 def _sine(rate_hz: int, duration_s: float, freq_hz: float) -> Audio:

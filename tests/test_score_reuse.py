@@ -95,7 +95,7 @@ def test_reuse_off_recomputes_and_a_new_engine_version_misses(tmp_path: Path, mo
 
 
 def test_a_changed_decoding_is_a_new_asr_id_and_the_planner_uses_it(tmp_path: Path) -> None:
-    from tasks.plan import asr_id_for, quality_id_for
+    from tasks.plan import asr_models_for, quality_models_for
     from ttseval.config import Settings
     from ttseval.ids import stable_id
 
@@ -109,9 +109,10 @@ def test_a_changed_decoding_is_a_new_asr_id_and_the_planner_uses_it(tmp_path: Pa
     dnsmos = Spec.parse("dnsmos")
     assert REGISTRIES["quality"].output_id(dnsmos) == dnsmos.id  # declares no revision: ids unchanged
     settings = Settings(store=str(tmp_path))
-    assert asr_id_for(settings)("en-US") == model_output_id("asr", Spec.parse(settings.asr_for("en-US")), settings)
-    assert asr_id_for(settings)("en-US") == REGISTRIES["asr"].output_id(Spec.parse(settings.asr_for("en-US")))
-    assert quality_id_for(settings)("fr") == dnsmos.id
+    [(spec, asr_id)] = asr_models_for(settings)("en-US")
+    assert (spec, asr_id) == ("faster-whisper:tiny.en", model_output_id("asr", Spec.parse(spec), settings))
+    assert asr_id == REGISTRIES["asr"].output_id(Spec.parse(settings.asr_for("en-US")))
+    assert quality_models_for(settings)("fr") == [("dnsmos", dnsmos.id)]
 
 
 def test_whisper_decodes_at_temperature_zero_unless_fallback_is_asked(monkeypatch) -> None:

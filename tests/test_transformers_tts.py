@@ -218,6 +218,12 @@ def _task_stream(address: str) -> list[dict[str, Any]]:
 
 def test_synthesis_shards_of_a_gpu_provider_run_on_the_gpu_worker(tiny_vits: Path, tmp_path: Path,
                                                                   prefect_api: str) -> None:
+    # Also the model stages of issue 13 on the same workers: a second recogniser (a tiny CTC model) beside the
+    # echo one, and a LID model of MMS-LID's shape, both built here and run batched, each with labelled rows.
+    from tests.tiny_models import LID_LABELS, build_tiny_ctc, build_tiny_lid
+
+    ctc = build_tiny_ctc(tmp_path / "ctc")
+    lid_dir = build_tiny_lid(tmp_path / "lid")
     # A scheduler, a worker declaring GPU=1 and one declaring CPU=1, as the compose and Kubernetes stacks start
     # them; `ttseval evaluate` with gpu=true must send every synthesis shard of transformers-tts (gpu=True) to
     # the GPU worker (flows/evaluate.py annotates them with dask.annotate(resources={"GPU": 1})).
@@ -258,7 +264,8 @@ def test_synthesis_shards_of_a_gpu_provider_run_on_the_gpu_worker(tiny_vits: Pat
         plugins = {"asr": {"place-asr": "tests.test_transformers_tts:EchoASR"},
                    "quality": {"place-mos": "tests.test_transformers_tts:FlatMOS"}}
         run_env = env | {"TTSEVAL_DASK_ADDRESS": address, "TTSEVAL_GPU": "true", "TTSEVAL_PLUGINS": json.dumps(plugins),
-                         "TTSEVAL_ASR": json.dumps({"en": "place-asr", "*": "place-asr"}),
+                         "TTSEVAL_ASR": json.dumps({"en": ["place-asr", f"transformers:{ctc}"], "*": "place-asr"}),
+                         "TTSEVAL_LID": json.dumps([f"transformers:{lid_dir}"]),
                          "TTSEVAL_QUALITY": "place-mos", "TTSEVAL_SHARD_SIZE": "2"}
         result = run_cli(["evaluate", "--dataset", str(dataset), "--systems",
                           f"transformers-tts:model={tiny_vits},espeak-ng",
@@ -278,13 +285,22 @@ def test_synthesis_shards_of_a_gpu_provider_run_on_the_gpu_worker(tiny_vits: Pat
     # its annotations are tested in test_placement_of_model_and_cpu_stages), so they all run on the CPU worker
     by_system = Counter(w for _, w in synth)
     assert by_system == {gpu_worker: 3, cpu_worker: 3}, f"synthesis ran on {synth}; GPU worker {gpu_worker}"
-    models = {k: w for k, w in placed.items() if k.startswith(("transcribe_task-", "quality_task-"))}
-    assert len(models) == 12 and set(models.values()) == {gpu_worker}, models  # ASR and MOS go there too
+    models = {k: w for k, w in placed.items() if k.startswith(("transcribe_task-", "quality_task-", "lid_task-"))}
+    assert len(models) == 18 and set(models.values()) == {gpu_worker}, models  # ASR, MOS and LID go there too
 
     from ttseval.store import ArtifactStore
 
-    rows = ArtifactStore(str(tmp_path / "store")).read("gpu", "synthesis")
+    store = ArtifactStore(str(tmp_path / "store"))
+    rows = store.read("gpu", "synthesis")
     assert sorted(rows["status"]) == ["ok"] * len(words) * 2
+    transcripts = store.read("gpu", "transcripts")
+    assert transcripts.groupby("asr_spec")["status"].apply(list).to_dict() == {
+        "place-asr": ["ok"] * 12, f"transformers:{ctc}": ["ok"] * 12}  # both recognisers, every clip
+    ctc_texts = transcripts.loc[transcripts["asr_spec"] == f"transformers:{ctc}", "hypothesis"]
+    assert ctc_texts.str.fullmatch(r"[a-z' ]+").all()  # the random CTC model's letters, not the echo's
+    lid = store.read("gpu", "lid")
+    assert len(lid) == 12 and (lid["status"] == "ok").all() and lid["language"].isin(LID_LABELS).all()
+    assert lid["lid_spec"].unique().tolist() == [f"transformers:{lid_dir}"] and lid["prob"].between(0, 1).all()
 
 
 def test_placement_of_model_and_cpu_stages() -> None:

@@ -6,6 +6,7 @@ Exit codes: 0 done, 1 the run failed, 2 bad input (dataset, spec, settings): not
 from __future__ import annotations
 
 import argparse
+import json
 import contextlib
 import logging
 import os
@@ -84,8 +85,16 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from flows.evaluate import evaluate
     from flows.runner import task_runner
 
-    check_systems(systems, settings)
     env = {"TTSEVAL_STORE": settings.store, "TTSEVAL_SHARD_SIZE": str(settings.shard_size)}
+    for flag, field in ((args.controls, "controls"), (args.natural, "natural")):  # roles: also systems of the run
+        if flag:
+            extra = [s for s in _csv(flag) if s not in systems]
+            systems += extra
+            env[f"TTSEVAL_{field.upper()}"] = json.dumps(getattr(settings, field) + _csv(flag))
+    os.environ.update(env)
+    settings = load_settings(store=args.store, shard_size=args.shard_size, dask_address=args.dask_address,
+                             n_workers=args.workers, budget_usd=args.budget_usd)
+    check_systems(systems, settings)
     os.environ.update(env)  # worker processes build their settings from the same values
     # --judges "" turns judging off; no flag means the configured judges
     judges = [j.strip() for j in args.judges.split(",") if j.strip()] if args.judges is not None else None
@@ -424,6 +433,10 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--dask-address", default=None, help="existing Dask scheduler (default: a LocalCluster)")
     ev.add_argument("--workers", type=int, default=None, help="LocalCluster worker processes")
     ev.add_argument("--baseline", default=None, help="system the others are judged against (default: the first)")
+    ev.add_argument("--controls", default=None, help="negative-control systems, comma-separated: a neighbouring "
+                    "language's voice that speaks every item (PashtoTTS-Bench); added to --systems")
+    ev.add_argument("--natural", default=None, help="natural-speech baseline systems, e.g. files:<folder of "
+                    "recordings>; added to --systems")
     ev.add_argument("--judges", default=None, help="comma-separated judge specs (default: objective)")
     ev.add_argument("--instruction-judges", default=None,
                     help="judges of instruction following for items with an instruction (InstructTTSEval)")

@@ -6,6 +6,7 @@ environment (`TTSEVAL_ASR__EN=faster-whisper:base`). Secrets never live here as 
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any, Literal
@@ -79,12 +80,14 @@ class Settings(BaseSettings):
     n_workers: int = Field(2, ge=1, description="LocalCluster worker processes")
     threads_per_worker: int = Field(1, ge=1)
     gpu: bool = Field(False, description="Annotate model stages with the Dask resource GPU=1")
-    asr: dict[str, str] = Field(
+    asr: dict[str, str | list[str]] = Field(
         default_factory=lambda: dict(DEFAULT_ASR),
         description="Recogniser spec per base language; '*' is the fallback. A value given (TOML table or "
                     "TTSEVAL_ASR__EN=...) changes only the languages it names; the others keep their defaults",
     )
     quality: str = Field("dnsmos", description="MOS predictor spec")
+    lid: list[str] = Field(default_factory=list, description="Spoken language-identification model specs that vote "
+                           "in INSV-A's V gate, e.g. transformers:/models/mms-lid-4017 (none ships offline)")
     judges: list[str] = Field(default_factory=lambda: ["objective"], description="Pairwise judge specs")
     instruction_judges: list[str] = Field(default_factory=list, description="Instruction-following judge specs")
     reuse_audio: bool = Field(True, description="Reuse audio from earlier runs for an unchanged request and engine version")
@@ -117,6 +120,12 @@ class Settings(BaseSettings):
         "is not set in the environment (e.g. {ELEVENLABS_API_KEY = 'elevenlabs-key'})"
     )
     insv: Insv = Field(default_factory=Insv, description="INSV-A screening thresholds")
+    controls: list[str] = Field(
+        default_factory=list, description="System specs that are negative controls (a neighbouring language's "
+        "voice): they speak every item whatever its language, and are shown apart from the TTS systems")
+    natural: list[str] = Field(
+        default_factory=list, description="System specs whose audio is natural speech (e.g. files:<folder> of "
+        "reference recordings): the natural-speech baseline, shown apart from the TTS systems")
     cascades: dict[str, Cascade] = Field(
         default_factory=dict, description="Judge cascades by name, used as the judge spec cascade:<name>")
     plugins: dict[str, dict[str, str]] = Field(
@@ -128,7 +137,15 @@ class Settings(BaseSettings):
     def _over_defaults(cls, value: Any) -> Any:
         # pydantic-settings hands a nested override (TTSEVAL_ASR__EN) over as the whole table, which would drop
         # the '*' fallback; a nested value changes only the key it names.
-        return {**DEFAULT_ASR, **value} if isinstance(value, dict) else value
+        if not isinstance(value, dict):
+            return value
+        merged = {**DEFAULT_ASR, **value}
+        for language, specs in merged.items():
+            if isinstance(specs, str) and specs.lstrip().startswith("["):  # TTSEVAL_ASR__PS='["a", "b"]'
+                merged[language] = specs = json.loads(specs)
+            if isinstance(specs, list) and not specs:
+                raise ValueError(f"asr.{language}: an empty list; give at least one recogniser spec")
+        return merged
 
     @classmethod
     def settings_customise_sources(
@@ -153,11 +170,27 @@ class Settings(BaseSettings):
 
         return set(CATEGORIES) | set(self.extra_categories)
 
-    def asr_for(self, language: str) -> str:
-        """The recogniser spec for a BCP-47 tag, by base language ('en-US' -> 'en'), else the '*' entry."""
+    def role_of(self, system: str) -> str:
+        """'control', 'natural' or 'tts' for a system spec or system id (PashtoTTS-Bench's roles)."""
+        from ttseval.registry import Spec
+
+        for role, specs in (("control", self.controls), ("natural", self.natural)):
+            if system in specs or system in {Spec.parse(x).id for x in specs} or system in {
+                    Spec.parse(x).canonical for x in specs}:
+                return role
+        return "tts"
+
+    def asrs_for(self, language: str) -> list[str]:
+        """The recogniser specs for a BCP-47 tag, by base language ('en-US' -> 'en'), else the '*' entry; an entry
+        may list several (each its own rows), the first of which ranks systems in the report."""
         from ttseval.languages import base_language
 
-        return self.asr.get(language, self.asr.get(base_language(language), self.asr["*"]))
+        specs = self.asr.get(language, self.asr.get(base_language(language), self.asr["*"]))
+        return [specs] if isinstance(specs, str) else list(specs)
+
+    def asr_for(self, language: str) -> str:
+        """The first (ranking) recogniser spec for a language."""
+        return self.asrs_for(language)[0]
 
 
 def load_settings(**overrides: Any) -> Settings:

@@ -171,6 +171,31 @@ class QualityProvider(Protocol):
     def metadata(self) -> dict[str, Any]: ...
 
 
+# -- language identification -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LanguageGuess:
+    """A LID model's answer for one clip: its label's language code ('pus', 'ps') and probability; both None
+    when there was nothing to hear."""
+
+    language: str | None
+    prob: float | None = None
+
+
+@runtime_checkable
+class LanguageIdentifier(Protocol):
+    """Spoken language identification (INSV-A's V gate). `name` and the ProviderMetadata are class attributes."""
+
+    name: ClassVar[str]
+
+    def identify(self, batch: list[Audio]) -> list[LanguageGuess]:
+        """The most likely language of each clip, in order."""
+        ...
+
+    def metadata(self) -> dict[str, Any]: ...
+
+
 # -- judges -------------------------------------------------------------------------------------------------------
 # A pairwise judge hears two clips of the same text in a given order (it is never told which is the baseline) and
 # says which is better; the stage randomizes the order per (item, system, baseline) reproducibly and maps the

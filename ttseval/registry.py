@@ -29,6 +29,7 @@ from ttseval.protocols import (
     ASRProvider,
     InstructionJudge,
     Judge,
+    LanguageIdentifier,
     Languages,
     PairwiseJudge,
     QualityProvider,
@@ -414,4 +415,13 @@ LLMS = Registry[LLM](
     },
 )
 
-REGISTRIES: dict[str, Registry[Any]] = {"tts": TTS, "asr": ASR, "quality": QUALITY, "judge": JUDGES, "llm": LLMS}
+LIDS = Registry[LanguageIdentifier](
+    "lid",
+    LanguageIdentifier,
+    {
+        "transformers": "providers.lid.transformers_lid:TransformersLID",
+    },
+)
+
+REGISTRIES: dict[str, Registry[Any]] = {"tts": TTS, "asr": ASR, "quality": QUALITY, "lid": LIDS, "judge": JUDGES,
+                                        "llm": LLMS}

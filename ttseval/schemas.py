@@ -126,6 +126,19 @@ QUALITY = pa.schema(
     ]
 )
 
+LID = pa.schema(
+    [
+        _f("item_id", pa.string(), "item key", nullable=False),
+        _f("system_id", pa.string(), "TTS system whose audio was identified", nullable=False),
+        _f("lid_id", pa.string(), "stable id of the language-identification model configuration", nullable=False),
+        _f("lid_spec", pa.string(), "canonical LID model spec", nullable=False),
+        _f("language", pa.string(), "the model's top label's language code (e.g. pus, ps); null for an empty clip"),
+        _f("prob", pa.float64(), "the model's probability of that label, 0-1"),
+        _f("cache_hit", pa.bool_(), "reused from an earlier run: same clip, lid_id, engine version"),
+        *_STATUS,
+    ]
+)
+
 _JUDGE_COST = [
     _f("raw_response", pa.string(), "the judge's raw output, kept for audit"),
     _f("parse_ok", pa.bool_(), "whether the output parsed into a verdict"),
@@ -245,6 +258,7 @@ TABLES: dict[str, TableDef] = {
         TableDef("synthesis", SYNTHESIS, ("item_id", "system_id")),
         TableDef("transcripts", TRANSCRIPTS, ("item_id", "system_id", "asr_id")),
         TableDef("quality", QUALITY, ("item_id", "system_id", "quality_id")),
+        TableDef("lid", LID, ("item_id", "system_id", "lid_id")),
         TableDef("judgments", JUDGMENTS, ("item_id", "system_id", "baseline_id", "judge_id")),
         TableDef("instruction_judgments", INSTRUCTION_JUDGMENTS, ("item_id", "system_id", "judge_id")),
         # The position-bias audit: a sample of the judgments' pairs, asked again in the other order.
