@@ -82,3 +82,69 @@ def test_two_recognisers_then_a_third_added_computes_only_the_third_s_rows(prefe
                       "WER % faster-whisper:base:beam_size=2 |")
     summary = pd.read_parquet(tmp_path / "s" / "runs" / "asr" / "report")
     assert len(summary) == 6  # one row per system and recogniser
+
+
+def test_native_mos_forms_from_the_run_then_the_ratings_analysed(screened, tmp_path) -> None:
+    import subprocess
+
+    from tests.conftest import BIN
+
+    store, _ = screened
+    out = tmp_path / "forms"
+    made = subprocess.run([str(BIN / "ttseval"), "mos-forms", "--store", str(store), "--run-id", "insv", "--language",
+                           "fr", "--out", str(out), "--seed", "5"], capture_output=True, text=True, timeout=120,
+                          env=cli_env("http://127.0.0.1:9/api", TTSEVAL_CONTROLS=json.dumps(["espeak-ng:ur"])))
+    assert made.returncode == 0, made.stderr[-3000:]
+    key = pd.read_csv(out / "key.csv")
+    # one French sentence, one TTS system (espeak-ng), its repeat, and both clips of the negative control
+    assert sorted(key["kind"]) == ["control", "control", "repeat", "test"]
+    assert set(key.loc[key["kind"] == "control", "system_id"]) == {
+        pd.read_parquet(store / "runs" / "insv" / "synthesis").query("system_spec == 'espeak-ng:ur'")["system_id"].iloc[0]}
+    assert sorted(p.name for p in (out / "audio").iterdir()) == sorted(key["file"].unique())
+    form = pd.read_csv(out / "forms" / "form_1.csv")
+    assert list(form.columns) == ["position", "file"] and len(form) == 4  # nothing of the system in a form
+    scores = {"test": [4, 3], "repeat": [4, 2], "control": [1, 2]}
+    rows = []
+    for k, rater in enumerate(["ana", "bo"]):
+        for r in key.itertuples():
+            rows.append({"rater_id": rater, "form": 1, "position": r.position, "score": scores[r.kind][k]})
+    ratings = tmp_path / "ratings.csv"
+    pd.DataFrame(rows).to_csv(ratings, index=False)
+    analysed = subprocess.run([str(BIN / "ttseval"), "mos-analyze", "--forms", str(out), "--ratings", str(ratings)],
+                              capture_output=True, text=True, timeout=120)
+    assert analysed.returncode == 0, analysed.stderr[-3000:]
+    assert "| 3.50 [3.00, 4.00] | 2 |" in analysed.stdout  # the test clip's two scores; controls and repeats apart
+    assert "**Preliminary:** fewer than 16 raters (2)." in analysed.stdout
+    # ana: repeat 4 = test 4, controls 1 and 1; bo: repeat 2 against test 3, controls 2 and 2
+    assert "| ana | 1 | 4 | 0.00 | 1.00 |" in analysed.stdout and "| bo | 1 | 4 | 1.00 | 2.00 |" in analysed.stdout
+    assert (out / "analysis.md").read_text(encoding="utf-8") == analysed.stdout.rstrip("\n") + "\n"
+    pd.DataFrame(rows).drop(columns="score").to_csv(ratings, index=False)
+    refused = subprocess.run([str(BIN / "ttseval"), "mos-analyze", "--forms", str(out), "--ratings", str(ratings)],
+                             capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and "missing column(s) ['score']" in refused.stderr
+
+
+def test_a_run_exports_without_its_audio(screened, tmp_path) -> None:
+    import subprocess
+
+    from tests.conftest import BIN
+
+    store, _ = screened
+    out = tmp_path / "share"
+    done = subprocess.run([str(BIN / "ttseval"), "export", "--store", str(store), "--run-id", "insv", "--out", str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
+    assert not [f for f in files if f.endswith((".wav", ".mp3", ".flac"))]
+    for name in ("items.csv", "synthesis.csv", "transcripts.csv", "quality.csv", "report.csv", "report.md",
+                 "per_sentence.csv", "README.md", "manifest.json"):
+        assert name in files, files
+    assert any(f.startswith("log/") and f.endswith(".json") for f in files)
+    synthesis = pd.read_csv(out / "synthesis.csv")
+    stored = pd.read_parquet(store / "runs" / "insv" / "synthesis")
+    assert len(synthesis) == len(stored) == 4  # 2 items x 2 systems, failures (unsupported) included
+    ok = synthesis[synthesis["status"] == "ok"]
+    assert ok["audio_sha256"].str.fullmatch(r"[0-9a-f]{64}").all() and ok["provider_metadata"].notna().all()
+    assert "no run 'nope'" in subprocess.run([str(BIN / "ttseval"), "export", "--store", str(store), "--run-id",
+                                              "nope", "--out", str(tmp_path / "x")], capture_output=True,
+                                             text=True, timeout=120).stderr

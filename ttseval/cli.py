@@ -307,6 +307,42 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_mos_forms(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from tasks.mos_forms import export_mos_forms
+    from ttseval.config import load_settings
+
+    settings = load_settings(store=args.store)
+    manifest = export_mos_forms(settings, args.run_id, Path(args.out), language=args.language, n=args.n,
+                                n_forms=args.forms, repeats=args.repeats, controls=args.controls, seed=args.seed)
+    print(f"{manifest['forms']} forms of {manifest['items']} sentences ({', '.join(manifest['systems'])}; "
+          f"{manifest['repeats']} repeats and {len(manifest['controls'])} control clips each), {manifest['clips']} "
+          f"blinded clips in {args.out}; give raters audio/, forms/, instructions.md and ratings_template.csv, keep "
+          f"key.csv; then: ttseval mos-analyze --forms {args.out} --ratings <filled ratings.csv>")
+    return 0
+
+
+def cmd_mos_analyze(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from tasks.mos_forms import analyse_mos_ratings
+
+    print(analyse_mos_ratings(Path(args.forms), Path(args.ratings)))
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from tasks.export import export_run
+    from ttseval.config import load_settings
+
+    tables = export_run(load_settings(store=args.store), args.run_id, Path(args.out))
+    print(f"{len(tables)} tables ({', '.join(tables)}), the report and the run logs in {args.out}; no audio")
+    return 0
+
+
 def cmd_import_dataset(args: argparse.Namespace) -> int:
     """Write the items file; with clips made elsewhere (EmergentTTS-Eval's baseline_audios, InstructTTSEval's
     gen_path fields) also a `files` manifest next to it, and print the system spec that reads it."""
@@ -527,6 +563,26 @@ def build_parser() -> argparse.ArgumentParser:
     gi.add_argument("--seed", type=int, default=None, help="seed of dropout draws and picks (default: settings)")
     gi.add_argument("--store", default=None)
     gi.set_defaults(func=cmd_generate_instructions)
+    mf = sub.add_parser("mos-forms", help="native MOS listening forms from a stored run (PashtoTTS-Bench 4.3)")
+    mf.add_argument("--store", default=None)
+    mf.add_argument("--run-id", required=True)
+    mf.add_argument("--language", required=True, help="the items' language, e.g. ps")
+    mf.add_argument("--out", required=True, help="folder to write the forms, audio and key to")
+    mf.add_argument("--n", type=int, default=50, help="sentences in the stratified subset")
+    mf.add_argument("--forms", type=int, default=None, help="forms: a multiple of the systems (default: as many)")
+    mf.add_argument("--repeats", type=int, default=3, help="repeated clips per form (within-rater consistency)")
+    mf.add_argument("--controls", type=int, default=2, help="negative-control clips per form (language check)")
+    mf.add_argument("--seed", type=int, default=0, help="order and names are drawn from it (recorded)")
+    mf.set_defaults(func=cmd_mos_forms)
+    ma = sub.add_parser("mos-analyze", help="analyse the ratings returned on mos-forms forms")
+    ma.add_argument("--forms", required=True, help="the folder mos-forms wrote")
+    ma.add_argument("--ratings", required=True, help="CSV: rater_id, form, position, score (1-5)")
+    ma.set_defaults(func=cmd_mos_analyze)
+    ex = sub.add_parser("export", help="a run's tables, report and logs as CSV without its audio, to share")
+    ex.add_argument("--store", default=None)
+    ex.add_argument("--run-id", required=True)
+    ex.add_argument("--out", required=True, help="folder to write")
+    ex.set_defaults(func=cmd_export)
     prov = sub.add_parser("providers", help="list the registered providers")
     prov.set_defaults(func=cmd_providers)
     vo = sub.add_parser("voices", help="list a TTS provider's voices (where its API offers a list)")
