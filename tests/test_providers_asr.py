@@ -182,3 +182,32 @@ def test_whisper_language_table_matches_faster_whisper() -> None:
              # ISO 639-2 and deprecated tags reduce like their short forms (ttseval.languages.base_language)
              "eng": "en", "EN": "en", "pus": "ps", "iw": "he", "tgl": "tl", "jv": "jw", "zh-yue": "yue"}
     assert {tag: whisper_language(tag) for tag in cases} == cases
+
+
+def test_transformers_whisper_reports_the_language_whisper_detects(tmp_path: Path) -> None:
+    """The detection is checked against transformers' own WhisperForConditionalGeneration.detect_language, and
+    its probability against a softmax over the language tokens' logits computed here."""
+    import torch
+    from transformers import WhisperForConditionalGeneration, WhisperProcessor
+
+    from tests.tiny_models import WHISPER_LANGUAGES, build_tiny_whisper
+
+    directory = build_tiny_whisper(tmp_path / "whisper")
+    clips = [_sine(16000, 1.0, 220.0), _sine(22050, 0.6, 660.0)]
+    asr = TransformersASR(str(directory), max_new_tokens="4")
+    results = asr.transcribe(clips, ["ps-AF", "ps-AF"])
+    model = WhisperForConditionalGeneration.from_pretrained(directory).eval()
+    processor = WhisperProcessor.from_pretrained(directory)
+    for clip, result in zip(clips, results):
+        samples = clip.resampled(16000).samples
+        features = processor(samples, sampling_rate=16000, return_tensors="pt").input_features
+        expected = model.generation_config.lang_to_id
+        token = {v: k for k, v in expected.items()}[int(model.detect_language(features)[0])]
+        assert result.detected_language == token.strip("<|>") and result.detected_language in WHISPER_LANGUAGES
+        with torch.no_grad():
+            start = torch.tensor([[model.generation_config.decoder_start_token_id]])
+            logits = model(input_features=features, decoder_input_ids=start).logits[0, -1]
+        probs = logits[list(expected.values())].softmax(-1)
+        assert result.language_prob == pytest.approx(float(probs.max()), abs=1e-4)
+    free = TransformersASR(str(directory), max_new_tokens="4", force_language="false").transcribe(clips[:1], [None])
+    assert free[0].detected_language == results[0].detected_language  # detected with or without a hint

@@ -218,11 +218,12 @@ def _task_stream(address: str) -> list[dict[str, Any]]:
 
 def test_synthesis_shards_of_a_gpu_provider_run_on_the_gpu_worker(tiny_vits: Path, tmp_path: Path,
                                                                   prefect_api: str) -> None:
-    # Also the model stages of issue 13 on the same workers: a second recogniser (a tiny CTC model) beside the
-    # echo one, and a LID model of MMS-LID's shape, both built here and run batched, each with labelled rows.
-    from tests.tiny_models import LID_LABELS, build_tiny_ctc, build_tiny_lid
+    # Also the model stages of issue 13 on the same workers: two more recognisers (tiny CTC and Whisper models)
+    # beside the echo one, and a LID model of MMS-LID's shape, all built here and run batched, with labelled rows.
+    from tests.tiny_models import LID_LABELS, WHISPER_LANGUAGES, build_tiny_ctc, build_tiny_lid, build_tiny_whisper
 
     ctc = build_tiny_ctc(tmp_path / "ctc")
+    whisper = build_tiny_whisper(tmp_path / "whisper")
     lid_dir = build_tiny_lid(tmp_path / "lid")
     # A scheduler, a worker declaring GPU=1 and one declaring CPU=1, as the compose and Kubernetes stacks start
     # them; `ttseval evaluate` with gpu=true must send every synthesis shard of transformers-tts (gpu=True) to
@@ -264,7 +265,8 @@ def test_synthesis_shards_of_a_gpu_provider_run_on_the_gpu_worker(tiny_vits: Pat
         plugins = {"asr": {"place-asr": "tests.test_transformers_tts:EchoASR"},
                    "quality": {"place-mos": "tests.test_transformers_tts:FlatMOS"}}
         run_env = env | {"TTSEVAL_DASK_ADDRESS": address, "TTSEVAL_GPU": "true", "TTSEVAL_PLUGINS": json.dumps(plugins),
-                         "TTSEVAL_ASR": json.dumps({"en": ["place-asr", f"transformers:{ctc}"], "*": "place-asr"}),
+                         "TTSEVAL_ASR": json.dumps({"en": ["place-asr", f"transformers:{ctc}",
+                                                          f"transformers:{whisper}:max_new_tokens=4"], "*": "place-asr"}),
                          "TTSEVAL_LID": json.dumps([f"transformers:{lid_dir}"]),
                          "TTSEVAL_QUALITY": "place-mos", "TTSEVAL_SHARD_SIZE": "2"}
         result = run_cli(["evaluate", "--dataset", str(dataset), "--systems",
@@ -295,7 +297,10 @@ def test_synthesis_shards_of_a_gpu_provider_run_on_the_gpu_worker(tiny_vits: Pat
     assert sorted(rows["status"]) == ["ok"] * len(words) * 2
     transcripts = store.read("gpu", "transcripts")
     assert transcripts.groupby("asr_spec")["status"].apply(list).to_dict() == {
-        "place-asr": ["ok"] * 12, f"transformers:{ctc}": ["ok"] * 12}  # both recognisers, every clip
+        "place-asr": ["ok"] * 12, f"transformers:{ctc}": ["ok"] * 12,
+        f"transformers:{whisper}:max_new_tokens=4": ["ok"] * 12}  # every recogniser, every clip
+    heard = transcripts.loc[transcripts["asr_spec"].str.startswith(f"transformers:{whisper}"), "detected_language"]
+    assert heard.isin(WHISPER_LANGUAGES).all()  # Whisper's detection, kept as the diagnostic
     ctc_texts = transcripts.loc[transcripts["asr_spec"] == f"transformers:{ctc}", "hypothesis"]
     assert ctc_texts.str.fullmatch(r"[a-z' ]+").all()  # the random CTC model's letters, not the echo's
     lid = store.read("gpu", "lid")

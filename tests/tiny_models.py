@@ -54,3 +54,48 @@ def build_tiny_lid(directory: Path) -> Path:
     Wav2Vec2ForSequenceClassification(config).eval().save_pretrained(directory)
     _extractor().save_pretrained(directory)
     return directory
+
+
+WHISPER_LANGUAGES = ["en", "fr", "ps", "ur"]
+
+
+def build_tiny_whisper(directory: Path) -> Path:
+    """A multilingual Whisper-shaped seq2seq model (1 layer each side, d_model 16) with a byte-level tokenizer,
+    Whisper's special tokens for four languages and the generation config that names them (lang_to_id)."""
+    import torch
+    from transformers import (GenerationConfig, WhisperConfig, WhisperFeatureExtractor,
+                              WhisperForConditionalGeneration, WhisperProcessor, WhisperTokenizer)
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
+
+    directory.mkdir(parents=True, exist_ok=True)
+    vocab = {c: i for i, c in enumerate(bytes_to_unicode().values())}
+    specials = ["<|endoftext|>", "<|startoftranscript|>", *[f"<|{code}|>" for code in WHISPER_LANGUAGES],
+                "<|translate|>", "<|transcribe|>", "<|startoflm|>", "<|startofprev|>", "<|nocaptions|>",
+                "<|notimestamps|>"]
+    for token in specials:
+        vocab[token] = len(vocab)
+    (directory / "vocab.json").write_text(json.dumps(vocab))
+    (directory / "merges.txt").write_text("#version: 0.2\n")
+    end = "<|endoftext|>"
+    tokenizer = WhisperTokenizer(str(directory / "vocab.json"), str(directory / "merges.txt"), unk_token=end,
+                                 bos_token=end, eos_token=end, pad_token=end)
+    tokenizer.add_special_tokens({"additional_special_tokens": specials[1:]})
+    config = WhisperConfig(vocab_size=len(vocab), d_model=16, encoder_layers=1, decoder_layers=1,
+                           encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32,
+                           num_mel_bins=80, max_source_positions=1500, max_target_positions=448,
+                           decoder_start_token_id=vocab["<|startoftranscript|>"], pad_token_id=vocab[end],
+                           eos_token_id=vocab[end], bos_token_id=vocab[end], suppress_tokens=[],
+                           begin_suppress_tokens=[])
+    torch.manual_seed(0)
+    model = WhisperForConditionalGeneration(config).eval()
+    generation = GenerationConfig.from_model_config(config)
+    generation._from_model_config = False  # keep lang_to_id when loading, as real checkpoints do
+    generation.lang_to_id = {f"<|{code}|>": vocab[f"<|{code}|>"] for code in WHISPER_LANGUAGES}
+    generation.task_to_id = {"transcribe": vocab["<|transcribe|>"], "translate": vocab["<|translate|>"]}
+    generation.is_multilingual = True
+    generation.no_timestamps_token_id = vocab["<|notimestamps|>"]
+    model.generation_config = generation
+    model.save_pretrained(directory)
+    WhisperProcessor(feature_extractor=WhisperFeatureExtractor(feature_size=80), tokenizer=tokenizer).save_pretrained(
+        directory)
+    return directory

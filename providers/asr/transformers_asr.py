@@ -22,6 +22,8 @@ class TransformersASROptions(BaseModel):
     model: str | None = Field(None, description="local directory or hub id; use this when the path contains ':'")
     device: TorchDevice = "auto"
     max_new_tokens: int = Field(128, ge=1, description="generation limit for seq2seq models")
+    force_language: bool = Field(True, description="Whisper: transcribe in the item's language (true) or in the "
+                                 "language it detects (false); the detection is reported either way")
 
 
 class TransformersASR:
@@ -31,8 +33,10 @@ class TransformersASR:
     hub id already in the local Hugging Face cache. The kind is read from the config: encoder-decoder models
     (Whisper-style) run AutoModelForSpeechSeq2Seq.generate; the others (wav2vec2-style) run AutoModelForCTC with
     greedy (argmax) CTC decoding. Audio is resampled to the feature extractor's rate and run as one padded batch;
-    CTC logits of padded frames are cut off per clip before decoding. A Whisper model gets the clip's language
-    hint when Whisper knows it. No language detection: detected_language and language_prob are None.
+    CTC logits of padded frames are cut off per clip before decoding. A multilingual Whisper model reports the
+    language it detects (the most likely language token after the start token, and its probability among the
+    language tokens: Whisper's own detection) and transcribes in the clip's language hint when Whisper knows it
+    (`force_language=false`: in the detected one). CTC models detect nothing: detected_language is None.
     """
 
     name: ClassVar[str] = "transformers"
@@ -98,6 +102,7 @@ class TransformersASR:
         # Zero-length clips get an empty text without the model (a feature extractor cannot normalise nothing).
         todo = [i for i, clip in enumerate(batch) if len(clip.samples)]
         texts = [""] * len(batch)
+        detected: list[tuple[str | None, float | None]] = [(None, None)] * len(batch)
         if todo:
             # The convolutional front end needs at least its receptive field (400 samples for wav2vec2);
             # zero-pad clips shorter than 100 ms so they yield at least one frame.
@@ -109,15 +114,18 @@ class TransformersASR:
             try:
                 if kind == "ctc":
                     decoded = self._run_ctc(model, processor, arrays, rate_hz)
+                    found = [(None, None)] * len(todo)
                 else:
-                    decoded = self._run_seq2seq(model, processor, arrays, rate_hz, [languages[i] for i in todo])
+                    decoded, found = self._run_seq2seq(model, processor, arrays, rate_hz,
+                                                       [languages[i] for i in todo])
             except RuntimeError as e:  # torch reports shape, device and memory failures as RuntimeError
                 raise PermanentProviderError(
                     f"transformers ASR failed on a batch of {len(todo)}: {e}", spec=self.spec
                 ) from e
-            for i, text in zip(todo, decoded):
-                texts[i] = text.strip()
-        return [Transcript(text=text) for text in texts]
+            for i, text, language in zip(todo, decoded, found):
+                texts[i], detected[i] = text.strip(), language
+        return [Transcript(text=text, detected_language=lang, language_prob=prob)
+                for text, (lang, prob) in zip(texts, detected)]
 
     def _run_ctc(self, model: Any, processor: Any, arrays: list[np.ndarray], rate_hz: int) -> list[str]:
         import torch
@@ -133,22 +141,47 @@ class TransformersASR:
 
     def _run_seq2seq(
         self, model: Any, processor: Any, arrays: list[np.ndarray], rate_hz: int, languages: list[str | None]
-    ) -> list[str]:
+    ) -> tuple[list[str], list[tuple[str | None, float | None]]]:
         import torch
 
-        inputs = processor(arrays, sampling_rate=rate_hz, return_tensors="pt", padding=True)
+        whisper = getattr(model.config, "model_type", "") == "whisper"
+        if whisper:  # Whisper's encoder takes 30 s windows: pad to one, or to the longest clip for long-form decoding
+            long_form = max(len(a) for a in arrays) > 30 * rate_hz
+            inputs = processor(arrays, sampling_rate=rate_hz, return_tensors="pt", return_attention_mask=True,
+                               padding="longest" if long_form else "max_length", truncation=not long_form)
+        else:
+            inputs = processor(arrays, sampling_rate=rate_hz, return_tensors="pt", padding=True)
         inputs = {k: v.to(self.device) for k, v in inputs.items()}
         kwargs: dict[str, Any] = {"max_new_tokens": self.options.max_new_tokens}
-        if getattr(model.config, "model_type", "") == "whisper" and getattr(
-            model.generation_config, "lang_to_id", None
-        ):
+        found: list[tuple[str | None, float | None]] = [(None, None)] * len(arrays)
+        lang_to_id = getattr(model.generation_config, "lang_to_id", None)
+        if whisper and lang_to_id:
+            found = self._detect(model, inputs, lang_to_id)
             hints = {whisper_language(lang) for lang in languages}
             # generate takes one language per call; pass it only when the whole batch agrees.
-            if len(hints) == 1 and None not in hints:
+            if self.options.force_language and len(hints) == 1 and None not in hints:
                 kwargs.update(language=hints.pop(), task="transcribe")
+            elif not self.options.force_language:
+                kwargs.update(task="transcribe")  # Whisper detects each clip's language itself
         with torch.inference_mode():
             generated = model.generate(**inputs, **kwargs)
-        return list(processor.batch_decode(generated, skip_special_tokens=True))
+        return list(processor.batch_decode(generated, skip_special_tokens=True)), found
+
+    @staticmethod
+    def _detect(model: Any, inputs: dict[str, Any], lang_to_id: dict[str, int]) -> list[tuple[str, float]]:
+        """Whisper's language detection: after the start token, the most likely language token and its
+        probability among the language tokens (what WhisperForConditionalGeneration.detect_language argmaxes)."""
+        import torch
+
+        features = inputs["input_features"][:, :, :3000]  # the first 30 s, as Whisper detects
+        start = torch.full((features.shape[0], 1), model.generation_config.decoder_start_token_id,
+                           dtype=torch.long, device=features.device)
+        with torch.inference_mode():
+            logits = model(input_features=features, decoder_input_ids=start, use_cache=False).logits[:, -1]
+        tokens, ids = list(lang_to_id), list(lang_to_id.values())
+        probs = logits[:, ids].float().softmax(dim=-1).cpu()
+        top = probs.argmax(dim=-1)
+        return [(tokens[int(k)].strip("<|>"), float(probs[j, int(k)])) for j, k in enumerate(top)]
 
     def metadata(self) -> dict[str, Any]:
         return {
