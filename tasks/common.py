@@ -101,6 +101,18 @@ def reused_or_computed(store: ArtifactStore, namespace: str, keys: list[str], co
     return answers, hit  # type: ignore[return-value]
 
 
+def by_model(work: list[dict[str, Any]], models_of: Callable[[dict[str, Any]], list[str]]) -> dict[str, list[dict]]:
+    """Work items grouped by the model spec (canonical) that must process them: the one the planner named
+    (`model_spec`, a backlog item), else every model `models_of(item)` lists (a clip just synthesized)."""
+    from ttseval.registry import Spec
+
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for w in work:
+        for spec in [w["model_spec"]] if w.get("model_spec") else models_of(w):
+            groups.setdefault(Spec.parse(spec).canonical, []).append(w)
+    return groups
+
+
 @functools.lru_cache(maxsize=8)
 def get_store(uri: str) -> ArtifactStore:
     return ArtifactStore(uri)

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import time
-from collections import defaultdict
 from typing import Any
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from tasks.common import (StageResult, commit, error_row, get_provider, get_store, is_transient_task_error, logger,
+from tasks.common import (StageResult, by_model, commit, error_row, get_provider, get_store, is_transient_task_error, logger,
                           model_output_id, now, one_per_request, reused_or_computed)
 from ttseval.audio import Audio
 from ttseval.config import Settings
@@ -22,10 +21,7 @@ def identify_work(settings: Settings, run_id: str, work: list[dict[str, Any]], *
     else with every model in settings.lid (clips just synthesized); one part per call."""
     started = time.perf_counter()
     store = get_store(settings.store)
-    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for w in work:
-        for spec in [w["model_spec"]] if w.get("model_spec") else settings.lid:
-            groups[Spec.parse(spec).canonical].append(w)
+    groups = by_model(work, lambda w: settings.lid)
     rows: list[dict[str, Any]] = []
     replaces: set[tuple] = set()
     for lid_spec, batch in groups.items():

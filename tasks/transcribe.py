@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections import defaultdict
 from typing import Any
 
 from prefect import task
@@ -11,7 +10,7 @@ from prefect.cache_policies import NO_CACHE
 
 from metrics.normalize import normalizer_for
 from metrics.wer import error_counts
-from tasks.common import (StageResult, commit, error_row, get_provider, get_store, is_transient_task_error, logger,
+from tasks.common import (StageResult, by_model, commit, error_row, get_provider, get_store, is_transient_task_error, logger,
                           model_output_id, now, one_per_request, reused_or_computed)
 from ttseval.audio import Audio
 from ttseval.config import Settings
@@ -44,10 +43,7 @@ def transcribe_work(settings: Settings, run_id: str, work: list[dict[str, Any]],
     every recogniser its language routes to (settings.asr: clips just synthesized); one part per call."""
     started = time.perf_counter()
     store = get_store(settings.store)
-    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for w in work:  # clips just synthesized name no recogniser: every one their language lists
-        for spec in [w["model_spec"]] if w.get("model_spec") else settings.asrs_for(w["language"]):
-            groups[Spec.parse(spec).canonical].append(w)
+    groups = by_model(work, lambda w: settings.asrs_for(w["language"]))
     rows: list[dict[str, Any]] = []
     replaces: set[tuple] = set()
     for asr_spec, batch in groups.items():
