@@ -119,8 +119,10 @@ def _f2(gate_v: str, gate_s: str, asr_lid: float, text_lid: float, t: Thresholds
         return NOT_OBSERVED
     if gate_v == "unresolved":
         return NATIVE
-    if gate_s == "fail" or _low(asr_lid, t) or _low(text_lid, t):
-        return f"{CANDIDATE} (SFR / transcript language, no LID model)"
+    signals = [name for name, fired in (("SFR", gate_s == "fail"), ("recogniser's detection", _low(asr_lid, t)),
+                                        ("transcript language", _low(text_lid, t))) if fired]
+    if signals:
+        return f"{CANDIDATE} ({', '.join(signals)}; no LID model)"
     return NATIVE
 
 

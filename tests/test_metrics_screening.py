@@ -60,7 +60,9 @@ def test_the_card_s_gates_and_labels_worked_by_hand() -> None:
     assert (refuses["sfr"], refuses["n_sfr_undefined"]) == (1.0, 1)
     # V without a LID model: not run; the recogniser's detection is a diagnostic (ps: 1.0, ur: 0.0)
     assert (good["gate_v"], good["asr_lid_rate"], latin["asr_lid_rate"]) == ("not run", 1.0, 0.0)
-    assert latin["f2"].startswith("candidate") and good["f2"] == "needs native annotation"
+    # latin: SFR 0 and the recogniser detected ur on every clip; no transcript language was given here
+    assert latin["f2"] == "candidate (SFR, recogniser's detection; no LID model)"
+    assert good["f2"] == "needs native annotation"
     # I: pooled WER 5/45 for good; Perfect% 1/6; Low-error% (WER <= 0.10): the plain item only, 1/6
     assert good["wer"] == pytest.approx(5 / 45) and good["perfect_pct"] == pytest.approx(100 / 6)
     assert good["low_error_pct"] == pytest.approx(100 / 6)
@@ -131,3 +133,12 @@ def test_recogniser_rankings_compare_on_shared_clips_and_w_matches_scipy_friedma
     assert w == pytest.approx(chi2 / (3 * 2))
     _, one = recogniser_rankings(pd.DataFrame(rows), ["r1"])
     assert np.isnan(one)
+
+
+def test_the_transcript_language_is_a_diagnostic_rate_and_an_f2_signal() -> None:
+    syn = synthesis("good")
+    tr = transcripts("good", [LATERAL] * 5 + [PLAIN], [1] * 5 + [0], [5] * 5 + [20], [1] * 5 + [0], detected=None)
+    tr["text_language"] = ["ps", "ps", "ur", "ur", "ur", None]  # 2 of the 5 read as Pashto; one text unread
+    row = insv_card(items(), syn, tr, n_resamples=100).iloc[0]
+    assert row["text_lid_rate"] == pytest.approx(2 / 5) and np.isnan(row["asr_lid_rate"])
+    assert row["f2"] == "candidate (transcript language; no LID model)"  # 0.4 < lid_fail 0.5
