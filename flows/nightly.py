@@ -15,7 +15,7 @@ from prefect.artifacts import create_markdown_artifact
 
 from flows.common import artifact_key
 from flows.evaluate import evaluate
-from metrics.drift import compare_reports
+from metrics.drift import compare_reports, paired_drift
 from tasks.common import get_store, logger, now
 from ttseval.config import DEFAULT_SYSTEMS, load_settings
 from corpus import DEMO_DATASET
@@ -72,7 +72,10 @@ def nightly(
     if previous is None:
         logger().info("no earlier nightly run in this store: nothing to compare with yet")
     else:
-        drift = compare_reports(st.read(previous, "report"), st.read(run_id, "report"))
+        tables = {run: {t: st.read(run, t) for t in ("transcripts", "quality")} for run in (previous, run_id)}
+        paired = paired_drift(tables[previous], tables[run_id], n_resamples=settings.bootstrap_resamples,
+                              seed=settings.seed)
+        drift = compare_reports(st.read(previous, "report"), st.read(run_id, "report"), paired)
         markdown = drift_markdown(drift, previous, run_id)
         st.write_bytes(f"runs/{run_id}/drift.md", markdown.encode("utf-8"))
         st.write_bytes(f"runs/{run_id}/drift.json", drift.to_json(orient="records").encode("utf-8"))

@@ -4,9 +4,10 @@ runs' own uncertainty explains.
 A row of a report is one (system, recogniser) pair (``metrics.summary``). A report written before recognisers
 had their own rows (no ``asr_id``) is matched by system where the system now has a single recogniser.
 
-A metric with a 95% CI is flagged when the two runs' intervals do not overlap. That is conservative (two
-intervals can overlap while the difference is still significant at 5%), chosen so a nightly alarm means a
-real change. Completion has no CI: every item it gains or loses is a change in F1 and is flagged. Whether a
+WER, CER and MOS are compared item by item when the runs' per-item tables are given (`paired_drift`, from
+metrics.paired): a paired bootstrap 95% CI of the difference, flagged when it excludes 0, with the Wilcoxon
+p-value beside it. Comparing the two runs' own CIs (the fallback, when only the reports are at hand) misses real
+changes: the item effect stays in both intervals, so they overlap though every item moved the same way. Completion has no CI: every item it gains or loses is a change in F1 and is flagged. Whether a
 change is better or worse comes from the metric's declared direction (``metrics.registry``).
 """
 
@@ -22,7 +23,8 @@ from metrics.registry import METRICS, change
 DRIFT_METRICS: tuple[str, ...] = ("completion_rate", "wer", "cer", "mos")
 
 COLUMNS = ["system_id", "system_spec", "asr_id", "asr_spec", "metric", "previous", "current", "delta",
-           "previous_ci_low", "previous_ci_high", "current_ci_low", "current_ci_high", "flagged", "direction"]
+           "previous_ci_low", "previous_ci_high", "current_ci_low", "current_ci_high", "delta_ci_low",
+           "delta_ci_high", "p_value", "test", "flagged", "direction"]
 
 
 def _nan(v: object) -> bool:
@@ -45,8 +47,32 @@ def _rows(frame: pd.DataFrame, name: str) -> dict[tuple, pd.Series]:
     return rows
 
 
-def compare_reports(previous: pd.DataFrame, current: pd.DataFrame) -> pd.DataFrame:
+def paired_drift(previous: dict[str, pd.DataFrame], current: dict[str, pd.DataFrame], *, n_resamples: int = 1000,
+                 seed: int = 0) -> pd.DataFrame:
+    """Item-by-item WER, CER and MOS of each (system, recogniser) in both runs (metrics.paired.paired_table):
+    columns system_id, asr_id and PAIRED_COLUMNS. `previous` and `current` hold each run's `transcripts` and
+    `quality` tables."""
+    from metrics.paired import PAIRED_COLUMNS, paired_table
+
+    rows = []
+    pt, ct = previous["transcripts"], current["transcripts"]
+    pq, cq = previous["quality"], current["quality"]
+    for (system_id, asr_id), tr in ct.groupby(["system_id", "asr_id"], sort=False):
+        before = pt[(pt["system_id"] == system_id) & (pt["asr_id"] == asr_id)]
+        if before.empty:
+            continue
+        table = paired_table(before, tr, pq[pq["system_id"] == system_id], cq[cq["system_id"] == system_id],
+                             n_resamples=n_resamples, seed=seed)
+        rows += [{"system_id": system_id, "asr_id": asr_id} | r for r in table.to_dict("records")]
+    return pd.DataFrame(rows, columns=["system_id", "asr_id", *PAIRED_COLUMNS])
+
+
+def compare_reports(previous: pd.DataFrame, current: pd.DataFrame, paired: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per ((system, recogniser) in both runs, metric) with the delta current - previous and a flag.
+
+    With `paired` (paired_drift's table), WER, CER and MOS take its delta CI, Wilcoxon p-value and flag (`test`
+    'paired'); otherwise, or for a pair it lacks, the flag is the runs' CIs not overlapping (`test`
+    'ci-overlap').
 
     `direction` says whether the change is an improvement or a regression ('better' / 'worse' / 'same'), from
     the metric's declared direction. Pairs present in only one run are returned with metric 'presence'.
@@ -56,6 +82,8 @@ def compare_reports(previous: pd.DataFrame, current: pd.DataFrame) -> pd.DataFra
     """
     prev, curr = _rows(previous, "previous"), _rows(current, "current")
     prev = _legacy_matched(prev, curr)
+    by_item = {} if paired is None else {(r["system_id"], r["asr_id"], r["metric"]): r
+                                         for r in paired.to_dict("records")}
     rows = []
     for key, c in curr.items():
         ids = _ids(key, c)
@@ -73,6 +101,10 @@ def compare_reports(previous: pd.DataFrame, current: pd.DataFrame) -> pd.DataFra
                         "current_ci_high": c[ci[1]]}
                 bounds = [p[ci[0]], p[ci[1]], c[ci[0]], c[ci[1]]]
                 row["flagged"] = (not any(_nan(v) for v in bounds)) and (c[ci[0]] > p[ci[1]] or c[ci[1]] < p[ci[0]])
+                row["test"] = "ci-overlap"
+                if (pair := by_item.get((key[0], key[1], metric))) is not None:
+                    row |= {"delta_ci_low": pair["ci_low"], "delta_ci_high": pair["ci_high"],
+                            "p_value": pair["p_wilcoxon"], "flagged": bool(pair["flagged"]), "test": "paired"}
             else:
                 row["flagged"] = not _nan(delta) and delta != 0
             row["direction"] = "same" if _nan(delta) else change(metric, float(a), float(b))

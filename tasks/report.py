@@ -548,6 +548,44 @@ def recognisers_markdown(store: ArtifactStore, run_id: str, settings: Settings, 
     return "\n".join(lines) + "\n"
 
 
+def paired_markdown(store: ArtifactStore, run_id: str, settings: Settings, system_ids: list[str], baseline_id: str,
+                    names: dict[str, str]) -> str:
+    """Each system against the baseline, item by item (metrics.paired): WER and CER per recogniser the two share,
+    MOS; the difference with its paired bootstrap 95% CI and the Wilcoxon and permutation p-values."""
+    from metrics.paired import paired_table
+
+    if baseline_id not in system_ids or len(system_ids) < 2:
+        return ""
+    transcripts, quality = store.read(run_id, "transcripts"), store.read(run_id, "quality")
+    specs = dict(zip(transcripts["asr_id"], transcripts["asr_spec"]))
+    rows = []
+    for system_id in system_ids:
+        if system_id == baseline_id:
+            continue
+        for asr_id in transcripts.loc[transcripts["system_id"] == system_id, "asr_id"].unique():
+            mine = transcripts[transcripts["asr_id"] == asr_id]
+            base, sys_ = mine[mine["system_id"] == baseline_id], mine[mine["system_id"] == system_id]
+            table = paired_table(base, sys_, quality[quality["system_id"] == baseline_id],
+                                 quality[quality["system_id"] == system_id],
+                                 n_resamples=settings.bootstrap_resamples, seed=settings.seed)
+            for r in table.to_dict("records"):
+                if r["metric"] == "mos" and any(x[2] == "mos" and x[0] == names.get(system_id) for x in rows):
+                    continue  # MOS does not depend on the recogniser: once per system
+                rows.append([names.get(system_id, system_id), "–" if r["metric"] == "mos" else specs[asr_id],
+                             r["metric"], str(r["n_items"]), _num(r["b"], 3), _num(r["a"], 3),
+                             f"{_num(r['delta'], 3)} [{_num(r['ci_low'], 3)}, {_num(r['ci_high'], 3)}]",
+                             _num(r["p_wilcoxon"], 4), _num(r["p_permutation"], 4),
+                             "**yes**" if r["flagged"] else "no"])
+    if not rows:
+        return ""
+    return "\n".join(["", f"## Paired comparisons with the baseline `{names.get(baseline_id, baseline_id)}`", "",
+                      "Item by item on the items both have (metrics.paired): system - baseline, a paired bootstrap "
+                      "95% CI of the difference (pooled WER/CER, mean MOS), the Wilcoxon signed-rank and a paired "
+                      "permutation p-value (scipy); 'differs' when the CI excludes 0.", "",
+                      markdown_table(["system", "recogniser", "metric", "items", "system", "baseline",
+                                      "difference [95% CI]", "Wilcoxon p", "permutation p", "differs"], rows)]) + "\n"
+
+
 def grouped_markdown(store: ArtifactStore, run_id: str, system_ids: list[str], names: dict[str, str]) -> str:
     """WER per category, language and depth (metrics.summary.summarize_by), a table each, for groups with more
     than one value."""
@@ -587,18 +625,30 @@ def drift_markdown(drift: pd.DataFrame, previous: str, current: str) -> str:
         def ci(lo: str, hi: str) -> str:
             return "" if _missing(r.get(lo)) else f" [{_num(r[lo], 3)}, {_num(r[hi], 3)}]"
 
+        p_value = "" if _missing(r.get("p_value")) else _num(r["p_value"], 4)
         table.append([r["system_spec"], recogniser, _header(r["metric"], r["metric"]),
                       f"{_num(r['previous'], 3)}{ci('previous_ci_low', 'previous_ci_high')}",
-                      f"{_num(r['current'], 3)}{ci('current_ci_low', 'current_ci_high')}", _num(r["delta"], 3),
-                      r["direction"], "**yes**" if r["flagged"] else "no"])
-    headers = ["system", "recogniser", "metric", "previous [95% CI]", "current [95% CI]", "delta", "change", "flagged"]
+                      f"{_num(r['current'], 3)}{ci('current_ci_low', 'current_ci_high')}",
+                      f"{_num(r['delta'], 3)}{ci('delta_ci_low', 'delta_ci_high')}", p_value,
+                      "" if _missing(r.get("test")) else r["test"], r["direction"],
+                      "**yes**" if r["flagged"] else "no"])
+    headers = ["system", "recogniser", "metric", "previous [95% CI]", "current [95% CI]", "delta [paired 95% CI]",
+               "Wilcoxon p", "test", "change", "flagged"]
     lines = [f"# Drift: `{current}` against `{previous}`", "",
-             f"{len(flagged)} flagged change(s). A metric is flagged when the two runs' 95% CIs do not overlap "
-             "(completion: any change).", "", markdown_table(headers, table)]
+             f"{len(flagged)} flagged change(s). WER, CER and MOS are compared item by item (metrics.paired): "
+             "flagged when the paired bootstrap 95% CI of the difference excludes 0 (test `paired`); without "
+             "per-item rows, when the two runs' CIs do not overlap (`ci-overlap`); completion: any change.", "",
+             markdown_table(headers, table)]
     return "\n".join(lines) + "\n"
 
 
 # -- the whole report ---------------------------------------------------------------------------------------------
+
+
+def _baseline_id(meta: dict[str, Any]) -> str:
+    from ttseval.registry import Spec
+
+    return Spec.parse(meta["baseline"]).id if meta.get("baseline") else ""
 
 
 def write_full_report(store: ArtifactStore, run_id: str, settings: Settings, system_ids: list[str],
@@ -617,6 +667,7 @@ def write_full_report(store: ArtifactStore, run_id: str, settings: Settings, sys
     markdown = (render_markdown(summary, meta) + cost_markdown(store, run_id, names)
                 + insv_markdown(store, run_id, settings, system_ids)
                 + recognisers_markdown(store, run_id, settings, system_ids, names)
+                + paired_markdown(store, run_id, settings, system_ids, _baseline_id(meta), names)
                 + grouped_markdown(store, run_id, system_ids, names)
                 + leaderboard_markdown(store, run_id, summary, winrates)
                 + instruction_markdown(store, run_id, names) + tables_markdown(store, run_id))

@@ -96,3 +96,35 @@ def test_a_report_from_before_per_recogniser_rows_is_matched_by_system() -> None
     assert a.loc["wer", "direction"] == "worse" and a.loc["wer", "flagged"] and a.loc["wer", "asr_id"] == "tiny"
     b = out[out["system_id"] == "b"]
     assert sorted(zip(b["asr_id"].fillna("-"), b["direction"])) == [("-", "removed"), ("base", "added"), ("tiny", "added")]
+
+
+def test_paired_drift_flags_a_regression_the_overlap_rule_misses() -> None:
+    import numpy as np
+
+    from metrics.bootstrap import bootstrap_ratio_ci
+    from metrics.drift import compare_reports, paired_drift
+
+    rng = np.random.default_rng(1)
+    words = rng.integers(8, 30, size=40)
+    before = rng.binomial(words, rng.uniform(0.0, 0.6, size=40))
+    after = np.minimum(before + 1, words)  # one more error on every item
+
+    def run(errors):
+        tr = pd.DataFrame({"item_id": [f"i{k}" for k in range(40)], "system_id": "s", "asr_id": "a", "status": "ok",
+                           "word_errors": errors, "ref_words": words, "char_errors": errors, "ref_chars": 4 * words})
+        q = pd.DataFrame({"item_id": tr["item_id"], "system_id": "s", "status": "ok", "mos": 3.0})
+        wer, cer = bootstrap_ratio_ci(errors, words, seed=0), bootstrap_ratio_ci(errors, 4 * words, seed=0)
+        report = pd.DataFrame([{"system_id": "s", "system_spec": "espeak-ng", "asr_id": "a", "asr_spec": "w",
+                                "completion_rate": 1.0, "wer": wer.point, "wer_ci_low": wer.low,
+                                "wer_ci_high": wer.high, "cer": cer.point, "cer_ci_low": cer.low,
+                                "cer_ci_high": cer.high, "mos": 3.0, "mos_ci_low": 3.0, "mos_ci_high": 3.0}])
+        return {"transcripts": tr, "quality": q}, report
+
+    (prev_tables, prev_report), (curr_tables, curr_report) = run(before), run(after)
+    overlap_only = compare_reports(prev_report, curr_report).set_index("metric")
+    assert not overlap_only.loc["wer", "flagged"]  # the intervals overlap: the old rule misses it
+    paired = paired_drift(prev_tables, curr_tables, n_resamples=500)
+    drift = compare_reports(prev_report, curr_report, paired).set_index("metric")
+    assert drift.loc["wer", "flagged"] and drift.loc["wer", "test"] == "paired"
+    assert drift.loc["wer", "delta_ci_low"] > 0 and drift.loc["wer", "direction"] == "worse"
+    assert not drift.loc["mos", "flagged"]  # identical MOS: no change

@@ -104,5 +104,14 @@ def test_drift_markdown_names_recogniser_and_direction() -> None:
     current = pd.DataFrame([base | {"wer": 0.2, "wer_ci_low": 0.15, "wer_ci_high": 0.25}])
     markdown = drift_markdown(compare_reports(previous, current), "n1", "n2")
     assert markdown.startswith("# Drift: `n2` against `n1`\n\n1 flagged change(s).")
-    assert f"| piper:joe | {TINY} | wer ↓ | 0.100 [0.080, 0.120] | 0.200 [0.150, 0.250] | 0.100 | worse | **yes** |" in markdown
-    assert f"| piper:joe | {TINY} | mos ↑ | 3.000 [2.900, 3.100] | 3.000 [2.900, 3.100] | 0.000 | same | no |" in markdown
+    assert (f"| piper:joe | {TINY} | wer ↓ | 0.100 [0.080, 0.120] | 0.200 [0.150, 0.250] | 0.100 |  | ci-overlap | "
+            "worse | **yes** |") in markdown
+    assert (f"| piper:joe | {TINY} | mos ↑ | 3.000 [2.900, 3.100] | 3.000 [2.900, 3.100] | 0.000 |  | ci-overlap | "
+            "same | no |") in markdown
+    # with the per-item comparison: its CI, p-value and flag replace the overlap rule for that metric
+    paired = pd.DataFrame([{"system_id": "s1", "asr_id": "tiny", "metric": "mos", "ci_low": 0.01, "ci_high": 0.05,
+                            "p_wilcoxon": 0.003, "flagged": True}])
+    markdown = drift_markdown(compare_reports(previous, current, paired), "n1", "n2")
+    assert markdown.startswith("# Drift: `n2` against `n1`\n\n2 flagged change(s).")
+    assert (f"| piper:joe | {TINY} | mos ↑ | 3.000 [2.900, 3.100] | 3.000 [2.900, 3.100] | 0.000 [0.010, 0.050] | "
+            "0.0030 | paired | same | **yes** |") in markdown
