@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.conftest import BIN, ROOT, cli_env, run_cli
+from tests.conftest import BIN, cli_env, run_cli
 
 SYSTEMS = "piper:joe,espeak-ng,flite:slt"
 
@@ -246,6 +246,25 @@ def test_report_command_reprints_a_stored_run(first_run) -> None:
     assert "piper:joe" in result.stdout and "flite:slt" in result.stdout
     missing = run_cli(["report", "--store", str(store), "--run-id", "nope"], env, cwd=store, timeout_s=120)
     assert missing.returncode == 1 and "no run 'nope'" in missing.stderr and "r1" in missing.stderr
+
+
+def test_leaderboard_lists_the_store_s_systems_with_each_tool_in_its_own_column(first_run) -> None:
+    store, env, _ = first_run
+    result = run_cli(["leaderboard", "--store", str(store)], env, cwd=store, timeout_s=120)
+    assert result.returncode == 0, result.stderr
+    report = read_table(store, "r1", "report")
+    log = json.loads(sorted((store / "runs" / "r1" / "log").glob("*.json"))[-1].read_text())
+    dataset = log["dataset_sha256"][:12]
+    assert f"## Dataset `{dataset}`" in result.stdout
+    header = next(line for line in result.stdout.splitlines() if line.startswith("| system |"))
+    assert header == ("| system | recogniser | completion % | WER % | CER % | MOS (dnsmos) | win-rate (objective vs "
+                      "piper:joe) % | run | date |")
+    rows = [line.split(" | ") for line in result.stdout.splitlines() if line.startswith("| ") and "---" not in line
+            and not line.startswith("| system |")]
+    assert len(rows) == len(report)  # one row per (system, recogniser) of the run, no tool pooled
+    wer = {(r[0].lstrip("| "), r[1]): r[3] for r in rows}
+    for r in report.to_dict("records"):
+        assert wer[(r["system_spec"], r["asr_spec"])] == f"{100 * r['wer']:.1f}"
 
 
 def test_s3_store_end_to_end(prefect_api: str, s3_bucket: str, s3_server: dict, tmp_path: Path) -> None:

@@ -343,6 +343,17 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_leaderboard(args: argparse.Namespace) -> int:
+    from tasks.leaderboard import leaderboard, leaderboard_markdown
+    from ttseval.config import load_settings
+
+    boards = leaderboard(load_settings(store=args.store))
+    if not boards:
+        raise SpecError(f"no run with a report in the store {args.store or '(the default)'}: run ttseval evaluate")
+    print(leaderboard_markdown(boards))
+    return 0
+
+
 def cmd_import_dataset(args: argparse.Namespace) -> int:
     """Write the items file; with clips made elsewhere (EmergentTTS-Eval's baseline_audios, InstructTTSEval's
     gen_path fields) also a `files` manifest next to it, and print the system spec that reads it."""
@@ -583,6 +594,9 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--run-id", required=True)
     ex.add_argument("--out", required=True, help="folder to write")
     ex.set_defaults(func=cmd_export)
+    lb = sub.add_parser("leaderboard", help="every system evaluated in a store, per dataset version, latest figures")
+    lb.add_argument("--store", default=None)
+    lb.set_defaults(func=cmd_leaderboard)
     prov = sub.add_parser("providers", help="list the registered providers")
     prov.set_defaults(func=cmd_providers)
     vo = sub.add_parser("voices", help="list a TTS provider's voices (where its API offers a list)")

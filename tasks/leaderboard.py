@@ -1,0 +1,71 @@
+"""A leaderboard across a store's runs: every system ever evaluated on a dataset version, with its latest figures.
+
+A dataset version is the SHA-256 of the items a run evaluated (its log's `dataset_sha256`). For each system the
+figures come from the latest run that evaluated it on that version, with that run's id and date. Figures from
+different tools never share a column: WER and CER are per recogniser (one row each), MOS is headed by its
+predictor, and each judge's overall win-rate has its own column headed by the judge and the baseline.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pandas as pd
+
+from tasks.common import get_store
+from tasks.report import _num, _pct, markdown_table
+from ttseval.config import Settings
+
+
+def _latest_logs(store: Any) -> list[dict[str, Any]]:
+    import pyarrow.fs as pafs
+
+    logs = []
+    for run_id in store.runs():
+        infos = store.fs.get_file_info(pafs.FileSelector(store.path(f"runs/{run_id}/log"), allow_not_found=True))
+        names = sorted(i.base_name for i in infos if i.type == pafs.FileType.File and i.base_name.endswith(".json"))
+        if names and store.part_files(run_id, "report"):
+            logs.append(json.loads(store.read_bytes(f"runs/{run_id}/log/{names[-1]}")))
+    return logs
+
+
+def leaderboard(settings: Settings) -> dict[str, pd.DataFrame]:
+    """Dataset SHA-256 (first 12 hex digits) -> one row per (system, recogniser): system_spec, asr_spec, wer,
+    cer, completion_rate, `MOS (<predictor>)`, `win-rate (<judge> vs <baseline>)` columns, run_id, date."""
+    store = get_store(settings.store)
+    boards: dict[str, dict[tuple, dict[str, Any]]] = {}
+    for log in sorted(_latest_logs(store), key=lambda entry: entry["date"]):
+        run_id, dataset = log["run_id"], str(log["dataset_sha256"])[:12]
+        report = store.read(run_id, "report")
+        winrates = store.read(run_id, "winrates") if store.part_files(run_id, "winrates") else pd.DataFrame()
+        overall = winrates[winrates["level"] == "overall"] if len(winrates) else winrates
+        specs = dict(zip(report["system_id"], report["system_spec"]))
+        board = boards.setdefault(dataset, {})
+        for r in report.to_dict("records"):
+            key = (r["system_spec"], r.get("asr_spec"))
+            row = {"system_spec": r["system_spec"], "asr_spec": r.get("asr_spec"), "completion_rate":
+                   r["completion_rate"], "wer": r["wer"], "cer": r["cer"], f"MOS ({log['quality']})": r["mos"],
+                   "run_id": run_id, "date": log["date"][:10]}
+            for w in overall[overall["system_id"] == r["system_id"]].to_dict("records") if len(overall) else []:
+                baseline = specs.get(w["baseline_id"], w["baseline_id"])
+                row[f"win-rate ({w['judge_spec']} vs {baseline})"] = w["win_rate"]
+            board[key] = row  # a later run replaces an earlier one's figures for the same system and recogniser
+    return {dataset: pd.DataFrame(list(rows.values())) for dataset, rows in boards.items()}
+
+
+def leaderboard_markdown(boards: dict[str, pd.DataFrame]) -> str:
+    lines = ["# ttseval leaderboard", "",
+             "Every system evaluated on each dataset version (the SHA-256 of its items), with the figures of the "
+             "latest run that evaluated it. WER/CER are per recogniser; MOS and win-rates are headed by the tool "
+             "that gave them."]
+    for dataset, board in boards.items():
+        tools = [c for c in board.columns if c.startswith(("MOS (", "win-rate ("))]
+        board = board.sort_values(["asr_spec", "wer"], na_position="last")
+        rows = [[r["system_spec"], r["asr_spec"] or "–", _pct(r["completion_rate"]), _pct(r["wer"]), _pct(r["cer"]),
+                 *(_num(r[c]) if c.startswith("MOS") else _pct(r[c]) for c in tools), r["run_id"], r["date"]]
+                for r in board.to_dict("records")]
+        lines += ["", f"## Dataset `{dataset}`", "",
+                  markdown_table(["system", "recogniser", "completion %", "WER %", "CER %",
+                                  *(c if c.startswith("MOS") else f"{c} %" for c in tools), "run", "date"], rows)]
+    return "\n".join(lines) + "\n"
