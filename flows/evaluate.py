@@ -29,7 +29,9 @@ from tasks.instruct import run_instruction_stage
 from tasks.judge import run_judge_stage, run_position_audit
 from tasks.limits import ensure_vendor_limits
 from tasks.lid import lid_task
-from tasks.plan import Plan, asr_models_for, lid_models_for, plan_model_stage, plan_synthesis, quality_models_for
+from tasks.prosody import prosody_task
+from tasks.plan import (Plan, asr_models_for, lid_models_for, plan_model_stage, plan_synthesis, prosody_models_for,
+                        quality_models_for)
 from tasks.quality import quality_task
 from tasks.report import write_full_report
 from tasks.synthesize import synthesize_task
@@ -99,14 +101,17 @@ def evaluate(
     mos = plan_model_stage(st, run_id, items, specs, settings, table="quality",
                            models_for=quality_models_for(settings))
     lid = plan_model_stage(st, run_id, items, specs, settings, table="lid", models_for=lid_models_for(settings))
-    for plan in (synth, asr, mos, lid):
+    prosody = plan_model_stage(st, run_id, items, specs, settings, table="prosody",
+                               models_for=prosody_models_for(settings))
+    for plan in (synth, asr, mos, lid, prosody):
         log.info(plan.describe() + (" (clips from earlier runs)" if plan is not synth else ""))
 
     system_ids = [s.id for s in specs]
     progress = StageProgress(f"evaluate run {run_id!r}", artifact_key("progress", run_id), log)
     with progress:
         cpu_workers = cpu_workers_declared(settings)
-        results = synthesize_and_score(settings, run_id, synth, asr, mos, lid, progress, cpu_workers)
+        results = synthesize_and_score(settings, run_id, synth, asr, mos, {"lid": lid, "prosody": prosody}, progress,
+                                       cpu_workers)
         # Judging reads the stage tables (CER and MOS are the objective judge's evidence), so it runs after them.
         # A local audio-LLM judge is a model stage (GPU workers); remote and objective judges are not.
         def place(judge: str) -> contextlib.AbstractContextManager:
@@ -128,7 +133,8 @@ def evaluate(
             progress.add(stage, sum(p.to_compute for p in plans))
             progress.advance(stage, sum(r.n_rows for r in done))
     results += judge_results + instruction_results + audit_results
-    model_plans = (synth, asr, mos, lid) if settings.lid else (synth, asr, mos)  # lid: only with LID models
+    optional = {"lid": bool(settings.lid), "prosody": settings.prosody}  # stages a run has only when asked for
+    model_plans = (synth, asr, mos, *(p for p in (lid, prosody) if optional[p.stage]))
     reused = {p.stage: p.present for p in model_plans} | {
         "judgments": sum(p.present for p in judge_plans),
         "instruction_judgments": sum(p.present for p in instruction_plans),
@@ -164,26 +170,29 @@ def evaluate(
             "reused": reused, "system_ids": system_ids}
 
 
-def synthesize_and_score(settings: Settings, run_id: str, synth: Plan, asr: Plan, mos: Plan, lid: Plan,
+def synthesize_and_score(settings: Settings, run_id: str, synth: Plan, asr: Plan, mos: Plan, extra: dict[str, Plan],
                          progress: StageProgress, cpu_workers: bool) -> list[StageResult]:
-    """Submit synthesis shards, and for each one its ASR, MOS and LID tasks, which start when its audio exists;
-    then the backlog of those stages (clips of earlier runs, models added since). Returns every task's result as
-    it completes. In a GPU run, model stages go to the GPU workers, CPU engines' synthesis to the CPU workers
-    (`cpu_workers`)."""
+    """Submit synthesis shards, and for each one its ASR and MOS tasks and the optional per-clip stages `extra`
+    asks for (LID models, prosody), which start when its audio exists; then the backlog of those stages (clips of
+    earlier runs, models added since). Returns every task's result as it completes. In a GPU run, model stages
+    go to the GPU workers, CPU engines' synthesis to the CPU workers (`cpu_workers`)."""
     retries = task_retry_options(settings)
-    synth_t, asr_t, mos_t, lid_t = (t.with_options(**retries)
-                                    for t in (synthesize_task, transcribe_task, quality_task, lid_task))
+    synth_t, asr_t, mos_t = (t.with_options(**retries) for t in (synthesize_task, transcribe_task, quality_task))
+    # per clip: rows each optional stage writes (one per LID model; one for prosody), and its task
+    per_clip = {"lid": len(settings.lid), "prosody": int(settings.prosody)}
+    tasks = {"lid": lid_task.with_options(**retries), "prosody": prosody_task.with_options(**retries)}
+    extra = {stage: plan for stage, plan in extra.items() if per_clip[stage]}
+
     # Every clip synthesized now needs a row from each of its language's recognisers, the MOS predictor and each
-    # LID model; clips that fail synthesis lower these totals.
+    # optional stage; clips that fail synthesis lower these totals.
     def asr_rows(items: list[dict[str, Any]]) -> int:
         return sum(len(settings.asrs_for(i["language"])) for i in items)
 
-    n_lid = len(settings.lid)
     progress.add("synthesis", synth.to_compute)
     progress.add("transcripts", asr.to_compute + sum(asr_rows(s["items"]) for s in synth.shards))
     progress.add("quality", mos.to_compute + synth.to_compute)
-    if n_lid:
-        progress.add("lid", lid.to_compute + n_lid * synth.to_compute)
+    for stage, plan in extra.items():
+        progress.add(stage, plan.to_compute + per_clip[stage] * synth.to_compute)
     futures = []
     for shard in synth.shards:  # a model-backed TTS (transformers on a GPU) goes where the GPU is, like ASR
         with placement(settings, runs_on_gpu(shard["system"], settings), cpu_workers):
@@ -194,11 +203,11 @@ def synthesize_and_score(settings: Settings, run_id: str, synth: Plan, asr: Plan
             label = f"{shard['system']} shard {shard['index']}/{shard['of']}"
             expected[label] = asr_rows(shard["items"])
             futures += [asr_t.submit(settings, run_id, f, label), mos_t.submit(settings, run_id, f, label)]
-            if n_lid:
-                futures.append(lid_t.submit(settings, run_id, f, label))
+            futures += [tasks[stage].submit(settings, run_id, f, label) for stage in extra]
         futures += [asr_t.submit(settings, run_id, w, f"backlog {i + 1}") for i, w in enumerate(asr.shards)]
         futures += [mos_t.submit(settings, run_id, w, f"backlog {i + 1}") for i, w in enumerate(mos.shards)]
-        futures += [lid_t.submit(settings, run_id, w, f"backlog {i + 1}") for i, w in enumerate(lid.shards)]
+        for stage, plan in extra.items():
+            futures += [tasks[stage].submit(settings, run_id, w, f"backlog {i + 1}") for i, w in enumerate(plan.shards)]
     results = []
     for future in as_completed(futures):
         result = future.result()
@@ -208,6 +217,6 @@ def synthesize_and_score(settings: Settings, run_id: str, synth: Plan, asr: Plan
             failed = result.n_rows - len(result.work)
             progress.lower("transcripts", expected.get(result.label, failed) - asr_rows(result.work))
             progress.lower("quality", failed)
-            if n_lid:
-                progress.lower("lid", n_lid * failed)
+            for stage in extra:
+                progress.lower(stage, per_clip[stage] * failed)
     return results

@@ -63,7 +63,7 @@ def plan_synthesis(store: ArtifactStore, run_id: str, items: pd.DataFrame, syste
     return plan
 
 
-MODEL_KEY = {"transcripts": "asr_id", "quality": "quality_id", "lid": "lid_id"}
+MODEL_KEY = {"transcripts": "asr_id", "quality": "quality_id", "lid": "lid_id", "prosody": "prosody_id"}
 
 
 def plan_model_stage(store: ArtifactStore, run_id: str, items: pd.DataFrame, systems: list[Spec], settings: Settings,
@@ -117,4 +117,12 @@ def quality_models_for(settings: Settings):
 def lid_models_for(settings: Settings):
     """language -> [(LID model spec, lid_id), ...]: every voting LID model (settings.lid) hears every clip."""
     models = [(Spec.parse(x).canonical, model_output_id("lid", Spec.parse(x), settings)) for x in settings.lid]
+    return lambda language: models
+
+
+def prosody_models_for(settings: Settings):
+    """language -> [("prosody", prosody_id)] when settings.prosody is on, else []."""
+    from tasks.prosody import PROSODY_ID
+
+    models = [("prosody", PROSODY_ID)] if settings.prosody else []
     return lambda language: models

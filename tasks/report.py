@@ -586,6 +586,39 @@ def paired_markdown(store: ArtifactStore, run_id: str, settings: Settings, syste
                                       "difference [95% CI]", "Wilcoxon p", "permutation p", "differs"], rows)]) + "\n"
 
 
+def prosody_markdown(store: ArtifactStore, run_id: str, system_ids: list[str], names: dict[str, str]) -> str:
+    """Per system, medians of the prosody table (metrics/prosody.py), the speaking rate from each clip's first
+    transcript, and the clips the timing gates flag."""
+    from metrics.prosody import audio_gates, speaking_rate
+
+    if not store.part_files(run_id, "prosody"):
+        return ""
+    prosody = store.read(run_id, "prosody")
+    prosody = prosody[(prosody["status"] == "ok") & prosody["system_id"].isin(system_ids)]
+    transcripts = store.read(run_id, "transcripts")
+    words = (transcripts[transcripts["status"] == "ok"].drop_duplicates(["item_id", "system_id"])
+             .set_index(["item_id", "system_id"])["hypothesis"].fillna("").str.split().str.len())
+    rows = []
+    for system_id in system_ids:
+        mine = prosody[prosody["system_id"] == system_id]
+        if mine.empty:
+            continue
+        rate = [speaking_rate(int(words.get((r.item_id, r.system_id), 0)), r.speech_s) for r in mine.itertuples()]
+        gates = [g for r in mine.itertuples() for g in audio_gates(r.leading_silence_s, r.trailing_silence_s)]
+        rows.append([names.get(system_id, system_id), str(len(mine)), _num(mine["f0_mean_hz"].median(), 0),
+                     _num(mine["f0_range_st"].median(), 1), _num(float(pd.Series(rate).median()), 2),
+                     _num(mine["leading_silence_s"].median()), _num(mine["trailing_silence_s"].median()),
+                     str(int(mine["n_long_pauses"].sum())), str(gates.count("padded")), str(gates.count("cut short"))])
+    if not rows:
+        return ""
+    return "\n".join(["", "## Prosody and timing", "",
+                      "Medians per clip: F0 by pYIN (librosa), speech and silences by Silero VAD, speaking rate = "
+                      "transcript words / speech seconds. Padded: more than 1 s of silence before or after the "
+                      "speech; cut short: speech within 30 ms of the end.", "",
+                      markdown_table(["system", "clips", "F0 Hz", "F0 range st", "words/s", "lead silence s",
+                                      "trail silence s", "pauses >= 0.5 s", "padded", "cut short"], rows)]) + "\n"
+
+
 def grouped_markdown(store: ArtifactStore, run_id: str, system_ids: list[str], names: dict[str, str]) -> str:
     """WER per category, language and depth (metrics.summary.summarize_by), a table each, for groups with more
     than one value."""
@@ -668,6 +701,7 @@ def write_full_report(store: ArtifactStore, run_id: str, settings: Settings, sys
                 + insv_markdown(store, run_id, settings, system_ids)
                 + recognisers_markdown(store, run_id, settings, system_ids, names)
                 + paired_markdown(store, run_id, settings, system_ids, _baseline_id(meta), names)
+                + prosody_markdown(store, run_id, system_ids, names)
                 + grouped_markdown(store, run_id, system_ids, names)
                 + leaderboard_markdown(store, run_id, summary, winrates)
                 + instruction_markdown(store, run_id, names) + tables_markdown(store, run_id))

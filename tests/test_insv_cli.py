@@ -26,7 +26,8 @@ def screened(prefect_api: str, tmp_path_factory: pytest.TempPathFactory):
                                if r["item_id"] in {"mul-ps", "mul-fr"}), encoding="utf-8")
     store = folder / "store"
     result = run_cli(["evaluate", "--dataset", str(dataset), "--systems", "espeak-ng", "--controls", "espeak-ng:ur",
-                      "--store", str(store), "--run-id", "insv", "--judges", ""], cli_env(prefect_api), cwd=folder)
+                      "--store", str(store), "--run-id", "insv", "--judges", ""],
+                     cli_env(prefect_api, TTSEVAL_PROSODY="true"), cwd=folder)  # and the prosody stage (issue 14)
     assert result.returncode == 0, result.stderr[-4000:]
     return store, result
 
@@ -148,3 +149,28 @@ def test_a_run_exports_without_its_audio(screened, tmp_path) -> None:
     assert "no run 'nope'" in subprocess.run([str(BIN / "ttseval"), "export", "--store", str(store), "--run-id",
                                               "nope", "--out", str(tmp_path / "x")], capture_output=True,
                                              text=True, timeout=120).stderr
+
+
+def test_the_prosody_stage_measures_every_clip_and_the_report_summarises_it(screened) -> None:
+    from metrics.prosody import f0_stats, speech_segments, timing
+    from ttseval.audio import Audio
+    from ttseval.store import ArtifactStore
+
+    store, _ = screened
+    prosody = pd.read_parquet(store / "runs" / "insv" / "prosody")
+    synthesis = pd.read_parquet(store / "runs" / "insv" / "synthesis")
+    ok = synthesis[synthesis["status"] == "ok"]
+    assert len(prosody) == len(ok) == 3 and (prosody["status"] == "ok").all()
+    assert prosody["prosody_id"].unique().tolist() == ["prosody-v1"]
+    # the stored figures are the pure functions' on the stored clip
+    row = prosody.iloc[0]
+    sha = ok.set_index(["item_id", "system_id"]).loc[(row["item_id"], row["system_id"]), "audio_sha256"]
+    clip = Audio.from_wav_bytes(ArtifactStore(str(store)).get_audio(sha))
+    assert row["f0_mean_hz"] == pytest.approx(f0_stats(clip.samples, clip.sample_rate_hz)["f0_mean_hz"])
+    expected = timing(speech_segments(clip.samples, clip.sample_rate_hz), len(clip.samples) / clip.sample_rate_hz)
+    assert row["speech_s"] == pytest.approx(expected.speech_s) and row["speech_s"] > 1.0
+    assert 60 < row["f0_mean_hz"] < 300  # a speaking voice
+    report = (store / "runs" / "insv" / "report.md").read_text(encoding="utf-8")
+    section = report.split("## Prosody and timing", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| espeak-ng")]
+    assert [r.split(" | ")[:2] for r in rows] == [["| espeak-ng", "1"], ["| espeak-ng:ur", "2"]]  # clips measured

@@ -139,6 +139,25 @@ LID = pa.schema(
     ]
 )
 
+PROSODY = pa.schema(
+    [
+        _f("item_id", pa.string(), "item key", nullable=False),
+        _f("system_id", pa.string(), "TTS system whose audio was measured", nullable=False),
+        _f("prosody_id", pa.string(), "version of the prosody and timing measures (metrics/prosody.py)",
+           nullable=False),
+        _f("f0_mean_hz", pa.float64(), "mean F0 of voiced frames (pYIN), Hz"),
+        _f("f0_range_st", pa.float64(), "F0 5th-95th percentile span, semitones"),
+        _f("voiced_share", pa.float64(), "share of frames pYIN calls voiced, 0-1"),
+        _f("speech_s", pa.float64(), "speech time by Silero VAD, seconds"),
+        _f("leading_silence_s", pa.float64(), "silence before the first speech, seconds"),
+        _f("trailing_silence_s", pa.float64(), "silence after the last speech, seconds"),
+        _f("n_long_pauses", pa.int32(), "internal pauses of at least the pause threshold (0.5 s)"),
+        _f("longest_pause_s", pa.float64(), "longest internal pause, seconds"),
+        _f("cache_hit", pa.bool_(), "reused from an earlier run: same clip and prosody_id"),
+        *_STATUS,
+    ]
+)
+
 _JUDGE_COST = [
     _f("raw_response", pa.string(), "the judge's raw output, kept for audit"),
     _f("parse_ok", pa.bool_(), "whether the output parsed into a verdict"),
@@ -259,6 +278,7 @@ TABLES: dict[str, TableDef] = {
         TableDef("transcripts", TRANSCRIPTS, ("item_id", "system_id", "asr_id")),
         TableDef("quality", QUALITY, ("item_id", "system_id", "quality_id")),
         TableDef("lid", LID, ("item_id", "system_id", "lid_id")),
+        TableDef("prosody", PROSODY, ("item_id", "system_id", "prosody_id")),
         TableDef("judgments", JUDGMENTS, ("item_id", "system_id", "baseline_id", "judge_id")),
         TableDef("instruction_judgments", INSTRUCTION_JUDGMENTS, ("item_id", "system_id", "judge_id")),
         # The position-bias audit: a sample of the judgments' pairs, asked again in the other order.
