@@ -548,6 +548,11 @@ def recognisers_markdown(store: ArtifactStore, run_id: str, settings: Settings, 
     return "\n".join(lines) + "\n"
 
 
+def _section(title: str, intro: str, headers: list[str], rows: list[list[str]]) -> str:
+    """A report section: a heading, a paragraph saying what the table is, the table; empty without rows."""
+    return "\n".join(["", f"## {title}", "", intro, "", markdown_table(headers, rows)]) + "\n" if rows else ""
+
+
 def paired_markdown(store: ArtifactStore, run_id: str, settings: Settings, system_ids: list[str], baseline_id: str,
                     names: dict[str, str]) -> str:
     """Each system against the baseline, item by item (metrics.paired): WER and CER per recogniser the two share,
@@ -576,14 +581,12 @@ def paired_markdown(store: ArtifactStore, run_id: str, settings: Settings, syste
                              f"{_num(r['delta'], 3)} [{_num(r['ci_low'], 3)}, {_num(r['ci_high'], 3)}]",
                              _num(r["p_wilcoxon"], 4), _num(r["p_permutation"], 4),
                              "**yes**" if r["flagged"] else "no"])
-    if not rows:
-        return ""
-    return "\n".join(["", f"## Paired comparisons with the baseline `{names.get(baseline_id, baseline_id)}`", "",
-                      "Item by item on the items both have (metrics.paired): system - baseline, a paired bootstrap "
-                      "95% CI of the difference (pooled WER/CER, mean MOS), the Wilcoxon signed-rank and a paired "
-                      "permutation p-value (scipy); 'differs' when the CI excludes 0.", "",
-                      markdown_table(["system", "recogniser", "metric", "items", "system", "baseline",
-                                      "difference [95% CI]", "Wilcoxon p", "permutation p", "differs"], rows)]) + "\n"
+    return _section(f"Paired comparisons with the baseline `{names.get(baseline_id, baseline_id)}`",
+                    "Item by item on the items both have (metrics.paired): system - baseline, a paired bootstrap 95% "
+                    "CI of the difference (pooled WER/CER, mean MOS), the Wilcoxon signed-rank and a paired "
+                    "permutation p-value (scipy); 'differs' when the CI excludes 0.",
+                    ["system", "recogniser", "metric", "items", "system", "baseline", "difference [95% CI]",
+                     "Wilcoxon p", "permutation p", "differs"], rows)
 
 
 def prosody_markdown(store: ArtifactStore, run_id: str, system_ids: list[str], names: dict[str, str]) -> str:
@@ -609,14 +612,12 @@ def prosody_markdown(store: ArtifactStore, run_id: str, system_ids: list[str], n
                      _num(mine["f0_range_st"].median(), 1), _num(float(pd.Series(rate).median()), 2),
                      _num(mine["leading_silence_s"].median()), _num(mine["trailing_silence_s"].median()),
                      str(int(mine["n_long_pauses"].sum())), str(gates.count("padded")), str(gates.count("cut short"))])
-    if not rows:
-        return ""
-    return "\n".join(["", "## Prosody and timing", "",
-                      "Medians per clip: F0 by pYIN (librosa), speech and silences by Silero VAD, speaking rate = "
-                      "transcript words / speech seconds. Padded: more than 1 s of silence before or after the "
-                      "speech; cut short: speech within 30 ms of the end.", "",
-                      markdown_table(["system", "clips", "F0 Hz", "F0 range st", "words/s", "lead silence s",
-                                      "trail silence s", "pauses >= 0.5 s", "padded", "cut short"], rows)]) + "\n"
+    return _section("Prosody and timing",
+                    "Medians per clip: F0 by pYIN (librosa), speech and silences by Silero VAD, speaking rate = "
+                    "transcript words / speech seconds. Padded: more than 1 s of silence before or after the speech; "
+                    "cut short: speech within 30 ms of the end.",
+                    ["system", "clips", "F0 Hz", "F0 range st", "words/s", "lead silence s", "trail silence s",
+                     "pauses >= 0.5 s", "padded", "cut short"], rows)
 
 
 def grouped_markdown(store: ArtifactStore, run_id: str, system_ids: list[str], names: dict[str, str]) -> str:
