@@ -1,7 +1,9 @@
 """Prosody and timing of a clip, as functions of its samples.
 
-- F0: librosa's pYIN (probabilistic YIN), 65-500 Hz: the mean F0 of voiced frames in Hz, and its range as the
-  5th to 95th percentile span in semitones (12 log2(p95 / p5)), robust to octave slips at the edges.
+- F0: Praat's autocorrelation pitch tracker through parselmouth (To Pitch (ac), 65-500 Hz): the mean F0 of
+  voiced frames in Hz, and its range as the 5th to 95th percentile span in semitones (12 log2(p95 / p5)), robust
+  to octave slips at the edges. (librosa's pYIN was the first choice; its numba kernels segfaulted in a fresh
+  install when two test processes compiled them at once, so F0 comes from Praat, which needs no JIT.)
 - Speech segments: Silero VAD, whose weights ship inside the silero-vad wheel (the JIT model, run with torch;
   never downloaded), at 16 kHz with its default threshold (0.5) and a 100 ms minimum silence.
 - Timing from the segments: leading and trailing silence, speech time, internal pauses of at least `pause_s`
@@ -24,18 +26,19 @@ VAD_RATE_HZ = 16000
 
 def f0_stats(samples: np.ndarray, rate_hz: int, *, fmin: float = 65.0, fmax: float = 500.0) -> dict[str, float]:
     """{f0_mean_hz, f0_range_st, voiced_share}; NaN F0 figures when no frame is voiced."""
-    import librosa
+    import parselmouth
 
-    y = np.asarray(samples, dtype=np.float32)
+    y = np.asarray(samples, dtype=np.float64)
     if len(y) < rate_hz // 10:
         return {"f0_mean_hz": float("nan"), "f0_range_st": float("nan"), "voiced_share": 0.0}
-    f0, voiced, _ = librosa.pyin(y, fmin=fmin, fmax=fmax, sr=rate_hz, frame_length=2048)
-    hz = f0[voiced & np.isfinite(f0)]
+    track = parselmouth.Sound(y, sampling_frequency=rate_hz).to_pitch_ac(pitch_floor=fmin, pitch_ceiling=fmax)
+    f0 = track.selected_array["frequency"]
+    hz = f0[f0 > 0]  # Praat marks unvoiced frames 0
     if not len(hz):
         return {"f0_mean_hz": float("nan"), "f0_range_st": float("nan"), "voiced_share": 0.0}
     low, high = np.percentile(hz, [5, 95])
     return {"f0_mean_hz": float(hz.mean()), "f0_range_st": float(12 * np.log2(high / low)),
-            "voiced_share": float(voiced.mean())}
+            "voiced_share": float(len(hz) / len(f0))}
 
 
 @functools.cache

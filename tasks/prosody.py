@@ -15,7 +15,7 @@ from ttseval.audio import Audio
 from ttseval.config import Settings
 from ttseval.ids import digest
 
-PROSODY_ID = "prosody-v1"  # pYIN 65-500 Hz, Silero VAD (silero-vad 6), pauses >= 0.5 s: a new rule is a new id
+PROSODY_ID = "prosody-v1"  # Praat pitch (ac) 65-500 Hz, Silero VAD (silero-vad 6), pauses >= 0.5 s: a new rule is a new id
 
 
 def measure(audio: Audio) -> dict[str, Any]:

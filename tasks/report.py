@@ -613,7 +613,7 @@ def prosody_markdown(store: ArtifactStore, run_id: str, system_ids: list[str], n
                      _num(mine["leading_silence_s"].median()), _num(mine["trailing_silence_s"].median()),
                      str(int(mine["n_long_pauses"].sum())), str(gates.count("padded")), str(gates.count("cut short"))])
     return _section("Prosody and timing",
-                    "Medians per clip: F0 by pYIN (librosa), speech and silences by Silero VAD, speaking rate = "
+                    "Medians per clip: F0 by Praat (parselmouth), speech and silences by Silero VAD, speaking rate = "
                     "transcript words / speech seconds. Padded: more than 1 s of silence before or after the speech; "
                     "cut short: speech within 30 ms of the end.",
                     ["system", "clips", "F0 Hz", "F0 range st", "words/s", "lead silence s", "trail silence s",

@@ -86,8 +86,8 @@ class Settings(BaseSettings):
                     "TTSEVAL_ASR__EN=...) changes only the languages it names; the others keep their defaults",
     )
     quality: str = Field("dnsmos", description="MOS predictor spec")
-    prosody: bool = Field(False, description="Measure F0, speaking rate and silences of every clip (pYIN and "
-                          "Silero VAD; about a second of CPU per clip)")
+    prosody: bool = Field(False, description="Measure F0, speaking rate and silences of every clip (Praat pitch "
+                          "and Silero VAD)")
     lid: list[str] = Field(default_factory=list, description="Spoken language-identification model specs that vote "
                            "in INSV-A's V gate, e.g. transformers:/models/mms-lid-4017 (none ships offline)")
     judges: list[str] = Field(default_factory=lambda: ["objective"], description="Pairwise judge specs")
