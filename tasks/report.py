@@ -7,8 +7,10 @@ Every Markdown table goes through `markdown_table`. A metric's header carries it
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -89,17 +91,47 @@ def instruction_statistics_markdown(stats: pd.DataFrame) -> str:
 # -- per-(system, recogniser) summary ----------------------------------------------------------------------------
 
 
-def compute_summary(store: ArtifactStore, run_id: str, settings: Settings, system_ids: list[str] | None = None) -> pd.DataFrame:
+@dataclass
+class RunTables:
+    """The stage tables a report is built from, read from the store once: items, synthesis (the systems asked
+    for, in their order, items of the run only), transcripts and quality (every system's rows)."""
+
+    items: pd.DataFrame
+    synthesis: pd.DataFrame
+    transcripts: pd.DataFrame
+    quality: pd.DataFrame
+    system_ids: list[str]
+
+    @classmethod
+    def read(cls, store: ArtifactStore, run_id: str, system_ids: list[str] | None = None) -> RunTables:
+        items = store.read(run_id, "items")
+        synthesis = store.read(run_id, "synthesis")
+        if system_ids is not None:
+            synthesis = synthesis[synthesis["system_id"].isin(system_ids)]
+            order = {s: i for i, s in enumerate(system_ids)}
+            synthesis = synthesis.sort_values("system_id", key=lambda c: c.map(order), kind="stable")
+        synthesis = synthesis[synthesis["item_id"].isin(items["item_id"])]
+        ids = list(system_ids) if system_ids is not None else list(pd.unique(synthesis["system_id"]))
+        return cls(items, synthesis, store.read(run_id, "transcripts"), store.read(run_id, "quality"), ids)
+
+    @functools.cached_property
+    def own_transcripts(self) -> pd.DataFrame:
+        """The transcripts of the run's systems, each ok one with `text_language`, its text's language by fastText
+        lid.176 (providers.lid.fasttext_text)."""
+        from providers.lid.fasttext_text import text_languages
+
+        mine = self.transcripts[self.transcripts["system_id"].isin(self.system_ids)].copy()
+        ok = mine["status"] == "ok"
+        mine.loc[ok, "text_language"] = text_languages(mine.loc[ok, "hypothesis"].fillna("").tolist())
+        return mine
+
+
+def compute_summary(store: ArtifactStore, run_id: str, settings: Settings, system_ids: list[str] | None = None,
+                    tables: RunTables | None = None) -> pd.DataFrame:
     """The summary of a run from its stored tables, one row per (system, recogniser); all systems unless
     `system_ids` is given. The stage tables are checked where they are written (ttseval.validation)."""
-    items = store.read(run_id, "items")
-    synthesis = store.read(run_id, "synthesis")
-    if system_ids is not None:
-        synthesis = synthesis[synthesis["system_id"].isin(system_ids)]
-        order = {s: i for i, s in enumerate(system_ids)}
-        synthesis = synthesis.sort_values("system_id", key=lambda c: c.map(order), kind="stable")
-    synthesis = synthesis[synthesis["item_id"].isin(items["item_id"])]
-    summary = summarize_systems(items, synthesis, store.read(run_id, "transcripts"), store.read(run_id, "quality"),
+    t = tables or RunTables.read(store, run_id, system_ids)
+    summary = summarize_systems(t.items, t.synthesis, t.transcripts, t.quality,
                                 n_resamples=settings.bootstrap_resamples, seed=settings.seed)
     # PashtoTTS-Bench's roles: TTS systems first, then natural speech, then negative controls (shown apart)
     summary["role"] = summary["system_id"].map(settings.role_of)
@@ -440,29 +472,23 @@ def _gate(value: object, gate: str) -> str:
     return f"{value} ({gate})"
 
 
-def insv_markdown(store: ArtifactStore, run_id: str, settings: Settings, system_ids: list[str]) -> str:
+def insv_markdown(store: ArtifactStore, run_id: str, settings: Settings, tables: RunTables) -> str:
     """The INSV-A report card (PashtoTTS-Bench Table 8, metrics.screening) per system, language and recogniser,
     grapheme-class WER where the language has letter classes, and the per-sentence table written beside the
     report (runs/<id>/per_sentence.csv). Only for runs with an item in a language other than English."""
     from metrics.screening import grapheme_class_wer, insv_card, per_sentence
+    from providers.lid.fasttext_text import MODEL
     from ttseval.languages import base_language
 
-    items = store.read(run_id, "items")
+    items, synthesis = tables.items, tables.synthesis
     if all(base_language(lang) == "en" for lang in items["language"].unique()):
         return ""
-    synthesis = store.read(run_id, "synthesis")
-    synthesis = synthesis[synthesis["system_id"].isin(system_ids) & synthesis["item_id"].isin(items["item_id"])]
-    from providers.lid.fasttext_text import MODEL, text_languages
-
-    transcripts = store.read(run_id, "transcripts")
-    ok = transcripts["status"] == "ok"
-    transcripts.loc[ok, "text_language"] = text_languages(transcripts.loc[ok, "hypothesis"].fillna("").tolist())
     lid = store.read(run_id, "lid") if store.part_files(run_id, "lid") else None
     t = settings.insv
     roles = {system_id: settings.role_of(system_id) for system_id in synthesis["system_id"].unique()}
-    card = insv_card(items, synthesis, transcripts, lid, roles=roles, thresholds=t,
+    card = insv_card(items, synthesis, tables.own_transcripts, lid, roles=roles, thresholds=t,
                      n_resamples=settings.bootstrap_resamples, seed=settings.seed)
-    sentences = per_sentence(items, transcripts[transcripts["system_id"].isin(system_ids)], digits=t.digits)
+    sentences = per_sentence(items, tables.own_transcripts, digits=t.digits)
     columns = ["item_id", "language", "system_id", "asr_id", "asr_spec", "normalizer", "text", "hypothesis",
                "wer", "cer", "sfr", "detected_language", "asr_lid_target", "text_language"]
     store.write_bytes(f"runs/{run_id}/per_sentence.csv",
@@ -508,8 +534,7 @@ def insv_markdown(store: ArtifactStore, run_id: str, settings: Settings, system_
     return "\n".join(lines) + "\n"
 
 
-def recognisers_markdown(store: ArtifactStore, run_id: str, settings: Settings, system_ids: list[str],
-                         names: dict[str, str]) -> str:
+def recognisers_markdown(settings: Settings, tables: RunTables, names: dict[str, str]) -> str:
     """For each language the `asr` setting gives several recognisers: each one's WER per system over the clips all
     of them transcribed, which recogniser ranks (the first listed: put the independent one first, PashtoTTS-Bench
     4.4), and whether the rankings agree (Kendall's W)."""
@@ -517,7 +542,7 @@ def recognisers_markdown(store: ArtifactStore, run_id: str, settings: Settings, 
     from ttseval.languages import base_language
     from ttseval.registry import Spec
 
-    items = store.read(run_id, "items")
+    items = tables.items
     groups: dict[tuple[str, ...], list[str]] = {}
     for language in items["language"].unique():
         specs = tuple(settings.asrs_for(language))
@@ -525,8 +550,8 @@ def recognisers_markdown(store: ArtifactStore, run_id: str, settings: Settings, 
             groups.setdefault(specs, []).append(language)
     if not groups:
         return ""
-    transcripts = store.read(run_id, "transcripts")
-    sentences = per_sentence(items, transcripts[transcripts["system_id"].isin(system_ids)])
+    transcripts = tables.transcripts
+    sentences = per_sentence(items, transcripts[transcripts["system_id"].isin(tables.system_ids)])
     ids_of = dict(zip(transcripts["asr_spec"], transcripts["asr_id"]))
     lines = ["", "## Recognisers", "",
              "Languages with several recognisers: each one's WER % per system over the clips all of them "
@@ -553,15 +578,15 @@ def _section(title: str, intro: str, headers: list[str], rows: list[list[str]]) 
     return "\n".join(["", f"## {title}", "", intro, "", markdown_table(headers, rows)]) + "\n" if rows else ""
 
 
-def paired_markdown(store: ArtifactStore, run_id: str, settings: Settings, system_ids: list[str], baseline_id: str,
-                    names: dict[str, str]) -> str:
+def paired_markdown(settings: Settings, tables: RunTables, baseline_id: str, names: dict[str, str]) -> str:
     """Each system against the baseline, item by item (metrics.paired): WER and CER per recogniser the two share,
     MOS; the difference with its paired bootstrap 95% CI and the Wilcoxon and permutation p-values."""
     from metrics.paired import paired_table
 
+    system_ids = tables.system_ids
     if baseline_id not in system_ids or len(system_ids) < 2:
         return ""
-    transcripts, quality = store.read(run_id, "transcripts"), store.read(run_id, "quality")
+    transcripts, quality = tables.transcripts, tables.quality
     specs = dict(zip(transcripts["asr_id"], transcripts["asr_spec"]))
     rows = []
     for system_id in system_ids:
@@ -589,16 +614,17 @@ def paired_markdown(store: ArtifactStore, run_id: str, settings: Settings, syste
                      "Wilcoxon p", "permutation p", "differs"], rows)
 
 
-def prosody_markdown(store: ArtifactStore, run_id: str, system_ids: list[str], names: dict[str, str]) -> str:
+def prosody_markdown(store: ArtifactStore, run_id: str, tables: RunTables, names: dict[str, str]) -> str:
     """Per system, medians of the prosody table (metrics/prosody.py), the speaking rate from each clip's first
     transcript, and the clips the timing gates flag."""
     from metrics.prosody import audio_gates, speaking_rate
 
     if not store.part_files(run_id, "prosody"):
         return ""
+    system_ids = tables.system_ids
     prosody = store.read(run_id, "prosody")
     prosody = prosody[(prosody["status"] == "ok") & prosody["system_id"].isin(system_ids)]
-    transcripts = store.read(run_id, "transcripts")
+    transcripts = tables.transcripts
     words = (transcripts[transcripts["status"] == "ok"].drop_duplicates(["item_id", "system_id"])
              .set_index(["item_id", "system_id"])["hypothesis"].fillna("").str.split().str.len())
     rows = []
@@ -620,15 +646,12 @@ def prosody_markdown(store: ArtifactStore, run_id: str, system_ids: list[str], n
                      "pauses >= 0.5 s", "padded", "cut short"], rows)
 
 
-def grouped_markdown(store: ArtifactStore, run_id: str, system_ids: list[str], names: dict[str, str]) -> str:
+def grouped_markdown(tables: RunTables, names: dict[str, str]) -> str:
     """WER per category, language and depth (metrics.summary.summarize_by), a table each, for groups with more
     than one value."""
     from metrics.summary import summarize_by
 
-    items = store.read(run_id, "items")
-    synthesis = store.read(run_id, "synthesis")
-    synthesis = synthesis[synthesis["system_id"].isin(system_ids) & synthesis["item_id"].isin(items["item_id"])]
-    transcripts = store.read(run_id, "transcripts")
+    items, synthesis, transcripts = tables.items, tables.synthesis, tables.transcripts
     specs = dict(zip(transcripts["asr_id"], transcripts["asr_spec"]))
     lines = []
     for by in ("category", "language", "depth"):
@@ -688,7 +711,8 @@ def _baseline_id(meta: dict[str, Any]) -> str:
 def write_full_report(store: ArtifactStore, run_id: str, settings: Settings, system_ids: list[str],
                       meta: dict[str, Any]) -> str:
     """Summary, win-rates, figures and Markdown for a run; returns the Markdown, stored once as report.md."""
-    summary = compute_summary(store, run_id, settings, system_ids)
+    tables = RunTables.read(store, run_id, system_ids)  # every section below reads these, not the store
+    summary = compute_summary(store, run_id, settings, system_ids, tables)
     store_summary(store, run_id, summary)
     winrates = compute_winrates(store, run_id, settings)
     names = dict(zip(summary["system_id"], summary["system_spec"]))
@@ -699,11 +723,11 @@ def write_full_report(store: ArtifactStore, run_id: str, settings: Settings, sys
             if png:
                 store.write_bytes(f"runs/{run_id}/figures/winrate-by-depth-{judge_id}.png", png)
     markdown = (render_markdown(summary, meta) + cost_markdown(store, run_id, names)
-                + insv_markdown(store, run_id, settings, system_ids)
-                + recognisers_markdown(store, run_id, settings, system_ids, names)
-                + paired_markdown(store, run_id, settings, system_ids, _baseline_id(meta), names)
-                + prosody_markdown(store, run_id, system_ids, names)
-                + grouped_markdown(store, run_id, system_ids, names)
+                + insv_markdown(store, run_id, settings, tables)
+                + recognisers_markdown(settings, tables, names)
+                + paired_markdown(settings, tables, _baseline_id(meta), names)
+                + prosody_markdown(store, run_id, tables, names)
+                + grouped_markdown(tables, names)
                 + leaderboard_markdown(store, run_id, summary, winrates)
                 + instruction_markdown(store, run_id, names) + tables_markdown(store, run_id))
     store.write_bytes(f"runs/{run_id}/report.md", markdown.encode("utf-8"))
