@@ -50,7 +50,7 @@ class Paired:
 def _tests(diff: np.ndarray, n_resamples: int, seed: int) -> tuple[float, float]:
     if len(diff) < 2 or np.all(diff == 0):
         return float("nan"), float("nan")
-    wilcoxon = float(stats.wilcoxon(diff, zero_method="wilcox").pvalue) if np.any(diff != 0) else float("nan")
+    wilcoxon = float(stats.wilcoxon(diff, zero_method="wilcox").pvalue)
     permutation = stats.permutation_test((diff,), np.mean, permutation_type="samples", n_resamples=n_resamples,
                                          random_state=seed).pvalue
     return wilcoxon, float(permutation)

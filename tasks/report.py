@@ -588,24 +588,27 @@ def paired_markdown(settings: Settings, tables: RunTables, baseline_id: str, nam
         return ""
     transcripts, quality = tables.transcripts, tables.quality
     specs = dict(zip(transcripts["asr_id"], transcripts["asr_spec"]))
+    no_rows_t, no_rows_q = transcripts.iloc[0:0], quality.iloc[0:0]
+
+    def compare(base_t, sys_t, base_q, sys_q) -> list[dict[str, Any]]:
+        return paired_table(base_t, sys_t, base_q, sys_q, n_resamples=settings.bootstrap_resamples,
+                            seed=settings.seed).to_dict("records")
+
     rows = []
     for system_id in system_ids:
         if system_id == baseline_id:
             continue
+        found = []  # WER and CER per recogniser the two share, then MOS once (it does not depend on one)
         for asr_id in transcripts.loc[transcripts["system_id"] == system_id, "asr_id"].unique():
             mine = transcripts[transcripts["asr_id"] == asr_id]
-            base, sys_ = mine[mine["system_id"] == baseline_id], mine[mine["system_id"] == system_id]
-            table = paired_table(base, sys_, quality[quality["system_id"] == baseline_id],
-                                 quality[quality["system_id"] == system_id],
-                                 n_resamples=settings.bootstrap_resamples, seed=settings.seed)
-            for r in table.to_dict("records"):
-                if r["metric"] == "mos" and any(x[2] == "mos" and x[0] == names.get(system_id) for x in rows):
-                    continue  # MOS does not depend on the recogniser: once per system
-                rows.append([names.get(system_id, system_id), "–" if r["metric"] == "mos" else specs[asr_id],
-                             r["metric"], str(r["n_items"]), _num(r["b"], 3), _num(r["a"], 3),
-                             f"{_num(r['delta'], 3)} [{_num(r['ci_low'], 3)}, {_num(r['ci_high'], 3)}]",
-                             _num(r["p_wilcoxon"], 4), _num(r["p_permutation"], 4),
-                             "**yes**" if r["flagged"] else "no"])
+            found += [(specs[asr_id], r) for r in compare(mine[mine["system_id"] == baseline_id],
+                                                          mine[mine["system_id"] == system_id], no_rows_q, no_rows_q)]
+        found += [("–", r) for r in compare(no_rows_t, no_rows_t, quality[quality["system_id"] == baseline_id],
+                                            quality[quality["system_id"] == system_id])]
+        for recogniser, r in found:
+            rows.append([names.get(system_id, system_id), recogniser, r["metric"], str(r["n_items"]), _num(r["b"], 3),
+                         _num(r["a"], 3), f"{_num(r['delta'], 3)} [{_num(r['ci_low'], 3)}, {_num(r['ci_high'], 3)}]",
+                         _num(r["p_wilcoxon"], 4), _num(r["p_permutation"], 4), "**yes**" if r["flagged"] else "no"])
     return _section(f"Paired comparisons with the baseline `{names.get(baseline_id, baseline_id)}`",
                     "Item by item on the items both have (metrics.paired): system - baseline, a paired bootstrap 95% "
                     "CI of the difference (pooled WER/CER, mean MOS), the Wilcoxon signed-rank and a paired "
