@@ -3,7 +3,7 @@
 #   scripts/setup.sh demo    install, then `ttseval evaluate` on the bundled benchmark (the embedded default)
 #   scripts/setup.sh test    install, then the whole test suite
 #   scripts/setup.sh install install only
-# Re-running skips what is already installed (a stamp of pyproject.toml + constraints.txt).
+# Re-running skips what is already installed (a stamp of pyproject.toml, constraints.txt, requirements-nodeps.txt).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode="${1:-demo}"; shift || true
@@ -41,12 +41,13 @@ python_env() {
   "$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' \
     || { say "Python 3.11+ is needed (found $("$PYTHON" --version 2>&1)); set PYTHON=/path/to/python3.11"; exit 1; }
   [ -x "$VENV/bin/python" ] || { say "creating $VENV"; "$PYTHON" -m venv "$VENV"; }
-  local stamp; stamp="$(cat pyproject.toml constraints.txt | sha256sum | cut -c1-16)"
+  local stamp; stamp="$(cat pyproject.toml constraints.txt requirements-nodeps.txt | sha256sum | cut -c1-16)"
   if [ "$(cat "$VENV/.ttseval-installed" 2>/dev/null)" = "$stamp" ]; then return 0; fi
   say "installing ttseval and its dependencies into $VENV (pinned by constraints.txt)"
   "$VENV/bin/python" -m pip install -q --upgrade pip
   "$VENV/bin/python" -m pip install -q $TORCH_PIP_ARGS "$TORCH_SPEC"
   "$VENV/bin/python" -m pip install -q -c constraints.txt -e ".[all]"
+  "$VENV/bin/python" -m pip install -q --no-deps -r requirements-nodeps.txt  # why: that file's comments
   echo "$stamp" > "$VENV/.ttseval-installed"
 }
 

@@ -146,7 +146,7 @@ def test_a_plugin_module_that_does_not_import_is_a_config_error() -> None:
 
 def test_every_registered_provider_conforms_to_its_kind() -> None:
     expected = {"tts": "TTSProvider", "asr": "ASRProvider", "quality": "QualityProvider",
-                "lid": "LanguageIdentifier", "judge": "Judge", "llm": "LLM"}
+                "lid": "LanguageIdentifier", "speaker": "SpeakerEncoder", "judge": "Judge", "llm": "LLM"}
     assert {kind: reg.protocol.__name__ for kind, reg in REGISTRIES.items()} == expected
     for registry in REGISTRIES.values():
         for name in registry.names:
@@ -215,7 +215,10 @@ def test_declared_metadata_values() -> None:
         ("asr", "faster-whisper"): (False, True, "engines", None, (), ("faster_whisper",)),
         ("asr", "transformers"): (False, True, "models", None, (), ("torch",)),
         ("quality", "dnsmos"): (False, False, "engines", None, (), ("speechmos", "onnxruntime")),
+        ("quality", "distillmos"): (False, True, "engines", None, (), ("distillmos", "xls_r_sqa", "torch")),
         ("lid", "transformers"): (False, True, "models", None, (), ("torch",)),
+        ("speaker", "resemblyzer"): (False, True, "engines", None, (), ("resemblyzer", "webrtcvad", "torch")),
+        ("speaker", "transformers-sv"): (False, True, "models", None, (), ("torch",)),
         ("judge", "objective"): (False, False, None, None, (), ()),
         ("judge", "gemini"): (True, False, None, None, (), ("google.genai",)),
         ("judge", "openai"): (True, False, None, None, (), ("openai",)),
@@ -323,4 +326,4 @@ def test_providers_command_lists_metadata_without_building_or_heavy_imports() ->
     assert rows["flaky"][:2] == ["flaky", "(plugin)"]
     assert rows["transformers-judge"][:6] == ["transformers-judge", "any", "yes", "yes", "models", "-"]
     assert [line[0] for line in lines if line and line[0].endswith(":")] == ["tts:", "asr:", "quality:", "lid:",
-                                                                              "judge:", "llm:"]
+                                                                              "speaker:", "judge:", "llm:"]

@@ -99,3 +99,20 @@ def build_tiny_whisper(directory: Path) -> Path:
     WhisperProcessor(feature_extractor=WhisperFeatureExtractor(feature_size=80), tokenizer=tokenizer).save_pretrained(
         directory)
     return directory
+
+
+def build_tiny_wavlm_xvector(directory: Path) -> Path:
+    """A WavLM speaker-verification model (WavLMForXVector: TDNN layers, statistics pooling, a 16-d x-vector), the
+    shape of microsoft/wavlm-base-plus-sv, saved with its feature extractor."""
+    import torch
+    from transformers import WavLMConfig, WavLMForXVector
+
+    torch.manual_seed(0)
+    config = WavLMConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                         conv_dim=(16, 16, 16), conv_kernel=(10, 3, 3), conv_stride=(5, 4, 4),
+                         num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2, num_buckets=16,
+                         max_bucket_distance=64, tdnn_dim=(16, 16, 32), tdnn_kernel=(5, 3, 1), tdnn_dilation=(1, 2, 1),
+                         xvector_output_dim=16)
+    WavLMForXVector(config).eval().save_pretrained(directory)
+    _extractor().save_pretrained(directory)
+    return directory

@@ -4,6 +4,8 @@
     tts      TTSProvider                       (returns ttseval.audio.Audio)
     asr      ASRProvider                       Transcript
     quality  QualityProvider                   QualityScore
+    lid      LanguageIdentifier                LanguageGuess
+    speaker  SpeakerEncoder                    (numpy vectors, one per clip)
     judge    Judge: PairwiseJudge and/or       PairwiseRequest -> PairwiseVerdict,
              InstructionJudge                  InstructionRequest -> InstructionVerdict
     llm      LLM                               LLMRequest -> LLMResult (FAILURES)
@@ -98,6 +100,9 @@ class TTSProvider(Protocol):
                       the stage calls `synthesize(..., item_id=...)` and never reuses another item's clip.
       usd_per_char    (or a `cost_usd(text, instruction)` method) what one call costs: the stage records
                       `billable_chars` and `cost_usd` per row, plans `--dry-run` and `--budget-usd` with it.
+      clones_voice    True when the system imitates a voice prompt: for an item with one, the stage calls
+                      `synthesize(..., prompt=VoicePrompt(audio, text))`, and the prompt is part of the request's
+                      cache key. Other systems never see prompts (their clips are still compared with it: SIM).
     """
 
     name: ClassVar[str]
@@ -117,6 +122,14 @@ class TTSProvider(Protocol):
     def metadata(self) -> dict[str, Any]:
         """JSON-safe facts about this configuration: engine, version, voice, options. Never secrets."""
         ...
+
+
+@dataclass(frozen=True)
+class VoicePrompt:
+    """The voice a cloning system imitates: a clip and, when known, what it says (Seed-TTS-eval's prompt text)."""
+
+    audio: Audio
+    text: str | None = None
 
 
 # -- speech recognition -------------------------------------------------------------------------------------------
@@ -191,6 +204,24 @@ class LanguageIdentifier(Protocol):
 
     def identify(self, batch: list[Audio]) -> list[LanguageGuess]:
         """The most likely language of each clip, in order."""
+        ...
+
+    def metadata(self) -> dict[str, Any]: ...
+
+
+# -- speaker similarity -------------------------------------------------------------------------------------------
+
+
+@runtime_checkable
+class SpeakerEncoder(Protocol):
+    """A speaker-verification encoder: one embedding per clip, compared by cosine similarity (metrics.similarity).
+    `name` and the ProviderMetadata are class attributes."""
+
+    name: ClassVar[str]
+
+    def embed(self, batch: list[Audio]) -> list[Any]:
+        """One 1-D float numpy vector per clip, in order (any norm: the metric normalises). Raises
+        PermanentProviderError for a clip it cannot embed (empty, too short for its front end)."""
         ...
 
     def metadata(self) -> dict[str, Any]: ...

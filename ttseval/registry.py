@@ -33,6 +33,7 @@ from ttseval.protocols import (
     Languages,
     PairwiseJudge,
     QualityProvider,
+    SpeakerEncoder,
     TTSProvider,
 )
 
@@ -390,6 +391,7 @@ QUALITY = Registry[QualityProvider](
     QualityProvider,
     {
         "dnsmos": "providers.quality.dnsmos:DNSMOSQuality",
+        "distillmos": "providers.quality.distillmos:DistillMOSQuality",
     },
 )
 
@@ -423,5 +425,14 @@ LIDS = Registry[LanguageIdentifier](
     },
 )
 
-REGISTRIES: dict[str, Registry[Any]] = {"tts": TTS, "asr": ASR, "quality": QUALITY, "lid": LIDS, "judge": JUDGES,
-                                        "llm": LLMS}
+SPEAKERS = Registry[SpeakerEncoder](
+    "speaker",
+    SpeakerEncoder,
+    {
+        "resemblyzer": "providers.speaker.resemblyzer_ge2e:ResemblyzerEncoder",
+        "transformers-sv": "providers.speaker.transformers_sv:TransformersSpeakerEncoder",
+    },
+)
+
+REGISTRIES: dict[str, Registry[Any]] = {"tts": TTS, "asr": ASR, "quality": QUALITY, "lid": LIDS, "speaker": SPEAKERS,
+                                        "judge": JUDGES, "llm": LLMS}

@@ -1,0 +1,1 @@
+"""Speaker-verification encoders for speaker similarity (SIM): one embedding per clip."""
