@@ -9,7 +9,6 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-import pytest
 
 from tests.conftest import cli_env, run_cli
 
