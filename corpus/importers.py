@@ -1,4 +1,4 @@
-"""Importers for published benchmark files: EmergentTTS-Eval and InstructTTSEval, as items frames.
+"""Importers for published benchmark files: EmergentTTS-Eval, InstructTTSEval and Seed-TTS-eval, as items frames.
 
 Each importer reads the benchmark's file as distributed (.jsonl / .json / .parquet / .csv) and returns a
 pandas DataFrame with the items schema's columns (ttseval.schemas.ITEMS, `task` included), ready for
@@ -6,6 +6,12 @@ corpus.items.validate_items. Problems are collected and raised together as one D
 message names each row (1-based, as in corpus.items) and the offending value.
 
 Where the field names come from (read, not guessed):
+
+Seed-TTS-eval (BytedanceSpeech/seed-tts-eval; the test set seedtts_testset/{en,zh}/meta.lst with prompt-wavs/):
+  - its README and the evaluation scripts that read meta.lst (e.g. F5-TTS's get_seedtts_testset_metainfo): a
+    line is `utt|prompt_text|prompt_wav|infer_text`, or `utt|prompt_text|prompt_wav|gt_text|gt_wav` in the lists
+    that carry ground-truth recordings; prompt_wav and gt_wav are relative to meta.lst's folder unless absolute.
+  - a system's clips are `<utt>.wav` in one folder (the `files` provider's dir=PATH finds them by item id).
 
 EmergentTTS-Eval (Hugging Face `bosonai/EmergentTTS-Eval`, split "train"):
   - boson-ai/EmergentTTS-Eval-public, download_data.py: reads the HF rows' `category`,
@@ -42,6 +48,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 import re
 from pathlib import Path
 from typing import Any, Callable
@@ -439,17 +446,82 @@ def instructttseval_generated_manifest(path: str | Path) -> list[dict[str, str]]
     return rows
 
 
+# --- Seed-TTS-eval ------------------------------------------------------------------------------------------
+
+SEEDTTS_BENCHMARK = "seed-tts-eval"
+SEEDTTS_CATEGORY = "zero_shot"  # one group: every item is a voice-cloning task
+SEEDTTS_GROUND_TRUTH_LABEL = "seedtts-ground-truth"
+
+
+def _seedtts_lines(path: str | Path) -> tuple[Path, list[tuple[int, list[str]]]]:
+    """(meta.lst's folder, [(line number, fields)]) for every non-blank line; a line that has not 4 or 5 fields
+    is an error naming it."""
+    p = Path(path)
+    if not p.is_file():
+        raise DatasetError(f"{str(p)!r} does not exist; pass Seed-TTS-eval's meta.lst (e.g. seedtts_testset/en/"
+                           "meta.lst)", source=str(p))
+    try:
+        text = p.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise DatasetError(f"{p}: not UTF-8 text ({e}); meta.lst is UTF-8", source=str(p)) from e
+    lines, problems = [], []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        fields = [f.strip() for f in line.rstrip("\r\n").split("|")]
+        if len(fields) not in (4, 5) or not fields[0] or not fields[2] or not fields[3]:
+            problems.append(f"line {number}: {len(fields)} field(s) {line[:80]!r}; expected utt|prompt text|"
+                            "prompt wav|target text (and optionally |ground-truth wav), with utt, prompt wav and "
+                            "target text non-empty")
+            continue
+        lines.append((number, fields))
+    _raise_problems(p, "seedtts", problems)
+    return p.resolve().parent, lines
+
+
+def import_seedtts(path: str | Path, *, language: str | None = None) -> pd.DataFrame:
+    """Seed-TTS-eval's meta.lst as items: one item per line `utt|prompt text|prompt wav|target text` (the hard-case
+    and ground-truth lists add `|ground-truth wav`): item_id = utt, text = the target text, the voice prompt
+    (prompt_audio_uri, resolved against meta.lst's folder, and prompt_text). The language comes from `language`,
+    else from the folder name as the test set ships (en/ -> en-US, zh/ -> zh-CN)."""
+    folder, lines = _seedtts_lines(path)
+    tag = language or _SPLIT_LANGUAGES.get(folder.name.lower())
+    if tag is None:
+        raise DatasetError(f"{path}: cannot tell the language from the folder name {folder.name!r} (en or zh); "
+                           "pass --language, e.g. --language en-US", source=str(path))
+    rows = [{"item_id": utt, "benchmark": f"{SEEDTTS_BENCHMARK}/{folder.name}", "category": SEEDTTS_CATEGORY,
+             "depth": 0, "parent_id": None, "language": tag, "text": target, "instruction": None, "task": None,
+             "reference_audio_uri": None, "prompt_text": prompt_text or None,
+             "prompt_audio_uri": prompt if "://" in prompt or Path(prompt).is_absolute() else str((folder / prompt).resolve()),
+             "source": SEEDTTS_BENCHMARK, "generator": None}
+            for _, (utt, prompt_text, prompt, target, *_) in lines]
+    duplicates = sorted(utt for utt, n in Counter(r["item_id"] for r in rows).items() if n > 1)
+    if duplicates:
+        raise DatasetError(f"{path}: utt id(s) {', '.join(duplicates[:5])} appear more than once; each line needs "
+                           "its own utt", source=str(path))
+    return pd.DataFrame(rows)
+
+
+def seedtts_ground_truth_manifest(path: str | Path) -> list[dict[str, str]]:
+    """Manifest rows (item_id, path) of the ground-truth recordings a 5-field meta.lst names (natural speech of
+    the target text: a `natural` system); empty for the 4-field lists."""
+    folder, lines = _seedtts_lines(path)
+    return [{"item_id": fields[0], "path": fields[4] if Path(fields[4]).is_absolute() else str((folder / fields[4]).resolve())}
+            for _, fields in lines if len(fields) == 5 and fields[4]]
+
+
 # --- dispatch -----------------------------------------------------------------------------------------------
 
 FORMATS: dict[str, Callable[..., pd.DataFrame]] = {
     "emergenttts": import_emergenttts,
     "instructttseval": import_instructttseval,
+    "seedtts": import_seedtts,
 }
-_ALIASES = {"emergentttseval": "emergenttts"}
+_ALIASES = {"emergentttseval": "emergenttts", "seedttseval": "seedtts"}
 
 
 def import_dataset(fmt: str, path: str | Path, **options: Any) -> pd.DataFrame:
-    """Import `path` in the named published format ('emergenttts' or 'instructttseval')."""
+    """Import `path` in the named published format ('emergenttts', 'instructttseval' or 'seedtts')."""
     key = re.sub(r"[\s_\-]", "", str(fmt).lower())
     key = _ALIASES.get(key, key)
     if key not in FORMATS:

@@ -1,7 +1,8 @@
 """Reading an items dataset (JSONL, CSV or Parquet) and checking it before any work is done.
 
 Required columns: item_id, text, language, category, depth. Optional: benchmark, parent_id, instruction,
-reference_audio_uri, source, generator. Problems are collected, not raised one at a time, so a user fixes a
+reference_audio_uri, prompt_audio_uri and prompt_text (a voice prompt: relative paths are relative to the dataset
+file), source, generator. Problems are collected, not raised one at a time, so a user fixes a
 file in one pass; every message names the rule, the column, the rows (1-based, header excluded) and the fix.
 """
 
@@ -164,7 +165,20 @@ def load_items(path: str | Path, *, categories: set[str] | None = None) -> pd.Da
             frame[name] = None
     frame = frame[ITEMS.names].astype(object).where(frame[ITEMS.names].notna(), None)
     frame["depth"] = frame["depth"].astype(int)
+    frame["prompt_audio_uri"] = frame["prompt_audio_uri"].map(lambda p: _resolved(path, p))
+    frame["prompt_audio_sha256"] = None  # set when a run stores the clip (tasks.voices), never read from a file
     return frame.reset_index(drop=True)
+
+
+def _resolved(dataset: str | Path, path: object) -> str | None:
+    """A path as written in the dataset: empty -> None, a URI or an absolute path as is, a relative path joined to
+    the dataset file's folder."""
+    if not isinstance(path, str) or not path.strip():
+        return None
+    path = path.strip()
+    if "://" in path or Path(path).is_absolute():
+        return path
+    return str((Path(dataset).resolve().parent / path).resolve())
 
 
 def read_items(dataset: str, settings: Settings) -> tuple[pd.DataFrame, str, str]:

@@ -31,8 +31,10 @@ from tasks.limits import ensure_vendor_limits
 from tasks.lid import lid_task
 from tasks.prosody import prosody_task
 from tasks.plan import (Plan, asr_models_for, lid_models_for, plan_model_stage, plan_synthesis, prosody_models_for,
-                        quality_models_for)
+                        quality_models_for, similarity_models_for)
 from tasks.quality import quality_task
+from tasks.similarity import similarity_task
+from tasks.voices import References, store_prompts, store_reference_voices
 from tasks.report import write_full_report
 from tasks.synthesize import synthesize_task
 from tasks.transcribe import transcribe_task
@@ -81,7 +83,10 @@ def evaluate(
     baseline_spec = Spec.parse(baseline) if baseline else specs[0]
     if baseline_spec.id not in {s.id for s in specs}:
         raise SpecError(f"baseline {baseline_spec.canonical!r} is not one of the systems; add it to --systems")
+    items = store_prompts(st, items, source=dataset_read)  # voice prompts, stored before anything else is written
+    store_reference_voices(st, run_id, settings, specs)
     added = register_items(st, run_id, items)
+    references = References.read(st, run_id)
     log.info(f"run {run_id!r} in {st.display()}: {len(items)} items ({added} new), {len(specs)} systems")
     if own := unknown_categories(items, settings.categories):
         log.info(f"categories {', '.join(map(repr, own))} are your own groups: evaluated and reported as such; "
@@ -103,15 +108,19 @@ def evaluate(
     lid = plan_model_stage(st, run_id, items, specs, settings, table="lid", models_for=lid_models_for(settings))
     prosody = plan_model_stage(st, run_id, items, specs, settings, table="prosody",
                                models_for=prosody_models_for(settings))
-    for plan in (synth, asr, mos, lid, prosody):
+    similarity = plan_model_stage(st, run_id, items, specs, settings, table="similarity",
+                                  models_for=similarity_models_for(settings),
+                                  eligible=lambda item_id, system_id: references.of(item_id, system_id) is not None)
+    for plan in (synth, asr, mos, lid, prosody, similarity):
         log.info(plan.describe() + (" (clips from earlier runs)" if plan is not synth else ""))
 
     system_ids = [s.id for s in specs]
     progress = StageProgress(f"evaluate run {run_id!r}", artifact_key("progress", run_id), log)
     with progress:
         cpu_workers = cpu_workers_declared(settings)
-        results = synthesize_and_score(settings, run_id, synth, asr, mos, {"lid": lid, "prosody": prosody}, progress,
-                                       cpu_workers)
+        results = synthesize_and_score(settings, run_id, synth, asr, mos,
+                                       {"lid": lid, "prosody": prosody, "similarity": similarity}, references,
+                                       progress, cpu_workers)
         # Judging reads the stage tables (CER and MOS are the objective judge's evidence), so it runs after them.
         # A local audio-LLM judge is a model stage (GPU workers); remote and objective judges are not.
         def place(judge: str) -> contextlib.AbstractContextManager:
@@ -133,8 +142,10 @@ def evaluate(
             progress.add(stage, sum(p.to_compute for p in plans))
             progress.advance(stage, sum(r.n_rows for r in done))
     results += judge_results + instruction_results + audit_results
-    optional = {"lid": bool(settings.lid), "prosody": settings.prosody}  # stages a run has only when asked for
-    model_plans = (synth, asr, mos, *(p for p in (lid, prosody) if optional[p.stage]))
+    # stages a run has only when asked for (similarity: when some clip has a voice to be compared with)
+    optional = {"lid": bool(settings.lid), "prosody": settings.prosody,
+                "similarity": bool(settings.similarity) and bool(references)}
+    model_plans = (synth, asr, mos, *(p for p in (lid, prosody, similarity) if optional[p.stage]))
     reused = {p.stage: p.present for p in model_plans} | {
         "judgments": sum(p.present for p in judge_plans),
         "instruction_judgments": sum(p.present for p in instruction_plans),
@@ -151,7 +162,8 @@ def evaluate(
     meta = {"run_id": run_id, "store": st.display(), "dataset": dataset_read, "baseline": baseline_spec.canonical,
             "judges": ", ".join(judge_specs), "instruction judges": ", ".join(instruction_specs) or "none",
             "dataset_sha256": dataset_sha256, "systems": ", ".join(map(str, specs)),
-            "asr": json.dumps(settings.asr), "quality": settings.quality, "date": started.isoformat(timespec="seconds"),
+            "asr": json.dumps(settings.asr), "quality": settings.qualities[0],
+            "MOS predictors": ", ".join(settings.qualities), "date": started.isoformat(timespec="seconds"),
             "ttseval": ttseval.__version__, "code": git_commit() or "unknown"}
     markdown = write_full_report(st, run_id, settings, system_ids, meta)
     summary = st.read(run_id, "report").drop_duplicates("system_id")  # one row per system (rows are per recogniser)
@@ -171,17 +183,29 @@ def evaluate(
 
 
 def synthesize_and_score(settings: Settings, run_id: str, synth: Plan, asr: Plan, mos: Plan, extra: dict[str, Plan],
-                         progress: StageProgress, cpu_workers: bool) -> list[StageResult]:
+                         references: References, progress: StageProgress, cpu_workers: bool) -> list[StageResult]:
     """Submit synthesis shards, and for each one its ASR and MOS tasks and the optional per-clip stages `extra`
-    asks for (LID models, prosody), which start when its audio exists; then the backlog of those stages (clips of
+    asks for (LID models, prosody, speaker similarity where a clip has a reference voice), which start when its
+    audio exists; then the backlog of those stages (clips of
     earlier runs, models added since). Returns every task's result as it completes. In a GPU run, model stages
     go to the GPU workers, CPU engines' synthesis to the CPU workers (`cpu_workers`)."""
     retries = task_retry_options(settings)
     synth_t, asr_t, mos_t = (t.with_options(**retries) for t in (synthesize_task, transcribe_task, quality_task))
-    # per clip: rows each optional stage writes (one per LID model; one for prosody), and its task
-    per_clip = {"lid": len(settings.lid), "prosody": int(settings.prosody)}
-    tasks = {"lid": lid_task.with_options(**retries), "prosody": prosody_task.with_options(**retries)}
-    extra = {stage: plan for stage, plan in extra.items() if per_clip[stage]}
+    # rows each optional stage writes per clip (one per LID model; one for prosody; one per speaker encoder for a
+    # clip with a reference voice), and its task
+    def per_clip(stage: str, item: dict[str, Any], system_id: str) -> int:
+        if stage == "similarity":
+            return len(settings.similarity) if references.of(item["item_id"], system_id) else 0
+        return {"lid": len(settings.lid), "prosody": int(settings.prosody)}[stage]
+
+    def shard_rows(stage: str, shard: dict[str, Any], items: list[dict[str, Any]]) -> int:
+        system_id = Spec.parse(shard["system"]).id
+        return sum(per_clip(stage, i, system_id) for i in items)
+
+    tasks = {"lid": lid_task.with_options(**retries), "prosody": prosody_task.with_options(**retries),
+             "similarity": similarity_task.with_options(**retries)}
+    extra = {stage: plan for stage, plan in extra.items()
+             if plan.to_compute or any(shard_rows(stage, s, s["items"]) for s in synth.shards)}
 
     # Every clip synthesized now needs a row from each of its language's recognisers, the MOS predictor and each
     # optional stage; clips that fail synthesis lower these totals.
@@ -190,18 +214,18 @@ def synthesize_and_score(settings: Settings, run_id: str, synth: Plan, asr: Plan
 
     progress.add("synthesis", synth.to_compute)
     progress.add("transcripts", asr.to_compute + sum(asr_rows(s["items"]) for s in synth.shards))
-    progress.add("quality", mos.to_compute + synth.to_compute)
+    progress.add("quality", mos.to_compute + len(settings.qualities) * synth.to_compute)
     for stage, plan in extra.items():
-        progress.add(stage, plan.to_compute + per_clip[stage] * synth.to_compute)
+        progress.add(stage, plan.to_compute + sum(shard_rows(stage, s, s["items"]) for s in synth.shards))
     futures = []
     for shard in synth.shards:  # a model-backed TTS (transformers on a GPU) goes where the GPU is, like ASR
         with placement(settings, runs_on_gpu(shard["system"], settings), cpu_workers):
             futures.append(synth_t.submit(settings, run_id, shard))
-    expected = {}
+    expected, shard_of = {}, {}
     with gpu_annotation(settings):
         for shard, f in zip(synth.shards, futures):
             label = f"{shard['system']} shard {shard['index']}/{shard['of']}"
-            expected[label] = asr_rows(shard["items"])
+            expected[label], shard_of[label] = asr_rows(shard["items"]), shard
             futures += [asr_t.submit(settings, run_id, f, label), mos_t.submit(settings, run_id, f, label)]
             futures += [tasks[stage].submit(settings, run_id, f, label) for stage in extra]
         futures += [asr_t.submit(settings, run_id, w, f"backlog {i + 1}") for i, w in enumerate(asr.shards)]
@@ -216,7 +240,8 @@ def synthesize_and_score(settings: Settings, run_id: str, synth: Plan, asr: Plan
         if result.stage == "synthesis":
             failed = result.n_rows - len(result.work)
             progress.lower("transcripts", expected.get(result.label, failed) - asr_rows(result.work))
-            progress.lower("quality", failed)
-            for stage in extra:
-                progress.lower(stage, per_clip[stage] * failed)
+            progress.lower("quality", len(settings.qualities) * failed)
+            if (shard := shard_of.get(result.label)) is not None:
+                for stage in extra:  # the rows the shard's clips that did not come would have had
+                    progress.lower(stage, shard_rows(stage, shard, shard["items"]) - shard_rows(stage, shard, result.work))
     return results

@@ -28,6 +28,7 @@ from tasks.cost import Budget, judge_call_usd
 from tasks.limits import limit_calls
 from tasks.llm import cached_generate
 from tasks.plan import Plan, _chunks, _present
+from tasks.quality import primary_quality_id
 from ttseval.audio import Audio
 from ttseval.config import Settings
 from ttseval.protocols import PairwiseRequest, Winner
@@ -266,14 +267,15 @@ def run_judges(kind: JudgeKind, settings: Settings, run_id: str, system_ids: lis
 
 
 # -- pairwise: each candidate against the baseline --------------------------------------------------------------
-def _signals(store: ArtifactStore, run_id: str) -> dict[tuple[str, str], dict[str, float | None]]:
-    """CER and MOS per clip from the stored tables (one transcript and one MOS per clip by construction)."""
+def _signals(store: ArtifactStore, run_id: str, quality_id: str) -> dict[tuple[str, str], dict[str, float | None]]:
+    """CER and MOS per clip from the stored tables (one transcript per clip by construction; the MOS of the first
+    predictor in settings.quality, `quality_id`)."""
     out: dict[tuple[str, str], dict[str, float | None]] = {}
     transcripts = store.read(run_id, "transcripts")
     for r in transcripts[transcripts["status"] == "ok"].itertuples(index=False):
         out.setdefault((r.item_id, r.system_id), {})["cer"] = float(r.cer)
     quality = store.read(run_id, "quality")
-    for r in quality[quality["status"] == "ok"].itertuples(index=False):
+    for r in quality[(quality["status"] == "ok") & (quality["quality_id"] == quality_id)].itertuples(index=False):
         out.setdefault((r.item_id, r.system_id), {})["mos"] = float(r.mos)
     return out
 
@@ -284,7 +286,7 @@ def _pairwise_wanted(store: ArtifactStore, run_id: str, system_ids: list[str], b
     if baseline_id is None:
         raise ValueError("pairwise judging needs a baseline_id")
     items = store.read(run_id, "items").set_index("item_id")
-    clips, signals = Clips.read(store, run_id), _signals(store, run_id)
+    clips, signals = Clips.read(store, run_id), _signals(store, run_id, primary_quality_id(settings))
     for system_id in system_ids:
         if system_id == baseline_id:
             continue

@@ -54,7 +54,9 @@ def plan_synthesis(store: ArtifactStore, run_id: str, items: pd.DataFrame, syste
     done, again = _present(store.read(run_id, "synthesis", columns=["item_id", "system_id", "retryable"]),
                            ["item_id", "system_id"])
     plan = Plan("synthesis", wanted=len(items) * len(systems))
-    records = items[["item_id", "language", "text", "instruction", "category"]].to_dict("records")
+    columns = ["item_id", "language", "text", "instruction", "category", "prompt_audio_sha256", "prompt_text"]
+    chosen = items.reindex(columns=columns).astype(object)  # prompt columns: None for items read before they existed
+    records = chosen.where(chosen.notna(), None).to_dict("records")
     for spec in systems:
         todo = [r | {"replaces": (r["item_id"], spec.id) in again} for r in records if (r["item_id"], spec.id) not in done]
         plan.present += len(records) - len(todo)
@@ -63,13 +65,16 @@ def plan_synthesis(store: ArtifactStore, run_id: str, items: pd.DataFrame, syste
     return plan
 
 
-MODEL_KEY = {"transcripts": "asr_id", "quality": "quality_id", "lid": "lid_id", "prosody": "prosody_id"}
+MODEL_KEY = {"transcripts": "asr_id", "quality": "quality_id", "lid": "lid_id", "prosody": "prosody_id",
+             "similarity": "encoder_id"}
 
 
 def plan_model_stage(store: ArtifactStore, run_id: str, items: pd.DataFrame, systems: list[Spec], settings: Settings,
-                     *, table: str, models_for: Any) -> Plan:
-    """Clips synthesized earlier (ok) that still lack a row in `table` (transcripts, quality or lid) from each model
-    `models_for(language)` lists as (spec, output id): a recogniser added later gets only its own rows."""
+                     *, table: str, models_for: Any, eligible: Any = None) -> Plan:
+    """Clips synthesized earlier (ok) that still lack a row in `table` (transcripts, quality, lid, ...) from each
+    model `models_for(language)` lists as (spec, output id): a recogniser added later gets only its own rows.
+    `eligible(item_id, system_id)`, when given, leaves out the clips it refuses (similarity: clips with no
+    reference voice)."""
     synthesis = store.read(run_id, "synthesis", columns=["item_id", "system_id", "status", "audio_sha256"])
     plan = Plan(table)
     if synthesis.empty:
@@ -81,6 +86,8 @@ def plan_model_stage(store: ArtifactStore, run_id: str, items: pd.DataFrame, sys
     done, again = _present(store.read(run_id, table, columns=[*key, "retryable"]), key)
     todo = []
     for r in ok.itertuples(index=False):
+        if eligible is not None and not eligible(r.item_id, r.system_id):
+            continue
         for model_spec, model_id in models_for(r.language):
             k = (r.item_id, r.system_id, model_id)
             plan.wanted += 1
@@ -108,15 +115,20 @@ def asr_models_for(settings: Settings):
 
 
 def quality_models_for(settings: Settings):
-    """language -> [(the MOS predictor's spec, quality_id)]: one predictor for every language."""
-    spec = Spec.parse(settings.quality)
-    model = [(spec.canonical, model_output_id("quality", spec, settings))]
-    return lambda language: model
+    """language -> [(MOS predictor spec, quality_id), ...]: every predictor (settings.quality) scores every clip."""
+    models = [(Spec.parse(x).canonical, model_output_id("quality", Spec.parse(x), settings)) for x in settings.qualities]
+    return lambda language: models
 
 
 def lid_models_for(settings: Settings):
     """language -> [(LID model spec, lid_id), ...]: every voting LID model (settings.lid) hears every clip."""
     models = [(Spec.parse(x).canonical, model_output_id("lid", Spec.parse(x), settings)) for x in settings.lid]
+    return lambda language: models
+
+
+def similarity_models_for(settings: Settings):
+    """language -> [(speaker encoder spec, encoder_id), ...]: every encoder (settings.similarity)."""
+    models = [(Spec.parse(x).canonical, model_output_id("speaker", Spec.parse(x), settings)) for x in settings.similarity]
     return lambda language: models
 
 

@@ -19,6 +19,7 @@ import pyarrow as pa
 from metrics.registry import arrow
 from metrics.summary import summarize_systems
 from metrics.winrate import voice_variance
+from tasks.quality import primary_quality_id
 from ttseval.config import Settings
 from ttseval.registry import Spec
 from ttseval.schemas import REPORT, TABLES, WINRATES
@@ -94,16 +95,20 @@ def instruction_statistics_markdown(stats: pd.DataFrame) -> str:
 @dataclass
 class RunTables:
     """The stage tables a report is built from, read from the store once: items, synthesis (the systems asked
-    for, in their order, items of the run only), transcripts and quality (every system's rows)."""
+    for, in their order, items of the run only), transcripts, and quality (every system's rows): `quality` holds
+    one predictor's (`quality_id`, the first of settings.quality, the summary's MOS; when the run has none of its
+    rows, the first predictor the table holds), `all_quality` every predictor's."""
 
     items: pd.DataFrame
     synthesis: pd.DataFrame
     transcripts: pd.DataFrame
     quality: pd.DataFrame
     system_ids: list[str]
+    all_quality: pd.DataFrame
 
     @classmethod
-    def read(cls, store: ArtifactStore, run_id: str, system_ids: list[str] | None = None) -> RunTables:
+    def read(cls, store: ArtifactStore, run_id: str, system_ids: list[str] | None = None,
+             quality_id: str | None = None) -> RunTables:
         items = store.read(run_id, "items")
         synthesis = store.read(run_id, "synthesis")
         if system_ids is not None:
@@ -112,7 +117,11 @@ class RunTables:
             synthesis = synthesis.sort_values("system_id", key=lambda c: c.map(order), kind="stable")
         synthesis = synthesis[synthesis["item_id"].isin(items["item_id"])]
         ids = list(system_ids) if system_ids is not None else list(pd.unique(synthesis["system_id"]))
-        return cls(items, synthesis, store.read(run_id, "transcripts"), store.read(run_id, "quality"), ids)
+        quality = store.read(run_id, "quality")
+        present = list(pd.unique(quality["quality_id"])) if "quality_id" in quality else []
+        chosen = quality_id if quality_id in present else (present[0] if present else None)
+        primary = quality[quality["quality_id"] == chosen] if chosen else quality
+        return cls(items, synthesis, store.read(run_id, "transcripts"), primary, ids, quality)
 
     @functools.cached_property
     def own_transcripts(self) -> pd.DataFrame:
@@ -130,7 +139,7 @@ def compute_summary(store: ArtifactStore, run_id: str, settings: Settings, syste
                     tables: RunTables | None = None) -> pd.DataFrame:
     """The summary of a run from its stored tables, one row per (system, recogniser); all systems unless
     `system_ids` is given. The stage tables are checked where they are written (ttseval.validation)."""
-    t = tables or RunTables.read(store, run_id, system_ids)
+    t = tables or RunTables.read(store, run_id, system_ids, primary_quality_id(settings))
     summary = summarize_systems(t.items, t.synthesis, t.transcripts, t.quality,
                                 n_resamples=settings.bootstrap_resamples, seed=settings.seed)
     # PashtoTTS-Bench's roles: TTS systems first, then natural speech, then negative controls (shown apart)
@@ -168,8 +177,9 @@ def render_markdown(summary: pd.DataFrame, meta: dict[str, Any]) -> str:
     lines += [f"- {k}: {v}" for k, v in meta.items() if k != "run_id"]
     lines += ["", "One row per system and recogniser: WER/CER are that recogniser's, never pooled across "
               "recognisers; completion, MOS and RTF are the system's. WER/CER are corpus figures (errors pooled over "
-              "utterances) with a percentile bootstrap 95% CI over utterances; MOS is predicted, not human; RTF is "
-              "synthesis time over audio time. ↓ lower is better, ↑ higher is better.", ""]
+              "utterances) with a percentile bootstrap 95% CI over utterances; MOS is predicted (by "
+              f"`{meta.get('quality', 'the MOS predictor')}`), not human; RTF is synthesis time over audio time. ↓ "
+              "lower is better, ↑ higher is better.", ""]
     if rows:
         lines.append(markdown_table(list(rows[0]), [r.values() for r in rows]))
     else:
@@ -649,6 +659,73 @@ def prosody_markdown(store: ArtifactStore, run_id: str, tables: RunTables, names
                      "pauses >= 0.5 s", "padded", "cut short"], rows)
 
 
+def _clones(system_spec: str) -> bool:
+    """Whether the system's provider declares that it imitates voice prompts (TTSProvider.clones_voice)."""
+    from ttseval.registry import TTS, Spec
+
+    try:
+        return bool(getattr(TTS.info(Spec.parse(system_spec).provider).cls, "clones_voice", False))
+    except Exception:  # noqa: BLE001 - a plugin that cannot be imported here: say nothing rather than guess
+        return False
+
+
+def similarity_markdown(settings: Settings, store: ArtifactStore, run_id: str, tables: RunTables,
+                        names: dict[str, str]) -> str:
+    """Speaker similarity per encoder and system (metrics.similarity): mean SIM with its bootstrap 95% CI, one
+    table per encoder (figures from two encoders are never in one column)."""
+    from metrics.similarity import similarity_summary
+
+    if not store.part_files(run_id, "similarity"):
+        return ""
+    rows_all = store.read(run_id, "similarity")
+    rows_all = rows_all[rows_all["system_id"].isin(tables.system_ids)]
+    summary = similarity_summary(rows_all, n_resamples=settings.bootstrap_resamples, seed=settings.seed)
+    order = {s: i for i, s in enumerate(tables.system_ids)}
+    out = []
+    for encoder_id, mine in summary.groupby("encoder_id", sort=False):
+        failed = rows_all[(rows_all["encoder_id"] == encoder_id) & (rows_all["status"] != "ok")]
+        rows = [[names.get(r.system_id, r.system_id), "yes" if _clones(names.get(r.system_id, r.system_id)) else "no",
+                 r.reference, str(r.n), f"{_num(r.sim, 3)} [{_num(r.sim_ci_low, 3)}, {_num(r.sim_ci_high, 3)}]",
+                 str(int((failed["system_id"] == r.system_id).sum()))]
+                for r in mine.sort_values("system_id", key=lambda c: c.map(order)).itertuples()]
+        out.append(_section(f"Speaker similarity: `{mine['encoder_spec'].iloc[0]}`",
+                            "Cosine similarity of each clip's speaker embedding to its item's voice prompt "
+                            "(reference 'prompt') or its system's reference voice ('voice'), mean over clips with a "
+                            "bootstrap 95% CI; higher is closer. 'clones' says whether the system takes the prompt "
+                            "(a system that does not speaks its own voice).",
+                            ["system", "clones", "reference", "clips", "SIM [95% CI]", "failed"], rows))
+    return "".join(out)
+
+
+def predictors_markdown(settings: Settings, tables: RunTables, names: dict[str, str]) -> str:
+    """Each MOS predictor's mean per system with a bootstrap 95% CI, when the run has more than one predictor:
+    one column per predictor, never pooled."""
+    from metrics.bootstrap import bootstrap_mean_ci
+
+    quality = tables.all_quality
+    quality = quality[(quality["status"] == "ok") & quality["system_id"].isin(tables.system_ids)]
+    predictors = list(dict.fromkeys(zip(quality["quality_id"], quality["quality_spec"])))
+    if len(predictors) < 2:
+        return ""
+    rows = []
+    for system_id in tables.system_ids:
+        cells = []
+        for quality_id, _ in predictors:
+            values = quality.loc[(quality["system_id"] == system_id) & (quality["quality_id"] == quality_id), "mos"]
+            if values.empty:
+                cells.append("–")
+                continue
+            ci = bootstrap_mean_ci(values.astype(float).to_numpy(), n_resamples=settings.bootstrap_resamples,
+                                   seed=settings.seed)
+            cells.append(f"{_num(ci.point, 2)} [{_num(ci.low, 2)}, {_num(ci.high, 2)}] (n={len(values)})")
+        rows.append([names.get(system_id, system_id), *cells])
+    return _section("MOS predictors",
+                    "Each predictor's mean predicted MOS per system with a bootstrap 95% CI over clips. Predictors are "
+                    "trained on different listening tests and their scales differ: compare systems within a column. "
+                    "The summary's MOS is the first predictor's.",
+                    ["system", *[f"MOS ({spec})" for _, spec in predictors]], rows)
+
+
 def grouped_markdown(tables: RunTables, names: dict[str, str]) -> str:
     """WER per category, language and depth (metrics.summary.summarize_by), a table each, for groups with more
     than one value."""
@@ -714,7 +791,7 @@ def _baseline_id(meta: dict[str, Any]) -> str:
 def write_full_report(store: ArtifactStore, run_id: str, settings: Settings, system_ids: list[str],
                       meta: dict[str, Any]) -> str:
     """Summary, win-rates, figures and Markdown for a run; returns the Markdown, stored once as report.md."""
-    tables = RunTables.read(store, run_id, system_ids)  # every section below reads these, not the store
+    tables = RunTables.read(store, run_id, system_ids, primary_quality_id(settings))  # every section reads these
     summary = compute_summary(store, run_id, settings, system_ids, tables)
     store_summary(store, run_id, summary)
     winrates = compute_winrates(store, run_id, settings)
@@ -730,6 +807,8 @@ def write_full_report(store: ArtifactStore, run_id: str, settings: Settings, sys
                 + recognisers_markdown(settings, tables, names)
                 + paired_markdown(settings, tables, _baseline_id(meta), names)
                 + prosody_markdown(store, run_id, tables, names)
+                + similarity_markdown(settings, store, run_id, tables, names)
+                + predictors_markdown(settings, tables, names)
                 + grouped_markdown(tables, names)
                 + leaderboard_markdown(store, run_id, summary, winrates)
                 + instruction_markdown(store, run_id, names) + tables_markdown(store, run_id))

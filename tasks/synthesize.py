@@ -15,10 +15,11 @@ from prefect.cache_policies import NO_CACHE
 from tasks.common import (StageResult, call_with_retries, commit, error_row, get_provider, get_store,
                           is_transient_task_error, logger, now, one_per_request)
 from tasks.limits import vendor_gate
-from ttseval.audio import sha256_hex
+from ttseval.audio import Audio, sha256_hex
 from ttseval.cache import RequestCache
 from ttseval.config import Settings
 from ttseval.ids import digest
+from ttseval.protocols import VoicePrompt
 from ttseval.registry import Spec
 from ttseval.store import ArtifactStore
 
@@ -38,10 +39,18 @@ def instruction_for(spec: Spec, item: dict[str, Any]) -> str | None:
     return None
 
 
+def clones(provider: Any) -> bool:
+    """Whether the provider imitates voice prompts (`clones_voice`, ttseval.protocols.TTSProvider)."""
+    return bool(getattr(provider, "clones_voice", False))
+
+
 def request_key(spec: Spec, provider: Any, item: dict[str, Any], instruction: str | None) -> str:
     """Cache key of one synthesis request: what the audio depends on, the engine version included."""
-    return digest({"spec": spec.canonical, "version": str(getattr(provider, "version", "")), "text": item["text"],
-                   "language": item["language"], "instruction": instruction})
+    request = {"spec": spec.canonical, "version": str(getattr(provider, "version", "")), "text": item["text"],
+               "language": item["language"], "instruction": instruction}
+    if clones(provider) and item.get("prompt_audio_sha256"):  # only then: the keys of every other request are kept
+        request |= {"prompt": item["prompt_audio_sha256"], "prompt_text": item.get("prompt_text")}
+    return digest(request)
 
 
 def synthesis_cache(store: ArtifactStore) -> RequestCache:
@@ -83,6 +92,7 @@ class _Call:
     item: dict[str, Any]
     instruction: str | None
     key: str
+    prompt: VoicePrompt | None = None  # set by synthesize_rows for a cloning provider and an item with a prompt
 
 
 def _prepare(provider: Any, spec: Spec, item: dict[str, Any], settings: Settings,
@@ -111,7 +121,9 @@ def _prepare(provider: Any, spec: Spec, item: dict[str, Any], settings: Settings
 
 def _speak(provider: Any, call: _Call) -> Any:
     """One provider call for one item; audio looked up by item id gets the item id."""
-    extra = {"item_id": call.item["item_id"]} if not cacheable(provider) else {}
+    extra: dict[str, Any] = {"item_id": call.item["item_id"]} if not cacheable(provider) else {}
+    if call.prompt is not None:
+        extra["prompt"] = call.prompt
     return provider.synthesize(call.item["text"], call.item["language"], instruction=call.instruction, **extra)
 
 
@@ -193,7 +205,13 @@ def synthesize_rows(provider: Any, spec: Spec, items: list[dict[str, Any]], sett
     cache = synthesis_cache(store)
     prepared = [_prepare(provider, spec, item, settings, cache) for item in items]
     calls = [p for p in prepared if isinstance(p, _Call)]
-    if callable(getattr(provider, "synthesize_batch", None)) and len(calls) > 1:
+    if clones(provider):
+        for call in calls:
+            if call.item.get("prompt_audio_sha256"):
+                call.prompt = VoicePrompt(Audio.from_wav_bytes(store.get_audio(call.item["prompt_audio_sha256"])),
+                                          call.item.get("prompt_text"))
+    prompted = any(c.prompt is not None for c in calls)  # batches carry no prompts: those go one at a time
+    if callable(getattr(provider, "synthesize_batch", None)) and len(calls) > 1 and not prompted:
         made = iter(_batched(provider, spec, calls, settings, store, cache, slot))
     else:
         made = iter([_one_at_a_time(provider, spec, c, settings, store, cache, slot) for c in calls])

@@ -182,8 +182,8 @@ def test_instructttseval_unknown_language_names_the_row(tmp_path):
 # --- dispatch -----------------------------------------------------------------------------------------------
 
 def test_import_dataset_unknown_format_lists_formats(tmp_path):
-    with pytest.raises(ValueError, match="emergenttts, instructttseval"):
-        import_dataset("seed-tts", tmp_path / "x.jsonl")
+    with pytest.raises(ValueError, match="emergenttts, instructttseval, seedtts"):
+        import_dataset("libritts-test", tmp_path / "x.jsonl")
 
 
 def test_missing_file_and_unknown_extension(tmp_path):

@@ -362,6 +362,10 @@ def cmd_import_dataset(args: argparse.Namespace) -> int:
     from corpus import importers
     from corpus.items import validate_items
 
+    if args.format == "seedtts":
+        return _import_seedtts(args)
+    if args.language is not None:
+        raise SpecError("--language is for --format seedtts (its folder name says en or zh otherwise); drop it")
     emergent = args.format == "emergenttts"
     if args.baseline_audios is not None and not emergent:
         raise SpecError("--baseline-audios is for --format emergenttts (its baseline_audios folder); drop it")
@@ -407,6 +411,40 @@ def cmd_import_dataset(args: argparse.Namespace) -> int:
         print(f"then: ttseval evaluate --dataset {out} --systems {spec},piper:joe --baseline {spec}" if emergent
               else f"then: ttseval evaluate --dataset {out} --systems {spec} --instruction-judges "
                    "gemini:gemini-2.5-pro")
+    return 0
+
+
+def _import_seedtts(args: argparse.Namespace) -> int:
+    """Seed-TTS-eval's meta.lst -> an items file with voice prompts; with ground-truth recordings (5-field lines)
+    also a `files` manifest of them, the natural-speech system."""
+    from pathlib import Path
+
+    from corpus import importers
+    from corpus.items import validate_items
+
+    if args.baseline_audios is not None or args.system_name is not None:
+        raise SpecError("--baseline-audios and --system-name are not for --format seedtts; drop them")
+    out = Path(args.out)
+    if out.suffix not in (".parquet", ".jsonl", ".ndjson"):
+        raise SpecError(f"--out {out}: use a .jsonl or .parquet file name")
+    frame = importers.import_seedtts(args.path, language=args.language)
+    validate_items(frame, source=str(args.path))
+    missing = [p for p in frame["prompt_audio_uri"] if "://" not in p and not Path(p).is_file()]
+    if missing:
+        raise DatasetError(f"{args.path}: {len(missing)} prompt clip(s) missing, e.g. {missing[0]}; keep meta.lst "
+                           "beside its prompt-wavs folder", source=str(args.path))
+    if out.suffix == ".parquet":
+        frame.to_parquet(out, index=False)
+    else:
+        frame.to_json(out, orient="records", lines=True, force_ascii=False)
+    print(f"{len(frame)} items with voice prompts -> {out}")
+    systems = "files:MY-TTS:dir=FOLDER_OF_<utt>.wav"
+    if clips := importers.seedtts_ground_truth_manifest(args.path):
+        manifest = importers.write_manifest(clips, out.with_suffix(".ground-truth.jsonl"))
+        natural = importers.files_spec(importers.SEEDTTS_GROUND_TRUTH_LABEL, manifest)
+        print(f"{len(clips)} ground-truth recordings -> {manifest}\nsystem: {natural}")
+        systems += f",{natural} --natural {natural}"
+    print(f"then: ttseval evaluate --dataset {out} --systems {systems}  (WER, speaker similarity to each prompt, MOS)")
     return 0
 
 
@@ -531,8 +569,8 @@ def build_parser() -> argparse.ArgumentParser:
     ha.add_argument("--human", required=True, help="CSV: item_id, system_id, preference (candidate/baseline/tie)")
     ha.set_defaults(func=cmd_human_alignment)
     imp = sub.add_parser("import-dataset", help="convert a published benchmark file into a ttseval items file")
-    imp.add_argument("--format", required=True, choices=["emergenttts", "instructttseval"])
-    imp.add_argument("path", help="the published file (.jsonl, .json, .parquet or .csv)")
+    imp.add_argument("--format", required=True, choices=["emergenttts", "instructttseval", "seedtts"])
+    imp.add_argument("path", help="the published file (.jsonl, .json, .parquet or .csv; Seed-TTS-eval: its meta.lst)")
     imp.add_argument("--out", required=True, help="items file to write (.jsonl or .parquet)")
     imp.add_argument("--baseline-audios", default=None,
                      help="emergenttts: the baseline_audios folder (0.wav, 1.wav, ...); writes <out>.baseline.jsonl "
@@ -540,6 +578,8 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("--system-name", default=None,
                      help="instructttseval: system name of the clips in the file's gen_path fields (default "
                           "instructttseval-gen); they go to <out>.generated.jsonl, a files:<name> system")
+    imp.add_argument("--language", default=None,
+                     help="seedtts: the items' language tag (default from meta.lst's folder: en -> en-US, zh -> zh-CN)")
     imp.set_defaults(func=cmd_import_dataset)
     gen = sub.add_parser("generate-dataset", help="grow a seed file into a versioned dataset with an LLM")
     gen.add_argument("--seeds", default=str(DEFAULT_SEEDS), help="JSON Lines seed items (category, text)")

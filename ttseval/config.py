@@ -85,9 +85,16 @@ class Settings(BaseSettings):
         description="Recogniser spec per base language; '*' is the fallback. A value given (TOML table or "
                     "TTSEVAL_ASR__EN=...) changes only the languages it names; the others keep their defaults",
     )
-    quality: str = Field("dnsmos", description="MOS predictor spec")
+    quality: str | list[str] = Field("dnsmos", description="MOS predictor spec, or several (each its own rows and "
+                                     "report column; the first is the MOS of the summary and the objective judge)")
     prosody: bool = Field(False, description="Measure F0, speaking rate and silences of every clip (Praat pitch "
                           "and Silero VAD)")
+    similarity: list[str] = Field(default_factory=lambda: ["resemblyzer"], description="Speaker encoder specs for "
+                                  "speaker similarity (SIM) to each item's voice prompt or the system's reference "
+                                  "voice; clips with neither are not compared")
+    reference_voices: dict[str, str] = Field(default_factory=dict, description="system id or spec -> a clip of the "
+                                             "voice that system should speak with (SIM reference for items without "
+                                             "a voice prompt)")
     lid: list[str] = Field(default_factory=list, description="Spoken language-identification model specs that vote "
                            "in INSV-A's V gate, e.g. transformers:/models/mms-lid-4017 (none ships offline)")
     judges: list[str] = Field(default_factory=lambda: ["objective"], description="Pairwise judge specs")
@@ -133,6 +140,15 @@ class Settings(BaseSettings):
     plugins: dict[str, dict[str, str]] = Field(
         default_factory=dict, description="Extra providers per kind: {'tts': {'name': 'module:Class'}}"
     )
+
+    @field_validator("quality", mode="before")
+    @classmethod
+    def _predictors(cls, value: Any) -> Any:
+        if isinstance(value, str) and value.lstrip().startswith("["):  # TTSEVAL_QUALITY='["dnsmos", "distillmos"]'
+            value = json.loads(value)
+        if isinstance(value, list) and not value:
+            raise ValueError("quality: an empty list; give at least one MOS predictor spec (e.g. dnsmos)")
+        return value
 
     @field_validator("asr", mode="before")
     @classmethod
@@ -189,6 +205,11 @@ class Settings(BaseSettings):
 
         specs = self.asr.get(language, self.asr.get(base_language(language), self.asr["*"]))
         return [specs] if isinstance(specs, str) else list(specs)
+
+    @property
+    def qualities(self) -> list[str]:
+        """The MOS predictor specs, the first (the summary's MOS) first."""
+        return [self.quality] if isinstance(self.quality, str) else list(self.quality)
 
     def asr_for(self, language: str) -> str:
         """The first (ranking) recogniser spec for a language."""

@@ -36,6 +36,9 @@ ITEMS = pa.schema(
         _f("instruction", pa.string(), "style instruction for instruction-following systems"),
         _f("task", pa.string(), "InstructTTSEval task of the instruction: APS, DSD or RP"),
         _f("reference_audio_uri", pa.string(), "reference recording, where one exists"),
+        _f("prompt_audio_uri", pa.string(), "voice prompt: the clip a voice-cloning system imitates (path or URI)"),
+        _f("prompt_text", pa.string(), "what the voice prompt says"),
+        _f("prompt_audio_sha256", pa.string(), "the prompt clip as stored in the run (set when the run starts)"),
         _f("source", pa.string(), "who wrote the item"),
         _f("generator", pa.string(), "model and prompt version that generated it, if any"),
     ]
@@ -154,6 +157,21 @@ PROSODY = pa.schema(
         _f("n_long_pauses", pa.int32(), "internal pauses of at least the pause threshold (0.5 s)"),
         _f("longest_pause_s", pa.float64(), "longest internal pause, seconds"),
         _f("cache_hit", pa.bool_(), "reused from an earlier run: same clip and prosody_id"),
+        *_STATUS,
+    ]
+)
+
+SIMILARITY = pa.schema(
+    [
+        _f("item_id", pa.string(), "item key", nullable=False),
+        _f("system_id", pa.string(), "TTS system whose audio was compared", nullable=False),
+        _f("encoder_id", pa.string(), "stable id of the speaker encoder configuration", nullable=False),
+        _f("encoder_spec", pa.string(), "canonical speaker encoder spec", nullable=False),
+        _f("reference", pa.string(), "what the clip was compared with: 'prompt' (the item's voice prompt) or "
+           "'voice' (the system's reference voice, setting reference_voices)"),
+        _f("reference_sha256", pa.string(), "the reference clip as stored"),
+        _f("similarity", pa.float64(), "cosine similarity of the two embeddings, -1..1"),
+        _f("cache_hit", pa.bool_(), "reused from an earlier run: same clip, reference, encoder_id, engine version"),
         *_STATUS,
     ]
 )
@@ -279,6 +297,7 @@ TABLES: dict[str, TableDef] = {
         TableDef("quality", QUALITY, ("item_id", "system_id", "quality_id")),
         TableDef("lid", LID, ("item_id", "system_id", "lid_id")),
         TableDef("prosody", PROSODY, ("item_id", "system_id", "prosody_id")),
+        TableDef("similarity", SIMILARITY, ("item_id", "system_id", "encoder_id")),
         TableDef("judgments", JUDGMENTS, ("item_id", "system_id", "baseline_id", "judge_id")),
         TableDef("instruction_judgments", INSTRUCTION_JUDGMENTS, ("item_id", "system_id", "judge_id")),
         # The position-bias audit: a sample of the judgments' pairs, asked again in the other order.

@@ -184,6 +184,7 @@ _STAGE_STATUSES = {
     "synthesis": ("ok", "failed", "empty", "unsupported"),
     "transcripts": ("ok", "failed"),
     "quality": ("ok", "failed"),
+    "similarity": ("ok", "failed"),
     "judgments": ("ok", "failed", "skipped"),
     "position_audit": ("ok", "failed", "skipped"),
     "instruction_judgments": ("ok", "failed", "skipped"),
@@ -212,6 +213,11 @@ _VALUE_RULES: dict[str, list[Rule]] = {
         _ok_present("mos", "a MOS"),
         Rule("mos is on the 1-5 scale", "mos", "ExpectColumnValuesToBeBetween", {"min_value": 0.5, "max_value": 5.5},
              "the predictor's output is not a MOS: check its version and scaling"),
+    ],
+    "similarity": [
+        _ok_present("similarity", "a similarity"), _in_set("reference", ("prompt", "voice")),
+        Rule("similarity is a cosine, -1..1", "similarity", "ExpectColumnValuesToBeBetween",
+             {"min_value": -1.000001, "max_value": 1.000001} | _OK, _BUG),
     ],
     "judgments": [
         _in_set("winner", ("candidate", "baseline", "tie")), _in_set("winner_raw", ("first", "second", "tie")),

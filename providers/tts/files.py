@@ -35,7 +35,7 @@ from pydantic import BaseModel, Field
 from providers import canonical_spec, parse_options
 from ttseval.audio import Audio
 from ttseval.errors import DeferredProviderError, PermanentProviderError
-from ttseval.protocols import ANY_LANGUAGE, Languages
+from ttseval.protocols import ANY_LANGUAGE, Languages, VoicePrompt
 
 AUDIO_SUFFIXES = (".wav", ".flac", ".mp3", ".ogg")
 MANIFEST_SUFFIXES = (".jsonl", ".ndjson", ".csv")
@@ -113,6 +113,9 @@ class FilesTTS:
     requires: ClassVar[tuple[str, ...]] = ()
     imports: ClassVar[tuple[str, ...]] = ()
     keyed_by_item: ClassVar[bool] = True
+    # Audio made elsewhere may be a cloner's output for each item's voice prompt (Seed-TTS-eval's layout): the
+    # prompt is accepted and not used; the similarity stage compares each clip with it.
+    clones_voice: ClassVar[bool] = True
 
     def __init__(self, voice: str | None = None, **options: str) -> None:
         self.options = parse_options(FilesOptions, options, provider=self.name)
@@ -255,9 +258,9 @@ class FilesTTS:
 
     # protocol --------------------------------------------------------------------------------------------------
     def synthesize(self, text: str, language: str, voice: str | None = None, instruction: str | None = None,
-                   *, item_id: str | None = None) -> Audio:
-        """The clip of `item_id`, mono float32 at the file's own rate; `text`, `language` and `instruction` are
-        not used (the audio was made elsewhere).
+                   *, item_id: str | None = None, prompt: VoicePrompt | None = None) -> Audio:
+        """The clip of `item_id`, mono float32 at the file's own rate; `text`, `language`, `instruction` and the
+        voice `prompt` are not used (the audio was made elsewhere, from them).
 
         Raises:
             DeferredProviderError: no clip for the item, or one that cannot be read or decoded.

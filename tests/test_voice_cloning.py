@@ -1,0 +1,260 @@
+"""Voice prompts, Seed-TTS-eval's meta.lst, and speaker similarity (SIM) end to end.
+
+The Seed-TTS-eval folder is made here: prompt clips from two real engines (espeak-ng, flite), and two systems'
+outputs as `files` folders: one that speaks each item in its prompt's voice (a perfect cloner) and one that speaks
+it in the other engine's voice. Resemblyzer's real GE2E encoder must rank the first above the second.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from corpus.importers import import_seedtts, seedtts_ground_truth_manifest
+from metrics.similarity import cosine_similarity, similarity_summary
+from tests.conftest import cli_env, run_cli
+from ttseval.audio import Audio
+from ttseval.errors import DatasetError
+from ttseval.protocols import VoicePrompt
+from ttseval.store import ArtifactStore
+
+TEXTS = {"u1": "The weather was mild and the river ran slowly past the town.",
+         "u2": "She packed three books and a lamp before the train left.",
+         "u3": "Every morning the baker opens his shop at six o'clock.",
+         "u4": "Our team finished the project two days ahead of schedule."}
+PROMPT_TEXTS = {"u1": "A quiet evening settled over the hills.", "u2": "Please call me when you arrive home.",
+                "u3": "The garden needs water after such a hot day.", "u4": "He read the letter twice and smiled."}
+ENGINE = {"u1": "espeak", "u2": "espeak", "u3": "flite", "u4": "flite"}  # the voice of each item's prompt
+
+
+def _speak(engine: str, text: str, path: Path) -> None:
+    cmd = ["espeak-ng", "-w", str(path), text] if engine == "espeak" else ["flite", "-t", text, "-o", str(path)]
+    subprocess.run(cmd, check=True, capture_output=True)
+
+
+# -- the metric ------------------------------------------------------------------------------------------------
+
+
+def test_cosine_similarity_matches_scipy_and_a_hand_worked_case() -> None:
+    from scipy.spatial.distance import cosine
+
+    assert cosine_similarity([1, 0], [1, 1]) == pytest.approx(1 / math.sqrt(2), abs=1e-12)  # by hand: 1 / (1 * 2^0.5)
+    assert cosine_similarity([1, 2, 3], [-1, -2, -3]) == pytest.approx(-1.0)
+    rng = np.random.default_rng(3)
+    for _ in range(50):
+        a, b = rng.normal(size=256), rng.normal(size=256)
+        assert cosine_similarity(a, b) == pytest.approx(1 - cosine(a, b), abs=1e-12)
+        assert cosine_similarity(3 * a, b) == pytest.approx(cosine_similarity(a, b), abs=1e-12)  # scale-free
+    with pytest.raises(ValueError, match="all zeros"):
+        cosine_similarity([0, 0], [1, 1])
+    with pytest.raises(ValueError, match="one length"):
+        cosine_similarity([1, 0, 0], [1, 1])
+    with pytest.raises(ValueError, match="non-finite"):
+        cosine_similarity([np.nan, 1], [1, 1])
+
+
+def test_similarity_summary_is_per_encoder_and_system_and_skips_failed_rows() -> None:
+    from metrics.bootstrap import bootstrap_mean_ci
+
+    frame = pd.DataFrame([
+        {"encoder_id": "e1", "encoder_spec": "resemblyzer", "system_id": "a", "similarity": 0.9, "status": "ok",
+         "reference": "prompt"},
+        {"encoder_id": "e1", "encoder_spec": "resemblyzer", "system_id": "a", "similarity": 0.7, "status": "ok",
+         "reference": "prompt"},
+        {"encoder_id": "e1", "encoder_spec": "resemblyzer", "system_id": "a", "similarity": None, "status": "failed",
+         "reference": "prompt"},
+        {"encoder_id": "e2", "encoder_spec": "transformers-sv:x", "system_id": "a", "similarity": 0.2, "status": "ok",
+         "reference": "voice"},
+    ])
+    out = similarity_summary(frame, n_resamples=200, seed=1).set_index("encoder_id")
+    assert out.loc["e1", "n"] == 2 and out.loc["e1", "sim"] == pytest.approx(0.8)  # (0.9 + 0.7) / 2
+    ci = bootstrap_mean_ci([0.9, 0.7], n_resamples=200, seed=1)
+    assert (out.loc["e1", "sim_ci_low"], out.loc["e1", "sim_ci_high"]) == (ci.low, ci.high)
+    assert out.loc["e2", "sim"] == pytest.approx(0.2) and out.loc["e2", "reference"] == "voice"  # never pooled
+
+
+# -- prompts reach the systems that clone, and only those -----------------------------------------------------
+
+
+class EchoCloner:
+    """A 'perfect cloner' for the test: speaks by returning its voice prompt (or a tone without one)."""
+
+    name = "echo-cloner"
+    accepts_instruction = False
+    clones_voice = True
+    version = "1"
+
+    def __init__(self) -> None:
+        self.prompts: list[VoicePrompt | None] = []
+
+    def supports_language(self, language: str) -> bool:
+        return True
+
+    def synthesize(self, text, language, voice=None, instruction=None, *, prompt: VoicePrompt | None = None) -> Audio:
+        self.prompts.append(prompt)
+        if prompt is not None:
+            return prompt.audio
+        return Audio((0.3 * np.sin(np.arange(8000) / 5)).astype(np.float32), 16000)
+
+    def metadata(self) -> dict:
+        return {"engine": "echo-cloner"}
+
+
+class NoCloner(EchoCloner):
+    clones_voice = False
+
+    def synthesize(self, text, language, voice=None, instruction=None) -> Audio:  # takes no prompt
+        return super().synthesize(text, language)
+
+
+def test_a_cloning_system_gets_each_items_prompt_and_the_prompt_is_part_of_the_request_key(tmp_path: Path) -> None:
+    from tasks.synthesize import synthesize_rows
+    from ttseval.audio import sha256_hex
+    from ttseval.config import load_settings
+    from ttseval.registry import Spec
+
+    store = ArtifactStore(str(tmp_path / "store"))
+    settings = load_settings(store=store.uri)
+    voices = [Audio((0.2 * np.sin(np.arange(16000) * f)).astype(np.float32), 16000) for f in (0.05, 0.09)]
+    shas = []
+    for voice in voices:
+        wav = voice.to_wav_bytes()
+        shas.append(sha256_hex(wav))
+        store.put_audio(wav, shas[-1])
+    items = [{"item_id": "a", "text": "Same text.", "language": "en", "instruction": None,
+              "prompt_audio_sha256": shas[0], "prompt_text": "first voice"},
+             {"item_id": "b", "text": "Same text.", "language": "en", "instruction": None,
+              "prompt_audio_sha256": shas[1], "prompt_text": "second voice"},
+             {"item_id": "c", "text": "Same text.", "language": "en", "instruction": None,
+              "prompt_audio_sha256": None, "prompt_text": None}]
+    cloner = EchoCloner()
+    rows = synthesize_rows(cloner, Spec.parse("echo"), items, settings, store)
+    assert [p.text if p else None for p in cloner.prompts] == ["first voice", "second voice", None]
+    # same text, three prompts: three requests (without the prompt in the key, b and c would reuse a's clip)
+    assert [r["cache_hit"] for r in rows] == [False, False, False]
+    assert [r["audio_sha256"] for r in rows[:2]] == shas  # the echo of each prompt, stored
+    again = synthesize_rows(EchoCloner(), Spec.parse("echo"), items, settings, store)
+    assert [r["cache_hit"] for r in again] == [True, True, True]
+    plain = NoCloner()
+    rows = synthesize_rows(plain, Spec.parse("plain"), items, settings, store)
+    assert plain.prompts == [None, None, None]  # a system that does not clone never sees a prompt
+    assert len({r["audio_sha256"] for r in rows}) == 1  # ... and speaks its own voice for all three
+    assert "prompt" not in json.dumps(rows[0], default=str)
+
+
+# -- the importer ----------------------------------------------------------------------------------------------
+
+
+def test_seedtts_meta_lst_imports_with_prompts_resolved_and_bad_lines_named(tmp_path: Path) -> None:
+    en = tmp_path / "seedtts_testset" / "en"
+    (en / "prompt-wavs").mkdir(parents=True)
+    (en / "meta.lst").write_text("u1|Hello there.|prompt-wavs/p1.wav|Good morning to you.\n\n"
+                                 "u2|Second prompt.|prompt-wavs/p2.wav|Target two.|wavs/u2.wav\n", encoding="utf-8")
+    items = import_seedtts(en / "meta.lst").set_index("item_id")
+    assert list(items.index) == ["u1", "u2"]
+    assert items.loc["u1", "text"] == "Good morning to you." and items.loc["u1", "prompt_text"] == "Hello there."
+    assert items.loc["u1", "prompt_audio_uri"] == str((en / "prompt-wavs" / "p1.wav").resolve())
+    assert items.loc["u1", "language"] == "en-US" and items.loc["u2", "benchmark"] == "seed-tts-eval/en"
+    assert seedtts_ground_truth_manifest(en / "meta.lst") == [{"item_id": "u2", "path": str((en / "wavs/u2.wav").resolve())}]
+
+    bad = tmp_path / "other" / "meta.lst"
+    bad.parent.mkdir()
+    bad.write_text("u1|p|a.wav|t\nu2|only three|fields\n", encoding="utf-8")
+    with pytest.raises(DatasetError, match=r"line 2: 3 field\(s\)"):
+        import_seedtts(bad)
+    bad.write_text("u1|p|a.wav|t\n", encoding="utf-8")
+    with pytest.raises(DatasetError, match="--language"):  # the folder is neither en nor zh
+        import_seedtts(bad)
+    assert import_seedtts(bad, language="fr-FR")["language"].tolist() == ["fr-FR"]
+    bad.write_text("u1|p|a.wav|t\nu1|p|b.wav|t2\n", encoding="utf-8")
+    with pytest.raises(DatasetError, match="u1 appear more than once"):
+        import_seedtts(bad, language="en-US")
+
+
+# -- end to end: import, evaluate with WER and SIM through the files provider --------------------------------------
+
+
+@pytest.fixture(scope="module")
+def seedtts_run(prefect_api: str, tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("seedtts")
+    en = root / "seedtts_testset" / "en"
+    for folder in ("prompt-wavs", "cloner", "mismatch"):
+        (en / folder).mkdir(parents=True, exist_ok=True)
+    lines = []
+    for utt, text in TEXTS.items():
+        other = "flite" if ENGINE[utt] == "espeak" else "espeak"
+        _speak(ENGINE[utt], PROMPT_TEXTS[utt], en / "prompt-wavs" / f"{utt}.wav")
+        _speak(ENGINE[utt], text, en / "cloner" / f"{utt}.wav")
+        _speak(other, text, en / "mismatch" / f"{utt}.wav")
+        lines.append(f"{utt}|{PROMPT_TEXTS[utt]}|prompt-wavs/{utt}.wav|{text}")
+    (en / "meta.lst").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    env = cli_env(prefect_api, TTSEVAL_QUALITY='["dnsmos", "distillmos"]')  # and two MOS predictors
+    imported = run_cli(["import-dataset", "--format", "seedtts", str(en / "meta.lst"), "--out",
+                        str(root / "items.jsonl")], env, cwd=root)
+    assert imported.returncode == 0, imported.stderr[-3000:]
+    systems = f"files:cloner:dir={en / 'cloner'},files:mismatch:dir={en / 'mismatch'}"
+    args = ["evaluate", "--dataset", str(root / "items.jsonl"), "--systems", systems, "--store", str(root / "store"),
+            "--run-id", "seed", "--judges", ""]
+    first = run_cli(args, env, cwd=root)
+    assert first.returncode == 0, first.stderr[-4000:]
+    again = run_cli(args, env, cwd=root)
+    assert again.returncode == 0, again.stderr[-4000:]
+    return root / "store" / "runs" / "seed", imported
+
+
+def test_the_imported_items_carry_their_prompts(seedtts_run) -> None:
+    run, imported = seedtts_run
+    assert "4 items with voice prompts" in imported.stdout
+    items = pd.read_parquet(run / "items").set_index("item_id")
+    assert items["prompt_text"].to_dict() == PROMPT_TEXTS
+    store = ArtifactStore(str(run.parents[1]))
+    assert all(store.exists(store.audio_rel_path(sha)) for sha in items["prompt_audio_sha256"])  # stored once each
+    assert items["prompt_audio_sha256"].nunique() == 4
+
+
+def test_sim_ranks_the_cloner_above_the_other_voice_and_wer_comes_from_the_same_clips(seedtts_run) -> None:
+    run, _ = seedtts_run
+    sim = pd.read_parquet(run / "similarity")
+    assert len(sim) == 8 and (sim["status"] == "ok").all() and set(sim["encoder_spec"]) == {"resemblyzer"}
+    assert set(sim["reference"]) == {"prompt"}
+    by = sim.assign(system=sim["system_id"].map(lambda s: "cloner" if "cloner" in s else "mismatch")).pivot(
+        index="item_id", columns="system", values="similarity")
+    assert (by["cloner"] > by["mismatch"] + 0.15).all(), by  # same speaker above a different one, item by item
+    transcripts = pd.read_parquet(run / "transcripts")
+    assert len(transcripts) == 8 and (transcripts["status"] == "ok").all()
+    assert transcripts["wer"].median() < 0.2  # both engines speak the target text: Whisper tiny.en hears most of it
+    report = (run / "report.md").read_text(encoding="utf-8")
+    section = report.split("## Speaker similarity: `resemblyzer`", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| files:")]
+    assert len(rows) == 2 and all(" | yes | prompt | 4 | " in row for row in rows)  # files declares cloning
+
+
+def test_two_mos_predictors_each_have_their_rows_and_column_and_the_first_is_the_summarys(seedtts_run) -> None:
+    run, _ = seedtts_run
+    quality = pd.read_parquet(run / "quality")
+    assert quality.groupby("quality_spec").size().to_dict() == {"distillmos": 8, "dnsmos": 8}
+    assert (quality["status"] == "ok").all() and quality["mos"].between(1, 5).all()
+    summary = pd.read_parquet(run / "report").drop_duplicates("system_id").set_index("system_id")
+    dnsmos = quality[quality["quality_spec"] == "dnsmos"].groupby("system_id")["mos"].mean()
+    assert summary["mos"].to_dict() == pytest.approx(dnsmos.to_dict())  # the first predictor listed
+    report = (run / "report.md").read_text(encoding="utf-8")
+    section = report.split("## MOS predictors", 1)[1].split("\n## ", 1)[0]
+    assert "| system | MOS (dnsmos) | MOS (distillmos) |" in section
+    distill = quality[quality["quality_spec"] == "distillmos"].groupby("system_id")["mos"].mean()
+    for system_id, value in distill.items():
+        row = next(line for line in section.splitlines() if line.startswith(f"| {summary.loc[system_id, 'system_spec']} |"))
+        assert row.split(" | ")[2].startswith(f"{value:.2f} [")
+
+
+def test_a_second_run_recomputes_no_similarity(seedtts_run) -> None:
+    run, _ = seedtts_run
+    logs = sorted((run / "log").glob("*.json"))
+    assert json.loads(logs[0].read_text())["computed"]["similarity"] == 8
+    assert json.loads(logs[-1].read_text())["computed"]["similarity"] == 0
+    assert json.loads(logs[-1].read_text())["reused"]["similarity"] == 8
