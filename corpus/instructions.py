@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from corpus.items import read_jsonl_numbered
 from ttseval.errors import DatasetError
 from ttseval.ids import digest
-from ttseval.instructtts import FEATURES, TASKS
+from ttseval.instructtts import CATEGORY, FEATURES, TASKS  # noqa: F401 - CATEGORY is re-exported (tasks.instructions)
 from ttseval.languages import is_known_language
 
 CAPTION_PROMPT_VERSION = "caption-v1"
