@@ -68,7 +68,11 @@ def store_prompts(store: ArtifactStore, items: pd.DataFrame, *, source: str) -> 
             f"dataset {source}: {len(problems)} voice prompt clip(s) cannot be read:\n- " + "\n- ".join(problems)
             + "\nFix: point prompt_audio_uri at a WAV/FLAC/MP3/OGG file (relative paths are relative to the "
             "dataset file), or leave it empty for items without a prompt", source=source, problems=problems)
-    items["prompt_audio_sha256"] = items["prompt_audio_uri"].map(lambda p: shas.get(p) if isinstance(p, str) else None)
+    paths = [p if isinstance(p, str) and p else None for p in items["prompt_audio_uri"]]
+    # None, never NaN, in these string columns (pandas turns a None it maps or builds into NaN)
+    items["prompt_audio_uri"] = pd.Series(paths, index=items.index, dtype=object)
+    items["prompt_audio_sha256"] = pd.Series([shas.get(p) if p else None for p in paths], index=items.index,
+                                             dtype=object)
     return items
 
 

@@ -258,3 +258,84 @@ def test_a_second_run_recomputes_no_similarity(seedtts_run) -> None:
     assert json.loads(logs[0].read_text())["computed"]["similarity"] == 8
     assert json.loads(logs[-1].read_text())["computed"]["similarity"] == 0
     assert json.loads(logs[-1].read_text())["reused"]["similarity"] == 8
+
+
+# -- reference voices and bad input, at the stage ------------------------------------------------------------------
+
+
+def test_a_systems_reference_voice_is_the_reference_where_items_have_no_prompt(tmp_path: Path) -> None:
+    from flows.common import register_items
+    from tasks.similarity import similarity_work
+    from tasks.voices import References, store_prompts, store_reference_voices
+    from ttseval.audio import sha256_hex
+    from ttseval.config import load_settings
+    from ttseval.errors import ConfigError
+    from ttseval.registry import Spec
+
+    for name, engine in (("voice", "espeak"), ("same", "espeak"), ("other", "flite"), ("prompt", "flite")):
+        _speak(engine, TEXTS["u1"] if name != "voice" else PROMPT_TEXTS["u2"], tmp_path / f"{name}.wav")
+    store = ArtifactStore(str(tmp_path / "store"))
+    system = Spec.parse("espeak-ng")
+    settings = load_settings(store=store.uri, reference_voices={"espeak-ng": str(tmp_path / "voice.wav")})
+    with pytest.raises(ConfigError, match="'flite' is not a system of this run"):
+        store_reference_voices(store, "r", load_settings(store=store.uri, reference_voices={"flite": "x.wav"}), [system])
+    assert set(store_reference_voices(store, "r", settings, [system])) == {system.id}
+    items = pd.DataFrame([{"item_id": i, "text": TEXTS["u1"], "language": "en", "category": "c", "depth": 0,
+                           "prompt_audio_uri": str(tmp_path / "prompt.wav") if i == "with-prompt" else None}
+                          for i in ("plain", "plain-2", "with-prompt")])
+    items = store_prompts(store, items, source="test")
+    register_items(store, "r", items)
+    shas = {}
+    for name in ("same", "other"):
+        wav = Audio.from_wav_bytes((tmp_path / f"{name}.wav").read_bytes()).to_wav_bytes()
+        shas[name] = sha256_hex(wav)
+        store.put_audio(wav, shas[name])
+    work = [{"item_id": "plain", "system_id": system.id, "audio_sha256": shas["same"]},
+            {"item_id": "plain-2", "system_id": system.id, "audio_sha256": shas["other"]},
+            {"item_id": "with-prompt", "system_id": system.id, "audio_sha256": shas["other"]},
+            {"item_id": "plain", "system_id": "no-voice", "audio_sha256": shas["same"]}]  # nothing to compare with
+    result = similarity_work(settings, "r", work)
+    rows = store.read("r", "similarity").set_index("item_id")
+    assert result.n_rows == 3 and set(rows["system_id"]) == {system.id}
+    assert rows.loc["plain", "reference"] == rows.loc["plain-2", "reference"] == "voice"
+    assert rows.loc["with-prompt", "reference"] == "prompt"  # the item's prompt comes first
+    assert rows.loc["plain", "similarity"] > rows.loc["plain-2", "similarity"] + 0.15  # espeak voice vs flite
+    assert rows.loc["with-prompt", "similarity"] > rows.loc["plain-2", "similarity"] + 0.15  # flite vs flite prompt
+    assert References.read(store, "r").of("plain", "no-voice") is None
+
+
+def test_an_unreadable_prompt_is_refused_naming_row_item_and_path_and_nothing_is_written(tmp_path: Path) -> None:
+    from tasks.voices import store_prompts
+
+    (tmp_path / "not-audio.wav").write_text("hello")
+    items = pd.DataFrame([{"item_id": "a", "prompt_audio_uri": None},
+                          {"item_id": "b", "prompt_audio_uri": str(tmp_path / "missing.wav")},
+                          {"item_id": "c", "prompt_audio_uri": str(tmp_path / "not-audio.wav")}])
+    store = ArtifactStore(str(tmp_path / "store"))
+    with pytest.raises(DatasetError) as refused:
+        store_prompts(store, items, source="items.jsonl")
+    message = str(refused.value)
+    assert "row 2 (item_id='b') prompt_audio_uri" in message and "missing.wav" in message
+    assert "row 3 (item_id='c')" in message and "not-audio.wav" in message and "Fix:" in message
+    assert not (tmp_path / "store" / "runs").exists()
+
+
+def test_a_prompt_path_relative_to_the_items_file_is_resolved_and_a_missing_one_exits_2(
+        prefect_api: str, tmp_path: Path) -> None:
+    from corpus.items import load_items
+
+    (tmp_path / "data" / "prompts").mkdir(parents=True)
+    _speak("espeak", PROMPT_TEXTS["u1"], tmp_path / "data" / "prompts" / "p.wav")
+    rows = [{"item_id": "a", "text": TEXTS["u1"], "language": "en", "category": "c", "depth": 0,
+             "prompt_audio_uri": "prompts/p.wav", "prompt_text": PROMPT_TEXTS["u1"]},
+            {"item_id": "b", "text": TEXTS["u2"], "language": "en", "category": "c", "depth": 0,
+             "prompt_audio_uri": "prompts/absent.wav"}]
+    dataset = tmp_path / "data" / "items.jsonl"
+    dataset.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    items = load_items(dataset).set_index("item_id")
+    assert items.loc["a", "prompt_audio_uri"] == str(tmp_path / "data" / "prompts" / "p.wav")
+    result = run_cli(["evaluate", "--dataset", str(dataset), "--systems", "espeak-ng", "--store",
+                      str(tmp_path / "store"), "--run-id", "bad", "--judges", ""], cli_env(prefect_api), cwd=tmp_path)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "row 2 (item_id='b') prompt_audio_uri" in result.stderr and "absent.wav" in result.stderr
+    assert not (tmp_path / "store" / "runs" / "bad").exists()  # refused before anything of the run was written
