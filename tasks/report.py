@@ -105,6 +105,7 @@ class RunTables:
     quality: pd.DataFrame
     system_ids: list[str]
     all_quality: pd.DataFrame
+    similarity: pd.DataFrame  # every encoder's rows (empty when the run compares no voices)
 
     @classmethod
     def read(cls, store: ArtifactStore, run_id: str, system_ids: list[str] | None = None,
@@ -121,7 +122,8 @@ class RunTables:
         present = list(pd.unique(quality["quality_id"])) if "quality_id" in quality else []
         chosen = quality_id if quality_id in present else (present[0] if present else None)
         primary = quality[quality["quality_id"] == chosen] if chosen else quality
-        return cls(items, synthesis, store.read(run_id, "transcripts"), primary, ids, quality)
+        return cls(items, synthesis, store.read(run_id, "transcripts"), primary, ids, quality,
+                   store.read(run_id, "similarity"))
 
     @functools.cached_property
     def own_transcripts(self) -> pd.DataFrame:
@@ -591,7 +593,9 @@ def _section(title: str, intro: str, headers: list[str], rows: list[list[str]]) 
 def paired_markdown(settings: Settings, tables: RunTables, baseline_id: str, names: dict[str, str]) -> str:
     """Each system against the baseline, item by item (metrics.paired): WER and CER per recogniser the two share,
     MOS; the difference with its paired bootstrap 95% CI and the Wilcoxon and permutation p-values."""
-    from metrics.paired import paired_table
+    from dataclasses import asdict
+
+    from metrics.paired import paired_mean, paired_table
 
     system_ids = tables.system_ids
     if baseline_id not in system_ids or len(system_ids) < 2:
@@ -615,15 +619,23 @@ def paired_markdown(settings: Settings, tables: RunTables, baseline_id: str, nam
                                                           mine[mine["system_id"] == system_id], no_rows_q, no_rows_q)]
         found += [("–", r) for r in compare(no_rows_t, no_rows_t, quality[quality["system_id"] == baseline_id],
                                             quality[quality["system_id"] == system_id])]
+        sim = tables.similarity[tables.similarity["status"] == "ok"]
+        for encoder_spec, mine in sim.groupby("encoder_spec", sort=False):  # SIM per encoder, never pooled
+            by = {s: mine[mine["system_id"] == s].set_index("item_id")["similarity"] for s in (baseline_id, system_id)}
+            shared = by[baseline_id].index.intersection(by[system_id].index)
+            if len(shared):
+                r = paired_mean("sim", by[baseline_id].loc[shared], by[system_id].loc[shared],
+                                n_resamples=settings.bootstrap_resamples, seed=settings.seed)
+                found.append((f"SIM: {encoder_spec}", asdict(r) | {"flagged": r.flagged}))
         for recogniser, r in found:
             rows.append([names.get(system_id, system_id), recogniser, r["metric"], str(r["n_items"]), _num(r["b"], 3),
                          _num(r["a"], 3), f"{_num(r['delta'], 3)} [{_num(r['ci_low'], 3)}, {_num(r['ci_high'], 3)}]",
                          _num(r["p_wilcoxon"], 4), _num(r["p_permutation"], 4), "**yes**" if r["flagged"] else "no"])
     return _section(f"Paired comparisons with the baseline `{names.get(baseline_id, baseline_id)}`",
                     "Item by item on the items both have (metrics.paired): system - baseline, a paired bootstrap 95% "
-                    "CI of the difference (pooled WER/CER, mean MOS), the Wilcoxon signed-rank and a paired "
-                    "permutation p-value (scipy); 'differs' when the CI excludes 0.",
-                    ["system", "recogniser", "metric", "items", "system", "baseline", "difference [95% CI]",
+                    "CI of the difference (pooled WER/CER, mean MOS and speaker similarity), the Wilcoxon signed-rank "
+                    "and a paired permutation p-value (scipy); 'differs' when the CI excludes 0.",
+                    ["system", "recogniser / encoder", "metric", "items", "system", "baseline", "difference [95% CI]",
                      "Wilcoxon p", "permutation p", "differs"], rows)
 
 
@@ -669,16 +681,14 @@ def _clones(system_spec: str) -> bool:
         return False
 
 
-def similarity_markdown(settings: Settings, store: ArtifactStore, run_id: str, tables: RunTables,
-                        names: dict[str, str]) -> str:
+def similarity_markdown(settings: Settings, tables: RunTables, names: dict[str, str]) -> str:
     """Speaker similarity per encoder and system (metrics.similarity): mean SIM with its bootstrap 95% CI, one
     table per encoder (figures from two encoders are never in one column)."""
     from metrics.similarity import similarity_summary
 
-    if not store.part_files(run_id, "similarity"):
+    rows_all = tables.similarity[tables.similarity["system_id"].isin(tables.system_ids)]
+    if rows_all.empty:
         return ""
-    rows_all = store.read(run_id, "similarity")
-    rows_all = rows_all[rows_all["system_id"].isin(tables.system_ids)]
     summary = similarity_summary(rows_all, n_resamples=settings.bootstrap_resamples, seed=settings.seed)
     order = {s: i for i, s in enumerate(tables.system_ids)}
     out = []
@@ -807,7 +817,7 @@ def write_full_report(store: ArtifactStore, run_id: str, settings: Settings, sys
                 + recognisers_markdown(settings, tables, names)
                 + paired_markdown(settings, tables, _baseline_id(meta), names)
                 + prosody_markdown(store, run_id, tables, names)
-                + similarity_markdown(settings, store, run_id, tables, names)
+                + similarity_markdown(settings, tables, names)
                 + predictors_markdown(settings, tables, names)
                 + grouped_markdown(tables, names)
                 + leaderboard_markdown(store, run_id, summary, winrates)

@@ -233,6 +233,10 @@ def test_sim_ranks_the_cloner_above_the_other_voice_and_wer_comes_from_the_same_
     section = report.split("## Speaker similarity: `resemblyzer`", 1)[1].split("\n## ", 1)[0]
     rows = [line for line in section.splitlines() if line.startswith("| files:")]
     assert len(rows) == 2 and all(" | yes | prompt | 4 | " in row for row in rows)  # files declares cloning
+    paired = report.split("## Paired comparisons with the baseline", 1)[1].split("\n## ", 1)[0]
+    sim_row = next(line.split(" | ") for line in paired.splitlines() if "| SIM: resemblyzer | sim |" in line)
+    delta = (by["mismatch"] - by["cloner"]).mean()  # item by item, the other voice minus the cloner
+    assert sim_row[6].startswith(f"{delta:.3f} [") and sim_row[-1] == "**yes** |"
 
 
 def test_two_mos_predictors_each_have_their_rows_and_column_and_the_first_is_the_summarys(seedtts_run) -> None:
