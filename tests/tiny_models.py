@@ -116,3 +116,33 @@ def build_tiny_wavlm_xvector(directory: Path) -> Path:
     WavLMForXVector(config).eval().save_pretrained(directory)
     _extractor().save_pretrained(directory)
     return directory
+
+
+def build_tiny_dia(directory: Path) -> Path:
+    """A Dia dialogue TTS model (DiaForConditionalGeneration, Dia-1.6B's token layout: 9 DAC codebooks of 1024,
+    delay pattern 0, 8..15) and its processor, with a tiny DAC codec at 44.1 kHz saved beside it (dac/)."""
+    import torch
+    from transformers import (DacConfig, DacModel, DiaConfig, DiaFeatureExtractor, DiaForConditionalGeneration,
+                              DiaProcessor, DiaTokenizer)
+    from transformers.models.dia.configuration_dia import DiaDecoderConfig, DiaEncoderConfig
+
+    torch.manual_seed(0)
+    codec = DacModel(DacConfig(encoder_hidden_size=4, downsampling_ratios=[2, 4, 8, 8], decoder_hidden_size=16,
+                               n_codebooks=9, codebook_size=1024, codebook_dim=4, hidden_size=16, sampling_rate=44100))
+    with torch.no_grad():  # spread the codebooks, so different codes decode to audibly different frames
+        for quantizer in codec.quantizer.quantizers:
+            quantizer.codebook.weight.mul_(50.0)
+    codec.eval().save_pretrained(directory / "dac")
+    attention = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2,
+                 "num_key_value_heads": 2, "head_dim": 16, "initializer_range": 0.5}  # wide: a prompt moves the logits
+    config = DiaConfig(encoder_config=DiaEncoderConfig(vocab_size=256, **attention),
+                       decoder_config=DiaDecoderConfig(num_channels=9, vocab_size=1028, cross_num_attention_heads=2,
+                                                       cross_head_dim=16, cross_num_key_value_heads=2,
+                                                       cross_hidden_size=32, **attention))
+    model = DiaForConditionalGeneration(config).eval()
+    with torch.no_grad():  # random weights would often say EOS first: zero the special tokens' output rows (1024+)
+        model.logits_dense.weight.view(9, 1028, -1)[:, 1024:] = 0.0
+    model.save_pretrained(directory)
+    DiaProcessor(DiaFeatureExtractor(sampling_rate=44100, hop_length=512), DiaTokenizer(),
+                 DacModel.from_pretrained(directory / "dac")).save_pretrained(directory)
+    return directory

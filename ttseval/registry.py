@@ -367,6 +367,7 @@ TTS = Registry[TTSProvider](
         "piper": "providers.tts.piper:PiperTTS",
         "files": "providers.tts.files:FilesTTS",
         "transformers-tts": "providers.tts.transformers_tts:TransformersTTS",
+        "transformers-dia": "providers.tts.transformers_dia:TransformersDiaTTS",
         "openai": "providers.tts.openai_speech:OpenAISpeechTTS",
         "elevenlabs": "providers.tts.elevenlabs:ElevenLabsTTS",
         "gemini": "providers.tts.gemini_tts:GeminiTTS",
