@@ -792,6 +792,15 @@ def drift_markdown(drift: pd.DataFrame, previous: str, current: str) -> str:
 # -- the whole report ---------------------------------------------------------------------------------------------
 
 
+def listening_markdown(store: ArtifactStore, run_id: str) -> str:
+    """Each listening test's stored analysis (tasks.listening.analyse_test writes it), under one heading."""
+    ratings = store.read(run_id, "ratings", columns=["test_id", "created_at"])
+    tests = list(ratings.sort_values("created_at")["test_id"].drop_duplicates())
+    parts = [store.read_bytes(f"runs/{run_id}/listening/{t}/analysis.md").decode("utf-8") for t in tests
+             if store.exists(f"runs/{run_id}/listening/{t}/analysis.md")]
+    return "\n## Listening tests\n\n" + "\n".join(parts) if parts else ""
+
+
 def _baseline_id(meta: dict[str, Any]) -> str:
     from ttseval.registry import Spec
 
@@ -821,6 +830,7 @@ def write_full_report(store: ArtifactStore, run_id: str, settings: Settings, sys
                 + predictors_markdown(settings, tables, names)
                 + grouped_markdown(tables, names)
                 + leaderboard_markdown(store, run_id, summary, winrates)
-                + instruction_markdown(store, run_id, names) + tables_markdown(store, run_id))
+                + instruction_markdown(store, run_id, names) + listening_markdown(store, run_id)
+                + tables_markdown(store, run_id))
     store.write_bytes(f"runs/{run_id}/report.md", markdown.encode("utf-8"))
     return markdown

@@ -117,7 +117,8 @@ def test_stack_up_again_returns_running_stack(stack: StackInfo) -> None:
 
 def test_deployments_registered(stack: StackInfo, deployed: list[str]) -> None:
     assert set(deployed) == {"nightly/nightly", "evaluate/adhoc", "backfill_judge/backfill-judge",
-                             "generate_dataset/generate-dataset", "generate_instructions/generate-instructions"}
+                             "generate_dataset/generate-dataset", "generate_instructions/generate-instructions",
+                             "human_eval/human-eval"}
     nightly = api(stack, "/deployments/name/nightly/nightly")
     assert nightly["work_pool_name"] == stack.pool
     [schedule] = nightly["schedules"]
@@ -141,6 +142,9 @@ def test_deployments_registered(stack: StackInfo, deployed: list[str]) -> None:
         generate["parameter_openapi_schema"]["properties"])
     instructions = api(stack, "/deployments/name/generate_instructions/generate-instructions")
     assert "references" in instructions["parameter_openapi_schema"]["required"]
+    human = api(stack, "/deployments/name/human_eval/human-eval")
+    assert human["parameter_openapi_schema"]["required"] == ["run_id"]
+    assert {"step", "kind", "test_id", "results"} <= set(human["parameter_openapi_schema"]["properties"])
 
 
 def test_generate_dataset_deployment_writes_a_frozen_version_to_s3(stack: StackInfo, deployed: list[str],

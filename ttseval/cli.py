@@ -332,6 +332,43 @@ def cmd_mos_analyze(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_human_eval(args: argparse.Namespace) -> int:
+    """Listening tests (Rethinking MUSHRA): export for webMUSHRA, ingest results, analyse."""
+    from pathlib import Path
+
+    from ttseval.config import load_settings
+
+    settings = load_settings(store=args.store)
+    os.environ["TTSEVAL_STORE"] = settings.store
+    if args.step == "ingest":  # no flow: a file read and one table part written
+        from tasks.listening import ingest_ratings
+
+        done = ingest_ratings(settings, args.run_id, args.test_id, [Path(p) for p in args.results])
+        print(f"test {done['test_id']} ({done['kind']}): read {done['read']} ratings, stored {done['stored']} "
+              f"({done['already_stored']} already stored), {done['flagged']} flagged as a second rating of a page, "
+              f"{done['pages_without_hidden_reference']} pages without a hidden-reference rating; raters: "
+              f"{', '.join(done['raters']) or 'none new'}")
+        return 0
+    from flows.human_eval import human_eval
+
+    with prefect_api():
+        if args.step == "export":
+            done = human_eval(run_id=args.run_id, step="export", test_id=args.test_id, kind=args.kind,
+                              out=args.out, raters=args.raters, items=args.items, systems=args.systems,
+                              reference=args.reference, anchor_x=args.anchor_x, anchor_y=args.anchor_y,
+                              language=args.language, seed=args.seed, store=settings.store)
+            print(f"{done['kind']} test {done['test_id']}: {len(done['items'])} items x {len(done['systems'])} "
+                  f"systems (reference {done['reference'] or 'none'}), {done['pages_per_rater']} pages per rater, "
+                  f"{args.raters} rater configs in {done['folder']}; copy it over a webMUSHRA checkout (its "
+                  "README.md says how), then: ttseval human-eval analyze --run-id "
+                  f"{args.run_id} --test-id {args.test_id} <results CSVs>")
+            return 0
+        done = human_eval(run_id=args.run_id, step="analyze", test_id=args.test_id, results=args.results or None,
+                          store=settings.store)
+    print(done["markdown"])
+    return 0
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -629,6 +666,27 @@ def build_parser() -> argparse.ArgumentParser:
     ma.add_argument("--forms", required=True, help="the folder mos-forms wrote")
     ma.add_argument("--ratings", required=True, help="CSV: rater_id, form, position, score (1-5)")
     ma.set_defaults(func=cmd_mos_analyze)
+    he = sub.add_parser("human-eval", help="listening tests (Rethinking MUSHRA): export a run's audio for "
+                        "webMUSHRA, ingest the ratings, analyse them")
+    he.add_argument("step", choices=["export", "ingest", "analyze"])
+    he.add_argument("results", nargs="*", help="ingest/analyze: results files (webMUSHRA's mushra.csv, lss.csv, "
+                    "or the plain CSV: rater_id, trial_id, stimulus, score)")
+    he.add_argument("--store", default=None)
+    he.add_argument("--run-id", required=True)
+    he.add_argument("--test-id", default="listening", help="the test's name; results come back under it")
+    he.add_argument("--kind", default="mushra-dg-nmr",
+                    choices=["mushra", "mushra-nmr", "mushra-dg", "mushra-dg-nmr", "mos", "cmos"])
+    he.add_argument("--out", default=None, help="export: folder to write (default listening/<test-id>)")
+    he.add_argument("--raters", type=int, default=20, help="export: rater configs to write")
+    he.add_argument("--items", type=int, default=30, help="export: items drawn")
+    he.add_argument("--systems", type=_csv, default=None, help="export: systems rated (default: the run's TTS)")
+    he.add_argument("--reference", default=None, help="export: natural-speech system (default: the run's one)")
+    he.add_argument("--anchor-x", default=None, action=argparse.BooleanOptionalAction,
+                    help="export: Anchor-X (default: on for MUSHRA kinds with a natural reference)")
+    he.add_argument("--anchor-y", default=None, help="export: system whose degraded clips are Anchor-Y")
+    he.add_argument("--language", default="English", help="export: language named in the instructions")
+    he.add_argument("--seed", type=int, default=0, help="export: item choice, page orders, names (recorded)")
+    he.set_defaults(func=cmd_human_eval)
     ex = sub.add_parser("export", help="a run's tables, report and logs as CSV without its audio, to share")
     ex.add_argument("--store", default=None)
     ex.add_argument("--run-id", required=True)

@@ -69,6 +69,38 @@ class Insv(BaseModel):
                                                 "both sides, or counted (ASCII digits as no script)")
 
 
+class Listening(BaseModel):
+    """Listening tests (Rethinking MUSHRA): the MUSHRA-DG formula's weights, the rejection rule's analysis, the
+    subsampling study and the stimuli webMUSHRA is given (tasks/listening.py, metrics/listening.py)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    dg_weights: dict[str, float] = Field(default_factory=dict, description="Overrides of appendix A.6's weights and "
+                                         "caps by name (metrics.listening.DGWeights: mild_pronunciation, "
+                                         "severe_pronunciation, unnatural_pauses, digital_artifacts, "
+                                         "energy_fluctuations, word_skips, mild_cap, severe_cap)")
+    dg_clip: bool = Field(True, description="Clip MUSHRA-DG scores to 0-100 (the paper does not say; without it "
+                          "three word skips score below zero)")
+    rejection_lambda: float = Field(90, ge=0, le=100, description="MUSHRA rule: the hidden-reference score a rater "
+                                    "must reach on all but rejection_share of their pages")
+    rejection_share: float = Field(0.15, ge=0, le=1, description="MUSHRA rule: the share of pages a rater may "
+                                   "score the hidden reference below rejection_lambda")
+    lambdas: list[float] = Field(default_factory=lambda: [50, 60, 70, 80, 90], description="Lambdas of the "
+                                 "reported effect of the rejection rule on scores and ranks (section 4.4)")
+    subsample_trials: int = Field(1000, ge=1, description="Random draws per (listeners, utterances) cell")
+    sample_rate_hz: int = Field(48000, ge=8000, description="The one rate of every exported stimulus (webMUSHRA "
+                                "refuses stimuli whose rate is not the browser's audio device's, mostly 48 kHz)")
+    max_conditions: int = Field(12, ge=2, le=12, description="Conditions per MUSHRA page, hidden reference and "
+                                "anchors included; more systems are split over pages")
+    max_duration_s: float = Field(12.0, gt=0, description="Longest stimulus of a MUSHRA page (webMUSHRA's strict "
+                                  "mode and ITU-R BS.1534 ask for at most 12 s); longer items are left out")
+    anchor_x_bandwidth_hz: float = Field(3500, gt=0, description="Anchor-X: the reference band-limited to this "
+                                         "(resampled to twice it and back)")
+    anchor_y_slowdown: float = Field(1.2, ge=1, description="Anchor-Y: how much slower the degraded system speaks")
+    anchor_y_share: float = Field(0.2, ge=0, le=1, description="Anchor-Y: share of items with a word skipped or "
+                                  "repeated")
+
+
 class Settings(BaseSettings):
     """Everything a run can be tuned by. Passed to tasks as one object, so workers see the same values."""
 
@@ -129,6 +161,8 @@ class Settings(BaseSettings):
         "is not set in the environment (e.g. {ELEVENLABS_API_KEY = 'elevenlabs-key'})"
     )
     insv: Insv = Field(default_factory=Insv, description="INSV-A screening thresholds")
+    listening: Listening = Field(default_factory=Listening, description="Listening tests: MUSHRA-DG weights, "
+                                 "rejection rule, subsampling, stimuli")
     controls: list[str] = Field(
         default_factory=list, description="System specs that are negative controls (a neighbouring language's "
         "voice): they speak every item whatever its language, and are shown apart from the TTS systems")

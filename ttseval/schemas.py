@@ -280,6 +280,58 @@ WINRATES = pa.schema(
     ]
 )
 
+# Rethinking MUSHRA appendix A.6's scoresheet: six counts of faults, then three perceptual scores on 0-100.
+DG_SHEET = {
+    "mild_pronunciation": "mild pronunciation mistakes", "severe_pronunciation": "severe pronunciation mistakes",
+    "unnatural_pauses": "unnatural pauses, speed-ups or slow-downs", "digital_artifacts": "digital artifacts",
+    "energy_fluctuations": "sudden energy fluctuations", "word_skips": "words skipped",
+    "liveliness": "liveliness, 0-100", "voice_quality": "voice quality, 0-100", "rhythm": "rhythm, 0-100",
+}
+
+LISTENING_STIMULI = pa.schema(
+    [
+        _f("test_id", pa.string(), "listening test", nullable=False),
+        _f("kind", pa.string(), "mushra, mushra-nmr, mushra-dg, mushra-dg-nmr, mos or cmos", nullable=False),
+        _f("trial_id", pa.string(), "webMUSHRA page id", nullable=False),
+        _f("stimulus", pa.string(), "the blinded name raters and webMUSHRA's results see ('reference': the page's "
+           "hidden reference)", nullable=False),
+        _f("source", pa.string(), "mushra (a slider), sheet (a MUSHRA-DG scoresheet), mos, cmos or practice"),
+        _f("item_id", pa.string(), "item heard", nullable=False),
+        _f("system_id", pa.string(), "system heard (anchor-x / anchor-y for the anchors)", nullable=False),
+        _f("role", pa.string(), "system, reference (natural speech), anchor-x or anchor-y"),
+        _f("other_system_id", pa.string(), "CMOS: the system the clip is compared with"),
+        _f("b_is_system", pa.bool_(), "CMOS: the system under test plays second (B)"),
+        _f("file", pa.string(), "the WAV's path relative to webMUSHRA's root"),
+        _f("created_at", pa.timestamp("us", tz="UTC"), "when the test was exported", nullable=False),
+    ]
+)
+
+RATINGS = pa.schema(
+    [
+        _f("test_id", pa.string(), "listening test", nullable=False),
+        _f("kind", pa.string(), "mushra, mushra-nmr, mushra-dg, mushra-dg-nmr, mos or cmos", nullable=False),
+        _f("rater_id", pa.string(), "rater", nullable=False),
+        _f("session", pa.string(), "webMUSHRA session (or file and occurrence) the rating came in", nullable=False),
+        _f("trial_id", pa.string(), "page", nullable=False),
+        _f("item_id", pa.string(), "item heard", nullable=False),
+        _f("system_id", pa.string(), "system heard", nullable=False),
+        _f("role", pa.string(), "system, reference (hidden, natural speech), anchor-x or anchor-y"),
+        _f("score", pa.float64(), "MUSHRA 0-100; MUSHRA-DG: appendix A.6's formula over the scoresheet; MOS 1-5; "
+           "CMOS -3..3, positive when the system is preferred over the one it is compared with"),
+        _f("slider", pa.float64(), "MUSHRA-DG: the page's slider score beside the scoresheet"),
+        *[_f(name, pa.float64(), f"MUSHRA-DG scoresheet: {doc}") for name, doc in DG_SHEET.items()],
+        _f("other_system_id", pa.string(), "CMOS: the system compared with"),
+        _f("rating_time_s", pa.float64(), "time the rater spent, as the platform reports it"),
+        _f("comment", pa.string(), "the rater's comment"),
+        _f("questionnaire", pa.string(), "the rater's questionnaire answers as JSON"),
+        _f("flag", pa.string(), "why the row is left out of the analysis (a second rating of one page); null when "
+           "used"),
+        _f("note", pa.string(), "a remark that does not exclude the row (the page has no hidden-reference rating)"),
+        _f("source_file", pa.string(), "results file the rating came from (its name)"),
+        _f("created_at", pa.timestamp("us", tz="UTC"), "when the rating was ingested", nullable=False),
+    ]
+)
+
 
 @dataclass(frozen=True)
 class TableDef:
@@ -304,6 +356,8 @@ TABLES: dict[str, TableDef] = {
         TableDef("position_audit", JUDGMENTS, ("item_id", "system_id", "baseline_id", "judge_id")),
         TableDef("report", REPORT, ("system_id", "asr_id")),
         TableDef("winrates", WINRATES, ("judge_id", "system_id", "baseline_id", "level", "category", "depth")),
+        TableDef("listening_stimuli", LISTENING_STIMULI, ("test_id", "trial_id", "stimulus")),
+        TableDef("ratings", RATINGS, ("test_id", "rater_id", "item_id", "system_id", "trial_id", "session")),
     )
 }
 

@@ -1,0 +1,406 @@
+"""Listening tests from a stored run (tasks/listening.py, flows/human_eval.py): the webMUSHRA export (only the
+keys webMUSHRA documents, one rate and one length per page, at most 12 conditions, seeded per-rater orders, the
+key kept out of the folder), results in webMUSHRA's CSV formats (as its service/write.php writes them) and the
+plain CSV round-tripping into the ratings table, bad results refused or flagged, and the analysis in the report."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import soundfile as sf
+import yaml
+
+from tasks.listening import analyse_test, export_test, ingest_ratings
+from tests.conftest import cli_env, run_cli
+from ttseval.audio import Audio, sha256_hex
+from ttseval.config import load_settings
+from ttseval.errors import DatasetError, SpecError
+from ttseval.schemas import table_from_rows
+from ttseval.store import ArtifactStore
+
+RUN = "r"
+SYSTEMS = ("good", "fair", "poor")
+QUALITY = {"good": 75.0, "fair": 60.0, "poor": 35.0, "nat": 92.0, "anchor-x": 50.0, "anchor-y": 15.0}
+
+# webMUSHRA's documented keys (doc/experimenter.md), plus the finish page's questionnaire and the multi-scale
+# likert response, which its shipped configs (mushra_customquestionaire.yaml, LSS_multiscale.yaml) document
+DOCUMENTED = {
+    None: {"testname", "testId", "bufferSize", "stopOnErrors", "showButtonPreviousPage", "remoteService", "pages"},
+    "generic": {"type", "id", "name", "content"},
+    "mushra": {"type", "id", "name", "content", "showWaveform", "enableLooping", "strict", "reference",
+               "createAnchor35", "createAnchor70", "randomize", "showConditionNames", "stimuli", "switchBack"},
+    "likert_single_stimulus": {"type", "id", "name", "content", "showWaveform", "mustRate", "mustPlayback",
+                               "stimuli", "maxStimuli", "response"},
+    "finish": {"type", "name", "content", "showResults", "writeResults", "questionnaire"},
+}
+
+
+def _voice(f0: float, seconds: float, rate: int, seed: int) -> Audio:
+    """A harmonic 'voice' with vibrato, in word-like bursts, at the given rate."""
+    t = np.arange(int(seconds * rate)) / rate
+    phase = 2 * np.pi * np.cumsum(f0 * (1 + 0.08 * np.sin(2 * np.pi * 1.5 * t))) / rate
+    bursts = (np.sin(2 * np.pi * 2.0 * t) > -0.3).astype(float)
+    noise = 0.001 * np.random.default_rng(seed).standard_normal(len(t))
+    harmonics = [k for k in range(1, 60) if k * f0 * 1.1 < 0.45 * rate]  # a buzz with energy up to ~7 kHz
+    return Audio((0.1 * sum(np.sin(k * phase) / k for k in harmonics) * bursts + noise).astype(np.float32), rate)
+
+
+def _stored_run(root: Path, systems: tuple[str, ...] = SYSTEMS, items: int = 6, long_item: bool = False) -> ArtifactStore:
+    """A run's items and synthesis rows with audio at four different rates and lengths; 'nat' is natural speech."""
+    store = ArtifactStore(str(root))
+    now = datetime.now(timezone.utc)
+    rows, synthesis = [], []
+    for i in range(items):
+        rows.append({"item_id": f"i{i}", "text": "one two three four five six", "language": "en", "category": "x",
+                     "depth": 0, "created_at": now})
+        for k, system in enumerate((*systems, "nat")):
+            seconds = 13.0 if long_item and i == 0 and system == "nat" else 1.5 + 0.1 * i + 0.05 * k
+            audio = _voice(100 + 25 * k, seconds, (16000, 22050, 24000, 44100)[k % 4], 10 * i + k)
+            wav = audio.to_wav_bytes()
+            store.put_audio(wav, sha256_hex(wav))
+            synthesis.append({"item_id": f"i{i}", "system_id": system, "system_spec": system, "status": "ok",
+                              "audio_sha256": sha256_hex(wav), "duration_s": audio.duration_s,
+                              "sample_rate_hz": audio.sample_rate_hz, "created_at": now})
+    store.write_part(RUN, "items", table_from_rows("items", rows))
+    store.write_part(RUN, "synthesis", table_from_rows("synthesis", synthesis))
+    return store
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> tuple[ArtifactStore, object]:
+    store = _stored_run(tmp_path / "store")
+    return store, load_settings(store=str(tmp_path / "store"), natural=["nat"])
+
+
+def _configs(folder: Path, test_id: str) -> list[dict]:
+    return [yaml.safe_load(p.read_text(encoding="utf-8")) for p in sorted((folder / "configs").glob(f"{test_id}-r*.yaml"))]
+
+
+def _key(store: ArtifactStore, test_id: str) -> pd.DataFrame:
+    key = store.read(RUN, "listening_stimuli")
+    return key[key["test_id"] == test_id]
+
+
+def _score(system: str, rater: int, rng: np.random.Generator, bias: float = 0.0) -> float:
+    return float(np.clip(QUALITY[system] + bias + rng.normal(0, 5), 0, 100))
+
+
+def _mushra_csv(folder: Path, test_id: str, key: pd.DataFrame, seed: int = 0, skip_reference: set | None = None,
+                sessions: int = 1) -> str:
+    """mushra.csv as webMUSHRA's service/write.php writes it: session_test_id, the questionnaire's names,
+    session_uuid, trial_id, rating_stimulus, rating_score, rating_time, rating_comment; one row per condition of
+    each mushra page, the hidden reference as 'reference'."""
+    systems = key.set_index(["trial_id", "stimulus"])["system_id"]
+    rng = np.random.default_rng(seed)
+    buf = io.StringIO()
+    out = csv.writer(buf)
+    out.writerow(["session_test_id", "rater", "headphones", "session_uuid", "trial_id", "rating_stimulus",
+                  "rating_score", "rating_time", "rating_comment"])
+    for n, config in enumerate(_configs(folder, test_id), start=1):
+        for _ in range(sessions):
+            session = str(uuid.UUID(int=int(rng.integers(2**63))))
+            for page in config["pages"]:
+                if page["type"] != "mushra":
+                    continue
+                for stimulus in ["reference", *page["stimuli"]]:
+                    if stimulus == "reference" and skip_reference and (n, page["id"]) in skip_reference:
+                        continue
+                    score = _score(systems[(page["id"], stimulus)], n, rng)
+                    out.writerow([config["testId"], f"rater {n}", "yes", session, page["id"], stimulus,
+                                  f"{score:.0f}", 4321, ""])
+    return buf.getvalue()
+
+
+def test_mushra_export_is_a_webmushra_folder_with_a_seeded_design(run: tuple, tmp_path: Path) -> None:
+    store, settings = run
+    out = tmp_path / "mushra"
+    done = export_test(settings, RUN, out, kind="mushra", test_id="m1", raters=4, items=5, anchor_y_system="poor",
+                       seed=7)
+    configs = _configs(out, "m1")
+    assert [c["testId"] for c in configs] == ["m1-r01", "m1-r02", "m1-r03", "m1-r04"]
+    for config in configs:
+        assert set(config) <= DOCUMENTED[None]
+        for page in config["pages"]:
+            assert set(page) <= DOCUMENTED[page["type"]], page["type"]
+        pages = [p for p in config["pages"] if p["type"] == "mushra"]
+        assert len(pages) == 5 and config["pages"][-1]["type"] == "finish"
+        for page in pages:
+            # systems + Anchor-X + Anchor-Y listed; webMUSHRA adds the hidden reference: 6 conditions of 12
+            assert len(page["stimuli"]) == 5 and page["randomize"] is True
+            files = [page["reference"], *page["stimuli"].values()]
+            infos = [sf.info(out / f) for f in files]
+            assert {i.samplerate for i in infos} == {48000} and {i.channels for i in infos} == {1}
+            assert len({i.frames for i in infos}) == 1  # padded to one length
+            assert all(i.duration <= 12 for i in infos)
+    orders = [[p["id"] for p in c["pages"] if p["type"] == "mushra"] for c in configs]
+    assert len({tuple(o) for o in orders}) > 1 and all(sorted(o) == sorted(orders[0]) for o in orders)
+    again = export_test(settings, RUN, tmp_path / "again", kind="mushra", test_id="m2", raters=4, items=5,
+                        anchor_y_system="poor", seed=7)
+    assert again["page_orders"] == done["page_orders"] and again["items"] == done["items"]  # the seed decides
+    # the key is the run's, never the folder's: no system or item name in any file name or config
+    key = _key(store, "m1")
+    assert set(key["system_id"]) == {*SYSTEMS, "nat", "anchor-x", "anchor-y"}
+    assert set(key.loc[key["stimulus"] == "reference", "role"]) == {"reference"}
+    text = "".join(p.read_text() for p in (out / "configs").glob("*.yaml"))
+    assert not any(f"{s}" in text for s in ("good", "fair", "poor", "anchor"))
+    assert not list(out.rglob("*key*")) and json.loads(store.read_bytes(f"runs/{RUN}/listening/m1/test.json"))[
+        "seed"] == 7
+    # Anchor-X is the reference band-limited to 3.5 kHz: no energy left above 4 kHz
+    page = key[key["system_id"] == "anchor-x"].iloc[0]
+    ref = key[(key["trial_id"] == page["trial_id"]) & (key["stimulus"] == "reference")].iloc[0]
+    for f, limited in ((page["file"], True), (ref["file"], False)):
+        x, rate = sf.read(out / f)
+        spectrum = np.abs(np.fft.rfft(x)) ** 2
+        high = spectrum[np.fft.rfftfreq(len(x), 1 / rate) > 4000].sum() / spectrum.sum()
+        assert (high < 1e-4) if limited else (high > 1e-3)
+    # Anchor-Y: 1.2x slower (before padding: its speech runs longer than the system's clip it was made from)
+    with pytest.raises(SpecError, match="already has a listening test 'm1'"):
+        export_test(settings, RUN, out, kind="mushra", test_id="m1")
+
+
+def test_conditions_past_twelve_are_split_over_pages_and_long_items_left_out(tmp_path: Path) -> None:
+    systems = tuple(f"s{k}" for k in range(14))
+    store = _stored_run(tmp_path / "store", systems=systems, items=3, long_item=True)
+    settings = load_settings(store=str(tmp_path / "store"), natural=["nat"])
+    done = export_test(settings, RUN, tmp_path / "out", kind="mushra-nmr", test_id="big", raters=1, items=3)
+    assert done["left_out_too_long"] == 1 and len(done["items"]) == 2  # i0's reference is 13 s
+    [config] = _configs(tmp_path / "out", "big")
+    pages = [p for p in config["pages"] if p["type"] == "mushra"]
+    # 14 systems + Anchor-X per item, with the hidden reference at most 12 a page: two pages an item
+    assert len(pages) == 4 and all(len(p["stimuli"]) + 1 <= 12 for p in pages)
+    key = _key(store, "big")
+    for item, g in key[key["role"] == "system"].groupby("item_id"):
+        assert sorted(g["system_id"]) == sorted(systems)
+    assert "#buttonReference" in pages[0]["content"]  # NMR: the mentioned reference is hidden
+
+
+def test_a_mushra_needs_a_reference_and_known_systems(tmp_path: Path) -> None:
+    _stored_run(tmp_path / "store")
+    settings = load_settings(store=str(tmp_path / "store"))  # no natural system declared
+    with pytest.raises(SpecError, match="needs a reference"):
+        export_test(settings, RUN, tmp_path / "o", kind="mushra", test_id="t")
+    with pytest.raises(SpecError, match="'nope' has no audio"):
+        export_test(settings, RUN, tmp_path / "o", kind="mushra", test_id="t", reference="nope")
+    with pytest.raises(SpecError, match="--kind"):
+        export_test(settings, RUN, tmp_path / "o", kind="abx", test_id="t")
+    with pytest.raises(SpecError, match="--test-id"):
+        export_test(settings, RUN, tmp_path / "o", kind="mos", test_id="../x")
+
+
+def test_webmushra_results_round_trip_into_the_ratings_table(run: tuple, tmp_path: Path) -> None:
+    store, settings = run
+    out = tmp_path / "mushra"
+    export_test(settings, RUN, out, kind="mushra", test_id="m", raters=3, items=4)
+    key = _key(store, "m")
+    results = tmp_path / "mushra.csv"
+    results.write_text(_mushra_csv(out, "m", key), encoding="utf-8")
+    done = ingest_ratings(settings, RUN, "m", [results])
+    ratings = store.read(RUN, "ratings")
+    # 3 raters x 4 pages x (3 systems + Anchor-X + hidden reference)
+    assert done["stored"] == len(ratings) == 3 * 4 * 5 and done["flagged"] == 0
+    raw = pd.read_csv(results)
+    raw["rater_id"] = raw["session_test_id"].str.removeprefix("m-")
+    joined = raw.merge(key, on=["trial_id"]).query("rating_stimulus == stimulus")
+    stored = ratings.merge(joined, on=["rater_id", "trial_id", "item_id", "system_id"])
+    assert len(stored) == len(ratings) and (stored["score"] == stored["rating_score"]).all()
+    assert (stored["rating_time_s"] == 4.321).all()
+    assert set(ratings["role"]) == {"system", "reference", "anchor-x"}
+    assert json.loads(ratings["questionnaire"].iloc[0]) == {"rater": ratings["questionnaire"].map(
+        lambda q: json.loads(q)["rater"]).iloc[0], "headphones": "yes"}
+    again = ingest_ratings(settings, RUN, "m", [results])  # the same file again changes nothing
+    assert again["stored"] == 0 and again["already_stored"] == 60 and len(store.read(RUN, "ratings")) == 60
+
+
+def test_bad_results_are_refused_whole_or_flagged_and_nothing_ingested_is_lost(run: tuple, tmp_path: Path) -> None:
+    store, settings = run
+    out = tmp_path / "mushra"
+    export_test(settings, RUN, out, kind="mushra", test_id="m", raters=2, items=3)
+    key = _key(store, "m")
+    first = tmp_path / "first.csv"
+    first.write_text(_mushra_csv(out, "m", key, skip_reference={(1, "p002")}), encoding="utf-8")
+    done = ingest_ratings(settings, RUN, "m", [first])
+    assert done["pages_without_hidden_reference"] == 1
+    before = store.read(RUN, "ratings")
+    noted = before[before["note"].notna()]
+    assert set(zip(noted["rater_id"], noted["trial_id"])) == {("r01", "p002")}
+
+    text = _mushra_csv(out, "m", key, seed=1)
+    lines = text.splitlines()
+    header, row = lines[0], lines[5].split(",")
+    cases = {
+        "unknown stimulus": ("s0000000000", 5, r"rater 'r0\d', page 'p00\d': stimulus 's0000000000' is not one"),
+        "score off scale": ("130", 6, r"score 130 is outside the mushra scale 0..100"),
+    }
+    for name, (value, column, message) in cases.items():
+        bad = row.copy()
+        bad[column] = value
+        path = tmp_path / f"{name}.csv"
+        path.write_text("\n".join([header, *lines[1:5], ",".join(bad)]) + "\n", encoding="utf-8")
+        with pytest.raises(DatasetError, match=message):
+            ingest_ratings(settings, RUN, "m", [path])
+    other = tmp_path / "other.csv"
+    other.write_text(text.replace("m-r01", "other-r01"), encoding="utf-8")
+    with pytest.raises(DatasetError, match="'other-r01' is not a rater config of test 'm'"):
+        ingest_ratings(settings, RUN, "m", [other])
+    assert store.read(RUN, "ratings").equals(before)  # refused whole: nothing written, nothing changed
+
+    # a rater who took the test twice (a second webMUSHRA session): kept, flagged, left out of the analysis
+    twice = tmp_path / "twice.csv"
+    twice.write_text(_mushra_csv(out, "m", key, seed=2, sessions=2), encoding="utf-8")
+    done = ingest_ratings(settings, RUN, "m", [twice])
+    after = store.read(RUN, "ratings")
+    assert len(after) == len(before) + done["stored"]
+    flagged = after[after["flag"].notna()]
+    # every rating of the second file repeats a page of the first, except r01's hidden reference on p002, which
+    # the first file lacked: that one is a first rating and counts
+    assert done["flagged"] == len(flagged) == done["stored"] - 1 == 2 * 3 * 5 * 2 - 1
+    assert flagged["flag"].str.contains(r"rater 'r0\d' rated page 'p00\d' again").all()
+    used = after[after["flag"].isna()]
+    assert set(used.loc[used["source_file"] == "twice.csv", "role"]) == {"reference"}
+    assert after.merge(before, on=list(before.columns)).shape[0] == len(before)  # what was there is unchanged
+    markdown = analyse_test(settings, RUN, "m")
+    assert f"{len(before) + 1} ratings used; {len(flagged)} flagged" in markdown
+
+
+def _lss_csv(folder: Path, test_id: str, key: pd.DataFrame, rate) -> str:
+    """lss.csv as write.php writes it: the rating columns labelled from the session's first trial."""
+    systems = key.set_index(["trial_id", "stimulus"])["system_id"]
+    buf = io.StringIO()
+    out = csv.writer(buf)
+    header_written = False
+    for n, config in enumerate(_configs(folder, test_id), start=1):
+        for page in config["pages"]:
+            if page["type"] != "likert_single_stimulus":
+                continue
+            for stimulus in page["stimuli"]:
+                system = "practice" if stimulus == "practice" else systems[(page["id"], stimulus)]
+                values = rate(system, n)
+                if not header_written:
+                    names = ["stimuli_rating"] if len(values) == 1 else [f"stimuli_rating{i + 1}" for i in
+                                                                         range(len(values))]
+                    out.writerow(["session_test_id", "rater", "headphones", "trial_id", *names, "stimuli",
+                                  "rating_time"])
+                    header_written = True
+                out.writerow([config["testId"], f"rater {n}", "yes", page["id"], *values, stimulus, 2000])
+    return buf.getvalue()
+
+
+def test_mushra_dg_scoresheets_become_formula_scores_with_fault_isolation(run: tuple, tmp_path: Path) -> None:
+    store, settings = run
+    out = tmp_path / "dg"
+    export_test(settings, RUN, out, kind="mushra-dg", test_id="dg", raters=3, items=3)
+    key = _key(store, "dg")
+    sheets = {  # per system: MP, SP, US, DA, SEF, WS, L, VQ, R
+        "good": [1, 0, 0, 0, 0, 0, 100, 92.5, 100], "fair": [2, 1, 1, 0, 1, 0, 85, 85, 85],
+        "poor": [4, 2, 2, 3, 2, 1, 70, 60, 60], "nat": [0, 0, 0, 0, 0, 0, 100, 100, 100],
+        "anchor-x": [0, 0, 0, 2, 0, 0, 100, 70, 100], "practice": [0] * 6 + [100] * 3}
+    (tmp_path / "mushra.csv").write_text(_mushra_csv(out, "dg", key), encoding="utf-8")
+    (tmp_path / "lss.csv").write_text(_lss_csv(out, "dg", key, lambda s, n: sheets[s]), encoding="utf-8")
+    ingest_ratings(settings, RUN, "dg", [tmp_path / "mushra.csv", tmp_path / "lss.csv"])
+    ratings = store.read(RUN, "ratings")
+    assert len(ratings) == 3 * 3 * 5  # one row per clip: the slider and the scoresheet joined
+    by_system = ratings.groupby("system_id")["score"].agg(["min", "max"])
+    # appendix A.6 by hand: good 97.5 - 5 = 92.5; fair 85 - 10 - 10 - 5 - 5 = 55;
+    # poor 63.33 - 20 - 20 - 10 - 15 - 10 - 25 = -36.67 -> clipped to 0; anchor-x 90 - 10 = 80; nat 100
+    assert by_system.to_dict("index") == {"anchor-x": {"min": 80.0, "max": 80.0}, "fair": {"min": 55.0, "max": 55.0},
+                                          "good": {"min": 92.5, "max": 92.5}, "nat": {"min": 100.0, "max": 100.0},
+                                          "poor": {"min": 0.0, "max": 0.0}}
+    assert ratings["slider"].notna().all() and ratings["word_skips"].notna().all()
+    markdown = analyse_test(settings, RUN, "dg")
+    assert "Fault isolation" in markdown and store.exists(f"runs/{RUN}/listening/dg/faults.png")
+    assert "| poor | 9 | 100% | 100% | 100% | 100% | 100% | 100% | 70.0 | 60.0 | 60.0 |" in markdown
+
+
+def test_cmos_scores_are_oriented_to_the_system_whatever_order_the_rater_heard(run: tuple, tmp_path: Path) -> None:
+    store, settings = run
+    out = tmp_path / "cmos"
+    export_test(settings, RUN, out, kind="cmos", test_id="c", raters=4, items=3)
+    key = _key(store, "c")
+    flips = key.set_index("stimulus")["b_is_system"]
+    truth = {"good": 1.0, "fair": -0.5, "poor": -2.5}
+
+    # each rater hears one order of each pair, drawn per rater: both orders occur
+    heard = [s for c in _configs(out, "c") for p in c["pages"] if p["type"] == "likert_single_stimulus"
+             for s in p["stimuli"]]
+    assert len(heard) == 4 * 3 * 3 and 0 < flips[heard].mean() < 1
+
+    def oriented(system: str, n: int) -> list[float]:
+        return [truth[system]]
+
+    text = _lss_csv(out, "c", key, oriented)
+    # write the score of B against A: the truth when B is the system, its negation when A is
+    rows = list(csv.reader(io.StringIO(text)))
+    for row in rows[1:]:
+        if not flips[row[-2]]:
+            row[4] = str(-float(row[4]))
+    buf = io.StringIO()
+    csv.writer(buf).writerows(rows)
+    (tmp_path / "lss.csv").write_text(buf.getvalue(), encoding="utf-8")
+    ingest_ratings(settings, RUN, "c", [tmp_path / "lss.csv"])
+    ratings = store.read(RUN, "ratings")
+    assert ratings.groupby("system_id")["score"].unique().map(list).to_dict() == {s: [v] for s, v in truth.items()}
+    assert set(ratings["other_system_id"]) == {"nat"}
+    markdown = analyse_test(settings, RUN, "c")
+    assert "| good | 12 | +1.00 |" in markdown and "| poor | 12 | -2.50 | 0.00 | ±0.00 | 100.0 | 0.0 | 0.0 |" in markdown
+
+
+def test_plain_csv_mos_with_alpha_and_the_report_section(run: tuple, tmp_path: Path) -> None:
+    store, settings = run
+    export_test(settings, RUN, tmp_path / "mos", kind="mos", test_id="mos", raters=2, items=4)
+    key = _key(store, "mos")
+    rng = np.random.default_rng(0)
+    mos = {"good": 4, "fair": 3, "poor": 2, "nat": 5}
+    rows = [{"rater_id": f"lab-{n}", "trial_id": "mos", "stimulus": r.stimulus,
+             "score": int(np.clip(mos[r.system_id] + rng.integers(-1, 2) * (n == 3), 1, 5))}
+            for n in (1, 2, 3) for r in key.itertuples()]
+    path = tmp_path / "prolific.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    ingest_ratings(settings, RUN, "mos", [path])
+    ratings = store.read(RUN, "ratings")
+    assert len(ratings) == 3 * 4 * 4 and set(ratings["rater_id"]) == {"lab-1", "lab-2", "lab-3"}
+    markdown = analyse_test(settings, RUN, "mos")
+    expected = pd.DataFrame(rows).merge(key, on="stimulus").groupby("system_id")["score"].agg(["mean", "std"])
+    for rank, (system, r) in enumerate(expected.sort_values("mean", ascending=False).iterrows(), start=1):
+        role = "reference" if system == "nat" else "system"
+        assert f"| {rank} | {system} | {role} | 12 | {r['mean']:.2f} | {r['std']:.2f} |" in markdown
+    assert "Krippendorff's alpha (ordinal) over (item, system) units: 0." in markdown  # value: test_listening_metrics
+    from tasks.report import write_full_report
+
+    report = write_full_report(store, RUN, settings, list((*SYSTEMS, "nat")), {"run_id": RUN})
+    assert "## Listening tests" in report and "### Listening test `mos` (mos)" in report
+    bad = tmp_path / "bad.csv"
+    bad.write_text("rater_id,trial_id,stimulus,score\nlab-1,mos,%s,7\n" % key["stimulus"].iloc[0], encoding="utf-8")
+    with pytest.raises(DatasetError, match=r"bad.csv row 2: rater 'lab-1', page 'mos', stimulus 's[0-9a-f]+': "
+                                           r"score 7 is outside the mos scale 1..5"):
+        ingest_ratings(settings, RUN, "mos", [bad])
+    wrong = tmp_path / "wrong.csv"
+    wrong.write_text("rater,page,clip,score\n", encoding="utf-8")
+    with pytest.raises(DatasetError, match="neither webMUSHRA's"):
+        ingest_ratings(settings, RUN, "mos", [wrong])
+
+
+def test_human_eval_cli_exports_and_analyses_through_the_flow(prefect_api: str, tmp_path: Path) -> None:
+    store = _stored_run(tmp_path / "store")
+    env = cli_env(prefect_api, TTSEVAL_NATURAL='["nat"]')
+    out = tmp_path / "web"
+    done = run_cli(["human-eval", "export", "--store", str(tmp_path / "store"), "--run-id", RUN, "--test-id", "cli",
+                    "--kind", "mushra-nmr", "--raters", "3", "--items", "4", "--out", str(out)], env, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "3 rater configs" in done.stdout and len(list((out / "configs").glob("cli-r*.yaml"))) == 3
+    (tmp_path / "mushra.csv").write_text(_mushra_csv(out, "cli", _key(store, "cli")), encoding="utf-8")
+    done = run_cli(["human-eval", "analyze", str(tmp_path / "mushra.csv"), "--store", str(tmp_path / "store"),
+                    "--run-id", RUN, "--test-id", "cli"], env, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "MUSHRA-NMR (0-100)" in done.stdout and "Listeners x utterances" in done.stdout
+    assert "## Listening tests" in store.read_bytes(f"runs/{RUN}/report.md").decode()
+    refused = run_cli(["human-eval", "ingest", str(tmp_path / "nothere.csv"), "--store", str(tmp_path / "store"),
+                       "--run-id", RUN, "--test-id", "cli"], env, tmp_path)
+    assert refused.returncode == 2 and "nothere.csv: cannot read it" in refused.stderr
