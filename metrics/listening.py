@@ -153,9 +153,13 @@ def subsampling(ratings: pd.DataFrame, listeners: list[int], utterances: list[in
                 continue
             r_idx = np.argsort(rng.random((trials, n_raters)), axis=1)[:, :k_l]
             i_idx = np.argsort(rng.random((trials, n_items)), axis=1)[:, :k_u]
-            sub = cube[r_idx[:, :, None], i_idx[:, None, :], :]  # trials x k_l x k_u x systems
-            total = np.nansum(sub, axis=(1, 2))
-            count = np.sum(~np.isnan(sub), axis=(1, 2))
+            total = np.zeros((trials, cube.shape[2]))
+            count = np.zeros((trials, cube.shape[2]))
+            step = max(1, int(4e6 // (k_l * k_u * cube.shape[2])))  # draws per gather: ~32 MB at most
+            for a in range(0, trials, step):
+                sub = cube[r_idx[a:a + step, :, None], i_idx[a:a + step, None, :], :]  # draws x k_l x k_u x systems
+                total[a:a + step] = np.nansum(sub, axis=(1, 2))
+                count[a:a + step] = np.sum(~np.isnan(sub), axis=(1, 2))
             with np.errstate(invalid="ignore", divide="ignore"):
                 means = total / count
             ok = (count > 0).all(axis=1) & (np.ptp(np.where(count > 0, means, 0), axis=1) > 0)
