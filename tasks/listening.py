@@ -515,6 +515,8 @@ def ingest_ratings(settings: Settings, run_id: str, test_id: str, paths: list[Pa
                         "export")
     kind = key["kind"].iloc[0]
     raw = pd.concat([read_results(Path(p), test_id) for p in paths], ignore_index=True)
+    if raw.empty:
+        raise DatasetError(f"{', '.join(str(p) for p in paths)}: a header and no ratings; nothing to ingest")
     for column in ("score", *DG_FIELDS, "rating_time_s"):
         if column not in raw:
             raw[column] = np.nan

@@ -381,6 +381,10 @@ def test_plain_csv_mos_with_alpha_and_the_report_section(run: tuple, tmp_path: P
     with pytest.raises(DatasetError, match=r"bad.csv row 2: rater 'lab-1', page 'mos', stimulus 's[0-9a-f]+': "
                                            r"score 7 is outside the mos scale 1..5"):
         ingest_ratings(settings, RUN, "mos", [bad])
+    empty = tmp_path / "empty.csv"
+    empty.write_text("rater_id,trial_id,stimulus,score\n", encoding="utf-8")
+    with pytest.raises(DatasetError, match="a header and no ratings"):
+        ingest_ratings(settings, RUN, "mos", [empty])
     wrong = tmp_path / "wrong.csv"
     wrong.write_text("rater,page,clip,score\n", encoding="utf-8")
     with pytest.raises(DatasetError, match="neither webMUSHRA's"):
