@@ -62,7 +62,9 @@ def _stored_run(root: Path, systems: tuple[str, ...] = SYSTEMS, items: int = 6, 
         rows.append({"item_id": f"i{i}", "text": "one two three four five six", "language": "en", "category": "x",
                      "depth": 0, "created_at": now})
         for k, system in enumerate((*systems, "nat")):
-            seconds = 13.0 if long_item and i == 0 and system == "nat" else 1.5 + 0.1 * i + 0.05 * k
+            seconds = 1.5 + 0.1 * i + 0.05 * k
+            if long_item and (i, k) in ((0, len(systems)), (1, 0)):  # i0's natural clip, i1's first system's
+                seconds = 13.0 if i == 0 else 10.5
             audio = _voice(100 + 25 * k, seconds, (16000, 22050, 24000, 44100)[k % 4], 10 * i + k)
             wav = audio.to_wav_bytes()
             store.put_audio(wav, sha256_hex(wav))
@@ -170,12 +172,15 @@ def test_conditions_past_twelve_are_split_over_pages_and_long_items_left_out(tmp
     systems = tuple(f"s{k}" for k in range(14))
     store = _stored_run(tmp_path / "store", systems=systems, items=3, long_item=True)
     settings = load_settings(store=str(tmp_path / "store"), natural=["nat"])
-    done = export_test(settings, RUN, tmp_path / "out", kind="mushra-nmr", test_id="big", raters=1, items=3)
-    assert done["left_out_too_long"] == 1 and len(done["items"]) == 2  # i0's reference is 13 s
+    done = export_test(settings, RUN, tmp_path / "out", kind="mushra-nmr", test_id="big", raters=1, items=3,
+                       anchor_y_system="s0")
+    # i0's reference is 13 s; i1's s0 clip is 10.5 s, so its Anchor-Y (slowed 1.2x) would pass 12 s
+    assert done["left_out_too_long"] == 2 and done["items"] == ["i2"]
     [config] = _configs(tmp_path / "out", "big")
     pages = [p for p in config["pages"] if p["type"] == "mushra"]
-    # 14 systems + Anchor-X per item, with the hidden reference at most 12 a page: two pages an item
-    assert len(pages) == 4 and all(len(p["stimuli"]) + 1 <= 12 for p in pages)
+    # 14 systems + Anchor-X + Anchor-Y, with the hidden reference at most 12 a page: two pages for the item
+    assert len(pages) == 2 and all(len(p["stimuli"]) + 1 <= 12 for p in pages)
+    assert all(len(p["stimuli"]) == 2 + 7 for p in pages)  # the 14 systems split 7 + 7, each page its anchors
     key = _key(store, "big")
     for item, g in key[key["role"] == "system"].groupby("item_id"):
         assert sorted(g["system_id"]) == sorted(systems)
