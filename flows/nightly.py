@@ -19,6 +19,7 @@ from metrics.drift import compare_reports, paired_drift
 from tasks.common import get_store, logger, now
 from ttseval.config import DEFAULT_SYSTEMS, load_settings
 from corpus import DEMO_DATASET
+from tasks.html_report import compare_line
 from tasks.report import drift_markdown
 from ttseval.store import ArtifactStore
 
@@ -76,7 +77,7 @@ def nightly(
         paired = paired_drift(tables[previous], tables[run_id], n_resamples=settings.bootstrap_resamples,
                               seed=settings.seed)
         drift = compare_reports(st.read(previous, "report"), st.read(run_id, "report"), paired)
-        markdown = drift_markdown(drift, previous, run_id)
+        markdown = drift_markdown(drift, previous, run_id) + compare_line(st, previous, run_id)
         st.write_bytes(f"runs/{run_id}/drift.md", markdown.encode("utf-8"))
         st.write_bytes(f"runs/{run_id}/drift.json", drift.to_json(orient="records").encode("utf-8"))
         create_markdown_artifact(markdown=markdown, key=artifact_key("drift", run_id),

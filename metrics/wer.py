@@ -88,6 +88,20 @@ def error_counts(reference: str, hypothesis: str, *, key: str = "") -> ErrorCoun
     )
 
 
+def word_alignment(reference: str, hypothesis: str) -> list[tuple[str, str, str]]:
+    """The word alignment behind the WER, for showing errors: (op, reference words, hypothesis words) runs, op
+    one of '=' (equal), 's' (substituted), 'd' (deleted: reference words the hypothesis lacks) and 'i'
+    (inserted). Either text may be empty (all deletions or all insertions)."""
+    ref, hyp = reference.split(), hypothesis.split()
+    if not ref or not hyp:
+        return [("d", " ".join(ref), "")] if ref else ([("i", "", " ".join(hyp))] if hyp else [])
+    result = jiwer.process_words(reference, hypothesis)
+    words_r, words_h = result.references[0], result.hypotheses[0]
+    ops = {"equal": "=", "substitute": "s", "delete": "d", "insert": "i"}
+    return [(ops[c.type], " ".join(words_r[c.ref_start_idx:c.ref_end_idx]),
+             " ".join(words_h[c.hyp_start_idx:c.hyp_end_idx])) for c in result.alignments[0]]
+
+
 def _as_counts(values: Sequence[int], name: str) -> np.ndarray:
     array = np.asarray(values, dtype=float)
     if array.ndim != 1:

@@ -64,6 +64,13 @@ def dg_weights(settings: Settings) -> DGWeights:
     return DGWeights(**settings.listening.dg_weights, clip=settings.listening.dg_clip)
 
 
+def _of_test(store: ArtifactStore, run_id: str, table: str, test_id: str) -> pd.DataFrame:
+    """A listening table's rows of one test (the filter pushed down to the Parquet scan; test_id is in the key)."""
+    import pyarrow.compute as pc
+
+    return store.read(run_id, table, where=pc.field("test_id") == test_id)
+
+
 # ---------------------------------------------------------------------------------------------------- anchors
 
 
@@ -192,8 +199,7 @@ def export_test(settings: Settings, run_id: str, out: Path, *, kind: str, test_i
     if raters < 1 or items < 1:
         raise SpecError("--raters and --items must be at least 1")
     store = get_store(settings.store)
-    known = store.read(run_id, "listening_stimuli", columns=["test_id"])
-    if (known["test_id"] == test_id).any():
+    if not _of_test(store, run_id, "listening_stimuli", test_id).empty:
         raise SpecError(f"run {run_id!r} already has a listening test {test_id!r}; give another --test-id")
     cfg = settings.listening
     synthesis = store.read(run_id, "synthesis", columns=["item_id", "system_id", "system_spec", "status",
@@ -511,8 +517,7 @@ def ingest_ratings(settings: Settings, run_id: str, test_id: str, paths: list[Pa
     Re-ingesting a file changes nothing (its rows have the same keys).
     """
     store = get_store(settings.store)
-    key = store.read(run_id, "listening_stimuli")
-    key = key[key["test_id"] == test_id]
+    key = _of_test(store, run_id, "listening_stimuli", test_id)
     if key.empty:
         raise SpecError(f"run {run_id!r} has no listening test {test_id!r}; export one with ttseval human-eval "
                         "export")
@@ -551,8 +556,7 @@ def ingest_ratings(settings: Settings, run_id: str, test_id: str, paths: list[Pa
             raise DatasetError(f"{r['source_file']} row {r['line']}: rater {r['rater_id']!r}, page "
                                f"{r['trial_id']!r}, stimulus {r['stimulus']!r}: {field} {r[field]:g} is outside "
                                f"0..{top:g}", source=str(r["source_file"]))
-    existing = store.read(run_id, "ratings")
-    existing = existing[existing["test_id"] == test_id]
+    existing = _of_test(store, run_id, "ratings", test_id)
     rows = _assemble(joined, kind, dg_weights(settings))
     rows["test_id"], rows["kind"] = test_id, kind
     # a second rating of one page by one rater (a second session, a repeated row) is kept but flagged: the first
@@ -725,8 +729,7 @@ def analyse_test(settings: Settings, run_id: str, test_id: str) -> str:
     from tasks.report import markdown_table
 
     store = get_store(settings.store)
-    ratings = store.read(run_id, "ratings")
-    ratings = ratings[ratings["test_id"] == test_id]
+    ratings = _of_test(store, run_id, "ratings", test_id)
     if ratings.empty:
         raise SpecError(f"run {run_id!r} has no ratings of test {test_id!r}; ingest them with ttseval human-eval "
                         "ingest")

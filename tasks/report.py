@@ -19,6 +19,7 @@ import pyarrow as pa
 from metrics.registry import arrow
 from metrics.summary import summarize_systems
 from metrics.winrate import voice_variance
+from tasks.html_report import build_data, html_location, write_html_report
 from tasks.quality import primary_quality_id
 from ttseval.config import Settings
 from ttseval.registry import Spec
@@ -811,6 +812,7 @@ def write_full_report(store: ArtifactStore, run_id: str, settings: Settings, sys
                       meta: dict[str, Any]) -> str:
     """Summary, win-rates, figures and Markdown for a run; returns the Markdown, stored once as report.md."""
     tables = RunTables.read(store, run_id, system_ids, primary_quality_id(settings))  # every section reads these
+    meta = {**meta, "html report": html_location(store, run_id)}
     summary = compute_summary(store, run_id, settings, system_ids, tables)
     store_summary(store, run_id, summary)
     winrates = compute_winrates(store, run_id, settings)
@@ -833,4 +835,5 @@ def write_full_report(store: ArtifactStore, run_id: str, settings: Settings, sys
                 + instruction_markdown(store, run_id, names) + listening_markdown(store, run_id)
                 + tables_markdown(store, run_id))
     store.write_bytes(f"runs/{run_id}/report.md", markdown.encode("utf-8"))
+    write_html_report(store, run_id, build_data(store, run_id, tables, summary, winrates, markdown, meta))
     return markdown

@@ -87,6 +87,42 @@ def test_first_run_produces_real_different_figures(first_run, small_dataset: Pat
     assert f"- synthesis: [{store}/runs/r1/synthesis](file://{store}/runs/r1/synthesis)" in markdown
 
 
+def test_the_html_report_of_a_real_run_plays_its_clips_in_chromium(first_run, tmp_path: Path) -> None:
+    """Issue 16's check on a real run: the page opens from the store as a file, the leaderboard has a row per
+    system and recogniser, a player loads its clip (the browser reports its duration), a filter leaves the
+    expected rows; the screenshot is kept in test-artifacts/."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    from tests.browser import SCREENSHOTS, chromium
+
+    store, _, _ = first_run
+    page = store / "runs" / "r1" / "html" / "index.html"
+    summary = read_table(store, "r1", "report")
+    items = read_table(store, "r1", "items")
+    synthesis = read_table(store, "r1", "synthesis").query("status == 'ok'")
+    with chromium(tmp_path) as driver:
+        driver.get(page.as_uri())
+        WebDriverWait(driver, 30).until(
+            lambda d: d.find_element(By.ID, "count").text == f"{len(items)} of {len(items)} items")
+        rows = driver.find_elements(By.CSS_SELECTOR, "#leaderboard tbody tr")
+        assert [r.find_element(By.TAG_NAME, "th").text for r in rows] == list(summary["system_spec"])
+        first = synthesis.iloc[0]
+        audio = driver.find_element(By.CSS_SELECTOR, f'tr[data-item="{first.item_id}"] audio')
+        duration = driver.execute_script(
+            "const a = arguments[0]; a.preload = 'metadata'; a.load();"
+            "return new Promise(r => a.addEventListener('loadedmetadata', () => r(a.duration)));", audio)
+        assert duration == pytest.approx(first.duration_s, abs=0.05)
+        category = items["category"].iloc[0]
+        Select(driver.find_element(By.ID, "f-category")).select_by_value(category)
+        expected = int((items["category"] == category).sum())
+        WebDriverWait(driver, 10).until(
+            lambda d: len(d.find_elements(By.CSS_SELECTOR, "#items tbody tr")) == expected)
+        assert driver.find_element(By.ID, "count").text == f"{expected} of {len(items)} items"
+        SCREENSHOTS.mkdir(exist_ok=True)
+        driver.save_screenshot(str(SCREENSHOTS / "html-report-real-run.png"))
+
+
 def test_progress_per_stage_in_the_log_and_the_prefect_ui(first_run, prefect_api: str) -> None:
     # Not a terminal here, so each finished shard logs done/total, rate and ETA; in a terminal they are bars.
     _, _, result = first_run

@@ -34,4 +34,8 @@ def test_two_nights_reuse_audio_and_report_drift(prefect_api: str, small_dataset
     assert set(drift["metric"]) == {"completion_rate", "wer", "cer", "mos"} and len(drift) == 8
     assert (drift["delta"].abs() < 1e-12).all() and not drift["flagged"].any()
     assert "# Drift: `nightly-20261122T020000Z` against `nightly-20261121T020000Z`" in (run / "drift.md").read_text()
+    # the two nights side by side in the HTML report (opened in tests/test_html_report.py)
+    assert (f"file://{run}/html/compare.html?a=nightly-20261121T020000Z&b=nightly-20261122T020000Z"
+            in (run / "drift.md").read_text())
+    assert (run / "html" / "compare.html").is_file() and (run.parent / "nightly-20261121T020000Z" / "html" / "data.js").is_file()
     assert "0 flagged change(s)" in second.stdout

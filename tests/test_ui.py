@@ -11,8 +11,6 @@ waits: the UI is a Vue single-page app that renders after its API calls return.
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,6 +30,7 @@ from tests.stack_fixtures import (  # noqa: F401  (fixtures)
     wait_flow_run,
 )
 from infra.stack import StackInfo
+from tests.browser import chromium, require_chromium
 
 from selenium import webdriver  # noqa: E402
 from selenium.common.exceptions import (  # noqa: E402
@@ -39,46 +38,25 @@ from selenium.common.exceptions import (  # noqa: E402
     StaleElementReferenceException,
     TimeoutException,
 )
-from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.remote.webelement import WebElement  # noqa: E402
 from selenium.webdriver.support import expected_conditions as EC  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
-# the flags that work on these machines (no GPU, no network but loopback, root)
-CHROME_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                "--disable-dev-shm-usage", "--window-size=1400,1000"]
 WAIT_S = 45
 
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _browser_installed() -> None:
-    if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
-        pytest.fail("the UI tests need Debian's chromium and chromium-driver: apt-get install chromium chromium-driver "
-                    "(scripts/setup.sh test installs them)")
+    require_chromium()
 
 
 @pytest.fixture(scope="module")
 def browser(stack: StackInfo) -> Iterator[webdriver.Chrome]:
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = CHROMIUM
-    for flag in CHROME_FLAGS:
-        opts.add_argument(flag)
-    profile = tempfile.mkdtemp(prefix="chromium-", dir=stack.folder)
-    opts.add_argument(f"--user-data-dir={profile}")
-    service = Service(CHROMEDRIVER, log_output=str(stack.folder / "logs" / "chromedriver.log"))
-    driver = webdriver.Chrome(service=service, options=opts)
-    driver.set_page_load_timeout(60)
-    try:
+    with chromium(stack.folder, stack.folder / "logs" / "chromedriver.log") as driver:
         yield driver
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
 
 
 # Installed before submitting: when a "View run" button appears (the new run's toast; the UI may stack the same

@@ -126,8 +126,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def _print_report(settings, run_id: str, system_ids: list[str] | None) -> None:
-    from tasks.report import compute_summary, compute_winrates, leaderboard_markdown
-    from tasks.report import print_table
+    from tasks.report import compute_summary, compute_winrates, leaderboard_markdown, print_table
     from ttseval.store import ArtifactStore
 
     store = ArtifactStore(settings.store)
@@ -141,6 +140,11 @@ def _print_report(settings, run_id: str, system_ids: list[str] | None) -> None:
         from rich.markdown import Markdown
 
         Console(width=200).print(Markdown(board))
+    if store.exists(f"runs/{run_id}/html/index.html"):
+        from tasks.html_report import html_location
+
+        print(f"HTML report (every clip playable, with its transcript, scores and verdicts): "
+              f"{html_location(store, run_id)}")
 
 
 def cmd_backfill_judge(args: argparse.Namespace) -> int:
@@ -366,6 +370,24 @@ def cmd_human_eval(args: argparse.Namespace) -> int:
         done = human_eval(run_id=args.run_id, step="analyze", test_id=args.test_id, results=args.results or None,
                           store=settings.store)
     print(done["markdown"])
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """A store's HTML reports over HTTP, read-only (infra/serve.py)."""
+    from infra.serve import make_server
+    from ttseval.config import load_settings
+
+    settings = load_settings(store=args.store)
+    server = make_server(settings.store, args.host, args.port)
+    host, port = server.server_address[:2]
+    print(f"serving the reports of {settings.store} at http://{host}:{port}/ (read-only; Ctrl-C stops)", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
     return 0
 
 
@@ -687,6 +709,11 @@ def build_parser() -> argparse.ArgumentParser:
     he.add_argument("--language", default="English", help="export: language named in the instructions")
     he.add_argument("--seed", type=int, default=0, help="export: item choice, page orders, names (recorded)")
     he.set_defaults(func=cmd_human_eval)
+    sv = sub.add_parser("serve", help="serve a store's HTML run reports and their audio over HTTP, read-only")
+    sv.add_argument("--store", default=None)
+    sv.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback only)")
+    sv.add_argument("--port", type=int, default=8765, help="port (0: any free one)")
+    sv.set_defaults(func=cmd_serve)
     ex = sub.add_parser("export", help="a run's tables, report and logs as CSV without its audio, to share")
     ex.add_argument("--store", default=None)
     ex.add_argument("--run-id", required=True)

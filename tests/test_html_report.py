@@ -1,0 +1,239 @@
+"""The HTML run report (tasks/html_report.py, tasks/report_html/) in headless Chromium, and `ttseval serve`
+(infra/serve.py): a 1,645-item run renders 40 rows and more as it scrolls, filters and sorts to the expected
+items; two runs side by side with their deltas; the server serves only what the reports link to, read-only,
+with byte ranges, from a local store and from S3. The report of a real demo run is opened in
+tests/test_evaluate_cli.py."""
+
+from __future__ import annotations
+
+import threading
+import time
+import urllib.error
+import urllib.request
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import pytest
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select, WebDriverWait
+
+from infra.serve import make_server
+from tasks.report import write_full_report
+from tests.browser import SCREENSHOTS, chromium
+from ttseval.audio import Audio, sha256_hex
+from ttseval.config import load_settings
+from ttseval.registry import Spec
+from ttseval.schemas import table_from_rows
+from ttseval.store import ArtifactStore
+
+CATEGORIES = ("emotions", "questions", "foreign_words", "paralinguistics", "complex_pronunciation",
+              "syntactic_complexity")
+SYSTEMS = ("a", "b", "c")
+ASR = "faster-whisper:tiny.en"
+
+
+def _tone(seconds: float, f0: float) -> bytes:
+    t = np.arange(int(16000 * seconds)) / 16000
+    return Audio((0.2 * np.sin(2 * np.pi * f0 * t)).astype(np.float32), 16000).to_wav_bytes()
+
+
+def _run(store: ArtifactStore, run_id: str, n_items: int, *, shift: float = 0.0) -> dict[str, int]:
+    """A run's tables as evaluate writes them: n_items items over six categories and four depths, three systems
+    (c fails every 7th item), a transcript each with a word dropped on every 3rd item of b, MOS, and the
+    objective judge's verdicts of b and c against a. Returns counts the page should show."""
+    now = datetime.now(timezone.utc)
+    asr_id, quality_id, judge_id = Spec.parse(ASR).id, Spec.parse("dnsmos").id, "objective-test"
+    clips = {s: _tone(0.6 + 0.2 * k, 200 + 100 * k) for k, s in enumerate(SYSTEMS)}
+    for wav in clips.values():
+        store.put_audio(wav, sha256_hex(wav))
+    items, synthesis, transcripts, quality, judgments = [], [], [], [], []
+    for i in range(n_items):
+        item, text = f"it{i:04d}", f"the quick brown fox number {i} jumps"
+        items.append({"item_id": item, "text": text, "category": CATEGORIES[i % 6], "depth": i % 4,
+                      "language": "en-US", "created_at": now})
+        for k, system in enumerate(SYSTEMS):
+            failed = system == "c" and i % 7 == 0
+            synthesis.append({"item_id": item, "system_id": system, "system_spec": system, "created_at": now,
+                              "status": "failed" if failed else "ok", "error_message": "HTTP 500" if failed else None,
+                              "audio_sha256": None if failed else sha256_hex(clips[system]),
+                              "duration_s": None if failed else 0.6 + 0.2 * k, "sample_rate_hz": 16000,
+                              "latency_s": 0.1, "billable_chars": 0, "cost_usd": 0.0})
+            if failed:
+                continue
+            dropped = system == "b" and i % 3 == 0
+            hyp = text.replace("brown ", "") if dropped else text
+            wer = (1 / 7 if dropped else 0.0) + (shift if system == "a" and i % 2 == 0 else 0.0)
+            transcripts.append({"item_id": item, "system_id": system, "asr_id": asr_id, "asr_spec": ASR,
+                                "hypothesis": hyp, "normalizer": "t", "ref_norm": text, "hyp_norm": hyp,
+                                "word_errors": int(dropped), "ref_words": 7, "char_errors": 6 * int(dropped),
+                                "ref_chars": len(text), "wer": wer, "cer": 6 * int(dropped) / len(text),
+                                "status": "ok", "created_at": now})
+            quality.append({"item_id": item, "system_id": system, "quality_id": quality_id, "quality_spec": "dnsmos",
+                            "mos": 3.0 + k / 2 + (i % 10) / 100, "status": "ok", "created_at": now})
+            if system != "a":
+                lost = dropped or (system == "c" and i % 2 == 0)
+                judgments.append({"item_id": item, "system_id": system, "baseline_id": "a", "judge_id": judge_id,
+                                  "judge_spec": "objective", "candidate_first": bool(i % 2), "status": "ok", "parse_ok": True,
+                                  "winner": "baseline" if lost else "candidate", "score_candidate": 0.5 if lost else 0.9,
+                                  "score_baseline": 0.8 + (i % 5) / 100 if lost else 0.7,
+                                  "reasoning_candidate": f"{system} on {item}", "comparison": "CER 0.1 vs 0.0",
+                                  "created_at": now})
+    for table, rows in (("items", items), ("synthesis", synthesis), ("transcripts", transcripts),
+                        ("quality", quality), ("judgments", judgments)):
+        store.write_part(run_id, table, table_from_rows(table, rows))
+    b_losses = sum(1 for j in judgments if j["system_id"] == "b" and j["winner"] == "baseline")
+    return {"items": n_items, "b_losses": b_losses, "c_failed": sum(1 for i in range(n_items) if i % 7 == 0)}
+
+
+@pytest.fixture(scope="module")
+def large(tmp_path_factory: pytest.TempPathFactory) -> tuple[ArtifactStore, dict[str, int]]:
+    root = tmp_path_factory.mktemp("html") / "store"
+    store = ArtifactStore(str(root))
+    counts = _run(store, "big", 1645)
+    write_full_report(store, "big", load_settings(store=str(root)), list(SYSTEMS), {"run_id": "big", "baseline": "a"})
+    return store, counts
+
+
+def _rows(driver) -> int:
+    return len(driver.find_elements(By.CSS_SELECTOR, "#items tbody tr"))
+
+
+def _count(driver) -> str:
+    return driver.find_element(By.ID, "count").text
+
+
+def test_a_1645_item_run_renders_lazily_filters_and_sorts(large: tuple, tmp_path: Path) -> None:
+    store, counts = large
+    page = Path(store.path("runs", "big", "html", "index.html"))
+    assert store.read_bytes("runs/big/report.md").decode().count(f"html report: file://{page}") == 1
+    assets = sum((page.parent / f).stat().st_size for f in ("index.html", "app.js", "style.css", "compare.html"))
+    assert assets < 60_000  # the page's own code; data.js is the run
+    with chromium(tmp_path) as driver:
+        started = time.perf_counter()
+        driver.get(page.as_uri())
+        WebDriverWait(driver, 30).until(lambda d: _count(d) == "1645 of 1645 items")
+        print(f"1,645-item report loaded in {time.perf_counter() - started:.2f} s")
+        assert _rows(driver) == 40  # rows are rendered lazily
+        assert len(driver.find_elements(By.CSS_SELECTOR, "#leaderboard tbody tr")) == 3
+        driver.execute_script("document.getElementById('more').scrollIntoView()")
+        WebDriverWait(driver, 10).until(lambda d: _rows(d) == 80)
+        # the items where system b lost, worst first: two clicks
+        Select(driver.find_element(By.ID, "f-system")).select_by_value("b")
+        Select(driver.find_element(By.ID, "f-verdict")).select_by_value("loss")
+        started = time.perf_counter()
+        Select(driver.find_element(By.ID, "f-sort")).select_by_value("margin")
+        WebDriverWait(driver, 10).until(lambda d: _count(d) == f"{counts['b_losses']} of 1645 items")
+        print(f"filter and sort of 1,645 items: {time.perf_counter() - started:.2f} s")
+        first = driver.find_element(By.CSS_SELECTOR, "#items tbody tr")
+        # margins are baseline - candidate score: 0.8 + (i % 5) / 100 - 0.5, largest where i % 5 == 4
+        assert int(first.get_attribute("data-item")[2:]) % 5 == 4
+        assert first.find_element(By.CSS_SELECTOR, "del").text == "brown"  # the dropped word, marked
+        assert "A = " in first.find_element(By.CSS_SELECTOR, ".verdict summary").text
+        Select(driver.find_element(By.ID, "f-verdict")).select_by_value("")
+        Select(driver.find_element(By.ID, "f-system")).select_by_value("c")
+        Select(driver.find_element(By.ID, "f-status")).select_by_value("failed")
+        WebDriverWait(driver, 10).until(lambda d: _count(d) == f"{counts['c_failed']} of 1645 items")
+        assert driver.find_element(By.CSS_SELECTOR, "#items tbody tr .badge").text == "failed"
+        Select(driver.find_element(By.ID, "f-status")).select_by_value("")
+        Select(driver.find_element(By.ID, "f-category")).select_by_value("questions")
+        Select(driver.find_element(By.ID, "f-depth")).select_by_value("1")
+        expected = sum(1 for i in range(1645) if i % 6 == 1 and i % 4 == 1)
+        WebDriverWait(driver, 10).until(lambda d: _count(d) == f"{expected} of 1645 items")
+        # the keyboard reaches the filters and the players
+        driver.find_element(By.TAG_NAME, "body").click()
+        tags = set()
+        for _ in range(20):
+            driver.switch_to.active_element.send_keys("\t")
+            tags.add(driver.switch_to.active_element.tag_name)
+        assert {"select", "audio"} <= tags
+        SCREENSHOTS.mkdir(exist_ok=True)
+        driver.save_screenshot(str(SCREENSHOTS / "html-report-1645-items.png"))
+
+
+def test_two_runs_side_by_side_with_their_deltas(tmp_path: Path) -> None:
+    store = ArtifactStore(str(tmp_path / "store"))
+    settings = load_settings(store=str(tmp_path / "store"))
+    _run(store, "night-1", 30)
+    _run(store, "night-2", 30, shift=0.5)  # system a's WER up by 50 points on even items
+    for run in ("night-1", "night-2"):
+        write_full_report(store, run, settings, list(SYSTEMS), {"run_id": run, "baseline": "a"})
+    page = Path(store.path("runs", "night-2", "html", "compare.html"))
+    with chromium(tmp_path) as driver:
+        driver.get(page.as_uri() + "?a=night-1&b=night-2")
+        WebDriverWait(driver, 20).until(lambda d: _count(d) == f"{30 * 3} clips")
+        first = driver.find_element(By.CSS_SELECTOR, "#items tbody tr")
+        assert first.get_attribute("data-system") == "a" and int(first.get_attribute("data-item")[2:]) % 2 == 0
+        assert "WER +50.0 pp" in first.find_element(By.CSS_SELECTOR, ".delta").text
+        assert len(first.find_elements(By.TAG_NAME, "audio")) == 2
+        Select(driver.find_element(By.ID, "f-system")).select_by_value("b")
+        WebDriverWait(driver, 10).until(lambda d: _count(d) == "30 clips")
+        assert "WER 0.0 pp" in driver.find_element(By.CSS_SELECTOR, "#items tbody tr .delta").text
+
+
+def _get(url: str, **headers: str) -> tuple[int, dict, bytes]:
+    request = urllib.request.Request(url, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as r:
+            return r.status, dict(r.headers), r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), e.read()
+
+
+def _serving(store_uri: str):
+    server = make_server(store_uri, "127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def test_serve_is_read_only_serves_only_reports_and_answers_ranges(large: tuple, tmp_path: Path) -> None:
+    store, _ = large
+    server, base = _serving(store.uri)
+    try:
+        status, _, body = _get(base + "/")
+        assert status == 200 and b'href="runs/big/html/index.html"' in body
+        status, headers, body = _get(base + "/runs/big/html/data.js")
+        assert status == 200 and headers["Content-Type"].startswith("text/javascript") and b"TTSEVAL_RUNS" in body
+        wav = store.read(  # a clip the page links to
+            "big", "synthesis", columns=["audio_sha256", "status"]).query("status == 'ok'")["audio_sha256"].iloc[0]
+        blob = store.get_audio(wav)
+        status, headers, body = _get(f"{base}/blobs/audio/{wav[:2]}/{wav}.wav", Range="bytes=44-99")
+        assert status == 206 and body == blob[44:100] and headers["Content-Range"] == f"bytes 44-99/{len(blob)}"
+        assert _get(f"{base}/blobs/audio/{wav[:2]}/{wav}.wav", Range="bytes=-10")[2] == blob[-10:]
+        assert _get(f"{base}/blobs/audio/{wav[:2]}/{wav}.wav", Range=f"bytes={len(blob)}-")[0] == 416
+        for path in ("/runs/big/items/", "/runs/big/report.md", "/runs/big/html/../report.md",
+                     "/runs/big/html/%2e%2e/report.md", "/cache/llm/x.json", "/blobs/audio/zz/x.wav"):
+            assert _get(base + path)[0] == 404, path
+        request = urllib.request.Request(base + "/runs/big/html/index.html", data=b"x", method="POST")
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=10)
+        assert refused.value.code == 405
+        with chromium(tmp_path) as driver:  # the page through the server: a player loads its clip
+            driver.get(base + "/runs/big/html/index.html")
+            WebDriverWait(driver, 30).until(lambda d: _count(d) == "1645 of 1645 items")
+            duration = driver.execute_script(
+                "const a = document.querySelector('audio'); a.preload = 'metadata'; a.load();"
+                "return new Promise(r => a.addEventListener('loadedmetadata', () => r(a.duration)));")
+            assert duration == pytest.approx(0.6, abs=0.01)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_serve_streams_an_s3_store(s3_bucket: str, tmp_path: Path) -> None:
+    uri = f"s3://{s3_bucket}/ttseval"
+    store = ArtifactStore(uri)
+    _run(store, "s3run", 12)
+    write_full_report(store, "s3run", load_settings(store=uri), list(SYSTEMS), {"run_id": "s3run", "baseline": "a"})
+    report = store.read_bytes("runs/s3run/report.md").decode()
+    assert f"html report: {uri}/runs/s3run/html/index.html (open with: ttseval serve --store {uri})" in report
+    server, base = _serving(uri)
+    try:
+        status, _, body = _get(base + "/runs/s3run/html/index.html")
+        assert status == 200 and b'src="data.js"' in body
+        wav = store.read("s3run", "synthesis", columns=["audio_sha256"])["audio_sha256"].dropna().iloc[0]
+        status, _, body = _get(f"{base}/blobs/audio/{wav[:2]}/{wav}.wav", Range="bytes=0-43")
+        assert status == 206 and body == store.get_audio(wav)[:44] and body.startswith(b"RIFF")
+    finally:
+        server.shutdown()
+        server.server_close()
