@@ -26,6 +26,7 @@ from tasks.limits import ensure_vendor_limits
 from tasks.report import write_full_report
 from ttseval.config import load_settings
 from ttseval.errors import SpecError, TTSEvalError
+from ttseval.lease import RunLease
 from ttseval.registry import Spec
 
 
@@ -110,38 +111,40 @@ def backfill_judge(run_id: str, judge: str, store: str | None = None, baseline: 
                             f"{', '.join(specs.values())}")
         # a pairwise candidate is heard against the baseline, so its clips stay in reach
         system_ids = [s for s in system_ids if s in wanted or (kind == "pairwise" and s == baseline_id)]
-    item_ids = subset_items(st, run_id, categories, depths, items)
-    scope = f"{len(item_ids)} items" if item_ids is not None else "every item"
-    logger().info(f"backfill {judge_spec} ({kind}) over run {run_id!r}: {len(system_ids)} systems, {scope}, "
-                  f"baseline {specs[baseline_id]}")
-    if limits := ensure_vendor_limits(settings):
-        logger().info(f"vendor limits across all workers: {', '.join(limits)}")
-    table = "judgments" if kind == "pairwise" else "instruction_judgments"
-    tables = (table, "position_audit") if kind == "pairwise" else (table,)
-    with StageProgress(f"backfill {judge_spec} over run {run_id!r}", artifact_key("progress", run_id),
-                       logger()) as progress:
-        on_gpu, cpu_workers = judge_runs_on_gpu(judge_spec, settings), cpu_workers_declared(settings)
+    with RunLease(st, run_id, ttl_s=settings.lease_ttl_s, wait_s=settings.lease_wait_s,
+                  purpose=f"backfill of judge {judge_spec}"):  # one writer per run id (ttseval/lease.py)
+        item_ids = subset_items(st, run_id, categories, depths, items)
+        scope = f"{len(item_ids)} items" if item_ids is not None else "every item"
+        logger().info(f"backfill {judge_spec} ({kind}) over run {run_id!r}: {len(system_ids)} systems, {scope}, "
+                      f"baseline {specs[baseline_id]}")
+        if limits := ensure_vendor_limits(settings):
+            logger().info(f"vendor limits across all workers: {', '.join(limits)}")
+        table = "judgments" if kind == "pairwise" else "instruction_judgments"
+        tables = (table, "position_audit") if kind == "pairwise" else (table,)
+        with StageProgress(f"backfill {judge_spec} over run {run_id!r}", artifact_key("progress", run_id),
+                           logger()) as progress:
+            on_gpu, cpu_workers = judge_runs_on_gpu(judge_spec, settings), cpu_workers_declared(settings)
 
-        def place(_: str) -> Any:
-            return placement(settings, on_gpu, cpu_workers)
+            def place(_: str) -> Any:
+                return placement(settings, on_gpu, cpu_workers)
 
-        if kind == "pairwise":
-            plans, results = run_judge_stage(settings, run_id, system_ids, baseline_id, [judge_spec], place,
-                                             item_ids)
-            audit_plans, audit_results = run_position_audit(settings, run_id, system_ids, baseline_id,
-                                                            [judge_spec], place, item_ids)
-        else:
-            plans, results = run_instruction_stage(settings, run_id, system_ids, [judge_spec], place, item_ids)
-            audit_plans, audit_results = [], []
-        for stage, stage_plans, done in ((table, plans, results), ("position_audit", audit_plans, audit_results)):
-            progress.add(stage, sum(p.to_compute for p in stage_plans))
-            progress.advance(stage, sum(r.n_rows for r in done))
-    check_stage_tables(st, run_id, tables)
-    for name in tables:
-        st.compact(run_id, name)
-    markdown = write_full_report(st, run_id, settings, stored_systems(st, run_id)[0],
-                                 {"run_id": run_id, "store": st.display(), "backfilled judge": judge_spec})
-    create_markdown_artifact(markdown=markdown, key=artifact_key("report", run_id), description=f"ttseval report for {run_id}")
-    return {"run_id": run_id, "judge": judge_spec, "kind": kind, "computed": sum(r.n_rows for r in results),
-            "reused": sum(p.present for p in plans), "audited": sum(r.n_rows for r in audit_results),
-            "wall_s": time.perf_counter() - t0}
+            if kind == "pairwise":
+                plans, results = run_judge_stage(settings, run_id, system_ids, baseline_id, [judge_spec], place,
+                                                 item_ids)
+                audit_plans, audit_results = run_position_audit(settings, run_id, system_ids, baseline_id,
+                                                                [judge_spec], place, item_ids)
+            else:
+                plans, results = run_instruction_stage(settings, run_id, system_ids, [judge_spec], place, item_ids)
+                audit_plans, audit_results = [], []
+            for stage, stage_plans, done in ((table, plans, results), ("position_audit", audit_plans, audit_results)):
+                progress.add(stage, sum(p.to_compute for p in stage_plans))
+                progress.advance(stage, sum(r.n_rows for r in done))
+        check_stage_tables(st, run_id, tables)
+        for name in tables:
+            st.compact(run_id, name)
+        markdown = write_full_report(st, run_id, settings, stored_systems(st, run_id)[0],
+                                     {"run_id": run_id, "store": st.display(), "backfilled judge": judge_spec})
+        create_markdown_artifact(markdown=markdown, key=artifact_key("report", run_id), description=f"ttseval report for {run_id}")
+        return {"run_id": run_id, "judge": judge_spec, "kind": kind, "computed": sum(r.n_rows for r in results),
+                "reused": sum(p.present for p in plans), "audited": sum(r.n_rows for r in audit_results),
+                "wall_s": time.perf_counter() - t0}

@@ -40,6 +40,7 @@ from tasks.synthesize import synthesize_task
 from tasks.transcribe import transcribe_task
 from ttseval.config import DEFAULT_SYSTEMS, Settings, load_settings
 from ttseval.errors import SpecError, TTSEvalError
+from ttseval.lease import RunLease
 from ttseval.registry import Spec
 
 
@@ -83,103 +84,106 @@ def evaluate(
     baseline_spec = Spec.parse(baseline) if baseline else specs[0]
     if baseline_spec.id not in {s.id for s in specs}:
         raise SpecError(f"baseline {baseline_spec.canonical!r} is not one of the systems; add it to --systems")
-    items = store_prompts(st, items, source=dataset_read)  # voice prompts, stored before anything else is written
-    store_reference_voices(st, run_id, settings, specs)
-    added = register_items(st, run_id, items)
-    references = References.read(st, run_id)
-    log.info(f"run {run_id!r} in {st.display()}: {len(items)} items ({added} new), {len(specs)} systems")
-    if own := unknown_categories(items, settings.categories):
-        log.info(f"categories {', '.join(map(repr, own))} are your own groups: evaluated and reported as such; "
-                 "they have no description for strong prompting (prompt=category) or judge rubrics")
+    # one writer per run id: a second invocation on it is refused (or waits), nothing written (ttseval/lease.py)
+    with RunLease(st, run_id, ttl_s=settings.lease_ttl_s, wait_s=settings.lease_wait_s,
+                  purpose=f"evaluate of {len(specs)} systems"):
+        items = store_prompts(st, items, source=dataset_read)  # voice prompts, stored before anything else is written
+        store_reference_voices(st, run_id, settings, specs)
+        added = register_items(st, run_id, items)
+        references = References.read(st, run_id)
+        log.info(f"run {run_id!r} in {st.display()}: {len(items)} items ({added} new), {len(specs)} systems")
+        if own := unknown_categories(items, settings.categories):
+            log.info(f"categories {', '.join(map(repr, own))} are your own groups: evaluated and reported as such; "
+                     "they have no description for strong prompting (prompt=category) or judge rubrics")
 
-    synth = plan_synthesis(st, run_id, items, specs, settings)
-    budget = None
-    if settings.budget_usd is not None:
-        budget = Budget(settings.budget_usd)  # synthesis draws on it first, the judges on what is left
-        synth, deferred, spend = within_budget(synth, estimate_synthesis(synth, st, settings), budget)
-        log.info(f"budget USD {settings.budget_usd:.4f}: this run's paid synthesis calls cost USD {spend:.4f}"
-                 + (f"; {deferred} key(s) past the budget are left for a later run" if deferred else ""))
-    if limits := ensure_vendor_limits(settings):
-        log.info(f"vendor limits across all workers: {', '.join(limits)}")
-    asr = plan_model_stage(st, run_id, items, specs, settings, table="transcripts",
-                           models_for=asr_models_for(settings))
-    mos = plan_model_stage(st, run_id, items, specs, settings, table="quality",
-                           models_for=quality_models_for(settings))
-    lid = plan_model_stage(st, run_id, items, specs, settings, table="lid", models_for=lid_models_for(settings))
-    prosody = plan_model_stage(st, run_id, items, specs, settings, table="prosody",
-                               models_for=prosody_models_for(settings))
-    similarity = plan_model_stage(st, run_id, items, specs, settings, table="similarity",
-                                  models_for=similarity_models_for(settings),
-                                  eligible=lambda item_id, system_id: references.of(item_id, system_id) is not None)
-    for plan in (synth, asr, mos, lid, prosody, similarity):
-        log.info(plan.describe() + (" (clips from earlier runs)" if plan is not synth else ""))
+        synth = plan_synthesis(st, run_id, items, specs, settings)
+        budget = None
+        if settings.budget_usd is not None:
+            budget = Budget(settings.budget_usd)  # synthesis draws on it first, the judges on what is left
+            synth, deferred, spend = within_budget(synth, estimate_synthesis(synth, st, settings), budget)
+            log.info(f"budget USD {settings.budget_usd:.4f}: this run's paid synthesis calls cost USD {spend:.4f}"
+                     + (f"; {deferred} key(s) past the budget are left for a later run" if deferred else ""))
+        if limits := ensure_vendor_limits(settings):
+            log.info(f"vendor limits across all workers: {', '.join(limits)}")
+        asr = plan_model_stage(st, run_id, items, specs, settings, table="transcripts",
+                               models_for=asr_models_for(settings))
+        mos = plan_model_stage(st, run_id, items, specs, settings, table="quality",
+                               models_for=quality_models_for(settings))
+        lid = plan_model_stage(st, run_id, items, specs, settings, table="lid", models_for=lid_models_for(settings))
+        prosody = plan_model_stage(st, run_id, items, specs, settings, table="prosody",
+                                   models_for=prosody_models_for(settings))
+        similarity = plan_model_stage(st, run_id, items, specs, settings, table="similarity",
+                                      models_for=similarity_models_for(settings),
+                                      eligible=lambda item_id, system_id: references.of(item_id, system_id) is not None)
+        for plan in (synth, asr, mos, lid, prosody, similarity):
+            log.info(plan.describe() + (" (clips from earlier runs)" if plan is not synth else ""))
 
-    system_ids = [s.id for s in specs]
-    progress = StageProgress(f"evaluate run {run_id!r}", artifact_key("progress", run_id), log)
-    with progress:
-        cpu_workers = cpu_workers_declared(settings)
-        results = synthesize_and_score(settings, run_id, synth, asr, mos,
-                                       {"lid": lid, "prosody": prosody, "similarity": similarity}, references,
-                                       progress, cpu_workers)
-        # Judging reads the stage tables (CER and MOS are the objective judge's evidence), so it runs after them.
-        # A local audio-LLM judge is a model stage (GPU workers); remote and objective judges are not.
-        def place(judge: str) -> contextlib.AbstractContextManager:
-            return placement(settings, judge_runs_on_gpu(judge, settings), cpu_workers)
+        system_ids = [s.id for s in specs]
+        progress = StageProgress(f"evaluate run {run_id!r}", artifact_key("progress", run_id), log)
+        with progress:
+            cpu_workers = cpu_workers_declared(settings)
+            results = synthesize_and_score(settings, run_id, synth, asr, mos,
+                                           {"lid": lid, "prosody": prosody, "similarity": similarity}, references,
+                                           progress, cpu_workers)
+            # Judging reads the stage tables (CER and MOS are the objective judge's evidence), so it runs after them.
+            # A local audio-LLM judge is a model stage (GPU workers); remote and objective judges are not.
+            def place(judge: str) -> contextlib.AbstractContextManager:
+                return placement(settings, judge_runs_on_gpu(judge, settings), cpu_workers)
 
-        judge_plans, judge_results = run_judge_stage(settings, run_id, system_ids, baseline_spec.id, judge_specs,
-                                                     place, budget=budget)
-        instruction_plans, instruction_results = run_instruction_stage(settings, run_id, system_ids,
-                                                                       instruction_specs, place, budget=budget)
-        # EmergentTTS-Eval draws each pair's order at random; the audit measures what that averages out.
-        audit_plans, audit_results = run_position_audit(settings, run_id, system_ids, baseline_spec.id, judge_specs,
-                                                        place, budget=budget)
-        if budget is not None and budget.deferred > deferred:  # beyond the synthesis keys it deferred
-            log.info(f"budget: {budget.deferred - deferred} judgement(s) past it are left for a later run; USD "
-                     f"{budget.remaining_usd:.4f} unspent")
-        for stage, plans, done in (("judgments", judge_plans, judge_results),
-                                   ("instruction_judgments", instruction_plans, instruction_results),
-                                   ("position_audit", audit_plans, audit_results)):
-            progress.add(stage, sum(p.to_compute for p in plans))
-            progress.advance(stage, sum(r.n_rows for r in done))
-    results += judge_results + instruction_results + audit_results
-    # stages a run has only when asked for (similarity: when some clip has a voice to be compared with)
-    optional = {"lid": bool(settings.lid), "prosody": settings.prosody,
-                "similarity": bool(settings.similarity) and bool(references)}
-    model_plans = (synth, asr, mos, *(p for p in (lid, prosody, similarity) if optional[p.stage]))
-    reused = {p.stage: p.present for p in model_plans} | {
-        "judgments": sum(p.present for p in judge_plans),
-        "instruction_judgments": sum(p.present for p in instruction_plans),
-        "position_audit": sum(p.present for p in audit_plans)}
-    stages = (*(p.stage for p in model_plans), "judgments", "instruction_judgments", "position_audit")
-    computed = {stage: sum(r.n_rows for r in results if r.stage == stage) for stage in stages}
-    log.info("computed rows: " + ", ".join(f"{k} {v}" for k, v in computed.items()))
+            judge_plans, judge_results = run_judge_stage(settings, run_id, system_ids, baseline_spec.id, judge_specs,
+                                                         place, budget=budget)
+            instruction_plans, instruction_results = run_instruction_stage(settings, run_id, system_ids,
+                                                                           instruction_specs, place, budget=budget)
+            # EmergentTTS-Eval draws each pair's order at random; the audit measures what that averages out.
+            audit_plans, audit_results = run_position_audit(settings, run_id, system_ids, baseline_spec.id, judge_specs,
+                                                            place, budget=budget)
+            if budget is not None and budget.deferred > deferred:  # beyond the synthesis keys it deferred
+                log.info(f"budget: {budget.deferred - deferred} judgement(s) past it are left for a later run; USD "
+                         f"{budget.remaining_usd:.4f} unspent")
+            for stage, plans, done in (("judgments", judge_plans, judge_results),
+                                       ("instruction_judgments", instruction_plans, instruction_results),
+                                       ("position_audit", audit_plans, audit_results)):
+                progress.add(stage, sum(p.to_compute for p in plans))
+                progress.advance(stage, sum(r.n_rows for r in done))
+        results += judge_results + instruction_results + audit_results
+        # stages a run has only when asked for (similarity: when some clip has a voice to be compared with)
+        optional = {"lid": bool(settings.lid), "prosody": settings.prosody,
+                    "similarity": bool(settings.similarity) and bool(references)}
+        model_plans = (synth, asr, mos, *(p for p in (lid, prosody, similarity) if optional[p.stage]))
+        reused = {p.stage: p.present for p in model_plans} | {
+            "judgments": sum(p.present for p in judge_plans),
+            "instruction_judgments": sum(p.present for p in instruction_plans),
+            "position_audit": sum(p.present for p in audit_plans)}
+        stages = (*(p.stage for p in model_plans), "judgments", "instruction_judgments", "position_audit")
+        computed = {stage: sum(r.n_rows for r in results if r.stage == stage) for stage in stages}
+        log.info("computed rows: " + ", ".join(f"{k} {v}" for k, v in computed.items()))
 
-    check_stage_tables(st, run_id, stages)
-    # One part per shard keeps writes independent; one part per table keeps later reads to one file each.
-    compacted = {t: st.compact(run_id, t) for t in stages}
-    log.info("parts compacted: " + ", ".join(f"{t} {a}->{b}" for t, (a, b) in compacted.items() if a != b))
+        check_stage_tables(st, run_id, stages)
+        # One part per shard keeps writes independent; one part per table keeps later reads to one file each.
+        compacted = {t: st.compact(run_id, t) for t in stages}
+        log.info("parts compacted: " + ", ".join(f"{t} {a}->{b}" for t, (a, b) in compacted.items() if a != b))
 
-    meta = {"run_id": run_id, "store": st.display(), "dataset": dataset_read, "baseline": baseline_spec.canonical,
-            "judges": ", ".join(judge_specs), "instruction judges": ", ".join(instruction_specs) or "none",
-            "dataset_sha256": dataset_sha256, "systems": ", ".join(map(str, specs)),
-            "asr": json.dumps(settings.asr), "quality": settings.qualities[0],
-            "MOS predictors": ", ".join(settings.qualities), "date": started.isoformat(timespec="seconds"),
-            "ttseval": ttseval.__version__, "code": git_commit() or "unknown"}
-    markdown = write_full_report(st, run_id, settings, system_ids, meta)
-    summary = st.read(run_id, "report").drop_duplicates("system_id")  # one row per system (rows are per recogniser)
-    create_markdown_artifact(markdown=markdown, key=artifact_key("report", run_id), description=f"ttseval report for {run_id}")
-    wall_s = time.perf_counter() - t0
-    record = meta | {"wall_s": round(wall_s, 2), "finished_at": now().isoformat(timespec="seconds"),
-                     "reused": reused, "computed": computed, "settings": settings.model_dump(mode="json")}
-    st.write_bytes(f"runs/{run_id}/log/{started.strftime('%Y%m%dT%H%M%S%f')}.json", json.dumps(record, indent=2).encode())
-    log.info(f"report: {st.display('runs', run_id, 'report.md')} ({wall_s:.1f} s)")
+        meta = {"run_id": run_id, "store": st.display(), "dataset": dataset_read, "baseline": baseline_spec.canonical,
+                "judges": ", ".join(judge_specs), "instruction judges": ", ".join(instruction_specs) or "none",
+                "dataset_sha256": dataset_sha256, "systems": ", ".join(map(str, specs)),
+                "asr": json.dumps(settings.asr), "quality": settings.qualities[0],
+                "MOS predictors": ", ".join(settings.qualities), "date": started.isoformat(timespec="seconds"),
+                "ttseval": ttseval.__version__, "code": git_commit() or "unknown"}
+        markdown = write_full_report(st, run_id, settings, system_ids, meta)
+        summary = st.read(run_id, "report").drop_duplicates("system_id")  # one row per system (rows are per recogniser)
+        create_markdown_artifact(markdown=markdown, key=artifact_key("report", run_id), description=f"ttseval report for {run_id}")
+        wall_s = time.perf_counter() - t0
+        record = meta | {"wall_s": round(wall_s, 2), "finished_at": now().isoformat(timespec="seconds"),
+                         "reused": reused, "computed": computed, "settings": settings.model_dump(mode="json")}
+        st.write_bytes(f"runs/{run_id}/log/{started.strftime('%Y%m%dT%H%M%S%f')}.json", json.dumps(record, indent=2).encode())
+        log.info(f"report: {st.display('runs', run_id, 'report.md')} ({wall_s:.1f} s)")
 
-    failed = int((summary["n_failed"]).sum())
-    total = int(summary["n_items"].sum())
-    if total and failed / total > settings.max_error_rate:
-        raise TTSEvalError(f"{failed}/{total} synthesis rows failed, above max_error_rate={settings.max_error_rate}")
-    return {"run_id": run_id, "store": st.display(), "wall_s": wall_s, "computed": computed,
-            "reused": reused, "system_ids": system_ids}
+        failed = int((summary["n_failed"]).sum())
+        total = int(summary["n_items"].sum())
+        if total and failed / total > settings.max_error_rate:
+            raise TTSEvalError(f"{failed}/{total} synthesis rows failed, above max_error_rate={settings.max_error_rate}")
+        return {"run_id": run_id, "store": st.display(), "wall_s": wall_s, "computed": computed,
+                "reused": reused, "system_ids": system_ids}
 
 
 def synthesize_and_score(settings: Settings, run_id: str, synth: Plan, asr: Plan, mos: Plan, extra: dict[str, Plan],

@@ -13,9 +13,9 @@ import os
 import sys
 from collections.abc import Iterator
 
-from ttseval.errors import ConfigError, DatasetError, SpecError, TTSEvalError
+from ttseval.errors import ConfigError, DatasetError, RunBusyError, SpecError, TTSEvalError
 
-USER_ERRORS = (DatasetError, SpecError, ConfigError)
+USER_ERRORS = (DatasetError, SpecError, ConfigError, RunBusyError)
 
 
 def _quiet_defaults() -> None:
@@ -589,8 +589,14 @@ def build_parser() -> argparse.ArgumentParser:
                          "USD per system and judge) and call nothing")
     ev.add_argument("--budget-usd", type=float, default=None,
                     help="most to spend on paid synthesis and judge calls; keys past it stay missing for a later run")
+    ev.add_argument("--wait-lease", type=float, default=None, metavar="SECONDS",
+                    help="when another invocation is writing this run id, wait up to this long for it (default: "
+                         "refuse at once, exit 2)")
     ev.set_defaults(func=cmd_evaluate)
     bf = sub.add_parser("backfill-judge", help="run a new judge over the audio stored by an earlier run")
+    bf.add_argument("--wait-lease", type=float, default=None, metavar="SECONDS",
+                    help="when another invocation is writing this run id, wait up to this long for it (default: "
+                         "refuse at once, exit 2)")
     bf.add_argument("--store", default=None)
     bf.add_argument("--run-id", required=True)
     bf.add_argument("--judge", required=True, help="judge spec, e.g. gemini:gemini-2.5-pro or objective:cer_margin=0.05")
@@ -743,6 +749,8 @@ def main(argv: list[str] | None = None) -> int:
     _quiet_defaults()
     logging.getLogger("ttseval").setLevel(logging.INFO)
     args = build_parser().parse_args(argv)
+    if getattr(args, "wait_lease", None) is not None:  # the flows read it from the settings, in any process
+        os.environ["TTSEVAL_LEASE_WAIT_S"] = str(args.wait_lease)
     try:
         return args.func(args)
     except USER_ERRORS as e:

@@ -146,6 +146,11 @@ class Settings(BaseSettings):
     judge_output_tokens: int = Field(
         400, ge=1, description="Output tokens per judge call in the dry run's estimate (thinking included)")
     max_error_rate: float = Field(1.0, ge=0, le=1, description="Fail the flow when more rows than this fail")
+    lease_wait_s: float = Field(0.0, ge=0, description="How long a run waits for another invocation writing the "
+                                "same run id to finish; 0 refuses at once (exit 2, nothing written)")
+    lease_ttl_s: float = Field(120.0, gt=0, description="A run id's lease not renewed for this long (its writer "
+                               "frozen, or on another host and gone) is taken over; a dead writer on this host's "
+                               "is taken over at once")
     extra_categories: list[str] = Field(default_factory=list, description="Categories beyond the built-in ones")
     vendor_limits: dict[str, VendorLimit] = Field(
         default_factory=dict,

@@ -39,6 +39,10 @@ class SpecError(TTSEvalError):
         self.spec = spec
 
 
+class RunBusyError(TTSEvalError):
+    """Another invocation holds the run id's lease (ttseval/lease.py): nothing was written."""
+
+
 class DatasetError(TTSEvalError):
     """An input dataset breaks a rule; `problems` lists each broken rule with its rows."""
 

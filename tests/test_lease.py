@@ -1,0 +1,128 @@
+"""One writer per run id (ttseval/lease.py): the lease is taken atomically (local O_EXCL, S3 If-None-Match on
+moto's S3 server), refused to a second invocation with who holds it, taken over when its holder died (same
+host) or stopped renewing (ttl), by exactly one of many racers; and through the CLI, a second `evaluate` on a
+run id that is being written is refused with exit 2 and the run ends without a duplicate row."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import threading
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests.conftest import BIN, cli_env
+from ttseval.errors import RunBusyError
+from ttseval.lease import RunLease
+from ttseval.store import ArtifactStore
+
+
+@pytest.fixture(params=["local", "s3"])
+def store(tmp_path: Path, request: pytest.FixtureRequest) -> ArtifactStore:
+    if request.param == "local":
+        return ArtifactStore(str(tmp_path / "store"))
+    return ArtifactStore(f"s3://{request.getfixturevalue('s3_bucket')}/ttseval")  # moto's S3 server
+
+
+def _plant(store: ArtifactStore, run_id: str, **holder: object) -> None:
+    """A lease written by someone else (a dead process, another host)."""
+    record = {"token": "theirs", "host": socket.gethostname(), "pid": 1, "purpose": "evaluate",
+              "acquired_at": "2026-11-24T00:00:00+00:00", "renewed_at": datetime.now(timezone.utc).isoformat(),
+              "ttl_s": 120} | holder
+    store.write_bytes(f"runs/{run_id}/.lease", json.dumps(record).encode())
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
+def test_a_second_writer_is_refused_naming_the_first_then_takes_the_released_lease(store: ArtifactStore) -> None:
+    first = RunLease(store, "r", purpose="evaluate of 3 systems").acquire()
+    with pytest.raises(RunBusyError, match=r"run 'r' is being written by another invocation \(evaluate of 3 "
+                                           rf"systems on host {socket.gethostname()}, pid \d+, since .*nothing was "
+                                           "written"):
+        RunLease(store, "r").acquire()
+    first.release()
+    assert not store.exists("runs/r/.lease")
+    with RunLease(store, "r"):
+        assert json.loads(store.read_bytes("runs/r/.lease"))["pid"] > 0
+
+
+def test_a_dead_holder_on_this_host_is_taken_over_at_once_a_live_one_from_elsewhere_is_not(
+        store: ArtifactStore) -> None:
+    _plant(store, "dead", pid=_dead_pid())  # SIGKILLed mid-run: its pid no longer runs
+    lease = RunLease(store, "dead").acquire()
+    assert lease.taken_over["token"] == "theirs"
+    lease.release()
+    _plant(store, "far", host="another-host", pid=_dead_pid())  # a pid of another host says nothing here
+    with pytest.raises(RunBusyError, match="on host another-host"):
+        RunLease(store, "far").acquire()
+    # ... until it has not been renewed for the ttl
+    _plant(store, "far", host="another-host",
+           renewed_at=(datetime.now(timezone.utc) - timedelta(seconds=121)).isoformat())
+    RunLease(store, "far").acquire().release()
+
+
+@pytest.mark.parametrize("stale", [False, True])
+def test_of_many_racers_exactly_one_takes_the_lease(store: ArtifactStore, stale: bool) -> None:
+    if stale:
+        _plant(store, "race", pid=_dead_pid())
+    leases = [RunLease(store, "race") for _ in range(12)]
+    results: list[object] = [None] * len(leases)
+    start = threading.Barrier(len(leases))
+
+    def go(k: int) -> None:
+        start.wait()
+        results[k] = leases[k].try_acquire()
+
+    threads = [threading.Thread(target=go, args=(k,)) for k in range(len(leases))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    winners = [k for k, r in enumerate(results) if r is None]
+    assert len(winners) == 1
+    assert json.loads(store.read_bytes("runs/race/.lease"))["token"] == leases[winners[0]].owner["token"]
+
+
+def test_the_holder_renews_and_a_waiter_gets_it_when_released(tmp_path: Path) -> None:
+    store = ArtifactStore(str(tmp_path / "store"))
+    holder = RunLease(store, "w", ttl_s=0.4).acquire()
+    first = json.loads(store.read_bytes("runs/w/.lease"))["renewed_at"]
+    time.sleep(0.5)  # past the ttl: still held, because it was renewed
+    assert json.loads(store.read_bytes("runs/w/.lease"))["renewed_at"] > first
+    with pytest.raises(RunBusyError):
+        RunLease(store, "w", ttl_s=0.4).acquire()
+    threading.Timer(0.5, holder.release).start()
+    started = time.monotonic()
+    RunLease(store, "w", wait_s=10).acquire().release()
+    assert 0.3 < time.monotonic() - started < 5
+
+
+def test_a_second_evaluate_on_a_run_being_written_exits_2_and_nothing_is_duplicated(
+        prefect_api: str, small_dataset: Path, tmp_path: Path) -> None:
+    env = cli_env(prefect_api)
+    args = [str(BIN / "ttseval"), "evaluate", "--dataset", str(small_dataset), "--systems", "espeak-ng",
+            "--store", str(tmp_path), "--run-id", "busy", "--shard-size", "2"]
+    first = subprocess.Popen(args, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lease = tmp_path / "runs" / "busy" / ".lease"
+    deadline = time.monotonic() + 120
+    while not lease.exists():
+        assert first.poll() is None and time.monotonic() < deadline, "the first run never took the lease"
+        time.sleep(0.05)
+    second = subprocess.run(args, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert second.returncode == 2, second.stderr[-2000:]
+    assert "run 'busy' is being written by another invocation (evaluate of 1 systems" in second.stderr
+    assert first.wait(timeout=600) == 0, first.stderr.read()[-3000:]
+    assert not lease.exists()  # released when the run ended
+    for table, key in (("synthesis", ["item_id", "system_id"]), ("transcripts", ["item_id", "system_id", "asr_id"]),
+                       ("quality", ["item_id", "system_id", "quality_id"])):
+        raw = pd.read_parquet(tmp_path / "runs" / "busy" / table)  # every part, before any dedup
+        assert len(raw) and not raw.duplicated(key).any(), table
