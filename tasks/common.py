@@ -236,7 +236,34 @@ def commit(store: ArtifactStore, run_id: str, table: str, rows: list[dict], *, l
     return part, dict(Counter(r["status"] for r in rows))
 
 
-TRANSIENT_TASK_ERRORS = (TransientProviderError, StoreError, OSError, TimeoutError, ConnectionError)
+def attempt_label(prefix: str, keys: list[tuple]) -> str:
+    """A part label naming the shard by its keys: the same shard, run again, writes (and finds) the same label."""
+    import hashlib
+
+    digest = hashlib.sha256("\x1e".join("\x1f".join(map(str, k)) for k in sorted(keys)).encode()).hexdigest()
+    return f"{prefix}-{digest[:12]}"
+
+
+def earlier_attempt(store: ArtifactStore, run_id: str, table: str, label: str) -> list[dict[str, Any]]:
+    """The rows an earlier attempt of the same shard committed (parts labelled `label`): its settled rows are
+    taken as they are, its retryable ones computed again and superseded.
+
+    Dask runs a finished task again when the worker holding its result dies before the next stage read it; the
+    rows are in the store by then, so the second attempt must take them rather than call the provider again.
+    One listing of the table's parts and a read of the matching part: no scan of the whole table per task."""
+    import pyarrow.parquet as pq
+
+    from ttseval.schemas import TABLES
+
+    mine = [p for p in store.part_files(run_id, table) if f"-{label}-" in p.rsplit("/", 1)[-1]]
+    rows: list[dict[str, Any]] = []
+    for path in mine:
+        with store.fs.open_input_file(path) as f:
+            rows += pq.read_table(f, schema=TABLES[table].schema).to_pylist()
+    return rows
+
+
+TRANSIENT_TASK_ERRORS = TRANSIENT_TASK_ERRORS = (TransientProviderError, StoreError, OSError, TimeoutError, ConnectionError)
 """What makes Prefect retry a whole task: a store or network hiccup. Provider errors never get here (stages turn
 them into rows); anything else a task raises is a bug that a retry would only repeat."""
 

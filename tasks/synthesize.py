@@ -12,8 +12,8 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from tasks.common import (StageResult, call_with_retries, commit, error_row, get_provider, get_store,
-                          is_transient_task_error, logger, now, one_per_request)
+from tasks.common import (StageResult, attempt_label, call_with_retries, commit, earlier_attempt, error_row,
+                          get_provider, get_store, is_transient_task_error, logger, now, one_per_request)
 from tasks.limits import vendor_gate
 from ttseval.audio import Audio, sha256_hex
 from ttseval.cache import RequestCache
@@ -219,29 +219,42 @@ def synthesize_rows(provider: Any, spec: Spec, items: list[dict[str, Any]], sett
 
 
 def synthesize_items(settings: Settings, run_id: str, shard: dict[str, Any]) -> StageResult:
-    """Synthesize `shard['items']` with `shard['system']`, commit one part, and hand ok clips to the next stages."""
+    """Synthesize `shard['items']` with `shard['system']`, commit one part, and hand ok clips to the next stages.
+
+    A shard whose rows an earlier attempt already committed (its worker died before the next stage took the
+    result, so Dask ran it again) is answered from that part: no provider call, no second part."""
     started = time.perf_counter()
     spec = Spec.parse(shard["system"])
     store = get_store(settings.store)
-    try:
-        provider = get_provider("tts", spec.canonical, settings)
-    # The engine cannot start (a missing extra or program, a voice not installed, a model that fails to load):
-    # every item says why. Retryable unless the provider calls it permanent, because the fix (install the extra,
-    # the voice) changes nothing in the rows' keys, so only a retryable row lets the next run pick the items up.
-    except Exception as e:  # noqa: BLE001
-        failed = error_row(e, attempt=1, stage=f"synthesis {spec.canonical} (engine start)",
-                           keys=[(i["item_id"], spec.id) for i in shard["items"]])
-        rows = [{"item_id": i["item_id"], "system_id": spec.id, "system_spec": spec.canonical, "created_at": now()}
-                | failed for i in shard["items"]]
-    else:
-        rows = synthesize_rows(provider, spec, shard["items"], settings, store,
-                               slot=vendor_gate(settings, spec.provider))
-    part, statuses = commit(store, run_id, "synthesis", rows, label=f"{spec.id}-{shard['index']}",
-                            replaces={(i["item_id"], spec.id) for i in shard["items"] if i.get("replaces")})
+    label = attempt_label(spec.id, [(i["item_id"], spec.id) for i in shard["items"]])
+    attempted = earlier_attempt(store, run_id, "synthesis", label)
+    earlier = {r["item_id"]: r for r in attempted if not r["retryable"]}
+    again = {(r["item_id"], spec.id) for r in attempted if r["retryable"] and r["item_id"] not in earlier}
+    items = [i for i in shard["items"] if i["item_id"] not in earlier]
+    rows: list[dict[str, Any]] = []
+    if items:
+        try:
+            provider = get_provider("tts", spec.canonical, settings)
+        # The engine cannot start (a missing extra or program, a voice not installed, a model that fails to load):
+        # every item says why. Retryable unless the provider calls it permanent, because the fix (install the
+        # extra, the voice) changes nothing in the rows' keys, so only a retryable row lets the next run pick the
+        # items up.
+        except Exception as e:  # noqa: BLE001
+            failed = error_row(e, attempt=1, stage=f"synthesis {spec.canonical} (engine start)",
+                               keys=[(i["item_id"], spec.id) for i in items])
+            rows = [{"item_id": i["item_id"], "system_id": spec.id, "system_spec": spec.canonical,
+                     "created_at": now()} | failed for i in items]
+        else:
+            rows = synthesize_rows(provider, spec, items, settings, store, slot=vendor_gate(settings, spec.provider))
+    part, statuses = commit(store, run_id, "synthesis", rows, label=label,
+                            replaces={(i["item_id"], spec.id) for i in items if i.get("replaces")} | again)
+    if earlier:
+        logger().info(f"synthesis {spec.canonical} shard {shard['index']}/{shard['of']}: {len(earlier)} row(s) "
+                      "committed by an earlier attempt of this shard, taken as they are (no call)")
     by_id = {i["item_id"]: i for i in shard["items"]}
     work = [{"item_id": r["item_id"], "system_id": r["system_id"], "audio_sha256": r["audio_sha256"],
              "language": by_id[r["item_id"]]["language"], "text": by_id[r["item_id"]]["text"]}
-            for r in rows if r["status"] == "ok"]
+            for r in [*earlier.values(), *rows] if r["status"] == "ok"]
     return StageResult("synthesis", f"{spec.canonical} shard {shard['index']}/{shard['of']}", len(rows), statuses,
                        part, time.perf_counter() - started, work)
 

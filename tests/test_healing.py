@@ -345,3 +345,24 @@ def test_a_judge_outage_leaves_failed_rows_that_the_next_run_asks_again(tmp_path
     j = store.read("r", "judgments").set_index("item_id").sort_index()
     assert j["status"].tolist() == ["ok", "ok"] and j["winner"].notna().all()
     assert judge_all() == set()
+
+
+def test_a_shard_run_again_after_its_worker_died_calls_nothing_for_what_it_committed(tmp_path: Path) -> None:
+    """Dask runs a finished task again when the worker holding its result dies before the next stage took it
+    (issue 17: 16 synthesis calls made twice). The second attempt finds the first one's part by the shard's
+    label and calls the provider only for keys that did not settle (a retryable failure)."""
+    settings = settings_for(tmp_path, "BuggyTTS")
+    plan = plan_synthesis(get_store(settings.store), "r", items_frame(ITEMS), [SPEC], settings)
+    first = [synthesize_items(settings, "r", shard) for shard in plan.shards]
+    calls = list(CALLS)
+    parts = sorted((tmp_path / "runs" / "r" / "synthesis").iterdir())
+    again = [synthesize_items(settings, "r", shard) for shard in plan.shards]  # the same shards, run again
+    retried = CALLS[len(calls):]
+    # only the retryable failures (b, d: the TypeError) were asked again, each with its own retries
+    assert set(retried) == {t for i, t in ITEMS if i in ("b", "d")}
+    assert [r.work for r in again] == [r.work for r in first]  # the next stages get the same clips
+    new_parts = sorted(set((tmp_path / "runs" / "r" / "synthesis").iterdir()) - set(parts))
+    assert len(new_parts) == 2  # the shards holding b and d; the shard of a and c alone wrote nothing
+    assert sum(r.n_rows for r in again) == 2
+    table = synthesis(tmp_path)  # no key twice in the raw parts: b and d's old rows were superseded
+    assert len(table) == len(ITEMS)
