@@ -62,6 +62,7 @@ def build_data(store: ArtifactStore, run_id: str, tables: Any, summary: pd.DataF
     for r in synthesis.itertuples():
         clips.setdefault(r.item_id, {})[r.system_id] = {
             "status": r.status, "error": _clean(r.error_message), "duration_s": _clean(r.duration_s),
+            "flags": _clean(getattr(r, "audio_flags", None)),
             "audio": f"../../../{ArtifactStore.audio_rel_path(r.audio_sha256)}" if r.status == "ok" and
             isinstance(r.audio_sha256, str) else None, "asr": {}, "judges": {}}
     for r in quality[quality["status"] == "ok"].itertuples():

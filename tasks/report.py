@@ -793,6 +793,23 @@ def drift_markdown(drift: pd.DataFrame, previous: str, current: str) -> str:
 # -- the whole report ---------------------------------------------------------------------------------------------
 
 
+def audio_checks_markdown(tables: RunTables, names: dict[str, str]) -> str:
+    """Clips that failed a quality gate (metrics/audio_checks.py), per system and gate; empty when none did."""
+    synthesis = tables.synthesis
+    if "audio_flags" not in synthesis or not synthesis["audio_flags"].notna().any():
+        return ""
+    flagged = synthesis.dropna(subset=["audio_flags"]).assign(flag=lambda f: f["audio_flags"].str.split(","))
+    counts = flagged.explode("flag").groupby(["system_id", "flag"]).size().unstack(fill_value=0)
+    ok = synthesis[synthesis["status"] == "ok"].groupby("system_id").size()
+    gates = list(counts.columns)
+    rows = [[names.get(s, s), int(ok.get(s, 0)), *(int(counts.loc[s, g]) for g in gates)] for s in counts.index]
+    return _section("Audio checks", "Clips that failed a quality gate: non-finite samples (nan), over 0.1% of "
+                    "samples at full scale (clipped), a duration under a third or over three times what the text "
+                    "predicts at 14 characters a second (too_short, too_long), a rate other than the provider "
+                    "declares (sample_rate). They are scored like any clip; here they are counted.",
+                    ["system", "clips", *gates], rows)
+
+
 def listening_markdown(store: ArtifactStore, run_id: str) -> str:
     """Each listening test's stored analysis (tasks.listening.analyse_test writes it), under one heading."""
     ratings = store.read(run_id, "ratings", columns=["test_id", "created_at"])
@@ -830,6 +847,7 @@ def write_full_report(store: ArtifactStore, run_id: str, settings: Settings, sys
                 + prosody_markdown(store, run_id, tables, names)
                 + similarity_markdown(settings, tables, names)
                 + predictors_markdown(settings, tables, names)
+                + audio_checks_markdown(tables, names)
                 + grouped_markdown(tables, names)
                 + leaderboard_markdown(store, run_id, summary, winrates)
                 + instruction_markdown(store, run_id, names) + listening_markdown(store, run_id)

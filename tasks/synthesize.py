@@ -12,6 +12,7 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from metrics.audio_checks import audio_flags
 from tasks.common import (StageResult, attempt_label, call_with_retries, commit, earlier_attempt, error_row,
                           get_provider, get_store, is_transient_task_error, logger, now, one_per_request)
 from tasks.limits import vendor_gate
@@ -24,7 +25,7 @@ from ttseval.registry import Spec
 from ttseval.store import ArtifactStore
 
 _CACHED_COLUMNS = ("audio_uri", "audio_sha256", "duration_s", "sample_rate_hz", "latency_s", "status", "error_type",
-                   "error_message", "provider_metadata")
+                   "error_message", "provider_metadata", "audio_flags")
 """What a reused answer carries into a new run's row (the audio itself is a content-addressed blob)."""
 
 
@@ -138,10 +139,13 @@ def _finish(call: _Call, spec: Spec, provider: Any, audio: Any, attempt: int, la
                                     keys=[(call.item["item_id"], spec.id)]) | {"latency_s": latency_s}
     chars, usd = call_cost(provider, call.item["text"], call.instruction, settings)
     sha = sha256_hex(wav)
+    flags = audio_flags(audio.samples, audio.sample_rate_hz, call.item["text"],
+                        getattr(provider, "output_sample_rate_hz", None))
     row = call.row | {
         "audio_uri": store.put_audio(wav, sha), "audio_sha256": sha, "duration_s": audio.duration_s,
         "sample_rate_hz": audio.sample_rate_hz, "latency_s": latency_s, "attempt": attempt, "retryable": False,
         "provider_metadata": metadata, "billable_chars": chars, "cost_usd": usd,
+        "audio_flags": ",".join(flags) or None,
     }
     if audio.is_silent():
         row |= {"status": "empty", "error_type": "SilentAudio",

@@ -366,3 +366,63 @@ def test_a_shard_run_again_after_its_worker_died_calls_nothing_for_what_it_commi
     assert sum(r.n_rows for r in again) == 2
     table = synthesis(tmp_path)  # no key twice in the raw parts: b and d's old rows were superseded
     assert len(table) == len(ITEMS)
+
+
+class BrokenAudioTTS:
+    """Audio broken in the ways a provider's can be, chosen by a word of the text."""
+
+    name: ClassVar[str] = "heal-tts"
+    accepts_instruction: ClassVar[bool] = False
+    output_sample_rate_hz: ClassVar[int] = 16000
+    version = "1.0"
+
+    def __init__(self, voice: str | None = None, **options: Any) -> None:
+        pass
+
+    def supports_language(self, language: str) -> bool:
+        return True
+
+    def synthesize(self, text: str, language: str, voice: str | None = None, instruction: str | None = None) -> Audio:
+        CALLS.append(text)
+        seconds = len(text) / 14  # the predicted duration
+        t = np.arange(int(16000 * seconds)) / 16000
+        x = (0.3 * np.sin(2 * np.pi * 220 * t)).astype(np.float32)
+        if "nan" in text:
+            x[100:200] = np.nan
+        if "loud" in text:
+            x = np.clip(8 * x, -1, 1)  # a third of the samples at full scale
+        if "cut" in text:
+            x = x[: len(x) // 5]  # a fifth of what the text needs
+        if "rambling" in text:
+            x = np.tile(x, 4)
+        if "rate" in text:
+            return Audio(x, 22050)
+        return Audio(x, 16000)
+
+    def metadata(self) -> dict[str, Any]:
+        return {"engine": "broken"}
+
+
+def test_every_clip_passes_quality_gates_or_its_row_names_the_ones_it_failed(tmp_path: Path) -> None:
+    items = [(k, f"this {k} clip has words enough to predict a duration") for k in
+             ("fine", "nan", "loud", "cut", "rambling", "rate")]
+    run_synthesis(settings_for(tmp_path, "BrokenAudioTTS"), items)
+    table = synthesis(tmp_path)
+    assert (table["status"] == "ok").all()  # broken audio is still a clip: scored, and flagged
+    flags = table["audio_flags"].fillna("").to_dict()
+    # 'rate': 22050 Hz where the provider declares 16000 (its duration, 0.73 of the prediction, passes)
+    assert flags == {"fine": "", "nan": "nan", "loud": "clipped", "cut": "too_short", "rambling": "too_long",
+                     "rate": "sample_rate"}
+    from datetime import datetime, timezone
+
+    from tasks.report import RunTables, audio_checks_markdown
+    from ttseval.schemas import table_from_rows
+
+    store = get_store(str(tmp_path))
+    store.write_part("r", "items", table_from_rows("items", [
+        {"item_id": i, "text": t, "language": "en-US", "category": "questions", "depth": 0,
+         "created_at": datetime.now(timezone.utc)} for i, t in items]))
+    section = audio_checks_markdown(RunTables.read(store, "r"), {})
+    assert "## Audio checks" in section
+    assert "| system | clips | clipped | nan | sample_rate | too_long | too_short |" in section
+    assert f"| {SPEC.id} | 6 | 1 | 1 | 1 | 1 | 1 |" in section

@@ -117,3 +117,19 @@ def test_corpus_rate_and_utterance_mean_differ_when_lengths_differ():
 def test_rates_reject_bad_input(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_word_alignment_marks_what_the_wer_counts() -> None:
+    from metrics.wer import word_alignment
+
+    runs = word_alignment("the cat sat on the mat", "the bat sat on mat today")
+    # by hand: cat -> bat (substitution), 'the' before mat deleted, 'today' inserted: 3 errors as the WER counts
+    assert runs[0] == ("=", "the", "the") and ("s", "cat", "bat") in runs
+    ops = {"s": 0, "d": 0, "i": 0}
+    for op, ref, hyp in runs:
+        if op == "s":
+            ops["s"] += len(ref.split())
+        elif op in ops:
+            ops[op] += len((ref or hyp).split())
+    assert sum(ops.values()) == error_counts("the cat sat on the mat", "the bat sat on mat today").word_errors
+    assert word_alignment("a b", "") == [("d", "a b", "")] and word_alignment("", "x") == [("i", "", "x")]

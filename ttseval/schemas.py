@@ -90,6 +90,8 @@ SYNTHESIS = pa.schema(
         *_STATUS,
         _f("provider_version", pa.string(), "engine version"),
         _f("provider_metadata", pa.string(), "provider metadata as JSON (never secrets)"),
+        _f("audio_flags", pa.string(), "quality gates the clip failed, comma-separated (nan, clipped, too_short, "
+           "too_long, sample_rate; metrics/audio_checks.py); null when it passed them all"),
     ]
 )
 

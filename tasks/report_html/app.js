@@ -85,6 +85,7 @@
     var td = el('td', {'class': 'clip'});
     if (!clip) { td.appendChild(el('span', {'class': 'badge s-missing', text: 'no row'})); return td; }
     if (clip.status !== 'ok') td.appendChild(el('span', {'class': 'badge s-' + clip.status, title: clip.error || '', text: clip.status}));
+    (clip.flags ? clip.flags.split(',') : []).forEach(function (f) { td.appendChild(el('span', {'class': 'badge s-failed', title: 'failed the audio check ' + f, text: f})); });
     if (clip.audio) td.appendChild(el('audio', {controls: '', preload: 'none', src: clip.audio, 'aria-label': label}));
     var t = clip.asr[asr];
     var line = [];
@@ -148,7 +149,7 @@
     s.depth = select(form, 'depth', 'depth', [['', 'all']].concat(uniq(items.map(function (i) { return i.depth; })).map(function (v) { return [v, String(v)]; })));
     s.language = select(form, 'language', 'language', [['', 'all']].concat(uniq(items.map(function (i) { return i.language; })).map(function (v) { return [v, v]; })));
     s.system = select(form, 'system', 'system', [['', 'all']].concat(systems.map(function (x) { return [x.id, x.spec]; })));
-    s.status = select(form, 'status', 'status', [['', 'any'], ['ok', 'ok'], ['failed', 'failed'], ['empty', 'empty'], ['unsupported', 'unsupported']]);
+    s.status = select(form, 'status', 'status', [['', 'any'], ['ok', 'ok'], ['failed', 'failed'], ['empty', 'empty'], ['unsupported', 'unsupported'], ['flagged', 'failed an audio check']]);
     s.judge = select(form, 'judge', 'judge', run.judges.map(function (j) { return [j.id, j.spec]; }).concat(run.judges.length ? [] : [['', 'none']]));
     s.verdict = select(form, 'verdict', 'verdict', [['', 'any'], ['win', 'win'], ['loss', 'loss'], ['tie', 'tie']]);
     s.asr = select(form, 'asr', 'recogniser', run.recognisers.map(function (a) { return [a.id, a.spec]; }).concat(run.recognisers.length ? [] : [['', 'none']]));
@@ -182,7 +183,7 @@
         if (s.language.value && i.language !== s.language.value) return false;
         if (text && i.text.toLowerCase().indexOf(text) < 0 && i.id.toLowerCase().indexOf(text) < 0) return false;
         var clips = focus ? [i.clips[focus]] : shownSystems.map(function (x) { return i.clips[x.id]; });
-        if (s.status.value && !clips.some(function (c) { return c && c.status === s.status.value; })) return false;
+        if (s.status.value && !clips.some(function (c) { return c && (s.status.value === 'flagged' ? !!c.flags : c.status === s.status.value); })) return false;
         if (s.verdict.value && !clips.some(function (c) { return c && c.judges[s.judge.value] && c.judges[s.judge.value].verdict === s.verdict.value; })) return false;
         return true;
       });
