@@ -103,7 +103,23 @@ def test_a_missing_key_or_an_unknown_voice_is_exit_2_before_any_work(prefect_api
     assert KEY not in result.stderr + result.stdout
 
 
-def test_every_kind_of_system_in_one_run_and_a_rerun_calls_nothing(prefect_api, tmp_path) -> None:
+def leaks(secret: str, *roots: Path) -> int:
+    """Fail when `secret` is in any file under `roots` (Parquet decoded, other files as raw bytes, audio skipped);
+    returns how many files were read."""
+    import pyarrow.parquet as pq
+
+    n = 0
+    for root in roots:
+        for path in (p for p in Path(root).rglob("*") if p.is_file() and p.suffix != ".wav"):
+            n += 1
+            if path.suffix == ".parquet":
+                assert secret not in pq.read_table(path).to_pandas().to_json(), path
+            else:
+                assert secret.encode() not in path.read_bytes(), path
+    return n
+
+
+def test_every_kind_of_system_in_one_run_and_a_rerun_calls_nothing(prefect_api, tmp_path, tmp_path_factory) -> None:
     import contextlib
 
     from tests.fake_azure import FakeAzureSpeech
@@ -172,3 +188,13 @@ def test_every_kind_of_system_in_one_run_and_a_rerun_calls_nothing(prefect_api, 
         assert again.returncode == 0, again.stderr[-3000:]
         assert [f.paid_calls for f in fakes.values()] == \
             [2 * sum(f is g for g in specs.values()) for f in fakes.values()]  # nothing paid twice
+
+        # Issue 17's secrets check: with a key set for every provider, no file the run wrote holds it: tables
+        # (decoded, since Parquet compresses), report, logs, HTML pages, the exported bundle, the Prefect database
+        bundle = run_cli(["export", "--store", str(tmp_path / "store"), "--run-id", "all", "--out",
+                          str(tmp_path / "bundle")], env, cwd=tmp_path)
+        assert bundle.returncode == 0, bundle.stderr[-2000:]
+        prefect_homes = list(Path(tmp_path_factory.getbasetemp()).glob("prefect-home*"))
+        assert any(next(h.rglob("*.db"), None) for h in prefect_homes)  # the server's database: runs, logs, artifacts
+        scanned = leaks(KEY, tmp_path / "store", tmp_path / "bundle", *prefect_homes)
+        assert scanned > 50  # tables, parts, report, logs, pages, bundle files and the Prefect database
