@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
+import unicodedata
 from pathlib import Path
 
 import pandas as pd
@@ -21,6 +23,9 @@ from ttseval.errors import DatasetError
 from ttseval.schemas import ITEMS
 
 REQUIRED = ("item_id", "text", "language", "category", "depth")
+MAX_TEXT_CHARS = 5_000  # EmergentTTS-Eval's longest items are under 1,000; cloud TTS APIs cap one request at 4-5k
+UNSAFE_ID = re.compile(r"[/\\\x00-\x1f\x7f]")
+CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
 def read_jsonl_rows(path: Path, text: str) -> list[dict]:
@@ -54,14 +59,15 @@ def read_dataset(path: str | Path) -> pd.DataFrame:
     suffix = p.suffix.lower()
     try:
         if suffix in (".jsonl", ".ndjson", ".json"):
-            return pd.DataFrame(read_jsonl_rows(p, p.read_text(encoding="utf-8")))
+            return pd.DataFrame(read_jsonl_rows(p, p.read_text(encoding="utf-8-sig")))  # a BOM is no error
         if suffix == ".csv":
             # Everything as text first: type checks below then name the row that is wrong.
-            return pd.read_csv(p, dtype=str, keep_default_na=False)
+            return pd.read_csv(p, dtype=str, keep_default_na=False, encoding="utf-8-sig")
         if suffix == ".parquet":
             return pd.read_parquet(p)
     except (UnicodeDecodeError, pa.ArrowInvalid, pd.errors.ParserError, OSError) as e:
-        raise DatasetError(f"dataset {p}: cannot parse as {suffix} ({e})", source=str(p)) from e
+        hint = "; save it as UTF-8" if isinstance(e, UnicodeDecodeError) else ""
+        raise DatasetError(f"dataset {p}: cannot parse as {suffix} ({e}){hint}", source=str(p)) from e
     raise DatasetError(f"dataset {p}: unknown extension {suffix!r}; use .jsonl, .csv or .parquet", source=str(p))
 
 
@@ -103,6 +109,22 @@ def _coerce(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     parsed = depth.map(as_depth)
     bad(parsed.isna(), "depth is an integer", "depth", "write depth as a whole number 0-3")
     frame["depth"] = parsed
+
+    ids = frame["item_id"].fillna("")
+    # ids name files (a `files` system's <item_id>.wav, exported stimuli) and appear in URLs and reports
+    bad(ids.map(lambda v: bool(UNSAFE_ID.search(v)) or v.strip() in (".", "..") or v != v.strip()),
+        "item_id is a plain name", "item_id", "use letters, digits and - _ . : (no '/', '\\', control "
+        "characters, leading or trailing spaces, and not '.' or '..')")
+    folded = ids.map(lambda v: unicodedata.normalize("NFC", v).casefold())
+    bad(folded.duplicated(keep=False) & ~ids.duplicated(keep=False) & (ids != ""),
+        "item_id is unique ignoring case and Unicode normalization", "item_id",
+        "two ids differ only in case or in how an accent is encoded: on a case-insensitive disk or in a "
+        "spreadsheet they are one item; rename one")
+    texts = frame["text"].map(lambda v: v if isinstance(v, str) else "")
+    bad(texts.map(lambda v: bool(CONTROL.search(v))), "text has no control characters", "text",
+        "remove control characters (tab and line breaks are fine)")
+    bad(texts.str.len() > MAX_TEXT_CHARS, f"text is at most {MAX_TEXT_CHARS:,} characters", "text",
+        "split the text into several items (a provider bills, and a judge must hear, every character)")
     return frame, problems
 
 

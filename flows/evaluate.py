@@ -84,10 +84,10 @@ def evaluate(
     baseline_spec = Spec.parse(baseline) if baseline else specs[0]
     if baseline_spec.id not in {s.id for s in specs}:
         raise SpecError(f"baseline {baseline_spec.canonical!r} is not one of the systems; add it to --systems")
+    items = store_prompts(st, items, source=dataset_read)  # voice prompts (content-addressed blobs), checked first
     # one writer per run id: a second invocation on it is refused (or waits), nothing written (ttseval/lease.py)
     with RunLease(st, run_id, ttl_s=settings.lease_ttl_s, wait_s=settings.lease_wait_s,
                   purpose=f"evaluate of {len(specs)} systems"):
-        items = store_prompts(st, items, source=dataset_read)  # voice prompts, stored before anything else is written
         store_reference_voices(st, run_id, settings, specs)
         added = register_items(st, run_id, items)
         references = References.read(st, run_id)

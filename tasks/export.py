@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from tasks.common import get_store
 from ttseval.config import Settings
@@ -27,6 +28,22 @@ per invocation (code version, dataset hash, settings; never a key).
 """
 
 
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(frame: Any) -> Any:
+    """Text cells a spreadsheet would run as a formula (CSV injection: '=HYPERLINK(...)' in an item's text)
+    prefixed with a single quote, as OWASP advises; numbers and other cells as they are."""
+    import pandas as pd
+
+    out = frame.copy()
+    for column in out.columns:
+        if out[column].dtype == object or pd.api.types.is_string_dtype(out[column]):
+            out[column] = out[column].map(lambda v: "'" + v if isinstance(v, str) and v.startswith(FORMULA_START)
+                                          else v)
+    return out
+
+
 def export_run(settings: Settings, run_id: str, out: Path) -> list[str]:
     """Write the export folder; returns the tables written.
 
@@ -41,7 +58,7 @@ def export_run(settings: Settings, run_id: str, out: Path) -> list[str]:
     lines = []
     for name in tables:
         frame = store.read(run_id, name)
-        frame.to_csv(out / f"{name}.csv", index=False)
+        spreadsheet_safe(frame).to_csv(out / f"{name}.csv", index=False)
         lines.append(f"- `{name}.csv`: {len(frame)} rows, key {', '.join(TABLES[name].key)}")
     for extra in ("report.md", "per_sentence.csv"):
         path = f"runs/{run_id}/{extra}"

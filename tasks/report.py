@@ -19,6 +19,7 @@ import pyarrow as pa
 from metrics.registry import arrow
 from metrics.summary import summarize_systems
 from metrics.winrate import voice_variance
+from tasks.export import spreadsheet_safe
 from tasks.html_report import build_data, html_location, write_html_report
 from tasks.quality import primary_quality_id
 from ttseval.config import Settings
@@ -505,7 +506,7 @@ def insv_markdown(store: ArtifactStore, run_id: str, settings: Settings, tables:
     columns = ["item_id", "language", "system_id", "asr_id", "asr_spec", "normalizer", "text", "hypothesis",
                "wer", "cer", "sfr", "detected_language", "asr_lid_target", "text_language"]
     store.write_bytes(f"runs/{run_id}/per_sentence.csv",
-                      sentences.reindex(columns=columns).to_csv(index=False).encode("utf-8"))
+                      spreadsheet_safe(sentences.reindex(columns=columns)).to_csv(index=False).encode("utf-8"))
     rows = []
     for r in card.to_dict("records"):
         lid = ", ".join(f"{k} {_pct(v)}%" for k, v in r["lid_rates"].items()) or "no LID model"

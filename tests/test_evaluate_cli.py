@@ -250,6 +250,11 @@ BAD_DATASETS = {
                          "rule 'language is a known BCP-47 / ISO 639 code' (column language) fails on 1 row(s): row 1"),
     "wrong types": ('{"item_id": "a", "text": 42, "language": "en", "category": "questions", "depth": "deep"}\n',
                     "rule 'depth is an integer' (column depth) fails on 1 row(s): row 1 (item_id='a')"),
+    # issue 17's hostile inputs that reach the CLI (the rest: tests/test_hostile_inputs.py)
+    "path-like id": ('{"item_id": "../../etc/passwd", "text": "Hi.", "language": "en", "category": "q", "depth": 0}\n',
+                     "rule 'item_id is a plain name' (column item_id) fails on 1 row(s): row 1"),
+    "200,000 characters": ('{"item_id": "a", "text": "%s", "language": "en", "category": "q", "depth": 0}\n'
+                           % ("word " * 40_000), "rule 'text is at most 5,000 characters' (column text)"),
 }
 
 

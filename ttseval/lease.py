@@ -103,6 +103,8 @@ class _Local:
                 os.remove(self.path)
         with contextlib.suppress(FileNotFoundError):
             os.remove(self.path + ".lock")
+        with contextlib.suppress(OSError):  # a run refused before it wrote anything leaves no folder behind
+            os.rmdir(os.path.dirname(self.path))
 
 
 class _S3:
