@@ -6,7 +6,8 @@ every call paid twice. With it the second invocation is refused, naming who hold
 waits for it (`lease_wait_s`).
 
 The lease is runs/<run_id>/.lease (a hidden name: table readers skip it), JSON: owner token, host, pid,
-acquired_at, renewed_at. It is taken with an atomic create-if-absent: locally O_CREAT|O_EXCL; on S3 a PUT with
+acquired_at, renewed_at. It is taken with an atomic create-if-absent: locally a hard link of the complete record to the lease's name (it fails
+when the name exists, like O_EXCL, and no reader sees a half-written record); on S3 a PUT with
 `If-None-Match: *` (S3's conditional write). The holder renews it every `ttl / 4` seconds (locally under an
 flock; on S3 a PUT with `If-Match` on the ETag it last wrote, so a renewal never overwrites a lease that another
 run took over). A lease is stale, and taken over with the same compare-and-swap, when its holder's process is
@@ -55,15 +56,20 @@ class _Local:
         self.path = path
 
     def create(self, data: bytes) -> str | None:
+        """The whole record appears at once or not at all: written to a temporary file, then hard-linked to the
+        lease's name, which fails when the name exists (a reader never sees an empty or half-written lease)."""
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        try:
-            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            return None
-        with os.fdopen(fd, "wb") as f:
+        tmp = f"{self.path}.{uuid.uuid4().hex}.tmp"
+        with open(tmp, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+        try:
+            os.link(tmp, self.path)
+        except FileExistsError:
+            return None
+        finally:
+            os.remove(tmp)
         return hashlib.sha256(data).hexdigest()
 
     def read(self) -> tuple[bytes, str] | None:
