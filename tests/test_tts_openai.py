@@ -167,3 +167,42 @@ def test_a_key_from_a_prefect_secret_block_when_the_variable_is_unset(prefect_ap
         missing = load_settings(store=str(tmp_path), secret_blocks={"OPENAI_API_KEY": "no-such-block"})
         with pytest.raises(Exception, match="no Prefect Secret block 'no-such-block'"):
             build_provider("tts", spec, missing)
+
+
+def test_broken_audio_is_flagged_a_timeout_retried_and_no_paid_call_made_twice(fake, env, tmp_path) -> None:
+    """Issue 17's provider faults through the real client: audio that is silent, clipped or NaN (a float WAV),
+    a reply slower than the client's timeout; every item ends as a row, and a second pass over the same keys
+    (a resumed run) pays for nothing again, counted at the fake."""
+    import io
+
+    import numpy as np
+    import soundfile as sf
+
+    from tests.fake_tts import tone
+
+    def wav(samples: np.ndarray, subtype: str = "PCM_16") -> bytes:
+        buf = io.BytesIO()
+        sf.write(buf, samples, 24000, format="WAV", subtype=subtype)
+        return buf.getvalue()
+
+    loud = np.clip(8 * tone(2.0, 24000), -1, 1)
+    nan = tone(2.0, 24000)
+    nan[1000:1100] = np.nan
+    spec, tts = build(fake)
+    texts = {"silence please": TTSReply(audio=wav(np.zeros(24000, dtype=np.float32))),
+             "too loud a voice here": TTSReply(audio=wav(loud)),
+             "not a number in here": TTSReply(audio=wav(nan, "FLOAT")),
+             "a slow answer now": TTSReply(delay_s=3.0)}
+    for text, reply in texts.items():
+        fake.script(text, [reply])
+    before = fake.paid_calls
+    rows = {r["item_id"]: r for r in rows_for(tmp_path, spec, tts, list(texts), item_retries=1)}
+    assert [rows[f"i{n}"]["status"] for n in range(4)] == ["empty", "ok", "ok", "ok"]
+    assert rows["i0"]["error_type"] == "SilentAudio"
+    assert rows["i1"]["audio_flags"] == "clipped" and rows["i2"]["audio_flags"] == "nan"
+    assert rows["i3"]["attempt"] == 2 and rows["i3"]["audio_flags"] is None  # the timeout, then the answer
+    paid = fake.paid_calls - before
+    assert paid == 4  # three clips and the silence (a 200 with audio is billed); the timed-out call never answered
+    again = rows_for(tmp_path, spec, tts, list(texts), item_retries=1)  # the request cache answers every key
+    assert fake.paid_calls - before == paid and all(r["cache_hit"] for r in again)
+    assert fake.pending() == {}
