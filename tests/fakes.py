@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any, ClassVar
 
 import numpy as np
@@ -62,7 +63,7 @@ class CountingFliteTTS:
 
     def synthesize(self, text: str, language: str, voice: str | None = None, instruction: str | None = None) -> Audio:
         with open(self._log, "a", encoding="utf-8") as f:
-            f.write(text[:30] + "\n")
+            f.write(json.dumps(text) + "\n")  # one line per call, the whole text
         return self._inner.synthesize(text, language)
 
     def metadata(self) -> dict[str, Any]:

@@ -111,8 +111,15 @@ class ArtifactStore:
         except (OSError, FileNotFoundError) as e:
             raise StoreError(f"cannot read {self.display(rel_path)}: {e}", uri=self.display(rel_path)) from e
 
+    def _info(self, what: Any) -> Any:
+        """fs.get_file_info, with an unreachable or refusing store said as a StoreError naming the store."""
+        try:
+            return self.fs.get_file_info(what)
+        except OSError as e:
+            raise StoreError(f"cannot reach the store {self.display()}: {e}", uri=self.display()) from e
+
     def exists(self, rel_path: str) -> bool:
-        return self.fs.get_file_info(self.path(rel_path)).type != pafs.FileType.NotFound
+        return self._info(self.path(rel_path)).type != pafs.FileType.NotFound
 
     def delete(self, full_path: str) -> None:
         """Delete one file (a full path, as `part_files` lists them). On S3 this is one DeleteObject through boto3:
@@ -162,7 +169,7 @@ class ArtifactStore:
 
     def part_files(self, run_id: str, table: str) -> list[str]:
         selector = pafs.FileSelector(self.table_dir(run_id, table), allow_not_found=True)
-        infos = self.fs.get_file_info(selector)
+        infos = self._info(selector)
         return sorted(
             i.path for i in infos if i.type == pafs.FileType.File and i.base_name.endswith(".parquet")
             and not i.base_name.startswith((".", "_"))
@@ -245,5 +252,5 @@ class ArtifactStore:
         return new
 
     def runs(self) -> list[str]:
-        infos = self.fs.get_file_info(pafs.FileSelector(self.path("runs"), allow_not_found=True))
+        infos = self._info(pafs.FileSelector(self.path("runs"), allow_not_found=True))
         return sorted(i.base_name for i in infos if i.type == pafs.FileType.Directory)
