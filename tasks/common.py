@@ -12,7 +12,7 @@ from typing import Any, Callable, TypeVar
 
 from ttseval.config import Settings
 from ttseval.errors import (ConfigError, DeferredProviderError, PermanentProviderError, RetriesExhausted, StoreError,
-                            TransientProviderError, TruncatedAudioError)
+                            StoreUnwritableError, TransientProviderError, TruncatedAudioError)
 from ttseval.registry import REGISTRIES, Spec
 from ttseval.retry import RetryPolicy
 from ttseval.store import ArtifactStore
@@ -263,11 +263,12 @@ def earlier_attempt(store: ArtifactStore, run_id: str, table: str, label: str) -
     return rows
 
 
-TRANSIENT_TASK_ERRORS = TRANSIENT_TASK_ERRORS = (TransientProviderError, StoreError, OSError, TimeoutError, ConnectionError)
+TRANSIENT_TASK_ERRORS = (TransientProviderError, StoreError, OSError, TimeoutError, ConnectionError)
 """What makes Prefect retry a whole task: a store or network hiccup. Provider errors never get here (stages turn
 them into rows); anything else a task raises is a bug that a retry would only repeat."""
 
 
 def is_transient_task_error(task: Any, task_run: Any, state: Any) -> bool:
     """Prefect retry condition: retry a task only for errors a second try can fix."""
-    return isinstance(state.result(raise_on_failure=False), TRANSIENT_TASK_ERRORS)
+    error = state.result(raise_on_failure=False)
+    return isinstance(error, TRANSIENT_TASK_ERRORS) and not isinstance(error, StoreUnwritableError)

@@ -117,3 +117,54 @@ def test_the_s3_server_stopped_mid_run_fails_clearly_and_a_later_run_completes(
     finally:
         os.killpg(server.pid, signal.SIGKILL)
         server.wait()
+
+
+STORE_FAULTS = r"""
+set -u
+T=$1 D=$2 S=$3 OUT=$4
+run() { "$T" evaluate --dataset "$D" --systems espeak-ng --store "$S" --run-id r --judges "" --workers 1 \
+          >"$OUT/$1.out" 2>&1; echo $? >"$OUT/$1.rc"; (cd "$S" && find . -type f | sort | xargs -r sha256sum) >"$OUT/$1.files"; }
+mount -t tmpfs -o size=300k tmpfs "$S" || exit 9
+run full
+mount -o remount,size=64m "$S"
+run freed
+mount -o remount,ro "$S"
+run readonly
+cp -a "$S" "$OUT/store"
+"""
+
+
+def test_a_full_or_read_only_store_says_so_with_the_fix_and_changes_nothing(
+        prefect_api: str, small_dataset: Path, tmp_path: Path) -> None:
+    """A real tmpfs of 300 kB (in a private mount namespace: `unshare`, no privileges needed) fills up in the
+    middle of a run; then it is grown and the same run completes; then it is made read-only. Before, a full store
+    was a 'run failed' with pyarrow's OSError retried three times, and a read-only one an OSError traceback from
+    the lease (exit 1)."""
+    lines = [json.loads(line) for line in small_dataset.read_text(encoding="utf-8").splitlines()]
+    dataset = tmp_path / "two.jsonl"
+    dataset.write_text("".join(json.dumps(r) + "\n" for r in lines if r["item_id"] in ("emo-a-d0", "par-a-d0")),
+                       encoding="utf-8")
+    store, out = tmp_path / "mnt", tmp_path / "out"
+    store.mkdir()
+    out.mkdir()
+    done = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", STORE_FAULTS, "sh",
+                           str(BIN / "ttseval"), str(dataset), str(store), str(out)],
+                          env=cli_env(prefect_api), cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    said = {step: (int((out / f"{step}.rc").read_text()), (out / f"{step}.out").read_text().strip().splitlines()[-1],
+                   dict(reversed(line.split()) for line in (out / f"{step}.files").read_text().splitlines()))
+            for step in ("full", "freed", "readonly")}
+    rc, last, files = said["full"]
+    assert rc == 2 and last.startswith(f"ttseval: error: the store {store} is full (no space left on device) "), last
+    assert "free space there or point --store at another place" in last and "same --run-id resumes" in last
+    assert not [f for f in files if f.endswith(".tmp")], files  # no half-written file left behind
+    rc, last, freed = said["freed"]
+    assert rc == 0, (out / "freed.out").read_text()[-3000:]
+    assert {f: h for f, h in freed.items() if f in files} == files  # what the full store held is unchanged
+    synthesis = pd.read_parquet(out / "store" / "runs" / "r" / "synthesis")
+    assert sorted(synthesis["item_id"]) == ["emo-a-d0", "par-a-d0"] and set(synthesis["status"]) == {"ok"}
+    rc, last, after = said["readonly"]
+    assert rc == 2 and last == (f"ttseval: error: the store {store} is read-only (writing {store}/runs/r/.lease): "
+                                f"point --store at a writable place, or give this process write access there; "
+                                f"nothing stored there was changed"), last
+    assert after == freed

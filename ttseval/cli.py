@@ -13,9 +13,9 @@ import os
 import sys
 from collections.abc import Iterator
 
-from ttseval.errors import ConfigError, DatasetError, RunBusyError, SpecError, TTSEvalError
+from ttseval.errors import ConfigError, DatasetError, RunBusyError, SpecError, StoreUnwritableError, TTSEvalError
 
-USER_ERRORS = (DatasetError, SpecError, ConfigError, RunBusyError)
+USER_ERRORS = (DatasetError, SpecError, ConfigError, RunBusyError, StoreUnwritableError)
 
 
 def _quiet_defaults() -> None:

@@ -5,6 +5,7 @@
     +-- SpecError                     a provider spec string is malformed or names an unknown provider
     +-- DatasetError                  an input dataset breaks a rule (exit code 2 from the CLI)
     +-- StoreError                    the artifact store cannot be read or written
+    |   +-- StoreUnwritableError      it refuses writes: read-only, no permission, or full (exit code 2)
     +-- ProviderError                 a provider failed on one request
         +-- TransientProviderError    worth retrying: timeouts, 429, 5xx, a worker that went away
         |   +-- TruncatedAudioError   a cut stream: retried, then an `empty` row a later run asks again
@@ -58,6 +59,10 @@ class StoreError(TTSEvalError):
     def __init__(self, message: str, *, uri: str | None = None) -> None:
         super().__init__(message)
         self.uri = uri
+
+
+class StoreUnwritableError(StoreError):
+    """The store refuses writes (read-only, no permission, full): retrying cannot help, the user must act."""
 
 
 class ProviderError(TTSEvalError):

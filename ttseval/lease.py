@@ -30,7 +30,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ttseval.errors import RunBusyError, StoreError
-from ttseval.store import ArtifactStore
+from ttseval.store import ArtifactStore, write_error
 
 DEFAULT_TTL_S = 120.0
 
@@ -123,6 +123,7 @@ class _S3:
 
         self.client = boto3.client("s3", endpoint_url=_s3_endpoint())
         self.bucket, _, self.key = store.path(rel_path).partition("/")
+        self.root = store.display()
 
     @staticmethod
     def _refused(e: Exception) -> bool:
@@ -135,7 +136,7 @@ class _S3:
         except Exception as e:  # noqa: BLE001 - botocore's ClientError
             if self._refused(e):
                 return None
-            raise StoreError(f"cannot create the run lease s3://{self.bucket}/{self.key}: {e}") from e
+            raise write_error(self.root, f"s3://{self.bucket}/{self.key}", e) from e  # refused or unreachable
 
     def read(self) -> tuple[bytes, str] | None:
         try:
@@ -212,7 +213,10 @@ class RunLease:
         deadline = time.monotonic() + self.wait_s
         self.taken_over: dict[str, Any] | None = None
         while True:
-            holder = self.try_acquire()
+            try:
+                holder = self.try_acquire()
+            except OSError as e:  # a read-only or full local store: said as what to do, exit code 2
+                raise write_error(self.store.display(), self.where, e) from e
             if holder is None:
                 break
             if time.monotonic() >= deadline:
@@ -232,8 +236,8 @@ class RunLease:
         while not self._stop.wait(self.ttl_s / 4):
             try:
                 etag = self.backend.swap(self._body(), self.etag)
-            except StoreError:
-                continue  # the store is unreachable for now; the next renewal tries again
+            except (StoreError, OSError):
+                continue  # the store is unreachable or refusing for now; the next renewal tries again
             if etag is None:
                 self.lost = True  # another invocation took it over: we were too slow to renew
                 return

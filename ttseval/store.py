@@ -16,6 +16,8 @@ AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION); they are never written an
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import re
 import uuid
@@ -30,7 +32,7 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from ttseval.errors import StoreError
+from ttseval.errors import StoreError, StoreUnwritableError
 from ttseval.schemas import TABLES
 
 
@@ -48,6 +50,23 @@ def _s3_filesystem() -> pafs.S3FileSystem:
         kwargs["scheme"] = parsed.scheme or "https"
     # Credentials: pyarrow reads the AWS SDK's default chain (environment, profile, instance role) itself.
     return pafs.S3FileSystem(**kwargs)
+
+
+def write_error(root: str, uri: str, e: OSError | Exception) -> StoreError:
+    """A failed write said as what the user must do: a full or read-only store (StoreUnwritableError, exit code 2,
+    not retried) or another failure (StoreError, retried as a store hiccup)."""
+    code, text = getattr(e, "errno", None), str(e)
+    if code in (errno.ENOSPC, errno.EDQUOT) or "No space left" in text:
+        return StoreUnwritableError(
+            f"the store {root} is full (no space left on device) writing {uri}: free space there or point --store "
+            f"at another place; what was stored before is intact, and the same --run-id resumes from it", uri=uri)
+    if code in (errno.EROFS, errno.EACCES, errno.EPERM) or any(
+            s in text for s in ("Read-only file system", "Permission denied", "ACCESS_DENIED", "AccessDenied")):
+        why = "read-only" if code == errno.EROFS or "Read-only" in text else "not writable by this process"
+        return StoreUnwritableError(
+            f"the store {root} is {why} (writing {uri}): point --store at a writable place, or give this process "
+            f"write access there; nothing stored there was changed", uri=uri)
+    return StoreError(f"cannot write {uri}: {e}", uri=uri)
 
 
 class ArtifactStore:
@@ -89,6 +108,7 @@ class ArtifactStore:
     def write_bytes(self, rel_path: str, data: bytes) -> str:
         """Write `data` at `rel_path` under the root atomically; returns the full path."""
         final = self.path(rel_path)
+        tmp = None
         try:
             if self.is_local:  # S3 has no folders: creating one there only leaves a marker object
                 self.fs.create_dir(final.rsplit("/", 1)[0], recursive=True)
@@ -97,11 +117,14 @@ class ArtifactStore:
                 with self.fs.open_output_stream(tmp) as out:
                     out.write(data)
                 self.fs.move(tmp, final)
-            else:
+            else:  # one PUT: the object appears whole or not at all
                 with self.fs.open_output_stream(final) as out:
                     out.write(data)
         except OSError as e:
-            raise StoreError(f"cannot write {self.display(rel_path)}: {e}", uri=self.display(rel_path)) from e
+            if tmp is not None:  # a write that failed half-way leaves nothing behind (a dot-file is never a part)
+                with contextlib.suppress(OSError):
+                    self.fs.delete_file(tmp)
+            raise write_error(self.display(), self.display(rel_path), e) from e
         return final
 
     def read_bytes(self, rel_path: str) -> bytes:
