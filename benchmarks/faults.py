@@ -9,8 +9,9 @@ again for a key already paid, and the time the recovery took):
              result dies (tasks.synthesize.synthesize_items), provider calls counted
   racers     12 invocations taking one run id's lease at once (ttseval.lease), locally
   sigkill    `ttseval evaluate` (espeak-ng, 9 items, shard size 1) killed with SIGKILL at a random moment
-             (seeded), then run again to the end: rows per key in the raw Parquet parts, and synthesis
-             computed again for keys that were stored before the kill; `--trials` of them
+             (seeded), then run again to the end: rows per key in the raw Parquet parts, synthesis computed
+             again for keys that were stored before the kill, and keys whose values (clip SHA-256, transcript,
+             WER, CER, MOS) differ from an undisturbed run's; `--trials` of them
 
 Usage: python benchmarks/faults.py [--trials 10] [--seed 0] [--skip-sigkill]
 """
@@ -32,7 +33,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 BIN = Path(sys.executable).parent
-ROW = "{:<11} {:>6} {:>9} {:>9} {:>11} {:>14} {:>11}"
+ROW = "{:<11} {:>6} {:>9} {:>9} {:>11} {:>14} {:>11} {:>14}"
+VALUES = {"synthesis": ["audio_sha256"], "transcripts": ["hypothesis", "wer", "cer"], "quality": ["mos"]}
 
 
 def provider_scenario(tmp: Path) -> tuple:
@@ -121,11 +123,29 @@ def racers_scenario(tmp: Path) -> tuple:
     return ("racers", len(leases), 1, winners, winners - 1, 0, time.perf_counter() - started)
 
 
-def sigkill_trial(tmp: Path, dataset: Path, delay_s: float, env: dict[str, str]) -> tuple:
+def evaluate_args(store: Path, dataset: Path) -> list[str]:
+    return [str(BIN / "ttseval"), "evaluate", "--dataset", str(dataset), "--systems", "espeak-ng", "--store",
+            str(store), "--run-id", "k", "--shard-size", "1", "--judges", ""]
+
+
+def stored_values(store: Path) -> dict[tuple, tuple]:
+    """Each key's deterministic values in a finished run (the newest row per key, as every reader sees it)."""
+    from ttseval.schemas import TABLES
+    from ttseval.store import ArtifactStore
+
+    found = {}
+    for table, columns in VALUES.items():
+        frame = ArtifactStore(str(store)).read("k", table)
+        for row in frame.to_dict("records"):
+            key = (table, *(row[k] for k in TABLES[table].key))
+            found[key] = tuple(round(v, 6) if isinstance(v, float) else v for v in (row[c] for c in columns))
+    return found
+
+
+def sigkill_trial(tmp: Path, dataset: Path, delay_s: float, env: dict[str, str], calm: dict[tuple, tuple]) -> tuple:
     import pandas as pd
 
-    args = [str(BIN / "ttseval"), "evaluate", "--dataset", str(dataset), "--systems", "espeak-ng", "--store",
-            str(tmp), "--run-id", "k", "--shard-size", "1", "--judges", ""]
+    args = evaluate_args(tmp, dataset)
     proc = subprocess.Popen(args, env=env, cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     time.sleep(delay_s)
@@ -145,7 +165,9 @@ def sigkill_trial(tmp: Path, dataset: Path, delay_s: float, env: dict[str, str])
         dup += int(pd.read_parquet(tmp / "runs" / "k" / table).duplicated(key).sum())
     present = pd.read_parquet(synth)["item_id"].nunique()
     again = max(0, log["computed"]["synthesis"] - (9 - len(before)))  # computed beyond what was missing
-    return len(before), present, dup, again, seconds
+    got = stored_values(tmp)
+    differ = sum(got.get(key) != value for key, value in calm.items()) + len(set(got) - set(calm))
+    return len(before), present, dup, again, seconds, differ
 
 
 def main() -> None:
@@ -154,12 +176,13 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--skip-sigkill", action="store_true")
     args = parser.parse_args()
-    print(ROW.format("scenario", "faults", "expected", "present", "duplicates", "paid again", "recover s"))
+    print(ROW.format("scenario", "faults", "expected", "present", "duplicates", "paid again", "recover s",
+                     "values differ"))
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         for scenario in (provider_scenario, recompute_scenario, racers_scenario):
             name, faults, expected, present, dup, again, seconds = scenario(tmp)
-            print(ROW.format(name, faults, expected, present, dup, again, f"{seconds:.2f}"), flush=True)
+            print(ROW.format(name, faults, expected, present, dup, again, f"{seconds:.2f}", "-"), flush=True)
         if args.skip_sigkill:
             return
         from corpus import DEMO_DATASET
@@ -170,13 +193,21 @@ def main() -> None:
         dataset = tmp / "small.jsonl"
         dataset.write_text("".join(json.dumps(r) + "\n" for r in rows if r["item_id"] in keep), encoding="utf-8")
         env = {k: v for k, v in os.environ.items() if not k.startswith(("TTSEVAL_", "PREFECT_API_URL"))}
+        calm_store = tmp / "undisturbed"
+        calm_store.mkdir()
+        done = subprocess.run(evaluate_args(calm_store, dataset), env=env, cwd=calm_store, capture_output=True,
+                              text=True, timeout=900)
+        if done.returncode != 0:
+            raise SystemExit(f"the undisturbed run failed: {done.stderr[-2000:]}")
+        calm = stored_values(calm_store)
         rng = random.Random(args.seed)
         for trial in range(args.trials):
             delay = round(rng.uniform(3.0, 25.0), 2)
             folder = tmp / f"kill{trial}"
             folder.mkdir()
-            stored, present, dup, again, seconds = sigkill_trial(folder, dataset, delay, env)
-            print(ROW.format(f"sigkill#{trial}", 1, 9, present, dup, again, f"{seconds:.2f}")
+            stored, present, dup, again, seconds, differ = sigkill_trial(folder, dataset, delay, env, calm)
+            print(ROW.format(f"sigkill#{trial}", 1, 9, present, dup, again, f"{seconds:.2f}",
+                             f"{differ} of {len(calm)}")
                   + f"   seed {args.seed}, killed after {delay} s with {stored} of 9 clips stored", flush=True)
 
 
