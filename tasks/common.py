@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -226,10 +227,28 @@ class StageResult:
 
 
 def commit(store: ArtifactStore, run_id: str, table: str, rows: list[dict], *, label: str,
-           replaces: set[tuple]) -> tuple[str | None, dict[str, int]]:
-    """Write the shard's rows as one part; drop older rows of keys it recomputed; returns (part, status counts)."""
-    from ttseval.schemas import table_from_rows
+           replaces: set[tuple], looked: bool = False) -> tuple[str | None, dict[str, int]]:
+    """Write the shard's rows as one part; drop older rows of keys it recomputed; returns (part, status counts of
+    the rows written).
 
+    Dask runs a finished task again when the worker holding its result dies before the next stage read it. The
+    part its first attempt committed carries a label derived from the shard's keys, so the second attempt finds it
+    and writes none of the rows it settled (its retryable ones are superseded): one row per key. Model stages and
+    judges answer such keys from their caches, so nothing is computed twice either. Synthesis, whose provider may
+    be paid, looks before it calls (`looked=True`: its `label` is that derived label already)."""
+    from ttseval.schemas import TABLES, table_from_rows
+
+    key_of = TABLES[table].key
+
+    def key(row: dict) -> tuple:
+        return tuple(row[c] for c in key_of)
+
+    if not looked and rows:
+        label = attempt_label(label, [key(r) for r in rows])
+        earlier = earlier_attempt(store, run_id, table, label)
+        settled = {key(r) for r in earlier if not r["retryable"]} - replaces
+        replaces = replaces | {key(r) for r in earlier if r["retryable"]} - settled
+        rows = [r for r in rows if key(r) not in settled]
     part = store.write_part(run_id, table, table_from_rows(table, rows), label=label)
     if part and replaces:
         store.supersede(run_id, table, replaces, keep=part)
@@ -237,19 +256,17 @@ def commit(store: ArtifactStore, run_id: str, table: str, rows: list[dict], *, l
 
 
 def attempt_label(prefix: str, keys: list[tuple]) -> str:
-    """A part label naming the shard by its keys: the same shard, run again, writes (and finds) the same label."""
+    """A part label naming the shard by its keys: the same shard, run again, writes (and finds) the same label.
+    The prefix is cut and made file-name safe as ArtifactStore.write_part would make it."""
     import hashlib
 
     digest = hashlib.sha256("\x1e".join("\x1f".join(map(str, k)) for k in sorted(keys)).encode()).hexdigest()
-    return f"{prefix}-{digest[:12]}"
+    return f"{re.sub(r'[^A-Za-z0-9._-]+', '-', prefix[:60]).strip('-.')}-{digest[:12]}"
 
 
 def earlier_attempt(store: ArtifactStore, run_id: str, table: str, label: str) -> list[dict[str, Any]]:
-    """The rows an earlier attempt of the same shard committed (parts labelled `label`): its settled rows are
-    taken as they are, its retryable ones computed again and superseded.
+    """The rows an earlier attempt of the same shard committed (parts labelled `label`).
 
-    Dask runs a finished task again when the worker holding its result dies before the next stage read it; the
-    rows are in the store by then, so the second attempt must take them rather than call the provider again.
     One listing of the table's parts and a read of the matching part: no scan of the whole table per task."""
     import pyarrow.parquet as pq
 

@@ -214,7 +214,7 @@ def judge_shard(kind: JudgeKind, settings: Settings, run_id: str, shard: dict[st
     rows += [base(w) | known | kind.verdict_row(v, known) | _answered(v) for (w, known), v in zip(pending, verdicts)]
     replaces = {kind.key(w, judge_id) for w in shard["work"] if w["replaces"]}
     part, statuses = commit(store, run_id, kind.table, rows, label=label, replaces=replaces)
-    return StageResult(kind.table, label, len(rows), statuses, part, time.perf_counter() - started)
+    return StageResult(kind.table, label, sum(statuses.values()), statuses, part, time.perf_counter() - started)
 
 
 @task(name="judge", cache_policy=NO_CACHE, retry_condition_fn=is_transient_task_error)

@@ -51,7 +51,7 @@ def identify_work(settings: Settings, run_id: str, work: list[dict[str, Any]], *
             rows += [{"item_id": w["item_id"], "system_id": w["system_id"], **base, "created_at": now()} | failed
                      for w in batch]
     part, statuses = commit(store, run_id, "lid", rows, label=label, replaces=replaces)
-    return StageResult("lid", label, len(rows), statuses, part, time.perf_counter() - started)
+    return StageResult("lid", label, sum(statuses.values()), statuses, part, time.perf_counter() - started)
 
 
 @task(name="identify-language", cache_policy=NO_CACHE, retry_condition_fn=is_transient_task_error)

@@ -46,7 +46,7 @@ def prosody_work(settings: Settings, run_id: str, work: list[dict[str, Any]], *,
                 for w in work]
     part, statuses = commit(store, run_id, "prosody", rows, label=label,
                             replaces={k for w, k in zip(work, keys) if w.get("replaces")})
-    return StageResult("prosody", label, len(rows), statuses, part, time.perf_counter() - started)
+    return StageResult("prosody", label, sum(statuses.values()), statuses, part, time.perf_counter() - started)
 
 
 @task(name="measure-prosody", cache_policy=NO_CACHE, retry_condition_fn=is_transient_task_error)

@@ -51,7 +51,7 @@ def score_work(settings: Settings, run_id: str, work: list[dict[str, Any]], *, l
             rows += [{"item_id": w["item_id"], "system_id": w["system_id"], **base, "created_at": now()} | failed
                      for w in batch]
     part, statuses = commit(store, run_id, "quality", rows, label=label, replaces=replaces)
-    return StageResult("quality", label, len(rows), statuses, part, time.perf_counter() - started)
+    return StageResult("quality", label, sum(statuses.values()), statuses, part, time.perf_counter() - started)
 
 
 def primary_quality_id(settings: Settings) -> str:

@@ -65,7 +65,7 @@ def similarity_work(settings: Settings, run_id: str, work: list[dict[str, Any]],
             rows += [{"item_id": w["item_id"], "system_id": w["system_id"], **base, "created_at": now(),
                       "reference": w["reference"], "reference_sha256": w["reference_sha256"]} | failed for w in batch]
     part, statuses = commit(store, run_id, "similarity", rows, label=label, replaces=replaces)
-    return StageResult("similarity", label, len(rows), statuses, part, time.perf_counter() - started)
+    return StageResult("similarity", label, sum(statuses.values()), statuses, part, time.perf_counter() - started)
 
 
 @task(name="speaker-similarity", cache_policy=NO_CACHE, retry_condition_fn=is_transient_task_error)

@@ -250,7 +250,7 @@ def synthesize_items(settings: Settings, run_id: str, shard: dict[str, Any]) -> 
                      "created_at": now()} | failed for i in items]
         else:
             rows = synthesize_rows(provider, spec, items, settings, store, slot=vendor_gate(settings, spec.provider))
-    part, statuses = commit(store, run_id, "synthesis", rows, label=label,
+    part, statuses = commit(store, run_id, "synthesis", rows, label=label, looked=True,
                             replaces={(i["item_id"], spec.id) for i in items if i.get("replaces")} | again)
     if earlier:
         logger().info(f"synthesis {spec.canonical} shard {shard['index']}/{shard['of']}: {len(earlier)} row(s) "

@@ -85,7 +85,7 @@ def transcribe_work(settings: Settings, run_id: str, work: list[dict[str, Any]],
                 rows.append(row | {"hypothesis": t["text"]}
                             | error_row(e, attempt=1, stage=f"transcripts {spec.canonical} (scoring)", keys=[key]))
     part, statuses = commit(store, run_id, "transcripts", rows, label=label, replaces=replaces)
-    return StageResult("transcripts", label, len(rows), statuses, part, time.perf_counter() - started)
+    return StageResult("transcripts", label, sum(statuses.values()), statuses, part, time.perf_counter() - started)
 
 
 @task(name="transcribe", cache_policy=NO_CACHE, retry_condition_fn=is_transient_task_error)

@@ -313,6 +313,18 @@ def test_transcription_failures_heal_except_a_reference_that_normalizes_to_nothi
     assert "returned 0 result(s) for 1 request(s)" in t.loc["s", "error_message"]
     assert (t.loc["p", "wer"], t.loc["q", "wer"]) == (0.0, 0.0) and CALLS == ["asr 3", "asr 1", "asr 1"]
 
+    # Dask runs the three tasks again (the worker holding their results died before the next stage read them):
+    # each finds its first attempt's part by a label derived from its keys, writes no settled key again (before:
+    # every row twice in the raw parts) and supersedes the retryable ones it computed again.
+    CALLS.clear()
+    folder = tmp_path / "runs" / "r" / "transcripts"
+    parts = set(folder.glob("part-*.parquet"))
+    again = [transcribe_work(settings, "r", w, label=label)
+             for w, label in ((work[:3], "ok-and-empty"), (work[3:4], "asr-bug"), (work[4:], "short-batch"))]
+    assert [r.n_rows for r in again] == [0, 1, 1] and CALLS == ["asr 1", "asr 1"]  # p, q, x: from the ASR cache
+    assert len(set(folder.glob("part-*.parquet")) - parts) == 2
+    assert sorted(pd.read_parquet(folder)["item_id"]) == ["p", "q", "s", "t", "x"]  # raw: one row per key
+
 
 def test_a_judge_outage_leaves_failed_rows_that_the_next_run_asks_again(tmp_path: Path) -> None:
     # Before: an unreachable Gemini judge returned parse_ok=False verdicts stored as ok/ParseFailure, never healed.
