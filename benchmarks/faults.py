@@ -8,6 +8,11 @@ again for a key already paid, and the time the recovery took):
   recompute  every synthesis shard run a second time, as Dask does when the worker holding a finished task's
              result dies (tasks.synthesize.synthesize_items), provider calls counted
   racers     12 invocations taking one run id's lease at once (ttseval.lease), locally
+  worker     one of the two Dask workers of `ttseval evaluate` (flite, counted calls, 9 items, shard size 1,
+             the audio reuse cache off) killed with SIGKILL once 6 synthesis parts are stored; "paid again" is
+             synthesis calls made again for a key stored before the kill; raw rows per key in every table
+  store-full the store a 300 kB tmpfs (a private mount namespace: `unshare`) that fills mid-run (exit 2, the
+             fix said), then grown; the same run id run again to the end
   sigkill    `ttseval evaluate` (espeak-ng, 9 items, shard size 1) killed with SIGKILL at a random moment
              (seeded), then run again to the end: rows per key in the raw Parquet parts, synthesis computed
              again for keys that were stored before the kill, and keys whose values (clip SHA-256, transcript,
@@ -123,6 +128,74 @@ def racers_scenario(tmp: Path) -> tuple:
     return ("racers", len(leases), 1, winners, winners - 1, 0, time.perf_counter() - started)
 
 
+def raw_duplicates(run: Path) -> int:
+    import pandas as pd
+
+    return sum(int(pd.read_parquet(run / table).duplicated(key).sum())
+               for table, key in (("synthesis", ["item_id", "system_id"]),
+                                  ("transcripts", ["item_id", "system_id", "asr_id"]),
+                                  ("quality", ["item_id", "system_id", "quality_id"])) if (run / table).is_dir())
+
+
+def worker_scenario(tmp: Path, dataset: Path, env: dict[str, str]) -> tuple:
+    import pandas as pd
+    import psutil
+
+    folder = tmp / "worker"
+    folder.mkdir()
+    calls = folder / "calls.log"
+    env = env | {"TTSEVAL_PLUGINS": json.dumps({"tts": {"counting-flite": "tests.fakes:CountingFliteTTS"}}),
+                 "TTSEVAL_REUSE_AUDIO": "false"}
+    args = [str(BIN / "ttseval"), "evaluate", "--dataset", str(dataset), "--systems",
+            f"counting-flite:slt:log={calls}", "--store", str(folder), "--run-id", "w", "--shard-size", "1",
+            "--judges", ""]
+    proc = subprocess.Popen(args, env=env, cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    synth = folder / "runs" / "w" / "synthesis"
+    while not synth.is_dir() or len(list(synth.glob("part-*.parquet"))) < 6:
+        if proc.poll() is not None:
+            raise SystemExit("the run ended before a worker could be killed")
+        time.sleep(0.05)
+    workers = [p for p in psutil.Process(proc.pid).children(recursive=True) if "spawn_main" in " ".join(p.cmdline())]
+    stored = set(pd.read_parquet(synth)["item_id"])
+    os.kill(workers[0].pid, signal.SIGKILL)
+    started = time.perf_counter()
+    if proc.wait(timeout=900) != 0:
+        raise SystemExit("the run with a killed worker failed")
+    seconds = time.perf_counter() - started
+    texts = [json.loads(line) for line in calls.read_text(encoding="utf-8").splitlines()]
+    item_of = {json.loads(line)["text"]: json.loads(line)["item_id"]
+               for line in dataset.read_text(encoding="utf-8").splitlines()}
+    again = sum(1 for k, t in enumerate(texts) if t in texts[:k] and item_of[t] in stored)
+    present = pd.read_parquet(synth)["item_id"].nunique()
+    return "worker", 1, 9, present, raw_duplicates(folder / "runs" / "w"), again, seconds
+
+
+STORE_FULL = """
+mount -t tmpfs -o size=300k tmpfs "$2" || exit 9
+"$1" "$@" >/dev/null 2>&1; echo "first $?"
+mount -o remount,size=64m "$2"
+start=$(date +%s%N); "$1" "$@" >/dev/null 2>&1; echo "second $? $(( ($(date +%s%N) - start) / 1000000 ))"
+cp -a "$2" "$2.copy"
+"""
+
+
+def store_full_scenario(tmp: Path, dataset: Path, env: dict[str, str]) -> tuple:
+    import pandas as pd
+
+    store = tmp / "full"
+    store.mkdir()
+    args = evaluate_args(store, dataset)
+    script = STORE_FULL.replace('"$1" "$@"', " ".join(f"'{a}'" for a in args)).replace("$2", str(store))
+    done = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script], env=env,
+                          capture_output=True, text=True, timeout=1800)
+    said = dict(line.split(" ", 1) for line in done.stdout.splitlines())
+    if not said.get("first", "").startswith("2") or not said.get("second", "").startswith("0 "):
+        raise SystemExit(f"store-full: {done.stdout} {done.stderr[-2000:]}")
+    run = Path(f"{store}.copy") / "runs" / "k"
+    present = pd.read_parquet(run / "synthesis")["item_id"].nunique()
+    return "store-full", 1, 9, present, raw_duplicates(run), 0, int(said["second"].split()[1]) / 1000
+
+
 def evaluate_args(store: Path, dataset: Path) -> list[str]:
     return [str(BIN / "ttseval"), "evaluate", "--dataset", str(dataset), "--systems", "espeak-ng", "--store",
             str(store), "--run-id", "k", "--shard-size", "1", "--judges", ""]
@@ -159,10 +232,7 @@ def sigkill_trial(tmp: Path, dataset: Path, delay_s: float, env: dict[str, str],
     if done.returncode != 0:
         raise SystemExit(f"the resumed run failed: {done.stderr[-2000:]}")
     log = json.loads(sorted((tmp / "runs" / "k" / "log").glob("*.json"))[-1].read_text())
-    dup = 0
-    for table, key in (("synthesis", ["item_id", "system_id"]), ("transcripts", ["item_id", "system_id", "asr_id"]),
-                       ("quality", ["item_id", "system_id", "quality_id"])):
-        dup += int(pd.read_parquet(tmp / "runs" / "k" / table).duplicated(key).sum())
+    dup = raw_duplicates(tmp / "runs" / "k")
     present = pd.read_parquet(synth)["item_id"].nunique()
     again = max(0, log["computed"]["synthesis"] - (9 - len(before)))  # computed beyond what was missing
     got = stored_values(tmp)
@@ -193,6 +263,9 @@ def main() -> None:
         dataset = tmp / "small.jsonl"
         dataset.write_text("".join(json.dumps(r) + "\n" for r in rows if r["item_id"] in keep), encoding="utf-8")
         env = {k: v for k, v in os.environ.items() if not k.startswith(("TTSEVAL_", "PREFECT_API_URL"))}
+        for scenario in (worker_scenario, store_full_scenario):
+            name, faults, expected, present, dup, again, seconds = scenario(tmp, dataset, env)
+            print(ROW.format(name, faults, expected, present, dup, again, f"{seconds:.2f}", "-"), flush=True)
         calm_store = tmp / "undisturbed"
         calm_store.mkdir()
         done = subprocess.run(evaluate_args(calm_store, dataset), env=env, cwd=calm_store, capture_output=True,

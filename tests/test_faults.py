@@ -63,8 +63,9 @@ def test_a_dask_worker_killed_mid_stage_costs_no_call_twice_and_no_duplicate(
     again = {item_of[json.loads(text)]: n - 1 for text, n in made.items() if n > 1}
     assert not set(again) & stored_before, (again, stored_before)
     assert sum(again.values()) <= 1, again  # the one call in flight on the dead worker
-    log = json.loads(sorted((tmp_path / "store" / "runs" / "w" / "log").glob("*.json"))[-1].read_text())
-    assert log["computed"]["synthesis"] == 9 + sum(again.values())  # each key written once (compaction hides it)
+    # each of the 7 clips made once, but for that one call (the flow's log cannot say it: it counts the rows of
+    # the attempt whose result it got, and a re-run shard that found its first attempt's part computed none)
+    assert sum(made.values()) == 7 + sum(again.values()), made
 
 def test_the_s3_server_stopped_mid_run_fails_clearly_and_a_later_run_completes(
         prefect_api: str, small_dataset: Path, tmp_path: Path) -> None:

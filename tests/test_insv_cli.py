@@ -41,14 +41,28 @@ def test_a_negative_control_speaks_every_item_and_the_card_says_it_was_caught(sc
     assert "## INSV-A screening (PashtoTTS-Bench)" in report
     card = {line.split(" | ")[0].lstrip("| "): line for line in report.splitlines() if " | ps-AF | " in line}
     control = card["espeak-ng:ur (negative control)"].split(" | ")
-    assert control[4].endswith("(fail)") and control[4].startswith("0.000")  # S: SFR 0 -> fail
+    # What Whisper (int8, temperature 0) hears in Urdu speech of Pashto text depends on the CPU's kernels: Latin
+    # letters on the machines this was written on, nothing at all on an AVX2-only AMD EPYC (2026-11-24). Either
+    # way the S gate does not pass the control, and it says which case it was.
+    transcripts = pd.read_parquet(store / "runs" / "insv" / "transcripts").set_index(["system_id", "item_id"])
+    heard = transcripts.xs("mul-ps", level="item_id")["hypothesis"].iloc[0]
+    letters = [c for c in heard if c.isalpha()]
+    if letters:
+        assert not [c for c in letters if "\u0600" <= c <= "\u06ff"], heard  # no Perso-Arabic letter heard
+        assert control[4].endswith("(fail)") and control[4].startswith("0.000")  # S: SFR 0 -> fail
+    else:
+        assert control[4] == "–, 1 undefined (undefined)"  # an empty transcript has no SFR (metrics/script.py)
     assert control[12] == "confirmed (negative control caught)"  # F2
     auto = card["espeak-ng"].split(" | ")
     assert auto[3] == "0.0% (0/1) (fail)" and auto[11] == "confirmed"  # F1 from the unsupported row
     assert "espeak-ng:ur (negative control)" in result.stdout  # the printed table shows the role too
     sentences = pd.read_csv(store / "runs" / "insv" / "per_sentence.csv")
     ps = sentences[(sentences["item_id"] == "mul-ps")]
-    assert len(ps) == 1 and ps["sfr"].iloc[0] == 0.0 and ps["hypothesis"].str.contains("[A-Za-z]").all()
+    assert len(ps) == 1
+    if letters:
+        assert ps["sfr"].iloc[0] == 0.0 and ps["hypothesis"].str.contains("[A-Za-z]").all()
+    else:
+        assert pd.isna(ps["sfr"].iloc[0])
     fr = sentences[sentences["item_id"] == "mul-fr"]
     assert len(fr) == 2 and (fr["sfr"] == 1.0).all()  # French in Latin letters, from both voices
 
