@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 
 import pytest
 
@@ -196,7 +197,7 @@ def test_broken_audio_is_flagged_a_timeout_retried_and_no_paid_call_made_twice(f
              "a slow answer now": TTSReply(delay_s=3.0)}
     for text, reply in texts.items():
         fake.script(text, [reply])
-    before = fake.paid_calls
+    before, billed_before = fake.paid_calls, len(fake.paid_keys)
     rows = {r["item_id"]: r for r in rows_for(tmp_path, spec, tts, list(texts), item_retries=1)}
     assert [rows[f"i{n}"]["status"] for n in range(4)] == ["empty", "ok", "ok", "ok"]
     assert rows["i0"]["error_type"] == "SilentAudio"
@@ -205,10 +206,13 @@ def test_broken_audio_is_flagged_a_timeout_retried_and_no_paid_call_made_twice(f
     deadline = time.monotonic() + 10
     while fake.in_flight and time.monotonic() < deadline:  # the fake finishes the call the client gave up on
         time.sleep(0.05)
+    assert fake.in_flight == 0
+    # Billed per text at the fake: every text (the silence too: a 200 with audio is billed), the slow one twice:
+    # the fake finished the call the client had given up on (what a timeout costs) and answered the retry. A
+    # call slowed past the 2 s timeout by a loaded machine is billed twice the same way (seen once in CI).
+    billed = Counter(fake.paid_keys[billed_before:])
+    assert set(billed) == set(texts) and billed["a slow answer now"] >= 2, billed
     paid = fake.paid_calls - before
-    # three clips, the silence (a 200 with audio is billed), the retry, and the timed-out call: the vendor
-    # finished it after the client left, so it is billed too (what a timeout costs); nothing is paid twice below
-    assert fake.in_flight == 0 and paid == 5
     again = rows_for(tmp_path, spec, tts, list(texts), item_retries=1)  # the request cache answers every key
     assert fake.paid_calls - before == paid and all(r["cache_hit"] for r in again)
     assert fake.pending() == {}
