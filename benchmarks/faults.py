@@ -145,15 +145,17 @@ def worker_scenario(tmp: Path, dataset: Path, env: dict[str, str]) -> tuple:
     folder.mkdir()
     calls = folder / "calls.log"
     env = env | {"TTSEVAL_PLUGINS": json.dumps({"tts": {"counting-flite": "tests.fakes:CountingFliteTTS"}}),
-                 "TTSEVAL_REUSE_AUDIO": "false"}
+                 "TTSEVAL_REUSE_AUDIO": "false", "PYTHONPATH": str(ROOT)}  # the counting engine is in tests/
     args = [str(BIN / "ttseval"), "evaluate", "--dataset", str(dataset), "--systems",
             f"counting-flite:slt:log={calls}", "--store", str(folder), "--run-id", "w", "--shard-size", "1",
             "--judges", ""]
-    proc = subprocess.Popen(args, env=env, cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    out = open(folder / "evaluate.log", "w")
+    proc = subprocess.Popen(args, env=env, cwd=folder, stdout=out, stderr=subprocess.STDOUT)
     synth = folder / "runs" / "w" / "synthesis"
     while not synth.is_dir() or len(list(synth.glob("part-*.parquet"))) < 6:
         if proc.poll() is not None:
-            raise SystemExit("the run ended before a worker could be killed")
+            raise SystemExit("the run ended before a worker could be killed: "
+                             + (folder / "evaluate.log").read_text()[-2000:])
         time.sleep(0.05)
     workers = [p for p in psutil.Process(proc.pid).children(recursive=True) if "spawn_main" in " ".join(p.cmdline())]
     stored = set(pd.read_parquet(synth)["item_id"])
@@ -203,6 +205,8 @@ def evaluate_args(store: Path, dataset: Path) -> list[str]:
 
 def stored_values(store: Path) -> dict[tuple, tuple]:
     """Each key's deterministic values in a finished run (the newest row per key, as every reader sees it)."""
+    import pandas as pd
+
     from ttseval.schemas import TABLES
     from ttseval.store import ArtifactStore
 
@@ -211,7 +215,8 @@ def stored_values(store: Path) -> dict[tuple, tuple]:
         frame = ArtifactStore(str(store)).read("k", table)
         for row in frame.to_dict("records"):
             key = (table, *(row[k] for k in TABLES[table].key))
-            found[key] = tuple(round(v, 6) if isinstance(v, float) else v for v in (row[c] for c in columns))
+            found[key] = tuple(None if pd.isna(v) else round(v, 6) if isinstance(v, float) else v
+                               for v in (row[c] for c in columns))  # a missing value is None (NaN != NaN)
     return found
 
 
