@@ -64,6 +64,7 @@ class Reply:
     body: dict[str, Any] | None = None
     raw_body: bytes | None = None
     delay_s: float = 0.0
+    cut_after: int | None = None  # send this many bytes of the body, then reset the connection
     prompt_tokens: int = 1000
     output_tokens: int = 50
     thoughts_tokens: int | None = None

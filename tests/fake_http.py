@@ -202,7 +202,12 @@ class ScriptedFakeServer(Generic[Req, Rep]):
                 for k, v in reply.headers.items():
                     h.send_header(k, v)
                 h.end_headers()
-                h.wfile.write(payload)
+                cut = getattr(reply, "cut_after", None)
+                h.wfile.write(payload if cut is None else payload[:cut])
+                if cut is not None:  # a connection reset in the middle of the body
+                    h.wfile.flush()
+                    h.close_connection = True
+                    h.connection.shutdown(2)
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the client gave up (a timeout test): nothing to answer
         finally:

@@ -78,6 +78,7 @@ class Reply:
     raw_body: bytes | None = None
     content_type: str = "application/json"
     delay_s: float = 0.0
+    cut_after: int | None = None  # send this many bytes of the body, then reset the connection
     prompt_tokens: int = 1000
     completion_tokens: int = 50
 

@@ -129,6 +129,12 @@ def test_timeout_is_retried(fake: FakeGemini) -> None:
     assert v.parse_ok and v.retries == 1 and v.attempts == 1
 
 
+def test_a_reset_in_the_middle_of_the_body_is_retried(fake: FakeGemini) -> None:
+    fake.script("<item-0>", [Reply.ok(PAIRWISE_OK, cut_after=60), Reply.ok(PAIRWISE_OK)])
+    (v,) = judge(fake).judge_pairs([pair(0)])
+    assert v.parse_ok and v.retries == 1 and v.attempts == 1 and fake.status_counts[200] == 2
+
+
 # (2) ------------------------------------------------------------------------------------------------------------
 def _camel(obj: Any, *, in_properties: bool = False) -> Any:
     """Field names in the REST docs' lowerCamelCase (the API accepts proto field names in either spelling; the

@@ -63,6 +63,13 @@ def test_tokens_and_cost_add_up_by_hand(fake: FakeOpenAI) -> None:
     assert own.cost_usd == pytest.approx((1000 * 1 + 6 * 2 + 50 * 4) / 1e6) and own.winner == "tie"
 
 
+def test_a_reset_in_the_middle_of_the_body_is_retried(fake: FakeOpenAI) -> None:
+    fake.script("<ins-0>", [Reply.ok({"reasoning": "calm", "follows": True}, cut_after=50),
+                            Reply.ok({"reasoning": "calm", "follows": True})])
+    (v,) = judge(fake).judge_instructions([instruction(0)])
+    assert v.follows is True and v.retries == 1 and v.attempts == 1 and fake.status_counts[200] == 2
+
+
 def test_instruction_verdicts_retries_and_a_refusal_asked_again(fake: FakeOpenAI) -> None:
     fake.script("<ins-0>", [Reply.error(429, retry_after="0"), Reply.ok({"reasoning": "calm and slow",
                                                                          "follows": True})])

@@ -112,6 +112,13 @@ def test_rate_limit_with_retry_after_is_waited_and_counted(fake: FakeGemini) -> 
     assert fake.status_counts == {429: 1, 200: 1}
 
 
+def test_a_reset_in_the_middle_of_the_body_is_retried(fake: FakeGemini) -> None:
+    fake.script("<reset>", [Reply.ok(ANSWER, cut_after=40), Reply.ok(ANSWER)])
+    (r,) = llm(fake).generate([ask("reset")])
+    assert r.ok, r.error
+    assert r.retries == 1 and fake.status_counts[200] == 2
+
+
 def test_server_errors_are_retried(fake: FakeGemini) -> None:
     fake.script("<r1>", [Reply.error(500), Reply.error(503), Reply.ok(ANSWER)])
     (r,) = llm(fake).generate([ask("r1")])

@@ -200,6 +200,13 @@ def test_timeout_is_retried(fake: FakeOpenAI) -> None:
     assert result.retries == 1
 
 
+def test_a_reset_in_the_middle_of_the_body_is_retried(fake: FakeOpenAI) -> None:
+    fake.script("<reset>", [Reply.ok(ANSWER, cut_after=40), Reply.ok(ANSWER)])
+    [result] = llm(fake).generate([ask("reset")])
+    assert result.ok, result.error
+    assert result.retries == 1 and fake.status_counts[200] == 2
+
+
 def test_a_200_that_is_not_json_is_retried(fake: FakeOpenAI) -> None:
     fake.script("<html>", [Reply(raw_body=b"<html>gateway</html>", content_type="text/html"),
                            Reply(raw_body=b'{"choices": [', content_type="application/json"),
