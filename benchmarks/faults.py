@@ -131,10 +131,10 @@ def racers_scenario(tmp: Path) -> tuple:
 def raw_duplicates(run: Path) -> int:
     import pandas as pd
 
-    return sum(int(pd.read_parquet(run / table).duplicated(key).sum())
-               for table, key in (("synthesis", ["item_id", "system_id"]),
-                                  ("transcripts", ["item_id", "system_id", "asr_id"]),
-                                  ("quality", ["item_id", "system_id", "quality_id"])) if (run / table).is_dir())
+    from ttseval.schemas import TABLES
+
+    return sum(int(pd.read_parquet(run / table).duplicated(list(TABLES[table].key)).sum())
+               for table in VALUES if (run / table).is_dir())
 
 
 def worker_scenario(tmp: Path, dataset: Path, env: dict[str, str]) -> tuple:

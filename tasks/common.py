@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -16,7 +15,7 @@ from ttseval.errors import (ConfigError, DeferredProviderError, PermanentProvide
                             StoreUnwritableError, TransientProviderError, TruncatedAudioError)
 from ttseval.registry import REGISTRIES, Spec
 from ttseval.retry import RetryPolicy
-from ttseval.store import ArtifactStore
+from ttseval.store import ArtifactStore, part_label
 
 T = TypeVar("T")
 
@@ -257,11 +256,11 @@ def commit(store: ArtifactStore, run_id: str, table: str, rows: list[dict], *, l
 
 def attempt_label(prefix: str, keys: list[tuple]) -> str:
     """A part label naming the shard by its keys: the same shard, run again, writes (and finds) the same label.
-    The prefix is cut and made file-name safe as ArtifactStore.write_part would make it."""
+    The prefix is cut and made file-name safe as ArtifactStore.write_part makes it (store.part_label)."""
     import hashlib
 
     digest = hashlib.sha256("\x1e".join("\x1f".join(map(str, k)) for k in sorted(keys)).encode()).hexdigest()
-    return f"{re.sub(r'[^A-Za-z0-9._-]+', '-', prefix[:60]).strip('-.')}-{digest[:12]}"
+    return f"{part_label(prefix[:60])}-{digest[:12]}"
 
 
 def earlier_attempt(store: ArtifactStore, run_id: str, table: str, label: str) -> list[dict[str, Any]]:

@@ -52,6 +52,11 @@ def _s3_filesystem() -> pafs.S3FileSystem:
     return pafs.S3FileSystem(**kwargs)
 
 
+def part_label(label: str) -> str:
+    """A part's label as its file name carries it: never a path, only [A-Za-z0-9._-]."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", label).strip("-.")
+
+
 def write_error(root: str, uri: str, e: OSError | Exception) -> StoreError:
     """A failed write said as what the user must do: a full or read-only store (StoreUnwritableError, exit code 2,
     not retried) or another failure (StoreError, retried as a store hiccup)."""
@@ -184,7 +189,7 @@ class ArtifactStore:
         schema = TABLES[table].schema
         data = data.cast(schema) if data.schema != schema else data
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%f")
-        label = re.sub(r"[^A-Za-z0-9._-]+", "-", label).strip("-.")  # a label is never a path
+        label = part_label(label)
         name = f"part-{stamp}-{label + '-' if label else ''}{uuid.uuid4().hex[:8]}.parquet"
         sink = pa.BufferOutputStream()
         pq.write_table(data, sink, compression="zstd")
