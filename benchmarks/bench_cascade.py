@@ -54,7 +54,7 @@ class SimulatedJudge:
         return float(np.random.default_rng(int.from_bytes(digest[:8], "little")).normal(0.0, self.noise))
 
     def judge_pairs(self, batch: list[Any]) -> list[Any]:
-        from ttseval.protocols import PairwiseVerdict
+        from ttseval.core.protocols import PairwiseVerdict
 
         out = []
         for r in batch:
@@ -78,10 +78,10 @@ def main() -> None:
     args = parser.parse_args()
 
     os.environ["TTSEVAL_PLUGINS"] = json.dumps({"judge": {"simulated": "benchmarks.bench_cascade:SimulatedJudge"}})
-    from metrics.agreement import kendalls_w
-    from providers.judges.cascade import CascadeJudge
-    from ttseval.audio import Audio
-    from ttseval.protocols import PairwiseRequest
+    from ttseval.metrics.agreement import kendalls_w
+    from ttseval.providers.judges.cascade import CascadeJudge
+    from ttseval.core.audio import Audio
+    from ttseval.core.protocols import PairwiseRequest
 
     rng = np.random.default_rng(args.seed)
     quality = np.linspace(0.5 - args.spread / 2, 0.5 + args.spread / 2, args.systems)  # candidates, evenly apart

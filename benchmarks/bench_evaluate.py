@@ -28,12 +28,12 @@ BIN = Path(sys.executable).parent
 
 def plain_loop(dataset: str, systems: list[str]) -> dict:
     """The same work as the flow, one item after another in this process."""
-    from metrics.normalize import normalizer_for
-    from metrics.wer import error_counts
-    from ttseval.categories import CATEGORIES
-    from ttseval.config import load_settings
-    from corpus.items import load_items
-    from ttseval.registry import ASR, QUALITY, TTS
+    from ttseval.metrics.normalize import normalizer_for
+    from ttseval.metrics.wer import error_counts
+    from ttseval.core.categories import CATEGORIES
+    from ttseval.core.config import load_settings
+    from ttseval.corpus.items import load_items
+    from ttseval.core.registry import ASR, QUALITY, TTS
 
     settings = load_settings()
     items = load_items(dataset, categories=set(CATEGORIES)).to_dict("records")
@@ -76,8 +76,8 @@ def timed(cmd: list[str], env: dict, label: str = "") -> float:
 
 
 def main() -> None:
-    from ttseval.config import DEFAULT_SYSTEMS
-    from corpus import DEMO_DATASET
+    from ttseval.core.config import DEFAULT_SYSTEMS
+    from ttseval.corpus import DEMO_DATASET
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", default=str(DEMO_DATASET))

@@ -34,7 +34,7 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("OPENAI_API_KEY", "sk-benchmark")
-    from flows.generate_dataset import generate_dataset
+    from ttseval.flows.generate_dataset import generate_dataset
     from tests import gen_fakes
     from tests.fake_openai import FakeOpenAI
     from ttseval.cli import prefect_api

@@ -39,9 +39,9 @@ def main() -> None:
 
     import pandas as pd
 
-    from tasks.cost import WORDS_PER_MINUTE, estimate_judges
-    from ttseval.config import load_settings
-    from ttseval.store import ArtifactStore
+    from ttseval.tasks.cost import WORDS_PER_MINUTE, estimate_judges
+    from ttseval.core.config import load_settings
+    from ttseval.core.store import ArtifactStore
 
     words = round(15.32 * WORDS_PER_MINUTE / 60)  # EmergentTTS-Eval's mean clip: 15.32 s, 33.9 words
     items = pd.DataFrame([{"item_id": f"i{k}", "text": " ".join(["word"] * words), "instruction": None}

@@ -32,14 +32,14 @@ BIN = Path(sys.executable).parent
 
 def build_run(store_dir: Path, pairs: int) -> None:
     """A stored run of `pairs` items and two systems (espeak-ng, the baseline, and flite): clips, no judgments."""
-    from corpus import DEMO_DATASET
-    from corpus.items import read_items
-    from flows.common import register_items
-    from tasks.common import commit
-    from tasks.synthesize import synthesize_rows
-    from ttseval.config import load_settings
-    from ttseval.registry import TTS, Spec
-    from ttseval.store import ArtifactStore
+    from ttseval.corpus import DEMO_DATASET
+    from ttseval.corpus.items import read_items
+    from ttseval.flows.common import register_items
+    from ttseval.tasks.common import commit
+    from ttseval.tasks.synthesize import synthesize_rows
+    from ttseval.core.config import load_settings
+    from ttseval.core.registry import TTS, Spec
+    from ttseval.core.store import ArtifactStore
 
     demo = [json.loads(line) for line in DEMO_DATASET.read_text(encoding="utf-8").splitlines() if line.strip()]
     english = [d for d in demo if d["language"].startswith("en")]

@@ -3,10 +3,10 @@
 Against the OpenAI-compatible fake speech server on loopback (tests/fake_tts.py; real HTTP, real WAV bytes), it
 times in one process:
   - direct:  `provider.synthesize` in a plain loop (the HTTP exchange and decoding only)
-  - stage:   `tasks.synthesize.synthesize_rows` over the same texts into a fresh store (rows, cost, WAV blobs,
+  - stage:   `ttseval.tasks.synthesize.synthesize_rows` over the same texts into a fresh store (rows, cost, WAV blobs,
              the reuse cache)
   - reuse:   the same stage call again (every clip reused from the cache: no call)
-  - dry run: `tasks.cost.estimate_synthesis` over a plan of the same keys (pricing, cache look-ups, no call)
+  - dry run: `ttseval.tasks.cost.estimate_synthesis` over a plan of the same keys (pricing, cache look-ups, no call)
 and prints each per item and the ratios stage/direct and reuse/stage. Usage:
   python benchmarks/bench_paid.py [--items N]
 """
@@ -28,13 +28,13 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=200)
     args = parser.parse_args()
 
-    from tasks.cost import estimate_synthesis
-    from tasks.plan import Plan
-    from tasks.synthesize import synthesize_rows
+    from ttseval.tasks.cost import estimate_synthesis
+    from ttseval.tasks.plan import Plan
+    from ttseval.tasks.synthesize import synthesize_rows
     from tests.fake_tts import FakeOpenAISpeech
-    from ttseval.config import load_settings
-    from ttseval.registry import TTS, Spec
-    from ttseval.store import ArtifactStore
+    from ttseval.core.config import load_settings
+    from ttseval.core.registry import TTS, Spec
+    from ttseval.core.store import ArtifactStore
 
     texts = [f"Sentence number {i}: is the kettle on, or did you forget again?" for i in range(args.items)]
     items = [{"item_id": f"b{i}", "text": t, "language": "en", "category": "questions", "instruction": None}

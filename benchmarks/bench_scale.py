@@ -30,7 +30,7 @@ BIN = Path(sys.executable).parent
 
 
 def build_dataset(n: int, path: Path) -> None:
-    from corpus import DEMO_DATASET
+    from ttseval.corpus import DEMO_DATASET
 
     demo = [json.loads(line) for line in DEMO_DATASET.read_text(encoding="utf-8").splitlines() if line.strip()]
     with path.open("w", encoding="utf-8") as out:
@@ -120,8 +120,8 @@ def main() -> None:
             raise SystemExit(output[-3000:])
         compacted = re.search(r"parts compacted: (.*)", output)
 
-        from ttseval.schemas import TABLES
-        from ttseval.store import ArtifactStore
+        from ttseval.core.schemas import TABLES
+        from ttseval.core.store import ArtifactStore
 
         st = ArtifactStore(str(store))
         t0 = time.perf_counter()

@@ -6,8 +6,8 @@ again for a key already paid, and the time the recovery took):
              a reset mid-body, truncated audio, a body that is not audio, a timeout, silence, clipping), then
              a second pass as a resumed run makes it; paid calls counted per text at the fake
   recompute  every synthesis shard run a second time, as Dask does when the worker holding a finished task's
-             result dies (tasks.synthesize.synthesize_items), provider calls counted
-  racers     12 invocations taking one run id's lease at once (ttseval.lease), locally
+             result dies (ttseval.tasks.synthesize.synthesize_items), provider calls counted
+  racers     12 invocations taking one run id's lease at once (ttseval.core.lease), locally
   worker     one of the two Dask workers of `ttseval evaluate` (flite, counted calls, 9 items, shard size 1,
              the audio reuse cache off) killed with SIGKILL once 6 synthesis parts are stored; "paid again" is
              synthesis calls made again for a key stored before the kill; raw rows per key in every table
@@ -43,11 +43,11 @@ VALUES = {"synthesis": ["audio_sha256"], "transcripts": ["hypothesis", "wer", "c
 
 
 def provider_scenario(tmp: Path) -> tuple:
-    from tasks.synthesize import synthesize_rows
+    from ttseval.tasks.synthesize import synthesize_rows
     from tests.fake_tts import FakeOpenAISpeech, TTSReply
-    from ttseval.config import load_settings
-    from ttseval.registry import TTS, Spec
-    from ttseval.store import ArtifactStore
+    from ttseval.core.config import load_settings
+    from ttseval.core.registry import TTS, Spec
+    from ttseval.core.store import ArtifactStore
 
     faults = {"rate limited": [TTSReply.error(429, "slow down", retry_after="0")],
               "overloaded": [TTSReply.error(503, "busy")] * 2, "reset": [TTSReply(cut_after=100)],
@@ -85,9 +85,9 @@ def provider_scenario(tmp: Path) -> tuple:
 def recompute_scenario(tmp: Path) -> tuple:
     import pandas as pd
 
-    from tasks.common import get_store
-    from tasks.plan import plan_synthesis
-    from tasks.synthesize import synthesize_items
+    from ttseval.tasks.common import get_store
+    from ttseval.tasks.plan import plan_synthesis
+    from ttseval.tasks.synthesize import synthesize_items
     from tests.test_healing import CALLS, SPEC, items_frame, settings_for
 
     items = [(f"r{k}", f"plain words number {k}") for k in range(24)]
@@ -106,8 +106,8 @@ def recompute_scenario(tmp: Path) -> tuple:
 
 
 def racers_scenario(tmp: Path) -> tuple:
-    from ttseval.lease import RunLease
-    from ttseval.store import ArtifactStore
+    from ttseval.core.lease import RunLease
+    from ttseval.core.store import ArtifactStore
 
     store = ArtifactStore(str(tmp / "racers"))
     leases = [RunLease(store, "race") for _ in range(12)]
@@ -131,7 +131,7 @@ def racers_scenario(tmp: Path) -> tuple:
 def raw_duplicates(run: Path) -> int:
     import pandas as pd
 
-    from ttseval.schemas import TABLES
+    from ttseval.core.schemas import TABLES
 
     return sum(int(pd.read_parquet(run / table).duplicated(list(TABLES[table].key)).sum())
                for table in VALUES if (run / table).is_dir())
@@ -207,8 +207,8 @@ def stored_values(store: Path) -> dict[tuple, tuple]:
     """Each key's deterministic values in a finished run (the newest row per key, as every reader sees it)."""
     import pandas as pd
 
-    from ttseval.schemas import TABLES
-    from ttseval.store import ArtifactStore
+    from ttseval.core.schemas import TABLES
+    from ttseval.core.store import ArtifactStore
 
     found = {}
     for table, columns in VALUES.items():
@@ -260,7 +260,7 @@ def main() -> None:
             print(ROW.format(name, faults, expected, present, dup, again, f"{seconds:.2f}", "-"), flush=True)
         if args.skip_sigkill:
             return
-        from corpus import DEMO_DATASET
+        from ttseval.corpus import DEMO_DATASET
 
         keep = {"emo-a-d0", "par-a-d0", "for-a-d0", "syn-a-d0", "pro-a-d0", "que-a-d0", "que-a-d1", "mul-fr",
                 "mul-ps"}

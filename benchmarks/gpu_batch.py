@@ -1,9 +1,9 @@
 """Batched against one-at-a-time throughput of the transformers model backends, on a GPU or the CPU.
 
 For each backend, the provider ttseval runs in the model stages:
-  - ASR, Whisper-style: providers.asr.transformers_asr (AutoModelForSpeechSeq2Seq.generate over a padded batch)
+  - ASR, Whisper-style: ttseval.providers.asr.transformers_asr (AutoModelForSpeechSeq2Seq.generate over a padded batch)
   - ASR, CTC (wav2vec2 / MMS style): the same provider, AutoModelForCTC over a padded batch
-  - TTS, VITS (MMS-TTS): providers.tts.transformers_tts, synthesize_batch against synthesize
+  - TTS, VITS (MMS-TTS): ttseval.providers.tts.transformers_tts, synthesize_batch against synthesize
 it builds a model from its config with random weights (throughput does not depend on the weights; nothing is
 downloaded) in a temporary folder, warms it up, then times the same clips or texts once one at a time and once in
 batches of `--batch`, and prints items per second and the ratio batched / one-at-a-time.
@@ -152,10 +152,10 @@ def main() -> None:
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()  # generate() notes that min_new_tokens overrides min_length, per call
 
-    from providers import torch_device
-    from providers.asr.transformers_asr import TransformersASR
-    from providers.tts.transformers_tts import TransformersTTS
-    from ttseval.audio import Audio
+    from ttseval.providers import torch_device
+    from ttseval.providers.asr.transformers_asr import TransformersASR
+    from ttseval.providers.tts.transformers_tts import TransformersTTS
+    from ttseval.core.audio import Audio
 
     device = torch_device(args.device)
     gpu = torch.cuda.get_device_name(0) if device.startswith("cuda") else "none"

@@ -49,15 +49,15 @@ class Clock:
 
 
 def profile_work(dataset: str, systems: list[str], clock: Clock) -> int:
-    from corpus.items import load_items
-    from metrics.normalize import normalizer_for
-    from metrics.wer import error_counts
-    from ttseval.audio import Audio, sha256_hex
-    from ttseval.categories import CATEGORIES
-    from ttseval.config import load_settings
-    from ttseval.registry import ASR, QUALITY, TTS
-    from ttseval.schemas import table_from_rows
-    from ttseval.store import ArtifactStore
+    from ttseval.corpus.items import load_items
+    from ttseval.metrics.normalize import normalizer_for
+    from ttseval.metrics.wer import error_counts
+    from ttseval.core.audio import Audio, sha256_hex
+    from ttseval.core.categories import CATEGORIES
+    from ttseval.core.config import load_settings
+    from ttseval.core.registry import ASR, QUALITY, TTS
+    from ttseval.core.schemas import table_from_rows
+    from ttseval.core.store import ArtifactStore
 
     settings = load_settings()
     items = load_items(dataset, categories=set(CATEGORIES)).to_dict("records")
@@ -134,8 +134,8 @@ def flow_wall(dataset: str, systems: list[str], workers: int) -> tuple[float, fl
 
 
 def main() -> None:
-    from corpus import DEMO_DATASET
-    from ttseval.config import DEFAULT_SYSTEMS
+    from ttseval.corpus import DEMO_DATASET
+    from ttseval.core.config import DEFAULT_SYSTEMS
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", default=str(DEMO_DATASET))

@@ -22,10 +22,10 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from ttseval.errors import DatasetError
-from ttseval.ids import digest
-from ttseval.schemas import GENERATED, ITEMS
-from ttseval.store import ArtifactStore
+from ttseval.core.errors import DatasetError
+from ttseval.core.ids import digest
+from ttseval.core.schemas import GENERATED, ITEMS
+from ttseval.core.store import ArtifactStore
 
 REF_RE = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)@(?P<version>[A-Za-z0-9][A-Za-z0-9._-]*)$")
 _CONTENT_COLUMNS = [n for n in GENERATED.names if n not in ("created_at",)]

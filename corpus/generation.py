@@ -18,9 +18,9 @@ from typing import Any
 import pandas as pd
 from pydantic import BaseModel, Field, ValidationError
 
-from corpus import DEFAULT_CATEGORY_SPEC
-from corpus.items import read_jsonl_numbered
-from ttseval.errors import ConfigError, DatasetError
+from ttseval.corpus import DEFAULT_CATEGORY_SPEC
+from ttseval.corpus.items import read_jsonl_numbered
+from ttseval.core.errors import ConfigError, DatasetError
 
 BREADTH_PROMPT_VERSION = "breadth-v1"
 REFINE_PROMPT_VERSION = "refine-v1"
@@ -182,7 +182,7 @@ def repeat_twister(text: str, times: int) -> str:
 
 def pick_method(spec: CategorySpec, root_id: str, depth: int, seed: int) -> str:
     """The refinement method for one step: seeded by item and depth, so a re-run picks the same one."""
-    from ttseval.ids import digest
+    from ttseval.core.ids import digest
 
     return spec.refinement[int(digest([seed, root_id, depth], length=8), 16) % len(spec.refinement)]
 

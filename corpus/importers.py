@@ -1,9 +1,9 @@
 """Importers for published benchmark files: EmergentTTS-Eval, InstructTTSEval and Seed-TTS-eval, as items frames.
 
 Each importer reads the benchmark's file as distributed (.jsonl / .json / .parquet / .csv) and returns a
-pandas DataFrame with the items schema's columns (ttseval.schemas.ITEMS, `task` included), ready for
-corpus.items.validate_items. Problems are collected and raised together as one DatasetError whose
-message names each row (1-based, as in corpus.items) and the offending value.
+pandas DataFrame with the items schema's columns (ttseval.core.schemas.ITEMS, `task` included), ready for
+ttseval.corpus.items.validate_items. Problems are collected and raised together as one DatasetError whose
+message names each row (1-based, as in ttseval.corpus.items) and the offending value.
 
 Where the field names come from (read, not guessed):
 
@@ -55,12 +55,12 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from corpus.items import read_jsonl_rows
-from ttseval.categories import EMERGENTTTS_CATEGORIES, MAX_DEPTH, canonical_category
-from ttseval.errors import DatasetError
-from ttseval.instructtts import CATEGORY as INSTRUCT_CATEGORY
-from ttseval.instructtts import TASKS
-from ttseval.schemas import ITEMS
+from ttseval.corpus.items import read_jsonl_rows
+from ttseval.core.categories import EMERGENTTTS_CATEGORIES, MAX_DEPTH, canonical_category
+from ttseval.core.errors import DatasetError
+from ttseval.core.instructtts import CATEGORY as INSTRUCT_CATEGORY
+from ttseval.core.instructtts import TASKS
+from ttseval.core.schemas import ITEMS
 
 COLUMNS: list[str] = list(ITEMS.names) + ([] if "task" in ITEMS.names else ["task"])
 
@@ -268,7 +268,7 @@ def import_emergenttts(path: str | Path) -> pd.DataFrame:
 
 def _language_tag(value: Any) -> str | None:
     """'en' / 'zh' (split names) -> 'en-US' / 'zh-CN'; another valid BCP-47 tag is kept as given."""
-    from ttseval.languages import is_known_language
+    from ttseval.core.languages import is_known_language
 
     if _blank(value) or not isinstance(value, str):
         return None

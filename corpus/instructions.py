@@ -27,11 +27,11 @@ from typing import Any
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from corpus.items import read_jsonl_numbered
-from ttseval.errors import DatasetError
-from ttseval.ids import digest
-from ttseval.instructtts import CATEGORY, FEATURES, TASKS  # noqa: F401 - CATEGORY is re-exported (tasks.instructions)
-from ttseval.languages import is_known_language
+from ttseval.corpus.items import read_jsonl_numbered
+from ttseval.core.errors import DatasetError
+from ttseval.core.ids import digest
+from ttseval.core.instructtts import CATEGORY, FEATURES, TASKS  # noqa: F401 - CATEGORY is re-exported (ttseval.tasks.instructions)
+from ttseval.core.languages import is_known_language
 
 CAPTION_PROMPT_VERSION = "caption-v1"
 APS_RENDER_VERSION = "aps-v1"

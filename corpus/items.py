@@ -17,10 +17,10 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 
-from ttseval.categories import canonical_category
-from ttseval.config import Settings
-from ttseval.errors import DatasetError
-from ttseval.schemas import ITEMS
+from ttseval.core.categories import canonical_category
+from ttseval.core.config import Settings
+from ttseval.core.errors import DatasetError
+from ttseval.core.schemas import ITEMS
 
 REQUIRED = ("item_id", "text", "language", "category", "depth")
 MAX_TEXT_CHARS = 5_000  # EmergentTTS-Eval's longest items are under 1,000; cloud TTS APIs cap one request at 4-5k
@@ -132,7 +132,7 @@ def validate_items(frame: pd.DataFrame, *, source: str) -> None:
     """Raise DatasetError listing every broken rule; return None when the dataset is usable.
 
     Any non-empty category is accepted: a known one in any spelling, or the user's own group (see
-    ttseval.categories)."""
+    ttseval.core.categories)."""
     missing = [c for c in REQUIRED if c not in frame.columns]
     if missing:
         raise DatasetError(
@@ -149,9 +149,9 @@ def validate_items(frame: pd.DataFrame, *, source: str) -> None:
 
 
 def _expectation_problems(frame: pd.DataFrame) -> list[str]:
-    from ttseval.categories import MAX_DEPTH
-    from ttseval.languages import is_known_language
-    from ttseval.validation import Rule, check
+    from ttseval.core.categories import MAX_DEPTH
+    from ttseval.core.languages import is_known_language
+    from ttseval.core.validation import Rule, check
 
     frame = frame.assign(
         text=frame["text"].map(lambda v: v if isinstance(v, str) else ""),
@@ -188,7 +188,7 @@ def load_items(path: str | Path, *, categories: set[str] | None = None) -> pd.Da
     frame = frame[ITEMS.names].astype(object).where(frame[ITEMS.names].notna(), None)
     frame["depth"] = frame["depth"].astype(int)
     frame["prompt_audio_uri"] = frame["prompt_audio_uri"].map(lambda p: _resolved(path, p))
-    frame["prompt_audio_sha256"] = None  # set when a run stores the clip (tasks.voices), never read from a file
+    frame["prompt_audio_sha256"] = None  # set when a run stores the clip (ttseval.tasks.voices), never read from a file
     return frame.reset_index(drop=True)
 
 
@@ -206,8 +206,8 @@ def _resolved(dataset: str | Path, path: object) -> str | None:
 def read_items(dataset: str, settings: Settings) -> tuple[pd.DataFrame, str, str]:
     """The items of a file, or of a frozen dataset NAME@VERSION in the store; the sha256 of what was read; and
     what was read (NAME@latest resolved to its version)."""
-    from corpus import catalog
-    from ttseval.store import ArtifactStore
+    from ttseval.corpus import catalog
+    from ttseval.core.store import ArtifactStore
 
     if catalog.is_ref(dataset) and not Path(dataset).exists():
         ref, items, sha = catalog.resolve(ArtifactStore(settings.store), dataset)

@@ -1,6 +1,6 @@
 """Register the deployments in deployments/prefect.yaml with a Prefect server (`prefect --no-prompt deploy --all`).
 
-    python -m deployments.register --api-url http://127.0.0.1:4200/api [--pool ttseval-local] [--timezone UTC]
+    python -m ttseval.deployments.register --api-url http://127.0.0.1:4200/api [--pool ttseval-local] [--timezone UTC]
 
 The work pool must exist (`ttseval stack up` creates it). Another pool name or nightly time zone is applied to
 a rendered copy of prefect.yaml in a temporary folder; the repository's file is never rewritten.
@@ -79,7 +79,7 @@ def register(api_url: str, pool: str = DEFAULT_POOL, repo_root: Path | str = REP
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m deployments.register", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m ttseval.deployments.register", description=__doc__.splitlines()[0])
     parser.add_argument("--api-url", default=os.environ.get("PREFECT_API_URL"), required=not os.environ.get("PREFECT_API_URL"))
     parser.add_argument("--pool", default=os.environ.get("TTSEVAL_WORK_POOL", DEFAULT_POOL))
     parser.add_argument("--timezone", default=None, help="IANA time zone of the nightly schedule (default UTC)")

@@ -15,19 +15,19 @@ import pandas as pd
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 
-from flows.common import (artifact_key, check_judges, check_stage_tables, cpu_workers_declared, judge_runs_on_gpu,
+from ttseval.flows.common import (artifact_key, check_judges, check_stage_tables, cpu_workers_declared, judge_runs_on_gpu,
                           placement)
-from flows.progress import StageProgress
-from flows.runner import SettingsDaskTaskRunner
-from tasks.common import get_store, logger
-from tasks.instruct import run_instruction_stage
-from tasks.judge import run_judge_stage, run_position_audit
-from tasks.limits import ensure_vendor_limits
-from tasks.report import write_full_report
-from ttseval.config import load_settings
-from ttseval.errors import SpecError, TTSEvalError
-from ttseval.lease import RunLease
-from ttseval.registry import Spec
+from ttseval.flows.progress import StageProgress
+from ttseval.flows.runner import SettingsDaskTaskRunner
+from ttseval.tasks.common import get_store, logger
+from ttseval.tasks.instruct import run_instruction_stage
+from ttseval.tasks.judge import run_judge_stage, run_position_audit
+from ttseval.tasks.limits import ensure_vendor_limits
+from ttseval.tasks.report import write_full_report
+from ttseval.core.config import load_settings
+from ttseval.core.errors import SpecError, TTSEvalError
+from ttseval.core.lease import RunLease
+from ttseval.core.registry import Spec
 
 
 def stored_systems(store: Any, run_id: str) -> tuple[list[str], dict[str, str]]:
@@ -112,7 +112,7 @@ def backfill_judge(run_id: str, judge: str, store: str | None = None, baseline: 
         # a pairwise candidate is heard against the baseline, so its clips stay in reach
         system_ids = [s for s in system_ids if s in wanted or (kind == "pairwise" and s == baseline_id)]
     with RunLease(st, run_id, ttl_s=settings.lease_ttl_s, wait_s=settings.lease_wait_s,
-                  purpose=f"backfill of judge {judge_spec}"):  # one writer per run id (ttseval/lease.py)
+                  purpose=f"backfill of judge {judge_spec}"):  # one writer per run id (ttseval/core/lease.py)
         item_ids = subset_items(st, run_id, categories, depths, items)
         scope = f"{len(item_ids)} items" if item_ids is not None else "every item"
         logger().info(f"backfill {judge_spec} ({kind}) over run {run_id!r}: {len(system_ids)} systems, {scope}, "

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from tasks.common import build_provider, logger
-from ttseval.config import Settings
-from ttseval.errors import DatasetError, SpecError, TTSEvalError
-from ttseval.ids import slug
-from ttseval.registry import JUDGES, TTS, Spec
-from ttseval.schemas import table_from_rows
-from ttseval.store import ArtifactStore
-from ttseval.validation import check_table
+from ttseval.tasks.common import build_provider, logger
+from ttseval.core.config import Settings
+from ttseval.core.errors import DatasetError, SpecError, TTSEvalError
+from ttseval.core.ids import slug
+from ttseval.core.registry import JUDGES, TTS, Spec
+from ttseval.core.schemas import table_from_rows
+from ttseval.core.store import ArtifactStore
+from ttseval.core.validation import check_table
 
 
 def check_systems(systems: list[str], settings: Settings) -> list[Spec]:
@@ -82,7 +82,7 @@ def register_items(store: ArtifactStore, run_id: str, items: pd.DataFrame) -> in
 
 
 def check_stage_tables(store: ArtifactStore, run_id: str, tables: tuple[str, ...]) -> None:
-    """Check each stage table of the run against its declared rules (ttseval.validation, Great Expectations);
+    """Check each stage table of the run against its declared rules (ttseval.core.validation, Great Expectations);
     a broken rule is a bug in the stage that wrote it, so the run fails (exit 1) naming table, rule and rows."""
     problems = [p for table in tables for p in check_table(table, store.read(run_id, table))]
     if problems:

@@ -17,31 +17,31 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.futures import as_completed
 
 import ttseval
-from corpus import DEMO_DATASET
-from corpus.items import read_items, unknown_categories
-from flows.common import (artifact_key, check_judges, check_stage_tables, check_systems, cpu_workers_declared,
+from ttseval.corpus import DEMO_DATASET
+from ttseval.corpus.items import read_items, unknown_categories
+from ttseval.flows.common import (artifact_key, check_judges, check_stage_tables, check_systems, cpu_workers_declared,
                           git_commit, gpu_annotation, judge_runs_on_gpu, placement, register_items, runs_on_gpu)
-from flows.progress import StageProgress
-from flows.runner import SettingsDaskTaskRunner
-from tasks.common import StageResult, get_store, logger, now, task_retry_options
-from tasks.cost import Budget, estimate_synthesis, within_budget
-from tasks.instruct import run_instruction_stage
-from tasks.judge import run_judge_stage, run_position_audit
-from tasks.limits import ensure_vendor_limits
-from tasks.lid import lid_task
-from tasks.prosody import prosody_task
-from tasks.plan import (Plan, asr_models_for, lid_models_for, plan_model_stage, plan_synthesis, prosody_models_for,
+from ttseval.flows.progress import StageProgress
+from ttseval.flows.runner import SettingsDaskTaskRunner
+from ttseval.tasks.common import StageResult, get_store, logger, now, task_retry_options
+from ttseval.tasks.cost import Budget, estimate_synthesis, within_budget
+from ttseval.tasks.instruct import run_instruction_stage
+from ttseval.tasks.judge import run_judge_stage, run_position_audit
+from ttseval.tasks.limits import ensure_vendor_limits
+from ttseval.tasks.lid import lid_task
+from ttseval.tasks.prosody import prosody_task
+from ttseval.tasks.plan import (Plan, asr_models_for, lid_models_for, plan_model_stage, plan_synthesis, prosody_models_for,
                         quality_models_for, similarity_models_for)
-from tasks.quality import quality_task
-from tasks.similarity import similarity_task
-from tasks.voices import References, store_prompts, store_reference_voices
-from tasks.report import write_full_report
-from tasks.synthesize import synthesize_task
-from tasks.transcribe import transcribe_task
-from ttseval.config import DEFAULT_SYSTEMS, Settings, load_settings
-from ttseval.errors import SpecError, TTSEvalError
-from ttseval.lease import RunLease
-from ttseval.registry import Spec
+from ttseval.tasks.quality import quality_task
+from ttseval.tasks.similarity import similarity_task
+from ttseval.tasks.voices import References, store_prompts, store_reference_voices
+from ttseval.tasks.report import write_full_report
+from ttseval.tasks.synthesize import synthesize_task
+from ttseval.tasks.transcribe import transcribe_task
+from ttseval.core.config import DEFAULT_SYSTEMS, Settings, load_settings
+from ttseval.core.errors import SpecError, TTSEvalError
+from ttseval.core.lease import RunLease
+from ttseval.core.registry import Spec
 
 
 @flow(name="evaluate", task_runner=SettingsDaskTaskRunner())
@@ -85,7 +85,7 @@ def evaluate(
     if baseline_spec.id not in {s.id for s in specs}:
         raise SpecError(f"baseline {baseline_spec.canonical!r} is not one of the systems; add it to --systems")
     items = store_prompts(st, items, source=dataset_read)  # voice prompts (content-addressed blobs), checked first
-    # one writer per run id: a second invocation on it is refused (or waits), nothing written (ttseval/lease.py)
+    # one writer per run id: a second invocation on it is refused (or waits), nothing written (ttseval/core/lease.py)
     with RunLease(st, run_id, ttl_s=settings.lease_ttl_s, wait_s=settings.lease_wait_s,
                   purpose=f"evaluate of {len(specs)} systems"):
         store_reference_voices(st, run_id, settings, specs)

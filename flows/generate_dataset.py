@@ -15,18 +15,18 @@ from typing import Any
 
 from prefect import flow
 
-from corpus import DEFAULT_LLM, DEFAULT_SEEDS
-from corpus import generation as g
-from flows.common import artifact_key, git_commit
-from flows.progress import StageProgress
-from tasks.common import get_provider, get_store, logger, now
-from tasks.freeze import freeze_and_publish, split_rows
-from tasks.generate import expand_breadth, refine_depth
-from tasks.llm import CallStats
-from tasks.report import dataset_statistics_markdown
-from ttseval.categories import MAX_DEPTH
-from ttseval.config import load_settings
-from ttseval.errors import SpecError
+from ttseval.corpus import DEFAULT_LLM, DEFAULT_SEEDS
+from ttseval.corpus import generation as g
+from ttseval.flows.common import artifact_key, git_commit
+from ttseval.flows.progress import StageProgress
+from ttseval.tasks.common import get_provider, get_store, logger, now
+from ttseval.tasks.freeze import freeze_and_publish, split_rows
+from ttseval.tasks.generate import expand_breadth, refine_depth
+from ttseval.tasks.llm import CallStats
+from ttseval.tasks.report import dataset_statistics_markdown
+from ttseval.core.categories import MAX_DEPTH
+from ttseval.core.config import load_settings
+from ttseval.core.errors import SpecError
 
 @flow(name="generate_dataset")
 def generate_dataset(

@@ -15,17 +15,17 @@ from typing import Any
 
 from prefect import flow
 
-from corpus import DEFAULT_CAPTION_LLM
-from corpus import instructions as ins
-from flows.common import artifact_key, git_commit
-from flows.progress import StageProgress
-from tasks.common import get_provider, get_store, logger, now
-from tasks.freeze import freeze_and_publish, split_rows
-from tasks.instructions import caption_stage, instruction_stage
-from tasks.llm import CallStats
-from tasks.report import instruction_statistics_markdown
-from ttseval.config import load_settings
-from ttseval.errors import SpecError
+from ttseval.corpus import DEFAULT_CAPTION_LLM
+from ttseval.corpus import instructions as ins
+from ttseval.flows.common import artifact_key, git_commit
+from ttseval.flows.progress import StageProgress
+from ttseval.tasks.common import get_provider, get_store, logger, now
+from ttseval.tasks.freeze import freeze_and_publish, split_rows
+from ttseval.tasks.instructions import caption_stage, instruction_stage
+from ttseval.tasks.llm import CallStats
+from ttseval.tasks.report import instruction_statistics_markdown
+from ttseval.core.config import load_settings
+from ttseval.core.errors import SpecError
 
 @flow(name="generate_instructions")
 def generate_instructions(

@@ -17,13 +17,13 @@ from typing import Any, Literal
 from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact
 
-from flows.backfill_judge import stored_systems
-from flows.common import artifact_key
-from tasks.common import get_store, logger
-from tasks.listening import analyse_test, export_test, ingest_ratings
-from tasks.report import write_full_report
-from ttseval.config import load_settings
-from ttseval.errors import SpecError
+from ttseval.flows.backfill_judge import stored_systems
+from ttseval.flows.common import artifact_key
+from ttseval.tasks.common import get_store, logger
+from ttseval.tasks.listening import analyse_test, export_test, ingest_ratings
+from ttseval.tasks.report import write_full_report
+from ttseval.core.config import load_settings
+from ttseval.core.errors import SpecError
 
 export_task = task(export_test, name="export listening test")
 ingest_task = task(ingest_ratings, name="ingest ratings")

@@ -13,15 +13,15 @@ from typing import Any
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 
-from flows.common import artifact_key
-from flows.evaluate import evaluate
-from metrics.drift import compare_reports, paired_drift
-from tasks.common import get_store, logger, now
-from ttseval.config import DEFAULT_SYSTEMS, load_settings
-from corpus import DEMO_DATASET
-from tasks.html_report import compare_line
-from tasks.report import drift_markdown
-from ttseval.store import ArtifactStore
+from ttseval.flows.common import artifact_key
+from ttseval.flows.evaluate import evaluate
+from ttseval.metrics.drift import compare_reports, paired_drift
+from ttseval.tasks.common import get_store, logger, now
+from ttseval.core.config import DEFAULT_SYSTEMS, load_settings
+from ttseval.corpus import DEMO_DATASET
+from ttseval.tasks.html_report import compare_line
+from ttseval.tasks.report import drift_markdown
+from ttseval.core.store import ArtifactStore
 
 PREFIX = "nightly-"
 

@@ -40,7 +40,7 @@ class StageProgress:
 
     Args:
         title: what runs, e.g. "evaluate run 'demo'".
-        key: the Prefect artifact key (see flows.common.artifact_key).
+        key: the Prefect artifact key (see ttseval.flows.common.artifact_key).
         log: where non-terminal progress lines go.
         console: a rich Console to draw bars on; default stderr when it is a terminal, else none (log lines).
     """

@@ -13,8 +13,8 @@ from typing import Any
 
 from prefect_dask import DaskTaskRunner
 
-from providers import MODEL_THREADS_VARIABLE
-from ttseval.config import Settings, load_settings
+from ttseval.providers import MODEL_THREADS_VARIABLE
+from ttseval.core.config import Settings, load_settings
 
 
 def local_cluster_kwargs(settings: Settings) -> dict[str, Any]:
@@ -23,7 +23,7 @@ def local_cluster_kwargs(settings: Settings) -> dict[str, Any]:
     share = max(1, (os.cpu_count() or 1) // max(1, settings.n_workers))
     kwargs: dict[str, Any] = {"n_workers": settings.n_workers, "threads_per_worker": settings.threads_per_worker,
                               "processes": True, "dashboard_address": ":0", "env": {MODEL_THREADS_VARIABLE: str(share)}}
-    if settings.gpu:  # one machine: every worker has the GPU and the CPUs (flows.common.placement)
+    if settings.gpu:  # one machine: every worker has the GPU and the CPUs (ttseval.flows.common.placement)
         kwargs["resources"] = {"GPU": 1, "CPU": settings.threads_per_worker}
     return kwargs
 

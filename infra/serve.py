@@ -20,7 +20,7 @@ from urllib.parse import unquote, urlsplit
 
 import pyarrow.fs as pafs
 
-from ttseval.store import ArtifactStore
+from ttseval.core.store import ArtifactStore
 
 SERVED = re.compile(r"runs/[^/]+/(html/[A-Za-z0-9_.-]+|figures/[^/]+\.png|listening/[^/]+/[^/]+\.png)"
                     r"|blobs/audio/[0-9a-f]{2}/[0-9a-f]{64}\.wav")

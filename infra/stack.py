@@ -39,7 +39,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ttseval.errors import TTSEvalError
+from ttseval.core.errors import TTSEvalError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_FOLDER = Path(".ttseval-stack")
@@ -278,7 +278,7 @@ def _start(state: _State, use_gpu: bool, pool: str, timeout_s: float) -> StackIn
         argv = [_bin("dask"), "worker", dask_address, "--host", "127.0.0.1", "--nworkers", "1", "--nthreads", "1",
                 "--name", f"ttseval-{i}", "--dashboard-address", "127.0.0.1:0", "--local-directory", str(folder / "dask")]
         gpu_worker = use_gpu and i == 1
-        if use_gpu:  # CPU-bound tasks of a GPU run go to the CPU worker (flows.common.placement)
+        if use_gpu:  # CPU-bound tasks of a GPU run go to the CPU worker (ttseval.flows.common.placement)
             argv += ["--resources", "GPU=1" if gpu_worker else "CPU=1"]
         dask_workers.append(state.spawn(f"dask-worker-{i}", argv, worker_env, gpu=gpu_worker))
 

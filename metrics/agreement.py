@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 import scipy.stats
 
-from metrics.winrate import WINNER_SCORES
+from ttseval.metrics.winrate import WINNER_SCORES
 
 __all__ = [
     "degenerate_judge",

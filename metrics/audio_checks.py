@@ -2,7 +2,7 @@
 
 A clip that fails one is still stored and scored (a lower MOS says how bad it sounds); its row names each failed
 gate in `audio_flags`, so a provider returning broken audio shows in the report as such. Silence is not here:
-a silent clip is already an `empty` row (ttseval.audio.Audio.is_silent).
+a silent clip is already an `empty` row (ttseval.core.audio.Audio.is_silent).
 
 - `nan`: non-finite samples (they become 0 in the stored 16-bit WAV, so only the provider's output shows them);
 - `clipped`: more than 0.1% of samples at full scale (|x| >= 0.999), the point where clipping is audible as

@@ -1,14 +1,14 @@
 """Drift between two runs of the same systems: per-row metric deltas, flagged when the change is beyond what the
 runs' own uncertainty explains.
 
-A row of a report is one (system, recogniser) pair (``metrics.summary``). A report written before recognisers
+A row of a report is one (system, recogniser) pair (``ttseval.metrics.summary``). A report written before recognisers
 had their own rows (no ``asr_id``) is matched by system where the system now has a single recogniser.
 
 WER, CER and MOS are compared item by item when the runs' per-item tables are given (`paired_drift`, from
-metrics.paired): a paired bootstrap 95% CI of the difference, flagged when it excludes 0, with the Wilcoxon
+ttseval.metrics.paired): a paired bootstrap 95% CI of the difference, flagged when it excludes 0, with the Wilcoxon
 p-value beside it. Comparing the two runs' own CIs (the fallback, when only the reports are at hand) misses real
 changes: the item effect stays in both intervals, so they overlap though every item moved the same way. Completion has no CI: every item it gains or loses is a change in F1 and is flagged. Whether a
-change is better or worse comes from the metric's declared direction (``metrics.registry``).
+change is better or worse comes from the metric's declared direction (``ttseval.metrics.registry``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import math
 
 import pandas as pd
 
-from metrics.registry import METRICS, change
+from ttseval.metrics.registry import METRICS, change
 
 # The metrics a drift report compares, in display order; their CI columns and direction are in the registry.
 DRIFT_METRICS: tuple[str, ...] = ("completion_rate", "wer", "cer", "mos")
@@ -49,10 +49,10 @@ def _rows(frame: pd.DataFrame, name: str) -> dict[tuple, pd.Series]:
 
 def paired_drift(previous: dict[str, pd.DataFrame], current: dict[str, pd.DataFrame], *, n_resamples: int = 1000,
                  seed: int = 0) -> pd.DataFrame:
-    """Item-by-item WER, CER and MOS of each (system, recogniser) in both runs (metrics.paired.paired_table):
+    """Item-by-item WER, CER and MOS of each (system, recogniser) in both runs (ttseval.metrics.paired.paired_table):
     columns system_id, asr_id and PAIRED_COLUMNS. `previous` and `current` hold each run's `transcripts` and
     `quality` tables."""
-    from metrics.paired import PAIRED_COLUMNS, paired_table
+    from ttseval.metrics.paired import PAIRED_COLUMNS, paired_table
 
     rows = []
     pt, ct = previous["transcripts"], current["transcripts"]

@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ttseval.instructtts import TASKS
+from ttseval.core.instructtts import TASKS
 
 __all__ = ["INSTRUCT_COLUMNS", "TASKS", "instruction_scores"]
 

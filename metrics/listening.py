@@ -28,8 +28,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from metrics.agreement import krippendorff_alpha
-from ttseval.schemas import DG_SHEET
+from ttseval.metrics.agreement import krippendorff_alpha
+from ttseval.core.schemas import DG_SHEET
 
 __all__ = ["COUNT_FIELDS", "DG_FIELDS", "PERCEPTUAL_FIELDS", "DGWeights", "cmos_summary", "dg_score",
            "fault_isolation", "lambda_effect", "metric_correlation", "mos_alpha", "rater_rejection",

@@ -17,8 +17,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from metrics.agreement import krippendorff_alpha
-from metrics.bootstrap import bootstrap_mean_ci
+from ttseval.metrics.agreement import krippendorff_alpha
+from ttseval.metrics.bootstrap import bootstrap_mean_ci
 
 __all__ = ["FORM_COLUMNS", "analyse_mos", "counterbalanced_forms", "select_subset"]
 

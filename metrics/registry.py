@@ -39,7 +39,7 @@ def _ci(name: str) -> tuple[str, str]:
 
 METRICS: Mapping[str, MetricInfo] = MappingProxyType(
     {
-        # per (system, recogniser): metrics.summary
+        # per (system, recogniser): ttseval.metrics.summary
         "completion_rate": MetricInfo(True, "n_ok / n_items: clips synthesized over items in the run"),
         "wer": MetricInfo(False, "corpus: sum of word errors / sum of reference words", _ci("wer")),
         "wer_utt_mean": MetricInfo(False, "mean over utterances of word errors / ref words"),
@@ -50,20 +50,20 @@ METRICS: Mapping[str, MetricInfo] = MappingProxyType(
         "perfect_pct": MetricInfo(True, "100 * share of transcripts with 0 word errors"),
         "mos": MetricInfo(True, "mean of per-utterance predicted MOS over ok quality rows", _ci("mos")),
         "rtf": MetricInfo(False, "sum latency_s / sum duration_s over ok rows with a latency"),
-        # per (judge, candidate, baseline[, group]): metrics.winrate
+        # per (judge, candidate, baseline[, group]): ttseval.metrics.winrate
         "win_rate": MetricInfo(
             True,
             "(wins + 0.5 * ties) / n_judged over status-ok, parsed judgments; 0.5 = parity with baseline",
             _ci("win_rate"),
         ),
-        # per (judge, system, language, task): metrics.instruct
+        # per (judge, system, language, task): ttseval.metrics.instruct
         "score": MetricInfo(
             True, "per task: n_true / (n_true + n_false); macro: unweighted mean of the APS, DSD, RP scores"
         ),
         "score_all_items": MetricInfo(
             True, "per task: n_true / n (undecidable and unparsed count as not followed); macro: mean of tasks"
         ),
-        # between judges, or a judge and people: metrics.agreement
+        # between judges, or a judge and people: ttseval.metrics.agreement
         "kendalls_w": MetricInfo(True, "concordance of judges' system rankings, 0-1"),
         "spearman": MetricInfo(True, "rank correlation of system scores, -1 to 1"),
         "krippendorff_alpha": MetricInfo(True, "1 - observed / expected disagreement"),

@@ -1,10 +1,10 @@
 """INSV-A screening (PashtoTTS-Bench sections 3-5 and Table 8): per system, language and recogniser, the gates of
 the report card and the F1-F5 screening labels, from the stage tables. Thresholds are the `insv` settings
-(ttseval.config.Insv).
+(ttseval.core.config.Insv).
 
 Pure: DataFrames in, DataFrames out. Gates:
 - F1 (synthesis): completion >= `completion` -> pass, else fail.
-- S (script fidelity): mean transcript SFR (metrics.script) >= `sfr` -> pass, else fail; undefined when no
+- S (script fidelity): mean transcript SFR (ttseval.metrics.script) >= `sfr` -> pass, else fail; undefined when no
   transcript has a countable character.
 - V (language verification) from the voting LID models' target-language rates (section 3.4): every model >=
   `lid_pass` -> pass; every model < `lid_fail` -> fail (likely substitution); otherwise (models disagree, or a rate
@@ -34,9 +34,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from metrics.script import DigitPolicy, corpus_sfr, language_data, script_fidelity
-from metrics.summary import summarize_systems
-from ttseval.config import Insv as Thresholds
+from ttseval.metrics.script import DigitPolicy, corpus_sfr, language_data, script_fidelity
+from ttseval.metrics.summary import summarize_systems
+from ttseval.core.config import Insv as Thresholds
 
 __all__ = ["CARD_COLUMNS", "Thresholds", "grapheme_class_wer", "insv_card", "lid_status", "per_sentence",
            "recogniser_rankings"]
@@ -51,7 +51,7 @@ CARD_COLUMNS = (
 
 
 def _base(language: object) -> str | None:
-    from ttseval.languages import base_language
+    from ttseval.core.languages import base_language
 
     return None if language is None or (isinstance(language, float) and np.isnan(language)) else base_language(
         str(language))
@@ -133,7 +133,7 @@ def insv_card(items: pd.DataFrame, synthesis: pd.DataFrame, transcripts: pd.Data
 
     Args:
         items: item_id, language, text.
-        synthesis, transcripts: as for metrics.summary.summarize_systems; transcripts also hypothesis and
+        synthesis, transcripts: as for ttseval.metrics.summary.summarize_systems; transcripts also hypothesis and
             detected_language.
         lid: item_id, system_id, lid_id, status, language (the model's label's code) from the voting LID models
             (the `lid` table), or None.
@@ -207,7 +207,7 @@ def recogniser_rankings(sentences: pd.DataFrame, asr_ids: list[str]) -> tuple[pd
     """Pooled WER per system (rows) and recogniser (columns, in `asr_ids` order: the first ranks, section 4.4) over
     the clips every one of those recognisers transcribed, and Kendall's W of the systems' rankings across the
     recognisers (NaN with fewer than two systems or recognisers). `sentences` are per_sentence rows."""
-    from metrics.agreement import kendalls_w
+    from ttseval.metrics.agreement import kendalls_w
 
     mine = sentences[sentences["asr_id"].isin(asr_ids)]
     clips = mine.groupby(["item_id", "system_id"])["asr_id"].nunique()

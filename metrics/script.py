@@ -59,7 +59,7 @@ def _ranges(script: str) -> tuple[tuple[int, int], ...]:
 
 def language_data(language: str) -> dict:
     """The data entry of a language ('ps-AF' -> [languages.ps]); empty when it has none."""
-    from ttseval.languages import base_language
+    from ttseval.core.languages import base_language
 
     return _data()["languages"].get(base_language(language), {})
 

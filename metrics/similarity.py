@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from metrics.bootstrap import bootstrap_mean_ci
+from ttseval.metrics.bootstrap import bootstrap_mean_ci
 
 
 def cosine_similarity(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> float:

@@ -6,7 +6,7 @@ different recognisers) has one row per recogniser for each system. Synthesis fig
 duration, RTF) and MOS are per system and repeat on each of its rows.
 
 The inputs are the stored stage tables, checked against their declared rules by
-``ttseval.validation`` (``require_valid``) where they are written and read; this module does not
+``ttseval.core.validation`` (``require_valid``) where they are written and read; this module does not
 re-check them. The metric functions it calls still refuse what they cannot compute (a negative or
 missing count, an empty reference) with a ``ValueError``.
 
@@ -23,9 +23,9 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from metrics.bootstrap import CI, bootstrap_mean_ci, bootstrap_ratio_ci
-from metrics.registry import METRICS
-from metrics.wer import corpus_rate, mean_utterance_rate, perfect_rate
+from ttseval.metrics.bootstrap import CI, bootstrap_mean_ci, bootstrap_ratio_ci
+from ttseval.metrics.registry import METRICS
+from ttseval.metrics.wer import corpus_rate, mean_utterance_rate, perfect_rate
 
 __all__ = [
     "GROUP_COLUMNS",

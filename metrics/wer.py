@@ -2,8 +2,8 @@
 
 Counts, not rates, are returned per utterance so that corpus WER is a ratio of sums
 (``corpus_rate``); the mean of per-utterance ratios (``mean_utterance_rate``) is reported
-beside it under its own name. Inputs must already be normalized (``metrics.normalize``).
-Direction and aggregation of ``wer``, ``cer`` and their per-utterance means: ``metrics.registry``.
+beside it under its own name. Inputs must already be normalized (``ttseval.metrics.normalize``).
+Direction and aggregation of ``wer``, ``cer`` and their per-utterance means: ``ttseval.metrics.registry``.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ conditional on a parsed judgment; read it beside those counts.
 Statistical caveats: the CI resamples items within one (judge, candidate, baseline,
 group) cell and treats them as independent; judge randomness (temperature) is not part
 of it, and with few items per cell (depth x category splits) the percentile interval
-under-covers (see ``metrics.bootstrap``).
+under-covers (see ``ttseval.metrics.bootstrap``).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from types import MappingProxyType
 import numpy as np
 import pandas as pd
 
-from metrics.bootstrap import CI, bootstrap_mean_ci
+from ttseval.metrics.bootstrap import CI, bootstrap_mean_ci
 
 __all__ = [
     "JUDGMENT_STATUSES",
@@ -51,7 +51,7 @@ WINRATE_COLUMNS = (
     "n_parse_failures", "n_failed", "n_skipped",
 )  # fmt: skip
 _INT_COLUMNS = ("n_judged", "wins", "ties", "losses", "n_parse_failures", "n_failed", "n_skipped")
-# win_rate's direction and aggregation: metrics.registry.METRICS["win_rate"]; tie_rate is descriptive.
+# win_rate's direction and aggregation: ttseval.metrics.registry.METRICS["win_rate"]; tie_rate is descriptive.
 
 
 def _key_text(row: pd.Series, key: Sequence[str]) -> str:
@@ -59,7 +59,7 @@ def _key_text(row: pd.Series, key: Sequence[str]) -> str:
 
 
 def _group_rng(seed: int, parts: Sequence[object]) -> np.random.Generator:
-    # Mirrors metrics.summary._system_rng: a stable SHA-256 (not Python's salted hash()) of
+    # Mirrors ttseval.metrics.summary._system_rng: a stable SHA-256 (not Python's salted hash()) of
     # the cell and group values, so a cell's CI does not depend on the process or on which
     # other cells are in the table. str() of each part, so 1 and np.int64(1) agree.
     digest = hashlib.sha256("\x00".join(str(p) for p in parts).encode()).digest()

@@ -1,6 +1,6 @@
 """Provider implementations: local TTS engines, ASR backends and MOS predictors.
 
-Each module wraps one external system and is registered by name in `ttseval.registry`. Modules import only the
+Each module wraps one external system and is registered by name in `ttseval.core.registry`. Modules import only the
 `ttseval` core at top level; engine libraries (piper, faster_whisper, torch, transformers, onnxruntime,
 speechmos) are imported inside methods so that listing or importing providers stays cheap.
 
@@ -17,7 +17,7 @@ from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
 
-from ttseval.registry import Spec
+from ttseval.core.registry import Spec
 
 OptionsT = TypeVar("OptionsT", bound=BaseModel)
 

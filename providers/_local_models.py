@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from providers import package_version
+from ttseval.providers import package_version
 
 DEFAULT_WHISPER_BASE_CACHE = Path("~/.cache/ttseval/models/whisper-base")
 

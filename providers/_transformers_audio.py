@@ -10,10 +10,10 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, Field
 
-from providers import TorchDevice, canonical_spec, package_version, parse_options, torch_device
-from providers._local_models import resolve_local_model
-from ttseval.audio import Audio
-from ttseval.errors import PermanentProviderError
+from ttseval.providers import TorchDevice, canonical_spec, package_version, parse_options, torch_device
+from ttseval.providers._local_models import resolve_local_model
+from ttseval.core.audio import Audio
+from ttseval.core.errors import PermanentProviderError
 
 
 class TransformersAudioOptions(BaseModel):

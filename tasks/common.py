@@ -10,12 +10,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, TypeVar
 
-from ttseval.config import Settings
-from ttseval.errors import (ConfigError, DeferredProviderError, PermanentProviderError, RetriesExhausted, StoreError,
+from ttseval.core.config import Settings
+from ttseval.core.errors import (ConfigError, DeferredProviderError, PermanentProviderError, RetriesExhausted, StoreError,
                             StoreUnwritableError, TransientProviderError, TruncatedAudioError)
-from ttseval.registry import REGISTRIES, Spec
-from ttseval.retry import RetryPolicy
-from ttseval.store import ArtifactStore, part_label
+from ttseval.core.registry import REGISTRIES, Spec
+from ttseval.core.retry import RetryPolicy
+from ttseval.core.store import ArtifactStore, part_label
 
 T = TypeVar("T")
 
@@ -63,7 +63,7 @@ def build_provider(kind: str, spec: str, settings: Settings) -> Any:
 
 @functools.lru_cache(maxsize=32)
 def _provider(kind: str, spec: str, plugins: tuple[tuple[str, str], ...], blocks: tuple[tuple[str, str], ...]) -> Any:
-    from ttseval.config import load_settings
+    from ttseval.core.config import load_settings
 
     return build_provider(kind, spec, load_settings(plugins={kind: dict(plugins)}, secret_blocks=dict(blocks)))
 
@@ -76,7 +76,7 @@ def get_provider(kind: str, spec: str, settings: Settings) -> Any:
 
 def model_output_id(kind: str, spec: Spec, settings: Settings) -> str:
     """The id that keys a model stage's rows ('asr' -> asr_id, 'quality' -> quality_id): the spec's id with the
-    provider's `output_revision` (ttseval.registry.Registry.output_id)."""
+    provider's `output_revision` (ttseval.core.registry.Registry.output_id)."""
     return REGISTRIES[kind].output_id(spec, settings.plugins.get(kind, {}))
 
 
@@ -88,7 +88,7 @@ def reused_or_computed(store: ArtifactStore, namespace: str, keys: list[str], co
     but the answers are still kept. A recogniser's transcript and a predictor's scores are cached this way,
     keyed by what they depend on (the clip's SHA-256, the model's output id, its version, the language hint),
     as synthesis caches audio."""
-    from ttseval.cache import RequestCache
+    from ttseval.core.cache import RequestCache
 
     cache = RequestCache(store, namespace)
     answers: list[dict[str, Any] | None] = [cache.get(k) if reuse else None for k in keys]
@@ -104,7 +104,7 @@ def reused_or_computed(store: ArtifactStore, namespace: str, keys: list[str], co
 def by_model(work: list[dict[str, Any]], models_of: Callable[[dict[str, Any]], list[str]]) -> dict[str, list[dict]]:
     """Work items grouped by the model spec (canonical) that must process them: the one the planner named
     (`model_spec`, a backlog item), else every model `models_of(item)` lists (a clip just synthesized)."""
-    from ttseval.registry import Spec
+    from ttseval.core.registry import Spec
 
     groups: dict[str, list[dict[str, Any]]] = {}
     for w in work:
@@ -140,7 +140,7 @@ def _keys_text(keys: list[tuple]) -> str:
 def error_row(exc: BaseException, *, attempt: int, stage: str, keys: list[tuple]) -> dict[str, Any]:
     """The status columns of the rows of `keys`, whose call raised `exc`, and one log line that says what follows.
 
-    `retryable` is False only for a PermanentProviderError (see `is_final`); the planner (`tasks.plan._present`)
+    `retryable` is False only for a PermanentProviderError (see `is_final`); the planner (`ttseval.tasks.plan._present`)
     computes every retryable key again on the next run. A RetriesExhausted is unwrapped, so the row names the
     provider's own error and the attempts really made.
     """
@@ -235,7 +235,7 @@ def commit(store: ArtifactStore, run_id: str, table: str, rows: list[dict], *, l
     and writes none of the rows it settled (its retryable ones are superseded): one row per key. Model stages and
     judges answer such keys from their caches, so nothing is computed twice either. Synthesis, whose provider may
     be paid, looks before it calls (`looked=True`: its `label` is that derived label already)."""
-    from ttseval.schemas import TABLES, table_from_rows
+    from ttseval.core.schemas import TABLES, table_from_rows
 
     key_of = TABLES[table].key
 
@@ -269,7 +269,7 @@ def earlier_attempt(store: ArtifactStore, run_id: str, table: str, label: str) -
     One listing of the table's parts and a read of the matching part: no scan of the whole table per task."""
     import pyarrow.parquet as pq
 
-    from ttseval.schemas import TABLES
+    from ttseval.core.schemas import TABLES
 
     mine = [p for p in store.part_files(run_id, table) if f"-{label}-" in p.rsplit("/", 1)[-1]]
     rows: list[dict[str, Any]] = []

@@ -22,11 +22,11 @@ from typing import Any
 
 import pandas as pd
 
-from tasks.common import get_provider
-from tasks.plan import Plan
-from tasks.synthesize import cacheable, call_cost, instruction_for, request_key, synthesis_cache
-from ttseval.config import Settings
-from ttseval.store import ArtifactStore
+from ttseval.tasks.common import get_provider
+from ttseval.tasks.plan import Plan
+from ttseval.tasks.synthesize import cacheable, call_cost, instruction_for, request_key, synthesis_cache
+from ttseval.core.config import Settings
+from ttseval.core.store import ArtifactStore
 
 WORDS_PER_MINUTE = 133.0
 """Speaking rate for expected audio length: EmergentTTS-Eval's overall means (33.93 words, 15.32 s)."""
@@ -60,10 +60,10 @@ class Estimate:
 
 
 def estimate_synthesis(plan: Plan, store: ArtifactStore, settings: Settings) -> list[Estimate]:
-    """Per system of `plan` (tasks.plan.plan_synthesis): calls, characters, audio seconds and USD."""
+    """Per system of `plan` (ttseval.tasks.plan.plan_synthesis): calls, characters, audio seconds and USD."""
     cache = synthesis_cache(store)
     by_system: dict[str, Estimate] = {}
-    from ttseval.registry import Spec
+    from ttseval.core.registry import Spec
 
     for shard in plan.shards:
         spec = Spec.parse(shard["system"])
@@ -176,10 +176,10 @@ def dry_run(dataset: str, systems: list[str], run_id: str, baseline: str | None,
             instruction_judges: list[str], settings: Settings) -> pd.DataFrame:
     """The estimate table of `evaluate --dry-run`: per system and judge, what the run would call for the keys
     the store lacks. Reads the store; writes nothing and calls no provider."""
-    from corpus.items import read_items
-    from tasks.common import get_store
-    from tasks.plan import plan_synthesis
-    from ttseval.registry import Spec
+    from ttseval.corpus.items import read_items
+    from ttseval.tasks.common import get_store
+    from ttseval.tasks.plan import plan_synthesis
+    from ttseval.core.registry import Spec
 
     store = get_store(settings.store)
     items, _, _ = read_items(dataset, settings)

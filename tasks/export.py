@@ -10,10 +10,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tasks.common import get_store
-from ttseval.config import Settings
-from ttseval.errors import SpecError
-from ttseval.schemas import TABLES
+from ttseval.tasks.common import get_store
+from ttseval.core.config import Settings
+from ttseval.core.errors import SpecError
+from ttseval.core.schemas import TABLES
 
 DATA_CARD = """# ttseval results: run `{run_id}` (no audio)
 

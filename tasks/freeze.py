@@ -9,13 +9,13 @@ import pandas as pd
 from prefect.artifacts import create_markdown_artifact
 
 import ttseval
-from tasks.common import logger, now
-from tasks.llm import CallStats
-from corpus import catalog
-from ttseval.errors import DatasetError
-from ttseval.ids import slug
-from ttseval.schemas import GENERATED
-from ttseval.store import ArtifactStore
+from ttseval.tasks.common import logger, now
+from ttseval.tasks.llm import CallStats
+from ttseval.corpus import catalog
+from ttseval.core.errors import DatasetError
+from ttseval.core.ids import slug
+from ttseval.core.schemas import GENERATED
+from ttseval.core.store import ArtifactStore
 
 
 def split_rows(rows: list[dict[str, Any]], what: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:

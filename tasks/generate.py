@@ -14,14 +14,14 @@ import pandas as pd
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from corpus import generation as g
-from corpus.generation import CategorySpec, GenerationSpec, Seed
-from ttseval.protocols import LLM, LLMRequest, LLMResult
-from tasks.common import get_provider, get_store
-from tasks.llm import CallStats, cached_generate
-from ttseval.config import Settings
-from ttseval.store import ArtifactStore
-from ttseval.validation import Rule, row_failures
+from ttseval.corpus import generation as g
+from ttseval.corpus.generation import CategorySpec, GenerationSpec, Seed
+from ttseval.core.protocols import LLM, LLMRequest, LLMResult
+from ttseval.tasks.common import get_provider, get_store
+from ttseval.tasks.llm import CallStats, cached_generate
+from ttseval.core.config import Settings
+from ttseval.core.store import ArtifactStore
+from ttseval.core.validation import Rule, row_failures
 
 DUPLICATE_RULE = "no near-duplicate within the category"
 

@@ -21,8 +21,8 @@ from typing import Any
 
 import pandas as pd
 
-from metrics.wer import word_alignment
-from ttseval.store import ArtifactStore
+from ttseval.metrics.wer import word_alignment
+from ttseval.core.store import ArtifactStore
 
 ASSETS = Path(__file__).resolve().parent / "report_html"
 FILES = ("index.html", "app.js", "style.css", "compare.html")
@@ -49,7 +49,7 @@ def _markdown_html(markdown: str) -> str:
 
 def build_data(store: ArtifactStore, run_id: str, tables: Any, summary: pd.DataFrame, winrates: pd.DataFrame,
                markdown: str, meta: dict[str, Any]) -> dict[str, Any]:
-    """Everything the page shows, from the tables a report is built from (tasks.report.RunTables)."""
+    """Everything the page shows, from the tables a report is built from (ttseval.tasks.report.RunTables)."""
     names = dict(zip(summary["system_id"], summary["system_spec"]))
     roles = dict(zip(summary["system_id"], summary.get("role", pd.Series("tts", index=summary.index))))
     items = tables.items

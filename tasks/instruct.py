@@ -11,14 +11,14 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Iterator
 
-from tasks.common import StageResult
-from tasks.cost import Budget
-from tasks.judge import Clips, JudgeKind, Placement, Work, run_judges
-from tasks.plan import Plan
-from ttseval.audio import Audio
-from ttseval.config import Settings
-from ttseval.protocols import InstructionRequest
-from ttseval.store import ArtifactStore
+from ttseval.tasks.common import StageResult
+from ttseval.tasks.cost import Budget
+from ttseval.tasks.judge import Clips, JudgeKind, Placement, Work, run_judges
+from ttseval.tasks.plan import Plan
+from ttseval.core.audio import Audio
+from ttseval.core.config import Settings
+from ttseval.core.protocols import InstructionRequest
+from ttseval.core.store import ArtifactStore
 
 
 def _wanted(store: ArtifactStore, run_id: str, system_ids: list[str], baseline_id: str | None,

@@ -27,15 +27,15 @@ import pandas as pd
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from corpus import instructions as ins
-from corpus.instructions import Caption, Reference
-from ttseval.protocols import LLM, LLMRequest
-from tasks.common import get_provider, get_store
-from tasks.generate import _call_fields, _failed
-from tasks.llm import CallStats, cached_generate
-from ttseval.config import Settings
-from ttseval.store import ArtifactStore
-from ttseval.validation import Rule, row_failures
+from ttseval.corpus import instructions as ins
+from ttseval.corpus.instructions import Caption, Reference
+from ttseval.core.protocols import LLM, LLMRequest
+from ttseval.tasks.common import get_provider, get_store
+from ttseval.tasks.generate import _call_fields, _failed
+from ttseval.tasks.llm import CallStats, cached_generate
+from ttseval.core.config import Settings
+from ttseval.core.store import ArtifactStore
+from ttseval.core.validation import Rule, row_failures
 
 
 @dataclass

@@ -21,19 +21,19 @@ from typing import Any, Callable, Iterator, Literal
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from providers.judges.prompts import rubric_for
-from tasks.common import (StageResult, commit, error_row, get_provider, get_store, is_transient_task_error, logger,
+from ttseval.providers.judges.prompts import rubric_for
+from ttseval.tasks.common import (StageResult, commit, error_row, get_provider, get_store, is_transient_task_error, logger,
                           now, one_per_request, task_retry_options)
-from tasks.cost import Budget, judge_call_usd
-from tasks.limits import limit_calls
-from tasks.llm import cached_generate
-from tasks.plan import Plan, _chunks, _present
-from tasks.quality import primary_quality_id
-from ttseval.audio import Audio
-from ttseval.config import Settings
-from ttseval.protocols import PairwiseRequest, Winner
-from ttseval.registry import Spec
-from ttseval.store import ArtifactStore
+from ttseval.tasks.cost import Budget, judge_call_usd
+from ttseval.tasks.limits import limit_calls
+from ttseval.tasks.llm import cached_generate
+from ttseval.tasks.plan import Plan, _chunks, _present
+from ttseval.tasks.quality import primary_quality_id
+from ttseval.core.audio import Audio
+from ttseval.core.config import Settings
+from ttseval.core.protocols import PairwiseRequest, Winner
+from ttseval.core.registry import Spec
+from ttseval.core.store import ArtifactStore
 
 Placement = Callable[[str], contextlib.AbstractContextManager]
 """judge spec -> the context its tasks are submitted in (which Dask workers may run them)."""
@@ -205,7 +205,7 @@ def judge_shard(kind: JudgeKind, settings: Settings, run_id: str, shard: dict[st
         pending.append((w, known))
     try:
         verdicts = _verdicts(kind, spec, settings, requests)
-    # A judge that breaks fails its rows, never the run; retryable unless documented permanent (tasks.common).
+    # A judge that breaks fails its rows, never the run; retryable unless documented permanent (ttseval.tasks.common).
     except Exception as e:  # noqa: BLE001
         failed = error_row(e, attempt=1, stage=f"{kind.table} {spec}",
                            keys=[kind.key(w, judge_id) for w, _ in pending])
@@ -248,7 +248,7 @@ def run_judges(kind: JudgeKind, settings: Settings, run_id: str, system_ids: lis
                ) -> tuple[list[Plan], list[StageResult]]:
     """Plan and run every judge's missing keys of `kind` (over `item_ids` when given) as Prefect tasks on the
     flow's task runner; each judge's tasks are submitted inside `place(spec)` (the flow's choice of workers:
-    flows.common.placement). With a `budget`, keys past it are left for a later run."""
+    ttseval.flows.common.placement). With a `budget`, keys past it are left for a later run."""
     store = get_store(settings.store)
     plans, futures = [], []
     retrying = judge_task.with_options(name=kind.task_name, **task_retry_options(settings))
@@ -369,7 +369,7 @@ POSITION_AUDIT = JudgeKind(
 def order_sensitive(judge: str, settings: Settings) -> bool:
     """Whether a judge's verdict may depend on which clip it hears first (every LLM judge); the objective judge
     declares `order_sensitive = False`: its rule reads the two clips' metrics, not an order."""
-    from ttseval.registry import JUDGES
+    from ttseval.core.registry import JUDGES
 
     cls = JUDGES.resolve(Spec.parse(judge).provider, settings.plugins.get("judge"))
     return bool(getattr(cls, "order_sensitive", True))

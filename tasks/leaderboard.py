@@ -13,9 +13,9 @@ from typing import Any
 
 import pandas as pd
 
-from tasks.common import get_store
-from tasks.report import _num, _pct, markdown_table
-from ttseval.config import Settings
+from ttseval.tasks.common import get_store
+from ttseval.tasks.report import _num, _pct, markdown_table
+from ttseval.core.config import Settings
 
 
 def _latest_logs(store: Any) -> list[dict[str, Any]]:

@@ -8,12 +8,12 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from tasks.common import (StageResult, by_model, commit, error_row, get_provider, get_store, is_transient_task_error, logger,
+from ttseval.tasks.common import (StageResult, by_model, commit, error_row, get_provider, get_store, is_transient_task_error, logger,
                           model_output_id, now, one_per_request, reused_or_computed)
-from ttseval.audio import Audio
-from ttseval.config import Settings
-from ttseval.ids import digest
-from ttseval.registry import Spec
+from ttseval.core.audio import Audio
+from ttseval.core.config import Settings
+from ttseval.core.ids import digest
+from ttseval.core.registry import Spec
 
 
 def identify_work(settings: Settings, run_id: str, work: list[dict[str, Any]], *, label: str = "") -> StageResult:
@@ -45,7 +45,7 @@ def identify_work(settings: Settings, run_id: str, work: list[dict[str, Any]], *
             rows += [{"item_id": w["item_id"], "system_id": w["system_id"], **base, "created_at": now(), **g,
                       "status": "ok", "retryable": False, "attempt": 1, "cache_hit": hit}
                      for w, g, hit in zip(batch, guesses, hits)]
-        # The batch fails as rows, never as a lost shard; retryable unless documented permanent (tasks.common).
+        # The batch fails as rows, never as a lost shard; retryable unless documented permanent (ttseval.tasks.common).
         except Exception as e:  # noqa: BLE001
             failed = error_row(e, attempt=1, stage=f"lid {spec.canonical}", keys=keys)
             rows += [{"item_id": w["item_id"], "system_id": w["system_id"], **base, "created_at": now()} | failed

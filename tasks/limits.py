@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any
 
-from ttseval.config import Settings, VendorLimit
+from ttseval.core.config import Settings, VendorLimit
 
 _clocks: dict[str, float] = {}  # limit name -> when its next call may start (this process's monotonic clock)
 _clocks_lock = threading.Lock()
@@ -116,7 +116,7 @@ def vendor_gate(settings: Settings, provider: str) -> Callable[[], AbstractConte
 
 def limit_calls(provider: Any, settings: Settings) -> None:
     """Route each call a provider makes (retries included) through its vendor's limits, when the vendor has a
-    configured limit and the provider makes calls of its own (`limit_calls`, e.g. providers.judges.gemini)."""
+    configured limit and the provider makes calls of its own (`limit_calls`, e.g. ttseval.providers.judges.gemini)."""
     if provider.name in settings.vendor_limits and hasattr(provider, "limit_calls"):
         provider.limit_calls(vendor_gate(settings, provider.name))
     for part in getattr(provider, "parts", ()):  # a composite (a judge cascade): each part by its own vendor

@@ -33,15 +33,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from metrics.listening import (COUNT_FIELDS, DG_FIELDS, DGWeights, cmos_summary, dg_score, fault_isolation,
+from ttseval.metrics.listening import (COUNT_FIELDS, DG_FIELDS, DGWeights, cmos_summary, dg_score, fault_isolation,
                                lambda_effect, metric_correlation, mos_alpha, rater_rejection, subsampling,
                                system_stats)
-from tasks.common import get_store
-from ttseval.audio import Audio
-from ttseval.config import Settings
-from ttseval.errors import ConfigError, DatasetError, SpecError
-from ttseval.schemas import DG_SHEET, TABLES, table_from_rows
-from ttseval.store import ArtifactStore
+from ttseval.tasks.common import get_store
+from ttseval.core.audio import Audio
+from ttseval.core.config import Settings
+from ttseval.core.errors import ConfigError, DatasetError, SpecError
+from ttseval.core.schemas import DG_SHEET, TABLES, table_from_rows
+from ttseval.core.store import ArtifactStore
 
 KINDS = ("mushra", "mushra-nmr", "mushra-dg", "mushra-dg-nmr", "mos", "cmos")
 MUSHRA_KINDS = KINDS[:4]
@@ -57,7 +57,7 @@ def scale_of(kind: str) -> tuple[float, float]:
 
 
 def dg_weights(settings: Settings) -> DGWeights:
-    """metrics.listening.DGWeights from settings.listening (dg_weights overrides, dg_clip)."""
+    """ttseval.metrics.listening.DGWeights from settings.listening (dg_weights overrides, dg_clip)."""
     known = set(DGWeights.__dataclass_fields__) - {"clip"}
     if unknown := sorted(set(settings.listening.dg_weights) - known):
         raise ConfigError(f"listening.dg_weights: unknown name(s) {unknown}; known: {sorted(known)}")
@@ -726,7 +726,7 @@ def analyse_test(settings: Settings, run_id: str, test_id: str) -> str:
     Raises:
         SpecError: the run has no ratings of the test.
     """
-    from tasks.report import markdown_table
+    from ttseval.tasks.report import markdown_table
 
     store = get_store(settings.store)
     ratings = _of_test(store, run_id, "ratings", test_id)

@@ -4,7 +4,7 @@ Cache key = sha256 of (llm_id, the request's identity: text parts, audio sha256,
 temperature, sample). An entry is written the moment its call returns, so a run interrupted mid-way resumes
 with only the unfinished calls. Answers are cached whatever they were (valid, refused, unparseable): the model
 said it, and re-asking is a new request (bump `sample`). Transport failures are not cached, so the next run
-tries them again. Entries are documents of the store's one request cache (ttseval.cache), namespace
+tries them again. Entries are documents of the store's one request cache (ttseval.core.cache), namespace
 `llm/<llm_id>`:
 
     cache/llm/<llm_id>/<key[:2]>/<key>.json
@@ -17,11 +17,11 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any
 
-from ttseval.protocols import LLM, LLMRequest, LLMResult
-from tasks.common import logger, now
-from ttseval.cache import RequestCache
-from ttseval.ids import digest
-from ttseval.store import ArtifactStore
+from ttseval.core.protocols import LLM, LLMRequest, LLMResult
+from ttseval.tasks.common import logger, now
+from ttseval.core.cache import RequestCache
+from ttseval.core.ids import digest
+from ttseval.core.store import ArtifactStore
 
 _RESULT_FIELDS = ("ok", "raw", "failure", "error", "finish_reason", "attempts", "retries", "input_tokens",
                   "output_tokens", "cost_usd", "model")

@@ -20,12 +20,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from metrics.mos_forms import FORM_COLUMNS, analyse_mos, counterbalanced_forms, select_subset
-from metrics.script import language_data
-from tasks.common import get_store
-from ttseval.config import Settings
-from ttseval.errors import DatasetError, SpecError
-from ttseval.languages import base_language
+from ttseval.metrics.mos_forms import FORM_COLUMNS, analyse_mos, counterbalanced_forms, select_subset
+from ttseval.metrics.script import language_data
+from ttseval.tasks.common import get_store
+from ttseval.core.config import Settings
+from ttseval.core.errors import DatasetError, SpecError
+from ttseval.core.languages import base_language
 
 INSTRUCTIONS = """# Listening test: naturalness
 

@@ -2,7 +2,7 @@
 
 `missing = wanted - present`, where a present row marked `retryable` counts as missing, and the recomputed row
 then replaces it. Stages mark every failure retryable except a provider's documented PermanentProviderError
-(tasks.common.error_row): a transient error that outlived its retries, and an unexpected one (a bug, fixed
+(ttseval.tasks.common.error_row): a transient error that outlived its retries, and an unexpected one (a bug, fixed
 since). This one rule gives resume after a crash, cheap re-runs, adding one system without redoing the others,
 backfills, and failures that heal.
 """
@@ -14,10 +14,10 @@ from typing import Any
 
 import pandas as pd
 
-from tasks.common import model_output_id
-from ttseval.config import Settings
-from ttseval.registry import Spec
-from ttseval.store import ArtifactStore
+from ttseval.tasks.common import model_output_id
+from ttseval.core.config import Settings
+from ttseval.core.registry import Spec
+from ttseval.core.store import ArtifactStore
 
 
 @dataclass
@@ -134,7 +134,7 @@ def similarity_models_for(settings: Settings):
 
 def prosody_models_for(settings: Settings):
     """language -> [("prosody", prosody_id)] when settings.prosody is on, else []."""
-    from tasks.prosody import PROSODY_ID
+    from ttseval.tasks.prosody import PROSODY_ID
 
     models = [("prosody", PROSODY_ID)] if settings.prosody else []
     return lambda language: models

@@ -9,11 +9,11 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from metrics.prosody import f0_stats, speech_segments, timing
-from tasks.common import StageResult, commit, error_row, get_store, is_transient_task_error, logger, now, reused_or_computed
-from ttseval.audio import Audio
-from ttseval.config import Settings
-from ttseval.ids import digest
+from ttseval.metrics.prosody import f0_stats, speech_segments, timing
+from ttseval.tasks.common import StageResult, commit, error_row, get_store, is_transient_task_error, logger, now, reused_or_computed
+from ttseval.core.audio import Audio
+from ttseval.core.config import Settings
+from ttseval.core.ids import digest
 
 PROSODY_ID = "prosody-v1"  # Praat pitch (ac) 65-500 Hz, Silero VAD (silero-vad 6), pauses >= 0.5 s: a new rule is a new id
 
@@ -39,7 +39,7 @@ def prosody_work(settings: Settings, run_id: str, work: list[dict[str, Any]], *,
         rows = [{"item_id": w["item_id"], "system_id": w["system_id"], **base, "created_at": now(), **f,
                  "status": "ok", "retryable": False, "attempt": 1, "cache_hit": hit}
                 for w, f, hit in zip(work, figures, hits)]
-    # The batch fails as rows, never as a lost shard; retryable unless documented permanent (tasks.common).
+    # The batch fails as rows, never as a lost shard; retryable unless documented permanent (ttseval.tasks.common).
     except Exception as e:  # noqa: BLE001
         failed = error_row(e, attempt=1, stage="prosody", keys=keys)
         rows = [{"item_id": w["item_id"], "system_id": w["system_id"], **base, "created_at": now()} | failed

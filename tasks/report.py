@@ -2,7 +2,7 @@
 scores, drift, and their rendering as Markdown (files and Prefect artifacts) or a rich table (terminals).
 
 Every Markdown table goes through `markdown_table`. A metric's header carries its declared direction from
-`metrics.registry` (↓ lower is better, ↑ higher is better). `write_full_report` writes `report.md` once per run.
+`ttseval.metrics.registry` (↓ lower is better, ↑ higher is better). `write_full_report` writes `report.md` once per run.
 """
 
 from __future__ import annotations
@@ -16,16 +16,16 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-from metrics.registry import arrow
-from metrics.summary import summarize_systems
-from metrics.winrate import voice_variance
-from tasks.export import spreadsheet_safe
-from tasks.html_report import build_data, html_location, write_html_report
-from tasks.quality import primary_quality_id
-from ttseval.config import Settings
-from ttseval.registry import Spec
-from ttseval.schemas import REPORT, TABLES, WINRATES
-from ttseval.store import ArtifactStore
+from ttseval.metrics.registry import arrow
+from ttseval.metrics.summary import summarize_systems
+from ttseval.metrics.winrate import voice_variance
+from ttseval.tasks.export import spreadsheet_safe
+from ttseval.tasks.html_report import build_data, html_location, write_html_report
+from ttseval.tasks.quality import primary_quality_id
+from ttseval.core.config import Settings
+from ttseval.core.registry import Spec
+from ttseval.core.schemas import REPORT, TABLES, WINRATES
+from ttseval.core.store import ArtifactStore
 
 # -- formatting ------------------------------------------------------------------------------------------------
 
@@ -75,7 +75,7 @@ def _min_mean_max(row: object, column: str, *, decimals: int = 0) -> str:
 
 
 def dataset_statistics_markdown(stats: pd.DataFrame, *, words_per_minute: float) -> str:
-    """The statistics table of a generated dataset (corpus.generation.dataset_statistics), one row a category."""
+    """The statistics table of a generated dataset (ttseval.corpus.generation.dataset_statistics), one row a category."""
     table = markdown_table(
         ["category", "items", "chars min / mean / max", "words min / mean / max", "est. audio s min / mean / max"],
         [[r.category, r.n_items, _min_mean_max(r, "chars"), _min_mean_max(r, "words"),
@@ -84,7 +84,7 @@ def dataset_statistics_markdown(stats: pd.DataFrame, *, words_per_minute: float)
 
 
 def instruction_statistics_markdown(stats: pd.DataFrame) -> str:
-    """The statistics table of generated instructions (corpus.instructions.instruction_statistics), one row a task."""
+    """The statistics table of generated instructions (ttseval.corpus.instructions.instruction_statistics), one row a task."""
     columns = ("instruction_chars", "instruction_words", "text_chars", "text_words")
     headers = ["task", "items", *[f"{c.replace('_', ' ')} min / mean / max" for c in columns]]
     return markdown_table(headers, [[r.task, r.n_items, *[_min_mean_max(r, c) for c in columns]]
@@ -130,8 +130,8 @@ class RunTables:
     @functools.cached_property
     def own_transcripts(self) -> pd.DataFrame:
         """The transcripts of the run's systems, each ok one with `text_language`, its text's language by fastText
-        lid.176 (providers.lid.fasttext_text)."""
-        from providers.lid.fasttext_text import text_languages
+        lid.176 (ttseval.providers.lid.fasttext_text)."""
+        from ttseval.providers.lid.fasttext_text import text_languages
 
         mine = self.transcripts[self.transcripts["system_id"].isin(self.system_ids)].copy()
         ok = mine["status"] == "ok"
@@ -142,7 +142,7 @@ class RunTables:
 def compute_summary(store: ArtifactStore, run_id: str, settings: Settings, system_ids: list[str] | None = None,
                     tables: RunTables | None = None) -> pd.DataFrame:
     """The summary of a run from its stored tables, one row per (system, recogniser); all systems unless
-    `system_ids` is given. The stage tables are checked where they are written (ttseval.validation)."""
+    `system_ids` is given. The stage tables are checked where they are written (ttseval.core.validation)."""
     t = tables or RunTables.read(store, run_id, system_ids, primary_quality_id(settings))
     summary = summarize_systems(t.items, t.synthesis, t.transcripts, t.quality,
                                 n_resamples=settings.bootstrap_resamples, seed=settings.seed)
@@ -218,7 +218,7 @@ LEVELS = {"overall": (), "category": ("category",), "category_depth": ("category
 
 def compute_winrates(store: ArtifactStore, run_id: str, settings: Settings) -> pd.DataFrame:
     """Win-rates of every judge, at the three levels of EmergentTTS-Eval's tables, in one long table."""
-    from metrics.winrate import win_rate_table
+    from ttseval.metrics.winrate import win_rate_table
 
     judgments = store.read(run_id, "judgments")
     if judgments.empty:
@@ -240,7 +240,7 @@ def compute_winrates(store: ArtifactStore, run_id: str, settings: Settings) -> p
 
 def judge_agreement(winrates: pd.DataFrame) -> dict[str, Any] | None:
     """Kendall's W over systems ranked by each judge's overall win-rate, and pairwise Spearman; None for < 2 judges."""
-    from metrics.agreement import kendalls_w, pairwise_spearman
+    from ttseval.metrics.agreement import kendalls_w, pairwise_spearman
 
     overall = winrates[winrates["level"] == "overall"]
     scores = overall.pivot_table(index="judge_spec", columns="system_id", values="win_rate").dropna(axis=1)
@@ -289,7 +289,7 @@ def depth_figure(winrates: pd.DataFrame, judge_id: str, names: dict[str, str]) -
 
 
 def _judge_label(spec: str) -> str:
-    from providers.judges.objective import LABEL
+    from ttseval.providers.judges.objective import LABEL
 
     return LABEL if spec.split(":")[0] == "objective" else spec
 
@@ -307,9 +307,9 @@ def _system_metric(summary: pd.DataFrame, system_id: str, column: str, fmt) -> s
 
 def leaderboard_markdown(store: ArtifactStore, run_id: str, summary: pd.DataFrame, winrates: pd.DataFrame) -> str:
     """Per judge: system x category win-rates beside WER and MOS, parse failures, the run's judge cost, and a
-    warning for a judge whose answers cannot rank (metrics.agreement.degenerate_judge)."""
-    from metrics.agreement import degenerate_judge
-    from metrics.cascade import cascade_summary
+    warning for a judge whose answers cannot rank (ttseval.metrics.agreement.degenerate_judge)."""
+    from ttseval.metrics.agreement import degenerate_judge
+    from ttseval.metrics.cascade import cascade_summary
 
     if winrates.empty:
         return ""
@@ -373,8 +373,8 @@ def leaderboard_markdown(store: ArtifactStore, run_id: str, summary: pd.DataFram
 def position_bias_markdown(store: ArtifactStore, run_id: str, judgments: pd.DataFrame,
                            names: dict[str, str]) -> list[str]:
     """Per audited judge: consistency under the swap, first-position wins, and win-rates with the swapped answers
-    included (metrics.position_bias)."""
-    from metrics.position_bias import position_bias
+    included (ttseval.metrics.position_bias)."""
+    from ttseval.metrics.position_bias import position_bias
 
     audit = store.read(run_id, "position_audit")
     if audit.empty or judgments.empty:
@@ -443,7 +443,7 @@ def cost_markdown(store: ArtifactStore, run_id: str, names: dict[str, str]) -> s
 def instruction_markdown(store: ArtifactStore, run_id: str, names: dict[str, str]) -> str:
     """InstructTTSEval scores per judge, system and language: share of clips judged to follow, per task and
     macro-averaged over APS, DSD and RP, with the undecidable count beside them."""
-    from metrics.instruct import instruction_scores
+    from ttseval.metrics.instruct import instruction_scores
 
     frame = store.read(run_id, "instruction_judgments")
     frame = frame[frame["status"] == "ok"]
@@ -487,12 +487,12 @@ def _gate(value: object, gate: str) -> str:
 
 
 def insv_markdown(store: ArtifactStore, run_id: str, settings: Settings, tables: RunTables) -> str:
-    """The INSV-A report card (PashtoTTS-Bench Table 8, metrics.screening) per system, language and recogniser,
+    """The INSV-A report card (PashtoTTS-Bench Table 8, ttseval.metrics.screening) per system, language and recogniser,
     grapheme-class WER where the language has letter classes, and the per-sentence table written beside the
     report (runs/<id>/per_sentence.csv). Only for runs with an item in a language other than English."""
-    from metrics.screening import grapheme_class_wer, insv_card, per_sentence
-    from providers.lid.fasttext_text import MODEL
-    from ttseval.languages import base_language
+    from ttseval.metrics.screening import grapheme_class_wer, insv_card, per_sentence
+    from ttseval.providers.lid.fasttext_text import MODEL
+    from ttseval.core.languages import base_language
 
     items, synthesis = tables.items, tables.synthesis
     if all(base_language(lang) == "en" for lang in items["language"].unique()):
@@ -552,9 +552,9 @@ def recognisers_markdown(settings: Settings, tables: RunTables, names: dict[str,
     """For each language the `asr` setting gives several recognisers: each one's WER per system over the clips all
     of them transcribed, which recogniser ranks (the first listed: put the independent one first, PashtoTTS-Bench
     4.4), and whether the rankings agree (Kendall's W)."""
-    from metrics.screening import per_sentence, recogniser_rankings
-    from ttseval.languages import base_language
-    from ttseval.registry import Spec
+    from ttseval.metrics.screening import per_sentence, recogniser_rankings
+    from ttseval.core.languages import base_language
+    from ttseval.core.registry import Spec
 
     items = tables.items
     groups: dict[tuple[str, ...], list[str]] = {}
@@ -593,11 +593,11 @@ def _section(title: str, intro: str, headers: list[str], rows: list[list[str]]) 
 
 
 def paired_markdown(settings: Settings, tables: RunTables, baseline_id: str, names: dict[str, str]) -> str:
-    """Each system against the baseline, item by item (metrics.paired): WER and CER per recogniser the two share,
+    """Each system against the baseline, item by item (ttseval.metrics.paired): WER and CER per recogniser the two share,
     MOS; the difference with its paired bootstrap 95% CI and the Wilcoxon and permutation p-values."""
     from dataclasses import asdict
 
-    from metrics.paired import paired_mean, paired_table
+    from ttseval.metrics.paired import paired_mean, paired_table
 
     system_ids = tables.system_ids
     if baseline_id not in system_ids or len(system_ids) < 2:
@@ -634,7 +634,7 @@ def paired_markdown(settings: Settings, tables: RunTables, baseline_id: str, nam
                          _num(r["a"], 3), f"{_num(r['delta'], 3)} [{_num(r['ci_low'], 3)}, {_num(r['ci_high'], 3)}]",
                          _num(r["p_wilcoxon"], 4), _num(r["p_permutation"], 4), "**yes**" if r["flagged"] else "no"])
     return _section(f"Paired comparisons with the baseline `{names.get(baseline_id, baseline_id)}`",
-                    "Item by item on the items both have (metrics.paired): system - baseline, a paired bootstrap 95% "
+                    "Item by item on the items both have (ttseval.metrics.paired): system - baseline, a paired bootstrap 95% "
                     "CI of the difference (pooled WER/CER, mean MOS and speaker similarity), the Wilcoxon signed-rank "
                     "and a paired permutation p-value (scipy); 'differs' when the CI excludes 0.",
                     ["system", "recogniser / encoder", "metric", "items", "system", "baseline", "difference [95% CI]",
@@ -644,7 +644,7 @@ def paired_markdown(settings: Settings, tables: RunTables, baseline_id: str, nam
 def prosody_markdown(store: ArtifactStore, run_id: str, tables: RunTables, names: dict[str, str]) -> str:
     """Per system, medians of the prosody table (metrics/prosody.py), the speaking rate from each clip's first
     transcript, and the clips the timing gates flag."""
-    from metrics.prosody import audio_gates, speaking_rate
+    from ttseval.metrics.prosody import audio_gates, speaking_rate
 
     if not store.part_files(run_id, "prosody"):
         return ""
@@ -675,7 +675,7 @@ def prosody_markdown(store: ArtifactStore, run_id: str, tables: RunTables, names
 
 def _clones(system_spec: str) -> bool:
     """Whether the system's provider declares that it imitates voice prompts (TTSProvider.clones_voice)."""
-    from ttseval.registry import TTS, Spec
+    from ttseval.core.registry import TTS, Spec
 
     try:
         return bool(getattr(TTS.info(Spec.parse(system_spec).provider).cls, "clones_voice", False))
@@ -684,9 +684,9 @@ def _clones(system_spec: str) -> bool:
 
 
 def similarity_markdown(settings: Settings, tables: RunTables, names: dict[str, str]) -> str:
-    """Speaker similarity per encoder and system (metrics.similarity): mean SIM with its bootstrap 95% CI, one
+    """Speaker similarity per encoder and system (ttseval.metrics.similarity): mean SIM with its bootstrap 95% CI, one
     table per encoder (figures from two encoders are never in one column)."""
-    from metrics.similarity import similarity_summary
+    from ttseval.metrics.similarity import similarity_summary
 
     rows_all = tables.similarity[tables.similarity["system_id"].isin(tables.system_ids)]
     if rows_all.empty:
@@ -712,7 +712,7 @@ def similarity_markdown(settings: Settings, tables: RunTables, names: dict[str, 
 def predictors_markdown(settings: Settings, tables: RunTables, names: dict[str, str]) -> str:
     """Each MOS predictor's mean per system with a bootstrap 95% CI, when the run has more than one predictor:
     one column per predictor, never pooled."""
-    from metrics.bootstrap import bootstrap_mean_ci
+    from ttseval.metrics.bootstrap import bootstrap_mean_ci
 
     quality = tables.all_quality
     quality = quality[(quality["status"] == "ok") & quality["system_id"].isin(tables.system_ids)]
@@ -739,9 +739,9 @@ def predictors_markdown(settings: Settings, tables: RunTables, names: dict[str, 
 
 
 def grouped_markdown(tables: RunTables, names: dict[str, str]) -> str:
-    """WER per category, language and depth (metrics.summary.summarize_by), a table each, for groups with more
+    """WER per category, language and depth (ttseval.metrics.summary.summarize_by), a table each, for groups with more
     than one value."""
-    from metrics.summary import summarize_by
+    from ttseval.metrics.summary import summarize_by
 
     items, synthesis, transcripts = tables.items, tables.synthesis, tables.transcripts
     specs = dict(zip(transcripts["asr_id"], transcripts["asr_spec"]))
@@ -762,7 +762,7 @@ def grouped_markdown(tables: RunTables, names: dict[str, str]) -> str:
 
 
 def drift_markdown(drift: pd.DataFrame, previous: str, current: str) -> str:
-    """A drift table (metrics.drift.compare_reports) as Markdown: one line per (system, recogniser, metric)."""
+    """A drift table (ttseval.metrics.drift.compare_reports) as Markdown: one line per (system, recogniser, metric)."""
     flagged = drift[drift["flagged"].fillna(False).astype(bool)]
     table = []
     for r in drift.to_dict("records"):
@@ -784,7 +784,7 @@ def drift_markdown(drift: pd.DataFrame, previous: str, current: str) -> str:
     headers = ["system", "recogniser", "metric", "previous [95% CI]", "current [95% CI]", "delta [paired 95% CI]",
                "Wilcoxon p", "test", "change", "flagged"]
     lines = [f"# Drift: `{current}` against `{previous}`", "",
-             f"{len(flagged)} flagged change(s). WER, CER and MOS are compared item by item (metrics.paired): "
+             f"{len(flagged)} flagged change(s). WER, CER and MOS are compared item by item (ttseval.metrics.paired): "
              "flagged when the paired bootstrap 95% CI of the difference excludes 0 (test `paired`); without "
              "per-item rows, when the two runs' CIs do not overlap (`ci-overlap`); completion: any change.", "",
              markdown_table(headers, table)]
@@ -812,7 +812,7 @@ def audio_checks_markdown(tables: RunTables, names: dict[str, str]) -> str:
 
 
 def listening_markdown(store: ArtifactStore, run_id: str) -> str:
-    """Each listening test's stored analysis (tasks.listening.analyse_test writes it), under one heading."""
+    """Each listening test's stored analysis (ttseval.tasks.listening.analyse_test writes it), under one heading."""
     ratings = store.read(run_id, "ratings", columns=["test_id", "created_at"])
     tests = list(ratings.sort_values("created_at")["test_id"].drop_duplicates())
     parts = [store.read_bytes(f"runs/{run_id}/listening/{t}/analysis.md").decode("utf-8") for t in tests
@@ -821,7 +821,7 @@ def listening_markdown(store: ArtifactStore, run_id: str) -> str:
 
 
 def _baseline_id(meta: dict[str, Any]) -> str:
-    from ttseval.registry import Spec
+    from ttseval.core.registry import Spec
 
     return Spec.parse(meta["baseline"]).id if meta.get("baseline") else ""
 

@@ -1,5 +1,5 @@
 """Similarity stage: speaker similarity (SIM) of each clip to its item's voice prompt, or else to its system's
-reference voice (tasks.voices), from every speaker encoder in settings.similarity (metrics.similarity)."""
+reference voice (ttseval.tasks.voices), from every speaker encoder in settings.similarity (ttseval.metrics.similarity)."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from metrics.similarity import cosine_similarity
-from tasks.common import (StageResult, by_model, commit, error_row, get_provider, get_store, is_transient_task_error,
+from ttseval.metrics.similarity import cosine_similarity
+from ttseval.tasks.common import (StageResult, by_model, commit, error_row, get_provider, get_store, is_transient_task_error,
                           logger, model_output_id, now, one_per_request, reused_or_computed)
-from tasks.voices import References
-from ttseval.audio import Audio
-from ttseval.config import Settings
-from ttseval.ids import digest
-from ttseval.registry import Spec
+from ttseval.tasks.voices import References
+from ttseval.core.audio import Audio
+from ttseval.core.config import Settings
+from ttseval.core.ids import digest
+from ttseval.core.registry import Spec
 
 
 def similarity_work(settings: Settings, run_id: str, work: list[dict[str, Any]], *, label: str = "") -> StageResult:
@@ -59,7 +59,7 @@ def similarity_work(settings: Settings, run_id: str, work: list[dict[str, Any]],
             rows += [{"item_id": w["item_id"], "system_id": w["system_id"], **base, "created_at": now(),
                       "reference": w["reference"], "reference_sha256": w["reference_sha256"], **f, "status": "ok",
                       "retryable": False, "attempt": 1, "cache_hit": hit} for w, f, hit in zip(batch, figures, hits)]
-        # The batch fails as rows, never as a lost shard; retryable unless documented permanent (tasks.common).
+        # The batch fails as rows, never as a lost shard; retryable unless documented permanent (ttseval.tasks.common).
         except Exception as e:  # noqa: BLE001
             failed = error_row(e, attempt=1, stage=f"similarity {spec.canonical}", keys=keys)
             rows += [{"item_id": w["item_id"], "system_id": w["system_id"], **base, "created_at": now(),

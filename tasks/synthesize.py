@@ -12,17 +12,17 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from metrics.audio_checks import audio_flags
-from tasks.common import (StageResult, attempt_label, call_with_retries, commit, earlier_attempt, error_row,
+from ttseval.metrics.audio_checks import audio_flags
+from ttseval.tasks.common import (StageResult, attempt_label, call_with_retries, commit, earlier_attempt, error_row,
                           get_provider, get_store, is_transient_task_error, logger, now, one_per_request)
-from tasks.limits import vendor_gate
-from ttseval.audio import Audio, sha256_hex
-from ttseval.cache import RequestCache
-from ttseval.config import Settings
-from ttseval.ids import digest
-from ttseval.protocols import VoicePrompt
-from ttseval.registry import Spec
-from ttseval.store import ArtifactStore
+from ttseval.tasks.limits import vendor_gate
+from ttseval.core.audio import Audio, sha256_hex
+from ttseval.core.cache import RequestCache
+from ttseval.core.config import Settings
+from ttseval.core.ids import digest
+from ttseval.core.protocols import VoicePrompt
+from ttseval.core.registry import Spec
+from ttseval.core.store import ArtifactStore
 
 _CACHED_COLUMNS = ("audio_uri", "audio_sha256", "duration_s", "sample_rate_hz", "latency_s", "status", "error_type",
                    "error_message", "provider_metadata", "audio_flags")
@@ -34,14 +34,14 @@ def instruction_for(spec: Spec, item: dict[str, Any]) -> str | None:
     if item.get("instruction"):
         return item["instruction"]
     if spec.option("prompt") == "category":
-        from ttseval.categories import CATEGORIES
+        from ttseval.core.categories import CATEGORIES
 
         return CATEGORIES.get(item.get("category") or "")
     return None
 
 
 def clones(provider: Any) -> bool:
-    """Whether the provider imitates voice prompts (`clones_voice`, ttseval.protocols.TTSProvider)."""
+    """Whether the provider imitates voice prompts (`clones_voice`, ttseval.core.protocols.TTSProvider)."""
     return bool(getattr(provider, "clones_voice", False))
 
 

@@ -8,14 +8,14 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from metrics.normalize import normalizer_for
-from metrics.wer import error_counts
-from tasks.common import (StageResult, by_model, commit, error_row, get_provider, get_store, is_transient_task_error, logger,
+from ttseval.metrics.normalize import normalizer_for
+from ttseval.metrics.wer import error_counts
+from ttseval.tasks.common import (StageResult, by_model, commit, error_row, get_provider, get_store, is_transient_task_error, logger,
                           model_output_id, now, one_per_request, reused_or_computed)
-from ttseval.audio import Audio
-from ttseval.config import Settings
-from ttseval.ids import digest
-from ttseval.registry import Spec
+from ttseval.core.audio import Audio
+from ttseval.core.config import Settings
+from ttseval.core.ids import digest
+from ttseval.core.registry import Spec
 
 
 class EmptyReference(ValueError):
@@ -66,7 +66,7 @@ def transcribe_work(settings: Settings, run_id: str, work: list[dict[str, Any]],
                 store, "transcripts",
                 [digest({"audio": w["audio_sha256"], "asr": asr_id, "version": version, "language": w["language"]})
                  for w in batch], recognise, reuse=settings.reuse_scores)
-        # The batch fails as rows, never as a lost shard; retryable unless documented permanent (tasks.common).
+        # The batch fails as rows, never as a lost shard; retryable unless documented permanent (ttseval.tasks.common).
         except Exception as e:  # noqa: BLE001
             failed = error_row(e, attempt=1, stage=f"transcripts {spec.canonical}", keys=keys)
             rows += [{"item_id": w["item_id"], "system_id": w["system_id"], **base, "created_at": now()} | failed

@@ -2,7 +2,7 @@
 
 An item may carry a voice prompt (`prompt_audio_uri`, `prompt_text`): Seed-TTS-eval's test sets do, and any items
 file may. When a run starts, each prompt clip is read (a local path, relative paths already resolved against the
-dataset's folder by corpus.items, or a URI read with fsspec), decoded, and stored like synthesized audio; the
+dataset's folder by ttseval.corpus.items, or a URI read with fsspec), decoded, and stored like synthesized audio; the
 items table records its SHA-256 (`prompt_audio_sha256`). Synthesis hands it to providers that clone
 (`clones_voice`), and the similarity stage compares each clip with it.
 
@@ -19,15 +19,15 @@ from typing import Any
 
 import pandas as pd
 
-from ttseval.audio import Audio, sha256_hex
-from ttseval.config import Settings
-from ttseval.errors import ConfigError, DatasetError
-from ttseval.registry import Spec
-from ttseval.store import ArtifactStore
+from ttseval.core.audio import Audio, sha256_hex
+from ttseval.core.config import Settings
+from ttseval.core.errors import ConfigError, DatasetError
+from ttseval.core.registry import Spec
+from ttseval.core.store import ArtifactStore
 
 
 def _read_clip(path: str) -> bytes:
-    from providers.tts.files import filesystem
+    from ttseval.providers.tts.files import filesystem
 
     fs, inner = filesystem(path)
     with fs.open(inner, "rb") as f:

@@ -106,7 +106,7 @@ def run_cli(args: list[str], env: dict[str, str], cwd: Path, timeout_s: float = 
 @pytest.fixture(scope="session")
 def small_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Ten demo items: one depth-0 and one depth-1 item of five categories... plus French and Pashto."""
-    from corpus import DEMO_DATASET
+    from ttseval.corpus import DEMO_DATASET
 
     rows = [json.loads(line) for line in DEMO_DATASET.read_text(encoding="utf-8").splitlines()]
     keep = {"emo-a-d0", "par-a-d0", "for-a-d0", "syn-a-d0", "pro-a-d0", "que-a-d0", "que-a-d1", "mul-fr", "mul-ps"}

@@ -7,8 +7,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ttseval.audio import Audio
-from ttseval.errors import PermanentProviderError
+from ttseval.core.audio import Audio
+from ttseval.core.errors import PermanentProviderError
 
 
 class FlakyTTS:
@@ -52,7 +52,7 @@ class CountingFliteTTS:
     accepts_instruction: ClassVar[bool] = False
 
     def __init__(self, voice: str | None = None, log: str = "", **options: Any) -> None:
-        from providers.tts.flite import FliteTTS
+        from ttseval.providers.tts.flite import FliteTTS
 
         self._inner = FliteTTS(voice=voice or "slt")
         self.version = self._inner.version
@@ -109,7 +109,7 @@ class ScriptedJudge:
         return {"usd": self.usd}
 
     def judge_pairs(self, batch: list[Any]) -> list[Any]:
-        from ttseval.protocols import PairwiseVerdict
+        from ttseval.core.protocols import PairwiseVerdict
 
         out = []
         for r in batch:

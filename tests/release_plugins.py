@@ -14,7 +14,7 @@ class EnglishLID:
         pass
 
     def identify(self, batch: list[Any]) -> list[Any]:
-        from ttseval.protocols import LanguageGuess
+        from ttseval.core.protocols import LanguageGuess
 
         return [LanguageGuess(language="eng", prob=1.0) for _ in batch]
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from infra.stack import StackInfo, stack_down, stack_up
+from ttseval.infra.stack import StackInfo, stack_down, stack_up
 
 ROOT = Path(__file__).resolve().parent.parent
 ENGLISH_ITEMS = ("emo-a-d0", "que-a-d0", "pro-a-d0")  # spoken by both espeak-ng and flite
@@ -37,7 +37,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StackInfo]:
 
 @pytest.fixture(scope="module")
 def deployed(stack: StackInfo) -> list[str]:
-    from deployments.register import register
+    from ttseval.deployments.register import register
 
     return register(stack.api_url, stack.pool, ROOT)
 
@@ -45,7 +45,7 @@ def deployed(stack: StackInfo) -> list[str]:
 @pytest.fixture(scope="module")
 def tiny_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Three English demo items (an absolute path: the flow runs in the worker's working directory)."""
-    from corpus import DEMO_DATASET
+    from ttseval.corpus import DEMO_DATASET
 
     rows = [json.loads(line) for line in DEMO_DATASET.read_text(encoding="utf-8").splitlines() if line.strip()]
     path = tmp_path_factory.mktemp("stack-data") / "tiny.jsonl"

@@ -45,7 +45,7 @@ def test_cascade_benchmark_runs_and_prints_w_and_the_cost_ratio() -> None:
 
 
 def test_judge_cost_benchmark_prints_the_dry_run_estimate_per_system() -> None:
-    from tasks.cost import JUDGE_PROMPT_TOKENS
+    from ttseval.tasks.cost import JUDGE_PROMPT_TOKENS
 
     result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_judge_cost.py"), "--items", "100"],
                             capture_output=True, text=True, timeout=120, cwd=ROOT)

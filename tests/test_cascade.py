@@ -1,5 +1,5 @@
 """The judge cascade's routing (providers/judges/cascade.py) with scripted judges: which pairs reach the strong
-judge, what the unsettled pairs not drawn keep, and what the report's summary (metrics.cascade) counts."""
+judge, what the unsettled pairs not drawn keep, and what the report's summary (ttseval.metrics.cascade) counts."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ttseval.audio import Audio
-from ttseval.protocols import PairwiseRequest
+from ttseval.core.audio import Audio
+from ttseval.core.protocols import PairwiseRequest
 
 SILENCE = Audio(np.zeros(160, dtype=np.float32), 16000)
 
@@ -27,7 +27,7 @@ def cascade(monkeypatch, **config):
     monkeypatch.setenv("TTSEVAL_PLUGINS", json.dumps({"judge": {"scripted": "tests.fakes:ScriptedJudge"}}))
     monkeypatch.setenv("TTSEVAL_CASCADES", json.dumps({"c": {"cheap": "scripted:cheap:usd=0.001",
                                                              "strong": "scripted:strong:usd=0.02", **config}}))
-    from providers.judges.cascade import CascadeJudge
+    from ttseval.providers.judges.cascade import CascadeJudge
 
     return CascadeJudge("c")
 
@@ -57,7 +57,7 @@ def test_escalate_sample_sends_that_share_of_the_unsettled_pairs_and_the_rest_ke
     assert judge.judge_pairs(batch[50:60]) == verdicts[50:60]  # the same pairs drawn again
     assert judge.judge_id != cascade(monkeypatch).judge_id  # it changes verdicts, so it is in the id
 
-    from metrics.cascade import cascade_summary
+    from ttseval.metrics.cascade import cascade_summary
 
     rows = pd.DataFrame({"status": "ok", "comparison": [v.comparison for v in verdicts],
                          "winner_raw": [v.winner for v in verdicts]})

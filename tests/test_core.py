@@ -8,13 +8,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ttseval.categories import CATEGORIES
-from ttseval.config import Settings, load_settings
-from corpus import DEMO_DATASET
-from corpus.items import load_items, unknown_categories
-from ttseval.errors import ConfigError, DatasetError, SpecError
-from ttseval.ids import digest, stable_id
-from ttseval.registry import Spec
+from ttseval.core.categories import CATEGORIES
+from ttseval.core.config import Settings, load_settings
+from ttseval.corpus import DEMO_DATASET
+from ttseval.corpus.items import load_items, unknown_categories
+from ttseval.core.errors import ConfigError, DatasetError, SpecError
+from ttseval.core.ids import digest, stable_id
+from ttseval.core.registry import Spec
 
 
 @pytest.mark.parametrize(
@@ -155,7 +155,7 @@ def test_dataset_bad_json_line_is_named(tmp_path: Path) -> None:
 
 def test_a_nested_setting_changes_only_the_key_it_names(monkeypatch: pytest.MonkeyPatch) -> None:
     # The README's TTSEVAL_ASR__EN=... replaced the whole asr table, and the run was refused for lack of '*'.
-    from ttseval.config import load_settings
+    from ttseval.core.config import load_settings
 
     monkeypatch.setenv("TTSEVAL_ASR__EN", "faster-whisper:base")
     monkeypatch.setenv("TTSEVAL_ASR__FR", "transformers:/models/fr")
@@ -167,7 +167,7 @@ def test_a_nested_setting_changes_only_the_key_it_names(monkeypatch: pytest.Monk
 
 
 def test_a_toml_asr_table_keeps_the_fallback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from ttseval.config import load_settings
+    from ttseval.core.config import load_settings
 
     config = tmp_path / "ttseval.toml"
     config.write_text('[asr]\nhi = "transformers:/models/hi"\n')

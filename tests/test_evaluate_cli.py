@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 
 from tests.conftest import BIN, cli_env, run_cli
-from ttseval.store import ArtifactStore
+from ttseval.core.store import ArtifactStore
 
 SYSTEMS = "piper:joe,espeak-ng,flite:slt"
 

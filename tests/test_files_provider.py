@@ -14,11 +14,11 @@ import pandas as pd
 import pytest
 import soundfile as sf
 
-from tasks.synthesize import synthesize_rows
-from ttseval.config import load_settings
-from ttseval.errors import DeferredProviderError, SpecError
-from ttseval.registry import TTS, Spec
-from ttseval.store import ArtifactStore
+from ttseval.tasks.synthesize import synthesize_rows
+from ttseval.core.config import load_settings
+from ttseval.core.errors import DeferredProviderError, SpecError
+from ttseval.core.registry import TTS, Spec
+from ttseval.core.store import ArtifactStore
 
 from tests.conftest import cli_env, run_cli
 

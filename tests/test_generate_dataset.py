@@ -10,13 +10,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ttseval.protocols import LLMRequest, LLMResult
+from ttseval.core.protocols import LLMRequest, LLMResult
 from tests import gen_fakes
 from tests.fake_openai import FakeOpenAI, Reply
-from corpus import catalog
-from corpus import generation as g
-from ttseval.errors import ConfigError, DatasetError
-from ttseval.store import ArtifactStore
+from ttseval.corpus import catalog
+from ttseval.corpus import generation as g
+from ttseval.core.errors import ConfigError, DatasetError
+from ttseval.core.store import ArtifactStore
 
 KEY = "sk-test-generation-key-0123456789"
 
@@ -44,7 +44,7 @@ def llm_spec(fake: FakeOpenAI, **extra: str) -> str:
 
 
 def run(fake: FakeOpenAI, store: Path, **kw):
-    from flows.generate_dataset import generate_dataset
+    from ttseval.flows.generate_dataset import generate_dataset
 
     return generate_dataset(llm=llm_spec(fake), store=str(store), **{"breadth": 2, "breadth_batch": 2} | kw)
 
@@ -112,7 +112,7 @@ def test_spec_errors_name_the_file_and_field(tmp_path: Path) -> None:
 
 
 def test_seed_errors_name_the_line_and_fix(tmp_path: Path) -> None:
-    from corpus.generation import read_seeds
+    from ttseval.corpus.generation import read_seeds
 
     seeds = tmp_path / "seeds.jsonl"
     seeds.write_text('{"category": "questions", "text": "Why?"}\n{"category": "jokes", "text": "x"}\n'
@@ -225,8 +225,8 @@ def test_malformed_refused_duplicate_and_failed_calls_are_rows_with_reasons(
 
 def test_interrupted_run_resumes_without_repeating_finished_calls(fake: FakeOpenAI, tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    from providers.llm.openai_compat import OpenAICompatLLM
-    from tasks.llm import CallStats, cached_generate
+    from ttseval.providers.llm.openai_compat import OpenAICompatLLM
+    from ttseval.tasks.llm import CallStats, cached_generate
 
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     llm = OpenAICompatLLM("fake-gen-model", base_url=fake.base_url, concurrency="1")
@@ -338,7 +338,7 @@ def test_cli_bad_seed_file_exits_2_before_any_call(prefect_api: str, fake: FakeO
 
 
 def test_gemini_wire_format_serves_generation_too(api: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from flows.generate_dataset import generate_dataset
+    from ttseval.flows.generate_dataset import generate_dataset
     from tests.fake_gemini import FakeGemini
 
     monkeypatch.setenv("GEMINI_API_KEY", "AIza-fake-generation-key")

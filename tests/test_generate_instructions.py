@@ -18,8 +18,8 @@ import soundfile as sf
 
 from tests.conftest import cli_env, run_cli
 from tests.fake_openai import FakeOpenAI, OpenAIRequest, Reply
-from corpus import instructions as ins
-from ttseval.errors import DatasetError
+from ttseval.corpus import instructions as ins
+from ttseval.core.errors import DatasetError
 
 REFS = ("r1", "r2", "r3")
 TEXTS = {"r1": "The tide comes in twice a day.", "r2": "Nobody told me the meeting moved.",
@@ -123,7 +123,7 @@ def specs(fake: FakeOpenAI) -> tuple[str, str]:
 
 @pytest.fixture(scope="module")
 def first_run(prefect_env: str, tmp_path_factory: pytest.TempPathFactory):
-    from flows.generate_instructions import generate_instructions
+    from ttseval.flows.generate_instructions import generate_instructions
 
     folder = tmp_path_factory.mktemp("instructions")
     manifest, by_bytes = write_refs(folder)
@@ -250,10 +250,10 @@ def test_rerun_through_the_cli_makes_no_calls_and_gives_the_same_ref(first_run) 
 
 
 def test_the_evaluate_flow_reads_the_frozen_dataset(first_run) -> None:
-    from corpus.items import read_items
-    from corpus import catalog
-    from ttseval.config import load_settings
-    from ttseval.store import ArtifactStore
+    from ttseval.corpus.items import read_items
+    from ttseval.corpus import catalog
+    from ttseval.core.config import load_settings
+    from ttseval.core.store import ArtifactStore
 
     ref = first_run["result"]["ref"]
     items, sha, read = read_items(ref, load_settings(store=str(first_run["store"])))
@@ -266,7 +266,7 @@ def test_the_evaluate_flow_reads_the_frozen_dataset(first_run) -> None:
 
 # -- failures are rows -----------------------------------------------------------------------------------------
 def test_a_refused_caption_and_a_malformed_rp_fail_their_rows_only(prefect_env: str, tmp_path: Path) -> None:
-    from flows.generate_instructions import generate_instructions
+    from ttseval.flows.generate_instructions import generate_instructions
 
     manifest, by_bytes = write_refs(tmp_path)
     with FakeOpenAI(Model(by_bytes, refuse_caption="r2", malformed_rp="r3")) as fake:
@@ -289,7 +289,7 @@ def test_a_refused_caption_and_a_malformed_rp_fail_their_rows_only(prefect_env: 
 
 
 def test_validation_fails_empty_instructions() -> None:
-    from tasks.instructions import screen
+    from ttseval.tasks.instructions import screen
 
     rows = [{"item_id": "a-DSD", "task": "DSD", "instruction": "  ", "text": "Hi.", "status": "ok"},
             {"item_id": "a-XX", "task": "XX", "instruction": "Be calm.", "text": "Hi.", "status": "ok"},
@@ -303,7 +303,7 @@ def test_validation_fails_empty_instructions() -> None:
 
 
 def test_bad_manifest_rows_are_named_with_line_field_and_fix(tmp_path: Path) -> None:
-    from corpus.instructions import read_references
+    from ttseval.corpus.instructions import read_references
 
     (tmp_path / "ok.wav").write_bytes(wav_bytes(440))
     (tmp_path / "not.wav").write_text("hello")

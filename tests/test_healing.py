@@ -15,14 +15,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tasks.common import get_store
-from tasks.plan import plan_synthesis
-from tasks.synthesize import synthesize_items
-from ttseval.audio import Audio
-from ttseval.config import Settings
-from ttseval.errors import PermanentProviderError, TransientProviderError
-from ttseval.protocols import PairwiseVerdict
-from ttseval.registry import Spec
+from ttseval.tasks.common import get_store
+from ttseval.tasks.plan import plan_synthesis
+from ttseval.tasks.synthesize import synthesize_items
+from ttseval.core.audio import Audio
+from ttseval.core.config import Settings
+from ttseval.core.errors import PermanentProviderError, TransientProviderError
+from ttseval.core.protocols import PairwiseVerdict
+from ttseval.core.registry import Spec
 
 CALLS: list[str] = []
 """Texts the test providers were asked to speak (or judge), in order, across every provider object."""
@@ -227,8 +227,8 @@ def test_an_engine_that_cannot_start_fails_every_item_retryably(tmp_path: Path) 
 
 
 def test_judging_heals_a_judge_bug_and_pairs_skipped_for_a_clip_that_was_still_coming(tmp_path: Path) -> None:
-    from tasks.judge import PAIRWISE, judge_shard, plan_judge
-    from ttseval.schemas import table_from_rows
+    from ttseval.tasks.judge import PAIRWISE, judge_shard, plan_judge
+    from ttseval.core.schemas import table_from_rows
 
     base = Spec.parse("flite-like")
     settings = settings_for(tmp_path, "BuggyTTS", plugins={"judge": {"heal-judge": "tests.test_healing:BuggyJudge"}})
@@ -277,7 +277,7 @@ class EchoASR:
         self.texts: dict[int, str] = {}
 
     def transcribe(self, batch: list[Audio], languages: list[str | None]) -> list[Any]:
-        from ttseval.protocols import Transcript
+        from ttseval.core.protocols import Transcript
 
         CALLS.append(f"asr {len(batch)}")
         n_words = [round(a.duration_s / 0.05) for a in batch]  # tone(): 50 ms per word
@@ -291,7 +291,7 @@ class EchoASR:
 
 
 def test_transcription_failures_heal_except_a_reference_that_normalizes_to_nothing(tmp_path: Path) -> None:
-    from tasks.transcribe import transcribe_work
+    from ttseval.tasks.transcribe import transcribe_work
 
     settings = settings_for(tmp_path, "FixedTTS", plugins={"asr": {"heal-asr": "tests.test_healing:EchoASR"}},
                             asr={"en": "heal-asr", "*": "heal-asr"})
@@ -328,8 +328,8 @@ def test_transcription_failures_heal_except_a_reference_that_normalizes_to_nothi
 
 def test_a_judge_outage_leaves_failed_rows_that_the_next_run_asks_again(tmp_path: Path) -> None:
     # Before: an unreachable Gemini judge returned parse_ok=False verdicts stored as ok/ParseFailure, never healed.
-    from tasks.judge import PAIRWISE, judge_shard, plan_judge
-    from ttseval.schemas import table_from_rows
+    from ttseval.tasks.judge import PAIRWISE, judge_shard, plan_judge
+    from ttseval.core.schemas import table_from_rows
 
     base = Spec.parse("flite-like")
     settings = settings_for(tmp_path, "FixedTTS",
@@ -427,8 +427,8 @@ def test_every_clip_passes_quality_gates_or_its_row_names_the_ones_it_failed(tmp
                      "rate": "sample_rate"}
     from datetime import datetime, timezone
 
-    from tasks.report import RunTables, audio_checks_markdown
-    from ttseval.schemas import table_from_rows
+    from ttseval.tasks.report import RunTables, audio_checks_markdown
+    from ttseval.core.schemas import table_from_rows
 
     store = get_store(str(tmp_path))
     store.write_part("r", "items", table_from_rows("items", [

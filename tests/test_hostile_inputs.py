@@ -14,8 +14,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from corpus.items import load_items
-from ttseval.errors import ConfigError, DatasetError, SpecError
+from ttseval.corpus.items import load_items
+from ttseval.core.errors import ConfigError, DatasetError, SpecError
 
 
 def _line(item_id: object = "a", text: object = "Hello there.", **extra: object) -> str:
@@ -100,7 +100,7 @@ def test_hostile_but_valid_datasets_are_read_exactly(tmp_path: Path) -> None:
 
 
 def test_formulas_in_text_are_inert_in_every_csv_ttseval_writes() -> None:
-    from tasks.export import spreadsheet_safe
+    from ttseval.tasks.export import spreadsheet_safe
 
     frame = pd.DataFrame({"text": ['=HYPERLINK("x")', "+1", "-cmd", "@SUM(A1)", "plain", "\tx"], "wer": range(6)})
     safe = spreadsheet_safe(frame)
@@ -116,7 +116,7 @@ def test_formulas_in_text_are_inert_in_every_csv_ttseval_writes() -> None:
 ])
 def test_malformed_settings_files_are_a_config_error_naming_the_field(toml: str, message: str, tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    from ttseval.config import load_settings
+    from ttseval.core.config import load_settings
 
     path = tmp_path / "ttseval.toml"
     path.write_text(toml, encoding="utf-8")
@@ -130,8 +130,8 @@ def test_malformed_settings_files_are_a_config_error_naming_the_field(toml: str,
     ("espeak-ng:en:rate=fast", "rate"), ("files", "dir"),
 ])
 def test_malformed_provider_specs_are_a_spec_error(spec: str, message: str) -> None:
-    from flows.common import check_systems
-    from ttseval.config import load_settings
+    from ttseval.flows.common import check_systems
+    from ttseval.core.config import load_settings
 
     with pytest.raises(SpecError, match=message):
         check_systems([spec], load_settings())

@@ -18,14 +18,14 @@ import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
-from infra.serve import make_server
-from tasks.report import write_full_report
+from ttseval.infra.serve import make_server
+from ttseval.tasks.report import write_full_report
 from tests.browser import SCREENSHOTS, chromium
-from ttseval.audio import Audio, sha256_hex
-from ttseval.config import load_settings
-from ttseval.registry import Spec
-from ttseval.schemas import table_from_rows
-from ttseval.store import ArtifactStore
+from ttseval.core.audio import Audio, sha256_hex
+from ttseval.core.config import load_settings
+from ttseval.core.registry import Spec
+from ttseval.core.schemas import table_from_rows
+from ttseval.core.store import ArtifactStore
 
 CATEGORIES = ("emotions", "questions", "foreign_words", "paralinguistics", "complex_pronunciation",
               "syntactic_complexity")

@@ -13,9 +13,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from corpus.items import validate_items
-from ttseval.errors import DatasetError
-from corpus.importers import COLUMNS, import_dataset, import_emergenttts, import_instructttseval
+from ttseval.corpus.items import validate_items
+from ttseval.core.errors import DatasetError
+from ttseval.corpus.importers import COLUMNS, import_dataset, import_emergenttts, import_instructttseval
 
 AUDIO = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
 
@@ -205,7 +205,7 @@ def test_json_array_file(tmp_path):
 # --- manifests of clips made elsewhere (the `files` TTS provider) --------------------------------------------
 
 def test_instructttseval_gen_paths_become_a_manifest_under_the_imported_item_ids(tmp_path):
-    from corpus.importers import files_spec, instructttseval_generated_manifest
+    from ttseval.corpus.importers import files_spec, instructttseval_generated_manifest
 
     rows = [{"id": "en_4", "text": "Hi.", "APS": {"instruction": "Whisper.", "gen_path": "out/4_aps.wav"},
              "DSD": {"instruction": "A calm voice.", "gen_path": "s3://bucket/gen/4_dsd.wav"},
@@ -228,7 +228,7 @@ def test_instructttseval_gen_paths_become_a_manifest_under_the_imported_item_ids
 
 
 def test_emergenttts_baseline_manifest_lists_every_item_by_row_position(tmp_path):
-    from corpus.importers import EMERGENTTTS_BASELINE_LABEL, emergenttts_baseline_manifest
+    from ttseval.corpus.importers import EMERGENTTTS_BASELINE_LABEL, emergenttts_baseline_manifest
 
     assert EMERGENTTTS_BASELINE_LABEL == "gpt-4o-mini-tts-alloy"
     rows = [dict(r, unique_id_eval=i) for i, r in enumerate(ETTE_ROWS[:3])]

@@ -421,7 +421,7 @@ def test_the_images_hold_every_package_setuptools_installs() -> None:
 def test_a_cluster_that_is_slow_to_stop_fails_nothing_unless_the_run_failed(monkeypatch) -> None:
     from prefect_dask import DaskTaskRunner
 
-    from flows.runner import SettingsDaskTaskRunner
+    from ttseval.flows.runner import SettingsDaskTaskRunner
 
     def slow_close(self, *exc_info):
         raise TimeoutError

@@ -75,7 +75,7 @@ def test_instructttseval_import_evaluate_and_score(prefect_api: str, tmp_path: P
     assert sorted(p.name for p in (run / "synthesis").iterdir()) == synth_parts, "a backfill must not synthesize"
     j = pd.read_parquet(run / "instruction_judgments")
     new = j[j["judge_spec"].str.startswith("gemini:gemini-2.5-flash")]
-    from ttseval.registry import Spec
+    from ttseval.core.registry import Spec
 
     assert sorted(new["item_id"]) == aps and set(new["system_id"]) == {Spec.parse("flite:slt").id}
     assert set(new["task"]) == {"APS"} and new["follows"].all()

@@ -17,7 +17,7 @@ from tests.conftest import cli_env, run_cli
 
 @pytest.fixture(scope="module")
 def screened(prefect_api: str, tmp_path_factory: pytest.TempPathFactory):
-    from corpus import DEMO_DATASET
+    from ttseval.corpus import DEMO_DATASET
 
     rows = [json.loads(line) for line in DEMO_DATASET.read_text(encoding="utf-8").splitlines()]
     folder = tmp_path_factory.mktemp("insv")
@@ -68,7 +68,7 @@ def test_a_negative_control_speaks_every_item_and_the_card_says_it_was_caught(sc
 
 
 def test_two_recognisers_then_a_third_added_computes_only_the_third_s_rows(prefect_api: str, tmp_path) -> None:
-    from corpus import DEMO_DATASET
+    from ttseval.corpus import DEMO_DATASET
 
     rows = [json.loads(line) for line in DEMO_DATASET.read_text(encoding="utf-8").splitlines()]
     dataset = tmp_path / "items.jsonl"
@@ -166,9 +166,9 @@ def test_a_run_exports_without_its_audio(screened, tmp_path) -> None:
 
 
 def test_the_prosody_stage_measures_every_clip_and_the_report_summarises_it(screened) -> None:
-    from metrics.prosody import f0_stats, speech_segments, timing
-    from ttseval.audio import Audio
-    from ttseval.store import ArtifactStore
+    from ttseval.metrics.prosody import f0_stats, speech_segments, timing
+    from ttseval.core.audio import Audio
+    from ttseval.core.store import ArtifactStore
 
     store, _ = screened
     prosody = pd.read_parquet(store / "runs" / "insv" / "prosody")

@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from providers.judges.gemini import GeminiJudge
-from providers.judges.prompts import instruction_prompt, pairwise_prompt
+from ttseval.providers.judges.gemini import GeminiJudge
+from ttseval.providers.judges.prompts import instruction_prompt, pairwise_prompt
 from tests.fake_gemini import INSTRUCTION_OK, PAIRWISE_OK, REFUSAL_TEXT, FakeGemini, Reply
-from ttseval.audio import Audio
-from ttseval.errors import SpecError
-from ttseval.protocols import InstructionRequest, PairwiseRequest
+from ttseval.core.audio import Audio
+from ttseval.core.errors import SpecError
+from ttseval.core.protocols import InstructionRequest, PairwiseRequest
 
 KEY = "AIzaFAKE-secret-key-0123456789"
 
@@ -309,7 +309,7 @@ def test_judge_id_tracks_prompt_and_generation_settings(monkeypatch: pytest.Monk
 
 
 def test_built_from_a_spec(monkeypatch: pytest.MonkeyPatch) -> None:
-    from ttseval.registry import JUDGES
+    from ttseval.core.registry import JUDGES
 
     monkeypatch.setenv("GEMINI_API_KEY", KEY)
     j = JUDGES.build("gemini:gemini-2.5-pro:temperature=0:thinking_budget=1024")
@@ -391,8 +391,8 @@ def test_a_gate_is_held_around_every_call_retries_included_and_not_pickled(fake:
 
 
 def test_self_consistency_majority_agreement_and_samples_cached_by_index(fake: FakeGemini, tmp_path) -> None:
-    from tasks.llm import cached_generate
-    from ttseval.store import ArtifactStore
+    from ttseval.tasks.llm import cached_generate
+    from ttseval.core.store import ArtifactStore
 
     with pytest.raises(ValueError, match="samples=3 needs temperature > 0"):
         judge(fake, samples="3")

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from providers.judges.openai_audio import OpenAIJudge
-from providers.judges.prompts import instruction_prompt, pairwise_prompt
+from ttseval.providers.judges.openai_audio import OpenAIJudge
+from ttseval.providers.judges.prompts import instruction_prompt, pairwise_prompt
 from tests.fake_openai import FakeOpenAI, Reply
 from tests.test_judge_gemini import answer, instruction, pair
 
@@ -107,9 +107,9 @@ def test_clear_errors_before_any_call(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_built_from_a_spec_and_gated_like_every_vendor(fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tasks.limits import limit_calls
-    from ttseval.config import load_settings
-    from ttseval.registry import JUDGES
+    from ttseval.tasks.limits import limit_calls
+    from ttseval.core.config import load_settings
+    from ttseval.core.registry import JUDGES
 
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     built = JUDGES.build(f"openai:gpt-4o-mini-audio-preview:base_url={fake.base_url}:backoff_s=0.01")
@@ -124,9 +124,9 @@ def test_built_from_a_spec_and_gated_like_every_vendor(fake: FakeOpenAI, monkeyp
 def test_dry_run_estimate_uses_each_judges_audio_rate_and_prices(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     import pandas as pd
 
-    from tasks.cost import JUDGE_PROMPT_TOKENS, estimate_judges
-    from ttseval.config import load_settings
-    from ttseval.store import ArtifactStore
+    from ttseval.tasks.cost import JUDGE_PROMPT_TOKENS, estimate_judges
+    from ttseval.core.config import load_settings
+    from ttseval.core.store import ArtifactStore
 
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     monkeypatch.setenv("GEMINI_API_KEY", "fake-gemini-key")
@@ -150,9 +150,9 @@ def test_dry_run_estimate_uses_each_judges_audio_rate_and_prices(tmp_path, monke
 def test_an_unreachable_server_is_refused_before_any_work(tmp_path) -> None:
     import socket
 
-    from flows.common import check_judges
-    from ttseval.config import load_settings
-    from ttseval.errors import SpecError
+    from ttseval.flows.common import check_judges
+    from ttseval.core.config import load_settings
+    from ttseval.core.errors import SpecError
 
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))

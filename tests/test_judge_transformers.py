@@ -13,10 +13,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from providers.judges.prompts import instruction_prompt, pairwise_prompt, rubric_for
-from providers.judges.transformers_judge import TransformersAudioJudge
-from ttseval.audio import Audio
-from ttseval.protocols import InstructionRequest, PairwiseRequest
+from ttseval.providers.judges.prompts import instruction_prompt, pairwise_prompt, rubric_for
+from ttseval.providers.judges.transformers_judge import TransformersAudioJudge
+from ttseval.core.audio import Audio
+from ttseval.core.protocols import InstructionRequest, PairwiseRequest
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|AUDIO|>", "<|audio_bos|>", "<|audio_eos|>"]
 

@@ -142,7 +142,7 @@ def test_backfill_gemini_judge_against_fake_server_counts_calls_retries_and_pars
         # 200 responses = 12 parsed on first answer + 2 unparseable comparisons x 2 attempts each.
         assert fake.ok_responses == 16
         assert fake.status_counts[429] == 1 and fake.status_counts[500] == 1
-    from ttseval.registry import Spec
+    from ttseval.core.registry import Spec
 
     spec = Spec.parse(spec).canonical  # options sorted, as stored
     j = pd.read_parquet(store / "runs" / "j" / "judgments")
@@ -315,11 +315,11 @@ def test_self_consistency_end_to_end(judged_run, tmp_path: Path) -> None:
 
 
 def test_a_budget_keeps_the_judgements_it_can_pay_for(judged_run, monkeypatch: pytest.MonkeyPatch) -> None:
-    from flows.backfill_judge import stored_systems
-    from tasks.cost import JUDGE_PROMPT_TOKENS, Budget
-    from tasks.judge import PAIRWISE, plan_judge, within_judge_budget
-    from ttseval.config import load_settings
-    from ttseval.store import ArtifactStore
+    from ttseval.flows.backfill_judge import stored_systems
+    from ttseval.tasks.cost import JUDGE_PROMPT_TOKENS, Budget
+    from ttseval.tasks.judge import PAIRWISE, plan_judge, within_judge_budget
+    from ttseval.core.config import load_settings
+    from ttseval.core.store import ArtifactStore
 
     monkeypatch.setenv("GEMINI_API_KEY", "fake-key")
     store_dir, _, _, _, _ = judged_run

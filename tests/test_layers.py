@@ -15,37 +15,70 @@ ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 
 
-PACKAGES = ("ttseval", "corpus", "providers", "metrics", "tasks", "flows", "infra", "deployments")
+def _package_dirs() -> dict[str, str]:
+    """pyproject.toml's map of the `ttseval` package's parts to the repository's folders (the one import root)."""
+    import tomllib
+
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
 
 
 def _copy_tree(target: Path) -> Path:
-    """The packages, pyproject.toml and README of the working tree, copied to `target`."""
+    """The mapped folders, pyproject.toml and README of the working tree, copied to `target` as they are in git."""
     import shutil
 
-    for name in PACKAGES:
-        shutil.copytree(ROOT / name, target / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for folder in _package_dirs().values():
+        shutil.copytree(ROOT / folder, target / folder, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, target / name)
     return target
 
 
-def test_import_contracts_are_kept() -> None:
-    # The contracts live in pyproject.toml ([tool.importlinter]); lint-imports exits 1 on a broken one.
-    out = subprocess.run([str(BIN / "lint-imports"), "--no-cache"], cwd=ROOT, capture_output=True, text=True,
-                         timeout=300)
+def _staged_package(target: Path) -> Path:
+    """The `ttseval` package laid out as the wheel installs it (`ttseval/flows/`, `ttseval/tasks/`, ...), under
+    `target`: what lint-imports reads, since it walks one package folder and the repository keeps the parts in
+    top-level folders."""
+    import shutil
+
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for package, folder in sorted(_package_dirs().items()):
+        shutil.copytree(ROOT / folder, target / package.replace(".", "/"), ignore=ignore, dirs_exist_ok=True)
+    shutil.copy(ROOT / "pyproject.toml", target / "pyproject.toml")
+    return target
+
+
+def _lint_imports(tree: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([str(BIN / "lint-imports"), "--no-cache"], cwd=tree, capture_output=True, text=True,
+                          timeout=300, env={"PYTHONPATH": str(tree), "PATH": str(BIN)})
+
+
+def test_import_contracts_are_kept(tmp_path: Path) -> None:
+    # The contracts live in pyproject.toml ([tool.importlinter]), with no ignore_imports: the CLI is the top layer.
+    out = _lint_imports(_staged_package(tmp_path))
     assert out.returncode == 0, out.stdout + out.stderr
     assert "Contracts: 2 kept, 0 broken." in out.stdout
+    assert "ignore_imports" not in (ROOT / "pyproject.toml").read_text()
 
 
 def test_a_layer_violation_is_caught(tmp_path: Path) -> None:
     # The contract is not vacuous: a copy of the tree where the core imports a flow breaks it.
-    _copy_tree(tmp_path)
-    store = tmp_path / "ttseval" / "store.py"
-    store.write_text(store.read_text() + "\n\ndef _bad():\n    from flows.evaluate import evaluate  # noqa\n")
-    out = subprocess.run([str(BIN / "lint-imports"), "--no-cache"], cwd=tmp_path, capture_output=True, text=True,
-                         timeout=300, env={"PYTHONPATH": str(tmp_path), "PATH": str(BIN)})
+    tree = _staged_package(tmp_path)
+    store = tree / "ttseval" / "core" / "store.py"
+    store.write_text(store.read_text() + "\n\ndef _bad():\n    from ttseval.flows.evaluate import evaluate  # noqa\n")
+    out = _lint_imports(tree)
     assert out.returncode == 1, out.stdout + out.stderr
-    assert "ttseval.store -> flows.evaluate" in out.stdout
+    assert "ttseval.core.store -> ttseval.flows.evaluate" in out.stdout
+
+
+def test_nothing_imports_a_part_by_its_old_top_level_name() -> None:
+    # Before the one import root, `flows`, `tasks`, `metrics`, ... were top-level packages; an import of one by
+    # that name would now find a user's own module of the name, or nothing.
+    tracked = subprocess.run(["git", "ls-files", "*.py"], cwd=ROOT, capture_output=True, text=True,
+                             check=True).stdout.split()
+    parts = "|".join(sorted(p.split(".")[1] for p in _package_dirs() if p != "ttseval"))
+    pattern = re.compile(rf"^\s*(?:from|import) (?:{parts})(?:\.|\s|$)", re.M)
+    found = {path: pattern.findall((ROOT / path).read_text(encoding="utf-8")) for path in tracked}
+    assert {p: f for p, f in found.items() if f} == {}
+    assert len(tracked) > 200
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["providers"], ["evaluate", "--help"]])
@@ -74,26 +107,39 @@ def test_no_file_cites_a_markdown_file_the_repository_lacks() -> None:
     assert cited == {}
 
 
-def test_a_built_wheel_holds_every_data_file_and_runs_from_it(tmp_path: Path) -> None:
-    # A non-editable install (pip install ., not -e) must find the demo, the generation TOML and the seeds.
+def test_a_built_wheel_holds_only_ttseval_and_runs_beside_a_users_own_metrics_and_tasks(tmp_path: Path) -> None:
+    # A non-editable install (pip install ., not -e) must find the demo, the generation TOML and the seeds; its
+    # top level is the one package `ttseval`; and a folder holding its own `metrics.py` and `tasks/` (as the
+    # folder a Prefect worker runs a deployment from may) shadows nothing.
     source = _copy_tree(tmp_path / "src")  # a copy, so the build leaves nothing in the checkout
     wheels = tmp_path / "wheels"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
                     str(wheels), str(source)], check=True, capture_output=True, timeout=300)
     [wheel] = wheels.glob("ttseval-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
+    assert {n.split("/")[0] for n in names} == {"ttseval", wheel.name.split("-py3")[0] + ".dist-info"}
     for data in ("corpus/data/demo.jsonl", "corpus/data/generation/emergenttts.toml",
-                 "corpus/data/generation/seeds.jsonl", "deployments/prefect.yaml"):
-        assert data in names, data
+                 "corpus/data/generation/seeds.jsonl", "deployments/prefect.yaml", "tasks/report_html/app.js"):
+        assert f"ttseval/{data}" in names, data
+    for package, folder in _package_dirs().items():  # every module of every part
+        for path in (ROOT / folder).rglob("*.py"):
+            assert f"{package.replace('.', '/')}/{path.relative_to(ROOT / folder).as_posix()}" in names, path
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
                    check=True, capture_output=True, timeout=300)
-    code = ("import corpus, corpus.generation as g, corpus.items as i\n"
-            "assert corpus.__file__.startswith(%r), corpus.__file__\n"
+    user = tmp_path / "user"
+    (user / "tasks").mkdir(parents=True)
+    for own in (user / "metrics.py", user / "tasks" / "__init__.py", user / "flows.py", user / "corpus.py"):
+        own.write_text("raise ImportError('the user\\'s own module was imported')\n")
+    code = ("import sys, ttseval.corpus as corpus, ttseval.corpus.generation as g, ttseval.corpus.items as i\n"
+            "import ttseval.flows.evaluate, ttseval.tasks.report, ttseval.metrics.wer\n"
+            "assert sys.path[0] == '', sys.path[0]\n"
+            "for m in (corpus, ttseval.flows.evaluate, ttseval.tasks.report, ttseval.metrics.wer):\n"
+            "    assert m.__file__.startswith(%r), m.__file__\n"
             "spec = g.load_spec(); seeds = g.read_seeds(corpus.DEFAULT_SEEDS, spec)\n"
             "items = i.load_items(corpus.DEMO_DATASET)\n"
             "print(len(spec.categories), len(seeds), len(items))\n" % str(target))
-    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    out = subprocess.run([sys.executable, "-c", code], cwd=user, capture_output=True, text=True, timeout=120,
                          env={"PYTHONPATH": str(target), "PATH": str(BIN)})
     assert out.returncode == 0, out.stderr
     n_categories, n_seeds, n_items = map(int, out.stdout.split())

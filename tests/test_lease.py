@@ -1,4 +1,4 @@
-"""One writer per run id (ttseval/lease.py): the lease is taken atomically (local O_EXCL, S3 If-None-Match on
+"""One writer per run id (ttseval/core/lease.py): the lease is taken atomically (local O_EXCL, S3 If-None-Match on
 moto's S3 server), refused to a second invocation with who holds it, taken over when its holder died (same
 host) or stopped renewing (ttl), by exactly one of many racers; and through the CLI, a second `evaluate` on a
 run id that is being written is refused with exit 2 and the run ends without a duplicate row."""
@@ -17,9 +17,9 @@ import pandas as pd
 import pytest
 
 from tests.conftest import BIN, cli_env
-from ttseval.errors import RunBusyError
-from ttseval.lease import RunLease
-from ttseval.store import ArtifactStore
+from ttseval.core.errors import RunBusyError
+from ttseval.core.lease import RunLease
+from ttseval.core.store import ArtifactStore
 
 
 @pytest.fixture(params=["local", "s3"])

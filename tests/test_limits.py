@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tasks import limits
-from ttseval.config import load_settings
+from ttseval.tasks import limits
+from ttseval.core.config import load_settings
 
 
 def test_booking_spaces_calls_one_period_apart_and_an_idle_clock_starts_at_once() -> None:
@@ -62,7 +62,7 @@ def test_a_vendor_without_a_limit_costs_nothing_and_a_gate_is_made_once_per_task
 def test_a_cascade_s_judges_are_limited_by_their_own_vendor(monkeypatch) -> None:
     import json
 
-    from providers.judges.cascade import CascadeJudge
+    from ttseval.providers.judges.cascade import CascadeJudge
 
     monkeypatch.setenv("GEMINI_API_KEY", "fake-key")
     monkeypatch.setenv("TTSEVAL_CASCADES", json.dumps({"c": {"cheap": "gemini:gemini-2.5-flash",

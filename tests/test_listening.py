@@ -18,13 +18,13 @@ import pytest
 import soundfile as sf
 import yaml
 
-from tasks.listening import analyse_test, export_test, ingest_ratings
+from ttseval.tasks.listening import analyse_test, export_test, ingest_ratings
 from tests.conftest import cli_env, run_cli
-from ttseval.audio import Audio, sha256_hex
-from ttseval.config import load_settings
-from ttseval.errors import DatasetError, SpecError
-from ttseval.schemas import table_from_rows
-from ttseval.store import ArtifactStore
+from ttseval.core.audio import Audio, sha256_hex
+from ttseval.core.config import load_settings
+from ttseval.core.errors import DatasetError, SpecError
+from ttseval.core.schemas import table_from_rows
+from ttseval.core.store import ArtifactStore
 
 RUN = "r"
 SYSTEMS = ("good", "fair", "poor")
@@ -377,7 +377,7 @@ def test_plain_csv_mos_with_alpha_and_the_report_section(run: tuple, tmp_path: P
         role = "reference" if system == "nat" else "system"
         assert f"| {rank} | {system} | {role} | 12 | {r['mean']:.2f} | {r['std']:.2f} |" in markdown
     assert "Krippendorff's alpha (ordinal) over (item, system) units: 0." in markdown  # value: test_listening_metrics
-    from tasks.report import write_full_report
+    from ttseval.tasks.report import write_full_report
 
     report = write_full_report(store, RUN, settings, list((*SYSTEMS, "nat")), {"run_id": RUN})
     assert "## Listening tests" in report and "### Listening test `mos` (mos)" in report

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from metrics.listening import (DGWeights, cmos_summary, dg_score, fault_isolation, lambda_effect, metric_correlation,
+from ttseval.metrics.listening import (DGWeights, cmos_summary, dg_score, fault_isolation, lambda_effect, metric_correlation,
                                mos_alpha, rater_rejection, subsampling, system_stats)
 from tests.test_mos_forms import _ordinal_alpha_by_hand
 

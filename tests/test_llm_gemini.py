@@ -12,8 +12,8 @@ import pytest
 import soundfile as sf
 from pydantic import BaseModel
 
-from ttseval.protocols import LLM, LLMRequest
-from providers.llm.gemini import GeminiLLM, retry_delay_s
+from ttseval.core.protocols import LLM, LLMRequest
+from ttseval.providers.llm.gemini import GeminiLLM, retry_delay_s
 from tests.fake_gemini import REFUSAL_TEXT, FakeGemini, GeminiRequest, Reply
 from tests.fake_http import wav
 

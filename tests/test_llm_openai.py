@@ -9,9 +9,9 @@ import time
 import pytest
 from pydantic import BaseModel
 
-from ttseval.protocols import LLM, LLMRequest
-from providers.llm.base import retry_after_s as retry_delay_s
-from providers.llm.openai_compat import OpenAICompatLLM
+from ttseval.core.protocols import LLM, LLMRequest
+from ttseval.providers.llm.base import retry_after_s as retry_delay_s
+from ttseval.providers.llm.openai_compat import OpenAICompatLLM
 from tests.fake_http import wav
 from tests.fake_openai import REFUSAL_TEXT, FakeOpenAI, Reply
 
@@ -79,7 +79,7 @@ def test_structured_output_and_request_on_the_wire(fake: FakeOpenAI) -> None:
 
 
 def test_model_option_holds_colons_and_token_limit_field_is_chosen(fake: FakeOpenAI) -> None:
-    from ttseval.registry import LLMS
+    from ttseval.core.registry import LLMS
 
     # An Ollama-style name cannot sit in the spec's model slot (':' splits it); model= carries it.
     fake.script("<q9>", [Reply.ok(ANSWER)])

@@ -1,4 +1,4 @@
-"""Tests for metrics.agreement.
+"""Tests for ttseval.metrics.agreement.
 
 Independent references, per test: hand-worked values in the comments; scipy.stats
 (friedmanchisquare for the identity chi2 = m (n - 1) W, spearmanr directly); and the
@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import scipy.stats
 
-from metrics.agreement import (
+from ttseval.metrics.agreement import (
     human_alignment,
     kendalls_w,
     krippendorff_alpha,
@@ -232,7 +232,7 @@ def test_preference_alignment_identical_raters_and_errors():
 
 
 def test_degenerate_judge_flags_a_constant_or_mute_judge_and_nothing_else() -> None:
-    from metrics.agreement import degenerate_judge
+    from ttseval.metrics.agreement import degenerate_judge
 
     def rows(answers: list[str | None], status: str = "ok") -> pd.DataFrame:
         return pd.DataFrame({"status": status, "parse_ok": [a is not None for a in answers], "winner_raw": answers})

@@ -1,4 +1,4 @@
-"""Tests for metrics.bootstrap: determinism, degenerate cases, and two independent checks.
+"""Tests for ttseval.metrics.bootstrap: determinism, degenerate cases, and two independent checks.
 
 Independent computations: (1) a percentile bootstrap written here with its own numpy loop
 and its own seed; (2) the normal (delta-method) interval for a large i.i.d. sample.
@@ -7,7 +7,7 @@ and its own seed; (2) the normal (delta-method) interval for a large i.i.d. samp
 import numpy as np
 import pytest
 
-from metrics.bootstrap import CI, bootstrap_mean_ci, bootstrap_ratio_ci
+from ttseval.metrics.bootstrap import CI, bootstrap_mean_ci, bootstrap_ratio_ci
 
 Z_975 = 1.959963984540054  # standard normal 97.5% quantile
 

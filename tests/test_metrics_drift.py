@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from metrics.drift import compare_reports
+from ttseval.metrics.drift import compare_reports
 
 
 def report(**systems: dict) -> pd.DataFrame:
@@ -101,8 +101,8 @@ def test_a_report_from_before_per_recogniser_rows_is_matched_by_system() -> None
 def test_paired_drift_flags_a_regression_the_overlap_rule_misses() -> None:
     import numpy as np
 
-    from metrics.bootstrap import bootstrap_ratio_ci
-    from metrics.drift import compare_reports, paired_drift
+    from ttseval.metrics.bootstrap import bootstrap_ratio_ci
+    from ttseval.metrics.drift import compare_reports, paired_drift
 
     rng = np.random.default_rng(1)
     words = rng.integers(8, 30, size=40)

@@ -1,4 +1,4 @@
-"""Tests for metrics.instruct on hand-built verdict frames, numbers worked by hand.
+"""Tests for ttseval.metrics.instruct on hand-built verdict frames, numbers worked by hand.
 
 Independent computations: the counts and scores in the comments, derived by hand; and the
 published InstructTTSEval Table 5 row for gpt-4o-mini-tts (EN: APS 76.4, DSD 74.3, RP
@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from metrics.instruct import INSTRUCT_COLUMNS, instruction_scores
+from ttseval.metrics.instruct import INSTRUCT_COLUMNS, instruction_scores
 
 NAN = float("nan")
 COLS = ["item_id", "system_id", "judge_id", "task", "language", "follows", "parse_ok"]

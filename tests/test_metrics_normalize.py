@@ -1,4 +1,4 @@
-"""Tests for metrics.normalize: hand-worked tables per normalizer, idempotence, routing.
+"""Tests for ttseval.metrics.normalize: hand-worked tables per normalizer, idempotence, routing.
 
 Reference for english-v1/whisper-basic-v1: transformers' Whisper normalizers (the
 expectations below were worked out from their source rules). Reference for basic-v1: the
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from metrics.normalize import (
+from ttseval.metrics.normalize import (
     NORMALIZERS,
     Normalizer,
     basic_v1,
@@ -190,9 +190,9 @@ def _run_python(code):
 
 
 def test_import_is_lazy():
-    # `import metrics.normalize` must not import transformers (about 1 s); only calling an
+    # `import ttseval.metrics.normalize` must not import transformers (about 1 s); only calling an
     # english/whisper normalizer does.
-    out = _run_python("import sys, metrics.normalize; print('transformers' in sys.modules)")
+    out = _run_python("import sys, ttseval.metrics.normalize; print('transformers' in sys.modules)")
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
 
@@ -202,7 +202,7 @@ def test_missing_transformers_names_the_extra():
     # perso-arabic-v1 and basic-v1 still work, and english-v1 says which extra to install.
     code = (
         "import sys; sys.modules['transformers'] = None\n"
-        "from metrics.normalize import NORMALIZERS\n"
+        "from ttseval.metrics.normalize import NORMALIZERS\n"
         "assert NORMALIZERS['perso-arabic-v1']('سـلام،') == 'سلام'\n"
         "assert NORMALIZERS['basic-v1']('Hi!') == 'hi'\n"
         "try:\n    NORMALIZERS['english-v1']('x')\n"

@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from metrics.bootstrap import bootstrap_ratio_ci
-from metrics.paired import paired_mean, paired_ratio, paired_table
+from ttseval.metrics.bootstrap import bootstrap_ratio_ci
+from ttseval.metrics.paired import paired_mean, paired_ratio, paired_table
 
 
 def _exact_sign_flip_p(diff: np.ndarray, statistic) -> float:

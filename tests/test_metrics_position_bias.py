@@ -1,11 +1,11 @@
-"""metrics.position_bias against a case worked by hand."""
+"""ttseval.metrics.position_bias against a case worked by hand."""
 
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
-from metrics.position_bias import position_bias
+from ttseval.metrics.position_bias import position_bias
 
 
 def rows(spec: list[tuple]) -> pd.DataFrame:

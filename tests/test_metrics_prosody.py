@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from metrics.prosody import audio_gates, f0_stats, speaking_rate, speech_segments, timing
+from ttseval.metrics.prosody import audio_gates, f0_stats, speaking_rate, speech_segments, timing
 
 RATE = 16000
 
@@ -28,7 +28,7 @@ def test_f0_of_a_steady_tone_and_the_range_of_a_glide() -> None:
 
 
 def test_silence_added_around_real_speech_is_measured() -> None:
-    from providers.tts.espeak_ng import EspeakNGTTS
+    from ttseval.providers.tts.espeak_ng import EspeakNGTTS
 
     clip = EspeakNGTTS("en-us").synthesize("Hello there, this is a test of the voice activity detector.", "en")
     speech = clip.resampled(RATE).samples

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from metrics.screening import Thresholds, grapheme_class_wer, insv_card, lid_status, per_sentence
+from ttseval.metrics.screening import Thresholds, grapheme_class_wer, insv_card, lid_status, per_sentence
 
 LATERAL = "ښه"  # contains ښ, Pashto's lateral fricative class
 PLAIN = "سلام"  # none of the Pashto classes
@@ -117,7 +117,7 @@ def test_grapheme_class_wer_pools_the_utterances_that_contain_each_class() -> No
 def test_recogniser_rankings_compare_on_shared_clips_and_w_matches_scipy_friedman() -> None:
     from scipy.stats import friedmanchisquare
 
-    from metrics.screening import recogniser_rankings
+    from ttseval.metrics.screening import recogniser_rankings
 
     rows = []
     errors = {"a": {"r1": 1, "r2": 2, "r3": 1}, "b": {"r1": 3, "r2": 4, "r3": 5}, "c": {"r1": 5, "r2": 1, "r3": 9}}

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import regex
 
-from metrics.script import _data, _ranges, allowed_scripts, corpus_sfr, countable, script_fidelity
+from ttseval.metrics.script import _data, _ranges, allowed_scripts, corpus_sfr, countable, script_fidelity
 
 PASHTO = "نن سهار ما په بازار کې تازه ډوډۍ او خوږې مڼې واخیستې"  # 34 countable letters, all Perso-Arabic
 

@@ -1,15 +1,15 @@
-"""Tests for metrics.summary on small hand-built frames with the numbers worked by hand.
+"""Tests for ttseval.metrics.summary on small hand-built frames with the numbers worked by hand.
 
 Independent computation: the expectations in comments, derived by hand from the frames.
 CIs are checked for determinism, containment and independence from other systems, and
-against metrics.bootstrap directly (itself checked against independent computations).
+against ttseval.metrics.bootstrap directly (itself checked against independent computations).
 """
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from metrics.summary import SUMMARY_COLUMNS, summarize_by, summarize_systems
+from ttseval.metrics.summary import SUMMARY_COLUMNS, summarize_by, summarize_systems
 
 NAN = float("nan")
 
@@ -149,8 +149,8 @@ def test_ci_is_the_bootstrap_of_the_systems_utterances():
     # Independent of the summary plumbing: calling bootstrap_ratio_ci on sysB's hand-listed
     # counts (i1, i2, i4) with the per-system generator gives the very same interval, so
     # the summary feeds the right rows and columns to the bootstrap.
-    from metrics.bootstrap import bootstrap_mean_ci, bootstrap_ratio_ci
-    from metrics.summary import _system_rng
+    from ttseval.metrics.bootstrap import bootstrap_mean_ci, bootstrap_ratio_ci
+    from ttseval.metrics.summary import _system_rng
 
     row = _summary().iloc[0]
     wer = bootstrap_ratio_ci([1, 0, 3], [4, 6, 2], seed=_system_rng(0, "sysB", "wer"))
@@ -216,7 +216,7 @@ def _with_row(frame, row):
     ("kwargs", "message"),
     [
         # What the summary cannot compute at all. Rules of the stored tables (status values, duplicate keys, counts
-        # of ok rows, durations) are ttseval.validation's, tested in tests/test_validation.py.
+        # of ok rows, durations) are ttseval.core.validation's, tested in tests/test_validation.py.
         ({"transcripts": _with_row(TRANSCRIPTS.iloc[:3], ("i1", "sysA", "omni", "w:omni", "ok", None, 4, 1, 9))},
          "errors.*must be finite"),
         ({"transcripts": _with_row(TRANSCRIPTS.iloc[:3], ("i1", "sysA", "omni", "w:omni", "ok", 0, 0, 0, 0))},

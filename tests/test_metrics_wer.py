@@ -1,11 +1,11 @@
-"""Tests for metrics.wer: hand-worked edit counts, invariants, and jiwer's corpus figures."""
+"""Tests for ttseval.metrics.wer: hand-worked edit counts, invariants, and jiwer's corpus figures."""
 
 import dataclasses
 
 import jiwer
 import pytest
 
-from metrics.wer import ErrorCounts, corpus_rate, error_counts, mean_utterance_rate, perfect_rate
+from ttseval.metrics.wer import ErrorCounts, corpus_rate, error_counts, mean_utterance_rate, perfect_rate
 
 # (reference, hypothesis, expected counts). Character counts include spaces (jiwer default).
 ERROR_CASES = [
@@ -120,7 +120,7 @@ def test_rates_reject_bad_input(call, message):
 
 
 def test_word_alignment_marks_what_the_wer_counts() -> None:
-    from metrics.wer import word_alignment
+    from ttseval.metrics.wer import word_alignment
 
     runs = word_alignment("the cat sat on the mat", "the bat sat on mat today")
     # by hand: cat -> bat (substitution), 'the' before mat deleted, 'today' inserted: 3 errors as the WER counts

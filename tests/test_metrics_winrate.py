@@ -1,4 +1,4 @@
-"""Tests for metrics.winrate on small hand-built judgment frames, numbers worked by hand.
+"""Tests for ttseval.metrics.winrate on small hand-built judgment frames, numbers worked by hand.
 
 Independent computations: the counts and rates in the comments, derived by hand from the
 frames; the CI is checked for determinism, containment, independence from other cells,
@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from metrics.winrate import WINRATE_COLUMNS, win_rate_table
+from ttseval.metrics.winrate import WINRATE_COLUMNS, win_rate_table
 
 NAN = float("nan")
 COLS = ["item_id", "system_id", "baseline_id", "judge_id", "winner", "parse_ok", "status", "category", "depth"]
@@ -197,7 +197,7 @@ def test_duplicates_missing_columns_and_bad_options_raise():
 
 
 def test_voice_variance_is_the_sample_std_of_the_voices_win_rates() -> None:
-    from metrics.winrate import voice_variance
+    from ttseval.metrics.winrate import voice_variance
 
     # Three voices of model M (win-rates 0.2, 0.5, 0.8 overall), one voice of N (left out: a single voice).
     rows = [{"judge_id": "j", "system_id": s, "level": "overall", "category": None, "win_rate": w}

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from metrics.mos_forms import analyse_mos, counterbalanced_forms, select_subset
+from ttseval.metrics.mos_forms import analyse_mos, counterbalanced_forms, select_subset
 
 
 @pytest.mark.parametrize("n_systems,n_items,multiple", [(4, 50, 1), (3, 10, 2), (2, 7, 3), (5, 12, 1)])

@@ -10,14 +10,14 @@ import jiwer
 import numpy as np
 import pytest
 
-from providers._local_models import whisper_base_dir
-from providers.asr.faster_whisper import FasterWhisperASR
-from providers.asr.transformers_asr import TransformersASR
-from providers.tts.espeak_ng import EspeakNGTTS
-from providers.tts.piper import PiperTTS
-from ttseval.audio import Audio
+from ttseval.providers._local_models import whisper_base_dir
+from ttseval.providers.asr.faster_whisper import FasterWhisperASR
+from ttseval.providers.asr.transformers_asr import TransformersASR
+from ttseval.providers.tts.espeak_ng import EspeakNGTTS
+from ttseval.providers.tts.piper import PiperTTS
+from ttseval.core.audio import Audio
 from tests.tiny_models import CTC_VOCAB, build_tiny_ctc
-from ttseval.protocols import ASRProvider, Transcript
+from ttseval.core.protocols import ASRProvider, Transcript
 
 SENTENCE = "The quick brown fox jumps over the lazy dog."
 FRENCH = "Bonjour, je voudrais un café et un croissant, s'il vous plaît."
@@ -175,11 +175,11 @@ def test_transformers_model_option_and_missing_model(tiny_ctc_dir: Path, tmp_pat
 def test_whisper_language_table_matches_faster_whisper() -> None:
     from faster_whisper.tokenizer import _LANGUAGE_CODES
 
-    from providers.asr import WHISPER_LANGUAGES, whisper_language
+    from ttseval.providers.asr import WHISPER_LANGUAGES, whisper_language
 
     assert set(_LANGUAGE_CODES) == WHISPER_LANGUAGES
     cases = {"fr-FR": "fr", "en": "en", "cmn": "zh", "zh-CN": "zh", "nb-NO": "no", "ps": "ps", "xx": None, None: None,
-             # ISO 639-2 and deprecated tags reduce like their short forms (ttseval.languages.base_language)
+             # ISO 639-2 and deprecated tags reduce like their short forms (ttseval.core.languages.base_language)
              "eng": "en", "EN": "en", "pus": "ps", "iw": "he", "tgl": "tl", "jv": "jw", "zh-yue": "yue"}
     assert {tag: whisper_language(tag) for tag in cases} == cases
 

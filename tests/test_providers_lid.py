@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from providers.lid.fasttext_text import text_languages
-from providers.lid.transformers_lid import TransformersLID, label_language
+from ttseval.providers.lid.fasttext_text import text_languages
+from ttseval.providers.lid.transformers_lid import TransformersLID, label_language
 from tests.tiny_models import LID_LABELS, build_tiny_lid
-from ttseval.audio import Audio
-from ttseval.protocols import LanguageGuess, LanguageIdentifier
-from ttseval.registry import LIDS
+from ttseval.core.audio import Audio
+from ttseval.core.protocols import LanguageGuess, LanguageIdentifier
+from ttseval.core.registry import LIDS
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +62,7 @@ def test_labels_are_reduced_to_their_language_code() -> None:
 
 
 def test_a_missing_model_is_a_clear_error(tmp_path: Path) -> None:
-    from ttseval.errors import SpecError
+    from ttseval.core.errors import SpecError
 
     with pytest.raises(SpecError, match="transformers"):
         LIDS.build(f"transformers:{tmp_path / 'nothing-here'}")

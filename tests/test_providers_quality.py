@@ -7,11 +7,11 @@ import json
 import numpy as np
 import pytest
 
-from providers.quality.dnsmos import DNSMOSQuality
-from providers.tts.piper import PiperTTS
-from ttseval.audio import Audio
-from ttseval.errors import PermanentProviderError
-from ttseval.protocols import QualityProvider
+from ttseval.providers.quality.dnsmos import DNSMOSQuality
+from ttseval.providers.tts.piper import PiperTTS
+from ttseval.core.audio import Audio
+from ttseval.core.errors import PermanentProviderError
+from ttseval.core.protocols import QualityProvider
 
 SENTENCE = "The quick brown fox jumps over the lazy dog."
 
@@ -66,7 +66,7 @@ def test_batched_scores_equal_speechmos_own_call(dnsmos: DNSMOSQuality, speech: 
     quirk), 5 s of noise; 2 + 3 + 7 windows and more, across more than one ONNX call of WINDOWS_PER_CALL."""
     from speechmos.dnsmos import DNSMOS
 
-    import providers.quality.dnsmos as module
+    import ttseval.providers.quality.dnsmos as module
 
     rate = speech.sample_rate_hz
     long = Audio(samples=np.tile(speech.samples, 8)[: 21 * rate], sample_rate_hz=rate)
@@ -88,11 +88,11 @@ def test_batched_scores_equal_speechmos_own_call(dnsmos: DNSMOSQuality, speech: 
 
 
 def test_a_worker_share_of_the_cores_caps_the_onnx_threads(monkeypatch, speech: Audio) -> None:
-    """The flows' LocalCluster gives each worker cores / workers threads (flows.runner.local_cluster_kwargs);
+    """The flows' LocalCluster gives each worker cores / workers threads (ttseval.flows.runner.local_cluster_kwargs);
     the sessions take it, and the scores do not change with it."""
-    from flows.runner import local_cluster_kwargs
-    from providers import MODEL_THREADS_VARIABLE
-    from ttseval.config import Settings
+    from ttseval.flows.runner import local_cluster_kwargs
+    from ttseval.providers import MODEL_THREADS_VARIABLE
+    from ttseval.core.config import Settings
 
     share = local_cluster_kwargs(Settings(n_workers=2))["env"][MODEL_THREADS_VARIABLE]
     import os
@@ -107,7 +107,7 @@ def test_a_worker_share_of_the_cores_caps_the_onnx_threads(monkeypatch, speech: 
     assert options.intra_op_num_threads == 1 and options.inter_op_num_threads == 1
     assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
     assert capped.score([speech])[0].details == pytest.approx(free.score([speech])[0].details, abs=1e-5)
-    from providers.tts.piper import PiperTTS
+    from ttseval.providers.tts.piper import PiperTTS
 
     piper = PiperTTS(noise_scale="0", noise_w_scale="0")
     assert piper._load().session.get_session_options().intra_op_num_threads == 1

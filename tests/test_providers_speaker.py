@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from tests.tiny_models import build_tiny_wavlm_xvector
-from ttseval.audio import Audio
-from ttseval.errors import PermanentProviderError
-from ttseval.protocols import SpeakerEncoder
-from ttseval.registry import SPEAKERS
+from ttseval.core.audio import Audio
+from ttseval.core.errors import PermanentProviderError
+from ttseval.core.protocols import SpeakerEncoder
+from ttseval.core.registry import SPEAKERS
 
 SENTENCES = ("The quick brown fox jumps over the lazy dog, and then it runs away.",
              "Another sentence entirely, spoken by the same voice for comparison.")
@@ -112,7 +112,7 @@ def test_wavlm_xvector_equals_a_forward_pass_by_hand_alone_and_in_a_padded_batch
 
 
 def test_transformers_sv_needs_a_model_and_never_downloads(tmp_path: Path) -> None:
-    from ttseval.errors import SpecError
+    from ttseval.core.errors import SpecError
 
     with pytest.raises(SpecError, match="needs a model"):
         SPEAKERS.build("transformers-sv")

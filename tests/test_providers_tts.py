@@ -8,13 +8,13 @@ import sys
 import numpy as np
 import pytest
 
-from providers.tts.espeak_ng import EspeakNGTTS
-from providers.tts.flite import FliteTTS, flite_voices
-from providers.tts.piper import PiperTTS
-from ttseval.audio import Audio
-from ttseval.errors import PermanentProviderError, SpecError
-from ttseval.protocols import TTSProvider
-from ttseval.registry import TTS
+from ttseval.providers.tts.espeak_ng import EspeakNGTTS
+from ttseval.providers.tts.flite import FliteTTS, flite_voices
+from ttseval.providers.tts.piper import PiperTTS
+from ttseval.core.audio import Audio
+from ttseval.core.errors import PermanentProviderError, SpecError
+from ttseval.core.protocols import TTSProvider
+from ttseval.core.registry import TTS
 
 SENTENCE = "The quick brown fox jumps over the lazy dog."
 
@@ -112,9 +112,9 @@ def test_supports_language(request: pytest.FixtureRequest, fixture: str, languag
 def test_english_however_tagged_passes_validation_and_is_spoken(
     request: pytest.FixtureRequest, tag: str
 ) -> None:
-    # One reduction (ttseval.languages.base_language) for the dataset check and every provider: a tag the dataset
+    # One reduction (ttseval.core.languages.base_language) for the dataset check and every provider: a tag the dataset
     # check accepts as English is English to flite, Piper and espeak-ng too (ISO 639-2 'eng' was 'unsupported').
-    from ttseval.languages import base_language, is_known_language
+    from ttseval.core.languages import base_language, is_known_language
 
     assert is_known_language(tag.replace("_", "-")) and base_language(tag) == "en"
     for fixture in ("flite", "piper", "espeak_en_us", "espeak_auto"):
@@ -122,8 +122,8 @@ def test_english_however_tagged_passes_validation_and_is_spoken(
 
 
 def test_iso_639_2_pashto_is_pashto(espeak_auto: EspeakNGTTS, piper: PiperTTS) -> None:
-    from providers.asr import whisper_language
-    from ttseval.languages import base_language
+    from ttseval.providers.asr import whisper_language
+    from ttseval.core.languages import base_language
 
     assert base_language("pus") == base_language("ps-AF") == "ps"
     assert whisper_language("pus") == whisper_language("ps") == "ps"
@@ -205,8 +205,8 @@ def test_metadata_is_json_safe(espeak_auto: EspeakNGTTS, flite: FliteTTS, piper:
 
 def test_importing_providers_loads_no_engine_library() -> None:
     code = (
-        "import sys, providers.tts.piper, providers.tts.espeak_ng, providers.tts.flite, "
-        "providers.asr.faster_whisper, providers.asr.transformers_asr, providers.quality.dnsmos; "
+        "import sys, ttseval.providers.tts.piper, ttseval.providers.tts.espeak_ng, ttseval.providers.tts.flite, "
+        "ttseval.providers.asr.faster_whisper, ttseval.providers.asr.transformers_asr, ttseval.providers.quality.dnsmos; "
         "heavy = {'piper', 'onnxruntime', 'torch', 'transformers', 'faster_whisper', 'ctranslate2', 'speechmos'}; "
         "print(sorted(heavy & set(sys.modules)))"
     )

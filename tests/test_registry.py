@@ -14,12 +14,12 @@ from typing import Any, ClassVar
 
 import pytest
 
-from providers.tts.espeak_ng import EspeakNGTTS
-from providers.tts.flite import FliteTTS
-from ttseval.audio import Audio
-from ttseval.errors import ConfigError, SpecError
-from ttseval.protocols import ANY_LANGUAGE, METADATA_DEFAULTS, PER_VOICE, TTSProvider
-from ttseval.registry import ASR, JUDGES, LLMS, QUALITY, REGISTRIES, TTS, Registry
+from ttseval.providers.tts.espeak_ng import EspeakNGTTS
+from ttseval.providers.tts.flite import FliteTTS
+from ttseval.core.audio import Audio
+from ttseval.core.errors import ConfigError, SpecError
+from ttseval.core.protocols import ANY_LANGUAGE, METADATA_DEFAULTS, PER_VOICE, TTSProvider
+from ttseval.core.registry import ASR, JUDGES, LLMS, QUALITY, REGISTRIES, TTS, Registry
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -127,11 +127,11 @@ def test_bad_option_is_a_spec_error_naming_it() -> None:
 
 def test_a_plugin_cannot_take_a_built_in_name() -> None:
     with pytest.raises(ConfigError, match=r"setting plugins\.tts: 'flite' -> 'tests\.fakes:FlakyTTS' reuses the name "
-                                          r"of the built-in tts provider 'flite' \(providers\.tts\.flite:FliteTTS\); "
+                                          r"of the built-in tts provider 'flite' \(ttseval\.providers\.tts\.flite:FliteTTS\); "
                                           r"give the plugin another name"):
         TTS.build("flite:slt", extra={"flite": "tests.fakes:FlakyTTS"})
     # naming the built-in class itself substitutes nothing
-    assert type(TTS.build("flite:slt", extra={"flite": "providers.tts.flite:FliteTTS"})) is FliteTTS
+    assert type(TTS.build("flite:slt", extra={"flite": "ttseval.providers.tts.flite:FliteTTS"})) is FliteTTS
 
 
 def test_a_plugin_module_that_does_not_import_is_a_config_error() -> None:
@@ -299,7 +299,7 @@ def test_providers_command_lists_metadata_without_building_or_heavy_imports() ->
     # Every provider class's constructor is replaced by one that fails: listing must not build any.
     code = (
         "import sys\n"
-        "from ttseval.registry import REGISTRIES\n"
+        "from ttseval.core.registry import REGISTRIES\n"
         "def refuse(self, *a, **k):\n"
         "    raise AssertionError(f'built {type(self).__name__}')\n"
         "for registry in REGISTRIES.values():\n"

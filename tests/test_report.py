@@ -7,11 +7,11 @@ from datetime import datetime, timezone
 import pandas as pd
 import pytest
 
-from metrics.drift import compare_reports
-from tasks.report import compute_summary, drift_markdown, markdown_table, write_full_report
-from ttseval.config import Settings
-from ttseval.schemas import table_from_rows
-from ttseval.store import ArtifactStore
+from ttseval.metrics.drift import compare_reports
+from ttseval.tasks.report import compute_summary, drift_markdown, markdown_table, write_full_report
+from ttseval.core.config import Settings
+from ttseval.core.schemas import table_from_rows
+from ttseval.core.store import ArtifactStore
 
 NOW = datetime(2026, 11, 22, tzinfo=timezone.utc)
 TINY, BASE = "faster-whisper:tiny.en", "faster-whisper:base"

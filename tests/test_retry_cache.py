@@ -1,4 +1,4 @@
-"""The core's one retry policy (ttseval.retry) and one request cache (ttseval.cache)."""
+"""The core's one retry policy (ttseval.core.retry) and one request cache (ttseval.core.cache)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from ttseval.cache import RequestCache
-from ttseval.errors import RetriesExhausted, TransientProviderError
-from ttseval.retry import RetryPolicy
-from ttseval.store import ArtifactStore
+from ttseval.core.cache import RequestCache
+from ttseval.core.errors import RetriesExhausted, TransientProviderError
+from ttseval.core.retry import RetryPolicy
+from ttseval.core.store import ArtifactStore
 
 
 def is_transient(e: BaseException) -> bool:

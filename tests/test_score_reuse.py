@@ -8,13 +8,13 @@ from typing import Any, ClassVar
 
 import pytest
 
-from tasks.common import get_store, model_output_id
-from tasks.quality import score_work
-from tasks.transcribe import transcribe_work
+from ttseval.tasks.common import get_store, model_output_id
+from ttseval.tasks.quality import score_work
+from ttseval.tasks.transcribe import transcribe_work
 from tests.test_healing import CALLS, SPEC, run_synthesis, settings_for, synthesis
-from ttseval.audio import Audio
-from ttseval.protocols import QualityScore
-from ttseval.registry import REGISTRIES, Spec
+from ttseval.core.audio import Audio
+from ttseval.core.protocols import QualityScore
+from ttseval.core.registry import REGISTRIES, Spec
 
 
 class CountingMOS:
@@ -95,9 +95,9 @@ def test_reuse_off_recomputes_and_a_new_engine_version_misses(tmp_path: Path, mo
 
 
 def test_a_changed_decoding_is_a_new_asr_id_and_the_planner_uses_it(tmp_path: Path) -> None:
-    from tasks.plan import asr_models_for, quality_models_for
-    from ttseval.config import Settings
-    from ttseval.ids import stable_id
+    from ttseval.tasks.plan import asr_models_for, quality_models_for
+    from ttseval.core.config import Settings
+    from ttseval.core.ids import stable_id
 
     whisper = Spec.parse("faster-whisper:tiny.en")
     revised = REGISTRIES["asr"].output_id(whisper)
@@ -118,7 +118,7 @@ def test_a_changed_decoding_is_a_new_asr_id_and_the_planner_uses_it(tmp_path: Pa
 def test_whisper_decodes_at_temperature_zero_unless_fallback_is_asked(monkeypatch) -> None:
     import numpy as np
 
-    from providers.asr.faster_whisper import WHISPER_TEMPERATURES, FasterWhisperASR
+    from ttseval.providers.asr.faster_whisper import WHISPER_TEMPERATURES, FasterWhisperASR
 
     seen: list[Any] = []
     for options, expected in (({}, 0.0), ({"temperature_fallback": "true"}, WHISPER_TEMPERATURES)):

@@ -27,8 +27,8 @@ from tests.stack_fixtures import (  # noqa: F401  (fixtures)
     stack,
     tiny_dataset,
 )
-from infra import stack as stack_mod
-from infra.stack import StackError, StackInfo, stack_down, stack_info, stack_status, stack_up
+from ttseval.infra import stack as stack_mod
+from ttseval.infra.stack import StackError, StackInfo, stack_down, stack_info, stack_status, stack_up
 
 COMPONENTS = {"prefect-server", "prefect-worker", "dask-scheduler", "dask-worker-0", "dask-worker-1", "s3"}
 

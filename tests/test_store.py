@@ -7,9 +7,9 @@ from datetime import datetime, timedelta, timezone
 import pandas as pd
 import pytest
 
-from ttseval.errors import StoreError
-from ttseval.schemas import table_from_rows
-from ttseval.store import ArtifactStore
+from ttseval.core.errors import StoreError
+from ttseval.core.schemas import table_from_rows
+from ttseval.core.store import ArtifactStore
 
 
 @pytest.fixture(params=["local", "s3"])
@@ -91,7 +91,7 @@ def test_audio_is_content_addressed_and_stored_once(store: ArtifactStore) -> Non
 def test_replace_table_leaves_one_part(store: ArtifactStore) -> None:
     import pyarrow as pa
 
-    from ttseval.schemas import REPORT
+    from ttseval.core.schemas import REPORT
 
     for n in (1, 2):
         frame = pd.DataFrame([{"system_id": f"s{n}"}]).reindex(columns=REPORT.names)

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from tests.tiny_models import build_tiny_dia
-from ttseval.audio import Audio
-from ttseval.errors import PermanentProviderError
-from ttseval.protocols import TTSProvider, VoicePrompt
-from ttseval.registry import TTS
+from ttseval.core.audio import Audio
+from ttseval.core.errors import PermanentProviderError
+from ttseval.core.protocols import TTSProvider, VoicePrompt
+from ttseval.core.registry import TTS
 
 
 @pytest.fixture(scope="module")
@@ -84,11 +84,11 @@ def test_sampling_is_seeded_per_request(tiny_dia: Path) -> None:
 
 
 def test_the_synthesis_stage_hands_dia_each_items_stored_prompt(dia, tiny_dia: Path, tmp_path: Path) -> None:
-    from tasks.synthesize import synthesize_rows
-    from ttseval.audio import sha256_hex
-    from ttseval.config import load_settings
-    from ttseval.registry import Spec
-    from ttseval.store import ArtifactStore
+    from ttseval.tasks.synthesize import synthesize_rows
+    from ttseval.core.audio import sha256_hex
+    from ttseval.core.config import load_settings
+    from ttseval.core.registry import Spec
+    from ttseval.core.store import ArtifactStore
 
     store = ArtifactStore(str(tmp_path / "store"))
     wav = PROMPT.audio.to_wav_bytes()

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import BIN, _stop, cli_env, free_port, run_cli
-from ttseval.audio import Audio
+from ttseval.core.audio import Audio
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -60,7 +60,7 @@ def tiny_vits(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def build(spec: str) -> Any:
-    from ttseval.registry import TTS
+    from ttseval.core.registry import TTS
 
     return TTS.build(spec)
 
@@ -107,10 +107,10 @@ def test_multi_speaker_batches_match_too(tmp_path: Path) -> None:
 
 
 def test_synthesis_stage_uses_synthesize_batch_and_stores_ok_rows(tiny_vits: Path, tmp_path: Path) -> None:
-    from tasks.synthesize import synthesize_rows
-    from ttseval.config import load_settings
-    from ttseval.registry import Spec
-    from ttseval.store import ArtifactStore
+    from ttseval.tasks.synthesize import synthesize_rows
+    from ttseval.core.config import load_settings
+    from ttseval.core.registry import Spec
+    from ttseval.core.store import ArtifactStore
 
     spec = Spec.parse(f"transformers-tts:model={tiny_vits}:batch_size=2")
     provider = build(spec.canonical)
@@ -136,7 +136,7 @@ def test_synthesis_stage_uses_synthesize_batch_and_stores_ok_rows(tiny_vits: Pat
 
 
 def test_missing_model_names_the_path_and_bad_input_is_permanent(tiny_vits: Path, tmp_path: Path) -> None:
-    from ttseval.errors import PermanentProviderError, SpecError
+    from ttseval.core.errors import PermanentProviderError, SpecError
 
     missing = tmp_path / "no-such-model"
     with pytest.raises(SpecError, match=str(missing)):
@@ -161,7 +161,7 @@ def test_missing_model_names_the_path_and_bad_input_is_permanent(tiny_vits: Path
 def test_cuda_out_of_memory_is_transient(tiny_vits: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
 
-    from ttseval.errors import TransientProviderError
+    from ttseval.core.errors import TransientProviderError
 
     tts = build(f"transformers-tts:model={tiny_vits}")
     model = tts._load()[0]
@@ -186,7 +186,7 @@ class EchoASR:
         pass
 
     def transcribe(self, batch: list[Audio], languages: list[str | None]) -> list[Any]:
-        from ttseval.protocols import Transcript
+        from ttseval.core.protocols import Transcript
 
         return [Transcript(text="hello") for _ in batch]
 
@@ -201,7 +201,7 @@ class FlatMOS:
         pass
 
     def score(self, batch: list[Audio]) -> list[Any]:
-        from ttseval.protocols import QualityScore
+        from ttseval.core.protocols import QualityScore
 
         return [QualityScore(mos=3.0) for _ in batch]
 
@@ -283,14 +283,14 @@ def test_synthesis_shards_of_a_gpu_provider_run_on_the_gpu_worker(tiny_vits: Pat
     placed = {str(r["key"]): r["worker"] for r in stream}
     synth = [(r["key"], r["worker"]) for r in stream if str(r["key"]).startswith("synthesize_task-")]
     assert len(synth) == 6, f"expected 2 x 3 synthesis shards (6 items, shard_size 2) in the task stream: {placed}"
-    # transformers-tts's 3 shards can only run on the GPU worker; espeak-ng's carry CPU=1 (flows.common.placement;
+    # transformers-tts's 3 shards can only run on the GPU worker; espeak-ng's carry CPU=1 (ttseval.flows.common.placement;
     # its annotations are tested in test_placement_of_model_and_cpu_stages), so they all run on the CPU worker
     by_system = Counter(w for _, w in synth)
     assert by_system == {gpu_worker: 3, cpu_worker: 3}, f"synthesis ran on {synth}; GPU worker {gpu_worker}"
     models = {k: w for k, w in placed.items() if k.startswith(("transcribe_task-", "quality_task-", "lid_task-"))}
     assert len(models) == 18 and set(models.values()) == {gpu_worker}, models  # ASR, MOS and LID go there too
 
-    from ttseval.store import ArtifactStore
+    from ttseval.core.store import ArtifactStore
 
     store = ArtifactStore(str(tmp_path / "store"))
     rows = store.read("gpu", "synthesis")
@@ -311,9 +311,9 @@ def test_synthesis_shards_of_a_gpu_provider_run_on_the_gpu_worker(tiny_vits: Pat
 def test_placement_of_model_and_cpu_stages() -> None:
     import dask
 
-    from flows.common import placement
-    from flows.runner import local_cluster_kwargs
-    from ttseval.config import load_settings
+    from ttseval.flows.common import placement
+    from ttseval.flows.runner import local_cluster_kwargs
+    from ttseval.core.config import load_settings
 
     gpu, cpu = load_settings(gpu=True), load_settings(gpu=False)
 

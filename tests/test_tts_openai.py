@@ -8,13 +8,13 @@ from collections import Counter
 
 import pytest
 
-from providers.tts.openai_speech import OpenAISpeechTTS
-from tasks.synthesize import synthesize_rows
+from ttseval.providers.tts.openai_speech import OpenAISpeechTTS
+from ttseval.tasks.synthesize import synthesize_rows
 from tests.fake_tts import FakeOpenAISpeech, TTSReply
-from ttseval.config import load_settings
-from ttseval.errors import DeferredProviderError, PermanentProviderError, TransientProviderError
-from ttseval.registry import TTS, Spec
-from ttseval.store import ArtifactStore
+from ttseval.core.config import load_settings
+from ttseval.core.errors import DeferredProviderError, PermanentProviderError, TransientProviderError
+from ttseval.core.registry import TTS, Spec
+from ttseval.core.store import ArtifactStore
 
 KEY = "sk-test-secret-0123456789"
 
@@ -128,7 +128,7 @@ def test_error_classes(fake, env) -> None:
 
 
 def test_a_key_in_a_spec_is_refused_without_repeating_it() -> None:
-    from ttseval.errors import SpecError
+    from ttseval.core.errors import SpecError
 
     with pytest.raises(SpecError) as raised:
         TTS.build("openai:alloy:api_key=sk-leaked-123")
@@ -136,7 +136,7 @@ def test_a_key_in_a_spec_is_refused_without_repeating_it() -> None:
 
 
 def test_strong_prompting_and_item_instructions_reach_the_instructions_field(fake, env, tmp_path) -> None:
-    from ttseval.categories import CATEGORIES
+    from ttseval.core.categories import CATEGORIES
 
     spec = Spec.parse(f"openai:coral:base_url={fake.base_url}:model=gpt-4o-mini-tts:prompt=category")
     tts = TTS.build(spec)
@@ -155,7 +155,7 @@ def test_a_key_from_a_prefect_secret_block_when_the_variable_is_unset(prefect_ap
     from prefect.blocks.system import Secret
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    from tasks.common import build_provider
+    from ttseval.tasks.common import build_provider
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with temporary_settings({PREFECT_API_URL: prefect_api}), FakeOpenAISpeech(api_key=KEY) as fake:

@@ -9,18 +9,18 @@ from typing import Any
 
 import pytest
 
-from providers.tts.cartesia import CartesiaTTS
-from providers.tts.deepgram import DeepgramTTS
-from providers.tts.elevenlabs import ElevenLabsTTS
-from tasks.synthesize import synthesize_rows
+from ttseval.providers.tts.cartesia import CartesiaTTS
+from ttseval.providers.tts.deepgram import DeepgramTTS
+from ttseval.providers.tts.elevenlabs import ElevenLabsTTS
+from ttseval.tasks.synthesize import synthesize_rows
 from tests.fake_cartesia import FakeCartesia
 from tests.fake_deepgram import FakeDeepgram
 from tests.fake_elevenlabs import FakeElevenLabs
 from tests.fake_tts import TTSReply
-from ttseval.config import load_settings
-from ttseval.errors import DeferredProviderError, PermanentProviderError, TransientProviderError
-from ttseval.registry import TTS, Spec
-from ttseval.store import ArtifactStore
+from ttseval.core.config import load_settings
+from ttseval.core.errors import DeferredProviderError, PermanentProviderError, TransientProviderError
+from ttseval.core.registry import TTS, Spec
+from ttseval.core.store import ArtifactStore
 
 KEY = "vendor-secret-key-0123456789abcdef"
 TEXT = "Hello there, how are you?"  # 25 characters: 0.5 s of the fakes' speech

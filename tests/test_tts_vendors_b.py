@@ -9,18 +9,18 @@ import pickle
 
 import pytest
 
-from providers.tts.azure import AzureTTS
-from providers.tts.gemini_tts import PREBUILT_VOICES, GeminiTTS
-from providers.tts.hume import HumeTTS
-from tasks.synthesize import synthesize_rows
+from ttseval.providers.tts.azure import AzureTTS
+from ttseval.providers.tts.gemini_tts import PREBUILT_VOICES, GeminiTTS
+from ttseval.providers.tts.hume import HumeTTS
+from ttseval.tasks.synthesize import synthesize_rows
 from tests.fake_azure import FakeAzureSpeech
 from tests.fake_gemini_tts import FakeGeminiTTS, blocked, google_error, refusal
 from tests.fake_hume import FakeHume, voice_id
 from tests.fake_tts import TTSReply
-from ttseval.config import load_settings
-from ttseval.errors import DeferredProviderError, PermanentProviderError, TransientProviderError
-from ttseval.registry import TTS, Spec
-from ttseval.store import ArtifactStore
+from ttseval.core.config import load_settings
+from ttseval.core.errors import DeferredProviderError, PermanentProviderError, TransientProviderError
+from ttseval.core.registry import TTS, Spec
+from ttseval.core.store import ArtifactStore
 
 KEY = "vendor-test-secret-0123456789"
 TEXT = "Hello there, how are you?"

@@ -29,7 +29,7 @@ from tests.stack_fixtures import (  # noqa: F401  (fixtures)
     tiny_dataset,
     wait_flow_run,
 )
-from infra.stack import StackInfo
+from ttseval.infra.stack import StackInfo
 from tests.browser import chromium, require_chromium
 
 from selenium import webdriver  # noqa: E402

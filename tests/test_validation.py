@@ -1,6 +1,6 @@
 """One validation path: Great Expectations suites built from the declared schemas and rules, for every stage table.
 
-Frames are built with the declared schemas (ttseval.schemas.table_from_rows), as the stages write them.
+Frames are built with the declared schemas (ttseval.core.schemas.table_from_rows), as the stages write them.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from datetime import datetime, timezone
 import pandas as pd
 import pytest
 
-from ttseval.errors import DatasetError
-from ttseval.schemas import TABLES, table_from_rows
-from ttseval.validation import TABLE_RULES, check_table, require_valid
+from ttseval.core.errors import DatasetError
+from ttseval.core.schemas import TABLES, table_from_rows
+from ttseval.core.validation import TABLE_RULES, check_table, require_valid
 
 NOW = datetime(2026, 11, 22, tzinfo=timezone.utc)
 STAMP = {"created_at": NOW}
@@ -66,7 +66,7 @@ def test_sound_stage_tables_pass(table: str) -> None:
 
 
 def test_every_stored_table_has_rules_from_its_schema() -> None:
-    # each table's key uniqueness and non-null columns come from ttseval.schemas, not a hand-kept list
+    # each table's key uniqueness and non-null columns come from ttseval.core.schemas, not a hand-kept list
     for name, definition in TABLES.items():
         names = {r.name for r in TABLE_RULES[name]}
         assert f"({', '.join(definition.key)}) is unique" in names or f"{definition.key[0]} is unique" in names
@@ -119,7 +119,7 @@ def test_rules_the_summary_used_to_recheck() -> None:
 def test_a_missing_column_is_a_problem_not_a_traceback() -> None:
     problems = check_table("quality", SOUND["quality"].drop(columns=["mos"]))
     assert problems == ["rule 'declared columns are present' fails: quality lacks column(s) ['mos']. "
-                        "Fix: build the frame with ttseval.schemas.QUALITY (table_from_rows)"]
+                        "Fix: build the frame with ttseval.core.schemas.QUALITY (table_from_rows)"]
 
 
 def test_validation_prints_nothing_even_with_info_logging_on() -> None:
@@ -128,7 +128,7 @@ def test_validation_prints_nothing_even_with_info_logging_on() -> None:
     # "Created temporary directory '...' for ephemeral docs site" (and GE's import-time INFO lines).
     code = ("import logging; logging.basicConfig(level=logging.INFO)\n"
             "import pandas as pd\n"
-            "from ttseval.validation import check_table\n"
+            "from ttseval.core.validation import check_table\n"
             "assert check_table('quality', pd.DataFrame({'item_id': ['i'], 'system_id': ['s'], 'quality_id': ['q'],"
             " 'quality_spec': ['d'], 'status': ['ok'], 'mos': [3.0], 'created_at': [pd.Timestamp.now(tz='UTC')]})) == []\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -16,13 +16,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from corpus.importers import import_seedtts, seedtts_ground_truth_manifest
-from metrics.similarity import cosine_similarity, similarity_summary
+from ttseval.corpus.importers import import_seedtts, seedtts_ground_truth_manifest
+from ttseval.metrics.similarity import cosine_similarity, similarity_summary
 from tests.conftest import cli_env, run_cli
-from ttseval.audio import Audio
-from ttseval.errors import DatasetError
-from ttseval.protocols import VoicePrompt
-from ttseval.store import ArtifactStore
+from ttseval.core.audio import Audio
+from ttseval.core.errors import DatasetError
+from ttseval.core.protocols import VoicePrompt
+from ttseval.core.store import ArtifactStore
 
 TEXTS = {"u1": "The weather was mild and the river ran slowly past the town.",
          "u2": "She packed three books and a lamp before the train left.",
@@ -60,7 +60,7 @@ def test_cosine_similarity_matches_scipy_and_a_hand_worked_case() -> None:
 
 
 def test_similarity_summary_is_per_encoder_and_system_and_skips_failed_rows() -> None:
-    from metrics.bootstrap import bootstrap_mean_ci
+    from ttseval.metrics.bootstrap import bootstrap_mean_ci
 
     frame = pd.DataFrame([
         {"encoder_id": "e1", "encoder_spec": "resemblyzer", "system_id": "a", "similarity": 0.9, "status": "ok",
@@ -114,10 +114,10 @@ class NoCloner(EchoCloner):
 
 
 def test_a_cloning_system_gets_each_items_prompt_and_the_prompt_is_part_of_the_request_key(tmp_path: Path) -> None:
-    from tasks.synthesize import synthesize_rows
-    from ttseval.audio import sha256_hex
-    from ttseval.config import load_settings
-    from ttseval.registry import Spec
+    from ttseval.tasks.synthesize import synthesize_rows
+    from ttseval.core.audio import sha256_hex
+    from ttseval.core.config import load_settings
+    from ttseval.core.registry import Spec
 
     store = ArtifactStore(str(tmp_path / "store"))
     settings = load_settings(store=store.uri)
@@ -268,13 +268,13 @@ def test_a_second_run_recomputes_no_similarity(seedtts_run) -> None:
 
 
 def test_a_systems_reference_voice_is_the_reference_where_items_have_no_prompt(tmp_path: Path) -> None:
-    from flows.common import register_items
-    from tasks.similarity import similarity_work
-    from tasks.voices import References, store_prompts, store_reference_voices
-    from ttseval.audio import sha256_hex
-    from ttseval.config import load_settings
-    from ttseval.errors import ConfigError
-    from ttseval.registry import Spec
+    from ttseval.flows.common import register_items
+    from ttseval.tasks.similarity import similarity_work
+    from ttseval.tasks.voices import References, store_prompts, store_reference_voices
+    from ttseval.core.audio import sha256_hex
+    from ttseval.core.config import load_settings
+    from ttseval.core.errors import ConfigError
+    from ttseval.core.registry import Spec
 
     for name, engine in (("voice", "espeak"), ("same", "espeak"), ("other", "flite"), ("prompt", "flite")):
         _speak(engine, TEXTS["u1"] if name != "voice" else PROMPT_TEXTS["u2"], tmp_path / f"{name}.wav")
@@ -309,7 +309,7 @@ def test_a_systems_reference_voice_is_the_reference_where_items_have_no_prompt(t
 
 
 def test_an_unreadable_prompt_is_refused_naming_row_item_and_path_and_nothing_is_written(tmp_path: Path) -> None:
-    from tasks.voices import store_prompts
+    from ttseval.tasks.voices import store_prompts
 
     (tmp_path / "not-audio.wav").write_text("hello")
     items = pd.DataFrame([{"item_id": "a", "prompt_audio_uri": None},
@@ -326,7 +326,7 @@ def test_an_unreadable_prompt_is_refused_naming_row_item_and_path_and_nothing_is
 
 def test_a_prompt_path_relative_to_the_items_file_is_resolved_and_a_missing_one_exits_2(
         prefect_api: str, tmp_path: Path) -> None:
-    from corpus.items import load_items
+    from ttseval.corpus.items import load_items
 
     (tmp_path / "data" / "prompts").mkdir(parents=True)
     _speak("espeak", PROMPT_TEXTS["u1"], tmp_path / "data" / "prompts" / "p.wav")

@@ -13,7 +13,7 @@ import os
 import sys
 from collections.abc import Iterator
 
-from ttseval.errors import ConfigError, DatasetError, RunBusyError, SpecError, StoreUnwritableError, TTSEvalError
+from ttseval.core.errors import ConfigError, DatasetError, RunBusyError, SpecError, StoreUnwritableError, TTSEvalError
 
 USER_ERRORS = (DatasetError, SpecError, ConfigError, RunBusyError, StoreUnwritableError)
 
@@ -71,19 +71,19 @@ def prefect_api() -> Iterator[None]:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from ttseval.config import load_settings
-    from ttseval.registry import Spec
+    from ttseval.core.config import load_settings
+    from ttseval.core.registry import Spec
 
     settings = load_settings(store=args.store, shard_size=args.shard_size, dask_address=args.dask_address,
                              n_workers=args.workers, budget_usd=args.budget_usd)
     # Everything a user can get wrong is checked here, before Prefect starts and before the store is touched.
-    from corpus.items import read_items
+    from ttseval.corpus.items import read_items
 
     read_items(args.dataset, settings)
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
-    from flows.common import check_judges, check_systems
-    from flows.evaluate import evaluate
-    from flows.runner import task_runner
+    from ttseval.flows.common import check_judges, check_systems
+    from ttseval.flows.evaluate import evaluate
+    from ttseval.flows.runner import task_runner
 
     env = {"TTSEVAL_STORE": settings.store, "TTSEVAL_SHARD_SIZE": str(settings.shard_size)}
     for flag, field in ((args.controls, "controls"), (args.natural, "natural")):  # roles: also systems of the run
@@ -104,7 +104,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     check_judges(instruction_judges if instruction_judges is not None else settings.instruction_judges, settings,
                  role="instruction")
     if args.dry_run:
-        from tasks.cost import dry_run
+        from ttseval.tasks.cost import dry_run
 
         table = dry_run(args.dataset, systems, args.run_id, args.baseline,
                         judges if judges is not None else settings.judges,
@@ -126,8 +126,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def _print_report(settings, run_id: str, system_ids: list[str] | None) -> None:
-    from tasks.report import compute_summary, compute_winrates, leaderboard_markdown, print_table
-    from ttseval.store import ArtifactStore
+    from ttseval.tasks.report import compute_summary, compute_winrates, leaderboard_markdown, print_table
+    from ttseval.core.store import ArtifactStore
 
     store = ArtifactStore(settings.store)
     if store.read(run_id, "items").empty:
@@ -141,17 +141,17 @@ def _print_report(settings, run_id: str, system_ids: list[str] | None) -> None:
 
         Console(width=200).print(Markdown(board))
     if store.exists(f"runs/{run_id}/html/index.html"):
-        from tasks.html_report import html_location
+        from ttseval.tasks.html_report import html_location
 
         print(f"HTML report (every clip playable, with its transcript, scores and verdicts): "
               f"{html_location(store, run_id)}")
 
 
 def cmd_backfill_judge(args: argparse.Namespace) -> int:
-    from flows.backfill_judge import backfill_judge
-    from flows.common import check_judges
-    from flows.runner import task_runner
-    from ttseval.config import load_settings
+    from ttseval.flows.backfill_judge import backfill_judge
+    from ttseval.flows.common import check_judges
+    from ttseval.flows.runner import task_runner
+    from ttseval.core.config import load_settings
 
     settings = load_settings(store=args.store, dask_address=args.dask_address, n_workers=args.workers)
     check_judges([args.judge], settings, role=args.kind)
@@ -173,9 +173,9 @@ def cmd_human_alignment(args: argparse.Namespace) -> int:
     """How well each judge of a run agrees with human pairwise preferences from a CSV."""
     import pandas as pd
 
-    from metrics.agreement import preference_alignment
-    from ttseval.config import load_settings
-    from ttseval.store import ArtifactStore
+    from ttseval.metrics.agreement import preference_alignment
+    from ttseval.core.config import load_settings
+    from ttseval.core.store import ArtifactStore
 
     human = pd.read_csv(args.human, dtype=str)
     missing = {"item_id", "system_id", "preference"} - set(human.columns)
@@ -204,8 +204,8 @@ def cmd_human_alignment(args: argparse.Namespace) -> int:
 
 
 def cmd_nightly(args: argparse.Namespace) -> int:
-    from flows.nightly import nightly
-    from ttseval.config import load_settings
+    from ttseval.flows.nightly import nightly
+    from ttseval.core.config import load_settings
 
     settings = load_settings(store=args.store)
     os.environ["TTSEVAL_STORE"] = settings.store
@@ -215,7 +215,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
     print(f"nightly run {result['run_id']}: {result['cache_hits']} clips reused from earlier runs; "
           f"previous run {result['previous_run'] or 'none'}; flagged changes: {result['flagged']}")
     if result["previous_run"]:
-        from ttseval.store import ArtifactStore
+        from ttseval.core.store import ArtifactStore
 
         print(ArtifactStore(settings.store).read_bytes(f"runs/{result['run_id']}/drift.md").decode())
     return 0
@@ -223,11 +223,11 @@ def cmd_nightly(args: argparse.Namespace) -> int:
 
 def cmd_generate_dataset(args: argparse.Namespace) -> int:
     """Grow a seed file into a frozen dataset version with an LLM (EmergentTTS-Eval's breadth and depth)."""
-    from corpus import generation
-    from corpus.generation import read_seeds
-    from flows.generate_dataset import generate_dataset
-    from tasks.common import get_provider
-    from ttseval.config import load_settings
+    from ttseval.corpus import generation
+    from ttseval.corpus.generation import read_seeds
+    from ttseval.flows.generate_dataset import generate_dataset
+    from ttseval.tasks.common import get_provider
+    from ttseval.core.config import load_settings
 
     settings = load_settings(store=args.store)
     spec = generation.load_spec(args.categories)
@@ -253,10 +253,10 @@ def cmd_generate_dataset(args: argparse.Namespace) -> int:
 
 def cmd_generate_instructions(args: argparse.Namespace) -> int:
     """Caption reference clips and write InstructTTSEval-style APS, DSD and RP instructions into a frozen dataset."""
-    from corpus.instructions import read_references
-    from flows.generate_instructions import generate_instructions
-    from tasks.common import get_provider
-    from ttseval.config import load_settings
+    from ttseval.corpus.instructions import read_references
+    from ttseval.flows.generate_instructions import generate_instructions
+    from ttseval.tasks.common import get_provider
+    from ttseval.core.config import load_settings
 
     settings = load_settings(store=args.store, seed=args.seed)
     read_references(args.references)
@@ -285,14 +285,14 @@ def cmd_stack(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from infra.stack import stack_down, stack_status, stack_up
+    from ttseval.infra.stack import stack_down, stack_status, stack_up
 
     folder = Path(args.folder)
     if args.action == "up":
         info = stack_up(folder, gpu=args.gpu)
         print(info.describe())
         if args.deploy:
-            from deployments.register import register
+            from ttseval.deployments.register import register
 
             print("\n".join(register(info.api_url, info.pool)))
     elif args.action == "down":
@@ -304,7 +304,7 @@ def cmd_stack(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from ttseval.config import load_settings
+    from ttseval.core.config import load_settings
 
     settings = load_settings(store=args.store)
     _print_report(settings, args.run_id, None)
@@ -314,8 +314,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_mos_forms(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from tasks.mos_forms import export_mos_forms
-    from ttseval.config import load_settings
+    from ttseval.tasks.mos_forms import export_mos_forms
+    from ttseval.core.config import load_settings
 
     settings = load_settings(store=args.store)
     manifest = export_mos_forms(settings, args.run_id, Path(args.out), language=args.language, n=args.n,
@@ -330,7 +330,7 @@ def cmd_mos_forms(args: argparse.Namespace) -> int:
 def cmd_mos_analyze(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from tasks.mos_forms import analyse_mos_ratings
+    from ttseval.tasks.mos_forms import analyse_mos_ratings
 
     print(analyse_mos_ratings(Path(args.forms), Path(args.ratings)))
     return 0
@@ -340,12 +340,12 @@ def cmd_human_eval(args: argparse.Namespace) -> int:
     """Listening tests (Rethinking MUSHRA): export for webMUSHRA, ingest results, analyse."""
     from pathlib import Path
 
-    from ttseval.config import load_settings
+    from ttseval.core.config import load_settings
 
     settings = load_settings(store=args.store)
     os.environ["TTSEVAL_STORE"] = settings.store
     if args.step == "ingest":  # no flow: a file read and one table part written
-        from tasks.listening import ingest_ratings
+        from ttseval.tasks.listening import ingest_ratings
 
         done = ingest_ratings(settings, args.run_id, args.test_id, [Path(p) for p in args.results])
         print(f"test {done['test_id']} ({done['kind']}): read {done['read']} ratings, stored {done['stored']} "
@@ -353,7 +353,7 @@ def cmd_human_eval(args: argparse.Namespace) -> int:
               f"{done['pages_without_hidden_reference']} pages without a hidden-reference rating; raters: "
               f"{', '.join(done['raters']) or 'none new'}")
         return 0
-    from flows.human_eval import human_eval
+    from ttseval.flows.human_eval import human_eval
 
     with prefect_api():
         if args.step == "export":
@@ -375,8 +375,8 @@ def cmd_human_eval(args: argparse.Namespace) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """A store's HTML reports over HTTP, read-only (infra/serve.py)."""
-    from infra.serve import make_server
-    from ttseval.config import load_settings
+    from ttseval.infra.serve import make_server
+    from ttseval.core.config import load_settings
 
     settings = load_settings(store=args.store)
     server = make_server(settings.store, args.host, args.port)
@@ -394,8 +394,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from tasks.export import export_run
-    from ttseval.config import load_settings
+    from ttseval.tasks.export import export_run
+    from ttseval.core.config import load_settings
 
     tables = export_run(load_settings(store=args.store), args.run_id, Path(args.out))
     print(f"{len(tables)} tables ({', '.join(tables)}), the report and the run logs in {args.out}; no audio")
@@ -403,8 +403,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_leaderboard(args: argparse.Namespace) -> int:
-    from tasks.leaderboard import leaderboard, leaderboard_markdown
-    from ttseval.config import load_settings
+    from ttseval.tasks.leaderboard import leaderboard, leaderboard_markdown
+    from ttseval.core.config import load_settings
 
     boards = leaderboard(load_settings(store=args.store))
     if not boards:
@@ -418,8 +418,8 @@ def cmd_import_dataset(args: argparse.Namespace) -> int:
     gen_path fields) also a `files` manifest next to it, and print the system spec that reads it."""
     from pathlib import Path
 
-    from corpus import importers
-    from corpus.items import validate_items
+    from ttseval.corpus import importers
+    from ttseval.corpus.items import validate_items
 
     if args.format == "seedtts":
         return _import_seedtts(args)
@@ -478,8 +478,8 @@ def _import_seedtts(args: argparse.Namespace) -> int:
     also a `files` manifest of them, the natural-speech system."""
     from pathlib import Path
 
-    from corpus import importers
-    from corpus.items import validate_items
+    from ttseval.corpus import importers
+    from ttseval.corpus.items import validate_items
 
     if args.baseline_audios is not None or args.system_name is not None:
         raise SpecError("--baseline-audios and --system-name are not for --format seedtts; drop them")
@@ -509,9 +509,9 @@ def _import_seedtts(args: argparse.Namespace) -> int:
 
 def cmd_voices(args: argparse.Namespace) -> int:
     """List a TTS provider's voices where its API (or engine) offers a list."""
-    from tasks.common import build_provider
-    from ttseval.config import load_settings
-    from ttseval.registry import Spec
+    from ttseval.tasks.common import build_provider
+    from ttseval.core.config import load_settings
+    from ttseval.core.registry import Spec
 
     settings = load_settings()
     spec = Spec.parse(args.spec)
@@ -533,8 +533,8 @@ def cmd_voices(args: argparse.Namespace) -> int:
 def cmd_providers(args: argparse.Namespace) -> int:
     """One table per kind of every provider's declared metadata (the `plugins` setting's included), read from the
     classes: nothing is built and neither Prefect nor Dask is imported. A missing program or package is marked."""
-    from ttseval.config import load_settings
-    from ttseval.registry import REGISTRIES
+    from ttseval.core.config import load_settings
+    from ttseval.core.registry import REGISTRIES
 
     plugins = load_settings().plugins
     header = ("name", "languages", "instruction", "gpu", "extra", "sample rate", "needs", "version")
@@ -562,8 +562,8 @@ def cmd_providers(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from corpus import DEFAULT_CAPTION_LLM, DEFAULT_LLM, DEFAULT_SEEDS, DEMO_DATASET
-    from ttseval.config import DEFAULT_SYSTEMS
+    from ttseval.corpus import DEFAULT_CAPTION_LLM, DEFAULT_LLM, DEFAULT_SEEDS, DEMO_DATASET
+    from ttseval.core.config import DEFAULT_SYSTEMS
 
     parser = argparse.ArgumentParser(prog="ttseval", description="Evaluate text-to-speech systems.")
     sub = parser.add_subparsers(dest="command", required=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 
-from ttseval.languages import base_language
+from ttseval.core.languages import base_language
 
 # Whisper's language tokens (faster_whisper.tokenizer._LANGUAGE_CODES, same as openai-whisper's LANGUAGES).
 _WHISPER_CODES = (
@@ -15,7 +15,7 @@ _WHISPER_CODES = (
 )
 WHISPER_LANGUAGES = frozenset(_WHISPER_CODES.split())
 
-# Base languages (ttseval.languages.base_language) that Whisper spells differently.
+# Base languages (ttseval.core.languages.base_language) that Whisper spells differently.
 _WHISPER_ALIASES = {"cmn": "zh", "jv": "jw", "nb": "no", "fil": "tl"}
 
 

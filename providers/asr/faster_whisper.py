@@ -9,12 +9,12 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
-from providers import EngineVersion, canonical_spec, package_version, parse_options
-from providers.asr import whisper_base_languages, whisper_language
-from ttseval.audio import Audio
-from ttseval.errors import PermanentProviderError
-from ttseval.languages import base_language
-from ttseval.protocols import Languages, Transcript
+from ttseval.providers import EngineVersion, canonical_spec, package_version, parse_options
+from ttseval.providers.asr import whisper_base_languages, whisper_language
+from ttseval.core.audio import Audio
+from ttseval.core.errors import PermanentProviderError
+from ttseval.core.languages import base_language
+from ttseval.core.protocols import Languages, Transcript
 
 BUNDLED_MODELS = ("tiny.en", "base")
 SAMPLE_RATE_HZ = 16000  # Whisper's feature extractor expects 16 kHz input
@@ -72,7 +72,7 @@ class FasterWhisperASR:
     def __init__(self, voice: str | None = None, **options: str) -> None:
         self.options = parse_options(FasterWhisperOptions, options, provider=self.name)
         self.spec = canonical_spec(self.name, voice, options)
-        from providers._local_models import whisper_base_dir, whisper_model_source, whisper_tiny_en_dir
+        from ttseval.providers._local_models import whisper_base_dir, whisper_model_source, whisper_tiny_en_dir
 
         if self.options.model_path is not None:
             self.model_path = Path(self.options.model_path).expanduser()

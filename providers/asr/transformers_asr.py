@@ -8,12 +8,12 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, Field
 
-from providers import EngineVersion, TorchDevice, canonical_spec, package_version, parse_options, torch_device
-from providers._local_models import resolve_local_model
-from providers.asr import whisper_language
-from ttseval.audio import Audio
-from ttseval.errors import PermanentProviderError
-from ttseval.protocols import PER_VOICE, Languages, Transcript
+from ttseval.providers import EngineVersion, TorchDevice, canonical_spec, package_version, parse_options, torch_device
+from ttseval.providers._local_models import resolve_local_model
+from ttseval.providers.asr import whisper_language
+from ttseval.core.audio import Audio
+from ttseval.core.errors import PermanentProviderError
+from ttseval.core.protocols import PER_VOICE, Languages, Transcript
 
 
 class TransformersASROptions(BaseModel):

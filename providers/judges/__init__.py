@@ -1,4 +1,4 @@
-"""Judges: pairwise (candidate vs baseline) and instruction-following, behind ttseval.protocols (Judge,
+"""Judges: pairwise (candidate vs baseline) and instruction-following, behind ttseval.core.protocols (Judge,
 PairwiseJudge, InstructionJudge).
 
 objective.py needs no model (CER, then MOS); gemini.py calls Gemini through google-genai and openai_audio.py any

@@ -15,7 +15,7 @@ run) goes to the strong judge; the others keep the cheap verdict in the drawn or
 one where asked, else the cheap one; its cost, tokens and attempts are every call's.
 `comparison` starts with "[cheap; cheap $C, strong $S]", "[strong: <reasons>; ...]", "[cheap, not drawn: <reasons>;
 ...]" or, for the `audit_share` of settled pairs the strong judge also hears (its answer recorded, not used),
-"[cheap, audited: strong said <answer>; ...]", which the report reads (metrics.cascade: the share escalated, each
+"[cheap, audited: strong said <answer>; ...]", which the report reads (ttseval.metrics.cascade: the share escalated, each
 judge's cost, and how often the two judges agree on the audited pairs).
 
 Why the swap for every pair: a cheap judge's order preference is the commonest way it is wrong on close pairs,
@@ -28,8 +28,8 @@ import dataclasses
 import hashlib
 from typing import Any, ClassVar
 
-from ttseval.ids import stable_id
-from ttseval.protocols import ANY_LANGUAGE, Languages, PairwiseRequest, PairwiseVerdict
+from ttseval.core.ids import stable_id
+from ttseval.core.protocols import ANY_LANGUAGE, Languages, PairwiseRequest, PairwiseVerdict
 
 FLIP = {"first": "second", "second": "first", "tie": "tie"}
 
@@ -48,8 +48,8 @@ class CascadeJudge:
     imports: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, voice: str | None = None, **options: str) -> None:
-        from ttseval.config import load_settings
-        from ttseval.registry import JUDGES
+        from ttseval.core.config import load_settings
+        from ttseval.core.registry import JUDGES
 
         if options:
             raise ValueError(f"cascade takes no options ({', '.join(options)}); set them on its judges' specs")
@@ -72,7 +72,7 @@ class CascadeJudge:
 
     @property
     def parts(self) -> tuple[Any, Any]:
-        """The two judges, each limited by its own vendor's limits (tasks.limits.limit_calls)."""
+        """The two judges, each limited by its own vendor's limits (ttseval.tasks.limits.limit_calls)."""
         return self.cheap, self.strong
 
     def metadata(self) -> dict[str, Any]:

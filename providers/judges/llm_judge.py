@@ -1,6 +1,6 @@
 """What every chat-model judge shares: the prompts, how a request is laid out, how an answer becomes a verdict.
 
-A subclass (gemini.py, openai_audio.py) builds `self._llm`, a providers.llm client whose transport, retries,
+A subclass (gemini.py, openai_audio.py) builds `self._llm`, a ttseval.providers.llm client whose transport, retries,
 re-asks, usage and cost are the client's own, and sets `name`, `model`, `spec`, `judge_id` and `metadata()`.
 Each pairwise judgement is one user turn: the prompt, "Clip 1:", the first WAV, "Clip 2:", the second WAV;
 instruction judging: the prompt, then the one WAV. The answer is constrained to the pydantic answer model where
@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, Field
 
-from providers.judges.prompts import (
+from ttseval.providers.judges.prompts import (
     INSTRUCTION_PROMPT_VERSION,
     PAIRWISE_PROMPT_VERSION,
     WINNER_FROM_ANSWER,
@@ -28,7 +28,7 @@ from providers.judges.prompts import (
     instruction_prompt,
     pairwise_prompt,
 )
-from ttseval.protocols import (
+from ttseval.core.protocols import (
     ANY_LANGUAGE,
     InstructionRequest,
     InstructionVerdict,
@@ -137,7 +137,7 @@ class LLMJudge:
         return [results[i * n:(i + 1) * n] for i in range(len(requests))]
 
     def limit_calls(self, gate: Callable[[], AbstractContextManager[Any]]) -> None:
-        """Hold `gate()` around each call to the API (tasks.limits: the vendor's limit over every worker)."""
+        """Hold `gate()` around each call to the API (ttseval.tasks.limits: the vendor's limit over every worker)."""
         self._llm.limit_calls(gate)
 
     def prices_per_mtok(self) -> tuple[float, float, float]:

@@ -11,9 +11,9 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, Field
 
-from providers import EngineVersion, package_version, parse_options
-from ttseval.ids import stable_id
-from ttseval.protocols import ANY_LANGUAGE, Languages, PairwiseRequest, PairwiseVerdict
+from ttseval.providers import EngineVersion, package_version, parse_options
+from ttseval.core.ids import stable_id
+from ttseval.core.protocols import ANY_LANGUAGE, Languages, PairwiseRequest, PairwiseVerdict
 
 LABEL = "objective (CER, then MOS; no LLM)"
 

@@ -23,10 +23,10 @@ from typing import Any, ClassVar
 
 from pydantic import Field, SecretStr
 
-from providers import EngineVersion, canonical_spec, package_version, parse_options
-from providers.judges.llm_judge import LLMJudge, SamplingOptions, check_sampling, llm_options
-from providers.llm.openai_compat import OpenAICompatLLM, OpenAIOptions
-from ttseval.ids import stable_id
+from ttseval.providers import EngineVersion, canonical_spec, package_version, parse_options
+from ttseval.providers.judges.llm_judge import LLMJudge, SamplingOptions, check_sampling, llm_options
+from ttseval.providers.llm.openai_compat import OpenAICompatLLM, OpenAIOptions
+from ttseval.core.ids import stable_id
 
 DEFAULT_MODEL = "gpt-4o-audio-preview"
 PRICES: dict[str, tuple[float, float, float]] = {

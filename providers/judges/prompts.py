@@ -11,7 +11,7 @@ from typing import Literal, TypeVar
 
 from pydantic import BaseModel, Field
 
-from ttseval.instructtts import FEATURES_BY_TIER
+from ttseval.core.instructtts import FEATURES_BY_TIER
 
 AnswerT = TypeVar("AnswerT", bound=BaseModel)
 
@@ -122,7 +122,7 @@ class InstructionAnswer(BaseModel):
 
 def _parse(text: str | None, model: type[AnswerT]) -> tuple[AnswerT | None, str | None]:
     """(answer, None) when `text` holds a valid `model` (json-repair, then pydantic), else (None, why)."""
-    from providers.llm.base import parse_answer
+    from ttseval.providers.llm.base import parse_answer
 
     return parse_answer(text, model)
 

@@ -10,9 +10,9 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
-from providers import EngineVersion, canonical_spec, package_version, parse_options
-from providers._local_models import resolve_local_model
-from providers.judges.prompts import (
+from ttseval.providers import EngineVersion, canonical_spec, package_version, parse_options
+from ttseval.providers._local_models import resolve_local_model
+from ttseval.providers.judges.prompts import (
     INSTRUCTION_PROMPT_VERSION,
     PAIRWISE_PROMPT_VERSION,
     WINNER_FROM_ANSWER,
@@ -21,10 +21,10 @@ from providers.judges.prompts import (
     parse_instruction,
     parse_pairwise,
 )
-from ttseval.audio import Audio
-from ttseval.errors import PermanentProviderError
-from ttseval.ids import stable_id
-from ttseval.protocols import (
+from ttseval.core.audio import Audio
+from ttseval.core.errors import PermanentProviderError
+from ttseval.core.ids import stable_id
+from ttseval.core.protocols import (
     ANY_LANGUAGE,
     InstructionRequest,
     InstructionVerdict,

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from providers import EngineVersion, package_version
-from providers._transformers_audio import TransformersAudioModel
-from ttseval.audio import Audio
-from ttseval.protocols import ANY_LANGUAGE, LanguageGuess, Languages
+from ttseval.providers import EngineVersion, package_version
+from ttseval.providers._transformers_audio import TransformersAudioModel
+from ttseval.core.audio import Audio
+from ttseval.core.protocols import ANY_LANGUAGE, LanguageGuess, Languages
 
 
 def label_language(label: str) -> str:
@@ -19,7 +19,7 @@ def label_language(label: str) -> str:
 class TransformersLID(TransformersAudioModel):
     """AutoModelForAudioClassification, loaded with local_files_only=True: never downloads. Clips are resampled to
     the feature extractor's rate and run as one padded batch (with the attention mask, so padding does not change a
-    clip's answer; providers._transformers_audio); the answer is the top class, its label's language code and its
+    clip's answer; ttseval.providers._transformers_audio); the answer is the top class, its label's language code and its
     softmax probability."""
 
     name: ClassVar[str] = "transformers"

@@ -2,7 +2,7 @@
 
 Two budgets, counted apart and both per request:
   retries   transport retries (408, 429, 5xx, timeouts, connection errors), up to `max_retries`, under the core's
-            one RetryPolicy (ttseval.retry): exponential backoff from `backoff_s`, a server's Retry-After
+            one RetryPolicy (ttseval.core.retry): exponential backoff from `backoff_s`, a server's Retry-After
             honoured, capped at `max_backoff_s`.
   attempts  answers received: 1 + re-asks after output that does not parse, up to `max_attempts`.
 A refusal (the API says so, or the text is a plain apology instead of JSON) is final: asking again for the same
@@ -26,10 +26,10 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
-from providers import endpoint_without_credentials
-from ttseval.errors import RetriesExhausted
-from ttseval.protocols import ANY_LANGUAGE, Languages, LLMRequest, LLMResult
-from ttseval.retry import RetryPolicy
+from ttseval.providers import endpoint_without_credentials
+from ttseval.core.errors import RetriesExhausted
+from ttseval.core.protocols import ANY_LANGUAGE, Languages, LLMRequest, LLMResult
+from ttseval.core.retry import RetryPolicy
 
 logger = logging.getLogger(__name__)
 
@@ -149,7 +149,7 @@ class BaseLLM:
     """Retry, re-ask and accounting around `_send`; subclasses set `name`, build `options` and the id."""
 
     name: ClassVar[str] = "llm"
-    # Metadata shared by every HTTP chat client (ttseval.protocols.ProviderMetadata); a subclass declares its own
+    # Metadata shared by every HTTP chat client (ttseval.core.protocols.ProviderMetadata); a subclass declares its own
     # `version` and `imports` (its SDK).
     languages: ClassVar[Languages] = ANY_LANGUAGE
     accepts_instruction: ClassVar[bool] = False
@@ -255,7 +255,7 @@ class BaseLLM:
     # -- helpers --------------------------------------------------------------------------------------------------
     @property
     def retry_policy(self) -> RetryPolicy:
-        """The core's one retry policy (ttseval.retry) from `max_retries`, `backoff_s` and `max_backoff_s`."""
+        """The core's one retry policy (ttseval.core.retry) from `max_retries`, `backoff_s` and `max_backoff_s`."""
         o = self.options
         return RetryPolicy(max_retries=o.max_retries, base_s=o.backoff_s, cap_s=o.max_backoff_s)
 

@@ -23,10 +23,10 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, SecretStr
 
-from providers import EngineVersion, canonical_spec, package_version, parse_options
-from providers.llm.base import RETRYABLE_STATUS, BaseLLM, Fatal, LLMOptions, Reply, Transient, retry_after_s
-from ttseval.ids import stable_id
-from ttseval.protocols import LLMRequest
+from ttseval.providers import EngineVersion, canonical_spec, package_version, parse_options
+from ttseval.providers.llm.base import RETRYABLE_STATUS, BaseLLM, Fatal, LLMOptions, Reply, Transient, retry_after_s
+from ttseval.core.ids import stable_id
+from ttseval.core.protocols import LLMRequest
 
 DEFAULT_MODEL = "gpt-4.1-mini"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"

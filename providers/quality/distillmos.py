@@ -18,10 +18,10 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel
 
-from providers import EngineVersion, TorchDevice, canonical_spec, package_version, parse_options, torch_device
-from ttseval.audio import Audio
-from ttseval.errors import PermanentProviderError
-from ttseval.protocols import ANY_LANGUAGE, Languages, QualityScore
+from ttseval.providers import EngineVersion, TorchDevice, canonical_spec, package_version, parse_options, torch_device
+from ttseval.core.audio import Audio
+from ttseval.core.errors import PermanentProviderError
+from ttseval.core.protocols import ANY_LANGUAGE, Languages, QualityScore
 
 SAMPLE_RATE_HZ = 16000
 WINDOW = 122880  # distillmos.sqa.SEQ_LEN: 7.68 s at 16 kHz

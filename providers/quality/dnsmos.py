@@ -9,11 +9,11 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, Field
 
-from providers import (EngineVersion, canonical_spec, onnx_providers, onnx_session_options, package_version,
+from ttseval.providers import (EngineVersion, canonical_spec, onnx_providers, onnx_session_options, package_version,
                        parse_options)
-from ttseval.audio import Audio
-from ttseval.errors import PermanentProviderError
-from ttseval.protocols import ANY_LANGUAGE, Languages, QualityScore
+from ttseval.core.audio import Audio
+from ttseval.core.errors import PermanentProviderError
+from ttseval.core.protocols import ANY_LANGUAGE, Languages, QualityScore
 
 SAMPLE_RATE_HZ = 16000  # DNSMOS models take 16 kHz input
 WINDOWS_PER_CALL = 4  # windows per ONNX run (measured: 95 ms/window at 1-4, 110 at 16; scores do not depend on it)

@@ -15,10 +15,10 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel
 
-from providers import EngineVersion, TorchDevice, canonical_spec, package_version, parse_options, torch_device
-from ttseval.audio import Audio
-from ttseval.errors import PermanentProviderError
-from ttseval.protocols import ANY_LANGUAGE, Languages
+from ttseval.providers import EngineVersion, TorchDevice, canonical_spec, package_version, parse_options, torch_device
+from ttseval.core.audio import Audio
+from ttseval.core.errors import PermanentProviderError
+from ttseval.core.protocols import ANY_LANGUAGE, Languages
 
 MIN_SPEECH_S = 0.1  # less than this left after Resemblyzer's silence trimming: nothing to embed
 

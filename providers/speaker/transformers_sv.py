@@ -7,16 +7,16 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from providers import EngineVersion, package_version
-from providers._transformers_audio import TransformersAudioModel
-from ttseval.audio import Audio
-from ttseval.errors import PermanentProviderError
-from ttseval.protocols import ANY_LANGUAGE, Languages
+from ttseval.providers import EngineVersion, package_version
+from ttseval.providers._transformers_audio import TransformersAudioModel
+from ttseval.core.audio import Audio
+from ttseval.core.errors import PermanentProviderError
+from ttseval.core.protocols import ANY_LANGUAGE, Languages
 
 
 class TransformersSpeakerEncoder(TransformersAudioModel):
     """AutoModelForAudioXVector with its feature extractor, loaded with local_files_only=True: never downloads.
-    Clips run as one padded batch with the attention mask (providers._transformers_audio): the x-vector's
+    Clips run as one padded batch with the attention mask (ttseval.providers._transformers_audio): the x-vector's
     statistics pooling counts only each clip's own frames, so a clip's embedding in a batch equals its embedding
     alone (checked in the tests to 1e-5). The embedding is the model's `embeddings` output (not normalised; the
     metric normalises)."""

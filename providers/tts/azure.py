@@ -41,9 +41,9 @@ from xml.sax.saxutils import escape
 
 from pydantic import Field, field_validator, model_validator
 
-from providers.tts.cloud import CloudOptions, CloudTTS, decode_audio
-from ttseval.audio import Audio
-from ttseval.protocols import PER_VOICE, Languages
+from ttseval.providers.tts.cloud import CloudOptions, CloudTTS, decode_audio
+from ttseval.core.audio import Audio
+from ttseval.core.protocols import PER_VOICE, Languages
 
 API_VERSION = "cognitiveservices/v1"
 USER_AGENT = "ttseval"
@@ -138,7 +138,7 @@ class AzureTTS(CloudTTS):
 
     # -- language, voices, cost, metadata -------------------------------------------------------------------------
     def supports_language(self, language: str) -> bool:
-        from ttseval.languages import base_language
+        from ttseval.core.languages import base_language
 
         if self.voice is None or "multilingual" in self.voice.lower():
             return True

@@ -34,10 +34,10 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from pydantic import Field, model_validator
 
-from providers.tts.cloud import CloudOptions, CloudTTS, decode_audio
-from ttseval.audio import Audio
-from ttseval.errors import PermanentProviderError, ProviderError
-from ttseval.protocols import PER_VOICE, Languages
+from ttseval.providers.tts.cloud import CloudOptions, CloudTTS, decode_audio
+from ttseval.core.audio import Audio
+from ttseval.core.errors import PermanentProviderError, ProviderError
+from ttseval.core.protocols import PER_VOICE, Languages
 
 API_VERSION = "2026-03-01"
 """The Cartesia-Version this module speaks (structured JSON errors from this version on)."""
@@ -120,7 +120,7 @@ class CartesiaTTS(CloudTTS):
     # -- language, voices, errors, metadata -----------------------------------------------------------------------
     def language_code(self, language: str) -> str | None:
         """Cartesia's code for `language` with this model ('en-US' -> 'en'), or None when it has none."""
-        from ttseval.languages import base_language
+        from ttseval.core.languages import base_language
 
         wanted = base_language(language)
         for code in SONIC3_LANGUAGES if self.sonic3 else SONIC_LANGUAGES:

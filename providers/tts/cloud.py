@@ -34,12 +34,12 @@ from urllib.parse import urlsplit
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
-from providers import canonical_spec, endpoint_without_credentials, parse_options
-from providers.llm.base import RETRYABLE_STATUS, retry_after_s
-from ttseval.audio import Audio
-from ttseval.errors import (DeferredProviderError, PermanentProviderError, ProviderError, TransientProviderError,
+from ttseval.providers import canonical_spec, endpoint_without_credentials, parse_options
+from ttseval.providers.llm.base import RETRYABLE_STATUS, retry_after_s
+from ttseval.core.audio import Audio
+from ttseval.core.errors import (DeferredProviderError, PermanentProviderError, ProviderError, TransientProviderError,
                             TruncatedAudioError)
-from ttseval.protocols import ANY_LANGUAGE, Languages
+from ttseval.core.protocols import ANY_LANGUAGE, Languages
 
 _POLICY_WORDS = ("content policy", "content_policy", "terms of service", "moderation", "safety system")
 _QUOTA_WORDS = ("quota", "insufficient_quota", "credits", "character limit", "billing", "payment")
@@ -138,7 +138,7 @@ class CloudTTS:
     """Model -> USD per million billable characters; '*' for every other model."""
     Options: ClassVar[type[CloudOptions]] = CloudOptions
 
-    # ProviderMetadata (ttseval.protocols); a subclass declares `version`, and what differs.
+    # ProviderMetadata (ttseval.core.protocols); a subclass declares `version`, and what differs.
     languages: ClassVar[Languages] = ANY_LANGUAGE
     accepts_instruction: ClassVar[bool] = False
     gpu: ClassVar[bool] = False  # the model runs behind the endpoint

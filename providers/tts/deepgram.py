@@ -33,10 +33,10 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from providers.tts.cloud import CloudOptions, CloudTTS, decode_audio
-from ttseval.audio import Audio
-from ttseval.errors import PermanentProviderError, ProviderError
-from ttseval.protocols import PER_VOICE, Languages
+from ttseval.providers.tts.cloud import CloudOptions, CloudTTS, decode_audio
+from ttseval.core.audio import Audio
+from ttseval.core.errors import PermanentProviderError, ProviderError
+from ttseval.core.protocols import PER_VOICE, Languages
 
 API_VERSION = "v1"
 FIXED_RATE = {"mp3": 22050, "opus": 48000}
@@ -122,7 +122,7 @@ class DeepgramTTS(CloudTTS):
         return voice.rsplit("-", 1)[-1]
 
     def supports_language(self, language: str) -> bool:
-        from ttseval.languages import base_language
+        from ttseval.core.languages import base_language
 
         return base_language(language) == base_language(self.voice_language(str(self.voice)))
 

@@ -36,10 +36,10 @@ from typing import Any, ClassVar
 
 from pydantic import Field, field_validator
 
-from providers.tts.cloud import CloudOptions, CloudTTS, decode_audio
-from ttseval.audio import Audio
-from ttseval.errors import DeferredProviderError, PermanentProviderError, ProviderError
-from ttseval.protocols import PER_VOICE, Languages
+from ttseval.providers.tts.cloud import CloudOptions, CloudTTS, decode_audio
+from ttseval.core.audio import Audio
+from ttseval.core.errors import DeferredProviderError, PermanentProviderError, ProviderError
+from ttseval.core.protocols import PER_VOICE, Languages
 
 API_VERSION = "v1"
 OUTPUT_FORMAT = re.compile(r"^(mp3_(22050|24000|44100)_\d+|pcm_(8000|16000|22050|24000|32000|44100|48000)|"
@@ -118,7 +118,7 @@ class ElevenLabsTTS(CloudTTS):
                                "use_speaker_boost": o.use_speaker_boost, "speed": o.speed},
         }
         if self.model in LANGUAGE_CODE_MODELS:
-            from ttseval.languages import base_language
+            from ttseval.core.languages import base_language
 
             body["language_code"] = base_language(language)
         if o.seed is not None:
@@ -143,7 +143,7 @@ class ElevenLabsTTS(CloudTTS):
 
     # -- language, voices, errors, metadata -----------------------------------------------------------------------
     def supports_language(self, language: str) -> bool:
-        from ttseval.languages import base_language
+        from ttseval.core.languages import base_language
 
         known = MODEL_LANGUAGES.get(self.model)
         return known is None or base_language(language) in {base_language(code) for code in known}

@@ -7,7 +7,7 @@ The label names the system in every table and report (e.g. `files:gpt-4o-mini-tt
 EmergentTTS-Eval baseline; see `ttseval import-dataset`). A relative path in a manifest is relative to the
 manifest's folder; a path (and the manifest or folder itself) may be a URI such as s3://bucket/key, read with
 fsspec / s3fs, whose endpoint and credentials come from the standard AWS environment variables
-(AWS_ENDPOINT_URL[_S3], AWS_ACCESS_KEY_ID, ...), as for the artifact store (ttseval/store.py).
+(AWS_ENDPOINT_URL[_S3], AWS_ACCESS_KEY_ID, ...), as for the artifact store (ttseval/core/store.py).
 
 Clips are decoded with soundfile (libsndfile: WAV, FLAC, MP3, OGG), mixed to mono float32 and kept at their own
 sample rate. A clip that is missing, an item absent from the manifest, or a file that does not decode raises
@@ -32,10 +32,10 @@ from urllib.parse import urlsplit, urlunsplit
 import numpy as np
 from pydantic import BaseModel, Field
 
-from providers import canonical_spec, parse_options
-from ttseval.audio import Audio
-from ttseval.errors import DeferredProviderError, PermanentProviderError
-from ttseval.protocols import ANY_LANGUAGE, Languages, VoicePrompt
+from ttseval.providers import canonical_spec, parse_options
+from ttseval.core.audio import Audio
+from ttseval.core.errors import DeferredProviderError, PermanentProviderError
+from ttseval.core.protocols import ANY_LANGUAGE, Languages, VoicePrompt
 
 AUDIO_SUFFIXES = (".wav", ".flac", ".mp3", ".ogg")
 MANIFEST_SUFFIXES = (".jsonl", ".ndjson", ".csv")

@@ -40,11 +40,11 @@ from typing import Any, ClassVar
 
 from pydantic import Field, SecretStr
 
-from providers import EngineVersion, package_version
-from providers.llm.gemini import KEY_VARIABLES, retry_delay_s, transient_transport_errors
-from providers.tts.cloud import CloudOptions, CloudTTS, decode_audio, vendor_message
-from ttseval.audio import Audio
-from ttseval.errors import (DeferredProviderError, PermanentProviderError, ProviderError, TransientProviderError,
+from ttseval.providers import EngineVersion, package_version
+from ttseval.providers.llm.gemini import KEY_VARIABLES, retry_delay_s, transient_transport_errors
+from ttseval.providers.tts.cloud import CloudOptions, CloudTTS, decode_audio, vendor_message
+from ttseval.core.audio import Audio
+from ttseval.core.errors import (DeferredProviderError, PermanentProviderError, ProviderError, TransientProviderError,
                             TruncatedAudioError)
 
 DEFAULT_MODEL = "gemini-2.5-flash-preview-tts"

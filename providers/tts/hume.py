@@ -41,9 +41,9 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from providers.tts.cloud import CloudOptions, CloudTTS, decode_audio
-from ttseval.audio import Audio
-from ttseval.errors import PermanentProviderError, ProviderError
+from ttseval.providers.tts.cloud import CloudOptions, CloudTTS, decode_audio
+from ttseval.core.audio import Audio
+from ttseval.core.errors import PermanentProviderError, ProviderError
 
 API_VERSION = "v0"
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")

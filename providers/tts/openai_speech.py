@@ -14,10 +14,10 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from providers import EngineVersion, package_version
-from providers.tts.cloud import CloudOptions, CloudTTS, decode_audio, vendor_message
-from ttseval.audio import Audio
-from ttseval.errors import ProviderError, TransientProviderError
+from ttseval.providers import EngineVersion, package_version
+from ttseval.providers.tts.cloud import CloudOptions, CloudTTS, decode_audio, vendor_message
+from ttseval.core.audio import Audio
+from ttseval.core.errors import ProviderError, TransientProviderError
 
 OPENAI_VOICES = ("alloy", "ash", "ballad", "coral", "echo", "fable", "nova", "onyx", "sage", "shimmer", "verse",
                  "marin", "cedar")

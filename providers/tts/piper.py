@@ -10,11 +10,11 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, Field
 
-from providers import EngineVersion, canonical_spec, model_threads, onnx_session_options, package_version, parse_options
-from ttseval.audio import Audio
-from ttseval.errors import PermanentProviderError
-from ttseval.languages import base_language
-from ttseval.protocols import PER_VOICE, Languages
+from ttseval.providers import EngineVersion, canonical_spec, model_threads, onnx_session_options, package_version, parse_options
+from ttseval.core.audio import Audio
+from ttseval.core.errors import PermanentProviderError
+from ttseval.core.languages import base_language
+from ttseval.core.protocols import PER_VOICE, Languages
 
 BUNDLED_VOICES = ("joe",)
 
@@ -66,7 +66,7 @@ class PiperTTS:
                     f"piper voice {self.voice!r} is not bundled; bundled voices: {', '.join(BUNDLED_VOICES)}; "
                     "for another voice pass model=PATH to a local .onnx file"
                 )
-            from providers._local_models import piper_joe_paths
+            from ttseval.providers._local_models import piper_joe_paths
 
             self.model_path, self.config_path = piper_joe_paths()
         # The config is small JSON: read it now so language and sample rate are known without loading the model.

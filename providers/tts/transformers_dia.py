@@ -26,12 +26,12 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, Field
 
-from providers import EngineVersion, TorchDevice, canonical_spec, package_version, parse_options, torch_device
-from providers._local_models import resolve_local_model
-from ttseval.audio import Audio
-from ttseval.errors import PermanentProviderError
-from ttseval.languages import base_language
-from ttseval.protocols import Languages, VoicePrompt
+from ttseval.providers import EngineVersion, TorchDevice, canonical_spec, package_version, parse_options, torch_device
+from ttseval.providers._local_models import resolve_local_model
+from ttseval.core.audio import Audio
+from ttseval.core.errors import PermanentProviderError
+from ttseval.core.languages import base_language
+from ttseval.core.protocols import Languages, VoicePrompt
 
 
 class DiaOptions(BaseModel):

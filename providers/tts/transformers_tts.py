@@ -14,12 +14,12 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, Field
 
-from providers import EngineVersion, TorchDevice, canonical_spec, package_version, parse_options, torch_device
-from providers._local_models import resolve_local_model
-from ttseval.audio import Audio
-from ttseval.errors import PermanentProviderError, TransientProviderError
-from ttseval.languages import base_language
-from ttseval.protocols import PER_VOICE, Languages
+from ttseval.providers import EngineVersion, TorchDevice, canonical_spec, package_version, parse_options, torch_device
+from ttseval.providers._local_models import resolve_local_model
+from ttseval.core.audio import Audio
+from ttseval.core.errors import PermanentProviderError, TransientProviderError
+from ttseval.core.languages import base_language
+from ttseval.core.protocols import PER_VOICE, Languages
 
 SUPPORTED_MODEL_TYPES = ("vits",)
 

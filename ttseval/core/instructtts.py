@@ -10,7 +10,7 @@ TASKS = ("APS", "DSD", "RP")
 """Acoustic-Parameter Specification, Descriptive-Style Directive, Role-Play (section 3.1)."""
 
 CATEGORY = "instruction_following"
-"""The item category of InstructTTSEval items (ttseval.categories describes it)."""
+"""The item category of InstructTTSEval items (ttseval.core.categories describes it)."""
 
 FEATURES = ("gender", "pitch", "speed", "volume", "age", "clarity", "fluency", "accent", "texture", "emotion",
             "tone", "personality")
@@ -22,4 +22,4 @@ FEATURES_BY_TIER = ("gender", "pitch", "texture", "clarity", "fluency", "speed",
 the order the instruction judges' prompt lists them in (changing it changes that prompt)."""
 
 if sorted(FEATURES) != sorted(FEATURES_BY_TIER):  # one set, two orders: a typo here would change a prompt
-    raise ImportError("ttseval.instructtts: FEATURES and FEATURES_BY_TIER must hold the same 12 features")
+    raise ImportError("ttseval.core.instructtts: FEATURES and FEATURES_BY_TIER must hold the same 12 features")

@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
 
-from ttseval.errors import ConfigError
+from ttseval.core.errors import ConfigError
 
 DEFAULT_SYSTEMS = ("piper:joe", "espeak-ng", "flite:slt")
 DEFAULT_ASR = {"en": "faster-whisper:tiny.en", "*": "faster-whisper:base"}
@@ -76,7 +76,7 @@ class Listening(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     dg_weights: dict[str, float] = Field(default_factory=dict, description="Overrides of appendix A.6's weights and "
-                                         "caps by name (metrics.listening.DGWeights: mild_pronunciation, "
+                                         "caps by name (ttseval.metrics.listening.DGWeights: mild_pronunciation, "
                                          "severe_pronunciation, unnatural_pauses, digital_artifacts, "
                                          "energy_fluctuations, word_skips, mild_cap, severe_cap)")
     dg_clip: bool = Field(True, description="Clip MUSHRA-DG scores to 0-100 (the paper does not say; without it "
@@ -223,13 +223,13 @@ class Settings(BaseSettings):
 
     @property
     def categories(self) -> set[str]:
-        from ttseval.categories import CATEGORIES
+        from ttseval.core.categories import CATEGORIES
 
         return set(CATEGORIES) | set(self.extra_categories)
 
     def role_of(self, system: str) -> str:
         """'control', 'natural' or 'tts' for a system spec or system id (PashtoTTS-Bench's roles)."""
-        from ttseval.registry import Spec
+        from ttseval.core.registry import Spec
 
         for role, specs in (("control", self.controls), ("natural", self.natural)):
             if system in specs or system in {Spec.parse(x).id for x in specs} or system in {
@@ -240,7 +240,7 @@ class Settings(BaseSettings):
     def asrs_for(self, language: str) -> list[str]:
         """The recogniser specs for a BCP-47 tag, by base language ('en-US' -> 'en'), else the '*' entry; an entry
         may list several (each its own rows), the first of which ranks systems in the report."""
-        from ttseval.languages import base_language
+        from ttseval.core.languages import base_language
 
         specs = self.asr.get(language, self.asr.get(base_language(language), self.asr["*"]))
         return [specs] if isinstance(specs, str) else list(specs)

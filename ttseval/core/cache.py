@@ -8,7 +8,7 @@ so there is one layout, one atomic write and one answer to "what if an entry is 
 This is the layout both caches had before they were merged, so entries written by older versions still hit.
 The two-character fan-out keeps a local folder's listing short. Writes go through `ArtifactStore.write_bytes`
 (temp file and rename locally, one PUT on S3), so a reader never sees half an entry. The key is the caller's:
-sha256 of the canonical JSON of what the answer depends on (`ttseval.ids.digest`).
+sha256 of the canonical JSON of what the answer depends on (`ttseval.core.ids.digest`).
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import logging
 import re
 from typing import Any
 
-from ttseval.errors import StoreError
-from ttseval.ids import canonical_json
-from ttseval.store import ArtifactStore
+from ttseval.core.errors import StoreError
+from ttseval.core.ids import canonical_json
+from ttseval.core.store import ArtifactStore
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ class RequestCache:
     def path(self, key: str) -> str:
         """The entry's path relative to the store root."""
         if not _KEY.match(key):
-            raise ValueError(f"cache key {key!r} is not a hex digest (use ttseval.ids.digest)")
+            raise ValueError(f"cache key {key!r} is not a hex digest (use ttseval.core.ids.digest)")
         return f"cache/{self.namespace}/{key[:2]}/{key}.json"
 
     def exists(self, key: str) -> bool:

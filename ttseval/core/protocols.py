@@ -1,7 +1,7 @@
 """Every provider contract in one place: the small protocols each kind implements and the records they exchange.
 
     kind     protocol                          records
-    tts      TTSProvider                       (returns ttseval.audio.Audio)
+    tts      TTSProvider                       (returns ttseval.core.audio.Audio)
     asr      ASRProvider                       Transcript
     quality  QualityProvider                   QualityScore
     lid      LanguageIdentifier                LanguageGuess
@@ -11,7 +11,7 @@
     llm      LLM                               LLMRequest -> LLMResult (FAILURES)
 
 Each protocol has one to three methods that take a batch (or one request) and return results of the same length
-and order. The registry (`ttseval.registry`) checks a provider against its kind's protocol when it builds it.
+and order. The registry (`ttseval.core.registry`) checks a provider against its kind's protocol when it builds it.
 
 Besides the protocol, every provider class declares its metadata once, as class attributes that the registry
 reads without building the provider (`ProviderMetadata` below): languages, accepts_instruction, gpu, extra,
@@ -30,7 +30,7 @@ from typing import Any, ClassVar, Literal, Protocol, Union, runtime_checkable
 
 from pydantic import BaseModel
 
-from ttseval.audio import Audio
+from ttseval.core.audio import Audio
 
 # -- metadata ------------------------------------------------------------------------------------------------------
 
@@ -41,7 +41,7 @@ PER_VOICE = "per voice"
 only a built instance knows; ask its `supports_language`."""
 
 Languages = Union[frozenset[str], Literal["any", "per voice"], Callable[[], frozenset[str]]]
-"""Base language codes ('en', 'ps'; see ttseval.languages.base_language), ANY_LANGUAGE, PER_VOICE, or a
+"""Base language codes ('en', 'ps'; see ttseval.core.languages.base_language), ANY_LANGUAGE, PER_VOICE, or a
 function listing them (espeak-ng asks its binary). The most any configuration of the class covers; one
 configuration (a fixed voice, an English-only model) may cover fewer, and its `supports_language` says so."""
 
@@ -214,7 +214,7 @@ class LanguageIdentifier(Protocol):
 
 @runtime_checkable
 class SpeakerEncoder(Protocol):
-    """A speaker-verification encoder: one embedding per clip, compared by cosine similarity (metrics.similarity).
+    """A speaker-verification encoder: one embedding per clip, compared by cosine similarity (ttseval.metrics.similarity).
     `name` and the ProviderMetadata are class attributes."""
 
     name: ClassVar[str]

@@ -32,8 +32,8 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from ttseval.errors import StoreError, StoreUnwritableError
-from ttseval.schemas import TABLES
+from ttseval.core.errors import StoreError, StoreUnwritableError
+from ttseval.core.schemas import TABLES
 
 
 def _s3_endpoint() -> str | None:

@@ -5,7 +5,7 @@ A spec string names a provider and its configuration: `provider[:voice][:key=val
 `Spec`; `Spec.canonical` (options sorted) is what goes into rows, ids and cache keys.
 
 Registries hold lazy `"module:Class"` entries, so listing providers imports nothing heavy. Each registry is
-typed by its kind's protocol (ttseval.protocols) and checks a provider against it: the class when it is
+typed by its kind's protocol (ttseval.core.protocols) and checks a provider against it: the class when it is
 resolved, the instance when it is built. Before building, `check_available` reads the class's metadata
 (`requires`, `imports`, `extra`) and refuses a missing program or package with a ConfigError naming what to
 install, so a run fails in its first second instead of with a traceback.
@@ -21,9 +21,9 @@ import shutil
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from ttseval.errors import ConfigError, SpecError, TTSEvalError
-from ttseval.ids import stable_id
-from ttseval.protocols import (
+from ttseval.core.errors import ConfigError, SpecError, TTSEvalError
+from ttseval.core.ids import stable_id
+from ttseval.core.protocols import (
     LLM,
     METADATA_DEFAULTS,
     ASRProvider,
@@ -149,7 +149,7 @@ def _module_available(module: str) -> bool:
 
 @dataclass(frozen=True)
 class ProviderInfo:
-    """A provider class's declared metadata (ttseval.protocols.ProviderMetadata), read without building it.
+    """A provider class's declared metadata (ttseval.core.protocols.ProviderMetadata), read without building it.
 
     An attribute a plugin does not declare gets its METADATA_DEFAULTS value; built-in providers declare all.
     """
@@ -362,19 +362,19 @@ TTS = Registry[TTSProvider](
     "tts",
     TTSProvider,
     {
-        "espeak-ng": "providers.tts.espeak_ng:EspeakNGTTS",
-        "flite": "providers.tts.flite:FliteTTS",
-        "piper": "providers.tts.piper:PiperTTS",
-        "files": "providers.tts.files:FilesTTS",
-        "transformers-tts": "providers.tts.transformers_tts:TransformersTTS",
-        "transformers-dia": "providers.tts.transformers_dia:TransformersDiaTTS",
-        "openai": "providers.tts.openai_speech:OpenAISpeechTTS",
-        "elevenlabs": "providers.tts.elevenlabs:ElevenLabsTTS",
-        "gemini": "providers.tts.gemini_tts:GeminiTTS",
-        "azure": "providers.tts.azure:AzureTTS",
-        "deepgram": "providers.tts.deepgram:DeepgramTTS",
-        "hume": "providers.tts.hume:HumeTTS",
-        "cartesia": "providers.tts.cartesia:CartesiaTTS",
+        "espeak-ng": "ttseval.providers.tts.espeak_ng:EspeakNGTTS",
+        "flite": "ttseval.providers.tts.flite:FliteTTS",
+        "piper": "ttseval.providers.tts.piper:PiperTTS",
+        "files": "ttseval.providers.tts.files:FilesTTS",
+        "transformers-tts": "ttseval.providers.tts.transformers_tts:TransformersTTS",
+        "transformers-dia": "ttseval.providers.tts.transformers_dia:TransformersDiaTTS",
+        "openai": "ttseval.providers.tts.openai_speech:OpenAISpeechTTS",
+        "elevenlabs": "ttseval.providers.tts.elevenlabs:ElevenLabsTTS",
+        "gemini": "ttseval.providers.tts.gemini_tts:GeminiTTS",
+        "azure": "ttseval.providers.tts.azure:AzureTTS",
+        "deepgram": "ttseval.providers.tts.deepgram:DeepgramTTS",
+        "hume": "ttseval.providers.tts.hume:HumeTTS",
+        "cartesia": "ttseval.providers.tts.cartesia:CartesiaTTS",
     },
 )
 
@@ -382,8 +382,8 @@ ASR = Registry[ASRProvider](
     "asr",
     ASRProvider,
     {
-        "faster-whisper": "providers.asr.faster_whisper:FasterWhisperASR",
-        "transformers": "providers.asr.transformers_asr:TransformersASR",
+        "faster-whisper": "ttseval.providers.asr.faster_whisper:FasterWhisperASR",
+        "transformers": "ttseval.providers.asr.transformers_asr:TransformersASR",
     },
 )
 
@@ -391,8 +391,8 @@ QUALITY = Registry[QualityProvider](
     "quality",
     QualityProvider,
     {
-        "dnsmos": "providers.quality.dnsmos:DNSMOSQuality",
-        "distillmos": "providers.quality.distillmos:DistillMOSQuality",
+        "dnsmos": "ttseval.providers.quality.dnsmos:DNSMOSQuality",
+        "distillmos": "ttseval.providers.quality.distillmos:DistillMOSQuality",
     },
 )
 
@@ -400,11 +400,11 @@ JUDGES = Registry[Judge](
     "judge",
     Judge,
     {
-        "objective": "providers.judges.objective:ObjectiveJudge",
-        "gemini": "providers.judges.gemini:GeminiJudge",
-        "openai": "providers.judges.openai_audio:OpenAIJudge",
-        "cascade": "providers.judges.cascade:CascadeJudge",
-        "transformers-judge": "providers.judges.transformers_judge:TransformersAudioJudge",
+        "objective": "ttseval.providers.judges.objective:ObjectiveJudge",
+        "gemini": "ttseval.providers.judges.gemini:GeminiJudge",
+        "openai": "ttseval.providers.judges.openai_audio:OpenAIJudge",
+        "cascade": "ttseval.providers.judges.cascade:CascadeJudge",
+        "transformers-judge": "ttseval.providers.judges.transformers_judge:TransformersAudioJudge",
     },
     any_of=(PairwiseJudge, InstructionJudge),
 )
@@ -413,8 +413,8 @@ LLMS = Registry[LLM](
     "llm",
     LLM,
     {
-        "gemini": "providers.llm.gemini:GeminiLLM",
-        "openai": "providers.llm.openai_compat:OpenAICompatLLM",
+        "gemini": "ttseval.providers.llm.gemini:GeminiLLM",
+        "openai": "ttseval.providers.llm.openai_compat:OpenAICompatLLM",
     },
 )
 
@@ -422,7 +422,7 @@ LIDS = Registry[LanguageIdentifier](
     "lid",
     LanguageIdentifier,
     {
-        "transformers": "providers.lid.transformers_lid:TransformersLID",
+        "transformers": "ttseval.providers.lid.transformers_lid:TransformersLID",
     },
 )
 
@@ -430,8 +430,8 @@ SPEAKERS = Registry[SpeakerEncoder](
     "speaker",
     SpeakerEncoder,
     {
-        "resemblyzer": "providers.speaker.resemblyzer_ge2e:ResemblyzerEncoder",
-        "transformers-sv": "providers.speaker.transformers_sv:TransformersSpeakerEncoder",
+        "resemblyzer": "ttseval.providers.speaker.resemblyzer_ge2e:ResemblyzerEncoder",
+        "transformers-sv": "ttseval.providers.speaker.transformers_sv:TransformersSpeakerEncoder",
     },
 )
 

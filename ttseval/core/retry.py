@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, TypeVar
 
-from ttseval.errors import RetriesExhausted
+from ttseval.core.errors import RetriesExhausted
 
 T = TypeVar("T")
 

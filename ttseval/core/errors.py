@@ -12,7 +12,7 @@
         +-- PermanentProviderError    not worth retrying: bad input, refused language, empty output
         +-- DeferredProviderError     not now, but a later run may succeed: a missing input file, an exhausted
                                       quota, a rejected key; not retried within the run, retried by the next
-    +-- RetriesExhausted              a transient error outlived the retry budget (ttseval.retry); wraps it
+    +-- RetriesExhausted              a transient error outlived the retry budget (ttseval.core.retry); wraps it
 
 Only PermanentProviderError (and a stage's own `unsupported` / `skipped` rows) makes a failed row final. Every
 other error a stage records, transient or unexpected (a bug in a provider), is stored with `retryable` set, so
@@ -41,7 +41,7 @@ class SpecError(TTSEvalError):
 
 
 class RunBusyError(TTSEvalError):
-    """Another invocation holds the run id's lease (ttseval/lease.py): nothing was written."""
+    """Another invocation holds the run id's lease (ttseval/core/lease.py): nothing was written."""
 
 
 class DatasetError(TTSEvalError):

@@ -1,10 +1,10 @@
 """Great Expectations at the pipeline's boundaries: the input dataset and every stage table.
 
-One validation path: each table's rules are built from its declared schema (``ttseval.schemas``: columns that
+One validation path: each table's rules are built from its declared schema (``ttseval.core.schemas``: columns that
 may not be null, the key that must be unique) plus the value rules declared here (status sets, ranges of ok
 rows). ``check_table`` returns the problems; ``require_valid`` raises ``DatasetError`` naming the table, the
 rule, the rows (by their key) and the fix. The dataset's own rules (languages, categories) live with the
-dataset (``corpus.items``) and run through the same ``check``.
+dataset (``ttseval.corpus.items``) and run through the same ``check``.
 
 One ephemeral context per process; `import great_expectations` costs seconds, so it is imported on first use,
 with its loggers quietened: creating a context logs "Created temporary directory ... for ephemeral docs site"
@@ -25,8 +25,8 @@ from typing import Any
 
 import pandas as pd
 
-from ttseval.errors import DatasetError
-from ttseval.schemas import TABLES
+from ttseval.core.errors import DatasetError
+from ttseval.core.schemas import TABLES
 
 __all__ = ["TABLE_RULES", "Rule", "check", "check_table", "require_valid", "row_failures", "table_rules"]
 
@@ -267,7 +267,7 @@ def check_table(table: str, frame: pd.DataFrame) -> list[str]:
     missing = sorted({c for r in rules for c in r.kwargs.get("column_list", [r.column])} - set(frame.columns))
     if missing:
         return [f"rule 'declared columns are present' fails: {table} lacks column(s) {missing}. "
-                f"Fix: build the frame with ttseval.schemas.{table.upper()} (table_from_rows)"]
+                f"Fix: build the frame with ttseval.core.schemas.{table.upper()} (table_from_rows)"]
     if frame.empty:
         return []
     frame = frame.reset_index(drop=True).assign(row=range(1, len(frame) + 1))

@@ -29,8 +29,8 @@ from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import Any
 
-from ttseval.errors import RunBusyError, StoreError
-from ttseval.store import ArtifactStore, write_error
+from ttseval.core.errors import RunBusyError, StoreError
+from ttseval.core.store import ArtifactStore, write_error
 
 DEFAULT_TTL_S = 120.0
 
@@ -119,7 +119,7 @@ class _S3:
     def __init__(self, store: ArtifactStore, rel_path: str) -> None:
         import boto3
 
-        from ttseval.store import _s3_endpoint
+        from ttseval.core.store import _s3_endpoint
 
         self.client = boto3.client("s3", endpoint_url=_s3_endpoint())
         self.bucket, _, self.key = store.path(rel_path).partition("/")
