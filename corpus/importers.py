@@ -56,6 +56,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from ttseval.corpus.items import read_jsonl_rows
+from ttseval.core.paths import resolve_against
 from ttseval.core.categories import EMERGENTTTS_CATEGORIES, MAX_DEPTH, canonical_category
 from ttseval.core.errors import DatasetError
 from ttseval.core.instructtts import CATEGORY as INSTRUCT_CATEGORY
@@ -299,10 +300,7 @@ def _reference_uri(rec: dict, base: Path) -> str | None:
                 continue
         if not isinstance(value, str):
             continue
-        value = value.strip()
-        if "://" in value or Path(value).is_absolute():
-            return value
-        return str((base / value).resolve())
+        return resolve_against(base, value, base_is_folder=True)
     return None
 
 
@@ -440,9 +438,8 @@ def instructttseval_generated_manifest(path: str | Path) -> list[dict[str, str]]
             gen = value.get("gen_path") if isinstance(value, dict) else None
             if _blank(gen) or not isinstance(gen, str) or _instruction(value) is None:
                 continue
-            gen = gen.strip()
-            resolved = gen if "://" in gen or Path(gen).is_absolute() else str((base / gen).resolve())
-            rows.append({"item_id": f"{example_id}-{task.lower()}", "path": resolved})
+            rows.append({"item_id": f"{example_id}-{task.lower()}",
+                         "path": resolve_against(base, gen, base_is_folder=True)})
     return rows
 
 
@@ -492,7 +489,7 @@ def import_seedtts(path: str | Path, *, language: str | None = None) -> pd.DataF
     rows = [{"item_id": utt, "benchmark": f"{SEEDTTS_BENCHMARK}/{folder.name}", "category": SEEDTTS_CATEGORY,
              "depth": 0, "parent_id": None, "language": tag, "text": target, "instruction": None, "task": None,
              "reference_audio_uri": None, "prompt_text": prompt_text or None,
-             "prompt_audio_uri": prompt if "://" in prompt or Path(prompt).is_absolute() else str((folder / prompt).resolve()),
+             "prompt_audio_uri": resolve_against(folder, prompt, base_is_folder=True),
              "source": SEEDTTS_BENCHMARK, "generator": None}
             for _, (utt, prompt_text, prompt, target, *_) in lines]
     duplicates = sorted(utt for utt, n in Counter(r["item_id"] for r in rows).items() if n > 1)
@@ -506,7 +503,7 @@ def seedtts_ground_truth_manifest(path: str | Path) -> list[dict[str, str]]:
     """Manifest rows (item_id, path) of the ground-truth recordings a 5-field meta.lst names (natural speech of
     the target text: a `natural` system); empty for the 4-field lists."""
     folder, lines = _seedtts_lines(path)
-    return [{"item_id": fields[0], "path": fields[4] if Path(fields[4]).is_absolute() else str((folder / fields[4]).resolve())}
+    return [{"item_id": fields[0], "path": resolve_against(folder, fields[4], base_is_folder=True)}
             for _, fields in lines if len(fields) == 5 and fields[4]]
 
 

@@ -18,6 +18,7 @@ same and its LLM calls are answered from the call cache.
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ttseval.corpus.items import read_jsonl_numbered
+from ttseval.core.paths import resolve_against
 from ttseval.core.errors import DatasetError
 from ttseval.core.ids import digest
 from ttseval.core.instructtts import CATEGORY, FEATURES, TASKS  # noqa: F401 - CATEGORY is re-exported (ttseval.tasks.instructions)
@@ -334,8 +336,7 @@ def read_references(path: str | Path) -> list[Reference]:
             problems.append(f"line {n}: audio is missing; give the path of the reference WAV file (relative to "
                             f"{p.parent} or absolute)")
         else:
-            wav = Path(audio).expanduser()
-            wav = wav if wav.is_absolute() else p.parent / wav
+            wav = Path(resolve_against(p, os.path.expanduser(audio)))
             why = _wav_problem(wav)
             if why:
                 problems.append(f"line {n}: audio {audio!r}: {why}")

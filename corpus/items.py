@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 
+from ttseval.core.paths import resolve_against
 from ttseval.core.categories import canonical_category
 from ttseval.core.config import Settings
 from ttseval.core.errors import DatasetError
@@ -197,10 +198,7 @@ def _resolved(dataset: str | Path, path: object) -> str | None:
     the dataset file's folder."""
     if not isinstance(path, str) or not path.strip():
         return None
-    path = path.strip()
-    if "://" in path or Path(path).is_absolute():
-        return path
-    return str((Path(dataset).resolve().parent / path).resolve())
+    return resolve_against(dataset, path)
 
 
 def read_items(dataset: str, settings: Settings) -> tuple[pd.DataFrame, str, str]:

@@ -33,6 +33,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from ttseval.providers import canonical_spec, parse_options
+from ttseval.core.paths import is_uri, resolve_against
 from ttseval.core.audio import Audio
 from ttseval.core.errors import DeferredProviderError, PermanentProviderError
 from ttseval.core.protocols import ANY_LANGUAGE, Languages, VoicePrompt
@@ -48,10 +49,6 @@ class FilesOptions(BaseModel):
 
     dir: str | None = Field(None, description="folder whose file <item_id>.{wav,flac,mp3,ogg} is each item's clip")
     manifest: str | None = Field(None, description=".jsonl or .csv with columns item_id and path")
-
-
-def is_uri(path: str) -> bool:
-    return "://" in path
 
 
 def display_path(path: str) -> str:
@@ -79,17 +76,6 @@ def filesystem(path: str) -> tuple[Any, str]:
     from fsspec.core import url_to_fs
 
     return url_to_fs(path)
-
-
-def resolve_against(base_file: str, path: str) -> str:
-    """`path` as written in the file `base_file` (a manifest): URIs and absolute paths as they are, a relative
-    path joined to base_file's folder (a URI's folder when base_file is one)."""
-    path = path.strip()
-    if is_uri(path) or os.path.isabs(path):
-        return path
-    if is_uri(base_file):
-        return posixpath.join(posixpath.dirname(base_file), path)
-    return os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(base_file)), path))
 
 
 class _SourceError(Exception):

@@ -1,0 +1,30 @@
+"""Paths as users write them in files: the one rule for a path inside a dataset, manifest or list file.
+
+A URI (s3://bucket/key, https://...) and an absolute path are kept as written; a relative path is relative to
+the folder of the file that names it (a URI's folder when that file is a URI). Local results are absolute and
+free of symbolic links (`Path.resolve`), so the same file gets the same string however it was reached.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from pathlib import Path
+
+
+def is_uri(path: str) -> bool:
+    """A URI such as s3://bucket/key, read with fsspec, rather than a local path."""
+    return "://" in path
+
+
+def resolve_against(base: str | Path, path: str, *, base_is_folder: bool = False) -> str:
+    """`path` as written in the file `base` (or in a file inside the folder `base` when `base_is_folder`): URIs and
+    absolute paths as they are (stripped of surrounding spaces), a relative path joined to base's folder."""
+    path = path.strip()
+    if is_uri(path) or os.path.isabs(path):
+        return path
+    base = str(base)
+    if is_uri(base):
+        return posixpath.join(base if base_is_folder else posixpath.dirname(base), path)
+    folder = Path(base) if base_is_folder else Path(base).resolve().parent
+    return str((folder / path).resolve())
