@@ -1,4 +1,4 @@
-"""Reporting (tasks/report.py) on a store built by hand with the declared schemas: no engines, no Prefect."""
+"""Reporting (tasks/report/) on a store built by hand with the declared schemas: no engines, no Prefect."""
 
 from __future__ import annotations
 
