@@ -9,6 +9,8 @@ InstructTTSEval reports raw agreement of a judge with the human majority vote.
 - ``human_alignment``: Spearman rho between a judge's and humans' system scores.
 - ``krippendorff_alpha``: thin wrapper over the ``krippendorff`` package.
 - ``degenerate_judge``: a judge whose answers cannot rank (all unparsed, or one answer every time).
+- ``judge_agreement``: Kendall's W and pairwise Spearman over the systems ranked by each judge's overall
+  win-rate (a ``win_rate_table`` with a ``level`` column and ``judge_spec``).
 - ``preference_alignment``: item-level agreement of judge and human preferences
   (raw agreement, nominal alpha) plus the Spearman of per-system win-rates.
 
@@ -30,6 +32,7 @@ from ttseval.metrics.winrate import WINNER_SCORES
 __all__ = [
     "degenerate_judge",
     "human_alignment",
+    "judge_agreement",
     "kendalls_w",
     "krippendorff_alpha",
     "pairwise_spearman",
@@ -337,3 +340,13 @@ def degenerate_judge(rows: pd.DataFrame, min_answers: int = DEGENERATE_MIN_ANSWE
         return (f"it answered {answers[0]!r} on all {len(parsed)} parsed comparisons: a constant judge is not a "
                 "ranking")
     return None
+
+
+def judge_agreement(winrates: pd.DataFrame) -> dict | None:
+    """Kendall's W over systems ranked by each judge's overall win-rate, and pairwise Spearman; None for < 2 judges."""
+    overall = winrates[winrates["level"] == "overall"]
+    scores = overall.pivot_table(index="judge_spec", columns="system_id", values="win_rate").dropna(axis=1)
+    if len(scores) < 2 or scores.shape[1] < 2:
+        return None
+    return {"kendalls_w": kendalls_w(scores, correct_ties=True), "spearman": pairwise_spearman(scores),
+            "n_systems": scores.shape[1]}

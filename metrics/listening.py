@@ -14,7 +14,8 @@ drops flagged rows (a rater's second pass over a page) first.
   the pages they rated), and `lambda_effect`: scores and ranks as lambda varies (section 4.4, Figure 3). Neither
   removes anyone from another result: the caller reports them beside the unfiltered scores.
 - `subsampling`: Wester et al.'s procedure (section 4.3): draw listeners and utterances at random, average each
-  system, Spearman-correlate with the full set's means; `trials` draws per cell.
+  system, Spearman-correlate with the full set's means; `trials` draws per cell. `subsampling_grid` gives the
+  counts of listeners or utterances a report draws (GRID below the number there are, and that number).
 - `cmos_summary` (with appendix A.2's Table 8 preference shares), `mos_alpha` (Krippendorff's alpha over
   (item, system) units), `fault_isolation` (Figure 5) and `metric_correlation` (human scores against automatic
   metrics of the same audio).
@@ -31,9 +32,9 @@ from scipy import stats
 from ttseval.metrics.agreement import krippendorff_alpha
 from ttseval.core.schemas import DG_SHEET
 
-__all__ = ["COUNT_FIELDS", "DG_FIELDS", "PERCEPTUAL_FIELDS", "DGWeights", "cmos_summary", "dg_score",
+__all__ = ["COUNT_FIELDS", "DG_FIELDS", "GRID", "PERCEPTUAL_FIELDS", "DGWeights", "cmos_summary", "dg_score",
            "fault_isolation", "lambda_effect", "metric_correlation", "mos_alpha", "rater_rejection",
-           "subsampling", "system_stats"]
+           "subsampling", "subsampling_grid", "system_stats"]
 
 DG_FIELDS = tuple(DG_SHEET)  # appendix A.6's scoresheet: six counts of faults, three perceptual scores on 0-100
 COUNT_FIELDS, PERCEPTUAL_FIELDS = DG_FIELDS[:6], DG_FIELDS[6:]
@@ -173,6 +174,14 @@ def subsampling(ratings: pd.DataFrame, listeners: list[int], utterances: list[in
                 mean_rho = float("nan")
             rows.append({"listeners": k_l, "utterances": k_u, "mean_rho": mean_rho, "trials_used": int(ok.sum())})
     return pd.DataFrame(rows, columns=["listeners", "utterances", "mean_rho", "trials_used"])
+
+
+GRID = (2, 3, 5, 10, 15, 20, 30, 40, 50, 75, 100, 150, 200)
+
+
+def subsampling_grid(n: int) -> list[int]:
+    """The sizes `subsampling` is asked for out of `n` listeners (or utterances): every GRID size below n, and n."""
+    return sorted({k for k in GRID if k < n} | {n})
 
 
 def cmos_summary(ratings: pd.DataFrame) -> pd.DataFrame:

@@ -26,12 +26,14 @@ from types import MappingProxyType
 import numpy as np
 import pandas as pd
 
+from ttseval.core.registry import Spec
 from ttseval.metrics.bootstrap import CI, bootstrap_mean_ci
 
 __all__ = [
     "JUDGMENT_STATUSES",
     "WINNER_SCORES",
     "WINRATE_COLUMNS",
+    "model_of_voices",
     "voice_variance",
     "win_rate_table",
 ]
@@ -213,6 +215,17 @@ def win_rate_table(
     for column in _INT_COLUMNS:
         table[column] = table[column].astype(np.int64)
     return table
+
+
+def model_of_voices(names: Mapping[str, str]) -> dict[str, str]:
+    """system_id -> the model it is a voice of: its spec without the voice slot (`openai:alloy:model=tts-1`
+    and `openai:nova:model=tts-1` are two voices of `openai:model=tts-1`); systems without a voice are left out."""
+    out = {}
+    for system_id, spec in names.items():
+        parsed = Spec.parse(spec)
+        if parsed.voice:
+            out[system_id] = Spec(parsed.provider, None, parsed.options).canonical
+    return out
 
 
 def voice_variance(winrates: pd.DataFrame, model_of: Mapping[str, str]) -> pd.DataFrame:

@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from ttseval.tasks.common import get_store
-from ttseval.tasks.report import _num, _pct, markdown_table
+from ttseval.tasks.report.format import markdown_table, num, pct
 from ttseval.core.config import Settings
 
 
@@ -62,8 +62,8 @@ def leaderboard_markdown(boards: dict[str, pd.DataFrame]) -> str:
     for dataset, board in boards.items():
         tools = [c for c in board.columns if c.startswith(("MOS (", "win-rate ("))]
         board = board.sort_values(["asr_spec", "wer"], na_position="last")
-        rows = [[r["system_spec"], r["asr_spec"] or "–", _pct(r["completion_rate"]), _pct(r["wer"]), _pct(r["cer"]),
-                 *(_num(r[c]) if c.startswith("MOS") else _pct(r[c]) for c in tools), r["run_id"], r["date"]]
+        rows = [[r["system_spec"], r["asr_spec"] or "–", pct(r["completion_rate"]), pct(r["wer"]), pct(r["cer"]),
+                 *(num(r[c]) if c.startswith("MOS") else pct(r[c]) for c in tools), r["run_id"], r["date"]]
                 for r in board.to_dict("records")]
         lines += ["", f"## Dataset `{dataset}`", "",
                   markdown_table(["system", "recogniser", "completion %", "WER %", "CER %",

@@ -1,4 +1,4 @@
-"""Listening tests from a stored run (tasks/listening.py, flows/human_eval.py): the webMUSHRA export (only the
+"""Listening tests from a stored run (tasks/listening/, flows/human_eval.py): the webMUSHRA export (only the
 keys webMUSHRA documents, one rate and one length per page, at most 12 conditions, seeded per-rater orders, the
 key kept out of the folder), results in webMUSHRA's CSV formats (as its service/write.php writes them) and the
 plain CSV round-tripping into the ratings table, bad results refused or flagged, and the analysis in the report."""

@@ -190,3 +190,13 @@ def test_fault_isolation_and_metric_correlation() -> None:
     assert corr.loc["mos", "spearman"] == 1.0 and corr.loc["wer", "spearman"] < 0
     assert corr.loc["mos", "pearson"] == pytest.approx(stats.pearsonr([80, 70, 60, 50], [4.1, 3.9, 3.0, 2.2])[0])
     assert np.isnan(corr.loc["flat", "spearman"])  # a constant metric correlates with nothing
+
+
+def test_subsampling_grid_is_the_grid_below_n_and_n_itself() -> None:
+    from ttseval.metrics.listening import GRID, subsampling_grid
+
+    assert subsampling_grid(12) == [2, 3, 5, 10, 12]
+    assert subsampling_grid(10) == [2, 3, 5, 10]
+    assert subsampling_grid(2) == [2]
+    assert subsampling_grid(1) == [1]
+    assert subsampling_grid(250) == [*GRID, 250]

@@ -214,3 +214,10 @@ def test_voice_variance_is_the_sample_std_of_the_voices_win_rates() -> None:
     assert questions["win_rate_std"] == pytest.approx(0.125 ** 0.5)
     assert set(out["model"]) == {"M"}
     assert voice_variance(pd.DataFrame(rows), {"n1": "N"}).empty
+
+
+def test_model_of_voices_drops_the_voice_slot_and_leaves_voiceless_systems_out() -> None:
+    from ttseval.metrics.winrate import model_of_voices
+
+    names = {"a": "openai:alloy:model=tts-1", "b": "openai:nova:model=tts-1", "c": "espeak-ng", "d": "piper:joe"}
+    assert model_of_voices(names) == {"a": "openai:model=tts-1", "b": "openai:model=tts-1", "d": "piper"}

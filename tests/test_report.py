@@ -1,4 +1,4 @@
-"""Reporting (tasks/report.py) on a store built by hand with the declared schemas: no engines, no Prefect."""
+"""Reporting (tasks/report/) on a store built by hand with the declared schemas: no engines, no Prefect."""
 
 from __future__ import annotations
 
@@ -115,3 +115,23 @@ def test_drift_markdown_names_recogniser_and_direction() -> None:
     assert markdown.startswith("# Drift: `n2` against `n1`\n\n2 flagged change(s).")
     assert (f"| piper:joe | {TINY} | mos ↑ | 3.000 [2.900, 3.100] | 3.000 [2.900, 3.100] | 0.000 [0.010, 0.050] | "
             "0.0030 | paired | same | **yes** |") in markdown
+
+
+def test_the_former_module_paths_still_export_what_the_cli_and_flows_import() -> None:
+    # tasks/report.py, tasks/listening.py and tasks/html_report.py became packages or re-exports (issue 26)
+    import ttseval.tasks.html_report as html_report
+    import ttseval.tasks.leaderboard as leaderboard
+    import ttseval.tasks.listening as listening
+    import ttseval.tasks.report as report
+    from ttseval.tasks.report import html
+
+    for name in ("compute_summary", "compute_winrates", "leaderboard_markdown", "print_table", "write_full_report",
+                 "drift_markdown", "markdown_table", "dataset_statistics_markdown", "instruction_statistics_markdown",
+                 "RunTables", "audio_checks_markdown", *report.__all__):
+        assert callable(getattr(report, name)) or isinstance(getattr(report, name), dict), name
+    for name in ("html_location", "compare_line", "build_data", "write_html_report"):
+        assert getattr(html_report, name) is getattr(html, name)
+    for name in ("analyse_test", "export_test", "ingest_ratings", *listening.__all__):
+        assert hasattr(listening, name), name
+    assert callable(leaderboard.leaderboard) and callable(leaderboard.leaderboard_markdown)
+    assert (html.ASSETS / "index.html").is_file()

@@ -1,0 +1,118 @@
+"""What a run's report is computed from, and what it stores: the stage tables read once (`RunTables`), the
+per-(system, recogniser) summary (stored as the run's `report` table) and every judge's win-rates (stored as
+`winrates`). The statistics themselves are ttseval.metrics' pure functions; rendering is in the sibling modules.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+
+from ttseval.core.config import Settings
+from ttseval.core.registry import Spec
+from ttseval.core.schemas import REPORT, WINRATES
+from ttseval.core.store import ArtifactStore
+from ttseval.metrics.summary import summarize_systems
+from ttseval.tasks.quality import primary_quality_id
+
+ROLE_ORDER = {"tts": 0, "natural": 1, "control": 2}
+LEVELS = {"overall": (), "category": ("category",), "category_depth": ("category", "depth")}
+
+
+@dataclass
+class RunTables:
+    """The stage tables a report is built from, read from the store once: items, synthesis (the systems asked
+    for, in their order, items of the run only), transcripts, and quality (every system's rows): `quality` holds
+    one predictor's (`quality_id`, the first of settings.quality, the summary's MOS; when the run has none of its
+    rows, the first predictor the table holds), `all_quality` every predictor's."""
+
+    items: pd.DataFrame
+    synthesis: pd.DataFrame
+    transcripts: pd.DataFrame
+    quality: pd.DataFrame
+    system_ids: list[str]
+    all_quality: pd.DataFrame
+    similarity: pd.DataFrame  # every encoder's rows (empty when the run compares no voices)
+
+    @classmethod
+    def read(cls, store: ArtifactStore, run_id: str, system_ids: list[str] | None = None,
+             quality_id: str | None = None) -> RunTables:
+        items = store.read(run_id, "items")
+        synthesis = store.read(run_id, "synthesis")
+        if system_ids is not None:
+            synthesis = synthesis[synthesis["system_id"].isin(system_ids)]
+            order = {s: i for i, s in enumerate(system_ids)}
+            synthesis = synthesis.sort_values("system_id", key=lambda c: c.map(order), kind="stable")
+        synthesis = synthesis[synthesis["item_id"].isin(items["item_id"])]
+        ids = list(system_ids) if system_ids is not None else list(pd.unique(synthesis["system_id"]))
+        quality = store.read(run_id, "quality")
+        present = list(pd.unique(quality["quality_id"])) if "quality_id" in quality else []
+        chosen = quality_id if quality_id in present else (present[0] if present else None)
+        primary = quality[quality["quality_id"] == chosen] if chosen else quality
+        return cls(items, synthesis, store.read(run_id, "transcripts"), primary, ids, quality,
+                   store.read(run_id, "similarity"))
+
+    @functools.cached_property
+    def own_transcripts(self) -> pd.DataFrame:
+        """The transcripts of the run's systems, each ok one with `text_language`, its text's language by fastText
+        lid.176 (ttseval.providers.lid.fasttext_text)."""
+        from ttseval.providers.lid.fasttext_text import text_languages
+
+        mine = self.transcripts[self.transcripts["system_id"].isin(self.system_ids)].copy()
+        ok = mine["status"] == "ok"
+        mine.loc[ok, "text_language"] = text_languages(mine.loc[ok, "hypothesis"].fillna("").tolist())
+        return mine
+
+
+def compute_summary(store: ArtifactStore, run_id: str, settings: Settings, system_ids: list[str] | None = None,
+                    tables: RunTables | None = None) -> pd.DataFrame:
+    """The summary of a run from its stored tables, one row per (system, recogniser); all systems unless
+    `system_ids` is given. The stage tables are checked where they are written (ttseval.core.validation)."""
+    t = tables or RunTables.read(store, run_id, system_ids, primary_quality_id(settings))
+    summary = summarize_systems(t.items, t.synthesis, t.transcripts, t.quality,
+                                n_resamples=settings.bootstrap_resamples, seed=settings.seed)
+    # PashtoTTS-Bench's roles: TTS systems first, then natural speech, then negative controls (shown apart)
+    summary["role"] = summary["system_id"].map(settings.role_of)
+    return summary.sort_values("role", key=lambda r: r.map(ROLE_ORDER), kind="stable").reset_index(drop=True)
+
+
+def store_summary(store: ArtifactStore, run_id: str, summary: pd.DataFrame) -> None:
+    """Store the summary as the run's `report` table."""
+    table = pa.Table.from_pandas(summary[REPORT.names], schema=REPORT, preserve_index=False)
+    store.replace_table(run_id, "report", table)
+
+
+def compute_winrates(store: ArtifactStore, run_id: str, settings: Settings) -> pd.DataFrame:
+    """Win-rates of every judge, at the three levels of EmergentTTS-Eval's tables, in one long table."""
+    from ttseval.metrics.winrate import win_rate_table
+
+    judgments = store.read(run_id, "judgments")
+    if judgments.empty:
+        return WINRATES.empty_table().to_pandas()
+    items = store.read(run_id, "items", columns=["item_id", "category", "depth"])
+    frame = judgments.merge(items, on="item_id", how="left")
+    specs = judgments.drop_duplicates("judge_id").set_index("judge_id")["judge_spec"]
+    parts = []
+    for level, by in LEVELS.items():
+        table = win_rate_table(frame, by=by, n_resamples=settings.bootstrap_resamples, seed=settings.seed)
+        parts.append(table.assign(level=level))
+    out = pd.concat(parts, ignore_index=True)
+    out["judge_spec"] = out["judge_id"].map(specs)
+    for name in WINRATES.names:
+        if name not in out.columns:
+            out[name] = None
+    return out[WINRATES.names]
+
+
+def store_winrates(store: ArtifactStore, run_id: str, winrates: pd.DataFrame) -> None:
+    """Store the win-rates as the run's `winrates` table."""
+    store.replace_table(run_id, "winrates", pa.Table.from_pandas(winrates, schema=WINRATES, preserve_index=False))
+
+
+def baseline_id(meta: dict[str, Any]) -> str:
+    """The id of the run's baseline system (meta's `baseline` spec); '' without one."""
+    return Spec.parse(meta["baseline"]).id if meta.get("baseline") else ""

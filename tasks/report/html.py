@@ -1,0 +1,147 @@
+"""A run's report as a static web page, with every clip playable beside its transcript, scores and verdicts.
+
+Written beside report.md, as runs/<run>/html/:
+
+    index.html, app.js, style.css, compare.html   the page (tasks/report_html/, no build step, no CDN)
+    data.js                                        the run: window.TTSEVAL_RUNS[<run>] = {...}
+
+The data is a script, not JSON, so the page also works opened as a file (browsers refuse fetch() from file://).
+Audio is linked, not copied: ../../../blobs/audio/<ab>/<sha256>.wav from the page, the store's own blob, so
+the page works from a local store as is and from S3 through `ttseval serve`. compare.html?a=<run>&b=<run> loads
+two runs' data.js side by side (nightly drift: the same item's clips from both runs and the metric deltas).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ttseval.metrics.wer import word_alignment
+from ttseval.core.store import ArtifactStore
+
+ASSETS = Path(__file__).resolve().parent.parent / "report_html"  # tasks/report_html, package data of ttseval.tasks
+FILES = ("index.html", "app.js", "style.css", "compare.html")
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe: NaN and NA become null, numpy scalars plain numbers (rounded to 4 decimals)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
+        return None
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float):
+        return None if math.isnan(value) else round(value, 4)
+    return value
+
+
+def _markdown_html(markdown: str) -> str:
+    """report.md as HTML (markdown-it, CommonMark with tables); figure links made relative to html/."""
+    from markdown_it import MarkdownIt
+
+    html = MarkdownIt("commonmark", {"html": False}).enable("table").render(markdown)
+    return re.sub(r'src="(figures|listening)/', r'src="../\1/', html)
+
+
+def build_data(store: ArtifactStore, run_id: str, tables: Any, summary: pd.DataFrame, winrates: pd.DataFrame,
+               markdown: str, meta: dict[str, Any]) -> dict[str, Any]:
+    """Everything the page shows, from the tables a report is built from (ttseval.tasks.report.compute.RunTables)."""
+    names = dict(zip(summary["system_id"], summary["system_spec"]))
+    roles = dict(zip(summary["system_id"], summary.get("role", pd.Series("tts", index=summary.index))))
+    items = tables.items
+    synthesis = tables.synthesis
+    transcripts = tables.transcripts[tables.transcripts["system_id"].isin(tables.system_ids)]
+    quality = tables.quality
+    judgments = store.read(run_id, "judgments")
+    judgments = judgments[judgments["system_id"].isin(tables.system_ids)]
+    clips: dict[str, dict[str, dict[str, Any]]] = {}
+    for r in synthesis.itertuples():
+        clips.setdefault(r.item_id, {})[r.system_id] = {
+            "status": r.status, "error": _clean(r.error_message), "duration_s": _clean(r.duration_s),
+            "flags": _clean(getattr(r, "audio_flags", None)),
+            "audio": f"../../../{ArtifactStore.audio_rel_path(r.audio_sha256)}" if r.status == "ok" and
+            isinstance(r.audio_sha256, str) else None, "asr": {}, "judges": {}}
+    for r in quality[quality["status"] == "ok"].itertuples():
+        if r.system_id in clips.get(r.item_id, {}):
+            clips[r.item_id][r.system_id]["mos"] = _clean(r.mos)
+    recognisers = [{"id": a, "spec": spec} for a, spec in
+                   transcripts[["asr_id", "asr_spec"]].drop_duplicates("asr_id").itertuples(index=False)]
+    for r in transcripts.itertuples():
+        clip = clips.get(r.item_id, {}).get(r.system_id)
+        if clip is None:
+            continue
+        entry: dict[str, Any] = {"status": r.status, "wer": _clean(r.wer), "cer": _clean(r.cer)}
+        if r.status == "ok" and isinstance(r.ref_norm, str):
+            entry["words"] = [list(t) for t in word_alignment(r.ref_norm, r.hyp_norm or "")]
+        else:
+            entry["error"] = _clean(r.error_message)
+        clip["asr"][r.asr_id] = entry
+    judge_ids = list(pd.unique(judgments["judge_id"]))
+    judge_specs = dict(zip(judgments["judge_id"], judgments["judge_spec"]))
+    for r in judgments.itertuples():
+        clip = clips.get(r.item_id, {}).get(r.system_id)
+        if clip is None:
+            continue
+        verdict = {"candidate": "win", "baseline": "loss", "tie": "tie"}.get(r.winner) if r.status == "ok" else None
+        margin = (r.score_baseline - r.score_candidate) if not (pd.isna(r.score_baseline) or
+                                                              pd.isna(r.score_candidate)) else None
+        clip["judges"][r.judge_id] = {
+            "verdict": verdict, "status": r.status, "baseline": r.baseline_id,
+            "a": "candidate" if r.candidate_first else "baseline", "margin": _clean(margin),
+            "score_candidate": _clean(r.score_candidate), "score_baseline": _clean(r.score_baseline),
+            "candidate": _clean(r.reasoning_candidate), "baseline_notes": _clean(r.reasoning_baseline),
+            "comparison": _clean(r.comparison), "error": _clean(r.error_message)}
+    rows = []
+    for r in items.itertuples():
+        rows.append({"id": r.item_id, "text": r.text, "category": _clean(r.category), "depth": _clean(r.depth),
+                     "language": _clean(r.language), "clips": clips.get(r.item_id, {})})
+    leaderboard = []
+    for r in summary.to_dict("records"):
+        row = {k: _clean(r.get(k)) for k in ("system_id", "system_spec", "asr_spec", "completion_rate", "wer",
+                                              "wer_ci_low", "wer_ci_high", "cer", "mos", "n_ok", "n_items")}
+        row["role"] = _clean(r.get("role")) or "tts"
+        overall = winrates[(winrates["level"] == "overall") & (winrates["system_id"] == r["system_id"])] \
+            if not winrates.empty else winrates
+        row["win_rates"] = {w.judge_id: _clean(w.win_rate) for w in overall.itertuples()}
+        leaderboard.append(row)
+    figures = [p.split(f"runs/{run_id}/", 1)[-1] for p in _figures(store, run_id)]
+    return {"run_id": run_id, "meta": {k: str(v) for k, v in meta.items()}, "systems": [
+        {"id": s, "spec": names.get(s, s), "role": roles.get(s) or "tts"} for s in tables.system_ids],
+            "recognisers": recognisers, "judges": [{"id": j, "spec": judge_specs[j]} for j in judge_ids],
+            "leaderboard": leaderboard, "figures": [f"../{f}" for f in figures],
+            "report_html": _markdown_html(markdown), "items": rows}
+
+
+def _figures(store: ArtifactStore, run_id: str) -> list[str]:
+    import pyarrow.fs as pafs
+
+    selector = pafs.FileSelector(store.path("runs", run_id, "figures"), allow_not_found=True)
+    return sorted(i.path for i in store.fs.get_file_info(selector) if i.path.endswith(".png"))
+
+
+def write_html_report(store: ArtifactStore, run_id: str, data: dict[str, Any]) -> str:
+    """Write the page and its data under runs/<run>/html/; returns the index's location."""
+    for name in FILES:
+        store.write_bytes(f"runs/{run_id}/html/{name}", (ASSETS / name).read_bytes())
+    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
+    script = ("window.TTSEVAL_RUNS = window.TTSEVAL_RUNS || {};\n"
+              f"window.TTSEVAL_RUNS[{json.dumps(run_id)}] = {payload};\n")
+    store.write_bytes(f"runs/{run_id}/html/data.js", script.encode("utf-8"))
+    return store.display("runs", run_id, "html", "index.html")
+
+
+def html_location(store: ArtifactStore, run_id: str) -> str:
+    """Where a person opens the run's page: a file:// link for a local store; for S3, the command that serves it."""
+    where = store.display("runs", run_id, "html", "index.html")
+    return f"file://{where}" if store.is_local else f"{where} (open with: ttseval serve --store {store.display()})"
+
+
+def compare_line(store: ArtifactStore, earlier: str, later: str) -> str:
+    """A Markdown line pointing at the two runs side by side (compare.html, both clips of each item)."""
+    page = f"{store.display('runs', later, 'html', 'compare.html')}?a={earlier}&b={later}"
+    link = f"file://{page}" if store.is_local else page + f" (through ttseval serve --store {store.display()})"
+    return f"\nEvery item's clips from both runs side by side, with the deltas: {link}\n"

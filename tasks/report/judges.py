@@ -1,0 +1,163 @@
+"""The report's judge sections: per judge, win-rates by category beside WER and MOS with cost, self-consistency
+and cascade figures; voice variance; agreement between judges; position bias; and InstructTTSEval scores.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ttseval.core.store import ArtifactStore
+from ttseval.metrics.agreement import judge_agreement
+from ttseval.metrics.registry import arrow
+from ttseval.metrics.winrate import model_of_voices, voice_variance
+from ttseval.tasks.report.format import header, judge_label, markdown_table, num, pct
+
+
+def _system_metric(summary: pd.DataFrame, system_id: str, column: str, fmt) -> str:
+    """A system's figure beside its win-rate: the value, or each recogniser's value named when it has several."""
+    rows = summary[summary["system_id"] == system_id]
+    if rows.empty:
+        return "–"
+    values = rows[column].tolist()
+    if len(set(map(str, values))) == 1:  # one recogniser, or a system-wide figure (MOS) repeated on each row
+        return fmt(values[0])
+    return ", ".join(f"{fmt(v)} ({spec})" for v, spec in zip(values, rows["asr_spec"]))
+
+
+def leaderboard_markdown(store: ArtifactStore, run_id: str, summary: pd.DataFrame, winrates: pd.DataFrame) -> str:
+    """Per judge: system x category win-rates beside WER and MOS, parse failures, the run's judge cost, and a
+    warning for a judge whose answers cannot rank (ttseval.metrics.agreement.degenerate_judge)."""
+    from ttseval.metrics.agreement import degenerate_judge
+    from ttseval.metrics.cascade import cascade_summary
+
+    if winrates.empty:
+        return ""
+    names = dict(zip(summary["system_id"], summary["system_spec"]))
+    judgments = store.read(run_id, "judgments")
+    lines = []
+    for judge_id, rows in winrates.groupby("judge_id", sort=False):
+        spec = rows["judge_spec"].iloc[0]
+        baseline = names.get(rows["baseline_id"].iloc[0], rows["baseline_id"].iloc[0])
+        mine = judgments[judgments["judge_id"] == judge_id]
+        cost = float(mine["cost_usd"].fillna(0).sum())
+        tokens = int(mine["input_tokens"].fillna(0).sum() + mine["output_tokens"].fillna(0).sum())
+        lines += ["", f"## Win-rate vs baseline `{baseline}`: judge {judge_label(spec)}", "",
+                  f"judge_id `{judge_id}`; cost ${cost:.4f} ({tokens} tokens); win 1, tie 0.5, loss 0; "
+                  "95% CI by bootstrap over items; parse failures are counted, not scored.", ""]
+        if why := degenerate_judge(mine):
+            lines += [f"**Warning: this judge does not rank.** {why}.", ""]
+        sampled = mine[mine["samples"].fillna(1) > 1]
+        if not sampled.empty:
+            lines += [f"Self-consistency: {int(sampled['samples'].max())} samples per comparison at temperature "
+                      f"> 0; the samples agree with the majority verdict {pct(sampled['sample_agreement'].mean())}% "
+                      "of the time on average.", ""]
+        if spec.startswith("cascade:") and (c := cascade_summary(mine)):
+            reasons = ", ".join(f"{k} {v}" for k, v in sorted(c["why"].items()))
+            kept = (f" {c['not_drawn']} unsettled pairs not drawn for the strong judge (`escalate_sample`) kept "
+                    "the cheap verdict." if c["not_drawn"] else "")
+            audit = (f" On {c['audited']} settled pairs the strong judge also heard, it gave the cheap judge's "
+                     f"answer {pct(c['agreement'])}% of the time." if c["audited"] else "")
+            lines += [f"Cascade: {c['escalated']} of {c['n']} pairs ({pct(c['escalated_share'])}%) went to the "
+                      f"strong judge ({reasons or 'none'}); cheap judge ${c['cheap_usd']:.4f}, strong judge "
+                      f"${c['strong_usd']:.4f}.{kept}{audit}", ""]
+        overall = rows[rows["level"] == "overall"].set_index("system_id")
+        by_cat = rows[rows["level"] == "category"].pivot_table(index="system_id", columns="category", values="win_rate")
+        cats = list(by_cat.columns)
+        headers = ["system", header("win-rate %", "win_rate", "[95% CI]"), "ties %", "parse fail", *cats,
+                   header("WER %", "wer"), header("MOS", "mos"), "judge $"]
+        cost_by_system = mine.groupby("system_id")["cost_usd"].sum(min_count=1)
+        table = []
+        for system_id, r in overall.iterrows():
+            cells = [names.get(system_id, system_id), f"{pct(r['win_rate'])} [{pct(r['win_rate_ci_low'])}, "
+                     f"{pct(r['win_rate_ci_high'])}]", pct(r["tie_rate"]), str(int(r["n_parse_failures"]))]
+            cells += [pct(by_cat.loc[system_id, c]) if system_id in by_cat.index else "–" for c in cats]
+            cells += [_system_metric(summary, system_id, "wer", pct), _system_metric(summary, system_id, "mos", num),
+                      num(cost_by_system.get(system_id, float("nan")), 4)]
+            table.append(cells)
+        lines.append(markdown_table(headers, table))
+        lines.append(f"\n![win-rate by depth](figures/winrate-by-depth-{judge_id}.png)")
+    lines += voice_variance_markdown(winrates, names)
+    agreement = judge_agreement(winrates)
+    if agreement:
+        lines += ["", "## Judge agreement", "", f"Kendall's W over {agreement['n_systems']} systems ranked by each "
+                  f"judge's overall win-rate (tie-corrected): {agreement['kendalls_w']:.3f}", "",
+                  "Pairwise Spearman between judges' system rankings:", ""]
+        rho = agreement["spearman"]
+        lines.append(markdown_table(["judge", *map(str, rho.columns)],
+                                    [[j, *(num(v, 3) for v in row)] for j, row in rho.iterrows()]))
+    lines += position_bias_markdown(store, run_id, judgments, names)
+    return "\n".join(lines) + "\n"
+
+
+def position_bias_markdown(store: ArtifactStore, run_id: str, judgments: pd.DataFrame,
+                           names: dict[str, str]) -> list[str]:
+    """Per audited judge: consistency under the swap, first-position wins, and win-rates with the swapped answers
+    included (ttseval.metrics.position_bias)."""
+    from ttseval.metrics.position_bias import position_bias
+
+    audit = store.read(run_id, "position_audit")
+    if audit.empty or judgments.empty:
+        return []
+    judges, systems = position_bias(judgments, audit)
+    if judges.empty:
+        return []
+    specs = judgments.drop_duplicates("judge_id").set_index("judge_id")["judge_spec"]
+    lines = ["", "## Position bias", "",
+             "A sample of pairs (`position_audit_share`, at least `position_audit_min`) asked again with the clips "
+             "in the other order. Consistency: share of audited pairs whose verdict survives the swap. First "
+             "position: share of decided answers won by the clip heard first (0.5 = no bias). Win-rate with swaps: "
+             "an audited pair scores the mean of its two answers.", ""]
+    rows = []
+    for j in judges.itertuples(index=False):
+        mine = systems[systems["judge_id"] == j.judge_id]
+        per_system = "; ".join(f"{names.get(r.system_id, r.system_id)} {pct(r.win_rate)} -> "
+                               f"{pct(r.win_rate_swapped)}" for r in mine.itertuples(index=False))
+        rows.append([judge_label(specs.get(j.judge_id, j.judge_id)), str(j.n_audited), pct(j.consistency),
+                     pct(j.first_position_wins), per_system])
+    lines.append(markdown_table(["judge", "pairs audited", "consistency %", "first-position wins %",
+                                 "win-rate % -> with swaps"], rows))
+    return lines
+
+
+def voice_variance_markdown(winrates: pd.DataFrame, names: dict[str, str]) -> list[str]:
+    """The standard deviation of win-rate across the voices of each model with several voices in the run."""
+    spread = voice_variance(winrates, model_of_voices(names))
+    if spread.empty:
+        return []
+    lines = ["", "## Voice variance (EmergentTTS-Eval 4.4)", "",
+             "Standard deviation (ddof=1) of win-rate across the voices of one model, per judge and category: how "
+             "much the choice of voice alone moves the score.", ""]
+    judge_specs = dict(zip(winrates["judge_id"], winrates["judge_spec"]))
+    table = [[judge_label(judge_specs.get(r["judge_id"], r["judge_id"])), f"`{r['model']}`", "overall" if r["level"] == "overall" else r["category"],
+              str(r["n_voices"]), pct(r["win_rate_mean"]), pct(r["win_rate_std"])]
+             for _, r in spread.sort_values(["judge_id", "model", "level"], ascending=[True, True, False]).iterrows()]
+    lines.append(markdown_table(["judge", "model", "category", "voices", "mean win-rate %", "std %"], table))
+    return lines
+
+
+def instruction_markdown(store: ArtifactStore, run_id: str, names: dict[str, str]) -> str:
+    """InstructTTSEval scores per judge, system and language: share of clips judged to follow, per task and
+    macro-averaged over APS, DSD and RP, with the undecidable count beside them."""
+    from ttseval.metrics.instruct import instruction_scores
+
+    frame = store.read(run_id, "instruction_judgments")
+    frame = frame[frame["status"] == "ok"]
+    if frame.empty:
+        return ""
+    items = store.read(run_id, "items", columns=["item_id", "language"])
+    scores = instruction_scores(frame.merge(items, on="item_id"))
+    specs = frame.drop_duplicates("judge_id").set_index("judge_id")["judge_spec"]
+    table = []
+    for (judge_id, system_id, language), g in scores.groupby(["judge_id", "system_id", "language"], sort=False):
+        by_task = g.set_index("task")
+        tasks = by_task.drop(index="macro", errors="ignore")
+        undecided = int(tasks["n_undecidable"].sum() + tasks["n_parse_failures"].sum())
+        table.append([specs.get(judge_id, judge_id), names.get(system_id, system_id), language,
+                      *(pct(by_task.loc[t, "score"]) if t in by_task.index else "–" for t in ("APS", "DSD", "RP", "macro")),
+                      undecided])
+    up = arrow("score")
+    headers = ["judge", "system", "language", f"APS % {up}", f"DSD % {up}", f"RP % {up}", f"macro % {up}", "undecidable"]
+    lines = ["", "## Instruction following (InstructTTSEval)", "",
+             "score = clips judged to follow / decided clips; macro = unweighted mean of APS, DSD, RP.", "",
+             markdown_table(headers, table)]
+    return "\n".join(lines) + "\n"

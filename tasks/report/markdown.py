@@ -1,0 +1,147 @@
+"""The report's Markdown outside the per-stage and per-judge sections: the head (run metadata and the
+per-(system, recogniser) table, whose cells the terminal table shares), synthesis cost, where the tables live,
+the listening tests' stored analyses, drift between two runs, and the statistics of a generated dataset.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from ttseval.core.schemas import TABLES
+from ttseval.core.store import ArtifactStore
+from ttseval.tasks.report.format import ROLE_LABEL, header, markdown_table, missing, num, pct
+
+
+# -- frozen dataset statistics (EmergentTTS-Eval appendix A.7; InstructTTSEval instructions) ----------------------
+
+
+def _min_mean_max(row: object, column: str, *, decimals: int = 0) -> str:
+    return (f"{getattr(row, column + '_min'):.{decimals}f} / {getattr(row, column + '_mean'):.2f} / "
+            f"{getattr(row, column + '_max'):.{decimals}f}")
+
+
+def dataset_statistics_markdown(stats: pd.DataFrame, *, words_per_minute: float) -> str:
+    """The statistics table of a generated dataset (ttseval.corpus.generation.dataset_statistics), one row a category."""
+    table = markdown_table(
+        ["category", "items", "chars min / mean / max", "words min / mean / max", "est. audio s min / mean / max"],
+        [[r.category, r.n_items, _min_mean_max(r, "chars"), _min_mean_max(r, "words"),
+          _min_mean_max(r, "est_audio_s", decimals=2)] for r in stats.itertuples()])
+    return f"{table}\n\nAudio length is estimated at {words_per_minute:g} words per minute.\n"
+
+
+def instruction_statistics_markdown(stats: pd.DataFrame) -> str:
+    """The statistics table of generated instructions (ttseval.corpus.instructions.instruction_statistics), one row a task."""
+    columns = ("instruction_chars", "instruction_words", "text_chars", "text_words")
+    headers = ["task", "items", *[f"{c.replace('_', ' ')} min / mean / max" for c in columns]]
+    return markdown_table(headers, [[r.task, r.n_items, *[_min_mean_max(r, c) for c in columns]]
+                                    for r in stats.itertuples()]) + "\n"
+
+
+# -- the head: run metadata and the per-(system, recogniser) table ------------------------------------------------
+
+
+def rows_for_display(summary: pd.DataFrame) -> list[dict[str, str]]:
+    """One dict of display strings per (system, recogniser), in summary order."""
+    out = []
+    for r in summary.to_dict("records"):
+        out.append({
+            "system": r["system_spec"] + ROLE_LABEL[r.get("role") or "tts"],
+            "recogniser": "–" if missing(r.get("asr_spec")) else r["asr_spec"],
+            header("completion %", "completion_rate"): f"{pct(r['completion_rate'])} ({r['n_ok']}/{r['n_items']})",
+            "failed/empty/unsup.": f"{r['n_failed']}/{r['n_empty']}/{r['n_unsupported']}",
+            header("WER %", "wer", "[95% CI]"): f"{pct(r['wer'])} [{pct(r['wer_ci_low'])}, {pct(r['wer_ci_high'])}]",
+            header("CER %", "cer", "[95% CI]"): f"{pct(r['cer'])} [{pct(r['cer_ci_low'])}, {pct(r['cer_ci_high'])}]",
+            header("Perfect %", "perfect_pct"): num(r["perfect_pct"], 1),
+            header("MOS", "mos", "[95% CI]"): f"{num(r['mos'])} [{num(r['mos_ci_low'])}, {num(r['mos_ci_high'])}]",
+            "mean dur. s": num(r["mean_duration_s"]),
+            header("RTF", "rtf"): num(r["rtf"], 3),
+        })
+    return out
+
+
+def render_markdown(summary: pd.DataFrame, meta: dict[str, Any]) -> str:
+    """The report's head: run metadata and the per-(system, recogniser) table."""
+    rows = rows_for_display(summary)
+    lines = [f"# ttseval report: run `{meta['run_id']}`", ""]
+    lines += [f"- {k}: {v}" for k, v in meta.items() if k != "run_id"]
+    lines += ["", "One row per system and recogniser: WER/CER are that recogniser's, never pooled across "
+              "recognisers; completion, MOS and RTF are the system's. WER/CER are corpus figures (errors pooled over "
+              "utterances) with a percentile bootstrap 95% CI over utterances; MOS is predicted (by "
+              f"`{meta.get('quality', 'the MOS predictor')}`), not human; RTF is synthesis time over audio time. ↓ "
+              "lower is better, ↑ higher is better.", ""]
+    if rows:
+        lines.append(markdown_table(list(rows[0]), [r.values() for r in rows]))
+    else:
+        lines.append("No systems in this run yet.")
+    return "\n".join(lines) + "\n"
+
+
+# -- the run's cost, tables and listening tests ------------------------------------------------------------------
+
+
+def cost_markdown(store: ArtifactStore, run_id: str, names: dict[str, str]) -> str:
+    """What the run's synthesis calls cost per system (rows computed by this run id; reused audio is free)."""
+    synthesis = store.read(run_id, "synthesis")
+    if synthesis.empty or "cost_usd" not in synthesis or not synthesis["cost_usd"].fillna(0).gt(0).any():
+        return ""
+    rows = []
+    for system_id, g in synthesis.groupby("system_id", sort=False):
+        rows.append([names.get(system_id, system_id), str(int(g["billable_chars"].fillna(0).sum())),
+                     f"${float(g['cost_usd'].fillna(0).sum()):.4f}",
+                     str(int(g["cache_hit"].fillna(False).astype(bool).sum()))])
+    return "\n## Synthesis cost\n\n" + markdown_table(["system", "billable chars", "USD", "reused clips"], rows) + "\n"
+
+
+def tables_markdown(store: ArtifactStore, run_id: str) -> str:
+    """Where each of the run's tables lives, so the Prefect UI's report links to the data behind it."""
+    lines = ["", "## Tables", "", "Each reads with `pandas.read_parquet(URI)`.", ""]
+    for name in TABLES:
+        if store.part_files(run_id, name) or name == "report":
+            uri = store.display("runs", run_id, name)
+            link = f"file://{uri}" if store.is_local else uri
+            lines.append(f"- {name}: [{uri}]({link})")
+    return "\n".join(lines) + "\n"
+
+
+def listening_markdown(store: ArtifactStore, run_id: str) -> str:
+    """Each listening test's stored analysis (ttseval.tasks.listening.analyse_test writes it), under one heading."""
+    ratings = store.read(run_id, "ratings", columns=["test_id", "created_at"])
+    tests = list(ratings.sort_values("created_at")["test_id"].drop_duplicates())
+    parts = [store.read_bytes(f"runs/{run_id}/listening/{t}/analysis.md").decode("utf-8") for t in tests
+             if store.exists(f"runs/{run_id}/listening/{t}/analysis.md")]
+    return "\n## Listening tests\n\n" + "\n".join(parts) if parts else ""
+
+
+# -- drift --------------------------------------------------------------------------------------------------------
+
+
+def drift_markdown(drift: pd.DataFrame, previous: str, current: str) -> str:
+    """A drift table (ttseval.metrics.drift.compare_reports) as Markdown: one line per (system, recogniser, metric)."""
+    flagged = drift[drift["flagged"].fillna(False).astype(bool)]
+    table = []
+    for r in drift.to_dict("records"):
+        recogniser = "–" if missing(r.get("asr_spec")) else r["asr_spec"]
+        if r["metric"] == "presence":
+            table.append([r["system_spec"], recogniser, "presence", "", "", "", r["direction"], "yes"])
+            continue
+
+        def ci(lo: str, hi: str) -> str:
+            return "" if missing(r.get(lo)) else f" [{num(r[lo], 3)}, {num(r[hi], 3)}]"
+
+        p_value = "" if missing(r.get("p_value")) else num(r["p_value"], 4)
+        table.append([r["system_spec"], recogniser, header(r["metric"], r["metric"]),
+                      f"{num(r['previous'], 3)}{ci('previous_ci_low', 'previous_ci_high')}",
+                      f"{num(r['current'], 3)}{ci('current_ci_low', 'current_ci_high')}",
+                      f"{num(r['delta'], 3)}{ci('delta_ci_low', 'delta_ci_high')}", p_value,
+                      "" if missing(r.get("test")) else r["test"], r["direction"],
+                      "**yes**" if r["flagged"] else "no"])
+    headers = ["system", "recogniser", "metric", "previous [95% CI]", "current [95% CI]", "delta [paired 95% CI]",
+               "Wilcoxon p", "test", "change", "flagged"]
+    lines = [f"# Drift: `{current}` against `{previous}`", "",
+             f"{len(flagged)} flagged change(s). WER, CER and MOS are compared item by item (ttseval.metrics.paired): "
+             "flagged when the paired bootstrap 95% CI of the difference excludes 0 (test `paired`); without "
+             "per-item rows, when the two runs' CIs do not overlap (`ci-overlap`); completion: any change.", "",
+             markdown_table(headers, table)]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,304 @@
+"""The report's sections over the clip stages' tables: the INSV-A screening card (and per_sentence.csv beside the
+report), recognisers compared, paired comparisons with the baseline, prosody and timing, speaker similarity, MOS
+predictors, audio checks, and WER by category, language and depth.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from ttseval.core.config import Settings
+from ttseval.core.store import ArtifactStore
+from ttseval.tasks.export import spreadsheet_safe
+from ttseval.tasks.report.compute import RunTables
+from ttseval.tasks.report.format import ROLE_LABEL, markdown_table, missing, num, pct, section
+
+
+def _gate(value: object, gate: str) -> str:
+    return f"{value} ({gate})"
+
+
+def insv_markdown(store: ArtifactStore, run_id: str, settings: Settings, tables: RunTables) -> str:
+    """The INSV-A report card (PashtoTTS-Bench Table 8, ttseval.metrics.screening) per system, language and recogniser,
+    grapheme-class WER where the language has letter classes, and the per-sentence table written beside the
+    report (runs/<id>/per_sentence.csv). Only for runs with an item in a language other than English."""
+    from ttseval.metrics.screening import grapheme_class_wer, insv_card, per_sentence
+    from ttseval.providers.lid.fasttext_text import MODEL
+    from ttseval.core.languages import base_language
+
+    items, synthesis = tables.items, tables.synthesis
+    if all(base_language(lang) == "en" for lang in items["language"].unique()):
+        return ""
+    lid = store.read(run_id, "lid") if store.part_files(run_id, "lid") else None
+    t = settings.insv
+    roles = {system_id: settings.role_of(system_id) for system_id in synthesis["system_id"].unique()}
+    card = insv_card(items, synthesis, tables.own_transcripts, lid, roles=roles, thresholds=t,
+                     n_resamples=settings.bootstrap_resamples, seed=settings.seed)
+    sentences = per_sentence(items, tables.own_transcripts, digits=t.digits)
+    columns = ["item_id", "language", "system_id", "asr_id", "asr_spec", "normalizer", "text", "hypothesis",
+               "wer", "cer", "sfr", "detected_language", "asr_lid_target", "text_language"]
+    store.write_bytes(f"runs/{run_id}/per_sentence.csv",
+                      spreadsheet_safe(sentences.reindex(columns=columns)).to_csv(index=False).encode("utf-8"))
+    rows = []
+    for r in card.to_dict("records"):
+        lid = ", ".join(f"{k} {pct(v)}%" for k, v in r["lid_rates"].items()) or "no LID model"
+        rows.append([
+            r["system_spec"] + ROLE_LABEL[r["role"]], r["language"], "–" if missing(r["asr_spec"]) else r["asr_spec"],
+            _gate(f"{pct(r['completion_rate'])}% ({r['n_audio']}/{r['n_items']})", r["gate_f1"]),
+            _gate(f"{num(r['sfr'], 3)}" + (f", {r['n_sfr_undefined']} undefined" if r["n_sfr_undefined"] else ""),
+                  r["gate_s"]),
+            _gate(lid, r["gate_v"]), f"{pct(r['asr_lid_rate'])}%", f"{pct(r['text_lid_rate'])}%",
+            f"{pct(r['wer'])} [{pct(r['wer_ci_low'])}, {pct(r['wer_ci_high'])}]"
+            + ("" if missing(r["natural_wer"]) or r["role"] == "natural" else f" (natural {pct(r['natural_wer'])})"),
+            num(r["perfect_pct"], 1),
+            num(r["low_error_pct"], 1), r["f1"], r["f2"], r["f3"] + (f" ({r['f3_classes']})" if r["f3_classes"] else ""),
+            r["f4"], r["f5"] + (f" ({r['n_high_cer_wer']})" if r["n_high_cer_wer"] else ""), str(r["n_for_mos"]),
+        ])
+    headers = ["system", "language", "recogniser", "F1 synthesis", "S: SFR", "V: LID", "recogniser's detection "
+               "(diagnostic)", "transcript language (diagnostic)", "I: WER % [95% CI]", "Perfect %", "Low-error %", "F1", "F2", "F3", "F4", "F5",
+               "N: clips for native MOS"]
+    lines = ["", "## INSV-A screening (PashtoTTS-Bench)", "",
+             f"Gates: F1 audio for at least {pct(t.completion)}% of items; S mean transcript Script Fidelity Rate "
+             f"at least {t.sfr} (undefined transcripts counted apart; digits {t.digits}d); V every LID model's "
+             f"target-language rate at least {pct(t.lid_pass)}% passes, all below {pct(t.lid_fail)}% fail, "
+             "anything else is unresolved; the recogniser's own language detection and the transcript's text "
+             f"language ({MODEL}) are diagnostics and never vote; WER is descriptive, beside the natural-speech baseline's when the run has one. Labels are screening labels, never more than the automatic evidence "
+             f"supports (F4 needs native listeners). Low-error: WER at most {pct(t.low_error_wer)}%. Per-sentence "
+             f"WER, CER, SFR and detected language: `{store.display('runs', run_id, 'per_sentence.csv')}`.", "",
+             markdown_table(headers, rows)]
+    classes = []
+    for (system_id, asr_id, language), g in sentences.groupby(["system_id", "asr_id", "language"], sort=False):
+        for c in grapheme_class_wer(g, language).to_dict("records"):
+            spec = card.loc[card["system_id"] == system_id, "system_spec"].iloc[0]
+            classes.append([spec, language, c["class"], c["letters"], str(c["n_items"]), pct(c["wer"]),
+                            pct(c["overall_wer"])])
+    if classes:
+        lines += ["", f"Grapheme-class WER (F3 screening: a class at least {t.f3_ratio}x the overall WER over at "
+                  f"least {t.f3_min_items} utterances is a candidate):", "",
+                  markdown_table(["system", "language", "class", "letters", "utterances", "class WER %",
+                                  "overall WER %"], classes)]
+    return "\n".join(lines) + "\n"
+
+
+def recognisers_markdown(settings: Settings, tables: RunTables, names: dict[str, str]) -> str:
+    """For each language the `asr` setting gives several recognisers: each one's WER per system over the clips all
+    of them transcribed, which recogniser ranks (the first listed: put the independent one first, PashtoTTS-Bench
+    4.4), and whether the rankings agree (Kendall's W)."""
+    from ttseval.metrics.screening import per_sentence, recogniser_rankings
+    from ttseval.core.languages import base_language
+    from ttseval.core.registry import Spec
+
+    items = tables.items
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for language in items["language"].unique():
+        specs = tuple(settings.asrs_for(language))
+        if len(specs) > 1:
+            groups.setdefault(specs, []).append(language)
+    if not groups:
+        return ""
+    transcripts = tables.transcripts
+    sentences = per_sentence(items, transcripts[transcripts["system_id"].isin(tables.system_ids)])
+    ids_of = dict(zip(transcripts["asr_spec"], transcripts["asr_id"]))
+    lines = ["", "## Recognisers", "",
+             "Languages with several recognisers: each one's WER % per system over the clips all of them "
+             "transcribed. The first listed ranks the systems (list the independent recogniser first: "
+             "PashtoTTS-Bench 4.4); Kendall's W says how far the rankings agree (1: the same order)."]
+    for specs, languages in groups.items():
+        asr_ids = [ids_of.get(Spec.parse(x).canonical) for x in specs]
+        if any(a is None for a in asr_ids):
+            absent = [x for x, a in zip(specs, asr_ids) if a is None]
+            lines += ["", f"{', '.join(languages)}: no transcripts yet from {', '.join(absent)}."]
+            continue
+        mine = sentences[sentences["language"].map(base_language).isin({base_language(x) for x in languages})]
+        wer, w = recogniser_rankings(mine, asr_ids)
+        ranked = wer.sort_values(asr_ids[0]) if len(wer) else wer
+        rows = [[names.get(system_id, system_id), *(pct(v) for v in r)]
+                for system_id, r in zip(ranked.index, ranked.to_numpy())]
+        lines += ["", f"{', '.join(languages)}: ranked by `{specs[0]}`; Kendall's W across recognisers "
+                  f"{num(w, 3)}.", "", markdown_table(["system", *(f"WER % {x}" for x in specs)], rows)]
+    return "\n".join(lines) + "\n"
+
+
+def paired_markdown(settings: Settings, tables: RunTables, baseline_id: str, names: dict[str, str]) -> str:
+    """Each system against the baseline, item by item (ttseval.metrics.paired): WER and CER per recogniser the two share,
+    MOS; the difference with its paired bootstrap 95% CI and the Wilcoxon and permutation p-values."""
+    from dataclasses import asdict
+
+    from ttseval.metrics.paired import paired_mean, paired_table
+
+    system_ids = tables.system_ids
+    if baseline_id not in system_ids or len(system_ids) < 2:
+        return ""
+    transcripts, quality = tables.transcripts, tables.quality
+    specs = dict(zip(transcripts["asr_id"], transcripts["asr_spec"]))
+    no_rows_t, no_rows_q = transcripts.iloc[0:0], quality.iloc[0:0]
+
+    def compare(base_t, sys_t, base_q, sys_q) -> list[dict[str, Any]]:
+        return paired_table(base_t, sys_t, base_q, sys_q, n_resamples=settings.bootstrap_resamples,
+                            seed=settings.seed).to_dict("records")
+
+    rows = []
+    for system_id in system_ids:
+        if system_id == baseline_id:
+            continue
+        found = []  # WER and CER per recogniser the two share, then MOS once (it does not depend on one)
+        for asr_id in transcripts.loc[transcripts["system_id"] == system_id, "asr_id"].unique():
+            mine = transcripts[transcripts["asr_id"] == asr_id]
+            found += [(specs[asr_id], r) for r in compare(mine[mine["system_id"] == baseline_id],
+                                                          mine[mine["system_id"] == system_id], no_rows_q, no_rows_q)]
+        found += [("–", r) for r in compare(no_rows_t, no_rows_t, quality[quality["system_id"] == baseline_id],
+                                            quality[quality["system_id"] == system_id])]
+        sim = tables.similarity[tables.similarity["status"] == "ok"]
+        for encoder_spec, mine in sim.groupby("encoder_spec", sort=False):  # SIM per encoder, never pooled
+            by = {s: mine[mine["system_id"] == s].set_index("item_id")["similarity"] for s in (baseline_id, system_id)}
+            shared = by[baseline_id].index.intersection(by[system_id].index)
+            if len(shared):
+                r = paired_mean("sim", by[baseline_id].loc[shared], by[system_id].loc[shared],
+                                n_resamples=settings.bootstrap_resamples, seed=settings.seed)
+                found.append((f"SIM: {encoder_spec}", asdict(r) | {"flagged": r.flagged}))
+        for recogniser, r in found:
+            rows.append([names.get(system_id, system_id), recogniser, r["metric"], str(r["n_items"]), num(r["b"], 3),
+                         num(r["a"], 3), f"{num(r['delta'], 3)} [{num(r['ci_low'], 3)}, {num(r['ci_high'], 3)}]",
+                         num(r["p_wilcoxon"], 4), num(r["p_permutation"], 4), "**yes**" if r["flagged"] else "no"])
+    return section(f"Paired comparisons with the baseline `{names.get(baseline_id, baseline_id)}`",
+                    "Item by item on the items both have (ttseval.metrics.paired): system - baseline, a paired bootstrap 95% "
+                    "CI of the difference (pooled WER/CER, mean MOS and speaker similarity), the Wilcoxon signed-rank "
+                    "and a paired permutation p-value (scipy); 'differs' when the CI excludes 0.",
+                    ["system", "recogniser / encoder", "metric", "items", "system", "baseline", "difference [95% CI]",
+                     "Wilcoxon p", "permutation p", "differs"], rows)
+
+
+def prosody_markdown(store: ArtifactStore, run_id: str, tables: RunTables, names: dict[str, str]) -> str:
+    """Per system, medians of the prosody table (metrics/prosody.py), the speaking rate from each clip's first
+    transcript, and the clips the timing gates flag."""
+    from ttseval.metrics.prosody import audio_gates, speaking_rate
+
+    if not store.part_files(run_id, "prosody"):
+        return ""
+    system_ids = tables.system_ids
+    prosody = store.read(run_id, "prosody")
+    prosody = prosody[(prosody["status"] == "ok") & prosody["system_id"].isin(system_ids)]
+    transcripts = tables.transcripts
+    words = (transcripts[transcripts["status"] == "ok"].drop_duplicates(["item_id", "system_id"])
+             .set_index(["item_id", "system_id"])["hypothesis"].fillna("").str.split().str.len())
+    rows = []
+    for system_id in system_ids:
+        mine = prosody[prosody["system_id"] == system_id]
+        if mine.empty:
+            continue
+        rate = [speaking_rate(int(words.get((r.item_id, r.system_id), 0)), r.speech_s) for r in mine.itertuples()]
+        gates = [g for r in mine.itertuples() for g in audio_gates(r.leading_silence_s, r.trailing_silence_s)]
+        rows.append([names.get(system_id, system_id), str(len(mine)), num(mine["f0_mean_hz"].median(), 0),
+                     num(mine["f0_range_st"].median(), 1), num(float(pd.Series(rate).median()), 2),
+                     num(mine["leading_silence_s"].median()), num(mine["trailing_silence_s"].median()),
+                     str(int(mine["n_long_pauses"].sum())), str(gates.count("padded")), str(gates.count("cut short"))])
+    return section("Prosody and timing",
+                    "Medians per clip: F0 by Praat (parselmouth), speech and silences by Silero VAD, speaking rate = "
+                    "transcript words / speech seconds. Padded: more than 1 s of silence before or after the speech; "
+                    "cut short: speech within 30 ms of the end.",
+                    ["system", "clips", "F0 Hz", "F0 range st", "words/s", "lead silence s", "trail silence s",
+                     "pauses >= 0.5 s", "padded", "cut short"], rows)
+
+
+def _clones(system_spec: str) -> bool:
+    """Whether the system's provider declares that it imitates voice prompts (TTSProvider.clones_voice)."""
+    from ttseval.core.registry import TTS, Spec
+
+    try:
+        return bool(getattr(TTS.info(Spec.parse(system_spec).provider).cls, "clones_voice", False))
+    except Exception:  # noqa: BLE001 - a plugin that cannot be imported here: say nothing rather than guess
+        return False
+
+
+def similarity_markdown(settings: Settings, tables: RunTables, names: dict[str, str]) -> str:
+    """Speaker similarity per encoder and system (ttseval.metrics.similarity): mean SIM with its bootstrap 95% CI, one
+    table per encoder (figures from two encoders are never in one column)."""
+    from ttseval.metrics.similarity import similarity_summary
+
+    rows_all = tables.similarity[tables.similarity["system_id"].isin(tables.system_ids)]
+    if rows_all.empty:
+        return ""
+    summary = similarity_summary(rows_all, n_resamples=settings.bootstrap_resamples, seed=settings.seed)
+    order = {s: i for i, s in enumerate(tables.system_ids)}
+    out = []
+    for encoder_id, mine in summary.groupby("encoder_id", sort=False):
+        failed = rows_all[(rows_all["encoder_id"] == encoder_id) & (rows_all["status"] != "ok")]
+        rows = [[names.get(r.system_id, r.system_id), "yes" if _clones(names.get(r.system_id, r.system_id)) else "no",
+                 r.reference, str(r.n), f"{num(r.sim, 3)} [{num(r.sim_ci_low, 3)}, {num(r.sim_ci_high, 3)}]",
+                 str(int((failed["system_id"] == r.system_id).sum()))]
+                for r in mine.sort_values("system_id", key=lambda c: c.map(order)).itertuples()]
+        out.append(section(f"Speaker similarity: `{mine['encoder_spec'].iloc[0]}`",
+                            "Cosine similarity of each clip's speaker embedding to its item's voice prompt "
+                            "(reference 'prompt') or its system's reference voice ('voice'), mean over clips with a "
+                            "bootstrap 95% CI; higher is closer. 'clones' says whether the system takes the prompt "
+                            "(a system that does not speaks its own voice).",
+                            ["system", "clones", "reference", "clips", "SIM [95% CI]", "failed"], rows))
+    return "".join(out)
+
+
+def predictors_markdown(settings: Settings, tables: RunTables, names: dict[str, str]) -> str:
+    """Each MOS predictor's mean per system with a bootstrap 95% CI, when the run has more than one predictor:
+    one column per predictor, never pooled."""
+    from ttseval.metrics.bootstrap import bootstrap_mean_ci
+
+    quality = tables.all_quality
+    quality = quality[(quality["status"] == "ok") & quality["system_id"].isin(tables.system_ids)]
+    predictors = list(dict.fromkeys(zip(quality["quality_id"], quality["quality_spec"])))
+    if len(predictors) < 2:
+        return ""
+    rows = []
+    for system_id in tables.system_ids:
+        cells = []
+        for quality_id, _ in predictors:
+            values = quality.loc[(quality["system_id"] == system_id) & (quality["quality_id"] == quality_id), "mos"]
+            if values.empty:
+                cells.append("–")
+                continue
+            ci = bootstrap_mean_ci(values.astype(float).to_numpy(), n_resamples=settings.bootstrap_resamples,
+                                   seed=settings.seed)
+            cells.append(f"{num(ci.point, 2)} [{num(ci.low, 2)}, {num(ci.high, 2)}] (n={len(values)})")
+        rows.append([names.get(system_id, system_id), *cells])
+    return section("MOS predictors",
+                    "Each predictor's mean predicted MOS per system with a bootstrap 95% CI over clips. Predictors are "
+                    "trained on different listening tests and their scales differ: compare systems within a column. "
+                    "The summary's MOS is the first predictor's.",
+                    ["system", *[f"MOS ({spec})" for _, spec in predictors]], rows)
+
+
+def grouped_markdown(tables: RunTables, names: dict[str, str]) -> str:
+    """WER per category, language and depth (ttseval.metrics.summary.summarize_by), a table each, for groups with more
+    than one value."""
+    from ttseval.metrics.summary import summarize_by
+
+    items, synthesis, transcripts = tables.items, tables.synthesis, tables.transcripts
+    specs = dict(zip(transcripts["asr_id"], transcripts["asr_spec"]))
+    lines = []
+    for by in ("category", "language", "depth"):
+        if by not in items or items[by].nunique(dropna=True) < 2:
+            continue
+        table = summarize_by(items[items[by].notna()], synthesis, transcripts, by=by)
+        wide = table.pivot_table(index=["system_id", "asr_id"], columns=by, values="wer", sort=False, dropna=False)
+        wide = wide.dropna(how="all")  # a recogniser that heard none of a system's clips (another language's)
+        rows = [[names.get(system_id, system_id), specs.get(asr_id, "–"), *(pct(v) for v in r)]
+                for (system_id, asr_id), r in zip(wide.index, wide.to_numpy())]
+        lines += ["", f"### WER % by {by}", "", markdown_table(["system", "recogniser", *map(str, wide.columns)], rows)]
+    return ("\n## By category, language and depth\n" + "\n".join(lines) + "\n") if lines else ""
+
+
+def audio_checks_markdown(tables: RunTables, names: dict[str, str]) -> str:
+    """Clips that failed a quality gate (metrics/audio_checks.py), per system and gate; empty when none did."""
+    synthesis = tables.synthesis
+    if "audio_flags" not in synthesis or not synthesis["audio_flags"].notna().any():
+        return ""
+    flagged = synthesis.dropna(subset=["audio_flags"]).assign(flag=lambda f: f["audio_flags"].str.split(","))
+    counts = flagged.explode("flag").groupby(["system_id", "flag"]).size().unstack(fill_value=0)
+    ok = synthesis[synthesis["status"] == "ok"].groupby("system_id").size()
+    gates = list(counts.columns)
+    rows = [[names.get(s, s), int(ok.get(s, 0)), *(int(counts.loc[s, g]) for g in gates)] for s in counts.index]
+    return section("Audio checks", "Clips that failed a quality gate: non-finite samples (nan), over 0.1% of "
+                    "samples at full scale (clipped), a duration under a third or over three times what the text "
+                    "predicts at 14 characters a second (too_short, too_long), a rate other than the provider "
+                    "declares (sample_rate). They are scored like any clip; here they are counted.",
+                    ["system", "clips", *gates], rows)
