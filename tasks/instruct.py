@@ -55,7 +55,7 @@ def _row_base(w: Work) -> dict[str, Any]:
 
 
 INSTRUCTION = JudgeKind(
-    table="instruction_judgments", task_name="judge-instructions", key_columns=("item_id", "system_id", "judge_id"),
+    table="instruction_judgments", task_name="judge-instructions",
     wanted=_wanted, request=_request, ask=_ask, verdict_row=_row, row_base=_row_base)
 
 

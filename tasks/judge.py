@@ -104,7 +104,6 @@ class JudgeKind:
     Attributes:
         table: The table the rows go to.
         task_name: The Prefect task's name.
-        key_columns: The table's key, `judge_id` included.
         wanted: (store, run_id, system_ids, baseline_id, settings) -> every key to judge as Work, judge_id
             excluded, in a stable order.
         request: (work, store, settings) -> (the judge's request, row columns already known, e.g. the order).
@@ -115,12 +114,18 @@ class JudgeKind:
 
     table: str
     task_name: str
-    key_columns: tuple[str, ...]
     wanted: Callable[[ArtifactStore, str, list[str], str | None, Settings], Iterator[Work]]
     request: Callable[[Work, ArtifactStore, Settings], tuple[Any, dict[str, Any]]]
     ask: Callable[[Any, list[Any]], list[Any]]
     verdict_row: Callable[[Any, dict[str, Any]], dict[str, Any]]
     row_base: Callable[[Work], dict[str, Any]] | None = None
+
+    @property
+    def key_columns(self) -> tuple[str, ...]:
+        """The table's key, `judge_id` included, as its schema declares it (ttseval.core.schemas)."""
+        from ttseval.core.schemas import TABLES
+
+        return TABLES[self.table].key
 
     def key(self, w: Work, judge_id: str) -> tuple:
         return tuple(judge_id if c == "judge_id" else w[c] for c in self.key_columns)
@@ -331,7 +336,7 @@ def _pairwise_row(v: Any, known: dict[str, Any]) -> dict[str, Any]:
 
 
 PAIRWISE = JudgeKind(
-    table="judgments", task_name="judge", key_columns=("item_id", "system_id", "baseline_id", "judge_id"),
+    table="judgments", task_name="judge",
     wanted=_pairwise_wanted, request=_pairwise_request, ask=_ask_pairs,
     verdict_row=_pairwise_row)
 
@@ -362,7 +367,7 @@ def _swapped_request(w: Work, store: ArtifactStore, settings: Settings) -> tuple
 
 
 POSITION_AUDIT = JudgeKind(
-    table="position_audit", task_name="position-audit", key_columns=PAIRWISE.key_columns,
+    table="position_audit", task_name="position-audit",
     wanted=_audit_wanted, request=_swapped_request, ask=_ask_pairs, verdict_row=_pairwise_row)
 
 
