@@ -3,7 +3,8 @@
 Each importer reads the benchmark's file as distributed (.jsonl / .json / .parquet / .csv) and returns a
 pandas DataFrame with the items schema's columns (ttseval.core.schemas.ITEMS, `task` included), ready for
 ttseval.corpus.items.validate_items. Problems are collected and raised together as one DatasetError whose
-message names each row (1-based, as in ttseval.corpus.items) and the offending value.
+message names each row (1-based, as in ttseval.corpus.items) and the offending value. `import_items_file`
+writes a checked items file (and the `files` manifest of clips made elsewhere): `ttseval import-dataset`.
 
 Where the field names come from (read, not guessed):
 
@@ -50,15 +51,16 @@ import json
 import math
 from collections import Counter
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 import pandas as pd
 
-from ttseval.corpus.items import read_jsonl_rows
+from ttseval.corpus.items import read_jsonl_rows, validate_items
 from ttseval.core.paths import resolve_against
 from ttseval.core.categories import EMERGENTTTS_CATEGORIES, MAX_DEPTH, canonical_category
-from ttseval.core.errors import DatasetError
+from ttseval.core.errors import DatasetError, SpecError
 from ttseval.core.instructtts import CATEGORY as INSTRUCT_CATEGORY
 from ttseval.core.instructtts import TASKS
 from ttseval.core.schemas import ITEMS
@@ -288,8 +290,8 @@ def _language_from_name(p: Path) -> str | None:
 
 
 def _reference_uri(rec: dict, base: Path) -> str | None:
-    for field in REFERENCE_AUDIO_FIELDS:
-        value = rec.get(field)
+    for name in REFERENCE_AUDIO_FIELDS:
+        value = rec.get(name)
         if _blank(value):
             continue
         if isinstance(value, dict):
@@ -524,3 +526,109 @@ def import_dataset(fmt: str, path: str | Path, **options: Any) -> pd.DataFrame:
     if key not in FORMATS:
         raise ValueError(f"unknown dataset format {fmt!r}; formats: {', '.join(FORMATS)}")
     return FORMATS[key](path, **options)
+
+
+# --- items files ----------------------------------------------------------------------------------------------
+
+ITEMS_FILE_SUFFIXES = (".parquet", ".jsonl", ".ndjson")
+
+
+@dataclass(frozen=True)
+class ImportedFile:
+    """What `import_items_file` wrote: the items file and, for clips made elsewhere, a `files` manifest."""
+
+    fmt: str
+    n_items: int
+    out: Path
+    manifest: Path | None = None  # the `files` manifest beside `out`, when the file named clips
+    spec: str | None = None  # the `files` system spec that reads the manifest
+    what: str = ""  # what the manifest's clips are
+    n_clips: int = 0
+    missing: list[str] = field(default_factory=list)  # clips listed but absent (a failed row each, retried later)
+
+
+def write_items(frame: pd.DataFrame, out: str | Path) -> Path:
+    """Write an items frame as Parquet or JSON Lines, by `out`'s suffix."""
+    out = Path(out)
+    if out.suffix == ".parquet":
+        frame.to_parquet(out, index=False)
+    else:
+        frame.to_json(out, orient="records", lines=True, force_ascii=False)
+    return out
+
+
+def _absent(paths: list[str]) -> list[str]:
+    return [p for p in paths if "://" not in p and not Path(p).is_file()]
+
+
+def import_items_file(fmt: str, path: str | Path, out: str | Path, *, baseline_audios: str | Path | None = None,
+                      system_name: str | None = None, language: str | None = None) -> ImportedFile:
+    """Convert a published benchmark file into a checked ttseval items file `out` (.jsonl or .parquet); with clips
+    made elsewhere (EmergentTTS-Eval's `baseline_audios`, InstructTTSEval's gen_path fields, Seed-TTS-eval's
+    ground-truth recordings) also a `files` manifest next to it, whose system spec is returned. Nothing is
+    written unless every check passes.
+
+    Raises:
+        SpecError: an option that is not for `fmt`, a bad system name, an `out` that is not .jsonl / .parquet.
+        DatasetError: the file breaks the format or the items rules (rows named), clips absent as described.
+    """
+    out = Path(out)
+    if fmt == "seedtts":
+        return _seedtts_items_file(path, out, baseline_audios=baseline_audios, system_name=system_name,
+                                   language=language)
+    if language is not None:
+        raise SpecError("--language is for --format seedtts (its folder name says en or zh otherwise); drop it")
+    emergent = fmt == "emergenttts"
+    if baseline_audios is not None and not emergent:
+        raise SpecError("--baseline-audios is for --format emergenttts (its baseline_audios folder); drop it")
+    if system_name is not None and emergent:
+        raise SpecError("--system-name names the clips of an InstructTTSEval file's gen_path fields (the "
+                        f"EmergentTTS-Eval baseline is always {EMERGENTTTS_BASELINE_LABEL!r}); drop it")
+    if out.suffix not in ITEMS_FILE_SUFFIXES:
+        raise SpecError(f"--out {out}: use a .jsonl or .parquet file name")
+    label = EMERGENTTTS_BASELINE_LABEL if emergent else (system_name or INSTRUCTTTSEVAL_GENERATED_LABEL)
+    try:
+        files_spec(label, out)  # a bad --system-name fails before anything is written
+    except ValueError as e:
+        raise SpecError(f"--system-name: {e}") from e
+    frame = import_dataset(fmt, path)
+    validate_items(frame, source=str(path))
+    clips: list[dict[str, str]] = []
+    what, manifest = "", None
+    if baseline_audios is not None:
+        clips = emergenttts_baseline_manifest(path, frame, baseline_audios)
+        what, manifest = (f"baseline clips ({EMERGENTTTS_BASELINE_MODEL}, voice "
+                          f"{EMERGENTTTS_BASELINE_VOICE.capitalize()})"), out.with_suffix(".baseline.jsonl")
+    elif not emergent:
+        clips = instructttseval_generated_manifest(path)
+        what, manifest = "generated clips (gen_path)", out.with_suffix(".generated.jsonl")
+        if not clips and system_name is not None:
+            raise DatasetError(f"--system-name {system_name!r}: {path} has no gen_path fields (the evaluation "
+                               "JSONL has them, the HF parquet does not); drop --system-name", source=str(path))
+    write_items(frame, out)
+    if not clips:
+        return ImportedFile(fmt, len(frame), out)
+    write_manifest(clips, manifest)
+    return ImportedFile(fmt, len(frame), out, manifest, files_spec(label, manifest), what, len(clips),
+                        _absent([c["path"] for c in clips]))
+
+
+def _seedtts_items_file(path: str | Path, out: Path, *, baseline_audios: str | Path | None, system_name: str | None,
+                        language: str | None) -> ImportedFile:
+    """Seed-TTS-eval's meta.lst -> an items file with voice prompts; with ground-truth recordings (5-field lines)
+    also a `files` manifest of them, the natural-speech system."""
+    if baseline_audios is not None or system_name is not None:
+        raise SpecError("--baseline-audios and --system-name are not for --format seedtts; drop them")
+    if out.suffix not in ITEMS_FILE_SUFFIXES:
+        raise SpecError(f"--out {out}: use a .jsonl or .parquet file name")
+    frame = import_seedtts(path, language=language)
+    validate_items(frame, source=str(path))
+    if missing := _absent(list(frame["prompt_audio_uri"])):
+        raise DatasetError(f"{path}: {len(missing)} prompt clip(s) missing, e.g. {missing[0]}; keep meta.lst "
+                           "beside its prompt-wavs folder", source=str(path))
+    write_items(frame, out)
+    if not (clips := seedtts_ground_truth_manifest(path)):
+        return ImportedFile("seedtts", len(frame), out)
+    manifest = write_manifest(clips, out.with_suffix(".ground-truth.jsonl"))
+    return ImportedFile("seedtts", len(frame), out, manifest, files_spec(SEEDTTS_GROUND_TRUTH_LABEL, manifest),
+                        "ground-truth recordings", len(clips), _absent([c["path"] for c in clips]))

@@ -18,9 +18,10 @@ from prefect.futures import as_completed
 
 import ttseval
 from ttseval.corpus import DEMO_DATASET
-from ttseval.corpus.items import read_items, unknown_categories
-from ttseval.flows.common import (artifact_key, check_judges, check_stage_tables, check_systems, cpu_workers_declared,
-                          git_commit, gpu_annotation, judge_runs_on_gpu, placement, register_items, runs_on_gpu)
+from ttseval.corpus.items import unknown_categories
+from ttseval.flows.common import (artifact_key, check_stage_tables, cpu_workers_declared, git_commit, gpu_annotation,
+                          judge_runs_on_gpu, placement, register_items, runs_on_gpu)
+from ttseval.flows.preflight import preflight_evaluate
 from ttseval.flows.progress import StageProgress
 from ttseval.flows.runner import SettingsDaskTaskRunner
 from ttseval.tasks.common import StageResult, get_store, logger, now, task_retry_options
@@ -39,7 +40,7 @@ from ttseval.tasks.report import write_full_report
 from ttseval.tasks.synthesize import synthesize_task
 from ttseval.tasks.transcribe import transcribe_task
 from ttseval.core.config import DEFAULT_SYSTEMS, Settings, load_settings
-from ttseval.core.errors import SpecError, TTSEvalError
+from ttseval.core.errors import TTSEvalError
 from ttseval.core.lease import RunLease
 from ttseval.core.registry import Spec
 
@@ -76,14 +77,11 @@ def evaluate(
     settings = load_settings(store=store, shard_size=shard_size, budget_usd=budget_usd)
     log = logger()
     st = get_store(settings.store)
-    items, dataset_sha256, dataset_read = read_items(dataset, settings)
-    specs = check_systems(systems, settings)
-    judge_specs = check_judges(judges if judges is not None else settings.judges, settings)
-    instruction_specs = check_judges(instruction_judges if instruction_judges is not None
-                                     else settings.instruction_judges, settings, role="instruction")
-    baseline_spec = Spec.parse(baseline) if baseline else specs[0]
-    if baseline_spec.id not in {s.id for s in specs}:
-        raise SpecError(f"baseline {baseline_spec.canonical!r} is not one of the systems; add it to --systems")
+    checked = preflight_evaluate(dataset, systems, settings, baseline=baseline, judges=judges,
+                                 instruction_judges=instruction_judges)  # flows/preflight.py: once per invocation
+    items, dataset_sha256, dataset_read = checked.items, checked.dataset_sha256, checked.dataset_read
+    specs, judge_specs, instruction_specs = checked.systems, checked.judges, checked.instruction_judges
+    baseline_spec = checked.baseline
     items = store_prompts(st, items, source=dataset_read)  # voice prompts (content-addressed blobs), checked first
     # one writer per run id: a second invocation on it is refused (or waits), nothing written (ttseval/core/lease.py)
     with RunLease(st, run_id, ttl_s=settings.lease_ttl_s, wait_s=settings.lease_wait_s,

@@ -13,6 +13,7 @@ InstructTTSEval reports raw agreement of a judge with the human majority vote.
   win-rate (a ``win_rate_table`` with a ``level`` column and ``judge_spec``).
 - ``preference_alignment``: item-level agreement of judge and human preferences
   (raw agreement, nominal alpha) plus the Spearman of per-system win-rates.
+- ``preference_alignment_by_judge``: ``preference_alignment`` of each judge of a judgments table.
 
 Score tables use one layout throughout: rows = judges (raters), columns = systems.
 """
@@ -37,6 +38,7 @@ __all__ = [
     "krippendorff_alpha",
     "pairwise_spearman",
     "preference_alignment",
+    "preference_alignment_by_judge",
 ]
 
 _LEVELS = ("nominal", "ordinal", "interval", "ratio")
@@ -319,6 +321,30 @@ def preference_alignment(judge: pd.DataFrame, human: pd.DataFrame,
         "spearman": rho,
         "n_systems": n_systems,
     }
+
+
+def preference_alignment_by_judge(judgments: pd.DataFrame, human: pd.DataFrame,
+                                  category_of: Mapping[str, str] | None = None) -> dict[str, dict]:
+    """``preference_alignment`` of each judge of a run's judgments table with the human preferences.
+
+    Args:
+        judgments: the judgments table's columns judge_spec, item_id, system_id, winner, status and parse_ok;
+            only answered (status 'ok') and parsed rows count.
+        human: columns item_id, system_id, preference.
+        category_of: item_id -> category, for the agreement per category.
+
+    Returns:
+        judge spec -> its ``preference_alignment`` dict, in the order the judges first occur; empty when no row
+        was answered and parsed.
+
+    Raises:
+        ValueError: as ``preference_alignment``, for the first judge it concerns.
+    """
+    parsed = judgments[(judgments["status"] == "ok") & judgments["parse_ok"].fillna(False).astype(bool)]
+    human = human[[*_PREF_KEY, "preference"]]
+    return {spec: preference_alignment(g.rename(columns={"winner": "preference"})[[*_PREF_KEY, "preference"]],
+                                       human, category_of)
+            for spec, g in parsed.groupby("judge_spec", sort=False)}
 
 
 DEGENERATE_MIN_ANSWERS = 10

@@ -173,16 +173,18 @@ def dry_run_table(estimates: list[Estimate]) -> pd.DataFrame:
 
 
 def dry_run(dataset: str, systems: list[str], run_id: str, baseline: str | None, judges: list[str],
-            instruction_judges: list[str], settings: Settings) -> pd.DataFrame:
+            instruction_judges: list[str], settings: Settings, *, items: pd.DataFrame | None = None) -> pd.DataFrame:
     """The estimate table of `evaluate --dry-run`: per system and judge, what the run would call for the keys
-    the store lacks. Reads the store; writes nothing and calls no provider."""
+    the store lacks. Reads the store; writes nothing and calls no provider. `items`: the dataset's items when
+    the caller has read and checked them already (ttseval.flows.preflight), so they are not read twice."""
     from ttseval.corpus.items import read_items
     from ttseval.tasks.common import get_store
     from ttseval.tasks.plan import plan_synthesis
     from ttseval.core.registry import Spec
 
     store = get_store(settings.store)
-    items, _, _ = read_items(dataset, settings)
+    if items is None:
+        items, _, _ = read_items(dataset, settings)
     specs = [Spec.parse(s) for s in systems]
     plan = plan_synthesis(store, run_id, items, specs, settings)
     baseline_id = Spec.parse(baseline).id if baseline else specs[0].id

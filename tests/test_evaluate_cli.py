@@ -140,6 +140,14 @@ def test_progress_per_stage_in_the_log_and_the_prefect_ui(first_run, prefect_api
     assert "synthesis 27/27 (100%)" in artifact["description"]
 
 
+def test_the_preflight_runs_once_per_invocation(first_run) -> None:
+    # The command checks the inputs before Prefect starts and hands the result to the flow (flows/preflight.py).
+    _, _, result = first_run
+    output = result.stdout + result.stderr
+    assert output.count("the judges were checked before the flow started; not checked again") == 1, output[-3000:]
+    assert "small.jsonl (9 items), 3 systems" in output
+
+
 def test_release_spelled_categories_and_own_groups_are_evaluated(prefect_api: str, tmp_path: Path) -> None:
     # EmergentTTS-Eval's release spells categories 'Questions', 'Foreign Words'; evaluate refused them before.
     dataset = tmp_path / "release.jsonl"

@@ -410,6 +410,6 @@ def test_human_eval_cli_exports_and_analyses_through_the_flow(prefect_api: str, 
     assert done.returncode == 0, done.stderr
     assert "MUSHRA-NMR (0-100)" in done.stdout and "Listeners x utterances" in done.stdout
     assert "## Listening tests" in store.read_bytes(f"runs/{RUN}/report.md").decode()
-    refused = run_cli(["human-eval", "ingest", str(tmp_path / "nothere.csv"), "--store", str(tmp_path / "store"),
-                       "--run-id", RUN, "--test-id", "cli"], env, tmp_path)
+    refused = run_cli(["human-eval", "ingest", "--store", str(tmp_path / "store"), "--run-id", RUN, "--test-id",
+                       "cli", str(tmp_path / "nothere.csv")], env, tmp_path)  # the file after the options
     assert refused.returncode == 2 and "nothere.csv: cannot read it" in refused.stderr

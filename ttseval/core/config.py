@@ -132,8 +132,10 @@ class Settings(BaseSettings):
     judges: list[str] = Field(default_factory=lambda: ["objective"], description="Pairwise judge specs")
     instruction_judges: list[str] = Field(default_factory=list, description="Instruction-following judge specs")
     reuse_audio: bool = Field(True, description="Reuse audio from earlier runs for an unchanged request and engine version")
-    reuse_scores: bool = Field(True, description="Reuse transcripts and MOS from earlier runs for the same clip "
-                               "(audio SHA-256), model output id, engine version and language")
+    reuse_scores: bool = Field(True, description="Reuse the per-clip model outputs of any earlier run of the "
+                               "store (transcripts, MOS, spoken language, prosody, speaker similarity) for the "
+                               "same clip (audio SHA-256), model output id and engine version (transcripts: and "
+                               "language; similarity: and reference clip)")
     item_retries: int = Field(2, ge=0, description="Retries of a transient provider error on one item")
     retry_backoff_s: float = Field(1.0, ge=0, description="First backoff; doubles each retry")
     task_retries: int = Field(2, ge=0, description="Prefect retries of a task that raised (worker lost, store error)")
@@ -160,7 +162,9 @@ class Settings(BaseSettings):
         default_factory=dict, description="USD per million billable characters, per TTS provider name or "
         "provider:model, over the provider's built-in price"
     )
-    budget_usd: float | None = Field(None, ge=0, description="Most a run may spend on paid synthesis calls")
+    budget_usd: float | None = Field(None, ge=0, description="Most an evaluate run may spend on paid synthesis "
+                                     "and judge calls (synthesis first, the judges from what is left); keys past "
+                                     "it are not called and stay missing for a later run. None: no cap")
     secret_blocks: dict[str, str] = Field(
         default_factory=dict, description="API-key variable -> Prefect Secret block name, read when the variable "
         "is not set in the environment (e.g. {ELEVENLABS_API_KEY = 'elevenlabs-key'})"

@@ -1,0 +1,105 @@
+"""The evaluate flow's preflight: everything a user can get wrong about a run's inputs (the dataset's rows, the
+systems, the judges of both roles, the baseline), checked before any work and before the store is touched.
+
+It lives here once and runs once per invocation. The evaluate flow always calls `preflight_evaluate`, so a run
+started from the Prefect UI, a deployment or a schedule is checked like any other. `ttseval evaluate` calls it
+too, early, so bad input is refused (exit 2, naming the field, row or spec and the fix) before a Prefect server
+or a Dask cluster starts; it then hands its result to the flow it starts with `handed_over`, and the flow's call
+returns that result instead of checking again. The hand-over is one-shot, lives in this process only, and holds
+only for the same inputs and settings: any other call (another process, other inputs, a later run) checks.
+
+Voice prompt clips are checked where they are stored (ttseval.tasks.voices.store_prompts, the flow's next
+step), since reading them there is the check: checking them here as well would read each clip twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from ttseval.corpus.items import read_items
+from ttseval.flows.common import check_judges, check_systems
+from ttseval.core.config import Settings
+from ttseval.core.errors import SpecError
+from ttseval.core.registry import Spec
+
+# Settings that say where the work runs, not what it is: the CLI sets them for its task runner, the flow does not.
+PLACEMENT_SETTINGS = {"dask_address", "n_workers", "threads_per_worker"}
+
+
+@dataclass(frozen=True)
+class CheckedInputs:
+    """What the preflight read and checked: the run's items, the dataset's identity, and canonical specs."""
+
+    items: pd.DataFrame
+    dataset_sha256: str
+    dataset_read: str  # the file, or NAME@VERSION with NAME@latest resolved
+    systems: list[Spec]
+    baseline: Spec
+    judges: list[str]
+    instruction_judges: list[str]
+    key: str = field(repr=False, default="")
+
+
+def _key(dataset: str, systems: list[str], baseline: str | None, judges: list[str] | None,
+         instruction_judges: list[str] | None, settings: Settings) -> str:
+    """The inputs and settings a preflight result holds for (placement settings left out)."""
+    return json.dumps([dataset, list(systems), baseline, judges, instruction_judges,
+                       settings.model_dump(mode="json", exclude=PLACEMENT_SETTINGS)], sort_keys=True, default=str)
+
+
+_lock = threading.Lock()
+_handed: CheckedInputs | None = None
+
+
+def preflight_evaluate(dataset: str, systems: list[str], settings: Settings, *, baseline: str | None = None,
+                       judges: list[str] | None = None, instruction_judges: list[str] | None = None) -> CheckedInputs:
+    """Check an evaluate run's inputs; None for `judges` / `instruction_judges` means the configured ones.
+
+    Returns the result handed over by the caller (`handed_over`) when it is for the same inputs and settings,
+    without checking again; otherwise reads the dataset and builds every system and judge once.
+
+    Raises:
+        DatasetError: a dataset row breaks a rule (row, column and fix named).
+        SpecError / ConfigError: an unknown or unbuildable system or judge, a judge that cannot play its role,
+            a baseline that is not one of the systems.
+    """
+    global _handed
+    key = _key(dataset, systems, baseline, judges, instruction_judges, settings)
+    with _lock:
+        if _handed is not None and _handed.key == key:
+            checked, _handed = _handed, None
+            from ttseval.tasks.common import logger
+
+            logger().info(f"preflight: {checked.dataset_read} ({len(checked.items)} items), "
+                          f"{len(checked.systems)} systems and the judges were checked before the flow started; "
+                          "not checked again")
+            return checked
+    items, sha256, read = read_items(dataset, settings)
+    specs = check_systems(systems, settings)
+    judge_specs = check_judges(judges if judges is not None else settings.judges, settings)
+    instruction_specs = check_judges(instruction_judges if instruction_judges is not None
+                                     else settings.instruction_judges, settings, role="instruction")
+    baseline_spec = Spec.parse(baseline) if baseline else specs[0]
+    if baseline_spec.id not in {s.id for s in specs}:
+        raise SpecError(f"baseline {baseline_spec.canonical!r} is not one of the systems; add it to --systems")
+    return CheckedInputs(items, sha256, read, specs, baseline_spec, judge_specs, instruction_specs, key)
+
+
+@contextlib.contextmanager
+def handed_over(checked: CheckedInputs) -> Iterator[None]:
+    """Inside, the first preflight_evaluate call with `checked`'s inputs and settings (the flow the caller starts,
+    in this process) returns `checked` instead of checking again. Nothing is left behind on exit."""
+    global _handed
+    with _lock:
+        _handed = checked
+    try:
+        yield
+    finally:
+        with _lock:
+            _handed = None

@@ -1,0 +1,47 @@
+"""Judge-human alignment of a stored run: the human preferences CSV and the run's judgments read, each judge
+compared (the computation is ttseval.metrics.agreement.preference_alignment_by_judge)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from ttseval.metrics.agreement import preference_alignment_by_judge
+from ttseval.core.config import Settings
+from ttseval.core.errors import DatasetError, TTSEvalError
+from ttseval.core.store import ArtifactStore
+
+HUMAN_COLUMNS = ("item_id", "system_id", "preference")
+
+
+def read_human_preferences(path: str | Path) -> pd.DataFrame:
+    """A CSV of human pairwise preferences (item_id, system_id, preference: candidate / baseline / tie)."""
+    human = pd.read_csv(path, dtype=str)
+    missing = set(HUMAN_COLUMNS) - set(human.columns)
+    if missing:
+        raise DatasetError(f"{path}: missing column(s) {', '.join(sorted(missing))}; expected item_id, "
+                           "system_id (or system_spec), preference (candidate / baseline / tie)", source=str(path))
+    return human[list(HUMAN_COLUMNS)]
+
+
+def human_alignment(settings: Settings, run_id: str, human_csv: str | Path) -> dict[str, dict]:
+    """judge spec -> how well it agrees with the human preferences in `human_csv` over run `run_id` (raw
+    agreement, Krippendorff's alpha, Spearman of per-system win-rates, agreement per category).
+
+    Raises:
+        DatasetError: the CSV lacks a column, or its rows do not fit the run's (duplicate, unknown label,
+            nothing in common); exit 2.
+        TTSEvalError: the run has no parsed judgment to compare with.
+    """
+    human = read_human_preferences(human_csv)
+    store = ArtifactStore(settings.store)
+    judgments = store.read(run_id, "judgments")
+    items = store.read(run_id, "items", columns=["item_id", "category"])
+    try:
+        aligned = preference_alignment_by_judge(judgments, human, dict(zip(items["item_id"], items["category"])))
+    except ValueError as e:
+        raise DatasetError(f"{human_csv}: {e}", source=str(human_csv)) from e
+    if not aligned:
+        raise TTSEvalError(f"run {run_id!r} has no parsed judgments to compare with")
+    return aligned

@@ -1,0 +1,182 @@
+"""The CLI package's own behaviour: the real parser (positionals anywhere), the evaluate preflight that runs
+once per invocation (flows/preflight.py), and the logic the commands call below them (an items file written by
+the importers, judge-human alignment). The commands end to end are in the *_cli test modules."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests.conftest import ROOT
+from ttseval.core.errors import DatasetError, SpecError
+
+# -- parsing -------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("step", ["analyze", "ingest"])
+def test_human_eval_results_files_parse_before_and_after_the_options(step: str) -> None:
+    from ttseval.cli import build_parser
+
+    files = ["results/t1-r1/mushra.csv", "results/t1-r2/mushra.csv"]
+    options = ["--run-id", "demo", "--test-id", "t1"]
+    for argv in (["human-eval", step, *options, *files],  # the documented order: refused before the fix
+                 ["human-eval", step, *files, *options],
+                 ["human-eval", step, files[0], *options, files[1]]):
+        args = build_parser().parse_args(argv)
+        assert (args.step, args.run_id, args.test_id, args.results) == (step, "demo", "t1", files), argv
+    export = build_parser().parse_args(["human-eval", "export", "--run-id", "demo", "--raters", "4"])
+    assert (export.step, export.results, export.raters) == ("export", [], 4)
+
+
+def test_unknown_options_and_missing_positionals_are_still_refused(capsys: pytest.CaptureFixture) -> None:
+    from ttseval.cli import build_parser
+
+    with pytest.raises(SystemExit) as e:
+        build_parser().parse_args(["human-eval", "analyze", "--run-id", "demo", "--no-such-flag", "a.csv"])
+    assert e.value.code == 2 and "unrecognized arguments: --no-such-flag" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        build_parser().parse_args(["import-dataset", "--format", "seedtts", "--out", "o.jsonl"])
+    assert e.value.code == 2 and "the following arguments are required: path" in capsys.readouterr().err
+    args = build_parser().parse_args(["import-dataset", "--format", "seedtts", "--out", "o.jsonl", "meta.lst"])
+    assert (args.path, args.out, args.format) == ("meta.lst", "o.jsonl", "seedtts")
+
+
+def test_every_command_has_its_group_module() -> None:
+    import argparse
+
+    from ttseval.cli import build_parser
+
+    [commands] = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    modules = {name: sub.get_default("func").__module__.rsplit(".", 1)[1] for name, sub in commands.choices.items()}
+    assert modules == {
+        "evaluate": "runs", "backfill-judge": "runs", "report": "runs", "nightly": "runs", "export": "runs",
+        "leaderboard": "runs", "stack": "operations", "serve": "operations", "human-alignment": "listening",
+        "human-eval": "listening", "mos-forms": "listening", "mos-analyze": "listening",
+        "import-dataset": "datasets", "generate-dataset": "datasets", "generate-instructions": "datasets",
+        "providers": "catalog", "voices": "catalog"}
+    for path in (ROOT / "ttseval" / "cli").glob("*.py"):
+        assert len(path.read_text(encoding="utf-8").splitlines()) <= 400, path
+
+
+# -- the evaluate preflight ----------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def counted(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """The preflight's three checks, counted (and still run)."""
+    import ttseval.flows.preflight as preflight
+
+    calls = {"read_items": 0, "check_systems": 0, "check_judges": 0}
+    for name in calls:
+        real = getattr(preflight, name)
+
+        def wrapper(*a, _real=real, _name=name, **k):
+            calls[_name] += 1
+            return _real(*a, **k)
+
+        monkeypatch.setattr(preflight, name, wrapper)
+    return calls
+
+
+def test_the_preflight_checks_once_when_handed_over_and_again_otherwise(counted: dict[str, int],
+                                                                        small_dataset: Path, tmp_path: Path) -> None:
+    from ttseval.core.config import load_settings
+    from ttseval.flows.preflight import handed_over, preflight_evaluate
+
+    settings = load_settings(store=str(tmp_path / "store"))
+    systems = ["espeak-ng", "flite:slt"]
+    checked = preflight_evaluate(str(small_dataset), systems, settings, judges=[])
+    assert counted == {"read_items": 1, "check_systems": 1, "check_judges": 2}
+    assert len(checked.items) == 9 and [s.canonical for s in checked.systems] == systems
+    assert checked.baseline.canonical == "espeak-ng" and checked.judges == [] and checked.instruction_judges == []
+    # the caller's dask placement differs from the flow's: still the same check
+    placed = settings.model_copy(update={"dask_address": "tcp://127.0.0.1:1", "n_workers": 5})
+    with handed_over(checked):
+        assert preflight_evaluate(str(small_dataset), systems, placed, judges=[]) is checked  # the flow's call
+        assert counted == {"read_items": 1, "check_systems": 1, "check_judges": 2}
+        again = preflight_evaluate(str(small_dataset), systems, settings, judges=[])  # one-shot: a second run checks
+        assert again is not checked and counted["read_items"] == 2
+    with handed_over(checked):
+        preflight_evaluate(str(small_dataset), systems, settings, judges=["objective"])  # other inputs: checked
+        assert counted == {"read_items": 3, "check_systems": 3, "check_judges": 6}
+    preflight_evaluate(str(small_dataset), systems, settings, judges=[])  # nothing handed over outside
+    assert counted["read_items"] == 4
+    assert (tmp_path / "store").exists() is False  # the preflight writes nothing
+
+
+def test_the_preflight_refuses_a_baseline_outside_the_systems(small_dataset: Path, tmp_path: Path) -> None:
+    from ttseval.core.config import load_settings
+    from ttseval.flows.preflight import preflight_evaluate
+
+    with pytest.raises(SpecError, match=r"baseline 'piper:joe' is not one of the systems; add it to --systems"):
+        preflight_evaluate(str(small_dataset), ["espeak-ng", "flite:slt"], load_settings(store=str(tmp_path)),
+                           baseline="piper:joe", judges=[])
+
+
+def test_evaluate_refuses_a_bad_baseline_before_any_prefect_server(small_dataset: Path, tmp_path: Path) -> None:
+    # Before, only the flow checked the baseline: a temporary Prefect server started first.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TTSEVAL_", "PREFECT_API"))}
+    env |= {"PYTHONPATH": str(ROOT), "PREFECT_HOME": str(tmp_path / "ph"), "DO_NOT_TRACK": "1"}
+    out = subprocess.run([sys.executable, "-m", "ttseval.cli", "evaluate", "--dataset", str(small_dataset),
+                          "--systems", "espeak-ng,flite:slt", "--baseline", "piper:joe", "--judges", "",
+                          "--store", str(tmp_path / "s")], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.splitlines() == ["ttseval: error: baseline 'piper:joe' is not one of the systems; add it to "
+                                       "--systems"]
+    assert "temporary server" not in out.stdout + out.stderr and not (tmp_path / "s").exists()
+
+
+# -- what the commands call ----------------------------------------------------------------------------------------
+
+
+def test_import_items_file_writes_seedtts_items_and_the_ground_truth_manifest(tmp_path: Path) -> None:
+    from ttseval.corpus.importers import import_items_file
+
+    en = tmp_path / "seedtts_testset" / "en"
+    for clip in ("prompt-wavs/p1.wav", "prompt-wavs/p2.wav", "wavs/u2.wav"):
+        (en / clip).parent.mkdir(parents=True, exist_ok=True)
+        (en / clip).write_bytes(b"RIFF")  # only their presence is checked here
+    (en / "meta.lst").write_text("u1|Hello there.|prompt-wavs/p1.wav|Good morning to you.\n"
+                                 "u2|Second prompt.|prompt-wavs/p2.wav|Target two.|wavs/u2.wav\n", encoding="utf-8")
+    out = tmp_path / "items.jsonl"
+    with pytest.raises(SpecError, match="not for --format seedtts"):
+        import_items_file("seedtts", en / "meta.lst", out, system_name="x")
+    with pytest.raises(SpecError, match="use a .jsonl or .parquet file name"):
+        import_items_file("seedtts", en / "meta.lst", tmp_path / "items.txt")
+    assert not out.exists()
+    done = import_items_file("seedtts", en / "meta.lst", out)
+    assert (done.n_items, done.n_clips, done.missing) == (2, 1, [])
+    assert [json.loads(line)["item_id"] for line in out.read_text().splitlines()] == ["u1", "u2"]
+    assert done.manifest == tmp_path / "items.ground-truth.jsonl"
+    assert done.spec == f"files:seedtts-ground-truth:manifest={done.manifest.resolve()}"
+    assert [json.loads(line) for line in done.manifest.read_text().splitlines()] == [
+        {"item_id": "u2", "path": str((en / "wavs/u2.wav").resolve())}]
+    (en / "prompt-wavs/p2.wav").unlink()
+    with pytest.raises(DatasetError, match=r"1 prompt clip\(s\) missing, e\.g\. .*p2\.wav"):
+        import_items_file("seedtts", en / "meta.lst", tmp_path / "again.jsonl")
+    assert not (tmp_path / "again.jsonl").exists()
+
+
+def test_alignment_by_judge_counts_only_parsed_answers_per_judge() -> None:
+    from ttseval.metrics.agreement import preference_alignment_by_judge
+
+    judgments = pd.DataFrame({
+        "judge_spec": ["a", "a", "a", "b", "b", "b"],
+        "item_id": ["i1", "i2", "i3", "i1", "i2", "i3"], "system_id": ["s"] * 6,
+        "winner": ["candidate", "baseline", "tie", "candidate", "candidate", None],
+        "status": ["ok", "ok", "ok", "ok", "ok", "failed"], "parse_ok": [True, True, False, True, True, None]})
+    human = pd.DataFrame({"item_id": ["i1", "i2", "i3"], "system_id": ["s"] * 3,
+                          "preference": ["candidate", "candidate", "tie"]})
+    aligned = preference_alignment_by_judge(judgments, human, {"i1": "emotions", "i2": "questions"})
+    assert list(aligned) == ["a", "b"]
+    assert aligned["a"]["n"] == 2 and aligned["a"]["raw_agreement"] == 0.5  # i3 unparsed: left out
+    assert aligned["b"]["n"] == 2 and aligned["b"]["raw_agreement"] == 1.0  # i3 failed: left out
+    assert aligned["a"]["by_category"] == {"emotions": (1, 1.0), "questions": (1, 0.0)}
+    assert preference_alignment_by_judge(judgments[judgments["status"] == "failed"], human) == {}

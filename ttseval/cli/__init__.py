@@ -1,0 +1,77 @@
+"""The `ttseval` command: the top layer, above the flows. One module per command group; each command parses its
+arguments, calls one flow or task function, and prints. Heavy imports (prefect, dask, GE) happen inside the
+command that needs them.
+
+    runs.py        evaluate, backfill-judge, nightly, report, export, leaderboard
+    datasets.py    import-dataset, generate-dataset, generate-instructions
+    listening.py   human-eval, mos-forms, mos-analyze, human-alignment
+    operations.py  stack, serve
+    catalog.py     providers, voices
+    common.py      exit codes, quiet defaults, the Prefect API context, argument types
+
+Exit codes: 0 done, 1 the run failed, 2 bad input (dataset, spec, settings): nothing was written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+from ttseval.cli import catalog, datasets, listening, operations, runs
+from ttseval.cli.catalog import cmd_providers, cmd_voices
+from ttseval.cli.common import (EXIT_BAD_INPUT, EXIT_FAILED, USER_ERRORS, IntermixedParser, prefect_api,
+                                quiet_defaults)
+from ttseval.cli.datasets import cmd_generate_dataset, cmd_generate_instructions, cmd_import_dataset
+from ttseval.cli.listening import cmd_human_alignment, cmd_human_eval, cmd_mos_analyze, cmd_mos_forms
+from ttseval.cli.operations import cmd_serve, cmd_stack
+from ttseval.cli.runs import (cmd_backfill_judge, cmd_evaluate, cmd_export, cmd_leaderboard, cmd_nightly,
+                              cmd_report)
+from ttseval.core.errors import TTSEvalError
+
+__all__ = ["build_parser", "main", "prefect_api", "USER_ERRORS", "cmd_backfill_judge", "cmd_evaluate",
+           "cmd_export", "cmd_generate_dataset", "cmd_generate_instructions", "cmd_human_alignment",
+           "cmd_human_eval", "cmd_import_dataset", "cmd_leaderboard", "cmd_mos_analyze", "cmd_mos_forms",
+           "cmd_nightly", "cmd_providers", "cmd_report", "cmd_serve", "cmd_stack", "cmd_voices"]
+
+# The commands in the order `ttseval --help` lists them.
+COMMANDS = (runs.add_evaluate, runs.add_backfill_judge, runs.add_report, operations.add_stack, runs.add_nightly,
+            listening.add_human_alignment, datasets.add_import_dataset, datasets.add_generate_dataset,
+            datasets.add_generate_instructions, listening.add_mos_forms, listening.add_mos_analyze,
+            listening.add_human_eval, operations.add_serve, runs.add_export, runs.add_leaderboard,
+            catalog.add_providers, catalog.add_voices)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ttseval", description="Evaluate text-to-speech systems.")
+    # Every command's positionals may come before, between or after its options (common.IntermixedParser).
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=IntermixedParser)
+    for add in COMMANDS:
+        add(sub)
+    return parser
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    # SystemExit unwinds the stack, so the temporary Prefect server and the Dask cluster are stopped by their
+    # context managers instead of being left behind; Prefect marks the flow run Crashed and calls this after.
+    raise SystemExit(128 + signum)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import signal
+
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    quiet_defaults()
+    logging.getLogger("ttseval").setLevel(logging.INFO)
+    args = build_parser().parse_args(argv)
+    if getattr(args, "wait_lease", None) is not None:  # the flows read it from the settings, in any process
+        os.environ["TTSEVAL_LEASE_WAIT_S"] = str(args.wait_lease)
+    try:
+        return args.func(args)
+    except USER_ERRORS as e:
+        print(f"ttseval: error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except TTSEvalError as e:
+        print(f"ttseval: run failed: {e}", file=sys.stderr)
+        return EXIT_FAILED

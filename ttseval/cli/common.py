@@ -1,0 +1,93 @@
+"""What the command modules share: exit codes, quiet defaults, the Prefect API a command talks to, argument types.
+
+Nothing here imports Prefect, Dask or a model at import time: `ttseval --help`, `ttseval providers` and
+`ttseval evaluate --help` stay cheap (tests/test_layers.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+from collections.abc import Iterator
+
+from ttseval.core.errors import ConfigError, DatasetError, RunBusyError, SpecError, StoreUnwritableError
+
+EXIT_DONE, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+USER_ERRORS = (DatasetError, SpecError, ConfigError, RunBusyError, StoreUnwritableError)  # exit 2: nothing written
+
+TEMPORARY_SERVER_TIMEOUT_S = 90
+
+
+def quiet_defaults() -> None:
+    # Telemetry off: it raises "database is locked" on a first local run, and we are offline anyway.
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("DO_NOT_TRACK", "1")
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")  # inherited by the worker processes
+
+
+def csv_list(value: str) -> list[str]:
+    """A comma-separated argument as its non-empty parts."""
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def csv_ints(value: str) -> list[int]:
+    try:
+        return [int(v) for v in csv_list(value)]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated whole numbers, e.g. 0,1; got {value!r}") from None
+
+
+class IntermixedParser(argparse.ArgumentParser):
+    """A subcommand's parser that takes its positionals anywhere among its options, so
+    `human-eval analyze --run-id demo --test-id t1 results/*.csv` parses like `human-eval analyze results/*.csv
+    --run-id demo --test-id t1`. Plain argparse binds a `nargs='*'` positional to nothing as soon as the options
+    begin, and then refuses the files after them ('unrecognized arguments')."""
+
+    _intermixing = False
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        if self._intermixing:  # parse_known_intermixed_args calls back here for its two passes
+            return super().parse_known_args(args, namespace)
+        self._intermixing = True
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._intermixing = False
+
+
+@contextlib.contextmanager
+def prefect_api() -> Iterator[None]:
+    """Use PREFECT_API_URL when set; otherwise start one temporary local server for this command.
+
+    Prefect would otherwise start a temporary server in every Dask worker process as well (seconds each);
+    exporting the URL lets the workers report to the same one.
+    """
+    if os.environ.get("PREFECT_API_URL"):
+        yield
+        return
+    from prefect.server.api.server import SubprocessASGIServer
+    from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_settings
+
+    server = SubprocessASGIServer()
+    # Prefect waits 20 s by default; a loaded 2-core machine took longer to migrate the temporary database once.
+    configured = get_current_settings().server.ephemeral.startup_timeout_seconds
+    server.start(timeout=max(configured, TEMPORARY_SERVER_TIMEOUT_S))
+    os.environ["PREFECT_API_URL"] = server.api_url
+    try:
+        with temporary_settings({PREFECT_API_URL: server.api_url}):
+            yield
+    finally:
+        from prefect.logging.handlers import APILogHandler
+
+        APILogHandler().flush()  # send the last log lines before the server they go to stops
+        os.environ.pop("PREFECT_API_URL", None)
+        server.stop()
+
+
+def add_wait_lease(parser: argparse.ArgumentParser) -> None:
+    """--wait-lease of the commands that write a run (main() hands it to the settings, in every process)."""
+    parser.add_argument("--wait-lease", type=float, default=None, metavar="SECONDS",
+                        help="when another invocation is writing this run id, wait up to this long for it (default: "
+                             "the lease_wait_s setting, 0: refuse at once, exit 2)")

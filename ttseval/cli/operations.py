@@ -1,0 +1,67 @@
+"""Operations: stack (the local Prefect + Dask + S3 stack), serve (a store's HTML reports over HTTP)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def cmd_stack(args: argparse.Namespace) -> int:
+    """Start, stop or describe the local stack: Prefect server + worker, Dask cluster, S3 server, on 127.0.0.1."""
+    import json
+    from pathlib import Path
+
+    from ttseval.infra.stack import stack_down, stack_status, stack_up
+
+    folder = Path(args.folder)
+    if args.action == "up":
+        info = stack_up(folder, gpu=args.gpu)
+        print(info.describe())
+        if args.deploy:
+            from ttseval.deployments.register import register
+
+            print("\n".join(register(info.api_url, info.pool)))
+    elif args.action == "down":
+        stack_down(folder)
+        print(f"stack in {folder} stopped")
+    else:
+        print(json.dumps(stack_status(folder), indent=2))
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """A store's HTML reports over HTTP, read-only (infra/serve.py)."""
+    from ttseval.core.config import load_settings
+    from ttseval.infra.serve import make_server
+
+    settings = load_settings(store=args.store)
+    server = make_server(settings.store, args.host, args.port)
+    host, port = server.server_address[:2]
+    print(f"serving the reports of {settings.store} at http://{host}:{port}/ (read-only; Ctrl-C stops)", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0
+
+
+# -- parsers ------------------------------------------------------------------------------------------------------
+
+
+def add_stack(sub) -> None:
+    stk = sub.add_parser("stack", help="local Prefect server + worker, Dask cluster and S3 server on 127.0.0.1")
+    stk.add_argument("action", choices=["up", "down", "status"])
+    stk.add_argument("--folder", default=".ttseval-stack", help="PIDs, logs and state of the stack")
+    stk.add_argument("--gpu", action=argparse.BooleanOptionalAction, default=None,
+                     help="give one Dask worker the GPU resource (default: when nvidia-smi finds a GPU)")
+    stk.add_argument("--deploy", action="store_true", help="also register deployments/prefect.yaml")
+    stk.set_defaults(func=cmd_stack)
+
+
+def add_serve(sub) -> None:
+    sv = sub.add_parser("serve", help="serve a store's HTML run reports and their audio over HTTP, read-only")
+    sv.add_argument("--store", default=None)
+    sv.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback only)")
+    sv.add_argument("--port", type=int, default=8765, help="port (0: any free one)")
+    sv.set_defaults(func=cmd_serve)

@@ -1,0 +1,239 @@
+"""Runs: evaluate, backfill-judge, nightly, report, export, leaderboard."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+from ttseval.cli.common import add_wait_lease, csv_ints, csv_list, prefect_api
+from ttseval.core.errors import SpecError, TTSEvalError
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from ttseval.core.config import load_settings
+    from ttseval.core.registry import Spec
+    from ttseval.flows.preflight import handed_over, preflight_evaluate
+
+    settings = load_settings(store=args.store, shard_size=args.shard_size, dask_address=args.dask_address,
+                             n_workers=args.workers, budget_usd=args.budget_usd)
+    systems = csv_list(args.systems)
+    env = {"TTSEVAL_STORE": settings.store, "TTSEVAL_SHARD_SIZE": str(settings.shard_size)}
+    for flag, field in ((args.controls, "controls"), (args.natural, "natural")):  # roles: also systems of the run
+        if flag:
+            systems += [s for s in csv_list(flag) if s not in systems]
+            env[f"TTSEVAL_{field.upper()}"] = json.dumps(getattr(settings, field) + csv_list(flag))
+    os.environ.update(env)  # worker processes (and the flow) build their settings from the same values
+    settings = load_settings(store=args.store, shard_size=args.shard_size, dask_address=args.dask_address,
+                             n_workers=args.workers, budget_usd=args.budget_usd)
+    # --judges "" turns judging off; no flag means the configured judges
+    judges = csv_list(args.judges) if args.judges is not None else None
+    instruction_judges = csv_list(args.instruction_judges) if args.instruction_judges is not None else None
+    # Everything a user can get wrong is checked here, before Prefect starts and before the store is touched; the
+    # flow is handed the result instead of checking again (flows/preflight.py).
+    checked = preflight_evaluate(args.dataset, systems, settings, baseline=args.baseline, judges=judges,
+                                 instruction_judges=instruction_judges)
+    if args.dry_run:
+        from ttseval.tasks.cost import dry_run
+
+        table = dry_run(args.dataset, systems, args.run_id, args.baseline,
+                        judges if judges is not None else settings.judges,
+                        instruction_judges if instruction_judges is not None else settings.instruction_judges,
+                        settings, items=checked.items)
+        print(f"dry run of {args.run_id!r}: what would be called for what {settings.store} lacks "
+              "(nothing was called; judge figures are estimates)")
+        print(table.to_string(index=False))
+        return 0
+    from ttseval.flows.evaluate import evaluate
+    from ttseval.flows.runner import task_runner
+
+    runner = evaluate.with_options(task_runner=task_runner(settings))
+    with prefect_api(), handed_over(checked):
+        result = runner(dataset=args.dataset, systems=systems, store=settings.store, run_id=args.run_id,
+                        shard_size=settings.shard_size, baseline=args.baseline, judges=judges,
+                        instruction_judges=instruction_judges, budget_usd=args.budget_usd)
+    print_report(settings, args.run_id, [Spec.parse(s).id for s in systems])
+    print(f"reused rows: {result['reused']}; computed rows: {result['computed']}; wall time {result['wall_s']:.1f} s")
+    print(f"tables: {result['store']}/runs/{args.run_id}/<items|synthesis|transcripts|quality|report>")
+    return 0
+
+
+def print_report(settings, run_id: str, system_ids: list[str] | None) -> None:
+    """The run's per-system table, its leaderboard and where its HTML report is."""
+    from ttseval.core.store import ArtifactStore
+    from ttseval.tasks.report import compute_summary, compute_winrates, leaderboard_markdown, print_table
+
+    store = ArtifactStore(settings.store)
+    if store.read(run_id, "items").empty:
+        raise TTSEvalError(f"no run {run_id!r} in {store.display()}; runs there: {', '.join(store.runs()) or 'none'}")
+    summary = compute_summary(store, run_id, settings, system_ids)
+    print_table(summary, title=f"ttseval run {run_id!r} ({store.display()})")
+    board = leaderboard_markdown(store, run_id, summary, compute_winrates(store, run_id, settings))
+    if board:
+        from rich.console import Console
+        from rich.markdown import Markdown
+
+        Console(width=200).print(Markdown(board))
+    if store.exists(f"runs/{run_id}/html/index.html"):
+        from ttseval.tasks.html_report import html_location
+
+        print(f"HTML report (every clip playable, with its transcript, scores and verdicts): "
+              f"{html_location(store, run_id)}")
+
+
+def cmd_backfill_judge(args: argparse.Namespace) -> int:
+    from ttseval.core.config import load_settings
+    from ttseval.flows.backfill_judge import backfill_judge
+    from ttseval.flows.common import check_judges
+    from ttseval.flows.runner import task_runner
+
+    settings = load_settings(store=args.store, dask_address=args.dask_address, n_workers=args.workers)
+    check_judges([args.judge], settings, role=args.kind)
+    os.environ["TTSEVAL_STORE"] = settings.store
+    runner = backfill_judge.with_options(task_runner=task_runner(settings))
+    with prefect_api():
+        result = runner(run_id=args.run_id, judge=args.judge, store=settings.store, baseline=args.baseline,
+                        kind=args.kind, systems=args.systems, categories=args.categories, depths=args.depths,
+                        items=args.items)
+    print_report(settings, args.run_id, None)
+    what = "comparisons" if args.kind == "pairwise" else "instruction judgements"
+    audit = f"{result['audited']} asked in the other order (position audit); " if args.kind == "pairwise" else ""
+    print(f"judge {result['judge']}: reused {result['reused']} {what}, computed {result['computed']}; {audit}"
+          f"wall time {result['wall_s']:.1f} s (no synthesis)")
+    return 0
+
+
+def cmd_nightly(args: argparse.Namespace) -> int:
+    from ttseval.core.config import load_settings
+    from ttseval.flows.nightly import nightly
+
+    settings = load_settings(store=args.store)
+    os.environ["TTSEVAL_STORE"] = settings.store
+    with prefect_api():
+        result = nightly(dataset=args.dataset, systems=csv_list(args.systems), store=settings.store,
+                         run_id=args.run_id, previous_run=args.previous_run)
+    print(f"nightly run {result['run_id']}: {result['cache_hits']} clips reused from earlier runs; "
+          f"previous run {result['previous_run'] or 'none'}; flagged changes: {result['flagged']}")
+    if result["previous_run"]:
+        from ttseval.core.store import ArtifactStore
+
+        print(ArtifactStore(settings.store).read_bytes(f"runs/{result['run_id']}/drift.md").decode())
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from ttseval.core.config import load_settings
+
+    print_report(load_settings(store=args.store), args.run_id, None)
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from ttseval.core.config import load_settings
+    from ttseval.tasks.export import export_run
+
+    tables = export_run(load_settings(store=args.store), args.run_id, Path(args.out))
+    print(f"{len(tables)} tables ({', '.join(tables)}), the report and the run logs in {args.out}; no audio")
+    return 0
+
+
+def cmd_leaderboard(args: argparse.Namespace) -> int:
+    from ttseval.core.config import load_settings
+    from ttseval.tasks.leaderboard import leaderboard, leaderboard_markdown
+
+    boards = leaderboard(load_settings(store=args.store))
+    if not boards:
+        raise SpecError(f"no run with a report in the store {args.store or '(the default)'}: run ttseval evaluate")
+    print(leaderboard_markdown(boards))
+    return 0
+
+
+# -- parsers ------------------------------------------------------------------------------------------------------
+
+
+def add_evaluate(sub) -> None:
+    from ttseval.core.config import DEFAULT_SYSTEMS
+    from ttseval.corpus import DEMO_DATASET
+
+    ev = sub.add_parser("evaluate", help="synthesize, transcribe, score and report (defaults: the demo)")
+    ev.add_argument("--dataset", default=str(DEMO_DATASET),
+                    help="items file (.jsonl, .csv, .parquet) or a generated dataset NAME@VERSION / NAME@latest")
+    ev.add_argument("--systems", default=",".join(DEFAULT_SYSTEMS), help="comma-separated provider specs")
+    ev.add_argument("--store", default=None, help="artifact store URI (default ./artifacts or TTSEVAL_STORE)")
+    ev.add_argument("--run-id", default="demo", help="run name; the same name resumes and reuses stored rows")
+    ev.add_argument("--shard-size", type=int, default=None, help="items per task (default: the shard_size setting, 8)")
+    ev.add_argument("--dask-address", default=None, help="existing Dask scheduler (default: a LocalCluster)")
+    ev.add_argument("--workers", type=int, default=None,
+                    help="LocalCluster worker processes (default: the n_workers setting, 2)")
+    ev.add_argument("--baseline", default=None, help="system the others are judged against (default: the first)")
+    ev.add_argument("--controls", default=None, help="negative-control systems, comma-separated: a neighbouring "
+                    "language's voice that speaks every item (PashtoTTS-Bench); added to --systems")
+    ev.add_argument("--natural", default=None, help="natural-speech baseline systems, e.g. files:<folder of "
+                    "recordings>; added to --systems")
+    ev.add_argument("--judges", default=None, help="comma-separated pairwise judge specs; \"\" judges nothing "
+                    "(default: the judges setting, objective)")
+    ev.add_argument("--instruction-judges", default=None,
+                    help="judges of instruction following for items with an instruction (InstructTTSEval) "
+                         "(default: the instruction_judges setting, none)")
+    ev.add_argument("--dry-run", action="store_true",
+                    help="print what would be called for what the store lacks (calls, characters, audio seconds, "
+                         "USD per system and judge) and call nothing")
+    ev.add_argument("--budget-usd", type=float, default=None,
+                    help="most to spend on paid synthesis and judge calls (synthesis first, the judges from what is "
+                         "left); keys past it stay missing for a later run (default: the budget_usd setting, no cap)")
+    add_wait_lease(ev)
+    ev.set_defaults(func=cmd_evaluate)
+
+
+def add_backfill_judge(sub) -> None:
+    bf = sub.add_parser("backfill-judge", help="run a new judge over the audio stored by an earlier run")
+    add_wait_lease(bf)
+    bf.add_argument("--store", default=None)
+    bf.add_argument("--run-id", required=True)
+    bf.add_argument("--judge", required=True, help="judge spec, e.g. gemini:gemini-2.5-pro or objective:cer_margin=0.05")
+    bf.add_argument("--baseline", default=None, help="default: the run's earlier baseline, else its first system")
+    bf.add_argument("--kind", choices=("pairwise", "instruction"), default="pairwise",
+                    help="pairwise comparisons against the baseline, or instruction following (InstructTTSEval)")
+    bf.add_argument("--systems", type=csv_list, default=None, help="only these systems (comma-separated specs)")
+    bf.add_argument("--categories", type=csv_list, default=None, help="only items in these categories")
+    bf.add_argument("--depths", type=csv_ints, default=None, help="only items at these depths, e.g. 0,1")
+    bf.add_argument("--items", type=csv_list, default=None, help="only these item ids")
+    bf.add_argument("--dask-address", default=None)
+    bf.add_argument("--workers", type=int, default=None)
+    bf.set_defaults(func=cmd_backfill_judge)
+
+
+def add_report(sub) -> None:
+    rep = sub.add_parser("report", help="print the per-system table of a stored run")
+    rep.add_argument("--store", default=None)
+    rep.add_argument("--run-id", default="demo")
+    rep.set_defaults(func=cmd_report)
+
+
+def add_nightly(sub) -> None:
+    from ttseval.core.config import DEFAULT_SYSTEMS
+    from ttseval.corpus import DEMO_DATASET
+
+    ni = sub.add_parser("nightly", help="a dated evaluate run plus a drift report against the previous nightly run")
+    ni.add_argument("--dataset", default=str(DEMO_DATASET))
+    ni.add_argument("--systems", default=",".join(DEFAULT_SYSTEMS))
+    ni.add_argument("--store", default=None)
+    ni.add_argument("--run-id", default=None, help="default nightly-<UTC timestamp>")
+    ni.add_argument("--previous-run", default=None, help="default: the latest earlier nightly run")
+    ni.set_defaults(func=cmd_nightly)
+
+
+def add_export(sub) -> None:
+    ex = sub.add_parser("export", help="a run's tables, report and logs as CSV without its audio, to share")
+    ex.add_argument("--store", default=None)
+    ex.add_argument("--run-id", required=True)
+    ex.add_argument("--out", required=True, help="folder to write")
+    ex.set_defaults(func=cmd_export)
+
+
+def add_leaderboard(sub) -> None:
+    lb = sub.add_parser("leaderboard", help="every system evaluated in a store, per dataset version, latest figures")
+    lb.add_argument("--store", default=None)
+    lb.set_defaults(func=cmd_leaderboard)
