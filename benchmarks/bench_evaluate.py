@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from ttseval.core.telemetry import TELEMETRY_OFF
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -89,7 +90,7 @@ def main() -> None:
         print(json.dumps(plain_loop(args.dataset, args.systems.split(","))))
         return
 
-    env = os.environ | {"PYTHONPATH": str(ROOT), "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1"}
+    env = os.environ | {"PYTHONPATH": str(ROOT), **TELEMETRY_OFF}
     env.pop("PREFECT_API_URL", None)
     with tempfile.TemporaryDirectory() as store:
         cmd = [str(BIN / "ttseval"), "evaluate", "--dataset", args.dataset, "--systems", args.systems,

@@ -32,7 +32,9 @@ def main() -> None:
     parser.add_argument("--breadth", type=int, default=5)
     parser.add_argument("--depth-steps", type=int, default=3)
     args = parser.parse_args()
-    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    from ttseval.core.telemetry import telemetry_off
+
+    telemetry_off()
     os.environ.setdefault("OPENAI_API_KEY", "sk-benchmark")
     from ttseval.flows.generate_dataset import generate_dataset
     from tests import gen_fakes

@@ -24,6 +24,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from ttseval.core.telemetry import TELEMETRY_OFF
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -117,7 +118,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
 
-    env = os.environ | {"PYTHONPATH": str(ROOT), "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1",
+    env = os.environ | {"PYTHONPATH": str(ROOT), **TELEMETRY_OFF,
                         "TTSEVAL_SHARD_SIZE": "8"}
     with tempfile.TemporaryDirectory() as tmp:
         store_dir = Path(tmp) / "store"

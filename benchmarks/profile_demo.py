@@ -24,6 +24,7 @@ import time
 from datetime import datetime, timezone
 from collections import defaultdict
 from pathlib import Path
+from ttseval.core.telemetry import TELEMETRY_OFF
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -115,7 +116,7 @@ TASK_LINE = re.compile(r"\b(synthesis|transcripts|quality|judgments) (.*?): (\d+
 
 def flow_wall(dataset: str, systems: list[str], workers: int) -> tuple[float, float, dict[str, tuple[int, float]]]:
     """(whole command s, flow s, stage -> (tasks, seconds inside tasks)) of one `ttseval evaluate`."""
-    env = os.environ | {"PYTHONPATH": str(ROOT), "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1"}
+    env = os.environ | {"PYTHONPATH": str(ROOT), **TELEMETRY_OFF}
     env.pop("PREFECT_API_URL", None)
     with tempfile.TemporaryDirectory() as store:
         started = time.perf_counter()

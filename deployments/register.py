@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 
 import yaml
+from ttseval.core.telemetry import TELEMETRY_OFF
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PREFECT_FILE = Path(__file__).resolve().parent / "prefect.yaml"
@@ -55,7 +56,7 @@ def register(api_url: str, pool: str = DEFAULT_POOL, repo_root: Path | str = REP
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env |= {"PREFECT_API_URL": api_url, "TTSEVAL_REPO": str(repo_root), "TTSEVAL_WORK_POOL": pool,
             "PYTHONPATH": os.pathsep.join([str(repo_root), *filter(None, [os.environ.get("PYTHONPATH")])]),
-            "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1", "GX_ANALYTICS_ENABLED": "false",
+            **TELEMETRY_OFF,
             "COLUMNS": "400", "NO_COLOR": "1", "PREFECT_CLI_COLORS": "false", "PREFECT_CLI_WRAP_LINES": "false"}
     if "PREFECT_HOME" in os.environ:
         env["PREFECT_HOME"] = os.environ["PREFECT_HOME"]

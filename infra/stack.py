@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from ttseval.core.errors import TTSEvalError
+from ttseval.core.telemetry import TELEMETRY_OFF
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_FOLDER = Path(".ttseval-stack")
@@ -152,7 +153,7 @@ def _base_env() -> dict[str, str]:
     """The parent's environment without settings that would point a component somewhere else."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TTSEVAL_", "AWS_", "PREFECT_"))}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
-    env |= {"PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1", "GX_ANALYTICS_ENABLED": "false",
+    env |= {**TELEMETRY_OFF,
             "PYTHONUNBUFFERED": "1"}
     return env
 

@@ -1,11 +1,16 @@
-"""Provider implementations: local TTS engines, ASR backends and MOS predictors.
+"""Provider implementations, one per file, by kind: tts/ (local engines, cloud vendors, transformers models,
+audio made elsewhere), asr/ (recognisers), quality/ (MOS predictors), lid/ (language identification),
+speaker/ (speaker encoders for SIM), judges/ (pairwise and instruction-following judges) and llm/ (dataset
+generation and captioning).
 
-Each module wraps one external system and is registered by name in `ttseval.core.registry`. Modules import only the
-`ttseval` core at top level; engine libraries (piper, faster_whisper, torch, transformers, onnxruntime,
-speechmos) are imported inside methods so that listing or importing providers stays cheap.
+Each module wraps one external system, implements its kind's protocol (ttseval.core.protocols) and is registered
+by name in ttseval.core.registry. Modules import only the core at top level; engine libraries (piper,
+faster_whisper, torch, transformers, onnxruntime, speechmos, vendor SDKs) are imported inside methods, so that
+listing or importing providers stays cheap.
 
 This package also holds the helpers every provider uses: option validation, the canonical spec string that goes
-into error messages, and `EngineVersion`, the lazily read `version` class attribute.
+into error messages, `EngineVersion` (the lazily read `version` class attribute), the torch device and the
+per-worker model thread count.
 """
 
 from __future__ import annotations

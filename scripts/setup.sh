@@ -53,7 +53,6 @@ python_env() {
 
 system_packages
 python_env
-export PREFECT_SERVER_ANALYTICS_ENABLED=false DO_NOT_TRACK=1 GX_ANALYTICS_ENABLED=false
 case "$mode" in
   demo) exec "$VENV/bin/ttseval" evaluate "$@" ;;
   # Test modules in parallel, one module per worker process (--dist loadfile keeps a module's shared servers in

@@ -1,5 +1,8 @@
-"""Prefect tasks: each handles one shard of keys for one stage by calling a plain function in this package.
+"""The stages and what they write: Prefect tasks over shards of keys, and the store-facing work they call.
 
-The plain functions (`synthesize_items`, `transcribe_work`, `score_work`) do the work and are tested without
-Prefect; the `*_task` wrappers add retries and logging. Tasks return a summary, never audio or tables.
+Each Prefect task handles one shard of one stage by calling a plain function in this package, which reads the
+store, calls providers, computes metrics (ttseval.metrics) and commits one part; the functions are tested
+without Prefect, the `*_task` wrappers add retries and logging, and tasks return a summary (StageResult), never
+audio or tables. Alongside the stages: planning (what is missing), cost and budgets, vendor limits, voice
+prompts, reports (report/), listening tests (listening/), exports and the leaderboard.
 """

@@ -17,6 +17,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from ttseval.core.telemetry import TELEMETRY_OFF
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -52,7 +53,7 @@ def _stop(proc: subprocess.Popen) -> None:
 def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> str:
     home = tmp_path_factory.mktemp("prefect-home")
     port = free_port()
-    env = os.environ | {"PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1",
+    env = os.environ | {"PREFECT_HOME": str(home), **TELEMETRY_OFF,
                         "PREFECT_UI_ENABLED": "false"}
     log = open(home / "server.log", "w")
     proc = subprocess.Popen([str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
@@ -94,8 +95,7 @@ def s3_bucket(s3_server: dict[str, str], monkeypatch: pytest.MonkeyPatch, reques
 
 def cli_env(prefect_api: str, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TTSEVAL_", "AWS_"))}
-    return env | {"PREFECT_API_URL": prefect_api, "PYTHONPATH": str(ROOT), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-                  "DO_NOT_TRACK": "1", "GX_ANALYTICS_ENABLED": "false"} | extra
+    return env | {"PREFECT_API_URL": prefect_api, "PYTHONPATH": str(ROOT), **TELEMETRY_OFF} | extra
 
 
 def run_cli(args: list[str], env: dict[str, str], cwd: Path, timeout_s: float = 600) -> subprocess.CompletedProcess:

@@ -431,3 +431,22 @@ def test_a_cluster_that_is_slow_to_stop_fails_nothing_unless_the_run_failed(monk
     runner.__exit__(None, None, None)  # the run succeeded: a warning, not a failure
     with pytest.raises(TimeoutError):
         runner.__exit__(ValueError, ValueError("the run failed"), None)
+
+
+def test_container_images_and_manifests_turn_off_the_telemetry_the_core_declares() -> None:
+    # The images, the compose file and the Kubernetes config cannot import ttseval.core.telemetry; they restate
+    # its variables, held here to the one declaration.
+    import yaml
+
+    from ttseval.core.telemetry import TELEMETRY_OFF
+
+    infra = Path(__file__).resolve().parent.parent / "infra"
+    for dockerfile in ("images/Dockerfile.cpu", "images/Dockerfile.cuda"):
+        text = (infra / dockerfile).read_text()
+        assert all(f"{name}={value}" in text for name, value in TELEMETRY_OFF.items()), dockerfile
+    compose = yaml.safe_load((infra / "docker-compose.yml").read_text())
+    anchors = [v for k, v in compose.items() if k.startswith("x-") and isinstance(v, dict)]
+    assert any(TELEMETRY_OFF.items() <= {str(k): str(v) for k, v in a.items()}.items() for a in anchors), anchors
+    config = next(d for d in yaml.safe_load_all((infra / "k8s" / "config.yaml").read_text()) if d and
+                  d.get("kind") == "ConfigMap")
+    assert TELEMETRY_OFF.items() <= config["data"].items()

@@ -20,6 +20,7 @@ from ttseval.core.audio import Audio
 from ttseval.core.errors import ConfigError, SpecError
 from ttseval.core.protocols import ANY_LANGUAGE, METADATA_DEFAULTS, PER_VOICE, TTSProvider
 from ttseval.core.registry import ASR, JUDGES, LLMS, QUALITY, REGISTRIES, TTS, Registry
+from ttseval.core.telemetry import TELEMETRY_OFF
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -279,8 +280,7 @@ def _path_without(tmp_path: Path) -> str:
 def test_evaluate_without_espeak_ng_is_one_line_and_exit_2(tmp_path: Path) -> None:
     store = tmp_path / "store"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TTSEVAL_", "AWS_", "PREFECT_API"))}
-    env |= {"PATH": _path_without(tmp_path), "PYTHONPATH": str(ROOT), "DO_NOT_TRACK": "1",
-            "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "GX_ANALYTICS_ENABLED": "false"}
+    env |= {"PATH": _path_without(tmp_path), "PYTHONPATH": str(ROOT), **TELEMETRY_OFF}
     out = subprocess.run([sys.executable, "-m", "ttseval.cli", "evaluate", "--systems", "espeak-ng:en-us",
                           "--store", str(store), "--run-id", "nothing"],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)

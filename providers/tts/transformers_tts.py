@@ -81,7 +81,7 @@ class TransformersTTS:
 
     name: ClassVar[str] = "transformers-tts"
     languages: ClassVar[Languages] = PER_VOICE  # the checkpoint's, one per MMS-TTS model
-    accepts_instruction: ClassVar[bool] = False  # VITS takes no description; see README
+    accepts_instruction: ClassVar[bool] = False  # VITS takes no description (docs/systems.md)
     gpu: ClassVar[bool] = True  # device=auto / cuda
     extra: ClassVar[str | None] = "models"  # torch; transformers itself is a base dependency
     output_sample_rate_hz: ClassVar[int | None] = None  # the config's sampling_rate; MMS-TTS: 16000

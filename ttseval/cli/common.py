@@ -20,10 +20,9 @@ TEMPORARY_SERVER_TIMEOUT_S = 90
 
 
 def quiet_defaults() -> None:
-    # Telemetry off: it raises "database is locked" on a first local run, and we are offline anyway.
-    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    os.environ.setdefault("DO_NOT_TRACK", "1")
-    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+    from ttseval.core.telemetry import telemetry_off
+
+    telemetry_off()
     os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")  # inherited by the worker processes
 
 

@@ -49,7 +49,7 @@ class Cascade(BaseModel):
 
 class Insv(BaseModel):
     """INSV-A report card thresholds (metrics/screening.py). PashtoTTS-Bench's extracted text lost most of its
-    numbers; its prose keeps 90% and 50% for the LID rule, the rest are ours and stated in the README."""
+    numbers; its prose keeps 90% and 50% for the LID rule, the rest are ours and stated in the docs (docs/insv.md)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -71,7 +71,7 @@ class Insv(BaseModel):
 
 class Listening(BaseModel):
     """Listening tests (Rethinking MUSHRA): the MUSHRA-DG formula's weights, the rejection rule's analysis, the
-    subsampling study and the stimuli webMUSHRA is given (tasks/listening.py, metrics/listening.py)."""
+    subsampling study and the stimuli webMUSHRA is given (tasks/listening/, metrics/listening.py)."""
 
     model_config = ConfigDict(extra="forbid")
 

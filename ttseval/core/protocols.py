@@ -47,7 +47,8 @@ configuration (a fixed voice, an English-only model) may cover fewer, and its `s
 
 
 class ProviderMetadata(Protocol):
-    """What a provider class declares about itself, once, as class attributes; read with `provider_info`.
+    """What a provider class declares about itself, once, as class attributes; read without building the provider
+    by `Registry.info` (ttseval.core.registry), which returns a `ProviderInfo`.
 
     languages              see `Languages`.
     accepts_instruction    whether a style instruction changes the output (TTS) or is read at all.

@@ -211,7 +211,8 @@ class Registry(Generic[T]):
     """Named lazy entries of one kind of provider, typed by that kind's protocol.
 
     Args:
-        kind: 'tts', 'asr', 'quality', 'judge' or 'llm' (used in messages and in the `plugins` setting).
+        kind: 'tts', 'asr', 'quality', 'lid', 'speaker', 'judge' or 'llm' (used in messages and in the `plugins`
+            setting; REGISTRIES maps each to its registry).
         protocol: the runtime-checkable Protocol every entry implements; its methods and ClassVars are checked on
             the class when it is resolved, its other attributes on the instance when it is built.
         entries: built-in name -> "module:Class".
