@@ -29,16 +29,11 @@ from ttseval.tasks.cost import Budget, estimate_synthesis, within_budget
 from ttseval.tasks.instruct import run_instruction_stage
 from ttseval.tasks.judge import run_judge_stage, run_position_audit
 from ttseval.tasks.limits import ensure_vendor_limits
-from ttseval.tasks.lid import lid_task
-from ttseval.tasks.prosody import prosody_task
-from ttseval.tasks.plan import (Plan, asr_models_for, lid_models_for, plan_model_stage, plan_synthesis, prosody_models_for,
-                        quality_models_for, similarity_models_for)
-from ttseval.tasks.quality import quality_task
-from ttseval.tasks.similarity import similarity_task
+from ttseval.tasks.plan import Plan, plan_synthesis
+from ttseval.tasks.stages import STAGES, TASKS, ClipStage, plan_stage
 from ttseval.tasks.voices import References, store_prompts, store_reference_voices
 from ttseval.tasks.report import write_full_report
 from ttseval.tasks.synthesize import synthesize_task
-from ttseval.tasks.transcribe import transcribe_task
 from ttseval.core.config import DEFAULT_SYSTEMS, Settings, load_settings
 from ttseval.core.errors import TTSEvalError
 from ttseval.core.lease import RunLease
@@ -103,26 +98,17 @@ def evaluate(
                      + (f"; {deferred} key(s) past the budget are left for a later run" if deferred else ""))
         if limits := ensure_vendor_limits(settings):
             log.info(f"vendor limits across all workers: {', '.join(limits)}")
-        asr = plan_model_stage(st, run_id, items, specs, settings, table="transcripts",
-                               models_for=asr_models_for(settings))
-        mos = plan_model_stage(st, run_id, items, specs, settings, table="quality",
-                               models_for=quality_models_for(settings))
-        lid = plan_model_stage(st, run_id, items, specs, settings, table="lid", models_for=lid_models_for(settings))
-        prosody = plan_model_stage(st, run_id, items, specs, settings, table="prosody",
-                                   models_for=prosody_models_for(settings))
-        similarity = plan_model_stage(st, run_id, items, specs, settings, table="similarity",
-                                      models_for=similarity_models_for(settings),
-                                      eligible=lambda item_id, system_id: references.of(item_id, system_id) is not None)
-        for plan in (synth, asr, mos, lid, prosody, similarity):
-            log.info(plan.describe() + (" (clips from earlier runs)" if plan is not synth else ""))
+        # each clip stage (ttseval.tasks.stages): clips of earlier runs, and models added since, that lack rows
+        clip_plans = {stage.table: plan_stage(stage, st, run_id, items, specs, settings, references) for stage in STAGES}
+        log.info(synth.describe())
+        for plan in clip_plans.values():
+            log.info(plan.describe() + " (clips from earlier runs)")
 
         system_ids = [s.id for s in specs]
         progress = StageProgress(f"evaluate run {run_id!r}", artifact_key("progress", run_id), log)
         with progress:
             cpu_workers = cpu_workers_declared(settings)
-            results = synthesize_and_score(settings, run_id, synth, asr, mos,
-                                           {"lid": lid, "prosody": prosody, "similarity": similarity}, references,
-                                           progress, cpu_workers)
+            results = synthesize_and_score(settings, run_id, synth, clip_plans, references, progress, cpu_workers)
             # Judging reads the stage tables (CER and MOS are the objective judge's evidence), so it runs after them.
             # A local audio-LLM judge is a model stage (GPU workers); remote and objective judges are not.
             def place(judge: str) -> contextlib.AbstractContextManager:
@@ -144,10 +130,9 @@ def evaluate(
                 progress.add(stage, sum(p.to_compute for p in plans))
                 progress.advance(stage, sum(r.n_rows for r in done))
         results += judge_results + instruction_results + audit_results
-        # stages a run has only when asked for (similarity: when some clip has a voice to be compared with)
-        optional = {"lid": bool(settings.lid), "prosody": settings.prosody,
-                    "similarity": bool(settings.similarity) and bool(references)}
-        model_plans = (synth, asr, mos, *(p for p in (lid, prosody, similarity) if optional[p.stage]))
+        # the clip stages this run has (lid, prosody, similarity only when asked for; similarity when some clip has
+        # a voice to be compared with)
+        model_plans = (synth, *(clip_plans[s.table] for s in STAGES if s.enabled(settings, references)))
         reused = {p.stage: p.present for p in model_plans} | {
             "judgments": sum(p.present for p in judge_plans),
             "instruction_judgments": sum(p.present for p in instruction_plans),
@@ -184,66 +169,54 @@ def evaluate(
                 "reused": reused, "system_ids": system_ids}
 
 
-def synthesize_and_score(settings: Settings, run_id: str, synth: Plan, asr: Plan, mos: Plan, extra: dict[str, Plan],
+def synthesize_and_score(settings: Settings, run_id: str, synth: Plan, clip_plans: dict[str, Plan],
                          references: References, progress: StageProgress, cpu_workers: bool) -> list[StageResult]:
-    """Submit synthesis shards, and for each one its ASR and MOS tasks and the optional per-clip stages `extra`
-    asks for (LID models, prosody, speaker similarity where a clip has a reference voice), which start when its
-    audio exists; then the backlog of those stages (clips of
-    earlier runs, models added since). Returns every task's result as it completes. In a GPU run, model stages
-    go to the GPU workers, CPU engines' synthesis to the CPU workers (`cpu_workers`)."""
+    """Submit synthesis shards, and for each one a task of every clip stage (ttseval.tasks.stages: ASR, MOS, and
+    the LID models, prosody and speaker similarity where asked for and a clip has a reference voice), which start
+    when its audio exists; then each stage's backlog `clip_plans` (clips of earlier runs, models added since).
+    Returns every task's result as it completes. In a GPU run, the clip stages go to the GPU workers, CPU engines'
+    synthesis to the CPU workers (`cpu_workers`)."""
     retries = task_retry_options(settings)
-    synth_t, asr_t, mos_t = (t.with_options(**retries) for t in (synthesize_task, transcribe_task, quality_task))
-    # rows each optional stage writes per clip (one per LID model; one for prosody; one per speaker encoder for a
-    # clip with a reference voice), and its task
-    def per_clip(stage: str, item: dict[str, Any], system_id: str) -> int:
-        if stage == "similarity":
-            return len(settings.similarity) if references.of(item["item_id"], system_id) else 0
-        return {"lid": len(settings.lid), "prosody": int(settings.prosody)}[stage]
+    synth_t = synthesize_task.with_options(**retries)
+    tasks = {stage.table: TASKS[stage.table].with_options(**retries) for stage in STAGES}
 
-    def shard_rows(stage: str, shard: dict[str, Any], items: list[dict[str, Any]]) -> int:
+    # the rows a stage writes for a shard's clips `items`: one per model of the clip's language, none for a clip
+    # the stage leaves out (similarity: no reference voice)
+    def shard_rows(stage: ClipStage, shard: dict[str, Any], items: list[dict[str, Any]]) -> int:
         system_id = Spec.parse(shard["system"]).id
-        return sum(per_clip(stage, i, system_id) for i in items)
+        return sum(stage.rows_per_clip(settings, references, i["language"], i["item_id"], system_id) for i in items)
 
-    tasks = {"lid": lid_task.with_options(**retries), "prosody": prosody_task.with_options(**retries),
-             "similarity": similarity_task.with_options(**retries)}
-    extra = {stage: plan for stage, plan in extra.items()
-             if plan.to_compute or any(shard_rows(stage, s, s["items"]) for s in synth.shards)}
+    # the stages with work: a backlog, or rows for the clips synthesized now
+    stages = [stage for stage in STAGES if clip_plans[stage.table].to_compute
+              or any(shard_rows(stage, s, s["items"]) for s in synth.shards)]
 
-    # Every clip synthesized now needs a row from each of its language's recognisers, the MOS predictor and each
-    # optional stage; clips that fail synthesis lower these totals.
-    def asr_rows(items: list[dict[str, Any]]) -> int:
-        return sum(len(settings.asrs_for(i["language"])) for i in items)
-
+    # Every clip synthesized now needs a row from each model of each stage; clips that fail synthesis lower these
+    # totals. A stage the run has but with nothing to compute shows as done.
     progress.add("synthesis", synth.to_compute)
-    progress.add("transcripts", asr.to_compute + sum(asr_rows(s["items"]) for s in synth.shards))
-    progress.add("quality", mos.to_compute + len(settings.qualities) * synth.to_compute)
-    for stage, plan in extra.items():
-        progress.add(stage, plan.to_compute + sum(shard_rows(stage, s, s["items"]) for s in synth.shards))
+    for stage in STAGES:
+        if stage not in stages and not stage.enabled(settings, references):
+            continue
+        progress.add(stage.table, clip_plans[stage.table].to_compute
+                     + sum(shard_rows(stage, s, s["items"]) for s in synth.shards))
     futures = []
     for shard in synth.shards:  # a model-backed TTS (transformers on a GPU) goes where the GPU is, like ASR
         with placement(settings, runs_on_gpu(shard["system"], settings), cpu_workers):
             futures.append(synth_t.submit(settings, run_id, shard))
-    expected, shard_of = {}, {}
+    shard_of = {}
     with gpu_annotation(settings):
         for shard, f in zip(synth.shards, futures):
             label = f"{shard['system']} shard {shard['index']}/{shard['of']}"
-            expected[label], shard_of[label] = asr_rows(shard["items"]), shard
-            futures += [asr_t.submit(settings, run_id, f, label), mos_t.submit(settings, run_id, f, label)]
-            futures += [tasks[stage].submit(settings, run_id, f, label) for stage in extra]
-        futures += [asr_t.submit(settings, run_id, w, f"backlog {i + 1}") for i, w in enumerate(asr.shards)]
-        futures += [mos_t.submit(settings, run_id, w, f"backlog {i + 1}") for i, w in enumerate(mos.shards)]
-        for stage, plan in extra.items():
-            futures += [tasks[stage].submit(settings, run_id, w, f"backlog {i + 1}") for i, w in enumerate(plan.shards)]
+            shard_of[label] = shard
+            futures += [tasks[stage.table].submit(settings, run_id, f, label) for stage in stages]
+        for stage in stages:
+            futures += [tasks[stage.table].submit(settings, run_id, w, f"backlog {i + 1}")
+                        for i, w in enumerate(clip_plans[stage.table].shards)]
     results = []
     for future in as_completed(futures):
         result = future.result()
         results.append(result)
         progress.advance(result.stage, result.n_rows)
-        if result.stage == "synthesis":
-            failed = result.n_rows - len(result.work)
-            progress.lower("transcripts", expected.get(result.label, failed) - asr_rows(result.work))
-            progress.lower("quality", len(settings.qualities) * failed)
-            if (shard := shard_of.get(result.label)) is not None:
-                for stage in extra:  # the rows the shard's clips that did not come would have had
-                    progress.lower(stage, shard_rows(stage, shard, shard["items"]) - shard_rows(stage, shard, result.work))
+        if result.stage == "synthesis" and (shard := shard_of.get(result.label)) is not None:
+            for stage in stages:  # the rows the shard's clips that did not come would have had
+                progress.lower(stage.table, shard_rows(stage, shard, shard["items"]) - shard_rows(stage, shard, result.work))
     return results

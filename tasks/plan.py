@@ -14,9 +14,9 @@ from typing import Any
 
 import pandas as pd
 
-from ttseval.tasks.common import model_output_id
 from ttseval.core.config import Settings
 from ttseval.core.registry import Spec
+from ttseval.core.schemas import TABLES
 from ttseval.core.store import ArtifactStore
 
 
@@ -65,14 +65,11 @@ def plan_synthesis(store: ArtifactStore, run_id: str, items: pd.DataFrame, syste
     return plan
 
 
-MODEL_KEY = {"transcripts": "asr_id", "quality": "quality_id", "lid": "lid_id", "prosody": "prosody_id",
-             "similarity": "encoder_id"}
-
-
 def plan_model_stage(store: ArtifactStore, run_id: str, items: pd.DataFrame, systems: list[Spec], settings: Settings,
                      *, table: str, models_for: Any, eligible: Any = None) -> Plan:
-    """Clips synthesized earlier (ok) that still lack a row in `table` (transcripts, quality, lid, ...) from each
-    model `models_for(language)` lists as (spec, output id): a recogniser added later gets only its own rows.
+    """Clips synthesized earlier (ok) that still lack a row in `table` (a clip stage's: transcripts, quality, lid,
+    ...; ttseval.tasks.stages.plan_stage) from each model `models_for(language)` lists as (spec, output id): a
+    recogniser added later gets only its own rows.
     `eligible(item_id, system_id)`, when given, leaves out the clips it refuses (similarity: clips with no
     reference voice)."""
     synthesis = store.read(run_id, "synthesis", columns=["item_id", "system_id", "status", "audio_sha256"])
@@ -82,7 +79,7 @@ def plan_model_stage(store: ArtifactStore, run_id: str, items: pd.DataFrame, sys
     ids = {s.id for s in systems}
     ok = synthesis[(synthesis["status"] == "ok") & synthesis["system_id"].isin(ids)]
     ok = ok.merge(items[["item_id", "language", "text"]], on="item_id")
-    key = ["item_id", "system_id", MODEL_KEY[table]]
+    key = list(TABLES[table].key)  # item_id, system_id and the model-id column
     done, again = _present(store.read(run_id, table, columns=[*key, "retryable"]), key)
     todo = []
     for r in ok.itertuples(index=False):
@@ -98,43 +95,3 @@ def plan_model_stage(store: ArtifactStore, run_id: str, items: pd.DataFrame, sys
     plan.present = plan.wanted - len(todo)
     plan.shards = _chunks(todo, settings.shard_size)
     return plan
-
-
-def asr_models_for(settings: Settings):
-    """language -> [(recogniser spec, asr_id), ...] for every recogniser `settings.asr` lists for it."""
-    ids: dict[str, str] = {}
-
-    def models(language: str) -> list[tuple[str, str]]:
-        out = []
-        for spec in settings.asrs_for(language):
-            if spec not in ids:
-                ids[spec] = model_output_id("asr", Spec.parse(spec), settings)
-            out.append((Spec.parse(spec).canonical, ids[spec]))
-        return out
-    return models
-
-
-def quality_models_for(settings: Settings):
-    """language -> [(MOS predictor spec, quality_id), ...]: every predictor (settings.quality) scores every clip."""
-    models = [(Spec.parse(x).canonical, model_output_id("quality", Spec.parse(x), settings)) for x in settings.qualities]
-    return lambda language: models
-
-
-def lid_models_for(settings: Settings):
-    """language -> [(LID model spec, lid_id), ...]: every voting LID model (settings.lid) hears every clip."""
-    models = [(Spec.parse(x).canonical, model_output_id("lid", Spec.parse(x), settings)) for x in settings.lid]
-    return lambda language: models
-
-
-def similarity_models_for(settings: Settings):
-    """language -> [(speaker encoder spec, encoder_id), ...]: every encoder (settings.similarity)."""
-    models = [(Spec.parse(x).canonical, model_output_id("speaker", Spec.parse(x), settings)) for x in settings.similarity]
-    return lambda language: models
-
-
-def prosody_models_for(settings: Settings):
-    """language -> [("prosody", prosody_id)] when settings.prosody is on, else []."""
-    from ttseval.tasks.prosody import PROSODY_ID
-
-    models = [("prosody", PROSODY_ID)] if settings.prosody else []
-    return lambda language: models

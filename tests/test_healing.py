@@ -291,7 +291,7 @@ class EchoASR:
 
 
 def test_transcription_failures_heal_except_a_reference_that_normalizes_to_nothing(tmp_path: Path) -> None:
-    from ttseval.tasks.transcribe import transcribe_work
+    from ttseval.tasks.stages import TRANSCRIPTS, run_stage
 
     settings = settings_for(tmp_path, "FixedTTS", plugins={"asr": {"heal-asr": "tests.test_healing:EchoASR"}},
                             asr={"en": "heal-asr", "*": "heal-asr"})
@@ -302,9 +302,9 @@ def test_transcription_failures_heal_except_a_reference_that_normalizes_to_nothi
     work = [{"item_id": i, "system_id": SPEC.id, "audio_sha256": clips.loc[i, "audio_sha256"], "language": "en-US",
              "text": t} for i, t in items]
     CALLS.clear()
-    transcribe_work(settings, "r", work[:3], label="ok-and-empty")
-    transcribe_work(settings, "r", work[3:4], label="asr-bug")
-    transcribe_work(settings, "r", work[4:], label="short-batch")
+    run_stage(TRANSCRIPTS, settings, "r", work[:3], label="ok-and-empty")
+    run_stage(TRANSCRIPTS, settings, "r", work[3:4], label="asr-bug")
+    run_stage(TRANSCRIPTS, settings, "r", work[4:], label="short-batch")
     t = get_store(settings.store).read("r", "transcripts").set_index("item_id").sort_index()
     assert t["status"].to_dict() == {"p": "ok", "q": "ok", "s": "failed", "t": "failed", "x": "failed"}
     assert t["error_type"].fillna("").to_dict() == {"p": "", "q": "", "s": "ValueError", "t": "TypeError",
@@ -319,7 +319,7 @@ def test_transcription_failures_heal_except_a_reference_that_normalizes_to_nothi
     CALLS.clear()
     folder = tmp_path / "runs" / "r" / "transcripts"
     parts = set(folder.glob("part-*.parquet"))
-    again = [transcribe_work(settings, "r", w, label=label)
+    again = [run_stage(TRANSCRIPTS, settings, "r", w, label=label)
              for w, label in ((work[:3], "ok-and-empty"), (work[3:4], "asr-bug"), (work[4:], "short-batch"))]
     assert [r.n_rows for r in again] == [0, 1, 1] and CALLS == ["asr 1", "asr 1"]  # p, q, x: from the ASR cache
     assert len(set(folder.glob("part-*.parquet")) - parts) == 2

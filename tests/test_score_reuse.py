@@ -9,8 +9,7 @@ from typing import Any, ClassVar
 import pytest
 
 from ttseval.tasks.common import get_store, model_output_id
-from ttseval.tasks.quality import score_work
-from ttseval.tasks.transcribe import transcribe_work
+from ttseval.tasks.stages import QUALITY, TRANSCRIPTS, run_stage
 from tests.test_healing import CALLS, SPEC, run_synthesis, settings_for, synthesis
 from ttseval.core.audio import Audio
 from ttseval.core.protocols import QualityScore
@@ -55,14 +54,14 @@ def table(settings, run: str, name: str):
 
 def test_a_second_run_reuses_transcripts_and_scores_and_recomputes_wer_against_its_own_text(tmp_path: Path) -> None:
     settings, work = setup(tmp_path)
-    transcribe_work(settings, "run1", work[:2])
-    score_work(settings, "run1", work[:2])
+    run_stage(TRANSCRIPTS, settings, "run1", work[:2])
+    run_stage(QUALITY, settings, "run1", work[:2])
     assert CALLS == ["asr 2", "mos 2"]
     CALLS.clear()
     # run 2: the same clips and one new one; 'q' is now an item whose text differs from what was said
     work2 = [work[0], work[1] | {"text": "plain words"}, work[2]]
-    transcribe_work(settings, "run2", work2)
-    score_work(settings, "run2", work2)
+    run_stage(TRANSCRIPTS, settings, "run2", work2)
+    run_stage(QUALITY, settings, "run2", work2)
     assert CALLS == ["asr 1", "mos 1"]  # only the new clip reached the models
     t1, t2 = table(settings, "run1", "transcripts"), table(settings, "run2", "transcripts")
     assert t2["cache_hit"].to_dict() == {"p": True, "q": True, "r": False}
@@ -78,24 +77,23 @@ def test_a_second_run_reuses_transcripts_and_scores_and_recomputes_wer_against_i
 
 def test_reuse_off_recomputes_and_a_new_engine_version_misses(tmp_path: Path, monkeypatch) -> None:
     settings, work = setup(tmp_path)
-    transcribe_work(settings, "run1", work)
+    run_stage(TRANSCRIPTS, settings, "run1", work)
     off = settings.model_copy(update={"reuse_scores": False})
     CALLS.clear()
-    transcribe_work(off, "run2", work)
+    run_stage(TRANSCRIPTS, off, "run2", work)
     assert CALLS == ["asr 3"] and not table(settings, "run2", "transcripts")["cache_hit"].any()
     import tests.test_healing as healing
 
     monkeypatch.setattr(healing.EchoASR, "version", "2.0", raising=False)
     CALLS.clear()
-    transcribe_work(settings, "run3", work)
+    run_stage(TRANSCRIPTS, settings, "run3", work)
     assert CALLS == ["asr 3"]  # version 2.0 never ran on these clips
     CALLS.clear()
-    transcribe_work(settings, "run4", work)
+    run_stage(TRANSCRIPTS, settings, "run4", work)
     assert CALLS == [] and table(settings, "run4", "transcripts")["cache_hit"].all()
 
 
 def test_a_changed_decoding_is_a_new_asr_id_and_the_planner_uses_it(tmp_path: Path) -> None:
-    from ttseval.tasks.plan import asr_models_for, quality_models_for
     from ttseval.core.config import Settings
     from ttseval.core.ids import stable_id
 
@@ -109,10 +107,10 @@ def test_a_changed_decoding_is_a_new_asr_id_and_the_planner_uses_it(tmp_path: Pa
     dnsmos = Spec.parse("dnsmos")
     assert REGISTRIES["quality"].output_id(dnsmos) == dnsmos.id  # declares no revision: ids unchanged
     settings = Settings(store=str(tmp_path))
-    [(spec, asr_id)] = asr_models_for(settings)("en-US")
+    [(spec, asr_id)] = TRANSCRIPTS.models_for(settings)("en-US")
     assert (spec, asr_id) == ("faster-whisper:tiny.en", model_output_id("asr", Spec.parse(spec), settings))
     assert asr_id == REGISTRIES["asr"].output_id(Spec.parse(settings.asr_for("en-US")))
-    assert quality_models_for(settings)("fr") == [("dnsmos", dnsmos.id)]
+    assert QUALITY.models_for(settings)("fr") == [("dnsmos", dnsmos.id)]
 
 
 def test_whisper_decodes_at_temperature_zero_unless_fallback_is_asked(monkeypatch) -> None:

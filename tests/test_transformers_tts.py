@@ -279,7 +279,8 @@ def test_synthesis_shards_of_a_gpu_provider_run_on_the_gpu_worker(tiny_vits: Pat
         for proc in reversed(procs):
             _stop(proc)
 
-    # Dask keys are '<function>-<token>': synthesize_task-..., transcribe_task-..., quality_task-...
+    # Dask keys are '<function>-<token>': synthesize_task-..., and each clip stage's task function is named for
+    # its table (ttseval.tasks.stages): transcripts_task-..., quality_task-..., lid_task-...
     placed = {str(r["key"]): r["worker"] for r in stream}
     synth = [(r["key"], r["worker"]) for r in stream if str(r["key"]).startswith("synthesize_task-")]
     assert len(synth) == 6, f"expected 2 x 3 synthesis shards (6 items, shard_size 2) in the task stream: {placed}"
@@ -287,7 +288,7 @@ def test_synthesis_shards_of_a_gpu_provider_run_on_the_gpu_worker(tiny_vits: Pat
     # its annotations are tested in test_placement_of_model_and_cpu_stages), so they all run on the CPU worker
     by_system = Counter(w for _, w in synth)
     assert by_system == {gpu_worker: 3, cpu_worker: 3}, f"synthesis ran on {synth}; GPU worker {gpu_worker}"
-    models = {k: w for k, w in placed.items() if k.startswith(("transcribe_task-", "quality_task-", "lid_task-"))}
+    models = {k: w for k, w in placed.items() if k.startswith(("transcripts_task-", "quality_task-", "lid_task-"))}
     assert len(models) == 18 and set(models.values()) == {gpu_worker}, models  # ASR, MOS and LID go there too
 
     from ttseval.core.store import ArtifactStore

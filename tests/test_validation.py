@@ -116,6 +116,26 @@ def test_rules_the_summary_used_to_recheck() -> None:
     assert check_table("instruction_judgments", task)[0].startswith("rule 'task is one of APS, DSD, RP'")
 
 
+def test_every_clip_stage_table_has_the_same_status_rule_lid_and_prosody_included() -> None:
+    # The rule comes from the table's declaration (ttseval.core.schemas), not a list kept in validation.py; lid and
+    # prosody had none before.
+    from ttseval.core.schemas import CLIP_STAGE_TABLES
+
+    assert CLIP_STAGE_TABLES == ("transcripts", "quality", "lid", "prosody", "similarity")
+    for table in CLIP_STAGE_TABLES:
+        assert [r.kwargs["value_set"] for r in TABLE_RULES[table] if r.name.startswith("status is one of")] == [
+            ["ok", "failed"]], table
+    lid = frame("lid", [{"item_id": f"i{n}", "system_id": "s1", "lid_id": "l", "lid_spec": "always-en", "status": s,
+                         "language": "eng", "prob": 1.0} for n, s in enumerate(("ok", "failed", "done"))])
+    prosody = frame("prosody", [{"item_id": "i1", "system_id": "s1", "prosody_id": "prosody-v1", "status": "empty"},
+                                {"item_id": "i2", "system_id": "s1", "prosody_id": "prosody-v1", "status": "ok"}])
+    for table, rows, bad in (("lid", lid, "row 3 (item_id='i2', system_id='s1', lid_id='l') (values ['done'])"),
+                             ("prosody", prosody, "row 1 (item_id='i1', system_id='s1', prosody_id='prosody-v1') "
+                                                  "(values ['empty'])")):
+        [problem] = check_table(table, rows)
+        assert problem.startswith("rule 'status is one of ok, failed' (column status) fails on 1 row(s): " + bad), problem
+
+
 def test_a_missing_column_is_a_problem_not_a_traceback() -> None:
     problems = check_table("quality", SOUND["quality"].drop(columns=["mos"]))
     assert problems == ["rule 'declared columns are present' fails: quality lacks column(s) ['mos']. "

@@ -269,7 +269,7 @@ def test_a_second_run_recomputes_no_similarity(seedtts_run) -> None:
 
 def test_a_systems_reference_voice_is_the_reference_where_items_have_no_prompt(tmp_path: Path) -> None:
     from ttseval.flows.common import register_items
-    from ttseval.tasks.similarity import similarity_work
+    from ttseval.tasks.stages import SIMILARITY, run_stage
     from ttseval.tasks.voices import References, store_prompts, store_reference_voices
     from ttseval.core.audio import sha256_hex
     from ttseval.core.config import load_settings
@@ -298,7 +298,7 @@ def test_a_systems_reference_voice_is_the_reference_where_items_have_no_prompt(t
             {"item_id": "plain-2", "system_id": system.id, "audio_sha256": shas["other"]},
             {"item_id": "with-prompt", "system_id": system.id, "audio_sha256": shas["other"]},
             {"item_id": "plain", "system_id": "no-voice", "audio_sha256": shas["same"]}]  # nothing to compare with
-    result = similarity_work(settings, "r", work)
+    result = run_stage(SIMILARITY, settings, "r", work)
     rows = store.read("r", "similarity").set_index("item_id")
     assert result.n_rows == 3 and set(rows["system_id"]) == {system.id}
     assert rows.loc["plain", "reference"] == rows.loc["plain-2", "reference"] == "voice"

@@ -335,27 +335,60 @@ RATINGS = pa.schema(
 )
 
 
+STATUSES = ("ok", "failed", "empty", "unsupported")
+"""The statuses of a synthesis row."""
+
+CLIP_STATUSES = ("ok", "failed")
+"""The statuses of a clip stage's rows: answered, or the model's batch failed (ttseval.tasks.common.error_row)."""
+
+
 @dataclass(frozen=True)
 class TableDef:
+    """A stored table: its schema, its key, and what validation (ttseval.core.validation) checks beyond them.
+
+    Attributes:
+        statuses: The values `status` may take; None: the table has no status rule (items, reports).
+        clip_stage: A per-clip model stage's table (ttseval.tasks.stages declares how it is computed): one row per
+            (item, system, model), the model's output id the key's last column, statuses CLIP_STATUSES.
+    """
+
     name: str
     schema: pa.Schema
     key: tuple[str, ...]
+    statuses: tuple[str, ...] | None = None
+    clip_stage: bool = False
 
+    @property
+    def model_column(self) -> str:
+        """A clip-stage table's model-id column (asr_id, quality_id, ...): its key's last column."""
+        if not self.clip_stage:
+            raise ValueError(f"table {self.name!r} is not a clip-stage table; it has no model column")
+        return self.key[-1]
+
+
+def _clip_stage(name: str, schema: pa.Schema, model_column: str) -> TableDef:
+    """A clip stage's table: keyed by (item_id, system_id, `model_column`), its rows ok or failed."""
+    return TableDef(name, schema, ("item_id", "system_id", model_column), statuses=CLIP_STATUSES, clip_stage=True)
+
+
+_JUDGE_STATUSES = ("ok", "failed", "skipped")
 
 TABLES: dict[str, TableDef] = {
     t.name: t
     for t in (
         TableDef("items", ITEMS, ("item_id",)),
-        TableDef("synthesis", SYNTHESIS, ("item_id", "system_id")),
-        TableDef("transcripts", TRANSCRIPTS, ("item_id", "system_id", "asr_id")),
-        TableDef("quality", QUALITY, ("item_id", "system_id", "quality_id")),
-        TableDef("lid", LID, ("item_id", "system_id", "lid_id")),
-        TableDef("prosody", PROSODY, ("item_id", "system_id", "prosody_id")),
-        TableDef("similarity", SIMILARITY, ("item_id", "system_id", "encoder_id")),
-        TableDef("judgments", JUDGMENTS, ("item_id", "system_id", "baseline_id", "judge_id")),
-        TableDef("instruction_judgments", INSTRUCTION_JUDGMENTS, ("item_id", "system_id", "judge_id")),
+        TableDef("synthesis", SYNTHESIS, ("item_id", "system_id"), statuses=STATUSES),
+        _clip_stage("transcripts", TRANSCRIPTS, "asr_id"),
+        _clip_stage("quality", QUALITY, "quality_id"),
+        _clip_stage("lid", LID, "lid_id"),
+        _clip_stage("prosody", PROSODY, "prosody_id"),
+        _clip_stage("similarity", SIMILARITY, "encoder_id"),
+        TableDef("judgments", JUDGMENTS, ("item_id", "system_id", "baseline_id", "judge_id"), statuses=_JUDGE_STATUSES),
+        TableDef("instruction_judgments", INSTRUCTION_JUDGMENTS, ("item_id", "system_id", "judge_id"),
+                 statuses=_JUDGE_STATUSES),
         # The position-bias audit: a sample of the judgments' pairs, asked again in the other order.
-        TableDef("position_audit", JUDGMENTS, ("item_id", "system_id", "baseline_id", "judge_id")),
+        TableDef("position_audit", JUDGMENTS, ("item_id", "system_id", "baseline_id", "judge_id"),
+                 statuses=_JUDGE_STATUSES),
         TableDef("report", REPORT, ("system_id", "asr_id")),
         TableDef("winrates", WINRATES, ("judge_id", "system_id", "baseline_id", "level", "category", "depth")),
         TableDef("listening_stimuli", LISTENING_STIMULI, ("test_id", "trial_id", "stimulus")),
@@ -363,7 +396,8 @@ TABLES: dict[str, TableDef] = {
     )
 }
 
-STATUSES = ("ok", "failed", "empty", "unsupported")
+CLIP_STAGE_TABLES = tuple(name for name, t in TABLES.items() if t.clip_stage)
+"""The per-clip model stages' tables, in the order the stages run and report."""
 
 
 def table_from_rows(table: str, rows: list[dict]) -> pa.Table:

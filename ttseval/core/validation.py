@@ -1,8 +1,8 @@
 """Great Expectations at the pipeline's boundaries: the input dataset and every stage table.
 
-One validation path: each table's rules are built from its declared schema (``ttseval.core.schemas``: columns that
-may not be null, the key that must be unique) plus the value rules declared here (status sets, ranges of ok
-rows). ``check_table`` returns the problems; ``require_valid`` raises ``DatasetError`` naming the table, the
+One validation path: each table's rules are built from its declaration (``ttseval.core.schemas.TABLES``: columns
+that may not be null, the key that must be unique, the statuses its rows may take; every clip stage's table
+declares the same ones) plus the value rules declared here (ranges of ok rows). ``check_table`` returns the problems; ``require_valid`` raises ``DatasetError`` naming the table, the
 rule, the rows (by their key) and the fix. The dataset's own rules (languages, categories) live with the
 dataset (``ttseval.corpus.items``) and run through the same ``check``.
 
@@ -180,18 +180,9 @@ def _in_set(column: str, values: tuple[str, ...]) -> Rule:
                 {"value_set": list(values)}, _BUG)
 
 
-_STAGE_STATUSES = {
-    "synthesis": ("ok", "failed", "empty", "unsupported"),
-    "transcripts": ("ok", "failed"),
-    "quality": ("ok", "failed"),
-    "similarity": ("ok", "failed"),
-    "judgments": ("ok", "failed", "skipped"),
-    "position_audit": ("ok", "failed", "skipped"),
-    "instruction_judgments": ("ok", "failed", "skipped"),
-}
 _JUDGE_COST = [_at_least(c, 0, ok_only=False) for c in ("input_tokens", "output_tokens", "cost_usd")]
 
-# Rules beyond what the schema declares (non-null columns, a unique key), per table.
+# Rules beyond what the table declares (non-null columns, a unique key, statuses), per table.
 _VALUE_RULES: dict[str, list[Rule]] = {
     "items": [Rule("depth is 0-3", "depth", "ExpectColumnValuesToBeBetween", {"min_value": 0, "max_value": 3},
                    "depth counts refinements of a seed item: 0 to 3")],
@@ -231,8 +222,8 @@ _VALUE_RULES["position_audit"] = _VALUE_RULES["judgments"]
 
 
 def table_rules(table: str) -> list[Rule]:
-    """The rules of a stored table: from its schema, every non-nullable column present and the key unique; then
-    its status set and value rules.
+    """The rules of a stored table: from its declaration (ttseval.core.schemas.TABLES), every non-nullable column
+    present, the key unique and the status one of its declared statuses; then its value rules.
 
     Raises:
         KeyError: `table` is not a declared table.
@@ -249,8 +240,8 @@ def table_rules(table: str) -> list[Rule]:
         rules.append(Rule(f"({', '.join(key)}) is unique", ", ".join(key), "ExpectCompoundColumnsToBeUnique",
                           {"column_list": key, "ignore_row_if": "never"},
                           "one row per key: dedupe by key (ArtifactStore.read keeps the newest)"))
-    if table in _STAGE_STATUSES:
-        rules.append(_in_set("status", _STAGE_STATUSES[table]))
+    if definition.statuses is not None:  # declared with the table (every clip stage's: CLIP_STATUSES)
+        rules.append(_in_set("status", definition.statuses))
     return rules + _VALUE_RULES.get(table, [])
 
 
