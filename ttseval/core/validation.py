@@ -27,6 +27,7 @@ import pandas as pd
 
 from ttseval.core.errors import DatasetError
 from ttseval.core.schemas import TABLES
+from ttseval.core.telemetry import telemetry_off
 
 __all__ = ["TABLE_RULES", "Rule", "check", "check_table", "require_valid", "row_failures", "table_rules"]
 
@@ -70,7 +71,7 @@ def _quiet() -> Iterator[None]:
 
 @functools.lru_cache(maxsize=1)
 def _context() -> Any:
-    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+    telemetry_off()  # Great Expectations reads GX_ANALYTICS_ENABLED when it is imported
     with _quiet():
         import great_expectations as gx
         from great_expectations.data_context.types.base import ProgressBarsConfig
