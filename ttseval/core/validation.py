@@ -17,7 +17,6 @@ import contextlib
 import functools
 import itertools
 import logging
-import os
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
