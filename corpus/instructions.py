@@ -32,7 +32,7 @@ from ttseval.corpus.items import read_jsonl_numbered
 from ttseval.core.paths import resolve_against
 from ttseval.core.errors import DatasetError
 from ttseval.core.ids import digest
-from ttseval.core.instructtts import CATEGORY, FEATURES, TASKS  # noqa: F401 - CATEGORY is re-exported (ttseval.tasks.instructions)
+from ttseval.core.instructtts import CATEGORY, FEATURES, TASKS  # noqa: F401 - CATEGORY is re-exported (ttseval.tasks.generate_instructions)
 from ttseval.core.languages import is_known_language
 
 CAPTION_PROMPT_VERSION = "caption-v1"

@@ -20,7 +20,7 @@ from ttseval.flows.common import (artifact_key, check_judges, check_stage_tables
 from ttseval.flows.progress import StageProgress
 from ttseval.flows.runner import SettingsDaskTaskRunner
 from ttseval.tasks.common import get_store, logger
-from ttseval.tasks.instruct import run_instruction_stage
+from ttseval.tasks.judge_instructions import run_instruction_stage
 from ttseval.tasks.judge import run_judge_stage, run_position_audit
 from ttseval.tasks.limits import ensure_vendor_limits
 from ttseval.tasks.report import write_full_report

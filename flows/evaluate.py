@@ -26,7 +26,7 @@ from ttseval.flows.progress import StageProgress
 from ttseval.flows.runner import SettingsDaskTaskRunner
 from ttseval.tasks.common import StageResult, get_store, logger, now, task_retry_options
 from ttseval.tasks.cost import Budget, estimate_synthesis, within_budget
-from ttseval.tasks.instruct import run_instruction_stage
+from ttseval.tasks.judge_instructions import run_instruction_stage
 from ttseval.tasks.judge import run_judge_stage, run_position_audit
 from ttseval.tasks.limits import ensure_vendor_limits
 from ttseval.tasks.plan import Plan, plan_synthesis

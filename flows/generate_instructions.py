@@ -21,7 +21,7 @@ from ttseval.flows.common import artifact_key, git_commit
 from ttseval.flows.progress import StageProgress
 from ttseval.tasks.common import get_provider, get_store, logger, now
 from ttseval.tasks.freeze import freeze_and_publish, split_rows
-from ttseval.tasks.instructions import caption_stage, instruction_stage
+from ttseval.tasks.generate_instructions import caption_stage, instruction_stage
 from ttseval.tasks.llm import CallStats
 from ttseval.tasks.report import instruction_statistics_markdown
 from ttseval.core.config import load_settings

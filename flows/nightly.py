@@ -19,7 +19,7 @@ from ttseval.metrics.drift import compare_reports, paired_drift
 from ttseval.tasks.common import get_store, logger, now
 from ttseval.core.config import DEFAULT_SYSTEMS, load_settings
 from ttseval.corpus import DEMO_DATASET
-from ttseval.tasks.html_report import compare_line
+from ttseval.tasks.report.html import compare_line
 from ttseval.tasks.report import drift_markdown
 from ttseval.core.store import ArtifactStore
 

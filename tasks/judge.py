@@ -3,7 +3,7 @@
 Both kinds do the same thing with a different table: plan the (item, system[, baseline], judge) keys the store
 lacks, skip keys whose clip is missing (as rows), ask the judge for the rest in one batch, and commit one part
 per shard. A `JudgeKind` says what differs: the table and its key, what to judge, the request and the row.
-`PAIRWISE` lives here; `INSTRUCTION` (InstructTTSEval) in tasks/instruct.py.
+`PAIRWISE` lives here; `INSTRUCTION` (InstructTTSEval) in tasks/judge_instructions.py.
 
 Planning reads only stored tables (items, synthesis, transcripts, quality), so the same code serves the evaluate
 flow and a backfill over audio stored by an earlier run: no TTS provider is ever built here.

@@ -289,7 +289,7 @@ def test_a_refused_caption_and_a_malformed_rp_fail_their_rows_only(prefect_env: 
 
 
 def test_validation_fails_empty_instructions() -> None:
-    from ttseval.tasks.instructions import screen
+    from ttseval.tasks.generate_instructions import screen
 
     rows = [{"item_id": "a-DSD", "task": "DSD", "instruction": "  ", "text": "Hi.", "status": "ok"},
             {"item_id": "a-XX", "task": "XX", "instruction": "Be calm.", "text": "Hi.", "status": "ok"},

@@ -118,8 +118,7 @@ def test_drift_markdown_names_recogniser_and_direction() -> None:
 
 
 def test_the_former_module_paths_still_export_what_the_cli_and_flows_import() -> None:
-    # tasks/report.py, tasks/listening.py and tasks/html_report.py became packages or re-exports (issue 26)
-    import ttseval.tasks.html_report as html_report
+    # tasks/report.py and tasks/listening.py became packages (issue 26); tasks/html_report.py is report.html
     import ttseval.tasks.leaderboard as leaderboard
     import ttseval.tasks.listening as listening
     import ttseval.tasks.report as report
@@ -130,7 +129,7 @@ def test_the_former_module_paths_still_export_what_the_cli_and_flows_import() ->
                  "RunTables", "audio_checks_markdown", *report.__all__):
         assert callable(getattr(report, name)) or isinstance(getattr(report, name), dict), name
     for name in ("html_location", "compare_line", "build_data", "write_html_report"):
-        assert getattr(html_report, name) is getattr(html, name)
+        assert callable(getattr(html, name)), name
     for name in ("analyse_test", "export_test", "ingest_ratings", *listening.__all__):
         assert hasattr(listening, name), name
     assert callable(leaderboard.leaderboard) and callable(leaderboard.leaderboard_markdown)

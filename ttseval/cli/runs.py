@@ -75,7 +75,7 @@ def print_report(settings, run_id: str, system_ids: list[str] | None) -> None:
 
         Console(width=200).print(Markdown(board))
     if store.exists(f"runs/{run_id}/html/index.html"):
-        from ttseval.tasks.html_report import html_location
+        from ttseval.tasks.report.html import html_location
 
         print(f"HTML report (every clip playable, with its transcript, scores and verdicts): "
               f"{html_location(store, run_id)}")
