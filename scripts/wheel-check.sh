@@ -10,7 +10,8 @@ PYTHON="${PYTHON:-python3}"
 TORCH_SPEC="${TORCH_SPEC:-torch==2.13.0}"
 "$PYTHON" -m venv venv
 venv/bin/python -m pip install -q --upgrade pip
-venv/bin/python -m pip wheel -q --no-deps -w wheels "$repo"
+mkdir -p src && git -C "$repo" archive HEAD | tar -x -C src  # the committed tree: no stale build/ folder
+venv/bin/python -m pip wheel -q --no-deps -w wheels ./src
 wheel="$(ls wheels/ttseval-*.whl)"
 echo "wheel $wheel: top level $(venv/bin/python -c "import zipfile,sys; print(sorted({n.split('/')[0] for n in zipfile.ZipFile(sys.argv[1]).namelist()}))" "$wheel")"
 venv/bin/python -m pip install -q ${TORCH_PIP_ARGS:-} "$TORCH_SPEC"

@@ -54,18 +54,20 @@ def secret_from_block(variable: str | None, blocks: dict[str, str]) -> Any:
 def build_provider(kind: str, spec: str, settings: Settings) -> Any:
     """Build a provider (no cache): its plugins, and its API key from a Prefect Secret block when the key's
     variable is not in the environment (settings `secret_blocks`)."""
+    return _build(kind, spec, settings.plugins.get(kind, {}), settings.secret_blocks)
+
+
+def _build(kind: str, spec: str, plugins: dict[str, str], blocks: dict[str, str]) -> Any:
     registry = REGISTRIES[kind]
-    plugins = settings.plugins.get(kind, {})
     cls = registry.resolve(Spec.parse(spec).provider, plugins)
-    key = secret_from_block(getattr(cls, "key_variable", None), settings.secret_blocks)
+    key = secret_from_block(getattr(cls, "key_variable", None), blocks)
     return registry.build(spec, extra=plugins, **({"api_key": key} if key is not None else {}))
 
 
 @functools.lru_cache(maxsize=32)
 def _provider(kind: str, spec: str, plugins: tuple[tuple[str, str], ...], blocks: tuple[tuple[str, str], ...]) -> Any:
-    from ttseval.core.config import load_settings
-
-    return build_provider(kind, spec, load_settings(plugins={kind: dict(plugins)}, secret_blocks=dict(blocks)))
+    # From the run's settings object alone (what the task was given), never from the worker's own environment.
+    return _build(kind, spec, dict(plugins), dict(blocks))
 
 
 def get_provider(kind: str, spec: str, settings: Settings) -> Any:
