@@ -110,7 +110,8 @@ class Settings(BaseSettings):
     shard_size: int = Field(8, ge=1, description="Items per task; tens keep orchestration overhead small")
     dask_address: str | None = Field(None, description="Address of an existing Dask scheduler; None starts a LocalCluster")
     n_workers: int = Field(2, ge=1, description="LocalCluster worker processes")
-    threads_per_worker: int = Field(1, ge=1)
+    threads_per_worker: int = Field(1, ge=1, description="threads of each Dask worker of a LocalCluster: the tasks "
+                                    "it runs at once")
     gpu: bool = Field(False, description="Annotate model stages with the Dask resource GPU=1")
     asr: dict[str, str | list[str]] = Field(
         default_factory=lambda: dict(DEFAULT_ASR),
@@ -139,8 +140,10 @@ class Settings(BaseSettings):
     item_retries: int = Field(2, ge=0, description="Retries of a transient provider error on one item")
     retry_backoff_s: float = Field(1.0, ge=0, description="First backoff; doubles each retry")
     task_retries: int = Field(2, ge=0, description="Prefect retries of a task that raised (worker lost, store error)")
-    bootstrap_resamples: int = Field(1000, ge=1)
-    seed: int = 0
+    bootstrap_resamples: int = Field(1000, ge=1, description="bootstrap resamples behind every confidence interval "
+                                     "of a report")
+    seed: int = Field(0, description="seed of the random draws of reports and analyses (bootstrap resamples, "
+                      "listening-test subsampling) and of LLM sampling in instruction generation")
     position_audit_share: float = Field(
         0.10, ge=0, le=1, description="Share of pairs each order-sensitive judge also hears in the other order "
         "(the position-bias audit); 0 turns it off")
