@@ -8,7 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+from scipy.stats import rankdata
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -32,13 +34,23 @@ def test_cascade_benchmark_runs_and_prints_w_and_the_cost_ratio() -> None:
                              "--systems", "3", "--cheap-noise", "0.3"], capture_output=True, text=True, timeout=120,
                             cwd=ROOT)
     assert result.returncode == 0, result.stderr[-3000:]
-    lines = [line for line in result.stdout.splitlines() if line.startswith("cheap noise 0.3")]
-    assert len(lines) == 3, result.stdout  # the default escalation rules, flips only, a fifth of the unsettled
-    for line in lines:
+    out = result.stdout.splitlines()
+    at = [k for k, line in enumerate(out) if line.startswith("cheap noise 0.3")]
+    assert len(at) == 3, result.stdout  # the default escalation rules, flips only, a fifth of the unsettled
+    for k in at:
+        line = out[k]
         w, ratio, cheap, strong = (float(x) for x in re.search(
             r"Kendall's W vs strong alone ([\d.]+) .* cost / strong alone ([\d.]+) .* \((\d+) cheap calls, "
             r"(\d+) strong\)", line).groups())
-        assert 0.0 <= w <= 1.0 and cheap == 2 * 60  # 3 systems x 20 items, both orders
+        assert cheap == 2 * 60  # 3 systems x 20 items, both orders
+        # W recomputed from the two win-rate rows printed under the line (multiples of 1/40, printed exactly), by
+        # Kendall's formula with the tie correction worked out here: W = 12 S / (m^2 (n^3 - n) - m T)
+        alone, cascade = ([float(x) for x in out[k + j].split(":")[1].split()] for j in (1, 2))
+        ranks = np.vstack([rankdata(alone), rankdata(cascade)])
+        m, n = ranks.shape
+        spread = ((ranks.sum(axis=0) - m * (n + 1) / 2) ** 2).sum()
+        ties = sum((c ** 3 - c).sum() for c in (np.unique(r, return_counts=True)[1] for r in ranks))
+        assert w == pytest.approx(12 * spread / (m ** 2 * (n ** 3 - n) - m * ties), abs=0.0006), (alone, cascade)
         # per pair: the cheap judge's calls at 0.001 and the strong calls (escalated and audited) at 0.02, against
         # one strong call per pair alone
         assert ratio == pytest.approx((cheap * 0.001 + strong * 0.02) / (60 * 0.02), abs=0.002)

@@ -418,7 +418,9 @@ def test_the_images_hold_every_package_setuptools_installs() -> None:
     assert copy_sources(DOCKERFILES["cpu"]) == copy_sources(DOCKERFILES["cuda"])
 
 
-def test_a_cluster_that_is_slow_to_stop_fails_nothing_unless_the_run_failed(monkeypatch) -> None:
+def test_a_cluster_that_is_slow_to_stop_fails_nothing_unless_the_run_failed(monkeypatch, caplog) -> None:
+    import logging
+
     from prefect_dask import DaskTaskRunner
 
     from ttseval.flows.runner import SettingsDaskTaskRunner
@@ -428,9 +430,15 @@ def test_a_cluster_that_is_slow_to_stop_fails_nothing_unless_the_run_failed(monk
 
     monkeypatch.setattr(DaskTaskRunner, "__exit__", slow_close)
     runner = SettingsDaskTaskRunner()
-    runner.__exit__(None, None, None)  # the run succeeded: a warning, not a failure
-    with pytest.raises(TimeoutError):
+    with caplog.at_level(logging.WARNING, logger="ttseval"):
+        runner.__exit__(None, None, None)  # the run succeeded: a warning, not a failure
+    [record] = [r for r in caplog.records if r.name == "ttseval"]
+    assert record.levelno == logging.WARNING and "took too long to stop" in record.getMessage()
+    assert "results are stored" in record.getMessage()
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="ttseval"), pytest.raises(TimeoutError):
         runner.__exit__(ValueError, ValueError("the run failed"), None)
+    assert [r for r in caplog.records if r.name == "ttseval"] == []  # the run's own failure, no reassurance
 
 
 def test_container_images_and_manifests_turn_off_the_telemetry_the_core_declares() -> None:

@@ -163,7 +163,7 @@ def test_mushra_export_is_a_webmushra_folder_with_a_seeded_design(run: tuple, tm
         spectrum = np.abs(np.fft.rfft(x)) ** 2
         high = spectrum[np.fft.rfftfreq(len(x), 1 / rate) > 4000].sum() / spectrum.sum()
         assert (high < 1e-4) if limited else (high > 1e-3)
-    # Anchor-Y: 1.2x slower (before padding: its speech runs longer than the system's clip it was made from)
+    # (Anchor-Y's pitch, length and word edits are checked in test_anchor_y_flattens_the_pitch_slows_the_clip...)
     with pytest.raises(SpecError, match="already has a listening test 'm1'"):
         export_test(settings, RUN, out, kind="mushra", test_id="m1")
 
@@ -298,8 +298,14 @@ def _lss_csv(folder: Path, test_id: str, key: pd.DataFrame, rate) -> str:
     return buf.getvalue()
 
 
-def test_mushra_dg_scoresheets_become_formula_scores_with_fault_isolation(run: tuple, tmp_path: Path) -> None:
+def test_mushra_dg_scoresheets_become_formula_scores_with_fault_isolation(run: tuple, tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from ttseval.tasks.listening import figures
+
     store, settings = run
+    drawn = []  # the figures as drawn, to read their bars and points
+    real_png = figures.figure_png
+    monkeypatch.setattr(figures, "figure_png", lambda fig, **kw: drawn.append(fig) or real_png(fig, **kw))
     out = tmp_path / "dg"
     export_test(settings, RUN, out, kind="mushra-dg", test_id="dg", raters=3, items=3)
     key = _key(store, "dg")
@@ -322,6 +328,19 @@ def test_mushra_dg_scoresheets_become_formula_scores_with_fault_isolation(run: t
     markdown = analyse_test(settings, RUN, "dg")
     assert "Fault isolation" in markdown and store.exists(f"runs/{RUN}/listening/dg/faults.png")
     assert "| poor | 9 | 100% | 100% | 100% | 100% | 100% | 100% | 70.0 | 60.0 | 60.0 |" in markdown
+    # the figure shows those numbers: per system, the stacked bars add up the shares of clips with each of the six
+    # faults (from the sheets above: good has MP only, fair MP SP US SEF, poor all six, anchor-x DA, nat none), and
+    # the points are the perceptual means (poor: L 70, VQ 60, R 60)
+    [fig] = [f for f in drawn if f._suptitle is not None and "fault isolation" in f._suptitle.get_text()]
+    bars, points = fig.axes[:2]
+    names = [t.get_text() for t in bars.get_xticklabels()]
+    stacked = dict.fromkeys(names, 0.0)
+    for bar in bars.patches:
+        stacked[names[round(bar.get_x() + bar.get_width() / 2)]] += bar.get_height()
+    assert stacked == pytest.approx({"good": 100, "fair": 400, "poor": 600, "anchor-x": 100, "nat": 0})
+    poor = names.index("poor")
+    assert sorted(c.get_offsets()[poor][1] for c in points.collections) == pytest.approx([60, 60, 70])
+    assert store.read_bytes(f"runs/{RUN}/listening/dg/faults.png")[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_cmos_scores_are_oriented_to_the_system_whatever_order_the_rater_heard(run: tuple, tmp_path: Path) -> None:
@@ -413,3 +432,31 @@ def test_human_eval_cli_exports_and_analyses_through_the_flow(prefect_api: str, 
     refused = run_cli(["human-eval", "ingest", "--store", str(tmp_path / "store"), "--run-id", RUN, "--test-id",
                        "cli", str(tmp_path / "nothere.csv")], env, tmp_path)  # the file after the options
     assert refused.returncode == 2 and "nothere.csv: cannot read it" in refused.stderr
+
+
+def test_anchor_y_flattens_the_pitch_slows_the_clip_and_cuts_or_repeats_one_word() -> None:
+    """tasks.listening.anchors.anchor_y on a voiced glide (F0 120 -> 180 Hz over 2 s, 7 harmonics), measured with
+    librosa's pYIN (not Praat, which makes the anchor): the contour is flat at about the mean F0, the clip is 1.2x
+    as long, and 'skip' / 'repeat' take away / add one word's length (2 s of voice over 4 words: 0.5 s)."""
+    import librosa
+
+    from ttseval.tasks.listening.anchors import anchor_y
+
+    rate = 16000
+    t = np.arange(2 * rate) / rate
+    phase = 2 * np.pi * np.cumsum(120 + 30 * t) / rate
+    glide = Audio((0.1 * sum(np.sin(k * phase) / k for k in range(1, 8))).astype(np.float32), rate)
+
+    def f0(clip: Audio) -> np.ndarray:
+        track, voiced, _ = librosa.pyin(clip.samples, fmin=80, fmax=300, sr=rate, frame_length=1024)
+        return track[voiced & np.isfinite(track)][5:-5]  # the onset and offset frames aside
+
+    before = f0(glide)
+    assert before.std() > 15  # the glide: about 17 Hz around 150
+    made = {edit: anchor_y(glide, slowdown=1.2, edit=edit, n_words=4, rng=np.random.default_rng(0))
+            for edit in (None, "skip", "repeat")}
+    after = f0(made[None])
+    assert after.std() < 2 and after.mean() == pytest.approx(before.mean(), abs=5)
+    for edit, seconds in ((None, 2.0), ("skip", 1.5), ("repeat", 2.5)):
+        assert made[edit].sample_rate_hz == rate
+        assert made[edit].duration_s == pytest.approx(1.2 * seconds, abs=0.03), edit

@@ -8,6 +8,7 @@ Tests run in file order and share one stack (module-scoped); the last one stops 
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import psutil
@@ -264,9 +265,28 @@ def test_stack_down_stops_everything(stack: StackInfo) -> None:
     stack_down(stack.folder)  # idempotent
 
 
-def test_stack_down_on_empty_folder(tmp_path: Path) -> None:
-    stack_down(tmp_path)
-    stack_down(tmp_path / "missing")
+def test_stack_down_on_an_empty_folder_or_a_stale_record_touches_nothing_it_did_not_start(tmp_path: Path) -> None:
+    stack_down(tmp_path)  # an empty folder: nothing written there
+    assert list(tmp_path.iterdir()) == []
+    stack_down(tmp_path / "missing")  # a folder that does not exist is not made
+    assert not (tmp_path / "missing").exists()
+    # A record left by a stack whose processes are gone, naming a PID now used by an unrelated live process (a
+    # recycled PID: its start time differs): that process is left running, the record is marked stopped.
+    stranger = subprocess.Popen(["sleep", "60"])
+    try:
+        folder = tmp_path / "stale"
+        (folder / "pids").mkdir(parents=True)
+        (folder / "stack.json").write_text(json.dumps({"running": True, "components": {
+            "s3": {"pid": stranger.pid, "create_time": 1.0}}}))
+        (folder / "pids" / "s3.pid").write_text(f"{stranger.pid} 1.0")
+        stack_down(folder, grace_s=0.5)
+        assert stranger.poll() is None  # not ours: not signalled
+        state = json.loads((folder / "stack.json").read_text())
+        assert state["running"] is False and "stopped_at" in state
+        assert list((folder / "pids").iterdir()) == [] and stack_info(folder) is None
+    finally:
+        stranger.kill()
+        stranger.wait()
 
 
 def test_failed_component_is_named_and_nothing_is_left(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
