@@ -88,6 +88,38 @@ def test_first_run_produces_real_different_figures(first_run, small_dataset: Pat
     assert f"- synthesis: [{store}/runs/r1/synthesis](file://{store}/runs/r1/synthesis)" in markdown
 
 
+def test_the_report_s_wer_by_category_language_and_depth_is_recomputed_from_the_transcripts(first_run) -> None:
+    """The report's "By category, language and depth" tables, read from report.md, against pooled WER worked out
+    here with jiwer from each stored transcript's normalized texts: sum of word errors / sum of reference words per
+    (system, recogniser, group)."""
+    import jiwer
+
+    store, _, _ = first_run
+    markdown = (store / "runs" / "r1" / "report.md").read_text()
+    assert "\n## By category, language and depth\n" in markdown
+    items = read_table(store, "r1", "items").set_index("item_id")
+    transcripts = read_table(store, "r1", "transcripts").query("status == 'ok'")
+    names = read_table(store, "r1", "synthesis").drop_duplicates("system_id").set_index("system_id")["system_spec"]
+    for by in ("category", "language", "depth"):
+        block = markdown.split(f"\n### WER % by {by}\n", 1)[1].lstrip("\n").split("\n\n", 1)[0]
+        header, _, *body = [[c.strip() for c in line.strip("|").split("|")] for line in block.splitlines()]
+        groups = header[2:]
+        assert sorted(groups) == sorted(map(str, items[by].dropna().unique()))
+        printed = {(row[0], row[1], g): v for row in body for g, v in zip(groups, row[2:])}
+        expected = {}
+        for (system_id, asr_spec), rows in transcripts.groupby(["system_id", "asr_spec"]):
+            for g in groups:
+                mine = rows[rows["item_id"].map(items[by]).astype(str) == g]
+                if mine.empty:
+                    expected[(names[system_id], asr_spec, g)] = "–"
+                    continue
+                counts = [jiwer.process_words(r, h) for r, h in zip(mine["ref_norm"], mine["hyp_norm"].fillna(""))]
+                errors = sum(c.substitutions + c.deletions + c.insertions for c in counts)
+                words = sum(len(r.split()) for r in mine["ref_norm"])
+                expected[(names[system_id], asr_spec, g)] = f"{100 * errors / words:.1f}"
+        assert printed == expected, by
+
+
 def test_the_html_report_of_a_real_run_plays_its_clips_in_chromium(first_run, tmp_path: Path) -> None:
     """Issue 16's check on a real run: the page opens from the store as a file, the leaderboard has a row per
     system and recogniser, a player loads its clip (the browser reports its duration), a filter leaves the
