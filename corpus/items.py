@@ -14,6 +14,7 @@ import re
 import unicodedata
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 
@@ -25,6 +26,9 @@ from ttseval.core.schemas import ITEMS
 
 REQUIRED = ("item_id", "text", "language", "category", "depth")
 MAX_TEXT_CHARS = 5_000  # EmergentTTS-Eval's longest items are under 1,000; cloud TTS APIs cap one request at 4-5k
+# ids name files (a `files` system's <item_id>.wav; generated refinements append -d1..-d3): within a 255-byte name
+MAX_ID_CHARS = 128
+MAX_ID_BYTES = 200
 UNSAFE_ID = re.compile(r"[/\\\x00-\x1f\x7f]")
 CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
@@ -76,24 +80,68 @@ def _rows(frame: pd.DataFrame, mask: pd.Series, limit: int = 8) -> str:
     picked = frame.loc[mask]
     pairs = list(zip(picked["row"], picked["item_id"]))[:limit]
     more = len(picked) - limit
-    return ", ".join(f"row {int(r)} (item_id={i!r})" for r, i in pairs) + (f" and {more} more" if more > 0 else "")
+    return ", ".join(f"row {int(r)} (item_id={_shown(i)})" for r, i in pairs) + (f" and {more} more" if more > 0 else "")
+
+
+def _shown(item_id: object, limit: int = 60) -> str:
+    """An id as a message shows it: its repr (escapes make invisible characters visible), cut when long."""
+    if isinstance(item_id, str) and len(item_id) > limit:
+        return f"{item_id[:40]!r}... ({len(item_id):,} characters)"
+    return repr(item_id)
+
+
+def _is_null(value: object) -> bool:
+    """None, NaN or pd.NA: a missing cell, never a list or an object (pd.isna of a list is an array)."""
+    return value is None or value is pd.NA or (isinstance(value, (float, np.floating)) and bool(np.isnan(value)))
+
+
+def _json_type(value: object) -> str:
+    """The JSON (or Parquet) type a person wrote, for messages: list, object, number, boolean, string."""
+    if isinstance(value, (bool, np.bool_)):
+        return "a boolean"
+    if isinstance(value, (int, float, np.integer, np.floating)):
+        return "a number"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return "a list"
+    return f"a {type(value).__name__}"
+
+
+def _format_characters(value: str) -> bool:
+    """Whether `value` holds a Unicode format character (category Cf: bidirectional controls such as U+202E,
+    zero-width spaces and joiners, the BOM): invisible, they make a displayed id differ from the stored one."""
+    return any(unicodedata.category(c) == "Cf" for c in value)
 
 
 def _coerce(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
-    """Check types that the expectations cannot see once pandas has coerced them; returns (frame, problems)."""
+    """Check types that the expectations cannot see once pandas has coerced them; returns (frame, problems).
+
+    Every string column of the items schema (ITEMS) holds a string or nothing: a list, an object, a number or a
+    boolean is refused by name, as is anything but a whole number in depth (CSV cells are all text, so a
+    digit string is a number there)."""
     problems: list[str] = []
     frame = frame.copy()
     frame.insert(0, "row", range(1, len(frame) + 1))
-    frame["item_id"] = frame["item_id"].map(lambda v: None if v is None or (isinstance(v, float) and pd.isna(v)) else str(v))
+    raw_ids = frame["item_id"]
+    frame["item_id"] = raw_ids.map(lambda v: None if _is_null(v) else v if isinstance(v, str) else repr(v))
 
     def bad(mask: pd.Series, rule: str, column: str, fix: str) -> None:
         if mask.any():
             problems.append(f"rule '{rule}' (column {column}) fails on {int(mask.sum())} row(s): "
                             f"{_rows(frame, mask)}. Fix: {fix}")
 
-    for column in ("text", "language", "category"):
-        not_text = frame[column].map(lambda v: v is not None and not isinstance(v, str) and not pd.isna(v))
-        bad(not_text, f"{column} is a string", column, f"write {column} as a quoted string")
+    strings = [f.name for f in ITEMS if pa.types.is_string(f.type) and f.name in frame.columns]
+    for column in strings:
+        values = raw_ids if column == "item_id" else frame[column]
+        not_text = values.map(lambda v: not _is_null(v) and not isinstance(v, str))
+        if not_text.any():
+            found = sorted({_json_type(v) for v in values[not_text]})
+            bad(not_text, f"{column} is a string", column,
+                f"write {column} as a quoted string (found {' and '.join(found)})")
+            if column != "item_id":  # the id keeps its repr, so the messages can name the row by it
+                frame[column] = frame[column].where(~not_text, None)  # later rules see it missing, no crash
+        frame[column] = frame[column].map(lambda v: None if _is_null(v) else v)
     depth = frame["depth"]
 
     def as_depth(v: object) -> int | None:
@@ -116,6 +164,13 @@ def _coerce(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     bad(ids.map(lambda v: bool(UNSAFE_ID.search(v)) or v.strip() in (".", "..") or v != v.strip()),
         "item_id is a plain name", "item_id", "use letters, digits and - _ . : (no '/', '\\', control "
         "characters, leading or trailing spaces, and not '.' or '..')")
+    bad(ids.map(_format_characters), "item_id has no invisible or direction-changing characters", "item_id",
+        "remove Unicode format characters (category Cf: right-to-left and other bidirectional controls such as "
+        "U+202E, zero-width spaces and joiners, a BOM); a report would show a different id than the one stored")
+    bad(ids.map(lambda v: len(v) > MAX_ID_CHARS or len(v.encode("utf-8")) > MAX_ID_BYTES),
+        f"item_id is at most {MAX_ID_CHARS} characters ({MAX_ID_BYTES} bytes as UTF-8)", "item_id",
+        f"shorten the id to at most {MAX_ID_CHARS} characters: it names files (<item_id>.wav, exported stimuli), "
+        "which a disk caps at 255 bytes; keep long descriptions in another column")
     folded = ids.map(lambda v: unicodedata.normalize("NFC", v).casefold())
     bad(folded.duplicated(keep=False) & ~ids.duplicated(keep=False) & (ids != ""),
         "item_id is unique ignoring case and Unicode normalization", "item_id",

@@ -95,6 +95,43 @@ def export_mos_forms(settings: Settings, run_id: str, out: Path, *, language: st
     return manifest
 
 
+def _read_ratings(path: Path) -> pd.DataFrame:
+    """The ratings file with its types checked cell by cell (every cell is read as text): rater_id non-empty, form
+    and position whole numbers, score a number or empty (not rated yet: dropped). A wrong cell is refused naming
+    its row (1-based, header excluded, as in items files), column and value.
+
+    Raises:
+        DatasetError: unreadable, a missing column, or a cell of the wrong type.
+    """
+    try:
+        ratings = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
+        raise DatasetError(f"{path}: cannot read it as a UTF-8 CSV ({e}); start from ratings_template.csv",
+                           source=str(path)) from e
+    missing = [c for c in ("rater_id", "form", "position", "score") if c not in ratings.columns]
+    if missing:
+        raise DatasetError(f"{path}: missing column(s) {missing}; start from ratings_template.csv", source=str(path))
+    ratings = ratings.assign(row=range(1, len(ratings) + 1))
+    ratings = ratings[ratings["score"].str.strip() != ""].copy()
+
+    def refuse(column: str, mask: pd.Series, what: str) -> None:
+        if mask.any():
+            wrong = ratings[mask]
+            shown = ", ".join(f"row {r} ({column}={v!r})" for r, v in zip(wrong["row"], wrong[column]))
+            raise DatasetError(f"{path}: column {column} must be {what}; {int(mask.sum())} row(s) are not: "
+                               f"{shown}. Fix: correct those cells (rows count from 1 after the header)",
+                               source=str(path))
+
+    refuse("rater_id", ratings["rater_id"].str.strip() == "", "a rater's id (not empty)")
+    for column in ("form", "position"):
+        number = pd.to_numeric(ratings[column].str.strip(), errors="coerce")
+        refuse(column, number.isna() | (number % 1 != 0), "a whole number")
+        ratings[column] = number.astype("int64")
+    score = pd.to_numeric(ratings["score"].str.strip(), errors="coerce")
+    refuse("score", score.isna(), "a number from 1 to 5 (or empty: not rated)")
+    return ratings.assign(score=score, rater_id=ratings["rater_id"].str.strip()).drop(columns="row")
+
+
 def analyse_mos_ratings(folder: Path, ratings_path: Path, *, n_resamples: int = 1000, seed: int = 0) -> str:
     """The analysis of returned ratings as Markdown, also written to <folder>/analysis.md.
 
@@ -102,12 +139,7 @@ def analyse_mos_ratings(folder: Path, ratings_path: Path, *, n_resamples: int = 
         DatasetError: the ratings file lacks a column or has a bad score or position (named, with its row).
     """
     key = pd.read_csv(folder / "key.csv")[list(FORM_COLUMNS)]
-    ratings = pd.read_csv(ratings_path)
-    missing = [c for c in ("rater_id", "form", "position", "score") if c not in ratings.columns]
-    if missing:
-        raise DatasetError(f"{ratings_path}: missing column(s) {missing}; start from ratings_template.csv",
-                           source=str(ratings_path))
-    ratings = ratings.dropna(subset=["score"])
+    ratings = _read_ratings(ratings_path)
     try:
         result = analyse_mos(key, ratings, n_resamples=n_resamples, seed=seed)
     except ValueError as e:

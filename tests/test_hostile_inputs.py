@@ -66,6 +66,22 @@ REFUSED: dict[str, tuple[bytes, str, str]] = {  # name -> (file bytes, suffix, m
     "CSV with a NUL": (b"item_id,text,language,category,depth\na,Hi\x00there,en,q,0\n", ".csv",
                        "rule 'text has no control characters'"),
     "an unknown file type": (_line().encode(), ".txt", "unknown extension '.txt'"),
+    "id with a right-to-left override": (_line(item_id="abc\u202edcba").encode(), ".jsonl",
+                                         "rule 'item_id has no invisible or direction-changing characters' (column "
+                                         "item_id) fails on 1 row(s): row 1 (item_id='abc\\u202edcba'). Fix: remove "  # escaped: visible
+                                         "Unicode format characters"),
+    "id with a zero-width space": ((_line("ok") + _line(item_id="a\u200bb")).encode(), ".jsonl",
+                                   "rule 'item_id has no invisible or direction-changing characters' (column "
+                                   "item_id) fails on 1 row(s): row 2"),
+    "id of 5,000 characters": (_line(item_id="x" * 5_000).encode(), ".jsonl",
+                               "rule 'item_id is at most 128 characters (200 bytes as UTF-8)' (column item_id) fails "
+                               "on 1 row(s): row 1 (item_id='xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx'... (5,000 "
+                               "characters)). Fix: shorten the id to at most 128 characters"),
+    "id of 67 four-byte characters": (_line(item_id="\U0001F600" * 67).encode(), ".jsonl",
+                                      "rule 'item_id is at most 128 characters (200 bytes as UTF-8)'"),
+    "text a list (the issue's case)": (_line(text=["Hello", "there"]).encode(), ".jsonl",
+                                       "rule 'text is a string' (column text) fails on 1 row(s): row 1 "
+                                       "(item_id='a'). Fix: write text as a quoted string (found a list)"),
 }
 
 
@@ -78,6 +94,57 @@ def test_hostile_datasets_are_refused_naming_row_field_and_fix(case: str, tmp_pa
         load_items(path)
     assert message in str(refused.value), str(refused.value)[:600]
     assert str(path) in str(refused.value)  # the message names the file
+
+
+# Every column of the items schema, fed each JSON type it must not hold: strings hold no object, list, number or
+# boolean; depth (the one integer column) no word, list, object, fraction or boolean. A digit string is a number
+# (every CSV cell is text).
+WRONG_FOR_STRING = {"an object": {"a": 1}, "a list": ["Hello", "there"], "a number": 42, "a fraction": 1.5,
+                    "a boolean": True, "an empty list": []}
+WRONG_FOR_INTEGER = {"a word": "two", "a list": [1, 2], "an object": {"depth": 1}, "a fraction": 1.5,
+                     "a boolean": False, "an empty list": []}
+
+
+def _wrong_type_cases() -> list[tuple[str, str, object]]:
+    import pyarrow as pa
+
+    from ttseval.core.schemas import ITEMS
+
+    cases = []
+    for field in ITEMS:
+        wrong = WRONG_FOR_INTEGER if pa.types.is_integer(field.type) else WRONG_FOR_STRING
+        assert pa.types.is_integer(field.type) or pa.types.is_string(field.type), field  # a new type needs cases
+        cases += [(field.name, label, value) for label, value in wrong.items()]
+    return cases
+
+
+@pytest.mark.parametrize("column,label,value", _wrong_type_cases(), ids=lambda v: str(v)[:12])
+def test_every_items_column_refuses_every_wrong_json_type_by_name(column: str, label: str, value: object,
+                                                                  tmp_path: Path) -> None:
+    path = tmp_path / "items.jsonl"
+    wrong = json.dumps(json.loads(_line("b")) | {column: value})
+    path.write_text(_line("good") + wrong + "\n", encoding="utf-8")
+    with pytest.raises(DatasetError) as refused:
+        load_items(path)
+    message = str(refused.value)
+    rule = "depth is an integer" if column == "depth" else f"{column} is a string"
+    first = message.splitlines()[1]  # the first rule the message lists is the type rule, naming row 2 only
+    assert first.startswith(f"- rule '{rule}' (column {column}) fails on 1 row(s): row 2 "), message
+    assert "Fix: write" in first
+    if column != "depth":
+        assert f"(found {label.replace('an empty list', 'a list').replace('a fraction', 'a number')})" in first
+
+
+def test_the_same_wrong_types_in_parquet_are_refused_by_name(tmp_path: Path) -> None:
+    path = tmp_path / "items.parquet"
+    pd.DataFrame({"item_id": [1, 2], "text": [["a"], ["b"]], "language": ["en", "en"], "category": ["q", "q"],
+                  "depth": [0, 1]}).to_parquet(path)
+    with pytest.raises(DatasetError) as refused:
+        load_items(path)
+    assert "rule 'item_id is a string' (column item_id) fails on 2 row(s): row 1 (item_id='1'), row 2 " \
+           "(item_id='2'). Fix: write item_id as a quoted string (found a number)" in str(refused.value)
+    assert "rule 'text is a string' (column text) fails on 2 row(s)" in str(refused.value)
+    assert "(found a list)" in str(refused.value)
 
 
 def test_hostile_but_valid_datasets_are_read_exactly(tmp_path: Path) -> None:
@@ -135,3 +202,93 @@ def test_malformed_provider_specs_are_a_spec_error(spec: str, message: str) -> N
 
     with pytest.raises(SpecError, match=message):
         check_systems([spec], load_settings())
+
+
+# CSV inputs of listening tests and MOS forms: every cell is text, so "a wrong JSON type" is a number column holding
+# a word, a JSON list or object, a boolean (or, where a whole number is due, a fraction).
+WRONG_IN_A_NUMBER_CELL = {"a word": "good", "a JSON list": "[4, 5]", "a JSON object": '{"score": 4}',
+                          "a boolean": "true"}
+
+
+def _listening_cases() -> list[tuple[str, str, str]]:
+    from ttseval.metrics.listening import DG_FIELDS
+
+    columns = ("score", "rating_time_s", *DG_FIELDS)
+    return [(c, label, v) for c in columns for label, v in WRONG_IN_A_NUMBER_CELL.items()]
+
+
+@pytest.mark.parametrize("column,label,value", _listening_cases())
+def test_listening_results_refuse_every_wrong_type_in_every_number_column(column: str, label: str, value: str,
+                                                                          tmp_path: Path) -> None:
+    from ttseval.metrics.listening import DG_FIELDS
+    from ttseval.tasks.listening.results import read_results
+
+    header = ["rater_id", "trial_id", "stimulus", "score", "rating_time_s", *DG_FIELDS]
+    good = ["r1", "p1", "s1.wav", "70", "3.5", *["10"] * len(DG_FIELDS)]
+    bad = [value if h == column else g for h, g in zip(header, good)]
+    path = tmp_path / "results.csv"
+    pd.DataFrame([good, bad], columns=header).to_csv(path, index=False)
+    with pytest.raises(DatasetError) as refused:
+        read_results(path, "t1")
+    assert str(refused.value).startswith(f"results.csv row 3: {column} {value!r} is not a number. Fix: "), \
+        str(refused.value)
+    assert refused.value.source == str(path)
+
+
+@pytest.mark.parametrize("column", ["rating_score", "rating_time"])
+@pytest.mark.parametrize("label", list(WRONG_IN_A_NUMBER_CELL))
+def test_webmushra_results_refuse_wrong_types_in_number_columns(column: str, label: str, tmp_path: Path) -> None:
+    from ttseval.tasks.listening.results import read_results
+
+    header = ["session_test_id", "age", "session_uuid", "trial_id", "rating_stimulus", "rating_score",
+              "rating_time", "rating_comment"]
+    row = {"session_test_id": "t1-r01", "age": "30", "session_uuid": "u", "trial_id": "p1",
+           "rating_stimulus": "C1", "rating_score": "80", "rating_time": "1200", "rating_comment": ""}
+    path = tmp_path / "mushra.csv"
+    pd.DataFrame([row, row | {column: WRONG_IN_A_NUMBER_CELL[label]}], columns=header).to_csv(path, index=False)
+    with pytest.raises(DatasetError, match=rf"^mushra\.csv row 3: {column} .* is not a number\. Fix: "):
+        read_results(path, "t1")
+
+
+def _mos_folder(tmp_path: Path) -> Path:
+    from ttseval.metrics.mos_forms import FORM_COLUMNS, counterbalanced_forms
+
+    folder = tmp_path / "forms"
+    folder.mkdir()
+    key = counterbalanced_forms(["i0", "i1"], ["a", "b"], repeats=0, seed=0)
+    key[list(FORM_COLUMNS)].to_csv(folder / "key.csv", index=False)
+    (folder / "manifest.json").write_text(json.dumps({"run_id": "r", "language": "en", "forms": 2, "items": 2}))
+    return folder
+
+
+MOS_WRONG = {"form": {**WRONG_IN_A_NUMBER_CELL, "a fraction": "1.5"},
+             "position": {**WRONG_IN_A_NUMBER_CELL, "a fraction": "2.5"},
+             "score": WRONG_IN_A_NUMBER_CELL, "rater_id": {"blank": "  "}}
+
+
+@pytest.mark.parametrize("column,label", [(c, label) for c, wrong in MOS_WRONG.items() for label in wrong])
+def test_mos_form_ratings_refuse_every_wrong_type_by_row_and_column(column: str, label: str, tmp_path: Path) -> None:
+    from ttseval.tasks.mos_forms import analyse_mos_ratings
+
+    folder = _mos_folder(tmp_path)
+    good = {"rater_id": "r1", "form": "1", "position": "1", "score": "4"}
+    rows = [good, good | {"position": "2", "score": ""}, good | {"position": "2", column: MOS_WRONG[column][label]}]
+    path = tmp_path / "ratings.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    with pytest.raises(DatasetError) as refused:
+        analyse_mos_ratings(folder, path, n_resamples=10)
+    message = str(refused.value)
+    assert message.startswith(f"{path}: column {column} must be "), message
+    assert f"1 row(s) are not: row 3 ({column}={MOS_WRONG[column][label]!r}). Fix: correct" in message
+    assert not (folder / "analysis.md").exists()  # nothing written
+
+
+def test_mos_form_ratings_with_sound_types_are_analysed(tmp_path: Path) -> None:
+    from ttseval.tasks.mos_forms import analyse_mos_ratings
+
+    folder = _mos_folder(tmp_path)
+    path = tmp_path / "ratings.csv"
+    path.write_text("rater_id,form,position,score\nr1,1,1,4\nr1,1,2,2.0\nr1,1,3,\n", encoding="utf-8")
+    markdown = analyse_mos_ratings(folder, path, n_resamples=10)
+    assert "1 raters over 2 counterbalanced forms of 2 sentences" in markdown
+    assert (folder / "analysis.md").read_text(encoding="utf-8") == markdown

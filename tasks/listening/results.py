@@ -28,13 +28,16 @@ def _rows_of_csv(path: Path) -> tuple[list[str], list[list[str]]]:
     return [h.strip() for h in rows[0]], rows[1:]
 
 
-def _number(value: str, *, what: str, where: str) -> float:
+def _number(value: str, *, what: str, where: str, source: Path | None = None) -> float:
+    """A numeric cell: empty or NA is missing (NaN); anything else that is not a number (a word, a JSON list or
+    object, true/false) is refused naming the file, row and column."""
     if value is None or str(value).strip() in ("", "NA"):
         return float("nan")
     try:
         return float(value)
     except ValueError:
-        raise DatasetError(f"{where}: {what} {value!r} is not a number") from None
+        raise DatasetError(f"{where}: {what} {value!r} is not a number. Fix: write a number there, or leave the "
+                           "cell empty if it was not rated", source=str(source) if source else None) from None
 
 
 def read_results(path: Path, test_id: str) -> pd.DataFrame:
@@ -64,16 +67,16 @@ def read_results(path: Path, test_id: str) -> pd.DataFrame:
             if is_mushra:
                 uuid_, trial, stimulus, score, time_ms, comment = (row + [""] * 6)[prefix:prefix + 6]
                 out.append({**base, "session": uuid_, "trial_id": trial, "stimulus": stimulus,
-                            "score": _number(score, what="rating_score", where=where),
-                            "rating_time_s": _number(time_ms, what="rating_time", where=where) / 1000,
+                            "score": _number(score, what="rating_score", where=where, source=path),
+                            "rating_time_s": _number(time_ms, what="rating_time", where=where, source=path) / 1000,
                             "comment": comment or None})
             else:  # lss.csv: write.php labels the rating columns from the session's first trial, so count them
                 trial, values, stimulus, time_ms = row[prefix], row[prefix + 1:-2], row[-2], row[-1]
-                numbers = [_number(v, what="rating", where=where) for v in values]
+                numbers = [_number(v, what="rating", where=where, source=path) for v in values]
                 fields = dict(zip(DG_FIELDS, numbers)) if len(numbers) == len(DG_FIELDS) else {}
                 out.append({**base, "session": "", "trial_id": trial, "stimulus": stimulus,
                             "score": numbers[0] if len(numbers) == 1 else float("nan"), **fields,
-                            "rating_time_s": _number(time_ms, what="rating_time", where=where) / 1000})
+                            "rating_time_s": _number(time_ms, what="rating_time", where=where, source=path) / 1000})
     elif set(PLAIN_REQUIRED) <= set(header):
         unknown = sorted(set(header) - set(PLAIN_REQUIRED) - set(PLAIN_OPTIONAL))
         if unknown:
@@ -86,9 +89,10 @@ def read_results(path: Path, test_id: str) -> pd.DataFrame:
                 raise DatasetError(f"{where}: rater_id is empty; give each rater an id", source=str(path))
             out.append({"rater_id": rec["rater_id"], "session": rec.get("session", ""), "trial_id": rec["trial_id"],
                         "stimulus": rec["stimulus"], "source_file": path.name, "line": n, "questionnaire": None,
-                        "score": _number(rec.get("score"), what="score", where=where),
-                        **{f: _number(rec.get(f), what=f, where=where) for f in DG_FIELDS if f in rec},
-                        "rating_time_s": _number(rec.get("rating_time_s"), what="rating_time_s", where=where),
+                        "score": _number(rec.get("score"), what="score", where=where, source=path),
+                        **{f: _number(rec.get(f), what=f, where=where, source=path) for f in DG_FIELDS if f in rec},
+                        "rating_time_s": _number(rec.get("rating_time_s"), what="rating_time_s", where=where,
+                                                 source=path),
                         "comment": rec.get("comment") or None})
     else:
         raise DatasetError(f"{path}: not a results file this test reads: its header {header[:6]} is neither "
