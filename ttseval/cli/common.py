@@ -11,10 +11,9 @@ import contextlib
 import os
 from collections.abc import Iterator
 
-from ttseval.core.errors import ConfigError, DatasetError, RunBusyError, SpecError, StoreUnwritableError
+from ttseval.core.errors import USER_ERRORS  # noqa: F401 - exit 2: nothing written (declared with the errors)
 
 EXIT_DONE, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
-USER_ERRORS = (DatasetError, SpecError, ConfigError, RunBusyError, StoreUnwritableError)  # exit 2: nothing written
 
 TEMPORARY_SERVER_TIMEOUT_S = 90
 

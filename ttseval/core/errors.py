@@ -18,6 +18,11 @@ Only PermanentProviderError (and a stage's own `unsupported` / `skipped` rows) m
 other error a stage records, transient or unexpected (a bug in a provider), is stored with `retryable` set, so
 the next run of the same run id computes that key again.
 
+USER_ERRORS (below) are the user's to fix (bad input, a busy run id, a store that refuses writes): the CLI prints
+their message alone and exits 2, and inside a flow or task run they are logged without a traceback
+(ttseval.tasks.common.quiet_user_errors). Every other exception is a failure of the run or a bug: its traceback
+is kept.
+
 Errors carry their context as attributes (`spec`, `uri`, `key`) as well as in the message.
 """
 
@@ -110,3 +115,8 @@ class RetriesExhausted(TTSEvalError):
         self.last = last
         self.attempts = attempts
         self.retries = retries
+
+
+# The user's to fix, nothing written: exit code 2 from the CLI, logged without a traceback inside flow runs.
+USER_ERRORS: tuple[type[TTSEvalError], ...] = (DatasetError, SpecError, ConfigError, RunBusyError,
+                                               StoreUnwritableError)
