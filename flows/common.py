@@ -13,6 +13,7 @@ from ttseval.tasks.common import build_provider, logger
 from ttseval.core.config import Settings
 from ttseval.core.errors import DatasetError, SpecError, TTSEvalError
 from ttseval.core.ids import slug
+from ttseval.core.paths import resolve_against, within
 from ttseval.core.registry import JUDGES, TTS, Spec
 from ttseval.core.schemas import table_from_rows
 from ttseval.core.store import ArtifactStore
@@ -45,6 +46,58 @@ def check_systems(systems: list[str], settings: Settings) -> list[Spec]:
             raise SpecError(f"system {spec.canonical!r} is strongly prompted, but {spec.provider} takes no "
                             "instruction; drop ':prompt=category' or choose a provider that accepts one")
     return specs
+
+
+def deployment_run() -> bool:
+    """Whether this runs inside a flow run started from a deployment (the Prefect UI, a schedule, `prefect
+    deployment run`, `ttseval serve`), as Prefect's runtime tells it (tests mock it with the environment variable
+    PREFECT__RUNTIME__DEPLOYMENT__ID, Prefect's own mechanism)."""
+    from prefect.runtime import deployment
+
+    return bool(deployment.id)
+
+
+def confinement_roots(settings: Settings, dataset: str) -> list[str] | None:
+    """The folders (and URI prefixes) a run may read when the setting confine_paths confines it: the dataset
+    file's folder, then allowed_paths; None when the run is not confined."""
+    if settings.confine_paths == "never" or (settings.confine_paths == "deployments" and not deployment_run()):
+        return None
+    folder = [str(Path(dataset).resolve().parent)] if Path(dataset).is_file() else []
+    return folder + list(settings.allowed_paths)
+
+
+def check_confined(items: pd.DataFrame, systems: list[Spec], settings: Settings, *, dataset: str,
+                   source: str) -> None:
+    """Refuse, before any work, a confined run (confinement_roots) whose dataset or `files` systems reference a
+    file outside the dataset's folder and allowed_paths: a voice prompt or reference recording, a system's
+    folder, manifest or clip (`../../../../etc/passwd`, an absolute path, a symbolic link that points out).
+
+    Raises:
+        DatasetError: items' paths outside, each named by row, item id, column and path.
+        SpecError: a files system's folder, manifest or clips outside.
+    """
+    roots = confinement_roots(settings, dataset)
+    if roots is None:
+        return
+    allowed = f"the dataset's folder and the setting allowed_paths: {', '.join(roots) or 'none'}"
+    fix = ("Fix: move the files into the dataset's folder, or have whoever runs the worker add their folder to "
+           "allowed_paths (confine_paths confines runs started from a deployment or the UI)")
+    problems = []
+    for column in ("prompt_audio_uri", "reference_audio_uri"):
+        for row, (item_id, path) in enumerate(zip(items["item_id"], items.get(column, [None] * len(items))),
+                                              start=1):
+            if isinstance(path, str) and path.strip() and not within(resolve_against(dataset, path), roots):
+                problems.append(f"row {row} (item_id={item_id!r}) {column} {path!r}")
+    if problems:
+        raise DatasetError(f"dataset {source}: {len(problems)} path(s) lie outside what this run may read "
+                           f"({allowed}):\n- " + "\n- ".join(problems[:20]) + f"\n{fix}", source=source,
+                           problems=problems)
+    for spec in systems:
+        listed = getattr(build_provider("tts", spec.canonical, settings), "referenced_paths", None)
+        outside = [p for p in (listed() if callable(listed) else []) if not within(p, roots)]
+        if outside:
+            raise SpecError(f"system {spec.canonical!r} reads {len(outside)} path(s) outside what this run may read "
+                            f"({allowed}): {', '.join(map(repr, outside[:5]))}. {fix}", spec=spec.canonical)
 
 
 def check_judges(judges: list[str], settings: Settings, *, role: str = "pairwise") -> list[str]:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from ttseval.corpus.items import read_items
-from ttseval.flows.common import check_judges, check_systems
+from ttseval.flows.common import check_confined, check_judges, check_systems
 from ttseval.core.config import Settings
 from ttseval.core.errors import SpecError
 from ttseval.core.registry import Spec
@@ -65,9 +65,11 @@ def preflight_evaluate(dataset: str, systems: list[str], settings: Settings, *, 
     without checking again; otherwise reads the dataset and builds every system and judge once.
 
     Raises:
-        DatasetError: a dataset row breaks a rule (row, column and fix named).
+        DatasetError: a dataset row breaks a rule (row, column and fix named), or, in a confined run (setting
+            confine_paths: deployment runs by default), references a file outside the dataset's folder and
+            allowed_paths.
         SpecError / ConfigError: an unknown or unbuildable system or judge, a judge that cannot play its role,
-            a baseline that is not one of the systems.
+            a baseline that is not one of the systems, a files system reading outside a confined run's folders.
     """
     global _handed
     key = _key(dataset, systems, baseline, judges, instruction_judges, settings)
@@ -82,6 +84,7 @@ def preflight_evaluate(dataset: str, systems: list[str], settings: Settings, *, 
             return checked
     items, sha256, read = read_items(dataset, settings)
     specs = check_systems(systems, settings)
+    check_confined(items, specs, settings, dataset=dataset, source=read)  # deployment runs: setting confine_paths
     judge_specs = check_judges(judges if judges is not None else settings.judges, settings)
     instruction_specs = check_judges(instruction_judges if instruction_judges is not None
                                      else settings.instruction_judges, settings, role="instruction")

@@ -8,6 +8,7 @@ tests/test_listening.py's."""
 from __future__ import annotations
 
 import json
+import os
 import unicodedata
 from pathlib import Path
 
@@ -292,3 +293,80 @@ def test_mos_form_ratings_with_sound_types_are_analysed(tmp_path: Path) -> None:
     markdown = analyse_mos_ratings(folder, path, n_resamples=10)
     assert "1 raters over 2 counterbalanced forms of 2 sentences" in markdown
     assert (folder / "analysis.md").read_text(encoding="utf-8") == markdown
+
+
+# Paths a dataset may reference (issue 30): a run started from a deployment or the UI reads only the dataset's
+# folder and the setting allowed_paths (confine_paths="deployments", the default). Prefect's runtime says whether
+# a run came from a deployment; PREFECT__RUNTIME__DEPLOYMENT__ID is Prefect's own way to mock that in a test.
+DEPLOYMENT = {"PREFECT__RUNTIME__DEPLOYMENT__ID": "5f1c3a52-0000-4000-8000-000000000030"}
+
+
+def _confined_dataset(tmp_path: Path) -> Path:
+    data = tmp_path / "shared" / "data"
+    (data / "prompts").mkdir(parents=True)
+    (tmp_path / "elsewhere").mkdir()
+    os.symlink("/etc/hostname", data / "prompts" / "link.wav")
+    rows = [_line("in", prompt_audio_uri="prompts/p.wav"), _line("up", prompt_audio_uri="../" * 30 + "etc/passwd"),
+            _line("abs", prompt_audio_uri=str(tmp_path / "elsewhere" / "p.wav")),
+            _line("link", prompt_audio_uri="prompts/link.wav"), _line("ref", reference_audio_uri="file:///etc/shadow")]
+    path = data / "items.jsonl"
+    path.write_text("".join(rows), encoding="utf-8")
+    return path
+
+
+def _preflight(dataset: Path, systems: list[str], **settings: object):
+    from ttseval.core.config import load_settings
+    from ttseval.flows.preflight import preflight_evaluate
+
+    return preflight_evaluate(str(dataset), systems, load_settings(**settings), judges=[])
+
+
+def test_a_deployment_run_reads_only_the_dataset_folder_and_allowed_paths(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    dataset = _confined_dataset(tmp_path)
+    for key, value in DEPLOYMENT.items():
+        monkeypatch.setenv(key, value)
+    with pytest.raises(DatasetError) as refused:
+        _preflight(dataset, ["espeak-ng"])
+    message = str(refused.value)
+    assert message.startswith(f"dataset {dataset}: 4 path(s) lie outside what this run may read (the dataset's "
+                              f"folder and the setting allowed_paths: {dataset.parent})"), message
+    assert "- row 2 (item_id='up') prompt_audio_uri '/etc/passwd'" in message  # resolved when the items were read
+    assert f"- row 3 (item_id='abs') prompt_audio_uri '{tmp_path / 'elsewhere' / 'p.wav'}'" in message
+    assert "- row 4 (item_id='link') prompt_audio_uri '/etc/hostname'" in message  # a link that points out
+    assert "- row 5 (item_id='ref') reference_audio_uri 'file:///etc/shadow'" in message
+    assert "row 1 " not in message and "Fix: move the files into the dataset's folder" in message
+    # whoever runs the worker widens it: the folders named in allowed_paths
+    with pytest.raises(DatasetError, match=r" 2 path\(s\) lie outside") as narrower:
+        _preflight(dataset, ["espeak-ng"], allowed_paths=[str(tmp_path / "elsewhere"), "/etc/passwd"])
+    assert "item_id='link'" in str(narrower.value) and "item_id='ref'" in str(narrower.value)
+    assert len(_preflight(dataset, ["espeak-ng"], confine_paths="never").items) == 5
+
+
+def test_a_run_not_from_a_deployment_reads_what_the_user_points_at_unless_always(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    dataset = _confined_dataset(tmp_path)
+    monkeypatch.delenv("PREFECT__RUNTIME__DEPLOYMENT__ID", raising=False)
+    assert len(_preflight(dataset, ["espeak-ng"]).items) == 5  # the CLI: the person typing runs the worker
+    with pytest.raises(DatasetError, match=r" 4 path\(s\) lie outside"):
+        _preflight(dataset, ["espeak-ng"], confine_paths="always")
+
+
+def test_a_files_system_of_a_deployment_run_reads_only_inside(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = tmp_path / "data"
+    (data / "clips").mkdir(parents=True)
+    (data / "items.jsonl").write_text(_line("a") + _line("b"), encoding="utf-8")
+    inside = data / "clips" / "inside.jsonl"
+    inside.write_text('{"item_id": "a", "path": "a.wav"}\n{"item_id": "b", "path": "b.wav"}\n', encoding="utf-8")
+    escaping = data / "clips" / "escaping.jsonl"
+    up = "../" * 30 + "etc/passwd"
+    escaping.write_text(f'{{"item_id": "a", "path": "a.wav"}}\n{{"item_id": "b", "path": "{up}"}}\n', encoding="utf-8")
+    for key, value in DEPLOYMENT.items():
+        monkeypatch.setenv(key, value)
+    assert len(_preflight(data / "items.jsonl", [f"files:mine:manifest={inside}"]).items) == 2
+    with pytest.raises(SpecError) as refused:
+        _preflight(data / "items.jsonl", [f"files:mine:manifest={escaping}"])
+    assert "reads 1 path(s) outside what this run may read" in str(refused.value)
+    assert "'/etc/passwd'" in str(refused.value) and "allowed_paths" in str(refused.value)
+    with pytest.raises(SpecError, match="reads 1 path"):  # the folder itself
+        _preflight(data / "items.jsonl", [f"files:mine:dir={tmp_path}"])

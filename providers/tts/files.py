@@ -219,6 +219,18 @@ class FilesTTS:
         return DeferredProviderError(f"files:{self.label}: item {item_id!r}: {display_path(path)}: {reason}",
                                      spec=self.spec, key=item_id)
 
+    def referenced_paths(self) -> list[str]:
+        """The folder or manifest this system reads and every clip path it holds (a manifest's rows; a folder's
+        clips as listed), for the check that confines what a run may read (setting confine_paths). A source
+        that cannot be read gives its own path alone (the item rows then say why)."""
+        try:
+            self._load()
+        except _SourceError:
+            return [self.path]
+        assert self._entries is not None
+        duplicates = [p for paths in self._duplicates.values() for p in paths]
+        return [self.path, *sorted(self._entries.values()), *duplicates]
+
     def clip_path(self, item_id: str) -> str:
         """The path or URI of `item_id`'s clip.
 

@@ -156,6 +156,14 @@ class Settings(BaseSettings):
     lease_ttl_s: float = Field(120.0, gt=0, description="A run id's lease not renewed for this long (its writer "
                                "frozen, or on another host and gone) is taken over; a dead writer on this host's "
                                "is taken over at once")
+    confine_paths: Literal["deployments", "always", "never"] = Field(
+        "deployments", description="Which evaluate runs may read only files inside the dataset's folder and "
+        "allowed_paths (items' prompt_audio_uri and reference_audio_uri, a files system's folder, manifest and "
+        "clips): deployments (runs started from a deployment or the Prefect UI, where the person typing the paths "
+        "is not the one who runs the worker), always, or never. A path outside is refused (exit 2) before any work")
+    allowed_paths: list[str] = Field(
+        default_factory=list, description="Folders (or URI prefixes such as s3://bucket/clips/) a confined run may "
+        "read besides the dataset's folder; set by whoever runs the worker (confine_paths)")
     extra_categories: list[str] = Field(default_factory=list, description="Categories beyond the built-in ones")
     vendor_limits: dict[str, VendorLimit] = Field(
         default_factory=dict,

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 import posixpath
+from collections.abc import Iterable
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 
 def is_uri(path: str) -> bool:
@@ -28,3 +30,21 @@ def resolve_against(base: str | Path, path: str, *, base_is_folder: bool = False
         return posixpath.join(base if base_is_folder else posixpath.dirname(base), path)
     folder = Path(base) if base_is_folder else Path(base).resolve().parent
     return str((folder / path).resolve())
+
+
+def within(path: str, roots: Iterable[str | Path]) -> bool:
+    """Whether `path` lies inside one of `roots` (folders, or URI prefixes such as s3://bucket/clips/).
+
+    A local path (or a file:// URI) counts once resolved: symbolic links followed and `..` gone, so neither
+    `data/../../etc/passwd` nor a link inside a root that points out of it is inside. Any other URI is inside only
+    under a root written as a URI, prefix by whole path segments, and never with a `..` segment.
+    """
+    path = path.strip()
+    if path.startswith("file://"):
+        path = unquote(urlsplit(path).path)
+    if is_uri(path):
+        if ".." in path.split("://", 1)[1].split("/"):
+            return False
+        return any(is_uri(str(r)) and (path + "/").startswith(str(r).rstrip("/") + "/") for r in roots)
+    real = Path(path).resolve()
+    return any(not is_uri(str(r)) and real.is_relative_to(Path(r).resolve()) for r in roots)
