@@ -122,3 +122,53 @@ def test_a_user_error_inside_a_flow_run_prints_no_traceback_and_fails_the_run_wi
         runs = [r for r in client.read_flow_runs(limit=200) if r.parameters.get("run_id") == run_id]
     assert len(runs) == 1 and runs[0].state.is_failed()
     assert message in runs[0].state.message
+
+
+DEPLOYMENT_RUN = """
+import asyncio, json, sys
+from prefect import get_client
+from prefect.runner import Runner
+from ttseval.flows.evaluate import evaluate
+
+parameters = json.loads(sys.argv[1])
+deployment_id = evaluate.to_deployment(name="issue-30-confinement").apply()
+
+
+async def main():
+    async with get_client() as client:
+        run = await client.create_flow_run_from_deployment(deployment_id, parameters=parameters)
+    await Runner().execute_flow_run(run.id)  # the way a worker runs it: a process of its own, from the deployment
+    async with get_client() as client:
+        run = await client.read_flow_run(run.id)
+    print("STATE", json.dumps({"type": run.state.type.value, "message": run.state.message,
+                               "deployment_id": str(run.deployment_id)}))
+
+asyncio.run(main())
+"""
+
+
+def test_a_deployment_run_is_confined_to_the_dataset_folder_and_refuses_without_traceback(
+        prefect_api: str, tmp_path: Path) -> None:
+    """A real deployment run (created from the evaluate flow's deployment, executed by a Prefect runner in a process
+    of its own, as a worker does): a prompt outside the dataset's folder is refused before any work, the run is
+    Failed with the message, and nothing of it prints a traceback."""
+    data = tmp_path / "data"
+    data.mkdir()
+    up = "../" * 30 + "etc/passwd"
+    (data / "items.jsonl").write_text(_item(prompt_audio_uri=up), encoding="utf-8")
+    store = tmp_path / "store"
+    parameters = {"dataset": str(data / "items.jsonl"), "systems": ["espeak-ng"], "store": str(store),
+                  "run_id": "confined", "judges": []}
+    env = cli_env(prefect_api) | {"TTSEVAL_N_WORKERS": "1"}
+    result = subprocess.run([str(BIN / "python"), "-c", DEPLOYMENT_RUN, json.dumps(parameters)], env=env, cwd=ROOT,
+                            capture_output=True, text=True, timeout=400)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-4000:]
+    state = json.loads(output.split("STATE ", 1)[1].splitlines()[0])
+    assert state["type"] == "FAILED" and state["deployment_id"] != "None", state
+    message = (f"dataset {data / 'items.jsonl'}: 1 path(s) lie outside what this run may read (the dataset's folder "
+               f"and the setting allowed_paths: {data})")
+    assert message in state["message"] and "row 1 (item_id='a') prompt_audio_uri '/etc/passwd'" in state["message"]
+    assert f"refused: {message}" in output  # the flow run's log line
+    assert "Traceback" not in output, output[-4000:]
+    assert not (store / "runs" / "confined").exists()
