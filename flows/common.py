@@ -4,7 +4,9 @@ and the GPU annotation of model stages. Flows import these instead of each other
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -51,7 +53,10 @@ def check_systems(systems: list[str], settings: Settings) -> list[Spec]:
 def deployment_run() -> bool:
     """Whether this runs inside a flow run started from a deployment (the Prefect UI, a schedule, `prefect
     deployment run`, `ttseval serve`), as Prefect's runtime tells it (tests mock it with the environment variable
-    PREFECT__RUNTIME__DEPLOYMENT__ID, Prefect's own mechanism)."""
+    PREFECT__RUNTIME__DEPLOYMENT__ID, Prefect's own mechanism). A process that has not imported Prefect runs no
+    flow (the command line's early checks): answered without importing it, which costs seconds."""
+    if "prefect" not in sys.modules and not os.environ.get("PREFECT__RUNTIME__DEPLOYMENT__ID"):
+        return False
     from prefect.runtime import deployment
 
     return bool(deployment.id)

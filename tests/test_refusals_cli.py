@@ -172,3 +172,26 @@ def test_a_deployment_run_is_confined_to_the_dataset_folder_and_refuses_without_
     assert f"refused: {message}" in output  # the flow run's log line
     assert "Traceback" not in output, output[-4000:]
     assert not (store / "runs" / "confined").exists()
+
+
+def test_a_user_error_inside_a_task_run_of_a_flow_prints_no_traceback(prefect_api: str, tmp_path: Path) -> None:
+    """human-eval analyze ingests inside the human_eval flow, in a Prefect task: a results file for a listening
+    test the run does not have is a SpecError raised in the task run, then in the flow run; both log it alone."""
+    from datetime import datetime, timezone
+
+    from ttseval.core.schemas import table_from_rows
+    from ttseval.core.store import ArtifactStore
+
+    row = {"item_id": "a", "system_id": "s", "system_spec": "espeak-ng", "status": "failed",
+           "created_at": datetime.now(timezone.utc)}
+    ArtifactStore(str(tmp_path / "store")).write_part("r", "synthesis", table_from_rows("synthesis", [row]),
+                                                      label="s")  # a run, without a listening test
+    (tmp_path / "results.csv").write_text("rater_id,trial_id,stimulus,score\nr1,p1,s1.wav,70\n", encoding="utf-8")
+    result = run_cli(["human-eval", "analyze", "--store", "store", "--run-id", "r", "--test-id", "t1", "results.csv"],
+                     cli_env(prefect_api), cwd=tmp_path, timeout_s=300)
+    output = result.stdout + result.stderr
+    assert result.returncode == 2, output[-3000:]
+    assert "Traceback" not in output, output[-3000:]
+    message = "run 'r' has no listening test 't1'; export one with ttseval human-eval export"
+    assert f"ttseval: error: {message}" in result.stderr, result.stderr[-3000:]
+    assert output.count(f"refused: {message}") == 2, output[-3000:]  # the task run's log line, the flow run's
