@@ -5,8 +5,9 @@ A row of a report is one (system, recogniser) pair (``ttseval.metrics.summary``)
 had their own rows (no ``asr_id``) is matched by system where the system now has a single recogniser.
 
 WER, CER and MOS are compared item by item when the runs' per-item tables are given (`paired_drift`, from
-ttseval.metrics.paired): a paired bootstrap 95% CI of the difference, flagged when it excludes 0, with the Wilcoxon
-p-value beside it. Comparing the two runs' own CIs (the fallback, when only the reports are at hand) misses real
+ttseval.metrics.paired), as a report compares systems: flagged when the paired permutation test's p, adjusted
+(Holm or Benjamini-Hochberg) across every paired test of the drift report, is under alpha; a BCa 95% CI of the
+difference beside it (none under MIN_INTERVAL_ITEMS items). Comparing the two runs' own CIs (the fallback, when only the reports are at hand) misses real
 changes: the item effect stays in both intervals, so they overlap though every item moved the same way. Completion has no CI: every item it gains or loses is a change in F1 and is flagged. Whether a
 change is better or worse comes from the metric's declared direction (``ttseval.metrics.registry``).
 """
@@ -24,7 +25,7 @@ DRIFT_METRICS: tuple[str, ...] = ("completion_rate", "wer", "cer", "mos")
 
 COLUMNS = ["system_id", "system_spec", "asr_id", "asr_spec", "metric", "previous", "current", "delta",
            "previous_ci_low", "previous_ci_high", "current_ci_low", "current_ci_high", "delta_ci_low",
-           "delta_ci_high", "p_value", "test", "flagged", "direction"]
+           "delta_ci_high", "p_value", "p_adjusted", "test", "flagged", "direction"]
 
 
 def _nan(v: object) -> bool:
@@ -48,11 +49,12 @@ def _rows(frame: pd.DataFrame, name: str) -> dict[tuple, pd.Series]:
 
 
 def paired_drift(previous: dict[str, pd.DataFrame], current: dict[str, pd.DataFrame], *, n_resamples: int = 1000,
-                 seed: int = 0) -> pd.DataFrame:
-    """Item-by-item WER, CER and MOS of each (system, recogniser) in both runs (ttseval.metrics.paired.paired_table):
-    columns system_id, asr_id and PAIRED_COLUMNS. `previous` and `current` hold each run's `transcripts` and
+                 seed: int = 0, alpha: float = 0.05, method: str = "holm") -> pd.DataFrame:
+    """Item-by-item WER, CER and MOS of each (system, recogniser) in both runs (ttseval.metrics.paired.paired_table),
+    decided as one family (ttseval.metrics.paired.decide, `alpha`, `method` 'holm' or 'bh'): columns system_id,
+    asr_id, PAIRED_COLUMNS and DECISION_COLUMNS. `previous` and `current` hold each run's `transcripts` and
     `quality` tables."""
-    from ttseval.metrics.paired import PAIRED_COLUMNS, paired_table
+    from ttseval.metrics.paired import DECISION_COLUMNS, PAIRED_COLUMNS, decide, paired_table
 
     rows = []
     pt, ct = previous["transcripts"], current["transcripts"]
@@ -64,14 +66,16 @@ def paired_drift(previous: dict[str, pd.DataFrame], current: dict[str, pd.DataFr
         table = paired_table(before, tr, pq[pq["system_id"] == system_id], cq[cq["system_id"] == system_id],
                              n_resamples=n_resamples, seed=seed)
         rows += [{"system_id": system_id, "asr_id": asr_id} | r for r in table.to_dict("records")]
-    return pd.DataFrame(rows, columns=["system_id", "asr_id", *PAIRED_COLUMNS])
+    family = pd.DataFrame(rows, columns=["system_id", "asr_id", *PAIRED_COLUMNS])
+    return decide(family, alpha=alpha, method=method).reindex(
+        columns=["system_id", "asr_id", *PAIRED_COLUMNS, *DECISION_COLUMNS])
 
 
 def compare_reports(previous: pd.DataFrame, current: pd.DataFrame, paired: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per ((system, recogniser) in both runs, metric) with the delta current - previous and a flag.
 
-    With `paired` (paired_drift's table), WER, CER and MOS take its delta CI, Wilcoxon p-value and flag (`test`
-    'paired'); otherwise, or for a pair it lacks, the flag is the runs' CIs not overlapping (`test`
+    With `paired` (paired_drift's table), WER, CER and MOS take its delta CI, permutation p, adjusted p and
+    decision (`test` 'paired'); otherwise, or for a pair it lacks, the flag is the runs' CIs not overlapping (`test`
     'ci-overlap').
 
     `direction` says whether the change is an improvement or a regression ('better' / 'worse' / 'same'), from
@@ -104,7 +108,8 @@ def compare_reports(previous: pd.DataFrame, current: pd.DataFrame, paired: pd.Da
                 row["test"] = "ci-overlap"
                 if (pair := by_item.get((key[0], key[1], metric))) is not None:
                     row |= {"delta_ci_low": pair["ci_low"], "delta_ci_high": pair["ci_high"],
-                            "p_value": pair["p_wilcoxon"], "flagged": bool(pair["flagged"]), "test": "paired"}
+                            "p_value": pair["p_permutation"], "p_adjusted": pair["p_adjusted"],
+                            "flagged": bool(pair["differs"]), "test": "paired"}
             else:
                 row["flagged"] = not _nan(delta) and delta != 0
             row["direction"] = "same" if _nan(delta) else change(metric, float(a), float(b))

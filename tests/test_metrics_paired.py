@@ -1,5 +1,7 @@
-"""Paired comparisons (metrics/paired.py): p-values against exact enumerations written out here, the paired CI
-against the unpaired intervals on data where only the pairing shows the change."""
+"""Paired comparisons (metrics/paired.py) and the family's adjustment (metrics/multiplicity.py): p-values against
+exact enumerations written out here, the adjustment against statsmodels' multipletests, the decision on the issue's
+8-item case (no) and on a real difference (yes), the paired CI against the unpaired intervals on data where only the
+pairing shows the change."""
 
 from __future__ import annotations
 
@@ -11,7 +13,8 @@ import pytest
 from scipy import stats
 
 from ttseval.metrics.bootstrap import bootstrap_ratio_ci
-from ttseval.metrics.paired import paired_mean, paired_ratio, paired_table
+from ttseval.metrics.multiplicity import adjust_p
+from ttseval.metrics.paired import MIN_INTERVAL_ITEMS, decide, paired_mean, paired_ratio, paired_table
 
 
 def _exact_sign_flip_p(diff: np.ndarray, statistic) -> float:
@@ -36,7 +39,66 @@ def test_p_values_match_exact_enumeration() -> None:
     mean_null = ranks.sum() / 2
     exact = float(np.mean([abs(w - mean_null) >= abs(w_plus - mean_null) - 1e-12 for w in null]))
     assert result.p_wilcoxon == pytest.approx(exact)
-    assert result.delta == pytest.approx(diff.mean()) and result.ci_low < result.delta < result.ci_high
+    assert result.delta == pytest.approx(diff.mean())
+    assert len(diff) < MIN_INTERVAL_ITEMS and np.isnan(result.ci_low) and np.isnan(result.ci_high)  # n too small
+
+
+def test_the_pooled_ratio_permutation_p_matches_exact_enumeration_of_item_swaps() -> None:
+    ea, ta = np.array([1, 0, 3, 2, 0, 4, 1, 2]), np.array([5, 6, 9, 7, 4, 12, 6, 8])
+    eb, tb = np.array([2, 1, 3, 4, 1, 4, 3, 2]), np.array([5, 6, 9, 7, 4, 12, 6, 8])
+    result = paired_ratio("wer", ea, ta, eb, tb, n_resamples=5000)
+
+    def pooled(swap: tuple[bool, ...]) -> float:  # swapping an item moves its (errors, words) to the other side
+        s = np.array(swap)
+        xa, xb = np.where(s, eb, ea), np.where(s, ea, eb)
+        wa, wb = np.where(s, tb, ta), np.where(s, ta, tb)
+        return xb.sum() / wb.sum() - xa.sum() / wa.sum()
+
+    observed = abs(pooled((False,) * 8))
+    exact = np.mean([abs(pooled(s)) >= observed - 1e-12 for s in itertools.product([False, True], repeat=8)])
+    assert result.p_permutation == pytest.approx(exact)
+    assert result.delta == pytest.approx(eb.sum() / tb.sum() - ea.sum() / ta.sum())
+
+
+# The issue's case (#29): 8 items, MOS difference 0.153; the percentile bootstrap CI excludes 0, the tests do not.
+ISSUE_DIFF = np.array([0.31, -0.14, 0.59, 0.12, 0.16, -0.08, -0.03, 0.29])
+
+
+def test_the_eight_item_case_no_longer_differs_and_a_real_difference_still_does() -> None:
+    a = np.full(8, 3.0)
+    small = paired_mean("mos", a, a + ISSUE_DIFF)
+    # the old rule, computed here with numpy: percentile bootstrap CI of the mean difference excludes 0
+    resampled = ISSUE_DIFF[np.random.default_rng(0).integers(0, 8, size=(1000, 8))].mean(1)
+    assert np.quantile(resampled, 0.025) > 0
+    assert small.p_wilcoxon == pytest.approx(0.1484375) and small.p_permutation > 0.1  # exact, 256 sign flips
+    rng = np.random.default_rng(7)
+    before = rng.normal(3.2, 0.6, size=40)
+    real = paired_mean("mos", before, before + 0.3 + rng.normal(0, 0.3, size=40))  # a real difference, 40 items
+    unchanged = paired_mean("mos", before, before + rng.normal(0, 0.3, size=40))
+    family = pd.DataFrame([vars(small), vars(real), vars(unchanged)])
+    decided = decide(family, alpha=0.05, method="holm")
+    assert list(decided["differs"]) == [False, True, False]
+    assert decided["p_adjusted"].tolist() == pytest.approx(adjust_p(family["p_permutation"], "holm"))
+    assert decided.loc[0, "p_adjusted"] >= small.p_permutation
+    assert real.ci_low > 0 and real.ci_low < real.delta < real.ci_high  # BCa at n = 40
+
+
+@pytest.mark.parametrize("method, statsmodels_method", [("holm", "holm"), ("bh", "fdr_bh")])
+def test_the_adjustment_matches_statsmodels_multipletests(method: str, statsmodels_method: str) -> None:
+    from statsmodels.stats.multitest import multipletests
+
+    rng = np.random.default_rng(11)
+    p = np.concatenate([rng.uniform(0, 0.05, 6), rng.uniform(0, 1, 14), [0.01, 0.01]])  # ties included
+    rng.shuffle(p)
+    expected = multipletests(p, alpha=0.05, method=statsmodels_method)[1]
+    assert adjust_p(p, method) == pytest.approx(expected, abs=1e-12)
+    # a test that could not run (NaN) is left out of the family: the rest adjust as a family of 22
+    with_nan = adjust_p(np.append(p, np.nan), method)
+    assert np.isnan(with_nan[-1]) and with_nan[:-1] == pytest.approx(expected, abs=1e-12)
+    with pytest.raises(ValueError, match=r"p-value \[1\] = 1.5"):
+        adjust_p([0.1, 1.5], method)
+    with pytest.raises(ValueError, match="not one of"):
+        adjust_p([0.1], "bonferroni")
 
 
 def test_a_consistent_change_that_interval_overlap_misses_is_flagged() -> None:
@@ -48,11 +110,12 @@ def test_a_consistent_change_that_interval_overlap_misses_is_flagged() -> None:
     ci_after = bootstrap_ratio_ci(after, words, seed=0)
     assert ci_after.low < ci_before.high  # the unpaired intervals overlap: CI overlap sees nothing
     paired = paired_ratio("wer", before, words, after, words, seed=0)
-    assert paired.flagged and paired.ci_low > 0  # the paired CI excludes 0
+    assert decide(pd.DataFrame([vars(paired)]))["differs"].item() and paired.ci_low > 0  # the BCa CI excludes 0
     assert paired.delta == pytest.approx(after.sum() / words.sum() - before.sum() / words.sum())
     assert paired.p_wilcoxon < 0.001
     same = paired_ratio("wer", before, words, before, words, seed=0)
-    assert not same.flagged and same.delta == 0 and np.isnan(same.p_wilcoxon)
+    assert same.delta == 0 and np.isnan(same.p_wilcoxon) and np.isnan(same.p_permutation)
+    assert not decide(pd.DataFrame([vars(same)]))["differs"].item()
 
 
 def test_the_table_pairs_by_item_and_ignores_unpaired_and_failed_rows() -> None:

@@ -104,17 +104,17 @@ def test_drift_markdown_names_recogniser_and_direction() -> None:
     current = pd.DataFrame([base | {"wer": 0.2, "wer_ci_low": 0.15, "wer_ci_high": 0.25}])
     markdown = drift_markdown(compare_reports(previous, current), "n1", "n2")
     assert markdown.startswith("# Drift: `n2` against `n1`\n\n1 flagged change(s).")
-    assert (f"| piper:joe | {TINY} | wer ↓ | 0.100 [0.080, 0.120] | 0.200 [0.150, 0.250] | 0.100 |  | ci-overlap | "
+    assert (f"| piper:joe | {TINY} | wer ↓ | 0.100 [0.080, 0.120] | 0.200 [0.150, 0.250] | 0.100 |  |  | ci-overlap | "
             "worse | **yes** |") in markdown
-    assert (f"| piper:joe | {TINY} | mos ↑ | 3.000 [2.900, 3.100] | 3.000 [2.900, 3.100] | 0.000 |  | ci-overlap | "
+    assert (f"| piper:joe | {TINY} | mos ↑ | 3.000 [2.900, 3.100] | 3.000 [2.900, 3.100] | 0.000 |  |  | ci-overlap | "
             "same | no |") in markdown
-    # with the per-item comparison: its CI, p-value and flag replace the overlap rule for that metric
+    # with the per-item comparison: its CI, p-values and decision replace the overlap rule for that metric
     paired = pd.DataFrame([{"system_id": "s1", "asr_id": "tiny", "metric": "mos", "ci_low": 0.01, "ci_high": 0.05,
-                            "p_wilcoxon": 0.003, "flagged": True}])
+                            "p_permutation": 0.003, "p_adjusted": 0.009, "differs": True}])
     markdown = drift_markdown(compare_reports(previous, current, paired), "n1", "n2")
     assert markdown.startswith("# Drift: `n2` against `n1`\n\n2 flagged change(s).")
     assert (f"| piper:joe | {TINY} | mos ↑ | 3.000 [2.900, 3.100] | 3.000 [2.900, 3.100] | 0.000 [0.010, 0.050] | "
-            "0.0030 | paired | same | **yes** |") in markdown
+            "0.0030 | 0.0090 | paired | same | **yes** |") in markdown
 
 
 def test_the_former_module_paths_still_export_what_the_cli_and_flows_import() -> None:
@@ -134,3 +134,61 @@ def test_the_former_module_paths_still_export_what_the_cli_and_flows_import() ->
         assert hasattr(listening, name), name
     assert callable(leaderboard.leaderboard) and callable(leaderboard.leaderboard_markdown)
     assert (html.ASSETS / "index.html").is_file()
+
+
+def _mos_run(tmp_path, name: str, baseline_mos, system_mos) -> tuple[ArtifactStore, Settings]:
+    """Two systems on len(baseline_mos) items, one recogniser (every transcript exact), the given MOS per item."""
+    store = ArtifactStore(str(tmp_path / name))
+    n = len(baseline_mos)
+    items = [{"item_id": f"i{k}", "category": "questions", "depth": 0, "language": "en-US", "text": f"text {k}"}
+             for k in range(n)]
+    store.write_part("r", "items", table_from_rows("items", items))
+    store.write_part("r", "synthesis", table_from_rows("synthesis", [
+        {"item_id": f"i{k}", "system_id": s, "system_spec": spec, "status": "ok", "duration_s": 2.0, "latency_s": 0.5,
+         "audio_sha256": "ab" * 32, "created_at": NOW} for s, spec in (("s1", "piper:joe"), ("s2", "flite:slt"))
+        for k in range(n)]))
+    store.write_part("r", "transcripts", table_from_rows("transcripts", [
+        _transcript(f"i{k}", s, TINY, 0, 5, 0, 20) for s in ("s1", "s2") for k in range(n)]))
+    store.write_part("r", "quality", table_from_rows("quality", [
+        {"item_id": f"i{k}", "system_id": s, "quality_id": "q", "quality_spec": "dnsmos", "status": "ok",
+         "mos": float(m), "created_at": NOW} for s, values in (("s1", baseline_mos), ("s2", system_mos))
+        for k, m in enumerate(values)]))
+    return store, Settings(store=str(tmp_path / name), bootstrap_resamples=1000)
+
+
+def _mos_line(markdown: str) -> list[str]:
+    section = markdown.split("## Paired comparisons")[1]
+    return next(line for line in section.splitlines() if "| mos |" in line).strip("| ").split(" | ")
+
+
+def test_the_issues_eight_item_case_no_longer_differs_and_a_real_difference_still_does(tmp_path) -> None:
+    """Issue #29: 8 items, MOS +0.153 (percentile CI [0.004, 0.30] excluded 0; Wilcoxon p 0.148). The decision now
+    comes from the permutation test adjusted (Holm) across the table's tests; the adjusted p is shown."""
+    import numpy as np
+
+    from ttseval.metrics.multiplicity import adjust_p
+    from ttseval.metrics.paired import paired_mean
+    from ttseval.tasks.report import paired_markdown
+    from ttseval.tasks.report.compute import RunTables
+
+    diff = np.array([0.31, -0.14, 0.59, 0.12, 0.16, -0.08, -0.03, 0.29])
+    base = np.array([3.1, 2.8, 3.5, 3.0, 3.3, 2.9, 3.4, 3.2])
+    store, settings = _mos_run(tmp_path, "small", base, base + diff)
+    tables = RunTables.read(store, "r", ["s1", "s2"], "q")
+    markdown = paired_markdown(settings, tables, "s1", {"s1": "piper:joe", "s2": "flite:slt"})
+    cells = _mos_line(markdown)
+    expected = paired_mean("mos", base, base + diff)
+    assert cells[:4] == ["flite:slt", "–", "mos", "8"] and cells[6] == f"{expected.delta:.3f} n too small"
+    # WER and CER are identical (NaN p: not in the family), so the family is the MOS test alone: Holm leaves it
+    assert cells[7] == f"{expected.p_permutation:.4f}" == cells[9] and float(cells[9]) > 0.1
+    assert cells[8] == "0.1484" and cells[10] == "no"
+    assert "adjusted p (Holm)" in markdown and "paired permutation test" in markdown
+    # a real difference, 40 items: still differs after the adjustment
+    rng = np.random.default_rng(5)
+    base = rng.normal(3.2, 0.5, size=40)
+    store, settings = _mos_run(tmp_path, "real", base, base + 0.3 + rng.normal(0, 0.3, size=40))
+    tables = RunTables.read(store, "r", ["s1", "s2"], "q")
+    cells = _mos_line(paired_markdown(settings, tables, "s1", {"s1": "piper:joe", "s2": "flite:slt"}))
+    low, high = (float(x) for x in cells[6].split(" [")[1].rstrip("]").split(", "))
+    assert 0 < low < float(cells[6].split(" ")[0]) < high and cells[10] == "**yes**"
+    assert float(cells[9]) == pytest.approx(adjust_p([float(cells[7])], "holm")[0], abs=1e-4)

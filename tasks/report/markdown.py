@@ -124,24 +124,27 @@ def drift_markdown(drift: pd.DataFrame, previous: str, current: str) -> str:
     for r in drift.to_dict("records"):
         recogniser = "–" if missing(r.get("asr_spec")) else r["asr_spec"]
         if r["metric"] == "presence":
-            table.append([r["system_spec"], recogniser, "presence", "", "", "", r["direction"], "yes"])
+            table.append([r["system_spec"], recogniser, "presence", "", "", "", "", "", "", r["direction"], "yes"])
             continue
 
         def ci(lo: str, hi: str) -> str:
             return "" if missing(r.get(lo)) else f" [{num(r[lo], 3)}, {num(r[hi], 3)}]"
 
         p_value = "" if missing(r.get("p_value")) else num(r["p_value"], 4)
+        p_adjusted = "" if missing(r.get("p_adjusted")) else num(r["p_adjusted"], 4)
         table.append([r["system_spec"], recogniser, header(r["metric"], r["metric"]),
                       f"{num(r['previous'], 3)}{ci('previous_ci_low', 'previous_ci_high')}",
                       f"{num(r['current'], 3)}{ci('current_ci_low', 'current_ci_high')}",
-                      f"{num(r['delta'], 3)}{ci('delta_ci_low', 'delta_ci_high')}", p_value,
+                      f"{num(r['delta'], 3)}{ci('delta_ci_low', 'delta_ci_high')}", p_value, p_adjusted,
                       "" if missing(r.get("test")) else r["test"], r["direction"],
                       "**yes**" if r["flagged"] else "no"])
     headers = ["system", "recogniser", "metric", "previous [95% CI]", "current [95% CI]", "delta [paired 95% CI]",
-               "Wilcoxon p", "test", "change", "flagged"]
+               "permutation p", "adjusted p", "test", "change", "flagged"]
     lines = [f"# Drift: `{current}` against `{previous}`", "",
              f"{len(flagged)} flagged change(s). WER, CER and MOS are compared item by item (ttseval.metrics.paired): "
-             "flagged when the paired bootstrap 95% CI of the difference excludes 0 (test `paired`); without "
-             "per-item rows, when the two runs' CIs do not overlap (`ci-overlap`); completion: any change.", "",
+             "flagged when the paired permutation test's p, adjusted across every paired test of this report (the "
+             "`p_adjust` setting), is under the `alpha` setting (test `paired`; the delta's interval is a BCa "
+             "bootstrap 95% CI, none for very few items); without per-item rows, when the two runs' CIs do not "
+             "overlap (`ci-overlap`); completion: any change.", "",
              markdown_table(headers, table)]
     return "\n".join(lines) + "\n"

@@ -123,10 +123,13 @@ def recognisers_markdown(settings: Settings, tables: RunTables, names: dict[str,
 
 def paired_markdown(settings: Settings, tables: RunTables, baseline_id: str, names: dict[str, str]) -> str:
     """Each system against the baseline, item by item (ttseval.metrics.paired): WER and CER per recogniser the two share,
-    MOS; the difference with its paired bootstrap 95% CI and the Wilcoxon and permutation p-values."""
+    MOS, SIM per encoder; the difference with its BCa 95% CI ("n too small" under MIN_INTERVAL_ITEMS items), the
+    permutation and Wilcoxon p-values, the permutation p adjusted across every test of the table (the family), and
+    'differs' from that adjusted p at the alpha setting."""
     from dataclasses import asdict
 
-    from ttseval.metrics.paired import paired_mean, paired_table
+    from ttseval.metrics.multiplicity import METHODS
+    from ttseval.metrics.paired import MIN_INTERVAL_ITEMS, PAIRED_COLUMNS, TEST, decide, paired_mean, paired_table
 
     system_ids = tables.system_ids
     if baseline_id not in system_ids or len(system_ids) < 2:
@@ -139,17 +142,16 @@ def paired_markdown(settings: Settings, tables: RunTables, baseline_id: str, nam
         return paired_table(base_t, sys_t, base_q, sys_q, n_resamples=settings.bootstrap_resamples,
                             seed=settings.seed).to_dict("records")
 
-    rows = []
+    found = []  # (system, recogniser / encoder, row): the report's family of tests
     for system_id in system_ids:
         if system_id == baseline_id:
             continue
-        found = []  # WER and CER per recogniser the two share, then MOS once (it does not depend on one)
         for asr_id in transcripts.loc[transcripts["system_id"] == system_id, "asr_id"].unique():
             mine = transcripts[transcripts["asr_id"] == asr_id]
-            found += [(specs[asr_id], r) for r in compare(mine[mine["system_id"] == baseline_id],
-                                                          mine[mine["system_id"] == system_id], no_rows_q, no_rows_q)]
-        found += [("–", r) for r in compare(no_rows_t, no_rows_t, quality[quality["system_id"] == baseline_id],
-                                            quality[quality["system_id"] == system_id])]
+            found += [(system_id, specs[asr_id], r) for r in compare(
+                mine[mine["system_id"] == baseline_id], mine[mine["system_id"] == system_id], no_rows_q, no_rows_q)]
+        found += [(system_id, "–", r) for r in compare(no_rows_t, no_rows_t, quality[quality["system_id"] == baseline_id],
+                                                       quality[quality["system_id"] == system_id])]
         sim = tables.similarity[tables.similarity["status"] == "ok"]
         for encoder_spec, mine in sim.groupby("encoder_spec", sort=False):  # SIM per encoder, never pooled
             by = {s: mine[mine["system_id"] == s].set_index("item_id")["similarity"] for s in (baseline_id, system_id)}
@@ -157,17 +159,29 @@ def paired_markdown(settings: Settings, tables: RunTables, baseline_id: str, nam
             if len(shared):
                 r = paired_mean("sim", by[baseline_id].loc[shared], by[system_id].loc[shared],
                                 n_resamples=settings.bootstrap_resamples, seed=settings.seed)
-                found.append((f"SIM: {encoder_spec}", asdict(r) | {"flagged": r.flagged}))
-        for recogniser, r in found:
-            rows.append([names.get(system_id, system_id), recogniser, r["metric"], str(r["n_items"]), num(r["b"], 3),
-                         num(r["a"], 3), f"{num(r['delta'], 3)} [{num(r['ci_low'], 3)}, {num(r['ci_high'], 3)}]",
-                         num(r["p_wilcoxon"], 4), num(r["p_permutation"], 4), "**yes**" if r["flagged"] else "no"])
+                found.append((system_id, f"SIM: {encoder_spec}", asdict(r)))
+    if not found:
+        return ""
+    decided = decide(pd.DataFrame([r for _, _, r in found], columns=list(PAIRED_COLUMNS)), alpha=settings.alpha,
+                     method=settings.p_adjust).to_dict("records")
+    rows = []
+    for (system_id, recogniser, _), r in zip(found, decided):
+        interval = ("n too small" if r["n_items"] < MIN_INTERVAL_ITEMS else
+                    f"[{num(r['ci_low'], 3)}, {num(r['ci_high'], 3)}]")
+        rows.append([names.get(system_id, system_id), recogniser, r["metric"], str(r["n_items"]), num(r["b"], 3),
+                     num(r["a"], 3), f"{num(r['delta'], 3)} {interval}", num(r["p_permutation"], 4),
+                     num(r["p_wilcoxon"], 4), num(r["p_adjusted"], 4), "**yes**" if r["differs"] else "no"])
+    method = METHODS[settings.p_adjust]
     return section(f"Paired comparisons with the baseline `{names.get(baseline_id, baseline_id)}`",
-                    "Item by item on the items both have (ttseval.metrics.paired): system - baseline, a paired bootstrap 95% "
-                    "CI of the difference (pooled WER/CER, mean MOS and speaker similarity), the Wilcoxon signed-rank "
-                    "and a paired permutation p-value (scipy); 'differs' when the CI excludes 0.",
-                    ["system", "recogniser / encoder", "metric", "items", "system", "baseline", "difference [95% CI]",
-                     "Wilcoxon p", "permutation p", "differs"], rows)
+                    "Item by item on the items both have (ttseval.metrics.paired): system - baseline (pooled WER/CER, "
+                    "mean MOS and speaker similarity) with a BCa bootstrap 95% CI of the difference (\"n too small\" "
+                    f"under {MIN_INTERVAL_ITEMS} items: no interval can be trusted there). 'differs' is decided by a "
+                    f"{TEST} of the difference, its p adjusted by {method} across the {len(rows)} tests of this "
+                    f"table and compared with alpha = {settings.alpha} (settings `alpha`, `p_adjust`); the "
+                    "Wilcoxon signed-rank p is shown beside it and does not vote.",
+                    ["system", "recogniser / encoder", "metric", "items", "system", "baseline",
+                     "difference [95% BCa CI]", "permutation p", "Wilcoxon p", f"adjusted p ({method})", "differs"],
+                    rows)
 
 
 def prosody_markdown(store: ArtifactStore, run_id: str, tables: RunTables, names: dict[str, str]) -> str:

@@ -142,6 +142,11 @@ class Settings(BaseSettings):
     task_retries: int = Field(2, ge=0, description="Prefect retries of a task that raised (worker lost, store error)")
     bootstrap_resamples: int = Field(1000, ge=1, description="bootstrap resamples behind every confidence interval "
                                      "of a report")
+    alpha: float = Field(0.05, gt=0, lt=1, description="significance level of every 'differs' a report or a "
+                         "drift report decides (a paired permutation test, its p adjusted across the report's tests)")
+    p_adjust: Literal["holm", "bh"] = Field("holm", description="how a report's p-values are adjusted for the "
+                                            "number of tests it makes: holm (Holm's step-down, family-wise error "
+                                            "rate) or bh (Benjamini-Hochberg, false discovery rate)")
     seed: int = Field(0, description="seed of the random draws of reports and analyses (bootstrap resamples, "
                       "listening-test subsampling) and of LLM sampling in instruction generation")
     position_audit_share: float = Field(
