@@ -5,6 +5,10 @@ resamples; ``bootstrap_ratio_ci`` implements that for the pooled ratio and
 ``bootstrap_mean_ci`` does the same for a mean (MOS). Both use
 ``scipy.stats.bootstrap(method="percentile")``.
 
+``bootstrap_mean_ci(..., method="BCa")`` gives the bias-corrected and accelerated interval instead (second-order
+accurate; used for win-rates and paired differences); under ``MIN_INTERVAL_ITEMS`` values callers give no
+interval at all ("n too small").
+
 Statistical caveats: the percentile interval is first-order accurate only; for small n
 (roughly < 30 utterances) or a skewed ratio it under-covers, and with 1,000 resamples the
 endpoints themselves carry Monte Carlo error of about 0.1 bootstrap standard errors.
@@ -16,11 +20,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import scipy.stats
 
-__all__ = ["CI", "bootstrap_mean_ci", "bootstrap_ratio_ci"]
+__all__ = ["CI", "MIN_INTERVAL_ITEMS", "bootstrap_mean_ci", "bootstrap_ratio_ci"]
+
+# Fewest items for which a BCa interval is given (win-rates, paired differences); fewer: "n too small" (NaN bounds).
+MIN_INTERVAL_ITEMS = 10
 
 
 @dataclass(frozen=True)
@@ -79,13 +87,14 @@ def _interval(
     n_resamples: int,
     confidence: float,
     rng: np.random.Generator,
+    method: str = "percentile",
 ) -> tuple[float, float]:
     result = scipy.stats.bootstrap(
         data,
         statistic,
         n_resamples=n_resamples,
         confidence_level=confidence,
-        method="percentile",
+        method=method,
         paired=paired,
         vectorized=True,
         rng=rng,
@@ -144,17 +153,20 @@ def bootstrap_mean_ci(
     n_resamples: int = 1000,
     confidence: float = 0.95,
     seed: int | np.random.Generator,
+    method: Literal["percentile", "BCa"] = "percentile",
 ) -> CI:
-    """Percentile-bootstrap CI of the mean of ``values`` (e.g. per-utterance MOS).
+    """Bootstrap CI of the mean of ``values`` (e.g. per-utterance MOS), percentile or BCa.
 
     Args:
         values: Per-utterance values.
         n_resamples: Number of bootstrap resamples.
         confidence: Two-sided confidence level.
         seed: Non-negative int, or a Generator (whose state is advanced).
+        method: "percentile" or "BCa" (``scipy.stats.bootstrap``'s methods).
 
     Returns:
-        ``CI(low, high, point)``; with one value ``low == high == point`` (degenerate).
+        ``CI(low, high, point)``; with one value, or values all alike, ``low == high == point`` (degenerate:
+        every resample is the sample).
 
     Raises:
         ValueError: empty input, a NaN/infinite value (the message names its index), or
@@ -164,7 +176,10 @@ def bootstrap_mean_ci(
     v = _as_values(values, "values", counts=False)
     rng = _rng(seed)
     point = float(np.mean(v))
-    if v.size == 1:
+    if method not in ("percentile", "BCa"):
+        raise ValueError(f"method must be 'percentile' or 'BCa', got {method!r}")
+    if v.size == 1 or np.ptp(v) == 0:
         return CI(low=point, high=point, point=point)
-    low, high = _interval((v,), np.mean, paired=False, n_resamples=n_resamples, confidence=confidence, rng=rng)
+    low, high = _interval((v,), np.mean, paired=False, n_resamples=n_resamples, confidence=confidence, rng=rng,
+                          method=method)
     return CI(low=low, high=high, point=point)

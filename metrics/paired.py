@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from ttseval.metrics.bootstrap import MIN_INTERVAL_ITEMS
 from ttseval.metrics.multiplicity import METHODS, Method, adjust_p
 
 __all__ = ["DECISION_COLUMNS", "MIN_INTERVAL_ITEMS", "PAIRED_COLUMNS", "TEST", "Paired", "decide", "paired_mean",
@@ -37,9 +38,6 @@ __all__ = ["DECISION_COLUMNS", "MIN_INTERVAL_ITEMS", "PAIRED_COLUMNS", "TEST", "
 
 PAIRED_COLUMNS = ("metric", "n_items", "a", "b", "delta", "ci_low", "ci_high", "p_wilcoxon", "p_permutation")
 DECISION_COLUMNS = ("p_adjusted", "differs")
-
-# Fewest items for which a paired difference gets an interval; fewer: "n too small" (NaN bounds).
-MIN_INTERVAL_ITEMS = 10
 
 # The test behind "differs", as reports name it.
 TEST = "paired permutation test"

@@ -4,7 +4,8 @@ EmergentTTS-Eval scores each (item, candidate, baseline) comparison by a judge a
 (1), tie (0.5) or loss (0) for the candidate and reports the mean over comparisons: 0.5
 is parity with the baseline, above 0.5 better. ``win_rate_table`` does that per (judge,
 candidate, baseline) and optionally per item group (category, depth), with a seeded
-percentile-bootstrap CI over items.
+BCa bootstrap 95% CI over items; a cell with fewer than ``MIN_INTERVAL_ITEMS`` judged items gets no
+interval (NaN bounds: reports say "n too small").
 
 Judgments that were not scored are counted, never dropped silently: ``n_failed``
 (status 'failed'), ``n_skipped`` (status 'skipped') and ``n_parse_failures`` (status
@@ -13,8 +14,8 @@ conditional on a parsed judgment; read it beside those counts.
 
 Statistical caveats: the CI resamples items within one (judge, candidate, baseline,
 group) cell and treats them as independent; judge randomness (temperature) is not part
-of it, and with few items per cell (depth x category splits) the percentile interval
-under-covers (see ``ttseval.metrics.bootstrap``).
+of it. Cells where every score is alike (all wins, all ties) get a zero-width interval: every resample is
+the sample, and no bootstrap can say more.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from ttseval.core.registry import Spec
-from ttseval.metrics.bootstrap import CI, bootstrap_mean_ci
+from ttseval.metrics.bootstrap import CI, MIN_INTERVAL_ITEMS, bootstrap_mean_ci
 
 __all__ = [
     "JUDGMENT_STATUSES",
@@ -158,7 +159,7 @@ def win_rate_table(
         ``WINRATE_COLUMNS``; one row per combination present in ``judgments`` (also
         those with only unscored rows), in order of first appearance. win_rate and
         tie_rate are fractions in [0, 1]; win_rate, its CI and tie_rate are NaN when
-        n_judged is 0. n_judged = wins + ties + losses counts status-ok, parsed rows;
+        n_judged is 0; the CI alone is NaN when n_judged < MIN_INTERVAL_ITEMS. n_judged = wins + ties + losses counts status-ok, parsed rows;
         n_parse_failures counts status-ok rows with parse_ok False; n_failed and
         n_skipped count rows with that status.
 
@@ -188,10 +189,13 @@ def win_rate_table(
         winners = judged["winner"]
         status = group["status"]
         n_judged = int(scores.size)
-        if n_judged:
+        if n_judged >= MIN_INTERVAL_ITEMS:
             ci = bootstrap_mean_ci(
-                scores, n_resamples=n_resamples, confidence=confidence, seed=_group_rng(int(seed), cell)
+                scores, n_resamples=n_resamples, confidence=confidence, seed=_group_rng(int(seed), cell),
+                method="BCa",
             )
+        elif n_judged:
+            ci = CI(np.nan, np.nan, float(scores.mean()))
         else:
             ci = CI(np.nan, np.nan, np.nan)
         ties = int((winners == "tie").sum())

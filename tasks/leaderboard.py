@@ -3,7 +3,8 @@
 A dataset version is the SHA-256 of the items a run evaluated (its log's `dataset_sha256`). For each system the
 figures come from the latest run that evaluated it on that version, with that run's id and date. Figures from
 different tools never share a column: WER and CER are per recogniser (one row each), MOS is headed by its
-predictor, and each judge's overall win-rate has its own column headed by the judge and the baseline.
+predictor, and each judge's overall win-rate (with its 95% CI) has its own column headed by the judge and the
+baseline.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from ttseval.tasks.common import get_store
-from ttseval.tasks.report.format import markdown_table, num, pct
+from ttseval.tasks.report.format import markdown_table, num, pct, rate_ci
 from ttseval.core.config import Settings
 
 
@@ -32,7 +33,8 @@ def _latest_logs(store: Any) -> list[dict[str, Any]]:
 
 def leaderboard(settings: Settings) -> dict[str, pd.DataFrame]:
     """Dataset SHA-256 (first 12 hex digits) -> one row per (system, recogniser): system_spec, asr_spec, wer,
-    cer, completion_rate, `MOS (<predictor>)`, `win-rate (<judge> vs <baseline>)` columns, run_id, date."""
+    cer, completion_rate, `MOS (<predictor>)`, `win-rate (<judge> vs <baseline>)` columns each with its
+    `... ci` column (low, high), run_id, date."""
     store = get_store(settings.store)
     boards: dict[str, dict[tuple, dict[str, Any]]] = {}
     for log in sorted(_latest_logs(store), key=lambda entry: entry["date"]):
@@ -49,9 +51,16 @@ def leaderboard(settings: Settings) -> dict[str, pd.DataFrame]:
                    "run_id": run_id, "date": log["date"][:10]}
             for w in overall[overall["system_id"] == r["system_id"]].to_dict("records") if len(overall) else []:
                 baseline = specs.get(w["baseline_id"], w["baseline_id"])
-                row[f"win-rate ({w['judge_spec']} vs {baseline})"] = w["win_rate"]
+                column = f"win-rate ({w['judge_spec']} vs {baseline})"
+                row[column] = w["win_rate"]
+                row[f"{column} ci"] = (w["win_rate_ci_low"], w["win_rate_ci_high"])
             board[key] = row  # a later run replaces an earlier one's figures for the same system and recogniser
     return {dataset: pd.DataFrame(list(rows.values())) for dataset, rows in boards.items()}
+
+
+def _win_rate(row: dict[str, Any], column: str) -> str:
+    ci = row.get(f"{column} ci")
+    return rate_ci(row[column], *(ci if isinstance(ci, tuple) else (float("nan"), float("nan"))))
 
 
 def leaderboard_markdown(boards: dict[str, pd.DataFrame]) -> str:
@@ -60,10 +69,10 @@ def leaderboard_markdown(boards: dict[str, pd.DataFrame]) -> str:
              "latest run that evaluated it. WER/CER are per recogniser; MOS and win-rates are headed by the tool "
              "that gave them."]
     for dataset, board in boards.items():
-        tools = [c for c in board.columns if c.startswith(("MOS (", "win-rate ("))]
+        tools = [c for c in board.columns if c.startswith(("MOS (", "win-rate (")) and not c.endswith(" ci")]
         board = board.sort_values(["asr_spec", "wer"], na_position="last")
         rows = [[r["system_spec"], r["asr_spec"] or "–", pct(r["completion_rate"]), pct(r["wer"]), pct(r["cer"]),
-                 *(num(r[c]) if c.startswith("MOS") else pct(r[c]) for c in tools), r["run_id"], r["date"]]
+                 *(num(r[c]) if c.startswith("MOS") else _win_rate(r, c) for c in tools), r["run_id"], r["date"]]
                 for r in board.to_dict("records")]
         lines += ["", f"## Dataset `{dataset}`", "",
                   markdown_table(["system", "recogniser", "completion %", "WER %", "CER %",

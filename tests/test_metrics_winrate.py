@@ -1,8 +1,8 @@
 """Tests for ttseval.metrics.winrate on small hand-built judgment frames, numbers worked by hand.
 
 Independent computations: the counts and rates in the comments, derived by hand from the
-frames; the CI is checked for determinism, containment, independence from other cells,
-degenerate (all-ties) width, and against the normal interval p +- 1.96 sqrt(var / n) on a
+frames; the CI (BCa) is checked for determinism, containment, independence from other cells,
+"n too small" and degenerate (all-ties) width, and against the normal interval p +- 1.96 sqrt(var / n) on a
 large sample (an independent closed form).
 """
 
@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from ttseval.metrics.bootstrap import MIN_INTERVAL_ITEMS
 from ttseval.metrics.winrate import WINRATE_COLUMNS, win_rate_table
 
 NAN = float("nan")
@@ -75,10 +76,18 @@ def test_overall_counts_and_rates_worked_by_hand():
     assert table["n_judged"].dtype == np.int64
 
 
-def test_all_ties_is_one_half_with_zero_width_ci():
+def test_all_ties_is_one_half_and_too_few_items_get_no_interval():
     b = _row(win_rate_table(JUDGMENTS, seed=3), judge_id="g", system_id="sysB")
-    assert (b.n_judged, b.ties, b.tie_rate) == (3, 3, 1.0)
-    assert b.win_rate == b.win_rate_ci_low == b.win_rate_ci_high == 0.5
+    assert (b.n_judged, b.ties, b.tie_rate, b.win_rate) == (3, 3, 1.0, 0.5)
+    assert 3 < MIN_INTERVAL_ITEMS and np.isnan(b.win_rate_ci_low) and np.isnan(b.win_rate_ci_high)  # n too small
+    many = _frame(["tie"] * MIN_INTERVAL_ITEMS)  # enough items, every score alike: every resample is the sample
+    row = win_rate_table(many, seed=3).iloc[0]
+    assert row.win_rate == row.win_rate_ci_low == row.win_rate_ci_high == 0.5
+
+
+def _frame(winners: list[str]) -> pd.DataFrame:
+    return pd.DataFrame({"item_id": [f"i{k}" for k in range(len(winners))], "system_id": "s", "baseline_id": "b",
+                         "judge_id": "g", "winner": winners, "parse_ok": True, "status": "ok"})
 
 
 def test_per_category_split_worked_by_hand():
@@ -118,17 +127,20 @@ def test_per_category_and_depth_split_worked_by_hand():
 
 
 def test_ci_contains_point_is_seeded_and_independent_of_other_cells():
-    first = win_rate_table(JUDGMENTS, n_resamples=500, seed=7)
-    again = win_rate_table(JUDGMENTS, n_resamples=500, seed=7)
+    # JUDGMENTS' sysA scores four times over (24 items, 12 wins, 8 ties, 4 losses) beside the small cells
+    frame = pd.concat([JUDGMENTS, *(JUDGMENTS[(JUDGMENTS.system_id == "sysA") & (JUDGMENTS.judge_id == "g")]
+                                    .assign(item_id=lambda f, k=k: f["item_id"] + f"-{k}") for k in range(3))])
+    first = win_rate_table(frame, n_resamples=500, seed=7)
+    again = win_rate_table(frame, n_resamples=500, seed=7)
     pd.testing.assert_frame_equal(first, again)
-    judged = first[first.n_judged > 0]
+    judged = first[first.n_judged >= MIN_INTERVAL_ITEMS]
     assert (judged.win_rate_ci_low <= judged.win_rate).all() and (judged.win_rate <= judged.win_rate_ci_high).all()
     a = _row(first, judge_id="g", system_id="sysA")
-    assert a.win_rate_ci_low < a.win_rate < a.win_rate_ci_high  # 6 varied scores: a real interval
-    other_seed = _row(win_rate_table(JUDGMENTS, n_resamples=500, seed=8), judge_id="g", system_id="sysA")
+    assert a.n_judged == 24 and a.win_rate_ci_low < a.win_rate < a.win_rate_ci_high  # varied scores: an interval
+    other_seed = _row(win_rate_table(frame, n_resamples=500, seed=8), judge_id="g", system_id="sysA")
     assert (other_seed.win_rate_ci_low, other_seed.win_rate_ci_high) != (a.win_rate_ci_low, a.win_rate_ci_high)
     # Seeds come from a stable hash of the cell, so dropping other systems or reordering rows changes nothing.
-    alone = JUDGMENTS[(JUDGMENTS.system_id == "sysA") & (JUDGMENTS.judge_id == "g")].iloc[::-1]
+    alone = frame[(frame.system_id == "sysA") & (frame.judge_id == "g")].iloc[::-1]
     b = _row(win_rate_table(alone, n_resamples=500, seed=7), judge_id="g", system_id="sysA")
     assert (b.win_rate_ci_low, b.win_rate_ci_high) == (a.win_rate_ci_low, a.win_rate_ci_high)
 
@@ -137,7 +149,7 @@ def test_ci_matches_normal_interval_on_a_large_sample():
     # 400 items: 200 wins, 80 ties, 120 losses. Point = (200 + 40) / 400 = 0.6.
     # Per-item variance = E[s^2] - 0.6^2 = (200 + 0.25 * 80) / 400 - 0.36 = 0.55 - 0.36 = 0.19.
     # Normal 95% interval: 0.6 +- 1.96 * sqrt(0.19 / 400) = 0.6 +- 0.04272. Tolerance 0.01 covers
-    # the percentile-vs-normal difference and Monte Carlo error of 4000 resamples.
+    # the BCa-vs-normal difference and Monte Carlo error of 4000 resamples.
     winners = ["candidate"] * 200 + ["tie"] * 80 + ["baseline"] * 120
     frame = pd.DataFrame(
         {

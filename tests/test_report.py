@@ -192,3 +192,99 @@ def test_the_issues_eight_item_case_no_longer_differs_and_a_real_difference_stil
     low, high = (float(x) for x in cells[6].split(" [")[1].rstrip("]").split(", "))
     assert 0 < low < float(cells[6].split(" ")[0]) < high and cells[10] == "**yes**"
     assert float(cells[9]) == pytest.approx(adjust_p([float(cells[7])], "holm")[0], abs=1e-4)
+
+
+def _judged_run(tmp_path, verdicts: dict[str, list[str]], categories: list[str], depths: list[int],
+                judge: str = "objective") -> tuple[ArtifactStore, Settings]:
+    """A run of a baseline s0 and the systems in `verdicts` (system_id -> one verdict per item: candidate /
+    baseline / tie), every item's clip transcribed exactly and scored MOS 3, judged by one judge."""
+    systems = ["s0", *verdicts]
+    n = len(categories)
+    store = ArtifactStore(str(tmp_path / "judged"))
+    store.write_part("r", "items", table_from_rows("items", [
+        {"item_id": f"i{k:02d}", "category": categories[k], "depth": depths[k], "language": "en-US",
+         "text": f"text {k}"} for k in range(n)]))
+    store.write_part("r", "synthesis", table_from_rows("synthesis", [
+        {"item_id": f"i{k:02d}", "system_id": s, "system_spec": f"espeak-ng:{s}", "status": "ok", "duration_s": 2.0,
+         "latency_s": 0.5, "audio_sha256": "ab" * 32, "created_at": NOW} for s in systems for k in range(n)]))
+    store.write_part("r", "transcripts", table_from_rows("transcripts", [
+        _transcript(f"i{k:02d}", s, TINY, 0, 5, 0, 20) for s in systems for k in range(n)]))
+    store.write_part("r", "quality", table_from_rows("quality", [
+        {"item_id": f"i{k:02d}", "system_id": s, "quality_id": "q", "quality_spec": "dnsmos", "status": "ok",
+         "mos": 3.0, "created_at": NOW} for s in systems for k in range(n)]))
+    store.write_part("r", "judgments", table_from_rows("judgments", [
+        {"item_id": f"i{k:02d}", "system_id": s, "baseline_id": "s0", "judge_id": judge, "judge_spec": judge,
+         "candidate_first": True, "winner": w, "parse_ok": True, "status": "ok", "cost_usd": 0.0, "samples": 1,
+         "created_at": NOW} for s, ws in verdicts.items() for k, w in enumerate(ws)]))
+    return store, Settings(store=str(tmp_path / "judged"), bootstrap_resamples=400)
+
+
+def test_every_win_rate_table_and_figure_carries_its_interval(tmp_path, monkeypatch) -> None:
+    """Issue #29 item 4: overall, per-category and per-depth win-rates each with a 95% CI (BCa), 'n too small' for
+    cells under 10 items; the depth figure draws error bars; the HTML page's leaderboard has the CI."""
+    from ttseval.metrics.bootstrap import MIN_INTERVAL_ITEMS
+    from ttseval.tasks.report import compute_winrates, leaderboard_markdown
+    from ttseval.tasks.report import figures
+
+    pattern = ["candidate", "candidate", "tie", "baseline", "candidate", "tie"]
+    categories = ["emotions", "questions"] * 12  # 24 items: 12 per category, 12 per depth, 6 per (category, depth)
+    depths = [0, 0, 1, 1] * 6
+    store, settings = _judged_run(tmp_path, {"s1": pattern * 4}, categories, depths)
+    winrates = compute_winrates(store, "r", settings)
+    summary = compute_summary(store, "r", settings)
+    markdown = leaderboard_markdown(store, "r", summary, winrates)
+
+    def cell(level: str, **where) -> str:
+        rows = winrates[(winrates["level"] == level) & (winrates["system_id"] == "s1")]
+        for k, v in where.items():
+            rows = rows[rows[k] == v]
+        r = rows.iloc[0]
+        return f"{100 * r.win_rate:.1f} [{100 * r.win_rate_ci_low:.1f}, {100 * r.win_rate_ci_high:.1f}]"
+
+    # by hand: every 6 verdicts are 3 wins, 2 ties, 1 loss -> (3 + 1) / 6 = 66.7 %, in every group of 12 or 24 too
+    line = next(x for x in markdown.splitlines() if x.startswith("| espeak-ng:s1 |") and "depth" not in x)
+    cells = line.strip("| ").split(" | ")
+    assert cells[1] == cell("overall") and cells[1].startswith("66.7 [")
+    categories_at = {c: cells[4 + k] for k, c in enumerate(["emotions", "questions"])}
+    for category, text in categories_at.items():
+        assert text == cell("category", category=category)
+    depth_line = markdown.split("Win-rate % by depth [95% CI]:")[1].splitlines()
+    depth_cells = next(x for x in depth_line if x.startswith("| espeak-ng:s1 |")).strip("| ").split(" | ")
+    assert depth_cells[1:] == [cell("depth", depth=0), cell("depth", depth=1)]
+    for r in winrates[winrates["n_judged"] >= MIN_INTERVAL_ITEMS].itertuples():
+        assert r.win_rate_ci_low < r.win_rate < r.win_rate_ci_high
+    small = winrates[winrates["level"] == "category_depth"]
+    assert (small["n_judged"] == 6).all() and small["win_rate_ci_low"].isna().all()  # n too small: no interval
+    # the figure: an error bar on every point that has an interval (captured before it is rendered)
+    drawn = []
+    monkeypatch.setattr(figures, "figure_png", lambda fig, dpi: drawn.append(fig) or b"png")
+    assert figures.depth_figure(winrates, "objective", {"s1": "espeak-ng:s1"}) == b"png"
+    from matplotlib.container import ErrorbarContainer
+
+    first = drawn[0].axes[0]  # all categories by depth: two points of 12 items, each with its interval
+    bars = [c for c in first.containers if isinstance(c, ErrorbarContainer)]
+    assert len(bars) == 1 and bars[0].has_yerr
+    segments = bars[0].lines[2][0].get_segments()
+    depth0 = winrates[(winrates["level"] == "depth") & (winrates["depth"] == 0)].iloc[0]
+    assert segments[0][:, 1] == pytest.approx([100 * depth0.win_rate_ci_low, 100 * depth0.win_rate_ci_high])
+
+
+def test_the_html_page_shows_each_win_rate_with_its_interval(tmp_path) -> None:
+    import json
+
+    from ttseval.tasks.report import compute_winrates
+
+    store, settings = _judged_run(tmp_path, {"s1": ["candidate", "tie", "baseline", "candidate"] * 3,
+                                             "s2": ["baseline"] * 12}, ["questions"] * 12, [0] * 12)
+    write_full_report(store, "r", settings, ["s0", "s1", "s2"], {"run_id": "r", "store": store.display()})
+    script = store.read_bytes("runs/r/html/data.js").decode()
+    line = script.splitlines()[1]  # window.TTSEVAL_RUNS["r"] = {...};
+    data = json.loads(line[line.index("= ") + 2:].rstrip(";"))
+    board = {r["system_id"]: r for r in data["leaderboard"]}
+    overall = compute_winrates(store, "r", settings).query("level == 'overall'").set_index("system_id")
+    low, high = overall.loc["s1", ["win_rate_ci_low", "win_rate_ci_high"]]
+    # by hand: 6 wins, 3 ties, 3 losses of 12 -> (6 + 1.5) / 12 = 0.625; all losses -> 0 with a zero-width interval
+    assert board["s1"]["win_rates"] == {"objective": pytest.approx(0.625)}
+    assert board["s1"]["win_rate_cis"] == {"objective": [pytest.approx(low, abs=1e-4), pytest.approx(high, abs=1e-4)]} and low < 0.625 < high
+    assert board["s2"]["win_rates"] == {"objective": 0.0} and board["s2"]["win_rate_cis"] == {"objective": [0.0, 0.0]}
+    assert board["s0"]["win_rates"] == {}  # the baseline: the page writes 'baseline'

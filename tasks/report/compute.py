@@ -20,7 +20,7 @@ from ttseval.metrics.summary import summarize_systems
 from ttseval.tasks.quality import primary_quality_id
 
 ROLE_ORDER = {"tts": 0, "natural": 1, "control": 2}
-LEVELS = {"overall": (), "category": ("category",), "category_depth": ("category", "depth")}
+LEVELS = {"overall": (), "category": ("category",), "depth": ("depth",), "category_depth": ("category", "depth")}
 
 
 @dataclass

@@ -31,12 +31,16 @@ def figure_png(fig: Any, dpi: int) -> bytes:
 
 
 def depth_figure(winrates: pd.DataFrame, judge_id: str, names: dict[str, str]) -> bytes | None:
-    """PNG: win-rate against depth per category, one line per candidate system (EmergentTTS-Eval Fig. 3 style)."""
-    rows = winrates[(winrates["level"] == "category_depth") & (winrates["judge_id"] == judge_id)]
+    """PNG: win-rate against depth, all categories first then per category, one line per candidate system
+    (EmergentTTS-Eval Fig. 3 style), each point with its 95% CI as an error bar (none where the cell had too few
+    items for one)."""
+    mine = winrates[winrates["judge_id"] == judge_id]
+    rows = mine[mine["level"] == "category_depth"]
     if rows.empty:
         return None
     plt = pyplot()
-    categories = sorted(rows["category"].dropna().unique())
+    rows = pd.concat([mine[mine["level"] == "depth"].assign(category="all categories"), rows])
+    categories = ["all categories", *sorted(set(rows["category"].dropna()) - {"all categories"})]
     cols = min(3, len(categories))
     nrows = -(-len(categories) // cols)
     fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols, 3.2 * nrows), squeeze=False, sharey=True)
@@ -44,7 +48,11 @@ def depth_figure(winrates: pd.DataFrame, judge_id: str, names: dict[str, str]) -
         sub = rows[rows["category"] == category]
         for system_id, g in sub.groupby("system_id", sort=False):
             g = g.sort_values("depth")
-            ax.plot(g["depth"], 100 * g["win_rate"], marker="o", label=names.get(system_id, system_id))
+            rate = 100 * g["win_rate"].astype(float)
+            below = (rate - 100 * g["win_rate_ci_low"].astype(float)).fillna(0).clip(lower=0)
+            above = (100 * g["win_rate_ci_high"].astype(float) - rate).fillna(0).clip(lower=0)
+            ax.errorbar(g["depth"], rate, yerr=[below, above], marker="o", capsize=3,
+                        label=names.get(system_id, system_id))
         ax.axhline(50, color="grey", lw=0.8, ls="--")
         ax.set_title(category)
         ax.set_xlabel("depth")
@@ -54,6 +62,6 @@ def depth_figure(winrates: pd.DataFrame, judge_id: str, names: dict[str, str]) -
         ax.set_visible(False)
     axes[0][0].set_ylabel("win-rate vs baseline (%)")
     axes[0][0].legend(fontsize=7)
-    fig.suptitle(f"win-rate by depth: {rows['judge_spec'].iloc[0]}")
+    fig.suptitle(f"win-rate by depth with 95% CIs: {rows['judge_spec'].iloc[0]}")
     return figure_png(fig, dpi=110)
 

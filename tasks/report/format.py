@@ -33,6 +33,14 @@ def num(v: float, digits: int = 2) -> str:
     return "–" if missing(v) else f"{v:.{digits}f}"
 
 
+def rate_ci(point: float, low: float, high: float) -> str:
+    """A rate in percent with its 95% CI ('62.5 [50.0, 75.0]'); 'n too small' beside a rate whose cell had too few
+    items for an interval (ttseval.metrics.bootstrap.MIN_INTERVAL_ITEMS); '–' when the rate is missing."""
+    if missing(point):
+        return "–"
+    return f"{pct(point)} (n too small)" if missing(low) or missing(high) else f"{pct(point)} [{pct(low)}, {pct(high)}]"
+
+
 def header(label: str, metric: str, suffix: str = "") -> str:
     """`label`, the metric's direction arrow, then `suffix`: 'WER % ↓ [95% CI]'."""
     return " ".join(part for part in (label, arrow(metric), suffix) if part)

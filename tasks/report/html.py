@@ -107,6 +107,8 @@ def build_data(store: ArtifactStore, run_id: str, tables: Any, summary: pd.DataF
         overall = winrates[(winrates["level"] == "overall") & (winrates["system_id"] == r["system_id"])] \
             if not winrates.empty else winrates
         row["win_rates"] = {w.judge_id: _clean(w.win_rate) for w in overall.itertuples()}
+        row["win_rate_cis"] = {w.judge_id: [_clean(w.win_rate_ci_low), _clean(w.win_rate_ci_high)]
+                               for w in overall.itertuples()}
         leaderboard.append(row)
     figures = [p.split(f"runs/{run_id}/", 1)[-1] for p in _figures(store, run_id)]
     return {"run_id": run_id, "meta": {k: str(v) for k, v in meta.items()}, "systems": [

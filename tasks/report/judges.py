@@ -10,7 +10,7 @@ from ttseval.core.store import ArtifactStore
 from ttseval.metrics.agreement import judge_agreement
 from ttseval.metrics.registry import arrow
 from ttseval.metrics.winrate import model_of_voices, voice_variance
-from ttseval.tasks.report.format import header, judge_label, markdown_table, num, pct
+from ttseval.tasks.report.format import header, judge_label, markdown_table, num, pct, rate_ci
 
 
 def _system_metric(summary: pd.DataFrame, system_id: str, column: str, fmt) -> str:
@@ -22,6 +22,14 @@ def _system_metric(summary: pd.DataFrame, system_id: str, column: str, fmt) -> s
     if len(set(map(str, values))) == 1:  # one recogniser, or a system-wide figure (MOS) repeated on each row
         return fmt(values[0])
     return ", ".join(f"{fmt(v)} ({spec})" for v, spec in zip(values, rows["asr_spec"]))
+
+
+def _cell(frame: pd.DataFrame, key: tuple) -> str:
+    """A win-rate cell with its CI from a frame of win_rate_table rows indexed by (system_id, group)."""
+    if key not in frame.index:
+        return "–"
+    r = frame.loc[key]
+    return rate_ci(r["win_rate"], r["win_rate_ci_low"], r["win_rate_ci_high"])
 
 
 def leaderboard_markdown(store: ArtifactStore, run_id: str, summary: pd.DataFrame, winrates: pd.DataFrame) -> str:
@@ -43,7 +51,8 @@ def leaderboard_markdown(store: ArtifactStore, run_id: str, summary: pd.DataFram
         tokens = int(mine["input_tokens"].fillna(0).sum() + mine["output_tokens"].fillna(0).sum())
         lines += ["", f"## Win-rate vs baseline `{baseline}`: judge {judge_label(spec)}", "",
                   f"judge_id `{judge_id}`; cost ${cost:.4f} ({tokens} tokens); win 1, tie 0.5, loss 0; "
-                  "95% CI by bootstrap over items; parse failures are counted, not scored.", ""]
+                  "95% CI (BCa bootstrap over items) on every win-rate, overall and per category and depth; \"n "
+                  "too small\" where a cell has under 10 judged items; parse failures are counted, not scored.", ""]
         if why := degenerate_judge(mine):
             lines += [f"**Warning: this judge does not rank.** {why}.", ""]
         sampled = mine[mine["samples"].fillna(1) > 1]
@@ -61,21 +70,27 @@ def leaderboard_markdown(store: ArtifactStore, run_id: str, summary: pd.DataFram
                       f"strong judge ({reasons or 'none'}); cheap judge ${c['cheap_usd']:.4f}, strong judge "
                       f"${c['strong_usd']:.4f}.{kept}{audit}", ""]
         overall = rows[rows["level"] == "overall"].set_index("system_id")
-        by_cat = rows[rows["level"] == "category"].pivot_table(index="system_id", columns="category", values="win_rate")
-        cats = list(by_cat.columns)
+        by_cat = rows[rows["level"] == "category"].set_index(["system_id", "category"])
+        cats = sorted(by_cat.index.get_level_values("category").unique())
         headers = ["system", header("win-rate %", "win_rate", "[95% CI]"), "ties %", "parse fail", *cats,
                    header("WER %", "wer"), header("MOS", "mos"), "judge $"]
         cost_by_system = mine.groupby("system_id")["cost_usd"].sum(min_count=1)
         table = []
         for system_id, r in overall.iterrows():
-            cells = [names.get(system_id, system_id), f"{pct(r['win_rate'])} [{pct(r['win_rate_ci_low'])}, "
-                     f"{pct(r['win_rate_ci_high'])}]", pct(r["tie_rate"]), str(int(r["n_parse_failures"]))]
-            cells += [pct(by_cat.loc[system_id, c]) if system_id in by_cat.index else "–" for c in cats]
+            cells = [names.get(system_id, system_id), rate_ci(r["win_rate"], r["win_rate_ci_low"], r["win_rate_ci_high"]),
+                     pct(r["tie_rate"]), str(int(r["n_parse_failures"]))]
+            cells += [_cell(by_cat, (system_id, c)) for c in cats]
             cells += [_system_metric(summary, system_id, "wer", pct), _system_metric(summary, system_id, "mos", num),
                       num(cost_by_system.get(system_id, float("nan")), 4)]
             table.append(cells)
         lines.append(markdown_table(headers, table))
         lines.append(f"\n![win-rate by depth](figures/winrate-by-depth-{judge_id}.png)")
+        by_depth = rows[rows["level"] == "depth"].dropna(subset=["depth"]).set_index(["system_id", "depth"])
+        depths = sorted(int(d) for d in by_depth.index.get_level_values("depth").unique())
+        if len(depths) > 1:
+            lines += ["", "Win-rate % by depth [95% CI]:", "", markdown_table(
+                ["system", *(f"depth {d}" for d in depths)],
+                [[names.get(s, s), *(_cell(by_depth, (s, d)) for d in depths)] for s in overall.index])]
     lines += voice_variance_markdown(winrates, names)
     agreement = judge_agreement(winrates)
     if agreement:

@@ -118,6 +118,14 @@
     return rows;
   }
 
+  // a win-rate with its 95% CI, 'n too small' where the run had too few items for one
+  function winRate(r, judge) {
+    if (r.win_rates[judge] === undefined) return 'baseline';
+    var ci = (r.win_rate_cis || {})[judge] || [null, null];
+    if (r.win_rates[judge] === null) return pct(null);
+    return pct(r.win_rates[judge]) + (ci[0] === null || ci[1] === null ? ' (n too small)' : ' [' + pct(ci[0]) + ', ' + pct(ci[1]) + ']');
+  }
+
   function runPage(run) {
     document.title = 'ttseval: ' + run.run_id;
     document.getElementById('title').textContent = 'ttseval report: run ' + run.run_id;
@@ -126,14 +134,14 @@
     document.getElementById('compare-link').setAttribute('href', 'compare.html?b=' + encodeURIComponent(run.run_id));
     // leaderboard
     var lb = document.getElementById('leaderboard');
-    var head = ['system', 'role', 'recogniser', 'completion %', 'WER % [95% CI]', 'CER %', 'MOS'].concat(run.judges.map(function (j) { return 'win-rate % (' + j.spec + ')'; }));
+    var head = ['system', 'role', 'recogniser', 'completion %', 'WER % [95% CI]', 'CER %', 'MOS'].concat(run.judges.map(function (j) { return 'win-rate % [95% CI] (' + j.spec + ')'; }));
     lb.tHead.appendChild(el('tr', {}, ...head.map(function (h) { return el('th', {scope: 'col', text: h}); })));
     run.leaderboard.forEach(function (r) {
       var cells = [el('th', {scope: 'row', text: r.system_spec}), el('td', {text: r.role}), el('td', {text: r.asr_spec || '–'}),
         el('td', {text: pct(r.completion_rate) + ' (' + r.n_ok + '/' + r.n_items + ')'}),
         el('td', {text: pct(r.wer) + ' [' + pct(r.wer_ci_low) + ', ' + pct(r.wer_ci_high) + ']'}),
         el('td', {text: pct(r.cer)}), el('td', {text: num(r.mos)})];
-      run.judges.forEach(function (j) { cells.push(el('td', {text: r.win_rates[j.id] === undefined ? 'baseline' : pct(r.win_rates[j.id])})); });
+      run.judges.forEach(function (j) { cells.push(el('td', {text: winRate(r, j.id)})); });
       lb.tBodies[0].appendChild(el('tr', {}, ...cells));
     });
     var figs = document.getElementById('figures');
