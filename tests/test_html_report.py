@@ -6,6 +6,7 @@ tests/test_evaluate_cli.py."""
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 import urllib.error
@@ -116,6 +117,10 @@ def test_a_1645_item_run_renders_lazily_filters_and_sorts(large: tuple, tmp_path
         print(f"1,645-item report loaded in {time.perf_counter() - started:.2f} s")
         assert _rows(driver) == 40  # rows are rendered lazily
         assert len(driver.find_elements(By.CSS_SELECTOR, "#leaderboard tbody tr")) == 3
+        # b's row: its win-rate with a 95% CI, its Bradley-Terry rank and Elo with a CI (values: tests/test_report.py)
+        cells = [c.text for c in driver.find_elements(By.CSS_SELECTOR, "#leaderboard tbody tr:nth-child(2) td")]
+        assert re.fullmatch(r"\d+\.\d \[\d+\.\d, \d+\.\d\]", cells[-2]), cells
+        assert re.fullmatch(r"#\d, \d+ \[\d+, \d+\]", cells[-1]), cells
         driver.execute_script("document.getElementById('more').scrollIntoView()")
         WebDriverWait(driver, 10).until(lambda d: _rows(d) == 80)
         # the items where system b lost, worst first: two clicks

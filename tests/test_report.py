@@ -288,3 +288,37 @@ def test_the_html_page_shows_each_win_rate_with_its_interval(tmp_path) -> None:
     assert board["s1"]["win_rate_cis"] == {"objective": [pytest.approx(low, abs=1e-4), pytest.approx(high, abs=1e-4)]} and low < 0.625 < high
     assert board["s2"]["win_rates"] == {"objective": 0.0} and board["s2"]["win_rate_cis"] == {"objective": [0.0, 0.0]}
     assert board["s0"]["win_rates"] == {}  # the baseline: the page writes 'baseline'
+
+
+def test_the_bradley_terry_ranking_is_in_the_report_the_leaderboard_and_the_html_page(tmp_path) -> None:
+    """Issue #29 item 2 for a judged run: each judge's section ranks the systems by the lower bound of their
+    Bradley-Terry strength, with the Elo view; the HTML page's leaderboard carries rank and Elo per judge."""
+    import json
+    import math
+
+    from ttseval.tasks.report.compute import compute_rankings
+
+    n = 20  # s1 beats the baseline 15 of 20, s2 5 of 20
+    store, settings = _judged_run(tmp_path, {"s1": ["candidate"] * 15 + ["baseline"] * 5,
+                                             "s2": ["candidate"] * 5 + ["baseline"] * 15},
+                                  ["questions"] * n, [0] * n)
+    markdown = write_full_report(store, "r", settings, ["s0", "s1", "s2"], {"run_id": "r", "store": store.display()})
+    ranking = markdown.split("Bradley-Terry ranking")[1].split("\n\n")[1].splitlines()[2:]
+    rows = [line.strip("| ").split(" | ") for line in ranking]
+    assert [r[1] for r in rows] == ["espeak-ng:s1", "espeak-ng:s0", "espeak-ng:s2"]  # by lower bound
+    table = compute_rankings(store, "r", settings).set_index("system_id")
+    # rank: 1 + systems whose lower bound is above this one's upper bound; 20 items leave s1 and s0 overlapping
+    expected = [1 + int((table["strength_ci_low"] > table.loc[s, "strength_ci_high"]).sum()) for s in ("s1", "s0", "s2")]
+    assert [r[0] for r in rows] == [str(k) for k in expected] == ["1", "1", "2"]
+    # by hand (star design, no prior): s1 - s0 = logit(0.75) = ln 3, s2 - s0 = -ln 3; the weak prior shrinks it a
+    # little: within 2 %
+    assert table.loc["s1", "strength"] - table.loc["s0", "strength"] == pytest.approx(math.log(3), rel=0.02)
+    assert table.loc["s2", "strength"] - table.loc["s0", "strength"] == pytest.approx(-math.log(3), rel=0.02)
+    s1 = table.loc["s1"]
+    assert rows[0][2] == f"{s1.strength:.3f} [{s1.strength_ci_low:.3f}, {s1.strength_ci_high:.3f}]"
+    assert rows[0][3] == f"{s1.elo:.0f} [{s1.elo_ci_low:.0f}, {s1.elo_ci_high:.0f}]" and rows[0][4:] == ["20", "20"]
+    line = store.read_bytes("runs/r/html/data.js").decode().splitlines()[1]
+    board = {r["system_id"]: r for r in json.loads(line[line.index("= ") + 2:].rstrip(";"))["leaderboard"]}
+    assert board["s1"]["bradley_terry"]["objective"]["rank"] == 1
+    assert board["s1"]["bradley_terry"]["objective"]["elo"] == pytest.approx(s1.elo, abs=1e-4)
+    assert board["s2"]["bradley_terry"]["objective"]["high"] == pytest.approx(table.loc["s2", "elo_ci_high"], abs=1e-4)

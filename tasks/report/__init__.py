@@ -19,8 +19,8 @@ better). Every name below is importable from `ttseval.tasks.report`, as before t
 
 from ttseval.metrics.agreement import judge_agreement
 from ttseval.metrics.winrate import model_of_voices
-from ttseval.tasks.report.compute import (LEVELS, ROLE_ORDER, RunTables, compute_summary, compute_winrates,
-                                          store_summary, store_winrates)
+from ttseval.tasks.report.compute import (LEVELS, ROLE_ORDER, RunTables, compute_rankings, compute_summary,
+                                          compute_winrates, store_summary, store_winrates)
 from ttseval.tasks.report.figures import depth_figure
 from ttseval.tasks.report.format import ROLE_LABEL, markdown_table
 from ttseval.tasks.report.full import write_full_report
@@ -37,7 +37,7 @@ from ttseval.tasks.report.terminal import print_table
 
 __all__ = [
     "LEVELS", "ROLE_LABEL", "ROLE_ORDER", "RunTables", "audio_checks_markdown", "build_data", "compute_summary",
-    "compute_winrates", "cost_markdown", "dataset_statistics_markdown", "depth_figure", "drift_markdown",
+    "compute_rankings", "compute_winrates", "cost_markdown", "dataset_statistics_markdown", "depth_figure", "drift_markdown",
     "grouped_markdown", "html_location", "insv_markdown", "instruction_markdown", "instruction_statistics_markdown",
     "judge_agreement", "leaderboard_markdown", "listening_markdown", "markdown_table", "model_of_voices",
     "paired_markdown", "position_bias_markdown", "predictors_markdown", "print_table", "prosody_markdown",

@@ -108,6 +108,23 @@ def compute_winrates(store: ArtifactStore, run_id: str, settings: Settings) -> p
     return out[WINRATES.names]
 
 
+def compute_rankings(store: ArtifactStore, run_id: str, settings: Settings) -> pd.DataFrame:
+    """Bradley-Terry strengths, BCa intervals over items, Elo view and rank of every system, per pairwise judge, from
+    the run's judge verdicts (ttseval.metrics.bradley_terry): columns judge_id, judge_spec and BT_COLUMNS."""
+    from ttseval.metrics.bradley_terry import BT_COLUMNS, bradley_terry, judgment_outcomes
+
+    judgments = store.read(run_id, "judgments") if store.part_files(run_id, "judgments") else pd.DataFrame()
+    columns = ["judge_id", "judge_spec", *BT_COLUMNS]
+    if judgments.empty:
+        return pd.DataFrame(columns=columns)
+    specs = judgments.drop_duplicates("judge_id").set_index("judge_id")["judge_spec"]
+    outcomes = judgment_outcomes(judgments)
+    parts = [bradley_terry(mine, n_resamples=settings.bootstrap_resamples, seed=settings.seed)
+             .assign(judge_id=judge_id, judge_spec=specs[judge_id])
+             for judge_id, mine in outcomes.groupby("judge_id", sort=False)]
+    return pd.concat(parts, ignore_index=True)[columns] if parts else pd.DataFrame(columns=columns)
+
+
 def store_winrates(store: ArtifactStore, run_id: str, winrates: pd.DataFrame) -> None:
     """Store the win-rates as the run's `winrates` table."""
     store.replace_table(run_id, "winrates", pa.Table.from_pandas(winrates, schema=WINRATES, preserve_index=False))

@@ -7,8 +7,8 @@ from typing import Any
 from ttseval.core.config import Settings
 from ttseval.core.store import ArtifactStore
 from ttseval.tasks.quality import primary_quality_id
-from ttseval.tasks.report.compute import (RunTables, baseline_id, compute_summary, compute_winrates, store_summary,
-                                          store_winrates)
+from ttseval.tasks.report.compute import (RunTables, baseline_id, compute_rankings, compute_summary,
+                                          compute_winrates, store_summary, store_winrates)
 from ttseval.tasks.report.figures import depth_figure
 from ttseval.tasks.report.html import build_data, html_location, write_html_report
 from ttseval.tasks.report.judges import instruction_markdown, leaderboard_markdown
@@ -27,6 +27,7 @@ def write_full_report(store: ArtifactStore, run_id: str, settings: Settings, sys
     store_summary(store, run_id, summary)
     winrates = compute_winrates(store, run_id, settings)
     names = dict(zip(summary["system_id"], summary["system_spec"]))
+    rankings = compute_rankings(store, run_id, settings) if not winrates.empty else None
     if not winrates.empty:
         store_winrates(store, run_id, winrates)
         for judge_id in winrates["judge_id"].unique():
@@ -42,9 +43,10 @@ def write_full_report(store: ArtifactStore, run_id: str, settings: Settings, sys
                 + predictors_markdown(settings, tables, names)
                 + audio_checks_markdown(tables, names)
                 + grouped_markdown(tables, names)
-                + leaderboard_markdown(store, run_id, summary, winrates)
+                + leaderboard_markdown(store, run_id, summary, winrates, rankings)
                 + instruction_markdown(store, run_id, names) + listening_markdown(store, run_id)
                 + tables_markdown(store, run_id))
     store.write_bytes(f"runs/{run_id}/report.md", markdown.encode("utf-8"))
-    write_html_report(store, run_id, build_data(store, run_id, tables, summary, winrates, markdown, meta))
+    write_html_report(store, run_id, build_data(store, run_id, tables, summary, winrates, markdown, meta,
+                                                    rankings))
     return markdown

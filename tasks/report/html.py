@@ -48,8 +48,9 @@ def _markdown_html(markdown: str) -> str:
 
 
 def build_data(store: ArtifactStore, run_id: str, tables: Any, summary: pd.DataFrame, winrates: pd.DataFrame,
-               markdown: str, meta: dict[str, Any]) -> dict[str, Any]:
-    """Everything the page shows, from the tables a report is built from (ttseval.tasks.report.compute.RunTables)."""
+               markdown: str, meta: dict[str, Any], rankings: pd.DataFrame | None = None) -> dict[str, Any]:
+    """Everything the page shows, from the tables a report is built from (ttseval.tasks.report.compute.RunTables),
+    with each judge's Bradley-Terry ranking (compute_rankings) when given."""
     names = dict(zip(summary["system_id"], summary["system_spec"]))
     roles = dict(zip(summary["system_id"], summary.get("role", pd.Series("tts", index=summary.index))))
     items = tables.items
@@ -109,6 +110,9 @@ def build_data(store: ArtifactStore, run_id: str, tables: Any, summary: pd.DataF
         row["win_rates"] = {w.judge_id: _clean(w.win_rate) for w in overall.itertuples()}
         row["win_rate_cis"] = {w.judge_id: [_clean(w.win_rate_ci_low), _clean(w.win_rate_ci_high)]
                                for w in overall.itertuples()}
+        ranked = rankings[rankings["system_id"] == r["system_id"]] if rankings is not None else pd.DataFrame()
+        row["bradley_terry"] = {b.judge_id: {"rank": int(b.rank), "elo": _clean(b.elo), "low": _clean(b.elo_ci_low),
+                                             "high": _clean(b.elo_ci_high)} for b in ranked.itertuples()}
         leaderboard.append(row)
     figures = [p.split(f"runs/{run_id}/", 1)[-1] for p in _figures(store, run_id)]
     return {"run_id": run_id, "meta": {k: str(v) for k, v in meta.items()}, "systems": [

@@ -32,9 +32,11 @@ def _cell(frame: pd.DataFrame, key: tuple) -> str:
     return rate_ci(r["win_rate"], r["win_rate_ci_low"], r["win_rate_ci_high"])
 
 
-def leaderboard_markdown(store: ArtifactStore, run_id: str, summary: pd.DataFrame, winrates: pd.DataFrame) -> str:
+def leaderboard_markdown(store: ArtifactStore, run_id: str, summary: pd.DataFrame, winrates: pd.DataFrame,
+                         rankings: pd.DataFrame | None = None) -> str:
     """Per judge: system x category win-rates beside WER and MOS, parse failures, the run's judge cost, and a
-    warning for a judge whose answers cannot rank (ttseval.metrics.agreement.degenerate_judge)."""
+    warning for a judge whose answers cannot rank (ttseval.metrics.agreement.degenerate_judge); win-rates by depth;
+    with `rankings` (ttseval.tasks.report.compute.compute_rankings), the judge's Bradley-Terry ranking."""
     from ttseval.metrics.agreement import degenerate_judge
     from ttseval.metrics.cascade import cascade_summary
 
@@ -91,6 +93,8 @@ def leaderboard_markdown(store: ArtifactStore, run_id: str, summary: pd.DataFram
             lines += ["", "Win-rate % by depth [95% CI]:", "", markdown_table(
                 ["system", *(f"depth {d}" for d in depths)],
                 [[names.get(s, s), *(_cell(by_depth, (s, d)) for d in depths)] for s in overall.index])]
+        if rankings is not None and not (ranked := rankings[rankings["judge_id"] == judge_id]).empty:
+            lines += bradley_terry_markdown(ranked, names)
     lines += voice_variance_markdown(winrates, names)
     agreement = judge_agreement(winrates)
     if agreement:
@@ -132,6 +136,27 @@ def position_bias_markdown(store: ArtifactStore, run_id: str, judgments: pd.Data
     lines.append(markdown_table(["judge", "pairs audited", "consistency %", "first-position wins %",
                                  "win-rate % -> with swaps"], rows))
     return lines
+
+
+def bradley_terry_markdown(ranked: pd.DataFrame, names: dict[str, str]) -> list[str]:
+    """One judge's Bradley-Terry ranking (ttseval.metrics.bradley_terry) as report lines: ordered by the lower
+    bound, strength and Elo with their intervals."""
+    from ttseval.metrics.bootstrap import MIN_INTERVAL_ITEMS
+
+    def with_ci(point: float, low: float, high: float, digits: int) -> str:
+        return f"{num(point, digits)} " + ("(n too small)" if pd.isna(low) or pd.isna(high) else
+                                           f"[{num(low, digits)}, {num(high, digits)}]")
+
+    rows = [[str(r.rank), names.get(r.system_id, r.system_id),
+             with_ci(r.strength, r.strength_ci_low, r.strength_ci_high, 3),
+             with_ci(r.elo, r.elo_ci_low, r.elo_ci_high, 0), str(r.n_items), str(r.n_comparisons)]
+            for r in ranked.itertuples()]
+    return ["", "Bradley-Terry ranking (ttseval.metrics.bradley_terry): strengths fitted to this judge's verdicts, a "
+            "tie counting half a win for each side, with a BCa bootstrap 95% CI over items (\"n too small\" under "
+            f"{MIN_INTERVAL_ITEMS} items); ordered by the lower bound, as TTS Arena ranks; systems whose intervals "
+            "overlap share a rank. Elo is the same fit on the arena scale (1000 + 400 log10 of the odds). Systems "
+            "judged only against the baseline are compared with each other through it.", "",
+            markdown_table(["rank", "system", "strength [95% CI]", "Elo [95% CI]", "items", "comparisons"], rows)]
 
 
 def voice_variance_markdown(winrates: pd.DataFrame, names: dict[str, str]) -> list[str]:

@@ -126,6 +126,13 @@
     return pct(r.win_rates[judge]) + (ci[0] === null || ci[1] === null ? ' (n too small)' : ' [' + pct(ci[0]) + ', ' + pct(ci[1]) + ']');
   }
 
+  // a system's Bradley-Terry rank and Elo with its 95% CI under one judge ('–' when that judge ranked none)
+  function btCell(r, judge) {
+    var b = (r.bradley_terry || {})[judge];
+    if (!b) return '–';
+    return '#' + b.rank + ', ' + num(b.elo, 0) + (b.low === null || b.high === null ? ' (n too small)' : ' [' + num(b.low, 0) + ', ' + num(b.high, 0) + ']');
+  }
+
   function runPage(run) {
     document.title = 'ttseval: ' + run.run_id;
     document.getElementById('title').textContent = 'ttseval report: run ' + run.run_id;
@@ -134,7 +141,8 @@
     document.getElementById('compare-link').setAttribute('href', 'compare.html?b=' + encodeURIComponent(run.run_id));
     // leaderboard
     var lb = document.getElementById('leaderboard');
-    var head = ['system', 'role', 'recogniser', 'completion %', 'WER % [95% CI]', 'CER %', 'MOS'].concat(run.judges.map(function (j) { return 'win-rate % [95% CI] (' + j.spec + ')'; }));
+    var head = ['system', 'role', 'recogniser', 'completion %', 'WER % [95% CI]', 'CER %', 'MOS'].concat(run.judges.map(function (j) { return 'win-rate % [95% CI] (' + j.spec + ')'; }))
+      .concat(run.judges.map(function (j) { return 'Bradley-Terry rank, Elo [95% CI] (' + j.spec + ')'; }));
     lb.tHead.appendChild(el('tr', {}, ...head.map(function (h) { return el('th', {scope: 'col', text: h}); })));
     run.leaderboard.forEach(function (r) {
       var cells = [el('th', {scope: 'row', text: r.system_spec}), el('td', {text: r.role}), el('td', {text: r.asr_spec || '–'}),
@@ -142,6 +150,7 @@
         el('td', {text: pct(r.wer) + ' [' + pct(r.wer_ci_low) + ', ' + pct(r.wer_ci_high) + ']'}),
         el('td', {text: pct(r.cer)}), el('td', {text: num(r.mos)})];
       run.judges.forEach(function (j) { cells.push(el('td', {text: winRate(r, j.id)})); });
+      run.judges.forEach(function (j) { cells.push(el('td', {text: btCell(r, j.id)})); });
       lb.tBodies[0].appendChild(el('tr', {}, ...cells));
     });
     var figs = document.getElementById('figures');

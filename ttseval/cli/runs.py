@@ -62,13 +62,16 @@ def print_report(settings, run_id: str, system_ids: list[str] | None) -> None:
     """The run's per-system table, its leaderboard and where its HTML report is."""
     from ttseval.core.store import ArtifactStore
     from ttseval.tasks.report import compute_summary, compute_winrates, leaderboard_markdown, print_table
+    from ttseval.tasks.report.compute import compute_rankings
 
     store = ArtifactStore(settings.store)
     if store.read(run_id, "items").empty:
         raise TTSEvalError(f"no run {run_id!r} in {store.display()}; runs there: {', '.join(store.runs()) or 'none'}")
     summary = compute_summary(store, run_id, settings, system_ids)
     print_table(summary, title=f"ttseval run {run_id!r} ({store.display()})")
-    board = leaderboard_markdown(store, run_id, summary, compute_winrates(store, run_id, settings))
+    winrates = compute_winrates(store, run_id, settings)
+    rankings = compute_rankings(store, run_id, settings) if not winrates.empty else None
+    board = leaderboard_markdown(store, run_id, summary, winrates, rankings)
     if board:
         from rich.console import Console
         from rich.markdown import Markdown
