@@ -75,7 +75,8 @@ def nightly(
     else:
         tables = {run: {t: st.read(run, t) for t in ("transcripts", "quality")} for run in (previous, run_id)}
         paired = paired_drift(tables[previous], tables[run_id], n_resamples=settings.bootstrap_resamples,
-                              seed=settings.seed, alpha=settings.alpha, method=settings.p_adjust)
+                              seed=settings.seed, alpha=settings.alpha, method=settings.p_adjust,
+                              n_permutations=settings.permutation_resamples)
         drift = compare_reports(st.read(previous, "report"), st.read(run_id, "report"), paired)
         markdown = drift_markdown(drift, previous, run_id) + compare_line(st, previous, run_id)
         st.write_bytes(f"runs/{run_id}/drift.md", markdown.encode("utf-8"))

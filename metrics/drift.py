@@ -49,7 +49,8 @@ def _rows(frame: pd.DataFrame, name: str) -> dict[tuple, pd.Series]:
 
 
 def paired_drift(previous: dict[str, pd.DataFrame], current: dict[str, pd.DataFrame], *, n_resamples: int = 1000,
-                 seed: int = 0, alpha: float = 0.05, method: str = "holm") -> pd.DataFrame:
+                 seed: int = 0, alpha: float = 0.05, method: str = "holm",
+                 n_permutations: int | None = None) -> pd.DataFrame:
     """Item-by-item WER, CER and MOS of each (system, recogniser) in both runs (ttseval.metrics.paired.paired_table),
     decided as one family (ttseval.metrics.paired.decide, `alpha`, `method` 'holm' or 'bh'): columns system_id,
     asr_id, PAIRED_COLUMNS and DECISION_COLUMNS. `previous` and `current` hold each run's `transcripts` and
@@ -64,7 +65,7 @@ def paired_drift(previous: dict[str, pd.DataFrame], current: dict[str, pd.DataFr
         if before.empty:
             continue
         table = paired_table(before, tr, pq[pq["system_id"] == system_id], cq[cq["system_id"] == system_id],
-                             n_resamples=n_resamples, seed=seed)
+                             n_resamples=n_resamples, seed=seed, n_permutations=n_permutations)
         rows += [{"system_id": system_id, "asr_id": asr_id} | r for r in table.to_dict("records")]
     family = pd.DataFrame(rows, columns=["system_id", "asr_id", *PAIRED_COLUMNS])
     return decide(family, alpha=alpha, method=method).reindex(

@@ -322,3 +322,55 @@ def test_the_bradley_terry_ranking_is_in_the_report_the_leaderboard_and_the_html
     assert board["s1"]["bradley_terry"]["objective"]["rank"] == 1
     assert board["s1"]["bradley_terry"]["objective"]["elo"] == pytest.approx(s1.elo, abs=1e-4)
     assert board["s2"]["bradley_terry"]["objective"]["high"] == pytest.approx(table.loc["s2", "elo_ci_high"], abs=1e-4)
+
+
+def test_the_significance_matrix_compares_every_pair_and_adjusts_across_all_its_tests(tmp_path) -> None:
+    """Issue #29 item 6: per metric, every system against every other (row minus column), the permutation p
+    adjusted by Holm across every cell of every matrix; the adjustment checked against statsmodels."""
+    import numpy as np
+    from statsmodels.stats.multitest import multipletests
+
+    from ttseval.metrics.paired import paired_mean, paired_ratio
+    from ttseval.tasks.report import significance_markdown
+    from ttseval.tasks.report.compute import RunTables
+
+    rng = np.random.default_rng(4)
+    n = 30
+    base = rng.normal(3.0, 0.5, size=n)
+    mos = {"s0": base, "s1": base + 0.4 + rng.normal(0, 0.2, size=n), "s2": base + rng.normal(0, 0.2, size=n)}
+    errors = {"s0": rng.integers(0, 3, size=n), "s1": rng.integers(0, 3, size=n), "s2": rng.integers(2, 6, size=n)}
+    store = ArtifactStore(str(tmp_path / "sig"))
+    store.write_part("r", "items", table_from_rows("items", [
+        {"item_id": f"i{k:02d}", "category": "questions", "depth": 0, "language": "en-US", "text": "t"}
+        for k in range(n)]))
+    store.write_part("r", "synthesis", table_from_rows("synthesis", [
+        {"item_id": f"i{k:02d}", "system_id": s, "system_spec": f"espeak-ng:{s}", "status": "ok", "duration_s": 2.0,
+         "latency_s": 0.5, "audio_sha256": "ab" * 32, "created_at": NOW} for s in mos for k in range(n)]))
+    store.write_part("r", "transcripts", table_from_rows("transcripts", [
+        _transcript(f"i{k:02d}", s, TINY, int(errors[s][k]), 10, int(errors[s][k]), 40) for s in mos for k in range(n)]))
+    store.write_part("r", "quality", table_from_rows("quality", [
+        {"item_id": f"i{k:02d}", "system_id": s, "quality_id": "q", "quality_spec": "dnsmos", "status": "ok",
+         "mos": float(mos[s][k]), "created_at": NOW} for s in mos for k in range(n)]))
+    settings = Settings(store=str(tmp_path / "sig"), bootstrap_resamples=500, permutation_resamples=4000)
+    names = {s: f"espeak-ng:{s}" for s in mos}
+    markdown = significance_markdown(settings, RunTables.read(store, "r", list(mos), "q"), names)
+    # the family by hand: 3 pairs x (WER, CER, MOS), each test from paired_ratio / paired_mean, adjusted by statsmodels
+    tests = []
+    for metric in ("wer", "cer", "mos"):
+        for a, b in (("s0", "s1"), ("s0", "s2"), ("s1", "s2")):
+            r = (paired_mean("mos", mos[a], mos[b], n_resamples=500, n_permutations=4000) if metric == "mos" else
+                 paired_ratio(metric, errors[a], [10 if metric == "wer" else 40] * n, errors[b],
+                              [10 if metric == "wer" else 40] * n, n_resamples=500, n_permutations=4000))
+            tests.append((metric, a, b, r))
+    adjusted = multipletests([t[3].p_permutation for t in tests], method="holm")[1]
+    assert "across all 9 tests" in markdown
+    for (metric, a, b), p in zip([t[:3] for t in tests], adjusted):
+        label = "MOS" if metric == "mos" else f"{metric.upper()}: {TINY}"
+        block = markdown.split(f"### {label}\n")[1].split("\n\n")[0].strip().splitlines()
+        header = block[0].strip("| ").split(" | ")
+        row = next(x for x in block if x.startswith(f"| espeak-ng:{b} |")).strip("| ").split(" | ")
+        delta = next(t[3].delta for t in tests if t[:3] == (metric, a, b))
+        text = f"{delta:+.3f} (p {p:.3f})"
+        assert row[header.index(f"espeak-ng:{a}")] == (f"**{text}**" if p < 0.05 else text)  # row b minus column a
+    mos_block = markdown.split("### MOS\n")[1]
+    assert "| espeak-ng:s1 | **" in mos_block  # s1's MOS is 0.4 above both: bold against each

@@ -32,15 +32,16 @@ from ttseval.tasks.report.markdown import (cost_markdown, dataset_statistics_mar
                                            rows_for_display, tables_markdown)
 from ttseval.tasks.report.stages import (audio_checks_markdown, grouped_markdown, insv_markdown, paired_markdown,
                                          predictors_markdown, prosody_markdown, recognisers_markdown,
-                                         similarity_markdown)
+                                         significance_markdown, similarity_markdown)
 from ttseval.tasks.report.terminal import print_table
 
 __all__ = [
     "LEVELS", "ROLE_LABEL", "ROLE_ORDER", "RunTables", "audio_checks_markdown", "build_data", "compute_summary",
-    "compute_rankings", "compute_winrates", "cost_markdown", "dataset_statistics_markdown", "depth_figure", "drift_markdown",
+    "compute_rankings", "compute_winrates", "cost_markdown", "dataset_statistics_markdown", "depth_figure",
+    "drift_markdown",
     "grouped_markdown", "html_location", "insv_markdown", "instruction_markdown", "instruction_statistics_markdown",
     "judge_agreement", "leaderboard_markdown", "listening_markdown", "markdown_table", "model_of_voices",
     "paired_markdown", "position_bias_markdown", "predictors_markdown", "print_table", "prosody_markdown",
-    "recognisers_markdown", "render_markdown", "rows_for_display", "similarity_markdown", "store_summary",
+    "recognisers_markdown", "render_markdown", "rows_for_display", "significance_markdown", "similarity_markdown", "store_summary",
     "store_winrates", "tables_markdown", "voice_variance_markdown", "write_full_report", "write_html_report",
 ]

@@ -140,7 +140,7 @@ def paired_markdown(settings: Settings, tables: RunTables, baseline_id: str, nam
 
     def compare(base_t, sys_t, base_q, sys_q) -> list[dict[str, Any]]:
         return paired_table(base_t, sys_t, base_q, sys_q, n_resamples=settings.bootstrap_resamples,
-                            seed=settings.seed).to_dict("records")
+                            seed=settings.seed, n_permutations=settings.permutation_resamples).to_dict("records")
 
     found = []  # (system, recogniser / encoder, row): the report's family of tests
     for system_id in system_ids:
@@ -158,7 +158,8 @@ def paired_markdown(settings: Settings, tables: RunTables, baseline_id: str, nam
             shared = by[baseline_id].index.intersection(by[system_id].index)
             if len(shared):
                 r = paired_mean("sim", by[baseline_id].loc[shared], by[system_id].loc[shared],
-                                n_resamples=settings.bootstrap_resamples, seed=settings.seed)
+                                n_resamples=settings.bootstrap_resamples, seed=settings.seed,
+                                n_permutations=settings.permutation_resamples)
                 found.append((system_id, f"SIM: {encoder_spec}", asdict(r)))
     if not found:
         return ""
@@ -182,6 +183,59 @@ def paired_markdown(settings: Settings, tables: RunTables, baseline_id: str, nam
                     ["system", "recogniser / encoder", "metric", "items", "system", "baseline",
                      "difference [95% BCa CI]", "permutation p", "Wilcoxon p", f"adjusted p ({method})", "differs"],
                     rows)
+
+
+def significance_markdown(settings: Settings, tables: RunTables, names: dict[str, str]) -> str:
+    """A significance matrix per metric (WER and CER per recogniser, MOS) of every system against every other, item
+    by item (ttseval.metrics.paired.all_pairs): row minus column, the permutation p adjusted across every cell of
+    every matrix (one family) and the decision at alpha. Only for runs of three systems or more (two: the paired
+    section says it)."""
+    from ttseval.metrics.multiplicity import METHODS
+    from ttseval.metrics.paired import TEST, all_pairs, decide
+
+    system_ids = tables.system_ids
+    if len(system_ids) < 3:
+        return ""
+    kw = {"n_resamples": settings.bootstrap_resamples, "seed": settings.seed,
+          "n_permutations": settings.permutation_resamples}
+    transcripts = tables.transcripts[(tables.transcripts["status"] == "ok")
+                                     & tables.transcripts["system_id"].isin(system_ids)]
+    parts = []
+    for asr_spec, mine in transcripts.groupby("asr_spec", sort=False):
+        for metric, errors, totals in (("wer", "word_errors", "ref_words"), ("cer", "char_errors", "ref_chars")):
+            wide = {c: mine.pivot_table(index="item_id", columns="system_id", values=c, aggfunc="first")
+                    .reindex(columns=[s for s in system_ids if s in set(mine["system_id"])]) for c in (errors, totals)}
+            parts.append(all_pairs(metric, wide[errors], totals=wide[totals], **kw).assign(label=f"{metric.upper()}: "
+                                                                                                 f"{asr_spec}"))
+    quality = tables.quality[(tables.quality["status"] == "ok") & tables.quality["mos"].notna()
+                             & tables.quality["system_id"].isin(system_ids)]
+    if not quality.empty:
+        wide = quality.pivot_table(index="item_id", columns="system_id", values="mos", aggfunc="first")
+        parts.append(all_pairs("mos", wide.reindex(columns=[s for s in system_ids if s in wide.columns]), **kw)
+                     .assign(label="MOS"))
+    parts = [p for p in parts if not p.empty]
+    if not parts:
+        return ""
+    family = pd.concat(parts, ignore_index=True)
+    decided = decide(family, alpha=settings.alpha, method=settings.p_adjust)
+    method = METHODS[settings.p_adjust]
+    lines = ["", "## Significance matrices", "",
+             f"Every system against every other, item by item on the items both have: row minus column (pooled "
+             f"WER/CER, mean MOS), then the {TEST}'s p adjusted by {method} across all {len(decided)} tests of "
+             f"these matrices; **bold** where it differs at alpha = {settings.alpha}. Read one row to see where "
+             "a system stands against each other system."]
+    for label, g in decided.groupby("label", sort=False):
+        present = [s for s in system_ids if s in set(g["system_a"]) | set(g["system_b"])]
+        cell = {}
+        for r in g.to_dict("records"):
+            for row, col, sign in ((r["system_b"], r["system_a"], 1), (r["system_a"], r["system_b"], -1)):
+                text = f"{sign * r['delta']:+.3f} (p {num(r['p_adjusted'], 3)})"
+                cell[(row, col)] = f"**{text}**" if r["differs"] else text
+        table = [[names.get(s, s), *("–" if s == t else cell.get((s, t), "no common items") for t in present)]
+                 for s in present]
+        lines += ["", f"### {label}", "", markdown_table(["row - column", *(names.get(t, t) for t in present)],
+                                                         table)]
+    return "\n".join(lines) + "\n"
 
 
 def prosody_markdown(store: ArtifactStore, run_id: str, tables: RunTables, names: dict[str, str]) -> str:

@@ -142,6 +142,10 @@ class Settings(BaseSettings):
     task_retries: int = Field(2, ge=0, description="Prefect retries of a task that raised (worker lost, store error)")
     bootstrap_resamples: int = Field(1000, ge=1, description="bootstrap resamples behind every confidence interval "
                                      "of a report")
+    permutation_resamples: int = Field(10000, ge=1, description="random swaps behind each paired permutation "
+                                       "test (exact, every swap, when there are fewer); a p-value is never below "
+                                       "about 1 / this, and the multiple-testing adjustment multiplies it by up to "
+                                       "the number of tests, so keep it well above tests / alpha")
     alpha: float = Field(0.05, gt=0, lt=1, description="significance level of every 'differs' a report or a "
                          "drift report decides (a paired permutation test, its p adjusted across the report's tests)")
     p_adjust: Literal["holm", "bh"] = Field("holm", description="how a report's p-values are adjusted for the "
