@@ -374,3 +374,37 @@ def test_the_significance_matrix_compares_every_pair_and_adjusts_across_all_its_
         assert row[header.index(f"espeak-ng:{a}")] == (f"**{text}**" if p < 0.05 else text)  # row b minus column a
     mos_block = markdown.split("### MOS\n")[1]
     assert "| espeak-ng:s1 | **" in mos_block  # s1's MOS is 0.4 above both: bold against each
+
+
+def test_the_planning_table_gives_the_items_a_paired_test_needs(tmp_path) -> None:
+    """Issue #29 item 5: per system and metric, the items needed at the plan_power setting, from the run's own
+    per-item spread; checked against statsmodels' TTestPower at alpha / (the paired family's tests)."""
+    import math
+
+    import numpy as np
+    from statsmodels.stats.power import TTestPower
+
+    from ttseval.metrics.planning import EFFECT_SIZES
+    from ttseval.tasks.report import planning_markdown
+    from ttseval.tasks.report.compute import RunTables
+
+    rng = np.random.default_rng(5)
+    base = rng.normal(3.2, 0.5, size=40)
+    other = base + 0.1 + rng.normal(0, 0.3, size=40)
+    store, settings = _mos_run(tmp_path, "plan", base, other)
+    markdown = planning_markdown(settings, RunTables.read(store, "r", ["s1", "s2"], "q"), "s1",
+                                 {"s1": "piper:joe", "s2": "flite:slt"})
+    row = next(x for x in markdown.splitlines() if "| mos |" in x).strip("| ").split(" | ")
+    diff = other - base
+    sd = float(np.std(diff, ddof=1))
+    tests = 3  # WER, CER (transcripts exact: no spread) and MOS
+    assert row[:6] == ["flite:slt", "–", "mos", "40", f"{sd:.3f}", f"{diff.mean():.3f}"]
+
+    def expected(delta: float) -> int:
+        return math.ceil(TTestPower().solve_power(effect_size=delta / sd, alpha=0.05 / tests, power=0.8,
+                                                  alternative="two-sided") - 1e-9)
+
+    assert row[6] == f"{expected(diff.mean()):,}"
+    assert row[7:] == [f"{expected(d):,} (for {d:.3f})" for d in EFFECT_SIZES["mos"]]
+    wer = next(x for x in markdown.splitlines() if "| wer |" in x).strip("| ").split(" | ")
+    assert wer[4:7] == ["0.000", "0.000", "–"]  # identical transcripts: nothing to plan for

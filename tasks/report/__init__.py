@@ -32,7 +32,7 @@ from ttseval.tasks.report.markdown import (cost_markdown, dataset_statistics_mar
                                            rows_for_display, tables_markdown)
 from ttseval.tasks.report.stages import (audio_checks_markdown, grouped_markdown, insv_markdown, paired_markdown,
                                          predictors_markdown, prosody_markdown, recognisers_markdown,
-                                         significance_markdown, similarity_markdown)
+                                         planning_markdown, significance_markdown, similarity_markdown)
 from ttseval.tasks.report.terminal import print_table
 
 __all__ = [
@@ -41,7 +41,8 @@ __all__ = [
     "drift_markdown",
     "grouped_markdown", "html_location", "insv_markdown", "instruction_markdown", "instruction_statistics_markdown",
     "judge_agreement", "leaderboard_markdown", "listening_markdown", "markdown_table", "model_of_voices",
-    "paired_markdown", "position_bias_markdown", "predictors_markdown", "print_table", "prosody_markdown",
+    "paired_markdown", "planning_markdown", "position_bias_markdown", "predictors_markdown", "print_table",
+    "prosody_markdown",
     "recognisers_markdown", "render_markdown", "rows_for_display", "significance_markdown", "similarity_markdown", "store_summary",
     "store_winrates", "tables_markdown", "voice_variance_markdown", "write_full_report", "write_html_report",
 ]

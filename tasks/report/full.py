@@ -15,7 +15,7 @@ from ttseval.tasks.report.judges import instruction_markdown, leaderboard_markdo
 from ttseval.tasks.report.markdown import cost_markdown, listening_markdown, render_markdown, tables_markdown
 from ttseval.tasks.report.stages import (audio_checks_markdown, grouped_markdown, insv_markdown, paired_markdown,
                                          predictors_markdown, prosody_markdown, recognisers_markdown,
-                                         significance_markdown, similarity_markdown)
+                                         planning_markdown, significance_markdown, similarity_markdown)
 
 
 def write_full_report(store: ArtifactStore, run_id: str, settings: Settings, system_ids: list[str],
@@ -38,6 +38,7 @@ def write_full_report(store: ArtifactStore, run_id: str, settings: Settings, sys
                 + insv_markdown(store, run_id, settings, tables)
                 + recognisers_markdown(settings, tables, names)
                 + paired_markdown(settings, tables, baseline_id(meta), names)
+                + planning_markdown(settings, tables, baseline_id(meta), names)
                 + significance_markdown(settings, tables, names)
                 + prosody_markdown(store, run_id, tables, names)
                 + similarity_markdown(settings, tables, names)

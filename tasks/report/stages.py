@@ -238,6 +238,57 @@ def significance_markdown(settings: Settings, tables: RunTables, names: dict[str
     return "\n".join(lines) + "\n"
 
 
+def planning_markdown(settings: Settings, tables: RunTables, baseline_id: str, names: dict[str, str]) -> str:
+    """How many items each comparison with the baseline would need (ttseval.metrics.planning): per system, metric
+    (WER and CER per recogniser as per-item rates, MOS) the spread of the per-item differences in this run, and the
+    items a paired test needs to detect the run's own difference and each of the metric's EFFECT_SIZES at the
+    plan_power setting, at alpha divided by the paired section's tests (its Holm family)."""
+    from ttseval.metrics.planning import EFFECT_SIZES, items_needed, per_item_sd
+
+    system_ids = tables.system_ids
+    if baseline_id not in system_ids or len(system_ids) < 2:
+        return ""
+    series = []  # (system, recogniser, metric, per-item differences system - baseline)
+    t = tables.transcripts[tables.transcripts["status"] == "ok"]
+    for asr_spec, mine in t.groupby("asr_spec", sort=False):
+        rates = {m: mine.assign(r=mine[e] / mine[n]).pivot_table(index="item_id", columns="system_id", values="r",
+                                                                  aggfunc="first")
+                 for m, e, n in (("wer", "word_errors", "ref_words"), ("cer", "char_errors", "ref_chars"))}
+        for system_id in system_ids:
+            for metric, wide in rates.items():
+                if system_id != baseline_id and {system_id, baseline_id} <= set(wide.columns):
+                    series.append((system_id, asr_spec, metric, (wide[system_id] - wide[baseline_id]).dropna()))
+    q = tables.quality[(tables.quality["status"] == "ok") & tables.quality["mos"].notna()]
+    mos = q.pivot_table(index="item_id", columns="system_id", values="mos", aggfunc="first")
+    for system_id in system_ids:
+        if system_id != baseline_id and {system_id, baseline_id} <= set(mos.columns):
+            series.append((system_id, "–", "mos", (mos[system_id] - mos[baseline_id]).dropna()))
+    tests = max(1, len(series))
+    sizes = max(len(v) for v in EFFECT_SIZES.values())
+
+    def need(delta: float, sd: float) -> str:
+        if not delta or not (sd > 0):
+            return "–"
+        n = items_needed(delta, sd, alpha=settings.alpha, power=settings.plan_power, tests=tests)
+        return "> 1,000,000" if n is None else f"{n:,}"
+
+    rows = []
+    for system_id, recogniser, metric, diff in series:
+        sd, observed = per_item_sd(diff.to_numpy()), float(diff.mean()) if len(diff) else float("nan")
+        grid = [f"{need(delta, sd)} (for {num(delta, 3)})" for delta in EFFECT_SIZES[metric]]
+        rows.append([names.get(system_id, system_id), recogniser, metric, str(len(diff)), num(sd, 3),
+                     num(observed, 3), need(observed, sd) if len(diff) >= 2 else "–",
+                     *(grid + ["–"] * (sizes - len(grid)))])
+    return section("How many items",
+                   "Items a paired test needs (ttseval.metrics.planning: the paired t-test's exact power, which the "
+                   "report's permutation test matches in simulation) to detect a difference with the baseline at "
+                   f"power {settings.plan_power}, at alpha {settings.alpha} / {tests} (the Holm family of these "
+                   "comparisons), from the spread (sd) of this run's per-item differences (WER/CER as per-item rates). "
+                   "Use a pilot run to plan the real one; a dash: no spread or no difference to plan for.",
+                   ["system", "recogniser", "metric", "items now", "sd of per-item difference", "difference now",
+                    "items for that difference", *(f"items for size {k + 1}" for k in range(sizes))], rows)
+
+
 def prosody_markdown(store: ArtifactStore, run_id: str, tables: RunTables, names: dict[str, str]) -> str:
     """Per system, medians of the prosody table (metrics/prosody.py), the speaking rate from each clip's first
     transcript, and the clips the timing gates flag."""

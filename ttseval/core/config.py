@@ -146,6 +146,8 @@ class Settings(BaseSettings):
                                        "test (exact, every swap, when there are fewer); a p-value is never below "
                                        "about 1 / this, and the multiple-testing adjustment multiplies it by up to "
                                        "the number of tests, so keep it well above tests / alpha")
+    plan_power: float = Field(0.8, gt=0, lt=1, description="power the report's sample-size planner plans for: "
+                              "the chance that a paired test detects a difference of the given size")
     alpha: float = Field(0.05, gt=0, lt=1, description="significance level of every 'differs' a report or a "
                          "drift report decides (a paired permutation test, its p adjusted across the report's tests)")
     p_adjust: Literal["holm", "bh"] = Field("holm", description="how a report's p-values are adjusted for the "
