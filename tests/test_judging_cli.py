@@ -52,6 +52,10 @@ def test_default_run_judges_every_candidate_against_the_first_system(judged_run)
     report = (store / "runs" / "j" / "report.md").read_text()
     assert "judge objective (CER, then MOS; no LLM)" in report and "win-rate %" in report
     assert "Win-rate vs baseline" in result.stdout
+    # 7 judged items per candidate: under 10, so every win-rate says "n too small" instead of an interval, and the
+    # Bradley-Terry ranking (three systems, from the 14 verdicts) is in the report and the CLI's leaderboard
+    assert overall["win_rate_ci_low"].isna().all() and "(n too small)" in report
+    assert report.count("Bradley-Terry ranking") == 1 and "Bradley-Terry ranking" in result.stdout
 
 
 def test_rerun_judges_nothing(judged_run) -> None:
