@@ -152,8 +152,8 @@ def bradley_terry(outcomes: pd.DataFrame, *, n_resamples: int = 1000, seed: int 
                                  vectorized=False, rng=np.random.default_rng(seed)).confidence_interval
         low, high = np.asarray(ci.low, dtype=float), np.asarray(ci.high, dtype=float)
     per_system = pd.concat([outcomes["a"], outcomes["b"]]).value_counts()
-    items_of = pd.concat([outcomes[["a", "item_id"]].set_axis(["s", "item_id"], axis=1),
-                          outcomes[["b", "item_id"]].set_axis(["s", "item_id"], axis=1)]).groupby("s")["item_id"].nunique()
+    sides = [outcomes[[side, "item_id"]].set_axis(["s", "item_id"], axis=1) for side in ("a", "b")]
+    items_of = pd.concat(sides).groupby("s")["item_id"].nunique()
     table = pd.DataFrame({
         "system_id": systems, "strength": point, "strength_ci_low": low, "strength_ci_high": high,
         "elo": ELO_BASE + ELO_SCALE * point, "elo_ci_low": ELO_BASE + ELO_SCALE * low,

@@ -10,10 +10,10 @@ items and recomputes both sides on the same draw, so the item effect cancels in 
 **The decision** ("differs") comes from a test, never from the interval: the paired permutation test of that
 difference (`scipy.stats.permutation_test`, permutation_type='samples': each item's two sides swap; exact, every one
 of the 2^n swaps, when 2^n is at most `n_permutations`, else that many random swaps: its p is never below about
-1 / n_permutations, which a family adjustment multiplies, hence more permutations than bootstrap resamples), its p-value adjusted across the family of tests the report
-makes (`decide`, Holm or Benjamini-Hochberg: ttseval.metrics.multiplicity) and compared with alpha. The Wilcoxon
-signed-rank p (`scipy.stats.wilcoxon`, zero differences dropped; NaN when every difference is 0) is shown beside it
-as a robustness check; it does not vote.
+1 / n_permutations, which a family adjustment multiplies, hence more permutations than bootstrap resamples), its
+p-value adjusted across the family of tests the report makes (`decide`, Holm or Benjamini-Hochberg:
+ttseval.metrics.multiplicity) and compared with alpha. The Wilcoxon signed-rank p (`scipy.stats.wilcoxon`, zero
+differences dropped; NaN when every difference is 0) is shown beside it as a robustness check; it does not vote.
 
 **The interval** is a bias-corrected and accelerated (BCa) bootstrap 95% CI of the difference
 (`scipy.stats.bootstrap(method='BCa')`), which keeps its coverage at small n better than the percentile interval
@@ -175,9 +175,9 @@ def all_pairs(metric: str, values: pd.DataFrame, *, totals: pd.DataFrame | None 
               seed: int = 0, n_permutations: int | None = None) -> pd.DataFrame:
     """Every pair of systems compared item by item (the significance matrix's tests, undecided: `decide` takes the
     family): one row per pair (system_a, system_b) in column order, a before b, with PAIRED_COLUMNS for b - a on
-    the items both have (there `a` and `b` are the two systems' values). `values` is item x system: per-item scores (a mean difference), or per-item error counts with `totals`
-    the reference lengths of the same shape (a pooled-ratio difference, WER and CER). Pairs sharing no item are
-    left out."""
+    the items both have (there `a` and `b` are the two systems' values). `values` is item x system: per-item
+    scores (a mean difference), or per-item error counts with `totals` the reference lengths of the same shape (a
+    pooled-ratio difference, WER and CER). Pairs sharing no item are left out."""
     rows = []
     systems = list(values.columns)
     for k, a in enumerate(systems):

@@ -159,7 +159,8 @@ def win_rate_table(
         ``WINRATE_COLUMNS``; one row per combination present in ``judgments`` (also
         those with only unscored rows), in order of first appearance. win_rate and
         tie_rate are fractions in [0, 1]; win_rate, its CI and tie_rate are NaN when
-        n_judged is 0; the CI alone is NaN when n_judged < MIN_INTERVAL_ITEMS. n_judged = wins + ties + losses counts status-ok, parsed rows;
+        n_judged is 0; the CI alone is NaN when n_judged < MIN_INTERVAL_ITEMS. n_judged = wins + ties + losses
+        counts status-ok, parsed rows;
         n_parse_failures counts status-ok rows with parse_ok False; n_failed and
         n_skipped count rows with that status.
 

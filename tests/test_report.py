@@ -285,7 +285,8 @@ def test_the_html_page_shows_each_win_rate_with_its_interval(tmp_path) -> None:
     low, high = overall.loc["s1", ["win_rate_ci_low", "win_rate_ci_high"]]
     # by hand: 6 wins, 3 ties, 3 losses of 12 -> (6 + 1.5) / 12 = 0.625; all losses -> 0 with a zero-width interval
     assert board["s1"]["win_rates"] == {"objective": pytest.approx(0.625)}
-    assert board["s1"]["win_rate_cis"] == {"objective": [pytest.approx(low, abs=1e-4), pytest.approx(high, abs=1e-4)]} and low < 0.625 < high
+    assert board["s1"]["win_rate_cis"] == {"objective": [pytest.approx(low, abs=1e-4), pytest.approx(high, abs=1e-4)]}
+    assert low < 0.625 < high
     assert board["s2"]["win_rates"] == {"objective": 0.0} and board["s2"]["win_rate_cis"] == {"objective": [0.0, 0.0]}
     assert board["s0"]["win_rates"] == {}  # the baseline: the page writes 'baseline'
 
@@ -308,7 +309,8 @@ def test_the_bradley_terry_ranking_is_in_the_report_the_leaderboard_and_the_html
     assert [r[1] for r in rows] == ["espeak-ng:s1", "espeak-ng:s0", "espeak-ng:s2"]  # by lower bound
     table = compute_rankings(store, "r", settings).set_index("system_id")
     # rank: 1 + systems whose lower bound is above this one's upper bound; 20 items leave s1 and s0 overlapping
-    expected = [1 + int((table["strength_ci_low"] > table.loc[s, "strength_ci_high"]).sum()) for s in ("s1", "s0", "s2")]
+    expected = [1 + int((table["strength_ci_low"] > table.loc[s, "strength_ci_high"]).sum())
+                for s in ("s1", "s0", "s2")]
     assert [r[0] for r in rows] == [str(k) for k in expected] == ["1", "1", "2"]
     # by hand (star design, no prior): s1 - s0 = logit(0.75) = ln 3, s2 - s0 = -ln 3; the weak prior shrinks it a
     # little: within 2 %
@@ -347,7 +349,8 @@ def test_the_significance_matrix_compares_every_pair_and_adjusts_across_all_its_
         {"item_id": f"i{k:02d}", "system_id": s, "system_spec": f"espeak-ng:{s}", "status": "ok", "duration_s": 2.0,
          "latency_s": 0.5, "audio_sha256": "ab" * 32, "created_at": NOW} for s in mos for k in range(n)]))
     store.write_part("r", "transcripts", table_from_rows("transcripts", [
-        _transcript(f"i{k:02d}", s, TINY, int(errors[s][k]), 10, int(errors[s][k]), 40) for s in mos for k in range(n)]))
+        _transcript(f"i{k:02d}", s, TINY, int(errors[s][k]), 10, int(errors[s][k]), 40)
+        for s in mos for k in range(n)]))
     store.write_part("r", "quality", table_from_rows("quality", [
         {"item_id": f"i{k:02d}", "system_id": s, "quality_id": "q", "quality_spec": "dnsmos", "status": "ok",
          "mos": float(mos[s][k]), "created_at": NOW} for s in mos for k in range(n)]))

@@ -43,6 +43,7 @@ __all__ = [
     "judge_agreement", "leaderboard_markdown", "listening_markdown", "markdown_table", "model_of_voices",
     "paired_markdown", "planning_markdown", "position_bias_markdown", "predictors_markdown", "print_table",
     "prosody_markdown",
-    "recognisers_markdown", "render_markdown", "rows_for_display", "significance_markdown", "similarity_markdown", "store_summary",
+    "recognisers_markdown", "render_markdown", "rows_for_display", "significance_markdown", "similarity_markdown",
+    "store_summary",
     "store_winrates", "tables_markdown", "voice_variance_markdown", "write_full_report", "write_html_report",
 ]

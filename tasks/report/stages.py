@@ -122,7 +122,8 @@ def recognisers_markdown(settings: Settings, tables: RunTables, names: dict[str,
 
 
 def paired_markdown(settings: Settings, tables: RunTables, baseline_id: str, names: dict[str, str]) -> str:
-    """Each system against the baseline, item by item (ttseval.metrics.paired): WER and CER per recogniser the two share,
+    """Each system against the baseline, item by item (ttseval.metrics.paired): WER and CER per recogniser the two
+    share,
     MOS, SIM per encoder; the difference with its BCa 95% CI ("n too small" under MIN_INTERVAL_ITEMS items), the
     permutation and Wilcoxon p-values, the permutation p adjusted across every test of the table (the family), and
     'differs' from that adjusted p at the alpha setting."""
@@ -150,7 +151,8 @@ def paired_markdown(settings: Settings, tables: RunTables, baseline_id: str, nam
             mine = transcripts[transcripts["asr_id"] == asr_id]
             found += [(system_id, specs[asr_id], r) for r in compare(
                 mine[mine["system_id"] == baseline_id], mine[mine["system_id"] == system_id], no_rows_q, no_rows_q)]
-        found += [(system_id, "–", r) for r in compare(no_rows_t, no_rows_t, quality[quality["system_id"] == baseline_id],
+        found += [(system_id, "–", r) for r in compare(no_rows_t, no_rows_t,
+                                                       quality[quality["system_id"] == baseline_id],
                                                        quality[quality["system_id"] == system_id])]
         sim = tables.similarity[tables.similarity["status"] == "ok"]
         for encoder_spec, mine in sim.groupby("encoder_spec", sort=False):  # SIM per encoder, never pooled
