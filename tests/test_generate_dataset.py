@@ -33,9 +33,14 @@ def fake():
 
 @pytest.fixture
 def api(prefect_api: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv("PREFECT_API_URL", prefect_api)
+    """The session's Prefect server for flows run in this process. Set through Prefect's settings context, not the
+    environment: once prefect is imported (by an earlier test in this worker), a changed PREFECT_API_URL variable
+    is not read, and the flow would start Prefect's ephemeral server (which timed out once on a loaded machine)."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    return prefect_api
+    with temporary_settings({PREFECT_API_URL: prefect_api}):
+        yield prefect_api
 
 
 def llm_spec(fake: FakeOpenAI, **extra: str) -> str:
