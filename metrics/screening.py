@@ -65,7 +65,8 @@ def per_sentence(items: pd.DataFrame, transcripts: pd.DataFrame, *, digits: Digi
 
     def sfr(r: pd.Series) -> float:
         try:
-            v = script_fidelity(r["hypothesis"] or "", r["language"], digits=digits)
+            hypothesis = r["hypothesis"] if isinstance(r["hypothesis"], str) else ""  # None/NaN: nothing heard
+            v = script_fidelity(hypothesis, r["language"], digits=digits)
         except ValueError:  # no script ranges for this language: SFR is not defined for it
             return np.nan
         return np.nan if v is None else v

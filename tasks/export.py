@@ -23,7 +23,9 @@ Exported {date} from `{store}`. Every table of the run as CSV, one row per key, 
 
 Audio is not included: commercial TTS output may not be redistributable. `synthesis.csv` gives each clip's
 `audio_sha256`, `provider_version` and `provider_metadata` (model, voice, API version), so a reader can regenerate
-a clip from `items.csv` and check it against its hash. `report.md` is the run's report; `log/` holds one record
+a clip from `items.csv` and check it against its hash. `per_sentence.csv` is the tidy per-item table: one row per
+item, system (by its spec) and recogniser, with the text, transcript, WER, CER, each MOS predictor, speaker
+similarity, audio flags and each judge's verdict. `report.md` is the run's report; `log/` holds one record
 per invocation (code version, dataset hash, settings; never a key).
 """
 
@@ -64,6 +66,14 @@ def export_run(settings: Settings, run_id: str, out: Path) -> list[str]:
         path = f"runs/{run_id}/{extra}"
         if store.exists(path):
             (out / extra).write_bytes(store.read_bytes(path))
+    if not (out / "per_sentence.csv").exists():  # a run reported before every run had one: made from its tables
+        from ttseval.tasks.report.compute import RunTables
+        from ttseval.tasks.report.per_item import per_item_table
+        from ttseval.tasks.quality import primary_quality_id
+
+        table = per_item_table(RunTables.read(store, run_id, None, primary_quality_id(settings)), settings,
+                               store.read(run_id, "judgments"), store.read(run_id, "instruction_judgments"))
+        spreadsheet_safe(table).to_csv(out / "per_sentence.csv", index=False)
     import pyarrow.fs as pafs
 
     logs = store.fs.get_file_info(pafs.FileSelector(store.path(f"runs/{run_id}/log"), allow_not_found=True))

@@ -89,6 +89,47 @@ def test_the_written_report_has_a_row_per_pair_and_report_md_is_written_once(two
     assert "| system | recogniser | completion % ↑ |" in markdown and "WER % ↓ [95% CI]" in markdown
 
 
+def test_every_run_writes_a_tidy_per_item_table_that_pandas_and_duckdb_read(two_recogniser_run, tmp_path) -> None:
+    """An English-only run (no INSV-A card) gets runs/<id>/per_sentence.csv too, one row per (item, system,
+    recogniser), and the export carries it. Expected values are the fixture's rows, worked by hand."""
+    import duckdb
+
+    from ttseval.tasks.export import export_run
+
+    store, settings = two_recogniser_run
+    store.write_part("r", "quality", table_from_rows("quality", [  # a second MOS predictor on s1's clips
+        {"item_id": f"i{n}", "system_id": "s1", "quality_id": "u", "quality_spec": "utmos", "status": "ok",
+         "mos": 4.0 + n / 10, "created_at": NOW} for n in (1, 2, 3)]))
+    store.write_part("r", "judgments", table_from_rows("judgments", [
+        {"item_id": f"i{n}", "system_id": "s2", "baseline_id": "s1", "judge_id": "o", "status": "ok",
+         "judge_spec": "objective:cer_margin=0.05", "winner": w, "parse_ok": True, "created_at": NOW}
+        for n, w in ((1, "baseline"), (2, "tie"), (3, "baseline"))]))
+    write_full_report(store, "r", settings, ["s1", "s2"], {"run_id": "r", "store": store.display()})
+    path = tmp_path / "store" / "runs" / "r" / "per_sentence.csv"
+    rows = pd.read_csv(path)
+    assert len(rows) == 2 * 3 * 2  # systems x items x recognisers
+    assert {"item_id", "text", "system", "role", "recogniser", "transcript", "wer", "cer", "mos_dnsmos",
+            "mos_utmos", "verdict_objective_cer_margin_0_05", "audio_flags", "synthesis_status"} <= set(rows.columns)
+    one = rows.set_index(["system", "item_id", "recogniser"])
+    assert one.loc[("flite:slt", "i3", TINY), "wer"] == pytest.approx(5 / 10)  # _transcript("i3", "s2", TINY, 5, 10)
+    assert one.loc[("flite:slt", "i3", BASE), "cer"] == pytest.approx(5 / 40)
+    assert one.loc[("piper:joe", "i2", BASE), "mos_utmos"] == pytest.approx(4.2)
+    assert pd.isna(one.loc[("flite:slt", "i2", BASE), "mos_utmos"])  # utmos scored s1's clips only
+    assert one.loc[("flite:slt", "i2", TINY), "verdict_objective_cer_margin_0_05"] == "tie"
+    assert one.loc[("piper:joe", "i1", TINY), "text"] == "text 1" and set(rows["role"]) == {"tts"}
+    # DuckDB reads the file as it is: corpus WER of flite under tiny.en, (4+1+5)/(5+5+10) by hand
+    sql = ("SELECT system, recogniser, sum(word_errors) / sum(ref_words) AS wer, avg(mos_dnsmos) AS mos, "
+           "count(*) FILTER (WHERE verdict_objective_cer_margin_0_05 = 'baseline') AS losses "
+           f"FROM read_csv_auto('{path}') GROUP BY ALL ORDER BY system, recogniser")
+    got = duckdb.sql(sql).fetchall()
+    assert got == [("flite:slt", BASE, pytest.approx(6 / 20), pytest.approx(2.5), 2),
+                   ("flite:slt", TINY, pytest.approx(10 / 20), pytest.approx(2.5), 2),
+                   ("piper:joe", BASE, pytest.approx(1 / 20), pytest.approx(3.5), 0),
+                   ("piper:joe", TINY, pytest.approx(3 / 20), pytest.approx(3.5), 0)]
+    export_run(settings, "r", tmp_path / "share")
+    assert (tmp_path / "share" / "per_sentence.csv").read_bytes() == path.read_bytes()
+
+
 def test_markdown_table_escapes_and_refuses_ragged_rows() -> None:
     assert markdown_table(["a", "b"], [[1, "x|y"], ["two\nlines", None]]) == (
         "| a | b |\n|---|---|\n| 1 | x\\|y |\n| two lines | None |")

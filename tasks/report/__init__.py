@@ -9,6 +9,7 @@ One module per job:
     stages    sections over the clip stages: INSV-A screening, recognisers, paired, prosody, similarity, ...
     judges    sections over the judges: win-rates per judge, voice variance, agreement, position bias, InstructTTSEval
     figures   PNG figures (win-rate by depth)
+    per_item  the tidy per-item table (runs/<run>/per_sentence.csv), every run's
     terminal  the summary table on a terminal
     html      the static web page (runs/<run>/html/, assets in tasks/report_html/)
     full      write_full_report: all of the above for a run, report.md written once
@@ -25,6 +26,7 @@ from ttseval.tasks.report.figures import depth_figure
 from ttseval.tasks.report.format import ROLE_LABEL, markdown_table
 from ttseval.tasks.report.full import write_full_report
 from ttseval.tasks.report.html import build_data, html_location, write_html_report
+from ttseval.tasks.report.per_item import per_item_table, write_per_item
 from ttseval.tasks.report.judges import (instruction_markdown, leaderboard_markdown, position_bias_markdown,
                                          voice_variance_markdown)
 from ttseval.tasks.report.markdown import (cost_markdown, dataset_statistics_markdown, drift_markdown,
@@ -41,9 +43,10 @@ __all__ = [
     "drift_markdown",
     "grouped_markdown", "html_location", "insv_markdown", "instruction_markdown", "instruction_statistics_markdown",
     "judge_agreement", "leaderboard_markdown", "listening_markdown", "markdown_table", "model_of_voices",
-    "paired_markdown", "planning_markdown", "position_bias_markdown", "predictors_markdown", "print_table",
-    "prosody_markdown",
+    "paired_markdown", "per_item_table", "planning_markdown", "position_bias_markdown", "predictors_markdown",
+    "print_table", "prosody_markdown",
     "recognisers_markdown", "render_markdown", "rows_for_display", "significance_markdown", "similarity_markdown",
     "store_summary",
     "store_winrates", "tables_markdown", "voice_variance_markdown", "write_full_report", "write_html_report",
+    "write_per_item",
 ]

@@ -1,4 +1,5 @@
-"""The whole report of a run: summary, win-rates and figures stored, report.md and the HTML report written."""
+"""The whole report of a run: the per-item table, summary, win-rates and figures stored, report.md and the HTML
+report written."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from ttseval.tasks.report.compute import (RunTables, baseline_id, compute_rankin
 from ttseval.tasks.report.figures import depth_figure
 from ttseval.tasks.report.html import build_data, html_location, write_html_report
 from ttseval.tasks.report.judges import instruction_markdown, leaderboard_markdown
+from ttseval.tasks.report.per_item import write_per_item
 from ttseval.tasks.report.markdown import cost_markdown, listening_markdown, render_markdown, tables_markdown
 from ttseval.tasks.report.stages import (audio_checks_markdown, grouped_markdown, insv_markdown, paired_markdown,
                                          predictors_markdown, prosody_markdown, recognisers_markdown,
@@ -23,6 +25,7 @@ def write_full_report(store: ArtifactStore, run_id: str, settings: Settings, sys
     """Summary, win-rates, figures and Markdown for a run; returns the Markdown, stored once as report.md."""
     tables = RunTables.read(store, run_id, system_ids, primary_quality_id(settings))  # every section reads these
     meta = {**meta, "html report": html_location(store, run_id)}
+    write_per_item(store, run_id, settings, tables)  # runs/<id>/per_sentence.csv, every run's tidy per-item table
     summary = compute_summary(store, run_id, settings, system_ids, tables)
     store_summary(store, run_id, summary)
     winrates = compute_winrates(store, run_id, settings)

@@ -1,6 +1,6 @@
-"""The report's sections over the clip stages' tables: the INSV-A screening card (and per_sentence.csv beside the
-report), recognisers compared, paired comparisons with the baseline, prosody and timing, speaker similarity, MOS
-predictors, audio checks, and WER by category, language and depth.
+"""The report's sections over the clip stages' tables: the INSV-A screening card, recognisers compared, paired
+comparisons with the baseline, prosody and timing, speaker similarity, MOS predictors, audio checks, and WER by
+category, language and depth.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ import pandas as pd
 
 from ttseval.core.config import Settings
 from ttseval.core.store import ArtifactStore
-from ttseval.tasks.export import spreadsheet_safe
 from ttseval.tasks.report.compute import RunTables
 from ttseval.tasks.report.format import ROLE_LABEL, markdown_table, missing, num, pct, section
 
@@ -22,8 +21,9 @@ def _gate(value: object, gate: str) -> str:
 
 def insv_markdown(store: ArtifactStore, run_id: str, settings: Settings, tables: RunTables) -> str:
     """The INSV-A report card (PashtoTTS-Bench Table 8, ttseval.metrics.screening) per system, language and recogniser,
-    grapheme-class WER where the language has letter classes, and the per-sentence table written beside the
-    report (runs/<id>/per_sentence.csv). Only for runs with an item in a language other than English."""
+    grapheme-class WER where the language has letter classes (the per-sentence rows are every run's
+    runs/<id>/per_sentence.csv, tasks/report/per_item.py). Only for runs with an item in a language other than
+    English."""
     from ttseval.metrics.screening import grapheme_class_wer, insv_card, per_sentence
     from ttseval.providers.lid.fasttext_text import MODEL
     from ttseval.core.languages import base_language
@@ -37,10 +37,6 @@ def insv_markdown(store: ArtifactStore, run_id: str, settings: Settings, tables:
     card = insv_card(items, synthesis, tables.own_transcripts, lid, roles=roles, thresholds=t,
                      n_resamples=settings.bootstrap_resamples, seed=settings.seed)
     sentences = per_sentence(items, tables.own_transcripts, digits=t.digits)
-    columns = ["item_id", "language", "system_id", "asr_id", "asr_spec", "normalizer", "text", "hypothesis",
-               "wer", "cer", "sfr", "detected_language", "asr_lid_target", "text_language"]
-    store.write_bytes(f"runs/{run_id}/per_sentence.csv",
-                      spreadsheet_safe(sentences.reindex(columns=columns)).to_csv(index=False).encode("utf-8"))
     rows = []
     for r in card.to_dict("records"):
         lid = ", ".join(f"{k} {pct(v)}%" for k, v in r["lid_rates"].items()) or "no LID model"
