@@ -34,7 +34,9 @@ def check_systems(systems: list[str], settings: Settings) -> list[Spec]:
                             "list each system once")
         seen[spec.id] = spec.canonical
         provider = build_provider("tts", spec.canonical, settings)
-        if callable(check_voice := getattr(provider, "check_voice", None)):
+        # a provider built without a key for an estimate (tasks.common.estimate_only) may not ask its vendor
+        if callable(check_voice := getattr(provider, "check_voice", None)) and not getattr(provider, "estimate_only",
+                                                                                            False):
             try:
                 check_voice()  # an unknown voice fails here, not on every item
             except ValueError as e:
@@ -112,11 +114,13 @@ def check_judges(judges: list[str], settings: Settings, *, role: str = "pairwise
     refused here rather than failing every row of its stage."""
     method = {"pairwise": "judge_pairs", "instruction": "judge_instructions"}[role]
     for judge in judges:
-        built = JUDGES.build(judge, extra=settings.plugins.get("judge"))
+        built = build_provider("judge", judge, settings)
         if not callable(getattr(built, method, None)):
             raise SpecError(f"judge {Spec.parse(judge).canonical!r} cannot judge {role} comparisons (it has no "
                             f"{method}); choose another judge for --{'instruction-' if role == 'instruction' else ''}"
                             "judges", spec=judge)
+        if getattr(built, "estimate_only", False):
+            continue
         if (problem := getattr(built, "unreachable", lambda: None)()) is not None:
             raise SpecError(f"judge {Spec.parse(judge).canonical!r}: {problem}; start the server or fix base_url",
                             spec=judge)

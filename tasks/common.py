@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
+import inspect
 import logging
 import os
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from collections.abc import Iterator
 from typing import Any, Callable, TypeVar
 
 from ttseval.core.config import Settings
 from ttseval.core.errors import (USER_ERRORS, ConfigError, DeferredProviderError, PermanentProviderError,
-                                 RetriesExhausted, StoreError, StoreUnwritableError, TransientProviderError,
-                                 TruncatedAudioError)
+                                 RetriesExhausted, SpecError, StoreError, StoreUnwritableError,
+                                 TransientProviderError, TruncatedAudioError)
 from ttseval.core.registry import REGISTRIES, Spec
 from ttseval.core.retry import RetryPolicy
 from ttseval.core.store import ArtifactStore, part_label
@@ -82,29 +86,60 @@ def secret_from_block(variable: str | None, blocks: dict[str, str]) -> Any:
     return SecretStr(str(value))
 
 
+_KEYLESS: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("ttseval_keyless", default=None)
+PLACEHOLDER_KEY = "ttseval-estimate-only-no-key"
+"""The key a provider is built with inside `estimate_only` when it has none of its own; never sent anywhere."""
+
+
+@contextlib.contextmanager
+def estimate_only() -> Iterator[list[str]]:
+    """Inside, a provider that refuses to be built for want of an API key is built with a placeholder key instead
+    (and marked `estimate_only`), so `evaluate --dry-run` can price a vendor before the user has signed up with
+    it. Nothing built here may call its vendor; the flows never enter it. Yields the specs built keyless."""
+    keyless: list[str] = []
+    token = _KEYLESS.set(keyless)
+    try:
+        yield keyless
+    finally:
+        _KEYLESS.reset(token)
+
+
 def build_provider(kind: str, spec: str, settings: Settings) -> Any:
     """Build a provider (no cache): its plugins, and its API key from a Prefect Secret block when the key's
     variable is not in the environment (settings `secret_blocks`)."""
-    return _build(kind, spec, settings.plugins.get(kind, {}), settings.secret_blocks)
+    return _build(kind, spec, settings.plugins.get(kind, {}), settings.secret_blocks, _KEYLESS.get() is not None)
 
 
-def _build(kind: str, spec: str, plugins: dict[str, str], blocks: dict[str, str]) -> Any:
+def _build(kind: str, spec: str, plugins: dict[str, str], blocks: dict[str, str], keyless: bool = False) -> Any:
     registry = REGISTRIES[kind]
     cls = registry.resolve(Spec.parse(spec).provider, plugins)
     key = secret_from_block(getattr(cls, "key_variable", None), blocks)
-    return registry.build(spec, extra=plugins, **({"api_key": key} if key is not None else {}))
+    try:
+        return registry.build(spec, extra=plugins, **({"api_key": key} if key is not None else {}))
+    except SpecError as e:
+        if not (keyless and key is None and "needs an API key" in str(e)
+                and "api_key" in inspect.signature(cls.__init__).parameters):
+            raise
+    from pydantic import SecretStr
+
+    provider = registry.build(spec, extra=plugins, api_key=SecretStr(PLACEHOLDER_KEY))
+    provider.estimate_only = True
+    if (built := _KEYLESS.get()) is not None and Spec.parse(spec).canonical not in built:
+        built.append(Spec.parse(spec).canonical)
+    return provider
 
 
 @functools.lru_cache(maxsize=32)
-def _provider(kind: str, spec: str, plugins: tuple[tuple[str, str], ...], blocks: tuple[tuple[str, str], ...]) -> Any:
+def _provider(kind: str, spec: str, plugins: tuple[tuple[str, str], ...], blocks: tuple[tuple[str, str], ...],
+              keyless: bool) -> Any:
     # From the run's settings object alone (what the task was given), never from the worker's own environment.
-    return _build(kind, spec, dict(plugins), dict(blocks))
+    return _build(kind, spec, dict(plugins), dict(blocks), keyless)
 
 
 def get_provider(kind: str, spec: str, settings: Settings) -> Any:
     """One provider object per (kind, spec) per process, so models load once per worker."""
     return _provider(kind, Spec.parse(spec).canonical, tuple(sorted(settings.plugins.get(kind, {}).items())),
-                     tuple(sorted(settings.secret_blocks.items())))
+                     tuple(sorted(settings.secret_blocks.items())), _KEYLESS.get() is not None)
 
 
 def model_output_id(kind: str, spec: Spec, settings: Settings) -> str:

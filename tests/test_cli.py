@@ -133,6 +133,41 @@ def test_evaluate_refuses_a_bad_baseline_before_any_prefect_server(small_dataset
     assert "temporary server" not in out.stdout + out.stderr and not (tmp_path / "s").exists()
 
 
+def test_a_dry_run_prices_paid_vendors_before_any_api_key_is_set(tmp_path: Path) -> None:
+    """Issue 34, item 3: estimating cost is what people do before signing up, so no key may be asked for."""
+    from ttseval.providers.tts.elevenlabs import ElevenLabsTTS
+    from ttseval.providers.tts.openai_speech import OpenAISpeechTTS
+
+    texts = ["Is the kettle on yet?", "Tell me what you saw, please."]
+    data = tmp_path / "items.jsonl"
+    data.write_text("".join(json.dumps({"item_id": f"k{i}", "text": t, "language": "en-US", "category": "questions",
+                                        "depth": 0}) + "\n" for i, t in enumerate(texts)), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TTSEVAL_", "PREFECT_API")) and "API_KEY" not in k
+           and not k.endswith("_KEY")}
+    env |= {"PYTHONPATH": str(ROOT), "PREFECT_HOME": str(tmp_path / "ph"), "DO_NOT_TRACK": "1"}
+    args = [sys.executable, "-m", "ttseval.cli", "evaluate", "--dataset", str(data), "--systems",
+            "openai:alloy,elevenlabs:JBFqnCBsd6RMkjVDRZzb", "--judges", "gemini:gemini-2.5-flash",
+            "--store", str(tmp_path / "s")]
+    dry = subprocess.run([*args, "--dry-run"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert dry.returncode == 0, dry.stderr
+    rows = {line.rsplit(maxsplit=7)[0].strip(): line.rsplit(maxsplit=7)[1:] for line in dry.stdout.splitlines()
+            if len(line.rsplit(maxsplit=7)) == 8}
+    chars = sum(map(len, texts))  # 21 + 29 characters, each billed once
+    # USD by hand: characters x the vendor's list price per million characters (tts-1 15, multilingual v2 100)
+    for system, price in (("openai:alloy", OpenAISpeechTTS.prices["tts-1"]),
+                          ("elevenlabs:JBFqnCBsd6RMkjVDRZzb", ElevenLabsTTS.prices["eleven_multilingual_v2"])):
+        kind, keys, calls, reused, billed, _, usd = rows[system]
+        assert (kind, keys, calls, billed) == ("tts", "2", "2", str(chars))
+        assert float(usd) == pytest.approx(round(chars * price / 1e6, 4))
+    assert rows["gemini:gemini-2.5-flash (pairwise)"][:3] == ["judge", "2", "2"]  # elevenlabs vs the baseline
+    assert float(rows["gemini:gemini-2.5-flash (pairwise)"][-1]) > 0
+    assert ("no API key yet for openai:alloy, elevenlabs:JBFqnCBsd6RMkjVDRZzb, gemini:gemini-2.5-flash"
+            in dry.stdout)
+    assert not (tmp_path / "s").exists()  # the dry run wrote nothing
+    real = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert real.returncode == 2 and "openai needs an API key: set OPENAI_API_KEY" in real.stderr  # a run still does
+
+
 # -- what the commands call ----------------------------------------------------------------------------------------
 
 

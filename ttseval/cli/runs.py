@@ -31,19 +31,26 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     instruction_judges = csv_list(args.instruction_judges) if args.instruction_judges is not None else None
     # Everything a user can get wrong is checked here, before Prefect starts and before the store is touched; the
     # flow is handed the result instead of checking again (flows/preflight.py).
-    checked = preflight_evaluate(args.dataset, systems, settings, baseline=args.baseline, judges=judges,
-                                 instruction_judges=instruction_judges)
-    if args.dry_run:
+    if args.dry_run:  # calls nothing, so a vendor with no API key yet can still be priced
+        from ttseval.tasks.common import estimate_only
         from ttseval.tasks.cost import dry_run
 
-        table = dry_run(args.dataset, systems, args.run_id, args.baseline,
-                        judges if judges is not None else settings.judges,
-                        instruction_judges if instruction_judges is not None else settings.instruction_judges,
-                        settings, items=checked.items)
+        with estimate_only() as keyless:
+            checked = preflight_evaluate(args.dataset, systems, settings, baseline=args.baseline, judges=judges,
+                                         instruction_judges=instruction_judges)
+            table = dry_run(args.dataset, systems, args.run_id, args.baseline,
+                            judges if judges is not None else settings.judges,
+                            instruction_judges if instruction_judges is not None else settings.instruction_judges,
+                            settings, items=checked.items)
         print(f"dry run of {args.run_id!r}: what would be called for what {settings.store} lacks "
               "(nothing was called; judge figures are estimates)")
         print(table.to_string(index=False))
+        if keyless:
+            print(f"no API key yet for {', '.join(keyless)}: the estimate needs none, a run will (see "
+                  "`ttseval providers` for each one's variable)")
         return 0
+    checked = preflight_evaluate(args.dataset, systems, settings, baseline=args.baseline, judges=judges,
+                                 instruction_judges=instruction_judges)
     from ttseval.flows.evaluate import evaluate
     from ttseval.flows.runner import task_runner
 
