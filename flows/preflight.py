@@ -25,8 +25,9 @@ import pandas as pd
 from ttseval.corpus.items import read_items
 from ttseval.flows.common import check_confined, check_judges, check_systems
 from ttseval.core.config import Settings
-from ttseval.core.errors import SpecError
+from ttseval.core.errors import ConfigError, SpecError
 from ttseval.core.registry import Spec
+from ttseval.core.store import ArtifactStore
 
 # Settings that say where the work runs, not what it is: the CLI sets them for its task runner, the flow does not.
 PLACEMENT_SETTINGS = {"dask_address", "n_workers", "threads_per_worker"}
@@ -44,6 +45,7 @@ class CheckedInputs:
     judges: list[str]
     instruction_judges: list[str]
     key: str = field(repr=False, default="")
+    new_store: bool = False  # nothing was stored under settings.store yet: this run creates the store
 
 
 def _key(dataset: str, systems: list[str], baseline: str | None, judges: list[str] | None,
@@ -58,8 +60,12 @@ _handed: CheckedInputs | None = None
 
 
 def preflight_evaluate(dataset: str, systems: list[str], settings: Settings, *, baseline: str | None = None,
-                       judges: list[str] | None = None, instruction_judges: list[str] | None = None) -> CheckedInputs:
+                       judges: list[str] | None = None, instruction_judges: list[str] | None = None,
+                       paying: bool = True) -> CheckedInputs:
     """Check an evaluate run's inputs; None for `judges` / `instruction_judges` means the configured ones.
+
+    A store that does not exist yet is noted in the result (`new_store`); when the run is `paying` (not a dry
+    run) and would call paid systems or judges, it is refused unless the setting `allow_new_store` is on.
 
     Returns the result handed over by the caller (`handed_over`) when it is for the same inputs and settings,
     without checking again; otherwise reads the dataset and builds every system and judge once.
@@ -69,7 +75,8 @@ def preflight_evaluate(dataset: str, systems: list[str], settings: Settings, *, 
             confine_paths: deployment runs by default), references a file outside the dataset's folder and
             allowed_paths.
         SpecError / ConfigError: an unknown or unbuildable system or judge, a judge that cannot play its role,
-            a baseline that is not one of the systems, a files system reading outside a confined run's folders.
+            a baseline that is not one of the systems, a files system reading outside a confined run's folders, a
+            paid run on a new store without allow_new_store.
     """
     global _handed
     key = _key(dataset, systems, baseline, judges, instruction_judges, settings)
@@ -91,7 +98,29 @@ def preflight_evaluate(dataset: str, systems: list[str], settings: Settings, *, 
     baseline_spec = Spec.parse(baseline) if baseline else specs[0]
     if baseline_spec.id not in {s.id for s in specs}:
         raise SpecError(f"baseline {baseline_spec.canonical!r} is not one of the systems; add it to --systems")
-    return CheckedInputs(items, sha256, read, specs, baseline_spec, judge_specs, instruction_specs, key)
+    new_store = ArtifactStore(settings.store).is_new()
+    if new_store and paying and not settings.allow_new_store:
+        _refuse_paid_new_store(items, specs, baseline_spec, judge_specs, instruction_specs, settings)
+    return CheckedInputs(items, sha256, read, specs, baseline_spec, judge_specs, instruction_specs, key, new_store)
+
+
+def _refuse_paid_new_store(items: pd.DataFrame, specs: list[Spec], baseline: Spec, judges: list[str],
+                           instruction_judges: list[str], settings: Settings) -> None:
+    """Raise ConfigError when a run on a store that does not exist yet would pay: priced the way the dry run
+    prices it (ttseval.tasks.cost), so a mistyped --store is caught before it pays for everything again."""
+    from ttseval.tasks.cost import estimate_judges, estimate_synthesis
+    from ttseval.tasks.plan import plan_synthesis
+
+    store = ArtifactStore(settings.store)
+    plan = plan_synthesis(store, "", items, specs, settings)
+    paid = [e for e in estimate_synthesis(plan, store, settings) + estimate_judges(
+        items, [s.id for s in specs], baseline.id, judges, instruction_judges, store, "", settings) if e.usd > 0]
+    if paid:
+        raise ConfigError(
+            f"the store {store.display()} does not exist yet, and this run would pay about USD "
+            f"{sum(e.usd for e in paid):.4f} ({', '.join(e.what for e in paid)}) to compute everything there: check "
+            "--store (a mistyped one starts over and pays again); to create it, pass --new-store (or set "
+            "TTSEVAL_ALLOW_NEW_STORE=true)")
 
 
 @contextlib.contextmanager

@@ -12,7 +12,6 @@ from typing import Any
 
 from ttseval.tasks.common import get_store
 from ttseval.core.config import Settings
-from ttseval.core.errors import SpecError
 from ttseval.core.schemas import TABLES
 
 DATA_CARD = """# ttseval results: run `{run_id}` (no audio)
@@ -50,12 +49,11 @@ def export_run(settings: Settings, run_id: str, out: Path) -> list[str]:
     """Write the export folder; returns the tables written.
 
     Raises:
-        SpecError: the store has no such run.
+        NotFoundError: no such store, or no such run in it.
     """
     store = get_store(settings.store)
+    store.require(run_id)
     tables = [name for name in TABLES if store.part_files(run_id, name)]
-    if not tables:
-        raise SpecError(f"the store {store.display()} has no run {run_id!r}: check --run-id and --store")
     out.mkdir(parents=True, exist_ok=True)
     lines = []
     for name in tables:

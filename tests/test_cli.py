@@ -168,6 +168,74 @@ def test_a_dry_run_prices_paid_vendors_before_any_api_key_is_set(tmp_path: Path)
     assert real.returncode == 2 and "openai needs an API key: set OPENAI_API_KEY" in real.stderr  # a run still does
 
 
+def _cli(args: list[str], tmp_path: Path, **extra: str) -> subprocess.CompletedProcess:
+    """The real `ttseval` command with no TTSEVAL_ setting, no API key and no Prefect server from outside."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TTSEVAL_", "PREFECT_API")) and "API_KEY" not in k}
+    env |= {"PYTHONPATH": str(ROOT), "PREFECT_HOME": str(tmp_path / "ph"), "DO_NOT_TRACK": "1"} | extra
+    return subprocess.run([sys.executable, "-m", "ttseval.cli", *args], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_a_missing_store_or_run_is_exit_2_with_the_same_words_in_every_command(tmp_path: Path) -> None:
+    """Issue 34, item 2: `report` said 'run failed' (exit 1) where `export` said the store had no such run (exit
+    2). Every command that reads a store now says the same thing with exit code 2."""
+    from ttseval.core.schemas import table_from_rows
+    from ttseval.core.store import ArtifactStore
+
+    store = tmp_path / "store"
+    ArtifactStore(str(store)).write_part("r1", "items", table_from_rows("items", [
+        {"item_id": "i1", "category": "questions", "depth": 0, "language": "en-US", "text": "Is it on?"}]))
+    typo = tmp_path / "stor"
+    for command in (["report", "--run-id", "r1"], ["export", "--run-id", "r1", "--out", str(tmp_path / "x")],
+                    ["serve", "--port", "0"], ["leaderboard"]):
+        out = _cli([*command, "--store", str(typo)], tmp_path)
+        assert (out.returncode, out.stderr.strip()) == (2, f"ttseval: error: no store at {typo}: nothing is stored "
+                                                           "there; check --store (or the TTSEVAL_STORE variable)"), command
+        assert not typo.exists()
+    for command in (["report", "--run-id", "nope"], ["export", "--run-id", "nope", "--out", str(tmp_path / "x")]):
+        out = _cli([*command, "--store", str(store)], tmp_path)
+        assert (out.returncode, out.stderr.strip()) == (2, f"ttseval: error: no run 'nope' in {store}; runs there: "
+                                                           "r1; check --run-id and --store"), command
+    out = _cli(["leaderboard", "--store", str(store)], tmp_path)  # a store with no reported run
+    assert (out.returncode, out.stderr.strip()) == (2, f"ttseval: error: no run with a report in {store}: run "
+                                                       "ttseval evaluate")
+
+
+def test_a_new_store_is_announced_and_a_paid_run_on_it_needs_new_store(tmp_path: Path, monkeypatch) -> None:
+    """Issue 34, item 2: a mistyped --store started over silently, paying again. The store is the typo's."""
+    from ttseval.core.config import load_settings
+    from ttseval.core.errors import ConfigError
+    from ttseval.core.store import ArtifactStore
+    from ttseval.flows.preflight import preflight_evaluate
+
+    data = tmp_path / "items.jsonl"
+    data.write_text(json.dumps({"item_id": "k0", "text": "Is the kettle on yet?", "language": "en-US",
+                                "category": "questions", "depth": 0}) + "\n", encoding="utf-8")
+    typo = tmp_path / "stor"
+    args = ["evaluate", "--dataset", str(data), "--systems", "openai:alloy,espeak-ng", "--judges", "",
+            "--store", str(typo)]
+    refused = _cli(args, tmp_path, OPENAI_API_KEY="sk-fake-0123")
+    # 21 characters at tts-1's USD 15 per million: USD 0.000315, priced as the dry run prices it
+    assert refused.returncode == 2 and refused.stderr.strip() == (
+        f"ttseval: error: the store {typo} does not exist yet, and this run would pay about USD 0.0003 (openai:alloy)"
+        " to compute everything there: check --store (a mistyped one starts over and pays again); to create it, pass "
+        "--new-store (or set TTSEVAL_ALLOW_NEW_STORE=true)")
+    assert not typo.exists() and "sk-fake-0123" not in refused.stderr
+    dry = _cli([*args, "--dry-run"], tmp_path)  # a dry run pays nothing: announced, not refused
+    assert dry.returncode == 0 and f"ttseval: NEW STORE: nothing is stored at {typo} yet" in dry.stderr
+    # The same preflight, in the flow too: the flag's setting lets the run create the store; a free run is let
+    # through (and announced); once the store holds anything it is not new.
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-fake-0123")
+    paid = ["openai:alloy", "espeak-ng"]
+    with pytest.raises(ConfigError, match="does not exist yet"):
+        preflight_evaluate(str(data), paid, load_settings(store=str(typo)), judges=[])
+    allowed = preflight_evaluate(str(data), paid, load_settings(store=str(typo), allow_new_store=True), judges=[])
+    assert allowed.new_store is True
+    assert preflight_evaluate(str(data), ["espeak-ng"], load_settings(store=str(typo)), judges=[]).new_store is True
+    ArtifactStore(str(typo)).write_bytes("runs/r/log/first.json", b"{}")
+    assert preflight_evaluate(str(data), paid, load_settings(store=str(typo)), judges=[]).new_store is False
+
+
 # -- what the commands call ----------------------------------------------------------------------------------------
 
 

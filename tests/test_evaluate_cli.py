@@ -335,7 +335,7 @@ def test_report_command_reprints_a_stored_run(first_run) -> None:
     assert result.returncode == 0, result.stderr
     assert "piper:joe" in result.stdout and "flite:slt" in result.stdout
     missing = run_cli(["report", "--store", str(store), "--run-id", "nope"], env, cwd=store, timeout_s=120)
-    assert missing.returncode == 1 and "no run 'nope'" in missing.stderr and "r1" in missing.stderr
+    assert missing.returncode == 2 and "no run 'nope'" in missing.stderr and "r1" in missing.stderr
 
 
 def test_leaderboard_lists_the_store_s_systems_with_each_tool_in_its_own_column(first_run) -> None:

@@ -58,7 +58,9 @@ def test_budget_stops_at_the_budget_and_a_later_run_finishes_without_paying_twic
     chars = sum(map(len, TEXTS))
     assert dry_run_table(dry.stdout) == {system: (3, chars, float(chars))}  # USD = characters at $1 each
 
-    first = run_cli([*args, "--budget-usd", "70"], env, cwd=tmp_path)
+    refused = run_cli([*args, "--budget-usd", "70"], env, cwd=tmp_path)  # a paid run on a new store (issue 34)
+    assert refused.returncode == 2 and "pass --new-store" in refused.stderr and openai_fake.paid_calls == before
+    first = run_cli([*args, "--budget-usd", "70", "--new-store"], env, cwd=tmp_path)
     assert first.returncode == 0, first.stderr[-3000:]
     assert openai_fake.paid_calls - before == 2 and "1 key(s) past the budget" in first.stderr
     synthesis = pd.read_parquet(tmp_path / "store" / "runs" / "b" / "synthesis")
@@ -155,7 +157,8 @@ def test_every_kind_of_system_in_one_run_and_a_rerun_calls_nothing(prefect_api, 
         systems = [*specs, f"files:made-elsewhere:dir={clips}", "espeak-ng:en-us", "flite:slt"]
         env = cli_env(prefect_api, **keys)
         args = ["evaluate", "--dataset", str(data), "--systems", ",".join(systems), "--store",
-                str(tmp_path / "store"), "--run-id", "all", "--judges", "objective", "--baseline", "espeak-ng:en-us"]
+                str(tmp_path / "store"), "--run-id", "all", "--judges", "objective", "--baseline", "espeak-ng:en-us",
+                "--new-store"]
 
         dry = run_cli([*args, "--dry-run"], env, cwd=tmp_path)
         assert dry.returncode == 0, dry.stderr[-3000:]

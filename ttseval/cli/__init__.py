@@ -9,7 +9,8 @@ command that needs them.
     catalog.py     providers, voices
     common.py      exit codes, quiet defaults, the Prefect API context, argument types
 
-Exit codes: 0 done, 1 the run failed, 2 bad input (dataset, spec, settings): nothing was written.
+Exit codes: 0 done, 1 the run failed, 2 bad input (dataset, spec, settings, a store or run that is not there):
+nothing was written.
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ import contextlib
 import os
 from collections.abc import Iterator
 
-from ttseval.core.errors import USER_ERRORS  # noqa: F401 - exit 2: nothing written (declared with the errors)
+# exit 2: nothing written (declared with the errors; a store or run that is not there is the same mistake everywhere)
+from ttseval.core.errors import USER_ERRORS  # noqa: F401
 
 EXIT_DONE, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 
 from ttseval.cli.common import add_wait_lease, csv_ints, csv_list, prefect_api
-from ttseval.core.errors import SpecError, TTSEvalError
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -15,17 +15,19 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from ttseval.core.registry import Spec
     from ttseval.flows.preflight import handed_over, preflight_evaluate
 
-    settings = load_settings(store=args.store, shard_size=args.shard_size, dask_address=args.dask_address,
-                             n_workers=args.workers, budget_usd=args.budget_usd)
+    flags = {"store": args.store, "shard_size": args.shard_size, "dask_address": args.dask_address,
+             "n_workers": args.workers, "budget_usd": args.budget_usd,
+             "allow_new_store": True if args.new_store else None}
+    settings = load_settings(**flags)
     systems = csv_list(args.systems)
-    env = {"TTSEVAL_STORE": settings.store, "TTSEVAL_SHARD_SIZE": str(settings.shard_size)}
+    env = {"TTSEVAL_STORE": settings.store, "TTSEVAL_SHARD_SIZE": str(settings.shard_size),
+           "TTSEVAL_ALLOW_NEW_STORE": str(settings.allow_new_store).lower()}
     for flag, field in ((args.controls, "controls"), (args.natural, "natural")):  # roles: also systems of the run
         if flag:
             systems += [s for s in csv_list(flag) if s not in systems]
             env[f"TTSEVAL_{field.upper()}"] = json.dumps(getattr(settings, field) + csv_list(flag))
     os.environ.update(env)  # worker processes (and the flow) build their settings from the same values
-    settings = load_settings(store=args.store, shard_size=args.shard_size, dask_address=args.dask_address,
-                             n_workers=args.workers, budget_usd=args.budget_usd)
+    settings = load_settings(**flags)
     # --judges "" turns judging off; no flag means the configured judges
     judges = csv_list(args.judges) if args.judges is not None else None
     instruction_judges = csv_list(args.instruction_judges) if args.instruction_judges is not None else None
@@ -37,7 +39,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
         with estimate_only() as keyless:
             checked = preflight_evaluate(args.dataset, systems, settings, baseline=args.baseline, judges=judges,
-                                         instruction_judges=instruction_judges)
+                                         instruction_judges=instruction_judges, paying=False)
+            announce_new_store(checked.new_store, settings.store)
             table = dry_run(args.dataset, systems, args.run_id, args.baseline,
                             judges if judges is not None else settings.judges,
                             instruction_judges if instruction_judges is not None else settings.instruction_judges,
@@ -51,6 +54,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         return 0
     checked = preflight_evaluate(args.dataset, systems, settings, baseline=args.baseline, judges=judges,
                                  instruction_judges=instruction_judges)
+    announce_new_store(checked.new_store, settings.store)
     from ttseval.flows.evaluate import evaluate
     from ttseval.flows.runner import task_runner
 
@@ -65,6 +69,16 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def announce_new_store(new: bool, uri: str) -> None:
+    """Say loudly, before any work, that the store does not exist yet: a mistyped --store starts over."""
+    if new:
+        from ttseval.core.store import ArtifactStore
+
+        print(f"ttseval: NEW STORE: nothing is stored at {ArtifactStore(uri).display()} yet; this run creates it and "
+              "computes every row (nothing to reuse). A typo in --store? Stop now (Ctrl-C) and check it.",
+              file=sys.stderr, flush=True)
+
+
 def print_report(settings, run_id: str, system_ids: list[str] | None) -> None:
     """The run's per-system table, its leaderboard and where its HTML report is."""
     from ttseval.core.store import ArtifactStore
@@ -72,8 +86,7 @@ def print_report(settings, run_id: str, system_ids: list[str] | None) -> None:
     from ttseval.tasks.report.compute import compute_rankings
 
     store = ArtifactStore(settings.store)
-    if store.read(run_id, "items").empty:
-        raise TTSEvalError(f"no run {run_id!r} in {store.display()}; runs there: {', '.join(store.runs()) or 'none'}")
+    store.require(run_id)
     summary = compute_summary(store, run_id, settings, system_ids)
     print_table(summary, title=f"ttseval run {run_id!r} ({store.display()})")
     winrates = compute_winrates(store, run_id, settings)
@@ -153,9 +166,15 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     from ttseval.core.config import load_settings
     from ttseval.tasks.leaderboard import leaderboard, leaderboard_markdown
 
-    boards = leaderboard(load_settings(store=args.store))
+    from ttseval.core.errors import NotFoundError
+    from ttseval.core.store import ArtifactStore
+
+    settings = load_settings(store=args.store)
+    store = ArtifactStore(settings.store)
+    store.require()
+    boards = leaderboard(settings)
     if not boards:
-        raise SpecError(f"no run with a report in the store {args.store or '(the default)'}: run ttseval evaluate")
+        raise NotFoundError(f"no run with a report in {store.display()}: run ttseval evaluate", uri=store.display())
     print(leaderboard_markdown(boards))
     return 0
 
@@ -193,6 +212,9 @@ def add_evaluate(sub) -> None:
     ev.add_argument("--budget-usd", type=float, default=None,
                     help="most to spend on paid synthesis and judge calls (synthesis first, the judges from what is "
                          "left); keys past it stay missing for a later run (default: the budget_usd setting, no cap)")
+    ev.add_argument("--new-store", action="store_true",
+                    help="let a run with paid systems or judges create a store that does not exist yet (default: "
+                         "the allow_new_store setting, off: refused, exit 2, so a mistyped --store pays nothing)")
     add_wait_lease(ev)
     ev.set_defaults(func=cmd_evaluate)
 

@@ -187,6 +187,10 @@ class Settings(BaseSettings):
     budget_usd: float | None = Field(None, ge=0, description="Most an evaluate run may spend on paid synthesis "
                                      "and judge calls (synthesis first, the judges from what is left); keys past "
                                      "it are not called and stay missing for a later run. None: no cap")
+    allow_new_store: bool = Field(False, description="Let an evaluate run with paid systems or judges create a "
+                                  "store that does not exist yet. Off: such a run is refused (exit 2), so a "
+                                  "mistyped --store does not pay for everything again; free runs only announce "
+                                  "the new store. `evaluate --new-store` turns it on for one command")
     secret_blocks: dict[str, str] = Field(
         default_factory=dict, description="API-key variable -> Prefect Secret block name, read when the variable "
         "is not set in the environment (e.g. {ELEVENLABS_API_KEY = 'elevenlabs-key'})"

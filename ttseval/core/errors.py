@@ -4,6 +4,7 @@
     +-- ConfigError                   a setting is missing or invalid
     +-- SpecError                     a provider spec string is malformed or names an unknown provider
     +-- DatasetError                  an input dataset breaks a rule (exit code 2 from the CLI)
+    +-- NotFoundError                 no such store, or no such run in it (exit code 2 from every command)
     +-- StoreError                    the artifact store cannot be read or written
     |   +-- StoreUnwritableError      it refuses writes: read-only, no permission, or full (exit code 2)
     +-- ProviderError                 a provider failed on one request
@@ -18,8 +19,8 @@ Only PermanentProviderError (and a stage's own `unsupported` / `skipped` rows) m
 other error a stage records, transient or unexpected (a bug in a provider), is stored with `retryable` set, so
 the next run of the same run id computes that key again.
 
-USER_ERRORS (below) are the user's to fix (bad input, a busy run id, a store that refuses writes): the CLI prints
-their message alone and exits 2, and inside a flow or task run they are logged without a traceback
+USER_ERRORS (below) are the user's to fix (bad input, a busy run id, a store that refuses writes, a store or run
+that is not there): the CLI prints their message alone and exits 2, and inside a flow or task run they are logged without a traceback
 (ttseval.tasks.common.quiet_user_errors). Every other exception is a failure of the run or a bug: its traceback
 is kept.
 
@@ -56,6 +57,15 @@ class DatasetError(TTSEvalError):
         super().__init__(message)
         self.source = source
         self.problems = problems or []
+
+
+class NotFoundError(TTSEvalError):
+    """A command named a store that holds nothing, or a run the store does not hold: nothing was written."""
+
+    def __init__(self, message: str, *, uri: str | None = None, run_id: str | None = None) -> None:
+        super().__init__(message)
+        self.uri = uri
+        self.run_id = run_id
 
 
 class StoreError(TTSEvalError):
@@ -119,4 +129,4 @@ class RetriesExhausted(TTSEvalError):
 
 # The user's to fix, nothing written: exit code 2 from the CLI, logged without a traceback inside flow runs.
 USER_ERRORS: tuple[type[TTSEvalError], ...] = (DatasetError, SpecError, ConfigError, RunBusyError,
-                                               StoreUnwritableError)
+                                               StoreUnwritableError, NotFoundError)

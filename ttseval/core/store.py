@@ -279,6 +279,26 @@ class ArtifactStore:
             self.delete(path)
         return new
 
+    def is_new(self) -> bool:
+        """Whether nothing is stored under the root yet (no folder, or an empty one; no object under the prefix)."""
+        return not self._info(pafs.FileSelector(self.root, allow_not_found=True))
+
+    def require(self, run_id: str | None = None) -> None:
+        """Refuse a store that holds nothing, or (given `run_id`) a run it does not hold, with one error for every
+        command that reads a run (report, export, serve, leaderboard): NotFoundError, naming the runs there.
+
+        Raises:
+            NotFoundError: the store is empty or missing, or it holds no run `run_id`.
+        """
+        from ttseval.core.errors import NotFoundError
+
+        if self.is_new():
+            raise NotFoundError(f"no store at {self.display()}: nothing is stored there; check --store (or the "
+                                "TTSEVAL_STORE variable)", uri=self.display())
+        if run_id is not None and not self.part_files(run_id, "items"):
+            raise NotFoundError(f"no run {run_id!r} in {self.display()}; runs there: {', '.join(self.runs()) or 'none'}"
+                                "; check --run-id and --store", uri=self.display(), run_id=run_id)
+
     def runs(self) -> list[str]:
         infos = self._info(pafs.FileSelector(self.path("runs"), allow_not_found=True))
         return sorted(i.base_name for i in infos if i.type == pafs.FileType.Directory)
