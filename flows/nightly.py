@@ -26,6 +26,11 @@ from ttseval.core.store import ArtifactStore
 PREFIX = "nightly-"
 
 
+def nightly_run_id() -> str:
+    """`nightly-<UTC timestamp>`: the run id of a night that names none."""
+    return f"{PREFIX}{now().strftime('%Y%m%dT%H%M%SZ')}"
+
+
 def previous_nightly(store: ArtifactStore, run_id: str) -> str | None:
     """The latest nightly run before `run_id` that has a report (names sort by their timestamp)."""
     earlier = [r for r in store.runs() if r.startswith(PREFIX) and r < run_id and store.part_files(r, "report")]
@@ -47,6 +52,7 @@ def nightly(
     baseline: str | None = None,
     judges: list[str] | None = None,
     previous_run: str | None = None,
+    budget_usd: float | None = None,
 ) -> dict[str, Any]:
     """Evaluate `systems` on a frozen dataset under a dated run id and report drift against the previous night.
 
@@ -57,11 +63,12 @@ def nightly(
         run_id: default `nightly-<UTC timestamp>`.
         baseline, judges: as for evaluate.
         previous_run: the run to compare with; default the latest earlier nightly run in the store.
+        budget_usd: as for evaluate: the most this night may spend on paid calls (default from settings).
     """
     settings = load_settings(store=store)
-    run_id = run_id or f"{PREFIX}{now().strftime('%Y%m%dT%H%M%SZ')}"
+    run_id = run_id or nightly_run_id()
     result = evaluate(dataset=dataset, systems=systems, store=settings.store, run_id=run_id, baseline=baseline,
-                      judges=judges)
+                      judges=judges, budget_usd=budget_usd)
     st = get_store(settings.store)
     versions = provider_versions(st, run_id)
     synthesis = st.read(run_id, "synthesis")

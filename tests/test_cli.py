@@ -4,8 +4,12 @@ the importers, judge-human alignment). The commands end to end are in the *_cli 
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import io
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -234,6 +238,70 @@ def test_a_new_store_is_announced_and_a_paid_run_on_it_needs_new_store(tmp_path:
     assert preflight_evaluate(str(data), ["espeak-ng"], load_settings(store=str(typo)), judges=[]).new_store is True
     ArtifactStore(str(typo)).write_bytes("runs/r/log/first.json", b"{}")
     assert preflight_evaluate(str(data), paid, load_settings(store=str(typo)), judges=[]).new_store is False
+
+
+def _help(*command: str) -> str:
+    """What `ttseval <command> --help` prints (the real parser)."""
+    from ttseval.cli import build_parser
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
+        build_parser().parse_args([*command, "--help"])
+    return out.getvalue()
+
+
+def test_the_natural_help_example_is_a_spec_the_run_accepts(tmp_path: Path) -> None:
+    """Issue 34, item 5: --natural's help said files:<folder of recordings>, which the preflight refuses."""
+    from ttseval.core.config import load_settings
+    from ttseval.flows.common import check_systems
+
+    text = " ".join(_help("evaluate").split())
+    example = re.search(r"--natural NATURAL natural-speech baseline systems, e\.g\. (files:\S+=<folder>) ", text).group(1)
+    folder = tmp_path / "recordings"
+    folder.mkdir()
+    spec = example.replace("<folder>", str(folder))
+    assert check_systems([spec], load_settings(store=str(tmp_path)))[0].provider == "files"
+    with pytest.raises(SpecError):  # what the help said before
+        check_systems([f"files:{folder}"], load_settings(store=str(tmp_path)))
+
+
+def test_every_store_option_has_the_same_help_and_nightly_takes_evaluate_s_run_options() -> None:
+    """Issue 34, item 5: --store had no help on report, export, serve and leaderboard; nightly took no --dry-run,
+    --budget-usd, --judges or --baseline. Both are declared once (cli/common.add_store, cli/runs.add_run_options)."""
+    from ttseval.cli import build_parser
+    from ttseval.cli.common import STORE_HELP
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    with_store = {name: p for name, p in sub.choices.items() if any("--store" in a.option_strings for a in p._actions)}
+    assert {"evaluate", "report", "export", "serve", "leaderboard", "nightly", "backfill-judge"} <= set(with_store)
+    for name in ("report", "export", "serve", "leaderboard"):
+        assert " ".join(STORE_HELP.split()) in " ".join(_help(name).split()), name
+    for name, parser in with_store.items():
+        assert [a.help for a in parser._actions if "--store" in a.option_strings] == [STORE_HELP], name
+
+    def options(name: str) -> dict[str, tuple]:
+        return {a.option_strings[0]: (a.help, a.default, type(a).__name__) for a in sub.choices[name]._actions
+                if a.option_strings}
+
+    evaluate, nightly = options("evaluate"), options("nightly")
+    for flag in ("--dry-run", "--budget-usd", "--judges", "--baseline", "--new-store"):
+        assert nightly[flag] == evaluate[flag] and flag in _help("nightly"), flag
+
+
+def test_nightly_dry_run_prints_the_estimate_of_tonight_s_run(tmp_path: Path) -> None:
+    data = tmp_path / "items.jsonl"
+    data.write_text(json.dumps({"item_id": "k0", "text": "Is the kettle on yet?", "language": "en-US",
+                                "category": "questions", "depth": 0}) + "\n", encoding="utf-8")
+    out = _cli(["nightly", "--dataset", str(data), "--systems", "openai:alloy,espeak-ng", "--judges", "",
+                "--store", str(tmp_path / "s"), "--budget-usd", "1", "--dry-run"], tmp_path)
+    assert out.returncode == 0, out.stderr
+    first = out.stdout.splitlines()[0]
+    assert re.fullmatch(rf"dry run of 'nightly-\d{{8}}T\d{{6}}Z': what would be called for what {tmp_path}/s lacks "
+                        r"\(nothing was called; judge figures are estimates\)", first), first
+    row = next(line.split() for line in out.stdout.splitlines() if line.split()[:1] == ["openai:alloy"])
+    assert row[1:5] == ["tts", "1", "1", "0"] and row[5] == "21"  # 21 characters, one call
+    assert float(row[7]) == pytest.approx(round(21 * 15.0 / 1e6, 4))  # tts-1 at USD 15 per million, by hand
+    assert not (tmp_path / "s").exists()
 
 
 # -- what the commands call ----------------------------------------------------------------------------------------

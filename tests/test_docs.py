@@ -323,3 +323,11 @@ def test_every_documented_command_is_accepted_by_the_parser() -> None:
     refused = [f"{c.file}:{c.line}: ttseval {' '.join(shlex.quote(a) for a in c.argv)}\n    -> {why}"
                for c in commands if (why := _refusal(c.argv)) is not None]
     assert not refused, f"{len(refused)} of {len(commands)} documented commands are refused:\n" + "\n".join(refused)
+
+
+def test_the_readme_s_commands_that_read_a_store_name_it() -> None:
+    """Issue 34, item 5: the README's examples of report, export, serve and leaderboard left --store out."""
+    readers = [c for c in documented_commands(ROOT / "README.md") if c.argv[0] in {"report", "export", "serve",
+                                                                                 "leaderboard"}]
+    assert {c.argv[0] for c in readers} >= {"report", "export", "leaderboard"}, readers
+    assert [c.text for c in readers if "--store" not in c.argv] == []

@@ -90,3 +90,12 @@ def add_wait_lease(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--wait-lease", type=float, default=None, metavar="SECONDS",
                         help="when another invocation is writing this run id, wait up to this long for it (default: "
                              "the lease_wait_s setting, 0: refuse at once, exit 2)")
+
+
+STORE_HELP = ("artifact store: a local folder or s3://bucket/prefix (default: the store setting, ./artifacts, or "
+              "TTSEVAL_STORE)")
+
+
+def add_store(parser: argparse.ArgumentParser) -> None:
+    """--store, declared once for every command that reads or writes a store."""
+    parser.add_argument("--store", default=None, metavar="URI", help=STORE_HELP)

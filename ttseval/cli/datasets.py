@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ttseval.cli.common import prefect_api
+from ttseval.cli.common import add_store, prefect_api
 
 
 def cmd_import_dataset(args: argparse.Namespace) -> int:
@@ -132,7 +132,7 @@ def add_generate_dataset(sub) -> None:
     gen.add_argument("--depth-steps", type=int, default=3, help="refinement steps (0-3)")
     gen.add_argument("--temperature", type=float, default=1.0)
     gen.add_argument("--duplicate-threshold", type=float, default=90.0, help="rapidfuzz ratio 0-100")
-    gen.add_argument("--store", default=None)
+    add_store(gen)
     gen.set_defaults(func=cmd_generate_dataset)
 
 
@@ -155,5 +155,5 @@ def add_generate_instructions(sub) -> None:
     gi.add_argument("--instruction-language", default="English", help="language of DSD and RP instructions")
     gi.add_argument("--seed", type=int, default=None, help="seed of dropout draws and picks (default: the seed "
                     "setting, 0)")
-    gi.add_argument("--store", default=None)
+    add_store(gi)
     gi.set_defaults(func=cmd_generate_instructions)

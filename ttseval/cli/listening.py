@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from ttseval.cli.common import csv_list, prefect_api
+from ttseval.cli.common import add_store, csv_list, prefect_api
 
 
 def cmd_human_eval(args: argparse.Namespace) -> int:
@@ -90,7 +90,7 @@ def cmd_human_alignment(args: argparse.Namespace) -> int:
 
 def add_human_alignment(sub) -> None:
     ha = sub.add_parser("human-alignment", help="agreement of each judge with human preferences (CSV)")
-    ha.add_argument("--store", default=None)
+    add_store(ha)
     ha.add_argument("--run-id", required=True)
     ha.add_argument("--human", required=True, help="CSV: item_id, system_id, preference (candidate/baseline/tie)")
     ha.set_defaults(func=cmd_human_alignment)
@@ -98,7 +98,7 @@ def add_human_alignment(sub) -> None:
 
 def add_mos_forms(sub) -> None:
     mf = sub.add_parser("mos-forms", help="native MOS listening forms from a stored run (PashtoTTS-Bench 4.3)")
-    mf.add_argument("--store", default=None)
+    add_store(mf)
     mf.add_argument("--run-id", required=True)
     mf.add_argument("--language", required=True, help="the items' language, e.g. ps")
     mf.add_argument("--out", required=True, help="folder to write the forms, audio and key to")
@@ -123,7 +123,7 @@ def add_human_eval(sub) -> None:
     he.add_argument("step", choices=["export", "ingest", "analyze"])
     he.add_argument("results", nargs="*", help="ingest/analyze: results files (webMUSHRA's mushra.csv, lss.csv, "
                     "or the plain CSV: rater_id, trial_id, stimulus, score), before or after the options")
-    he.add_argument("--store", default=None)
+    add_store(he)
     he.add_argument("--run-id", required=True)
     he.add_argument("--test-id", default="listening", help="the test's name; results come back under it")
     he.add_argument("--kind", default="mushra-dg-nmr",

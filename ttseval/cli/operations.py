@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from ttseval.cli.common import add_store
+
 
 def cmd_stack(args: argparse.Namespace) -> int:
     """Start, stop or describe the local stack: Prefect server + worker, Dask cluster, S3 server, on 127.0.0.1."""
@@ -64,7 +66,7 @@ def add_stack(sub) -> None:
 
 def add_serve(sub) -> None:
     sv = sub.add_parser("serve", help="serve a store's HTML run reports and their audio over HTTP, read-only")
-    sv.add_argument("--store", default=None)
+    add_store(sv)
     sv.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback only)")
     sv.add_argument("--port", type=int, default=8765, help="port (0: any free one)")
     sv.set_defaults(func=cmd_serve)

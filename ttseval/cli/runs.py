@@ -7,7 +7,7 @@ import json
 import os
 import sys
 
-from ttseval.cli.common import add_wait_lease, csv_ints, csv_list, prefect_api
+from ttseval.cli.common import add_store, add_wait_lease, csv_ints, csv_list, prefect_api
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -33,25 +33,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     instruction_judges = csv_list(args.instruction_judges) if args.instruction_judges is not None else None
     # Everything a user can get wrong is checked here, before Prefect starts and before the store is touched; the
     # flow is handed the result instead of checking again (flows/preflight.py).
-    if args.dry_run:  # calls nothing, so a vendor with no API key yet can still be priced
-        from ttseval.tasks.common import estimate_only
-        from ttseval.tasks.cost import dry_run
-
-        with estimate_only() as keyless:
-            checked = preflight_evaluate(args.dataset, systems, settings, baseline=args.baseline, judges=judges,
-                                         instruction_judges=instruction_judges, paying=False)
-            announce_new_store(checked.new_store, settings.store)
-            table = dry_run(args.dataset, systems, args.run_id, args.baseline,
-                            judges if judges is not None else settings.judges,
-                            instruction_judges if instruction_judges is not None else settings.instruction_judges,
-                            settings, items=checked.items)
-        print(f"dry run of {args.run_id!r}: what would be called for what {settings.store} lacks "
-              "(nothing was called; judge figures are estimates)")
-        print(table.to_string(index=False))
-        if keyless:
-            print(f"no API key yet for {', '.join(keyless)}: the estimate needs none, a run will (see "
-                  "`ttseval providers` for each one's variable)")
-        return 0
+    if args.dry_run:
+        return print_dry_run(args.dataset, systems, args.run_id, args.baseline, judges, instruction_judges, settings)
     checked = preflight_evaluate(args.dataset, systems, settings, baseline=args.baseline, judges=judges,
                                  instruction_judges=instruction_judges)
     announce_new_store(checked.new_store, settings.store)
@@ -66,6 +49,30 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     print_report(settings, args.run_id, [Spec.parse(s).id for s in systems])
     print(f"reused rows: {result['reused']}; computed rows: {result['computed']}; wall time {result['wall_s']:.1f} s")
     print(f"tables: {result['store']}/runs/{args.run_id}/<items|synthesis|transcripts|quality|report>")
+    return 0
+
+
+def print_dry_run(dataset: str, systems: list[str], run_id: str, baseline: str | None, judges: list[str] | None,
+                  instruction_judges: list[str] | None, settings) -> int:
+    """`--dry-run` of evaluate and nightly: the checked inputs priced per system and judge, nothing called. It calls
+    nothing, so a vendor with no API key yet can still be priced (tasks.common.estimate_only)."""
+    from ttseval.flows.preflight import preflight_evaluate
+    from ttseval.tasks.common import estimate_only
+    from ttseval.tasks.cost import dry_run
+
+    with estimate_only() as keyless:
+        checked = preflight_evaluate(dataset, systems, settings, baseline=baseline, judges=judges,
+                                     instruction_judges=instruction_judges, paying=False)
+        announce_new_store(checked.new_store, settings.store)
+        table = dry_run(dataset, systems, run_id, baseline, judges if judges is not None else settings.judges,
+                        instruction_judges if instruction_judges is not None else settings.instruction_judges,
+                        settings, items=checked.items)
+    print(f"dry run of {run_id!r}: what would be called for what {settings.store} lacks "
+          "(nothing was called; judge figures are estimates)")
+    print(table.to_string(index=False))
+    if keyless:
+        print(f"no API key yet for {', '.join(keyless)}: the estimate needs none, a run will (see "
+              "`ttseval providers` for each one's variable)")
     return 0
 
 
@@ -130,11 +137,22 @@ def cmd_nightly(args: argparse.Namespace) -> int:
     from ttseval.core.config import load_settings
     from ttseval.flows.nightly import nightly
 
-    settings = load_settings(store=args.store)
-    os.environ["TTSEVAL_STORE"] = settings.store
+    from ttseval.core.store import ArtifactStore
+    from ttseval.flows.nightly import nightly_run_id
+
+    settings = load_settings(store=args.store, budget_usd=args.budget_usd,
+                             allow_new_store=True if args.new_store else None)
+    systems = csv_list(args.systems)
+    judges = csv_list(args.judges) if args.judges is not None else None  # "" judges nothing, as for evaluate
+    run_id = args.run_id or nightly_run_id()
+    if args.dry_run:
+        return print_dry_run(args.dataset, systems, run_id, args.baseline, judges, None, settings)
+    announce_new_store(ArtifactStore(settings.store).is_new(), settings.store)
+    os.environ.update({"TTSEVAL_STORE": settings.store, "TTSEVAL_ALLOW_NEW_STORE": str(settings.allow_new_store).lower()})
     with prefect_api():
-        result = nightly(dataset=args.dataset, systems=csv_list(args.systems), store=settings.store,
-                         run_id=args.run_id, previous_run=args.previous_run)
+        result = nightly(dataset=args.dataset, systems=systems, store=settings.store, run_id=run_id,
+                         previous_run=args.previous_run, baseline=args.baseline, judges=judges,
+                         budget_usd=args.budget_usd)
     print(f"nightly run {result['run_id']}: {result['cache_hits']} clips reused from earlier runs; "
           f"previous run {result['previous_run'] or 'none'}; flagged changes: {result['flagged']}")
     if result["previous_run"]:
@@ -190,39 +208,46 @@ def add_evaluate(sub) -> None:
     ev.add_argument("--dataset", default=str(DEMO_DATASET),
                     help="items file (.jsonl, .csv, .parquet) or a generated dataset NAME@VERSION / NAME@latest")
     ev.add_argument("--systems", default=",".join(DEFAULT_SYSTEMS), help="comma-separated provider specs")
-    ev.add_argument("--store", default=None, help="artifact store URI (default ./artifacts or TTSEVAL_STORE)")
+    add_store(ev)
     ev.add_argument("--run-id", default="demo", help="run name; the same name resumes and reuses stored rows")
     ev.add_argument("--shard-size", type=int, default=None, help="items per task (default: the shard_size setting, 8)")
     ev.add_argument("--dask-address", default=None, help="existing Dask scheduler (default: a LocalCluster)")
     ev.add_argument("--workers", type=int, default=None,
                     help="LocalCluster worker processes (default: the n_workers setting, 2)")
-    ev.add_argument("--baseline", default=None, help="system the others are judged against (default: the first)")
     ev.add_argument("--controls", default=None, help="negative-control systems, comma-separated: a neighbouring "
                     "language's voice that speaks every item (PashtoTTS-Bench); added to --systems")
-    ev.add_argument("--natural", default=None, help="natural-speech baseline systems, e.g. files:<folder of "
-                    "recordings>; added to --systems")
-    ev.add_argument("--judges", default=None, help="comma-separated pairwise judge specs; \"\" judges nothing "
-                    "(default: the judges setting, objective)")
+    ev.add_argument("--natural", default=None, help="natural-speech baseline systems, e.g. "
+                    "files:natural:dir=<folder> (recordings named <item_id>.wav); added to --systems")
     ev.add_argument("--instruction-judges", default=None,
                     help="judges of instruction following for items with an instruction (InstructTTSEval) "
                          "(default: the instruction_judges setting, none)")
-    ev.add_argument("--dry-run", action="store_true",
-                    help="print what would be called for what the store lacks (calls, characters, audio seconds, "
-                         "USD per system and judge) and call nothing")
-    ev.add_argument("--budget-usd", type=float, default=None,
-                    help="most to spend on paid synthesis and judge calls (synthesis first, the judges from what is "
-                         "left); keys past it stay missing for a later run (default: the budget_usd setting, no cap)")
-    ev.add_argument("--new-store", action="store_true",
-                    help="let a run with paid systems or judges create a store that does not exist yet (default: "
-                         "the allow_new_store setting, off: refused, exit 2, so a mistyped --store pays nothing)")
+    add_run_options(ev)
     add_wait_lease(ev)
     ev.set_defaults(func=cmd_evaluate)
+
+
+def add_run_options(parser) -> None:
+    """The options of an evaluate run that `nightly` takes too, declared once: --baseline, --judges, --dry-run,
+    --budget-usd, --new-store."""
+    parser.add_argument("--baseline", default=None, help="system the others are judged against (default: the first)")
+    parser.add_argument("--judges", default=None, help="comma-separated pairwise judge specs; \"\" judges nothing "
+                        "(default: the judges setting, objective)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print what would be called for what the store lacks (calls, characters, audio "
+                             "seconds, USD per system and judge) and call nothing; needs no API key")
+    parser.add_argument("--budget-usd", type=float, default=None,
+                        help="most to spend on paid synthesis and judge calls (synthesis first, the judges from what "
+                             "is left); keys past it stay missing for a later run (default: the budget_usd setting, "
+                             "no cap)")
+    parser.add_argument("--new-store", action="store_true",
+                        help="let a run with paid systems or judges create a store that does not exist yet (default: "
+                             "the allow_new_store setting, off: refused, exit 2, so a mistyped --store pays nothing)")
 
 
 def add_backfill_judge(sub) -> None:
     bf = sub.add_parser("backfill-judge", help="run a new judge over the audio stored by an earlier run")
     add_wait_lease(bf)
-    bf.add_argument("--store", default=None)
+    add_store(bf)
     bf.add_argument("--run-id", required=True)
     bf.add_argument("--judge", required=True, help="judge spec, e.g. gemini:gemini-2.5-pro or objective:cer_margin=0.05")
     bf.add_argument("--baseline", default=None, help="default: the run's earlier baseline, else its first system")
@@ -239,7 +264,7 @@ def add_backfill_judge(sub) -> None:
 
 def add_report(sub) -> None:
     rep = sub.add_parser("report", help="print the per-system table of a stored run")
-    rep.add_argument("--store", default=None)
+    add_store(rep)
     rep.add_argument("--run-id", default="demo")
     rep.set_defaults(func=cmd_report)
 
@@ -251,15 +276,16 @@ def add_nightly(sub) -> None:
     ni = sub.add_parser("nightly", help="a dated evaluate run plus a drift report against the previous nightly run")
     ni.add_argument("--dataset", default=str(DEMO_DATASET))
     ni.add_argument("--systems", default=",".join(DEFAULT_SYSTEMS))
-    ni.add_argument("--store", default=None)
+    add_store(ni)
     ni.add_argument("--run-id", default=None, help="default nightly-<UTC timestamp>")
     ni.add_argument("--previous-run", default=None, help="default: the latest earlier nightly run")
+    add_run_options(ni)
     ni.set_defaults(func=cmd_nightly)
 
 
 def add_export(sub) -> None:
     ex = sub.add_parser("export", help="a run's tables, report and logs as CSV without its audio, to share")
-    ex.add_argument("--store", default=None)
+    add_store(ex)
     ex.add_argument("--run-id", required=True)
     ex.add_argument("--out", required=True, help="folder to write")
     ex.set_defaults(func=cmd_export)
@@ -267,5 +293,5 @@ def add_export(sub) -> None:
 
 def add_leaderboard(sub) -> None:
     lb = sub.add_parser("leaderboard", help="every system evaluated in a store, per dataset version, latest figures")
-    lb.add_argument("--store", default=None)
+    add_store(lb)
     lb.set_defaults(func=cmd_leaderboard)

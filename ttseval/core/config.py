@@ -190,7 +190,7 @@ class Settings(BaseSettings):
     allow_new_store: bool = Field(False, description="Let an evaluate run with paid systems or judges create a "
                                   "store that does not exist yet. Off: such a run is refused (exit 2), so a "
                                   "mistyped --store does not pay for everything again; free runs only announce "
-                                  "the new store. `evaluate --new-store` turns it on for one command")
+                                  "the new store. The flag evaluate --new-store turns it on for one command")
     secret_blocks: dict[str, str] = Field(
         default_factory=dict, description="API-key variable -> Prefect Secret block name, read when the variable "
         "is not set in the environment (e.g. {ELEVENLABS_API_KEY = 'elevenlabs-key'})"
