@@ -100,9 +100,7 @@ def evaluate(
             log.info(f"vendor limits across all workers: {', '.join(limits)}")
         # each clip stage (ttseval.tasks.stages): clips of earlier runs, and models added since, that lack rows
         clip_plans = {stage.table: plan_stage(stage, st, run_id, items, specs, settings, references) for stage in STAGES}
-        log.info(synth.describe())
-        for plan in clip_plans.values():
-            log.info(plan.describe() + " (clips from earlier runs)")
+        log.info(synth.describe())  # each clip stage's line comes with its total (synthesize_and_score)
 
         system_ids = [s.id for s in specs]
         progress = StageProgress(f"evaluate run {run_id!r}", artifact_key("progress", run_id), log)
@@ -111,6 +109,8 @@ def evaluate(
             results = synthesize_and_score(settings, run_id, synth, clip_plans, references, progress, cpu_workers)
             # Judging reads the stage tables (CER and MOS are the objective judge's evidence), so it runs after them.
             # A local audio-LLM judge is a model stage (GPU workers); remote and objective judges are not.
+            judging_started = time.perf_counter()  # the judge stages are declared to the progress after they ran
+
             def place(judge: str) -> contextlib.AbstractContextManager:
                 return placement(settings, judge_runs_on_gpu(judge, settings), cpu_workers)
 
@@ -127,7 +127,7 @@ def evaluate(
             for stage, plans, done in (("judgments", judge_plans, judge_results),
                                        ("instruction_judgments", instruction_plans, instruction_results),
                                        ("position_audit", audit_plans, audit_results)):
-                progress.add(stage, sum(p.to_compute for p in plans))
+                progress.add(stage, sum(p.to_compute for p in plans), started=judging_started)
                 progress.advance(stage, sum(r.n_rows for r in done))
         results += judge_results + instruction_results + audit_results
         # the clip stages this run has (lid, prosody, similarity only when asked for; similarity when some clip has
@@ -139,7 +139,10 @@ def evaluate(
             "position_audit": sum(p.present for p in audit_plans)}
         stages = (*(p.stage for p in model_plans), "judgments", "instruction_judgments", "position_audit")
         computed = {stage: sum(r.n_rows for r in results if r.stage == stage) for stage in stages}
-        log.info("computed rows: " + ", ".join(f"{k} {v}" for k, v in computed.items()))
+        from_cache = {stage: sum(cache_hits(st, r) for r in results if r.stage == stage) for stage in stages}
+        log.info("rows written: " + ", ".join(f"{k} {v}" for k, v in computed.items())
+                 + "; of them answered from earlier runs' caches (no call, no model run): "
+                 + ", ".join(f"{k} {v}" for k, v in from_cache.items()))
 
         check_stage_tables(st, run_id, stages)
         # One part per shard keeps writes independent; one part per table keeps later reads to one file each.
@@ -157,7 +160,8 @@ def evaluate(
         create_markdown_artifact(markdown=markdown, key=artifact_key("report", run_id), description=f"ttseval report for {run_id}")
         wall_s = time.perf_counter() - t0
         record = meta | {"wall_s": round(wall_s, 2), "finished_at": now().isoformat(timespec="seconds"),
-                         "reused": reused, "computed": computed, "settings": settings.model_dump(mode="json")}
+                         "reused": reused, "computed": computed, "from_cache": from_cache,
+                         "settings": settings.model_dump(mode="json")}
         st.write_bytes(f"runs/{run_id}/log/{started.strftime('%Y%m%dT%H%M%S%f')}.json", json.dumps(record, indent=2).encode())
         log.info(f"report: {st.display('runs', run_id, 'report.md')} ({wall_s:.1f} s)")
 
@@ -166,7 +170,22 @@ def evaluate(
         if total and failed / total > settings.max_error_rate:
             raise TTSEvalError(f"{failed}/{total} synthesis rows failed, above max_error_rate={settings.max_error_rate}")
         return {"run_id": run_id, "store": st.display(), "wall_s": wall_s, "computed": computed,
-                "reused": reused, "system_ids": system_ids}
+                "from_cache": from_cache, "reused": reused, "system_ids": system_ids}
+
+
+def cache_hits(st: Any, result: StageResult) -> int:
+    """How many of the rows a task wrote were answered from an earlier run's request cache (`cache_hit`): rows the
+    run wrote but did not compute. 0 for a table without the column (the judges')."""
+    from ttseval.core.schemas import TABLES
+
+    table = TABLES.get(result.stage)
+    if not result.part or table is None or "cache_hit" not in table.schema.names:
+        return 0
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    column = pq.read_table(result.part, filesystem=st.fs, columns=["cache_hit"]).column("cache_hit")
+    return int(pc.sum(column.cast("int64")).as_py() or 0)
 
 
 def synthesize_and_score(settings: Settings, run_id: str, synth: Plan, clip_plans: dict[str, Plan],
@@ -196,8 +215,12 @@ def synthesize_and_score(settings: Settings, run_id: str, synth: Plan, clip_plan
     for stage in STAGES:
         if stage not in stages and not stage.enabled(settings, references):
             continue
-        progress.add(stage.table, clip_plans[stage.table].to_compute
-                     + sum(shard_rows(stage, s, s["items"]) for s in synth.shards))
+        backlog = clip_plans[stage.table]
+        now_rows = sum(shard_rows(stage, s, s["items"]) for s in synth.shards)
+        progress.add(stage.table, backlog.to_compute + now_rows)
+        logger().info(f"{stage.table}: up to {backlog.to_compute + now_rows} to compute ({now_rows} for the clips "
+                      f"synthesized now, fewer if some fail; {backlog.to_compute} for clips of earlier runs), "
+                      f"{backlog.present} present (reused)")
     futures = []
     for shard in synth.shards:  # a model-backed TTS (transformers on a GPU) goes where the GPU is, like ASR
         with placement(settings, runs_on_gpu(shard["system"], settings), cpu_workers):

@@ -15,23 +15,36 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
+MIN_RATE_S = 1.0
+"""A rate is shown only over at least this long: rows counted in one step (a stage whose rows were all reused or
+done before it was declared) over microseconds would read as hundreds of thousands of rows a second."""
+
+
 @dataclass
 class _Stage:
     total: int
     done: int = 0
     started: float = field(default_factory=time.perf_counter)
 
+    def rate(self) -> float | None:
+        """Rows per second since the stage started; None before MIN_RATE_S has passed."""
+        elapsed = time.perf_counter() - self.started
+        return self.done / elapsed if elapsed >= MIN_RATE_S else None
+
     def line(self, name: str) -> str:
-        elapsed = max(time.perf_counter() - self.started, 1e-9)
-        rate = self.done / elapsed
+        rate = self.rate()
         pct = 100.0 * self.done / self.total if self.total else 100.0
         if self.done >= self.total:
             eta = "done"
-        elif rate > 0:
+        elif rate:
             eta = f"ETA {(self.total - self.done) / rate:.0f} s"
         else:
             eta = "ETA unknown"
-        return f"{name} {self.done}/{self.total} ({pct:.0f}%), {rate:.1f} rows/s, {eta}"
+        return f"{name} {self.done}/{self.total} ({pct:.0f}%), {_rate_text(rate)}, {eta}"
+
+
+def _rate_text(rate: float | None, unit: str = "rows/s") -> str:
+    return f"{rate:.1f} {unit}" if rate is not None else f"under {MIN_RATE_S:g} s, no rate"
 
 
 class StageProgress:
@@ -75,9 +88,10 @@ class StageProgress:
             self._bars.stop()
         self._publish()
 
-    def add(self, stage: str, total: int) -> None:
-        """Declare `stage` with `total` rows to compute (0 is allowed: it shows as done)."""
-        self.stages[stage] = _Stage(total)
+    def add(self, stage: str, total: int, started: float | None = None) -> None:
+        """Declare `stage` with `total` rows to compute (0 is allowed: it shows as done); `started`: when its work
+        began (time.perf_counter), for a stage declared after it ran; default now."""
+        self.stages[stage] = _Stage(total) if started is None else _Stage(total, started=started)
         if self._bars is not None:
             self._tasks[stage] = self._bars.add_task(stage, total=total, rate="")
 
@@ -95,8 +109,7 @@ class StageProgress:
         s.done = min(s.total, s.done + n) if s.total else s.done + n
         s.total = max(s.total, s.done)
         if self._bars is not None:
-            elapsed = max(time.perf_counter() - s.started, 1e-9)
-            self._bars.update(self._tasks[stage], completed=s.done, total=s.total, rate=f"{s.done / elapsed:.1f}/s")
+            self._bars.update(self._tasks[stage], completed=s.done, total=s.total, rate=_rate_text(s.rate(), "/s"))
         else:
             self.log.info(s.line(stage))
         self._publish()

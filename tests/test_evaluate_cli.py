@@ -6,6 +6,7 @@ suite stays within minutes on two cores; the full demo is measured in benchmarks
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -162,8 +163,9 @@ def test_progress_per_stage_in_the_log_and_the_prefect_ui(first_run, prefect_api
     output = result.stdout + result.stderr
     # 9 items x 3 systems; the 5 unsupported clips (F1 rejections) lower the ASR and MOS totals from 27 to 22.
     for stage, total in (("synthesis", 27), ("transcripts", 22), ("quality", 22), ("judgments", 18)):
-        assert re.search(rf"{stage} {total}/{total} \(100%\), [0-9.]+ rows/s, done", output), stage
-    assert re.search(r"synthesis [0-9]+/27 \([0-9]+%\), [0-9.]+ rows/s, ETA [0-9]+ s", output)
+        assert re.search(rf"{stage} {total}/{total} \(100%\), ([0-9.]+ rows/s|under 1 s, no rate), done", output), stage
+    assert re.search(r"synthesis [0-9]+/27 \([0-9]+%\), ([0-9.]+ rows/s, ETA [0-9]+ s|under 1 s, no rate, ETA unknown)",
+                     output)
     with urllib.request.urlopen(urllib.request.Request(
             f"{prefect_api}/artifacts/filter", data=json.dumps({"artifacts": {"key": {"any_": ["ttseval-progress-r1"]}}})
             .encode(), headers={"Content-Type": "application/json"}), timeout=30) as response:
@@ -178,6 +180,47 @@ def test_the_preflight_runs_once_per_invocation(first_run) -> None:
     output = result.stdout + result.stderr
     assert output.count("the judges were checked before the flow started; not checked again") == 1, output[-3000:]
     assert "small.jsonl (9 items), 3 systems" in output
+
+
+def test_a_new_run_on_a_copy_says_what_came_from_the_caches_and_the_whole_wall_time(first_run, small_dataset: Path,
+                                                                                     tmp_path: Path) -> None:
+    """Issue 34, item 7, read from the real output of a run whose every clip stage is answered from the caches of
+    the first run (a copy of its store, a new run id): rows from the caches are not counted as computed; the wall
+    time includes start-up; each clip stage's planning line gives the rows it will compute; no rate is computed over
+    less than a second; the win-rate figure is named by its path, not shown as an emoji placeholder."""
+    import shutil
+
+    store, env, _ = first_run
+    copy = tmp_path / "copy"
+    shutil.copytree(store, copy)
+    result = run_cli(["evaluate", "--dataset", str(small_dataset), "--systems", SYSTEMS, "--store", str(copy),
+                      "--run-id", "r2"], env, cwd=copy)
+    assert result.returncode == 0, result.stderr[-3000:]
+    output = result.stdout + result.stderr
+    log = last_log(copy, "r2")
+    # from the tables themselves: each stage's rows of r2 that carry cache_hit
+    hits = {t: int(read_table(copy, "r2", t)["cache_hit"].fillna(False).sum()) for t in ("synthesis", "transcripts",
+                                                                                         "quality")}
+    assert hits == {"synthesis": 22, "transcripts": 22, "quality": 22}  # every clip made and scored in r1
+    assert {t: log["from_cache"][t] for t in hits} == hits and log["from_cache"]["judgments"] == 0
+    computed = {k: v - log["from_cache"][k] for k, v in log["computed"].items()}
+    assert computed["transcripts"] == computed["quality"] == 0 and computed["synthesis"] == 5  # the 5 unsupported rows
+    printed = re.search(r"computed rows: (\{.*?\}); taken from earlier runs' caches \(no call, no model run\): "
+                        r"(\{.*?\})", result.stdout)
+    assert printed and (ast.literal_eval(printed.group(1)), ast.literal_eval(printed.group(2))) == (
+        computed, log["from_cache"])
+    wall = re.search(r"wall time ([0-9.]+) s since the command started \(([0-9.]+) s in the flow, ([0-9.]+) s starting "
+                     r"Python, Prefect and Dask and printing the report\)", result.stdout)
+    assert wall and float(wall.group(2)) == round(log["wall_s"], 1)
+    assert float(wall.group(1)) >= float(wall.group(2))  # the flow is a part of the command
+    # 9 items x 3 systems, one recogniser per clip's language; the 5 unsupported clips then need none (22 computed)
+    assert "transcripts: up to 27 to compute (27 for the clips synthesized now, fewer if some fail; 0 for clips of " \
+           "earlier runs), 0 present (reused)" in output and log["computed"]["transcripts"] == 22
+    assert not re.search(r"(transcripts|quality): 0 wanted, 0 present \(reused\), 0 to compute", output)
+    rates = [(int(total), float(rate)) for total, rate in re.findall(r"\d+/(\d+) \(\d+%\), ([0-9.]+) rows/s", output)]
+    assert rates and all(rate <= total for total, rate in rates)  # a rate is only given over a second or more
+    [figure] = sorted((copy / "runs" / "r2" / "figures").glob("winrate-by-depth-*.png"))
+    assert f"win-rate by depth: {figure}" in result.stdout and "\N{CITYSCAPE AT DUSK}" not in result.stdout
 
 
 def test_release_spelled_categories_and_own_groups_are_evaluated(prefect_api: str, tmp_path: Path) -> None:

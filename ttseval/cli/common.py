@@ -26,6 +26,16 @@ def quiet_defaults() -> None:
     os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")  # inherited by the worker processes
 
 
+def seconds_since_start() -> float:
+    """Seconds since this process started (the interpreter's start-up and imports included), by the process's
+    own start time (psutil)."""
+    import time
+
+    import psutil
+
+    return time.time() - psutil.Process().create_time()
+
+
 def csv_list(value: str) -> list[str]:
     """A comma-separated argument as its non-empty parts."""
     return [v.strip() for v in value.split(",") if v.strip()]

@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 
-from ttseval.cli.common import add_store, add_wait_lease, csv_ints, csv_list, prefect_api
+from ttseval.cli.common import add_store, add_wait_lease, csv_ints, csv_list, prefect_api, seconds_since_start
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -47,7 +48,13 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                         shard_size=settings.shard_size, baseline=args.baseline, judges=judges,
                         instruction_judges=instruction_judges, budget_usd=args.budget_usd)
     print_report(settings, args.run_id, [Spec.parse(s).id for s in systems])
-    print(f"reused rows: {result['reused']}; computed rows: {result['computed']}; wall time {result['wall_s']:.1f} s")
+    from_cache = result.get("from_cache", {})
+    computed = {k: v - from_cache.get(k, 0) for k, v in result["computed"].items()}
+    print(f"reused rows (already in the run): {result['reused']}; computed rows: {computed}; taken from earlier "
+          f"runs' caches (no call, no model run): {from_cache}")
+    total = seconds_since_start()
+    print(f"wall time {total:.1f} s since the command started ({result['wall_s']:.1f} s in the flow, "
+          f"{max(total - result['wall_s'], 0):.1f} s starting Python, Prefect and Dask and printing the report)")
     print(f"tables: {result['store']}/runs/{args.run_id}/<items|synthesis|transcripts|quality|report>")
     return 0
 
@@ -99,6 +106,9 @@ def print_report(settings, run_id: str, system_ids: list[str] | None) -> None:
     winrates = compute_winrates(store, run_id, settings)
     rankings = compute_rankings(store, run_id, settings) if not winrates.empty else None
     board = leaderboard_markdown(store, run_id, summary, winrates, rankings)
+    # a terminal shows no image (rich prints a placeholder emoji): name the figure's file instead
+    board = re.sub(r"!\[([^\]]*)\]\(([^)]+)\)",
+                   lambda m: f"{m.group(1)}: `{store.display('runs', run_id, m.group(2))}`", board)
     if board:
         from rich.console import Console
         from rich.markdown import Markdown
