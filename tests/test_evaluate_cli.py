@@ -381,6 +381,24 @@ def test_report_command_reprints_a_stored_run(first_run) -> None:
     assert missing.returncode == 2 and "no run 'nope'" in missing.stderr and "r1" in missing.stderr
 
 
+def test_the_exit_code_policy_fails_a_finished_run_below_min_completion_with_exit_3(first_run) -> None:
+    """Issue 34, item 6: piper and flite speak 7 of the 9 items (French and Pashto are unsupported), espeak-ng 8:
+    completion 77.8% and 88.9% by hand. Off by default (exit 0); at 0.8 the two English-only systems breach it."""
+    store, env, _ = first_run
+    report = read_table(store, "r1", "report").drop_duplicates("system_id").set_index("system_spec")
+    assert report["completion_rate"].to_dict() == pytest.approx({"piper:joe": 7 / 9, "espeak-ng": 8 / 9,
+                                                                  "flite:slt": 7 / 9})
+    args = ["report", "--store", str(store), "--run-id", "r1"]
+    assert run_cli(args, env, cwd=store, timeout_s=120).returncode == 0
+    breached = run_cli(args, env | {"TTSEVAL_MIN_COMPLETION": "0.8"}, cwd=store, timeout_s=120)
+    assert breached.returncode == 3, breached.stderr
+    assert [line for line in breached.stderr.splitlines() if "threshold breached" in line] == [
+        "ttseval: threshold breached (exit 3): system piper:joe: completion 77.8% (7/9) is below min_completion 80.0%",
+        "ttseval: threshold breached (exit 3): system flite:slt: completion 77.8% (7/9) is below min_completion 80.0%"]
+    assert "piper:joe" in breached.stdout  # the report is printed all the same
+    assert run_cli(args, env | {"TTSEVAL_MIN_COMPLETION": "0.75"}, cwd=store, timeout_s=120).returncode == 0
+
+
 def test_leaderboard_lists_the_store_s_systems_with_each_tool_in_its_own_column(first_run) -> None:
     store, env, _ = first_run
     result = run_cli(["leaderboard", "--store", str(store)], env, cwd=store, timeout_s=120)

@@ -10,7 +10,7 @@ command that needs them.
     common.py      exit codes, quiet defaults, the Prefect API context, argument types
 
 Exit codes: 0 done, 1 the run failed, 2 bad input (dataset, spec, settings, a store or run that is not there):
-nothing was written.
+nothing was written, 3 the run finished and breached a threshold of the exit-code policy (off by default).
 """
 
 from __future__ import annotations

@@ -14,7 +14,9 @@ from collections.abc import Iterator
 # exit 2: nothing written (declared with the errors; a store or run that is not there is the same mistake everywhere)
 from ttseval.core.errors import USER_ERRORS  # noqa: F401
 
-EXIT_DONE, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+# 3: the run finished, and a threshold of the exit-code policy was breached (settings min_completion,
+# fail_on_regression; ttseval.metrics.policy): automation can tell it from 1, a run that could not run
+EXIT_DONE, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_BREACHED = 0, 1, 2, 3
 
 TEMPORARY_SERVER_TIMEOUT_S = 90
 

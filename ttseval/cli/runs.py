@@ -8,7 +8,7 @@ import os
 import re
 import sys
 
-from ttseval.cli.common import add_store, add_wait_lease, csv_ints, csv_list, prefect_api, seconds_since_start
+from ttseval.cli.common import EXIT_BREACHED, EXIT_DONE, add_store, add_wait_lease, csv_ints, csv_list, prefect_api, seconds_since_start
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -56,7 +56,21 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     print(f"wall time {total:.1f} s since the command started ({result['wall_s']:.1f} s in the flow, "
           f"{max(total - result['wall_s'], 0):.1f} s starting Python, Prefect and Dask and printing the report)")
     print(f"tables: {result['store']}/runs/{args.run_id}/<items|synthesis|transcripts|quality|report>")
-    return 0
+    return policy_exit(settings, args.run_id)
+
+
+def policy_exit(settings, run_id: str, regressions=None) -> int:
+    """The exit code of a finished run under the exit-code policy (settings min_completion, fail_on_regression;
+    ttseval.metrics.policy): EXIT_BREACHED with each breach on stderr, else EXIT_DONE."""
+    from ttseval.core.store import ArtifactStore
+    from ttseval.metrics.policy import threshold_breaches
+
+    breaches = threshold_breaches(ArtifactStore(settings.store).read(run_id, "report"),
+                                  min_completion=settings.min_completion, regressions=regressions,
+                                  fail_on_regression=settings.fail_on_regression)
+    for line in breaches:
+        print(f"ttseval: threshold breached (exit {EXIT_BREACHED}): {line}", file=sys.stderr)
+    return EXIT_BREACHED if breaches else EXIT_DONE
 
 
 def print_dry_run(dataset: str, systems: list[str], run_id: str, baseline: str | None, judges: list[str] | None,
@@ -165,18 +179,25 @@ def cmd_nightly(args: argparse.Namespace) -> int:
                          budget_usd=args.budget_usd)
     print(f"nightly run {result['run_id']}: {result['cache_hits']} clips reused from earlier runs; "
           f"previous run {result['previous_run'] or 'none'}; flagged changes: {result['flagged']}")
+    regressions = None
     if result["previous_run"]:
-        from ttseval.core.store import ArtifactStore
+        import io
 
-        print(ArtifactStore(settings.store).read_bytes(f"runs/{result['run_id']}/drift.md").decode())
-    return 0
+        import pandas as pd
+
+        store = ArtifactStore(settings.store)
+        print(store.read_bytes(f"runs/{result['run_id']}/drift.md").decode())
+        regressions = pd.read_json(io.BytesIO(store.read_bytes(f"runs/{result['run_id']}/drift.json")),
+                                   orient="records")
+    return policy_exit(settings, result["run_id"], regressions)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     from ttseval.core.config import load_settings
 
-    print_report(load_settings(store=args.store), args.run_id, None)
-    return 0
+    settings = load_settings(store=args.store)
+    print_report(settings, args.run_id, None)
+    return policy_exit(settings, args.run_id)
 
 
 def cmd_export(args: argparse.Namespace) -> int:

@@ -162,6 +162,12 @@ class Settings(BaseSettings):
     judge_output_tokens: int = Field(
         400, ge=1, description="Output tokens per judge call in the dry run's estimate (thinking included)")
     max_error_rate: float = Field(1.0, ge=0, le=1, description="Fail the flow when more rows than this fail")
+    min_completion: float | None = Field(None, ge=0, le=1, description="Exit-code policy: a finished evaluate, "
+                                         "nightly or report whose any system's completion (clips with audio / "
+                                         "items) is below this exits 3 (ran, threshold breached), naming the "
+                                         "system. None: off")
+    fail_on_regression: bool = Field(False, description="Exit-code policy: a nightly run whose drift report flags "
+                                     "a change for the worse exits 3 (ran, threshold breached). Off by default")
     lease_wait_s: float = Field(0.0, ge=0, description="How long a run waits for another invocation writing the "
                                 "same run id to finish; 0 refuses at once (exit 2, nothing written)")
     lease_ttl_s: float = Field(120.0, gt=0, description="A run id's lease not renewed for this long (its writer "
