@@ -10,8 +10,10 @@ Layout under `folder`:
     logs/<name>.log     each component's stdout+stderr, appended to; kept by stack_down
     prefect/            PREFECT_HOME of the server and the worker (SQLite database, profiles)
     dask/               the Dask workers' local directories
+    s3-data/            the S3 bucket on disk: every object under its key, written by stack_down before moto
+                        stops and uploaded into the new moto by stack_up, so runs outlive the stack
 
-Components: `s3` (moto_server, in memory; bucket `ttseval` is created), `dask-scheduler`, `dask-worker-0`,
+Components: `s3` (moto_server, in memory while it runs; bucket `ttseval` is created and refilled from s3-data/), `dask-scheduler`, `dask-worker-0`,
 `dask-worker-1` (with the Dask resource GPU=1 when a GPU is present), `prefect-server` (API + bundled UI), and
 `prefect-worker` for the process work pool `ttseval-local`. Everything binds 127.0.0.1 only.
 
@@ -52,6 +54,7 @@ LOCAL_S3_ACCESS_KEY = "ttseval-local"
 LOCAL_S3_SECRET_KEY = "ttseval-local-placeholder"
 LOCAL_S3_REGION = "us-east-1"
 # stop order: what takes work first, what stores it last
+S3_DATA = "s3-data"
 STOP_ORDER = ("prefect-worker", "dask-worker-0", "dask-worker-1", "dask-scheduler", "prefect-server", "s3")
 GRACE_S = 10.0
 
@@ -86,8 +89,9 @@ class StackInfo:
         return "\n".join([f"Prefect UI     {self.ui_url}", f"Prefect API    {self.api_url}",
                           f"work pool      {self.pool}", f"Dask scheduler {self.dask_address}"
                           + ("  (one worker has GPU=1)" if self.gpu else ""),
-                          f"S3 endpoint    {self.s3_endpoint}  (moto, in memory; local placeholder credentials)",
-                          f"store          {self.store_uri}", f"folder         {self.folder}"])
+                          f"S3 endpoint    {self.s3_endpoint}  (moto; local placeholder credentials)",
+                          f"store          {self.store_uri}  (kept on disk in {self.folder / S3_DATA} at stack "
+                          "down, restored at stack up)", f"folder         {self.folder}"])
 
 
 # ----------------------------------------------------------------------------------------------------- helpers
@@ -269,6 +273,7 @@ def _start(state: _State, use_gpu: bool, pool: str, timeout_s: float) -> StackIn
 
     state.wait("s3", s3, lambda: _http_ok(s3_endpoint) is not None, timeout_s, f"HTTP {s3_endpoint}")
     _create_bucket(state, s3_endpoint)
+    _restore_bucket(folder, s3_endpoint)
     state.wait("dask-scheduler", sched, lambda: _port_open(sched_port), timeout_s, f"port {sched_port}")
 
     # Dask workers run the tasks: they read and write the store and report task runs to Prefect
@@ -316,6 +321,45 @@ def _create_bucket(state: _State, endpoint: str) -> None:
             if time.monotonic() > deadline:
                 raise state.fail("s3", f"did not create bucket {BUCKET!r} ({type(e).__name__}: {e})") from e
             time.sleep(0.5)
+
+
+def _s3_client(endpoint: str) -> Any:
+    import boto3
+
+    return boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=LOCAL_S3_ACCESS_KEY,
+                        aws_secret_access_key=LOCAL_S3_SECRET_KEY, region_name=LOCAL_S3_REGION)
+
+
+def _restore_bucket(folder: Path, endpoint: str) -> int:
+    """Upload every object saved in folder/s3-data (by _save_bucket) into the new moto's bucket; returns how many."""
+    data = folder / S3_DATA
+    if not data.is_dir():
+        return 0
+    s3 = _s3_client(endpoint)
+    files = [f for f in data.rglob("*") if f.is_file()]
+    for f in files:
+        s3.upload_file(str(f), BUCKET, f.relative_to(data).as_posix())
+    return len(files)
+
+
+def _save_bucket(folder: Path, endpoint: str) -> int:
+    """Write every object of the bucket to folder/s3-data/<key> (a mirror: keys gone from the bucket are removed
+    there), before moto stops and forgets them; returns how many objects were saved."""
+    data = folder / S3_DATA
+    tmp = folder / f".{S3_DATA}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    s3 = _s3_client(endpoint)
+    n = 0
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET):
+        for obj in page.get("Contents", []):
+            target = tmp / obj["Key"]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            s3.download_file(BUCKET, obj["Key"], str(target))
+            n += 1
+    tmp.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(data, ignore_errors=True)  # swapped in whole: a save cut short leaves the last one intact
+    tmp.rename(data)
+    return n
 
 
 def _ensure_pool(state: _State, api_url: str, pool: str, env: dict[str, str]) -> None:
@@ -396,13 +440,22 @@ def stack_info(folder: Path) -> StackInfo | None:
 def stack_down(folder: Path, *, grace_s: float = GRACE_S) -> None:
     """Stop every process stack_up started in `folder`, and their children (flow runs, Dask's processes).
 
-    SIGTERM to each process group, then SIGKILL to what is left after `grace_s`. Removes the PID files, keeps
-    the logs, marks stack.json as not running. Idempotent; fine on a partly started stack or an empty folder.
+    First saves the S3 bucket to `s3-data/` (moto holds it in memory), so `stack up` restores it. SIGTERM to each
+    process group, then SIGKILL to what is left after `grace_s`. Removes the PID files, keeps the logs, marks
+    stack.json as not running. Idempotent; fine on a partly started stack or an empty folder.
     """
     import psutil
 
     folder = Path(folder).resolve()
     recorded = _read_pidfiles(folder)
+    if "s3" in recorded and _ours(*recorded["s3"]):  # moto keeps the bucket in memory: save it before it stops
+        try:
+            endpoint = json.loads((folder / "stack.json").read_text())["s3_endpoint"]
+            saved = _save_bucket(folder, endpoint)
+            print(f"stack: {saved} S3 object(s) saved to {folder / S3_DATA}", file=sys.stderr)
+        except Exception as e:  # noqa: BLE001 - stopping must go on; say what was not saved
+            print(f"stack: the S3 bucket could NOT be saved to {folder / S3_DATA} ({type(e).__name__}: {e}); "
+                  "its objects since the last save are lost", file=sys.stderr)
     order = sorted(recorded, key=lambda n: STOP_ORDER.index(n) if n in STOP_ORDER else -1)
     groups: list[int] = []
     procs: list[psutil.Process] = []

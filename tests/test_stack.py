@@ -265,6 +265,41 @@ def test_stack_down_stops_everything(stack: StackInfo) -> None:
     stack_down(stack.folder)  # idempotent
 
 
+def test_stack_up_down_up_keeps_earlier_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 34, item 4: moto holds the bucket in memory, so a stack left running lost every result at stack down.
+    stack_down saves the bucket to <folder>/s3-data and stack_up restores it into the new S3 server."""
+    import pandas as pd
+
+    from ttseval.core.schemas import table_from_rows
+    from ttseval.core.store import ArtifactStore
+
+    folder = tmp_path / "stack"
+    items = [{"item_id": "i1", "category": "questions", "depth": 0, "language": "en-US", "text": "Still here?"}]
+    try:
+        first = stack_up(folder, gpu=False)
+        assert f"kept on disk in {folder.resolve() / 's3-data'}" in first.describe()
+        for k, v in first.aws_env().items():
+            monkeypatch.setenv(k, v)
+        ArtifactStore(first.store_uri).write_part("earlier", "items", table_from_rows("items", items))
+        ArtifactStore(first.store_uri).put_audio(b"RIFF-not-really-a-wav", "ab" * 32)
+        stack_down(folder)
+        saved = sorted(p.relative_to(folder / "s3-data").as_posix() for p in (folder / "s3-data").rglob("*")
+                       if p.is_file())
+        assert [k for k in saved if "/runs/earlier/items/" in k] and f"artifacts/blobs/audio/ab/{'ab' * 32}.wav" in saved
+        again = stack_up(folder, gpu=False)
+        assert again.s3_endpoint != first.s3_endpoint or again.pids["s3"] != first.pids["s3"]  # a new S3 server
+        for k, v in again.aws_env().items():
+            monkeypatch.setenv(k, v)
+        store = ArtifactStore(again.store_uri)
+        assert store.runs() == ["earlier"]
+        pd.testing.assert_frame_equal(store.read("earlier", "items")[["item_id", "text"]],
+                                      pd.DataFrame(items)[["item_id", "text"]])
+        assert store.get_audio("ab" * 32) == b"RIFF-not-really-a-wav"
+    finally:
+        stack_down(folder)
+
+
+
 def test_stack_down_on_an_empty_folder_or_a_stale_record_touches_nothing_it_did_not_start(tmp_path: Path) -> None:
     stack_down(tmp_path)  # an empty folder: nothing written there
     assert list(tmp_path.iterdir()) == []
