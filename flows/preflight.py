@@ -112,9 +112,10 @@ def _refuse_paid_new_store(items: pd.DataFrame, specs: list[Spec], baseline: Spe
     from ttseval.tasks.plan import plan_synthesis
 
     store = ArtifactStore(settings.store)
-    plan = plan_synthesis(store, "", items, specs, settings)
+    run_id = "new-store"  # any run id: a store with nothing in it has no rows of any run (not '': S3 refuses '//')
+    plan = plan_synthesis(store, run_id, items, specs, settings)
     paid = [e for e in estimate_synthesis(plan, store, settings) + estimate_judges(
-        items, [s.id for s in specs], baseline.id, judges, instruction_judges, store, "", settings) if e.usd > 0]
+        items, [s.id for s in specs], baseline.id, judges, instruction_judges, store, run_id, settings) if e.usd > 0]
     if paid:
         raise ConfigError(
             f"the store {store.display()} does not exist yet, and this run would pay about USD "
