@@ -54,7 +54,8 @@ python_env() {
 system_packages
 python_env
 case "$mode" in
-  demo) exec "$VENV/bin/ttseval" evaluate "$@" ;;
+  # not exec: the command is its own process, so the wall time it prints starts with it, not with the install
+  demo) "$VENV/bin/ttseval" evaluate "$@" ;;
   # Test modules in parallel, one module per worker process (--dist loadfile keeps a module's shared servers in
   # one process): measured 13:22 with 2 workers against 22 min serial on this 2-core machine.
   test) exec "$VENV/bin/python" -m pytest -n "${TTSEVAL_TEST_WORKERS:-2}" --dist loadfile "$@" ;;
