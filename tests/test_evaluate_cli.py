@@ -386,15 +386,18 @@ def test_the_exit_code_policy_fails_a_finished_run_below_min_completion_with_exi
     completion 77.8% and 88.9% by hand. Off by default (exit 0); at 0.8 the two English-only systems breach it."""
     store, env, _ = first_run
     report = read_table(store, "r1", "report").drop_duplicates("system_id").set_index("system_spec")
-    assert report["completion_rate"].to_dict() == pytest.approx({"piper:joe": 7 / 9, "espeak-ng": 8 / 9,
-                                                                  "flite:slt": 7 / 9})
+    rates = report["completion_rate"].to_dict()
+    # flite:kal (English only, 7/9) is in the run when test_fourth_system_computes_only_its_rows ran first
+    by_hand = {"piper:joe": 7 / 9, "espeak-ng": 8 / 9, "flite:slt": 7 / 9, "flite:kal": 7 / 9}
+    assert {"piper:joe", "espeak-ng", "flite:slt"} <= set(rates) <= set(by_hand)
+    assert rates == pytest.approx({s: by_hand[s] for s in rates})
     args = ["report", "--store", str(store), "--run-id", "r1"]
     assert run_cli(args, env, cwd=store, timeout_s=120).returncode == 0
     breached = run_cli(args, env | {"TTSEVAL_MIN_COMPLETION": "0.8"}, cwd=store, timeout_s=120)
     assert breached.returncode == 3, breached.stderr
-    assert [line for line in breached.stderr.splitlines() if "threshold breached" in line] == [
-        "ttseval: threshold breached (exit 3): system piper:joe: completion 77.8% (7/9) is below min_completion 80.0%",
-        "ttseval: threshold breached (exit 3): system flite:slt: completion 77.8% (7/9) is below min_completion 80.0%"]
+    assert sorted(line for line in breached.stderr.splitlines() if "threshold breached" in line) == sorted(
+        f"ttseval: threshold breached (exit 3): system {s}: completion 77.8% (7/9) is below min_completion 80.0%"
+        for s in rates if s != "espeak-ng")
     assert "piper:joe" in breached.stdout  # the report is printed all the same
     assert run_cli(args, env | {"TTSEVAL_MIN_COMPLETION": "0.75"}, cwd=store, timeout_s=120).returncode == 0
 

@@ -325,7 +325,8 @@ def test_instructttseval_generated_clips_judged_for_instructions_without_synthes
         fake.script("Pitch: high. Speed: fast.", [Reply.ok(INSTRUCTION_OK | {"follows": False})])
         judge = f"gemini:gemini-2.5-pro:base_url={fake.base_url}:backoff_s=0.01:max_attempts=2"
         result = run_cli(["evaluate", "--dataset", str(items_path), "--systems", spec, "--store",
-                          str(tmp_path / "store"), "--run-id", "i", "--judges", "", "--instruction-judges", judge],
+                          str(tmp_path / "store"), "--run-id", "i", "--judges", "", "--instruction-judges", judge,
+                          "--new-store"],  # a paid judge on a store made here on purpose
                          env | {"GEMINI_API_KEY": "instr-key"}, cwd=tmp_path)
         assert result.returncode == 0, result.stderr[-4000:]
         sent = [r.audio_parts() for r in fake.requests]

@@ -40,7 +40,8 @@ def test_instructttseval_import_evaluate_and_score(prefect_api: str, tmp_path: P
         judge = f"gemini:gemini-2.5-pro:base_url={fake.base_url}:backoff_s=0.01:max_attempts=2"
         result = run_cli(["evaluate", "--dataset", str(items), "--systems", "instructed-tone,flite:slt",
                           "--store", str(tmp_path / "store"), "--run-id", "i", "--judges", "",
-                          "--instruction-judges", judge], env | {"GEMINI_API_KEY": key}, cwd=tmp_path)
+                          "--instruction-judges", judge, "--new-store"],  # a paid judge: the store is new on purpose
+                         env | {"GEMINI_API_KEY": key}, cwd=tmp_path)
         assert result.returncode == 0, result.stderr[-3000:]
     run = tmp_path / "store" / "runs" / "i"
     s = pd.read_parquet(run / "synthesis").set_index(["system_spec", "item_id"])
