@@ -98,20 +98,20 @@ def preflight_evaluate(dataset: str, systems: list[str], settings: Settings, *, 
     baseline_spec = Spec.parse(baseline) if baseline else specs[0]
     if baseline_spec.id not in {s.id for s in specs}:
         raise SpecError(f"baseline {baseline_spec.canonical!r} is not one of the systems; add it to --systems")
-    new_store = ArtifactStore(settings.store).is_new()
+    store = ArtifactStore(settings.store)
+    new_store = store.is_new()
     if new_store and paying and not settings.allow_new_store:
-        _refuse_paid_new_store(items, specs, baseline_spec, judge_specs, instruction_specs, settings)
+        _refuse_paid_new_store(store, items, specs, baseline_spec, judge_specs, instruction_specs, settings)
     return CheckedInputs(items, sha256, read, specs, baseline_spec, judge_specs, instruction_specs, key, new_store)
 
 
-def _refuse_paid_new_store(items: pd.DataFrame, specs: list[Spec], baseline: Spec, judges: list[str],
-                           instruction_judges: list[str], settings: Settings) -> None:
+def _refuse_paid_new_store(store: ArtifactStore, items: pd.DataFrame, specs: list[Spec], baseline: Spec,
+                           judges: list[str], instruction_judges: list[str], settings: Settings) -> None:
     """Raise ConfigError when a run on a store that does not exist yet would pay: priced the way the dry run
     prices it (ttseval.tasks.cost), so a mistyped --store is caught before it pays for everything again."""
     from ttseval.tasks.cost import estimate_judges, estimate_synthesis
     from ttseval.tasks.plan import plan_synthesis
 
-    store = ArtifactStore(settings.store)
     run_id = "new-store"  # any run id: a store with nothing in it has no rows of any run (not '': S3 refuses '//')
     plan = plan_synthesis(store, run_id, items, specs, settings)
     paid = [e for e in estimate_synthesis(plan, store, settings) + estimate_judges(
