@@ -16,6 +16,7 @@ nothing was written, 3 the run finished and breached a threshold of the exit-cod
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import sys
@@ -53,10 +54,48 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# How long SIGTERM's orderly stop may take before the command stops its own processes and exits. Below the
+# grace a batch system gives before SIGKILL (Slurm's KillWait and Kubernetes' terminationGracePeriodSeconds are
+# both 30 s by default), so the command, not SIGKILL, decides what is left behind.
+SIGTERM_GRACE_S = 25.0
+
+
 def _exit_on_sigterm(signum: int, frame: object) -> None:
     # SystemExit unwinds the stack, so the temporary Prefect server and the Dask cluster are stopped by their
     # context managers instead of being left behind; Prefect marks the flow run Crashed and calls this after.
+    # A watchdog bounds that unwinding: on a loaded machine closing a LocalCluster's workers was seen to take over
+    # 60 s. After SIGTERM_GRACE_S (or at a second SIGTERM) it terminates every process the command started and
+    # exits.
+    import threading
+
+    if getattr(_exit_on_sigterm, "armed", False):
+        _stop_now(signum)
+    _exit_on_sigterm.armed = True  # type: ignore[attr-defined]
+    threading.Thread(target=_stop_after_grace, args=(signum,), name="ttseval-sigterm-grace", daemon=True).start()
     raise SystemExit(128 + signum)
+
+
+def _stop_after_grace(signum: int) -> None:
+    import time
+
+    time.sleep(SIGTERM_GRACE_S)
+    print(f"ttseval: the orderly stop took over {SIGTERM_GRACE_S:.0f} s; stopping the processes this command "
+          "started", file=sys.stderr)
+    _stop_now(signum)
+
+
+def _stop_now(signum: int) -> None:
+    import psutil
+
+    family = psutil.Process().children(recursive=True)
+    for p in family:
+        with contextlib.suppress(psutil.Error):
+            p.terminate()
+    _, alive = psutil.wait_procs(family, timeout=5)
+    for p in alive:
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+    os._exit(128 + signum)
 
 
 def main(argv: list[str] | None = None) -> int:
