@@ -230,4 +230,15 @@ def test_custom_run_from_the_ui(stack: StackInfo, deployed: list[str], tiny_data
             assert system in body, f"{system} missing from the rendered report"
     except BaseException as e:
         where = _evidence(browser, stack.folder, f"ui-failure-{run_id}")
-        raise AssertionError(f"UI step '{step}' failed: {type(e).__name__}: {e}\n{where}") from e
+        raise AssertionError(f"UI step '{step}' failed: {type(e).__name__}: {e}\n{where}\n"
+                             f"{_runs_with_run_id(stack, run_id)}") from e
+
+
+def _runs_with_run_id(stack: StackInfo, run_id: str) -> str:
+    """What the server holds for this run id: tells a submit that never reached it from a toast the page missed."""
+    try:
+        runs = api(stack, "/flow_runs/filter", {"limit": 200, "sort": "EXPECTED_START_TIME_DESC"})
+    except Exception as e:  # the server itself may be the problem
+        return f"(flow runs not readable: {e})"
+    mine = [f"{r['id']} {r['state_name']}" for r in runs if (r.get("parameters") or {}).get("run_id") == run_id]
+    return f"flow runs with run_id {run_id}: {mine or 'none'}"
