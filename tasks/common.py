@@ -15,9 +15,9 @@ from collections.abc import Iterator
 from typing import Any, Callable, TypeVar
 
 from ttseval.core.config import Settings
-from ttseval.core.errors import (USER_ERRORS, ConfigError, DeferredProviderError, PermanentProviderError,
-                                 RetriesExhausted, SpecError, StoreError, StoreUnwritableError,
-                                 TransientProviderError, TruncatedAudioError)
+from ttseval.core.errors import (USER_ERRORS, ConfigError, DeferredProviderError, MissingKeyError,
+                                 PermanentProviderError, RetriesExhausted, StoreError,
+                                 StoreUnwritableError, TransientProviderError, TruncatedAudioError)
 from ttseval.core.registry import REGISTRIES, Spec
 from ttseval.core.retry import RetryPolicy
 from ttseval.core.store import ArtifactStore, part_label
@@ -116,9 +116,8 @@ def _build(kind: str, spec: str, plugins: dict[str, str], blocks: dict[str, str]
     key = secret_from_block(getattr(cls, "key_variable", None), blocks)
     try:
         return registry.build(spec, extra=plugins, **({"api_key": key} if key is not None else {}))
-    except SpecError as e:
-        if not (keyless and key is None and "needs an API key" in str(e)
-                and "api_key" in inspect.signature(cls.__init__).parameters):
+    except MissingKeyError:
+        if not (keyless and key is None and "api_key" in inspect.signature(cls.__init__).parameters):
             raise
     from pydantic import SecretStr
 

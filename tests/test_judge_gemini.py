@@ -19,7 +19,7 @@ from ttseval.providers.judges.gemini import GeminiJudge
 from ttseval.providers.judges.prompts import instruction_prompt, pairwise_prompt
 from tests.fake_gemini import INSTRUCTION_OK, PAIRWISE_OK, REFUSAL_TEXT, FakeGemini, Reply
 from ttseval.core.audio import Audio
-from ttseval.core.errors import SpecError
+from ttseval.core.errors import MissingKeyError, SpecError
 from ttseval.core.protocols import InstructionRequest, PairwiseRequest
 
 KEY = "AIzaFAKE-secret-key-0123456789"
@@ -290,7 +290,7 @@ def test_api_key_from_environment_read_once(fake: FakeGemini, monkeypatch: pytes
 def test_missing_api_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("GEMINI_API_KEY", raising=False)
     monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
-    with pytest.raises(ValueError, match="GEMINI_API_KEY or GOOGLE_API_KEY"):
+    with pytest.raises(MissingKeyError, match="GEMINI_API_KEY or GOOGLE_API_KEY"):
         GeminiJudge()
 
 

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from ttseval.core.errors import MissingKeyError
 from ttseval.providers.judges.openai_audio import OpenAIJudge
 from ttseval.providers.judges.prompts import instruction_prompt, pairwise_prompt
 from tests.fake_openai import FakeOpenAI, Reply
@@ -98,7 +99,7 @@ def test_a_self_hosted_omni_model_needs_no_key_and_costs_nothing(fake: FakeOpenA
 
 def test_clear_errors_before_any_call(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    with pytest.raises(ValueError, match="OPENAI_API_KEY"):
+    with pytest.raises(MissingKeyError, match="OPENAI_API_KEY"):
         OpenAIJudge("gpt-4o-audio-preview")
     with pytest.raises(ValueError, match="no list price for 'gpt-9-audio'.*input_usd_per_mtok"):
         OpenAIJudge("gpt-9-audio", api_key=KEY)

@@ -12,6 +12,7 @@ import pytest
 import soundfile as sf
 from pydantic import BaseModel
 
+from ttseval.core.errors import MissingKeyError
 from ttseval.core.protocols import LLM, LLMRequest
 from ttseval.providers.llm.gemini import GeminiLLM, retry_delay_s
 from tests.fake_gemini import REFUSAL_TEXT, FakeGemini, GeminiRequest, Reply
@@ -223,7 +224,7 @@ def test_api_key_never_in_error_text_or_metadata(fake: FakeGemini) -> None:
 
 
 def test_key_from_environment_and_missing_key(fake: FakeGemini, monkeypatch: pytest.MonkeyPatch) -> None:
-    with pytest.raises(ValueError, match="GEMINI_API_KEY or GOOGLE_API_KEY"):
+    with pytest.raises(MissingKeyError, match="GEMINI_API_KEY or GOOGLE_API_KEY"):
         GeminiLLM()
     monkeypatch.setenv("GOOGLE_API_KEY", "from-google-var")
     monkeypatch.setenv("GEMINI_API_KEY", "from-gemini-var")  # GEMINI_API_KEY wins

@@ -9,6 +9,7 @@ import time
 import pytest
 from pydantic import BaseModel
 
+from ttseval.core.errors import MissingKeyError
 from ttseval.core.protocols import LLM, LLMRequest
 from ttseval.providers.llm.base import retry_after_s as retry_delay_s
 from ttseval.providers.llm.openai_compat import OpenAICompatLLM
@@ -336,7 +337,7 @@ def test_responder_after_scripts_before_default() -> None:
 
 
 def test_no_key_without_base_url_is_an_error() -> None:
-    with pytest.raises(ValueError, match="OPENAI_API_KEY"):
+    with pytest.raises(MissingKeyError, match="OPENAI_API_KEY"):
         OpenAICompatLLM("gpt-4.1-mini")
 
 

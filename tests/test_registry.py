@@ -126,6 +126,21 @@ def test_bad_option_is_a_spec_error_naming_it() -> None:
         TTS.build("espeak-ng:en-us:loudness=3")
 
 
+def test_a_missing_api_key_keeps_its_type_through_the_registry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The dry run builds keyless providers by catching MissingKeyError (tasks.common._build), not by matching the
+    message: the registry adds the spec to the message and keeps the type; any other bad spec stays a SpecError."""
+    from ttseval.core.errors import MissingKeyError
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(MissingKeyError) as missing:
+        TTS.build("openai:alloy")
+    assert str(missing.value).startswith("tts spec 'openai:alloy': openai needs an API key: set OPENAI_API_KEY")
+    assert missing.value.spec == "openai:alloy"
+    with pytest.raises(SpecError) as bad:
+        TTS.build("openai:alloy:loudness=3", api_key="k")
+    assert "loudness" in str(bad.value) and not isinstance(bad.value, MissingKeyError)
+
+
 def test_a_plugin_cannot_take_a_built_in_name() -> None:
     with pytest.raises(ConfigError, match=r"setting plugins\.tts: 'flite' -> 'tests\.fakes:FlakyTTS' reuses the name "
                                           r"of the built-in tts provider 'flite' \(ttseval\.providers\.tts\.flite:FliteTTS\); "

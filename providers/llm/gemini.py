@@ -24,6 +24,7 @@ from pydantic import Field, SecretStr
 
 from ttseval.providers import EngineVersion, canonical_spec, package_version, parse_options
 from ttseval.providers.llm.base import RETRYABLE_STATUS, BaseLLM, Fatal, LLMOptions, Reply, Transient, retry_after_s
+from ttseval.core.errors import MissingKeyError
 from ttseval.core.ids import stable_id
 from ttseval.core.protocols import LLMRequest
 
@@ -57,7 +58,7 @@ def resolve_api_key(api_key: str | SecretStr | None, who: str) -> SecretStr:
         api_key = next((os.environ[v] for v in KEY_VARIABLES if os.environ.get(v)), None)
     secret = api_key if isinstance(api_key, SecretStr) else SecretStr(api_key or "")
     if not secret.get_secret_value():
-        raise ValueError(
+        raise MissingKeyError(
             f"{who} needs an API key: set {' or '.join(KEY_VARIABLES)} in the environment (or pass api_key=)"
         )
     return secret

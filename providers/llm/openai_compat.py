@@ -25,6 +25,7 @@ from pydantic import Field, SecretStr
 
 from ttseval.providers import EngineVersion, canonical_spec, package_version, parse_options
 from ttseval.providers.llm.base import RETRYABLE_STATUS, BaseLLM, Fatal, LLMOptions, Reply, Transient, retry_after_s
+from ttseval.core.errors import MissingKeyError
 from ttseval.core.ids import stable_id
 from ttseval.core.protocols import LLMRequest
 
@@ -89,7 +90,7 @@ class OpenAICompatLLM(BaseLLM):
             api_key = os.environ.get(KEY_VARIABLE) or None
         secret = api_key if isinstance(api_key, SecretStr) else SecretStr(api_key or "")
         if not secret.get_secret_value() and not self.options.base_url:
-            raise ValueError(
+            raise MissingKeyError(
                 f"openai LLM needs an API key: set {KEY_VARIABLE} in the environment (or pass api_key=), "
                 "or point base_url= at a local server that needs none"
             )

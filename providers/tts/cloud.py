@@ -37,8 +37,8 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from ttseval.providers import canonical_spec, endpoint_without_credentials, parse_options
 from ttseval.providers.llm.base import RETRYABLE_STATUS, retry_after_s
 from ttseval.core.audio import Audio
-from ttseval.core.errors import (DeferredProviderError, PermanentProviderError, ProviderError, TransientProviderError,
-                            TruncatedAudioError)
+from ttseval.core.errors import (DeferredProviderError, MissingKeyError, PermanentProviderError, ProviderError,
+                                 TransientProviderError, TruncatedAudioError)
 from ttseval.core.protocols import ANY_LANGUAGE, Languages
 
 _POLICY_WORDS = ("content policy", "content_policy", "terms of service", "moderation", "safety system")
@@ -157,8 +157,8 @@ class CloudTTS:
         self._api_key = api_key if isinstance(api_key, SecretStr) else SecretStr(api_key or "")
         if not self._api_key.get_secret_value() and self.key_variable and (
                 self.key_required or not self.options.base_url):
-            raise ValueError(f"{self.name} needs an API key: set {self.key_variable} in the environment (or name a "
-                             f"Prefect Secret block for it in the setting secret_blocks)")
+            raise MissingKeyError(f"{self.name} needs an API key: set {self.key_variable} in the environment (or "
+                                  f"name a Prefect Secret block for it in the setting secret_blocks)")
         self._client: Any = None  # httpx, made on first use
         self._sdk: Any = None  # a vendor SDK's client, for the subclasses that use one
         self._client_lock = threading.Lock()

@@ -44,8 +44,8 @@ from ttseval.providers import EngineVersion, package_version
 from ttseval.providers.llm.gemini import KEY_VARIABLES, retry_delay_s, transient_transport_errors
 from ttseval.providers.tts.cloud import CloudOptions, CloudTTS, decode_audio, vendor_message
 from ttseval.core.audio import Audio
-from ttseval.core.errors import (DeferredProviderError, PermanentProviderError, ProviderError, TransientProviderError,
-                            TruncatedAudioError)
+from ttseval.core.errors import (DeferredProviderError, MissingKeyError, PermanentProviderError, ProviderError,
+                                 TransientProviderError, TruncatedAudioError)
 
 DEFAULT_MODEL = "gemini-2.5-flash-preview-tts"
 PREBUILT_VOICES: dict[str, str] = {
@@ -92,8 +92,8 @@ class GeminiTTS(CloudTTS):
         if api_key is None:
             api_key = next((os.environ[v] for v in KEY_VARIABLES if os.environ.get(v)), None)
         if not (api_key.get_secret_value() if isinstance(api_key, SecretStr) else api_key):
-            raise ValueError(f"{self.name} needs an API key: set {' or '.join(KEY_VARIABLES)} in the environment "
-                             "(or name a Prefect Secret block for it in the setting secret_blocks)")
+            raise MissingKeyError(f"{self.name} needs an API key: set {' or '.join(KEY_VARIABLES)} in the "
+                                  "environment (or name a Prefect Secret block for it in the setting secret_blocks)")
         super().__init__(voice, api_key=api_key, **options)
         self._transient = transient_transport_errors()
 

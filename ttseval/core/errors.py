@@ -3,6 +3,7 @@
     TTSEvalError                      root: catch this to catch everything ttseval raises on purpose
     +-- ConfigError                   a setting is missing or invalid
     +-- SpecError                     a provider spec string is malformed or names an unknown provider
+    |   +-- MissingKeyError           a paid provider was built without its API key (also a ValueError)
     +-- DatasetError                  an input dataset breaks a rule (exit code 2 from the CLI)
     +-- NotFoundError                 no such store, or no such run in it (exit code 2 from every command)
     +-- StoreError                    the artifact store cannot be read or written
@@ -44,6 +45,12 @@ class SpecError(TTSEvalError):
     def __init__(self, message: str, *, spec: str | None = None) -> None:
         super().__init__(message)
         self.spec = spec
+
+
+class MissingKeyError(SpecError, ValueError):
+    """A provider that calls a paid API was built without its key. Providers raise it (a ValueError, as every bad
+    constructor argument is) and the registry keeps the type when it adds the spec to the message, so callers
+    (the dry run's keyless estimate) can tell it from any other bad spec."""
 
 
 class RunBusyError(TTSEvalError):

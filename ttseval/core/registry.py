@@ -21,7 +21,7 @@ import shutil
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from ttseval.core.errors import ConfigError, SpecError, TTSEvalError
+from ttseval.core.errors import ConfigError, MissingKeyError, SpecError, TTSEvalError
 from ttseval.core.ids import stable_id
 from ttseval.core.protocols import (
     LLM,
@@ -346,7 +346,8 @@ class Registry(Generic[T]):
         try:
             provider = cls(voice=parsed.voice, **options, **context)  # type: ignore[call-arg]
         except (TypeError, ValueError) as e:
-            raise SpecError(f"{self.kind} spec {parsed.canonical!r}: {e}", spec=parsed.canonical) from e
+            error = MissingKeyError if isinstance(e, MissingKeyError) else SpecError
+            raise error(f"{self.kind} spec {parsed.canonical!r}: {e}", spec=parsed.canonical) from e
         except ImportError as e:  # a package only this configuration needs (a bundled voice or model)
             raise ConfigError(f"{self.kind} spec {parsed.canonical!r}: {e}") from e
         missing = [a for a in sorted(self._members[2]) if not hasattr(provider, a)]
