@@ -2,7 +2,8 @@
 
 Every nightly run is its own run id (`nightly-<UTC timestamp>`), so runs never overwrite each other; audio is
 reused across runs for unchanged requests and engine versions (settings.reuse_audio), so a night with no
-engine change costs only the ASR, MOS and judge stages' cache look-ups.
+engine change costs only the ASR, MOS and judge stages' cache look-ups. A night whose drift report flags a change
+notifies the Prefect notification blocks named in the setting `alert_blocks` (ttseval.tasks.alerts).
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from ttseval.metrics.drift import compare_reports, paired_drift
 from ttseval.tasks.common import get_store, logger, now
 from ttseval.core.config import DEFAULT_SYSTEMS, load_settings
 from ttseval.corpus import DEMO_DATASET
-from ttseval.tasks.report.html import compare_line
-from ttseval.tasks.report import drift_markdown
+from ttseval.tasks.alerts import send_alert
+from ttseval.tasks.report.html import compare_line, html_location
+from ttseval.tasks.report import drift_alert, drift_markdown
 from ttseval.core.store import ArtifactStore
 
 PREFIX = "nightly-"
@@ -41,6 +43,17 @@ def provider_versions(store: ArtifactStore, run_id: str) -> dict[str, list[str]]
     synthesis = store.read(run_id, "synthesis")
     versions = synthesis.dropna(subset=["provider_version"]).groupby("system_spec")["provider_version"].unique()
     return {spec: sorted(map(str, v)) for spec, v in versions.items()}
+
+
+def run_links(store: ArtifactStore, run_id: str) -> list[str]:
+    """Where a person reads the night: its HTML report, its drift table and (with a Prefect UI) its flow run."""
+    from prefect.runtime import flow_run
+
+    links = [f"HTML report: {html_location(store, run_id)}",
+             f"drift table: {store.display('runs', run_id, 'drift.md')}"]
+    if flow_run.ui_url:
+        links.append(f"Prefect flow run: {flow_run.ui_url}")
+    return links
 
 
 @flow(name="nightly")
@@ -92,6 +105,9 @@ def nightly(
                                  description=f"drift {previous} -> {run_id}")
         summary["flagged"] = int(drift["flagged"].fillna(False).astype(bool).sum())
         logger().info(f"drift against {previous}: {summary['flagged']} flagged change(s)")
+        if summary["flagged"] and settings.alert_blocks:
+            summary["alerts"] = send_alert(settings.alert_blocks, *drift_alert(drift, previous, run_id,
+                                                                                run_links(st, run_id)))
     st.write_bytes(f"runs/{run_id}/nightly.json", json.dumps(summary, indent=2, default=str).encode("utf-8"))
     return summary
 

@@ -117,6 +117,30 @@ def listening_markdown(store: ArtifactStore, run_id: str) -> str:
 # -- drift --------------------------------------------------------------------------------------------------------
 
 
+def drift_alert(drift: pd.DataFrame, previous: str, current: str, links: list[str]) -> tuple[str, str] | None:
+    """The one message a nightly run sends when its drift report flags changes: (subject, body), None when none.
+
+    Each flagged change is a line naming the system, the recogniser, the metric, its size (previous -> current,
+    the delta and the adjusted p when the change was tested item by item) and its direction; `links` are the run's
+    pages (its HTML report, the Prefect flow run)."""
+    flagged = drift[drift["flagged"].fillna(False).astype(bool)]
+    if flagged.empty:
+        return None
+    lines = []
+    for r in flagged.to_dict("records"):
+        recogniser = "" if missing(r.get("asr_spec")) else f" ({r['asr_spec']})"
+        if r["metric"] == "presence":
+            lines.append(f"- {r['system_spec']}{recogniser}: {r['direction']} since {previous}")
+            continue
+        p = "" if missing(r.get("p_adjusted")) else f", adjusted p {num(r['p_adjusted'], 4)}"
+        lines.append(f"- {r['system_spec']}{recogniser} {r['metric']}: {num(r['previous'], 3)} -> "
+                     f"{num(r['current'], 3)} (delta {num(r['delta'], 3)}{p}), {r['direction']}")
+    worse = int((flagged["direction"] == "worse").sum())
+    subject = f"ttseval nightly {current}: {len(flagged)} flagged change(s), {worse} for the worse"
+    body = "\n".join([f"Drift of {current} against {previous}:", *lines, "", *links])
+    return subject, body
+
+
 def drift_markdown(drift: pd.DataFrame, previous: str, current: str) -> str:
     """A drift table (ttseval.metrics.drift.compare_reports) as Markdown: one line per (system, recogniser, metric)."""
     flagged = drift[drift["flagged"].fillna(False).astype(bool)]

@@ -201,6 +201,11 @@ class Settings(BaseSettings):
         default_factory=dict, description="API-key variable -> Prefect Secret block name, read when the variable "
         "is not set in the environment (e.g. {ELEVENLABS_API_KEY = 'elevenlabs-key'})"
     )
+    alert_blocks: list[str] = Field(
+        default_factory=list, description="Prefect notification blocks a nightly run notifies when its drift "
+        "report flags a change, as 'block-type-slug/block-name' (e.g. 'slack-webhook/tts-alerts', "
+        "'custom-webhook/oncall'); the block holds the URL or token, so no secret is in a settings file"
+    )
     insv: Insv = Field(default_factory=Insv, description="INSV-A screening thresholds")
     listening: Listening = Field(default_factory=Listening, description="Listening tests: MUSHRA-DG weights, "
                                  "rejection rule, subsampling, stimuli")
