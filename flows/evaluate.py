@@ -51,6 +51,7 @@ def evaluate(
     judges: list[str] | None = None,
     instruction_judges: list[str] | None = None,
     budget_usd: float | None = None,
+    fresh_items: list[str] | None = None,
 ) -> dict[str, Any]:
     """Evaluate TTS `systems` on the items in `dataset`; tables land under `<store>/runs/<run_id>/`.
 
@@ -67,9 +68,11 @@ def evaluate(
             default from settings (none: no offline judge can hear style).
         budget_usd: the most this run may spend on paid synthesis and judge calls (default from settings: no cap). Keys
             past it are not called and stay missing; a later run computes them.
+        fresh_items: item ids whose clips remote voices synthesize afresh instead of reusing earlier runs' audio
+            (a nightly run's canary; default from settings: none).
     """
     started, t0 = now(), time.perf_counter()
-    settings = load_settings(store=store, shard_size=shard_size, budget_usd=budget_usd)
+    settings = load_settings(store=store, shard_size=shard_size, budget_usd=budget_usd, fresh_items=fresh_items)
     log = logger()
     st = get_store(settings.store)
     checked = preflight_evaluate(dataset, systems, settings, baseline=baseline, judges=judges,

@@ -2,8 +2,10 @@
 
 Every nightly run is its own run id (`nightly-<UTC timestamp>`), so runs never overwrite each other; audio is
 reused across runs for unchanged requests and engine versions (settings.reuse_audio), so a night with no
-engine change costs only the ASR, MOS and judge stages' cache look-ups. A night whose drift report flags a change
-notifies the Prefect notification blocks named in the setting `alert_blocks` (ttseval.tasks.alerts).
+engine change costs only the ASR, MOS and judge stages' cache look-ups. Remote voices (a vendor's API, whose
+version does not change when its voice does) speak the night's canary items afresh, compared item by item with the
+previous night's clips (ttseval.metrics.canary). A night whose drift report or canary flags a change notifies the
+Prefect notification blocks named in the setting `alert_blocks` (ttseval.tasks.alerts).
 """
 
 from __future__ import annotations
@@ -11,18 +13,23 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pandas as pd
+
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 
 from ttseval.flows.common import artifact_key
 from ttseval.flows.evaluate import evaluate
+from ttseval.corpus.items import read_items
+from ttseval.metrics.canary import canary_changes, canary_sample
 from ttseval.metrics.drift import compare_reports, paired_drift
 from ttseval.tasks.common import get_store, logger, now
-from ttseval.core.config import DEFAULT_SYSTEMS, load_settings
+from ttseval.core.config import DEFAULT_SYSTEMS, Settings, load_settings
+from ttseval.core.registry import TTS, Spec
 from ttseval.corpus import DEMO_DATASET
 from ttseval.tasks.alerts import send_alert
 from ttseval.tasks.report.html import compare_line, html_location
-from ttseval.tasks.report import drift_alert, drift_markdown
+from ttseval.tasks.report import canary_markdown, drift_alert, drift_markdown
 from ttseval.core.store import ArtifactStore
 
 PREFIX = "nightly-"
@@ -43,6 +50,32 @@ def provider_versions(store: ArtifactStore, run_id: str) -> dict[str, list[str]]
     synthesis = store.read(run_id, "synthesis")
     versions = synthesis.dropna(subset=["provider_version"]).groupby("system_spec")["provider_version"].unique()
     return {spec: sorted(map(str, v)) for spec, v in versions.items()}
+
+
+def night_canary(dataset: str, settings: Settings, night: str | None = None) -> list[str]:
+    """The canary item ids of the night `night` (YYYY-MM-DD; default today in UTC): ttseval.metrics.canary."""
+    items, _, _ = read_items(dataset, settings)
+    return canary_sample(items, settings.canary_fixed, settings.canary_rotating,
+                         night or now().date().isoformat())
+
+
+def remote_systems(systems: list[str], settings: Settings) -> list[str]:
+    """The canonical specs of `systems` whose provider is a remote service (its class's `remote`)."""
+    plugins = settings.plugins.get("tts", {})
+    specs = [Spec.parse(s) for s in systems]
+    return [s.canonical for s in specs if getattr(TTS.resolve(s.provider, plugins), "remote", False)]
+
+
+def canary_clips(store: ArtifactStore, run_id: str, items: list[str], specs: list[str]) -> pd.DataFrame:
+    """A run's clips of the canary `items` by `specs` (one row per system and item: its SHA-256 and duration),
+    with the prosody stage's mean F0 and speech time where it measured them (NaN elsewhere)."""
+    clips = store.read(run_id, "synthesis", columns=["item_id", "system_id", "system_spec", "audio_sha256",
+                                                     "duration_s", "status"])
+    clips = clips[(clips["status"] == "ok") & clips["item_id"].isin(items) & clips["system_spec"].isin(specs)]
+    prosody = store.read(run_id, "prosody", columns=["item_id", "system_id", "f0_mean_hz", "speech_s", "status"])
+    prosody = prosody[prosody["status"] == "ok"].drop_duplicates(["item_id", "system_id"], keep="last")
+    return clips.drop(columns="status").merge(prosody.drop(columns="status"), on=["item_id", "system_id"],
+                                              how="left")
 
 
 def run_links(store: ArtifactStore, run_id: str) -> list[str]:
@@ -80,8 +113,13 @@ def nightly(
     """
     settings = load_settings(store=store)
     run_id = run_id or nightly_run_id()
+    night = now().date().isoformat()
+    canary = night_canary(dataset, settings, night)
+    remote = remote_systems(systems, settings)
+    if remote and canary:
+        logger().info(f"canary: {len(canary)} items spoken afresh tonight by {', '.join(remote)}")
     result = evaluate(dataset=dataset, systems=systems, store=settings.store, run_id=run_id, baseline=baseline,
-                      judges=judges, budget_usd=budget_usd)
+                      judges=judges, budget_usd=budget_usd, fresh_items=canary)
     st = get_store(settings.store)
     versions = provider_versions(st, run_id)
     synthesis = st.read(run_id, "synthesis")
@@ -89,7 +127,8 @@ def nightly(
     logger().info(f"{run_id}: provider versions {versions}; {cache_hits} clips reused from earlier runs")
     previous = previous_run or previous_nightly(st, run_id)
     summary = {"run_id": run_id, "previous_run": previous, "provider_versions": versions, "cache_hits": cache_hits,
-               "flagged": None, **{k: result[k] for k in ("computed", "reused")}}
+               "canary": {"night": night, "items": canary, "systems": remote, "flagged": None}, "flagged": None,
+               **{k: result[k] for k in ("computed", "reused")}}
     if previous is None:
         logger().info("no earlier nightly run in this store: nothing to compare with yet")
     else:
@@ -98,16 +137,24 @@ def nightly(
                               seed=settings.seed, alpha=settings.alpha, method=settings.p_adjust,
                               n_permutations=settings.permutation_resamples)
         drift = compare_reports(st.read(previous, "report"), st.read(run_id, "report"), paired)
-        markdown = drift_markdown(drift, previous, run_id) + compare_line(st, previous, run_id)
+        # the remote voices' fresh canary clips against the previous night's clips of the same items
+        changes = canary_changes(canary_clips(st, previous, canary, remote), canary_clips(st, run_id, canary, remote),
+                                 n_resamples=settings.bootstrap_resamples, seed=settings.seed, alpha=settings.alpha,
+                                 method=settings.p_adjust, n_permutations=settings.permutation_resamples)
+        markdown = (drift_markdown(drift, previous, run_id) + canary_markdown(changes, previous)
+                    + compare_line(st, previous, run_id))
         st.write_bytes(f"runs/{run_id}/drift.md", markdown.encode("utf-8"))
         st.write_bytes(f"runs/{run_id}/drift.json", drift.to_json(orient="records").encode("utf-8"))
+        st.write_bytes(f"runs/{run_id}/canary.json", changes.to_json(orient="records").encode("utf-8"))
         create_markdown_artifact(markdown=markdown, key=artifact_key("drift", run_id),
                                  description=f"drift {previous} -> {run_id}")
-        summary["flagged"] = int(drift["flagged"].fillna(False).astype(bool).sum())
-        logger().info(f"drift against {previous}: {summary['flagged']} flagged change(s)")
+        summary["canary"]["flagged"] = int(changes["flagged"].astype(bool).sum())
+        summary["flagged"] = int(drift["flagged"].fillna(False).astype(bool).sum()) + summary["canary"]["flagged"]
+        logger().info(f"drift against {previous}: {summary['flagged']} flagged change(s), "
+                      f"{summary['canary']['flagged']} of them in the canary clips")
         if summary["flagged"] and settings.alert_blocks:
             summary["alerts"] = send_alert(settings.alert_blocks, *drift_alert(drift, previous, run_id,
-                                                                                run_links(st, run_id)))
+                                                                                run_links(st, run_id), changes))
     st.write_bytes(f"runs/{run_id}/nightly.json", json.dumps(summary, indent=2, default=str).encode("utf-8"))
     return summary
 

@@ -24,7 +24,7 @@ import pandas as pd
 
 from ttseval.tasks.common import get_provider
 from ttseval.tasks.plan import Plan
-from ttseval.tasks.synthesize import cacheable, call_cost, instruction_for, request_key, synthesis_cache
+from ttseval.tasks.synthesize import call_cost, instruction_for, request_key, reuses_audio, synthesis_cache
 from ttseval.core.config import Settings
 from ttseval.core.store import ArtifactStore
 
@@ -74,7 +74,7 @@ def estimate_synthesis(plan: Plan, store: ArtifactStore, settings: Settings) -> 
             if not provider.supports_language(item["language"]):
                 continue
             instruction = instruction_for(spec, item) if getattr(provider, "accepts_instruction", False) else None
-            if settings.reuse_audio and cacheable(provider) and \
+            if reuses_audio(provider, item["item_id"], settings) and \
                     cache.get(request_key(spec, provider, item, instruction)) is not None:
                 est.reused += 1
                 continue

@@ -85,6 +85,13 @@ def cacheable(provider: Any) -> bool:
     return not getattr(provider, "keyed_by_item", False)
 
 
+def reuses_audio(provider: Any, item_id: str, settings: Settings) -> bool:
+    """Whether this item's clip may come from an earlier run's answer: `reuse_audio` is on, the provider is
+    cacheable, and the item is not one a remote voice must speak afresh tonight (setting `fresh_items`)."""
+    fresh = getattr(provider, "remote", False) and item_id in settings.fresh_items
+    return settings.reuse_audio and cacheable(provider) and not fresh
+
+
 @dataclass
 class _Call:
     """An item that needs a provider call: its row so far, what to ask, and the cache key of the answer."""
@@ -114,7 +121,7 @@ def _prepare(provider: Any, spec: Spec, item: dict[str, Any], settings: Settings
                       "error_message": f"{spec.canonical} does not speak {language!r}"}
     instruction = instruction_for(spec, item) if getattr(provider, "accepts_instruction", False) else None
     key = request_key(spec, provider, item, instruction)
-    if settings.reuse_audio and cacheable(provider) and (hit := cache.get(key)) is not None:
+    if reuses_audio(provider, item["item_id"], settings) and (hit := cache.get(key)) is not None:
         return row | {k: hit[k] for k in _CACHED_COLUMNS if k in hit} | {"cache_hit": True, "retryable": False,
                                                                           "attempt": 0}
     return _Call(row, item, instruction, key)

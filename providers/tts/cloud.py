@@ -127,6 +127,9 @@ class CloudTTS:
     (build the request, make it with `_post`, decode the answer) and, where the API lists voices, `voices`."""
 
     name: ClassVar[str] = "cloud"
+    remote: ClassVar[bool] = True
+    """A vendor's service: its version does not change when the voice behind it does, so a nightly run has it speak
+    the canary items afresh (setting fresh_items; a plugin that calls a service sets this too)."""
     key_variable: ClassVar[str | None] = None
     """The environment variable that holds the API key."""
     key_required: ClassVar[bool] = True

@@ -29,9 +29,9 @@ from ttseval.tasks.report.html import build_data, html_location, write_html_repo
 from ttseval.tasks.report.per_item import per_item_table, write_per_item
 from ttseval.tasks.report.judges import (instruction_markdown, leaderboard_markdown, position_bias_markdown,
                                          voice_variance_markdown)
-from ttseval.tasks.report.markdown import (cost_markdown, dataset_statistics_markdown, drift_alert, drift_markdown,
-                                           instruction_statistics_markdown, listening_markdown, render_markdown,
-                                           rows_for_display, tables_markdown)
+from ttseval.tasks.report.markdown import (canary_markdown, cost_markdown, dataset_statistics_markdown, drift_alert,
+                                           drift_markdown, instruction_statistics_markdown, listening_markdown,
+                                           render_markdown, rows_for_display, tables_markdown)
 from ttseval.tasks.report.stages import (audio_checks_markdown, grouped_markdown, insv_markdown, paired_markdown,
                                          predictors_markdown, prosody_markdown, recognisers_markdown,
                                          planning_markdown, significance_markdown, similarity_markdown)
@@ -40,6 +40,7 @@ from ttseval.tasks.report.terminal import print_table
 __all__ = [
     "LEVELS", "ROLE_LABEL", "ROLE_ORDER", "RunTables", "audio_checks_markdown", "build_data", "compute_summary",
     "compute_rankings", "compute_winrates", "cost_markdown", "dataset_statistics_markdown", "depth_figure",
+    "canary_markdown",
     "drift_alert",
     "drift_markdown",
     "grouped_markdown", "html_location", "insv_markdown", "instruction_markdown", "instruction_statistics_markdown",

@@ -117,16 +117,42 @@ def listening_markdown(store: ArtifactStore, run_id: str) -> str:
 # -- drift --------------------------------------------------------------------------------------------------------
 
 
-def drift_alert(drift: pd.DataFrame, previous: str, current: str, links: list[str]) -> tuple[str, str] | None:
+def canary_markdown(changes: pd.DataFrame, previous: str) -> str:
+    """The canary section of drift.md (ttseval.metrics.canary.canary_changes): one line per (system, measure)."""
+    lines = ["", "## Canary: remote voices' fresh clips against the previous night's", ""]
+    if changes.empty:
+        return "\n".join([*lines, f"No canary clips to compare: no remote voice, or none with clips of the canary "
+                           f"items in both this run and `{previous}`.", ""])
+    table = [[r["system_spec"], r["measure"], str(int(r["n_items"])), str(int(r["identical_clips"])),
+              num(r["reference"], 3), num(r["tonight"], 3),
+              num(r["delta"], 3) + ("" if missing(r["ci_low"]) else
+                                    f" [{num(r['ci_low'], 3)}, {num(r['ci_high'], 3)}]"),
+              num(r["p_permutation"], 4), num(r["p_adjusted"], 4), "**yes**" if r["flagged"] else "no"]
+             for r in changes.to_dict("records")]
+    headers = ["system", "measure", "items", "identical clips", f"`{previous}`", "tonight", "delta [95% CI]",
+               "permutation p", "adjusted p", "flagged"]
+    return "\n".join([*lines, "Each night the remote voices speak the canary items afresh (settings canary_fixed, "
+                       "canary_rotating); their clips are compared item by item with the previous night's: a paired "
+                       "permutation test per measure, the p adjusted across the canary's tests (`p_adjust`), flagged "
+                       "under `alpha`. Fresh clips of an unchanged voice differ byte for byte; a shift the same way "
+                       "on most items is a change of the voice.", "", markdown_table(headers, table), ""])
+
+
+def drift_alert(drift: pd.DataFrame, previous: str, current: str, links: list[str],
+                canary: pd.DataFrame | None = None) -> tuple[str, str] | None:
     """The one message a nightly run sends when its drift report flags changes: (subject, body), None when none.
 
-    Each flagged change is a line naming the system, the recogniser, the metric, its size (previous -> current,
+    A remote voice's canary change (ttseval.metrics.canary, `canary`) comes first: it has no direction, only a
+    size. Each flagged change is a line naming the system, the recogniser, the metric, its size (previous -> current,
     the delta and the adjusted p when the change was tested item by item) and its direction; `links` are the run's
     pages (its HTML report, the Prefect flow run)."""
     flagged = drift[drift["flagged"].fillna(False).astype(bool)]
-    if flagged.empty:
+    voices = canary[canary["flagged"].astype(bool)] if canary is not None and len(canary) else pd.DataFrame()
+    if flagged.empty and voices.empty:
         return None
-    lines = []
+    lines = [f"- {r['system_spec']} canary {r['measure']}: {num(r['reference'], 3)} -> {num(r['tonight'], 3)} "
+             f"(delta {num(r['delta'], 3)}, adjusted p {num(r['p_adjusted'], 4)}, {int(r['n_items'])} fresh clips)"
+             for r in voices.to_dict("records")]
     for r in flagged.to_dict("records"):
         recogniser = "" if missing(r.get("asr_spec")) else f" ({r['asr_spec']})"
         if r["metric"] == "presence":
@@ -136,7 +162,7 @@ def drift_alert(drift: pd.DataFrame, previous: str, current: str, links: list[st
         lines.append(f"- {r['system_spec']}{recogniser} {r['metric']}: {num(r['previous'], 3)} -> "
                      f"{num(r['current'], 3)} (delta {num(r['delta'], 3)}{p}), {r['direction']}")
     worse = int((flagged["direction"] == "worse").sum())
-    subject = f"ttseval nightly {current}: {len(flagged)} flagged change(s), {worse} for the worse"
+    subject = f"ttseval nightly {current}: {len(flagged) + len(voices)} flagged change(s), {worse} for the worse"
     body = "\n".join([f"Drift of {current} against {previous}:", *lines, "", *links])
     return subject, body
 

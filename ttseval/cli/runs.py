@@ -169,7 +169,10 @@ def cmd_nightly(args: argparse.Namespace) -> int:
     systems = csv_list(args.systems)
     judges = csv_list(args.judges) if args.judges is not None else None  # "" judges nothing, as for evaluate
     run_id = args.run_id or nightly_run_id()
-    if args.dry_run:
+    if args.dry_run:  # tonight's canary is priced as the calls it makes: remote voices speak it afresh
+        from ttseval.flows.nightly import night_canary
+
+        settings = settings.model_copy(update={"fresh_items": night_canary(args.dataset, settings)})
         return print_dry_run(args.dataset, systems, run_id, args.baseline, judges, None, settings)
     announce_new_store(ArtifactStore(settings.store).is_new(), settings.store)
     os.environ.update({"TTSEVAL_STORE": settings.store, "TTSEVAL_ALLOW_NEW_STORE": str(settings.allow_new_store).lower()})

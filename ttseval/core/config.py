@@ -133,6 +133,14 @@ class Settings(BaseSettings):
     judges: list[str] = Field(default_factory=lambda: ["objective"], description="Pairwise judge specs")
     instruction_judges: list[str] = Field(default_factory=list, description="Instruction-following judge specs")
     reuse_audio: bool = Field(True, description="Reuse audio from earlier runs for an unchanged request and engine version")
+    canary_fixed: int = Field(8, ge=0, description="Items a nightly run has its remote voices speak afresh every night "
+                              "(not reused), the same each night, stratified by category and language; compared "
+                              "item by item with the previous night's clips (ttseval.metrics.canary)")
+    canary_rotating: int = Field(4, ge=0, description="More canary items drawn afresh from the rest each night, seeded "
+                                 "by the date, so over the weeks every item is heard fresh")
+    fresh_items: list[str] = Field(default_factory=list, description="Item ids whose clips remote voices (providers "
+                                   "with remote = True: the cloud APIs) synthesize afresh instead of reusing earlier "
+                                   "runs' audio; a nightly run sets its canary here")
     reuse_scores: bool = Field(True, description="Reuse the per-clip model outputs of any earlier run of the "
                                "store (transcripts, MOS, spoken language, prosody, speaker similarity) for the "
                                "same clip (audio SHA-256), model output id and engine version (transcripts: and "
