@@ -41,8 +41,11 @@ def stored_systems(store: Any, run_id: str) -> tuple[list[str], dict[str, str]]:
 
 
 def stored_baseline(store: Any, run_id: str, system_ids: list[str]) -> str:
-    """The baseline the run was judged against before, else its first system."""
-    judgments = store.read(run_id, "judgments")
+    """The baseline the run was judged against before (its rows against the baseline: judge_pairs all / sampled
+    store other pairs too), else its first system."""
+    from ttseval.metrics.winrate import against_baseline
+
+    judgments = against_baseline(store.read(run_id, "judgments"))
     if not judgments.empty:
         return judgments["baseline_id"].value_counts().index[0]
     return system_ids[0]
@@ -87,8 +90,8 @@ def backfill_judge(run_id: str, judge: str, store: str | None = None, baseline: 
         store: artifact store URI; default from settings.
         baseline: baseline system spec (pairwise); default the baseline the run was judged against, else its first
             system.
-        kind: `pairwise` (each candidate against the baseline) or `instruction` (InstructTTSEval: does each clip
-            follow its item's instruction).
+        kind: `pairwise` (each candidate against the baseline, or the pairs the setting judge_pairs asks for) or
+            `instruction` (InstructTTSEval: does each clip follow its item's instruction).
         systems: only these systems (specs or ids) as candidates; default all of the run's.
         categories, depths, items: only items in these categories, at these depths, with these ids.
     """

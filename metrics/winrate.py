@@ -34,6 +34,7 @@ __all__ = [
     "JUDGMENT_STATUSES",
     "WINNER_SCORES",
     "WINRATE_COLUMNS",
+    "against_baseline",
     "model_of_voices",
     "voice_variance",
     "win_rate_table",
@@ -55,6 +56,14 @@ WINRATE_COLUMNS = (
 )  # fmt: skip
 _INT_COLUMNS = ("n_judged", "wins", "ties", "losses", "n_parse_failures", "n_failed", "n_skipped")
 # win_rate's direction and aggregation: ttseval.metrics.registry.METRICS["win_rate"]; tie_rate is descriptive.
+
+
+def against_baseline(judgments: pd.DataFrame) -> pd.DataFrame:
+    """The verdicts against the run's baseline: every row but those of other pairs under judge_pairs all / sampled
+    (`vs_baseline` False). A row without the flag (a run stored before it, or a frame without the column) is one."""
+    if "vs_baseline" not in judgments.columns:
+        return judgments
+    return judgments[judgments["vs_baseline"].astype("boolean").fillna(True).astype(bool)]
 
 
 def _key_text(row: pd.Series, key: Sequence[str]) -> str:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from ttseval.metrics.agreement import preference_alignment_by_judge
+from ttseval.metrics.winrate import against_baseline
 from ttseval.core.config import Settings
 from ttseval.core.errors import DatasetError, TTSEvalError
 from ttseval.core.store import ArtifactStore
@@ -36,7 +37,7 @@ def human_alignment(settings: Settings, run_id: str, human_csv: str | Path) -> d
     """
     human = read_human_preferences(human_csv)
     store = ArtifactStore(settings.store)
-    judgments = store.read(run_id, "judgments")
+    judgments = against_baseline(store.read(run_id, "judgments"))  # human preferences are vs the baseline
     items = store.read(run_id, "items", columns=["item_id", "category"])
     try:
         aligned = preference_alignment_by_judge(judgments, human, dict(zip(items["item_id"], items["category"])))

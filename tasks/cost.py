@@ -90,31 +90,50 @@ def estimate_synthesis(plan: Plan, store: ArtifactStore, settings: Settings) -> 
 def estimate_judges(items: pd.DataFrame, system_ids: list[str], baseline_id: str, judges: list[str],
                     instruction_judges: list[str], store: ArtifactStore, run_id: str,
                     settings: Settings) -> list[Estimate]:
-    """Per judge: the comparisons the store lacks once every clip exists, and their estimated price."""
+    """Per judge: the comparisons the store lacks once every clip exists, and their estimated price.
+
+    Pairwise: the pairs the setting judge_pairs asks for (ttseval.tasks.judge.judged_pairs: k - 1, k(k - 1)/2 or
+    pairs_per_item per item for k systems) and, for an order-sensitive judge, the position audit's sample of them
+    heard again in the other order; calls are those comparisons times the judge's samples."""
+    from ttseval.tasks.judge import audit_sample, judged_pairs, order_sensitive
+
     audio_s = {r.item_id: expected_audio_s(r.text) for r in items.itertuples(index=False)}
+    audit_stored = store.read(run_id, "position_audit")
     out = []
     for role, specs in (("pairwise", judges), ("instruction", instruction_judges)):
         table = "judgments" if role == "pairwise" else "instruction_judgments"
         stored = store.read(run_id, table)
         for spec in specs:
             judge = get_provider("judge", spec, settings)
-            done = set()
-            if not stored.empty:
-                mine = stored[(stored["judge_id"] == judge.judge_id) & ~stored["retryable"].fillna(False).astype(bool)]
-                done = set(zip(mine["item_id"], mine["system_id"]))
             if role == "pairwise":
-                wanted = [(i, s) for i in audio_s for s in system_ids if s != baseline_id]
+                wanted = judged_pairs(audio_s, system_ids, baseline_id, settings)
+                todo = _missing(wanted, stored, judge.judge_id)
+                if order_sensitive(spec, settings):  # the position audit asks a sample again in the other order
+                    audited = audit_sample(wanted, settings)
+                    todo += _missing([k for k in wanted if k in audited], audit_stored, judge.judge_id)
                 clips = 2
             else:
                 wanted = [(r.item_id, s) for r in items.itertuples(index=False) if getattr(r, "instruction", None)
                           for s in system_ids]
+                todo = _missing(wanted, stored, judge.judge_id)
                 clips = 1
-            todo = [k for k in wanted if k not in done]
-            est = Estimate(f"{spec} ({role})", "judge", keys=len(todo), calls=len(todo))
-            est.audio_s = sum(clips * audio_s[i] for i, _ in todo)
-            est.usd = sum(judge_call_usd(judge, clips * audio_s[i], settings) for i, _ in todo)
+            # each comparison is one call per sample (self-consistency: `samples` calls), as the judge makes them
+            est = Estimate(f"{spec} ({role})", "judge", keys=len(todo),
+                           calls=len(todo) * max(1, getattr(judge, "samples", 1)))
+            est.audio_s = sum(clips * audio_s[k[0]] for k in todo)
+            est.usd = sum(judge_call_usd(judge, clips * audio_s[k[0]], settings) for k in todo)
             out.append(est)
     return out
+
+
+def _missing(wanted: list[tuple], stored: pd.DataFrame, judge_id: str) -> list[tuple]:
+    """The keys of `wanted` ((item_id, system_id[, baseline_id])) that `stored` lacks for good for this judge."""
+    if stored.empty:
+        return list(wanted)
+    mine = stored[(stored["judge_id"] == judge_id) & ~stored["retryable"].fillna(False).astype(bool)]
+    columns = ["item_id", "system_id", "baseline_id"][:len(wanted[0])] if wanted else ["item_id"]
+    done = set(mine[columns].itertuples(index=False, name=None))
+    return [k for k in wanted if k not in done]
 
 
 def judge_call_usd(judge: Any, audio_s: float, settings: Settings) -> float:

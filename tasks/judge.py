@@ -1,4 +1,5 @@
-"""Judge stages: pairwise comparisons against a baseline, and instruction following, on one path.
+"""Judge stages: pairwise comparisons (against a baseline, or every / a sample of pairs: setting judge_pairs),
+and instruction following, on one path.
 
 Both kinds do the same thing with a different table: plan the (item, system[, baseline], judge) keys the store
 lacks, skip keys whose clip is missing (as rows), ask the judge for the rest in one batch, and commit one part
@@ -16,7 +17,7 @@ import hashlib
 import math
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Literal
+from typing import Any, Callable, Iterable, Iterator, Literal
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
@@ -271,7 +272,42 @@ def run_judges(kind: JudgeKind, settings: Settings, run_id: str, system_ids: lis
     return plans, [f.result() for f in futures]
 
 
-# -- pairwise: each candidate against the baseline --------------------------------------------------------------
+# -- pairwise: which pairs of systems are compared (setting judge_pairs) ------------------------------------------
+
+Comparison = tuple[str, str, str]
+"""(item_id, system_id, baseline_id): one comparison of the judgments table, `baseline_id` the other system."""
+
+
+def judged_pairs(item_ids: Iterable[str], system_ids: list[str], baseline_id: str, settings: Settings
+                 ) -> list[Comparison]:
+    """Every comparison the setting `judge_pairs` asks for, in plan order (the pairs with the baseline first).
+
+    The roster is the baseline, then the other systems in the order given; the pair of roster[i] and roster[j]
+    (i < j) is stored as system_id roster[j] against baseline_id roster[i], so a pair with the run's baseline always
+    has it as baseline_id. `baseline`: roster[0] against each other system on every item (k - 1 per item);
+    `all`: every pair on every item (k(k - 1)/2); `sampled`: on each item the `pairs_per_item` pairs (every pair
+    when there are no more) whose SHA-256 of 'pairs|<seed>|<item_id>|<id>|<id>' (the pair's ids sorted) is
+    smallest: the same pairs on a re-run with the same seed, drawn afresh per item.
+    """
+    roster = [baseline_id, *(s for s in dict.fromkeys(system_ids) if s != baseline_id)]
+    items = list(item_ids)
+    if settings.judge_pairs == "baseline":
+        return [(item_id, system_id, baseline_id) for system_id in roster[1:] for item_id in items]
+    pairs = [(roster[i], roster[j]) for i in range(len(roster)) for j in range(i + 1, len(roster))]
+    if settings.judge_pairs == "all":
+        return [(item_id, b, a) for a, b in pairs for item_id in items]
+    n = settings.pairs_per_item
+    chosen = {item_id: set(sorted(pairs, key=lambda p: _pair_draw(settings.seed, item_id, *p))[:n]) for item_id in items}
+    return [(item_id, b, a) for a, b in pairs for item_id in items if (a, b) in chosen[item_id]]
+
+
+def _pair_draw(seed: int, item_id: str, a: str, b: str) -> bytes:
+    """The sort key of a pair on an item under judge_pairs = sampled (judged_pairs)."""
+    lo, hi = sorted((a, b))
+    return hashlib.sha256(f"pairs|{seed}|{item_id}|{lo}|{hi}".encode()).digest()
+
+
+# -- pairwise: each candidate against the baseline (or another system: judge_pairs) ------------------------------
 def _signals(store: ArtifactStore, run_id: str, quality_id: str) -> dict[tuple[str, str], dict[str, float | None]]:
     """CER and MOS per clip from the stored tables (one transcript per clip by construction; the MOS of the first
     predictor in settings.quality, `quality_id`)."""
@@ -287,25 +323,29 @@ def _signals(store: ArtifactStore, run_id: str, quality_id: str) -> dict[tuple[s
 
 def _pairwise_wanted(store: ArtifactStore, run_id: str, system_ids: list[str], baseline_id: str | None,
                      settings: Settings) -> Iterator[Work]:
-    """Every (item, candidate) pair against the baseline, candidates in the given order."""
+    """Every comparison of `judged_pairs` (each candidate against the baseline, or the pairs judge_pairs asks for),
+    in its order; `baseline_id` of a work is the pair's other system, `vs_baseline` whether it is the run's."""
     if baseline_id is None:
         raise ValueError("pairwise judging needs a baseline_id")
     items = store.read(run_id, "items").set_index("item_id")
     clips, signals = Clips.read(store, run_id), _signals(store, run_id, primary_quality_id(settings))
-    for system_id in system_ids:
-        if system_id == baseline_id:
-            continue
-        for item_id, item in items.iterrows():
-            which = "candidate" if not clips.sha(item_id, system_id) else "baseline"
-            yield {
-                "item_id": item_id, "system_id": system_id, "baseline_id": baseline_id, "text": item["text"],
-                "language": item["language"], "category": item["category"],
-                "candidate_sha": clips.sha(item_id, system_id), "baseline_sha": clips.sha(item_id, baseline_id),
-                "candidate_signals": signals.get((item_id, system_id), {}),
-                "baseline_signals": signals.get((item_id, baseline_id), {}),
-                "skip": clips.skip(item_id, {"candidate": system_id, "baseline": baseline_id},
-                                   f"No{which.title()}Audio", f"the {which} has no ok clip for this item"),
-            }
+    for item_id, system_id, other in judged_pairs(items.index, system_ids, baseline_id, settings):
+        item = items.loc[item_id]
+        which = "candidate" if not clips.sha(item_id, system_id) else "baseline"
+        yield {
+            "item_id": item_id, "system_id": system_id, "baseline_id": other, "vs_baseline": other == baseline_id,
+            "text": item["text"], "language": item["language"], "category": item["category"],
+            "candidate_sha": clips.sha(item_id, system_id), "baseline_sha": clips.sha(item_id, other),
+            "candidate_signals": signals.get((item_id, system_id), {}),
+            "baseline_signals": signals.get((item_id, other), {}),
+            "skip": clips.skip(item_id, {"candidate": system_id, "baseline": other},
+                               f"No{which.title()}Audio", f"the {which} has no ok clip for this item"),
+        }
+
+
+def _pair_columns(w: Work) -> dict[str, Any]:
+    """The row's own columns beyond its key: whether the pair is against the run's baseline."""
+    return {"vs_baseline": w["vs_baseline"]}
 
 
 def _pairwise_request(w: Work, store: ArtifactStore, settings: Settings) -> tuple[PairwiseRequest, dict[str, Any]]:
@@ -338,7 +378,7 @@ def _pairwise_row(v: Any, known: dict[str, Any]) -> dict[str, Any]:
 PAIRWISE = JudgeKind(
     table="judgments", task_name="judge",
     wanted=_pairwise_wanted, request=_pairwise_request, ask=_ask_pairs,
-    verdict_row=_pairwise_row)
+    verdict_row=_pairwise_row, row_base=_pair_columns)
 
 
 # -- position-bias audit: a sample of the pairs, asked again in the other order ------------------------------------
@@ -368,7 +408,8 @@ def _swapped_request(w: Work, store: ArtifactStore, settings: Settings) -> tuple
 
 POSITION_AUDIT = JudgeKind(
     table="position_audit", task_name="position-audit",
-    wanted=_audit_wanted, request=_swapped_request, ask=_ask_pairs, verdict_row=_pairwise_row)
+    wanted=_audit_wanted, request=_swapped_request, ask=_ask_pairs, verdict_row=_pairwise_row,
+    row_base=_pair_columns)
 
 
 def order_sensitive(judge: str, settings: Settings) -> bool:

@@ -137,7 +137,7 @@ def test_dry_run_estimate_uses_each_judges_audio_rate_and_prices(tmp_path, monke
                           for k in range(2)])
     estimates = estimate_judges(items, ["base", "a", "b"], "base", ["openai:gpt-4o-audio-preview", "gemini"], [],
                                 ArtifactStore(str(tmp_path)), "r",
-                                load_settings(store=str(tmp_path), judge_output_tokens=300))
+                                load_settings(store=str(tmp_path), judge_output_tokens=300, position_audit_share=0))
     openai, gemini = estimates
     assert (openai.calls, openai.audio_s) == (4, pytest.approx(480.0))
     # OpenAI: 10 audio tokens/s at USD 40, the prompt at 2.50, the output at 10, per million tokens

@@ -87,10 +87,11 @@ def store_summary(store: ArtifactStore, run_id: str, summary: pd.DataFrame) -> N
 
 
 def compute_winrates(store: ArtifactStore, run_id: str, settings: Settings) -> pd.DataFrame:
-    """Win-rates of every judge, at the three levels of EmergentTTS-Eval's tables, in one long table."""
-    from ttseval.metrics.winrate import win_rate_table
+    """Win-rates of every judge against the baseline, at the three levels of EmergentTTS-Eval's tables, in one long
+    table (the verdicts of other pairs, judge_pairs all / sampled, are left to the Bradley-Terry ranking)."""
+    from ttseval.metrics.winrate import against_baseline, win_rate_table
 
-    judgments = store.read(run_id, "judgments")
+    judgments = against_baseline(store.read(run_id, "judgments"))  # every pair (judge_pairs) feeds compute_rankings
     if judgments.empty:
         return WINRATES.empty_table().to_pandas()
     items = store.read(run_id, "items", columns=["item_id", "category", "depth"])
@@ -110,7 +111,8 @@ def compute_winrates(store: ArtifactStore, run_id: str, settings: Settings) -> p
 
 def compute_rankings(store: ArtifactStore, run_id: str, settings: Settings) -> pd.DataFrame:
     """Bradley-Terry strengths, BCa intervals over items, Elo view and rank of every system, per pairwise judge, from
-    the run's judge verdicts (ttseval.metrics.bradley_terry): columns judge_id, judge_spec and BT_COLUMNS."""
+    every one of the run's judge verdicts (all the pairs judged: setting judge_pairs; ttseval.metrics.bradley_terry):
+    columns judge_id, judge_spec and BT_COLUMNS."""
     from ttseval.metrics.bradley_terry import BT_COLUMNS, bradley_terry, judgment_outcomes
 
     judgments = store.read(run_id, "judgments") if store.part_files(run_id, "judgments") else pd.DataFrame()

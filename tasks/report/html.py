@@ -22,6 +22,7 @@ from typing import Any
 import pandas as pd
 
 from ttseval.metrics.wer import word_alignment
+from ttseval.metrics.winrate import against_baseline
 from ttseval.core.store import ArtifactStore
 
 ASSETS = Path(__file__).resolve().parent.parent / "report_html"  # tasks/report_html, package data of ttseval.tasks
@@ -57,7 +58,7 @@ def build_data(store: ArtifactStore, run_id: str, tables: Any, summary: pd.DataF
     synthesis = tables.synthesis
     transcripts = tables.transcripts[tables.transcripts["system_id"].isin(tables.system_ids)]
     quality = tables.quality
-    judgments = store.read(run_id, "judgments")
+    judgments = against_baseline(store.read(run_id, "judgments"))  # a clip's verdict is the one vs the baseline
     judgments = judgments[judgments["system_id"].isin(tables.system_ids)]
     clips: dict[str, dict[str, dict[str, Any]]] = {}
     for r in synthesis.itertuples():

@@ -39,6 +39,7 @@ def leaderboard_markdown(store: ArtifactStore, run_id: str, summary: pd.DataFram
     with `rankings` (ttseval.tasks.report.compute.compute_rankings), the judge's Bradley-Terry ranking."""
     from ttseval.metrics.agreement import degenerate_judge
     from ttseval.metrics.cascade import cascade_summary
+    from ttseval.metrics.winrate import against_baseline
 
     if winrates.empty:
         return ""
@@ -48,9 +49,10 @@ def leaderboard_markdown(store: ArtifactStore, run_id: str, summary: pd.DataFram
     for judge_id, rows in winrates.groupby("judge_id", sort=False):
         spec = rows["judge_spec"].iloc[0]
         baseline = names.get(rows["baseline_id"].iloc[0], rows["baseline_id"].iloc[0])
-        mine = judgments[judgments["judge_id"] == judge_id]
-        cost = float(mine["cost_usd"].fillna(0).sum())
-        tokens = int(mine["input_tokens"].fillna(0).sum() + mine["output_tokens"].fillna(0).sum())
+        every = judgments[judgments["judge_id"] == judge_id]  # every pair judged (judge_pairs): the judge's cost
+        mine = against_baseline(every)
+        cost = float(every["cost_usd"].fillna(0).sum())
+        tokens = int(every["input_tokens"].fillna(0).sum() + every["output_tokens"].fillna(0).sum())
         lines += ["", f"## Win-rate vs baseline `{baseline}`: judge {judge_label(spec)}", "",
                   f"judge_id `{judge_id}`; cost ${cost:.4f} ({tokens} tokens); win 1, tie 0.5, loss 0; "
                   "95% CI (BCa bootstrap over items) on every win-rate, overall and per category and depth; \"n "
@@ -104,7 +106,7 @@ def leaderboard_markdown(store: ArtifactStore, run_id: str, summary: pd.DataFram
         rho = agreement["spearman"]
         lines.append(markdown_table(["judge", *map(str, rho.columns)],
                                     [[j, *(num(v, 3) for v in row)] for j, row in rho.iterrows()]))
-    lines += position_bias_markdown(store, run_id, judgments, names)
+    lines += position_bias_markdown(store, run_id, against_baseline(judgments), names)
     return "\n".join(lines) + "\n"
 
 
@@ -154,8 +156,9 @@ def bradley_terry_markdown(ranked: pd.DataFrame, names: dict[str, str]) -> list[
     return ["", "Bradley-Terry ranking (ttseval.metrics.bradley_terry): strengths fitted to this judge's verdicts, a "
             "tie counting half a win for each side, with a BCa bootstrap 95% CI over items (\"n too small\" under "
             f"{MIN_INTERVAL_ITEMS} items); ordered by the lower bound, as TTS Arena ranks; systems whose intervals "
-            "overlap share a rank. Elo is the same fit on the arena scale (1000 + 400 log10 of the odds). Systems "
-            "judged only against the baseline are compared with each other through it.", "",
+            "overlap share a rank. Elo is the same fit on the arena scale (1000 + 400 log10 of the odds). Every pair "
+            "the judge heard is fitted (setting judge_pairs); systems judged only against the baseline are compared "
+            "with each other through it.", "",
             markdown_table(["rank", "system", "strength [95% CI]", "Elo [95% CI]", "items", "comparisons"], rows)]
 
 

@@ -84,7 +84,9 @@ def write_per_item(store: ArtifactStore, run_id: str, settings: Settings, tables
     from ttseval.core.languages import base_language
     from ttseval.tasks.export import spreadsheet_safe
 
-    judgments = store.read(run_id, "judgments")
+    from ttseval.metrics.winrate import against_baseline
+
+    judgments = against_baseline(store.read(run_id, "judgments"))  # a clip's verdict is the one vs the baseline
     instruction = store.read(run_id, "instruction_judgments")
     english = all(base_language(lang) == "en" for lang in tables.items["language"].unique())
     table = per_item_table(tables, settings, judgments, instruction, text_language=not english)

@@ -163,6 +163,14 @@ class Settings(BaseSettings):
                                             "rate) or bh (Benjamini-Hochberg, false discovery rate)")
     seed: int = Field(0, description="seed of the random draws of reports and analyses (bootstrap resamples, "
                       "listening-test subsampling) and of LLM sampling in instruction generation")
+    judge_pairs: Literal["baseline", "all", "sampled"] = Field(
+        "baseline", description="Which pairs of systems the pairwise judges compare on each item: baseline (each "
+        "system against the baseline, as EmergentTTS-Eval), all (every pair of systems: k(k-1)/2 per item for k "
+        "systems) or sampled (pairs_per_item pairs per item, drawn from every pair by a hash of the seed and the "
+        "item, so a re-run draws the same pairs). The Bradley-Terry ranking fits every verdict; win-rates read the "
+        "verdicts against the baseline")
+    pairs_per_item: int = Field(3, ge=1, description="judge_pairs = sampled: the pairs of systems judged on each "
+                                "item (every pair when there are no more)")
     position_audit_share: float = Field(
         0.10, ge=0, le=1, description="Share of pairs each order-sensitive judge also hears in the other order "
         "(the position-bias audit); 0 turns it off")

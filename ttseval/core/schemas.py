@@ -194,9 +194,13 @@ JUDGMENTS = pa.schema(
     [
         _f("item_id", pa.string(), "item key", nullable=False),
         _f("system_id", pa.string(), "candidate TTS system", nullable=False),
-        _f("baseline_id", pa.string(), "baseline TTS system it is compared with", nullable=False),
+        _f("baseline_id", pa.string(), "the system it is compared with: the run's baseline, or under judge_pairs "
+           "all / sampled the other system of the pair (the one listed first, the baseline first of all)",
+           nullable=False),
         _f("judge_id", pa.string(), "judge model + prompt version + generation settings", nullable=False),
         _f("judge_spec", pa.string(), "canonical judge spec", nullable=False),
+        _f("vs_baseline", pa.bool_(), "whether baseline_id is the run's baseline (the rows win-rates read); null in "
+           "runs stored before judge_pairs, all of whose rows are against the baseline"),
         _f("candidate_first", pa.bool_(), "whether the candidate's clip was presented first"),
         _f("winner_raw", pa.string(), "the judge's answer in presentation order: first / second / tie"),
         _f("winner", pa.string(), "mapped back: candidate / baseline / tie; null when unparsed"),

@@ -1,0 +1,186 @@
+"""All-pairs judging (issue 29, item 3): setting judge_pairs = baseline / all / sampled.
+
+The pair design (ttseval.tasks.judge.judged_pairs) against the documented rule recomputed here with hashlib, the dry
+run's count against the calls a fake Gemini judge receives in real evaluate runs of three local systems, and the
+Bradley-Terry ranking over every pair judged."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests.conftest import cli_env, run_cli
+
+SYSTEMS = ["flite:slt", "espeak-ng:en-us", "flite:awb"]  # the first is the baseline
+ITEMS = ["emo-a-d0", "par-a-d0", "que-a-d0", "que-a-d1"]  # English only: every system speaks every item
+
+
+def _settings(**kw):
+    from ttseval.core.config import load_settings
+
+    return load_settings(**kw)
+
+
+def _drawn_by_hand(seed: int, item_id: str, pairs: list[tuple[str, str]], n: int) -> set[frozenset[str]]:
+    """The documented rule of judge_pairs = sampled, written out again: the n pairs whose SHA-256 of
+    'pairs|<seed>|<item_id>|<id>|<id>' (ids sorted) is smallest."""
+    keyed = sorted(pairs, key=lambda p: hashlib.sha256(
+        ("pairs|%d|%s|%s|%s" % (seed, item_id, *sorted(p))).encode()).digest())
+    return {frozenset(p) for p in keyed[:n]}
+
+
+def test_judged_pairs_per_design() -> None:
+    from ttseval.tasks.judge import judged_pairs
+
+    systems, items = ["a", "base", "c", "d"], [f"i{k}" for k in range(6)]
+    every = list(itertools.combinations(["base", "a", "c", "d"], 2))
+    baseline = judged_pairs(items, systems, "base", _settings(judge_pairs="baseline"))
+    # the default: each of the 3 other systems against the baseline, system after system (the order before)
+    assert baseline == [(i, s, "base") for s in ("a", "c", "d") for i in items]
+    all_pairs = judged_pairs(items, systems, "base", _settings(judge_pairs="all"))
+    assert len(all_pairs) == math.comb(4, 2) * len(items) == 36
+    for item_id in items:
+        mine = [frozenset((s, o)) for i, s, o in all_pairs if i == item_id]
+        assert sorted(mine, key=sorted) == sorted(map(frozenset, every), key=sorted)
+    # a pair with the baseline has it as baseline_id; the other pairs follow the order given (a before c before d)
+    assert {(s, o) for _, s, o in all_pairs} == {("a", "base"), ("c", "base"), ("d", "base"), ("c", "a"),
+                                                 ("d", "a"), ("d", "c")}
+    assert all_pairs[:18] == baseline[:6] + baseline[6:12] + baseline[12:]  # the baseline's pairs come first
+    for seed in (0, 7):
+        sampled = judged_pairs(items, systems, "base", _settings(judge_pairs="sampled", pairs_per_item=2, seed=seed))
+        assert sampled == judged_pairs(items, systems, "base",
+                                       _settings(judge_pairs="sampled", pairs_per_item=2, seed=seed))  # a re-run
+        for item_id in items:
+            mine = [frozenset((s, o)) for i, s, o in sampled if i == item_id]
+            assert len(mine) == len(set(mine)) == 2
+            assert set(mine) == _drawn_by_hand(seed, item_id, every, 2)
+    # the draw is per item and per seed: not the same two pairs everywhere
+    drawn = {(seed, i): _drawn_by_hand(seed, i, every, 2) for seed in (0, 7) for i in items}
+    assert len({frozenset(v) for v in drawn.values()}) > 1
+    more = judged_pairs(items, systems, "base", _settings(judge_pairs="sampled", pairs_per_item=9))
+    assert sorted(more) == sorted(all_pairs)  # more pairs per item than there are: every pair
+
+
+def test_dry_run_counts_pairs_audit_and_samples(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ttseval.core.store import ArtifactStore
+    from ttseval.tasks.cost import estimate_judges
+
+    monkeypatch.setenv("GEMINI_API_KEY", "fake-key")
+    items = pd.DataFrame([{"item_id": f"i{k}", "text": "a few words here", "instruction": None} for k in range(5)])
+    store = ArtifactStore(str(tmp_path))
+    spec = "gemini:gemini-2.5-flash:temperature=0.7:samples=3"
+    systems = ["base", "a", "b", "c"]
+    for design, per_item in (("baseline", 3), ("all", 6), ("sampled", 2)):
+        settings = _settings(store=str(tmp_path), judge_pairs=design, pairs_per_item=2)
+        gemini, objective = estimate_judges(items, systems, "base", [spec, "objective"], [], store, "r", settings)
+        # 5 items x the pairs per item, and (fewer than position_audit_min = 50) every one again in the other
+        # order for the order-sensitive judge; 3 calls per comparison (samples=3). The objective judge: no audit
+        assert (gemini.keys, gemini.calls) == (2 * 5 * per_item, 3 * 2 * 5 * per_item), design
+        assert (objective.keys, objective.calls) == (5 * per_item, 5 * per_item), design
+    settings = _settings(store=str(tmp_path), judge_pairs="all", position_audit_share=0)
+    (gemini,) = estimate_judges(items, systems, "base", [spec], [], store, "r", settings)
+    assert gemini.calls == 3 * 5 * 6
+
+
+def test_win_rates_read_the_rows_against_the_baseline() -> None:
+    from ttseval.metrics.winrate import against_baseline
+
+    rows = pd.DataFrame({"system_id": ["a", "b", "b", "c"], "baseline_id": ["base", "a", "base", "x"],
+                         "vs_baseline": [True, False, True, None]})  # None: a row stored before the flag
+    assert against_baseline(rows)["system_id"].tolist() == ["a", "b", "c"]
+    assert against_baseline(rows.drop(columns="vs_baseline")).equals(rows.drop(columns="vs_baseline"))
+
+
+def _judge_rows(stdout: str) -> dict[str, tuple[int, int]]:
+    """judge label -> (keys, calls) from the dry run's printed table (what kind keys calls reused chars audio_s
+    usd)."""
+    out = {}
+    for line in stdout.splitlines():
+        fields = line.rsplit(maxsplit=7)
+        if len(fields) == 8 and fields[1] == "judge":
+            out[fields[0].strip()] = (int(fields[2]), int(fields[3]))
+    return out
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from ttseval.corpus import DEMO_DATASET
+
+    rows = [json.loads(line) for line in DEMO_DATASET.read_text(encoding="utf-8").splitlines()]
+    path = tmp_path_factory.mktemp("pairs-data") / "items.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows if r["item_id"] in ITEMS), encoding="utf-8")
+    return path
+
+
+def _judged(prefect_api: str, dataset: Path, store: Path, spec_of, env_extra: dict[str, str]):
+    """A dry run, then the run, of the three systems with a fake Gemini judge; (dry-run rows, calls received,
+    judgments of that judge, the run's result)."""
+    from tests.fake_gemini import FakeGemini
+    from ttseval.core.registry import Spec
+
+    with FakeGemini() as fake:
+        spec = Spec.parse(spec_of(fake.base_url)).canonical
+        env = cli_env(prefect_api, GEMINI_API_KEY="fake-key", **env_extra)
+        args = ["evaluate", "--dataset", str(dataset), "--systems", ",".join(SYSTEMS), "--judges", spec,
+                "--store", str(store), "--run-id", "p", "--new-store"]
+        dry = run_cli([*args, "--dry-run"], env, cwd=store)
+        assert dry.returncode == 0, dry.stderr[-3000:]
+        assert fake.calls == 0  # a dry run calls nothing
+        result = run_cli(args, env, cwd=store)
+        assert result.returncode == 0, result.stderr[-4000:]
+        calls = fake.calls
+    judgments = pd.read_parquet(store / "runs" / "p" / "judgments")
+    return _judge_rows(dry.stdout)[f"{spec} (pairwise)"], calls, judgments[judgments["judge_spec"] == spec], result
+
+
+def test_all_pairs_and_sampled_pairs_end_to_end(prefect_api: str, dataset: Path, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    store.mkdir()
+    from ttseval.core.registry import Spec
+
+    ids = [Spec.parse(s).id for s in SYSTEMS]
+
+    # judge_pairs = all: every pair of the three systems on each of the 4 items
+    (keys, planned), calls, rows, result = _judged(
+        prefect_api, dataset, store, lambda url: f"gemini:gemini-2.5-flash:base_url={url}:temperature=0.3",
+        {"TTSEVAL_JUDGE_PAIRS": "all"})
+    # by hand: 4 items x C(3, 2) = 12 comparisons, all 12 audited in the other order (under position_audit_min)
+    assert (keys, planned) == (24, 24) and calls == 24
+    assert rows["status"].eq("ok").all() and len(rows) == 12
+    assert {item: {frozenset(p) for p in zip(g["system_id"], g["baseline_id"])} for item, g in rows.groupby("item_id")} \
+        == {item: {frozenset(p) for p in itertools.combinations(ids, 2)} for item in ITEMS}
+    assert rows["vs_baseline"].tolist() == (rows["baseline_id"] == ids[0]).tolist()
+    assert rows["candidate_first"].nunique() == 2  # the order drawn per verdict, recorded
+    winrates = pd.read_parquet(store / "runs" / "p" / "winrates")
+    overall = winrates[(winrates["level"] == "overall") & winrates["judge_spec"].str.startswith("gemini")]
+    # win-rates from the 8 rows against the baseline only: 4 judged items for each of the two other systems
+    assert sorted(overall["system_id"]) == sorted(ids[1:]) and overall["baseline_id"].eq(ids[0]).all()
+    assert overall["n_judged"].eq(4).all()
+    # the Bradley-Terry ranking fits all 12 verdicts: every system in 2 pairs x 4 items = 8 comparisons
+    report = (store / "runs" / "p" / "report.md").read_text()
+    section = report[report.index("Bradley-Terry ranking"):]
+    table = [line for line in section.split("\n\n")[1].splitlines() if line.startswith("|")][2:]
+    ranked = {cells[1]: cells[4:6] for cells in ([c.strip() for c in line.strip("|").split("|")] for line in table)}
+    assert ranked == {spec: ["4", "8"] for spec in SYSTEMS}
+    data = (store / "runs" / "p" / "html" / "data.js").read_text()
+    board = json.loads(data.splitlines()[1].split(" = ", 1)[1].rstrip(";"))["leaderboard"]
+    judge_id = rows["judge_id"].iloc[0]
+    assert {row["system_id"] for row in board if judge_id in row["bradley_terry"]} == set(ids)
+    assert "Bradley-Terry ranking" in result.stdout
+
+    # judge_pairs = sampled, 2 pairs per item, a second judge on the same run: the drawn pairs, their audit
+    (keys, planned), calls, rows, _ = _judged(
+        prefect_api, dataset, store, lambda url: f"gemini:gemini-2.5-flash:base_url={url}:temperature=0.5",
+        {"TTSEVAL_JUDGE_PAIRS": "sampled", "TTSEVAL_PAIRS_PER_ITEM": "2"})
+    assert (keys, planned) == (16, 16) and calls == 16  # 4 items x 2 pairs, each audited
+    drawn = {item: {frozenset(p) for p in zip(g["system_id"], g["baseline_id"])}
+             for item, g in rows.groupby("item_id")}
+    assert drawn == {item: _drawn_by_hand(0, item, list(itertools.combinations(ids, 2)), 2) for item in ITEMS}
+    audit = pd.read_parquet(store / "runs" / "p" / "position_audit")
+    assert len(audit[audit["judge_id"] == rows["judge_id"].iloc[0]]) == 8
