@@ -5,8 +5,9 @@ P(i beats j) = 1 / (1 + exp(-(s_i - s_j))), and publish bootstrap intervals. Her
 
 - **Outcomes**: one row per comparison of system `a` with system `b` on an item, `score` the share of the
   comparison `a` won: 1 a win, 0 a loss, **0.5 a tie (a tie counts as half a win for each side**, as win-rates
-  count it; Davidson's tie model is not used). The pairwise judge's verdicts give them (`judgment_outcomes`):
-  candidate against baseline.
+  count it; Davidson's tie model is not used). The pairwise judge's verdicts give them (`judgment_outcomes`:
+  candidate against baseline, or any pair under the setting judge_pairs), and so do listeners' CMOS ratings
+  (`rating_outcomes`: the rating's sign).
 - **Fit**: the maximum a-posteriori strengths under a weak Gaussian prior, i.e. the negative log-likelihood
   sum over comparisons of score * log(1 + exp(-(s_a - s_b))) + (1 - score) * log(1 + exp(-(s_b - s_a))) plus
   `alpha` * sum(s^2) (`alpha` = PRIOR, 0.01: it keeps a system that wins every comparison finite and centres the
@@ -16,6 +17,12 @@ P(i beats j) = 1 / (1 + exp(-(s_i - s_j))), and publish bootstrap intervals. Her
 - **Intervals**: items are resampled (every comparison on an item travels with it) and the model refitted; the BCa
   95% interval of each strength (`scipy.stats.bootstrap(method="BCa")`, the jackknife refits leave one item out).
   Under MIN_INTERVAL_ITEMS items no interval (NaN: "n too small").
+  Listeners' outcomes (`rating_outcomes`: CMOS ratings by sign, 0 a tie) are resampled over raters **and** items
+  (`resample="raters+items"`): raters are drawn with replacement, then items with replacement, independently (the
+  two are crossed: a rater hears many items, an item is heard by many raters), and each outcome counts (times its
+  rater was drawn) x (times its item was drawn): Owen's pigeonhole bootstrap for crossed random effects (Owen 2007,
+  "The pigeonhole bootstrap"). The interval is the percentile interval of the refits (BCa's jackknife has no
+  two-way form); no interval under MIN_INTERVAL_ITEMS items or under 2 raters.
 - **Ranking**: by the interval's lower bound (highest first), as TTS Arena ranks; `rank` is 1 + the number of
   systems whose lower bound is above this system's upper bound (systems whose intervals overlap share a rank).
 - **Elo view**: the same strengths on the arena's scale, 1000 + 400 / ln(10) * s (a strength difference of 400
@@ -33,7 +40,8 @@ from scipy import stats
 
 from ttseval.metrics.bootstrap import MIN_INTERVAL_ITEMS
 
-__all__ = ["BT_COLUMNS", "ELO_BASE", "ELO_SCALE", "PRIOR", "bradley_terry", "fit_strengths", "judgment_outcomes"]
+__all__ = ["BT_COLUMNS", "ELO_BASE", "ELO_SCALE", "PRIOR", "bradley_terry", "fit_strengths", "judgment_outcomes",
+           "pigeonhole_draws", "rating_outcomes"]
 
 PRIOR = 0.01  # alpha of the Gaussian prior (penalty alpha * sum(s^2))
 ELO_BASE, ELO_SCALE = 1000.0, 400.0 / np.log(10.0)
@@ -117,18 +125,50 @@ def judgment_outcomes(judgments: pd.DataFrame) -> pd.DataFrame:
                          "b": ok["baseline_id"], "score": ok["winner"].map(WINNER_SCORES).astype(float)})
 
 
+def rating_outcomes(ratings: pd.DataFrame) -> pd.DataFrame:
+    """Listeners' pairwise ratings (the ratings table's CMOS rows: `score` of `system_id` over `other_system_id`,
+    positive when the system is preferred) as outcomes: item_id, rater_id, a (the system), b (the other), score 1
+    when preferred, 0.5 at 0 (no preference: a tie), 0 when the other is preferred. Rows flagged, without a score
+    or without an other system are left out."""
+    used = ratings.dropna(subset=["score", "other_system_id"])
+    if "flag" in used.columns:
+        used = used[used["flag"].isna()]
+    sign = np.sign(used["score"].astype(float).to_numpy())
+    return pd.DataFrame({"item_id": used["item_id"].astype(str).to_numpy(),
+                         "rater_id": used["rater_id"].astype(str).to_numpy(), "a": used["system_id"].to_numpy(),
+                         "b": used["other_system_id"].to_numpy(), "score": (sign + 1) / 2})
+
+
+def pigeonhole_draws(n_raters: int, n_items: int, n_resamples: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The resamples of `resample="raters+items"`: per resample, how many times each rater and each item was drawn
+    (raters first, n_raters draws with replacement, then items, n_items draws), from numpy's default_rng(seed)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n_resamples):
+        raters = np.bincount(rng.integers(0, n_raters, n_raters), minlength=n_raters)
+        items = np.bincount(rng.integers(0, n_items, n_items), minlength=n_items)
+        out.append((raters, items))
+    return out
+
+
 def bradley_terry(outcomes: pd.DataFrame, *, n_resamples: int = 1000, seed: int = 0,
-                  alpha: float = PRIOR) -> pd.DataFrame:
-    """Strengths, BCa intervals over items, Elo view and rank of every system in `outcomes` (columns item_id, a, b,
-    score), ordered by the lower bound of the strength's interval (highest first; by strength where there is no
-    interval). Columns BT_COLUMNS; empty for no outcomes.
+                  alpha: float = PRIOR, resample: str = "items") -> pd.DataFrame:
+    """Strengths, bootstrap intervals, Elo view and rank of every system in `outcomes` (columns item_id, a, b,
+    score; and rater_id when `resample` is "raters+items"), ordered by the lower bound of the strength's interval
+    (highest first; by strength where there is no interval). Columns BT_COLUMNS; empty for no outcomes.
+
+    `resample`: "items" (BCa over items: judges' verdicts) or "raters+items" (listeners: the pigeonhole bootstrap
+    over raters and items, percentile interval; see the module's docstring).
 
     Raises:
-        ValueError: a column missing, or a bad comparison (fit_strengths).
+        ValueError: a column missing, an unknown `resample`, or a bad comparison (fit_strengths).
     """
-    missing = {"item_id", "a", "b", "score"} - set(outcomes.columns)
+    if resample not in ("items", "raters+items"):
+        raise ValueError(f"resample must be 'items' or 'raters+items', got {resample!r}")
+    need = {"item_id", "a", "b", "score"} | ({"rater_id"} if resample == "raters+items" else set())
+    missing = need - set(outcomes.columns)
     if missing:
-        raise ValueError(f"outcomes lack column(s) {sorted(missing)}: need item_id, a, b, score")
+        raise ValueError(f"outcomes lack column(s) {sorted(missing)}: need {', '.join(sorted(need))}")
     if outcomes.empty:
         return pd.DataFrame(columns=list(BT_COLUMNS))
     systems = list(dict.fromkeys([*outcomes["a"], *outcomes["b"]]))
@@ -144,7 +184,14 @@ def bradley_terry(outcomes: pd.DataFrame, *, n_resamples: int = 1000, seed: int 
         return fit_strengths(len(systems), a, b, score, alpha=alpha, weights=counts, initial=point)
 
     low = high = np.full(len(systems), np.nan)
-    if len(items) >= MIN_INTERVAL_ITEMS:
+    if resample == "raters+items":
+        raters, rater_of = np.unique(outcomes["rater_id"].astype(str).to_numpy(), return_inverse=True)
+        if len(items) >= MIN_INTERVAL_ITEMS and len(raters) >= 2:
+            fits = np.array([fit_strengths(len(systems), a, b, score, alpha=alpha, initial=point,
+                                           weights=r_count[rater_of] * i_count[item_of])
+                             for r_count, i_count in pigeonhole_draws(len(raters), len(items), n_resamples, seed)])
+            low, high = np.percentile(fits, 2.5, axis=0), np.percentile(fits, 97.5, axis=0)
+    elif len(items) >= MIN_INTERVAL_ITEMS:
         with warnings.catch_warnings():  # a system whose strength never moves: scipy warns, the bounds stay NaN
             warnings.simplefilter("ignore", stats.DegenerateDataWarning)
             warnings.simplefilter("ignore", RuntimeWarning)

@@ -374,6 +374,13 @@ def test_cmos_scores_are_oriented_to_the_system_whatever_order_the_rater_heard(r
     assert set(ratings["other_system_id"]) == {"nat"}
     markdown = analyse_test(settings, RUN, "c")
     assert "| good | 12 | +1.00 |" in markdown and "| poor | 12 | -2.50 | 0.00 | ±0.00 | 100.0 | 0.0 | 0.0 |" in markdown
+    # the listeners' Bradley-Terry ranking: good wins all 12 ratings against nat, fair and poor lose all 12 (3 items:
+    # no interval); items and comparisons per system counted from the 36 ratings
+    board = markdown[markdown.index("**Bradley-Terry ranking from the listeners' choices**"):].split("\n\n")[1]
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in board.splitlines()[2:]]
+    assert {c[1]: (c[0], c[4], c[5]) for c in cells} == {"good": ("1", "3", "12"), "nat": ("2", "3", "36"),
+                                                         "fair": ("3", "3", "12"), "poor": ("3", "3", "12")}
+    assert all("(n too small)" in c[2] for c in cells)
 
 
 def test_plain_csv_mos_with_alpha_and_the_report_section(run: tuple, tmp_path: Path) -> None:

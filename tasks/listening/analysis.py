@@ -40,6 +40,35 @@ def _automatic(store: ArtifactStore, run_id: str) -> tuple[pd.DataFrame, pd.Data
     return clips, systems
 
 
+def _bradley_terry_lines(used: pd.DataFrame, settings: Settings) -> list[str]:
+    """The listeners' Bradley-Terry ranking of a CMOS test: each rating's sign as an outcome (0 a tie), the fit
+    of ttseval.metrics.bradley_terry, intervals by resampling raters and items (the pigeonhole bootstrap)."""
+    from ttseval.metrics.bootstrap import MIN_INTERVAL_ITEMS
+    from ttseval.metrics.bradley_terry import bradley_terry, rating_outcomes
+
+    outcomes = rating_outcomes(used)
+    if outcomes.empty:
+        return []
+    ranked = bradley_terry(outcomes, n_resamples=settings.bootstrap_resamples, seed=settings.seed,
+                           resample="raters+items")
+
+    def ci(value: float, low: float, high: float, digits: int) -> str:
+        if np.isnan(low):
+            return f"{value:.{digits}f} (n too small)"
+        return f"{value:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
+
+    rows = [[str(r.rank), r.system_id, ci(r.strength, r.strength_ci_low, r.strength_ci_high, 3),
+             ci(r.elo, r.elo_ci_low, r.elo_ci_high, 0), str(r.n_items), str(r.n_comparisons)]
+            for r in ranked.itertuples()]
+    return ["", f"**Bradley-Terry ranking from the listeners' choices** (ttseval.metrics.bradley_terry): each "
+            "rating's sign is an outcome (the system preferred 1, no preference a tie at half a win each side, the "
+            "other preferred 0); strengths with a 95% percentile interval from resampling raters, then items, "
+            f"with replacement ({settings.bootstrap_resamples} resamples; \"n too small\" under "
+            f"{MIN_INTERVAL_ITEMS} items or 2 raters); ordered by the lower bound, systems whose intervals overlap "
+            "share a rank; Elo is the same fit on the arena scale.", "",
+            markdown_table(["rank", "system", "strength [95% CI]", "Elo [95% CI]", "items", "comparisons"], rows)]
+
+
 def analyse_test(settings: Settings, run_id: str, test_id: str) -> str:
     """The analysis of test `test_id` as Markdown, stored with its figures under runs/<run>/listening/<test>/.
 
@@ -76,6 +105,7 @@ def analyse_test(settings: Settings, run_id: str, test_id: str) -> str:
                                    f"{100 * r.prefer_reference:.1f}", f"{100 * r.equal:.1f}",
                                    f"{100 * r.prefer_system:.1f}"] for r in table.itertuples()])]
         human = table.rename(columns={"cmos": "score"})[["system_id", "score"]]
+        lines += _bradley_terry_lines(used, settings)
     else:
         table = system_stats(used)
         alpha = mos_alpha(used, level="ordinal" if kind == "mos" else "interval")
