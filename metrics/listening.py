@@ -32,8 +32,8 @@ from scipy import stats
 from ttseval.metrics.agreement import krippendorff_alpha
 from ttseval.core.schemas import DG_SHEET
 
-__all__ = ["COUNT_FIELDS", "DG_FIELDS", "GRID", "PERCEPTUAL_FIELDS", "DGWeights", "cmos_summary", "dg_score",
-           "fault_isolation", "lambda_effect", "metric_correlation", "mos_alpha", "rater_rejection",
+__all__ = ["COUNT_FIELDS", "DG_FIELDS", "GRID", "PERCEPTUAL_FIELDS", "DGWeights", "closest_pair", "cmos_summary",
+           "difference_planning", "dg_score", "fault_isolation", "lambda_effect", "metric_correlation", "mos_alpha", "rater_rejection",
            "subsampling", "subsampling_grid", "system_stats"]
 
 DG_FIELDS = tuple(DG_SHEET)  # appendix A.6's scoresheet: six counts of faults, three perceptual scores on 0-100
@@ -174,6 +174,56 @@ def subsampling(ratings: pd.DataFrame, listeners: list[int], utterances: list[in
                 mean_rho = float("nan")
             rows.append({"listeners": k_l, "utterances": k_u, "mean_rho": mean_rho, "trials_used": int(ok.sum())})
     return pd.DataFrame(rows, columns=["listeners", "utterances", "mean_rho", "trials_used"])
+
+
+def closest_pair(ratings: pd.DataFrame) -> tuple[str, str] | None:
+    """The two systems whose mean scores are closest (the pair a test finds hardest to tell apart), the higher
+    first; None under two systems."""
+    means = ratings.dropna(subset=["score"]).groupby("system_id")["score"].mean().sort_values(ascending=False)
+    if len(means) < 2:
+        return None
+    k = int(np.argmin(-np.diff(means.to_numpy())))
+    return str(means.index[k]), str(means.index[k + 1])
+
+
+def difference_planning(ratings: pd.DataFrame, a: str, b: str, listeners: list[int], utterances: list[int], *,
+                        trials: int = 1000, seed: int = 0) -> pd.DataFrame:
+    """Planning a listening test from a pilot's ratings: for each (listeners, utterances) cell, how precisely a
+    test of that size measures the difference of the mean scores of systems `a` and `b`.
+
+    As MANGO's subsampling (section 4.3) draws listeners and utterances from the pilot, but **with replacement**
+    (so a cell as large as the pilot still shows its spread: drawn without replacement it would be the pilot
+    itself every time): per trial, `listeners` raters then `utterances` items are drawn (numpy's
+    default_rng(seed), raters first), and the difference is mean(a) - mean(b) over the drawn raters' ratings of the
+    drawn items. `half_width` is half the distance between the 2.5th and 97.5th percentiles of the trials'
+    differences (a 95% interval's half-width); `same_sign` the share of trials whose difference has the pilot's
+    sign (how often a test of that size orders the two as the pilot does). A trial where a system has no rating is
+    not counted (`trials_used`)."""
+    pilot = ratings[ratings["system_id"].isin([a, b])].dropna(subset=["score"])
+    cube, systems = _cube(pilot)
+    cube = cube[:, :, [systems.index(a), systems.index(b)]]
+    n_raters, n_items, _ = cube.shape
+    full = np.nanmean(cube.reshape(-1, 2), axis=0)
+    rng = np.random.default_rng(seed)
+    rows = []
+    for k_l in listeners:
+        for k_u in utterances:
+            r_idx = rng.integers(0, n_raters, (trials, k_l))
+            i_idx = rng.integers(0, n_items, (trials, k_u))
+            total, count = np.zeros((trials, 2)), np.zeros((trials, 2))
+            step = max(1, int(4e6 // (k_l * k_u * 2)))
+            for s in range(0, trials, step):
+                sub = cube[r_idx[s:s + step, :, None], i_idx[s:s + step, None, :], :]
+                total[s:s + step] = np.nansum(sub, axis=(1, 2))
+                count[s:s + step] = np.sum(~np.isnan(sub), axis=(1, 2))
+            ok = (count > 0).all(axis=1)
+            diff = total[ok, 0] / count[ok, 0] - total[ok, 1] / count[ok, 1]
+            low, high = np.percentile(diff, [2.5, 97.5]) if ok.any() else (np.nan, np.nan)
+            same = float((np.sign(diff) == np.sign(full[0] - full[1])).mean()) if ok.any() else np.nan
+            rows.append({"listeners": k_l, "utterances": k_u, "difference": float(diff.mean()) if ok.any() else np.nan,
+                         "half_width": float((high - low) / 2), "same_sign": same, "trials_used": int(ok.sum())})
+    return pd.DataFrame(rows, columns=["listeners", "utterances", "difference", "half_width", "same_sign",
+                                       "trials_used"])
 
 
 GRID = (2, 3, 5, 10, 15, 20, 30, 40, 50, 75, 100, 150, 200)

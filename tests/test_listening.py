@@ -403,6 +403,13 @@ def test_plain_csv_mos_with_alpha_and_the_report_section(run: tuple, tmp_path: P
         role = "reference" if system == "nat" else "system"
         assert f"| {rank} | {system} | {role} | 12 | {r['mean']:.2f} | {r['std']:.2f} |" in markdown
     assert "Krippendorff's alpha (ordinal) over (item, system) units: 0." in markdown  # value: test_listening_metrics
+    # the planning table (values: tests/test_listening_planning.py) for the two TTS systems whose means are closest
+    means = expected.drop(index="nat")["mean"].sort_values(ascending=False)
+    k = int(np.argmin(-np.diff(means.to_numpy())))
+    planning = markdown[markdown.index(f"**Planning: listeners x utterances for `{means.index[k]}` vs "
+                                       f"`{means.index[k + 1]}`**"):].split("\n\n")[1].splitlines()
+    assert planning[0].startswith("| listeners \\ utterances | 2 | 3 | 4 |") and len(planning) == 2 + 2  # 2, 3
+    assert all(cell.strip().startswith("±") for line in planning[2:] for cell in line.strip("|").split("|")[1:])
     from ttseval.tasks.report import write_full_report
 
     report = write_full_report(store, RUN, settings, list((*SYSTEMS, "nat")), {"run_id": RUN})

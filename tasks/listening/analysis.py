@@ -10,9 +10,9 @@ from ttseval.core.config import Settings
 from ttseval.core.errors import SpecError
 from ttseval.core.schemas import DG_SHEET
 from ttseval.core.store import ArtifactStore
-from ttseval.metrics.listening import (COUNT_FIELDS, DG_FIELDS, cmos_summary, fault_isolation, lambda_effect,
-                                       metric_correlation, mos_alpha, rater_rejection, subsampling, subsampling_grid,
-                                       system_stats)
+from ttseval.metrics.listening import (COUNT_FIELDS, DG_FIELDS, closest_pair, cmos_summary, difference_planning,
+                                       fault_isolation, lambda_effect, metric_correlation, mos_alpha, rater_rejection,
+                                       subsampling, subsampling_grid, system_stats)
 from ttseval.tasks.common import get_store
 from ttseval.tasks.listening.common import MUSHRA_KINDS, dg_weights, of_test, scale_of
 from ttseval.tasks.listening.figures import fault_figure, rater_boxplot, subsampling_figure
@@ -38,6 +38,29 @@ def _automatic(store: ArtifactStore, run_id: str) -> tuple[pd.DataFrame, pd.Data
     systems = pd.concat(system_parts, axis=1).reset_index().rename(columns={"index": "system_id"}) if system_parts \
         else pd.DataFrame(columns=["system_id"])
     return clips, systems
+
+
+def _planning_lines(used: pd.DataFrame, settings: Settings) -> list[str]:
+    """Raters x items planning from this test as a pilot: the 95% half-width of the closest pair's difference
+    per (listeners, utterances) cell (ttseval.metrics.listening.difference_planning)."""
+    systems = used[used["role"].fillna("system") == "system"]
+    pair = closest_pair(systems)
+    if pair is None:
+        return []
+    cfg = settings.listening
+    plan = difference_planning(systems, *pair, subsampling_grid(systems["rater_id"].nunique()),
+                               subsampling_grid(systems["item_id"].nunique()), trials=cfg.subsample_trials,
+                               seed=settings.seed)
+    cell = {(r.listeners, r.utterances): "–" if np.isnan(r.half_width) else
+            f"±{r.half_width:.1f} ({100 * r.same_sign:.0f}%)" for r in plan.itertuples()}
+    listeners, utterances = sorted(plan["listeners"].unique()), sorted(plan["utterances"].unique())
+    return ["", f"**Planning: listeners x utterances for `{pair[0]}` vs `{pair[1]}`** (the two systems whose means "
+            "are closest; this test as the pilot): the 95% half-width of their mean difference measured with that "
+            f"many listeners and utterances, from {cfg.subsample_trials} draws of listeners, then utterances, with "
+            "replacement (MANGO's subsampling, with replacement so a cell the pilot's size still shows its spread), "
+            "and in brackets the share of draws ordering the two as the whole test does.", "",
+            markdown_table(["listeners \\ utterances", *map(str, utterances)],
+                           [[str(k), *(cell[(k, u)] for u in utterances)] for k in listeners])]
 
 
 def _bradley_terry_lines(used: pd.DataFrame, settings: Settings) -> list[str]:
@@ -165,6 +188,7 @@ def analyse_test(settings: Settings, run_id: str, test_id: str) -> str:
                       markdown_table(["listeners \\ utterances", *pivot.columns],
                                      [[k, *("–" if np.isnan(v) else f"{v:.3f}" for v in row)]
                                       for k, row in zip(pivot.index, pivot.to_numpy())])]
+        lines += _planning_lines(used, settings)
         if kind.startswith("mushra-dg"):
             faults = fault_isolation(used)
             store.write_bytes(f"{base}/faults.png", fault_figure(faults))
