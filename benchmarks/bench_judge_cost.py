@@ -50,7 +50,8 @@ def main() -> None:
         store = ArtifactStore(tmp)
 
         def usd(judge: str, output_tokens: int) -> float:
-            settings = load_settings(store=tmp, judge_output_tokens=output_tokens)
+            # the audit off: the dry run would count it for an LLM judge; its 10% is the row of its own below
+            settings = load_settings(store=tmp, judge_output_tokens=output_tokens, position_audit_share=0)
             [est] = estimate_judges(items, ["base", "cand"], "base", [judge], [], store, "r", settings)
             return est.usd
 
