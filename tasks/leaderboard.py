@@ -5,6 +5,12 @@ figures come from the latest run that evaluated it on that version, with that ru
 different tools never share a column: WER and CER are per recogniser (one row each), MOS is headed by its
 predictor, and each judge's overall win-rate (with its 95% CI) has its own column headed by the judge and the
 baseline.
+
+Each pairwise judge also ranks every system of the dataset version on one scale: a Bradley-Terry fit
+(ttseval.metrics.bradley_terry) to the verdicts of every run on that version, so systems that were never judged
+against each other are placed through the opponents they shared (two runs with one baseline). A comparison judged
+in several runs (the same judge, item and pair) counts once, with the latest run's verdict. Shown as the Elo view
+with its BCa interval over items and the rank by lower bound.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from typing import Any
 import pandas as pd
 
 from ttseval.tasks.common import get_store
-from ttseval.tasks.report.format import markdown_table, num, pct, rate_ci
+from ttseval.tasks.report.format import markdown_table, missing, num, pct, rate_ci
 from ttseval.core.config import Settings
 
 
@@ -31,12 +37,41 @@ def _latest_logs(store: Any) -> list[dict[str, Any]]:
     return logs
 
 
+def cross_run_rankings(store: Any, run_ids: list[str], settings: Settings) -> dict[str, pd.DataFrame]:
+    """Judge spec -> Bradley-Terry table (system_id holding the system's spec; BT_COLUMNS) fitted to every
+    verdict of `run_ids` (oldest first; a comparison judged again counts once, with the latest verdict)."""
+    from ttseval.metrics.bradley_terry import bradley_terry, judgment_outcomes
+
+    parts = []
+    for order, run_id in enumerate(run_ids):
+        if not store.part_files(run_id, "judgments"):
+            continue
+        judgments = store.read(run_id, "judgments")
+        report = store.read(run_id, "report", columns=["system_id", "system_spec"])
+        specs = dict(zip(report["system_id"], report["system_spec"]))
+        judges = dict(zip(judgments["judge_id"], judgments["judge_spec"]))
+        outcomes = judgment_outcomes(judgments)
+        outcomes = outcomes.assign(judge_spec=outcomes["judge_id"].map(judges), a=outcomes["a"].map(specs),
+                                   b=outcomes["b"].map(specs), order=order).dropna(subset=["a", "b"])
+        parts.append(outcomes)
+    if not parts:
+        return {}
+    outcomes = pd.concat(parts, ignore_index=True).sort_values("order", kind="stable")
+    outcomes["pair"] = [" | ".join(sorted(p)) for p in zip(outcomes["a"], outcomes["b"])]
+    outcomes = outcomes.drop_duplicates(["judge_spec", "item_id", "pair"], keep="last")
+    return {judge: bradley_terry(mine[["item_id", "a", "b", "score"]], n_resamples=settings.bootstrap_resamples,
+                                 seed=settings.seed)
+            for judge, mine in outcomes.groupby("judge_spec", sort=True)}
+
+
 def leaderboard(settings: Settings) -> dict[str, pd.DataFrame]:
     """Dataset SHA-256 (first 12 hex digits) -> one row per (system, recogniser): system_spec, asr_spec, wer,
     cer, completion_rate, `MOS (<predictor>)`, `win-rate (<judge> vs <baseline>)` columns each with its
-    `... ci` column (low, high), run_id, date."""
+    `... ci` column (low, high), `Elo (<judge>)` with its `... ci` and `rank (<judge>)` columns (cross_run_rankings),
+    run_id, date."""
     store = get_store(settings.store)
     boards: dict[str, dict[tuple, dict[str, Any]]] = {}
+    runs: dict[str, list[str]] = {}
     for log in sorted(_latest_logs(store), key=lambda entry: entry["date"]):
         run_id, dataset = log["run_id"], str(log["dataset_sha256"])[:12]
         report = store.read(run_id, "report")
@@ -44,6 +79,7 @@ def leaderboard(settings: Settings) -> dict[str, pd.DataFrame]:
         overall = winrates[winrates["level"] == "overall"] if len(winrates) else winrates
         specs = dict(zip(report["system_id"], report["system_spec"]))
         board = boards.setdefault(dataset, {})
+        runs.setdefault(dataset, []).append(run_id)
         for r in report.to_dict("records"):
             key = (r["system_spec"], r.get("asr_spec"))
             row = {"system_spec": r["system_spec"], "asr_spec": r.get("asr_spec"), "completion_rate":
@@ -55,6 +91,14 @@ def leaderboard(settings: Settings) -> dict[str, pd.DataFrame]:
                 row[column] = w["win_rate"]
                 row[f"{column} ci"] = (w["win_rate_ci_low"], w["win_rate_ci_high"])
             board[key] = row  # a later run replaces an earlier one's figures for the same system and recogniser
+    for dataset, board in boards.items():
+        for judge, table in cross_run_rankings(store, runs[dataset], settings).items():
+            by_spec = table.set_index("system_id")
+            for row in board.values():
+                if row["system_spec"] in by_spec.index:
+                    r = by_spec.loc[row["system_spec"]]
+                    row[f"Elo ({judge})"], row[f"Elo ({judge}) ci"] = r["elo"], (r["elo_ci_low"], r["elo_ci_high"])
+                    row[f"rank ({judge})"] = int(r["rank"])
     return {dataset: pd.DataFrame(list(rows.values())) for dataset, rows in boards.items()}
 
 
@@ -63,18 +107,30 @@ def _win_rate(row: dict[str, Any], column: str) -> str:
     return rate_ci(row[column], *(ci if isinstance(ci, tuple) else (float("nan"), float("nan"))))
 
 
+def _elo(row: dict[str, Any], column: str) -> str:
+    if missing(row.get(column)):
+        return "–"
+    low, high = row[f"{column} ci"]
+    interval = "(n too small)" if missing(low) or missing(high) else f"[{low:.0f}, {high:.0f}]"
+    return f"{row[column]:.0f} {interval} #{row[column.replace('Elo', 'rank', 1)]}"
+
+
 def leaderboard_markdown(boards: dict[str, pd.DataFrame]) -> str:
     lines = ["# ttseval leaderboard", "",
              "Every system evaluated on each dataset version (the SHA-256 of its items), with the figures of the "
              "latest run that evaluated it. WER/CER are per recogniser; MOS and win-rates are headed by the tool "
-             "that gave them."]
+             "that gave them. Elo: each judge's Bradley-Terry fit to the verdicts of every run on the version, on "
+             "one scale, with its 95% CI over items and #rank by lower bound."]
     for dataset, board in boards.items():
         tools = [c for c in board.columns if c.startswith(("MOS (", "win-rate (")) and not c.endswith(" ci")]
+        elos = [c for c in board.columns if c.startswith("Elo (") and not c.endswith(" ci")]
         board = board.sort_values(["asr_spec", "wer"], na_position="last")
         rows = [[r["system_spec"], r["asr_spec"] or "–", pct(r["completion_rate"]), pct(r["wer"]), pct(r["cer"]),
-                 *(num(r[c]) if c.startswith("MOS") else _win_rate(r, c) for c in tools), r["run_id"], r["date"]]
+                 *(num(r[c]) if c.startswith("MOS") else _win_rate(r, c) for c in tools),
+                 *(_elo(r, c) for c in elos), r["run_id"], r["date"]]
                 for r in board.to_dict("records")]
         lines += ["", f"## Dataset `{dataset}`", "",
                   markdown_table(["system", "recogniser", "completion %", "WER %", "CER %",
-                                  *(c if c.startswith("MOS") else f"{c} %" for c in tools), "run", "date"], rows)]
+                                  *(c if c.startswith("MOS") else f"{c} %" for c in tools), *elos, "run", "date"],
+                                 rows)]
     return "\n".join(lines) + "\n"

@@ -412,7 +412,7 @@ def test_leaderboard_lists_the_store_s_systems_with_each_tool_in_its_own_column(
     assert f"## Dataset `{dataset}`" in result.stdout
     header = next(line for line in result.stdout.splitlines() if line.startswith("| system |"))
     assert header == ("| system | recogniser | completion % | WER % | CER % | MOS (dnsmos) | win-rate (objective vs "
-                      "piper:joe) % | run | date |")
+                      "piper:joe) % | Elo (objective) | run | date |")
     rows = [line.split(" | ") for line in result.stdout.splitlines() if line.startswith("| ") and "---" not in line
             and not line.startswith("| system |")]
     assert len(rows) == len(report)  # one row per (system, recogniser) of the run, no tool pooled

@@ -236,24 +236,24 @@ def test_the_issues_eight_item_case_no_longer_differs_and_a_real_difference_stil
 
 
 def _judged_run(tmp_path, verdicts: dict[str, list[str]], categories: list[str], depths: list[int],
-                judge: str = "objective") -> tuple[ArtifactStore, Settings]:
+                judge: str = "objective", run_id: str = "r") -> tuple[ArtifactStore, Settings]:
     """A run of a baseline s0 and the systems in `verdicts` (system_id -> one verdict per item: candidate /
     baseline / tie), every item's clip transcribed exactly and scored MOS 3, judged by one judge."""
     systems = ["s0", *verdicts]
     n = len(categories)
     store = ArtifactStore(str(tmp_path / "judged"))
-    store.write_part("r", "items", table_from_rows("items", [
+    store.write_part(run_id, "items", table_from_rows("items", [
         {"item_id": f"i{k:02d}", "category": categories[k], "depth": depths[k], "language": "en-US",
          "text": f"text {k}"} for k in range(n)]))
-    store.write_part("r", "synthesis", table_from_rows("synthesis", [
+    store.write_part(run_id, "synthesis", table_from_rows("synthesis", [
         {"item_id": f"i{k:02d}", "system_id": s, "system_spec": f"espeak-ng:{s}", "status": "ok", "duration_s": 2.0,
          "latency_s": 0.5, "audio_sha256": "ab" * 32, "created_at": NOW} for s in systems for k in range(n)]))
-    store.write_part("r", "transcripts", table_from_rows("transcripts", [
+    store.write_part(run_id, "transcripts", table_from_rows("transcripts", [
         _transcript(f"i{k:02d}", s, TINY, 0, 5, 0, 20) for s in systems for k in range(n)]))
-    store.write_part("r", "quality", table_from_rows("quality", [
+    store.write_part(run_id, "quality", table_from_rows("quality", [
         {"item_id": f"i{k:02d}", "system_id": s, "quality_id": "q", "quality_spec": "dnsmos", "status": "ok",
          "mos": 3.0, "created_at": NOW} for s in systems for k in range(n)]))
-    store.write_part("r", "judgments", table_from_rows("judgments", [
+    store.write_part(run_id, "judgments", table_from_rows("judgments", [
         {"item_id": f"i{k:02d}", "system_id": s, "baseline_id": "s0", "judge_id": judge, "judge_spec": judge,
          "candidate_first": True, "winner": w, "parse_ok": True, "status": "ok", "cost_usd": 0.0, "samples": 1,
          "created_at": NOW} for s, ws in verdicts.items() for k, w in enumerate(ws)]))
@@ -365,6 +365,46 @@ def test_the_bradley_terry_ranking_is_in_the_report_the_leaderboard_and_the_html
     assert board["s1"]["bradley_terry"]["objective"]["rank"] == 1
     assert board["s1"]["bradley_terry"]["objective"]["elo"] == pytest.approx(s1.elo, abs=1e-4)
     assert board["s2"]["bradley_terry"]["objective"]["high"] == pytest.approx(table.loc["s2", "elo_ci_high"], abs=1e-4)
+
+
+def test_the_cross_run_leaderboard_ranks_systems_never_judged_together_on_one_bradley_terry_scale(tmp_path) -> None:
+    """Issue #29: `ttseval leaderboard` fits each judge's Bradley-Terry model to the verdicts of every run on a dataset
+    version. Run r1 judged s1 against s0 (s1 wins 15 of 20), run r2 s2 against s0 (s2 wins 5 of 20) and s1 again
+    on 4 items, where s1 now loses: those 4 comparisons count once, with r2's verdict. By hand (a star design around
+    s0, no prior): s1 - s0 = logit(11/20) = ln(11/9), s2 - s0 = logit(5/20) = -ln 3; the weak prior shrinks a
+    little: within 3 %."""
+    import json
+    import math
+
+    from ttseval.tasks.leaderboard import leaderboard, leaderboard_markdown
+
+    n = 20
+    store, settings = _judged_run(tmp_path, {"s1": ["candidate"] * 15 + ["baseline"] * 5}, ["questions"] * n, [0] * n,
+                                  run_id="r1")
+    _judged_run(tmp_path, {"s2": ["candidate"] * 5 + ["baseline"] * 15, "s1": []}, ["questions"] * n, [0] * n,
+                run_id="r2")
+    store.write_part("r2", "judgments", table_from_rows("judgments", [  # r2 judged s1 again on 4 items: it lost
+        {"item_id": f"i{k:02d}", "system_id": "s1", "baseline_id": "s0", "judge_id": "objective",
+         "judge_spec": "objective", "candidate_first": True, "winner": "baseline", "parse_ok": True, "status": "ok",
+         "cost_usd": 0.0, "samples": 1, "created_at": NOW} for k in range(4)]))
+    for run_id, date in (("r1", "2026-11-20T02:00:00"), ("r2", "2026-11-21T02:00:00")):
+        systems = ["s0", "s1"] if run_id == "r1" else ["s0", "s1", "s2"]
+        write_full_report(store, run_id, settings, systems, {"run_id": run_id, "store": store.display()})
+        store.write_bytes(f"runs/{run_id}/log/{date.replace(':', '')}.json", json.dumps(
+            {"run_id": run_id, "date": date, "dataset_sha256": "d" * 64, "quality": "dnsmos"}).encode())
+    board = leaderboard(settings)["d" * 12].drop_duplicates("system_spec").set_index("system_spec")
+    elo = board["Elo (objective)"]
+    # s1's wins over s0: r1's 15 of 20 with its first 4 items replaced by r2's 4 losses: 11 of 20
+    strength = (elo - elo["espeak-ng:s0"]) * math.log(10) / 400
+    assert strength["espeak-ng:s1"] == pytest.approx(math.log(11 / 9), rel=0.03)
+    assert strength["espeak-ng:s2"] == pytest.approx(-math.log(3), rel=0.03)
+    assert board["rank (objective)"].to_dict() == {"espeak-ng:s0": 1, "espeak-ng:s1": 1, "espeak-ng:s2": 1}
+    markdown = leaderboard_markdown(leaderboard(settings))
+    header = next(line for line in markdown.splitlines() if line.startswith("| system |"))
+    assert header.endswith("| Elo (objective) | run | date |")
+    s2 = board.loc["espeak-ng:s2"]
+    low, high = s2["Elo (objective) ci"]
+    assert f"| {s2['Elo (objective)']:.0f} [{low:.0f}, {high:.0f}] #1 | r2 |" in markdown
 
 
 def test_the_significance_matrix_compares_every_pair_and_adjusts_across_all_its_tests(tmp_path) -> None:
