@@ -369,10 +369,13 @@ def degenerate_judge(rows: pd.DataFrame, min_answers: int = DEGENERATE_MIN_ANSWE
 
 
 def judge_agreement(winrates: pd.DataFrame) -> dict | None:
-    """Kendall's W over systems ranked by each judge's overall win-rate, and pairwise Spearman; None for < 2 judges."""
+    """Kendall's W over systems ranked by each judge's overall win-rate, and pairwise Spearman; None for < 2 judges.
+    When every judge gives every system the same win-rate there is no ranking to agree on: W is NaN (0/0, which
+    `kendalls_w` refuses) and so is every rho."""
     overall = winrates[winrates["level"] == "overall"]
     scores = overall.pivot_table(index="judge_spec", columns="system_id", values="win_rate").dropna(axis=1)
     if len(scores) < 2 or scores.shape[1] < 2:
         return None
-    return {"kendalls_w": kendalls_w(scores, correct_ties=True), "spearman": pairwise_spearman(scores),
-            "n_systems": scores.shape[1]}
+    tied = bool((scores.nunique(axis=1) == 1).all())
+    return {"kendalls_w": float("nan") if tied else kendalls_w(scores, correct_ties=True),
+            "spearman": pairwise_spearman(scores), "n_systems": scores.shape[1]}

@@ -100,8 +100,11 @@ def leaderboard_markdown(store: ArtifactStore, run_id: str, summary: pd.DataFram
     lines += voice_variance_markdown(winrates, names)
     agreement = judge_agreement(winrates)
     if agreement:
+        w = agreement["kendalls_w"]
+        w_text = (f"{w:.3f}" if w == w else "undefined: every judge gives all of them the same win-rate, so there "
+                  "is no ranking to agree on")
         lines += ["", "## Judge agreement", "", f"Kendall's W over {agreement['n_systems']} systems ranked by each "
-                  f"judge's overall win-rate (tie-corrected): {agreement['kendalls_w']:.3f}", "",
+                  f"judge's overall win-rate (tie-corrected): {w_text}", "",
                   "Pairwise Spearman between judges' system rankings:", ""]
         rho = agreement["spearman"]
         lines.append(markdown_table(["judge", *map(str, rho.columns)],
