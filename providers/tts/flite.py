@@ -127,6 +127,11 @@ class FliteTTS:
                 f"flite wrote an unreadable WAV ({len(data)} bytes): {e}", spec=self.spec
             ) from e
 
+    def voices(self) -> list[dict[str, Any]]:
+        """The voices compiled into this flite binary (`flite -lv`), each English, with its sample rate."""
+        return [{"id": v, "name": v, "language": "en",
+                 "description": f"{_SAMPLE_RATE_HZ.get(v, 16000) // 1000} kHz"} for v in flite_voices()]
+
     def metadata(self) -> dict[str, Any]:
         return {
             "engine": "flite",

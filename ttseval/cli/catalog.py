@@ -19,7 +19,13 @@ def cmd_voices(args: argparse.Namespace) -> int:
     provider = build_provider("tts", spec.canonical, settings)
     voices = getattr(provider, "voices", None)
     if not callable(voices):
-        raise SpecError(f"tts provider {spec.provider!r} offers no voice list")
+        from ttseval.core.registry import REGISTRIES
+
+        tts, plugins = REGISTRIES["tts"], settings.plugins.get("tts")
+        listing = [n for n in sorted(tts.entries(plugins))
+                   if callable(getattr(tts.resolve(n, plugins), "voices", None))]
+        raise SpecError(f"tts provider {spec.provider!r} offers no voice list (its voices are named in its spec; "
+                        f"see its page in the docs); providers that list theirs: {', '.join(listing)}")
     try:
         listed = voices()
     except NotImplementedError as e:
