@@ -9,6 +9,7 @@ stored judgments and winrates tables.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -129,3 +130,35 @@ def test_depth_the_run_lacks_and_unknown_baseline_are_refused(backfilled: dict) 
     assert "baseline 'piper:joe' has no audio in run 'b'" in baseline.stderr
     assert "flite:awb" in baseline.stderr  # names what the run has
     pd.testing.assert_frame_equal(judgments(backfilled["store"]), before)  # nothing written
+
+
+def test_gemini_backfill_sends_only_the_chosen_depth_and_the_chosen_baselines_clips(backfilled: dict) -> None:
+    """What the judge was sent, seen from the (fake) Gemini server: the depth-1 items' texts, and each time the
+    candidate's and the --baseline's stored clips, though the run was judged against flite:awb before."""
+    from tests.fake_gemini import FakeGemini
+
+    store, root = backfilled["store"], backfilled["root"]
+    env = backfilled["env"] | {"GEMINI_API_KEY": "fake-key-never-stored-2718", "TTSEVAL_POSITION_AUDIT_SHARE": "0"}
+    with FakeGemini() as fake:
+        spec = f"gemini:gemini-2.5-pro:base_url={fake.base_url}:backoff_s=0.01:max_attempts=2"
+        result = run_cli(backfilled["common"] + ["--judge", spec, "--depths", "1", "--baseline", "flite:slt"], env,
+                         cwd=root)
+        assert result.returncode == 0, result.stderr[-3000:]
+        requests = list(fake.requests)
+    items = pd.read_parquet(store / "runs" / "b" / "items").set_index("item_id")["text"]
+    synthesis = pd.read_parquet(store / "runs" / "b" / "synthesis")
+    clip = {(r.item_id, r.system_id): r.audio_sha256 for r in synthesis.itertuples()}
+    slt, awb, espeak = (Spec.parse(s).id for s in ("flite:slt", "flite:awb", "espeak-ng"))
+    # 2 depth-1 items x 2 candidates (espeak-ng, flite:awb) against flite:slt, one request each
+    assert len(requests) == 4
+    sent = []
+    for request in requests:
+        item = next(i for i, d in ITEMS.items() if d == 1 and items[i] in request.text())
+        hashes = {hashlib.sha256(audio).hexdigest() for _, audio in request.audio_parts()}
+        candidate = next(s for s in (espeak, awb) if clip[(item, s)] in hashes)
+        assert hashes == {clip[(item, slt)], clip[(item, candidate)]}
+        sent.append((item, candidate))
+    assert sorted(sent) == sorted((i, s) for i, d in ITEMS.items() if d == 1 for s in (espeak, awb))
+    g = judgments(store)
+    g = g[g["judge_spec"] == Spec.parse(spec).canonical]
+    assert sorted(zip(g["item_id"], g["system_id"])) == sorted(sent) and set(g["baseline_id"]) == {slt}
