@@ -14,8 +14,8 @@ import signal
 import subprocess
 import urllib.error
 import urllib.request
-from urllib.parse import urljoin
 from pathlib import Path
+from urllib.parse import urljoin
 
 import pandas as pd
 import psutil
