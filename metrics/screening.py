@@ -207,7 +207,8 @@ def insv_card(items: pd.DataFrame, synthesis: pd.DataFrame, transcripts: pd.Data
 def recogniser_rankings(sentences: pd.DataFrame, asr_ids: list[str]) -> tuple[pd.DataFrame, float]:
     """Pooled WER per system (rows) and recogniser (columns, in `asr_ids` order: the first ranks, section 4.4) over
     the clips every one of those recognisers transcribed, and Kendall's W of the systems' rankings across the
-    recognisers (NaN with fewer than two systems or recognisers). `sentences` are per_sentence rows."""
+    recognisers (NaN with fewer than two systems or recognisers, or when every recogniser ties every system).
+    `sentences` are per_sentence rows."""
     from ttseval.metrics.agreement import kendalls_w
 
     mine = sentences[sentences["asr_id"].isin(asr_ids)]
@@ -217,6 +218,8 @@ def recogniser_rankings(sentences: pd.DataFrame, asr_ids: list[str]) -> tuple[pd
     sums = mine.groupby(["system_id", "asr_id"])[["word_errors", "ref_words"]].sum()
     wer = (sums["word_errors"] / sums["ref_words"]).unstack("asr_id").reindex(columns=asr_ids)
     w = float("nan")
-    if len(asr_ids) >= 2 and len(wer) >= 2 and not wer.isna().any().any():
+    # every recogniser giving every system the same WER (all 0 on easy items) leaves no ranking: W is 0/0, NaN here
+    tied = bool((wer.nunique(axis=0) <= 1).all())
+    if len(asr_ids) >= 2 and len(wer) >= 2 and not wer.isna().any().any() and not tied:
         w = kendalls_w(wer.T.to_numpy(dtype=float))
     return wer, w

@@ -133,6 +133,16 @@ def test_recogniser_rankings_compare_on_shared_clips_and_w_matches_scipy_friedma
     assert w == pytest.approx(chi2 / (3 * 2))
     _, one = recogniser_rankings(pd.DataFrame(rows), ["r1"])
     assert np.isnan(one)
+    # every recogniser transcribes every system perfectly: no ranking to agree on, W undefined (0/0) is NaN
+    perfect = pd.DataFrame(rows).assign(word_errors=0)
+    wer, tied = recogniser_rankings(perfect, ["r1", "r2", "r3"])
+    assert (wer.to_numpy() == 0).all() and np.isnan(tied)
+    # one recogniser that ties them all and one that ranks them: W = 0.5 (tie-corrected, worked by hand:
+    # ranks (2,2,2) and (1,2,3): rank sums (3,4,5), S = 2, denominator 2^2 (27 - 3) - 2 (3^3 - 3) = 48, W = 24/48)
+    half = pd.DataFrame(rows)
+    half.loc[half["asr_id"] == "r1", "word_errors"] = 3
+    wer, w = recogniser_rankings(half, ["r1", "r2"])
+    assert w == pytest.approx(0.5)
 
 
 def test_the_transcript_language_is_a_diagnostic_rate_and_an_f2_signal() -> None:
