@@ -1,7 +1,9 @@
-"""Shared fixtures: a real Prefect server and a real S3-compatible server (moto) on loopback, and a CLI runner.
+"""Shared fixtures: a real Prefect server, a real S3-compatible server (moto) and a Dask cluster on loopback, and a
+CLI runner.
 
 Subprocess runs of `ttseval` point at the session's Prefect server, so each run skips the 10-17 s start of a
-temporary server. Nothing here downloads anything.
+temporary server; end-to-end runs that need no cluster of their own run on the session's Dask cluster
+(`shared_env`), so they skip starting one and loading its models. Nothing here downloads anything.
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from ttseval.core.telemetry import TELEMETRY_OFF
+from ttseval.providers import MODEL_THREADS_VARIABLE
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -96,6 +100,108 @@ def s3_bucket(s3_server: dict[str, str], monkeypatch: pytest.MonkeyPatch, reques
 def cli_env(prefect_api: str, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TTSEVAL_", "AWS_"))}
     return env | {"PREFECT_API_URL": prefect_api, "PYTHONPATH": str(ROOT), **TELEMETRY_OFF} | extra
+
+
+# Variables the shared cluster's workers never get from the pytest process: settings and credentials a test sets
+# for its own command (settings reach the workers inside the run's Settings object; keys are read on the worker).
+_NOT_FOR_SHARED_WORKERS = ("TTSEVAL_", "AWS_")
+
+
+def _shared_worker_env(prefect_api: str, model_threads: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(_NOT_FOR_SHARED_WORKERS) and not k.endswith(("_API_KEY", "_BASE_URL"))}
+    return env | {"PREFECT_API_URL": prefect_api, "PYTHONPATH": str(ROOT), **TELEMETRY_OFF,
+                  "DASK_LOGGING__DISTRIBUTED": "warning", MODEL_THREADS_VARIABLE: model_threads}
+
+
+@pytest.fixture(scope="session")
+def shared_dask(prefect_api: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One Dask cluster per test worker (pytest-xdist process), for the end-to-end runs that need nothing of their
+    own; yields its scheduler's tcp address (use `shared_env`, which passes it as TTSEVAL_DASK_ADDRESS).
+
+    Why `dask scheduler` and `dask worker` subprocesses rather than a LocalCluster in the pytest process: the
+    worker process gets exactly the environment built here (a LocalCluster's nannies would inherit the pytest
+    process's, which tests change with monkeypatch), it is the kind of cluster the local stack and the deployments
+    run on (ttseval.infra.stack), and each stops with one signal to its process group.
+    Why one worker process of one thread: a flow's own LocalCluster (flows.runner.local_cluster_kwargs, default
+    settings) runs 2 processes of 1 thread, each model on its share of the cores; under `pytest -n 2` the two test
+    workers' clusters together run the same 2 tasks at once on the machine, each model on the same share, with
+    threads per process as a flow's (no provider is run from two threads of a process), while each model is loaded
+    once per test worker, not twice (a worker process holding the demo's models is about 1.5-1.8 GB).
+    The worker starts in a folder of its own (nothing relative lands in the checkout) with ROOT on PYTHONPATH, so
+    it imports ttseval and the tests' plugins from this checkout, the session's Prefect API, telemetry off, and no
+    TTSEVAL_*, AWS_*, *_API_KEY or *_BASE_URL from the pytest process.
+    """
+    from distributed import Client
+
+    from ttseval.core.config import Settings
+    from ttseval.flows.runner import local_cluster_kwargs
+
+    share = local_cluster_kwargs(Settings.model_construct())["env"][MODEL_THREADS_VARIABLE]  # defaults, not env
+    folder = tmp_path_factory.mktemp("shared-dask")
+    env = _shared_worker_env(prefect_api, share)
+    port = free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    log = open(folder / "dask.log", "w")
+    procs = [subprocess.Popen([str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", str(port),
+                               "--dashboard-address", "127.0.0.1:0"], env=env, cwd=folder, stdout=log,
+                              stderr=subprocess.STDOUT, start_new_session=True)]
+    try:
+        procs.append(subprocess.Popen([str(BIN / "dask"), "worker", address, "--host", "127.0.0.1",
+                                       "--nworkers", "1", "--nthreads", "1",
+                                       "--dashboard-address", "127.0.0.1:0", "--local-directory", str(folder)],
+                                      env=env, cwd=folder, stdout=log, stderr=subprocess.STDOUT,
+                                      start_new_session=True))
+        with Client(address, timeout=60, set_as_default=False) as client:
+            client.wait_for_workers(1, timeout=120)
+        [_STARTED_WITH[address]] = _worker_environments(address).values()
+    except Exception as e:
+        for proc in reversed(procs):
+            _stop(proc)
+        log.close()
+        raise RuntimeError(f"the shared Dask cluster did not start: {e}\n{(folder / 'dask.log').read_text()[-3000:]}")
+    yield address
+    for proc in reversed(procs):  # the worker first, so it is not left looking for its scheduler
+        _stop(proc)
+    log.close()
+
+
+@pytest.fixture(scope="session")
+def shared_env(prefect_api: str, shared_dask: str) -> dict[str, str]:
+    """cli_env for a run on the session's shared Dask cluster; add a test's own settings with `shared_env | {...}`
+    (read in the CLI process and handed to the workers in the run's Settings). A test needs its own cluster (plain
+    cli_env) when its providers on the worker need environment it sets for its own command (API keys, vendor base
+    URLs, AWS_* for an S3 store, settings read on the worker such as cascades), when it passes a relative --store
+    or provider path (a shared worker resolves it in its own folder), or when it tests the cluster itself."""
+    return cli_env(prefect_api, TTSEVAL_DASK_ADDRESS=shared_dask)
+
+
+@pytest.fixture(autouse=True)
+def _shared_workers_stay_clean(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After each test that ran on the shared cluster: no variable the workers started with has changed, and none of
+    ours or a credential's (TTSEVAL_*, AWS_*, PREFECT_*, *_API_KEY, *_BASE_URL) has appeared: a run that set one on a
+    worker would leak it into the next test's run. Variables a library adds when first loaded are let be (Intel
+    OpenMP, loaded with the first model, adds KMP_INIT_AT_FORK): the models stay loaded on purpose."""
+    yield
+    if "shared_dask" not in request.fixturenames:
+        return
+    address = request.getfixturevalue("shared_dask")
+    started = _STARTED_WITH[address]
+    for worker, env in _worker_environments(address).items():
+        changed = sorted(k for k in started if env.get(k) != started[k])
+        added = sorted(k for k in env.keys() - started.keys()
+                       if k.startswith((*_NOT_FOR_SHARED_WORKERS, "PREFECT_")) or k.endswith(("_API_KEY", "_BASE_URL")))
+        assert not changed + added, f"a run changed the environment of shared Dask worker {worker}: {changed + added}"
+
+
+def _worker_environments(address: str) -> dict[str, dict[str, str]]:
+    from distributed import Client
+
+    with Client(address, timeout=30, set_as_default=False) as client:
+        return client.run(lambda: dict(os.environ))
+
+
+_STARTED_WITH: dict[str, dict[str, str]] = {}  # scheduler address -> its worker's environment at start
 
 
 def run_cli(args: list[str], env: dict[str, str], cwd: Path, timeout_s: float = 600) -> subprocess.CompletedProcess:

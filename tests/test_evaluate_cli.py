@@ -35,9 +35,9 @@ def last_log(store: Path, run_id: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def first_run(prefect_api: str, small_dataset: Path, tmp_path_factory: pytest.TempPathFactory):
+def first_run(shared_env: dict[str, str], small_dataset: Path, tmp_path_factory: pytest.TempPathFactory):
     store = tmp_path_factory.mktemp("store")
-    env = cli_env(prefect_api)
+    env = shared_env  # on the session's Dask cluster (tests/conftest.py), as are the runs that reuse this env
     result = run_cli(["evaluate", "--dataset", str(small_dataset), "--systems", SYSTEMS, "--store", str(store),
                       "--run-id", "r1", "--shard-size", "3"], env, cwd=store)
     assert result.returncode == 0, result.stderr[-4000:]
@@ -223,7 +223,7 @@ def test_a_new_run_on_a_copy_says_what_came_from_the_caches_and_the_whole_wall_t
     assert f"win-rate by depth: {figure}" in result.stdout and "\N{CITYSCAPE AT DUSK}" not in result.stdout
 
 
-def test_release_spelled_categories_and_own_groups_are_evaluated(prefect_api: str, tmp_path: Path) -> None:
+def test_release_spelled_categories_and_own_groups_are_evaluated(shared_env: dict[str, str], tmp_path: Path) -> None:
     # EmergentTTS-Eval's release spells categories 'Questions', 'Foreign Words'; evaluate refused them before.
     dataset = tmp_path / "release.jsonl"
     dataset.write_text(
@@ -231,7 +231,7 @@ def test_release_spelled_categories_and_own_groups_are_evaluated(prefect_api: st
         '{"item_id": "f", "text": "We ate a croissant.", "language": "en", "category": "Foreign Words", "depth": 0}\n'
         '{"item_id": "g", "text": "Good morning.", "language": "en", "category": "Greetings", "depth": 0}\n')
     result = run_cli(["evaluate", "--dataset", str(dataset), "--systems", "flite:slt", "--store", str(tmp_path / "s"),
-                      "--run-id", "cats", "--judges", ""], cli_env(prefect_api), cwd=tmp_path)
+                      "--run-id", "cats", "--judges", ""], shared_env, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     items = read_table(tmp_path / "s", "cats", "items").set_index("item_id")
     assert items["category"].to_dict() == {"q": "questions", "f": "foreign_words", "g": "Greetings"}

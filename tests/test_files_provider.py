@@ -240,7 +240,7 @@ def test_import_errors_exit_2_naming_the_field(tmp_path: Path, capsys: pytest.Ca
     assert not (tmp_path / "i.generated.jsonl").exists()
 
 
-def test_emergenttts_baseline_clips_judged_without_synthesis(prefect_api: str, tmp_path: Path) -> None:
+def test_emergenttts_baseline_clips_judged_without_synthesis(shared_env: dict[str, str], tmp_path: Path) -> None:
     """Import a tiny EmergentTTS-Eval release with its baseline_audios, then evaluate espeak-ng against it."""
     import subprocess
 
@@ -251,7 +251,7 @@ def test_emergenttts_baseline_clips_judged_without_synthesis(prefect_api: str, t
     for index, row in enumerate(ETTE_ROWS):  # as download_data.py saves them: <row position>.wav
         subprocess.run(["espeak-ng", "-v", "en-gb", "-s", "150", "-w", str(folder / f"{index}.wav"),
                         row["text_to_synthesize"]], check=True)
-    env = cli_env(prefect_api)
+    env = shared_env  # the manifest's paths are absolute, so the shared cluster's workers read the same files
     items_path = tmp_path / "items.jsonl"
     imported = run_cli(["import-dataset", "--format", "emergenttts", str(data), "--out", str(items_path),
                         "--baseline-audios", str(folder)], env, cwd=tmp_path, timeout_s=120)

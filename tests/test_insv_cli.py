@@ -16,7 +16,7 @@ from tests.conftest import cli_env, run_cli
 
 
 @pytest.fixture(scope="module")
-def screened(prefect_api: str, tmp_path_factory: pytest.TempPathFactory):
+def screened(shared_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory):
     from ttseval.corpus import DEMO_DATASET
 
     rows = [json.loads(line) for line in DEMO_DATASET.read_text(encoding="utf-8").splitlines()]
@@ -27,7 +27,7 @@ def screened(prefect_api: str, tmp_path_factory: pytest.TempPathFactory):
     store = folder / "store"
     result = run_cli(["evaluate", "--dataset", str(dataset), "--systems", "espeak-ng", "--controls", "espeak-ng:ur",
                       "--store", str(store), "--run-id", "insv", "--judges", ""],
-                     cli_env(prefect_api, TTSEVAL_PROSODY="true"), cwd=folder)  # and the prosody stage (issue 14)
+                     shared_env | {"TTSEVAL_PROSODY": "true"}, cwd=folder)  # and the prosody stage (issue 14)
     assert result.returncode == 0, result.stderr[-4000:]
     return store, result
 
@@ -68,7 +68,8 @@ def test_a_negative_control_speaks_every_item_and_the_card_says_it_was_caught(sc
     assert len(fr) == 2 and (fr["sfr"] == 1.0).all()  # French in Latin letters, from both voices
 
 
-def test_two_recognisers_then_a_third_added_computes_only_the_third_s_rows(prefect_api: str, tmp_path) -> None:
+def test_two_recognisers_then_a_third_added_computes_only_the_third_s_rows(shared_env: dict[str, str],
+                                                                           tmp_path) -> None:
     from ttseval.corpus import DEMO_DATASET
 
     rows = [json.loads(line) for line in DEMO_DATASET.read_text(encoding="utf-8").splitlines()]
@@ -78,9 +79,9 @@ def test_two_recognisers_then_a_third_added_computes_only_the_third_s_rows(prefe
     two = ["faster-whisper:tiny.en", "faster-whisper:base"]
     args = ["evaluate", "--dataset", str(dataset), "--systems", "flite:slt,espeak-ng", "--store",
             str(tmp_path / "s"), "--run-id", "asr", "--judges", ""]
-    first = run_cli(args, cli_env(prefect_api, TTSEVAL_ASR__EN=json.dumps(two)), cwd=tmp_path)
+    first = run_cli(args, shared_env | {"TTSEVAL_ASR__EN": json.dumps(two)}, cwd=tmp_path)
     assert first.returncode == 0, first.stderr[-3000:]
-    second = run_cli(args, cli_env(prefect_api, TTSEVAL_ASR__EN=json.dumps([*two, "faster-whisper:base:beam_size=2"])),
+    second = run_cli(args, shared_env | {"TTSEVAL_ASR__EN": json.dumps([*two, "faster-whisper:base:beam_size=2"])},
                      cwd=tmp_path)
     assert second.returncode == 0, second.stderr[-3000:]
     logs = sorted((tmp_path / "s" / "runs" / "asr" / "log").glob("*.json"))

@@ -181,7 +181,7 @@ def test_seedtts_meta_lst_imports_with_prompts_resolved_and_bad_lines_named(tmp_
 
 
 @pytest.fixture(scope="module")
-def seedtts_run(prefect_api: str, tmp_path_factory: pytest.TempPathFactory):
+def seedtts_run(shared_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("seedtts")
     en = root / "seedtts_testset" / "en"
     for folder in ("prompt-wavs", "cloner", "mismatch"):
@@ -194,7 +194,7 @@ def seedtts_run(prefect_api: str, tmp_path_factory: pytest.TempPathFactory):
         _speak(other, text, en / "mismatch" / f"{utt}.wav")
         lines.append(f"{utt}|{PROMPT_TEXTS[utt]}|prompt-wavs/{utt}.wav|{text}")
     (en / "meta.lst").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    env = cli_env(prefect_api, TTSEVAL_QUALITY='["dnsmos", "distillmos"]')  # and two MOS predictors
+    env = shared_env | {"TTSEVAL_QUALITY": '["dnsmos", "distillmos"]'}  # and two MOS predictors
     imported = run_cli(["import-dataset", "--format", "seedtts", str(en / "meta.lst"), "--out",
                         str(root / "items.jsonl")], env, cwd=root)
     assert imported.returncode == 0, imported.stderr[-3000:]
