@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 
 import pytest
@@ -209,14 +209,20 @@ def run_cli(args: list[str], env: dict[str, str], cwd: Path, timeout_s: float = 
                           timeout=timeout_s)
 
 
+def demo_items(path: Path, item_ids: Collection[str]) -> list[dict]:
+    """Write the demo dataset's rows with these item ids (in the demo's order) to `path`; returns the rows."""
+    from ttseval.corpus import DEMO_DATASET
+
+    rows = [r for line in DEMO_DATASET.read_text(encoding="utf-8").splitlines()
+            if (r := json.loads(line))["item_id"] in item_ids]
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    return rows
+
+
 @pytest.fixture(scope="session")
 def small_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Ten demo items: one depth-0 and one depth-1 item of five categories... plus French and Pashto."""
-    from ttseval.corpus import DEMO_DATASET
-
-    rows = [json.loads(line) for line in DEMO_DATASET.read_text(encoding="utf-8").splitlines()]
     keep = {"emo-a-d0", "par-a-d0", "for-a-d0", "syn-a-d0", "pro-a-d0", "que-a-d0", "que-a-d1", "mul-fr", "mul-ps"}
     path = tmp_path_factory.mktemp("data") / "small.jsonl"
-    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows if r["item_id"] in keep),
-                    encoding="utf-8")
+    demo_items(path, keep)
     return path

@@ -10,13 +10,12 @@ stored judgments and winrates tables.
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from tests.conftest import cli_env, run_cli
+from tests.conftest import cli_env, demo_items, run_cli
 from ttseval.core.registry import Spec
 from ttseval.metrics.agreement import judge_agreement
 
@@ -26,23 +25,21 @@ SECOND_JUDGE = "objective:cer_margin=0.3:mos_margin=0.5"
 
 
 @pytest.fixture(scope="module")
-def backfilled(prefect_api: str, tmp_path_factory: pytest.TempPathFactory) -> dict:
-    from ttseval.corpus import DEMO_DATASET
-
+def backfilled(prefect_api: str, shared_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> dict:
     root = tmp_path_factory.mktemp("backfill")
-    rows = [json.loads(line) for line in DEMO_DATASET.read_text(encoding="utf-8").splitlines()]
     dataset = root / "items.jsonl"
-    dataset.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows if r["item_id"] in ITEMS),
-                       encoding="utf-8")
+    demo_items(dataset, ITEMS)
     store = root / "store"
-    env = cli_env(prefect_api, TTSEVAL_SIMILARITY="[]")
+    env = shared_env | {"TTSEVAL_SIMILARITY": "[]"}  # local engines and the objective judge: the shared cluster
     run = run_cli(["evaluate", "--dataset", str(dataset), "--systems", ",".join(SYSTEMS), "--store", str(store),
                    "--run-id", "b", "--judges", ""], env, cwd=root)
     assert run.returncode == 0, run.stderr[-3000:]
     table = store / "runs" / "b" / "judgments"
     judged_before = len(pd.read_parquet(table)) if table.exists() else 0
     common = ["backfill-judge", "--store", str(store), "--run-id", "b"]
-    out = {"store": store, "env": env, "root": root, "common": common, "judged_before": judged_before}
+    # a judge with an API key (the fake Gemini's) reads it on the worker: that run gets a cluster of its own
+    out = {"store": store, "env": cli_env(prefect_api, TTSEVAL_SIMILARITY="[]"), "root": root, "common": common,
+           "judged_before": judged_before}
     out["depth1"] = run_cli(common + ["--judge", "objective", "--depths", "1", "--baseline", "flite:awb"], env,
                             cwd=root)
     out["depth0"] = run_cli(common + ["--judge", SECOND_JUDGE, "--depths", "0"], env, cwd=root)

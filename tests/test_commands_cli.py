@@ -21,7 +21,7 @@ import pandas as pd
 import psutil
 import pytest
 
-from tests.conftest import BIN, cli_env, run_cli
+from tests.conftest import BIN, cli_env, demo_items, run_cli
 
 ITEMS = ("que-a-d0", "syn-b-d0")
 
@@ -57,17 +57,13 @@ def test_voices_of_an_unknown_or_listless_engine_is_exit_2_naming_the_fix(prefec
 
 
 @pytest.fixture(scope="module")
-def stored_run(prefect_api: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from ttseval.corpus import DEMO_DATASET
-
+def stored_run(shared_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("served")
-    rows = [json.loads(line) for line in DEMO_DATASET.read_text(encoding="utf-8").splitlines()]
     dataset = root / "items.jsonl"
-    dataset.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows if r["item_id"] in ITEMS),
-                       encoding="utf-8")
+    demo_items(dataset, ITEMS)
     store = root / "store"
     run = run_cli(["evaluate", "--dataset", str(dataset), "--systems", "espeak-ng", "--store", str(store),
-                   "--run-id", "s", "--judges", ""], cli_env(prefect_api, TTSEVAL_SIMILARITY="[]"), cwd=root)
+                   "--run-id", "s", "--judges", ""], shared_env | {"TTSEVAL_SIMILARITY": "[]"}, cwd=root)
     assert run.returncode == 0, run.stderr[-3000:]
     return store
 

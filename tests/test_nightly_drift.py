@@ -28,7 +28,7 @@ import pytest
 import soundfile as sf
 from statsmodels.stats.multitest import multipletests
 
-from tests.conftest import cli_env, run_cli
+from tests.conftest import demo_items, run_cli
 
 ITEMS = ("emo-b-d0", "par-a-d0", "for-a-d0", "for-b-d0", "syn-b-d0", "pro-b-d0", "que-a-d0", "que-b-d0")
 NIGHTS = [f"nightly-2026112{d}T020000Z" for d in (1, 2, 3, 4)]
@@ -58,22 +58,17 @@ def exact_sign_flip_p(diff: np.ndarray) -> float:
 
 
 @pytest.fixture(scope="module")
-def nights(prefect_api: str, tmp_path_factory: pytest.TempPathFactory) -> dict:
-    from ttseval.corpus import DEMO_DATASET
-
+def nights(shared_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> dict:
     root = tmp_path_factory.mktemp("nightly-drift")
-    rows = [json.loads(line) for line in DEMO_DATASET.read_text(encoding="utf-8").splitlines()]
     dataset = root / "items.jsonl"
-    dataset.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows if r["item_id"] in ITEMS),
-                       encoding="utf-8")
+    rows = demo_items(dataset, ITEMS)
     clips = root / "clips"
     clips.mkdir()
     for r in rows:
-        if r["item_id"] in ITEMS:
-            subprocess.run(["flite", "-voice", "slt", "-t", r["text"], "-o", str(clips / f"{r['item_id']}.wav")],
-                           check=True)
+        subprocess.run(["flite", "-voice", "slt", "-t", r["text"], "-o", str(clips / f"{r['item_id']}.wav")],
+                       check=True)
     store = root / "store"
-    env = cli_env(prefect_api, TTSEVAL_FAIL_ON_REGRESSION="true", TTSEVAL_SIMILARITY="[]")
+    env = shared_env | {"TTSEVAL_FAIL_ON_REGRESSION": "true", "TTSEVAL_SIMILARITY": "[]"}
     args = ["nightly", "--dataset", str(dataset), "--systems", f"files:rec:dir={clips}", "--judges", "",
             "--store", str(store)]
     out = {"store": store, "clips": clips}
