@@ -24,8 +24,8 @@ HANGING_COMMAND = textwrap.dedent("""
     cli.SIGTERM_GRACE_S = float(sys.argv[1])
     signal.signal(signal.SIGTERM, cli._exit_on_sigterm)
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-    print(child.pid, flush=True)
     try:
+        print(child.pid, flush=True)  # inside the try: a SIGTERM sent once this is read always meets the finally
         time.sleep(600)
     finally:
         print("cleanup started", flush=True)
