@@ -78,9 +78,11 @@ def get(url: str) -> tuple[int, bytes]:
 
 def test_serve_answers_the_stored_run_and_stops_on_ctrl_c(prefect_api: str, stored_run: Path) -> None:
     env = cli_env(prefect_api)
+    # Ctrl-C as from a terminal: a suite started in the background (`cmd &` in a script) inherits SIGINT ignored,
+    # and Python then keeps ignoring it, so the child gets the default disposition back first
     proc = subprocess.Popen([str(BIN / "ttseval"), "serve", "--store", str(stored_run), "--port", "0"], env=env,
                             cwd=stored_run.parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         line = proc.stdout.readline()  # printed (flushed) once the socket is bound
         assert line.startswith(f"serving the reports of {stored_run} at http://127.0.0.1:"), line
