@@ -21,7 +21,7 @@ from prefect.artifacts import create_markdown_artifact
 from ttseval.flows.common import artifact_key
 from ttseval.flows.evaluate import evaluate
 from ttseval.corpus.items import read_items
-from ttseval.metrics.canary import canary_changes, canary_sample
+from ttseval.metrics.canary import CANARY_COLUMNS, canary_changes, canary_sample
 from ttseval.metrics.drift import compare_reports, paired_drift
 from ttseval.tasks.common import get_store, logger, now
 from ttseval.core.config import DEFAULT_SYSTEMS, Settings, load_settings
@@ -114,9 +114,9 @@ def nightly(
     settings = load_settings(store=store)
     run_id = run_id or nightly_run_id()
     night = now().date().isoformat()
-    canary = night_canary(dataset, settings, night)
     remote = remote_systems(systems, settings)
-    if remote and canary:
+    canary = night_canary(dataset, settings, night) if remote else []  # local engines reuse every clip
+    if canary:
         logger().info(f"canary: {len(canary)} items spoken afresh tonight by {', '.join(remote)}")
     result = evaluate(dataset=dataset, systems=systems, store=settings.store, run_id=run_id, baseline=baseline,
                       judges=judges, budget_usd=budget_usd, fresh_items=canary)
@@ -138,9 +138,10 @@ def nightly(
                               n_permutations=settings.permutation_resamples)
         drift = compare_reports(st.read(previous, "report"), st.read(run_id, "report"), paired)
         # the remote voices' fresh canary clips against the previous night's clips of the same items
-        changes = canary_changes(canary_clips(st, previous, canary, remote), canary_clips(st, run_id, canary, remote),
-                                 n_resamples=settings.bootstrap_resamples, seed=settings.seed, alpha=settings.alpha,
-                                 method=settings.p_adjust, n_permutations=settings.permutation_resamples)
+        changes = (canary_changes(canary_clips(st, previous, canary, remote), canary_clips(st, run_id, canary, remote),
+                                  n_resamples=settings.bootstrap_resamples, seed=settings.seed, alpha=settings.alpha,
+                                  method=settings.p_adjust, n_permutations=settings.permutation_resamples)
+                   if canary else pd.DataFrame(columns=CANARY_COLUMNS))
         markdown = (drift_markdown(drift, previous, run_id) + canary_markdown(changes, previous)
                     + compare_line(st, previous, run_id))
         st.write_bytes(f"runs/{run_id}/drift.md", markdown.encode("utf-8"))
