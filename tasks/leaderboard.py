@@ -37,18 +37,17 @@ def _latest_logs(store: Any) -> list[dict[str, Any]]:
     return logs
 
 
-def cross_run_rankings(store: Any, run_ids: list[str], settings: Settings) -> dict[str, pd.DataFrame]:
+def cross_run_rankings(store: Any, runs: dict[str, dict[str, str]], settings: Settings) -> dict[str, pd.DataFrame]:
     """Judge spec -> Bradley-Terry table (system_id holding the system's spec; BT_COLUMNS) fitted to every
-    verdict of `run_ids` (oldest first; a comparison judged again counts once, with the latest verdict)."""
+    verdict of `runs` (run id -> its system ids' specs, oldest first; a comparison judged again counts once, with the
+    latest verdict)."""
     from ttseval.metrics.bradley_terry import bradley_terry, judgment_outcomes
 
     parts = []
-    for order, run_id in enumerate(run_ids):
+    for order, (run_id, specs) in enumerate(runs.items()):
         if not store.part_files(run_id, "judgments"):
             continue
         judgments = store.read(run_id, "judgments")
-        report = store.read(run_id, "report", columns=["system_id", "system_spec"])
-        specs = dict(zip(report["system_id"], report["system_spec"]))
         judges = dict(zip(judgments["judge_id"], judgments["judge_spec"]))
         outcomes = judgment_outcomes(judgments)
         outcomes = outcomes.assign(judge_spec=outcomes["judge_id"].map(judges), a=outcomes["a"].map(specs),
@@ -71,7 +70,7 @@ def leaderboard(settings: Settings) -> dict[str, pd.DataFrame]:
     run_id, date."""
     store = get_store(settings.store)
     boards: dict[str, dict[tuple, dict[str, Any]]] = {}
-    runs: dict[str, list[str]] = {}
+    runs: dict[str, dict[str, dict[str, str]]] = {}  # dataset -> run id -> its system ids' specs
     for log in sorted(_latest_logs(store), key=lambda entry: entry["date"]):
         run_id, dataset = log["run_id"], str(log["dataset_sha256"])[:12]
         report = store.read(run_id, "report")
@@ -79,7 +78,7 @@ def leaderboard(settings: Settings) -> dict[str, pd.DataFrame]:
         overall = winrates[winrates["level"] == "overall"] if len(winrates) else winrates
         specs = dict(zip(report["system_id"], report["system_spec"]))
         board = boards.setdefault(dataset, {})
-        runs.setdefault(dataset, []).append(run_id)
+        runs.setdefault(dataset, {})[run_id] = specs
         for r in report.to_dict("records"):
             key = (r["system_spec"], r.get("asr_spec"))
             row = {"system_spec": r["system_spec"], "asr_spec": r.get("asr_spec"), "completion_rate":
