@@ -17,6 +17,7 @@ from prefect.artifacts import create_markdown_artifact
 
 from ttseval.flows.common import (artifact_key, check_judges, check_stage_tables, cpu_workers_declared, judge_runs_on_gpu,
                           placement)
+from ttseval.flows.preflight import check_cluster_reach
 from ttseval.flows.progress import StageProgress
 from ttseval.flows.runner import SettingsDaskTaskRunner
 from ttseval.tasks.common import get_store, logger
@@ -100,6 +101,7 @@ def backfill_judge(run_id: str, judge: str, store: str | None = None, baseline: 
     st = get_store(settings.store)
     system_ids, specs = stored_systems(st, run_id)
     judge_spec = check_judges([judge], settings, role=kind)[0]
+    check_cluster_reach(settings)  # on a cluster: its workers reach the Prefect API and the store, or nothing is written
     if baseline:
         baseline_id = Spec.parse(baseline).id
         if baseline_id not in system_ids:

@@ -21,7 +21,7 @@ from ttseval.corpus import DEMO_DATASET
 from ttseval.corpus.items import unknown_categories
 from ttseval.flows.common import (artifact_key, check_stage_tables, cpu_workers_declared, git_commit, gpu_annotation,
                           judge_runs_on_gpu, placement, register_items, runs_on_gpu)
-from ttseval.flows.preflight import preflight_evaluate
+from ttseval.flows.preflight import check_cluster_reach, preflight_evaluate
 from ttseval.flows.progress import StageProgress
 from ttseval.flows.runner import SettingsDaskTaskRunner
 from ttseval.tasks.common import StageResult, get_store, logger, now, task_retry_options
@@ -77,6 +77,7 @@ def evaluate(
     st = get_store(settings.store)
     checked = preflight_evaluate(dataset, systems, settings, baseline=baseline, judges=judges,
                                  instruction_judges=instruction_judges)  # flows/preflight.py: once per invocation
+    check_cluster_reach(settings)  # on a cluster: its workers reach the Prefect API and the store, or nothing is written
     items, dataset_sha256, dataset_read = checked.items, checked.dataset_sha256, checked.dataset_read
     specs, judge_specs, instruction_specs = checked.systems, checked.judges, checked.instruction_judges
     baseline_spec = checked.baseline

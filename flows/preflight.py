@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -136,3 +137,85 @@ def handed_over(checked: CheckedInputs) -> Iterator[None]:
     finally:
         with _lock:
             _handed = None
+
+
+# The clusters whose workers were seen to reach the Prefect API and the store, in this process (address, API, store):
+# the CLI checks before the flow starts, and the flow (a run from the UI or a deployment) would otherwise ask again.
+_reached: set[str] = set()
+
+
+def check_cluster_reach(settings: Settings) -> None:
+    """On a cluster (setting dask_address), refuse a run whose workers cannot reach what every task needs: the
+    Prefect API the run reports to, and a local-folder store. Nothing is written before; no-op without a cluster.
+
+    Why ask the workers rather than look at addresses: a worker on the client's host reaches its loopback, one on
+    another host does not, and a folder mounted at the same path on every host (NFS on a Slurm cluster) is a store
+    they share. Each worker opens the API's /health and looks at the store folder (or its nearest existing parent,
+    for a store not created yet): the same folder when its inode is the client's and one listing holds the other.
+    An s3:// store is not probed here (credentials and endpoint are each host's own; the store's retries report
+    it). A cluster with no worker yet (one scaling up) has nothing to ask: the run goes on.
+
+    Raises:
+        ConfigError: naming each worker, what it cannot reach and what to start and set instead.
+    """
+    if not settings.dask_address:
+        return
+    from prefect.settings import get_current_settings
+
+    api_url = get_current_settings().api.url or os.environ.get("PREFECT_API_URL") or None  # a profile's, or the env's
+    local_store = not settings.store.startswith("s3://")
+    key = json.dumps([settings.dask_address, api_url, settings.store])
+    if key in _reached:
+        return
+    folder, seen = _folder_seen(settings.store) if local_store else (None, None)
+    from distributed import Client
+
+    with Client(settings.dask_address, timeout=20, set_as_default=False) as client:
+        answers = client.run(worker_reach, api_url, folder, seen)
+    problems = [f"worker {worker} {problem}" for worker, found in sorted(answers.items()) for problem in found]
+    if problems:
+        hints = []
+        if any("Prefect API" in p for p in problems):
+            hints.append("start a Prefect server the workers can reach (`prefect server start --host 0.0.0.0`, or "
+                         "infra/docker-compose.yml's) and set PREFECT_API_URL=http://<that host>:4200/api "
+                         "for this command; without PREFECT_API_URL a command's temporary server listens on its own "
+                         "loopback only")
+        if any("store" in p for p in problems):
+            hints.append("use a store every host reaches: --store s3://bucket/prefix (with AWS_ENDPOINT_URL and "
+                         "credentials on every host), or a folder mounted at the same path on every worker")
+        raise ConfigError("the Dask cluster at " + settings.dask_address + " cannot run this: " + "; ".join(problems)
+                          + ". To fix: " + "; ".join(hints) + ". Nothing was written.")
+    _reached.add(key)
+
+
+def _folder_seen(store: str) -> tuple[str, list]:
+    """The store folder, or its nearest existing parent, and what identifies it: [inode, sorted entry names]."""
+    folder = os.path.abspath(store)
+    while not os.path.isdir(folder) and os.path.dirname(folder) != folder:
+        folder = os.path.dirname(folder)
+    return folder, [os.stat(folder).st_ino, sorted(os.listdir(folder))]
+
+
+def worker_reach(api_url: str | None, folder: str | None, seen: list | None) -> list[str]:
+    """Run on each worker by check_cluster_reach: what this worker cannot reach, one phrase each ([] when all)."""
+    import urllib.request
+
+    problems = []
+    if api_url:
+        try:
+            with urllib.request.urlopen(api_url.rstrip("/") + "/health", timeout=5) as response:
+                response.read()
+        except Exception as e:  # noqa: BLE001 - any failure to open it is the finding
+            problems.append(f"cannot open the Prefect API {api_url} ({type(e).__name__}: {e})")
+    if folder is not None:
+        try:
+            here = [os.stat(folder).st_ino, sorted(os.listdir(folder))]
+        except OSError as e:
+            here = f"{type(e).__name__}: {e.strerror}"
+        # the same folder: the same inode, and one listing holds the other (a run may add an entry in between)
+        same = (not isinstance(here, str) and here[0] == seen[0]
+                and (set(here[1]) <= set(seen[1]) or set(seen[1]) <= set(here[1])))
+        if not same:
+            what = "is missing there" if isinstance(here, str) else "is another folder there"
+            problems.append(f"does not see the store's folder {folder} ({what})")
+    return problems

@@ -14,7 +14,7 @@ from ttseval.cli.common import EXIT_BREACHED, EXIT_DONE, add_store, add_wait_lea
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from ttseval.core.config import load_settings
     from ttseval.core.registry import Spec
-    from ttseval.flows.preflight import handed_over, preflight_evaluate
+    from ttseval.flows.preflight import check_cluster_reach, handed_over, preflight_evaluate
 
     flags = {"store": args.store, "shard_size": args.shard_size, "dask_address": args.dask_address,
              "n_workers": args.workers, "budget_usd": args.budget_usd,
@@ -44,6 +44,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     runner = evaluate.with_options(task_runner=task_runner(settings))
     with prefect_api(), handed_over(checked):
+        check_cluster_reach(settings)  # before the flow starts: refused on a cluster that cannot run it (exit 2)
         result = runner(dataset=args.dataset, systems=systems, store=settings.store, run_id=args.run_id,
                         shard_size=settings.shard_size, baseline=args.baseline, judges=judges,
                         instruction_judges=instruction_judges, budget_usd=args.budget_usd)
@@ -139,6 +140,7 @@ def cmd_backfill_judge(args: argparse.Namespace) -> int:
     from ttseval.core.config import load_settings
     from ttseval.flows.backfill_judge import backfill_judge
     from ttseval.flows.common import check_judges
+    from ttseval.flows.preflight import check_cluster_reach
     from ttseval.flows.runner import task_runner
 
     settings = load_settings(store=args.store, dask_address=args.dask_address, n_workers=args.workers)
@@ -146,6 +148,7 @@ def cmd_backfill_judge(args: argparse.Namespace) -> int:
     os.environ["TTSEVAL_STORE"] = settings.store
     runner = backfill_judge.with_options(task_runner=task_runner(settings))
     with prefect_api():
+        check_cluster_reach(settings)
         result = runner(run_id=args.run_id, judge=args.judge, store=settings.store, baseline=args.baseline,
                         kind=args.kind, systems=args.systems, categories=args.categories, depths=args.depths,
                         items=args.items)
@@ -160,6 +163,7 @@ def cmd_backfill_judge(args: argparse.Namespace) -> int:
 def cmd_nightly(args: argparse.Namespace) -> int:
     from ttseval.core.config import load_settings
     from ttseval.flows.nightly import nightly
+    from ttseval.flows.preflight import check_cluster_reach
 
     from ttseval.core.store import ArtifactStore
     from ttseval.flows.nightly import nightly_run_id
@@ -177,6 +181,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
     announce_new_store(ArtifactStore(settings.store).is_new(), settings.store)
     os.environ.update({"TTSEVAL_STORE": settings.store, "TTSEVAL_ALLOW_NEW_STORE": str(settings.allow_new_store).lower()})
     with prefect_api():
+        check_cluster_reach(settings)
         result = nightly(dataset=args.dataset, systems=systems, store=settings.store, run_id=run_id,
                          previous_run=args.previous_run, baseline=args.baseline, judges=judges,
                          budget_usd=args.budget_usd)

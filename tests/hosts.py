@@ -1,0 +1,50 @@
+"""Hosts for cluster tests, made on this machine from Linux network and mount namespaces (tests run as root).
+
+A `Host` is a network namespace joined to the test's own (the client's) by a veth pair on a /30 of its own: the
+client reaches the host at `host.ip` and the host reaches the client at `host.peer_ip`, while neither reaches the
+other's loopback. `Host.spawn` starts a process there in a mount namespace of its own, where the folders named in
+`hide` are empty (a tmpfs over each), so the process sees none of the client's files in them.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass
+class Host:
+    name: str  # the network namespace
+    ip: str  # this host's address, as the client reaches it
+    peer_ip: str  # the client's address, as this host reaches it
+    link: str  # the veth end left in the client's namespace
+
+    @classmethod
+    def make(cls, name: str, index: int) -> "Host":
+        """A host 10.213.<index>.2 joined to the client's 10.213.<index>.1 (index 0-255, unique among live hosts)."""
+        netns, link = f"{name}-{os.getpid()}", f"tt{index}-{os.getpid() % 100000}"
+        host = cls(netns, f"10.213.{index}.2", f"10.213.{index}.1", link)
+        host.remove()  # a namespace left by a killed earlier session of this pid
+        for cmd in (["ip", "netns", "add", netns],
+                    ["ip", "link", "add", link, "type", "veth", "peer", "name", "eth0", "netns", netns],
+                    ["ip", "addr", "add", f"{host.peer_ip}/30", "dev", link], ["ip", "link", "set", link, "up"],
+                    *(["ip", "netns", "exec", netns, *c] for c in (["ip", "addr", "add", f"{host.ip}/30", "dev", "eth0"],
+                                                                   ["ip", "link", "set", "eth0", "up"],
+                                                                   ["ip", "link", "set", "lo", "up"]))):
+            subprocess.run(cmd, check=True, capture_output=True, text=True)
+        return host
+
+    def spawn(self, argv: list[str], *, hide: list[Path], env: dict[str, str], cwd: Path, log) -> subprocess.Popen:
+        """Start `argv` on this host, with each folder in `hide` empty; in a process group of its own."""
+        mounts = "".join(f"mount -t tmpfs tmpfs {shlex.quote(str(p))} && " for p in hide)
+        script = f"{mounts}exec {shlex.join(argv)}"
+        return subprocess.Popen(["ip", "netns", "exec", self.name, "unshare", "--mount", "--propagation", "private",
+                                 "sh", "-c", script], env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+
+    def remove(self) -> None:
+        subprocess.run(["ip", "netns", "del", self.name], capture_output=True)
+        subprocess.run(["ip", "link", "del", self.link], capture_output=True)
