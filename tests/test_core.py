@@ -69,6 +69,16 @@ def test_settings_precedence_env_over_toml(tmp_path: Path, monkeypatch: pytest.M
     assert load_settings(shard_size=3).shard_size == 3
 
 
+def test_a_relative_store_is_the_clients_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Resolved where the settings are made, so a worker with another working folder writes to the client's."""
+    monkeypatch.delenv("TTSEVAL_STORE", raising=False)
+    monkeypatch.delenv("TTSEVAL_CONFIG", raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert Settings().store == str(tmp_path / "artifacts")  # the default, ./artifacts
+    assert load_settings(store="runs/../mine").store == str(tmp_path / "mine")
+    assert load_settings(store="s3://bucket/a/../b").store == "s3://bucket/a/../b"  # a key prefix is left as given
+
+
 def test_settings_defaults_route_asr_by_language(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("TTSEVAL_CONFIG", raising=False)
     settings = Settings()

@@ -106,7 +106,9 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="TTSEVAL_", env_nested_delimiter="__", extra="forbid")
 
-    store: str = Field("./artifacts", description="Artifact store URI: a local folder or s3://bucket/prefix")
+    store: str = Field("./artifacts", validate_default=True,
+                       description="Artifact store URI: a local folder or s3://bucket/prefix (a relative folder is "
+                                   "taken from the folder the command runs in)")
     shard_size: int = Field(8, ge=1, description="Items per task; tens keep orchestration overhead small")
     dask_address: str | None = Field(None, description="Address of an existing Dask scheduler; None starts a LocalCluster")
     n_workers: int = Field(2, ge=1, description="LocalCluster worker processes")
@@ -236,6 +238,13 @@ class Settings(BaseSettings):
     plugins: dict[str, dict[str, str]] = Field(
         default_factory=dict, description="Extra providers per kind: {'tts': {'name': 'module:Class'}}"
     )
+
+    @field_validator("store")
+    @classmethod
+    def _absolute_store(cls, value: str) -> str:
+        # resolved once, where the settings are made (the client): workers get the client's folder in the run's
+        # settings and environment, never their own working folder's ./artifacts
+        return value if value.startswith("s3://") else os.path.abspath(value)
 
     @field_validator("quality", mode="before")
     @classmethod
