@@ -124,3 +124,75 @@ def resolve(store: ArtifactStore, ref: str) -> tuple[str, pd.DataFrame, str]:
     frame = frame[ITEMS.names].astype(object).where(frame[ITEMS.names].notna(), None)
     frame["depth"] = frame["depth"].astype(int)
     return f"{name}@{version}", frame.reset_index(drop=True), hashlib.sha256(data).hexdigest()
+
+
+def names(store: ArtifactStore) -> list[str]:
+    """Every dataset name in the store's catalog that has a finished version, sorted."""
+    infos = store.fs.get_file_info(pafs.FileSelector(store.path("datasets"), allow_not_found=True))
+    return sorted(i.base_name for i in infos if i.type == pafs.FileType.Directory and versions(store, i.base_name))
+
+
+def refs(store: ArtifactStore) -> list[str]:
+    """NAME@VERSION of every finished version in the store, by name, oldest version first."""
+    return [m["ref"] for name in names(store) for m in versions(store, name)]
+
+
+def counts(items: pd.DataFrame) -> pd.DataFrame:
+    """Items per category, language and depth: one row per (dimension, value)."""
+    rows = [{"dimension": dim, "value": str(value), "items": int(n)}
+            for dim in ("category", "language", "depth")
+            for value, n in items[dim].value_counts().sort_index().items()]
+    return pd.DataFrame(rows, columns=["dimension", "value", "items"])
+
+
+def counts_markdown(table: pd.DataFrame) -> str:
+    lines = []
+    for dim, group in table.groupby("dimension", sort=False):
+        lines.append(f"by {dim}: " + ", ".join(f"{v} {n}" for v, n in zip(group["value"], group["items"])))
+    return "\n".join(lines)
+
+
+def _pushed_rows(items: pd.DataFrame) -> pd.DataFrame:
+    """Pushed items as a version stores them: the generation columns a generated set fills, as one pushed."""
+    return items.assign(status="ok", method="pushed")
+
+
+def check_free(store: ArtifactStore, name: str, version: str | None, items: pd.DataFrame) -> None:
+    """Refuse (DatasetError), before anything else is stored, what write_version would refuse: a bad name or
+    version, or a frozen version that holds other items."""
+    for what, value in (("name", name), ("version", version)):
+        if value is not None and (not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", value) or value == "latest"):
+            raise DatasetError(f"dataset {what} {value!r}: use letters, digits, '.', '_' or '-' (no '@' or '/', "
+                               "not 'latest')")
+    if version is None:
+        return  # content-addressed: the same items give the same version
+    base, sha = _dir(name, version), content_hash(_pushed_rows(items))
+    if store.exists(f"{base}/manifest.json"):
+        old = json.loads(store.read_bytes(f"{base}/manifest.json"))
+        if old.get("content_sha256") != sha:
+            raise DatasetError(
+                f"dataset {name}@{version} is frozen and holds other items (content "
+                f"{old.get('content_sha256', '?')[:12]} vs {sha[:12]}); pass a new --version, or leave it out to get "
+                "a content-addressed one")
+
+
+def push_items(store: ArtifactStore, name: str, version: str | None, items: pd.DataFrame, *,
+               source: dict[str, Any], systems: list[str] | None = None) -> Written:
+    """Freeze checked items (ttseval.corpus.items.load_items) as NAME@VERSION; the manifest says where they came
+    from (`source`: the file's name and SHA-256) and which pushed systems came with them."""
+    from datetime import datetime, timezone
+
+    table = counts(items)
+    rows = _pushed_rows(items)
+    return write_version(store, name, version, items=rows, generation=rows, stats=table,
+                         stats_md=counts_markdown(table),
+                         manifest={"origin": "pushed", "source": source, "systems": list(systems or []),
+                                   "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+
+
+def describe(store: ArtifactStore, ref: str) -> tuple[dict[str, Any], pd.DataFrame]:
+    """(the manifest of NAME@VERSION, its items counted by category, language and depth)."""
+    resolved, items, _ = resolve(store, ref)
+    name, version = resolved.split("@", 1)
+    manifest = json.loads(store.read_bytes(f"{_dir(name, version)}/manifest.json"))
+    return manifest, counts(items)

@@ -1,6 +1,7 @@
 """Register the deployments in deployments/prefect.yaml with a Prefect server (`prefect --no-prompt deploy --all`).
 
     python -m ttseval.deployments.register --api-url http://127.0.0.1:4200/api [--pool ttseval-local] [--timezone UTC]
+        [--store URI]   (the adhoc run form then lists the store's datasets and pushed systems: choices.py)
 
 The work pool must exist (`ttseval stack up` creates it). Another pool name or nightly time zone is applied to
 a rendered copy of prefect.yaml in a temporary folder; the repository's file is never rewritten.
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import yaml
 from ttseval.core.telemetry import TELEMETRY_OFF
+from ttseval.deployments import choices
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PREFECT_FILE = Path(__file__).resolve().parent / "prefect.yaml"
@@ -44,8 +46,11 @@ def _render(source: Path, pool: str | None, timezone: str | None, out_dir: Path)
 
 
 def register(api_url: str, pool: str = DEFAULT_POOL, repo_root: Path | str = REPO_ROOT, *,
-             timezone: str | None = None, prefect_file: Path | None = None, timeout_s: float = 600) -> list[str]:
+             timezone: str | None = None, prefect_file: Path | None = None, timeout_s: float = 600,
+             store: str | None = None) -> list[str]:
     """Create or update every deployment of prefect.yaml on the server at `api_url`; returns 'flow/deployment' names.
+    With `store`, the adhoc run form then lists that store's datasets and pushed systems (deployments/choices.py;
+    a deploy rewrites the parameter schema from the flow's signature, so this comes after it).
 
     Runs with cwd=`repo_root` (entrypoints are relative to it) and TTSEVAL_REPO=`repo_root`. Raises RegisterError
     with the CLI's output when it fails or when a deployment of the file was not created.
@@ -76,6 +81,11 @@ def register(api_url: str, pool: str = DEFAULT_POOL, repo_root: Path | str = REP
     missing = [name for name in wanted if not any(c.split("/", 1)[1] == name for c in created)]
     if missing:
         raise RegisterError(f"prefect deploy did not create deployment(s) {', '.join(missing)}:\n{output[-6000:]}")
+    if store and any(c == choices.DEPLOYMENT for c in created):
+        try:
+            choices.refresh_adhoc_form(api_url, store)
+        except choices.ChoicesError as e:
+            raise RegisterError(f"deployed, but the adhoc form's choices were not written: {e}") from e
     return created
 
 
@@ -85,9 +95,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pool", default=os.environ.get("TTSEVAL_WORK_POOL", DEFAULT_POOL))
     parser.add_argument("--timezone", default=None, help="IANA time zone of the nightly schedule (default UTC)")
     parser.add_argument("--repo-root", default=str(REPO_ROOT))
+    parser.add_argument("--store", default=os.environ.get("TTSEVAL_STORE"),
+                        help="store whose datasets and pushed systems the adhoc form lists (default TTSEVAL_STORE)")
     args = parser.parse_args(argv)
     try:
-        names = register(args.api_url, args.pool, args.repo_root, timezone=args.timezone)
+        names = register(args.api_url, args.pool, args.repo_root, timezone=args.timezone, store=args.store)
     except RegisterError as e:
         print(f"register: {e}", file=sys.stderr)
         return 1

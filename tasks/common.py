@@ -107,15 +107,19 @@ def estimate_only() -> Iterator[list[str]]:
 def build_provider(kind: str, spec: str, settings: Settings) -> Any:
     """Build a provider (no cache): its plugins, and its API key from a Prefect Secret block when the key's
     variable is not in the environment (settings `secret_blocks`)."""
-    return _build(kind, spec, settings.plugins.get(kind, {}), settings.secret_blocks, _KEYLESS.get() is not None)
+    return _build(kind, spec, settings.plugins.get(kind, {}), settings.secret_blocks, _KEYLESS.get() is not None,
+                  settings.store)
 
 
-def _build(kind: str, spec: str, plugins: dict[str, str], blocks: dict[str, str], keyless: bool = False) -> Any:
+def _build(kind: str, spec: str, plugins: dict[str, str], blocks: dict[str, str], keyless: bool = False,
+           store: str | None = None) -> Any:
     registry = REGISTRIES[kind]
     cls = registry.resolve(Spec.parse(spec).provider, plugins)
     key = secret_from_block(getattr(cls, "key_variable", None), blocks)
+    # a provider whose clips live in the run's store (pushed:<label>) is handed its URI, never through the spec
+    context: dict[str, Any] = {"store": store} if getattr(cls, "reads_store", False) else {}
     try:
-        return registry.build(spec, extra=plugins, **({"api_key": key} if key is not None else {}))
+        return registry.build(spec, extra=plugins, **context, **({"api_key": key} if key is not None else {}))
     except MissingKeyError:
         if not (keyless and key is None and "api_key" in inspect.signature(cls.__init__).parameters):
             raise
@@ -130,15 +134,15 @@ def _build(kind: str, spec: str, plugins: dict[str, str], blocks: dict[str, str]
 
 @functools.lru_cache(maxsize=32)
 def _provider(kind: str, spec: str, plugins: tuple[tuple[str, str], ...], blocks: tuple[tuple[str, str], ...],
-              keyless: bool) -> Any:
+              keyless: bool, store: str | None = None) -> Any:
     # From the run's settings object alone (what the task was given), never from the worker's own environment.
-    return _build(kind, spec, dict(plugins), dict(blocks), keyless)
+    return _build(kind, spec, dict(plugins), dict(blocks), keyless, store)
 
 
 def get_provider(kind: str, spec: str, settings: Settings) -> Any:
     """One provider object per (kind, spec) per process, so models load once per worker."""
     return _provider(kind, Spec.parse(spec).canonical, tuple(sorted(settings.plugins.get(kind, {}).items())),
-                     tuple(sorted(settings.secret_blocks.items())), _KEYLESS.get() is not None)
+                     tuple(sorted(settings.secret_blocks.items())), _KEYLESS.get() is not None, settings.store)
 
 
 def model_output_id(kind: str, spec: Spec, settings: Settings) -> str:

@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from ttseval.core.audio import Audio, sha256_hex
+from ttseval.core.audio import Audio
 from ttseval.core.config import Settings
 from ttseval.core.errors import ConfigError, DatasetError
 from ttseval.core.registry import Spec
@@ -35,14 +35,11 @@ def _read_clip(path: str) -> bytes:
 
 
 def _stored(store: ArtifactStore, path: str) -> str:
-    """Read, decode and store one clip as 16-bit WAV; its SHA-256. Raises OSError / RuntimeError as they come."""
-    audio = Audio.from_wav_bytes(_read_clip(path))  # soundfile: WAV, FLAC, MP3, OGG
-    if not len(audio.samples):
-        raise ValueError("the clip has no samples")
-    wav = audio.to_wav_bytes()
-    sha = sha256_hex(wav)
-    store.put_audio(wav, sha)
-    return sha
+    """Read, decode and store one clip as 16-bit WAV (as pushed systems' clips are); its SHA-256. Raises OSError /
+    RuntimeError as they come."""
+    from ttseval.providers.tts.pushed import store_clip
+
+    return store_clip(store, _read_clip(path))
 
 
 def store_prompts(store: ArtifactStore, items: pd.DataFrame, *, source: str) -> pd.DataFrame:

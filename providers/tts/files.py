@@ -231,6 +231,16 @@ class FilesTTS:
         duplicates = [p for paths in self._duplicates.values() for p in paths]
         return [self.path, *sorted(self._entries.values()), *duplicates]
 
+    def clips(self) -> tuple[dict[str, str], dict[str, list[str]]]:
+        """(item id -> clip path, item id -> the paths of a folder's two or more clips with one stem), read once.
+        Raises ValueError when the folder or manifest itself cannot be read."""
+        try:
+            self._load()
+        except _SourceError as e:
+            raise ValueError(f"files:{self.label}: {e}") from e
+        assert self._entries is not None
+        return dict(self._entries), dict(self._duplicates)
+
     def clip_path(self, item_id: str) -> str:
         """The path or URI of `item_id`'s clip.
 

@@ -4,6 +4,7 @@ command that needs them.
 
     runs.py        evaluate, backfill-judge, nightly, report, export, leaderboard
     datasets.py    import-dataset, generate-dataset, generate-instructions
+    registered.py  datasets push|list|show, systems push|list (what a shared server's runs name from its store)
     listening.py   human-eval, mos-forms, mos-analyze, human-alignment
     operations.py  stack, serve
     catalog.py     providers, voices
@@ -21,7 +22,7 @@ import logging
 import os
 import sys
 
-from ttseval.cli import catalog, datasets, listening, operations, runs
+from ttseval.cli import catalog, datasets, listening, operations, registered, runs
 from ttseval.cli.catalog import cmd_providers, cmd_voices
 from ttseval.cli.common import (EXIT_BAD_INPUT, EXIT_FAILED, USER_ERRORS, IntermixedParser, prefect_api,
                                 quiet_defaults)
@@ -40,8 +41,8 @@ __all__ = ["build_parser", "main", "prefect_api", "USER_ERRORS", "cmd_backfill_j
 # The commands in the order `ttseval --help` lists them.
 COMMANDS = (runs.add_evaluate, runs.add_backfill_judge, runs.add_report, operations.add_stack, runs.add_nightly,
             listening.add_human_alignment, datasets.add_import_dataset, datasets.add_generate_dataset,
-            datasets.add_generate_instructions, listening.add_mos_forms, listening.add_mos_analyze,
-            listening.add_human_eval, operations.add_serve, runs.add_export, runs.add_leaderboard,
+            datasets.add_generate_instructions, registered.add_datasets, registered.add_systems,
+            listening.add_mos_forms, listening.add_mos_analyze, listening.add_human_eval, operations.add_serve, runs.add_export, runs.add_leaderboard,
             catalog.add_providers, catalog.add_voices)
 
 

@@ -10,6 +10,7 @@ from ttseval.cli.common import add_store
 def cmd_stack(args: argparse.Namespace) -> int:
     """Start, stop or describe the local stack: Prefect server + worker, Dask cluster, S3 server, on 127.0.0.1."""
     import json
+    import os
     from pathlib import Path
 
     from ttseval.infra.stack import stack_down, stack_status, stack_up
@@ -19,9 +20,12 @@ def cmd_stack(args: argparse.Namespace) -> int:
         info = stack_up(folder, gpu=args.gpu)
         print(info.describe())
         if args.deploy:
+            from unittest import mock
+
             from ttseval.deployments.register import register
 
-            print("\n".join(register(info.api_url, info.pool)))
+            with mock.patch.dict(os.environ, info.aws_env()):  # the adhoc form lists the stack store's choices
+                print("\n".join(register(info.api_url, info.pool, store=info.store_uri)))
     elif args.action == "down":
         stack_down(folder)
         print(f"stack in {folder} stopped")

@@ -368,6 +368,7 @@ TTS = Registry[TTSProvider](
         "flite": "ttseval.providers.tts.flite:FliteTTS",
         "piper": "ttseval.providers.tts.piper:PiperTTS",
         "files": "ttseval.providers.tts.files:FilesTTS",
+        "pushed": "ttseval.providers.tts.pushed:PushedTTS",
         "transformers-tts": "ttseval.providers.tts.transformers_tts:TransformersTTS",
         "transformers-dia": "ttseval.providers.tts.transformers_dia:TransformersDiaTTS",
         "openai": "ttseval.providers.tts.openai_speech:OpenAISpeechTTS",

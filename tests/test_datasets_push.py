@@ -1,0 +1,254 @@
+"""`ttseval datasets push|list|show` and `ttseval systems push|list` (issue 33): items files and clips made on the
+user's side, registered in the store so a run on another machine names them (NAME@VERSION, pushed:LABEL).
+
+Most tests call the command in-process (ttseval.cli.main, its real parser and exit codes); one evaluate run goes
+through the real command on the shared Dask cluster. Counts are checked against collections.Counter over the
+file as written, hashes against hashlib over the stored bytes, clips against soundfile's decoding of the
+originals.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import soundfile as sf
+
+from tests.conftest import demo_items, run_cli
+from ttseval.cli import main
+
+ITEMS = ("emo-a-d0", "que-a-d0", "que-a-d1", "mul-fr")
+
+
+@pytest.fixture(autouse=True)
+def _no_prefect_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)  # the form refresh is the UI test's (tests/test_ui.py)
+    monkeypatch.delenv("TTSEVAL_STORE", raising=False)
+
+
+def ttseval(capsys: pytest.CaptureFixture, *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def clips(folder: Path, item_ids: list[str], *, rate: int = 16000, base_hz: float = 220.0) -> dict[str, np.ndarray]:
+    """One distinct tone per item (0.5 s), written as <item_id>.wav (16-bit PCM); the float samples written."""
+    folder.mkdir(parents=True, exist_ok=True)
+    written = {}
+    t = np.arange(rate // 2) / rate
+    for i, item_id in enumerate(item_ids):
+        samples = (0.3 * np.sin(2 * np.pi * (base_hz + 40 * i) * t)).astype(np.float32)
+        sf.write(folder / f"{item_id}.wav", samples, rate, subtype="PCM_16")
+        written[item_id] = sf.read(folder / f"{item_id}.wav", dtype="float32")[0]
+    return written
+
+
+def test_push_list_show_a_dataset_counts_from_the_file(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    rows = demo_items(tmp_path / "mine.jsonl", ITEMS)
+    store = str(tmp_path / "store")
+    code, out, err = ttseval(capsys, "datasets", "push", str(tmp_path / "mine.jsonl"), "--name", "mine",
+                             "--version", "v1", "--store", store)
+    assert code == 0, err
+    assert f"dataset mine@v1: {len(rows)} items -> " in out
+    # counts by an independent tally of the file as written
+    by = {dim: collections.Counter(str(r[dim]) for r in rows) for dim in ("category", "language", "depth")}
+    assert by["category"] == {"emotions": 1, "questions": 2, "multilingual": 1}
+    code, out, err = ttseval(capsys, "datasets", "show", "mine@v1", "--store", store)
+    assert code == 0, err
+    for dim, tally in by.items():
+        assert f"by {dim}: " + ", ".join(f"{v} {n}" for v, n in sorted(tally.items())) in out
+    sha = hashlib.sha256((tmp_path / "mine.jsonl").read_bytes()).hexdigest()
+    assert f"from: pushed file mine.jsonl (sha256 {sha[:12]})" in out
+    # pushed again unchanged: same version, nothing rewritten; a content-addressed second version beside it
+    stored = (tmp_path / "store/datasets/mine/v1/manifest.json").read_bytes()
+    code, out, _ = ttseval(capsys, "datasets", "push", str(tmp_path / "mine.jsonl"), "--name", "mine",
+                           "--version", "v1", "--store", store)
+    assert code == 0 and "(unchanged: this version held these items)" in out
+    assert (tmp_path / "store/datasets/mine/v1/manifest.json").read_bytes() == stored
+    code, out, _ = ttseval(capsys, "datasets", "push", str(tmp_path / "mine.jsonl"), "--name", "mine", "--store", store)
+    content = json.loads(stored)["content_sha256"]
+    assert code == 0 and f"dataset mine@g{content[:12]}: " in out
+    code, out, _ = ttseval(capsys, "datasets", "list", "--store", store)
+    assert code == 0
+    assert [line.split("\t")[:3] for line in out.splitlines()] == [
+        ["mine@v1", f"{len(rows)} items", "pushed"], [f"mine@g{content[:12]}", f"{len(rows)} items", "pushed"]]
+    # the store's copy is what a run reads: the items of the file, with the categories' canonical names
+    from ttseval.core.config import load_settings
+    from ttseval.corpus.items import read_items
+
+    items, _, read = read_items("mine@v1", load_settings(store=store))
+    assert read == "mine@v1" and list(items["item_id"]) == [r["item_id"] for r in rows]
+    assert list(items["text"]) == [r["text"] for r in rows]
+
+
+def test_a_bad_file_is_refused_with_evaluates_message_and_nothing_stored(tmp_path: Path,
+                                                                          capsys: pytest.CaptureFixture) -> None:
+    from ttseval.core.errors import DatasetError
+    from ttseval.corpus.items import load_items
+
+    rows = demo_items(tmp_path / "bad.jsonl", ITEMS)
+    rows[1]["language"] = "klingon"
+    rows[2]["item_id"] = rows[0]["item_id"]
+    (tmp_path / "bad.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    with pytest.raises(DatasetError) as expected:  # what `evaluate --dataset` reads the file with
+        load_items(tmp_path / "bad.jsonl")
+    code, out, err = ttseval(capsys, "datasets", "push", str(tmp_path / "bad.jsonl"), "--name", "bad",
+                             "--store", str(tmp_path / "store"))
+    assert code == 2 and out == ""
+    assert err == f"ttseval: error: {expected.value}\n"
+    assert "row 2 (item_id='que-a-d0')" in err and "language" in err and "item_id is unique" in err
+    assert not (tmp_path / "store").exists()
+
+
+def test_a_frozen_version_with_other_items_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    store = str(tmp_path / "store")
+    demo_items(tmp_path / "a.jsonl", ITEMS[:2])
+    demo_items(tmp_path / "b.jsonl", ITEMS[:3])
+    assert ttseval(capsys, "datasets", "push", str(tmp_path / "a.jsonl"), "--name", "s", "--version", "1",
+                   "--store", store)[0] == 0
+    before = (tmp_path / "store/datasets/s/1/items.parquet").read_bytes()
+    code, out, err = ttseval(capsys, "datasets", "push", str(tmp_path / "b.jsonl"), "--name", "s", "--version", "1",
+                             "--store", store)
+    assert code == 2 and "dataset s@1 is frozen and holds other items" in err and "pass a new --version" in err
+    assert (tmp_path / "store/datasets/s/1/items.parquet").read_bytes() == before
+    code, _, err = ttseval(capsys, "datasets", "push", str(tmp_path / "b.jsonl"), "--name", "s", "--version", "latest",
+                           "--store", store)
+    assert code == 2 and "dataset version 'latest'" in err
+    code, _, err = ttseval(capsys, "datasets", "push", str(tmp_path / "b.jsonl"), "--store", store)
+    assert code == 2 and "datasets push needs the items FILE and --name NAME" in err
+    code, _, err = ttseval(capsys, "datasets", "show", "s@2", "--store", store)
+    assert code == 2 and err == f"ttseval: error: dataset s@2 is not in store {tmp_path / 'store'} (versions: 1)\n"
+
+
+def test_voice_prompts_are_pushed_with_the_items(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    rows = demo_items(tmp_path / "p.jsonl", ITEMS[:2])
+    written = clips(tmp_path / "prompts", ["spk1"])
+    rows[0] |= {"prompt_audio_uri": "prompts/spk1.wav", "prompt_text": "hello"}
+    (tmp_path / "p.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    store = tmp_path / "store"
+    assert ttseval(capsys, "datasets", "push", str(tmp_path / "p.jsonl"), "--name", "p", "--store", str(store))[0] == 0
+    shutil.rmtree(tmp_path / "prompts")  # the user's copy is gone: the run reads the store's
+    from ttseval.corpus import catalog
+    from ttseval.core.store import ArtifactStore
+
+    _, items, _ = catalog.resolve(ArtifactStore(str(store)), "p@latest")
+    uri = items.loc[0, "prompt_audio_uri"]
+    assert uri.startswith(str(store / "blobs/audio/")) and items.loc[1, "prompt_audio_uri"] is None
+    data = Path(uri).read_bytes()
+    assert Path(uri).stem == hashlib.sha256(data).hexdigest()
+    np.testing.assert_allclose(sf.read(uri, dtype="float32")[0], written["spk1"], atol=1 / 32768)
+
+
+def test_systems_push_stores_clips_by_hash_and_a_label_is_frozen(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture) -> None:
+    store = tmp_path / "store"
+    written = clips(tmp_path / "clips", list(ITEMS[:3]))
+    code, out, err = ttseval(capsys, "systems", "push", "--label", "rec", "--dir", str(tmp_path / "clips"),
+                             "--store", str(store))
+    assert code == 0, err
+    manifest = json.loads((store / "systems/rec/manifest.json").read_text())
+    assert sorted(manifest["clips"]) == sorted(ITEMS[:3]) and manifest["spec"] == "pushed:rec"
+    for item_id, sha in manifest["clips"].items():
+        blob = store / f"blobs/audio/{sha[:2]}/{sha}.wav"
+        assert hashlib.sha256(blob.read_bytes()).hexdigest() == sha
+        np.testing.assert_allclose(sf.read(blob, dtype="float32")[0], written[item_id], atol=1 / 32768)
+    assert f"system pushed:rec: 3 clips (3 new), content {manifest['content_sha256'][:12]}" in out
+    assert str(tmp_path) not in json.dumps(manifest["clips"])  # identity: label and hashes, never a path
+    # the same clips again from elsewhere: nothing changes; one more item through a manifest: added
+    shutil.copytree(tmp_path / "clips", tmp_path / "copy")
+    code, out, _ = ttseval(capsys, "systems", "push", "--label", "rec", "--dir", str(tmp_path / "copy"),
+                           "--store", str(store))
+    assert code == 0 and "3 clips (0 new)" in out
+    clips(tmp_path / "more", [ITEMS[3]], base_hz=500)
+    (tmp_path / "more.csv").write_text(f"item_id,path\n{ITEMS[3]},more/{ITEMS[3]}.wav\n{ITEMS[0]},copy/{ITEMS[0]}.wav\n"
+                                       "gone,more/gone.wav\n")
+    code, out, err = ttseval(capsys, "systems", "push", "--label", "rec", "--manifest", str(tmp_path / "more.csv"),
+                             "--store", str(store))
+    assert code == 0, err
+    assert "4 clips (1 new)" in out and "1 listed clip(s) not found, left out" in out and "gone" in out
+    after = json.loads((store / "systems/rec/manifest.json").read_text())
+    assert after["clips"] == manifest["clips"] | {ITEMS[3]: after["clips"][ITEMS[3]]}
+    # another clip for an item the label holds: refused, the label unchanged
+    clips(tmp_path / "other", [ITEMS[0]], base_hz=900)
+    code, _, err = ttseval(capsys, "systems", "push", "--label", "rec", "--dir", str(tmp_path / "other"),
+                           "--store", str(store))
+    assert code == 2 and f"system 'rec' is registered with other clips for 1 item(s): '{ITEMS[0]}'" in err
+    assert "push them under a new --label" in err
+    assert json.loads((store / "systems/rec/manifest.json").read_text()) == after
+    code, out, _ = ttseval(capsys, "systems", "list", "--store", str(store))
+    assert code == 0 and out.splitlines()[0].split("\t")[:3] == ["pushed:rec", "4 clips",
+                                                               f"content {after['content_sha256'][:12]}"]
+
+
+def test_systems_push_refusals_name_the_clip_and_register_nothing(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture) -> None:
+    store = tmp_path / "store"
+    clips(tmp_path / "clips", ["a", "b"])
+    (tmp_path / "clips/c.wav").write_bytes(b"RIFF not audio")
+    code, out, err = ttseval(capsys, "systems", "push", "--label", "x", "--dir", str(tmp_path / "clips"),
+                             "--store", str(store))
+    assert code == 2 and out == ""
+    assert "1 clip(s) in dir " in err and "item 'c': " in err and "nothing was registered" in err
+    assert not (store / "systems").exists()
+    for args, words in ((["--label", "x"], "exactly one of --dir FOLDER"),
+                        (["--label", "a/b", "--dir", str(tmp_path / "clips")], "system label 'a/b'"),
+                        (["--label", "x", "--dir", str(tmp_path / "nope")], "is not an existing folder"),
+                        (["--label", "x", "--dir", str(tmp_path)], "holds no clips")):
+        code, _, err = ttseval(capsys, "systems", "push", *args, "--store", str(store))
+        assert code == 2 and words in err, err
+
+
+def test_the_adhoc_forms_schema_lists_the_stores_choices() -> None:
+    from ttseval.deployments.choices import MARK, with_choices
+
+    schema = {"properties": {"dataset": {"type": "string", "description": "JSONL, CSV or Parquet items file."},
+                             "systems": {"type": "array", "items": {"type": "string"}}}}
+    once = with_choices(schema, "s3://b/p", ["mine@v1", "mine@g1"], ["pushed:rec"])
+    assert once["properties"]["dataset"]["description"] == (
+        "JSONL, CSV or Parquet items file." + MARK + "s3://b/p, registered datasets (NAME@VERSION; a path on the "
+        "worker still works): mine@v1, mine@g1")
+    assert once["properties"]["dataset"]["examples"] == ["mine@v1", "mine@g1"]
+    assert once["properties"]["systems"]["examples"] == ["pushed:rec"]
+    assert once["properties"]["systems"]["items"] == {"type": "string"}  # any provider spec still goes
+    again = with_choices(once, "s3://b/p", ["mine@v1"], [])  # rewritten, never appended twice
+    assert again["properties"]["dataset"]["description"].count(MARK) == 1
+    assert again["properties"]["systems"]["description"].endswith("none yet (ttseval datasets push / ttseval systems "
+                                                                  "push)")
+    assert schema["properties"]["dataset"]["description"] == "JSONL, CSV or Parquet items file."  # a copy
+
+
+def test_evaluate_a_pushed_dataset_and_system(shared_env: dict[str, str], tmp_path: Path,
+                                              capsys: pytest.CaptureFixture) -> None:
+    store = tmp_path / "store"
+    demo_items(tmp_path / "mine.jsonl", ITEMS[:2])
+    assert ttseval(capsys, "datasets", "push", str(tmp_path / "mine.jsonl"), "--name", "mine", "--version", "v1",
+                   "--store", str(store))[0] == 0
+    clips(tmp_path / "clips", [ITEMS[0]])  # the second item's clip was never made
+    assert ttseval(capsys, "systems", "push", "--label", "rec", "--dir", str(tmp_path / "clips"),
+                   "--store", str(store))[0] == 0
+    shutil.rmtree(tmp_path / "clips")
+    (tmp_path / "mine.jsonl").unlink()  # nothing of the user's side is read by the run
+    pushed = json.loads((store / "systems/rec/manifest.json").read_text())["clips"]
+    # an unknown label is refused before any work, naming what is there
+    bad = run_cli(["evaluate", "--dataset", "mine@v1", "--systems", "pushed:rex,espeak-ng", "--store", str(store),
+                   "--run-id", "bad"], shared_env, cwd=tmp_path, timeout_s=300)
+    assert bad.returncode == 2, bad.stderr[-2000:]
+    assert f"no system 'rex' was pushed to store {store} (pushed systems: pushed:rec)" in bad.stderr
+    assert not (store / "runs/bad").exists()
+    out = run_cli(["evaluate", "--dataset", "mine@v1", "--systems", "pushed:rec,espeak-ng", "--store", str(store),
+                   "--run-id", "r1"], shared_env, cwd=tmp_path, timeout_s=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    synthesis = pd.read_parquet(store / "runs/r1/synthesis")
+    mine = synthesis[synthesis["system_spec"] == "pushed:rec"].set_index("item_id")
+    assert mine.loc[ITEMS[0], "status"] == "ok" and mine.loc[ITEMS[0], "audio_sha256"] == pushed[ITEMS[0]]
+    assert mine.loc[ITEMS[1], "status"] == "failed"
+    assert "no clip was pushed for it" in mine.loc[ITEMS[1], "error_message"]
+    report = (store / "runs/r1/report.md").read_text()
+    assert "- dataset: mine@v1" in report and "- systems: pushed:rec, espeak-ng" in report
