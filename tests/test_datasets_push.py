@@ -252,3 +252,36 @@ def test_evaluate_a_pushed_dataset_and_system(shared_env: dict[str, str], tmp_pa
     assert "no clip was pushed for it" in mine.loc[ITEMS[1], "error_message"]
     report = (store / "runs/r1/report.md").read_text()
     assert "- dataset: mine@v1" in report and "- systems: pushed:rec, espeak-ng" in report
+
+
+def test_an_imported_set_is_pushed_with_its_baseline_clips(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    rows = [{"category": "Emotions", "text_to_synthesize": 'She gasped, "You came back!"', "evolution_depth": 0,
+             "language": "en"},
+            {"category": "Questions", "text_to_synthesize": "Did you see it? I did. Did you?", "evolution_depth": 1,
+             "language": "en"},
+            {"category": "Questions", "text_to_synthesize": "Is it? Was it?", "evolution_depth": 0, "language": "en"}]
+    (tmp_path / "ette.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    written = clips(tmp_path / "baseline_audios", ["0", "2"])  # EmergentTTS-Eval names them by line; 1 is missing
+    code, out, err = ttseval(capsys, "import-dataset", "--format", "emergenttts", str(tmp_path / "ette.jsonl"),
+                             "--out", str(tmp_path / "items.jsonl"), "--baseline-audios",
+                             str(tmp_path / "baseline_audios"))
+    assert code == 0, err
+    spec = next(line.split(": ", 1)[1] for line in out.splitlines() if line.startswith("system: "))
+    assert f"ttseval datasets push {tmp_path / 'items.jsonl'} --name NAME --system {spec}" in out
+    store = tmp_path / "store"
+    code, out, err = ttseval(capsys, "datasets", "push", str(tmp_path / "items.jsonl"), "--name", "ette",
+                             "--system", spec, "--store", str(store))
+    assert code == 0, err
+    assert "system pushed:gpt-4o-mini-tts-alloy: 2 clips (2 new); 1 listed clip(s) not found" in out
+    code, out, _ = ttseval(capsys, "datasets", "show", "ette@latest", "--store", str(store))
+    assert code == 0 and "clips pushed with it: pushed:gpt-4o-mini-tts-alloy" in out
+    assert "by category: emotions 1, questions 2" in out and "by depth: 0 2, 1 1" in out
+    stored = json.loads((store / "systems/gpt-4o-mini-tts-alloy/manifest.json").read_text())["clips"]
+    imported = [json.loads(line)["item_id"] for line in (tmp_path / "items.jsonl").read_text().splitlines()]
+    assert sorted(stored) == [imported[0], imported[2]]
+    for item_id, line in ((imported[0], "0"), (imported[2], "2")):
+        blob = store / f"blobs/audio/{stored[item_id][:2]}/{stored[item_id]}.wav"
+        np.testing.assert_allclose(sf.read(blob, dtype="float32")[0], written[line], atol=1 / 32768)
+    code, _, err = ttseval(capsys, "datasets", "push", str(tmp_path / "items.jsonl"), "--name", "ette",
+                           "--system", "piper:joe", "--store", str(store))
+    assert code == 2 and "--system 'piper:joe': give the files system the import printed" in err

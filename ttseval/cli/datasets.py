@@ -32,6 +32,8 @@ def cmd_import_dataset(args: argparse.Namespace) -> int:
             f"; missing (a failed row each, retried by later runs): {', '.join(missing[:3])}"
             + (" ..." if len(missing) > 3 else "") if missing else ""))
         print(f"system: {done.spec}")
+        print(f"for a shared server: ttseval datasets push {out} --name NAME --system {done.spec} (items and clips "
+              "into the store; the run form then offers NAME@VERSION and the system as pushed:<label>)")
         print(f"then: ttseval evaluate --dataset {out} --systems {done.spec},piper:joe --baseline {done.spec}"
               if done.fmt == "emergenttts"
               else f"then: ttseval evaluate --dataset {out} --systems {done.spec} --instruction-judges "
