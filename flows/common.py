@@ -87,13 +87,17 @@ def check_confined(items: pd.DataFrame, systems: list[Spec], settings: Settings,
     if roots is None:
         return
     allowed = f"the dataset's folder and the setting allowed_paths: {', '.join(roots) or 'none'}"
+    from ttseval.core.store import ArtifactStore
+
+    # the run's own store's audio is always readable: `datasets push` stores a pushed dataset's voice prompts there
+    readable = [*roots, ArtifactStore(settings.store).display("blobs", "audio")]
     fix = ("Fix: move the files into the dataset's folder, or have whoever runs the worker add their folder to "
            "allowed_paths (confine_paths confines runs started from a deployment or the UI)")
     problems = []
     for column in ("prompt_audio_uri", "reference_audio_uri"):
         for row, (item_id, path) in enumerate(zip(items["item_id"], items.get(column, [None] * len(items))),
                                               start=1):
-            if isinstance(path, str) and path.strip() and not within(resolve_against(dataset, path), roots):
+            if isinstance(path, str) and path.strip() and not within(resolve_against(dataset, path), readable):
                 problems.append(f"row {row} (item_id={item_id!r}) {column} {path!r}")
     if problems:
         raise DatasetError(f"dataset {source}: {len(problems)} path(s) lie outside what this run may read "
@@ -101,7 +105,7 @@ def check_confined(items: pd.DataFrame, systems: list[Spec], settings: Settings,
                            problems=problems)
     for spec in systems:
         listed = getattr(build_provider("tts", spec.canonical, settings), "referenced_paths", None)
-        outside = [p for p in (listed() if callable(listed) else []) if not within(p, roots)]
+        outside = [p for p in (listed() if callable(listed) else []) if not within(p, readable)]
         if outside:
             raise SpecError(f"system {spec.canonical!r} reads {len(outside)} path(s) outside what this run may read "
                             f"({allowed}): {', '.join(map(repr, outside[:5]))}. {fix}", spec=spec.canonical)

@@ -127,13 +127,17 @@ def test_a_frozen_version_with_other_items_is_refused(tmp_path: Path, capsys: py
     assert code == 2 and err == f"ttseval: error: dataset s@2 is not in store {tmp_path / 'store'} (versions: 1)\n"
 
 
-def test_voice_prompts_are_pushed_with_the_items(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def test_voice_prompts_are_pushed_with_the_items(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     rows = demo_items(tmp_path / "p.jsonl", ITEMS[:2])
     written = clips(tmp_path / "prompts", ["spk1"])
-    rows[0] |= {"prompt_audio_uri": "prompts/spk1.wav", "prompt_text": "hello"}
+    rows[0] |= {"prompt_audio_uri": "prompts/spk1.wav", "prompt_text": "hello", "reference_audio_uri": "gone.wav"}
+    rows[1] |= {"reference_audio_uri": "prompts/spk1.wav"}
     (tmp_path / "p.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     store = tmp_path / "store"
-    assert ttseval(capsys, "datasets", "push", str(tmp_path / "p.jsonl"), "--name", "p", "--store", str(store))[0] == 0
+    code, out, err = ttseval(capsys, "datasets", "push", str(tmp_path / "p.jsonl"), "--name", "p", "--store", str(store))
+    assert code == 0, err
+    assert "1 reference_audio_uri clip(s) could not be read and are left empty" in out and rows[0]["item_id"] in out
     shutil.rmtree(tmp_path / "prompts")  # the user's copy is gone: the run reads the store's
     from ttseval.corpus import catalog
     from ttseval.core.store import ArtifactStore
@@ -144,6 +148,14 @@ def test_voice_prompts_are_pushed_with_the_items(tmp_path: Path, capsys: pytest.
     data = Path(uri).read_bytes()
     assert Path(uri).stem == hashlib.sha256(data).hexdigest()
     np.testing.assert_allclose(sf.read(uri, dtype="float32")[0], written["spk1"], atol=1 / 32768)
+    assert items.loc[1, "reference_audio_uri"] == uri and items.loc[0, "reference_audio_uri"] is None
+    # a run started from a deployment reads only what it may (confine_paths): the store's own copies are inside
+    from ttseval.core.config import load_settings
+    from ttseval.flows.preflight import preflight_evaluate
+
+    monkeypatch.setenv("PREFECT__RUNTIME__DEPLOYMENT__ID", "5f1c3a52-0000-4000-8000-000000000033")
+    checked = preflight_evaluate("p@latest", ["espeak-ng"], load_settings(store=str(store)), judges=[])
+    assert checked.items.loc[0, "prompt_audio_uri"] == uri
 
 
 def test_systems_push_stores_clips_by_hash_and_a_label_is_frozen(tmp_path: Path,

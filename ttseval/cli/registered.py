@@ -103,6 +103,11 @@ def _push_dataset(args: argparse.Namespace, settings, store) -> int:
     items = store_prompts(store, items, source=str(path))
     items["prompt_audio_uri"] = [store.display(store.audio_rel_path(s)) if isinstance(s, str) and s else None
                                  for s in items["prompt_audio_sha256"]]
+    items["reference_audio_uri"], dropped = _stored_references(store, path, items)
+    if dropped:
+        print(f"{len(dropped)} reference_audio_uri clip(s) could not be read and are left empty (a run does not read "
+              f"them; they are the references an instruction describes): {', '.join(dropped[:5])}"
+              + (" ..." if len(dropped) > 5 else ""))
     catalog.check_free(store, args.name, args.version, items)  # a frozen version with other items: before the clips
     pushed = []
     for label, options in clip_sources:
@@ -124,6 +129,34 @@ def _missing(done: dict) -> str:
     missing = done.get("missing") or []
     return (f"; {len(missing)} listed clip(s) not found, left out (their items get failed rows until pushed): "
             + ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else "")) if missing else ""
+
+
+def _stored_references(store, dataset: Path, items) -> tuple[list[str | None], list[str]]:
+    """Each item's reference_audio_uri stored in the store (a path on the user's side means nothing to the server,
+    and a UI run, confined to what it may read, would refuse it): the stored copies' URIs, and the item ids whose
+    reference could not be read."""
+    from ttseval.core.paths import resolve_against
+    from ttseval.providers.tts.files import filesystem
+    from ttseval.providers.tts.pushed import store_clip
+
+    done: dict[str, str | None] = {}
+    uris: list[str | None] = []
+    dropped: list[str] = []
+    for item_id, value in zip(items["item_id"], items["reference_audio_uri"]):
+        if not isinstance(value, str) or not value.strip():
+            uris.append(None)
+            continue
+        if value not in done:
+            try:
+                fs, inner = filesystem(resolve_against(dataset, value))
+                with fs.open(inner, "rb") as f:
+                    done[value] = store.display(store.audio_rel_path(store_clip(store, f.read())))
+            except Exception:  # noqa: BLE001 - named in the command's output
+                done[value] = None
+        if done[value] is None:
+            dropped.append(str(item_id))
+        uris.append(done[value])
+    return uris, dropped
 
 
 def cmd_systems(args: argparse.Namespace) -> int:
