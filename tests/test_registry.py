@@ -109,7 +109,7 @@ class NoIdJudge:
 def test_unknown_name_suggests_and_lists() -> None:
     with pytest.raises(SpecError, match=r"unknown tts provider 'pipr'; did you mean 'piper'\? available: azure, "
                                         r"cartesia, deepgram, elevenlabs, espeak-ng, files, flite, gemini, hume, "
-                                        r"openai, piper, transformers-dia, transformers-tts"):
+                                        r"openai, piper, pushed, transformers-dia, transformers-tts"):
         TTS.resolve("pipr")
 
 
@@ -220,6 +220,7 @@ def test_declared_metadata_values() -> None:
         ("tts", "flite"): (False, False, None, None, ("flite",), ()),
         ("tts", "piper"): (False, False, "engines", None, (), ("piper", "onnxruntime")),
         ("tts", "files"): (False, False, None, None, (), ()),
+        ("tts", "pushed"): (False, False, None, None, (), ()),
         ("tts", "transformers-tts"): (False, True, "models", None, (), ("torch", "transformers")),
         ("tts", "transformers-dia"): (False, True, "models", None, (), ("torch", "transformers")),
         ("tts", "openai"): (True, False, None, None, (), ("openai",)),  # gpt-4o-mini-tts reads instructions
