@@ -242,3 +242,99 @@ def _runs_with_run_id(stack: StackInfo, run_id: str) -> str:
         return f"(flow runs not readable: {e})"
     mine = [f"{r['id']} {r['state_name']}" for r in runs if (r.get("parameters") or {}).get("run_id") == run_id]
     return f"flow runs with run_id {run_id}: {mine or 'none'}"
+
+
+def test_a_pushed_dataset_and_clip_folder_run_from_the_ui(stack: StackInfo, deployed: list[str], tiny_dataset: Path,
+                                                         browser: webdriver.Chrome, tmp_path: Path) -> None:
+    """Issue 33: the items file and the clips are on the user's side; `datasets push` and `systems push` (with the
+    stack's PREFECT_API_URL, as a user's shell would have it) put them in the store and into the adhoc form, whose
+    description lists them; the run chosen in the form reads nothing but the store, and the report names the
+    label. A choice that is not registered is refused by the flow's preflight before any work."""
+    import json
+    import shutil
+
+    import numpy as np
+    import soundfile as sf
+
+    from tests.conftest import cli_env, run_cli
+    from tests.stack_fixtures import ENGLISH_ITEMS, run_deployment_and_wait
+
+    user = tmp_path / "laptop"  # the user's side: copied here, deleted after the push
+    (user / "clips").mkdir(parents=True)
+    shutil.copy(tiny_dataset, user / "items.jsonl")
+    t = np.arange(8000) / 16000
+    for i, item_id in enumerate(ENGLISH_ITEMS):
+        sf.write(user / "clips" / f"{item_id}.wav", 0.3 * np.sin(2 * np.pi * (200 + 60 * i) * t), 16000)
+    env = cli_env(stack.api_url) | stack.env()
+    label, name = new_run_id("rec"), new_run_id("mine")
+    pushed = run_cli(["datasets", "push", "items.jsonl", "--name", name, "--version", "v1"], env, cwd=user,
+                     timeout_s=300)
+    assert pushed.returncode == 0 and "the evaluate/adhoc run form now offers" in pushed.stdout, pushed.stderr[-3000:]
+    pushed = run_cli(["systems", "push", "--label", label, "--dir", "clips"], env, cwd=user, timeout_s=300)
+    assert pushed.returncode == 0 and "the evaluate/adhoc run form now offers" in pushed.stdout, pushed.stderr[-3000:]
+    shutil.rmtree(user)
+    clips = json.loads(s3_object(stack, f"systems/{label}/manifest.json"))["clips"]
+    assert sorted(clips) == sorted(ENGLISH_ITEMS)
+    systems = [f"pushed:{label}", "espeak-ng"]
+
+    # a wrong choice: the flow refuses it before any work, and says what is registered
+    refused = run_deployment_and_wait(stack, "evaluate/adhoc", {"dataset": f"{name}@v2", "systems": systems,
+                                                                "run_id": new_run_id("refused")})
+    message = refused.state.message or ""
+    assert refused.state.is_failed() and f"dataset {name}@v2 is not in store" in message and "versions: v1" in message
+    refused = run_deployment_and_wait(stack, "evaluate/adhoc", {"dataset": f"{name}@v1", "systems": ["pushed:nope"],
+                                                                "run_id": new_run_id("refused")})
+    assert refused.state.is_failed() and "no system 'nope' was pushed" in (refused.state.message or "")
+    assert f"pushed:{label}" in refused.state.message
+
+    page = Page(browser, stack)
+    run_id = new_run_id("ui-pushed")
+    step = "start"
+    try:
+        step = "open the adhoc deployment's custom run form"
+        deployment = api(stack, "/deployments/name/evaluate/adhoc")
+        page.open(f"/deployments/deployment/{deployment['id']}")
+        page.visible("//*[normalize-space()='adhoc']")
+        page.click(page.button("Run"))
+        page.click("//*[normalize-space()='Custom run']")
+        page.wait.until(EC.url_contains("/run"))
+        step = "read the registered choices in the form"
+        page.wait.until(lambda _: f"{name}@v1" in page.prop("dataset").text)
+        page.wait.until(lambda _: f"pushed:{label}" in page.prop("systems").text)
+        step = "choose them"
+        page.set_text("dataset", f"{name}@v1")
+        page.set_list("systems", systems)
+        page.set_text("run_id", run_id)
+        step = "submit the form"
+        browser.execute_script(FOLLOW_TOAST_JS)
+        page.click("//button[@type='submit' and normalize-space()='Submit']")
+        step = "follow the toast's View run link"
+        page.wait.until(EC.url_contains("/runs/flow-run/"))
+        flow_run_id = browser.current_url.split("/runs/flow-run/")[1].split("?")[0].strip("/")
+        step = "wait for the flow run to complete"
+        run = wait_flow_run(stack, flow_run_id, timeout_s=900)  # a bound, not a timing check: 2 engines' models
+        assert run["state_type"] == "COMPLETED", f"{run['state_name']}: {flow_run_logs(stack, flow_run_id)}"
+        assert run["parameters"]["dataset"] == f"{name}@v1" and run["parameters"]["systems"] == systems
+        synthesis = read_table(stack, run_id, "synthesis")
+        mine = synthesis[synthesis["system_spec"] == f"pushed:{label}"].set_index("item_id")["audio_sha256"]
+        assert mine.to_dict() == clips  # the pushed clips themselves, read from the store on the worker
+        step = "the report names the label"
+        report = s3_object(stack, f"runs/{run_id}/report.md").decode()
+        assert f"- dataset: {name}@v1" in report and f"- systems: pushed:{label}, espeak-ng" in report
+        browser.refresh()
+        page.visible("//*[normalize-space()='Completed']")
+    except BaseException as e:
+        where = _evidence(browser, stack.folder, f"ui-failure-{run_id}")
+        raise AssertionError(f"UI step '{step}' failed: {type(e).__name__}: {e}\n{where}\n"
+                             f"{_runs_with_run_id(stack, run_id)}") from e
+
+
+def s3_object(stack: StackInfo, rel_path: str) -> bytes:
+    """One object of the stack's S3 store, by its path under the store's root."""
+    import boto3
+
+    aws = stack.aws_env()
+    s3 = boto3.client("s3", endpoint_url=stack.s3_endpoint, aws_access_key_id=aws["AWS_ACCESS_KEY_ID"],
+                      aws_secret_access_key=aws["AWS_SECRET_ACCESS_KEY"], region_name=aws["AWS_REGION"])
+    bucket, _, root = stack.store_uri[len("s3://"):].partition("/")
+    return s3.get_object(Bucket=bucket, Key=f"{root}/{rel_path}".lstrip("/"))["Body"].read()
