@@ -297,3 +297,35 @@ def test_an_imported_set_is_pushed_with_its_baseline_clips(tmp_path: Path, capsy
     code, _, err = ttseval(capsys, "datasets", "push", str(tmp_path / "items.jsonl"), "--name", "ette",
                            "--system", "piper:joe", "--store", str(store))
     assert code == 2 and "--system 'piper:joe': give the files system the import printed" in err
+
+
+def test_show_says_where_a_generated_version_came_from_and_an_unreachable_server_keeps_the_push(
+        tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ttseval.core.store import ArtifactStore
+    from ttseval.corpus import catalog
+    from ttseval.corpus.items import load_items
+
+    store = tmp_path / "store"
+    demo_items(tmp_path / "g.jsonl", ITEMS)
+    items = load_items(tmp_path / "g.jsonl").assign(status="ok", method="breadth")
+    catalog.write_version(ArtifactStore(str(store)), "gen", "1", items=items, generation=items, stats=pd.DataFrame(
+        {"n": [len(items)]}), stats_md="", manifest={"seeds": "seeds.jsonl", "llm": "gemini:gemini-2.5-pro",
+                                                      "created_at": "2026-11-25T00:00:00+00:00"})
+    code, out, err = ttseval(capsys, "datasets", "show", "gen@1", "--store", str(store))
+    assert code == 0, err
+    assert "from: generated from seeds.jsonl by gemini:gemini-2.5-pro on 2026-11-25T00:00:00+00:00" in out
+    assert "by depth: 0 3, 1 1" in out
+    # a Prefect server that cannot be reached: the push is stored and stays, the command says the form is stale
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed once the block ends: nothing listens there
+    monkeypatch.setenv("PREFECT_API_URL", f"http://127.0.0.1:{port}/api")
+    code, out, err = ttseval(capsys, "datasets", "push", str(tmp_path / "g.jsonl"), "--name", "mine",
+                             "--store", str(store))
+    assert code == 0, err
+    assert "the push is stored, but the run form was not updated: GET /deployments/name/evaluate/adhoc" in out
+    assert f"the Prefect server at http://127.0.0.1:{port}/api cannot be reached" in out
+    [version] = catalog.versions(ArtifactStore(str(store)), "mine")
+    assert f"dataset {version['ref']}: {len(ITEMS)} items -> " in out and version["n_items"] == len(ITEMS)
