@@ -43,13 +43,14 @@ def with_choices(schema: dict[str, Any], store_display: str, datasets: list[str]
     """A copy of the evaluate flow's parameter schema whose dataset and systems parameters list the choices."""
     out = copy.deepcopy(schema)
     props = out.setdefault("properties", {})
-    for name, choices, what in (("dataset", datasets, "registered datasets (NAME@VERSION; a path on the worker "
-                                 "still works)"),
-                                ("systems", systems, "pushed systems (add any of them to the list, beside other "
-                                 "provider specs)")):
+    for name, choices, what, push in (
+            ("dataset", datasets, "registered datasets (NAME@VERSION; a path on the worker still works)",
+             "ttseval datasets push"),
+            ("systems", systems, "pushed systems (add any of them to the list, beside other provider specs)",
+             "ttseval systems push")):
         prop = props.setdefault(name, {})
         base = str(prop.get("description", "")).split(MARK, 1)[0]
-        listed = ", ".join(choices) if choices else "none yet (ttseval datasets push / ttseval systems push)"
+        listed = ", ".join(choices) if choices else f"none yet ({push})"
         prop["description"] = f"{base}{MARK}{store_display}, {what}: {listed}".lstrip()
         prop["examples"] = list(choices)
     return out

@@ -231,8 +231,9 @@ def test_the_adhoc_forms_schema_lists_the_stores_choices() -> None:
     assert once["properties"]["systems"]["items"] == {"type": "string"}  # any provider spec still goes
     again = with_choices(once, "s3://b/p", ["mine@v1"], [])  # rewritten, never appended twice
     assert again["properties"]["dataset"]["description"].count(MARK) == 1
-    assert again["properties"]["systems"]["description"].endswith("none yet (ttseval datasets push / ttseval systems "
-                                                                  "push)")
+    assert again["properties"]["systems"]["description"].endswith("pushed systems (add any of them to the list, "
+                                                                  "beside other provider specs): none yet (ttseval "
+                                                                  "systems push)")
     assert schema["properties"]["dataset"]["description"] == "JSONL, CSV or Parquet items file."  # a copy
 
 
