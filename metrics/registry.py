@@ -50,6 +50,12 @@ METRICS: Mapping[str, MetricInfo] = MappingProxyType(
         "perfect_pct": MetricInfo(True, "100 * share of transcripts with 0 word errors"),
         "mos": MetricInfo(True, "mean of per-utterance predicted MOS over ok quality rows", _ci("mos")),
         "rtf": MetricInfo(False, "sum latency_s / sum duration_s over ok rows with a latency"),
+        # per (system, speaker encoder): ttseval.metrics.similarity
+        "similarity": MetricInfo(True, "mean cosine similarity of each clip's speaker embedding to its reference"),
+        # per remote system and night, over the requests made that night: ttseval.metrics.trends
+        "latency_s": MetricInfo(False, "mean wall time of a synthesize call over the night's ok fresh clips"),
+        "first_byte_s": MetricInfo(False, "mean time to the response's first byte over the night's ok fresh clips"),
+        "error_rate": MetricInfo(False, "failed requests / requests made (retries count), over the night's calls"),
         # per (judge, candidate, baseline[, group]): ttseval.metrics.winrate
         "win_rate": MetricInfo(
             True,
