@@ -24,7 +24,7 @@ from ttseval.core.protocols import VoicePrompt
 from ttseval.core.registry import Spec
 from ttseval.core.store import ArtifactStore
 
-_CACHED_COLUMNS = ("audio_uri", "audio_sha256", "duration_s", "sample_rate_hz", "latency_s", "status", "error_type",
+_CACHED_COLUMNS = ("audio_uri", "audio_sha256", "duration_s", "sample_rate_hz", "latency_s", "first_byte_s", "status", "error_type",
                    "error_message", "provider_metadata", "audio_flags")
 """What a reused answer carries into a new run's row (the audio itself is a content-addressed blob)."""
 
@@ -127,6 +127,13 @@ def _prepare(provider: Any, spec: Spec, item: dict[str, Any], settings: Settings
     return _Call(row, item, instruction, key)
 
 
+def first_byte_s(provider: Any) -> float | None:
+    """A remote voice's time to the first byte of its answer to this thread's last call (CloudTTS.first_byte_s);
+    None for a local engine."""
+    timing = getattr(provider, "first_byte_s", None)
+    return timing() if callable(timing) else None
+
+
 def _speak(provider: Any, call: _Call) -> Any:
     """One provider call for one item; audio looked up by item id gets the item id."""
     extra: dict[str, Any] = {"item_id": call.item["item_id"]} if not cacheable(provider) else {}
@@ -150,7 +157,8 @@ def _finish(call: _Call, spec: Spec, provider: Any, audio: Any, attempt: int, la
                         getattr(provider, "output_sample_rate_hz", None))
     row = call.row | {
         "audio_uri": store.put_audio(wav, sha), "audio_sha256": sha, "duration_s": audio.duration_s,
-        "sample_rate_hz": audio.sample_rate_hz, "latency_s": latency_s, "attempt": attempt, "retryable": False,
+        "sample_rate_hz": audio.sample_rate_hz, "latency_s": latency_s, "first_byte_s": first_byte_s(provider),
+        "attempt": attempt, "retryable": False,
         "provider_metadata": metadata, "billable_chars": chars, "cost_usd": usd,
         "audio_flags": ",".join(flags) or None,
     }

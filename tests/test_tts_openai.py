@@ -225,3 +225,20 @@ def test_broken_audio_is_flagged_a_timeout_retried_and_no_paid_call_made_twice(f
     again = both_passes()  # the request cache answers every key: nothing paid again
     assert fake.paid_calls - before == paid and all(r["cache_hit"] for r in again.values())
     assert fake.pending() == {}
+
+
+def test_each_request_records_its_time_to_first_byte_and_its_attempts(fake, env, tmp_path) -> None:
+    # Issue 32, item 5: a streamed answer held back 0.3 s before its first byte; a 503 then an answer (2 requests,
+    # 1 error). The first byte cannot come before the server's wait, nor after the whole call.
+    spec, tts = build(fake)
+    fake.script("held back", [TTSReply(stream=True, delay_s=0.3)])
+    fake.script("flaky", [TTSReply.error(503, "overloaded"), TTSReply()])
+    rows = {r["item_id"]: r for r in rows_for(tmp_path, spec, tts, ["held back", "flaky"], item_retries=2)}
+    held = rows["i0"]
+    assert held["status"] == "ok" and 0.3 <= held["first_byte_s"] <= held["latency_s"]
+    assert (rows["i1"]["status"], rows["i1"]["attempt"]) == ("ok", 2) and rows["i1"]["first_byte_s"] is not None
+    from ttseval.core.schemas import SYNTHESIS
+
+    assert "first_byte_s" in SYNTHESIS.names
+    [local] = rows_for(tmp_path / "local", Spec.parse("espeak-ng"), TTS.build(Spec.parse("espeak-ng")), ["Hello."])
+    assert local["status"] == "ok" and local.get("first_byte_s") is None

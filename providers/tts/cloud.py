@@ -28,6 +28,7 @@ import difflib
 import io
 import os
 import threading
+import time
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
@@ -165,17 +166,20 @@ class CloudTTS:
         self._client: Any = None  # httpx, made on first use
         self._sdk: Any = None  # a vendor SDK's client, for the subclasses that use one
         self._client_lock = threading.Lock()
+        self._timing = threading.local()  # per thread: a worker's threads share the instance
 
     # -- pickling: the HTTP client holds sockets and locks; a copy in another process builds its own ----------
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_client"] = state["_sdk"] = None
         state.pop("_client_lock", None)
+        state.pop("_timing", None)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._client_lock = threading.Lock()
+        self._timing = threading.local()
 
     # -- to implement ---------------------------------------------------------------------------------------------
     def _synthesize(self, text: str, language: str, voice: str, instruction: str | None) -> Audio:
@@ -191,7 +195,9 @@ class CloudTTS:
 
     def synthesize(self, text: str, language: str, voice: str | None = None, instruction: str | None = None) -> Audio:
         """One call. Raises TransientProviderError, DeferredProviderError or PermanentProviderError (see the
-        module docstring); the key never appears in a message."""
+        module docstring); the key never appears in a message. The time to the first byte of its last HTTP answer
+        is `first_byte_s()` afterwards, in the same thread."""
+        self._timing.first_byte_s = None
         try:
             return self._synthesize(text, language, voice or self.voice, instruction)
         except ProviderError as e:
@@ -203,6 +209,21 @@ class CloudTTS:
         return {"engine": self.name, "version": str(self.version), "model": self.model, "voice": self.voice,
                 "endpoint": self.endpoint_host,
                 "options": {k: v for k, v in self.options.model_dump().items() if k != "base_url"}}
+
+    def first_byte_s(self) -> float | None:
+        """Seconds from sending this thread's last request to the first byte of the answer's body (the audio, where
+        the vendor streams it); None when the call made no request through `_request` (a vendor SDK's)."""
+        return getattr(self._timing, "first_byte_s", None)
+
+    def read_timed(self, chunks: Any, started: float) -> bytes:
+        """An answer's body read whole from its `chunks`, noting when the first arrived (`first_byte_s`); `started`
+        is time.perf_counter() when the request was sent."""
+        parts = []
+        for chunk in chunks:
+            if not parts:
+                self._timing.first_byte_s = time.perf_counter() - started
+            parts.append(chunk)
+        return b"".join(parts)
 
     # -- cost -----------------------------------------------------------------------------------------------------
     @property
@@ -269,9 +290,10 @@ class CloudTTS:
 
         url = path if "://" in path else f"{self.base_url}{path}"
         headers = self._headers() | kwargs.pop("headers", {})
+        started = time.perf_counter()
         try:
             with self.http_client().stream(method, url, headers=headers, **kwargs) as response:
-                body = response.read()
+                body = self.read_timed(response.iter_bytes(), started)
                 if response.status_code >= 400:
                     raise self.http_error(response.status_code, vendor_message(body), response.headers)
                 return body, dict(response.headers)

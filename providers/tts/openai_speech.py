@@ -10,6 +10,7 @@ setting `tts_prices` prices it. `pcm` is 16-bit mono at `pcm_rate_hz` (OpenAI's:
 
 from __future__ import annotations
 
+import time
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field
@@ -77,15 +78,21 @@ class OpenAISpeechTTS(CloudTTS):
         if instruction and self.takes_instructions:
             extra["instructions"] = instruction
         try:
-            response = self.sdk().audio.speech.create(model=self.model, voice=voice, input=text,
-                                                         response_format=o.response_format, speed=o.speed, **extra)
-            data = response.read()
+            started = time.perf_counter()
+            with self.sdk().audio.speech.with_streaming_response.create(
+                    model=self.model, voice=voice, input=text, response_format=o.response_format, speed=o.speed,
+                    **extra) as response:
+                data = self.read_timed(response.iter_bytes(), started)
         except openai.APIStatusError as e:
             raise self.http_error(e.status_code, vendor_message(e.response.content), e.response.headers) from e
         except openai.APITimeoutError as e:
             raise TransientProviderError(f"openai: no answer within {o.timeout_s} s") from e
         except openai.APIConnectionError as e:
             raise TransientProviderError(f"openai: connection failed: {e}") from e
+        except Exception as e:  # the body, streamed, cut short: read outside the SDK's own error mapping
+            if not any(c.__name__ == "TransportError" and c.__module__.startswith("httpx") for c in type(e).__mro__):
+                raise  # the SDK's httpx (httpx or its fork httpx2) raised a transport error: the connection's fault
+            raise TransientProviderError(f"openai: {type(e).__name__}: {e}") from e
         return decode_audio(data, o.response_format, sample_rate_hz=o.pcm_rate_hz, spec=self.spec)
 
     @property

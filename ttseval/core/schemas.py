@@ -83,6 +83,8 @@ SYNTHESIS = pa.schema(
         _f("duration_s", pa.float64(), "audio duration in seconds"),
         _f("sample_rate_hz", pa.int32(), "native sample rate of the engine"),
         _f("latency_s", pa.float64(), "wall time of the synthesize call in seconds (of the original call on a cache hit)"),
+        _f("first_byte_s", pa.float64(), "remote voices: seconds from sending the last request to the first byte of "
+           "the answer (the audio, where the vendor streams it); null for local engines and vendor SDKs"),
         _f("cache_hit", pa.bool_(), "audio reused from an earlier run: same spec, engine version, text, language, instruction"),
         _f("billable_chars", pa.int64(), "characters the provider bills for the call (0 for local engines)"),
         _f("cost_usd", pa.float64(), "what this row's call cost at the provider's price (0 for local engines and "
