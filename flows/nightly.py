@@ -25,14 +25,12 @@ from ttseval.metrics.canary import CANARY_COLUMNS, canary_changes, canary_sample
 from ttseval.metrics.drift import compare_reports, paired_drift
 from ttseval.tasks.common import get_store, logger, now
 from ttseval.core.config import DEFAULT_SYSTEMS, Settings, load_settings
-from ttseval.core.registry import TTS, Spec
 from ttseval.corpus import DEMO_DATASET
 from ttseval.tasks.alerts import send_alert
+from ttseval.tasks.trends import PREFIX, drift_lines, remote_specs, write_trends
 from ttseval.tasks.report.html import compare_line, html_location
 from ttseval.tasks.report import canary_markdown, drift_alert, drift_markdown
 from ttseval.core.store import ArtifactStore
-
-PREFIX = "nightly-"
 
 
 def nightly_run_id() -> str:
@@ -61,9 +59,7 @@ def night_canary(dataset: str, settings: Settings, night: str | None = None) -> 
 
 def remote_systems(systems: list[str], settings: Settings) -> list[str]:
     """The canonical specs of `systems` whose provider is a remote service (its class's `remote`)."""
-    plugins = settings.plugins.get("tts", {})
-    specs = [Spec.parse(s) for s in systems]
-    return [s.canonical for s in specs if getattr(TTS.resolve(s.provider, plugins), "remote", False)]
+    return remote_specs(systems, settings)
 
 
 def canary_clips(store: ArtifactStore, run_id: str, items: list[str], specs: list[str]) -> pd.DataFrame:
@@ -153,9 +149,16 @@ def nightly(
         summary["flagged"] = int(drift["flagged"].fillna(False).astype(bool).sum()) + summary["canary"]["flagged"]
         logger().info(f"drift against {previous}: {summary['flagged']} flagged change(s), "
                       f"{summary['canary']['flagged']} of them in the canary clips")
-        if summary["flagged"] and settings.alert_blocks:
-            summary["alerts"] = send_alert(settings.alert_blocks, *drift_alert(drift, previous, run_id,
-                                                                                run_links(st, run_id), changes))
+    # every night's figures so far, a step or slow drift flagged per series (ttseval.metrics.trends)
+    trends, page = write_trends(st, settings, run_id)
+    slides = drift_lines(trends, run_id, settings.trend_cusum_h)
+    summary["trends"] = {"page": page, "nights": int(trends["night"].max()) + 1 if len(trends) else 0,
+                         "drifts": len(slides)}
+    if slides:
+        logger().info(f"trends: {len(slides)} slow drift(s) flagged tonight:\n" + "\n".join(slides))
+    if previous is not None and (summary["flagged"] or slides) and settings.alert_blocks:
+        summary["alerts"] = send_alert(settings.alert_blocks, *drift_alert(
+            drift, previous, run_id, run_links(st, run_id) + [f"trends: {page}"], changes, slides))
     st.write_bytes(f"runs/{run_id}/nightly.json", json.dumps(summary, indent=2, default=str).encode("utf-8"))
     return summary
 

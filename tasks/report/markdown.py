@@ -139,16 +139,18 @@ def canary_markdown(changes: pd.DataFrame, previous: str) -> str:
 
 
 def drift_alert(drift: pd.DataFrame, previous: str, current: str, links: list[str],
-                canary: pd.DataFrame | None = None) -> tuple[str, str] | None:
+                canary: pd.DataFrame | None = None, slides: list[str] | None = None) -> tuple[str, str] | None:
     """The one message a nightly run sends when its drift report flags changes: (subject, body), None when none.
 
     A remote voice's canary change (ttseval.metrics.canary, `canary`) comes first: it has no direction, only a
     size. Each flagged change is a line naming the system, the recogniser, the metric, its size (previous -> current,
     the delta and the adjusted p when the change was tested item by item) and its direction; `links` are the run's
-    pages (its HTML report, the Prefect flow run)."""
+    pages (its HTML report, the Prefect flow run). `slides` are the slow drifts the trends flagged tonight
+    (ttseval.tasks.trends.drift_lines), listed last."""
     flagged = drift[drift["flagged"].fillna(False).astype(bool)]
     voices = canary[canary["flagged"].astype(bool)] if canary is not None and len(canary) else pd.DataFrame()
-    if flagged.empty and voices.empty:
+    slides = slides or []
+    if flagged.empty and voices.empty and not slides:
         return None
     lines = [f"- {r['system_spec']} canary {r['measure']}: {num(r['reference'], 3)} -> {num(r['tonight'], 3)} "
              f"(delta {num(r['delta'], 3)}, adjusted p {num(r['p_adjusted'], 4)}, {int(r['n_items'])} fresh clips)"
@@ -161,8 +163,10 @@ def drift_alert(drift: pd.DataFrame, previous: str, current: str, links: list[st
         p = "" if missing(r.get("p_adjusted")) else f", adjusted p {num(r['p_adjusted'], 4)}"
         lines.append(f"- {r['system_spec']}{recogniser} {r['metric']}: {num(r['previous'], 3)} -> "
                      f"{num(r['current'], 3)} (delta {num(r['delta'], 3)}{p}), {r['direction']}")
-    worse = int((flagged["direction"] == "worse").sum())
-    subject = f"ttseval nightly {current}: {len(flagged) + len(voices)} flagged change(s), {worse} for the worse"
+    lines += slides
+    worse = int((flagged["direction"] == "worse").sum()) + len(slides)
+    subject = (f"ttseval nightly {current}: {len(flagged) + len(voices) + len(slides)} flagged change(s), {worse} "
+               "for the worse")
     body = "\n".join([f"Drift of {current} against {previous}:", *lines, "", *links])
     return subject, body
 

@@ -1,4 +1,4 @@
-"""Runs: evaluate, backfill-judge, nightly, report, export, leaderboard."""
+"""Runs: evaluate, backfill-judge, nightly, trends, report, export, leaderboard."""
 
 from __future__ import annotations
 
@@ -200,6 +200,32 @@ def cmd_nightly(args: argparse.Namespace) -> int:
     return policy_exit(settings, result["run_id"], regressions)
 
 
+def cmd_trends(args: argparse.Namespace) -> int:
+    from ttseval.core.config import load_settings
+    from ttseval.core.errors import NotFoundError
+    from ttseval.core.store import ArtifactStore
+    from ttseval.tasks.trends import trends_table, write_trends
+
+    settings = load_settings(store=args.store)
+    store = ArtifactStore(settings.store)
+    store.require()
+    trends, page = write_trends(store, settings)
+    if page is None:
+        raise NotFoundError(f"no nightly run with a report in {store.display()}: run ttseval nightly",
+                            uri=store.display())
+    if args.system:
+        trends = trends[trends["system_spec"].isin(args.system) | trends["system_id"].isin(args.system)]
+        if trends.empty:
+            raise NotFoundError(f"--system {','.join(args.system)}: no such system in the nightly runs of "
+                                f"{store.display()}", uri=store.display())
+    table = trends_table(trends)
+    print(f"ttseval trends: {trends['night'].max() + 1} nightly run(s) in {store.display()}; a step is a flagged paired "
+          f"test between two nights, a drift the CUSUM (k {settings.trend_cusum_k:g}, h {settings.trend_cusum_h:g})")
+    print(table.to_string(index=False))
+    print(f"trends page: {'file://' if store.is_local else ''}{page}")
+    return 0
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from ttseval.core.config import load_settings
 
@@ -320,6 +346,14 @@ def add_nightly(sub) -> None:
     ni.add_argument("--previous-run", default=None, help="default: the latest earlier nightly run")
     add_run_options(ni)
     ni.set_defaults(func=cmd_nightly)
+
+
+def add_trends(sub) -> None:
+    tr = sub.add_parser("trends", help="every metric of every system across the nightly runs, with steps and slow "
+                        "drifts flagged; writes the trends page beside the latest night's report")
+    add_store(tr)
+    tr.add_argument("--system", type=csv_list, default=None, help="only these systems (comma-separated specs or ids)")
+    tr.set_defaults(func=cmd_trends)
 
 
 def add_export(sub) -> None:

@@ -140,6 +140,12 @@ class Settings(BaseSettings):
                               "item by item with the previous night's clips (ttseval.metrics.canary)")
     canary_rotating: int = Field(4, ge=0, description="More canary items drawn afresh from the rest each night, seeded "
                                  "by the date, so over the weeks every item is heard fresh")
+    trend_cusum_k: float = Field(0.5, ge=0, description="Slow-drift rule of the nightly trends (ttseval.metrics."
+                                 "trends): the CUSUM's allowance k, in standard errors a night, that a series may "
+                                 "move from its first night toward the worse side without adding up")
+    trend_cusum_h: float = Field(5.0, gt=0, description="Slow-drift rule of the nightly trends: the CUSUM's threshold "
+                                 "h; 5 (with k 0.5) flags 4.2% of a never-changing series' 7-night weeks and a slide "
+                                 "of 0.5 standard error a night by its 7th night in half the series")
     fresh_items: list[str] = Field(default_factory=list, description="Item ids whose clips remote voices (providers "
                                    "with remote = True: the cloud APIs) synthesize afresh instead of reusing earlier "
                                    "runs' audio; a nightly run sets its canary here")
