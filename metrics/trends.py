@@ -7,13 +7,15 @@ that flag a change: a step between two nights and a slow drift over many.
   voices, over the requests made that night (reused clips made none): latency in total and to the first byte,
   the error rate per request, and the fresh canary clips' duration, mean F0 and speech time. Each value has a
   standard error `se` and a 95% interval: a Wilson interval for a proportion (statsmodels), else value
-  +- 1.96 se; the report's own bootstrap CI where it stored one (WER, CER, win-rate).
+  +- 1.96 se (cut at 0 for times, durations and F0); the report's own bootstrap CI where it stored one (WER,
+  CER, win-rate).
 - Step: a night whose drift report (ttseval.metrics.drift: the paired permutation test between that night and
   the one before, Holm across the night's tests) or canary test (ttseval.metrics.canary) flagged the series.
 - Slow drift: a one-sided CUSUM (Page 1954) toward the metric's worse side (both sides for a measure with no
   better side: canary duration, F0, speech time) of z_t = (x_t - x_ref) / sqrt(se_t^2 + se_ref^2), the night's
-  distance from the reference night (the series' first) in standard errors. S_t = max(0, S_{t-1} + z_t - k);
-  an alarm when S_t > h, after which S restarts at 0. A night-to-night test cannot see a slide of a fraction of a
+  distance from the reference night in standard errors. The reference is the series' first night, and after a
+  flagged step the step's night: the step was reported, and the CUSUM then watches the series from its new level.
+  S_t = max(0, S_{t-1} + z_t - k); an alarm when S_t > h, after which S restarts at 0. A night-to-night test cannot see a slide of a fraction of a
   standard error a night; the CUSUM adds them up. k = 0.5 and h = 5 (settings `trend_cusum_k`, `trend_cusum_h`)
   give, for independent z with a known reference, an in-control average run length of 931 nights one-sided
   (Brook and Evans' Markov chain). The reference night's own noise is shared by every z of a series, which raises
@@ -41,6 +43,7 @@ __all__ = ["TREND_COLUMNS", "TREND_METRICS", "cusum", "night_values", "trend_cha
 TREND_METRICS: tuple[str, ...] = ("completion_rate", "wer", "cer", "mos", "similarity", "win_rate", "latency_s",
                                   "first_byte_s", "error_rate", "duration_s", "f0_mean_hz", "speech_s")
 CANARY_MEASURES = ("duration_s", "f0_mean_hz", "speech_s")  # no better side: a change either way is a change
+NON_NEGATIVE = ("latency_s", "first_byte_s", *CANARY_MEASURES)  # a normal interval's low end is cut at 0
 
 TREND_COLUMNS = ["night", "run_id", "system_id", "system_spec", "metric", "detail", "value", "ci_low", "ci_high",
                  "se", "n", "z", "cusum", "step", "drift"]
@@ -58,6 +61,8 @@ def side(metric: str) -> int:
 def _row(system_id: str, spec: str, metric: str, detail: str, value: float, se: float, n: int,
          ci: tuple[float, float] | None = None) -> dict:
     low, high = ci if ci is not None else (value - Z95 * se, value + Z95 * se)
+    if metric in NON_NEGATIVE:
+        low = max(low, 0.0)
     return {"system_id": system_id, "system_spec": spec, "metric": metric, "detail": detail, "value": float(value),
             "ci_low": float(low), "ci_high": float(high), "se": float(se), "n": int(n)}
 
@@ -206,12 +211,15 @@ def trend_changes(values: pd.DataFrame, steps: pd.DataFrame | None = None, *, k:
         tuple(r) for r in steps[["run_id", *keys]].itertuples(index=False)}
     frame["step"] = [(r.run_id, r.system_id, r.metric, r.detail) in flagged for r in frame.itertuples()]
     z_all, s_all, a_all = (np.full(len(frame), np.nan), np.full(len(frame), np.nan), np.zeros(len(frame), bool))
-    for _, index in frame.groupby(keys, sort=False).indices.items():
-        z = _z(frame["value"].to_numpy(float)[index], frame["se"].to_numpy(float)[index])
-        sides = {1: [1], -1: [-1], 0: [1, -1]}[side(frame["metric"].iloc[index[0]])]
-        stats = [cusum(sign * z, k, h) for sign in sides]
-        z_all[index], s_all[index] = z, np.max([s for s, _ in stats], axis=0)
-        a_all[index] = np.any([a for _, a in stats], axis=0)
+    steps_at = frame["step"].to_numpy(bool)
+    for _, series in frame.groupby(keys, sort=False).indices.items():
+        sides = {1: [1], -1: [-1], 0: [1, -1]}[side(frame["metric"].iloc[series[0]])]
+        # a flagged step was reported: from its night on, the series is watched from its new level
+        for index in np.split(series, np.flatnonzero(steps_at[series])[np.flatnonzero(steps_at[series]) > 0]):
+            z = _z(frame["value"].to_numpy(float)[index], frame["se"].to_numpy(float)[index])
+            stats = [cusum(sign * z, k, h) for sign in sides]
+            z_all[index], s_all[index] = z, np.max([s for s, _ in stats], axis=0)
+            a_all[index] = np.any([a for _, a in stats], axis=0)
     frame["z"], frame["cusum"], frame["drift"] = z_all, s_all, a_all
     frame["drift"] = frame["drift"].astype(bool)
     return frame.reindex(columns=TREND_COLUMNS)

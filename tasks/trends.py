@@ -163,7 +163,7 @@ def trends_html(trends: pd.DataFrame, title: str, k: float, h: float) -> str:
     body = [f"<h1>{escape(title)}</h1>",
             f"<p>Every metric of every system, one value a night with its 95% interval (shaded). A red ring: a step "
             f"the nights' paired test flagged; a red dot: a slow drift (one-sided CUSUM toward the worse side, "
-            f"k {k:g}, h {h:g}, from the first night). <a href=\"index.html\">The latest night's report</a>.</p>",
+            f"k {k:g}, h {h:g}, from the first night, or from the last flagged step). <a href=\"index.html\">The latest night's report</a>.</p>",
             MarkdownIt("commonmark", {"html": False}).enable("table").render(markdown)]
     for (spec, metric, detail), group in _series(trends):
         rows = "".join(f"<tr><td>{escape(r.run_id)}</td><td>{num(r.value, 4)}</td><td>[{num(r.ci_low, 4)}, "

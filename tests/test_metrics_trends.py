@@ -105,20 +105,20 @@ def test_a_slow_drift_is_caught_within_stated_nights() -> None:
     assert not better["drift"].any()
 
 
-def test_a_step_without_noise_and_the_paired_test_flags() -> None:
-    # reused clips: no noise, the same value each night, z 0; a step of a measure with no better side is flagged
-    # both ways on the night it happens
-    nights = np.array([[3.0, 3.0, 3.9, 3.9], [3.0, 3.0, 2.1, 2.1]])
-    out = trend_changes(week(nights, 0.1, metric="duration_s"),
-                        steps=pd.DataFrame({"run_id": ["n2"], "system_id": ["w0"], "metric": ["duration_s"],
-                                            "detail": [""]}))
+def test_a_step_is_the_new_reference_and_a_measure_without_a_better_side_drifts_both_ways() -> None:
+    # a measure with no better side moved 0.9 (SE 0.1 a night) on night 3, up for w0 and w2, down for w1
+    nights = np.array([[3.0, 3.0, 3.9, 3.9], [3.0, 3.0, 2.1, 2.1], [3.0, 3.0, 3.9, 3.9]])
+    step = pd.DataFrame({"run_id": ["n2"], "system_id": ["w2"], "metric": ["duration_s"], "detail": [""]})
+    out = trend_changes(week(nights, 0.1, metric="duration_s"), steps=step)
     assert list(out.columns) == TREND_COLUMNS
-    for series in ("w0", "w1"):
+    for series in ("w0", "w1"):  # no step flagged: z = 0.9 / sqrt(0.1^2 + 0.1^2) = 6.36; S = 5.86 > 5 either way
         rows = out[out["system_id"] == series].set_index("night")
-        # z = 0.9 / sqrt(0.1^2 + 0.1^2) = 6.36; S = 6.36 - 0.5 = 5.86 > 5
-        assert rows["z"].abs().tolist() == pytest.approx([0, 0, 0.9 / math.sqrt(0.02)] * 1 + [0.9 / math.sqrt(0.02)])
+        assert rows["z"].abs().tolist() == pytest.approx([0, 0, 0.9 / math.sqrt(0.02), 0.9 / math.sqrt(0.02)])
         assert rows["drift"].tolist() == [False, False, True, True]
-    assert out[out["step"]][["system_id", "night"]].values.tolist() == [["w0", 2]]
+    # the paired test flagged w2 on night 3: reported as a step, and watched from its new level on (no drift)
+    flagged = out[out["system_id"] == "w2"]
+    assert flagged["step"].tolist() == [False, False, True, False]
+    assert flagged["z"].tolist() == [0, 0, 0, 0] and not flagged["drift"].any()
     flat = trend_changes(week(np.full((1, 5), 0.1), 0.0))
     assert not flat["drift"].any() and (flat["z"] == 0).all()
     with pytest.raises(ValueError, match="trend_cusum_k"):
@@ -154,3 +154,17 @@ def test_one_nights_values_from_its_tables() -> None:
     assert (errors["ci_low"], errors["ci_high"]) == pytest.approx(proportion_confint(4, 6, method="wilson"))
     assert got.loc[("latency_s", "total"), "value"] == 1.0 and got.loc[("first_byte_s", ""), "value"] == 0.2
     assert got.loc[("duration_s", "fresh clips"), "value"] == 1.5
+
+
+def test_a_time_interval_stops_at_zero() -> None:
+    synthesis = pd.DataFrame({"item_id": ["i1", "i2", "i3"], "system_id": "a", "system_spec": "openai:alloy",
+                              "cache_hit": False, "attempt": 1, "status": "ok", "latency_s": [0.1, 0.1, 3.0],
+                              "first_byte_s": np.nan, "duration_s": [1.0, 1.2, 1.4]})
+    empty = pd.DataFrame({c: [] for c in ("system_id", "asr_spec", "status", "quality_spec", "mos")})
+    report = pd.DataFrame({"system_id": ["a"], "system_spec": ["openai:alloy"], "n_items": [3], "n_ok": [3]})
+    got = night_values({"report": report, "transcripts": empty, "quality": empty, "synthesis": synthesis},
+                       ["openai:alloy"]).set_index("metric")
+    latency = got.loc["latency_s"]
+    se = np.std([0.1, 0.1, 3.0], ddof=1) / math.sqrt(3)
+    assert (latency["ci_low"], latency["ci_high"]) == pytest.approx((0.0, 1.0666667 + 1.959964 * se))
+    assert "first_byte_s" not in got.index  # no request was timed to its first byte
