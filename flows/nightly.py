@@ -136,7 +136,8 @@ def nightly(
         # the remote voices' fresh canary clips against the previous night's clips of the same items
         changes = (canary_changes(canary_clips(st, previous, canary, remote), canary_clips(st, run_id, canary, remote),
                                   n_resamples=settings.bootstrap_resamples, seed=settings.seed, alpha=settings.alpha,
-                                  method=settings.p_adjust, n_permutations=settings.permutation_resamples)
+                                  method=settings.p_adjust, n_permutations=settings.permutation_resamples,
+                                  min_change=settings.canary_min_change)
                    if canary else pd.DataFrame(columns=CANARY_COLUMNS))
         markdown = (drift_markdown(drift, previous, run_id) + canary_markdown(changes, previous)
                     + compare_line(st, previous, run_id))

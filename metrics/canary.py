@@ -12,8 +12,10 @@ remote voices therefore speak a canary sample afresh (ttseval.flows.nightly):
   compared item by item on what a listener would notice: duration, and, where the prosody stage measured both
   clips, mean F0 and speech time. Each is the paired permutation test of ttseval.metrics.paired (sign flips of
   the per-item differences) with the p adjusted across every canary test of the night (Holm by default), flagged
-  when under alpha: a vendor's fresh clips vary from night to night, so a changed clip (its SHA-256) alone is no
-  change of the voice; a shift the same way on most items is. How many clips were byte-identical is reported too.
+  when under alpha and at least `canary_min_change` of the reference (5%): a vendor's fresh clips vary from night
+  to night, so a changed clip (its SHA-256) alone is no change of the voice; a shift the same way on most items
+  is, if it is large enough to hear (a 1% jitter leaning one way by chance, 1 night in 20 at alpha 0.05, is not).
+  How many clips were byte-identical is reported too.
 """
 
 from __future__ import annotations
@@ -68,11 +70,14 @@ def canary_sample(items: pd.DataFrame, fixed: int, rotating: int, night: str) ->
 
 def canary_changes(reference: pd.DataFrame, tonight: pd.DataFrame, *, n_resamples: int = 1000, seed: int = 0,
                    alpha: float = 0.05, method: Method = "holm", n_permutations: int | None = None,
-                   measures: Sequence[str] = tuple(m for m, _ in CANARY_MEASURES)) -> pd.DataFrame:
+                   measures: Sequence[str] = tuple(m for m, _ in CANARY_MEASURES),
+                   min_change: float = 0.0) -> pd.DataFrame:
     """One row per (system, measure): tonight's fresh canary clips against the reference night's clips of the same
     items (CANARY_COLUMNS). Both frames have one row per (system_id, item_id) with `system_spec`, `audio_sha256`
     and the measures' columns (NaN where not measured); a measure without two values on at least 2 items gets
-    no row. `delta` is tonight - reference, its BCa CI NaN under MIN_INTERVAL_ITEMS items."""
+    no row. `delta` is tonight - reference, its BCa CI NaN under MIN_INTERVAL_ITEMS items. A row is flagged when
+    its adjusted p is under `alpha` and the change is at least `min_change` of the reference's mean (a share:
+    0.05 is 5%), so a vendor's night-to-night jitter that happens to lean one way is no voice change."""
     keys = ["system_id", "item_id"]
     both = reference.merge(tonight, on=keys, suffixes=("_ref", "_new"))
     rows = []
@@ -94,4 +99,6 @@ def canary_changes(reference: pd.DataFrame, tonight: pd.DataFrame, *, n_resample
     if not rows:
         return pd.DataFrame(columns=CANARY_COLUMNS)
     decided = decide(pd.DataFrame(rows), alpha=alpha, method=method)
+    large = (decided["delta"].abs() >= min_change * decided["reference"].abs()).to_numpy(bool)
+    decided["differs"] = decided["differs"].to_numpy(bool) & large
     return decided.rename(columns={"differs": "flagged"}).reindex(columns=CANARY_COLUMNS)

@@ -117,3 +117,15 @@ def test_only_remote_voices_speak_the_fresh_items_afresh() -> None:
     assert [reuses_audio(Remote(), "i1", settings), reuses_audio(Remote(), "i2", settings),
             reuses_audio(Local(), "i1", settings)] == [False, True, True]
     assert not reuses_audio(Local(), "i1", Settings(reuse_audio=False))
+
+
+def test_a_jitter_leaning_one_way_is_significant_but_too_small_to_flag() -> None:
+    # every one of 8 fresh clips 1% shorter than the night before: the exact sign-flip p is 2/256 (as a 30% change
+    # would give), but 1% is under canary_min_change (5% of the reference mean); at 0 it would be flagged
+    reference = clips([1.0, 1.2, 1.4, 1.6, 1.8, 2.0, 2.2, 2.4])
+    tonight = clips([0.99 * d for d in [1.0, 1.2, 1.4, 1.6, 1.8, 2.0, 2.2, 2.4]])
+    small = canary_changes(reference, tonight, min_change=0.05).iloc[0]
+    assert small["p_permutation"] == 2 / 256 and small["delta"] == pytest.approx(-0.017) and not small["flagged"]
+    assert bool(canary_changes(reference, tonight, min_change=0.0).iloc[0]["flagged"])
+    assert bool(canary_changes(reference, clips([1.06 * d for d in [1.0, 1.2, 1.4, 1.6, 1.8, 2.0, 2.2, 2.4]]),
+                               min_change=0.05).iloc[0]["flagged"])

@@ -140,6 +140,10 @@ class Settings(BaseSettings):
                               "item by item with the previous night's clips (ttseval.metrics.canary)")
     canary_rotating: int = Field(4, ge=0, description="More canary items drawn afresh from the rest each night, seeded "
                                  "by the date, so over the weeks every item is heard fresh")
+    canary_min_change: float = Field(0.05, ge=0, description="Smallest change of a canary measure (duration, mean "
+                                     "F0, speech time) flagged as a change of a remote voice, as a share of the "
+                                     "previous night's mean (0.05: 5%); smaller shifts are the vendor's night-to-night "
+                                     "jitter even when the paired test calls them significant")
     trend_cusum_k: float = Field(0.5, ge=0, description="Slow-drift rule of the nightly trends (ttseval.metrics."
                                  "trends): the CUSUM's allowance k, in standard errors a night, that a series may "
                                  "move from its first night toward the worse side without adding up")
