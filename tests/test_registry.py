@@ -234,6 +234,7 @@ def test_declared_metadata_values() -> None:
         ("asr", "transformers"): (False, True, "models", None, (), ("torch",)),
         ("quality", "dnsmos"): (False, False, "engines", None, (), ("speechmos", "onnxruntime")),
         ("quality", "distillmos"): (False, True, "engines", None, (), ("distillmos", "xls_r_sqa", "torch")),
+        ("quality", "utmos22"): (False, True, "models", None, (), ("utmos_pytorch", "torch")),
         ("lid", "transformers"): (False, True, "models", None, (), ("torch",)),
         ("speaker", "resemblyzer"): (False, True, "engines", None, (), ("resemblyzer", "webrtcvad", "torch")),
         ("speaker", "transformers-sv"): (False, True, "models", None, (), ("torch",)),

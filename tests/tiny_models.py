@@ -146,3 +146,21 @@ def build_tiny_dia(directory: Path) -> Path:
     DiaProcessor(DiaFeatureExtractor(sampling_rate=44100, hop_length=512), DiaTokenizer(),
                  DacModel.from_pretrained(directory / "dac")).save_pretrained(directory)
     return directory
+
+
+def build_random_utmos22(path: Path) -> Path:
+    """UTMOS22's strong learner (utmos-pytorch's UTMOSModel: wav2vec 2.0 base, BLSTM, projection; 103 M weights)
+    with random weights, saved as the package's converted state dict (the shape of utmos_state_dict.pt, 413 MB)."""
+    import warnings
+
+    import torch
+    from utmos_pytorch.utmos_torch import UTMOSModel
+
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # the package's weight_norm call
+        model = UTMOSModel()
+    with torch.no_grad():  # spread the head's output, so different clips get visibly different scores
+        model.output_layers[1].net[3].weight.mul_(20.0)
+    torch.save(model.state_dict(), path)
+    return path

@@ -166,10 +166,13 @@ class ASRProvider(Protocol):
 
 @dataclass(frozen=True)
 class QualityScore:
-    """A predicted mean opinion score on the 1-5 scale, with the predictor's sub-scores in `details`."""
+    """A predicted mean opinion score on the 1-5 scale, with the predictor's sub-scores in `details`. `refused`
+    says why the predictor gives this clip no score (too short for its model): the clip's row is failed, final,
+    with that reason, and the batch's other clips keep their scores; `mos` is NaN then."""
 
     mos: float
     details: dict[str, float] = field(default_factory=dict)
+    refused: str | None = None
 
 
 @runtime_checkable

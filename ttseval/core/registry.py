@@ -396,6 +396,7 @@ QUALITY = Registry[QualityProvider](
     {
         "dnsmos": "ttseval.providers.quality.dnsmos:DNSMOSQuality",
         "distillmos": "ttseval.providers.quality.distillmos:DistillMOSQuality",
+        "utmos22": "ttseval.providers.quality.utmos22:UTMOS22Quality",
     },
 )
 
