@@ -235,6 +235,7 @@ def test_declared_metadata_values() -> None:
         ("quality", "dnsmos"): (False, False, "engines", None, (), ("speechmos", "onnxruntime")),
         ("quality", "distillmos"): (False, True, "engines", None, (), ("distillmos", "xls_r_sqa", "torch")),
         ("quality", "utmos22"): (False, True, "models", None, (), ("utmos_pytorch", "torch")),
+        ("quality", "nisqa"): (False, False, "models", None, (), ("torchmetrics", "librosa", "torch")),
         ("lid", "transformers"): (False, True, "models", None, (), ("torch",)),
         ("speaker", "resemblyzer"): (False, True, "engines", None, (), ("resemblyzer", "webrtcvad", "torch")),
         ("speaker", "transformers-sv"): (False, True, "models", None, (), ("torch",)),

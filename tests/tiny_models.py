@@ -164,3 +164,39 @@ def build_random_utmos22(path: Path) -> Path:
         model.output_layers[1].net[3].weight.mul_(20.0)
     torch.save(model.state_dict(), path)
     return path
+
+
+NISQA_ARGS = {  # the architecture and mel-spectrogram settings of NISQA v2.0's nisqa.tar / nisqa_tts.tar
+    "model": "NISQA_DIM", "ms_sr": None, "ms_fmax": 20000, "ms_n_fft": 4096, "ms_hop_length": 0.01,
+    "ms_win_length": 0.02, "ms_n_mels": 48, "ms_seg_length": 15, "ms_seg_hop_length": 4, "ms_max_segments": 1300,
+    "cnn_model": "adapt", "cnn_c_out_1": 16, "cnn_c_out_2": 32, "cnn_c_out_3": 64, "cnn_kernel_size": [3, 3],
+    "cnn_dropout": 0.2, "cnn_pool_1": [24, 7], "cnn_pool_2": [12, 5], "cnn_pool_3": [6, 3], "cnn_fc_out_h": None,
+    "td": "self_att", "td_sa_d_model": 64, "td_sa_nhead": 1, "td_sa_pos_enc": False, "td_sa_num_layers": 2,
+    "td_sa_h": 64, "td_sa_dropout": 0.1, "td_2": "skip", "pool": "att", "pool_att_h": 128, "pool_att_dropout": 0.1,
+}
+
+
+def build_random_nisqa(path: Path, *, naturalness: bool = False, seed: int = 0) -> Path:
+    """A NISQA checkpoint ({'args', 'model_state_dict'}, as nisqa.tar) with random weights of the real architecture:
+    torchmetrics' NISQA_DIM (five attention-pooling heads), or with `naturalness` the MOS-only model of
+    nisqa_tts.tar (one head, `pool.*`), whose weights are the DIM model's first head (so its score equals the DIM
+    model's overall MOS: the tests use that)."""
+    import torch
+    from torchmetrics.functional.audio.nisqa import _NISQADIM
+
+    torch.manual_seed(seed)
+    model = _NISQADIM(NISQA_ARGS).eval()
+    with torch.no_grad():  # the five heads are deep copies of one: draw each its own weights, and spread them
+        for head in model.pool_layers:
+            for layer in head.modules():
+                if isinstance(layer, torch.nn.Linear):
+                    layer.reset_parameters()
+            head.model.linear3.weight.mul_(5.0)
+    state = model.state_dict()
+    args = dict(NISQA_ARGS)
+    if naturalness:
+        args["model"] = "NISQA"
+        state = {k: v for k, v in state.items() if not k.startswith("pool_layers.")} | {
+            "pool." + k.removeprefix("pool_layers.0."): v for k, v in state.items() if k.startswith("pool_layers.0.")}
+    torch.save({"args": args, "model_state_dict": state}, path)
+    return path

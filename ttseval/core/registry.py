@@ -397,6 +397,7 @@ QUALITY = Registry[QualityProvider](
         "dnsmos": "ttseval.providers.quality.dnsmos:DNSMOSQuality",
         "distillmos": "ttseval.providers.quality.distillmos:DistillMOSQuality",
         "utmos22": "ttseval.providers.quality.utmos22:UTMOS22Quality",
+        "nisqa": "ttseval.providers.quality.nisqa:NISQAQuality",
     },
 )
 
