@@ -239,6 +239,7 @@ def test_declared_metadata_values() -> None:
         ("lid", "transformers"): (False, True, "models", None, (), ("torch",)),
         ("speaker", "resemblyzer"): (False, True, "engines", None, (), ("resemblyzer", "webrtcvad", "torch")),
         ("speaker", "transformers-sv"): (False, True, "models", None, (), ("torch",)),
+        ("speaker", "sherpa-onnx"): (False, False, "engines", None, (), ("sherpa_onnx", "onnxruntime")),
         ("judge", "objective"): (False, False, None, None, (), ()),
         ("judge", "gemini"): (True, False, None, None, (), ("google.genai",)),
         ("judge", "openai"): (True, False, None, None, (), ("openai",)),

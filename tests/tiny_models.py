@@ -200,3 +200,41 @@ def build_random_nisqa(path: Path, *, naturalness: bool = False, seed: int = 0) 
             "pool." + k.removeprefix("pool_layers.0."): v for k, v in state.items() if k.startswith("pool_layers.0.")}
     torch.save({"args": args, "model_state_dict": state}, path)
     return path
+
+
+def build_tiny_sherpa_speaker(path: Path, *, framework: str = "3d-speaker", metadata: dict[str, str] | None = None,
+                              seed: int = 0) -> Path:
+    """A speaker-embedding ONNX file in sherpa-onnx's format: input fbank (1, T, 80), output (1, 16), and the
+    metadata sherpa-onnx reads (framework, output_dim, sample_rate, normalize_samples, language; CAM++'s
+    global-mean feature normalisation for 3d-speaker). The network is a small x-vector shape with random weights:
+    a frame-wise 80 -> 32 layer, mean and standard-deviation pooling over time, a 64 -> 16 projection. `metadata`
+    replaces the defaults (a value None removes the key)."""
+    import io
+
+    import onnx
+    import torch
+
+    class XVector(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.frame = torch.nn.Linear(80, 32)
+            self.project = torch.nn.Linear(64, 16)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            h = torch.relu(self.frame(x))
+            return self.project(torch.cat([h.mean(dim=1), h.std(dim=1)], dim=-1))
+
+    torch.manual_seed(seed)
+    buffer = io.BytesIO()
+    torch.onnx.export(XVector().eval(), (torch.randn(1, 50, 80),), buffer, input_names=["x"],
+                      output_names=["embedding"], dynamic_axes={"x": {1: "T"}}, dynamo=False, opset_version=17)
+    model = onnx.load_from_string(buffer.getvalue())
+    meta = {"framework": framework, "output_dim": "16", "sample_rate": "16000",
+            "normalize_samples": "1" if framework == "3d-speaker" else "0", "language": "English",
+            **({"feature_normalize_type": "global-mean"} if framework == "3d-speaker" else {})}
+    for key, value in {**meta, **(metadata or {})}.items():
+        if value is not None:
+            entry = model.metadata_props.add()
+            entry.key, entry.value = key, value
+    onnx.save(model, path)
+    return path
