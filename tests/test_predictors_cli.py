@@ -1,0 +1,104 @@
+"""The local-weights predictors of issue 28 through `ttseval evaluate` (one run, then a second that reuses every
+score): UTMOS22 and NISQA as MOS predictors and sherpa-onnx as the speaker encoder, each from a file built in
+tests/tiny_models.py with random weights of the real architecture. A 100 ms clip is too short for NISQA: a failed
+row with the reason, final, while UTMOS22 scores it. Values are checked against the providers called in this
+process (their own parity tests check them against the packages' own calls)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tests.conftest import run_cli
+from tests.tiny_models import build_random_nisqa, build_random_utmos22, build_tiny_sherpa_speaker
+from ttseval.core.audio import Audio
+from ttseval.core.registry import QUALITY, SPEAKERS, Spec
+
+TEXTS = {"p1": "The weather was mild and the river ran slowly past the town.",
+         "p2": "Please call me when you arrive home tonight.",
+         "p3": "Yes."}
+
+
+@pytest.fixture(scope="module")
+def predictors_run(shared_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("predictors")
+    models = root / "models"
+    models.mkdir()
+    specs = {"utmos22": f"utmos22:weights={build_random_utmos22(models / 'utmos_state_dict.pt')}:device=cpu",
+             "nisqa": f"nisqa:weights={build_random_nisqa(models / 'nisqa.tar')}",
+             "sherpa": f"sherpa-onnx:model={build_tiny_sherpa_speaker(models / 'campplus_tiny.onnx')}"}
+    specs = {name: Spec.parse(spec).canonical for name, spec in specs.items()}  # as the tables spell them
+    (root / "prompts").mkdir()
+    (root / "outputs").mkdir()
+    rows = []
+    for item, text in TEXTS.items():
+        subprocess.run(["espeak-ng", "-w", str(root / "prompts" / f"{item}.wav"), "A quiet evening over the hills."],
+                       check=True, capture_output=True)
+        subprocess.run(["espeak-ng", "-w", str(root / "outputs" / f"{item}.wav"), text], check=True,
+                       capture_output=True)
+        rows.append({"item_id": item, "text": text, "language": "en-US", "category": "cloning", "depth": 0,
+                     "prompt_audio_uri": f"prompts/{item}.wav",
+                     "prompt_text": "A quiet evening over the hills."})
+    spoken = Audio.from_wav_bytes((root / "outputs" / "p3.wav").read_bytes())  # p3: its first 100 ms only
+    start = int(np.argmax(np.abs(spoken.samples) > 0.01))
+    clip = Audio(spoken.samples[start:start + spoken.sample_rate_hz // 10], spoken.sample_rate_hz)
+    (root / "outputs" / "p3.wav").write_bytes(clip.to_wav_bytes())
+    (root / "items.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    env = shared_env | {"TTSEVAL_QUALITY": json.dumps([specs["utmos22"], specs["nisqa"]]),
+                        "TTSEVAL_SIMILARITY": json.dumps([specs["sherpa"]])}
+    args = ["evaluate", "--dataset", str(root / "items.jsonl"), "--systems", f"files:sys:dir={root / 'outputs'}",
+            "--store", str(root / "store"), "--run-id", "p", "--judges", ""]
+    first = run_cli(args, env, cwd=root)
+    assert first.returncode == 0, first.stderr[-4000:]
+    quality_first = pd.read_parquet(root / "store" / "runs" / "p" / "quality")
+    again = run_cli(args + ["--run-id", "p2"], env, cwd=root)
+    assert again.returncode == 0, again.stderr[-4000:]
+    return root, specs, quality_first
+
+
+def test_utmos22_and_nisqa_rows_equal_the_providers_and_the_short_clip_is_a_reasoned_row(predictors_run) -> None:
+    root, specs, quality = predictors_run
+    clips = {item: Audio.from_wav_bytes((root / "outputs" / f"{item}.wav").read_bytes()) for item in TEXTS}
+    by = quality.set_index(["quality_spec", "item_id"])
+    assert len(quality) == 6 and quality["status"].value_counts().to_dict() == {"ok": 5, "failed": 1}
+    utmos = QUALITY.build(specs["utmos22"]).score(list(clips.values()))
+    for item, score in zip(TEXTS, utmos):
+        row = by.loc[(specs["utmos22"], item)]
+        assert row["status"] == "ok" and row["mos"] == pytest.approx(score.mos, abs=1e-4)
+    nisqa = QUALITY.build(specs["nisqa"]).score([clips["p1"], clips["p2"]])
+    for item, score in zip(("p1", "p2"), nisqa):
+        row = by.loc[(specs["nisqa"], item)]
+        assert row["mos"] == pytest.approx(score.mos, abs=1e-4)
+        assert json.loads(row["details"]) == pytest.approx(score.details, abs=1e-4)
+        assert set(json.loads(row["details"])) == {"mos", "noi", "dis", "col", "loud"}
+    short = by.loc[(specs["nisqa"], "p3")]
+    assert short["status"] == "failed" and not short["retryable"] and pd.isna(short["mos"])
+    assert short["error_message"] == ("nisqa needs at least 140 ms of audio (one 15-frame mel segment); "
+                                      "the clip has 100.00 ms")
+
+
+def test_sherpa_onnx_similarity_rows_equal_the_encoder_and_the_second_run_reuses_every_score(predictors_run) -> None:
+    from ttseval.metrics.similarity import cosine_similarity
+
+    root, specs, first_quality = predictors_run
+    runs = root / "store" / "runs"
+    sim = pd.read_parquet(runs / "p" / "similarity").set_index("item_id")
+    assert len(sim) == 3 and (sim["status"] == "ok").all() and set(sim["encoder_spec"]) == {specs["sherpa"]}
+    encoder = SPEAKERS.build(specs["sherpa"])
+    for item in TEXTS:
+        clip = Audio.from_wav_bytes((root / "outputs" / f"{item}.wav").read_bytes())
+        prompt = Audio.from_wav_bytes((root / "prompts" / f"{item}.wav").read_bytes())
+        assert sim.loc[item, "similarity"] == pytest.approx(cosine_similarity(*encoder.embed([clip, prompt])), abs=1e-5)
+    quality = pd.read_parquet(runs / "p2" / "quality")
+    assert quality["cache_hit"].all() and not first_quality["cache_hit"].any()
+    merged = quality.merge(first_quality, on=["item_id", "quality_spec"], suffixes=("", "_first"))
+    assert merged["status"].tolist() == merged["status_first"].tolist()
+    assert np.allclose(merged["mos"], merged["mos_first"], equal_nan=True)
+    assert pd.read_parquet(runs / "p2" / "similarity")["cache_hit"].all()
+    report = (runs / "p" / "report.md").read_text(encoding="utf-8")
+    assert f"## Speaker similarity: `{specs['sherpa']}`" in report
