@@ -68,3 +68,17 @@ def test_judge_cost_benchmark_prints_the_dry_run_estimate_per_system() -> None:
     # + 100 x 400 output tokens x USD 10/M (printed to the cent)
     audio_s = 2 * 34 / (133 / 60)
     assert usd == pytest.approx(100 * ((audio_s * 32 + JUDGE_PROMPT_TOKENS) * 1.25 + 400 * 10.0) / 1e6, abs=0.006)
+
+
+def test_predictor_benchmark_prints_each_predictors_rate_and_peak_and_all_at_once() -> None:
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_predictors.py"), "--clips", "2",
+                             "--seconds", "1"], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = re.findall(r"^  ([\w-]+) +load +([\d.]+) s +([\d.]+) clips/s +peak +([\d.]+) MiB \(([\d.]+) before the "
+                      r"model\)$", result.stdout, flags=re.M)
+    assert [r[0] for r in rows] == ["utmos22", "nisqa", "sherpa-onnx"], result.stdout
+    assert all(float(rate) > 0 and float(peak) >= float(before) > 0 for _, _, rate, peak, before in rows)
+    [(together, largest, extra)] = re.findall(r"^  all at once  peak +([\d.]+) MiB against ([\d.]+) MiB for the "
+                                              r"largest one alone: ([+-][\d.]+) MiB$", result.stdout, flags=re.M)
+    assert float(largest) == max(float(r[3]) for r in rows)  # the printed difference is the two peaks'
+    assert float(extra) == pytest.approx(float(together) - float(largest), abs=0.11)
