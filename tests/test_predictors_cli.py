@@ -1,6 +1,6 @@
 """The local-weights predictors of issue 28 through `ttseval evaluate` (one run, then a second that reuses every
-score): UTMOS22 and NISQA as MOS predictors and sherpa-onnx as the speaker encoder, each from a file built in
-tests/tiny_models.py with random weights of the real architecture. A 100 ms clip is too short for NISQA: a failed
+score): UTMOS22 and NISQA as MOS predictors, sherpa-onnx and SpeechBrain's ECAPA as speaker encoders, each from
+files built in tests/tiny_models.py with random weights of the real architecture. A 100 ms clip is too short for NISQA: a failed
 row with the reason, final, while UTMOS22 scores it. Values are checked against the providers called in this
 process (their own parity tests check them against the packages' own calls)."""
 
@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from tests.conftest import run_cli
-from tests.tiny_models import build_random_nisqa, build_random_utmos22, build_tiny_sherpa_speaker
+from tests.tiny_models import build_random_ecapa, build_random_nisqa, build_random_utmos22, build_tiny_sherpa_speaker
 from ttseval.core.audio import Audio
 from ttseval.core.registry import QUALITY, SPEAKERS, Spec
 
@@ -31,7 +31,8 @@ def predictors_run(shared_env: dict[str, str], tmp_path_factory: pytest.TempPath
     models.mkdir()
     specs = {"utmos22": f"utmos22:weights={build_random_utmos22(models / 'utmos_state_dict.pt')}:device=cpu",
              "nisqa": f"nisqa:weights={build_random_nisqa(models / 'nisqa.tar')}",
-             "sherpa": f"sherpa-onnx:model={build_tiny_sherpa_speaker(models / 'campplus_tiny.onnx')}"}
+             "sherpa": f"sherpa-onnx:model={build_tiny_sherpa_speaker(models / 'campplus_tiny.onnx')}",
+             "ecapa": f"speechbrain-ecapa:model={build_random_ecapa(models / 'spkrec-ecapa-voxceleb')}:device=cpu"}
     specs = {name: Spec.parse(spec).canonical for name, spec in specs.items()}  # as the tables spell them
     (root / "prompts").mkdir()
     (root / "outputs").mkdir()
@@ -50,7 +51,7 @@ def predictors_run(shared_env: dict[str, str], tmp_path_factory: pytest.TempPath
     (root / "outputs" / "p3.wav").write_bytes(clip.to_wav_bytes())
     (root / "items.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     env = shared_env | {"TTSEVAL_QUALITY": json.dumps([specs["utmos22"], specs["nisqa"]]),
-                        "TTSEVAL_SIMILARITY": json.dumps([specs["sherpa"]])}
+                        "TTSEVAL_SIMILARITY": json.dumps([specs["sherpa"], specs["ecapa"]])}
     args = ["evaluate", "--dataset", str(root / "items.jsonl"), "--systems", f"files:sys:dir={root / 'outputs'}",
             "--store", str(root / "store"), "--run-id", "p", "--judges", ""]
     first = run_cli(args, env, cwd=root)
@@ -82,18 +83,23 @@ def test_utmos22_and_nisqa_rows_equal_the_providers_and_the_short_clip_is_a_reas
                                       "the clip has 100.00 ms")
 
 
-def test_sherpa_onnx_similarity_rows_equal_the_encoder_and_the_second_run_reuses_every_score(predictors_run) -> None:
+def test_sherpa_onnx_and_ecapa_similarity_rows_equal_the_encoders_and_a_second_run_reuses_every_score(
+        predictors_run) -> None:
     from ttseval.metrics.similarity import cosine_similarity
 
     root, specs, first_quality = predictors_run
     runs = root / "store" / "runs"
-    sim = pd.read_parquet(runs / "p" / "similarity").set_index("item_id")
-    assert len(sim) == 3 and (sim["status"] == "ok").all() and set(sim["encoder_spec"]) == {specs["sherpa"]}
-    encoder = SPEAKERS.build(specs["sherpa"])
-    for item in TEXTS:
-        clip = Audio.from_wav_bytes((root / "outputs" / f"{item}.wav").read_bytes())
-        prompt = Audio.from_wav_bytes((root / "prompts" / f"{item}.wav").read_bytes())
-        assert sim.loc[item, "similarity"] == pytest.approx(cosine_similarity(*encoder.embed([clip, prompt])), abs=1e-5)
+    sim = pd.read_parquet(runs / "p" / "similarity")
+    assert len(sim) == 6 and (sim["status"] == "ok").all()
+    assert set(sim["encoder_spec"]) == {specs["sherpa"], specs["ecapa"]}
+    by = sim.set_index(["encoder_spec", "item_id"])
+    for name in ("sherpa", "ecapa"):
+        encoder = SPEAKERS.build(specs[name])
+        for item in TEXTS:
+            clip = Audio.from_wav_bytes((root / "outputs" / f"{item}.wav").read_bytes())
+            prompt = Audio.from_wav_bytes((root / "prompts" / f"{item}.wav").read_bytes())
+            want = cosine_similarity(*encoder.embed([clip, prompt]))
+            assert by.loc[(specs[name], item), "similarity"] == pytest.approx(want, abs=1e-5)
     quality = pd.read_parquet(runs / "p2" / "quality")
     assert quality["cache_hit"].all() and not first_quality["cache_hit"].any()
     merged = quality.merge(first_quality, on=["item_id", "quality_spec"], suffixes=("", "_first"))
@@ -101,4 +107,4 @@ def test_sherpa_onnx_similarity_rows_equal_the_encoder_and_the_second_run_reuses
     assert np.allclose(merged["mos"], merged["mos_first"], equal_nan=True)
     assert pd.read_parquet(runs / "p2" / "similarity")["cache_hit"].all()
     report = (runs / "p" / "report.md").read_text(encoding="utf-8")
-    assert f"## Speaker similarity: `{specs['sherpa']}`" in report
+    assert f"## Speaker similarity: `{specs['sherpa']}`" in report and f"## Speaker similarity: `{specs['ecapa']}`" in report

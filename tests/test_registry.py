@@ -240,6 +240,7 @@ def test_declared_metadata_values() -> None:
         ("speaker", "resemblyzer"): (False, True, "engines", None, (), ("resemblyzer", "webrtcvad", "torch")),
         ("speaker", "transformers-sv"): (False, True, "models", None, (), ("torch",)),
         ("speaker", "sherpa-onnx"): (False, False, "engines", None, (), ("sherpa_onnx", "onnxruntime")),
+        ("speaker", "speechbrain-ecapa"): (False, True, "engines", None, (), ("speechbrain", "hyperpyyaml", "torch")),
         ("judge", "objective"): (False, False, None, None, (), ()),
         ("judge", "gemini"): (True, False, None, None, (), ("google.genai",)),
         ("judge", "openai"): (True, False, None, None, (), ("openai",)),

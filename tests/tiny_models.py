@@ -238,3 +238,16 @@ def build_tiny_sherpa_speaker(path: Path, *, framework: str = "3d-speaker", meta
             entry.key, entry.value = key, value
     onnx.save(model, path)
     return path
+
+
+def build_random_ecapa(directory: Path) -> Path:
+    """speechbrain/spkrec-ecapa-voxceleb's folder layout with random weights of its real ECAPA-TDNN (20.8 M weights,
+    the hyperparams its model card declares): embedding_model.ckpt, the file the speechbrain-ecapa encoder reads."""
+    import torch
+
+    from ttseval.providers.speaker.speechbrain_ecapa import ECAPA, speechbrain_modules
+
+    directory.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(0)
+    torch.save(speechbrain_modules()["ECAPA_TDNN"](**ECAPA).eval().state_dict(), directory / "embedding_model.ckpt")
+    return directory

@@ -438,6 +438,7 @@ SPEAKERS = Registry[SpeakerEncoder](
         "resemblyzer": "ttseval.providers.speaker.resemblyzer_ge2e:ResemblyzerEncoder",
         "transformers-sv": "ttseval.providers.speaker.transformers_sv:TransformersSpeakerEncoder",
         "sherpa-onnx": "ttseval.providers.speaker.sherpa_embedding:SherpaOnnxSpeakerEncoder",
+        "speechbrain-ecapa": "ttseval.providers.speaker.speechbrain_ecapa:SpeechBrainECAPAEncoder",
     },
 )
 
