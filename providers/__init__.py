@@ -10,7 +10,7 @@ listing or importing providers stays cheap.
 
 This package also holds the helpers every provider uses: option validation, the canonical spec string that goes
 into error messages, `EngineVersion` (the lazily read `version` class attribute), the torch device and the
-per-worker model thread count.
+per-worker model thread count, and the import of a package under a stand-in torchaudio.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from pydantic import BaseModel, Field, ValidationError
 from ttseval.core.registry import Spec
 
 OptionsT = TypeVar("OptionsT", bound=BaseModel)
+T = TypeVar("T")
 
 
 def parse_options(model: type[OptionsT], options: dict[str, str], *, provider: str) -> OptionsT:
@@ -163,3 +164,28 @@ def torch_device(device: str) -> str:
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def import_without_torchaudio(importer: Callable[[], T], *, missing: str) -> T:
+    """`importer()`, run with an empty stand-in module named torchaudio that is removed right after, so nothing else
+    in the process ever sees a torchaudio. For packages that import torchaudio at the top of a module but use it only
+    for file loading or resampling (DistillMOS, SpeechBrain): torchaudio has no build for torch 2.13.
+
+    Raises:
+        ImportError: the package is missing; `missing` says how to install it.
+    """
+    import sys
+    import types
+
+    import transformers  # noqa: F401 - imported first, so it records the real absence of torchaudio
+
+    stand_in = "torchaudio" not in sys.modules
+    if stand_in:
+        sys.modules["torchaudio"] = types.ModuleType("torchaudio")
+    try:
+        return importer()
+    except ImportError as e:
+        raise ImportError(missing) from e
+    finally:
+        if stand_in:
+            del sys.modules["torchaudio"]

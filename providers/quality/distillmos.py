@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import io
-import sys
 import threading
-import types
 from typing import Any, ClassVar
 
 import numpy as np
 from pydantic import BaseModel
 
-from ttseval.providers import EngineVersion, TorchDevice, canonical_spec, package_version, parse_options, torch_device
+from ttseval.providers import (EngineVersion, TorchDevice, canonical_spec, import_without_torchaudio, package_version,
+                               parse_options, torch_device)
 from ttseval.core.audio import Audio
 from ttseval.core.errors import PermanentProviderError
 from ttseval.core.protocols import ANY_LANGUAGE, Languages, QualityScore
@@ -35,20 +34,13 @@ class DistillMOSOptions(BaseModel):
 
 def _model_class() -> Any:
     """distillmos.ConvTransformerSQAModel, imported with a stand-in torchaudio module that is removed after."""
-    import transformers  # noqa: F401 - imported first, so it records the real absence of torchaudio
-
-    stand_in = "torchaudio" not in sys.modules
-    if stand_in:
-        sys.modules["torchaudio"] = types.ModuleType("torchaudio")
-    try:
+    def load() -> Any:
         from distillmos import ConvTransformerSQAModel
-    except ImportError as e:
-        raise ImportError("the distillmos predictor needs distillmos and xls-r-sqa: run scripts/setup.sh install "
-                          "(it installs requirements-nodeps.txt)") from e
-    finally:
-        if stand_in:
-            del sys.modules["torchaudio"]
-    return ConvTransformerSQAModel
+
+        return ConvTransformerSQAModel
+
+    return import_without_torchaudio(load, missing="the distillmos predictor needs distillmos and xls-r-sqa: run "
+                                                   "scripts/setup.sh install (it installs requirements-nodeps.txt)")
 
 
 class DistillMOSQuality:

@@ -13,9 +13,7 @@ runs them.
 
 from __future__ import annotations
 
-import sys
 import threading
-import types
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, ClassVar
@@ -23,7 +21,8 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, Field
 
-from ttseval.providers import EngineVersion, TorchDevice, canonical_spec, package_version, parse_options, torch_device
+from ttseval.providers import (EngineVersion, TorchDevice, canonical_spec, import_without_torchaudio, package_version,
+                               parse_options, torch_device)
 from ttseval.core.audio import Audio
 from ttseval.core.errors import PermanentProviderError
 from ttseval.core.protocols import ANY_LANGUAGE, Languages
@@ -37,24 +36,17 @@ ECAPA = {"input_size": 80, "channels": [1024, 1024, 1024, 1024, 3072], "kernel_s
 
 def speechbrain_modules() -> dict[str, Any]:
     """SpeechBrain's classes, imported with a stand-in torchaudio module that is removed after."""
-    import transformers  # noqa: F401 - imported first, so it records the real absence of torchaudio
-
-    stand_in = "torchaudio" not in sys.modules
-    if stand_in:
-        sys.modules["torchaudio"] = types.ModuleType("torchaudio")
-    try:
+    def load() -> dict[str, Any]:
         from speechbrain.inference.classifiers import EncoderClassifier
         from speechbrain.lobes.features import Fbank
         from speechbrain.lobes.models.ECAPA_TDNN import ECAPA_TDNN
         from speechbrain.processing.features import InputNormalization
-    except ImportError as e:
-        raise ImportError("the speechbrain-ecapa encoder needs speechbrain and hyperpyyaml: run scripts/setup.sh "
-                          "install (it installs requirements-nodeps.txt)") from e
-    finally:
-        if stand_in:
-            del sys.modules["torchaudio"]
-    return {"EncoderClassifier": EncoderClassifier, "Fbank": Fbank, "ECAPA_TDNN": ECAPA_TDNN,
-            "InputNormalization": InputNormalization}
+
+        return {"EncoderClassifier": EncoderClassifier, "Fbank": Fbank, "ECAPA_TDNN": ECAPA_TDNN,
+                "InputNormalization": InputNormalization}
+
+    return import_without_torchaudio(load, missing="the speechbrain-ecapa encoder needs speechbrain and hyperpyyaml: "
+                                                   "run scripts/setup.sh install (it installs requirements-nodeps.txt)")
 
 
 class SpeechBrainECAPAOptions(BaseModel):
