@@ -1,6 +1,6 @@
 """The local-weights predictors of issue 28 through `ttseval evaluate` (one run, then a second that reuses every
-score): UTMOS22 and NISQA as MOS predictors, sherpa-onnx and SpeechBrain's ECAPA as speaker encoders, each from
-files built in tests/tiny_models.py with random weights of the real architecture. A 100 ms clip is too short for NISQA: a failed
+score): UTMOS22 and NISQA as MOS predictors, sherpa-onnx and SpeechBrain's ECAPA as speaker encoders and
+VoxLingua107 as the LID model, each from files built in tests/tiny_models.py with random weights of the real architecture. A 100 ms clip is too short for NISQA: a failed
 row with the reason, final, while UTMOS22 scores it. Values are checked against the providers called in this
 process (their own parity tests check them against the packages' own calls)."""
 
@@ -15,9 +15,10 @@ import pandas as pd
 import pytest
 
 from tests.conftest import run_cli
-from tests.tiny_models import build_random_ecapa, build_random_nisqa, build_random_utmos22, build_tiny_sherpa_speaker
+from tests.tiny_models import (build_random_ecapa, build_random_nisqa, build_random_utmos22, build_random_voxlingua107,
+                               build_tiny_sherpa_speaker)
 from ttseval.core.audio import Audio
-from ttseval.core.registry import QUALITY, SPEAKERS, Spec
+from ttseval.core.registry import LIDS, QUALITY, SPEAKERS, Spec
 
 TEXTS = {"p1": "The weather was mild and the river ran slowly past the town.",
          "p2": "Please call me when you arrive home tonight.",
@@ -32,7 +33,8 @@ def predictors_run(shared_env: dict[str, str], tmp_path_factory: pytest.TempPath
     specs = {"utmos22": f"utmos22:weights={build_random_utmos22(models / 'utmos_state_dict.pt')}:device=cpu",
              "nisqa": f"nisqa:weights={build_random_nisqa(models / 'nisqa.tar')}",
              "sherpa": f"sherpa-onnx:model={build_tiny_sherpa_speaker(models / 'campplus_tiny.onnx')}",
-             "ecapa": f"speechbrain-ecapa:model={build_random_ecapa(models / 'spkrec-ecapa-voxceleb')}:device=cpu"}
+             "ecapa": f"speechbrain-ecapa:model={build_random_ecapa(models / 'spkrec-ecapa-voxceleb')}:device=cpu",
+             "voxlingua": f"speechbrain-lid:model={build_random_voxlingua107(models / 'voxlingua107')}:device=cpu"}
     specs = {name: Spec.parse(spec).canonical for name, spec in specs.items()}  # as the tables spell them
     (root / "prompts").mkdir()
     (root / "outputs").mkdir()
@@ -51,7 +53,8 @@ def predictors_run(shared_env: dict[str, str], tmp_path_factory: pytest.TempPath
     (root / "outputs" / "p3.wav").write_bytes(clip.to_wav_bytes())
     (root / "items.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     env = shared_env | {"TTSEVAL_QUALITY": json.dumps([specs["utmos22"], specs["nisqa"]]),
-                        "TTSEVAL_SIMILARITY": json.dumps([specs["sherpa"], specs["ecapa"]])}
+                        "TTSEVAL_SIMILARITY": json.dumps([specs["sherpa"], specs["ecapa"]]),
+                        "TTSEVAL_LID": json.dumps([specs["voxlingua"]])}
     args = ["evaluate", "--dataset", str(root / "items.jsonl"), "--systems", f"files:sys:dir={root / 'outputs'}",
             "--store", str(root / "store"), "--run-id", "p", "--judges", ""]
     first = run_cli(args, env, cwd=root)
@@ -108,3 +111,14 @@ def test_sherpa_onnx_and_ecapa_similarity_rows_equal_the_encoders_and_a_second_r
     assert pd.read_parquet(runs / "p2" / "similarity")["cache_hit"].all()
     report = (runs / "p" / "report.md").read_text(encoding="utf-8")
     assert f"## Speaker similarity: `{specs['sherpa']}`" in report and f"## Speaker similarity: `{specs['ecapa']}`" in report
+
+
+def test_voxlingua107_lid_rows_equal_the_model(predictors_run) -> None:
+    root, specs, _ = predictors_run
+    lid = pd.read_parquet(root / "store" / "runs" / "p" / "lid").set_index("item_id")
+    assert len(lid) == 3 and (lid["status"] == "ok").all() and set(lid["lid_spec"]) == {specs["voxlingua"]}
+    model = LIDS.build(specs["voxlingua"])
+    for item in TEXTS:
+        [guess] = model.identify([Audio.from_wav_bytes((root / "outputs" / f"{item}.wav").read_bytes())])
+        assert lid.loc[item, "language"] == guess.language and lid.loc[item, "prob"] == pytest.approx(guess.prob, abs=1e-5)
+    assert pd.read_parquet(root / "store" / "runs" / "p2" / "lid")["cache_hit"].all()

@@ -237,6 +237,7 @@ def test_declared_metadata_values() -> None:
         ("quality", "utmos22"): (False, True, "models", None, (), ("utmos_pytorch", "torch")),
         ("quality", "nisqa"): (False, False, "models", None, (), ("torchmetrics", "librosa", "torch")),
         ("lid", "transformers"): (False, True, "models", None, (), ("torch",)),
+        ("lid", "speechbrain-lid"): (False, True, "engines", None, (), ("speechbrain", "hyperpyyaml", "torch")),
         ("speaker", "resemblyzer"): (False, True, "engines", None, (), ("resemblyzer", "webrtcvad", "torch")),
         ("speaker", "transformers-sv"): (False, True, "models", None, (), ("torch",)),
         ("speaker", "sherpa-onnx"): (False, False, "engines", None, (), ("sherpa_onnx", "onnxruntime")),

@@ -251,3 +251,29 @@ def build_random_ecapa(directory: Path) -> Path:
     torch.manual_seed(0)
     torch.save(speechbrain_modules()["ECAPA_TDNN"](**ECAPA).eval().state_dict(), directory / "embedding_model.ckpt")
     return directory
+
+
+VOXLINGUA_LABELS = ["ps: Pashto", "ur: Urdu", "en: English", *[f"x{k:03d}: Language {k}" for k in range(104)]]
+
+
+def build_random_voxlingua107(directory: Path) -> Path:
+    """speechbrain/lang-id-voxlingua107-ecapa's folder layout with random weights of its real modules (ECAPA-TDNN on 60
+    mels with a 256-d embedding, the x-vector classifier over 107 languages) and a label encoder in SpeechBrain's
+    format (three real labels first, then 104 placeholders)."""
+    import torch
+
+    from ttseval.providers._speechbrain import speechbrain_modules
+    from ttseval.providers.lid.speechbrain_lid import CLASSIFIER, ECAPA
+
+    directory.mkdir(parents=True, exist_ok=True)
+    sb = speechbrain_modules()
+    torch.manual_seed(0)
+    torch.save(sb["ECAPA_TDNN"](**ECAPA).eval().state_dict(), directory / "embedding_model.ckpt")
+    classifier = sb["Classifier"](**CLASSIFIER).eval()
+    with torch.no_grad():  # spread the logits, so the top class moves between clips
+        classifier.out.w.weight.mul_(30.0)
+    torch.save(classifier.state_dict(), directory / "classifier.ckpt")
+    labels = sb["CategoricalEncoder"]()
+    labels.expect_len(len(VOXLINGUA_LABELS))
+    labels.load_or_create(directory / "label_encoder.txt", from_iterables=[VOXLINGUA_LABELS])
+    return directory

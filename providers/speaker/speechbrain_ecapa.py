@@ -1,52 +1,29 @@
 """SpeechBrain's ECAPA-TDNN speaker encoder (`speechbrain-ecapa:model=DIR`), the model of speechbrain/spkrec-ecapa-voxceleb,
 from a local folder holding its `embedding_model.ckpt`; never downloaded.
 
-SpeechBrain 1.1 declares torchaudio (no build exists for torch 2.13) and imports it at the top of some modules, for
-file loading and resampling only; `encode_batch` is pure torch. requirements-nodeps.txt installs speechbrain and
-hyperpyyaml without their dependencies, and the modules are imported with an empty stand-in torchaudio that is
-removed right after, as DistillMOS is. hyperpyyaml 1.2 does not load YAML beside ruamel.yaml 0.19 (Prefect's), so the
-model card's hyperparams.yaml is not read: the modules it declares (Fbank with 80 mels, sentence mean normalisation,
-ECAPA-TDNN with channels 1024x4 + 3072, kernels 5,3,3,3,1, dilations 1,2,3,4,1, attention 128, 192-d output) are
-built here, the checkpoint is loaded into them strictly, and SpeechBrain's own `EncoderClassifier.encode_batch`
-runs them.
+SpeechBrain's own `EncoderClassifier.encode_batch` runs the model card's modules (Fbank with 80 mels, sentence mean
+normalisation, ECAPA-TDNN with a 192-d output), built in ttseval.providers._speechbrain (which says why the card's
+hyperparams.yaml is not read) with the checkpoint loaded strictly.
 """
 
 from __future__ import annotations
 
 import threading
-from collections import defaultdict
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 from pydantic import BaseModel, Field
 
-from ttseval.providers import (EngineVersion, TorchDevice, canonical_spec, import_without_torchaudio, package_version,
-                               parse_options, torch_device)
+from ttseval.providers import EngineVersion, TorchDevice, canonical_spec, package_version, parse_options, torch_device
+from ttseval.providers._speechbrain import (ECAPA_SIZES, MIN_SAMPLES, SAMPLE_RATE_HZ, by_equal_length, load_checkpoint,
+                                            speechbrain_modules)
 from ttseval.core.audio import Audio
 from ttseval.core.errors import PermanentProviderError
 from ttseval.core.protocols import ANY_LANGUAGE, Languages
 
-SAMPLE_RATE_HZ = 16000
-MIN_SAMPLES = 640  # 40 ms: five 10 ms frames; the dilation-4 convolution pads 4 frames by reflection, which needs more
-ECAPA = {"input_size": 80, "channels": [1024, 1024, 1024, 1024, 3072], "kernel_sizes": [5, 3, 3, 3, 1],
-         "dilations": [1, 2, 3, 4, 1], "attention_channels": 128, "lin_neurons": 192}
+ECAPA = {"input_size": 80, **ECAPA_SIZES, "lin_neurons": 192}
 """spkrec-ecapa-voxceleb's embedding_model, as its hyperparams.yaml declares it."""
-
-
-def speechbrain_modules() -> dict[str, Any]:
-    """SpeechBrain's classes, imported with a stand-in torchaudio module that is removed after."""
-    def load() -> dict[str, Any]:
-        from speechbrain.inference.classifiers import EncoderClassifier
-        from speechbrain.lobes.features import Fbank
-        from speechbrain.lobes.models.ECAPA_TDNN import ECAPA_TDNN
-        from speechbrain.processing.features import InputNormalization
-
-        return {"EncoderClassifier": EncoderClassifier, "Fbank": Fbank, "ECAPA_TDNN": ECAPA_TDNN,
-                "InputNormalization": InputNormalization}
-
-    return import_without_torchaudio(load, missing="the speechbrain-ecapa encoder needs speechbrain and hyperpyyaml: "
-                                                   "run scripts/setup.sh install (it installs requirements-nodeps.txt)")
 
 
 class SpeechBrainECAPAOptions(BaseModel):
@@ -93,18 +70,10 @@ class SpeechBrainECAPAEncoder:
     def _load(self) -> Any:
         with self._load_lock:
             if self._encoder is None:
-                import torch
-
                 sb = speechbrain_modules()
                 self.device = torch_device(self.options.device)
-                model = sb["ECAPA_TDNN"](**ECAPA)
-                try:
-                    state = torch.load(self.folder / "embedding_model.ckpt", map_location="cpu", weights_only=True)
-                    model.load_state_dict(state, strict=True)
-                except Exception as e:  # noqa: BLE001 - pickle, zip, key and shape errors alike
-                    raise PermanentProviderError(f"speechbrain-ecapa: {str(self.folder / 'embedding_model.ckpt')!r} "
-                                                 f"is not spkrec-ecapa-voxceleb's ECAPA-TDNN: {str(e)[:500]}",
-                                                 spec=self.spec) from e
+                model = load_checkpoint(sb["ECAPA_TDNN"](**ECAPA), self.folder / "embedding_model.ckpt",
+                                        what="spkrec-ecapa-voxceleb's ECAPA-TDNN", spec=self.spec)
                 modules = {"compute_features": sb["Fbank"](n_mels=80),
                            "mean_var_norm": sb["InputNormalization"](norm_type="sentence", std_norm=False),
                            "embedding_model": model}
@@ -128,22 +97,15 @@ class SpeechBrainECAPAEncoder:
                 raise PermanentProviderError(f"speechbrain-ecapa cannot embed clip {position} of the batch: "
                                              f"{len(s) / SAMPLE_RATE_HZ * 1000:.1f} ms is under 40 ms (five feature frames)",
                                              spec=self.spec)
-        vectors: list[np.ndarray | None] = [None] * len(batch)
-        by_length: dict[int, list[int]] = defaultdict(list)
-        for i, s in enumerate(samples):
-            by_length[len(s)].append(i)
+        def run(rows: np.ndarray) -> np.ndarray:
+            with torch.inference_mode():
+                return encoder.encode_batch(torch.from_numpy(rows))[:, 0].float().cpu().numpy()
+
         try:
-            for same in by_length.values():
-                for start in range(0, len(same), self.batch_size):
-                    chunk = same[start:start + self.batch_size]
-                    with torch.inference_mode():
-                        out = encoder.encode_batch(torch.from_numpy(np.stack([samples[i] for i in chunk])))
-                    for i, vector in zip(chunk, out[:, 0].float().cpu().numpy()):
-                        vectors[i] = vector
+            return by_equal_length(samples, self.batch_size, run)
         except RuntimeError as e:  # torch reports shape, device and memory failures as RuntimeError
             raise PermanentProviderError(f"speechbrain-ecapa failed on a batch of {len(batch)}: {e}",
                                          spec=self.spec) from e
-        return vectors  # type: ignore[return-value]
 
     def metadata(self) -> dict[str, Any]:
         return {"engine": "speechbrain", "version": self.version, "model": "ECAPA-TDNN (spkrec-ecapa-voxceleb)",

@@ -428,6 +428,7 @@ LIDS = Registry[LanguageIdentifier](
     LanguageIdentifier,
     {
         "transformers": "ttseval.providers.lid.transformers_lid:TransformersLID",
+        "speechbrain-lid": "ttseval.providers.lid.speechbrain_lid:SpeechBrainLID",
     },
 )
 
