@@ -1,12 +1,13 @@
-"""Clips per second and peak memory of the local-weights predictors (issue 28): UTMOS22, NISQA and sherpa-onnx.
+"""Clips per second and peak memory of the local-weights models of issue 28: UTMOS22, NISQA, sherpa-onnx, SpeechBrain's
+ECAPA and VoxLingua107.
 
     python benchmarks/bench_predictors.py --clips 16 --seconds 4
 
 Each predictor runs in a child process of its own, from files built with random weights by tests/tiny_models.py
-(UTMOS22 and NISQA at their real sizes: 103 M and 0.2 M weights; the sherpa-onnx model is a tiny x-vector, far
+(UTMOS22, NISQA, ECAPA and VoxLingua107 at their real sizes: 103 M, 0.2 M, 20.8 M and 21 M weights; the sherpa-onnx model is a tiny x-vector, far
 smaller than CAM++, so its figures show sherpa-onnx's front end more than a real model). The child reports the time
 to build and load the model, clips per second over `--clips` clips of `--seconds` s (speech-like tones at 16 kHz, all
-of one length: UTMOS22 and NISQA batch them), and its peak resident memory (ru_maxrss). A last child loads all three
+of one length: UTMOS22 and NISQA batch them), and its peak resident memory (ru_maxrss). A last child loads all of them
 at once and scores the same clips with each: its peak against the largest single one is the memory that loading
 every model of a worker at once costs over one model at a time.
 """
@@ -42,16 +43,18 @@ def _peak_mib() -> float:
 
 def child(specs: list[str], count: int, seconds: float) -> None:
     """Load every spec, then score the clips with each: one JSON line per spec and one for the process."""
-    from ttseval.core.registry import QUALITY, SPEAKERS
+    from ttseval.core.registry import LIDS, QUALITY, SPEAKERS
 
     clips = _clips(count, seconds)
     before = _peak_mib()
     models = []
     for spec in specs:
         started = time.perf_counter()
-        registry = SPEAKERS if spec.startswith("sherpa-onnx") else QUALITY
+        registry = {"sherpa-onnx": SPEAKERS, "speechbrain-ecapa": SPEAKERS, "speechbrain-lid": LIDS}.get(
+            spec.split(":")[0], QUALITY)
         model = registry.build(spec)
-        run = model.embed if registry is SPEAKERS else model.score
+        run = {SPEAKERS: getattr(model, "embed", None), LIDS: getattr(model, "identify", None)}.get(
+            registry, getattr(model, "score", None))
         run(clips[:1])  # loads the weights
         models.append((spec, run, time.perf_counter() - started))
     for spec, run, load_s in models:
@@ -74,13 +77,16 @@ def main() -> int:
         child(args.child, args.clips, args.seconds)
         return 0
 
-    from tests.tiny_models import build_random_nisqa, build_random_utmos22, build_tiny_sherpa_speaker
+    from tests.tiny_models import (build_random_ecapa, build_random_nisqa, build_random_utmos22,
+                                   build_random_voxlingua107, build_tiny_sherpa_speaker)
 
     with tempfile.TemporaryDirectory(prefix="bench-predictors-") as folder:
         models = Path(folder)
         specs = [f"utmos22:weights={build_random_utmos22(models / 'utmos_state_dict.pt')}:device=cpu",
                  f"nisqa:weights={build_random_nisqa(models / 'nisqa.tar')}",
-                 f"sherpa-onnx:model={build_tiny_sherpa_speaker(models / 'tiny_xvector.onnx')}"]
+                 f"sherpa-onnx:model={build_tiny_sherpa_speaker(models / 'tiny_xvector.onnx')}",
+                 f"speechbrain-ecapa:model={build_random_ecapa(models / 'ecapa')}:device=cpu",
+                 f"speechbrain-lid:model={build_random_voxlingua107(models / 'voxlingua107')}:device=cpu"]
         print(f"{args.clips} clips of {args.seconds:g} s at 16 kHz, CPU, each predictor in its own process")
         peaks = []
         for spec in [*([s] for s in specs), specs]:
@@ -94,10 +100,10 @@ def main() -> int:
             if len(spec) == 1:
                 peaks.append(memory["peak_mib"])
                 rate = rates[0]
-                print(f"  {rate['spec']:<12} load {rate['load_s']:6.2f} s  {rate['clips_per_s']:8.2f} clips/s  "
+                print(f"  {rate['spec']:<17} load {rate['load_s']:6.2f} s  {rate['clips_per_s']:8.2f} clips/s  "
                       f"peak {memory['peak_mib']:8.1f} MiB ({memory['before_models_mib']:.1f} before the model)")
             else:
-                print(f"  all at once  peak {memory['peak_mib']:8.1f} MiB against {max(peaks):.1f} MiB for the "
+                print(f"  all at once       peak {memory['peak_mib']:8.1f} MiB against {max(peaks):.1f} MiB for the "
                       f"largest one alone: {memory['peak_mib'] - max(peaks):+.1f} MiB")
     return 0
 

@@ -76,9 +76,10 @@ def test_predictor_benchmark_prints_each_predictors_rate_and_peak_and_all_at_onc
     assert result.returncode == 0, result.stderr[-3000:]
     rows = re.findall(r"^  ([\w-]+) +load +([\d.]+) s +([\d.]+) clips/s +peak +([\d.]+) MiB \(([\d.]+) before the "
                       r"model\)$", result.stdout, flags=re.M)
-    assert [r[0] for r in rows] == ["utmos22", "nisqa", "sherpa-onnx"], result.stdout
+    assert [r[0] for r in rows] == ["utmos22", "nisqa", "sherpa-onnx", "speechbrain-ecapa", "speechbrain-lid"], \
+        result.stdout
     assert all(float(rate) > 0 and float(peak) >= float(before) > 0 for _, _, rate, peak, before in rows)
-    [(together, largest, extra)] = re.findall(r"^  all at once  peak +([\d.]+) MiB against ([\d.]+) MiB for the "
+    [(together, largest, extra)] = re.findall(r"^  all at once +peak +([\d.]+) MiB against ([\d.]+) MiB for the "
                                               r"largest one alone: ([+-][\d.]+) MiB$", result.stdout, flags=re.M)
     assert float(largest) == max(float(r[3]) for r in rows)  # the printed difference is the two peaks'
     assert float(extra) == pytest.approx(float(together) - float(largest), abs=0.11)
