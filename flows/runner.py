@@ -3,6 +3,11 @@
 A deployment runs a flow with its decorator's task runner, built when the module is imported; reading the
 settings at start instead means a worker's TTSEVAL_DASK_ADDRESS (a shared cluster with GPU workers) applies
 without editing code, and a plain local run still gets a LocalCluster.
+
+Nothing computed, nothing started: the flows plan first (ttseval.tasks.plan) and submit a task only for a stage
+with work, and the cluster is started (or the scheduler at dask_address connected to) on the first submit, not
+when the flow starts. A re-run of a finished run therefore starts no LocalCluster and no worker process: it writes
+the report from the store in the flow's own process (`started` says which happened; the run log records it).
 """
 
 from __future__ import annotations
@@ -28,8 +33,19 @@ def local_cluster_kwargs(settings: Settings) -> dict[str, Any]:
     return kwargs
 
 
+NOT_STARTED = "no task was submitted (nothing to compute): no Dask cluster was started or connected to"
+"""What the runner logs when a flow run ends without having needed Dask."""
+
+
 class SettingsDaskTaskRunner(DaskTaskRunner):
-    """A DaskTaskRunner whose cluster comes from ttseval settings unless given explicitly."""
+    """A DaskTaskRunner whose cluster comes from ttseval settings unless given explicitly; the cluster starts at
+    the first submitted task (DaskTaskRunner.client is created on first use), so a flow with nothing to compute
+    starts none."""
+
+    @property
+    def started_cluster(self) -> bool:
+        """Whether this run has started (or connected to) a Dask cluster: some task was submitted."""
+        return self._client is not None
 
     def __enter__(self) -> SettingsDaskTaskRunner:
         if self.address is None and not self.cluster_kwargs:
@@ -44,6 +60,8 @@ class SettingsDaskTaskRunner(DaskTaskRunner):
         """Close the cluster. A LocalCluster whose worker processes take longer to exit than distributed waits
         (seen once, on a loaded 2-core machine, after every row was stored) is a warning, not a failed run: the
         work is done and the processes are already told to stop. With an exception in flight, that one wins."""
+        if not self.started_cluster:
+            self.logger.info(NOT_STARTED)
         try:
             super().__exit__(*exc_info)
         except TimeoutError:
@@ -58,3 +76,13 @@ def task_runner(settings: Settings) -> SettingsDaskTaskRunner:
     if settings.dask_address:
         return SettingsDaskTaskRunner(address=settings.dask_address)
     return SettingsDaskTaskRunner(cluster_kwargs=local_cluster_kwargs(settings))
+
+
+def dask_started() -> bool | None:
+    """Inside a flow run: whether its task runner has started (or connected to) a Dask cluster so far; None when
+    the flow runs with another kind of runner (tests) or outside a flow run."""
+    from prefect.context import FlowRunContext
+
+    context = FlowRunContext.get()
+    runner = getattr(context, "task_runner", None)
+    return runner.started_cluster if isinstance(runner, SettingsDaskTaskRunner) else None

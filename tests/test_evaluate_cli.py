@@ -240,13 +240,34 @@ def test_release_spelled_categories_and_own_groups_are_evaluated(shared_env: dic
     assert (read_table(tmp_path / "s", "cats", "synthesis")["status"] == "ok").all()
 
 
+RUN_TABLES = ("items", "synthesis", "transcripts", "quality", "judgments", "report", "winrates")
+
+
 def test_rerun_recomputes_nothing(first_run, small_dataset: Path) -> None:
-    store, env, _ = first_run
+    """A re-run plans first and, with nothing to compute, starts no Dask cluster (it does not even connect to the
+    shared one it was given): the report is written from the store in the command's process, and every table and
+    the report are what the first run left."""
+    from ttseval.flows.runner import NOT_STARTED
+
+    store, env, first = first_run
     parts_before = sorted(p.name for p in (store / "runs" / "r1" / "synthesis").iterdir())
+    tables_before = {t: read_table(store, "r1", t) for t in RUN_TABLES}
+    report_before = (store / "runs" / "r1" / "report.md").read_text()
+    first_log = json.loads(sorted((store / "runs" / "r1" / "log").glob("*.json"))[0].read_text())
+    assert first_log["dask_started"] is True and NOT_STARTED not in first.stdout + first.stderr
     result = run_cli(["evaluate", "--dataset", str(small_dataset), "--systems", SYSTEMS, "--store", str(store),
                       "--run-id", "r1"], env, cwd=store)
     assert result.returncode == 0, result.stderr[-3000:]
+    output = result.stdout + result.stderr
     log = last_log(store, "r1")
+    assert log["dask_started"] is False and NOT_STARTED in output
+    assert "Connecting to an existing Dask cluster" not in output and "Creating a new Dask cluster" not in output
+    for table, before in tables_before.items():
+        pd.testing.assert_frame_equal(read_table(store, "r1", table), before, obj=table)
+
+    def undated(text: str) -> str:  # the report names the date it was written; the rest is the same
+        return re.sub(r"(?m)^- date: .*$", "", text)
+    assert undated((store / "runs" / "r1" / "report.md").read_text()) == undated(report_before)
     assert log["computed"] == {"synthesis": 0, "transcripts": 0, "quality": 0, "judgments": 0,
                                "instruction_judgments": 0, "position_audit": 0}
     # the objective judge compares 2 candidates x 9 items with the first system (piper) as the baseline
