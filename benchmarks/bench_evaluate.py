@@ -6,6 +6,15 @@ Prints:
   - pipeline / plain loop: the first run over a plain sequential script that calls the same engines on the same
     items (synthesize, transcribe, MOS, WER) with no Prefect, Dask or store, also timed as a whole process
 
+And where the orchestration's time goes (issue 31), for the first run and the re-run side by side:
+  - wall time by phase, from the command's own log timestamps (no profiler, so nothing is slowed): start-up and
+    the preflight's validation, the temporary Prefect server's start, the flow's planning and work, table
+    validation and compaction, report rendering, the run log and flow state, then the server's stop and printing;
+  - CPU seconds by process, sampled with psutil while the command runs: the command's own process (imports,
+    preflight, the Dask scheduler, task submission, state reporting, planning, report), the Prefect server, the
+    Dask worker processes (their imports, model loads and the engines' work), and what the sampler did not see
+    (short-lived processes such as the engine binaries); the plain loop's the same way.
+
 Absolute times vary on shared machines; the ratios are the point. Usage:
   python benchmarks/bench_evaluate.py [--dataset PATH] [--systems SPECS] [--workers N]
 """
@@ -15,11 +24,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 from ttseval.core.telemetry import TELEMETRY_OFF
 
@@ -65,15 +76,106 @@ CPU_S: dict[str, float] = {}
 """CPU seconds (user + system) of each timed command and every process it started, by label."""
 
 
+CPU_BY_ROLE: dict[str, dict[str, float]] = {}
+"""Each timed command's CPU seconds by process role (`role`), by label; 'not sampled' is the rest of CPU_S."""
+
+PHASES: dict[str, list[tuple[str, float]]] = {}
+"""Each timed command's wall time by phase (`phases`), by label."""
+
+SAMPLE_S = 0.2
+
+
+def role(cmdline: list[str], *, command: bool) -> str:
+    """Which part of the orchestration a process is, from its command line."""
+    line = " ".join(cmdline)
+    if command:
+        return "command process"
+    if "uvicorn" in line or "prefect.server" in line:
+        return "Prefect server"
+    if "multiprocessing" in line or "distributed" in line:
+        return "Dask worker processes"
+    return "other processes"
+
+
 def timed(cmd: list[str], env: dict, label: str = "") -> float:
+    """Run `cmd` to the end; its wall time. Records its CPU seconds (with every process it started: CPU_S), the
+    CPU seconds of each process role sampled every SAMPLE_S (CPU_BY_ROLE) and its phases (PHASES)."""
+    import psutil
+
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    result = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True)
-    if result.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed:\n{result.stderr[-3000:]}")
+    with tempfile.TemporaryFile("w+") as out:
+        proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, text=True)
+        seen: dict[int, tuple[str, float]] = {}  # pid -> (role, CPU seconds when last sampled)
+        try:
+            process_start = psutil.Process(proc.pid).create_time()
+        except psutil.NoSuchProcess:
+            process_start = time.time()
+        while proc.poll() is None:
+            try:
+                tree = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
+            except psutil.NoSuchProcess:
+                break
+            for p in tree:
+                try:
+                    cpu = p.cpu_times()
+                    kind = seen[p.pid][0] if p.pid in seen else role(p.cmdline(), command=p.pid == proc.pid)
+                    seen[p.pid] = (kind, cpu.user + cpu.system)  # its children: their own entries, or not sampled
+                except psutil.Error:
+                    continue
+            time.sleep(SAMPLE_S)
+        proc.wait()
+        ended = time.time()
+        out.seek(0)
+        text = out.read()
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{text[-3000:]}")
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     CPU_S[label] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    by_role: dict[str, float] = {}
+    for kind, cpu in seen.values():
+        by_role[kind] = by_role.get(kind, 0.0) + cpu
+    by_role["not sampled (short-lived processes, last 0.2 s)"] = max(CPU_S[label] - sum(by_role.values()), 0.0)
+    CPU_BY_ROLE[label] = by_role
+    PHASES[label] = phases(text, process_start, ended)
     return time.perf_counter() - started
+
+
+MARKS = (  # (a log line's text, the phase that ends there), in the order a run logs them
+    ("Starting temporary server", "Python start-up, imports, settings, preflight (dataset validation, engines)"),
+    ("Beginning flow run", "temporary Prefect server start, flow run created"),
+    ("rows written:", "flow: items, planning, store listings (and the stages' work, Dask start, submission)"),
+    ("parts compacted", "table validation (check_stage_tables) and compaction"),
+    ("report: ", "report rendering (tables, figures, HTML)"),
+    ("Finished in state", "Prefect artifact, run log, flow state, Dask cluster stop"),
+)
+END = "server stop, printing the report, interpreter exit"
+
+_STAMP = re.compile(r"^(\d\d):(\d\d):(\d\d\.\d+) \|")
+
+
+def phases(output: str, process_start: float, ended: float) -> list[tuple[str, float]]:
+    """A command's wall time cut at the first log line of each of MARKS (Prefect's HH:MM:SS.fff local-time
+    stamps), from the process's start (epoch seconds) to its end; a mark the run did not log (no temporary server
+    under PREFECT_API_URL) joins its phase to the next. The phases sum to the command's wall time."""
+    start_of_day = datetime.fromtimestamp(process_start).replace(hour=0, minute=0, second=0, microsecond=0)
+    day_start = start_of_day.timestamp()
+    at: dict[str, float] = {}
+    for line in output.splitlines():
+        if (m := _STAMP.match(line)) is None:
+            continue
+        for mark, _ in MARKS:  # the flow's own lines (a task run also logs 'Finished in state')
+            if mark in line and mark not in at and (mark == MARKS[0][0] or "Flow run '" in line):
+                t = day_start + int(m[1]) * 3600 + int(m[2]) * 60 + float(m[3])
+                at[mark] = t + 86400 if t < process_start - 1 else t  # a run across midnight
+    out, previous, pending = [], process_start, []
+    for mark, name in MARKS:
+        pending.append(name)
+        if mark in at:
+            out.append((" + ".join(pending), max(at[mark] - previous, 0.0)))
+            previous, pending = at[mark], []
+    out.append((" + ".join([*pending, END]), max(ended - previous, 0.0)))
+    return out
 
 
 def main() -> None:
@@ -114,6 +216,25 @@ def main() -> None:
         print(f"CPU time, {label + ' run' if label == 'first' else 'plain loop'}: {CPU_S[label]:8.1f} s "
               f"= {CPU_S[label] / wall:.2f} of {cores} cores busy on average")
     print(f"pipeline CPU / plain loop CPU:      {CPU_S['first'] / CPU_S['loop']:8.3f}")
+    print_profile()
+
+
+def print_profile() -> None:
+    """Where the first run's and the re-run's seconds go, beside the plain loop's (issue 31's tax)."""
+    print("\nwall time by phase (s), from each command's log timestamps:")
+    print(f"  {'phase':<100} {'first':>8} {'re-run':>8}")
+    again = dict(PHASES["again"])
+    for name, seconds in PHASES["first"]:
+        print(f"  {name:<100} {seconds:8.1f} {again.get(name, float('nan')):8.1f}")
+    print(f"\nCPU seconds by process, sampled every {SAMPLE_S} s:")
+    roles = list(dict.fromkeys(r for label in ("first", "again", "loop") for r in CPU_BY_ROLE[label]))
+    print(f"  {'process':<50} {'first':>8} {'re-run':>8} {'loop':>8}")
+    for name in roles:
+        print(f"  {name:<50} " + " ".join(f"{CPU_BY_ROLE[label].get(name, 0.0):8.1f}"
+                                         for label in ("first", "again", "loop")))
+    print(f"  {'total (getrusage of the command and its children)':<50} "
+          + " ".join(f"{CPU_S[label]:8.1f}" for label in ("first", "again", "loop")))
+    print(f"  pipeline CPU - plain loop CPU: {CPU_S['first'] - CPU_S['loop']:.1f} s")
 
 
 if __name__ == "__main__":

@@ -83,3 +83,32 @@ def test_predictor_benchmark_prints_each_predictors_rate_and_peak_and_all_at_onc
                                               r"largest one alone: ([+-][\d.]+) MiB$", result.stdout, flags=re.M)
     assert float(largest) == max(float(r[3]) for r in rows)  # the printed difference is the two peaks'
     assert float(extra) == pytest.approx(float(together) - float(largest), abs=0.11)
+
+
+def test_bench_evaluate_cuts_a_command_s_wall_time_at_its_flow_s_log_lines() -> None:
+    """benchmarks/bench_evaluate.py's phases: a hand-written log (local-time stamps as Prefect prints them) cut
+    at the flow's own lines, a task run's 'Finished in state' ignored, the phases summing to the wall time."""
+    import importlib.util
+    from datetime import datetime
+
+    spec = importlib.util.spec_from_file_location("bench_evaluate", ROOT / "benchmarks" / "bench_evaluate.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    start = datetime(2026, 11, 25, 2, 37, 50).timestamp()  # the process started at 02:37:50.000 local time
+    output = "\n".join([
+        "02:37:51.500 | INFO    | prefect - Starting temporary server on http://127.0.0.1:8834",
+        "02:37:56.000 | INFO    | Flow run 'loose-wombat' - Beginning flow run 'loose-wombat' for flow 'evaluate'",
+        "02:37:57.000 | INFO    | Task run 'synthesize-1' - Finished in state Completed()",
+        "02:38:10.250 | INFO    | Flow run 'loose-wombat' - rows written: synthesis 4",
+        "02:38:11.000 | INFO    | Flow run 'loose-wombat' - parts compacted: ",
+        "02:38:12.000 | INFO    | Flow run 'loose-wombat' - report: /tmp/s/runs/own/report.md (2.5 s)",
+        "02:38:12.500 | INFO    | Flow run 'loose-wombat' - Finished in state Completed()",
+        "a table the report prints",
+    ])
+    cut = bench.phases(output, start, start + 25.0)
+    assert [round(s, 3) for _, s in cut] == [1.5, 4.5, 14.25, 0.75, 1.0, 0.5, 2.5]  # by hand from the stamps
+    assert abs(sum(s for _, s in cut) - 25.0) < 1e-6
+    assert [name for name, _ in cut] == [name for _, name in bench.MARKS] + [bench.END]
+    # under PREFECT_API_URL there is no temporary server: start-up runs to the flow's first line
+    shared = bench.phases(output.split("\n", 1)[1], start, start + 25.0)
+    assert round(shared[0][1], 3) == 6.0 and shared[0][0] == f"{bench.MARKS[0][1]} + {bench.MARKS[1][1]}"
