@@ -221,11 +221,10 @@ def main() -> None:
 
 def print_profile() -> None:
     """Where the first run's and the re-run's seconds go, beside the plain loop's (issue 31's tax)."""
-    print("\nwall time by phase (s), from each command's log timestamps:")
-    print(f"  {'phase':<100} {'first':>8} {'re-run':>8}")
-    again = dict(PHASES["again"])
-    for name, seconds in PHASES["first"]:
-        print(f"  {name:<100} {seconds:8.1f} {again.get(name, float('nan')):8.1f}")
+    for label, title in (("first", "first run"), ("again", "re-run")):  # a phase a run did not log joins the next
+        print(f"\n{title}: wall time by phase (s), from the command's log timestamps:")
+        for name, seconds in PHASES[label]:
+            print(f"  {seconds:8.1f}  {name}")
     print(f"\nCPU seconds by process, sampled every {SAMPLE_S} s:")
     roles = list(dict.fromkeys(r for label in ("first", "again", "loop") for r in CPU_BY_ROLE[label]))
     print(f"  {'process':<50} {'first':>8} {'re-run':>8} {'loop':>8}")
