@@ -244,8 +244,8 @@ RUN_TABLES = ("items", "synthesis", "transcripts", "quality", "judgments", "repo
 
 
 def test_rerun_recomputes_nothing(first_run, small_dataset: Path) -> None:
-    """A re-run plans first and, with nothing to compute, starts no Dask cluster (it does not even connect to the
-    shared one it was given): the report is written from the store in the command's process, and every table and
+    """A re-run plans first and, with nothing to compute, starts no Dask cluster (its task runner never connects to
+    the shared one it was given; only the cluster preflight asks the workers what they reach): the report is written from the store in the command's process, and every table and
     the report are what the first run left."""
     from ttseval.flows.runner import NOT_STARTED
 
