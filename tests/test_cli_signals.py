@@ -58,3 +58,63 @@ def test_a_second_sigterm_stops_at_once() -> None:
     _, alive = psutil.wait_procs([child], timeout=10)
     assert not alive
     assert "the orderly stop took over" not in proc.stderr.read()
+
+
+# The same hang inside a Prefect flow run: while a flow runs, Prefect's SIGTERM bridge, not ttseval's handler,
+# receives the signal (ttseval.cli.bridge_prefect_sigterm makes it arm the watchdog as well).
+HANGING_FLOW = textwrap.dedent("""
+    import signal, subprocess, sys, time
+    from prefect import flow
+    import ttseval.cli as cli
+    cli.SIGTERM_GRACE_S = float(sys.argv[1])
+    signal.signal(signal.SIGTERM, cli._exit_on_sigterm)
+    cli.bridge_prefect_sigterm()
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+
+    @flow
+    def hanging():
+        try:
+            print("child", child.pid, flush=True)
+            time.sleep(600)
+        finally:
+            print("cleanup started", flush=True)
+            time.sleep(600)
+
+    hanging()
+""")
+
+
+def _start_flow(grace_s: float, prefect_api: str) -> tuple[subprocess.Popen, psutil.Process]:
+    from tests.conftest import cli_env
+
+    proc = subprocess.Popen([sys.executable, "-c", HANGING_FLOW, str(grace_s)], cwd=ROOT, text=True,
+                            env=cli_env(prefect_api), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return proc, psutil.Process(int(_line_starting(proc, "child ").split()[1]))
+
+
+def _line_starting(proc: subprocess.Popen, prefix: str) -> str:
+    for line in proc.stdout:  # Prefect's own log lines may come first
+        if line.startswith(prefix):
+            return line
+    raise AssertionError(f"no line starting {prefix!r}; stderr: {proc.stderr.read()[-3000:]}")
+
+
+def test_a_sigterm_inside_a_flow_run_is_bounded_by_the_watchdog(prefect_api: str) -> None:
+    proc, child = _start_flow(grace_s=2, prefect_api=prefect_api)
+    proc.send_signal(signal.SIGTERM)
+    _line_starting(proc, "cleanup started")  # Prefect's TerminationSignal reached the flow's finally
+    assert proc.wait(timeout=60) == 128 + signal.SIGTERM
+    assert "the orderly stop took over 2 s" in proc.stderr.read()
+    _, alive = psutil.wait_procs([child], timeout=10)
+    assert not alive
+
+
+def test_a_second_sigterm_inside_a_flow_run_stops_at_once(prefect_api: str) -> None:
+    proc, child = _start_flow(grace_s=600, prefect_api=prefect_api)
+    proc.send_signal(signal.SIGTERM)
+    _line_starting(proc, "cleanup started")
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 128 + signal.SIGTERM
+    _, alive = psutil.wait_procs([child], timeout=10)
+    assert not alive
+    assert "the orderly stop took over" not in proc.stderr.read()
