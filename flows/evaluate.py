@@ -23,7 +23,7 @@ from ttseval.flows.common import (artifact_key, check_stage_tables, cpu_workers_
                           judge_runs_on_gpu, placement, register_items, runs_on_gpu)
 from ttseval.flows.preflight import check_cluster_reach, preflight_evaluate
 from ttseval.flows.progress import StageProgress
-from ttseval.flows.runner import SettingsDaskTaskRunner, dask_started
+from ttseval.flows.runner import NOT_STARTED, SettingsDaskTaskRunner, dask_started
 from ttseval.tasks.common import StageResult, get_store, logger, now, task_retry_options
 from ttseval.tasks.cost import Budget, estimate_synthesis, within_budget
 from ttseval.tasks.judge_instructions import run_instruction_stage
@@ -168,6 +168,8 @@ def evaluate(
                          "dask_started": dask_started(),  # false: nothing to compute, no cluster (flows/runner.py)
                          "settings": settings.model_dump(mode="json")}
         st.write_bytes(f"runs/{run_id}/log/{started.strftime('%Y%m%dT%H%M%S%f')}.json", json.dumps(record, indent=2).encode())
+        if record["dask_started"] is False:
+            log.info(NOT_STARTED)
         log.info(f"report: {st.display('runs', run_id, 'report.md')} ({wall_s:.1f} s)")
 
         failed = int((summary["n_failed"]).sum())

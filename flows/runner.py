@@ -34,7 +34,9 @@ def local_cluster_kwargs(settings: Settings) -> dict[str, Any]:
 
 
 NOT_STARTED = "no task was submitted (nothing to compute): no Dask cluster was started or connected to"
-"""What the runner logs when a flow run ends without having needed Dask."""
+"""What a flow logs when it ends without having needed Dask. The flow says it, not the runner's __exit__: every
+task run on a Dask worker enters and leaves a duplicate of the runner (prefect.context hydrates the flow run's
+context there), which never starts a cluster, so the runner would say it after every task."""
 
 
 class SettingsDaskTaskRunner(DaskTaskRunner):
@@ -60,8 +62,6 @@ class SettingsDaskTaskRunner(DaskTaskRunner):
         """Close the cluster. A LocalCluster whose worker processes take longer to exit than distributed waits
         (seen once, on a loaded 2-core machine, after every row was stored) is a warning, not a failed run: the
         work is done and the processes are already told to stop. With an exception in flight, that one wins."""
-        if not self.started_cluster:
-            self.logger.info(NOT_STARTED)
         try:
             super().__exit__(*exc_info)
         except TimeoutError:
