@@ -162,8 +162,8 @@ def evaluate(
         markdown = write_full_report(st, run_id, settings, system_ids, meta)
         summary = st.read(run_id, "report").drop_duplicates("system_id")  # one row per system (rows are per recogniser)
         create_markdown_artifact(markdown=markdown, key=artifact_key("report", run_id), description=f"ttseval report for {run_id}")
-        wall_s = time.perf_counter() - t0
-        record = meta | {"wall_s": round(wall_s, 2), "finished_at": now().isoformat(timespec="seconds"),
+        wall_s = round(time.perf_counter() - t0, 2)  # one value for the run log, the log line and the command's print
+        record = meta | {"wall_s": wall_s, "finished_at": now().isoformat(timespec="seconds"),
                          "reused": reused, "computed": computed, "from_cache": from_cache,
                          "dask_started": dask_started(),  # false: nothing to compute, no cluster (flows/runner.py)
                          "settings": settings.model_dump(mode="json")}
