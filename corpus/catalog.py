@@ -15,6 +15,7 @@ import io
 import json
 import re
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 
 import pandas as pd
@@ -97,7 +98,19 @@ def versions(store: ArtifactStore, name: str) -> list[dict[str, Any]]:
         rel = f"{_dir(name, info.base_name)}/manifest.json"
         if info.type == pafs.FileType.Directory and store.exists(rel):
             found.append(json.loads(store.read_bytes(rel)))
-    return sorted(found, key=lambda m: str(m.get("created_at", "")))
+    return sorted(found, key=_age)
+
+
+def _age(manifest: dict[str, Any]) -> tuple[datetime, str]:
+    """A version's place in time: its created_at (written to the microsecond; versions written before that carry
+    seconds, and two of them made in one second are ordered by version name, never by the listing's order)."""
+    try:
+        at = datetime.fromisoformat(str(manifest.get("created_at")))
+    except ValueError:
+        at = datetime.min
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=timezone.utc)
+    return at, str(manifest.get("version", ""))
 
 
 def resolve(store: ArtifactStore, ref: str) -> tuple[str, pd.DataFrame, str]:
@@ -180,14 +193,12 @@ def push_items(store: ArtifactStore, name: str, version: str | None, items: pd.D
                source: dict[str, Any], systems: list[str] | None = None) -> Written:
     """Freeze checked items (ttseval.corpus.items.load_items) as NAME@VERSION; the manifest says where they came
     from (`source`: the file's name and SHA-256) and which pushed systems came with them."""
-    from datetime import datetime, timezone
-
     table = counts(items)
     rows = _pushed_rows(items)
     return write_version(store, name, version, items=rows, generation=rows, stats=table,
                          stats_md=counts_markdown(table),
                          manifest={"origin": "pushed", "source": source, "systems": list(systems or []),
-                                   "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+                                   "created_at": datetime.now(timezone.utc).isoformat(timespec="microseconds")})
 
 
 def describe(store: ArtifactStore, ref: str) -> tuple[dict[str, Any], pd.DataFrame]:

@@ -36,7 +36,7 @@ def freeze_and_publish(store: ArtifactStore, name: str, version: str | None, *, 
                        manifest: dict[str, Any], calls: CallStats, t0: float, code: str | None) -> dict[str, Any]:
     """Write the version (catalog.write_version), publish a Markdown artifact, and return the flow's summary."""
     failures = {str(k): int(v) for k, v in failed["error_type"].value_counts().items()}
-    manifest = {"created_at": generation["created_at"].iloc[0].isoformat(timespec="seconds"), **manifest,
+    manifest = {"created_at": generation["created_at"].iloc[0].isoformat(timespec="microseconds"), **manifest,
                 "failed_by_reason": failures, "calls": calls.as_dict(), "ttseval": ttseval.__version__,
                 "code": code or "unknown"}
     written = catalog.write_version(store, name, version, items=items, generation=generation, stats=stats_frame,

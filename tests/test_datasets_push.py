@@ -88,6 +88,51 @@ def test_push_list_show_a_dataset_counts_from_the_file(tmp_path: Path, capsys: p
     assert list(items["text"]) == [r["text"] for r in rows]
 
 
+def test_versions_are_ordered_by_when_they_were_made_to_the_microsecond(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture) -> None:
+    """`datasets list` (oldest first) and NAME@latest follow created_at, written to the microsecond. A fresh-clone
+    suite once listed a content-addressed version before the v1 pushed a moment earlier: both were stamped to the
+    second, and the store's listing order broke the tie. Stamps of the same second (manifests written before the
+    change) are ordered by version name."""
+    demo_items(tmp_path / "mine.jsonl", ITEMS)
+    store = tmp_path / "store"
+    for version in ("v2", "v1"):  # v2 first
+        code, _, err = ttseval(capsys, "datasets", "push", str(tmp_path / "mine.jsonl"), "--name", "mine",
+                               "--version", version, "--store", str(store))
+        assert code == 0, err
+    stamps = {v: json.loads((store / f"datasets/mine/{v}/manifest.json").read_text())["created_at"]
+              for v in ("v1", "v2")}
+    assert all(len(t.split("+")[0].split(".")[1]) == 6 for t in stamps.values()), stamps  # microseconds written
+    assert stamps["v2"] < stamps["v1"]
+
+    def listed() -> list[str]:
+        code, out, _ = ttseval(capsys, "datasets", "list", "--store", str(store))
+        assert code == 0
+        return [line.split("\t")[0] for line in out.splitlines()]
+
+    def latest() -> str:
+        code, out, err = ttseval(capsys, "datasets", "show", "mine@latest", "--store", str(store))
+        assert code == 0, err
+        return out
+
+    assert listed() == ["mine@v2", "mine@v1"] and "mine@v1" in latest()
+
+    def stamp(version: str, created_at: str) -> None:
+        path = store / f"datasets/mine/{version}/manifest.json"
+        path.write_text(json.dumps(json.loads(path.read_text()) | {"created_at": created_at}))
+
+    # one second apart by a millionth: v1 is older
+    stamp("v1", "2026-11-25T07:00:00.000001+00:00")
+    stamp("v2", "2026-11-25T07:00:00.000002+00:00")
+    assert listed() == ["mine@v1", "mine@v2"] and "mine@v2" in latest()
+    # a stamp to the second sorts before the same second's microseconds (it means .000000)
+    stamp("v1", "2026-11-25T07:00:00.5+00:00")
+    stamp("v2", "2026-11-25T07:00:00+00:00")
+    assert listed() == ["mine@v2", "mine@v1"]
+    # the same second, both to the second: by version name
+    stamp("v1", "2026-11-25T07:00:00+00:00")
+    assert listed() == ["mine@v1", "mine@v2"] and "mine@v2" in latest()
+
 def test_a_bad_file_is_refused_with_evaluates_message_and_nothing_stored(tmp_path: Path,
                                                                           capsys: pytest.CaptureFixture) -> None:
     from ttseval.core.errors import DatasetError
