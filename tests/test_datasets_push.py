@@ -133,6 +133,7 @@ def test_versions_are_ordered_by_when_they_were_made_to_the_microsecond(tmp_path
     stamp("v1", "2026-11-25T07:00:00+00:00")
     assert listed() == ["mine@v1", "mine@v2"] and "mine@v2" in latest()
 
+
 def test_a_bad_file_is_refused_with_evaluates_message_and_nothing_stored(tmp_path: Path,
                                                                           capsys: pytest.CaptureFixture) -> None:
     from ttseval.core.errors import DatasetError

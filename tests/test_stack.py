@@ -132,9 +132,11 @@ def test_deployments_registered(stack: StackInfo, deployed: list[str]) -> None:
     while not nights and time.monotonic() < deadline:
         nights = api(stack, "/flow_runs/filter", {"flow_runs": {"deployment_id": {"any_": [nightly["id"]]}},
                                                  "sort": "EXPECTED_START_TIME_ASC", "limit": 10})
-        nights or time.sleep(1)
+        if not nights:
+            time.sleep(1)
     assert nights and all(r["state_type"] == "SCHEDULED" for r in nights), nights
-    assert all(r["expected_start_time"][11:19] == "02:00:00" for r in nights), [r["expected_start_time"] for r in nights]
+    starts = [r["expected_start_time"] for r in nights]
+    assert all(t[11:19] == "02:00:00" for t in starts), starts
     assert nightly["parameters"]["dataset"] == "corpus/data/demo.jsonl"
     assert nightly["parameters"]["systems"] == ["piper:joe", "espeak-ng", "flite:slt"]  # 2 nights: test_nightly_cli
     assert nightly["pull_steps"] == [{"prefect.deployments.steps.set_working_directory":
