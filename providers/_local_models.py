@@ -19,9 +19,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from ttseval.core.paths import LOCAL_CACHE
 from ttseval.providers import package_version
 
-DEFAULT_WHISPER_BASE_CACHE = Path("~/.cache/ttseval/models/whisper-base")
+DEFAULT_WHISPER_BASE_CACHE = LOCAL_CACHE / "models" / "whisper-base"
 
 # Files that make a CTranslate2 Whisper directory, beside model.bin.
 _WHISPER_SIDE_FILES = ("config.json", "tokenizer.json", "vocabulary.txt")

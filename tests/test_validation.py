@@ -160,3 +160,39 @@ def test_a_validation_call_writes_nothing_to_stdout_or_stderr(capfd: pytest.Capt
     check_table("judgments", SOUND["judgments"])
     assert check_table("transcripts", transcripts({"item_id": "i1", "wer": -1.0}))
     assert capfd.readouterr() == ("", "")
+
+
+def test_a_frame_that_passed_passes_again_without_great_expectations_and_a_failure_is_never_remembered(
+        tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ttseval.core import validation
+
+    monkeypatch.setattr(validation, "VALIDATED", tmp_path)
+    calls = []
+    real = validation._validate
+
+    def counted(*args, **kwargs):
+        calls.append(kwargs["suite_name"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(validation, "_validate", counted)
+    sound = SOUND["transcripts"]
+    assert check_table("transcripts", sound) == []
+    assert calls == ["transcripts"] and len(list(tmp_path.iterdir())) == 1  # the pass is remembered, one marker
+    assert check_table("transcripts", sound.copy()) == []  # the same rows again: no validation run
+    assert calls == ["transcripts"]
+    # One cell changed is another frame: validated, and here it fails (WER below 0), every time, never remembered.
+    broken = sound.assign(wer=sound["wer"].where(sound.index != 0, -1.0))
+    first, second = check_table("transcripts", broken), check_table("transcripts", broken)
+    assert first == second and len(first) == 1 and "wer" in first[0]
+    assert calls == ["transcripts"] * 3 and len(list(tmp_path.iterdir())) == 1
+    # The marker is named by rows and rules together: the same rows under a rule fewer are another name.
+    numbered = sound.reset_index(drop=True).assign(row=range(1, len(sound) + 1))  # as check_table numbers them
+    row_columns = ("row", *TABLES["transcripts"].key)
+    rules = TABLE_RULES["transcripts"]
+    assert list(tmp_path.iterdir()) == [validation.passed_marker(numbered, rules, suite_name="transcripts",
+                                                                 row_columns=row_columns)]
+    assert validation.passed_marker(numbered, rules[:-1], suite_name="transcripts",
+                                    row_columns=row_columns) != list(tmp_path.iterdir())[0]
+    # A cell pandas cannot hash (a list) has no marker: such a frame is validated each time.
+    listed = pd.DataFrame({"item_id": ["a"], "tags": [["x", "y"]]})
+    assert validation.passed_marker(listed, [], suite_name="t", row_columns=("row",)) is None

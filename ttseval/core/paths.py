@@ -13,6 +13,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+LOCAL_CACHE = Path("~/.cache/ttseval")
+"""This machine's own cache (joined model weights, validations already passed): only ever a shortcut, so a worker
+that lacks it redoes the work; never where a result lives (that is the store)."""
+
 
 def is_uri(path: str) -> bool:
     """A URI such as s3://bucket/key, read with fsspec, rather than a local path."""
