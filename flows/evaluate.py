@@ -159,7 +159,7 @@ def evaluate(
                 "asr": json.dumps(settings.asr), "quality": settings.qualities[0],
                 "MOS predictors": ", ".join(settings.qualities), "date": started.isoformat(timespec="seconds"),
                 "ttseval": ttseval.__version__, "code": git_commit() or "unknown"}
-        markdown = write_full_report(st, run_id, settings, system_ids, meta)
+        markdown = write_full_report(st, run_id, settings, system_ids, meta, reuse=True)  # unchanged: kept
         summary = st.read(run_id, "report").drop_duplicates("system_id")  # one row per system (rows are per recogniser)
         create_markdown_artifact(markdown=markdown, key=artifact_key("report", run_id), description=f"ttseval report for {run_id}")
         wall_s = round(time.perf_counter() - t0, 2)  # one value for the run log, the log line and the command's print

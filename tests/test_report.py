@@ -89,6 +89,44 @@ def test_the_written_report_has_a_row_per_pair_and_report_md_is_written_once(two
     assert "| system | recogniser | completion % ↑ |" in markdown and "WER % ↓ [95% CI]" in markdown
 
 
+def test_an_evaluate_re_run_keeps_a_report_whose_inputs_did_not_change_and_renders_it_when_they_did(
+        two_recogniser_run, monkeypatch) -> None:
+    """write_full_report(reuse=True), as the evaluate flow calls it: the report is rendered only when a file of the
+    run (other than the report's own outputs and the log), the settings, the systems or the run's description other
+    than its date differ from those it was written from, or when report.md or the HTML page is gone."""
+    from ttseval.tasks.report import full
+
+    store, settings = two_recogniser_run
+    rendered = []
+    real = full._write_full_report
+    monkeypatch.setattr(full, "_write_full_report", lambda *a: rendered.append(a[4].get("date")) or real(*a))
+    meta = {"run_id": "r", "store": store.display(), "date": "2026-11-25T10:00:00"}
+
+    def report(settings=settings, meta=meta) -> str:
+        return write_full_report(store, "r", settings, ["s1", "s2"], meta, reuse=True)
+
+    first = report()
+    assert rendered == ["2026-11-25T10:00:00"] and store.exists("runs/r/report.inputs")
+    store.write_bytes("runs/r/log/20261125T110000.json", b"{}")  # the run's own log is not an input
+    again = report(meta=meta | {"date": "2026-11-25T11:00:00"})  # a later date alone: kept, with its first date
+    assert again == first and rendered == ["2026-11-25T10:00:00"] and "2026-11-25T10:00:00" in again
+    store.write_part("r", "quality", table_from_rows("quality", [  # new rows: rendered again
+        {"item_id": "i1", "system_id": "s1", "quality_id": "u", "quality_spec": "utmos", "status": "ok", "mos": 4.5,
+         "created_at": NOW}]))
+    assert "utmos" in report() and len(rendered) == 2
+    report(settings=settings.model_copy(update={"bootstrap_resamples": 60}))  # another setting: rendered again
+    report(meta=meta | {"baseline": "s2"})  # another description: rendered again
+    assert len(rendered) == 4
+    report(meta=meta | {"baseline": "s2"})
+    assert len(rendered) == 4  # and then kept
+    store.delete(store.path("runs", "r", "html", "index.html"))  # an output gone: rendered again
+    report(meta=meta | {"baseline": "s2"})
+    assert len(rendered) == 5 and store.exists("runs/r/html/index.html")
+    # without reuse (backfill-judge, human-eval), a report is always rendered
+    write_full_report(store, "r", settings, ["s1", "s2"], meta | {"baseline": "s2"})
+    assert len(rendered) == 6
+
+
 def test_every_run_writes_a_tidy_per_item_table_that_pandas_and_duckdb_read(two_recogniser_run, tmp_path) -> None:
     """An English-only run (no INSV-A card) gets runs/<id>/per_sentence.csv too, one row per (item, system,
     recogniser), and the export carries it. Expected values are the fixture's rows, worked by hand."""

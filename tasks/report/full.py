@@ -1,8 +1,17 @@
 """The whole report of a run: the per-item table, summary, win-rates and figures stored, report.md and the HTML
-report written."""
+report written.
+
+With `reuse` (the evaluate flow), a report whose inputs did not change since it was written is kept as it is: the
+inputs are every file of the run's folder but the report's own outputs and the run's log and lease (by name and
+size: parts are written once under new names, so a change of rows is a change of names), the settings, the systems
+and the run's description but its date. Their sha256 is stored beside report.md; a re-run that computed nothing then
+skips 3.7 s of rendering (issue 31), and its report keeps the date of the run that wrote it.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
 from ttseval.core.config import Settings
@@ -20,9 +29,45 @@ from ttseval.tasks.report.stages import (audio_checks_markdown, grouped_markdown
                                          planning_markdown, significance_markdown, similarity_markdown)
 
 
+# What write_full_report writes under runs/<id>/ (and the run's log and lease): not its inputs.
+REPORT_OUTPUTS = ("report.md", "html", "figures", "report", "winrates", "per_sentence.csv", "log", "report.inputs")
+REPORT_INPUTS = "report.inputs"
+
+
+def report_inputs(store: ArtifactStore, run_id: str, settings: Settings, system_ids: list[str],
+                  meta: dict[str, Any]) -> str:
+    """The sha256 of everything a run's report is made of (module doc)."""
+    files = {name: size for name, size in store.listing(f"runs/{run_id}").items()
+             if name.split("/")[0] not in REPORT_OUTPUTS and not name.split("/")[-1].startswith(".")}
+    described = {k: v for k, v in meta.items() if k != "date"}
+    blob = json.dumps({"files": files, "settings": settings.model_dump(mode="json"), "systems": system_ids,
+                       "meta": described, "store": store.display()}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
 def write_full_report(store: ArtifactStore, run_id: str, settings: Settings, system_ids: list[str],
-                      meta: dict[str, Any]) -> str:
-    """Summary, win-rates, figures and Markdown for a run; returns the Markdown, stored once as report.md."""
+                      meta: dict[str, Any], *, reuse: bool = False) -> str:
+    """Summary, win-rates, figures and Markdown for a run; returns the Markdown, stored once as report.md.
+
+    `reuse`: keep the stored report when its inputs are those it was written from (module doc)."""
+    digest = report_inputs(store, run_id, settings, system_ids, meta) if reuse else None
+    if digest is not None and _written_from(store, run_id, digest):
+        return store.read_bytes(f"runs/{run_id}/report.md").decode("utf-8")
+    markdown = _write_full_report(store, run_id, settings, system_ids, meta)
+    if digest is not None:
+        store.write_bytes(f"runs/{run_id}/{REPORT_INPUTS}", digest.encode("ascii"))
+    return markdown
+
+
+def _written_from(store: ArtifactStore, run_id: str, digest: str) -> bool:
+    """Whether the stored report (report.md and its HTML page) was written from inputs of this digest."""
+    outputs = (f"runs/{run_id}/report.md", f"runs/{run_id}/html/index.html", f"runs/{run_id}/{REPORT_INPUTS}")
+    return (all(store.exists(p) for p in outputs)
+            and store.read_bytes(outputs[-1]).decode("ascii", "replace") == digest)
+
+
+def _write_full_report(store: ArtifactStore, run_id: str, settings: Settings, system_ids: list[str],
+                       meta: dict[str, Any]) -> str:
     tables = RunTables.read(store, run_id, system_ids, primary_quality_id(settings))  # every section reads these
     meta = {**meta, "html report": html_location(store, run_id)}
     write_per_item(store, run_id, settings, tables)  # runs/<id>/per_sentence.csv, every run's tidy per-item table

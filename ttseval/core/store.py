@@ -299,6 +299,13 @@ class ArtifactStore:
             raise NotFoundError(f"no run {run_id!r} in {self.display()}; runs there: {', '.join(self.runs()) or 'none'}"
                                 "; check --run-id and --store", uri=self.display(), run_id=run_id)
 
+    def listing(self, rel_dir: str) -> dict[str, int]:
+        """Every file under `rel_dir`, recursively, by its path relative to it, with its size in bytes (one listing
+        call; empty when the folder does not exist)."""
+        top = self.path(rel_dir)
+        infos = self._info(pafs.FileSelector(top, recursive=True, allow_not_found=True))
+        return {i.path[len(top) + 1:]: i.size for i in infos if i.type == pafs.FileType.File}
+
     def runs(self) -> list[str]:
         infos = self._info(pafs.FileSelector(self.path("runs"), allow_not_found=True))
         return sorted(i.base_name for i in infos if i.type == pafs.FileType.Directory)
