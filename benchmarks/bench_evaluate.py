@@ -5,6 +5,9 @@ Prints:
   - re-run / first run: the same command again (everything reused)
   - pipeline / plain loop: the first run over a plain sequential script that calls the same engines on the same
     items (synthesize, transcribe, MOS, WER) with no Prefect, Dask or store, also timed as a whole process
+  - start-up paid once: the re-run again, and a small flow (`ttseval human-eval export` of 4 items), each with no
+    Prefect server running (the command starts a temporary one) and with one already up (PREFECT_API_URL, as
+    `ttseval stack` provides)
 
 And where the orchestration's time goes (issue 31), for the first run and the re-run side by side:
   - wall time by phase, from the command's own log timestamps (no profiler, so nothing is slowed): start-up and
@@ -202,6 +205,20 @@ def main() -> None:
         flow_first = json.loads(logs[-1].read_text())["wall_s"]
         again = timed(cmd, env, "again")
         computed_again = json.loads(sorted(Path(store, "runs", "bench", "log").glob("*.json"))[-1].read_text())["computed"]
+
+        def export(test_id: str) -> list[str]:  # a listening test is a new input of the report: after the re-runs
+            return [str(BIN / "ttseval"), "human-eval", "export", "--store", store, "--run-id", "bench", "--kind",
+                    "mos", "--items", "4", "--test-id", test_id, "--out", str(Path(store, "listening", test_id))]
+
+        from ttseval.cli.common import prefect_api
+        from ttseval.core.telemetry import telemetry_off
+
+        telemetry_off()  # the server below is this process's child: no telemetry calls from it either
+        with prefect_api():  # a server already up, as `ttseval stack` leaves one; its start is not timed
+            up = env | {"PREFECT_API_URL": os.environ["PREFECT_API_URL"]}
+            again_up = timed(cmd, up, "again-up")
+            small_up = timed(export("bench-up"), up, "small-up")
+        small = timed(export("bench-cold"), env, "small")
     loop = timed([sys.executable, __file__, "--plain-loop", "--dataset", args.dataset, "--systems", args.systems], env,
                  "loop")
 
@@ -209,6 +226,8 @@ def main() -> None:
     print(f"first run (whole command):          {first:8.1f} s   (flow alone {flow_first:.1f} s)")
     print(f"re-run (whole command):             {again:8.1f} s   computed {computed_again}")
     print(f"re-run / first run:                 {again / first:8.3f}")
+    print(f"re-run, Prefect server already up:  {again_up:8.1f} s   (/ first run {again_up / first:.3f})")
+    print(f"small flow (human-eval export of 4 items): {small:.1f} s; with a Prefect server already up {small_up:.1f} s")
     print(f"plain sequential loop (whole proc): {loop:8.1f} s")
     print(f"pipeline / plain loop:              {first / loop:8.3f}")
     cores = os.cpu_count() or 1
@@ -221,7 +240,8 @@ def main() -> None:
 
 def print_profile() -> None:
     """Where the first run's and the re-run's seconds go, beside the plain loop's (issue 31's tax)."""
-    for label, title in (("first", "first run"), ("again", "re-run")):  # a phase a run did not log joins the next
+    for label, title in (("first", "first run"), ("again", "re-run"),  # a phase a run did not log joins the next
+                         ("again-up", "re-run, Prefect server already up")):
         print(f"\n{title}: wall time by phase (s), from the command's log timestamps:")
         for name, seconds in PHASES[label]:
             print(f"  {seconds:8.1f}  {name}")
