@@ -127,6 +127,44 @@ def test_an_evaluate_re_run_keeps_a_report_whose_inputs_did_not_change_and_rende
     assert len(rendered) == 6
 
 
+def test_a_command_prints_the_view_stored_with_the_report_and_the_same_computed_once_a_table_changed(
+        two_recogniser_run, capsys) -> None:
+    """print_report (evaluate, backfill-judge, report) prints the table and leaderboard stored with the report; the
+    same text as computing them from the tables, which it does once the run's files changed or for other systems."""
+    from ttseval.cli.runs import print_report
+    from ttseval.tasks.report import full, rows_for_display, stored_terminal_view
+
+    store, settings = two_recogniser_run
+    store.write_part("r", "judgments", table_from_rows("judgments", [  # a leaderboard to print
+        {"item_id": f"i{n}", "system_id": "s2", "baseline_id": "s1", "judge_id": "o", "status": "ok",
+         "judge_spec": "objective:cer_margin=0.05", "winner": w, "parse_ok": True, "created_at": NOW}
+        for n, w in ((1, "baseline"), (2, "tie"), (3, "candidate"))]))
+    write_full_report(store, "r", settings, ["s1", "s2"], {"run_id": "r", "store": store.display(), "baseline": "s1"})
+    view = stored_terminal_view(store, "r", None)
+    assert view["rows"] == rows_for_display(compute_summary(store, "r", settings, ["s1", "s2"]))
+    assert "Win-rate vs baseline" in view["leaderboard"]
+    assert stored_terminal_view(store, "r", ["s1", "s2"]) == view and stored_terminal_view(store, "r", ["s2"]) is None
+    print_report(settings, "r", None)
+    stored_text = capsys.readouterr().out
+    assert "flite:slt" in stored_text and "Win-rate vs baseline" in stored_text
+    store.delete(store.path("runs", "r", full.TERMINAL_VIEW))  # as a report written before the view existed
+    print_report(settings, "r", None)
+    assert capsys.readouterr().out == stored_text
+    store.write_part("r", "quality", table_from_rows("quality", [  # a table changed after the report: computed
+        {"item_id": "i1", "system_id": "s1", "quality_id": "u", "quality_spec": "utmos", "status": "ok", "mos": 4.5,
+         "created_at": NOW}]))
+    write_full_report(store, "r", settings, ["s1", "s2"], {"run_id": "r", "store": store.display(), "baseline": "s1"})
+    store.write_part("r", "quality", table_from_rows("quality", [
+        {"item_id": "i1", "system_id": "s1", "quality_id": "q", "quality_spec": "dnsmos", "status": "ok", "mos": 1.0,
+         "created_at": datetime(2026, 11, 23, tzinfo=timezone.utc)}]))
+    assert stored_terminal_view(store, "r", None) is None
+    print_report(settings, "r", None)
+    fresh = capsys.readouterr().out
+    # s1's MOS (predictor q) is now (1.0 + 3.5 + 3.5) / 3 = 2.67; the CI's bounds are the extreme resamples of 3
+    # items, (1.0 + 1.0 + 3.5) / 3 = 1.83 and 3.50
+    assert fresh != stored_text and fresh.count("2.67 [1.83, 3.50]") == 2
+
+
 def test_every_run_writes_a_tidy_per_item_table_that_pandas_and_duckdb_read(two_recogniser_run, tmp_path) -> None:
     """An English-only run (no INSV-A card) gets runs/<id>/per_sentence.csv too, one row per (item, system,
     recogniser), and the export carries it. Expected values are the fixture's rows, worked by hand."""
@@ -203,7 +241,7 @@ def test_the_former_module_paths_still_export_what_the_cli_and_flows_import() ->
     import ttseval.tasks.report as report
     from ttseval.tasks.report import html
 
-    for name in ("compute_summary", "compute_winrates", "leaderboard_markdown", "print_table", "write_full_report",
+    for name in ("compute_summary", "compute_winrates", "leaderboard_markdown", "print_view", "write_full_report",
                  "drift_markdown", "markdown_table", "dataset_statistics_markdown", "instruction_statistics_markdown",
                  "RunTables", "audio_checks_markdown", *report.__all__):
         assert callable(getattr(report, name)) or isinstance(getattr(report, name), dict), name

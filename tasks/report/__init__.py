@@ -10,7 +10,7 @@ One module per job:
     judges    sections over the judges: win-rates per judge, voice variance, agreement, position bias, InstructTTSEval
     figures   PNG figures (win-rate by depth)
     per_item  the tidy per-item table (runs/<run>/per_sentence.csv), every run's
-    terminal  the summary table on a terminal
+    terminal  the summary table and leaderboard on a terminal, stored with the report
     html      the static web page (runs/<run>/html/, assets in tasks/report_html/)
     full      write_full_report: all of the above for a run, report.md written once
 
@@ -24,7 +24,7 @@ from ttseval.tasks.report.compute import (LEVELS, ROLE_ORDER, RunTables, compute
                                           compute_winrates, store_summary, store_winrates)
 from ttseval.tasks.report.figures import depth_figure
 from ttseval.tasks.report.format import ROLE_LABEL, markdown_table
-from ttseval.tasks.report.full import write_full_report
+from ttseval.tasks.report.full import store_terminal_view, stored_terminal_view, write_full_report
 from ttseval.tasks.report.html import build_data, html_location, write_html_report
 from ttseval.tasks.report.per_item import per_item_table, write_per_item
 from ttseval.tasks.report.judges import (instruction_markdown, leaderboard_markdown, position_bias_markdown,
@@ -35,7 +35,7 @@ from ttseval.tasks.report.markdown import (canary_markdown, cost_markdown, datas
 from ttseval.tasks.report.stages import (audio_checks_markdown, grouped_markdown, insv_markdown, paired_markdown,
                                          predictors_markdown, prosody_markdown, recognisers_markdown,
                                          planning_markdown, significance_markdown, similarity_markdown)
-from ttseval.tasks.report.terminal import print_table
+from ttseval.tasks.report.terminal import print_view
 
 __all__ = [
     "LEVELS", "ROLE_LABEL", "ROLE_ORDER", "RunTables", "audio_checks_markdown", "build_data", "compute_summary",
@@ -46,7 +46,7 @@ __all__ = [
     "grouped_markdown", "html_location", "insv_markdown", "instruction_markdown", "instruction_statistics_markdown",
     "judge_agreement", "leaderboard_markdown", "listening_markdown", "markdown_table", "model_of_voices",
     "paired_markdown", "per_item_table", "planning_markdown", "position_bias_markdown", "predictors_markdown",
-    "print_table", "prosody_markdown",
+    "print_view", "prosody_markdown", "store_terminal_view", "stored_terminal_view",
     "recognisers_markdown", "render_markdown", "rows_for_display", "significance_markdown", "similarity_markdown",
     "store_summary",
     "store_winrates", "tables_markdown", "voice_variance_markdown", "write_full_report", "write_html_report",

@@ -1,21 +1,28 @@
-"""The per-(system, recogniser) table on a terminal (rich), the same cells as the Markdown report's."""
+"""The run on a terminal (rich): the per-(system, recogniser) table, the same cells as the Markdown report's, and
+the leaderboard (the view ttseval.tasks.report.full stores with the report)."""
 
 from __future__ import annotations
 
-import pandas as pd
+import re
 
-from ttseval.tasks.report.markdown import rows_for_display
+from ttseval.core.store import ArtifactStore
 
 
-def print_table(summary: pd.DataFrame, title: str) -> None:
-    """The per-(system, recogniser) table on the terminal."""
+def print_view(store: ArtifactStore, run_id: str, rows: list[dict[str, str]], leaderboard: str) -> None:
+    """The per-(system, recogniser) table, then the leaderboard (a figure named by its file: a terminal shows no
+    image, rich prints a placeholder emoji)."""
     from rich.console import Console
+    from rich.markdown import Markdown
     from rich.table import Table
 
-    table = Table(title=title)
-    rows = rows_for_display(summary)
+    table = Table(title=f"ttseval run {run_id!r} ({store.display()})")
     for header in (rows[0] if rows else ["system"]):
         table.add_column(header, overflow="fold")
     for r in rows:
         table.add_row(*r.values())
-    Console(width=200).print(table)
+    console = Console(width=200)
+    console.print(table)
+    board = re.sub(r"!\[([^\]]*)\]\(([^)]+)\)",
+                   lambda m: f"{m.group(1)}: `{store.display('runs', run_id, m.group(2))}`", leaderboard)
+    if board:
+        console.print(Markdown(board))

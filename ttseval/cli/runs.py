@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 
 from ttseval.cli.common import EXIT_BREACHED, EXIT_DONE, add_store, add_wait_lease, csv_ints, csv_list, prefect_api, seconds_since_start
@@ -109,26 +108,24 @@ def announce_new_store(new: bool, uri: str) -> None:
 
 
 def print_report(settings, run_id: str, system_ids: list[str] | None) -> None:
-    """The run's per-system table, its leaderboard and where its HTML report is."""
+    """The run's per-system table, its leaderboard and where its HTML report is: as its report stored them, or
+    computed from its tables for a run whose report predates that (ttseval.tasks.report.terminal)."""
     from ttseval.core.store import ArtifactStore
-    from ttseval.tasks.report import compute_summary, compute_winrates, leaderboard_markdown, print_table
-    from ttseval.tasks.report.compute import compute_rankings
+    from ttseval.tasks.report import print_view, stored_terminal_view
 
     store = ArtifactStore(settings.store)
     store.require(run_id)
-    summary = compute_summary(store, run_id, settings, system_ids)
-    print_table(summary, title=f"ttseval run {run_id!r} ({store.display()})")
-    winrates = compute_winrates(store, run_id, settings)
-    rankings = compute_rankings(store, run_id, settings) if not winrates.empty else None
-    board = leaderboard_markdown(store, run_id, summary, winrates, rankings)
-    # a terminal shows no image (rich prints a placeholder emoji): name the figure's file instead
-    board = re.sub(r"!\[([^\]]*)\]\(([^)]+)\)",
-                   lambda m: f"{m.group(1)}: `{store.display('runs', run_id, m.group(2))}`", board)
-    if board:
-        from rich.console import Console
-        from rich.markdown import Markdown
+    view = stored_terminal_view(store, run_id, system_ids)
+    if view is None:
+        from ttseval.tasks.report import compute_summary, compute_winrates, leaderboard_markdown, rows_for_display
+        from ttseval.tasks.report.compute import compute_rankings
 
-        Console(width=200).print(Markdown(board))
+        summary = compute_summary(store, run_id, settings, system_ids)
+        winrates = compute_winrates(store, run_id, settings)
+        rankings = compute_rankings(store, run_id, settings) if not winrates.empty else None
+        view = {"rows": rows_for_display(summary),
+                "leaderboard": leaderboard_markdown(store, run_id, summary, winrates, rankings)}
+    print_view(store, run_id, view["rows"], view["leaderboard"])
     if store.exists(f"runs/{run_id}/html/index.html"):
         from ttseval.tasks.report.html import html_location
 
