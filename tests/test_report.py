@@ -122,9 +122,16 @@ def test_an_evaluate_re_run_keeps_a_report_whose_inputs_did_not_change_and_rende
     store.delete(store.path("runs", "r", "html", "index.html"))  # an output gone: rendered again
     report(meta=meta | {"baseline": "s2"})
     assert len(rendered) == 5 and store.exists("runs/r/html/index.html")
-    # without reuse (backfill-judge, human-eval), a report is always rendered
-    write_full_report(store, "r", settings, ["s1", "s2"], meta | {"baseline": "s2"})
+    # without reuse (backfill-judge, human-eval), a report is always rendered, and records what it was made from:
+    # evaluate does not keep a report another command wrote from another description (here, no baseline)
+    write_full_report(store, "r", settings, ["s1", "s2"], {"run_id": "r", "store": store.display()})
     assert len(rendered) == 6
+    report(meta=meta | {"baseline": "s2"})
+    assert len(rendered) == 7
+    # the reporting code is part of the record: other code on disk renders again
+    monkeypatch.setattr(full, "reporting_code", lambda: "other code")
+    report(meta=meta | {"baseline": "s2"})
+    assert len(rendered) == 8
 
 
 def test_a_command_prints_the_view_stored_with_the_report_and_the_same_computed_once_a_table_changed(
@@ -140,13 +147,19 @@ def test_a_command_prints_the_view_stored_with_the_report_and_the_same_computed_
          "judge_spec": "objective:cer_margin=0.05", "winner": w, "parse_ok": True, "created_at": NOW}
         for n, w in ((1, "baseline"), (2, "tie"), (3, "candidate"))]))
     write_full_report(store, "r", settings, ["s1", "s2"], {"run_id": "r", "store": store.display(), "baseline": "s1"})
-    view = stored_terminal_view(store, "r", None)
+    view = stored_terminal_view(store, "r", settings, None)  # None: all the run's systems, which it was made for
     assert view["rows"] == rows_for_display(compute_summary(store, "r", settings, ["s1", "s2"]))
     assert "Win-rate vs baseline" in view["leaderboard"]
-    assert stored_terminal_view(store, "r", ["s1", "s2"]) == view and stored_terminal_view(store, "r", ["s2"]) is None
+    assert stored_terminal_view(store, "r", settings, ["s1", "s2"]) == view
+    assert stored_terminal_view(store, "r", settings, ["s2"]) is None  # other systems: computed
+    assert stored_terminal_view(store, "r", settings.model_copy(update={"bootstrap_resamples": 60}), None) is None
     print_report(settings, "r", None)
     stored_text = capsys.readouterr().out
     assert "flite:slt" in stored_text and "Win-rate vs baseline" in stored_text
+    write_full_report(store, "r", settings, ["s2"], {"run_id": "r", "store": store.display(), "baseline": "s1"})
+    assert stored_terminal_view(store, "r", settings, None) is None  # made for s2 alone: not the whole run's
+    print_report(settings, "r", None)
+    assert capsys.readouterr().out == stored_text
     store.delete(store.path("runs", "r", full.TERMINAL_VIEW))  # as a report written before the view existed
     print_report(settings, "r", None)
     assert capsys.readouterr().out == stored_text
@@ -157,7 +170,7 @@ def test_a_command_prints_the_view_stored_with_the_report_and_the_same_computed_
     store.write_part("r", "quality", table_from_rows("quality", [
         {"item_id": "i1", "system_id": "s1", "quality_id": "q", "quality_spec": "dnsmos", "status": "ok", "mos": 1.0,
          "created_at": datetime(2026, 11, 23, tzinfo=timezone.utc)}]))
-    assert stored_terminal_view(store, "r", None) is None
+    assert stored_terminal_view(store, "r", settings, None) is None
     print_report(settings, "r", None)
     fresh = capsys.readouterr().out
     # s1's MOS (predictor q) is now (1.0 + 3.5 + 3.5) / 3 = 2.67; the CI's bounds are the extreme resamples of 3

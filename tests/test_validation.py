@@ -174,25 +174,65 @@ def test_a_frame_that_passed_passes_again_without_great_expectations_and_a_failu
         calls.append(kwargs["suite_name"])
         return real(*args, **kwargs)
 
+    def markers() -> list:
+        return [p for p in tmp_path.rglob("*") if p.is_file()]
+
     monkeypatch.setattr(validation, "_validate", counted)
     sound = SOUND["transcripts"]
     assert check_table("transcripts", sound) == []
-    assert calls == ["transcripts"] and len(list(tmp_path.iterdir())) == 1  # the pass is remembered, one marker
+    assert calls == ["transcripts"] and len(markers()) == 1  # the pass is remembered, one marker
+    assert markers()[0].parent.name == validation._code()  # in the folder of this code
     assert check_table("transcripts", sound.copy()) == []  # the same rows again: no validation run
     assert calls == ["transcripts"]
     # One cell changed is another frame: validated, and here it fails (WER below 0), every time, never remembered.
     broken = sound.assign(wer=sound["wer"].where(sound.index != 0, -1.0))
     first, second = check_table("transcripts", broken), check_table("transcripts", broken)
     assert first == second and len(first) == 1 and "wer" in first[0]
-    assert calls == ["transcripts"] * 3 and len(list(tmp_path.iterdir())) == 1
+    assert calls == ["transcripts"] * 3 and len(markers()) == 1
     # The marker is named by rows and rules together: the same rows under a rule fewer are another name.
     numbered = sound.reset_index(drop=True).assign(row=range(1, len(sound) + 1))  # as check_table numbers them
     row_columns = ("row", *TABLES["transcripts"].key)
     rules = TABLE_RULES["transcripts"]
-    assert list(tmp_path.iterdir()) == [validation.passed_marker(numbered, rules, suite_name="transcripts",
-                                                                 row_columns=row_columns)]
+    assert markers() == [validation.passed_marker(numbered, rules, suite_name="transcripts", row_columns=row_columns)]
     assert validation.passed_marker(numbered, rules[:-1], suite_name="transcripts",
-                                    row_columns=row_columns) != list(tmp_path.iterdir())[0]
+                                    row_columns=row_columns) != markers()[0]
     # A cell pandas cannot hash (a list) has no marker: such a frame is validated each time.
     listed = pd.DataFrame({"item_id": ["a"], "tags": [["x", "y"]]})
     assert validation.passed_marker(listed, [], suite_name="t", row_columns=("row",)) is None
+
+
+def test_a_marker_never_stands_for_another_frame_whose_cells_pandas_hashes_alike(tmp_path, monkeypatch) -> None:
+    """pandas hashes an object column's cells by their text, so ids 1 and "1" hash alike: a column mixing types
+    gets no marker (validated each time), and one type's column is named by that type (bytes apart from text)."""
+    from ttseval.core import validation
+    from ttseval.core.validation import Rule, check
+
+    monkeypatch.setattr(validation, "VALIDATED", tmp_path)
+    unique = [Rule("item_id is unique", "item_id", "ExpectColumnValuesToBeUnique", {}, "give each item its own id")]
+    assert pd.util.hash_pandas_object(pd.Series([1, "1"], dtype=object)).tolist() == \
+        pd.util.hash_pandas_object(pd.Series(["1", "1"], dtype=object)).tolist()  # why: the collision itself
+    mixed = pd.DataFrame({"item_id": pd.Series([1, "1"], dtype=object), "row": [1, 2]})
+    assert validation.passed_marker(mixed, unique, suite_name="items", row_columns=("row",)) is None
+    assert check(mixed, unique, suite_name="items", row_columns=("row",)) == []  # 1 and "1" differ: unique
+    same = pd.DataFrame({"item_id": pd.Series(["1", "1"], dtype=object), "row": [1, 2]})
+    assert len(check(same, unique, suite_name="items", row_columns=("row",))) == 1  # not taken for the mixed one
+    text = pd.DataFrame({"item_id": ["ab"], "row": [1]})
+    raw = pd.DataFrame({"item_id": [b"ab"], "row": [1]})
+    assert validation.passed_marker(text, unique, suite_name="items", row_columns=("row",)) != \
+        validation.passed_marker(raw, unique, suite_name="items", row_columns=("row",))
+
+
+def test_marker_folders_of_other_code_are_removed_once_a_week_old(tmp_path, monkeypatch) -> None:
+    import os
+    import time
+
+    from ttseval.core import validation
+
+    monkeypatch.setattr(validation, "VALIDATED", tmp_path)
+    for folder, age_days in ((tmp_path / "old-code", 8), (tmp_path / "recent-code", 6)):
+        folder.mkdir()
+        (folder / "marker").touch()
+        stamp = time.time() - age_days * 86400
+        os.utime(folder, (stamp, stamp))
+    assert check_table("transcripts", SOUND["transcripts"]) == []  # this code's first marker: its folder is made
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["recent-code", validation._code()])

@@ -48,7 +48,7 @@ class RunTables:
             order = {s: i for i, s in enumerate(system_ids)}
             synthesis = synthesis.sort_values("system_id", key=lambda c: c.map(order), kind="stable")
         synthesis = synthesis[synthesis["item_id"].isin(items["item_id"])]
-        ids = list(system_ids) if system_ids is not None else list(pd.unique(synthesis["system_id"]))
+        ids = list(system_ids) if system_ids is not None else _systems(items, synthesis)
         quality = store.read(run_id, "quality")
         present = list(pd.unique(quality["quality_id"])) if "quality_id" in quality else []
         chosen = quality_id if quality_id in present else (present[0] if present else None)
@@ -66,6 +66,18 @@ class RunTables:
         ok = mine["status"] == "ok"
         mine.loc[ok, "text_language"] = text_languages(mine.loc[ok, "hypothesis"].fillna("").tolist())
         return mine
+
+
+def _systems(items: pd.DataFrame, synthesis: pd.DataFrame) -> list[str]:
+    """All systems of a run, as a report of all of them lists them: those with a clip of one of its items, in the
+    order their rows are stored."""
+    return list(pd.unique(synthesis.loc[synthesis["item_id"].isin(items["item_id"]), "system_id"]))
+
+
+def run_system_ids(store: ArtifactStore, run_id: str) -> list[str]:
+    """`_systems` of a stored run, reading two columns."""
+    return _systems(store.read(run_id, "items", columns=["item_id"]),
+                    store.read(run_id, "synthesis", columns=["system_id", "item_id"]))
 
 
 def compute_summary(store: ArtifactStore, run_id: str, settings: Settings, system_ids: list[str] | None = None,

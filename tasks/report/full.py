@@ -1,29 +1,34 @@
 """The whole report of a run: the per-item table, summary, win-rates and figures stored, report.md and the HTML
 report written.
 
-With `reuse` (the evaluate flow), a report whose inputs did not change since it was written is kept as it is: the
-inputs are every file of the run's folder but the report's own outputs and the run's log and lease (by name and
-size: parts are written once under new names, so a change of rows is a change of names), the settings, the systems
-and the run's description but its date. Their sha256 is stored beside report.md; a re-run that computed nothing then
-skips 3.7 s of rendering (issue 31), and its report keeps the date of the run that wrote it.
+Every report records what it was written from (runs/<id>/report.inputs, a sha256): every file of the run's folder
+but the report's own outputs and the run's log and lease (by name and size: parts are written once under new names,
+so a change of rows is a change of names), the settings, the systems, the run's description but its date, and the
+reporting code on disk (ttseval.core.paths.source_fingerprint). With `reuse` (the evaluate flow), a report whose
+record matches is kept as it is: a re-run that computed nothing skips 3.7 s of rendering (issue 31), and its report
+keeps the date of the run that wrote it.
 
 What a terminal shows of the run (the per-system table's cells and the leaderboard's Markdown) is stored with the
-report too (runs/<id>/report.terminal.json, with the input files it was made from), so a command prints it after
-its flow without computing the summary's bootstraps, the win-rates and the Bradley-Terry ranking again (1.5 s on
-the demo); once a table of the run changed, or for other systems, it is computed from the tables.
+report too (runs/<id>/report.terminal.json, with the run's files, systems and settings it was made from), so a
+command prints it after its flow without computing the summary's bootstraps, the win-rates and the Bradley-Terry
+ranking again (1.5 s on the demo); once a file of the run changed, or for other systems or settings, it is computed
+from the tables.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+from pathlib import Path
 from typing import Any
 
 from ttseval.core.config import Settings
+from ttseval.core.paths import source_fingerprint
 from ttseval.core.store import ArtifactStore
 from ttseval.tasks.quality import primary_quality_id
 from ttseval.tasks.report.compute import (RunTables, baseline_id, compute_rankings, compute_summary,
-                                          compute_winrates, store_summary, store_winrates)
+                                          compute_winrates, run_system_ids, store_summary, store_winrates)
 from ttseval.tasks.report.figures import depth_figure
 from ttseval.tasks.report.html import build_data, html_location, write_html_report
 from ttseval.tasks.report.judges import instruction_markdown, leaderboard_markdown
@@ -48,33 +53,51 @@ def input_files(store: ArtifactStore, run_id: str) -> dict[str, int]:
             if name.split("/")[0] not in REPORT_OUTPUTS and not name.split("/")[-1].startswith(".")}
 
 
+@functools.cache
+def reporting_code() -> str:
+    """The code a report is rendered by, as it is on disk: the tasks (the report among them) and the metrics."""
+    import ttseval.metrics
+    import ttseval.tasks
+
+    return source_fingerprint(Path(ttseval.tasks.__file__).parent, Path(ttseval.metrics.__file__).parent)
+
+
+def _digest(**parts: Any) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode("utf-8")).hexdigest()
+
+
 def report_inputs(store: ArtifactStore, run_id: str, settings: Settings, system_ids: list[str],
-                  meta: dict[str, Any]) -> str:
+                  meta: dict[str, Any], files: dict[str, int] | None = None) -> str:
     """The sha256 of everything a run's report is made of (module doc)."""
-    described = {k: v for k, v in meta.items() if k != "date"}
-    blob = json.dumps({"files": input_files(store, run_id), "settings": settings.model_dump(mode="json"),
-                       "systems": system_ids, "meta": described, "store": store.display()}, sort_keys=True,
-                      default=str)
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+    return _digest(files=input_files(store, run_id) if files is None else files,
+                   settings=settings.model_dump(mode="json"), systems=system_ids, store=store.display(),
+                   meta={k: v for k, v in meta.items() if k != "date"}, code=reporting_code())
 
 
-def store_terminal_view(store: ArtifactStore, run_id: str, system_ids: list[str], summary: Any,
-                        leaderboard: str) -> None:
-    """What a terminal shows of the run (ttseval.tasks.report.terminal.print_view), as the report was written."""
-    view = {"system_ids": list(system_ids), "files": input_files(store, run_id), "rows": rows_for_display(summary),
-            "leaderboard": leaderboard}
+def store_terminal_view(store: ArtifactStore, run_id: str, settings: Settings, system_ids: list[str],
+                        files: dict[str, int], summary: Any, leaderboard: str) -> None:
+    """What a terminal shows of the run (ttseval.tasks.report.terminal.print_view), as the report was written from
+    `files`."""
+    view = {"system_ids": list(system_ids), "files": files, "made_by": _made_by(settings),
+            "rows": rows_for_display(summary), "leaderboard": leaderboard}
     store.write_bytes(f"runs/{run_id}/{TERMINAL_VIEW}", json.dumps(view, ensure_ascii=False).encode("utf-8"))
 
 
-def stored_terminal_view(store: ArtifactStore, run_id: str, system_ids: list[str] | None) -> dict[str, Any] | None:
-    """The view stored with the run's report while the run's files are those it was made from and it covers
-    `system_ids` (None: the systems it was written for); otherwise None, and the caller computes it."""
+def _made_by(settings: Settings) -> str:
+    return _digest(settings=settings.model_dump(mode="json"), code=reporting_code())
+
+
+def stored_terminal_view(store: ArtifactStore, run_id: str, settings: Settings,
+                         system_ids: list[str] | None) -> dict[str, Any] | None:
+    """The view stored with the run's report while the run's files, the settings and the code are those it was made
+    from and it shows `system_ids` (None: all of the run's); otherwise None, and the caller computes it."""
     if not store.exists(f"runs/{run_id}/{TERMINAL_VIEW}"):
         return None
     view = json.loads(store.read_bytes(f"runs/{run_id}/{TERMINAL_VIEW}"))
-    if system_ids is not None and view["system_ids"] != list(system_ids):
+    if view["made_by"] != _made_by(settings) or view["files"] != input_files(store, run_id):
         return None
-    return view if view["files"] == input_files(store, run_id) else None
+    wanted = list(system_ids) if system_ids is not None else run_system_ids(store, run_id)
+    return view if view["system_ids"] == wanted else None
 
 
 def write_full_report(store: ArtifactStore, run_id: str, settings: Settings, system_ids: list[str],
@@ -82,17 +105,18 @@ def write_full_report(store: ArtifactStore, run_id: str, settings: Settings, sys
     """Summary, win-rates, figures and Markdown for a run; returns the Markdown, stored once as report.md.
 
     `reuse`: keep the stored report when its inputs are those it was written from (module doc)."""
-    digest = report_inputs(store, run_id, settings, system_ids, meta) if reuse else None
-    if digest is not None and _written_from(store, run_id, digest):
+    files = input_files(store, run_id)  # listed before any table is read: a part committed later is not covered
+    digest = report_inputs(store, run_id, settings, system_ids, meta, files)
+    if reuse and _written_from(store, run_id, digest):
         return store.read_bytes(f"runs/{run_id}/report.md").decode("utf-8")
-    markdown = _write_full_report(store, run_id, settings, system_ids, meta)
-    if digest is not None:
-        store.write_bytes(f"runs/{run_id}/{REPORT_INPUTS}", digest.encode("ascii"))
+    markdown = _write_full_report(store, run_id, settings, system_ids, meta, files)
+    store.write_bytes(f"runs/{run_id}/{REPORT_INPUTS}", digest.encode("ascii"))  # every render: none is kept stale
     return markdown
 
 
 def _written_from(store: ArtifactStore, run_id: str, digest: str) -> bool:
-    """Whether the stored report (report.md and its HTML page) was written from inputs of this digest."""
+    """Whether the stored report (report.md, its HTML page and terminal view) was written from inputs of this
+    digest."""
     outputs = (f"runs/{run_id}/report.md", f"runs/{run_id}/html/index.html", f"runs/{run_id}/{TERMINAL_VIEW}",
                f"runs/{run_id}/{REPORT_INPUTS}")
     return (all(store.exists(p) for p in outputs)
@@ -100,7 +124,7 @@ def _written_from(store: ArtifactStore, run_id: str, digest: str) -> bool:
 
 
 def _write_full_report(store: ArtifactStore, run_id: str, settings: Settings, system_ids: list[str],
-                       meta: dict[str, Any]) -> str:
+                       meta: dict[str, Any], files: dict[str, int]) -> str:
     tables = RunTables.read(store, run_id, system_ids, primary_quality_id(settings))  # every section reads these
     meta = {**meta, "html report": html_location(store, run_id)}
     write_per_item(store, run_id, settings, tables)  # runs/<id>/per_sentence.csv, every run's tidy per-item table
@@ -116,7 +140,7 @@ def _write_full_report(store: ArtifactStore, run_id: str, settings: Settings, sy
             if png:
                 store.write_bytes(f"runs/{run_id}/figures/winrate-by-depth-{judge_id}.png", png)
     leaderboard = leaderboard_markdown(store, run_id, summary, winrates, rankings)
-    store_terminal_view(store, run_id, system_ids, summary, leaderboard)  # what a command prints after its flow
+    store_terminal_view(store, run_id, settings, system_ids, files, summary, leaderboard)  # printed after the flow
     markdown = (render_markdown(summary, meta) + cost_markdown(store, run_id, names)
                 + insv_markdown(store, run_id, settings, tables)
                 + recognisers_markdown(settings, tables, names)

@@ -115,7 +115,7 @@ def print_report(settings, run_id: str, system_ids: list[str] | None) -> None:
 
     store = ArtifactStore(settings.store)
     store.require(run_id)
-    view = stored_terminal_view(store, run_id, system_ids)
+    view = stored_terminal_view(store, run_id, settings, system_ids)
     if view is None:
         from ttseval.tasks.report import compute_summary, compute_winrates, leaderboard_markdown, rows_for_display
         from ttseval.tasks.report.compute import compute_rankings

@@ -7,6 +7,7 @@ free of symbolic links (`Path.resolve`), so the same file gets the same string h
 
 from __future__ import annotations
 
+import hashlib
 import os
 import posixpath
 from collections.abc import Iterable
@@ -16,6 +17,19 @@ from urllib.parse import unquote, urlsplit
 LOCAL_CACHE = Path("~/.cache/ttseval")
 """This machine's own cache (joined model weights, validations already passed): only ever a shortcut, so a worker
 that lacks it redoes the work; never where a result lives (that is the store)."""
+
+
+def source_fingerprint(*places: str | Path) -> str:
+    """The sha256 of the code in `places` (files, or folders and all under them) as it is on disk: each file's path,
+    size and modification time (a stat each, no reads). A result cached under it is not reused by other code: an
+    upgrade, another checkout, an edit not yet committed (a version number or a commit alone miss the last two)."""
+    digest = hashlib.sha256()
+    for place in map(Path, places):
+        for path in [place] if place.is_file() else sorted(place.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                stat = path.stat()
+                digest.update(f"{path}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode("utf-8", "surrogateescape"))
+    return digest.hexdigest()
 
 
 def is_uri(path: str) -> bool:

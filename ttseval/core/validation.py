@@ -10,12 +10,14 @@ One ephemeral context per process; `import great_expectations` costs seconds, so
 with its loggers quietened: creating a context logs "Created temporary directory ... for ephemeral docs site"
 at INFO, which a user never asked for.
 
-A frame that passed is remembered (``check``): an empty marker file under ``LOCAL_CACHE/validated`` named by the
-sha256 of its rows (pandas' row hashes), columns, dtypes, rules, and the ttseval and Great Expectations versions.
-The same frame against the same rules then passes without importing Great Expectations: a re-run that computes
-nothing re-checks its dataset and every stage table, and paid 2.8 s for the import alone (issue 31). Only passes
-are remembered, so a broken rule is always found and reported afresh; a frame pandas cannot hash (lists in a
-cell) is validated every time.
+A frame that passed is remembered (``check``): an empty marker file under ``LOCAL_CACHE/validated/<code>/``
+named by the sha256 of its rows (pandas' row hashes), columns, dtypes and each object column's inferred type, and
+the rules; ``<code>`` is this module on disk and the Great Expectations version. The same frame against the same
+rules then passes without importing Great Expectations: a re-run that computes nothing re-checks its dataset and
+every stage table, and paid 2.8 s for the import alone (issue 31). Only passes are remembered, so a broken rule is
+always found and reported afresh. A frame pandas cannot hash (lists in a cell), or whose object column mixes types
+(pandas hashes such cells by their text, so 1 and "1" would look alike), is validated every time. Folders of other
+code are removed once a week old.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from typing import Any
 import pandas as pd
 
 from ttseval.core.errors import DatasetError
-from ttseval.core.paths import LOCAL_CACHE
+from ttseval.core.paths import LOCAL_CACHE, source_fingerprint
 from ttseval.core.schemas import TABLES
 from ttseval.core.telemetry import telemetry_off
 
@@ -144,35 +146,53 @@ def check(frame: pd.DataFrame, rules: list[Rule], *, suite_name: str, row_column
     problems = _check(frame, rules, suite_name=suite_name, row_columns=row_columns)
     if not problems and marker is not None:
         with contextlib.suppress(OSError):  # a read-only home only loses the shortcut
-            marker.parent.mkdir(parents=True, exist_ok=True)
+            if not marker.parent.exists():
+                _remove_stale(marker.parent.parent)
+                marker.parent.mkdir(parents=True, exist_ok=True)
             marker.touch()
     return problems
 
 
 VALIDATED = LOCAL_CACHE / "validated"
+STALE_S = 7 * 86400
 
 
 def passed_marker(frame: pd.DataFrame, rules: list[Rule], *, suite_name: str,
                   row_columns: tuple[str, ...]) -> Path | None:
-    """Where a pass of `frame` against `rules` is remembered; None when pandas cannot hash the frame's cells."""
+    """Where a pass of `frame` against `rules` is remembered; None when pandas cannot hash the frame's cells
+    faithfully (module doc)."""
+    kinds = [pd.api.types.infer_dtype(frame[c], skipna=True) for c in frame.columns if frame[c].dtype == object]
+    if any(kind.startswith(("mixed", "unknown")) for kind in kinds):
+        return None
     try:
         rows = pd.util.hash_pandas_object(frame, index=True).to_numpy().tobytes()
     except (TypeError, ValueError):
         return None
     digest = hashlib.sha256()
     for part in (suite_name, repr(row_columns), repr(rules), repr(list(map(str, frame.columns))),
-                 repr(list(map(str, frame.dtypes))), _versions()):
+                 repr(list(map(str, frame.dtypes))), repr(kinds)):
         digest.update(part.encode("utf-8") + b"\0")
     digest.update(rows)
-    return VALIDATED.expanduser() / digest.hexdigest()
+    return VALIDATED.expanduser() / _code() / digest.hexdigest()
 
 
 @functools.cache
-def _versions() -> str:
-    """The code whose verdict a marker records: a new ttseval or Great Expectations checks every frame again."""
-    from ttseval import __version__
+def _code() -> str:
+    """The code whose verdict a marker records (this module on disk, the Great Expectations version): other code
+    checks every frame again."""
+    ge = importlib.metadata.version("great_expectations")
+    return hashlib.sha256(f"{source_fingerprint(__file__)} {ge}".encode()).hexdigest()[:16]
 
-    return f"ttseval {__version__}; great_expectations {importlib.metadata.version('great_expectations')}"
+
+def _remove_stale(folder: Path) -> None:
+    """Remove the marker folders of other code not used for a week (a marker is never read by other code)."""
+    import shutil
+    import time
+
+    for old in folder.glob("*") if folder.is_dir() else []:
+        with contextlib.suppress(OSError):
+            if time.time() - old.stat().st_mtime > STALE_S:
+                shutil.rmtree(old)
 
 
 def _check(frame: pd.DataFrame, rules: list[Rule], *, suite_name: str, row_columns: tuple[str, ...]) -> list[str]:
