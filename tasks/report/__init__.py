@@ -24,7 +24,7 @@ from ttseval.tasks.report.compute import (LEVELS, ROLE_ORDER, RunTables, compute
                                           compute_winrates, store_summary, store_winrates)
 from ttseval.tasks.report.figures import depth_figure
 from ttseval.tasks.report.format import ROLE_LABEL, markdown_table
-from ttseval.tasks.report.full import store_terminal_view, stored_terminal_view, write_full_report
+from ttseval.tasks.report.full import stored_terminal_view, write_full_report
 from ttseval.tasks.report.html import build_data, html_location, write_html_report
 from ttseval.tasks.report.per_item import per_item_table, write_per_item
 from ttseval.tasks.report.judges import (instruction_markdown, leaderboard_markdown, position_bias_markdown,
@@ -46,7 +46,7 @@ __all__ = [
     "grouped_markdown", "html_location", "insv_markdown", "instruction_markdown", "instruction_statistics_markdown",
     "judge_agreement", "leaderboard_markdown", "listening_markdown", "markdown_table", "model_of_voices",
     "paired_markdown", "per_item_table", "planning_markdown", "position_bias_markdown", "predictors_markdown",
-    "print_view", "prosody_markdown", "store_terminal_view", "stored_terminal_view",
+    "print_view", "prosody_markdown", "stored_terminal_view",
     "recognisers_markdown", "render_markdown", "rows_for_display", "significance_markdown", "similarity_markdown",
     "store_summary",
     "store_winrates", "tables_markdown", "voice_variance_markdown", "write_full_report", "write_html_report",

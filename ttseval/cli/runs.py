@@ -108,8 +108,9 @@ def announce_new_store(new: bool, uri: str) -> None:
 
 
 def print_report(settings, run_id: str, system_ids: list[str] | None) -> None:
-    """The run's per-system table, its leaderboard and where its HTML report is: as its report stored them, or
-    computed from its tables for a run whose report predates that (ttseval.tasks.report.terminal)."""
+    """The run's per-system table, its leaderboard and where its HTML report is: as its report stored them while
+    the run's files, the settings, the code and the systems are those the report was written from
+    (ttseval.tasks.report.full.stored_terminal_view), computed from its tables otherwise."""
     from ttseval.core.store import ArtifactStore
     from ttseval.tasks.report import print_view, stored_terminal_view
 
