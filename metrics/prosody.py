@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from ttseval.core.audio import resample
+
 __all__ = ["Timing", "audio_gates", "f0_stats", "speaking_rate", "speech_segments", "timing"]
 
 VAD_RATE_HZ = 16000
@@ -53,13 +55,10 @@ def _vad() -> Any:
 
 def speech_segments(samples: np.ndarray, rate_hz: int) -> list[tuple[float, float]]:
     """(start_s, end_s) of each stretch of speech, from Silero VAD."""
-    import librosa
     import torch
     from silero_vad import get_speech_timestamps
 
-    y = np.asarray(samples, dtype=np.float32)
-    if rate_hz != VAD_RATE_HZ:
-        y = librosa.resample(y, orig_sr=rate_hz, target_sr=VAD_RATE_HZ)
+    y = resample(samples, rate_hz, VAD_RATE_HZ)
     if len(y) < VAD_RATE_HZ // 20:
         return []
     found = get_speech_timestamps(torch.from_numpy(np.ascontiguousarray(y)), _vad(), sampling_rate=VAD_RATE_HZ,

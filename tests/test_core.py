@@ -187,3 +187,22 @@ def test_a_toml_asr_table_keeps_the_fallback(tmp_path: Path, monkeypatch: pytest
     settings = load_settings()
     assert settings.asr == {"en": "faster-whisper:tiny.en", "hi": "transformers:/models/hi", "*": "faster-whisper:base"}
     assert settings.asr_for("eng") == "faster-whisper:tiny.en"  # ISO 639-2 'eng' is English
+
+
+@pytest.mark.parametrize(("from_hz", "to_hz", "n"), [(22050, 48000, 22050), (48000, 16000, 4801), (16000, 22050, 1),
+                                                     (24000, 16000, 0)])
+def test_resample_is_librosas_default_without_librosa(from_hz: int, to_hz: int, n: int) -> None:
+    """Audio.resampled calls soxr directly; librosa.resample's default (soxr_hq, fixed length) is the independent
+    computation it must equal, sample for sample."""
+    import librosa
+    import numpy as np
+
+    from ttseval.core.audio import Audio
+
+    rng = np.random.default_rng(7)
+    samples = (0.3 * np.sin(np.arange(n) * 0.05) + 0.05 * rng.standard_normal(n)).astype(np.float32)
+    ours = Audio(samples, from_hz).resampled(to_hz)
+    theirs = librosa.resample(samples, orig_sr=from_hz, target_sr=to_hz)
+    assert ours.sample_rate_hz == to_hz and ours.samples.dtype == np.float32
+    assert len(ours.samples) == len(theirs)
+    np.testing.assert_array_equal(ours.samples, theirs)
