@@ -16,7 +16,7 @@ from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 
 from ttseval.flows.common import (artifact_key, check_judges, check_stage_tables, cpu_workers_declared, judge_runs_on_gpu,
-                          placement)
+                          placement, stored_systems)
 from ttseval.flows.preflight import check_cluster_reach
 from ttseval.flows.progress import StageProgress
 from ttseval.flows.runner import SettingsDaskTaskRunner
@@ -26,19 +26,9 @@ from ttseval.tasks.judge import run_judge_stage, run_position_audit
 from ttseval.tasks.limits import ensure_vendor_limits
 from ttseval.tasks.report import write_full_report
 from ttseval.core.config import load_settings
-from ttseval.core.errors import SpecError, TTSEvalError
+from ttseval.core.errors import SpecError
 from ttseval.core.lease import RunLease
 from ttseval.core.registry import Spec
-
-
-def stored_systems(store: Any, run_id: str) -> tuple[list[str], dict[str, str]]:
-    """System ids of a stored run in the order they were first synthesized, and their specs."""
-    synthesis = store.read(run_id, "synthesis")
-    if synthesis.empty:
-        raise TTSEvalError(f"run {run_id!r} in {store.display()} has no synthesis rows; runs there: "
-                           f"{', '.join(store.runs()) or 'none'}")
-    first = synthesis.sort_values("created_at", kind="stable").drop_duplicates("system_id")
-    return first["system_id"].tolist(), dict(zip(first["system_id"], first["system_spec"]))
 
 
 def stored_baseline(store: Any, run_id: str, system_ids: list[str]) -> str:

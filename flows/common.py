@@ -155,6 +155,16 @@ def check_stage_tables(store: ArtifactStore, run_id: str, tables: tuple[str, ...
         raise TTSEvalError("stage output breaks expectations:\n- " + "\n- ".join(problems))
 
 
+def stored_systems(store: ArtifactStore, run_id: str) -> tuple[list[str], dict[str, str]]:
+    """System ids of a stored run in the order they were first synthesized, and their specs."""
+    synthesis = store.read(run_id, "synthesis")
+    if synthesis.empty:
+        raise TTSEvalError(f"run {run_id!r} in {store.display()} has no synthesis rows; runs there: "
+                           f"{', '.join(store.runs()) or 'none'}")
+    first = synthesis.sort_values("created_at", kind="stable").drop_duplicates("system_id")
+    return first["system_id"].tolist(), dict(zip(first["system_id"], first["system_spec"]))
+
+
 def git_commit() -> str | None:
     """The commit of the running code, when it runs from a git checkout."""
     with contextlib.suppress(OSError, subprocess.SubprocessError):

@@ -17,8 +17,7 @@ from typing import Any, Literal
 from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact
 
-from ttseval.flows.backfill_judge import stored_systems
-from ttseval.flows.common import artifact_key
+from ttseval.flows.common import artifact_key, stored_systems
 from ttseval.tasks.common import get_store, logger
 from ttseval.tasks.listening import analyse_test, export_test, ingest_ratings
 from ttseval.tasks.report import write_full_report

@@ -26,7 +26,6 @@ from collections.abc import Mapping
 import krippendorff
 import numpy as np
 import pandas as pd
-import scipy.stats
 
 from ttseval.metrics.winrate import WINNER_SCORES
 
@@ -96,6 +95,8 @@ def kendalls_w(scores: pd.DataFrame | np.ndarray, *, correct_ties: bool = True) 
         ValueError: m < 2 or n < 2, a missing/non-finite score (naming judge and system),
             or every judge scoring all systems equally (W is 0/0).
     """
+    import scipy.stats
+
     values, _, _ = _score_matrix(scores, "scores")
     m, n = values.shape
     if m < 2 or n < 2:
@@ -115,6 +116,8 @@ def kendalls_w(scores: pd.DataFrame | np.ndarray, *, correct_ties: bool = True) 
 
 
 def _spearman(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    import scipy.stats
+
     with warnings.catch_warnings():
         # A constant input makes rho undefined; callers decide (NaN or an error).
         warnings.simplefilter("ignore", scipy.stats.ConstantInputWarning)

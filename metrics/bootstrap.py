@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-import scipy.stats
 
 __all__ = ["CI", "MIN_INTERVAL_ITEMS", "bootstrap_mean_ci", "bootstrap_ratio_ci"]
 
@@ -89,6 +88,8 @@ def _interval(
     rng: np.random.Generator,
     method: str = "percentile",
 ) -> tuple[float, float]:
+    import scipy.stats
+
     result = scipy.stats.bootstrap(
         data,
         statistic,

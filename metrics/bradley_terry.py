@@ -36,7 +36,6 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from ttseval.metrics.bootstrap import MIN_INTERVAL_ITEMS
 
@@ -163,6 +162,8 @@ def bradley_terry(outcomes: pd.DataFrame, *, n_resamples: int = 1000, seed: int 
     Raises:
         ValueError: a column missing, an unknown `resample`, or a bad comparison (fit_strengths).
     """
+    from scipy import stats
+
     if resample not in ("items", "raters+items"):
         raise ValueError(f"resample must be 'items' or 'raters+items', got {resample!r}")
     need = {"item_id", "a", "b", "score"} | ({"rater_id"} if resample == "raters+items" else set())

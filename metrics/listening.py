@@ -27,7 +27,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from ttseval.metrics.agreement import krippendorff_alpha
 from ttseval.core.schemas import DG_SHEET
@@ -70,6 +69,8 @@ def dg_score(sheet: pd.DataFrame, weights: DGWeights = DGWeights()) -> pd.Series
 
 def _ci(values: np.ndarray) -> tuple[float, float, float]:
     """mean, sigma (n - 1), and the half-width of the 95% t interval (NaN below two values)."""
+    from scipy import stats
+
     n = len(values)
     mean = float(values.mean()) if n else float("nan")
     if n < 2:
@@ -134,6 +135,8 @@ def _cube(ratings: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
 
 
 def _rank_rows(x: np.ndarray) -> np.ndarray:
+    from scipy import stats
+
     return stats.rankdata(x, axis=1)
 
 
@@ -142,6 +145,8 @@ def subsampling(ratings: pd.DataFrame, listeners: list[int], utterances: list[in
     """For each (listeners, utterances) cell: the mean Spearman correlation, over `trials` draws without
     replacement, between the systems' mean scores on the drawn raters' ratings of the drawn items and the means
     over everything. A draw where some system has no rating or every mean ties is not counted (`trials_used`)."""
+    from scipy import stats
+
     cube, _ = _cube(ratings)
     n_raters, n_items, _ = cube.shape
     full = np.nanmean(cube.reshape(-1, cube.shape[2]), axis=0)
@@ -274,6 +279,8 @@ def fault_isolation(sheets: pd.DataFrame) -> pd.DataFrame:
 def metric_correlation(human: pd.DataFrame, metrics: pd.DataFrame, on: list[str]) -> pd.DataFrame:
     """Spearman and Pearson correlation of the human `score` with each metric column, joined `on` (system_id for
     system means; item_id and system_id for clips); NaN below three pairs or when either side is constant."""
+    from scipy import stats
+
     joined = human.merge(metrics, on=on, how="inner")
     rows = []
     for column in [c for c in metrics.columns if c not in on]:

@@ -19,7 +19,6 @@ from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
-from scipy import stats
 
 __all__ = ["METHODS", "Method", "adjust_p"]
 
@@ -34,6 +33,8 @@ def adjust_p(pvalues: Sequence[float], method: Method = "holm") -> np.ndarray:
     Raises:
         ValueError: an unknown method, or a p-value outside [0, 1] (the message names its index).
     """
+    from scipy import stats
+
     if method not in METHODS:
         raise ValueError(f"multiple-testing method {method!r} is not one of {sorted(METHODS)}")
     p = np.asarray(pvalues, dtype=float).ravel()

@@ -29,7 +29,6 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from ttseval.metrics.bootstrap import MIN_INTERVAL_ITEMS
 from ttseval.metrics.multiplicity import METHODS, Method, adjust_p
@@ -61,12 +60,16 @@ class Paired:
 
 
 def _wilcoxon(diff: np.ndarray) -> float:
+    from scipy import stats
+
     if len(diff) < 2 or np.all(diff == 0):
         return float("nan")
     return float(stats.wilcoxon(diff, zero_method="wilcox").pvalue)
 
 
 def _bca(data: tuple[np.ndarray, ...], statistic, n_resamples: int, seed: int) -> tuple[float, float]:
+    from scipy import stats
+
     if len(data[0]) < MIN_INTERVAL_ITEMS:
         return float("nan"), float("nan")
     with warnings.catch_warnings():  # every resample alike (no spread): scipy warns and returns NaN, kept as NaN
@@ -90,6 +93,8 @@ def paired_ratio(metric: str, errors_a: np.ndarray, totals_a: np.ndarray, errors
     Raises:
         ValueError: the arrays differ in length or are empty, or a total is not positive.
     """
+    from scipy import stats
+
     ea, ta, eb, tb = (np.asarray(x, dtype=float) for x in (errors_a, totals_a, errors_b, totals_b))
     if not (len(ea) == len(ta) == len(eb) == len(tb)) or not len(ea):
         raise ValueError(f"{metric}: paired arrays must be non-empty and of one length")
@@ -117,6 +122,8 @@ def paired_mean(metric: str, a: np.ndarray, b: np.ndarray, *, n_resamples: int =
                 n_permutations: int | None = None) -> Paired:
     """Mean per-item difference B - A (MOS and other per-item scores) over the same items, in the same order; the
     permutation test flips the sign of each item's difference."""
+    from scipy import stats
+
     xa, xb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if len(xa) != len(xb) or not len(xa):
         raise ValueError(f"{metric}: paired arrays must be non-empty and of one length")

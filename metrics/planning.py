@@ -19,7 +19,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import stats
 
 __all__ = ["EFFECT_SIZES", "MAX_ITEMS", "items_needed", "per_item_sd", "power_of"]
 
@@ -31,6 +30,8 @@ MAX_ITEMS = 1_000_000  # past this the planner answers "more than"
 
 def power_of(n: int, delta: float, sd: float, *, alpha: float = 0.05) -> float:
     """Power of the two-sided paired t-test on n items for a true mean difference delta with per-item sd."""
+    from scipy import stats
+
     if n < 2:
         return 0.0
     df = n - 1
@@ -46,6 +47,8 @@ def items_needed(delta: float, sd: float, *, alpha: float = 0.05, power: float =
     Raises:
         ValueError: delta 0, sd not positive, alpha or power outside (0, 1), or tests < 1 (the message names it).
     """
+    from scipy import stats
+
     for name, value in (("alpha", alpha), ("power", power)):
         if not 0 < value < 1:
             raise ValueError(f"{name} must be in (0, 1), got {value!r}")

@@ -319,7 +319,7 @@ def test_self_consistency_end_to_end(judged_run, tmp_path: Path) -> None:
 
 
 def test_a_budget_keeps_the_judgements_it_can_pay_for(judged_run, monkeypatch: pytest.MonkeyPatch) -> None:
-    from ttseval.flows.backfill_judge import stored_systems
+    from ttseval.flows.common import stored_systems
     from ttseval.tasks.cost import JUDGE_PROMPT_TOKENS, Budget
     from ttseval.tasks.judge import PAIRWISE, plan_judge, within_judge_budget
     from ttseval.core.config import load_settings
