@@ -8,6 +8,7 @@ temporary server; end-to-end runs that need no cluster of their own run on the s
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -51,6 +52,22 @@ def _stop(proc: subprocess.Popen) -> None:
         proc.wait(timeout=15)
     except (subprocess.TimeoutExpired, ProcessLookupError):
         with_group and os.killpg(proc.pid, signal.SIGKILL)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_shared_server_outlives_the_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """A command run with no PREFECT_API_URL leaves the shared Prefect server running (ttseval.infra.prefect_server)
+    in its PREFECT_HOME; the tests that do so stop theirs, and this stops any a test left under the session's
+    temporary folders, so none outlives the run."""
+    yield
+    import psutil
+
+    base = str(tmp_path_factory.getbasetemp())  # this test worker's, not another's still running
+    for p in psutil.process_iter(["cmdline"]):
+        line = p.info["cmdline"] or []
+        if "ttseval.infra.prefect_server" in line and any(arg.startswith(base) for arg in line):
+            with contextlib.suppress(psutil.Error):
+                p.terminate()
 
 
 @pytest.fixture(scope="session")

@@ -60,7 +60,8 @@ def test_every_command_has_its_group_module() -> None:
     modules = {name: sub.get_default("func").__module__.rsplit(".", 1)[1] for name, sub in commands.choices.items()}
     assert modules == {
         "evaluate": "runs", "backfill-judge": "runs", "report": "runs", "nightly": "runs", "export": "runs",
-        "leaderboard": "runs", "trends": "runs", "stack": "operations", "serve": "operations", "human-alignment": "listening",
+        "leaderboard": "runs", "trends": "runs", "stack": "operations", "server": "operations",
+        "serve": "operations", "human-alignment": "listening",
         "human-eval": "listening", "mos-forms": "listening", "mos-analyze": "listening",
         "import-dataset": "datasets", "generate-dataset": "datasets", "generate-instructions": "datasets",
         "datasets": "registered", "systems": "registered", "providers": "catalog", "voices": "catalog"}

@@ -477,9 +477,11 @@ def test_s3_store_end_to_end(prefect_api: str, s3_bucket: str, s3_server: dict, 
     assert again.returncode == 0 and "4 present (reused), 0 to compute" in again.stdout + again.stderr
 
 
-def test_without_a_prefect_server_the_command_starts_and_stops_its_own(tmp_path: Path) -> None:
-    """The README's path: no PREFECT_API_URL; one temporary server for the command and its Dask workers."""
-    env = {k: v for k, v in cli_env("unused").items() if k != "PREFECT_API_URL"} | {"PREFECT_HOME": str(tmp_path / "ph")}
+def test_with_keep_0_and_no_prefect_server_the_command_starts_and_stops_its_own(tmp_path: Path) -> None:
+    """No PREFECT_API_URL and prefect_server_keep_s = 0: one temporary server for the command and its Dask workers
+    (the shared server of the default: tests/test_prefect_server.py)."""
+    env = {k: v for k, v in cli_env("unused").items() if k != "PREFECT_API_URL"} | {
+        "PREFECT_HOME": str(tmp_path / "ph"), "TTSEVAL_PREFECT_SERVER_KEEP_S": "0"}
     dataset = tmp_path / "one.jsonl"
     dataset.write_text('{"item_id": "q1", "text": "Is it late?", "language": "en-US", "category": "questions", "depth": 0}\n')
     result = run_cli(["evaluate", "--dataset", str(dataset), "--systems", "espeak-ng,flite:slt", "--store",
@@ -497,10 +499,12 @@ def test_without_a_prefect_server_the_command_starts_and_stops_its_own(tmp_path:
 
 
 def test_sigterm_stops_the_run_and_everything_it_started(small_dataset: Path, tmp_path: Path) -> None:
-    """SIGTERM (a scheduler or a user's kill) ends the command, its Dask workers and its temporary Prefect server."""
+    """SIGTERM (a scheduler or a user's kill) ends the command, its Dask workers and its temporary Prefect server
+    (prefect_server_keep_s = 0; a shared server outlives commands by design)."""
     import psutil
 
-    env = {k: v for k, v in cli_env("unused").items() if k != "PREFECT_API_URL"} | {"PREFECT_HOME": str(tmp_path / "ph")}
+    env = {k: v for k, v in cli_env("unused").items() if k != "PREFECT_API_URL"} | {
+        "PREFECT_HOME": str(tmp_path / "ph"), "TTSEVAL_PREFECT_SERVER_KEEP_S": "0"}
     proc = subprocess.Popen([str(BIN / "ttseval"), "evaluate", "--dataset", str(small_dataset), "--systems",
                              "espeak-ng,flite:slt", "--store", str(tmp_path / "s"), "--run-id", "t", "--shard-size", "1"],
                             env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import sys
 from collections.abc import Iterator
 
 # exit 2: nothing written (declared with the errors; a store or run that is not there is the same mistake everywhere)
@@ -17,9 +18,6 @@ from ttseval.core.errors import USER_ERRORS  # noqa: F401
 # 3: the run finished, and a threshold of the exit-code policy was breached (settings min_completion,
 # fail_on_regression; ttseval.metrics.policy): automation can tell it from 1, a run that could not run
 EXIT_DONE, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_BREACHED = 0, 1, 2, 3
-
-TEMPORARY_SERVER_TIMEOUT_S = 90
-
 
 def quiet_defaults() -> None:
     from ttseval.core.telemetry import telemetry_off
@@ -70,7 +68,9 @@ class IntermixedParser(argparse.ArgumentParser):
 
 @contextlib.contextmanager
 def prefect_api() -> Iterator[None]:
-    """Use PREFECT_API_URL when set; otherwise start one temporary local server for this command.
+    """Use PREFECT_API_URL when set; otherwise the local Prefect server commands share (started by the first, left
+    running until idle for the prefect_server_keep_s setting: ttseval.infra.prefect_server), or with that
+    setting 0 one temporary server for this command.
 
     Prefect would otherwise start a temporary server in every Dask worker process as well (seconds each);
     exporting the URL lets the workers report to the same one.
@@ -81,22 +81,45 @@ def prefect_api() -> Iterator[None]:
     if os.environ.get("PREFECT_API_URL"):
         yield
         return
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from ttseval.core.config import load_settings
+
+    keep_s = load_settings().prefect_server_keep_s
+    with contextlib.ExitStack() as stack:
+        if keep_s > 0:
+            from ttseval.infra.prefect_server import shared_server
+
+            shared = stack.enter_context(shared_server(keep_s))
+            api_url = shared.api_url
+            print(f"Prefect server {api_url} " + (f"started; shared with later commands until none has used it for "
+                                                   f"{shared.keep_s:g} s" if shared.started else
+                                                   f"(shared, stops after {shared.keep_s:g} s unused)")
+                  + " (prefect_server_keep_s; ttseval server stop)", file=sys.stderr)
+        else:
+            api_url = stack.enter_context(_temporary_server())
+        os.environ["PREFECT_API_URL"] = api_url
+        try:
+            with temporary_settings({PREFECT_API_URL: api_url}):
+                yield
+        finally:
+            from prefect.logging.handlers import APILogHandler
+
+            APILogHandler().flush()  # send the last log lines before the server they go to stops or is left
+            os.environ.pop("PREFECT_API_URL", None)
+
+
+@contextlib.contextmanager
+def _temporary_server() -> Iterator[str]:
     from prefect.server.api.server import SubprocessASGIServer
-    from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_settings
+
+    from ttseval.infra.prefect_server import start_timeout_s
 
     server = SubprocessASGIServer()
-    # Prefect waits 20 s by default; a loaded 2-core machine took longer to migrate the temporary database once.
-    configured = get_current_settings().server.ephemeral.startup_timeout_seconds
-    server.start(timeout=max(configured, TEMPORARY_SERVER_TIMEOUT_S))
-    os.environ["PREFECT_API_URL"] = server.api_url
+    server.start(timeout=start_timeout_s())
     try:
-        with temporary_settings({PREFECT_API_URL: server.api_url}):
-            yield
+        yield server.api_url
     finally:
-        from prefect.logging.handlers import APILogHandler
-
-        APILogHandler().flush()  # send the last log lines before the server they go to stops
-        os.environ.pop("PREFECT_API_URL", None)
         server.stop()
 
 

@@ -1,4 +1,5 @@
-"""Operations: stack (the local Prefect + Dask + S3 stack), serve (a store's HTML reports over HTTP)."""
+"""Operations: stack (the local Prefect + Dask + S3 stack), server (the Prefect server commands share), serve (a
+store's HTML reports over HTTP)."""
 
 from __future__ import annotations
 
@@ -34,6 +35,22 @@ def cmd_stack(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_server(args: argparse.Namespace) -> int:
+    """Describe or stop the Prefect server that commands with no PREFECT_API_URL share (infra/prefect_server.py)."""
+    import json
+
+    from ttseval.infra.prefect_server import server_folder, server_info, stop_server
+
+    folder = server_folder()
+    if args.action == "stop":
+        print(f"the shared Prefect server in {folder} stopped" if stop_server(folder)
+              else f"no shared Prefect server is running in {folder}")
+    else:
+        info = server_info(folder)
+        print(json.dumps({"folder": str(folder), "running": info is not None, **(info or {})}, indent=2))
+    return 0
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     """A store's HTML reports over HTTP, read-only (infra/serve.py)."""
     from ttseval.core.config import load_settings
@@ -66,6 +83,13 @@ def add_stack(sub) -> None:
                      help="give one Dask worker the GPU resource (default: when nvidia-smi finds a GPU)")
     stk.add_argument("--deploy", action="store_true", help="also register deployments/prefect.yaml")
     stk.set_defaults(func=cmd_stack)
+
+
+def add_server(sub) -> None:
+    srv = sub.add_parser("server", help="the Prefect server commands share when PREFECT_API_URL is not set: status "
+                                        "or stop it now (it stops by itself once unused for prefect_server_keep_s)")
+    srv.add_argument("action", choices=["status", "stop"])
+    srv.set_defaults(func=cmd_server)
 
 
 def add_serve(sub) -> None:

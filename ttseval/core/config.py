@@ -196,6 +196,10 @@ class Settings(BaseSettings):
                                          "system. None: off")
     fail_on_regression: bool = Field(False, description="Exit-code policy: a nightly run whose drift report flags "
                                      "a change for the worse exits 3 (ran, threshold breached). Off by default")
+    prefect_server_keep_s: float = Field(600.0, ge=0, description="With no PREFECT_API_URL, commands share one "
+                                         "local Prefect server, which stops once no command has used it for this "
+                                         "long (ttseval.infra.prefect_server); 0: a temporary server per command, "
+                                         "stopped with it")
     lease_wait_s: float = Field(0.0, ge=0, description="How long a run waits for another invocation writing the "
                                 "same run id to finish; 0 refuses at once (exit 2, nothing written)")
     lease_ttl_s: float = Field(120.0, gt=0, description="A run id's lease not renewed for this long (its writer "

@@ -1,0 +1,115 @@
+"""The Prefect server commands share when PREFECT_API_URL is not set (ttseval.infra.prefect_server, issue 31 item 3):
+started once by whichever command comes first, even when several start together; never stopped while a command
+uses it; stopped once idle for keep_s; given no secret from the command's environment."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import psutil
+from tests.conftest import ROOT
+from ttseval.core.telemetry import TELEMETRY_OFF
+from ttseval.infra.prefect_server import server_info, stop_server
+
+USE = """
+import sys, time
+from pathlib import Path
+from ttseval.infra.prefect_server import shared_server
+with shared_server(float(sys.argv[2]), Path(sys.argv[1])) as server:
+    print(server.api_url, flush=True)
+    time.sleep(float(sys.argv[3]))
+"""
+
+
+def _env(home: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TTSEVAL_", "PREFECT_API"))}
+    return env | {"PYTHONPATH": str(ROOT), "PREFECT_HOME": str(home), **TELEMETRY_OFF} | extra
+
+
+def _use(folder: Path, keep_s: float, hold_s: float, env: dict[str, str]) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", USE, str(folder), str(keep_s), str(hold_s)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _keepers(folder: Path) -> list[psutil.Process]:
+    return [p for p in psutil.process_iter(["cmdline"])
+            if "ttseval.infra.prefect_server" in (p.info["cmdline"] or []) and str(folder) in p.info["cmdline"]]
+
+
+def _flow_runs(api_url: str) -> int:
+    request = urllib.request.Request(f"{api_url}/flow_runs/count", data=b"{}", method="POST",
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return int(json.loads(response.read()))
+
+
+def test_concurrent_commands_share_one_server_which_outlives_them_until_idle(tmp_path: Path) -> None:
+    folder, keep_s = tmp_path / "shared", 2.0
+    env = _env(tmp_path / "ph", FAKEVENDOR_API_KEY="sekrit-do-not-pass")
+    procs = [_use(folder, keep_s, hold, env) for hold in (0.0, 0.0, 8.0)]  # three commands start at once
+    short = [p.communicate(timeout=180) for p in procs[:2]]
+    assert [p.returncode for p in procs[:2]] == [0, 0], [err[-2000:] for _, err in short]
+    urls = {out.strip() for out, _ in short}
+    assert len(urls) == 1 and next(iter(urls)).startswith("http://127.0.0.1:")  # one server for all
+    keepers = _keepers(folder)
+    assert len(keepers) == 1  # started once, though three asked at the same moment
+    info = server_info(folder)
+    assert info is not None and info["api_url"] in urls and info["pid"] == keepers[0].pid
+    # the keeper and its uvicorn get only what Prefect needs: not the command's API key
+    for p in [keepers[0], *keepers[0].children(recursive=True)]:
+        environ = Path(f"/proc/{p.pid}/environ").read_bytes().decode(errors="replace").split("\0")
+        assert not any("sekrit" in entry for entry in environ)
+        assert f"PREFECT_HOME={tmp_path / 'ph'}" in environ
+    # idle longer than keep_s since the two short commands ended, but the third still holds it: not stopped
+    time.sleep(keep_s + 3 * 1.0)
+    assert procs[2].poll() is None and server_info(folder) == info
+    out, err = procs[2].communicate(timeout=60)
+    assert procs[2].returncode == 0 and out.strip() in urls, err[-2000:]
+    # idle for keep_s after the last command: the keeper removes its record and stops, taking uvicorn with it
+    family = [keepers[0], *keepers[0].children(recursive=True)]
+    gone, alive = psutil.wait_procs(family, timeout=keep_s + 30)
+    assert not alive and not (folder / "server.json").exists() and server_info(folder) is None
+    # the next command starts a new one; `stop_server` (ttseval server stop) stops it at once
+    again = _use(folder, 600.0, 0.0, env)
+    out, err = again.communicate(timeout=180)
+    assert again.returncode == 0, err[-2000:]
+    info = server_info(folder)
+    assert info is not None and info["api_url"] == out.strip() and info["keep_s"] == 600.0
+    assert stop_server(folder) is True
+    assert server_info(folder) is None and not _keepers(folder) and stop_server(folder) is False
+
+
+def test_the_readme_path_leaves_the_server_for_the_next_command(tmp_path: Path) -> None:
+    """`ttseval evaluate` with no PREFECT_API_URL: the flow run and its Dask workers' task runs go to the shared
+    server, which the command leaves running; the next command uses it without starting another."""
+    home = tmp_path / "ph"
+    env = _env(home)
+    dataset = tmp_path / "one.jsonl"
+    dataset.write_text('{"item_id": "q1", "text": "Is it late?", "language": "en-US", "category": "questions", '
+                       '"depth": 0}\n')
+    args = [str(Path(sys.executable).parent / "ttseval"), "evaluate", "--dataset", str(dataset), "--systems",
+            "espeak-ng,flite:slt", "--judges", "", "--store", str(tmp_path / "s"), "--run-id", "own"]
+    first = subprocess.run(args, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stderr[-3000:]
+    folder = home / "ttseval-server"
+    info = server_info(folder)
+    try:
+        assert info is not None
+        output = first.stdout + first.stderr
+        assert "Starting temporary server" not in output and "Traceback" not in output
+        assert f"Prefect server {info['api_url']} started; shared with later commands" in output
+        runs = _flow_runs(info["api_url"])
+        assert runs >= 1
+        again = subprocess.run(args, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert f"Prefect server {info['api_url']} (shared" in again.stdout + again.stderr
+        assert server_info(folder) == info and _flow_runs(info["api_url"]) == runs + 1
+    finally:
+        stop_server(folder)
+    assert server_info(folder) is None
