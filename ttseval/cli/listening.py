@@ -27,7 +27,7 @@ def cmd_human_eval(args: argparse.Namespace) -> int:
         return 0
     from ttseval.flows.human_eval import human_eval
 
-    with prefect_api():
+    with prefect_api(), no_heartbeat():
         if args.step == "export":
             done = human_eval(run_id=args.run_id, step="export", test_id=args.test_id, kind=args.kind,
                               out=args.out, raters=args.raters, items=args.items, systems=args.systems,
@@ -43,6 +43,20 @@ def cmd_human_eval(args: argparse.Namespace) -> int:
                           store=settings.store)
     print(done["markdown"])
     return 0
+
+
+def no_heartbeat():
+    """Prefect's flow-run heartbeat off for a flow of seconds, unless its frequency is set in the environment: the
+    heartbeat thread sleeps in 1 s steps, so ending the flow waits up to 1 s for it (0.6 s of the 3.5 s export); at
+    the default 180 s it never beats a second time. The command itself marks the run Crashed on an error or
+    SIGTERM (ttseval.cli.main)."""
+    import contextlib
+
+    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+
+    if {"PREFECT_FLOWS_HEARTBEAT_FREQUENCY", "PREFECT_RUNNER_HEARTBEAT_FREQUENCY"} & set(os.environ):
+        return contextlib.nullcontext()
+    return temporary_settings({PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None})
 
 
 def cmd_mos_forms(args: argparse.Namespace) -> int:
