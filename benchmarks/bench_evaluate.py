@@ -5,9 +5,11 @@ Prints:
   - re-run / first run: the same command again (everything reused)
   - pipeline / plain loop: the first run over a plain sequential script that calls the same engines on the same
     items (synthesize, transcribe, MOS, WER) with no Prefect, Dask or store, also timed as a whole process
-  - start-up paid once: the re-run again, and a small flow (`ttseval human-eval export` of 4 items), each with no
-    Prefect server running (the command starts a temporary one) and with one already up (PREFECT_API_URL, as
-    `ttseval stack` provides)
+  - start-up paid once: the re-run with the Prefect server the first run left running (the default: commands share
+    one, ttseval.infra.prefect_server) and with a temporary server of its own (prefect_server_keep_s = 0, the way
+    before), and a small flow (`ttseval human-eval export` of 4 items) both ways
+
+The benchmark runs in a PREFECT_HOME of its own and stops the shared server at its end.
 
 And where the orchestration's time goes (issue 31), for the first run and the re-run side by side:
   - wall time by phase, from the command's own log timestamps (no profiler, so nothing is slowed): start-up and
@@ -29,6 +31,7 @@ import json
 import os
 import re
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -100,11 +103,32 @@ def role(cmdline: list[str], *, command: bool) -> str:
     return "other processes"
 
 
-def timed(cmd: list[str], env: dict, label: str = "") -> float:
-    """Run `cmd` to the end; its wall time. Records its CPU seconds (with every process it started: CPU_S), the
-    CPU seconds of each process role sampled every SAMPLE_S (CPU_BY_ROLE) and its phases (PHASES)."""
+def shared_server(env: dict) -> list:
+    """The shared Prefect server's processes (its keeper and uvicorn) in env's PREFECT_HOME: they outlive the
+    command that started them, so getrusage never counts them; `timed` adds their CPU seconds itself."""
     import psutil
 
+    from ttseval.infra.prefect_server import server_info
+
+    info = server_info(Path(env["PREFECT_HOME"]) / "ttseval-server")
+    if info is None:
+        return []
+    keeper = psutil.Process(info["pid"])
+    return [keeper, *keeper.children(recursive=True)]
+
+
+def _cpu(p) -> float:
+    t = p.cpu_times()
+    return t.user + t.system
+
+
+def timed(cmd: list[str], env: dict, label: str = "") -> float:
+    """Run `cmd` to the end; its wall time. Records its CPU seconds (with every process it started, and the shared
+    Prefect server's during it: CPU_S), the CPU seconds of each process role sampled every SAMPLE_S (CPU_BY_ROLE)
+    and its phases (PHASES)."""
+    import psutil
+
+    server_before = {p.pid: _cpu(p) for p in shared_server(env)}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     with tempfile.TemporaryFile("w+") as out:
@@ -134,10 +158,12 @@ def timed(cmd: list[str], env: dict, label: str = "") -> float:
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{text[-3000:]}")
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    CPU_S[label] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    by_role: dict[str, float] = {}
-    for kind, cpu in seen.values():
-        by_role[kind] = by_role.get(kind, 0.0) + cpu
+    server = {p.pid: _cpu(p) - server_before.get(p.pid, 0.0) for p in shared_server(env)}
+    CPU_S[label] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime) + sum(server.values())
+    by_role: dict[str, float] = {"Prefect server": sum(server.values())} if server else {}
+    for pid, (kind, cpu) in seen.items():
+        if pid not in server:
+            by_role[kind] = by_role.get(kind, 0.0) + cpu
     by_role["not sampled (short-lived processes, last 0.2 s)"] = max(CPU_S[label] - sum(by_role.values()), 0.0)
     CPU_BY_ROLE[label] = by_role
     PHASES[label] = phases(text, process_start, ended)
@@ -195,30 +221,33 @@ def main() -> None:
         print(json.dumps(plain_loop(args.dataset, args.systems.split(","))))
         return
 
-    env = os.environ | {"PYTHONPATH": str(ROOT), **TELEMETRY_OFF}
+    home = tempfile.mkdtemp(prefix="bench-prefect-home-")
+    env = os.environ | {"PYTHONPATH": str(ROOT), **TELEMETRY_OFF, "PREFECT_HOME": home}
     env.pop("PREFECT_API_URL", None)
+    own_server = env | {"TTSEVAL_PREFECT_SERVER_KEEP_S": "0"}  # a temporary server per command, the way before
+    from ttseval.infra.prefect_server import stop_server
+
     with tempfile.TemporaryDirectory() as store:
         cmd = [str(BIN / "ttseval"), "evaluate", "--dataset", args.dataset, "--systems", args.systems,
                "--store", store, "--run-id", "bench", "--workers", str(args.workers)]
-        first = timed(cmd, env, "first")
-        logs = sorted(Path(store, "runs", "bench", "log").glob("*.json"))
-        flow_first = json.loads(logs[-1].read_text())["wall_s"]
-        again = timed(cmd, env, "again")
-        computed_again = json.loads(sorted(Path(store, "runs", "bench", "log").glob("*.json"))[-1].read_text())["computed"]
+        try:
+            first = timed(cmd, env, "first")  # starts the shared server and leaves it running
+            logs = sorted(Path(store, "runs", "bench", "log").glob("*.json"))
+            flow_first = json.loads(logs[-1].read_text())["wall_s"]
+            again = timed(cmd, env, "again")
+            computed_again = json.loads(sorted(Path(store, "runs", "bench", "log").glob("*.json"))[-1].read_text())[
+                "computed"]
+            again_own = timed(cmd, own_server, "again-own")
 
-        def export(test_id: str) -> list[str]:  # a listening test is a new input of the report: after the re-runs
-            return [str(BIN / "ttseval"), "human-eval", "export", "--store", store, "--run-id", "bench", "--kind",
-                    "mos", "--items", "4", "--test-id", test_id, "--out", str(Path(store, "listening", test_id))]
+            def export(test_id: str) -> list[str]:  # a listening test is a new input of the report: after the re-runs
+                return [str(BIN / "ttseval"), "human-eval", "export", "--store", store, "--run-id", "bench", "--kind",
+                        "mos", "--items", "4", "--test-id", test_id, "--out", str(Path(store, "listening", test_id))]
 
-        from ttseval.cli.common import prefect_api
-        from ttseval.core.telemetry import telemetry_off
-
-        telemetry_off()  # the server below is this process's child: no telemetry calls from it either
-        with prefect_api():  # a server already up, as `ttseval stack` leaves one; its start is not timed
-            up = env | {"PREFECT_API_URL": os.environ["PREFECT_API_URL"]}
-            again_up = timed(cmd, up, "again-up")
-            small_up = timed(export("bench-up"), up, "small-up")
-        small = timed(export("bench-cold"), env, "small")
+            small = timed(export("bench-shared"), env, "small")
+            small_own = timed(export("bench-own"), own_server, "small-own")
+        finally:
+            stop_server(Path(home) / "ttseval-server")
+            shutil.rmtree(home, ignore_errors=True)
     loop = timed([sys.executable, __file__, "--plain-loop", "--dataset", args.dataset, "--systems", args.systems], env,
                  "loop")
 
@@ -226,8 +255,9 @@ def main() -> None:
     print(f"first run (whole command):          {first:8.1f} s   (flow alone {flow_first:.1f} s)")
     print(f"re-run (whole command):             {again:8.1f} s   computed {computed_again}")
     print(f"re-run / first run:                 {again / first:8.3f}")
-    print(f"re-run, Prefect server already up:  {again_up:8.1f} s   (/ first run {again_up / first:.3f})")
-    print(f"small flow (human-eval export of 4 items): {small:.1f} s; with a Prefect server already up {small_up:.1f} s")
+    print(f"re-run, a temporary server of its own (prefect_server_keep_s = 0): {again_own:.1f} s")
+    print(f"small flow (human-eval export of 4 items): {small:.1f} s; with a temporary server of its own "
+          f"{small_own:.1f} s")
     print(f"plain sequential loop (whole proc): {loop:8.1f} s")
     print(f"pipeline / plain loop:              {first / loop:8.3f}")
     cores = os.cpu_count() or 1
@@ -241,7 +271,7 @@ def main() -> None:
 def print_profile() -> None:
     """Where the first run's and the re-run's seconds go, beside the plain loop's (issue 31's tax)."""
     for label, title in (("first", "first run"), ("again", "re-run"),  # a phase a run did not log joins the next
-                         ("again-up", "re-run, Prefect server already up")):
+                         ("again-own", "re-run, a temporary Prefect server of its own")):
         print(f"\n{title}: wall time by phase (s), from the command's log timestamps:")
         for name, seconds in PHASES[label]:
             print(f"  {seconds:8.1f}  {name}")
@@ -251,7 +281,7 @@ def print_profile() -> None:
     for name in roles:
         print(f"  {name:<50} " + " ".join(f"{CPU_BY_ROLE[label].get(name, 0.0):8.1f}"
                                          for label in ("first", "again", "loop")))
-    print(f"  {'total (getrusage of the command and its children)':<50} "
+    print(f"  {'total (the command, its children, the shared server)':<50} "
           + " ".join(f"{CPU_S[label]:8.1f}" for label in ("first", "again", "loop")))
     print(f"  pipeline CPU - plain loop CPU: {CPU_S['first'] - CPU_S['loop']:.1f} s")
 
