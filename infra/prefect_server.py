@@ -13,22 +13,32 @@ the old way: one temporary server per command, stopped with it).
 
 The server is Prefect's own temporary server (`SubprocessASGIServer`: uvicorn, no UI, no background services),
 on 127.0.0.1 and a free port. It uses the same database in PREFECT_HOME as the temporary server did, so the run
-history is the same either way. Everything lives in <PREFECT_HOME>/ttseval-server/, so a different PREFECT_HOME
-gets a different server:
+history is the same either way. Everything lives in <PREFECT_HOME>/ttseval-server/<host name>/, so a different
+PREFECT_HOME, or another host sharing the home folder, gets a different server:
 
-    server.json     {"api_url", "pid", "create_time", "keep_s"}: the keeper's record, written once the server
-                    answers and removed before it stops
+    server.json     the keeper's record: api_url, the keeper's and its uvicorn's PID and start time, keep_s;
+                    written once the server answers, removed before it stops (and at once on SIGTERM, so no new
+                    command attaches to a server that is stopping)
+    keeper.pid      the keeper's PID and start time, from its first moment (a start that fails is seen at once)
     start.lock      held while a command looks for the server or starts one: two commands never start two
     in-use.lock     each command holds it shared while it runs, and touches it at its start and its end; the keeper
                     takes it exclusively, without waiting, to stop, so it never stops a server a command is using
     server.log      the keeper's and the server's output, truncated whenever a new keeper starts
+
+The keeper is forked by a launcher that exits at once, so it is no child of the command that started it: stopping
+that command's processes (its SIGTERM watchdog) leaves the server to the commands still using it. A keeper killed
+outright (SIGKILL, the OOM killer) leaves its record; the next command stops the orphaned uvicorn it names and
+starts another. Under Slurm (SLURM_JOB_ID set) a command uses a temporary server of its own instead: the end of a
+job kills every process the job started, which would take a server other jobs use with it.
 
 Why hand-written: Prefect's own servers are either per-process (`SubprocessASGIServer`) or long-lived services
 (`prefect server start`, which `ttseval stack` runs), and neither stops itself when idle. These are a few flock
 calls and a loop.
 
 Secrets: the keeper and its server get an environment with only what Prefect needs (PATH, HOME, locale,
-PYTHONPATH, PREFECT_* except the API's URL and key, and the telemetry switches), never the user's API keys.
+PYTHONPATH, PREFECT_* except the API's URL and key, and the telemetry switches), PREFECT_API_KEY set empty (over
+a key a Prefect profile holds), and the keeper's folder as working directory (no project .env or prefect.toml is
+read): never the user's API keys.
 """
 
 from __future__ import annotations
@@ -61,10 +71,13 @@ class ServerError(TTSEvalError):
 
 
 def server_folder() -> Path:
-    """<PREFECT_HOME>/ttseval-server: the server belongs to the database it serves."""
+    """<PREFECT_HOME>/ttseval-server/<host name>: the server belongs to the database it serves, and to this host (a
+    home folder shared by several hosts over NFS must not have one host's commands judge another's keeper gone)."""
+    import socket
+
     from prefect.settings import get_current_settings
 
-    return Path(get_current_settings().home).expanduser() / "ttseval-server"
+    return Path(get_current_settings().home).expanduser() / "ttseval-server" / socket.gethostname()
 
 
 def start_timeout_s() -> int:
@@ -80,7 +93,9 @@ def _keeper_env() -> dict[str, str]:
     from prefect.settings import get_current_settings
 
     env["PREFECT_HOME"] = str(Path(get_current_settings().home).expanduser())
-    return env | TELEMETRY_OFF | {"PYTHONUNBUFFERED": "1"}
+    # empty overrides a key saved in a Prefect profile (`prefect cloud login`), which the server would otherwise be
+    # handed with the profile's other settings
+    return env | TELEMETRY_OFF | {"PYTHONUNBUFFERED": "1", "PREFECT_API_KEY": ""}
 
 
 def _healthy(api_url: str, timeout_s: float = 2.0) -> bool:
@@ -101,17 +116,46 @@ def _same_process(pid: int, create_time: float) -> bool:
         return False
 
 
-def server_info(folder: Path | None = None) -> dict[str, Any] | None:
-    """The running server's record (api_url, pid, create_time, keep_s), or None when there is none or its keeper
-    is gone or does not answer."""
-    path = (folder or server_folder()) / "server.json"
+def _record(folder: Path) -> dict[str, Any] | None:
     try:
-        info = json.loads(path.read_text())
+        return json.loads((folder / "server.json").read_text())
     except (OSError, ValueError):
         return None
-    if not _same_process(info["pid"], info["create_time"]) or not _healthy(info["api_url"]):
+
+
+def server_info(folder: Path | None = None, wait_s: float = 0.0) -> dict[str, Any] | None:
+    """The running server's record (api_url, pid and create_time of the keeper and of its uvicorn, keep_s), or None
+    when there is none or its keeper is gone. A live keeper whose server does not answer is given up to wait_s
+    (a loaded machine); still silent, it is an error rather than a reason to start a second server on the same
+    database."""
+    folder = folder or server_folder()
+    info = _record(folder)
+    if info is None or not _same_process(info["pid"], info["create_time"]):
         return None
+    deadline = time.monotonic() + wait_s
+    while not _healthy(info["api_url"]):
+        if not _same_process(info["pid"], info["create_time"]):
+            return None
+        if time.monotonic() >= deadline:
+            if wait_s:
+                raise ServerError(f"the shared Prefect server {info['api_url']} (keeper PID {info['pid']}) is "
+                                  f"running but has not answered for {wait_s:.0f} s; stop it (ttseval server stop), "
+                                  "or set PREFECT_API_URL to another server, or prefect_server_keep_s = 0")
+            return None
+        time.sleep(0.5)
     return info
+
+
+def _clear_stale(folder: Path) -> None:
+    """A record whose keeper is gone (killed with SIGKILL, or by the OOM killer): stop its uvicorn, which no parent
+    stops now, and remove the record."""
+    info = _record(folder)
+    if info is None or _same_process(info["pid"], info["create_time"]):
+        return
+    if _same_process(info["server_pid"], info["server_create_time"]):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(info["server_pid"], signal.SIGTERM)
+    (folder / "server.json").unlink(missing_ok=True)
 
 
 @contextlib.contextmanager
@@ -146,9 +190,10 @@ def shared_server(keep_s: float, folder: Path | None = None) -> Iterator[SharedS
     with open(in_use, "a") as using:
         with _flock(folder / "start.lock", fcntl.LOCK_EX):
             fcntl.flock(using, fcntl.LOCK_SH)  # waits while a keeper is stopping its server
-            info = server_info(folder)
+            info = server_info(folder, wait_s=start_timeout_s())
             started = info is None
             if started:
+                _clear_stale(folder)
                 info = _start_keeper(folder, keep_s)
         _touch(in_use)
         try:
@@ -159,39 +204,57 @@ def shared_server(keep_s: float, folder: Path | None = None) -> Iterator[SharedS
 
 
 def _start_keeper(folder: Path, keep_s: float) -> dict[str, Any]:
-    with contextlib.suppress(FileNotFoundError):
-        (folder / "server.json").unlink()
+    (folder / "keeper.pid").unlink(missing_ok=True)
     with open(folder / "server.log", "w") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "ttseval.infra.prefect_server", str(folder), str(keep_s)],
-                                env=_keeper_env(), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)  # not in the command's process group: it outlives it
+        # the launcher forks the keeper and exits: the keeper is then no child of this command, so nothing that
+        # stops this command's processes (its SIGTERM watchdog, ttseval.cli) stops a server others use
+        subprocess.run([sys.executable, "-m", "ttseval.infra.prefect_server", str(folder), str(keep_s)],
+                       env=_keeper_env(), cwd=folder, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                       start_new_session=True, check=True, timeout=30)
     deadline = time.monotonic() + start_timeout_s() + 10
     while time.monotonic() < deadline:
         if (info := server_info(folder)) is not None:
             return info
-        if proc.poll() is not None:
+        if not _keeper_alive(folder):
             break
         time.sleep(0.1)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
+    _kill_keeper(folder)
     tail = (folder / "server.log").read_text(errors="replace")[-2000:]
-    raise ServerError(f"the shared Prefect server did not start within {start_timeout_s()} s (its log, "
-                      f"{folder / 'server.log'}, ends:\n{tail}\n). Set PREFECT_API_URL to a running server, or "
-                      "prefect_server_keep_s = 0 for a temporary server per command")
+    raise ServerError(f"the shared Prefect server did not start (its log, {folder / 'server.log'}, ends:\n{tail}\n). "
+                      "Set PREFECT_API_URL to a running server, or prefect_server_keep_s = 0 for a temporary server "
+                      "per command")
 
 
-def stop_server(folder: Path | None = None, timeout_s: float = 30.0) -> bool:
-    """Stop the running server now, waiting for the commands using it; True when there was one."""
+def _keeper_alive(folder: Path) -> bool:
+    try:
+        pid, create_time = (folder / "keeper.pid").read_text().split()
+    except (OSError, ValueError):
+        return True  # not written yet
+    return _same_process(int(pid), float(create_time))
+
+
+def _kill_keeper(folder: Path) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        pid, create_time = (folder / "keeper.pid").read_text().split()
+        if _same_process(int(pid), float(create_time)):
+            os.killpg(os.getpgid(int(pid)), signal.SIGTERM)  # the keeper and its uvicorn
+
+
+def stop_server(folder: Path | None = None, timeout_s: float = 30.0) -> str:
+    """Stop the running server: 'stopped', 'none' (there was none), or 'stopping' when commands still use it after
+    timeout_s (it stops once they end, and no new command attaches to it meanwhile)."""
     folder = folder or server_folder()
     info = server_info(folder)
     if info is None:
-        return False
+        return "none"
     with contextlib.suppress(ProcessLookupError):
         os.kill(info["pid"], signal.SIGTERM)
     deadline = time.monotonic() + timeout_s
-    while _same_process(info["pid"], info["create_time"]) and time.monotonic() < deadline:
+    while _same_process(info["pid"], info["create_time"]):
+        if time.monotonic() >= deadline:
+            return "stopping"
         time.sleep(0.1)
-    return True
+    return "stopped"
 
 
 def _idle_s(in_use: Path) -> float:
@@ -215,10 +278,13 @@ def keep(folder: Path, keep_s: float) -> None:
         stopping = True
 
     signal.signal(signal.SIGTERM, on_term)
+    me = psutil.Process()
+    (folder / "keeper.pid").write_text(f"{me.pid} {me.create_time()}")
     server = SubprocessASGIServer()
     server.start(timeout=start_timeout_s())
-    record = {"api_url": server.api_url, "pid": os.getpid(), "create_time": psutil.Process().create_time(),
-              "keep_s": keep_s}
+    uvicorn = psutil.Process(server.server_process.pid)
+    record = {"api_url": server.api_url, "pid": me.pid, "create_time": me.create_time(), "server_pid": uvicorn.pid,
+              "server_create_time": uvicorn.create_time(), "keep_s": keep_s}
     tmp = folder / "server.json.tmp"
     tmp.write_text(json.dumps(record))
     tmp.replace(folder / "server.json")
@@ -229,7 +295,9 @@ def keep(folder: Path, keep_s: float) -> None:
             time.sleep(POLL_S)
             if server.server_process is None or server.server_process.poll() is not None:
                 break  # the server died: the record goes, and the next command starts another
-            if not stopping and _idle_s(in_use) < keep_s:
+            if stopping:
+                _forget(folder, record)  # no new command attaches; those using it finish first
+            elif _idle_s(in_use) < keep_s:
                 continue
             with open(in_use, "a") as handle:
                 try:
@@ -256,4 +324,5 @@ def _forget(folder: Path, record: dict[str, Any]) -> None:
 
 
 if __name__ == "__main__":
-    keep(Path(sys.argv[1]), float(sys.argv[2]))
+    if os.fork() == 0:  # the keeper; the launcher returns at once (see _start_keeper)
+        keep(Path(sys.argv[1]), float(sys.argv[2]))

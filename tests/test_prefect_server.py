@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -52,6 +53,9 @@ def _flow_runs(api_url: str) -> int:
 def test_concurrent_commands_share_one_server_which_outlives_them_until_idle(tmp_path: Path) -> None:
     folder, keep_s = tmp_path / "shared", 2.0
     env = _env(tmp_path / "ph", FAKEVENDOR_API_KEY="sekrit-do-not-pass")
+    (tmp_path / "ph").mkdir()  # a Prefect Cloud key saved in the profile, as `prefect cloud login` leaves one
+    (tmp_path / "ph" / "profiles.toml").write_text('active = "default"\n\n[profiles.default]\n'
+                                                  'PREFECT_API_KEY = "pnu_sekrit_profile_key"\n')
     procs = [_use(folder, keep_s, hold, env) for hold in (0.0, 0.0, 8.0)]  # three commands start at once
     short = [p.communicate(timeout=180) for p in procs[:2]]
     assert [p.returncode for p in procs[:2]] == [0, 0], [err[-2000:] for _, err in short]
@@ -61,11 +65,15 @@ def test_concurrent_commands_share_one_server_which_outlives_them_until_idle(tmp
     assert len(keepers) == 1  # started once, though three asked at the same moment
     info = server_info(folder)
     assert info is not None and info["api_url"] in urls and info["pid"] == keepers[0].pid
-    # the keeper and its uvicorn get only what Prefect needs: not the command's API key
-    for p in [keepers[0], *keepers[0].children(recursive=True)]:
+    # no child of the command that started it, so stopping that command's processes leaves it to the others
+    assert keepers[0].pid not in {c.pid for c in psutil.Process(procs[2].pid).children(recursive=True)}
+    # the keeper and its uvicorn get only what Prefect needs: not the command's API key, not the profile's
+    family = [keepers[0], *keepers[0].children(recursive=True)]
+    assert [p.pid for p in family[1:]] == [info["server_pid"]]
+    for p in family:
         environ = Path(f"/proc/{p.pid}/environ").read_bytes().decode(errors="replace").split("\0")
-        assert not any("sekrit" in entry for entry in environ)
-        assert f"PREFECT_HOME={tmp_path / 'ph'}" in environ
+        assert not any("sekrit" in entry for entry in environ), [e for e in environ if "sekrit" in e]
+        assert f"PREFECT_HOME={tmp_path / 'ph'}" in environ and p.cwd() == str(folder)
     # idle longer than keep_s since the two short commands ended, but the third still holds it: not stopped
     time.sleep(keep_s + 3 * 1.0)
     assert procs[2].poll() is None and server_info(folder) == info
@@ -75,14 +83,36 @@ def test_concurrent_commands_share_one_server_which_outlives_them_until_idle(tmp
     family = [keepers[0], *keepers[0].children(recursive=True)]
     gone, alive = psutil.wait_procs(family, timeout=keep_s + 30)
     assert not alive and not (folder / "server.json").exists() and server_info(folder) is None
-    # the next command starts a new one; `stop_server` (ttseval server stop) stops it at once
+
+
+def test_stop_waits_for_the_commands_using_it_and_a_killed_keeper_is_cleaned_up(tmp_path: Path) -> None:
+    folder, env = tmp_path / "shared", _env(tmp_path / "ph")
+    holder = _use(folder, 600.0, 6.0, env)
+    assert holder.stdout.readline().startswith("http://127.0.0.1:")
+    [keeper] = _keepers(folder)
+    # `ttseval server stop` while a command uses it: the record goes at once (no new command attaches), the server
+    # stays up for the command, and stops when it ends
+    assert stop_server(folder, timeout_s=1.0) == "stopping"
+    assert not (folder / "server.json").exists() and keeper.is_running()
+    assert holder.wait(timeout=60) == 0
+    assert not psutil.wait_procs([keeper], timeout=30)[1] and stop_server(folder) == "none"
+    # a keeper killed outright leaves its record and an orphaned uvicorn: the next command stops that uvicorn and
+    # starts a new server
+    first = _use(folder, 600.0, 0.0, env)
+    url = first.communicate(timeout=180)[0].strip()
+    info = server_info(folder)
+    assert info is not None and info["api_url"] == url
+    orphan = psutil.Process(info["server_pid"])
+    psutil.Process(info["pid"]).kill()
+    psutil.wait_procs([psutil.Process(info["pid"])], timeout=10)
+    assert orphan.is_running() and server_info(folder) is None
     again = _use(folder, 600.0, 0.0, env)
     out, err = again.communicate(timeout=180)
     assert again.returncode == 0, err[-2000:]
-    info = server_info(folder)
-    assert info is not None and info["api_url"] == out.strip() and info["keep_s"] == 600.0
-    assert stop_server(folder) is True
-    assert server_info(folder) is None and not _keepers(folder) and stop_server(folder) is False
+    assert not psutil.wait_procs([orphan], timeout=30)[1]
+    new = server_info(folder)
+    assert new is not None and new["api_url"] == out.strip() and new["pid"] != info["pid"]
+    assert stop_server(folder) == "stopped" and server_info(folder) is None and not _keepers(folder)
 
 
 def test_the_readme_path_leaves_the_server_for_the_next_command(tmp_path: Path) -> None:
@@ -97,7 +127,7 @@ def test_the_readme_path_leaves_the_server_for_the_next_command(tmp_path: Path) 
             "espeak-ng,flite:slt", "--judges", "", "--store", str(tmp_path / "s"), "--run-id", "own"]
     first = subprocess.run(args, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert first.returncode == 0, first.stderr[-3000:]
-    folder = home / "ttseval-server"
+    folder = home / "ttseval-server" / socket.gethostname()
     info = server_info(folder)
     try:
         assert info is not None
@@ -111,5 +141,5 @@ def test_the_readme_path_leaves_the_server_for_the_next_command(tmp_path: Path) 
         assert f"Prefect server {info['api_url']} (shared" in again.stdout + again.stderr
         assert server_info(folder) == info and _flow_runs(info["api_url"]) == runs + 1
     finally:
-        stop_server(folder)
+        assert stop_server(folder) == "stopped"
     assert server_info(folder) is None

@@ -86,6 +86,8 @@ def prefect_api() -> Iterator[None]:
     from ttseval.core.config import load_settings
 
     keep_s = load_settings().prefect_server_keep_s
+    if os.environ.get("SLURM_JOB_ID"):  # a job's end kills all it started: no server other jobs use (infra docs)
+        keep_s = 0
     with contextlib.ExitStack() as stack:
         if keep_s > 0:
             from ttseval.infra.prefect_server import shared_server

@@ -43,8 +43,10 @@ def cmd_server(args: argparse.Namespace) -> int:
 
     folder = server_folder()
     if args.action == "stop":
-        print(f"the shared Prefect server in {folder} stopped" if stop_server(folder)
-              else f"no shared Prefect server is running in {folder}")
+        print({"stopped": f"the shared Prefect server in {folder} stopped",
+               "none": f"no shared Prefect server is running in {folder}",
+               "stopping": f"the shared Prefect server in {folder} stops once the commands using it end; no new "
+                           "command uses it"}[stop_server(folder)])
     else:
         info = server_info(folder)
         print(json.dumps({"folder": str(folder), "running": info is not None, **(info or {})}, indent=2))
