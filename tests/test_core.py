@@ -206,3 +206,14 @@ def test_resample_is_librosas_default_without_librosa(from_hz: int, to_hz: int, 
     assert ours.sample_rate_hz == to_hz and ours.samples.dtype == np.float32
     assert len(ours.samples) == len(theirs)
     np.testing.assert_array_equal(ours.samples, theirs)
+
+
+def test_resample_refuses_what_librosa_refused() -> None:
+    import numpy as np
+
+    from ttseval.core.audio import resample
+
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        resample(np.array([0.1, np.nan, 0.2], dtype=np.float32), 16000, 22050)
+    with pytest.raises(ValueError, match=r"mono samples \(one dimension\), got shape \(2, 3\)"):
+        resample(np.zeros((2, 3), dtype=np.float32), 16000, 22050)

@@ -51,13 +51,17 @@ class Audio:
 def resample(samples: np.ndarray, from_hz: int, to_hz: int) -> np.ndarray:
     """Mono samples at another rate, as float32: soxr's high-quality mode, then cut or zero-padded to
     ceil(n * (to / from)) samples. This is exactly what `librosa.resample` does by default (res_type 'soxr_hq',
-    fix=True; tests/test_audio.py compares the two), without importing librosa, whose first resample costs 1.7 s
+    fix=True; tests/test_core.py compares the two), without importing librosa, whose first resample costs 1.7 s
     of imports and numba set-up in a command that only exports a listening test."""
     import soxr
 
     y = np.asarray(samples, dtype=np.float32)
     if from_hz == to_hz:
         return y
+    if y.ndim != 1:
+        raise ValueError(f"resample takes mono samples (one dimension), got shape {y.shape}")
+    if not np.isfinite(y).all():  # librosa refused these too: one NaN would spread over the whole clip
+        raise ValueError("resample takes finite samples; these have NaN or infinite values")
     n = int(np.ceil(len(y) * (float(to_hz) / from_hz)))  # the ratio first, as librosa: 22050 -> 48000 gives one more
     out = soxr.resample(y, from_hz, to_hz, quality="soxr_hq")[:n]
     return np.pad(out, (0, n - len(out))).astype(np.float32, copy=False)
