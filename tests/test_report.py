@@ -114,6 +114,9 @@ def test_an_evaluate_re_run_keeps_a_report_whose_inputs_did_not_change_and_rende
         {"item_id": "i1", "system_id": "s1", "quality_id": "u", "quality_spec": "utmos", "status": "ok", "mos": 4.5,
          "created_at": NOW}]))
     assert "utmos" in report() and len(rendered) == 2
+    # where and how the command runs (core.config.HOW_IT_RUNS): kept
+    report(settings=settings.model_copy(update={"prefect_server_keep_s": 0.0, "n_workers": 5, "lease_wait_s": 9.0}))
+    assert len(rendered) == 2
     report(settings=settings.model_copy(update={"bootstrap_resamples": 60}))  # another setting: rendered again
     report(meta=meta | {"baseline": "s2"})  # another description: rendered again
     assert len(rendered) == 4

@@ -23,7 +23,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ttseval.core.config import Settings
+from ttseval.core.config import HOW_IT_RUNS, Settings
 from ttseval.core.paths import source_fingerprint
 from ttseval.core.store import ArtifactStore
 from ttseval.tasks.quality import primary_quality_id
@@ -70,7 +70,7 @@ def report_inputs(store: ArtifactStore, run_id: str, settings: Settings, system_
                   meta: dict[str, Any], files: dict[str, int] | None = None) -> str:
     """The sha256 of everything a run's report is made of (module doc)."""
     return _digest(files=input_files(store, run_id) if files is None else files,
-                   settings=settings.model_dump(mode="json"), systems=system_ids, store=store.display(),
+                   settings=settings.model_dump(mode="json", exclude=set(HOW_IT_RUNS)), systems=system_ids, store=store.display(),
                    meta={k: v for k, v in meta.items() if k != "date"}, code=reporting_code())
 
 
@@ -84,7 +84,7 @@ def store_terminal_view(store: ArtifactStore, run_id: str, settings: Settings, s
 
 
 def _made_by(settings: Settings) -> str:
-    return _digest(settings=settings.model_dump(mode="json"), code=reporting_code())
+    return _digest(settings=settings.model_dump(mode="json", exclude=set(HOW_IT_RUNS)), code=reporting_code())
 
 
 def stored_terminal_view(store: ArtifactStore, run_id: str, settings: Settings,

@@ -101,6 +101,12 @@ class Listening(BaseModel):
                                   "repeated")
 
 
+HOW_IT_RUNS = frozenset({"dask_address", "n_workers", "threads_per_worker", "prefect_server_keep_s", "lease_wait_s",
+                         "lease_ttl_s"})
+"""Settings that decide where and how a command runs, never what its tables or report hold: a re-run that changes
+only these keeps the run's report (tasks/report/full.py hashes the other settings)."""
+
+
 class Settings(BaseSettings):
     """Everything a run can be tuned by. Passed to tasks as one object, so workers see the same values."""
 
