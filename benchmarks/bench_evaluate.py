@@ -109,9 +109,9 @@ def shared_server(env: dict) -> list:
     command that started them, so getrusage never counts them; `timed` adds their CPU seconds itself."""
     import psutil
 
-    from ttseval.infra.prefect_server import server_info
+    from ttseval.infra.prefect_server import server_folder, server_info
 
-    info = server_info(Path(env["PREFECT_HOME"]) / "ttseval-server")
+    info = server_info(server_folder(Path(env["PREFECT_HOME"])))
     if info is None:
         return []
     keeper = psutil.Process(info["pid"])
@@ -230,7 +230,7 @@ def main() -> None:
     # then pays a server's start, not Prefect's migrations, as the temporary server did on a used PREFECT_HOME)
     subprocess.run([str(BIN / "prefect"), "server", "database", "upgrade", "-y"], env=env, check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-    from ttseval.infra.prefect_server import stop_server
+    from ttseval.infra.prefect_server import server_folder, stop_server
 
     with tempfile.TemporaryDirectory() as store:
         cmd = [str(BIN / "ttseval"), "evaluate", "--dataset", args.dataset, "--systems", args.systems,
@@ -251,7 +251,7 @@ def main() -> None:
             small = timed(export("bench-shared"), env, "small")
             small_own = timed(export("bench-own"), own_server, "small-own")
         finally:
-            stop_server(Path(home) / "ttseval-server")
+            assert stop_server(server_folder(Path(home))) == "stopped", "the shared server was not found or stopped"
             shutil.rmtree(home, ignore_errors=True)
     loop = timed([sys.executable, __file__, "--plain-loop", "--dataset", args.dataset, "--systems", args.systems], env,
                  "loop")

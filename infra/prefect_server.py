@@ -70,14 +70,17 @@ class ServerError(TTSEvalError):
     """The shared Prefect server could not be started."""
 
 
-def server_folder() -> Path:
+def server_folder(prefect_home: Path | None = None) -> Path:
     """<PREFECT_HOME>/ttseval-server/<host name>: the server belongs to the database it serves, and to this host (a
-    home folder shared by several hosts over NFS must not have one host's commands judge another's keeper gone)."""
+    home folder shared by several hosts over NFS must not have one host's commands judge another's keeper gone).
+    prefect_home: default this process's Prefect setting."""
     import socket
 
-    from prefect.settings import get_current_settings
+    if prefect_home is None:
+        from prefect.settings import get_current_settings
 
-    return Path(get_current_settings().home).expanduser() / "ttseval-server" / socket.gethostname()
+        prefect_home = Path(get_current_settings().home).expanduser()
+    return prefect_home / "ttseval-server" / socket.gethostname()
 
 
 def start_timeout_s() -> int:

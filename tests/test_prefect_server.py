@@ -16,7 +16,7 @@ from pathlib import Path
 import psutil
 from tests.conftest import ROOT
 from ttseval.core.telemetry import TELEMETRY_OFF
-from ttseval.infra.prefect_server import server_info, stop_server
+from ttseval.infra.prefect_server import server_folder, server_info, stop_server
 
 USE = """
 import sys, time
@@ -128,6 +128,7 @@ def test_the_readme_path_leaves_the_server_for_the_next_command(tmp_path: Path) 
     first = subprocess.run(args, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert first.returncode == 0, first.stderr[-3000:]
     folder = home / "ttseval-server" / socket.gethostname()
+    assert server_folder(home) == folder
     info = server_info(folder)
     try:
         assert info is not None
