@@ -133,7 +133,11 @@ def test_the_readme_path_leaves_the_server_for_the_next_command(tmp_path: Path) 
     try:
         assert info is not None
         output = first.stdout + first.stderr
-        assert "Starting temporary server" not in output and "Traceback" not in output
+        # seen once in a fresh clone's suite on a loaded machine (2026-11-25): both were in the output; the lines
+        # around them say which process started a server of its own, and why
+        around = [line for i, line in enumerate(output.splitlines()) if any(
+            marker in " ".join(output.splitlines()[max(i - 3, 0):i + 4]) for marker in ("Starting temporary", "Traceback"))]
+        assert "Starting temporary server" not in output and "Traceback" not in output, "\n".join(around[:80])
         assert f"Prefect server {info['api_url']} started; shared with later commands" in output
         runs = _flow_runs(info["api_url"])
         assert runs >= 1

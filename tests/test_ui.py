@@ -11,6 +11,7 @@ waits: the UI is a Vue single-page app that renders after its API calls return.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from datetime import datetime, timedelta, timezone
 from collections.abc import Iterator
@@ -138,10 +139,14 @@ class Page:
                       f"{'shown' if oops else 'absent'}; requests that failed: {failed}; {held}")
                 if attempt == 2 or not oops or not held.endswith(": none"):
                     raise
+            # the toast's countdown ring lies over its close button, so a pointer click lands on the ring (seen
+            # 2026-11-25: ElementClickInterceptedException); the button's own click() closes it
             for close in self.d.find_elements(By.XPATH,
                                               "//button[@aria-label='Close' or contains(@class,'toast__close')]"):
                 if close.is_displayed():
-                    close.click()
+                    self.d.execute_script("arguments[0].click()", close)
+            with contextlib.suppress(TimeoutException):  # gone before Submit is pressed again, not over it
+                WebDriverWait(self.d, 10).until(lambda d: not d.find_elements(By.CSS_SELECTOR, ".p-toast__close-btn"))
 
     def button(self, text: str) -> str:
         return f"//button[normalize-space()='{text}']"
