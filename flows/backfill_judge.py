@@ -91,7 +91,7 @@ def backfill_judge(run_id: str, judge: str, store: str | None = None, baseline: 
     st = get_store(settings.store)
     system_ids, specs = stored_systems(st, run_id)
     judge_spec = check_judges([judge], settings, role=kind)[0]
-    check_cluster_reach(settings)  # on a cluster: its workers reach the Prefect API and the store, or nothing is written
+    check_cluster_reach(settings, [judge_spec])  # on a cluster: its workers reach the API, the store, the judge's files
     if baseline:
         baseline_id = Spec.parse(baseline).id
         if baseline_id not in system_ids:

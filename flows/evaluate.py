@@ -31,6 +31,7 @@ from ttseval.tasks.judge import run_judge_stage, run_position_audit
 from ttseval.tasks.limits import ensure_vendor_limits
 from ttseval.tasks.plan import Plan, plan_synthesis
 from ttseval.tasks.stages import STAGES, TASKS, ClipStage, plan_stage
+from ttseval.tasks.staging import stage_files_systems
 from ttseval.tasks.voices import References, store_prompts, store_reference_voices
 from ttseval.tasks.report import write_full_report
 from ttseval.tasks.synthesize import synthesize_task
@@ -77,7 +78,8 @@ def evaluate(
     st = get_store(settings.store)
     checked = preflight_evaluate(dataset, systems, settings, baseline=baseline, judges=judges,
                                  instruction_judges=instruction_judges)  # flows/preflight.py: once per invocation
-    check_cluster_reach(settings)  # on a cluster: its workers reach the Prefect API and the store, or nothing is written
+    # on a cluster: its workers reach the Prefect API, the store and the model files the specs name, or nothing is written
+    check_cluster_reach(settings, [s.canonical for s in checked.systems] + checked.judges + checked.instruction_judges)
     items, dataset_sha256, dataset_read = checked.items, checked.dataset_sha256, checked.dataset_read
     specs, judge_specs, instruction_specs = checked.systems, checked.judges, checked.instruction_judges
     baseline_spec = checked.baseline
@@ -85,6 +87,9 @@ def evaluate(
     # one writer per run id: a second invocation on it is refused (or waits), nothing written (ttseval/core/lease.py)
     with RunLease(st, run_id, ttl_s=settings.lease_ttl_s, wait_s=settings.lease_wait_s,
                   purpose=f"evaluate of {len(specs)} systems"):
+        # audio made elsewhere (files: folders and manifests on this machine) into the store: workers read only it
+        staged = stage_files_systems(st, run_id, items, specs, baseline_spec, settings)
+        specs, baseline_spec, settings = staged.systems, staged.baseline, staged.settings
         store_reference_voices(st, run_id, settings, specs)
         added = register_items(st, run_id, items)
         references = References.read(st, run_id)
@@ -177,7 +182,8 @@ def evaluate(
         if total and failed / total > settings.max_error_rate:
             raise TTSEvalError(f"{failed}/{total} synthesis rows failed, above max_error_rate={settings.max_error_rate}")
         return {"run_id": run_id, "store": st.display(), "wall_s": wall_s, "computed": computed,
-                "from_cache": from_cache, "reused": reused, "system_ids": system_ids}
+                "from_cache": from_cache, "reused": reused, "system_ids": system_ids,
+                "renamed": staged.renamed, "clip_sets": settings.clip_sets}
 
 
 def cache_hits(st: Any, result: StageResult) -> int:

@@ -144,9 +144,39 @@ def handed_over(checked: CheckedInputs) -> Iterator[None]:
 _reached: set[str] = set()
 
 
-def check_cluster_reach(settings: Settings) -> None:
+LOCAL_PATH = ("/", "~/")
+"""How a spec's voice or option value that is a path on the worker's disk begins (model weights, a voice file)."""
+WRITTEN_OPTIONS = frozenset({"cache_dir"})
+"""Options naming where a provider writes, made when missing (faster-whisper's joined weights): not asked for."""
+
+
+def local_paths(specs: list[str]) -> list[str]:
+    """The paths on disk that `specs` name (the voice slot or an option value beginning with '/' or '~/'): model
+    weights and voice files, which every worker must hold itself. A files: system's folder or manifest is not among
+    them: the run stores its clips before any work (ttseval.tasks.staging)."""
+    paths: set[str] = set()
+    for text in specs:
+        spec = Spec.parse(text)
+        if spec.provider in ("files", "pushed"):
+            continue
+        values = [spec.voice, *(v for k, v in spec.options if k not in WRITTEN_OPTIONS)]
+        paths.update(v for v in values if v and v.startswith(LOCAL_PATH))
+    return sorted(paths)
+
+
+def run_model_specs(settings: Settings, *more: list[str]) -> list[str]:
+    """Every model spec the run's settings name (recognisers, MOS predictors, speaker encoders, LID models, judges
+    of both kinds) and `more` (its systems, the judges it was given)."""
+    asr = [s for v in settings.asr.values() for s in ([v] if isinstance(v, str) else v)]
+    return [*asr, *settings.qualities, *settings.similarity, *settings.lid, *settings.judges,
+            *settings.instruction_judges, *(s for specs in more for s in specs)]
+
+
+def check_cluster_reach(settings: Settings, specs: list[str] = ()) -> None:
     """On a cluster (setting dask_address), refuse a run whose workers cannot reach what every task needs: the
-    Prefect API the run reports to, and a local-folder store. Nothing is written before; no-op without a cluster.
+    Prefect API the run reports to, a local-folder store, and the model weights and voice files the run's specs
+    (run_model_specs of the settings and `specs`) name by a local path (local_paths). Nothing is written before;
+    no-op without a cluster.
 
     Why ask the workers rather than look at addresses: a worker on the client's host reaches its loopback, one on
     another host does not, and a folder mounted at the same path on every host (NFS on a Slurm cluster) is a store
@@ -164,14 +194,15 @@ def check_cluster_reach(settings: Settings) -> None:
 
     api_url = get_current_settings().api.url or os.environ.get("PREFECT_API_URL") or None  # a profile's, or the env's
     local_store = not settings.store.startswith("s3://")
-    key = json.dumps([settings.dask_address, api_url, settings.store])
+    paths = local_paths(run_model_specs(settings, list(specs)))
+    key = json.dumps([settings.dask_address, api_url, settings.store, paths])
     if key in _reached:
         return
     folder, seen = _folder_seen(settings.store) if local_store else (None, None)
     from distributed import Client
 
     with Client(settings.dask_address, timeout=20, set_as_default=False) as client:
-        answers = client.run(worker_reach, api_url, folder, seen)
+        answers = client.run(worker_reach, api_url, folder, seen, paths)
     problems = [f"worker {worker} {problem}" for worker, found in sorted(answers.items()) for problem in found]
     if problems:
         hints = []
@@ -183,6 +214,9 @@ def check_cluster_reach(settings: Settings) -> None:
         if any("store" in p for p in problems):
             hints.append("use a store every host reaches: --store s3://bucket/prefix (with AWS_ENDPOINT_URL and "
                          "credentials on every host), or a folder mounted at the same path on every worker")
+        if any("lacks" in p for p in problems):
+            hints.append("put the model files at the same path on every worker host (or a folder mounted there), "
+                         "as each worker loads the weights a spec names itself")
         raise ConfigError("the Dask cluster at " + settings.dask_address + " cannot run this: " + "; ".join(problems)
                           + ". To fix: " + "; ".join(hints) + ". Nothing was written.")
     _reached.add(key)
@@ -196,11 +230,13 @@ def _folder_seen(store: str) -> tuple[str, list]:
     return folder, [os.stat(folder).st_ino, sorted(os.listdir(folder))]
 
 
-def worker_reach(api_url: str | None, folder: str | None, seen: list | None) -> list[str]:
+def worker_reach(api_url: str | None, folder: str | None, seen: list | None, paths: list[str] = ()) -> list[str]:
     """Run on each worker by check_cluster_reach: what this worker cannot reach, one phrase each ([] when all)."""
+    import socket
     import urllib.request
 
-    problems = []
+    problems = [f"(host {socket.gethostname()}) lacks {path}, which a spec of the run names"
+                for path in paths if not os.path.exists(os.path.expanduser(path))]
     if api_url:
         try:
             with urllib.request.urlopen(api_url.rstrip("/") + "/health", timeout=5) as response:

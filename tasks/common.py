@@ -6,9 +6,11 @@ import contextlib
 import contextvars
 import functools
 import inspect
+import json
 import logging
 import os
-from collections import Counter
+import threading
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from collections.abc import Iterator
@@ -105,19 +107,20 @@ def estimate_only() -> Iterator[list[str]]:
 
 
 def build_provider(kind: str, spec: str, settings: Settings) -> Any:
-    """Build a provider (no cache): its plugins, and its API key from a Prefect Secret block when the key's
-    variable is not in the environment (settings `secret_blocks`)."""
-    return _build(kind, spec, settings.plugins.get(kind, {}), settings.secret_blocks, _KEYLESS.get() is not None,
-                  settings.store)
+    """Build a provider (no cache): its plugins, its API key from a Prefect Secret block when the key's variable is
+    not in the environment (settings `secret_blocks`), and the run's settings it declares (`run_settings`)."""
+    return _build(kind, spec, settings, _KEYLESS.get() is not None)
 
 
-def _build(kind: str, spec: str, plugins: dict[str, str], blocks: dict[str, str], keyless: bool = False,
-           store: str | None = None) -> Any:
+def _build(kind: str, spec: str, settings: Settings, keyless: bool = False) -> Any:
     registry = REGISTRIES[kind]
+    plugins = settings.plugins.get(kind, {})
     cls = registry.resolve(Spec.parse(spec).provider, plugins)
-    key = secret_from_block(getattr(cls, "key_variable", None), blocks)
-    # a provider whose clips live in the run's store (pushed:<label>) is handed its URI, never through the spec
-    context: dict[str, Any] = {"store": store} if getattr(cls, "reads_store", False) else {}
+    key = secret_from_block(getattr(cls, "key_variable", None), settings.secret_blocks)
+    # A provider built from part of the run's settings names those fields (`run_settings`: pushed:<label> and a
+    # staged files:<label> read the run's store, a cascade its judges): it gets them from the settings object the
+    # task was given, never through the spec, nor from the environment of the worker that builds it.
+    context: dict[str, Any] = {name: getattr(settings, name) for name in getattr(cls, "run_settings", ())}
     try:
         return registry.build(spec, extra=plugins, **context, **({"api_key": key} if key is not None else {}))
     except MissingKeyError:
@@ -132,17 +135,31 @@ def _build(kind: str, spec: str, plugins: dict[str, str], blocks: dict[str, str]
     return provider
 
 
-@functools.lru_cache(maxsize=32)
-def _provider(kind: str, spec: str, plugins: tuple[tuple[str, str], ...], blocks: tuple[tuple[str, str], ...],
-              keyless: bool, store: str | None = None) -> Any:
-    # From the run's settings object alone (what the task was given), never from the worker's own environment.
-    return _build(kind, spec, dict(plugins), dict(blocks), keyless, store)
+_PROVIDERS: OrderedDict[str, Any] = OrderedDict()  # cache key (get_provider) -> provider, most recently used last
+_PROVIDERS_LOCK = threading.Lock()
+MAX_PROVIDERS = 32
 
 
 def get_provider(kind: str, spec: str, settings: Settings) -> Any:
-    """One provider object per (kind, spec) per process, so models load once per worker."""
-    return _provider(kind, Spec.parse(spec).canonical, tuple(sorted(settings.plugins.get(kind, {}).items())),
-                     tuple(sorted(settings.secret_blocks.items())), _KEYLESS.get() is not None, settings.store)
+    """One provider object per (kind, spec) per process, so models load once per worker: keyed by the spec and
+    every part of the run's settings that builds it (plugins, secret blocks, its `run_settings`), so runs of
+    different settings on one worker never share a provider built for the other."""
+    parsed = Spec.parse(spec)
+    plugins = settings.plugins.get(kind, {})
+    cls = REGISTRIES[kind].resolve(parsed.provider, plugins)
+    key = json.dumps([kind, parsed.canonical, plugins, settings.secret_blocks, _KEYLESS.get() is not None,
+                      settings.model_dump(mode="json", include=set(getattr(cls, "run_settings", ())))],
+                     sort_keys=True, default=str)
+    with _PROVIDERS_LOCK:
+        if key in _PROVIDERS:
+            _PROVIDERS.move_to_end(key)
+            return _PROVIDERS[key]
+    provider = _build(kind, parsed.canonical, settings, _KEYLESS.get() is not None)
+    with _PROVIDERS_LOCK:
+        provider = _PROVIDERS.setdefault(key, provider)  # a thread that built it first wins
+        while len(_PROVIDERS) > MAX_PROVIDERS:
+            _PROVIDERS.popitem(last=False)
+    return provider
 
 
 def model_output_id(kind: str, spec: Spec, settings: Settings) -> str:

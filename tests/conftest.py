@@ -77,7 +77,9 @@ def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> str:
     env = os.environ | {"PREFECT_HOME": str(home), **TELEMETRY_OFF,
                         "PREFECT_UI_ENABLED": "false"}
     log = open(home / "server.log", "w")
-    proc = subprocess.Popen([str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+    # on every address of this host, so test hosts made of network namespaces (tests/hosts.py) reach it at their
+    # peer address; the tests on this host use loopback
+    proc = subprocess.Popen([str(BIN / "prefect"), "server", "start", "--host", "0.0.0.0", "--port", str(port)],
                             env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}/api"
     try:
@@ -91,9 +93,10 @@ def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 @pytest.fixture(scope="session")
 def s3_server() -> dict[str, str]:
-    """moto's S3-compatible server on loopback; returns the AWS environment a client needs."""
+    """moto's S3-compatible server on loopback (and on every address of this host, for test hosts: tests/hosts.py);
+    returns the AWS environment a client on this host needs."""
     port = free_port()
-    proc = subprocess.Popen([str(BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
+    proc = subprocess.Popen([str(BIN / "moto_server"), "-H", "0.0.0.0", "-p", str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     endpoint = f"http://127.0.0.1:{port}"
     wait_http(endpoint, 30)

@@ -201,6 +201,88 @@ def test_synthesis_stage_gives_every_item_a_row_and_a_failed_retryable_row_for_a
     assert by_id["item-wav"]["audio_sha256"] == hashlib.sha256(wav).hexdigest()
 
 
+# --- staged into the store before the run: workers read only the store (issue 27) --------------------------------
+
+
+def test_staged_clips_are_the_stored_audio_the_folder_would_give_and_need_no_folder(clips: Path,
+                                                                                   tmp_path: Path) -> None:
+    """stage_clips reads each item's clip here and stores it; a provider built from the store alone (what a worker
+    builds) gives the rows the folder gave: the same clip bytes and rates, the same failed row for a missing clip,
+    and it reads nothing from the folder (deleted before it runs)."""
+    import shutil
+
+    from ttseval.providers.tts.files import clip_set_path, stage_clips
+
+    store = ArtifactStore(str(tmp_path / "store"))
+    settings = load_settings(store=store.uri)
+    folder_spec = Spec.parse(f"files:elsewhere:dir={clips}")
+    ids = ["item-wav", "item-missing", "item-ogg", "item-flac"]
+    from_folder = synthesize_rows(TTS.build(folder_spec), folder_spec, items(*ids), settings, store)
+    sha, record = stage_clips(TTS.build(folder_spec), store, ids)
+    assert sha == hashlib.sha256(store.read_bytes(clip_set_path(sha))).hexdigest()  # content-addressed
+    assert sorted(record["clips"]) == ["item-flac", "item-ogg", "item-wav"] and list(record["problems"]) == ["item-missing"]
+    assert record["source"] == f"dir {clips}"
+    # the folder moved: another record (it names its source) of the same clips; staged again: the same record
+    moved = tmp_path / "moved"
+    shutil.copytree(clips, moved)
+    assert stage_clips(TTS.build(f"files:elsewhere:dir={moved}"), store, ids)[0] != sha  # its source is recorded
+    assert stage_clips(TTS.build(folder_spec), store, ids)[0] == sha
+    shutil.rmtree(clips)
+    shutil.rmtree(moved)
+
+    label_spec = Spec.parse("files:elsewhere")
+    worker = TTS.build(label_spec, store=store.uri, clip_sets={"elsewhere": sha})
+    from_store = synthesize_rows(worker, label_spec, items(*ids), settings, store)
+    for a, b in zip(from_folder, from_store):
+        columns = ("item_id", "status", "audio_sha256", "sample_rate_hz", "duration_s")
+        assert [b.get(c) for c in columns] == [a.get(c) for c in columns]
+        assert b["system_spec"] == "files:elsewhere" and b["system_id"] == label_spec.id
+    missing = from_store[1]
+    assert missing["status"] == "failed" and missing["retryable"] and missing["error_type"] == "DeferredProviderError"
+    assert missing["error_message"] == from_folder[1]["error_message"]  # the folder's reason, recorded at staging
+    assert json.loads(from_store[0]["provider_metadata"])["clip_set"] == sha
+    with pytest.raises(SpecError, match="needs exactly one of dir=PATH"):  # no clip set for the label: no store mode
+        TTS.build("files:other", store=store.uri, clip_sets={"elsewhere": sha})
+
+
+def test_a_run_names_a_staged_system_by_its_label_everywhere_and_refuses_other_clips_in_the_same_run(
+        clips: Path, tmp_path: Path) -> None:
+    """stage_files_systems renames the folder spec to files:<label> in the systems, the baseline and the settings
+    that name systems; two systems with one label are refused; a run id whose rows hold other audio of the label is
+    refused before anything of the run is written."""
+    from ttseval.core.errors import DatasetError
+    from ttseval.core.schemas import table_from_rows
+    from ttseval.tasks.staging import stage_files_systems
+
+    store = ArtifactStore(str(tmp_path / "store"))
+    folder = f"files:elsewhere:dir={clips}"
+    settings = load_settings(store=store.uri).model_copy(update={
+        "natural": [folder], "controls": ["espeak-ng:en-us"], "reference_voices": {Spec.parse(folder).id: "v.wav"}})
+    run_items = pd.DataFrame(items("item-wav", "item-ogg"))
+    specs = [Spec.parse(folder), Spec.parse("espeak-ng:en-us")]
+    staged = stage_files_systems(store, "r1", run_items, specs, specs[0], settings)
+    label = Spec.parse("files:elsewhere")
+    assert [s.canonical for s in staged.systems] == ["files:elsewhere", "espeak-ng:en-us"]
+    assert staged.baseline == label and staged.renamed == {Spec.parse(folder).canonical: "files:elsewhere"}
+    assert staged.settings.natural == ["files:elsewhere"] and staged.settings.controls == ["espeak-ng:en-us"]
+    assert staged.settings.reference_voices == {label.id: "v.wav"}
+    assert staged.settings.role_of(label.id) == "natural"
+    assert list(staged.settings.clip_sets) == ["elsewhere"]
+    with pytest.raises(SpecError, match="both labelled 'elsewhere'"):
+        stage_files_systems(store, "r1", run_items, [*specs, Spec.parse(f"files:elsewhere:dir={tmp_path}")],
+                            specs[0], settings)
+    # the run holds item-wav's clip under the label; the folder's clip changes: that run id refuses it
+    rows = synthesize_rows(TTS.build(label, store=store.uri, clip_sets=staged.settings.clip_sets), label,
+                           items("item-wav", "item-ogg"), staged.settings, store)
+    store.write_part("r1", "synthesis", table_from_rows("synthesis", rows))
+    sf.write(clips / "item-wav.wav", tone(16000, 300.0), 16000, subtype="PCM_16")
+    with pytest.raises(DatasetError) as refused:
+        stage_files_systems(store, "r1", run_items, specs, specs[0], settings)
+    assert "run 'r1' already holds other audio of files:elsewhere (files:elsewhere item 'item-wav')" in str(
+        refused.value) and "a new --run-id" in str(refused.value)
+    assert stage_files_systems(store, "r2", run_items, specs, specs[0], settings).systems[0] == label  # another run
+
+
 # --- importers, end to end through the CLI -------------------------------------------------------------------------
 
 ETTE_ROWS = [
@@ -268,7 +350,8 @@ def test_emergenttts_baseline_clips_judged_without_synthesis(shared_env: dict[st
     assert result.returncode == 0, result.stderr[-4000:]
     store = ArtifactStore(str(tmp_path / "store"))
     synthesis = store.read("ette", "synthesis")
-    baseline = synthesis[synthesis["system_spec"] == spec].set_index("item_id").sort_index()
+    # the run names the baseline by its label (its clips were stored first: ttseval.tasks.staging), never a path
+    baseline = synthesis[synthesis["system_spec"] == "files:gpt-4o-mini-tts-alloy"].set_index("item_id").sort_index()
     assert list(baseline.index) == ["ette-0", "ette-1", "ette-2"]
     assert baseline["status"].eq("ok").all() and not baseline["cache_hit"].any()
     for index in range(3):  # the stored clip is the file itself: nothing was synthesized for the baseline
@@ -279,7 +362,8 @@ def test_emergenttts_baseline_clips_judged_without_synthesis(shared_env: dict[st
         assert blob.read_bytes() == clip
     winrates = store.read("ette", "winrates")
     overall = winrates[winrates["level"] == "overall"]
-    baseline_id = Spec.parse(spec).id
+    baseline_id = Spec.parse("files:gpt-4o-mini-tts-alloy").id
+    assert str(manifest) not in (tmp_path / "store" / "runs" / "ette" / "report.md").read_text()
     assert len(overall) == 1 and overall["baseline_id"].eq(baseline_id).all()
     assert overall["system_id"].eq(Spec.parse("espeak-ng:en-us").id).all()
     # the win-rate recomputed from the stored verdicts: EmergentTTS-Eval scores a win 1, a tie 0.5, a loss 0

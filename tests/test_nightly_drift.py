@@ -138,7 +138,7 @@ def test_cut_clips_are_flagged_worse_with_exit_3(nights: dict) -> None:
     assert f"flagged changes: {summary['flagged']}" in second.stdout
     assert f"{summary['flagged']} flagged change(s)" in second.stdout
     wer = paired.loc["wer"]
-    assert (f"regression flagged: files:rec:dir={nights['clips']} (faster-whisper:tiny.en) wer "
+    assert (f"regression flagged: files:rec (faster-whisper:tiny.en) wer "
             f"{wer['previous']:.4g} -> {wer['current']:.4g}, worse than the previous run") in second.stderr
     assert "(exit 3)" in second.stderr
 

@@ -35,7 +35,9 @@ FLIP = {"first": "second", "second": "first", "tie": "tie"}
 
 
 class CascadeJudge:
-    """Pairwise only. Built from the settings' `cascades[name]` (read from the environment or ttseval.toml)."""
+    """Pairwise only. Built from the run's settings' `cascades[name]` and judge plugins (`run_settings`: a task
+    builds it from the settings object it was given, never from a worker's environment); built directly with
+    neither, from this process's settings (the environment or ttseval.toml)."""
 
     name: ClassVar[str] = "cascade"
     languages: ClassVar[Languages] = ANY_LANGUAGE
@@ -46,20 +48,25 @@ class CascadeJudge:
     version: ClassVar[str] = "1"
     requires: ClassVar[tuple[str, ...]] = ()
     imports: ClassVar[tuple[str, ...]] = ()
+    run_settings: ClassVar[tuple[str, ...]] = ("cascades", "plugins")
 
-    def __init__(self, voice: str | None = None, **options: str) -> None:
-        from ttseval.core.config import load_settings
+    def __init__(self, voice: str | None = None, *, cascades: dict[str, Any] | None = None,
+                 plugins: dict[str, dict[str, str]] | None = None, **options: str) -> None:
         from ttseval.core.registry import JUDGES
 
         if options:
             raise ValueError(f"cascade takes no options ({', '.join(options)}); set them on its judges' specs")
-        settings = load_settings()
-        if not voice or voice not in settings.cascades:
-            known = ", ".join(sorted(settings.cascades)) or "none"
+        if cascades is None or plugins is None:
+            from ttseval.core.config import load_settings
+
+            settings = load_settings()
+            cascades, plugins = settings.cascades, settings.plugins
+        if not voice or voice not in cascades:
+            known = ", ".join(sorted(cascades)) or "none"
             raise ValueError(f"cascade:{voice or ''}: no cascade of that name in the settings ([cascades.<name>] "
                              f"with cheap and strong judge specs); known: {known}")
-        self.config = settings.cascades[voice]
-        plugins = settings.plugins.get("judge")
+        self.config = cascades[voice]
+        plugins = plugins.get("judge")
         self.cheap = JUDGES.build(self.config.cheap, extra=plugins)
         self.strong = JUDGES.build(self.config.strong, extra=plugins)
         self.spec = f"cascade:{voice}"

@@ -3,11 +3,11 @@
     files:<label>:dir=PATH         the clip of item X is the file in PATH named X.wav, X.flac, X.mp3 or X.ogg
     files:<label>:manifest=PATH    a .jsonl or .csv with columns item_id and path, one clip per item
 
-The label names the system in every table and report (e.g. `files:gpt-4o-mini-tts-alloy:manifest=...`, the
-EmergentTTS-Eval baseline; see `ttseval import-dataset`). A relative path in a manifest is relative to the
-manifest's folder; a path (and the manifest or folder itself) may be a URI such as s3://bucket/key, read with
-fsspec / s3fs, whose endpoint and credentials come from the standard AWS environment variables
-(AWS_ENDPOINT_URL[_S3], AWS_ACCESS_KEY_ID, ...), as for the artifact store (ttseval/core/store.py).
+The label names the system in every table and report (`files:gpt-4o-mini-tts-alloy` for the EmergentTTS-Eval
+baseline `files:gpt-4o-mini-tts-alloy:manifest=...`; see `ttseval import-dataset`). A relative path in a manifest
+is relative to the manifest's folder; a path (and the manifest or folder itself) may be a URI such as
+s3://bucket/key, read with fsspec / s3fs, whose endpoint and credentials come from the standard AWS environment
+variables (AWS_ENDPOINT_URL[_S3], AWS_ACCESS_KEY_ID, ...), as for the artifact store (ttseval/core/store.py).
 
 Clips are decoded with soundfile (libsndfile: WAV, FLAC, MP3, OGG), mixed to mono float32 and kept at their own
 sample rate. A clip that is missing, an item absent from the manifest, or a file that does not decode raises
@@ -17,6 +17,21 @@ of the same run id tries again (once the file is there), never a silently droppe
 The manifest is read, and the folder listed, once per provider instance. The synthesis stage calls
 `synthesize(..., item_id=...)` because of `keyed_by_item`, and never reuses one item's clip for another item
 with the same text.
+
+Workers never read the folder or manifest (issue 27): a run stages each `files:` system on the client before any
+work is handed out (`stage_clips`, called by ttseval.tasks.staging). Every item's clip is read and decoded there,
+exactly as `synthesize` would, stored as 16-bit WAV in the store's content-addressed audio (blobs/audio/<sha>.wav,
+as voice prompts and synthesized clips are), and the set is recorded, itself content-addressed:
+
+    blobs/clipsets/<sha256>.json   {"label", "source", "clips": {item_id: audio sha256},
+                                    "problems": {item_id: why the item has no clip}}
+
+The run then names the system `files:<label>` and carries {label: clip set sha256} in its settings
+(`clip_sets`); a worker builds `files:<label>` from the store alone, answering each item with its stored clip or
+with the same failed row the folder would have given. So a system's identity is its label (its system id hashes
+provider and label), and the audio its rows describe is their `audio_sha256`: never a path on someone's disk.
+Moving the folder changes nothing; a clip changed under a label within one run id is refused (the run's rows
+would mix two recordings), while a nightly run under a new run id tracks the same label's new clips (drift).
 """
 
 from __future__ import annotations
@@ -87,6 +102,8 @@ class FilesTTS:
     item id. Speaks every language (it says nothing about them); output rate is each clip's own.
 
     Options: dir=PATH or manifest=PATH (exactly one); the label (voice slot) names the system and is required.
+    Built as `files:<label>` with the run's store and `clip_sets` naming a clip set for the label (stage_clips),
+    it reads that stored set instead (store mode: what a worker builds).
     """
 
     name: ClassVar[str] = "files"
@@ -102,8 +119,11 @@ class FilesTTS:
     # Audio made elsewhere may be a cloner's output for each item's voice prompt (Seed-TTS-eval's layout): the
     # prompt is accepted and not used; the similarity stage compares each clip with it.
     clones_voice: ClassVar[bool] = True
+    # built with the run's store URI and its staged clip sets (ttseval.tasks.common.get_provider)
+    run_settings: ClassVar[tuple[str, ...]] = ("store", "clip_sets")
 
-    def __init__(self, voice: str | None = None, **options: str) -> None:
+    def __init__(self, voice: str | None = None, *, store: str | None = None,
+                 clip_sets: dict[str, str] | None = None, **options: str) -> None:
         self.options = parse_options(FilesOptions, options, provider=self.name)
         self.spec = canonical_spec(self.name, voice, options)
         if not voice:
@@ -111,20 +131,25 @@ class FilesTTS:
                              "files:my-system:dir=clips/ or files:my-system:manifest=clips.jsonl")
         self.label = voice
         given = {k: v for k, v in (("dir", self.options.dir), ("manifest", self.options.manifest)) if v}
+        self.staged: dict[str, Any] | None = None  # the clip set the run stored (store mode), else None
+        self.clip_set: str | None = None
+        self._entries: dict[str, str] | None = None  # item id -> clip path (manifest) or the clips found (dir)
+        self._duplicates: dict[str, list[str]] = {}
+        self._error: str | None = None
+        if not given and clip_sets and voice in clip_sets and store is not None:
+            self._read_staged(store, clip_sets[voice])
+            return
         if len(given) != 1:
             raise ValueError(
                 f"files:{voice} needs exactly one of dir=PATH (clips named <item_id>.wav/.flac/.mp3/.ogg) and "
                 f"manifest=PATH (.jsonl or .csv with columns item_id, path); "
                 f"got {' and '.join(given) if given else 'neither'}")
         (self.source, self.path), = given.items()
-        self._entries: dict[str, str] | None = None  # item id -> clip path (manifest) or the clips found (dir)
-        self._duplicates: dict[str, list[str]] = {}
-        self._error: str | None = None
         if self.source == "manifest" and not self.path.lower().endswith(MANIFEST_SUFFIXES):
             raise ValueError(f"files:{voice}: manifest={display_path(self.path)!r} is neither .jsonl nor .csv; "
                              "write one with columns item_id and path")
         if not is_uri(self.path):
-            self.path = os.path.abspath(self.path)  # workers may not share the caller's working directory
+            self.path = os.path.abspath(self.path)  # on the client, which stages the clips (stage_clips)
             # A local folder or manifest is checked (and read) now, so a typo fails before any work.
             kind = "folder" if self.source == "dir" else "file"
             exists = os.path.isdir(self.path) if self.source == "dir" else os.path.isfile(self.path)
@@ -136,6 +161,19 @@ class FilesTTS:
                 self._load()
             except _SourceError as e:
                 raise ValueError(f"files:{voice}: {e}") from e
+
+    def _read_staged(self, store: str, clip_set: str) -> None:
+        """Store mode: the clips of `files:<label>` are the stored clip set `clip_set` (stage_clips)."""
+        from ttseval.core.store import ArtifactStore
+
+        self.store = ArtifactStore(store)
+        try:
+            self.staged = json.loads(self.store.read_bytes(clip_set_path(clip_set)))
+        except Exception as e:  # noqa: BLE001 - every item of the system fails with this reason, and is retried
+            raise ValueError(f"files:{self.label}: the run's clip set {clip_set[:12]} cannot be read from the store "
+                             f"{self.store.display()}: {type(e).__name__}: {e}") from e
+        self.clip_set = clip_set
+        self.source, self.path = "clips", self.staged["source"]
 
     def supports_language(self, language: str) -> bool:
         return True
@@ -222,7 +260,9 @@ class FilesTTS:
     def referenced_paths(self) -> list[str]:
         """The folder or manifest this system reads and every clip path it holds (a manifest's rows; a folder's
         clips as listed), for the check that confines what a run may read (setting confine_paths). A source
-        that cannot be read gives its own path alone (the item rows then say why)."""
+        that cannot be read gives its own path alone (the item rows then say why); a stored clip set, none."""
+        if self.staged is not None:
+            return []
         try:
             self._load()
         except _SourceError:
@@ -234,6 +274,8 @@ class FilesTTS:
     def clips(self) -> tuple[dict[str, str], dict[str, list[str]]]:
         """(item id -> clip path, item id -> the paths of a folder's two or more clips with one stem), read once.
         Raises ValueError when the folder or manifest itself cannot be read."""
+        if self.staged is not None:
+            raise ValueError(f"files:{self.label} is a stored clip set: its clips are in the store, not at paths")
         try:
             self._load()
         except _SourceError as e:
@@ -277,6 +319,8 @@ class FilesTTS:
         if item_id is None:
             raise PermanentProviderError("files looks clips up by item id; call synthesize(..., item_id=...)",
                                          spec=self.spec)
+        if self.staged is not None:
+            return self._staged_clip(item_id)
         path = self.clip_path(item_id)
         try:
             fs, inner = filesystem(path)
@@ -295,6 +339,61 @@ class FilesTTS:
             raise self._deferred(item_id, path, f"cannot be decoded as audio ({len(data)} bytes): {reason}") from e
         return Audio(samples=samples.mean(axis=1).astype(np.float32), sample_rate_hz=int(rate))
 
+    def _staged_clip(self, item_id: str) -> Audio:
+        """Store mode: the item's stored clip, or the failed row its folder or manifest gave when it was staged."""
+        assert self.staged is not None
+        sha = self.staged["clips"].get(item_id)
+        if sha is None:
+            why = self.staged["problems"].get(item_id) or (
+                f"files:{self.label}: item {item_id!r}: not staged from {self.path} (the run staged the clips of its "
+                "own items only)")
+            raise DeferredProviderError(why, spec=self.spec, key=item_id)
+        try:
+            data = self.store.get_audio(sha)
+        except Exception as e:  # noqa: BLE001 - the store said why; the row keeps it and a later run retries
+            raise DeferredProviderError(f"files:{self.label}: item {item_id!r}: clip {sha[:12]} cannot be read from "
+                                        f"the store: {type(e).__name__}: {e}", spec=self.spec, key=item_id) from e
+        return Audio.from_wav_bytes(data)
+
     def metadata(self) -> dict[str, Any]:
-        return {"engine": "files", "version": self.version, "label": self.label, "source": self.source,
-                "path": display_path(self.path)}
+        where = {"source": self.source, "path": display_path(self.path)} if self.staged is None else {
+            "source": self.path, "clip_set": self.clip_set}
+        return {"engine": "files", "version": self.version, "label": self.label, **where}
+
+
+CLIP_SETS = "blobs/clipsets"
+
+
+def clip_set_path(sha256: str) -> str:
+    return f"{CLIP_SETS}/{sha256}.json"
+
+
+def stage_clips(source: FilesTTS, store: Any, item_ids: list[str]) -> tuple[str, dict[str, Any]]:
+    """Read the clip of each of `item_ids` from `source`'s folder or manifest, here, as `synthesize` reads it
+    (decoded, mono), store it as 16-bit WAV (content-addressed), and record the set (clip_set_path); returns the
+    set's SHA-256 and the record. An item without a usable clip is recorded with the reason its row will carry.
+
+    Raises:
+        ValueError: `source` is not a folder or manifest (a system built in store mode).
+    """
+    from ttseval.core.audio import sha256_hex
+
+    if source.staged is not None:
+        raise ValueError(f"files:{source.label} is already a stored clip set")
+    clips: dict[str, str] = {}
+    problems: dict[str, str] = {}
+    for item_id in item_ids:
+        try:
+            wav = source.synthesize("", "", item_id=item_id).to_wav_bytes()
+        except DeferredProviderError as e:
+            problems[item_id] = str(e)
+            continue
+        clips[item_id] = sha = sha256_hex(wav)
+        store.put_audio(wav, sha)
+    record = {"label": source.label, "source": f"{source.source} {display_path(source.path)}",
+              "clips": dict(sorted(clips.items())), "problems": dict(sorted(problems.items()))}
+    data = json.dumps(record, sort_keys=True, indent=1).encode("utf-8")
+    sha = sha256_hex(data)
+    if not store.exists(clip_set_path(sha)):
+        store.write_bytes(clip_set_path(sha), data)
+    return sha, record

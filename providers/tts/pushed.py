@@ -124,7 +124,7 @@ class PushedTTS:
     imports: ClassVar[tuple[str, ...]] = ()
     keyed_by_item: ClassVar[bool] = True
     clones_voice: ClassVar[bool] = True
-    reads_store: ClassVar[bool] = True  # built with store=<the run's store URI> (ttseval.tasks.common)
+    run_settings: ClassVar[tuple[str, ...]] = ("store",)  # built with store=<the run's store URI> (tasks.common)
 
     def __init__(self, voice: str | None = None, *, store: str | None = None, **options: str) -> None:
         if options:

@@ -12,7 +12,6 @@ from ttseval.cli.common import EXIT_BREACHED, EXIT_DONE, add_store, add_wait_lea
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from ttseval.core.config import load_settings
-    from ttseval.core.registry import Spec
     from ttseval.flows.preflight import check_cluster_reach, handed_over, preflight_evaluate
 
     flags = {"store": args.store, "shard_size": args.shard_size, "dask_address": args.dask_address,
@@ -43,11 +42,17 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     runner = evaluate.with_options(task_runner=task_runner(settings))
     with prefect_api(), handed_over(checked):
-        check_cluster_reach(settings)  # before the flow starts: refused on a cluster that cannot run it (exit 2)
+        # before the flow starts: refused on a cluster that cannot run it (exit 2)
+        check_cluster_reach(settings, [s.canonical for s in checked.systems] + checked.judges
+                            + checked.instruction_judges)
         result = runner(dataset=args.dataset, systems=systems, store=settings.store, run_id=args.run_id,
                         shard_size=settings.shard_size, baseline=args.baseline, judges=judges,
                         instruction_judges=instruction_judges, budget_usd=args.budget_usd)
-    print_report(settings, args.run_id, [Spec.parse(s).id for s in systems])
+    from ttseval.tasks.staging import staged_settings
+
+    # files: systems are named by their label once their clips are stored (ttseval.tasks.staging)
+    settings = staged_settings(settings, result["renamed"], result["clip_sets"])
+    print_report(settings, args.run_id, result["system_ids"])
     from_cache = result.get("from_cache", {})
     computed = {k: v - from_cache.get(k, 0) for k, v in result["computed"].items()}
     print(f"reused rows (already in the run): {result['reused']}; computed rows: {computed}; taken from earlier "
@@ -146,7 +151,7 @@ def cmd_backfill_judge(args: argparse.Namespace) -> int:
     os.environ["TTSEVAL_STORE"] = settings.store
     runner = backfill_judge.with_options(task_runner=task_runner(settings))
     with prefect_api():
-        check_cluster_reach(settings)
+        check_cluster_reach(settings, [args.judge])
         result = runner(run_id=args.run_id, judge=args.judge, store=settings.store, baseline=args.baseline,
                         kind=args.kind, systems=args.systems, categories=args.categories, depths=args.depths,
                         items=args.items)
@@ -179,7 +184,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
     announce_new_store(ArtifactStore(settings.store).is_new(), settings.store)
     os.environ.update({"TTSEVAL_STORE": settings.store, "TTSEVAL_ALLOW_NEW_STORE": str(settings.allow_new_store).lower()})
     with prefect_api():
-        check_cluster_reach(settings)
+        check_cluster_reach(settings, systems + (judges or []))
         result = nightly(dataset=args.dataset, systems=systems, store=settings.store, run_id=run_id,
                          previous_run=args.previous_run, baseline=args.baseline, judges=judges,
                          budget_usd=args.budget_usd)

@@ -136,6 +136,9 @@ class Settings(BaseSettings):
     reference_voices: dict[str, str] = Field(default_factory=dict, description="system id or spec -> a clip of the "
                                              "voice that system should speak with (SIM reference for items without "
                                              "a voice prompt)")
+    clip_sets: dict[str, str] = Field(default_factory=dict, description="Set by the run, not by you: label of each "
+                                      "files: system -> the SHA-256 of the clip set the client stored before any "
+                                      "work (blobs/clipsets/), which workers read instead of the folder or manifest")
     lid: list[str] = Field(default_factory=list, description="Spoken language-identification model specs that vote "
                            "in INSV-A's V gate, e.g. transformers:/models/mms-lid-4017 (none ships offline)")
     judges: list[str] = Field(default_factory=lambda: ["objective"], description="Pairwise judge specs")
