@@ -189,6 +189,8 @@ def check_cluster_reach(settings: Settings, specs: list[str] = ()) -> None:
         ConfigError: naming each worker, what it cannot reach and what to start and set instead.
     """
     if not settings.dask_address:
+        if settings.cluster == "slurm":
+            _check_slurm(settings)
         return
     from prefect.settings import get_current_settings
 
@@ -220,6 +222,46 @@ def check_cluster_reach(settings: Settings, specs: list[str] = ()) -> None:
         raise ConfigError("the Dask cluster at " + settings.dask_address + " cannot run this: " + "; ".join(problems)
                           + ". To fix: " + "; ".join(hints) + ". Nothing was written.")
     _reached.add(key)
+
+
+def _check_slurm(settings: Settings) -> None:
+    """A run whose workers will be Slurm jobs: none exists yet to ask, so what can be known here is checked. The
+    jobs must reach the Prefect API: a command with no PREFECT_API_URL has the shared (or temporary) server on
+    its own loopback, which a compute node does not reach. Slurm's sbatch must be on PATH."""
+    import ipaddress
+    import shutil
+    from urllib.parse import urlsplit
+
+    from prefect.settings import get_current_settings
+
+    api_url = get_current_settings().api.url or os.environ.get("PREFECT_API_URL") or ""
+    host = urlsplit(api_url).hostname or ""
+    with contextlib.suppress(ValueError):
+        host = "localhost" if ipaddress.ip_address(host).is_loopback else host
+    problems = []
+    if host in ("", "localhost"):
+        problems.append(f"the Slurm jobs' workers report to the Prefect API, and {api_url or 'no API'} is on this "
+                        "host's loopback (without PREFECT_API_URL a command's own server listens there), which a "
+                        "compute node does not reach: start a server the nodes reach (`prefect server start --host "
+                        "0.0.0.0`) and set PREFECT_API_URL=http://<this host's name or address>:4200/api")
+    if shutil.which("sbatch") is None:
+        problems.append("sbatch is not on PATH: run on a Slurm login node (or install Slurm's client commands)")
+    else:  # the worker job as it will be submitted, tested by Slurm without submitting it (a job the cluster can
+        # never run would otherwise leave the run waiting for workers that never come)
+        import subprocess
+
+        from ttseval.flows.runner import slurm_job_script
+
+        tried = subprocess.run(["sbatch", "--test-only"], input=slurm_job_script(settings), capture_output=True,
+                               text=True, timeout=60)
+        if tried.returncode != 0:
+            said = " ".join(tried.stderr.split())[-600:] or f"exit {tried.returncode}"
+            problems.append(f"Slurm refuses the worker job the slurm settings make ({said}); change slurm.cores, "
+                            "slurm.memory, slurm.walltime, slurm.queue or slurm.job_extra_directives to what the "
+                            "partition offers (sinfo -o '%P %c %m %l')")
+    if problems:
+        raise ConfigError("cluster = 'slurm' cannot run this: " + "; ".join(problems) + ". The store must be a "
+                          "folder mounted at the same path on every node, or s3://. Nothing was written.")
 
 
 def _folder_seen(store: str) -> tuple[str, list]:

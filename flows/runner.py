@@ -20,6 +20,7 @@ from prefect_dask import DaskTaskRunner
 
 from ttseval.providers import MODEL_THREADS_VARIABLE
 from ttseval.core.config import Settings, load_settings
+from ttseval.core.errors import ConfigError
 
 
 def local_cluster_kwargs(settings: Settings) -> dict[str, Any]:
@@ -31,6 +32,52 @@ def local_cluster_kwargs(settings: Settings) -> dict[str, Any]:
     if settings.gpu:  # one machine: every worker has the GPU and the CPUs (ttseval.flows.common.placement)
         kwargs["resources"] = {"GPU": 1, "CPU": settings.threads_per_worker}
     return kwargs
+
+
+def slurm_cluster_kwargs(settings: Settings) -> dict[str, Any]:
+    """dask-jobqueue's SLURMCluster arguments from the `slurm` settings. Each job runs `processes` workers of one
+    thread (a worker runs one task at a time, as a LocalCluster's), each with its share of the job's cores for its
+    models, declaring CPU (and GPU=1 when slurm.gpu) as a GPU run's placement expects (flows.common.placement)."""
+    import sys
+
+    slurm = settings.slurm
+    if settings.gpu and not slurm.gpu:
+        raise ConfigError("gpu = true sends the model stages to workers declaring the Dask resource GPU, and the "
+                          "Slurm jobs' workers declare none: set slurm.gpu = true (and ask Slurm for the GPU, "
+                          "slurm.job_extra_directives = ['--gres=gpu:1']), or gpu = false")
+    share = max(1, slurm.cores // slurm.processes)
+    resources = f"CPU={share}" + (",GPU=1" if slurm.gpu else "")
+    # dask-jobqueue gives each worker cores // processes threads: one each, the job's cores booked with job_cpu
+    return {"cores": slurm.processes, "processes": slurm.processes, "job_cpu": slurm.cores,
+            "memory": slurm.memory, "walltime": slurm.walltime,
+            "queue": slurm.queue, "account": slurm.account, "job_name": "ttseval-worker",
+            "job_extra_directives": list(slurm.job_extra_directives),
+            "job_script_prologue": [*slurm.job_script_prologue, f"export {MODEL_THREADS_VARIABLE}={share}"],
+            "python": slurm.python or sys.executable, "interface": slurm.interface,
+            "log_directory": slurm.log_directory, "worker_extra_args": ["--resources", resources],
+            "scheduler_options": {"dashboard_address": ":0"}}
+
+
+def slurm_job_script(settings: Settings, scheduler: str = "tcp://scheduler:8786") -> str:
+    """The sbatch script of one worker job, as dask-jobqueue writes it from the slurm settings."""
+    from dask_jobqueue.slurm import SLURMJob
+
+    kwargs = {k: v for k, v in slurm_cluster_kwargs(settings).items() if k != "scheduler_options"}
+    return SLURMJob(scheduler=scheduler, name="ttseval-worker", **kwargs).job_script()
+
+
+def runner_kwargs(settings: Settings) -> dict[str, Any]:
+    """The task runner's arguments for the cluster the settings name: an existing scheduler (dask_address), Slurm
+    jobs (cluster = 'slurm', adaptive between slurm.minimum_jobs and slurm.maximum_jobs), or a LocalCluster."""
+    if settings.dask_address:
+        return {"address": settings.dask_address}
+    if settings.cluster == "slurm":
+        from dask_jobqueue import SLURMCluster
+
+        return {"cluster_class": SLURMCluster, "cluster_kwargs": slurm_cluster_kwargs(settings),
+                "adapt_kwargs": {"minimum_jobs": settings.slurm.minimum_jobs,
+                                 "maximum_jobs": settings.slurm.maximum_jobs}}
+    return {"cluster_kwargs": local_cluster_kwargs(settings)}
 
 
 NOT_STARTED = "no task was submitted (nothing to compute): no Dask cluster was started or connected to"
@@ -51,11 +98,8 @@ class SettingsDaskTaskRunner(DaskTaskRunner):
 
     def __enter__(self) -> SettingsDaskTaskRunner:
         if self.address is None and not self.cluster_kwargs:
-            settings = load_settings()
-            if settings.dask_address:
-                self.address = settings.dask_address
-            else:
-                self.cluster_kwargs = local_cluster_kwargs(settings)
+            for name, value in runner_kwargs(load_settings()).items():
+                setattr(self, name, value)
         return super().__enter__()
 
     def __exit__(self, *exc_info: object) -> None:
@@ -72,10 +116,8 @@ class SettingsDaskTaskRunner(DaskTaskRunner):
 
 
 def task_runner(settings: Settings) -> SettingsDaskTaskRunner:
-    """The runner for explicit settings (the CLI's): an existing scheduler, or a LocalCluster."""
-    if settings.dask_address:
-        return SettingsDaskTaskRunner(address=settings.dask_address)
-    return SettingsDaskTaskRunner(cluster_kwargs=local_cluster_kwargs(settings))
+    """The runner for explicit settings (the CLI's): an existing scheduler, Slurm jobs or a LocalCluster."""
+    return SettingsDaskTaskRunner(**runner_kwargs(settings))
 
 
 def dask_started() -> bool | None:

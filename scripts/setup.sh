@@ -23,6 +23,9 @@ system_packages() {
   if [ "$mode" = test ]; then  # the UI tests drive the Prefect UI in headless Chromium
     command -v chromium >/dev/null || missing+=(chromium)
     command -v chromedriver >/dev/null || missing+=(chromium-driver)
+    # tests/test_slurm.py runs an evaluate on a one-node Slurm (tests/slurm.py starts its daemons itself)
+    command -v slurmctld >/dev/null || missing+=(slurm-wlm)
+    command -v munged >/dev/null || missing+=(munge)
   fi
   [ ${#missing[@]} -eq 0 ] && return 0
   say "installing system packages: ${missing[*]}"

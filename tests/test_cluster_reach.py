@@ -41,7 +41,10 @@ def remote_cluster(tmp_path_factory: pytest.TempPathFactory, client_files: Path,
     """A scheduler on the client's side of a veth link and one worker on another host; yields (address, host).
     The worker has the session's S3 server's credentials and reaches it at the client's address (as a worker
     reaches an object store: its own credentials, never the run's), and as many model threads as the shared
-    cluster's worker, so their results can be compared."""
+    cluster's worker, so their results can be compared. Its environment also holds ttseval settings of its own:
+    one that no settings may hold (shard_size 0: any settings loaded there fail) and one that would change every
+    transcript (another recogniser for English). A run's tasks use the settings the client resolved, so neither
+    may show (issue 27 item 2)."""
     from distributed import Client
 
     from ttseval.flows.runner import local_cluster_kwargs
@@ -53,7 +56,8 @@ def remote_cluster(tmp_path_factory: pytest.TempPathFactory, client_files: Path,
     share = local_cluster_kwargs(Settings.model_construct())["env"][MODEL_THREADS_VARIABLE]
     env |= {"PYTHONPATH": str(ROOT), **TELEMETRY_OFF, "DASK_LOGGING__DISTRIBUTED": "warning",
             MODEL_THREADS_VARIABLE: share, **s3_server,
-            "AWS_ENDPOINT_URL": peer_url(s3_server["AWS_ENDPOINT_URL"], host)}
+            "AWS_ENDPOINT_URL": peer_url(s3_server["AWS_ENDPOINT_URL"], host),
+            "TTSEVAL_SHARD_SIZE": "0", "TTSEVAL_ASR__EN": "faster-whisper:base"}
     address = f"tcp://{host.peer_ip}:8786"
     log = open(folder / "dask.log", "w")
     procs = [subprocess.Popen([str(BIN / "dask"), "scheduler", "--host", host.peer_ip, "--port", "8786",
@@ -133,7 +137,8 @@ def test_a_files_system_with_clips_on_the_client_completes_on_another_host_named
     worker) and exited 0. Now the client stores the clips before any work: on a worker that sees none of the
     client's files, every clip completes; the system is `files:mine` in the tables, the report and the leaderboard;
     and every per-key result equals a run of the same command on one host (the shared cluster, a local store):
-    clip SHA-256, transcript, WER, CER, MOS."""
+    clip SHA-256, transcript, WER, CER, MOS, although the worker's own environment names other settings
+    (remote_cluster)."""
     import boto3
     import pandas as pd
 

@@ -101,8 +101,35 @@ class Listening(BaseModel):
                                   "repeated")
 
 
-HOW_IT_RUNS = frozenset({"dask_address", "n_workers", "threads_per_worker", "prefect_server_keep_s", "lease_wait_s",
-                         "lease_ttl_s"})
+class Slurm(BaseModel):
+    """Dask workers as Slurm jobs (dask-jobqueue's SLURMCluster), when `cluster = "slurm"`: the command's process
+    runs the scheduler and submits jobs as the run needs workers (adaptive, between minimum_jobs and
+    maximum_jobs); each job runs `processes` Dask workers on its `cores`."""
+
+    cores: int = Field(1, ge=1, description="CPU cores of each job (#SBATCH --cpus-per-task)")
+    memory: str = Field("4GB", description="memory of each job (#SBATCH --mem), e.g. 4GB")
+    processes: int = Field(1, ge=1, description="Dask worker processes per job; they share its cores")
+    walltime: str = Field("02:00:00", description="each job's time limit (#SBATCH -t); the cluster replaces a job "
+                          "that ends while work remains")
+    queue: str | None = Field(None, description="partition (#SBATCH -p); default the cluster's default partition")
+    account: str | None = Field(None, description="account charged (#SBATCH -A)")
+    job_extra_directives: list[str] = Field(default_factory=list, description="more #SBATCH lines, each without "
+                                            "'#SBATCH', e.g. ['--gres=gpu:1', '--constraint=a100']")
+    job_script_prologue: list[str] = Field(default_factory=list, description="shell lines the job runs before its "
+                                           "worker starts, e.g. ['module load cuda/12.6', 'source /shared/venv/bin/activate']")
+    python: str | None = Field(None, description="the Python that runs the worker on a compute node; default the "
+                               "command's own (a shared filesystem)")
+    gpu: bool = Field(False, description="the jobs' workers declare the Dask resource GPU=1 and take the model "
+                      "stages (ask Slurm for the GPU in job_extra_directives: --gres=gpu:1); otherwise CPU=<threads>")
+    minimum_jobs: int = Field(0, ge=0, description="jobs kept while the cluster is up, even idle")
+    maximum_jobs: int = Field(4, ge=1, description="jobs at most at once")
+    interface: str | None = Field(None, description="network interface the scheduler and the workers listen on "
+                                  "(e.g. ib0); default the address of the host name")
+    log_directory: str | None = Field(None, description="folder for the jobs' output files; default none kept")
+
+
+HOW_IT_RUNS = frozenset({"dask_address", "cluster", "slurm", "n_workers", "threads_per_worker",
+                         "prefect_server_keep_s", "lease_wait_s", "lease_ttl_s"})
 """Settings that decide where and how a command runs, never what its tables or report hold: a re-run that changes
 only these keeps the run's report (tasks/report/full.py hashes the other settings)."""
 
@@ -116,7 +143,12 @@ class Settings(BaseSettings):
                        description="Artifact store URI: a local folder or s3://bucket/prefix (a relative folder is "
                                    "taken from the folder the command runs in)")
     shard_size: int = Field(8, ge=1, description="Items per task; tens keep orchestration overhead small")
-    dask_address: str | None = Field(None, description="Address of an existing Dask scheduler; None starts a LocalCluster")
+    dask_address: str | None = Field(None, description="Address of an existing Dask scheduler; None starts the "
+                                     "cluster the setting cluster names")
+    cluster: Literal["local", "slurm"] = Field("local", description="The Dask cluster a run starts when "
+                                               "dask_address is unset: local (a LocalCluster on this machine) or "
+                                               "slurm (workers as Slurm jobs: the slurm settings)")
+    slurm: Slurm = Field(default_factory=Slurm, description="Slurm jobs as Dask workers (cluster = 'slurm')")
     n_workers: int = Field(2, ge=1, description="LocalCluster worker processes")
     threads_per_worker: int = Field(1, ge=1, description="threads of each Dask worker of a LocalCluster: the tasks "
                                     "it runs at once")
