@@ -1,4 +1,4 @@
-"""The GPU benchmark stays runnable: benchmarks/gpu_batch.py with tiny models on the CPU (the figures it prints
+"""The GPU benchmarks stay runnable: benchmarks/gpu_batch.py and gpu_evaluate.py with tiny models on the CPU (the figures it prints
 are measured on a GPU machine and quoted in the README; nothing here asserts a speed)."""
 
 from __future__ import annotations
@@ -27,6 +27,19 @@ def test_gpu_batch_benchmark_runs_every_backend_with_tiny_models() -> None:
     for name, one, batched, ratio in rows:  # the printed ratio is the two throughputs' ratio
         assert float(one) > 0 and float(batched) > 0
         assert abs(float(ratio) - float(batched) / float(one)) <= 0.02 * float(ratio) + 0.01, (name, result.stdout)
+
+
+def test_gpu_evaluate_benchmark_runs_a_gpu_run_with_tiny_models() -> None:
+    """benchmarks/gpu_evaluate.py's gpu mode on the CPU: settings gpu = true, both systems' clips transcribed by the
+    transformers recogniser it built, judged (its H100 figures are in docs/performance.md)."""
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_evaluate.py"), "--size", "tiny",
+                             "--limit", "2", "--modes", "gpu", "--new-tokens", "4"],
+                            capture_output=True, text=True, timeout=400, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert re.search(r"^--- gpu: exit 0, [\d.]+ s, GPU memory in use at most 0 MiB$", result.stdout, flags=re.M), \
+        result.stdout[-3000:]
+    assert "computed rows: {'synthesis': 4, 'transcripts': 4, 'quality': 4, 'judgments': 2," in result.stdout, \
+        result.stdout[-3000:]
 
 
 def test_cascade_benchmark_runs_and_prints_w_and_the_cost_ratio() -> None:

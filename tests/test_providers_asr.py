@@ -147,6 +147,37 @@ def _independent_decode(directory: Path, clip: Audio) -> str:
     return tokenizer.decode(ids).strip()
 
 
+def test_faster_whisper_device_needs_cuda_12s_cublas(monkeypatch: pytest.MonkeyPatch,
+                                                     caplog: pytest.LogCaptureFixture) -> None:
+    """As on the H100 of 2026-11-25 (CUDA 13 only): CTranslate2 counts a GPU but libcublas.so.12 does not load.
+    auto runs on the CPU and says why, cuda is refused with the fix; with the library it is the GPU."""
+    import ctranslate2
+
+    from ttseval.providers.asr import faster_whisper as fw
+
+    loaded: list[str] = []
+
+    def cdll(name: str) -> object:
+        loaded.append(name)
+        raise OSError(f"{name}: cannot open shared object file")
+
+    monkeypatch.setattr(ctranslate2, "get_cuda_device_count", lambda: 1)
+    monkeypatch.setattr(fw.ctypes, "CDLL", cdll)
+    with caplog.at_level("WARNING", logger=fw.__name__):
+        assert fw.ctranslate2_device("auto") == "cpu"
+    assert loaded == ["libcublas.so.12"]
+    assert "sees 1 GPU(s) but libcublas.so.12 does not load" in caplog.text and "nvidia-cublas-cu12" in caplog.text
+    with pytest.raises(RuntimeError, match=r"device=cuda, but CTranslate2 sees 1 GPU\(s\) and libcublas.so.12"):
+        fw.ctranslate2_device("cuda")
+    assert fw.ctranslate2_device("cpu") == "cpu"
+    monkeypatch.setattr(fw.ctypes, "CDLL", lambda name: object())
+    assert fw.ctranslate2_device("auto") == "cuda" and fw.ctranslate2_device("cuda") == "cuda"
+    monkeypatch.setattr(ctranslate2, "get_cuda_device_count", lambda: 0)
+    assert fw.ctranslate2_device("auto") == "cpu"
+    with pytest.raises(RuntimeError, match="sees 0 GPU"):
+        fw.ctranslate2_device("cuda")
+
+
 def test_transformers_ctc_matches_an_independent_decode(tiny_ctc_dir: Path) -> None:
     clip = _sine(22050, 1.0, 440.0)  # not 16 kHz: the provider must resample
     expected = _independent_decode(tiny_ctc_dir, clip)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ctypes
+import logging
 import threading
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -19,6 +21,35 @@ from ttseval.core.protocols import Languages, Transcript
 BUNDLED_MODELS = ("tiny.en", "base")
 SAMPLE_RATE_HZ = 16000  # Whisper's feature extractor expects 16 kHz input
 WHISPER_TEMPERATURES = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)  # Whisper's fallback ladder (faster-whisper's default)
+CUBLAS = "libcublas.so.12"  # CTranslate2 4.x's Linux wheels load CUDA 12's cuBLAS when they first run on a GPU
+CUDA_LIBRARIES_FIX = ("pip install nvidia-cublas-cu12 'nvidia-cudnn-cu12==9.*' and put their lib folders on "
+                      "LD_LIBRARY_PATH (faster-whisper's README), or set the option device=cpu")
+log = logging.getLogger(__name__)
+
+
+def ctranslate2_device(device: str) -> str:
+    """The device a CTranslate2 model runs on. `auto`: cuda when CTranslate2 sees a GPU and the CUDA 12 cuBLAS its
+    wheels load is there, else cpu. Seen on an H100 whose CUDA was 13 only (torch's cu130 build; 2026-11-25):
+    CTranslate2 counts the GPU, then every transcription fails when cuBLAS does not load; auto runs on the CPU
+    instead and says why. `cuda` without that cuBLAS is refused at once with the fix."""
+    if device == "cpu":
+        return "cpu"
+    import ctranslate2
+
+    gpus = ctranslate2.get_cuda_device_count()
+    try:
+        ctypes.CDLL(CUBLAS)
+        cublas = True
+    except OSError:
+        cublas = False
+    if device == "cuda" and not (gpus and cublas):
+        raise RuntimeError(f"faster-whisper: device=cuda, but CTranslate2 sees {gpus} GPU(s)"
+                           + ("" if cublas else f" and {CUBLAS} does not load") + f": {CUDA_LIBRARIES_FIX}")
+    if gpus and not cublas:
+        log.warning("faster-whisper runs on the CPU: CTranslate2 sees %d GPU(s) but %s does not load; %s",
+                    gpus, CUBLAS, CUDA_LIBRARIES_FIX)
+        return "cpu"
+    return "cuda" if gpus else "cpu"
 
 
 class FasterWhisperOptions(BaseModel):
@@ -106,7 +137,7 @@ class FasterWhisperASR:
                     ) from e
                 self._model = WhisperModel(
                     str(self.model_path),
-                    device=self.options.device,
+                    device=ctranslate2_device(self.options.device),
                     compute_type=self.options.compute_type,
                     cpu_threads=self.options.cpu_threads,
                     local_files_only=True,
