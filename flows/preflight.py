@@ -191,6 +191,8 @@ def check_cluster_reach(settings: Settings, specs: list[str] = ()) -> None:
     if not settings.dask_address:
         if settings.cluster == "slurm":
             _check_slurm(settings)
+        if settings.cluster == "kubernetes":
+            _check_kubernetes(settings)
         return
     from prefect.settings import get_current_settings
 
@@ -228,22 +230,9 @@ def _check_slurm(settings: Settings) -> None:
     """A run whose workers will be Slurm jobs: none exists yet to ask, so what can be known here is checked. The
     jobs must reach the Prefect API: a command with no PREFECT_API_URL has the shared (or temporary) server on
     its own loopback, which a compute node does not reach. Slurm's sbatch must be on PATH."""
-    import ipaddress
     import shutil
-    from urllib.parse import urlsplit
 
-    from prefect.settings import get_current_settings
-
-    api_url = get_current_settings().api.url or os.environ.get("PREFECT_API_URL") or ""
-    host = urlsplit(api_url).hostname or ""
-    with contextlib.suppress(ValueError):
-        host = "localhost" if ipaddress.ip_address(host).is_loopback else host
-    problems = []
-    if host in ("", "localhost"):
-        problems.append(f"the Slurm jobs' workers report to the Prefect API, and {api_url or 'no API'} is on this "
-                        "host's loopback (without PREFECT_API_URL a command's own server listens there), which a "
-                        "compute node does not reach: start a server the nodes reach (`prefect server start --host "
-                        "0.0.0.0`) and set PREFECT_API_URL=http://<this host's name or address>:4200/api")
+    problems = _loopback_api("the Slurm jobs' workers", "a compute node")
     if shutil.which("sbatch") is None:
         problems.append("sbatch is not on PATH: run on a Slurm login node (or install Slurm's client commands)")
     else:  # the worker job as it will be submitted, tested by Slurm without submitting it (a job the cluster can
@@ -262,6 +251,40 @@ def _check_slurm(settings: Settings) -> None:
     if problems:
         raise ConfigError("cluster = 'slurm' cannot run this: " + "; ".join(problems) + ". The store must be a "
                           "folder mounted at the same path on every node, or s3://. Nothing was written.")
+
+
+def _loopback_api(workers: str, where: str) -> list[str]:
+    """The problem, if any, of a Prefect API on this host's loopback for workers started elsewhere."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    from prefect.settings import get_current_settings
+
+    api_url = get_current_settings().api.url or os.environ.get("PREFECT_API_URL") or ""
+    host = urlsplit(api_url).hostname or ""
+    with contextlib.suppress(ValueError):
+        host = "localhost" if ipaddress.ip_address(host).is_loopback else host
+    if host not in ("", "localhost"):
+        return []
+    return [f"{workers} report to the Prefect API, and {api_url or 'no API'} is on this host's loopback (without "
+            f"PREFECT_API_URL a command's own server listens there), which {where} does not reach: start a server "
+            "they reach (`prefect server start --host 0.0.0.0`, or infra/k8s's) and set "
+            "PREFECT_API_URL=http://<its name or address>:4200/api"]
+
+
+def _check_kubernetes(settings: Settings) -> None:
+    """A run whose workers will be pods of a DaskCluster: the manifests are made (or the spec file read) here, so a
+    bad one is refused before anything is written; the pods must reach the Prefect API and the store."""
+    from ttseval.flows.runner import kubernetes_specs
+
+    kubernetes_specs(settings)  # ConfigError: the spec file or the settings
+    problems = _loopback_api("the pods' workers", "a pod")
+    if not settings.store.startswith("s3://") and settings.kubernetes.spec is None:
+        problems.append(f"the store {settings.store!r} is a folder on this host, which the pods the kubernetes "
+                        "settings make do not mount: use --store s3://bucket/prefix (credentials from "
+                        "kubernetes.env_from), or a kubernetes.spec whose pods mount it at the same path")
+    if problems:
+        raise ConfigError("cluster = 'kubernetes' cannot run this: " + "; ".join(problems) + ". Nothing was written.")
 
 
 def _folder_seen(store: str) -> tuple[str, list]:

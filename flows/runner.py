@@ -66,9 +66,83 @@ def slurm_job_script(settings: Settings, scheduler: str = "tcp://scheduler:8786"
     return SLURMJob(scheduler=scheduler, name="ttseval-worker", **kwargs).job_script()
 
 
+def kubernetes_specs(settings: Settings) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The DaskCluster manifest a `cluster = "kubernetes"` run creates and its DaskWorkerGroups: the documents of
+    the kubernetes.spec file as they are (infra/k8s/dask-cluster.yaml is one), else made by the operator's
+    make_cluster_spec and make_worker_spec from the settings: CPU workers of one thread declaring CPU=1 and, with
+    gpu_workers, a group '<name>-gpu' declaring GPU=1 with one nvidia.com/gpu each; their environment from
+    kubernetes.env_from."""
+    k8s = settings.kubernetes
+    if k8s.spec is not None:
+        return _spec_file(k8s.spec)
+    if settings.gpu and not k8s.gpu_workers:
+        raise ConfigError("gpu = true sends the model stages to workers declaring the Dask resource GPU, and the "
+                          "Kubernetes cluster has none: set kubernetes.gpu_workers (or gpu = false)")
+    from dask_kubernetes.operator import make_cluster_spec, make_worker_spec
+
+    env_from = []
+    for source in k8s.env_from:
+        kind, _, name = source.partition(":")
+        if kind not in ("configmap", "secret") or not name:
+            raise ConfigError(f"kubernetes.env_from: {source!r} is neither configmap:<name> nor secret:<name>")
+        env_from.append({"configMapRef" if kind == "configmap" else "secretRef": {"name": name}})
+    threads = k8s.worker_cpu if k8s.worker_cpu.isdigit() else "1"  # a model's threads: the pod's whole cores
+    resources = {"requests": {"cpu": k8s.worker_cpu, "memory": k8s.worker_memory},
+                 "limits": {"memory": k8s.worker_memory}}
+    cluster = make_cluster_spec(name=k8s.name, image=k8s.image, n_workers=k8s.workers, resources=resources,
+                                env=[{"name": MODEL_THREADS_VARIABLE, "value": threads}],
+                                worker_command=["dask", "worker", "--nthreads", "1", "--resources", "CPU=1"])
+    for container in cluster["spec"]["worker"]["spec"]["containers"]:
+        container["envFrom"] = env_from
+    groups = []
+    if k8s.gpu_workers:
+        worker = make_worker_spec(image=k8s.gpu_image or k8s.image, n_workers=k8s.gpu_workers,
+                                  resources={"requests": {"memory": k8s.gpu_memory},
+                                             "limits": {"memory": k8s.gpu_memory, "nvidia.com/gpu": "1"}},
+                                  env=[{"name": MODEL_THREADS_VARIABLE, "value": "1"}],
+                                  worker_command=["dask", "worker", "--nthreads", "1", "--resources", "GPU=1"])
+        for container in worker["spec"]["containers"]:
+            container["envFrom"] = env_from
+        # GPU nodes are commonly tainted so that only pods asking for a GPU land there
+        worker["spec"]["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+        groups.append({"apiVersion": "kubernetes.dask.org/v1", "kind": "DaskWorkerGroup",
+                       "metadata": {"name": f"{k8s.name}-gpu"}, "spec": {"cluster": k8s.name, "worker": worker}})
+    return cluster, groups
+
+
+def _spec_file(path: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            documents = [d for d in yaml.safe_load_all(f) if d]
+    except (OSError, yaml.YAMLError) as e:
+        raise ConfigError(f"kubernetes.spec: cannot read {path!r} as YAML: {e}") from e
+    clusters = [d for d in documents if isinstance(d, dict) and d.get("kind") == "DaskCluster"]
+    groups = [d for d in documents if isinstance(d, dict) and d.get("kind") == "DaskWorkerGroup"]
+    if len(clusters) != 1 or len(clusters) + len(groups) != len(documents):
+        raise ConfigError(f"kubernetes.spec: {path!r} must hold one DaskCluster and any DaskWorkerGroups, nothing "
+                          f"else (found: {', '.join(str(d.get('kind')) for d in documents) or 'nothing'})")
+    return clusters[0], groups
+
+
+def kube_cluster(cluster: dict[str, Any], groups: list[dict[str, Any]], namespace: str | None) -> Any:
+    """The operator's KubeCluster for these manifests (kubernetes_specs), with its worker groups; deleted when the
+    run's task runner closes it."""
+    from dask_kubernetes.operator import KubeCluster
+
+    kube = KubeCluster(custom_cluster_spec=cluster, namespace=namespace, shutdown_on_close=True)
+    for group in groups:  # the operator names a group <cluster>-<name>
+        worker, name = group["spec"]["worker"], group["metadata"]["name"]
+        kube.add_worker_group(name=name.removeprefix(f"{cluster['metadata']['name']}-"),
+                              n_workers=worker.get("replicas", 1), custom_spec=worker)
+    return kube
+
+
 def runner_kwargs(settings: Settings) -> dict[str, Any]:
     """The task runner's arguments for the cluster the settings name: an existing scheduler (dask_address), Slurm
-    jobs (cluster = 'slurm', adaptive between slurm.minimum_jobs and slurm.maximum_jobs), or a LocalCluster."""
+    jobs (cluster = 'slurm', adaptive between slurm.minimum_jobs and slurm.maximum_jobs), a DaskCluster of the
+    dask-kubernetes operator (cluster = 'kubernetes'), or a LocalCluster."""
     if settings.dask_address:
         return {"address": settings.dask_address}
     if settings.cluster == "slurm":
@@ -77,6 +151,10 @@ def runner_kwargs(settings: Settings) -> dict[str, Any]:
         return {"cluster_class": SLURMCluster, "cluster_kwargs": slurm_cluster_kwargs(settings),
                 "adapt_kwargs": {"minimum_jobs": settings.slurm.minimum_jobs,
                                  "maximum_jobs": settings.slurm.maximum_jobs}}
+    if settings.cluster == "kubernetes":
+        cluster, groups = kubernetes_specs(settings)
+        return {"cluster_class": kube_cluster, "cluster_kwargs": {"cluster": cluster, "groups": groups,
+                                                                  "namespace": settings.kubernetes.namespace}}
     return {"cluster_kwargs": local_cluster_kwargs(settings)}
 
 

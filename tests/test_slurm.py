@@ -99,7 +99,7 @@ def test_a_slurm_run_is_refused_before_anything_is_written_when_its_jobs_could_n
     done = run_cli(args, env, cwd=tmp_path, timeout_s=300)
     assert done.returncode == 2, done.stderr[-3000:]
     assert "Traceback" not in done.stderr and "cluster = 'slurm' cannot run this" in done.stderr
-    assert "set PREFECT_API_URL=http://<this host's name or address>:4200/api" in done.stderr
+    assert "set PREFECT_API_URL=http://<its name or address>:4200/api" in done.stderr
     huge = run_cli(args, slurm_env(slurm, prefect_api.replace("127.0.0.1", host_address()),
                                    TTSEVAL_SLURM__MEMORY="100000GB"), cwd=tmp_path, timeout_s=300)
     assert huge.returncode == 2, huge.stderr[-3000:]

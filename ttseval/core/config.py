@@ -128,7 +128,30 @@ class Slurm(BaseModel):
     log_directory: str | None = Field(None, description="folder for the jobs' output files; default none kept")
 
 
-HOW_IT_RUNS = frozenset({"dask_address", "cluster", "slurm", "n_workers", "threads_per_worker",
+class Kubernetes(BaseModel):
+    """Dask workers as pods of a DaskCluster the dask-kubernetes operator runs, when `cluster = "kubernetes"`: the
+    command creates the cluster (from `spec`, or from these settings), runs the flow's tasks on it and deletes it at
+    the end. The operator must be installed in the Kubernetes cluster (infra/README.md)."""
+
+    spec: str | None = Field(None, description="a DaskCluster manifest (YAML) to create as it is; default one made "
+                             "from the settings below")
+    name: str = Field("ttseval", description="the DaskCluster's name")
+    namespace: str | None = Field(None, description="its namespace; default the context's")
+    image: str = Field("ttseval-cpu:0.1.0", description="the scheduler's and CPU workers' image (infra/images)")
+    workers: int = Field(2, ge=0, description="CPU workers (pods declaring the Dask resource CPU=1)")
+    worker_cpu: str = Field("1", description="CPU request of a CPU worker")
+    worker_memory: str = Field("4Gi", description="memory request and limit of a CPU worker")
+    gpu_workers: int = Field(0, ge=0, description="GPU workers (a DaskWorkerGroup '<name>-gpu', one nvidia.com/gpu "
+                             "and the Dask resource GPU=1 each); set gpu = true to send them the model stages")
+    gpu_image: str | None = Field(None, description="the GPU workers' image; default image (infra/images/Dockerfile.cuda "
+                                  "builds one)")
+    gpu_memory: str = Field("16Gi", description="memory request and limit of a GPU worker")
+    env_from: list[str] = Field(default_factory=lambda: ["configmap:ttseval-config", "secret:ttseval-s3"],
+                                description="ConfigMaps and Secrets every worker's environment comes from "
+                                "(configmap:<name>, secret:<name>; infra/k8s makes these two)")
+
+
+HOW_IT_RUNS = frozenset({"dask_address", "cluster", "slurm", "kubernetes", "n_workers", "threads_per_worker",
                          "prefect_server_keep_s", "lease_wait_s", "lease_ttl_s"})
 """Settings that decide where and how a command runs, never what its tables or report hold: a re-run that changes
 only these keeps the run's report (tasks/report/full.py hashes the other settings)."""
@@ -145,10 +168,13 @@ class Settings(BaseSettings):
     shard_size: int = Field(8, ge=1, description="Items per task; tens keep orchestration overhead small")
     dask_address: str | None = Field(None, description="Address of an existing Dask scheduler; None starts the "
                                      "cluster the setting cluster names")
-    cluster: Literal["local", "slurm"] = Field("local", description="The Dask cluster a run starts when "
-                                               "dask_address is unset: local (a LocalCluster on this machine) or "
-                                               "slurm (workers as Slurm jobs: the slurm settings)")
+    cluster: Literal["local", "slurm", "kubernetes"] = Field(
+        "local", description="The Dask cluster a run starts when dask_address is unset: local (a LocalCluster on "
+        "this machine), slurm (workers as Slurm jobs: the slurm settings) or kubernetes (a DaskCluster of the "
+        "dask-kubernetes operator: the kubernetes settings)")
     slurm: Slurm = Field(default_factory=Slurm, description="Slurm jobs as Dask workers (cluster = 'slurm')")
+    kubernetes: Kubernetes = Field(default_factory=Kubernetes, description="Kubernetes pods as Dask workers "
+                                   "(cluster = 'kubernetes')")
     n_workers: int = Field(2, ge=1, description="LocalCluster worker processes")
     threads_per_worker: int = Field(1, ge=1, description="threads of each Dask worker of a LocalCluster: the tasks "
                                     "it runs at once")
