@@ -140,6 +140,8 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--new-tokens", type=int, default=32, help="tokens Whisper decodes per clip")
     parser.add_argument("--only", default="whisper,ctc,vits")
+    parser.add_argument("--dtype", default="auto", help="the ASR models' dtype option: auto (float16 for Whisper on a GPU), "
+                        "float32, float16, bfloat16")
     args = parser.parse_args()
 
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
@@ -158,7 +160,7 @@ def main() -> None:
     device = torch_device(args.device)
     gpu = torch.cuda.get_device_name(0) if device.startswith("cuda") else "none"
     print(f"{time.strftime('%Y-%m-%d')} size={args.size} device={device} GPU={gpu} torch={torch.__version__} "
-          f"items={args.items} batch={args.batch}")
+          f"items={args.items} batch={args.batch} dtype={args.dtype}")
     rng = np.random.default_rng(0)
     # 3 to 6 s clips of noise-modulated tones; texts of 40 to 90 characters
     clips = [Audio((0.3 * np.sin(2 * np.pi * rng.uniform(120, 300) * np.arange(int(RATE_HZ * d)) / RATE_HZ)
@@ -181,7 +183,8 @@ def main() -> None:
                     return tts.synthesize_batch(chunk, ["en"] * len(chunk), [None] * len(chunk))
                 items: list[Any] = texts
             else:
-                asr = TransformersASR(model=str(path), device=args.device, max_new_tokens=str(args.new_tokens))
+                asr = TransformersASR(model=str(path), device=args.device, max_new_tokens=str(args.new_tokens),
+                                      dtype=args.dtype)
                 if name == "whisper":  # a fixed number of tokens per clip in both modes
                     model = asr._load()[0]
                     model.generation_config.min_new_tokens = args.new_tokens

@@ -185,11 +185,32 @@ def test_transformers_ctc_matches_an_independent_decode(tiny_ctc_dir: Path) -> N
     asr = TransformersASR(str(tiny_ctc_dir))
     [result] = asr.transcribe([clip], ["en"])
     assert result == Transcript(text=expected, detected_language=None, language_prob=None)
-    assert asr.metadata()["kind"] == "ctc"
+    assert asr.metadata()["kind"] == "ctc" and asr.metadata()["dtype"] == "float32"  # auto on the CPU
     # in a batch, the longest clip is unpadded and decodes the same; an empty clip gives an empty text
     empty = Audio(samples=np.zeros(0, dtype=np.float32), sample_rate_hz=22050)
     batch = asr.transcribe([clip, empty, _sine(16000, 0.3, 220.0)], [None, None, None])
     assert [r.text for r in batch[:2]] == [expected, ""] and len(batch) == 3
+
+
+def test_transformers_dtype_option_casts_the_model_and_its_inputs(tiny_ctc_dir: Path) -> None:
+    """dtype=bfloat16 (what a GPU run would use as float16): the weights and the inputs in that dtype, the logits
+    from a bfloat16 forward (the same argmax decode as an independent bfloat16 forward of the same clip)."""
+    import torch
+    from transformers import AutoModelForCTC, AutoProcessor
+
+    clip = _sine(16000, 1.0, 440.0)
+    asr = TransformersASR(str(tiny_ctc_dir), dtype="bfloat16")
+    [result] = asr.transcribe([clip], ["en"])
+    model = asr._load()[0]
+    assert {p.dtype for p in model.parameters()} == {torch.bfloat16} and asr.metadata()["dtype"] == "bfloat16"
+    reference = AutoModelForCTC.from_pretrained(tiny_ctc_dir, local_files_only=True).to(torch.bfloat16).eval()
+    processor = AutoProcessor.from_pretrained(tiny_ctc_dir, local_files_only=True)
+    values = processor(clip.samples.astype(np.float32), sampling_rate=16000, return_tensors="pt").input_values
+    with torch.inference_mode():
+        ids = reference(values.to(torch.bfloat16)).logits.argmax(dim=-1)
+    assert result.text == processor.decode(ids[0]).strip()
+    with pytest.raises(ValueError, match="dtype"):
+        TransformersASR(str(tiny_ctc_dir), dtype="int4")
 
 
 def test_transformers_model_option_and_missing_model(tiny_ctc_dir: Path, tmp_path: Path) -> None:
