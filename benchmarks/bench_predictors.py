@@ -10,6 +10,11 @@ to build and load the model, clips per second over `--clips` clips of `--seconds
 of one length: UTMOS22 and NISQA batch them), and its peak resident memory (ru_maxrss). A last child loads all of them
 at once and scores the same clips with each: its peak against the largest single one is the memory that loading
 every model of a worker at once costs over one model at a time.
+
+Then the setting models_in_memory, as a worker meets it: two children each run `--shards` shards through the
+stages' own provider cache (ttseval.tasks.common.get_provider), every model on every shard in turn, one with
+models_in_memory = 0 (each model loaded once) and one with 1 (one loaded at a time, freed before the next): each
+child's peak, wall time and a digest of every score, which must be equal.
 """
 
 from __future__ import annotations
@@ -67,12 +72,40 @@ def child(specs: list[str], count: int, seconds: float) -> None:
     print(json.dumps({"peak_mib": round(_peak_mib(), 1), "before_models_mib": round(before, 1)}), flush=True)
 
 
+def worker(specs: list[str], count: int, seconds: float, shards: int, in_memory: int) -> None:
+    """Run `shards` shards of the clips through every spec, as the model stages do, with this models_in_memory."""
+    import hashlib
+
+    from ttseval.core.config import Settings
+    from ttseval.tasks.common import get_provider
+
+    settings = Settings(models_in_memory=in_memory)
+    clips = _clips(count, seconds)
+    kinds = {"sherpa-onnx": "speaker", "speechbrain-ecapa": "speaker", "speechbrain-lid": "lid"}
+    digest = hashlib.sha256()
+    started = time.perf_counter()
+    for _ in range(shards):
+        for spec in specs:
+            kind = kinds.get(spec.split(":")[0], "quality")
+            model = get_provider(kind, spec, settings)
+            run = {"speaker": "embed", "lid": "identify"}.get(kind, "score")
+            digest.update(repr(getattr(model, run)(clips)).encode())
+            del model
+    print(json.dumps({"peak_mib": round(_peak_mib(), 1), "wall_s": round(time.perf_counter() - started, 2),
+                      "digest": digest.hexdigest()[:16]}), flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--clips", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=4.0)
+    parser.add_argument("--shards", type=int, default=3, help="shards a worker runs through every model")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
+    parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child and args.worker is not None:
+        worker(args.child, args.clips, args.seconds, args.shards, args.worker)
+        return 0
     if args.child:
         child(args.child, args.clips, args.seconds)
         return 0
@@ -105,6 +138,20 @@ def main() -> int:
             else:
                 print(f"  all at once       peak {memory['peak_mib']:8.1f} MiB against {max(peaks):.1f} MiB for the "
                       f"largest one alone: {memory['peak_mib'] - max(peaks):+.1f} MiB")
+        print(f"a worker running {args.shards} shards through every model (setting models_in_memory):")
+        seen = {}
+        for in_memory in (0, 1):
+            out = subprocess.run([sys.executable, __file__, "--clips", str(args.clips), "--seconds", str(args.seconds),
+                                  "--shards", str(args.shards), "--worker", str(in_memory), "--child", *specs],
+                                 capture_output=True, text=True, cwd=ROOT)
+            if out.returncode != 0:
+                print(out.stderr[-3000:], file=sys.stderr)
+                return 1
+            seen[in_memory] = json.loads(out.stdout.splitlines()[-1])
+            print(f"  models_in_memory = {in_memory}: peak {seen[in_memory]['peak_mib']:8.1f} MiB, "
+                  f"{seen[in_memory]['wall_s']:7.2f} s, scores {seen[in_memory]['digest']}")
+        print(f"  one at a time / all kept: peak {seen[1]['peak_mib'] / seen[0]['peak_mib']:.2f}x, wall "
+              f"{seen[1]['wall_s'] / seen[0]['wall_s']:.2f}x, same scores: {seen[0]['digest'] == seen[1]['digest']}")
     return 0
 
 

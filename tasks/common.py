@@ -138,6 +138,7 @@ def _build(kind: str, spec: str, settings: Settings, keyless: bool = False) -> A
 _PROVIDERS: OrderedDict[str, Any] = OrderedDict()  # cache key (get_provider) -> provider, most recently used last
 _PROVIDERS_LOCK = threading.Lock()
 MAX_PROVIDERS = 32
+METRIC_KINDS = frozenset({"asr", "quality", "speaker", "lid"})  # the model stages' kinds (setting models_in_memory)
 
 
 def get_provider(kind: str, spec: str, settings: Settings) -> Any:
@@ -154,12 +155,38 @@ def get_provider(kind: str, spec: str, settings: Settings) -> Any:
         if key in _PROVIDERS:
             _PROVIDERS.move_to_end(key)
             return _PROVIDERS[key]
+    limit = settings.models_in_memory if kind in METRIC_KINDS else 0
+    if limit:  # make room before loading: the models given up are freed before this one takes their memory
+        _forget_metric_models(keep=limit - 1)
     provider = _build(kind, parsed.canonical, settings, _KEYLESS.get() is not None)
     with _PROVIDERS_LOCK:
         provider = _PROVIDERS.setdefault(key, provider)  # a thread that built it first wins
         while len(_PROVIDERS) > MAX_PROVIDERS:
             _PROVIDERS.popitem(last=False)
     return provider
+
+
+def _forget_metric_models(keep: int) -> None:
+    """Drop all but the `keep` most recently used metric models from this process's cache, and free what they held
+    (a task still using one keeps it until it finishes): setting models_in_memory."""
+    with _PROVIDERS_LOCK:
+        metric = [k for k in _PROVIDERS if json.loads(k)[0] in METRIC_KINDS]
+        dropped = [_PROVIDERS.pop(k) for k in metric[:max(0, len(metric) - keep)]]
+    if not dropped:
+        return
+    del dropped
+    import gc
+    import sys
+
+    gc.collect()
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+    if sys.platform == "linux":  # glibc keeps freed heap for the process; give it back to the system
+        import ctypes
+
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 def model_output_id(kind: str, spec: Spec, settings: Settings) -> str:

@@ -158,6 +158,7 @@ def run_stage(stage: ClipStage, settings: Settings, run_id: str, work: list[Work
         def common(w: Work, base: dict[str, Any] = base) -> dict[str, Any]:
             return {"item_id": w["item_id"], "system_id": w["system_id"], **base, "created_at": now(),
                     **w.get("context", {})}
+        model = compute = None  # the previous model's last references here, before the next loads (models_in_memory)
         try:
             model = get_provider(stage.kind, spec, settings) if stage.kind else None
             version = str(getattr(model, "version", "unknown"))

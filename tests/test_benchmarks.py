@@ -85,7 +85,7 @@ def test_judge_cost_benchmark_prints_the_dry_run_estimate_per_system() -> None:
 
 def test_predictor_benchmark_prints_each_predictors_rate_and_peak_and_all_at_once() -> None:
     result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_predictors.py"), "--clips", "2",
-                             "--seconds", "1"], capture_output=True, text=True, timeout=600, cwd=ROOT)
+                             "--seconds", "1", "--shards", "2"], capture_output=True, text=True, timeout=900, cwd=ROOT)
     assert result.returncode == 0, result.stderr[-3000:]
     rows = re.findall(r"^  ([\w-]+) +load +([\d.]+) s +([\d.]+) clips/s +peak +([\d.]+) MiB \(([\d.]+) before the "
                       r"model\)$", result.stdout, flags=re.M)
@@ -96,6 +96,13 @@ def test_predictor_benchmark_prints_each_predictors_rate_and_peak_and_all_at_onc
                                               r"largest one alone: ([+-][\d.]+) MiB$", result.stdout, flags=re.M)
     assert float(largest) == max(float(r[3]) for r in rows)  # the printed difference is the two peaks'
     assert float(extra) == pytest.approx(float(together) - float(largest), abs=0.11)
+    # the setting models_in_memory: both workers print their peak, time and scores; the scores are the same
+    workers = re.findall(r"^  models_in_memory = ([01]): peak +([\d.]+) MiB, +([\d.]+) s, scores ([0-9a-f]{16})$",
+                         result.stdout, flags=re.M)
+    assert [w[0] for w in workers] == ["0", "1"] and workers[0][3] == workers[1][3], result.stdout
+    [(peak, wall, same)] = re.findall(r"^  one at a time / all kept: peak ([\d.]+)x, wall ([\d.]+)x, same scores: "
+                                      r"(\w+)$", result.stdout, flags=re.M)
+    assert same == "True" and float(peak) == pytest.approx(float(workers[1][1]) / float(workers[0][1]), abs=0.006)
 
 
 def test_bench_evaluate_cuts_a_command_s_wall_time_at_its_flow_s_log_lines() -> None:

@@ -3,6 +3,9 @@ synthesis reuses audio; a recogniser whose decoding changed gets a new asr_id (i
 
 from __future__ import annotations
 
+import json
+import weakref
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -10,7 +13,7 @@ import pytest
 
 from ttseval.tasks.common import get_store, model_output_id
 from ttseval.tasks.stages import QUALITY, TRANSCRIPTS, run_stage
-from tests.test_healing import CALLS, SPEC, run_synthesis, settings_for, synthesis
+from tests.test_healing import CALLS, SPEC, EchoASR, run_synthesis, settings_for, synthesis
 from ttseval.core.audio import Audio
 from ttseval.core.protocols import QualityScore
 from ttseval.core.registry import REGISTRIES, Spec
@@ -36,9 +39,9 @@ class CountingMOS:
 ITEMS = [("p", "plain"), ("q", "plain plain"), ("r", "plain plain plain")]
 
 
-def setup(tmp_path: Path, **extra: Any):
+def setup(tmp_path: Path, asr: str = "tests.test_healing:EchoASR", **extra: Any):
     settings = settings_for(tmp_path, "FixedTTS", asr={"en": "heal-asr", "*": "heal-asr"}, quality="count-mos",
-                            plugins={"asr": {"heal-asr": "tests.test_healing:EchoASR"},
+                            plugins={"asr": {"heal-asr": asr},
                                      "quality": {"count-mos": "tests.test_score_reuse:CountingMOS"}}, **extra)
     run_synthesis(settings, ITEMS)
     clips = synthesis(tmp_path)
@@ -136,3 +139,42 @@ def test_whisper_decodes_at_temperature_zero_unless_fallback_is_asked(monkeypatc
     assert Spec.parse("faster-whisper:tiny.en:temperature_fallback=true").id != Spec.parse("faster-whisper:tiny.en").id
     with pytest.raises(ValueError, match="temperature_fallback"):
         FasterWhisperASR("tiny.en", temperature_fallback="maybe")
+
+
+class CountedASR(EchoASR):
+    """EchoASR that remembers each object built (weakly), to see when the stages' cache builds and frees one."""
+
+    built: ClassVar[list[weakref.ref]] = []
+
+    def __init__(self, voice: str | None = None, **options: Any) -> None:
+        super().__init__(voice, **options)
+        CountedASR.built.append(weakref.ref(self))
+
+
+@pytest.mark.parametrize("in_memory", [0, 1])
+def test_models_in_memory_one_frees_each_model_before_the_next_loads(tmp_path: Path, monkeypatch,
+                                                                      in_memory: int) -> None:
+    """Setting models_in_memory = 1: a worker running the transcripts, then the MOS, then the transcripts stage
+    again holds one metric model at a time: the recogniser is gone (freed, not only forgotten) once the MOS model
+    is asked for, and is built again; the TTS engine stays cached. 0 keeps both. The tables are the same."""
+    import gc
+
+    from ttseval.tasks import common
+
+    monkeypatch.setattr(common, "_PROVIDERS", OrderedDict())
+    CountedASR.built.clear()
+    settings, work = setup(tmp_path, "tests.test_score_reuse:CountedASR", models_in_memory=in_memory)
+    settings = settings.model_copy(update={"reuse_scores": False})
+    run_stage(TRANSCRIPTS, settings, "run1", work)
+    assert len(CountedASR.built) == 1 and CountedASR.built[0]() is not None
+    run_stage(QUALITY, settings, "run1", work)
+    gc.collect()
+    assert (CountedASR.built[0]() is None) == (in_memory == 1)
+    kinds = sorted(json.loads(k)[0] for k in common._PROVIDERS)
+    assert kinds == (["quality", "tts"] if in_memory == 1 else ["asr", "quality", "tts"])
+    run_stage(TRANSCRIPTS, settings, "run2", work)
+    assert len(CountedASR.built) == (2 if in_memory == 1 else 1)
+    assert CALLS == ["asr 3", "mos 3", "asr 3"]  # reuse_scores off: every clip each time
+    assert table(settings, "run2", "transcripts")["hypothesis"].to_dict() == {"p": "plain", "q": "plain plain",
+                                                                              "r": "plain plain plain"}
+    assert table(settings, "run1", "quality")["mos"].to_dict() == {"p": 1.5, "q": 2.0, "r": 2.5}

@@ -152,7 +152,7 @@ class Kubernetes(BaseModel):
 
 
 HOW_IT_RUNS = frozenset({"dask_address", "cluster", "slurm", "kubernetes", "n_workers", "threads_per_worker",
-                         "prefect_server_keep_s", "lease_wait_s", "lease_ttl_s"})
+                         "models_in_memory", "prefect_server_keep_s", "lease_wait_s", "lease_ttl_s"})
 """Settings that decide where and how a command runs, never what its tables or report hold: a re-run that changes
 only these keeps the run's report (tasks/report/full.py hashes the other settings)."""
 
@@ -179,6 +179,10 @@ class Settings(BaseSettings):
     threads_per_worker: int = Field(1, ge=1, description="threads of each Dask worker of a LocalCluster: the tasks "
                                     "it runs at once")
     gpu: bool = Field(False, description="Annotate model stages with the Dask resource GPU=1")
+    models_in_memory: int = Field(0, ge=0, description="Metric models (recognisers, MOS predictors, speaker "
+                                  "encoders, LID models) a worker process keeps loaded at once: 1 loads one, runs "
+                                  "its shard and frees it before the next loads (least memory; a model loads again "
+                                  "for each shard that needs it); 0 keeps each loaded once per worker (fastest)")
     asr: dict[str, str | list[str]] = Field(
         default_factory=lambda: dict(DEFAULT_ASR),
         description="Recogniser spec per base language; '*' is the fallback. A value given (TOML table or "
