@@ -166,6 +166,13 @@ def torch_device(device: str) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+def out_of_memory(error: BaseException) -> bool:
+    """Whether a torch error is a device (or host) running out of memory: transient, unlike the shape and dtype
+    failures torch also reports as RuntimeError, so a provider lets it through as a retryable failure instead of
+    a permanent one (a later try, a smaller batch or a freer GPU may pass)."""
+    return type(error).__name__ == "OutOfMemoryError" or "out of memory" in str(error).lower()
+
+
 def import_without_torchaudio(importer: Callable[[], T], *, missing: str) -> T:
     """`importer()`, run with an empty stand-in module named torchaudio that is removed right after, so nothing else
     in the process ever sees a torchaudio. For packages that import torchaudio at the top of a module but use it only

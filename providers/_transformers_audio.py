@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, Field
 
-from ttseval.providers import TorchDevice, canonical_spec, package_version, parse_options, torch_device
+from ttseval.providers import TorchDevice, canonical_spec, out_of_memory, package_version, parse_options, torch_device
 from ttseval.providers._local_models import resolve_local_model
 from ttseval.core.audio import Audio
 from ttseval.core.errors import PermanentProviderError
@@ -86,6 +86,8 @@ class TransformersAudioModel:
             with torch.inference_mode():
                 return model(**inputs)
         except RuntimeError as e:  # torch reports shape, device and memory failures as RuntimeError
+            if out_of_memory(e):  # transient: the row stays retryable (a later try, a freer device)
+                raise
             raise PermanentProviderError(f"{self.name} failed on a batch of {len(clips)}: {e}", spec=self.spec) from e
 
     def _model_metadata(self) -> dict[str, Any]:

@@ -263,3 +263,29 @@ def test_transformers_whisper_reports_the_language_whisper_detects(tmp_path: Pat
         assert result.language_prob == pytest.approx(float(probs.max()), abs=1e-4)
     free = TransformersASR(str(directory), max_new_tokens="4", force_language="false").transcribe(clips[:1], [None])
     assert free[0].detected_language == results[0].detected_language  # detected with or without a hint
+
+
+def test_out_of_memory_stays_a_retryable_failure_and_other_torch_errors_are_permanent(tiny_ctc_dir: Path,
+                                                                                       monkeypatch) -> None:
+    """A model that runs out of memory (CUDA's OutOfMemoryError, or a CPU allocator's 'out of memory') raises it
+    as it is, so the stage's row stays retryable; a shape error is permanent for that input. Every torch-backed
+    provider decides with ttseval.providers.out_of_memory."""
+    import torch
+
+    from ttseval.core.errors import PermanentProviderError
+    from ttseval.providers import out_of_memory
+
+    asr = TransformersASR(str(tiny_ctc_dir))
+    model = asr._load()[0]
+    clip = _sine(16000, 0.5, 300.0)
+    for error, permanent in [(torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"), False),
+                             (RuntimeError("DefaultCPUAllocator: not enough memory: you tried to allocate 8 GB; "
+                                           "out of memory"), False),
+                             (RuntimeError("mat1 and mat2 shapes cannot be multiplied (1x3 and 4x5)"), True)]:
+        def fail(*args: object, error: Exception = error, **kwargs: object) -> None:
+            raise error
+        monkeypatch.setattr(model, "forward", fail)
+        assert out_of_memory(error) is not permanent
+        with pytest.raises(PermanentProviderError if permanent else type(error)) as raised:
+            asr.transcribe([clip], ["en"])
+        assert (raised.value is error) is not permanent

@@ -8,7 +8,8 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
-from ttseval.providers import EngineVersion, TorchDevice, canonical_spec, package_version, parse_options, torch_device
+from ttseval.providers import (EngineVersion, TorchDevice, canonical_spec, out_of_memory, package_version,
+                              parse_options, torch_device)
 from ttseval.providers._local_models import resolve_local_model
 from ttseval.providers.asr import whisper_language
 from ttseval.core.audio import Audio
@@ -128,6 +129,8 @@ class TransformersASR:
                     decoded, found = self._run_seq2seq(model, processor, arrays, rate_hz,
                                                        [languages[i] for i in todo])
             except RuntimeError as e:  # torch reports shape, device and memory failures as RuntimeError
+                if out_of_memory(e):  # transient: the row stays retryable (a later try, a freer device)
+                    raise
                 raise PermanentProviderError(
                     f"transformers ASR failed on a batch of {len(todo)}: {e}", spec=self.spec
                 ) from e

@@ -17,7 +17,8 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, Field
 
-from ttseval.providers import EngineVersion, TorchDevice, canonical_spec, package_version, parse_options, torch_device
+from ttseval.providers import (EngineVersion, TorchDevice, canonical_spec, out_of_memory, package_version,
+                              parse_options, torch_device)
 from ttseval.providers._speechbrain import (ECAPA_SIZES, MIN_SAMPLES, SAMPLE_RATE_HZ, by_equal_length, load_checkpoint,
                                             speechbrain_modules)
 from ttseval.providers.lid.transformers_lid import label_language
@@ -120,6 +121,8 @@ class SpeechBrainLID:
         try:
             answers = by_equal_length([samples[i] for i in heard], self.batch_size, run)
         except RuntimeError as e:  # torch reports shape, device and memory failures as RuntimeError
+            if out_of_memory(e):  # transient: the row stays retryable (a later try, a freer device)
+                raise
             raise PermanentProviderError(f"speechbrain-lid failed on a batch of {len(batch)}: {e}",
                                          spec=self.spec) from e
         out = [LanguageGuess(language=None, prob=None)] * len(batch)

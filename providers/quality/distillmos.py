@@ -16,8 +16,8 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel
 
-from ttseval.providers import (EngineVersion, TorchDevice, canonical_spec, import_without_torchaudio, package_version,
-                               parse_options, torch_device)
+from ttseval.providers import (EngineVersion, TorchDevice, canonical_spec, import_without_torchaudio, out_of_memory,
+                               package_version, parse_options, torch_device)
 from ttseval.core.audio import Audio
 from ttseval.core.errors import PermanentProviderError
 from ttseval.core.protocols import ANY_LANGUAGE, Languages, QualityScore
@@ -109,6 +109,8 @@ class DistillMOSQuality:
             for i in (i for i, s in enumerate(samples) if len(s) > WINDOW):
                 mos[i] = self._run(samples[i][None, :])[0]
         except RuntimeError as e:  # torch reports shape, device and memory failures as RuntimeError
+            if out_of_memory(e):  # transient: the row stays retryable (a later try, a freer device)
+                raise
             raise PermanentProviderError(f"distillmos failed on a batch of {len(batch)}: {e}", spec=self.spec) from e
         if not np.isfinite(mos).all():
             raise PermanentProviderError(f"distillmos returned a non-finite score {mos.tolist()}", spec=self.spec)

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, Field
 
-from ttseval.providers import EngineVersion, canonical_spec, package_version, parse_options
+from ttseval.providers import EngineVersion, canonical_spec, out_of_memory, package_version, parse_options
 from ttseval.core.audio import Audio
 from ttseval.core.errors import PermanentProviderError
 from ttseval.core.protocols import ANY_LANGUAGE, Languages, QualityScore
@@ -118,6 +118,8 @@ class NISQAQuality:
                 try:
                     model.load_state_dict(state, strict=True)
                 except RuntimeError as e:
+                    if out_of_memory(e):  # transient: the row stays retryable (a later try, a freer device)
+                        raise
                     raise PermanentProviderError(f"nisqa weights {str(self.weights)!r} do not fit NISQA's model: "
                                                  f"{str(e)[:500]}", spec=self.spec) from e
                 self._args, self.kind = args, "dimensions" if dimensions else "naturalness"
@@ -173,6 +175,8 @@ class NISQAQuality:
                     chunk = same[start:start + self.batch_size]
                     outputs.update(zip(chunk, self._run(np.stack([samples[i] for i in chunk]))))
         except RuntimeError as e:  # torch reports shape and memory failures as RuntimeError
+            if out_of_memory(e):  # transient: the row stays retryable (a later try, a freer device)
+                raise
             raise PermanentProviderError(f"nisqa failed on a batch of {len(batch)}: {e}", spec=self.spec) from e
         scores = []
         for i, refusal in enumerate(refusals):

@@ -19,7 +19,8 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, Field
 
-from ttseval.providers import EngineVersion, TorchDevice, canonical_spec, package_version, parse_options, torch_device
+from ttseval.providers import (EngineVersion, TorchDevice, canonical_spec, out_of_memory, package_version,
+                              parse_options, torch_device)
 from ttseval.core.audio import Audio
 from ttseval.core.errors import PermanentProviderError
 from ttseval.core.protocols import ANY_LANGUAGE, Languages, QualityScore
@@ -118,6 +119,8 @@ class UTMOS22Quality:
                     chunk = same[start:start + self.batch_size]
                     mos[chunk] = self._run(np.stack([samples[i] for i in chunk]))
         except RuntimeError as e:  # torch reports shape, device and memory failures as RuntimeError
+            if out_of_memory(e):  # transient: the row stays retryable (a later try, a freer device)
+                raise
             raise PermanentProviderError(f"utmos22 failed on a batch of {len(batch)}: {e}", spec=self.spec) from e
         scored = [i for indices in by_length.values() for i in indices]
         if not np.isfinite(mos[scored]).all():

@@ -26,7 +26,8 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, Field
 
-from ttseval.providers import EngineVersion, TorchDevice, canonical_spec, package_version, parse_options, torch_device
+from ttseval.providers import (EngineVersion, TorchDevice, canonical_spec, out_of_memory, package_version,
+                              parse_options, torch_device)
 from ttseval.providers._local_models import resolve_local_model
 from ttseval.core.audio import Audio
 from ttseval.core.errors import PermanentProviderError
@@ -137,6 +138,8 @@ class TransformersDiaTTS:
                 prompt_len = processor.get_audio_prompt_len(inputs["decoder_attention_mask"]) if prompt else None
                 waves = processor.batch_decode(out, audio_prompt_len=prompt_len)
         except RuntimeError as e:  # torch reports shape, device and memory failures as RuntimeError
+            if out_of_memory(e):  # transient: the row stays retryable (a later try, a freer device)
+                raise
             raise PermanentProviderError(f"transformers-dia failed: {e}", spec=self.spec) from e
         return Audio(samples=np.asarray(waves[0].float().cpu().numpy(), dtype=np.float32).reshape(-1),
                      sample_rate_hz=rate_hz)

@@ -14,7 +14,8 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, Field
 
-from ttseval.providers import EngineVersion, TorchDevice, canonical_spec, package_version, parse_options, torch_device
+from ttseval.providers import (EngineVersion, TorchDevice, canonical_spec, out_of_memory, package_version,
+                              parse_options, torch_device)
 from ttseval.providers._local_models import resolve_local_model
 from ttseval.core.audio import Audio
 from ttseval.core.errors import PermanentProviderError, TransientProviderError
@@ -205,6 +206,8 @@ class TransformersTTS:
                 torch.cuda.empty_cache()
             raise TransientProviderError(f"CUDA out of memory on a batch of {len(texts)}: {e}", spec=self.spec) from e
         except RuntimeError as e:  # torch reports shape and device failures as RuntimeError
+            if out_of_memory(e):  # transient: the row stays retryable (a later try, a freer device)
+                raise
             raise PermanentProviderError(f"transformers-tts failed on a batch of {len(texts)}: {e}",
                                          spec=self.spec) from e
         return [Audio(samples=w.astype(np.float32), sample_rate_hz=self.sample_rate_hz) for w in waves]
