@@ -24,7 +24,13 @@ from pathlib import Path
 from ttseval.infra.prefect_server import shared_server
 with shared_server(float(sys.argv[2]), Path(sys.argv[1])) as server:
     print(server.api_url, flush=True)
-    time.sleep(float(sys.argv[3]))
+    hold = sys.argv[3]  # seconds, or a file to wait for (a command that runs until the test lets it end)
+    if hold.replace(".", "", 1).isdigit():
+        time.sleep(float(hold))
+    else:
+        deadline = time.monotonic() + 300
+        while not Path(hold).exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
 """
 
 
@@ -33,7 +39,7 @@ def _env(home: Path, **extra: str) -> dict[str, str]:
     return env | {"PYTHONPATH": str(ROOT), "PREFECT_HOME": str(home), **TELEMETRY_OFF} | extra
 
 
-def _use(folder: Path, keep_s: float, hold_s: float, env: dict[str, str]) -> subprocess.Popen:
+def _use(folder: Path, keep_s: float, hold_s: float | Path, env: dict[str, str]) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", USE, str(folder), str(keep_s), str(hold_s)], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -56,7 +62,8 @@ def test_concurrent_commands_share_one_server_which_outlives_them_until_idle(tmp
     (tmp_path / "ph").mkdir()  # a Prefect Cloud key saved in the profile, as `prefect cloud login` leaves one
     (tmp_path / "ph" / "profiles.toml").write_text('active = "default"\n\n[profiles.default]\n'
                                                   'PREFECT_API_KEY = "pnu_sekrit_profile_key"\n')
-    procs = [_use(folder, keep_s, hold, env) for hold in (0.0, 0.0, 8.0)]  # three commands start at once
+    release = tmp_path / "release"  # the third command runs until the test creates it (not a time: slow under load)
+    procs = [_use(folder, keep_s, hold, env) for hold in (0.0, 0.0, release)]  # three commands start at once
     short = [p.communicate(timeout=180) for p in procs[:2]]
     assert [p.returncode for p in procs[:2]] == [0, 0], [err[-2000:] for _, err in short]
     urls = {out.strip() for out, _ in short}
@@ -77,6 +84,7 @@ def test_concurrent_commands_share_one_server_which_outlives_them_until_idle(tmp
     # idle longer than keep_s since the two short commands ended, but the third still holds it: not stopped
     time.sleep(keep_s + 3 * 1.0)
     assert procs[2].poll() is None and server_info(folder) == info
+    release.touch()
     out, err = procs[2].communicate(timeout=60)
     assert procs[2].returncode == 0 and out.strip() in urls, err[-2000:]
     # idle for keep_s after the last command: the keeper removes its record and stops, taking uvicorn with it
