@@ -86,7 +86,7 @@ def test_a_run_on_another_host_without_a_reachable_api_or_store_is_refused_befor
     demo_items(dataset, ["emo-a-d0", "emo-b-d0"])
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TTSEVAL_", "AWS_", "PREFECT_API"))}
     env |= {"PYTHONPATH": str(ROOT), **TELEMETRY_OFF, "TTSEVAL_DASK_ADDRESS": address,
-            "PREFECT_HOME": str(client_files / "ph")}  # the shared server it leaves: stopped with the session
+            "PREFECT_HOME": str(client_files / "ph"), "TTSEVAL_PREFECT_SERVER_KEEP_S": "0"}  # none left running
     done = subprocess.run([str(BIN / "ttseval"), "evaluate", "--dataset", str(dataset), "--systems", "espeak-ng:en-us",
                            "--judges", "", "--store", str(store), "--new-store", "--run-id", "r1"],
                           env=env, cwd=client_files, capture_output=True, text=True, timeout=300)

@@ -162,7 +162,8 @@ def test_a_kubernetes_run_is_refused_before_anything_is_written_when_its_pods_co
     demo_items(tmp_path / "one.jsonl", ["emo-a-d0"])
     args = ["evaluate", "--dataset", "one.jsonl", "--systems", "espeak-ng:en-us", "--judges", "", "--store",
             str(tmp_path / "store"), "--run-id", "r"]
-    env = cli_env(prefect_api, TTSEVAL_CLUSTER="kubernetes", PREFECT_HOME=str(tmp_path / "ph"))
+    env = cli_env(prefect_api, TTSEVAL_CLUSTER="kubernetes", PREFECT_HOME=str(tmp_path / "ph"),
+                  TTSEVAL_PREFECT_SERVER_KEEP_S="0")  # the server the command starts is not left running
     env.pop("PREFECT_API_URL")
     done = run_cli(args, env, cwd=tmp_path, timeout_s=300)
     assert done.returncode == 2, done.stderr[-3000:]

@@ -94,7 +94,7 @@ def test_a_slurm_run_is_refused_before_anything_is_written_when_its_jobs_could_n
     args = ["evaluate", "--dataset", "one.jsonl", "--systems", "espeak-ng:en-us", "--judges", "", "--store",
             str(tmp_path / "store"), "--run-id", "r"]
     before = len(slurm.finished_jobs())
-    env = slurm_env(slurm, "", PREFECT_HOME=str(tmp_path / "ph"))
+    env = slurm_env(slurm, "", PREFECT_HOME=str(tmp_path / "ph"), TTSEVAL_PREFECT_SERVER_KEEP_S="0")  # none left up
     env.pop("PREFECT_API_URL")
     done = run_cli(args, env, cwd=tmp_path, timeout_s=300)
     assert done.returncode == 2, done.stderr[-3000:]
