@@ -194,9 +194,7 @@ def check_cluster_reach(settings: Settings, specs: list[str] = ()) -> None:
         if settings.cluster == "kubernetes":
             _check_kubernetes(settings)
         return
-    from prefect.settings import get_current_settings
-
-    api_url = get_current_settings().api.url or os.environ.get("PREFECT_API_URL") or None  # a profile's, or the env's
+    api_url = _api_url() or None
     local_store = not settings.store.startswith("s3://")
     paths = local_paths(run_model_specs(settings, list(specs)))
     key = json.dumps([settings.dask_address, api_url, settings.store, paths])
@@ -253,14 +251,19 @@ def _check_slurm(settings: Settings) -> None:
                           "folder mounted at the same path on every node, or s3://. Nothing was written.")
 
 
+def _api_url() -> str:
+    """The Prefect API this command reports to: a profile's, or the environment's; '' when none is set."""
+    from prefect.settings import get_current_settings
+
+    return get_current_settings().api.url or os.environ.get("PREFECT_API_URL") or ""
+
+
 def _loopback_api(workers: str, where: str) -> list[str]:
     """The problem, if any, of a Prefect API on this host's loopback for workers started elsewhere."""
     import ipaddress
     from urllib.parse import urlsplit
 
-    from prefect.settings import get_current_settings
-
-    api_url = get_current_settings().api.url or os.environ.get("PREFECT_API_URL") or ""
+    api_url = _api_url()
     host = urlsplit(api_url).hostname or ""
     with contextlib.suppress(ValueError):
         host = "localhost" if ipaddress.ip_address(host).is_loopback else host
