@@ -148,20 +148,33 @@ LOCAL_PATH = ("/", "~/")
 """How a spec's voice or option value that is a path on the worker's disk begins (model weights, a voice file)."""
 WRITTEN_OPTIONS = frozenset({"cache_dir"})
 """Options naming where a provider writes, made when missing (faster-whisper's joined weights): not asked for."""
+COMMAND_OPTIONS = frozenset({"run"})
+"""Options holding a command (`command:label:run=/venv/bin/python /opt/score.py`): each word that is a path is."""
 
 
 def local_paths(specs: list[str]) -> list[str]:
-    """The paths on disk that `specs` name (the voice slot or an option value beginning with '/' or '~/'): model
-    weights and voice files, which every worker must hold itself. A files: system's folder or manifest is not among
+    """The paths on disk that `specs` name (the voice slot or an option value beginning with '/' or '~/', or such a
+    word of a command): model weights, voice files and scorer programs, which every worker must hold itself. A files: system's folder or manifest is not among
     them: the run stores its clips before any work (ttseval.tasks.staging)."""
     paths: set[str] = set()
     for text in specs:
         spec = Spec.parse(text)
         if spec.provider in ("files", "pushed"):
             continue
-        values = [spec.voice, *(v for k, v in spec.options if k not in WRITTEN_OPTIONS)]
+        values = [spec.voice, *(v for k, v in spec.options if k not in WRITTEN_OPTIONS | COMMAND_OPTIONS)]
+        values += [w for k, v in spec.options if k in COMMAND_OPTIONS for w in _words(v)]
         paths.update(v for v in values if v and v.startswith(LOCAL_PATH))
     return sorted(paths)
+
+
+def _words(value: str) -> list[str]:
+    """A value holding a command (`command:label:run=/venv/bin/python /opt/score.py`), split as a shell would."""
+    import shlex
+
+    try:
+        return shlex.split(value)
+    except ValueError:  # unbalanced quotes: the provider refuses the spec, naming the fix
+        return [value]
 
 
 def run_model_specs(settings: Settings, *more: list[str]) -> list[str]:

@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 from tests.conftest import run_cli
+from tests.scorer_env import SCORER, make_scorer_venv
 from tests.tiny_models import (build_random_ecapa, build_random_nisqa, build_random_utmos22, build_random_voxlingua107,
                                build_tiny_sherpa_speaker)
 from ttseval.core.audio import Audio
@@ -35,6 +36,8 @@ def predictors_run(shared_env: dict[str, str], tmp_path_factory: pytest.TempPath
              "sherpa": f"sherpa-onnx:model={build_tiny_sherpa_speaker(models / 'campplus_tiny.onnx')}",
              "ecapa": f"speechbrain-ecapa:model={build_random_ecapa(models / 'spkrec-ecapa-voxceleb')}:device=cpu",
              "voxlingua": f"speechbrain-lid:model={build_random_voxlingua107(models / 'voxlingua107')}:device=cpu"}
+    scorer = f"command:level:run={make_scorer_venv(root / 'scorer-venv')} {SCORER}"  # a second venv's scorer
+    specs |= {"level": scorer, "crash": f"{scorer} --crash", "hang": f"{scorer} --hang:timeout_s=3"}
     specs = {name: Spec.parse(spec).canonical for name, spec in specs.items()}  # as the tables spell them
     (root / "prompts").mkdir()
     (root / "outputs").mkdir()
@@ -52,7 +55,7 @@ def predictors_run(shared_env: dict[str, str], tmp_path_factory: pytest.TempPath
     clip = Audio(spoken.samples[start:start + spoken.sample_rate_hz // 10], spoken.sample_rate_hz)
     (root / "outputs" / "p3.wav").write_bytes(clip.to_wav_bytes())
     (root / "items.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    env = shared_env | {"TTSEVAL_QUALITY": json.dumps([specs["utmos22"], specs["nisqa"]]),
+    env = shared_env | {"TTSEVAL_QUALITY": json.dumps([specs[k] for k in ("utmos22", "nisqa", "level", "crash", "hang")]),
                         "TTSEVAL_SIMILARITY": json.dumps([specs["sherpa"], specs["ecapa"]]),
                         "TTSEVAL_LID": json.dumps([specs["voxlingua"]])}
     args = ["evaluate", "--dataset", str(root / "items.jsonl"), "--systems", f"files:sys:dir={root / 'outputs'}",
@@ -68,6 +71,7 @@ def predictors_run(shared_env: dict[str, str], tmp_path_factory: pytest.TempPath
 def test_utmos22_and_nisqa_rows_equal_the_providers_and_the_short_clip_is_a_reasoned_row(predictors_run) -> None:
     root, specs, quality = predictors_run
     clips = {item: Audio.from_wav_bytes((root / "outputs" / f"{item}.wav").read_bytes()) for item in TEXTS}
+    quality = quality[quality["quality_spec"].isin([specs["utmos22"], specs["nisqa"]])]
     by = quality.set_index(["quality_spec", "item_id"])
     assert len(quality) == 6 and quality["status"].value_counts().to_dict() == {"ok": 5, "failed": 1}
     utmos = QUALITY.build(specs["utmos22"]).score(list(clips.values()))
@@ -104,6 +108,9 @@ def test_sherpa_onnx_and_ecapa_similarity_rows_equal_the_encoders_and_a_second_r
             want = cosine_similarity(*encoder.embed([clip, prompt]))
             assert by.loc[(specs[name], item), "similarity"] == pytest.approx(want, abs=1e-5)
     quality = pd.read_parquet(runs / "p2" / "quality")
+    scorers = quality["quality_spec"].isin([specs["crash"], specs["hang"]])  # failures are never cached
+    quality, first_quality = quality[~scorers], first_quality[~first_quality["quality_spec"].isin(
+        [specs["crash"], specs["hang"]])]
     assert quality["cache_hit"].all() and not first_quality["cache_hit"].any()
     merged = quality.merge(first_quality, on=["item_id", "quality_spec"], suffixes=("", "_first"))
     assert merged["status"].tolist() == merged["status_first"].tolist()
@@ -122,3 +129,30 @@ def test_voxlingua107_lid_rows_equal_the_model(predictors_run) -> None:
         [guess] = model.identify([Audio.from_wav_bytes((root / "outputs" / f"{item}.wav").read_bytes())])
         assert lid.loc[item, "language"] == guess.language and lid.loc[item, "prob"] == pytest.approx(guess.prob, abs=1e-5)
     assert pd.read_parquet(root / "store" / "runs" / "p2" / "lid")["cache_hit"].all()
+
+
+def test_a_scorer_in_its_own_venv_runs_as_a_stage_cached_and_its_crash_and_hang_are_retryable_rows(
+        predictors_run) -> None:
+    root, specs, first = predictors_run
+    clips = {item: Audio.from_wav_bytes((root / "outputs" / f"{item}.wav").read_bytes()) for item in TEXTS}
+    level = first[first["quality_spec"] == specs["level"]].set_index("item_id")
+    for item in ("p1", "p2"):  # the scorer's RMS level (tinylevel, its own venv) against numpy's here
+        stored = clips[item].samples.astype(np.float64)
+        assert level.loc[item, "status"] == "ok"
+        rms = 20 * np.log10(np.sqrt(np.mean(stored ** 2)))
+        assert level.loc[item, "mos"] == pytest.approx(np.clip(5 + rms / 15, 1, 5), abs=1e-6)  # -60 dBFS 1, 0 dBFS 5
+        assert json.loads(level.loc[item, "details"])["rms_dbfs"] == pytest.approx(rms, abs=1e-6)
+        assert json.loads(level.loc[item, "details"])["peak_dbfs"] == pytest.approx(
+            20 * np.log10(np.max(np.abs(stored))), abs=1e-6)
+    assert level.loc["p3", "status"] == "failed" and not level.loc["p3", "retryable"]
+    assert level.loc["p3", "error_message"] == "level: clip shorter than 200 ms (100 ms)"
+    for name, reason in (("crash", "RuntimeError: the level model is corrupt (a test crash)"),
+                         ("hang", "waiting for a GPU that never frees")):
+        rows = first[first["quality_spec"] == specs[name]]
+        assert len(rows) == 3 and (rows["status"] == "failed").all() and rows["retryable"].all()
+        assert rows["error_type"].eq("TransientProviderError").all()
+        assert rows["error_message"].str.endswith(reason).all()
+    again = pd.read_parquet(root / "store" / "runs" / "p2" / "quality")
+    assert again.loc[again["quality_spec"] == specs["level"], "cache_hit"].all()
+    asked_again = again[again["quality_spec"].isin([specs["crash"], specs["hang"]])]
+    assert len(asked_again) == 6 and not asked_again["cache_hit"].any() and (asked_again["status"] == "failed").all()

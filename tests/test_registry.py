@@ -236,6 +236,7 @@ def test_declared_metadata_values() -> None:
         ("quality", "distillmos"): (False, True, "engines", None, (), ("distillmos", "xls_r_sqa", "torch")),
         ("quality", "utmos22"): (False, True, "models", None, (), ("utmos_pytorch", "torch")),
         ("quality", "nisqa"): (False, False, "models", None, (), ("torchmetrics", "librosa", "torch")),
+        ("quality", "command"): (False, True, None, None, (), ()),
         ("lid", "transformers"): (False, True, "models", None, (), ("torch",)),
         ("lid", "speechbrain-lid"): (False, True, "engines", None, (), ("speechbrain", "hyperpyyaml", "torch")),
         ("speaker", "resemblyzer"): (False, True, "engines", None, (), ("resemblyzer", "webrtcvad", "torch")),

@@ -163,6 +163,10 @@ class ASRProvider(Protocol):
 
 # -- quality (MOS) ------------------------------------------------------------------------------------------------
 
+MOS_BOUNDS = (0.5, 5.5)
+"""Where a predicted MOS on the 1-5 scale may fall (predictors overshoot the scale a little): the quality table's
+expectation (ttseval.core.validation) and the scorer protocol's check (providers/quality/command.py)."""
+
 
 @dataclass(frozen=True)
 class QualityScore:

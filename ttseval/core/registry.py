@@ -398,6 +398,7 @@ QUALITY = Registry[QualityProvider](
         "distillmos": "ttseval.providers.quality.distillmos:DistillMOSQuality",
         "utmos22": "ttseval.providers.quality.utmos22:UTMOS22Quality",
         "nisqa": "ttseval.providers.quality.nisqa:NISQAQuality",
+        "command": "ttseval.providers.quality.command:CommandQuality",
     },
 )
 

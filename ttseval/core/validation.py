@@ -36,6 +36,7 @@ from typing import Any
 
 import pandas as pd
 
+from ttseval.core.protocols import MOS_BOUNDS
 from ttseval.core.errors import DatasetError
 from ttseval.core.paths import LOCAL_CACHE, source_fingerprint
 from ttseval.core.schemas import TABLES
@@ -273,7 +274,8 @@ _VALUE_RULES: dict[str, list[Rule]] = {
     ],
     "quality": [
         _ok_present("mos", "a MOS"),
-        Rule("mos is on the 1-5 scale", "mos", "ExpectColumnValuesToBeBetween", {"min_value": 0.5, "max_value": 5.5},
+        Rule("mos is on the 1-5 scale", "mos", "ExpectColumnValuesToBeBetween",
+             {"min_value": MOS_BOUNDS[0], "max_value": MOS_BOUNDS[1]},
              "the predictor's output is not a MOS: check its version and scaling"),
     ],
     "similarity": [
