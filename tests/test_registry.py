@@ -243,6 +243,7 @@ def test_declared_metadata_values() -> None:
         ("speaker", "transformers-sv"): (False, True, "models", None, (), ("torch",)),
         ("speaker", "sherpa-onnx"): (False, False, "engines", None, (), ("sherpa_onnx", "onnxruntime")),
         ("speaker", "speechbrain-ecapa"): (False, True, "engines", None, (), ("speechbrain", "hyperpyyaml", "torch")),
+        ("speaker", "seedtts-sim"): (False, True, "models", None, (), ("torch", "transformers")),
         ("judge", "objective"): (False, False, None, None, (), ()),
         ("judge", "gemini"): (True, False, None, None, (), ("google.genai",)),
         ("judge", "openai"): (True, False, None, None, (), ("openai",)),

@@ -277,3 +277,88 @@ def build_random_voxlingua107(directory: Path) -> Path:
     labels.expect_len(len(VOXLINGUA_LABELS))
     labels.load_or_create(directory / "label_encoder.txt", from_iterables=[VOXLINGUA_LABELS])
     return directory
+
+
+SEEDTTS_SIM_SIZES = {"hidden": 32, "layers": 2, "heads": 4, "ffn": 64, "conv": 16, "pos_kernel": 16, "pos_groups": 4,
+                     "buckets": 320, "channels": 16, "scale": 8, "bottleneck": 8, "aggregate": 48, "attention": 8,
+                     "embedding": 12}
+"""The small configuration build_random_seedtts_sim writes (WavLM-Large: 1024 wide, 24 layers, 16 heads, 4096
+feed-forward, 512-channel convolutions, a positional convolution of 128 in 16 groups; the ECAPA head: 512 channels,
+scale 8, SE bottleneck 128, 1536 aggregated, attention 128, 256-d)."""
+
+
+def build_random_seedtts_sim(path: Path, *, seed: int = 0) -> Path:
+    """A checkpoint in the layout of UniSpeech's wavlm_large_finetune.pth ({'model': state dict}: WavLM's tensors
+    under `feature_extract.model.` with fairseq's names, the ECAPA_TDNN head's at the top, the training loss's
+    `loss_calculator.projection.weight` and WavLM's unused `mask_emb` besides) for SEEDTTS_SIM_SIZES, with random
+    weights scaled to keep activations near unit size. Written from tensor names alone, without the provider."""
+    import torch
+
+    s = SEEDTTS_SIM_SIZES
+    g = torch.Generator().manual_seed(seed)
+
+    def rand(*shape: int, scale: float = 1.0, offset: float = 0.0) -> torch.Tensor:
+        return torch.randn(*shape, generator=g) * scale + offset
+
+    def linear(out: int, cin: int, *conv: int) -> dict[str, torch.Tensor]:
+        fan_in = cin * (conv[0] if conv else 1)
+        return {"weight": rand(out, cin, *conv, scale=fan_in ** -0.5), "bias": rand(out, scale=0.1)}
+
+    def norm(size: int, batch: bool = False) -> dict[str, torch.Tensor]:
+        out = {"weight": rand(size, scale=0.1, offset=1.0), "bias": rand(size, scale=0.1)}
+        if batch:
+            out |= {"running_mean": rand(size, scale=0.1), "running_var": rand(size, scale=0.1).abs() + 0.5,
+                    "num_batches_tracked": torch.tensor(1000)}
+        return out
+
+    state: dict[str, torch.Tensor] = {}
+
+    def put(prefix: str, tensors: dict[str, torch.Tensor]) -> None:
+        state.update({f"{prefix}.{k}": v for k, v in tensors.items()})
+
+    w = "feature_extract.model."
+    h, c = s["hidden"], s["conv"]
+    for i, kernel in enumerate((10, 3, 3, 3, 3, 2, 2)):  # conv_bias False, as WavLM-Large: no conv bias
+        state[f"{w}feature_extractor.conv_layers.{i}.0.weight"] = rand(c, 1 if i == 0 else c, kernel,
+                                                                       scale=(kernel * (1 if i == 0 else c)) ** -0.5)
+        put(f"{w}feature_extractor.conv_layers.{i}.2.1", norm(c))
+    put(f"{w}layer_norm", norm(c))
+    put(f"{w}post_extract_proj", linear(h, c))
+    state[f"{w}encoder.pos_conv.0.weight_v"] = rand(h, h // s["pos_groups"], s["pos_kernel"])
+    state[f"{w}encoder.pos_conv.0.weight_g"] = rand(1, 1, s["pos_kernel"], scale=0.1, offset=1.0)
+    state[f"{w}encoder.pos_conv.0.bias"] = rand(h, scale=0.1)
+    for n in range(s["layers"]):
+        layer = f"{w}encoder.layers.{n}"
+        for proj in ("k_proj", "v_proj", "q_proj", "out_proj"):
+            put(f"{layer}.self_attn.{proj}", linear(h, h))
+        put(f"{layer}.self_attn.grep_linear", linear(8, h // s["heads"]))
+        state[f"{layer}.self_attn.grep_a"] = rand(1, s["heads"], 1, 1, scale=0.1, offset=1.0)
+        if n == 0:
+            state[f"{layer}.self_attn.relative_attention_bias.weight"] = rand(s["buckets"], s["heads"], scale=0.5)
+        put(f"{layer}.self_attn_layer_norm", norm(h))
+        put(f"{layer}.fc1", linear(s["ffn"], h))
+        put(f"{layer}.fc2", linear(h, s["ffn"]))
+        put(f"{layer}.final_layer_norm", norm(h))
+    put(f"{w}encoder.layer_norm", norm(h))
+    state[f"{w}mask_emb"] = rand(h)
+    state["feature_weight"] = rand(s["layers"] + 1)
+    ch, width = s["channels"], s["channels"] // s["scale"]
+    put("layer1.conv", linear(ch, h, 5))
+    put("layer1.bn", norm(ch, batch=True))
+    for block in ("layer2", "layer3", "layer4"):
+        for part in ("Conv1dReluBn1", "Conv1dReluBn2"):
+            put(f"{block}.{part}.conv", linear(ch, ch, 1))
+            put(f"{block}.{part}.bn", norm(ch, batch=True))
+        for k in range(s["scale"] - 1):
+            put(f"{block}.Res2Conv1dReluBn.convs.{k}", linear(width, width, 3))
+            put(f"{block}.Res2Conv1dReluBn.bns.{k}", norm(width, batch=True))
+        put(f"{block}.SE_Connect.linear1", linear(s["bottleneck"], ch))
+        put(f"{block}.SE_Connect.linear2", linear(ch, s["bottleneck"]))
+    put("conv", linear(s["aggregate"], 3 * ch, 1))
+    put("pooling.linear1", linear(s["attention"], s["aggregate"], 1))
+    put("pooling.linear2", linear(s["aggregate"], s["attention"], 1))
+    put("bn", norm(2 * s["aggregate"], batch=True))
+    put("linear", linear(s["embedding"], 2 * s["aggregate"]))
+    state["loss_calculator.projection.weight"] = rand(5, s["embedding"])
+    torch.save({"model": state}, path)
+    return path

@@ -441,6 +441,7 @@ SPEAKERS = Registry[SpeakerEncoder](
         "transformers-sv": "ttseval.providers.speaker.transformers_sv:TransformersSpeakerEncoder",
         "sherpa-onnx": "ttseval.providers.speaker.sherpa_embedding:SherpaOnnxSpeakerEncoder",
         "speechbrain-ecapa": "ttseval.providers.speaker.speechbrain_ecapa:SpeechBrainECAPAEncoder",
+        "seedtts-sim": "ttseval.providers.speaker.seedtts_wavlm:SeedTTSSimEncoder",
     },
 )
 
