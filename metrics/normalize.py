@@ -8,6 +8,8 @@ A normalizer's ``name`` goes into every output row, so a rule change means a new
 - ``whisper-basic-v1``: Whisper's ``BasicTextNormalizer`` unchanged, for comparison
   with published Whisper-style numbers only (it splits Brahmic words, see below).
 - ``perso-arabic-v1``: PashtoTTS-Bench §4.2.4 (NFC, kashida, punctuation, diacritics).
+- ``seedtts-en-v1``, ``seedtts-zh-v1``: Seed-TTS-eval's ``run_wer.py`` (``process_one``), to the character,
+  so WER figures can be set beside its published table (``normalizer_for(language, "seed-tts-eval")``).
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ __all__ = [
     "get_normalizer",
     "normalizer_for",
     "perso_arabic_v1",
+    "seedtts_en_v1",
+    "seedtts_zh_v1",
     "whisper_basic_v1",
 ]
 
@@ -155,6 +159,40 @@ def perso_arabic_v1(text: str) -> str:
     return _collapse_whitespace(text)
 
 
+
+
+@functools.lru_cache(maxsize=1)
+def _seedtts_punctuation() -> str:
+    # Seed-TTS-eval's set: zhon's Chinese punctuation and string.punctuation, less the ASCII apostrophe it keeps.
+    import string
+
+    from zhon.hanzi import punctuation
+
+    return "".join(ch for ch in punctuation + string.punctuation if ch != "'")
+
+
+def _seedtts_common(text: str) -> str:
+    # Seed-TTS-eval's steps exactly: each punctuation character deleted (no space put in its place, so
+    # "state-of-the-art" -> "stateoftheart"), then ONE pass of "  " -> " " (three spaces leave two; jiwer's
+    # own transform collapses the rest before counting). No Unicode normalization, no number normalization:
+    # "fifty" against "50" stays an error, as in its published figures (Seed-TTS-eval issue #12).
+    return text.translate({ord(ch): None for ch in _seedtts_punctuation()}).replace("  ", " ")
+
+
+def seedtts_en_v1(text: str) -> str:
+    """Seed-TTS-eval's English WER normalization (``run_wer.py``, lang ``en``): punctuation deleted except the
+    apostrophe, one pass of double spaces to single, lowercased. ``"It's 50%, OK?"`` -> ``"it's 50 ok"``."""
+    return _seedtts_common(text).lower()
+
+
+def seedtts_zh_v1(text: str) -> str:
+    """Seed-TTS-eval's Chinese WER normalization (``run_wer.py``, lang ``zh``): punctuation deleted except the
+    apostrophe, one pass of double spaces to single, then every character (spaces and Latin letters included)
+    joined by a space, so its WER counts characters; no lowercasing. ``"你好，世界！"`` -> ``"你 好 世 界"``.
+    (Its script also converts the Paraformer hypothesis to simplified characters with zhconv before this; that
+    is the recogniser's side and not done here.)"""
+    return " ".join(_seedtts_common(text))
+
 NORMALIZERS: Mapping[str, Normalizer] = MappingProxyType(
     {
         n.name: n
@@ -163,6 +201,8 @@ NORMALIZERS: Mapping[str, Normalizer] = MappingProxyType(
             Normalizer("basic-v1", basic_v1),
             Normalizer("whisper-basic-v1", whisper_basic_v1),
             Normalizer("perso-arabic-v1", perso_arabic_v1),
+            Normalizer("seedtts-en-v1", seedtts_en_v1),
+            Normalizer("seedtts-zh-v1", seedtts_zh_v1),
         )
     }
 )
@@ -185,12 +225,18 @@ def get_normalizer(name: str) -> Normalizer:
         raise ValueError(f"unknown normalizer {name!r}; available: {', '.join(sorted(NORMALIZERS))}") from None
 
 
-def normalizer_for(language: str) -> Normalizer:
+PROTOCOLS = ("ttseval", "seed-tts-eval")
+"""The WER protocols a run can follow (the setting `wer_protocol`): ttseval's normalizers, or Seed-TTS-eval's."""
+
+
+def normalizer_for(language: str, protocol: str = "ttseval") -> Normalizer:
     """Pick the default normalizer for a BCP-47 language tag.
 
     ``en`` -> english-v1; ps, fa, ur, ar, sd, ckb, ug (and pbt, pbu, pst, prs, pes)
     -> perso-arabic-v1; anything else -> basic-v1. An explicit script subtag wins:
-    ``pa-Arab`` -> perso-arabic-v1, ``sd-Deva`` -> basic-v1.
+    ``pa-Arab`` -> perso-arabic-v1, ``sd-Deva`` -> basic-v1. With ``protocol``
+    ``"seed-tts-eval"``: ``en`` -> seedtts-en-v1, ``zh`` -> seedtts-zh-v1, and any other
+    language is refused (Seed-TTS-eval defines WER for those two only).
 
     Args:
         language: BCP-47 tag such as ``"ps-AF"`` or ``"en"`` (``_`` accepted for ``-``),
@@ -208,6 +254,13 @@ def normalizer_for(language: str) -> Normalizer:
         tag = langcodes.Language.get(language.strip().replace("_", "-"))
     except ValueError as e:
         raise ValueError(f"language {language!r} is not a valid BCP-47 tag (e.g. 'ps-AF', 'en')") from e
+    if protocol == "seed-tts-eval":
+        if tag.language not in ("en", "zh"):
+            raise ValueError(f"language {language!r}: the Seed-TTS-eval WER protocol is defined for en and zh only; "
+                             "set wer_protocol = \"ttseval\" for other languages")
+        return NORMALIZERS[f"seedtts-{tag.language}-v1"]
+    if protocol != "ttseval":
+        raise ValueError(f"unknown WER protocol {protocol!r}; valid: {', '.join(PROTOCOLS)}")
     if tag.script == "Arab":
         return NORMALIZERS["perso-arabic-v1"]
     if tag.language == "en":

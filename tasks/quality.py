@@ -18,7 +18,7 @@ def predict(predictor: Any, clips: list[dict[str, Any]], audio: Callable[[str], 
             for s in predictor.score([audio(w["audio_sha256"]) for w in clips])]
 
 
-def mos_row(w: dict[str, Any], s: dict[str, Any], where: str, key: tuple) -> dict[str, Any]:
+def mos_row(w: dict[str, Any], s: dict[str, Any], settings: Settings, where: str, key: tuple) -> dict[str, Any]:
     if s.get("refused"):  # the predictor cannot score this clip (too short): a final failed row with its reason
         return error_row(PermanentProviderError(s["refused"]), attempt=1, stage=where, keys=[key])
     return {"mos": s["mos"], "details": json.dumps(s["details"], sort_keys=True), "status": "ok", "retryable": False,

@@ -56,7 +56,7 @@ model that lacks its row), `replaces` (an earlier retryable row is superseded) a
 OK = {"status": "ok", "retryable": False, "attempt": 1}
 
 
-def answered(w: Work, answer: dict[str, Any], where: str, key: tuple) -> dict[str, Any]:
+def answered(w: Work, answer: dict[str, Any], settings: Settings, where: str, key: tuple) -> dict[str, Any]:
     """The default row of an answered clip: the answer's columns as they are, ok."""
     return answer | OK
 
@@ -75,8 +75,8 @@ class ClipStage:
             the stage is off.
         cache_key: (clip, output id, model version) -> the request-cache key's dict (digested; byte-stable).
         ask: (model, clips, audio of a SHA-256, spec) -> one JSON-able answer per clip, in order.
-        row: (clip, answer, where, key) -> the row's own and status columns for an answered clip; `where` and
-            `key` name it in an error_row. Default: the answer's columns, ok.
+        row: (clip, answer, settings, where, key) -> the row's own and status columns for an answered clip;
+            `where` and `key` name it in an error_row. Default: the answer's columns, ok.
         enabled: (settings, references) -> whether the run has this stage (its figures in the run log, its table
             checked and compacted).
         context: (references, item_id, system_id) -> extra columns of the clip's rows (its `context`), or None to
@@ -91,7 +91,7 @@ class ClipStage:
     models: Callable[[Settings, str | None], list[str]]
     cache_key: Callable[[Work, str, str], dict[str, Any]]
     ask: Callable[[Any, list[Work], Callable[[str], Audio], str], list[dict[str, Any]]]
-    row: Callable[[Work, dict[str, Any], str, tuple], dict[str, Any]] = answered
+    row: Callable[[Work, dict[str, Any], Settings, str, tuple], dict[str, Any]] = answered
     enabled: Callable[[Settings, References], bool] = lambda settings, references: True
     context: Callable[[References, str, str], dict[str, Any] | None] | None = None
     measure_id: str | None = None
@@ -175,7 +175,7 @@ def run_stage(stage: ClipStage, settings: Settings, run_id: str, work: list[Work
             continue
         for w, answer, hit, key in zip(batch, answers, hits, keys):
             try:
-                own = stage.row(w, answer, where, key)
+                own = stage.row(w, answer, settings, where, key)
             # A row that cannot be made from a stored answer is not the data's fault: retryable.
             except Exception as e:  # noqa: BLE001
                 own = error_row(e, attempt=1, stage=f"{where} (row)", keys=[key])

@@ -9,6 +9,7 @@ from ttseval.metrics.normalize import normalizer_for
 from ttseval.metrics.wer import error_counts
 from ttseval.tasks.common import error_row
 from ttseval.core.audio import Audio
+from ttseval.core.config import Settings
 
 
 class EmptyReference(ValueError):
@@ -21,8 +22,8 @@ def recognise(asr: Any, clips: list[dict[str, Any]], audio: Callable[[str], Audi
             for t in asr.transcribe([audio(w["audio_sha256"]) for w in clips], [w["language"] for w in clips])]
 
 
-def _score(w: dict[str, Any], text: str, detected: str | None, prob: float | None) -> dict[str, Any]:
-    normalizer = normalizer_for(w["language"])
+def _score(w: dict[str, Any], text: str, detected: str | None, prob: float | None, protocol: str) -> dict[str, Any]:
+    normalizer = normalizer_for(w["language"], protocol)
     ref, hyp = normalizer(w["text"]), normalizer(text)
     if not ref.strip():
         raise EmptyReference(f"the reference of {w['item_id']!r} is empty after {normalizer.name} normalization: "
@@ -37,10 +38,10 @@ def _score(w: dict[str, Any], text: str, detected: str | None, prob: float | Non
     }
 
 
-def scored_row(w: dict[str, Any], t: dict[str, Any], where: str, key: tuple) -> dict[str, Any]:
-    """A transcript's row: normalized, scored against the item's text."""
+def scored_row(w: dict[str, Any], t: dict[str, Any], settings: Settings, where: str, key: tuple) -> dict[str, Any]:
+    """A transcript's row: normalized (the run's WER protocol), scored against the item's text."""
     try:
-        return _score(w, t["text"], t["detected_language"], t["language_prob"])
+        return _score(w, t["text"], t["detected_language"], t["language_prob"], settings.wer_protocol)
     # Final: the item text decides it, so every later run would fail the same way (after a new ASR call).
     except EmptyReference as e:
         return {"hypothesis": t["text"], "status": "failed", "error_type": "EmptyReference", "error_message": str(e),

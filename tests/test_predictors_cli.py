@@ -16,8 +16,8 @@ import pytest
 
 from tests.conftest import run_cli
 from tests.scorer_env import SCORER, make_scorer_venv
-from tests.tiny_models import (build_random_ecapa, build_random_nisqa, build_random_utmos22, build_random_voxlingua107,
-                               build_tiny_sherpa_speaker)
+from tests.tiny_models import (build_random_ecapa, build_random_nisqa, build_random_seedtts_sim, build_random_utmos22,
+                               build_random_voxlingua107, build_tiny_sherpa_speaker)
 from ttseval.core.audio import Audio
 from ttseval.core.registry import LIDS, QUALITY, SPEAKERS, Spec
 
@@ -37,6 +37,7 @@ def predictors_run(shared_env: dict[str, str], tmp_path_factory: pytest.TempPath
              "ecapa": f"speechbrain-ecapa:model={build_random_ecapa(models / 'spkrec-ecapa-voxceleb')}:device=cpu",
              "voxlingua": f"speechbrain-lid:model={build_random_voxlingua107(models / 'voxlingua107')}:device=cpu"}
     scorer = f"command:level:run={make_scorer_venv(root / 'scorer-venv')} {SCORER}"  # a second venv's scorer
+    specs["seedtts"] = f"seedtts-sim:weights={build_random_seedtts_sim(models / 'wavlm_large_finetune.pth')}:device=cpu"
     specs |= {"level": scorer, "crash": f"{scorer} --crash", "hang": f"{scorer} --hang:timeout_s=3"}
     specs = {name: Spec.parse(spec).canonical for name, spec in specs.items()}  # as the tables spell them
     (root / "prompts").mkdir()
@@ -56,14 +57,14 @@ def predictors_run(shared_env: dict[str, str], tmp_path_factory: pytest.TempPath
     (root / "outputs" / "p3.wav").write_bytes(clip.to_wav_bytes())
     (root / "items.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     env = shared_env | {"TTSEVAL_QUALITY": json.dumps([specs[k] for k in ("utmos22", "nisqa", "level", "crash", "hang")]),
-                        "TTSEVAL_SIMILARITY": json.dumps([specs["sherpa"], specs["ecapa"]]),
+                        "TTSEVAL_SIMILARITY": json.dumps([specs["sherpa"], specs["ecapa"], specs["seedtts"]]),
                         "TTSEVAL_LID": json.dumps([specs["voxlingua"]])}
     args = ["evaluate", "--dataset", str(root / "items.jsonl"), "--systems", f"files:sys:dir={root / 'outputs'}",
             "--store", str(root / "store"), "--run-id", "p", "--judges", ""]
     first = run_cli(args, env, cwd=root)
     assert first.returncode == 0, first.stderr[-4000:]
     quality_first = pd.read_parquet(root / "store" / "runs" / "p" / "quality")
-    again = run_cli(args + ["--run-id", "p2"], env, cwd=root)
+    again = run_cli(args + ["--run-id", "p2"], env | {"TTSEVAL_WER_PROTOCOL": "seed-tts-eval"}, cwd=root)
     assert again.returncode == 0, again.stderr[-4000:]
     return root, specs, quality_first
 
@@ -97,10 +98,10 @@ def test_sherpa_onnx_and_ecapa_similarity_rows_equal_the_encoders_and_a_second_r
     root, specs, first_quality = predictors_run
     runs = root / "store" / "runs"
     sim = pd.read_parquet(runs / "p" / "similarity")
-    assert len(sim) == 6 and (sim["status"] == "ok").all()
-    assert set(sim["encoder_spec"]) == {specs["sherpa"], specs["ecapa"]}
+    assert len(sim) == 9 and (sim["status"] == "ok").all()
+    assert set(sim["encoder_spec"]) == {specs["sherpa"], specs["ecapa"], specs["seedtts"]}
     by = sim.set_index(["encoder_spec", "item_id"])
-    for name in ("sherpa", "ecapa"):
+    for name in ("sherpa", "ecapa", "seedtts"):
         encoder = SPEAKERS.build(specs[name])
         for item in TEXTS:
             clip = Audio.from_wav_bytes((root / "outputs" / f"{item}.wav").read_bytes())
@@ -156,3 +157,31 @@ def test_a_scorer_in_its_own_venv_runs_as_a_stage_cached_and_its_crash_and_hang_
     assert again.loc[again["quality_spec"] == specs["level"], "cache_hit"].all()
     asked_again = again[again["quality_spec"].isin([specs["crash"], specs["hang"]])]
     assert len(asked_again) == 6 and not asked_again["cache_hit"].any() and (asked_again["status"] == "failed").all()
+
+
+def test_the_seed_tts_eval_protocol_scores_cached_transcripts_its_way_and_only_its_report_carries_the_label(
+        predictors_run) -> None:
+    import jiwer
+
+    from ttseval.metrics.normalize import seedtts_en_v1
+
+    root, _, _ = predictors_run
+    runs = root / "store" / "runs"
+    default, seed = (pd.read_parquet(runs / run / "transcripts").set_index("item_id") for run in ("p", "p2"))
+    assert set(default["normalizer"]) == {"english-v1"} and set(seed["normalizer"]) == {"seedtts-en-v1"}
+    assert seed["cache_hit"].all() and (seed["hypothesis"] == default.loc[seed.index, "hypothesis"]).all()
+    # average_wer.py: the mean of per-utterance WER (jiwer here, on the texts normalized as run_wer.py does), in %
+    wers = [jiwer.wer(seedtts_en_v1(TEXTS[item]), seedtts_en_v1(seed.loc[item, "hypothesis"])) for item in TEXTS
+            if seed.loc[item, "status"] == "ok"]
+    assert len(wers) >= 2 and seed.loc[[i for i in TEXTS if seed.loc[i, "status"] == "ok"], "wer"].tolist() == \
+        pytest.approx(wers, abs=1e-12)
+    report = (runs / "p2" / "report.md").read_text(encoding="utf-8")
+    section = report.split("## WER comparable with Seed-TTS-eval", 1)[1].split("\n## ", 1)[0]
+    row = next(line for line in section.splitlines() if line.startswith("| files:sys"))
+    assert f"| {len(wers)} | {round(sum(wers) / len(wers) * 100, 3):g} |" in row
+    sim = pd.read_parquet(runs / "p2" / "similarity")
+    seed_sim = sim.loc[sim["encoder_spec"].str.startswith("seedtts-sim:"), "similarity"]
+    assert len(seed_sim) == 3
+    section = report.split("## SIM comparable with Seed-TTS-eval", 1)[1].split("\n## ", 1)[0]
+    assert f"| 3 | {seed_sim.mean():.3f} |" in section and "sherpa" not in section and "ecapa" not in section
+    assert "Seed-TTS-eval" not in (runs / "p" / "report.md").read_text(encoding="utf-8")

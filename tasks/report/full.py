@@ -37,7 +37,8 @@ from ttseval.tasks.report.markdown import (cost_markdown, listening_markdown, re
                                            tables_markdown)
 from ttseval.tasks.report.stages import (audio_checks_markdown, grouped_markdown, insv_markdown, paired_markdown,
                                          predictors_markdown, prosody_markdown, recognisers_markdown,
-                                         planning_markdown, significance_markdown, similarity_markdown)
+                                         planning_markdown, seedtts_markdown, significance_markdown,
+                                         similarity_markdown)
 
 
 REPORT_INPUTS = "report.inputs"
@@ -141,7 +142,8 @@ def _write_full_report(store: ArtifactStore, run_id: str, settings: Settings, sy
                 store.write_bytes(f"runs/{run_id}/figures/winrate-by-depth-{judge_id}.png", png)
     leaderboard = leaderboard_markdown(store, run_id, summary, winrates, rankings)
     store_terminal_view(store, run_id, settings, system_ids, files, summary, leaderboard)  # printed after the flow
-    markdown = (render_markdown(summary, meta) + cost_markdown(store, run_id, names)
+    markdown = (render_markdown(summary, meta) + seedtts_markdown(settings, tables, names)
+                + cost_markdown(store, run_id, names)
                 + insv_markdown(store, run_id, settings, tables)
                 + recognisers_markdown(settings, tables, names)
                 + paired_markdown(settings, tables, baseline_id(meta), names)

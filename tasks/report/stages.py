@@ -419,3 +419,44 @@ def audio_checks_markdown(tables: RunTables, names: dict[str, str]) -> str:
                     "predicts at 14 characters a second (too_short, too_long), a rate other than the provider "
                     "declares (sample_rate). They are scored like any clip; here they are counted.",
                     ["system", "clips", *gates], rows)
+
+
+SEEDTTS_SIM_PROVIDER = "seedtts-sim"
+"""The speaker encoder whose SIM Seed-TTS-eval's table reports (UniSpeech's WavLM-large + ECAPA-TDNN checkpoint)."""
+
+
+def seedtts_markdown(settings: Settings, tables: RunTables, names: dict[str, str]) -> str:
+    """With wer_protocol = "seed-tts-eval": WER per system and recogniser as Seed-TTS-eval's average_wer.py gives it
+    (the mean of per-utterance WER, in %, to 3 decimals, over transcripts normalized as its run_wer.py does) and the
+    SIM of its encoder (seedtts-sim), labelled comparable with its table. Never shown under any other setting."""
+    if settings.wer_protocol != "seed-tts-eval":
+        return ""
+    out = []
+    transcripts = tables.transcripts
+    ok = transcripts[(transcripts["status"] == "ok") & transcripts["system_id"].isin(tables.system_ids)]
+    if not ok.empty:
+        order = {s: i for i, s in enumerate(tables.system_ids)}
+        rows = []
+        for (system_id, asr_spec), g in sorted(ok.groupby(["system_id", "asr_spec"]), key=lambda kv: order[kv[0][0]]):
+            rows.append([names.get(system_id, system_id), asr_spec, str(len(g)), f"{round(g['wer'].mean() * 100, 3):g}",
+                         str(int((g["wer"] > 0.5).sum()))])
+        out.append(section("WER comparable with Seed-TTS-eval",
+                           "Seed-TTS-eval's protocol: transcripts and texts normalized as its run_wer.py does "
+                           "(normalizers seedtts-en-v1, seedtts-zh-v1: punctuation deleted, English lowercased, "
+                           "Chinese split into characters, no number normalization) and the WER of each utterance "
+                           "averaged over utterances, in %, as its average_wer.py does. Its published table used "
+                           "Whisper-large-v3 (en) and Paraformer-zh (zh) on its test lists: set the figure beside it "
+                           "only for those recognisers and items.",
+                           ["system", "recogniser", "utterances", "WER % (Seed-TTS-eval)", "utterances > 50%"], rows))
+    similarity = tables.similarity
+    if not similarity.empty:
+        ours = similarity[similarity["encoder_spec"].str.split(":").str[0].eq(SEEDTTS_SIM_PROVIDER)
+                          & (similarity["status"] == "ok") & similarity["system_id"].isin(tables.system_ids)]
+        rows = [[names.get(system_id, system_id), spec, str(len(g)), f"{g['similarity'].mean():.3f}"]
+                for (system_id, spec), g in ours.groupby(["system_id", "encoder_spec"], sort=False)]
+        if rows:
+            out.append(section("SIM comparable with Seed-TTS-eval",
+                               "Mean cosine similarity of each clip to its voice prompt under UniSpeech's WavLM-large "
+                               "speaker-verification checkpoint, Seed-TTS-eval's SIM.",
+                               ["system", "encoder", "clips", "SIM (Seed-TTS-eval)"], rows))
+    return "".join(out)

@@ -188,6 +188,11 @@ class Settings(BaseSettings):
         description="Recogniser spec per base language; '*' is the fallback. A value given (TOML table or "
                     "TTSEVAL_ASR__EN=...) changes only the languages it names; the others keep their defaults",
     )
+    wer_protocol: Literal["ttseval", "seed-tts-eval"] = Field(
+        "ttseval", description="How transcripts are normalized before WER/CER: ttseval's normalizers per language "
+        "(numbers, contractions and punctuation made comparable), or seed-tts-eval: Seed-TTS-eval's run_wer.py "
+        "exactly (en and zh only; its WER is the mean per utterance), so the report may label WER comparable with "
+        "its published table")
     quality: str | list[str] = Field("dnsmos", description="MOS predictor spec, or several (each its own rows and "
                                      "report column; the first is the MOS of the summary and the objective judge)")
     prosody: bool = Field(False, description="Measure F0, speaking rate and silences of every clip (Praat pitch "
