@@ -232,6 +232,7 @@ def test_declared_metadata_values() -> None:
         ("tts", "cartesia"): (False, False, None, None, (), ("httpx",)),
         ("asr", "faster-whisper"): (False, True, "engines", None, (), ("faster_whisper",)),
         ("asr", "transformers"): (False, True, "models", None, (), ("torch",)),
+        ("asr", "command"): (False, True, None, None, (), ()),
         ("quality", "dnsmos"): (False, False, "engines", None, (), ("speechmos", "onnxruntime")),
         ("quality", "distillmos"): (False, True, "engines", None, (), ("distillmos", "xls_r_sqa", "torch")),
         ("quality", "utmos22"): (False, True, "models", None, (), ("utmos_pytorch", "torch")),

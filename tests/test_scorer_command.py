@@ -16,7 +16,7 @@ import pytest
 from tests.scorer_env import SCORER, make_scorer_venv
 from ttseval.core.audio import Audio
 from ttseval.core.errors import SpecError, TransientProviderError
-from ttseval.core.registry import QUALITY
+from ttseval.core.registry import ASR, QUALITY
 
 
 @pytest.fixture(scope="module")
@@ -68,8 +68,8 @@ def test_it_runs_in_its_own_environment_without_ours(venv_python: Path, monkeypa
 
     monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parents[1]))  # would lend the scorer our packages
     scorer = QUALITY.build(spec(venv_python))
-    assert scorer._described is None
-    scorer.describe()
+    assert scorer.command._described is None
+    scorer.command.describe()
     found = subprocess.run([str(venv_python), "-c", "import tinylevel"], capture_output=True)
     assert found.returncode == 0
     here = subprocess.run([sys.executable, "-c", "import tinylevel"], capture_output=True)
@@ -112,8 +112,8 @@ def test_a_hang_is_killed_after_its_timeout_and_is_a_retryable_error(venv_python
      "level scorer broke ttseval-scorer/1: clip '0' needs a finite number 'score' and 'details' of finite numbers, "
      "got {'id': '0', 'score': nan}"),
     ("print(json.dumps({'id': '0', 'score': 72.5}))",
-     "level scorer broke ttseval-scorer/1: clip '0' scored 72.5, off the MOS scale 1-5 (the quality table takes "
-     "0.5-5.5); give other scales in 'details'"),
+     "level scorer broke ttseval-scorer/1: clip '0' needs a 'score' on the MOS scale 1-5 (the quality table takes "
+     "0.5-5.5; other scales go in 'details'), got {'id': '0', 'score': 72.5}"),
 ])
 def test_each_break_of_the_protocol_is_a_retryable_error_that_names_it(venv_python: Path, body: str, error: str) -> None:
     script = venv_python.parent.parent / f"broken_{abs(hash(body))}.py"
@@ -133,7 +133,7 @@ def test_a_describe_without_a_version_is_refused(venv_python: Path, tmp_path: Pa
 
 
 @pytest.mark.parametrize(("text", "error"), [
-    ("command:run=/usr/bin/python3 x.py", "command needs a label, the metric's name in reports"),
+    ("command:run=/usr/bin/python3 x.py", "command needs a label, the model's name in reports"),
     ("command:level", "command needs the command to run: command:LABEL:run="),
     ("command:level:run=/nowhere/bin/python /x.py", "'/nowhere/bin/python' is not an executable file on this host"),
     ("command:level:run='/usr/bin/python3", "does not split into words (No closing quotation); quote it"),
@@ -151,3 +151,25 @@ def test_a_cluster_preflight_asks_every_worker_for_the_scorer_program_and_script
     assert local_paths(["command:level:run=/venvs/level/bin/python '/opt/my scorers/level.py' --fast:timeout_s=3",
                         "piper:/voices/en us.onnx", "command:level:run=python3 -m level"]) == \
         ["/opt/my scorers/level.py", "/venvs/level/bin/python", "/voices/en us.onnx"]
+
+
+def test_a_recogniser_in_its_own_environment_gets_each_clips_language_hint_and_answers_in_order(
+        venv_python: Path) -> None:
+    recogniser = ASR.build(f"command:lengths:run={shlex.join([str(venv_python), str(SCORER)])}:batch_size=2")
+    assert recogniser.version == "level-1.2.3"
+    clips = [tone(0.5, 0.3), tone(0.25, 0.3, rate=16000), tone(1.0, 0.3), tone(0.1, 0.1)]
+    transcripts = recogniser.transcribe(clips, ["en", "zh", None, "en"])
+    assert [(t.text, t.detected_language, t.language_prob) for t in transcripts] == [
+        ("a clip of 500 milliseconds", "en", 1.0), ("250 毫秒", "zh", 1.0), ("1000", None, None),
+        ("a clip of 100 milliseconds", "en", 1.0)]
+
+
+def test_a_recogniser_answer_without_text_breaks_the_protocol(venv_python: Path, tmp_path: Path) -> None:
+    script = tmp_path / "mute_asr.py"
+    script.write_text("import json, sys\nrequest = json.load(sys.stdin)\nif request['op'] == 'describe':\n"
+                      "    print(json.dumps({'version': '1'}))\n    sys.exit(0)\n"
+                      "print(json.dumps({'id': '0', 'language': 'en'}))\n")
+    with pytest.raises(TransientProviderError) as raised:
+        ASR.build(f"command:mute:run={venv_python} {script}").transcribe([tone(0.5, 0.3)], ["en"])
+    assert str(raised.value) == ("mute scorer broke ttseval-scorer/1: clip '0' needs a string 'text', and 'language' "
+                                 "(a string) and 'language_prob' (0-1) or null, got {'id': '0', 'language': 'en'}")

@@ -387,6 +387,7 @@ ASR = Registry[ASRProvider](
     {
         "faster-whisper": "ttseval.providers.asr.faster_whisper:FasterWhisperASR",
         "transformers": "ttseval.providers.asr.transformers_asr:TransformersASR",
+        "command": "ttseval.providers.asr.command:CommandASR",
     },
 )
 

@@ -2,7 +2,8 @@
 that holds only the standard library and `tinylevel` (a package the tests build; the main environment lacks it).
 Score: the clip's RMS level in dBFS, computed by tinylevel, mapped onto the MOS scale (-60 dBFS and below 1,
 0 dBFS 5); details: the RMS and peak levels and the duration. Clips under
-200 ms are refused. `--crash` fails every score request after writing to stderr; `--hang` sleeps instead."""
+200 ms are refused. `--crash` fails every score request after writing to stderr; `--hang` sleeps instead. As a
+recogniser (op transcribe) it says how long each clip is, in the language of the clip's hint."""
 
 import json
 import sys
@@ -23,6 +24,12 @@ if "--crash" in sys.argv:
 if "--hang" in sys.argv:
     print("waiting for a GPU that never frees", file=sys.stderr, flush=True)
     time.sleep(600)
+if request["op"] == "transcribe":  # a stand-in recogniser: says how long the clip is, in the hinted language
+    for clip in request["clips"]:
+        words = {"en": "a clip of {} milliseconds", "zh": "{} 毫秒"}.get(clip["language"], "{}")
+        print(json.dumps({"id": clip["id"], "text": words.format(round(clip["duration_s"] * 1000)),
+                          "language": clip["language"], "language_prob": 1.0 if clip["language"] else None}))
+    sys.exit(0)
 print("scoring", len(request["clips"]), "clips", file=sys.stderr)
 for clip in request["clips"]:
     with wave.open(clip["path"]) as w:
