@@ -60,8 +60,9 @@ case "$mode" in
   # not exec: the command is its own process, so the wall time it prints starts with it, not with the install
   demo) "$VENV/bin/ttseval" evaluate "$@" ;;
   # Test modules in parallel, one module per worker process (--dist loadfile keeps a module's shared servers in
-  # one process): measured 13:22 with 2 workers against 22 min serial on this 2-core machine.
-  test) exec "$VENV/bin/python" -m pytest -n "${TTSEVAL_TEST_WORKERS:-2}" --dist loadfile "$@" ;;
+  # one process): measured 13:22 with 2 workers against 22 min serial on this 2-core machine. --no-loadscope-reorder
+  # hands files out in collection order, which puts the slowest first (tests/conftest.py SLOWEST_FIRST).
+  test) exec "$VENV/bin/python" -m pytest -n "${TTSEVAL_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder "$@" ;;
   install) say "installed; activate with: source $VENV/bin/activate" ;;
   *) say "unknown mode $mode: use demo, test or install"; exit 2 ;;
 esac
