@@ -254,3 +254,4 @@ def test_the_seed_tts_eval_protocol_routes_en_and_zh_and_refuses_other_languages
         normalizer_for("fr", "seed-tts-eval")
     with pytest.raises(ValueError, match="unknown WER protocol 'whisper'; valid: ttseval, seed-tts-eval"):
         normalizer_for("en", "whisper")
+

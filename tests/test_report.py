@@ -584,3 +584,22 @@ def test_the_planning_table_gives_the_items_a_paired_test_needs(tmp_path) -> Non
     assert row[7:] == [f"{expected(d):,} (for {d:.3f})" for d in EFFECT_SIZES["mos"]]
     wer = next(x for x in markdown.splitlines() if "| wer |" in x).strip("| ").split(" | ")
     assert wer[4:7] == ["0.000", "0.000", "–"]  # identical transcripts: nothing to plan for
+
+
+def test_the_seed_tts_eval_report_section_takes_only_rows_normalized_its_way_and_says_how_many_it_left_out():
+    import pandas as pd
+
+    from ttseval.core.config import Settings
+    from ttseval.tasks.report.compute import RunTables
+    from ttseval.tasks.report.stages import seedtts_markdown
+
+    transcripts = pd.DataFrame({"item_id": ["a", "b", "c", "d"], "system_id": ["s"] * 4, "asr_spec": ["w"] * 4,
+                                "status": ["ok", "ok", "ok", "failed"], "wer": [0.1, 0.7, 0.9, None],
+                                "normalizer": ["seedtts-en-v1", "seedtts-en-v1", "english-v1", None]})
+    empty = pd.DataFrame()
+    tables = RunTables(items=empty, synthesis=empty, transcripts=transcripts, quality=empty, system_ids=["s"],
+                       all_quality=empty, similarity=empty)
+    section = seedtts_markdown(Settings(wer_protocol="seed-tts-eval"), tables, {"s": "espeak-ng"})
+    assert "| espeak-ng | w | 2 | 40 | 1 |" in section  # mean of 10% and 70%; one utterance over 50%
+    assert "1 transcript(s) of this run id were normalized another way" in section
+    assert seedtts_markdown(Settings(), tables, {"s": "espeak-ng"}) == ""

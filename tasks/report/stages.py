@@ -434,6 +434,9 @@ def seedtts_markdown(settings: Settings, tables: RunTables, names: dict[str, str
     out = []
     transcripts = tables.transcripts
     ok = transcripts[(transcripts["status"] == "ok") & transcripts["system_id"].isin(tables.system_ids)]
+    ours = ok["normalizer"].fillna("").str.startswith("seedtts-")
+    other = int((~ours).sum())  # rows scored before the run id took the setting: never under this label
+    ok = ok[ours]
     if not ok.empty:
         order = {s: i for i, s in enumerate(tables.system_ids)}
         rows = []
@@ -446,7 +449,9 @@ def seedtts_markdown(settings: Settings, tables: RunTables, names: dict[str, str
                            "Chinese split into characters, no number normalization) and the WER of each utterance "
                            "averaged over utterances, in %, as its average_wer.py does. Its published table used "
                            "Whisper-large-v3 (en) and Paraformer-zh (zh) on its test lists: set the figure beside it "
-                           "only for those recognisers and items.",
+                           "only for those recognisers and items."
+                           + (f" {other} transcript(s) of this run id were normalized another way (scored before "
+                              "the setting) and are left out: a new run id scores them all this way." if other else ""),
                            ["system", "recogniser", "utterances", "WER % (Seed-TTS-eval)", "utterances > 50%"], rows))
     similarity = tables.similarity
     if not similarity.empty:
