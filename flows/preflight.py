@@ -154,8 +154,9 @@ COMMAND_OPTIONS = frozenset({"run"})
 
 def local_paths(specs: list[str]) -> list[str]:
     """The paths on disk that `specs` name (the voice slot or an option value beginning with '/' or '~/', or such a
-    word of a command): model weights, voice files and scorer programs, which every worker must hold itself. A files: system's folder or manifest is not among
-    them: the run stores its clips before any work (ttseval.tasks.staging)."""
+    word of a command): model weights, voice files and scorer programs, which every worker must hold itself. A
+    files: system's folder or manifest is not among them: the run stores its clips before any work
+    (ttseval.tasks.staging)."""
     paths: set[str] = set()
     for text in specs:
         spec = Spec.parse(text)

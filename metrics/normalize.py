@@ -159,16 +159,15 @@ def perso_arabic_v1(text: str) -> str:
     return _collapse_whitespace(text)
 
 
-
-
 @functools.lru_cache(maxsize=1)
-def _seedtts_punctuation() -> str:
-    # Seed-TTS-eval's set: zhon's Chinese punctuation and string.punctuation, less the ASCII apostrophe it keeps.
+def _seedtts_deletions() -> dict[int, None]:
+    # Seed-TTS-eval's set, as a str.translate table that deletes it: zhon's Chinese punctuation and
+    # string.punctuation, less the ASCII apostrophe it keeps.
     import string
 
     from zhon.hanzi import punctuation
 
-    return "".join(ch for ch in punctuation + string.punctuation if ch != "'")
+    return {ord(ch): None for ch in punctuation + string.punctuation if ch != "'"}
 
 
 def _seedtts_common(text: str) -> str:
@@ -176,7 +175,7 @@ def _seedtts_common(text: str) -> str:
     # "state-of-the-art" -> "stateoftheart"), then ONE pass of "  " -> " " (three spaces leave two; jiwer's
     # own transform collapses the rest before counting). No Unicode normalization, no number normalization:
     # "fifty" against "50" stays an error, as in its published figures (Seed-TTS-eval issue #12).
-    return text.translate({ord(ch): None for ch in _seedtts_punctuation()}).replace("  ", " ")
+    return text.translate(_seedtts_deletions()).replace("  ", " ")
 
 
 def seedtts_en_v1(text: str) -> str:
@@ -192,6 +191,7 @@ def seedtts_zh_v1(text: str) -> str:
     (Its script also converts the Paraformer hypothesis to simplified characters with zhconv before this; that
     is the recogniser's side and not done here.)"""
     return " ".join(_seedtts_common(text))
+
 
 NORMALIZERS: Mapping[str, Normalizer] = MappingProxyType(
     {

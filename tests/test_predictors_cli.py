@@ -56,7 +56,8 @@ def predictors_run(shared_env: dict[str, str], tmp_path_factory: pytest.TempPath
     clip = Audio(spoken.samples[start:start + spoken.sample_rate_hz // 10], spoken.sample_rate_hz)
     (root / "outputs" / "p3.wav").write_bytes(clip.to_wav_bytes())
     (root / "items.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    env = shared_env | {"TTSEVAL_QUALITY": json.dumps([specs[k] for k in ("utmos22", "nisqa", "level", "crash", "hang")]),
+    qualities = [specs[k] for k in ("utmos22", "nisqa", "level", "crash", "hang")]
+    env = shared_env | {"TTSEVAL_QUALITY": json.dumps(qualities),
                         "TTSEVAL_SIMILARITY": json.dumps([specs["sherpa"], specs["ecapa"], specs["seedtts"]]),
                         "TTSEVAL_LID": json.dumps([specs["voxlingua"]])}
     args = ["evaluate", "--dataset", str(root / "items.jsonl"), "--systems", f"files:sys:dir={root / 'outputs'}",

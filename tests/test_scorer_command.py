@@ -115,7 +115,8 @@ def test_a_hang_is_killed_after_its_timeout_and_is_a_retryable_error(venv_python
      "level scorer broke ttseval-scorer/1: clip '0' needs a 'score' on the MOS scale 1-5 (the quality table takes "
      "0.5-5.5; other scales go in 'details'), got {'id': '0', 'score': 72.5}"),
 ])
-def test_each_break_of_the_protocol_is_a_retryable_error_that_names_it(venv_python: Path, body: str, error: str) -> None:
+def test_each_break_of_the_protocol_is_a_retryable_error_that_names_it(venv_python: Path, body: str,
+                                                                     error: str) -> None:
     script = venv_python.parent.parent / f"broken_{abs(hash(body))}.py"
     script.write_text("import json, sys\nrequest = json.load(sys.stdin)\nif request['op'] == 'describe':\n"
                       "    print(json.dumps({'version': '1'}))\n    sys.exit(0)\n" + body + "\n")
