@@ -17,8 +17,6 @@ import copy
 import json
 import os
 import sys
-import urllib.error
-import urllib.request
 from typing import Any
 
 DEPLOYMENT = "evaluate/adhoc"
@@ -56,18 +54,29 @@ def with_choices(schema: dict[str, Any], store_display: str, datasets: list[str]
     return out
 
 
+# A busy server answers 503 (its database locked under load, as a test suite's shared server was once) or drops the
+# connection; Prefect's own client retries such answers, and so does this: urllib3's Retry, with its backoff and the
+# server's Retry-After. PATCH is retried too: it writes the whole schema, so a second one changes nothing.
+RETRY = dict(total=5, connect=2, read=2, status=5, backoff_factor=0.5, status_forcelist=(429, 502, 503, 504),
+             allowed_methods=None, respect_retry_after_header=True, raise_on_status=False)
+
+
 def _call(api_url: str, path: str, body: Any = None, method: str = "GET") -> Any:
+    import urllib3
+
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(api_url.rstrip("/") + path, data=data, method=method,
-                                 headers={"Content-Type": "application/json"})
+    http = urllib3.PoolManager(retries=urllib3.util.Retry(**RETRY), timeout=urllib3.Timeout(total=30))
     try:
-        with urllib.request.urlopen(req, timeout=30) as r:
-            raw = r.read()
-    except urllib.error.HTTPError as e:
-        raise ChoicesError(f"{method} {path} on {api_url}: HTTP {e.code} {e.read()[:300]!r}") from e
-    except (urllib.error.URLError, OSError) as e:
+        r = http.request(method, api_url.rstrip("/") + path, body=data, headers={"Content-Type": "application/json"})
+    except urllib3.exceptions.HTTPError as e:  # connection refused, reset or timed out, after the retries
         raise ChoicesError(f"{method} {path}: the Prefect server at {api_url} cannot be reached ({e})") from e
-    return json.loads(raw) if raw else None
+    finally:
+        http.clear()
+    if r.status >= 400:
+        tries = len(r.retries.history) + 1 if r.retries else 1
+        raise ChoicesError(f"{method} {path} on {api_url}: HTTP {r.status} {r.data[:300]!r}"
+                           + (f" (after {tries} tries)" if tries > 1 else ""))
+    return json.loads(r.data) if r.data else None
 
 
 def refresh_adhoc_form(api_url: str, store_uri: str, deployment: str = DEPLOYMENT) -> tuple[list[str], list[str]]:

@@ -283,6 +283,78 @@ def test_the_adhoc_forms_schema_lists_the_stores_choices() -> None:
     assert schema["properties"]["dataset"]["description"] == "JSONL, CSV or Parquet items file."  # a copy
 
 
+class BusyPrefect:
+    """A loopback stand-in for the two Prefect API routes the form refresh calls (GET /deployments/name/...,
+    PATCH /deployments/ID), answering the first `busy` PATCHes 503 as a Prefect server whose database is locked
+    does (the CI failure of 2026-11-26)."""
+
+    def __init__(self, busy: int) -> None:
+        import http.server
+        import threading
+
+        self.busy, self.patches, self.bodies = busy, 0, []
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:
+                pass
+
+            def _send(self, code: int, body: dict | None) -> None:
+                data = json.dumps(body).encode() if body is not None else b""
+                self.send_response(code)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                assert self.path == "/api/deployments/name/evaluate/adhoc", self.path
+                self._send(200, {"id": "d-1", "parameter_openapi_schema": {"properties": {}}})
+
+            def do_PATCH(self) -> None:
+                assert self.path == "/api/deployments/d-1", self.path
+                outer.patches += 1
+                outer.bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+                if outer.patches <= outer.busy:
+                    self._send(503, {"exception_message": "Service Unavailable"})
+                else:
+                    self._send(204, None)
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}/api"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_the_form_refresh_waits_out_a_busy_server_and_names_it_when_it_stays_busy(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ttseval.deployments import choices
+
+    monkeypatch.setitem(choices.RETRY, "backoff_factor", 0.01)  # the same retries, shorter sleeps
+    store = str(tmp_path / "store")
+    busy = BusyPrefect(busy=2)
+    try:
+        assert choices.refresh_adhoc_form(busy.url, store) == ([], [])
+    finally:
+        busy.close()
+    assert busy.patches == 3  # two 503s, then the schema written
+    assert busy.bodies[0] == busy.bodies[2]  # the same whole schema each time: a repeat changes nothing
+    assert busy.bodies[2]["parameter_openapi_schema"]["properties"]["systems"]["examples"] == []
+    stuck = BusyPrefect(busy=100)
+    try:
+        with pytest.raises(choices.ChoicesError) as e:
+            choices.refresh_adhoc_form(stuck.url, store)
+    finally:
+        stuck.close()
+    assert stuck.patches == 1 + choices.RETRY["status"]
+    assert str(e.value) == (f"PATCH /deployments/d-1 on {stuck.url}: HTTP 503 "
+                            f"b'{{\"exception_message\": \"Service Unavailable\"}}' (after 6 tries)")
+    with pytest.raises(choices.ChoicesError, match="cannot be reached"):
+        choices.refresh_adhoc_form(stuck.url, store)  # closed: connection refused, after the connect retries
+
+
 def test_evaluate_a_pushed_dataset_and_system(shared_env: dict[str, str], tmp_path: Path,
                                               capsys: pytest.CaptureFixture) -> None:
     store = tmp_path / "store"
