@@ -1,7 +1,10 @@
 """Clips per second and peak memory of the local-weights models of issue 28: UTMOS22, NISQA, sherpa-onnx, SpeechBrain's
-ECAPA and VoxLingua107.
+ECAPA and VoxLingua107, and Seed-TTS-eval's SIM encoder when asked for (`--only`: it is WavLM-Large's size).
 
-    python benchmarks/bench_predictors.py --clips 16 --seconds 4
+    python benchmarks/bench_predictors.py --clips 16 --seconds 4 [--device cuda] [--only utmos22,seedtts-sim]
+
+`--device` is the torch models' device option (UTMOS22, ECAPA, VoxLingua107, Seed-TTS-eval SIM; NISQA and sherpa-onnx
+run on the CPU); on a GPU each child also reports the most GPU memory torch allocated.
 
 Each predictor runs in a child process of its own, from files built with random weights by tests/tiny_models.py
 (UTMOS22, NISQA, ECAPA and VoxLingua107 at their real sizes: 103 M, 0.2 M, 20.8 M and 21 M weights; the sherpa-onnx model is a tiny x-vector, far
@@ -29,7 +32,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.append(str(ROOT))  # after an installed ttseval: the repository root would shadow it
 
 
 def _clips(count: int, seconds: float) -> list:
@@ -55,7 +58,8 @@ def child(specs: list[str], count: int, seconds: float) -> None:
     models = []
     for spec in specs:
         started = time.perf_counter()
-        registry = {"sherpa-onnx": SPEAKERS, "speechbrain-ecapa": SPEAKERS, "speechbrain-lid": LIDS}.get(
+        registry = {"sherpa-onnx": SPEAKERS, "speechbrain-ecapa": SPEAKERS, "speechbrain-lid": LIDS,
+                    "seedtts-sim": SPEAKERS}.get(
             spec.split(":")[0], QUALITY)
         model = registry.build(spec)
         run = {SPEAKERS: getattr(model, "embed", None), LIDS: getattr(model, "identify", None)}.get(
@@ -69,7 +73,15 @@ def child(specs: list[str], count: int, seconds: float) -> None:
         assert len(out) == count
         print(json.dumps({"spec": spec.split(":")[0], "load_s": round(load_s, 2),
                           "clips_per_s": round(count / elapsed, 2)}), flush=True)
-    print(json.dumps({"peak_mib": round(_peak_mib(), 1), "before_models_mib": round(before, 1)}), flush=True)
+    print(json.dumps({"peak_mib": round(_peak_mib(), 1), "before_models_mib": round(before, 1),
+                      "gpu_mib": _gpu_peak_mib()}), flush=True)
+
+
+def _gpu_peak_mib() -> float | None:
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return None
+    return round(torch.cuda.max_memory_allocated() / 2**20, 1)
 
 
 def worker(specs: list[str], count: int, seconds: float, shards: int, in_memory: int) -> None:
@@ -81,7 +93,7 @@ def worker(specs: list[str], count: int, seconds: float, shards: int, in_memory:
 
     settings = Settings(models_in_memory=in_memory)
     clips = _clips(count, seconds)
-    kinds = {"sherpa-onnx": "speaker", "speechbrain-ecapa": "speaker", "speechbrain-lid": "lid"}
+    kinds = {"sherpa-onnx": "speaker", "speechbrain-ecapa": "speaker", "speechbrain-lid": "lid", "seedtts-sim": "speaker"}
     digest = hashlib.sha256()
     started = time.perf_counter()
     for _ in range(shards):
@@ -95,14 +107,40 @@ def worker(specs: list[str], count: int, seconds: float, shards: int, in_memory:
                       "digest": digest.hexdigest()[:16]}), flush=True)
 
 
+def _tm():
+    from tests import tiny_models
+
+    return tiny_models
+
+
+BUILDERS = {  # each predictor's spec, built with random weights into a folder, for a device
+    "utmos22": lambda m, d: f"utmos22:weights={_tm().build_random_utmos22(m / 'utmos_state_dict.pt')}:device={d}",
+    "nisqa": lambda m, d: f"nisqa:weights={_tm().build_random_nisqa(m / 'nisqa.tar')}",
+    "sherpa-onnx": lambda m, d: f"sherpa-onnx:model={_tm().build_tiny_sherpa_speaker(m / 'tiny_xvector.onnx')}",
+    "speechbrain-ecapa": lambda m, d: f"speechbrain-ecapa:model={_tm().build_random_ecapa(m / 'ecapa')}:device={d}",
+    "speechbrain-lid": lambda m, d: f"speechbrain-lid:model={_tm().build_random_voxlingua107(m / 'voxlingua107')}"
+                                    f":device={d}",
+    "seedtts-sim": lambda m, d: "seedtts-sim:weights=" + str(_tm().build_random_seedtts_sim(
+        m / "wavlm_large_finetune.pth", sizes=_tm().SEEDTTS_SIM_LARGE)) + f":device={d}",
+}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--clips", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=4.0)
     parser.add_argument("--shards", type=int, default=3, help="shards a worker runs through every model")
+    parser.add_argument("--device", default="cpu", help="the torch models' device: cpu, cuda, cuda:N or auto")
+    parser.add_argument("--only", default="utmos22,nisqa,sherpa-onnx,speechbrain-ecapa,speechbrain-lid",
+                        help="predictors to run, comma-separated (seedtts-sim too, at WavLM-Large's size)")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--build", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.build:
+        name, folder, device = args.build
+        print(BUILDERS[name](Path(folder), device))
+        return 0
     if args.child and args.worker is not None:
         worker(args.child, args.clips, args.seconds, args.shards, args.worker)
         return 0
@@ -110,17 +148,18 @@ def main() -> int:
         child(args.child, args.clips, args.seconds)
         return 0
 
-    from tests.tiny_models import (build_random_ecapa, build_random_nisqa, build_random_utmos22,
-                                   build_random_voxlingua107, build_tiny_sherpa_speaker)
-
     with tempfile.TemporaryDirectory(prefix="bench-predictors-") as folder:
-        models = Path(folder)
-        specs = [f"utmos22:weights={build_random_utmos22(models / 'utmos_state_dict.pt')}:device=cpu",
-                 f"nisqa:weights={build_random_nisqa(models / 'nisqa.tar')}",
-                 f"sherpa-onnx:model={build_tiny_sherpa_speaker(models / 'tiny_xvector.onnx')}",
-                 f"speechbrain-ecapa:model={build_random_ecapa(models / 'ecapa')}:device=cpu",
-                 f"speechbrain-lid:model={build_random_voxlingua107(models / 'voxlingua107')}:device=cpu"]
-        print(f"{args.clips} clips of {args.seconds:g} s at 16 kHz, CPU, each predictor in its own process")
+        wanted = [w.strip() for w in args.only.split(",") if w.strip()]
+        unknown = sorted(set(wanted) - set(BUILDERS))
+        if unknown:
+            parser.error(f"--only {', '.join(unknown)}: choose among {', '.join(BUILDERS)}")
+        # each model is built in a process of its own: a child inherits its parent's peak resident memory (ru_maxrss
+        # survives fork and exec), so building WavLM-Large here would count in every child's peak
+        specs = [subprocess.run([sys.executable, __file__, "--build", name, folder, args.device], capture_output=True,
+                                text=True, check=True, cwd=ROOT).stdout.strip().splitlines()[-1] for name in wanted]
+        device = args.device
+        print(f"{args.clips} clips of {args.seconds:g} s at 16 kHz, device {device} (the torch models), each predictor "
+              "in its own process")
         peaks = []
         for spec in [*([s] for s in specs), specs]:
             out = subprocess.run([sys.executable, __file__, "--clips", str(args.clips), "--seconds",
@@ -133,8 +172,9 @@ def main() -> int:
             if len(spec) == 1:
                 peaks.append(memory["peak_mib"])
                 rate = rates[0]
+                gpu = f", GPU {memory['gpu_mib']:.1f} MiB" if memory.get("gpu_mib") is not None else ""
                 print(f"  {rate['spec']:<17} load {rate['load_s']:6.2f} s  {rate['clips_per_s']:8.2f} clips/s  "
-                      f"peak {memory['peak_mib']:8.1f} MiB ({memory['before_models_mib']:.1f} before the model)")
+                      f"peak {memory['peak_mib']:8.1f} MiB ({memory['before_models_mib']:.1f} before the model){gpu}")
             else:
                 print(f"  all at once       peak {memory['peak_mib']:8.1f} MiB against {max(peaks):.1f} MiB for the "
                       f"largest one alone: {memory['peak_mib'] - max(peaks):+.1f} MiB")

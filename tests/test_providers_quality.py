@@ -135,3 +135,23 @@ def test_metadata(dnsmos: DNSMOSQuality) -> None:
     assert meta["version"] == "0.0.1.1" and meta["sample_rate_hz"] == 16000
     assert meta["model_files"] == ["dnsmos_models/sig_bak_ovr.onnx", "dnsmos_models/model_v8.onnx"]
     assert DNSMOSQuality(personalized="true").metadata()["model_files"][0] == "pdnsmos_models/sig_bak_ovr.onnx"
+
+
+def test_a_score_off_the_mos_scale_is_a_final_row_not_a_failed_run() -> None:
+    """The quality stage's row for a predictor's answer (tasks/quality.mos_row): a score outside MOS_BOUNDS, or not a
+    finite number, is the model's own answer, the same on every try: a final failed row that names the value. Before,
+    the table's expectation (mos on the scale) failed the whole run (NISQA with random weights on espeak-ng clips)."""
+    from ttseval.core.config import Settings
+    from ttseval.core.protocols import MOS_BOUNDS
+    from ttseval.tasks.quality import mos_row
+
+    key = ("item-1", "sys", "nisqa")
+    def row(mos: float) -> dict:
+        return mos_row({}, {"mos": mos, "details": {"noi": 2.0}}, Settings(), "quality[nisqa]", key)
+
+    assert row(3.25) == {"mos": 3.25, "details": '{"noi": 2.0}', "status": "ok", "retryable": False, "attempt": 1}
+    assert row(MOS_BOUNDS[0])["status"] == row(MOS_BOUNDS[1])["status"] == "ok"  # the bounds are on the scale
+    for mos in (7.2, 0.2, float("nan"), float("inf")):
+        found = row(mos)
+        assert (found["status"], found["retryable"], found["error_type"]) == ("failed", False, "PermanentProviderError")
+        assert found["error_message"].startswith(f"the predictor's score {mos!r} is off the MOS scale (0.5-5.5)")

@@ -285,16 +285,21 @@ SEEDTTS_SIM_SIZES = {"hidden": 32, "layers": 2, "heads": 4, "ffn": 64, "conv": 1
 """The small configuration build_random_seedtts_sim writes (WavLM-Large: 1024 wide, 24 layers, 16 heads, 4096
 feed-forward, 512-channel convolutions, a positional convolution of 128 in 16 groups; the ECAPA head: 512 channels,
 scale 8, SE bottleneck 128, 1536 aggregated, attention 128, 256-d)."""
+SEEDTTS_SIM_LARGE = {"hidden": 1024, "layers": 24, "heads": 16, "ffn": 4096, "conv": 512, "pos_kernel": 128,
+                     "pos_groups": 16, "buckets": 320, "channels": 512, "scale": 8, "bottleneck": 128,
+                     "aggregate": 1536, "attention": 128, "embedding": 256}
+"""The published checkpoint's sizes, as the comment above gives them (benchmarks/bench_predictors.py)."""
 
 
-def build_random_seedtts_sim(path: Path, *, seed: int = 0) -> Path:
+def build_random_seedtts_sim(path: Path, *, seed: int = 0, sizes: dict[str, int] | None = None) -> Path:
     """A checkpoint in the layout of UniSpeech's wavlm_large_finetune.pth ({'model': state dict}: WavLM's tensors
     under `feature_extract.model.` with fairseq's names, the ECAPA_TDNN head's at the top, the training loss's
-    `loss_calculator.projection.weight` and WavLM's unused `mask_emb` besides) for SEEDTTS_SIM_SIZES, with random
-    weights scaled to keep activations near unit size. Written from tensor names alone, without the provider."""
+    `loss_calculator.projection.weight` and WavLM's unused `mask_emb` besides) for `sizes` (SEEDTTS_SIM_SIZES unless
+    given), with random weights scaled to keep activations near unit size. Written from tensor names alone, without
+    the provider."""
     import torch
 
-    s = SEEDTTS_SIM_SIZES
+    s = sizes or SEEDTTS_SIM_SIZES
     g = torch.Generator().manual_seed(seed)
 
     def rand(*shape: int, scale: float = 1.0, offset: float = 0.0) -> torch.Tensor:
