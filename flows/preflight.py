@@ -320,11 +320,24 @@ def worker_reach(api_url: str | None, folder: str | None, seen: list | None, pat
     problems = [f"(host {socket.gethostname()}) lacks {path}, which a spec of the run names"
                 for path in paths if not os.path.exists(os.path.expanduser(path))]
     if api_url:
-        try:
-            with urllib.request.urlopen(api_url.rstrip("/") + "/health", timeout=5) as response:
-                response.read()
-        except Exception as e:  # noqa: BLE001 - any failure to open it is the finding
-            problems.append(f"cannot open the Prefect API {api_url} ({type(e).__name__}: {e})")
+        import urllib.error
+
+        for attempt in range(3):  # a server busy with other runs may miss a timeout; three in a row are the finding
+            try:
+                with urllib.request.urlopen(api_url.rstrip("/") + "/health", timeout=10) as response:
+                    response.read()
+                break
+            except urllib.error.HTTPError as e:
+                if e.code >= 500:  # it answered: reached, only busy (Prefect's own client retries such answers)
+                    break
+                problems.append(f"cannot open the Prefect API {api_url} (HTTP {e.code} for /health: is the URL the "
+                                "API's, ending in /api?)")
+                break
+            except Exception as e:  # noqa: BLE001 - any failure to open it is the finding
+                timed_out = isinstance(e, TimeoutError) or isinstance(getattr(e, "reason", None), TimeoutError)
+                if attempt == 2 or not timed_out:  # refused or unknown: final at once
+                    problems.append(f"cannot open the Prefect API {api_url} ({type(e).__name__}: {e})")
+                    break
     if folder is not None:
         try:
             here = [os.stat(folder).st_ino, sorted(os.listdir(folder))]
