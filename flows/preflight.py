@@ -26,7 +26,7 @@ import pandas as pd
 from ttseval.corpus.items import read_items
 from ttseval.flows.common import check_confined, check_judges, check_systems
 from ttseval.core.config import Settings
-from ttseval.core.errors import ConfigError, SpecError
+from ttseval.core.errors import ConfigError, DatasetError, SpecError
 from ttseval.core.registry import Spec
 from ttseval.core.store import ArtifactStore
 
@@ -91,6 +91,7 @@ def preflight_evaluate(dataset: str, systems: list[str], settings: Settings, *, 
                           "not checked again")
             return checked
     items, sha256, read = read_items(dataset, settings)
+    check_wer_protocol(items, settings, source=read)
     specs = check_systems(systems, settings)
     check_confined(items, specs, settings, dataset=dataset, source=read)  # deployment runs: setting confine_paths
     judge_specs = check_judges(judges if judges is not None else settings.judges, settings)
@@ -104,6 +105,28 @@ def preflight_evaluate(dataset: str, systems: list[str], settings: Settings, *, 
     if new_store and paying and not settings.allow_new_store:
         _refuse_paid_new_store(store, items, specs, baseline_spec, judge_specs, instruction_specs, settings)
     return CheckedInputs(items, sha256, read, specs, baseline_spec, judge_specs, instruction_specs, key, new_store)
+
+
+def check_wer_protocol(items: pd.DataFrame, settings: Settings, *, source: str) -> None:
+    """Raise DatasetError when the setting wer_protocol = "seed-tts-eval" meets items in a language it does not define
+    WER for (it defines English and Chinese): refused before any work, naming the rows, rather than a transcript row
+    for each such item that fails again on every run."""
+    if settings.wer_protocol != "seed-tts-eval":
+        return
+    from ttseval.metrics.normalize import normalizer_for
+
+    bad = []
+    for row, (item_id, language) in enumerate(zip(items["item_id"], items["language"]), start=1):
+        try:
+            normalizer_for(language, settings.wer_protocol)
+        except ValueError:
+            bad.append(f"row {row} (item_id={item_id!r}, language={language!r})")
+    if bad:
+        shown = ", ".join(bad[:8]) + (f" and {len(bad) - 8} more" if len(bad) > 8 else "")
+        problem = (f"rule 'language is en or zh under wer_protocol = \"seed-tts-eval\"' (column language) fails on "
+                   f"{len(bad)} row(s): {shown}. Fix: leave those items out of this run, or set wer_protocol = "
+                   "\"ttseval\" (TTSEVAL_WER_PROTOCOL=ttseval)")
+        raise DatasetError(f"dataset {source} breaks 1 rule(s):\n- {problem}", source=source, problems=[problem])
 
 
 def _refuse_paid_new_store(store: ArtifactStore, items: pd.DataFrame, specs: list[Spec], baseline: Spec,

@@ -54,6 +54,12 @@ REFUSALS: dict[str, tuple[dict[str, str], list[str], dict[str, str], str]] = {
     "a missing API key": ({"items.jsonl": _item()}, _evaluate("items.jsonl", "openai:alloy"), {}, "OPENAI_API_KEY"),
     "a malformed settings file": ({"items.jsonl": _item(), "bad.toml": 'shard_size = "eight"\n'},
                                   _evaluate("items.jsonl"), {"TTSEVAL_CONFIG": "bad.toml"}, "shard_size"),
+    "items: French under the Seed-TTS-eval WER protocol": (
+        {"items.jsonl": _item() + _item(item_id="b", language="fr-FR"), "seed.toml": 'wer_protocol = "seed-tts-eval"\n'},
+        _evaluate("items.jsonl"), {"TTSEVAL_CONFIG": "seed.toml"},
+        "rule 'language is en or zh under wer_protocol = \"seed-tts-eval\"' (column language) fails on 1 row(s): "
+        "row 2 (item_id='b', language='fr-FR'). Fix: leave those items out of this run, or set wer_protocol = "
+        "\"ttseval\""),
     "MOS ratings: a score that is a word": (
         {"ratings.csv": "rater_id,form,position,score\nr1,1,1,good\n"},
         ["mos-analyze", "--forms", "forms", "--ratings", "ratings.csv"], {},
