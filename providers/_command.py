@@ -18,7 +18,9 @@ missing, answered twice or not asked for) fails the call's clips as retryable ro
 lines of its stderr: the next run asks again, as for any failure that is not the clip's own.
 
 The command runs without our PYTHONPATH, PYTHONHOME and VIRTUAL_ENV, so another venv's Python sees only its own
-packages. The spec (and so the output id) holds the command; its version and model, from `describe`, go into the
+packages, and without the worker's credentials (variables named like `*_API_KEY`, `*_KEY`, `*_SECRET*`, `*_TOKEN`,
+`*PASSWORD*`: the vendors' keys, the store's secret): a scorer reads clips and writes scores, and a key it never holds
+cannot end up in its logs. The spec (and so the output id) holds the command; its version and model, from `describe`, go into the
 cache key and the log.
 """
 
@@ -28,6 +30,7 @@ import contextlib
 import json
 import logging
 import math
+import re
 import os
 import shlex
 import shutil
@@ -48,6 +51,13 @@ PROTOCOL = "ttseval-scorer/1"
 STDERR_LINES = 12  # the last lines of a failed command's stderr kept in its rows' reason
 log = logging.getLogger(__name__)
 _HIDDEN_ENV = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP")
+_CREDENTIAL = re.compile(r"(_KEY|_SECRET|SECRET_|_TOKEN|PASSWORD|PASSWD)", re.IGNORECASE)  # AWS_SECRET_ACCESS_KEY,
+# OPENAI_API_KEY, AZURE_SPEECH_KEY, AWS_SESSION_TOKEN, HF_TOKEN, PREFECT_API_KEY, *_PASSWORD
+
+
+def command_env(environ: dict[str, str]) -> dict[str, str]:
+    """The environment a command runs with: `environ` without our Python's settings and without credentials."""
+    return {k: v for k, v in environ.items() if k not in _HIDDEN_ENV and not _CREDENTIAL.search(k)}
 
 
 class CommandOptions(BaseModel):
@@ -105,7 +115,7 @@ class ProtocolCommand:
             TransientProviderError: it exited non-zero, ran past timeout_s or printed a line that is not a JSON
                 object; the message ends with its stderr's last lines.
         """
-        env = {k: v for k, v in os.environ.items() if k not in _HIDDEN_ENV}
+        env = command_env(dict(os.environ))
         process = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                    env=env, start_new_session=True, text=True, encoding="utf-8", errors="replace")
         try:

@@ -77,8 +77,14 @@ def test_it_runs_in_its_own_environment_without_ours(venv_python: Path, monkeypa
     probe = venv_python.parent.parent / "probe.py"
     probe.write_text("import json, os, sys\nimport importlib.util as u\njson.load(sys.stdin)\n"
                      "print(json.dumps({'version': str(u.find_spec('ttseval') is not None) + ' ' "
-                     "+ os.environ.get('PYTHONPATH', 'none')}))\n")
-    assert QUALITY.build(f"command:probe:run={venv_python} {probe}").version == "False none"
+                     "+ os.environ.get('PYTHONPATH', 'none') + ' ' + ','.join(sorted(k for k in os.environ "
+                     "if k.startswith('PROBE_')))}))\n")
+    # the worker's credentials stay behind too; other variables go through
+    for name in ("PROBE_OPENAI_API_KEY", "PROBE_AWS_SECRET_ACCESS_KEY", "PROBE_HF_TOKEN", "PROBE_AZURE_SPEECH_KEY",
+                 "PROBE_DB_PASSWORD", "PROBE_LANG", "PROBE_CUDA_VISIBLE_DEVICES"):
+        monkeypatch.setenv(name, "x")
+    assert QUALITY.build(f"command:probe:run={venv_python} {probe}").version == \
+        "False none PROBE_CUDA_VISIBLE_DEVICES,PROBE_LANG"
 
 
 def test_a_crash_is_a_retryable_error_with_the_end_of_its_stderr(venv_python: Path) -> None:
