@@ -10,7 +10,7 @@ keeps the rest:
   one was given and it returns something (a dict or str becomes `Reply.ok(answer)`, a Reply goes as it is, None
   falls through); otherwise `default(request)`;
 - the counters: requests, status_counts, calls (= total_requests), ok_responses, in_flight, max_in_flight;
-- a ThreadingHTTPServer on 127.0.0.1:<free port>, start/stop and use as a context manager.
+- a ThreadingHTTPServer on 127.0.0.1:<free port> (or `bind`), start/stop and use as a context manager.
 """
 
 from __future__ import annotations
@@ -56,6 +56,8 @@ class ScriptedFakeServer(Generic[Req, Rep]):
     url_prefix = ""  # appended to http://host:port in base_url
     protocol_version = "HTTP/1.0"  # "HTTP/1.1" keeps connections alive
     methods: tuple[str, ...] = ("POST",)  # HTTP methods handed to _route; others get http.server's 501
+
+    bind: tuple[str, int] = ("127.0.0.1", 0)  # (address, port) to listen on; a test host's fake: ("0.0.0.0", PORT)
 
     def __init__(self, responder: Callable[[Req], dict[str, Any] | str | Rep | None] | None = None, *,
                  default: Callable[[Req], Rep], delay_s: float = 0.0) -> None:
@@ -160,7 +162,7 @@ class ScriptedFakeServer(Generic[Req, Rep]):
 
         for method in self.methods:
             setattr(Handler, f"do_{method}", Handler.handle_any)
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = ThreadingHTTPServer(self.bind, Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
                                         name=self.name, daemon=True)

@@ -4,6 +4,10 @@ A `Host` is a network namespace joined to the test's own (the client's) by a vet
 client reaches the host at `host.ip` and the host reaches the client at `host.peer_ip`, while neither reaches the
 other's loopback. `Host.spawn` starts a process there in a mount namespace of its own, where the folders named in
 `hide` are empty (a tmpfs over each), so the process sees none of the client's files in them.
+
+A `Network` is a switch (a Linux bridge in the client's namespace, at 10.214.<index>.1/24) with hosts on it: every
+host reaches every other host and the client at the bridge's address, as machines on one LAN do, and a host's link
+can be cut and mended (`Host.cut`, `Host.mend`) while its processes run.
 """
 
 from __future__ import annotations
@@ -45,6 +49,52 @@ class Host:
                                  "sh", "-c", script], env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
 
+    def cut(self) -> None:
+        """Take this host's link down: its processes run on, unreachable, as behind a pulled cable."""
+        subprocess.run(["ip", "link", "set", self.link, "down"], check=True, capture_output=True)
+
+    def mend(self) -> None:
+        subprocess.run(["ip", "link", "set", self.link, "up"], check=True, capture_output=True)
+
     def remove(self) -> None:
         subprocess.run(["ip", "netns", "del", self.name], capture_output=True)
         subprocess.run(["ip", "link", "del", self.link], capture_output=True)
+
+
+@dataclass
+class Network:
+    bridge: str
+    prefix: str  # "10.214.<index>": the client is .1, hosts .2 and up
+    hosts: list[Host]
+
+    @classmethod
+    def make(cls, index: int) -> "Network":
+        """A bridge at 10.214.<index>.1/24 (index 0-255, unique among live networks)."""
+        net = cls(f"ttbr{os.getpid() % 100000}", f"10.214.{index}", [])
+        subprocess.run(["ip", "link", "del", net.bridge], capture_output=True)  # left by a killed session of this pid
+        for cmd in (["ip", "link", "add", net.bridge, "type", "bridge"],
+                    ["ip", "addr", "add", f"{net.prefix}.1/24", "dev", net.bridge],
+                    ["ip", "link", "set", net.bridge, "up"]):
+            subprocess.run(cmd, check=True, capture_output=True, text=True)
+        return net
+
+    def host(self, name: str) -> Host:
+        """A host at 10.214.<index>.<n> on this network (n = 2, 3, ...)."""
+        n = len(self.hosts) + 2
+        netns, link = f"{name}-{os.getpid()}", f"tv{n}-{os.getpid() % 100000}"
+        host = Host(netns, f"{self.prefix}.{n}", f"{self.prefix}.1", link)
+        host.remove()
+        for cmd in (["ip", "netns", "add", netns],
+                    ["ip", "link", "add", link, "type", "veth", "peer", "name", "eth0", "netns", netns],
+                    ["ip", "link", "set", link, "master", self.bridge], ["ip", "link", "set", link, "up"],
+                    *(["ip", "netns", "exec", netns, *c] for c in (["ip", "addr", "add", f"{host.ip}/24", "dev", "eth0"],
+                                                                   ["ip", "link", "set", "eth0", "up"],
+                                                                   ["ip", "link", "set", "lo", "up"]))):
+            subprocess.run(cmd, check=True, capture_output=True, text=True)
+        self.hosts.append(host)
+        return host
+
+    def remove(self) -> None:
+        for host in self.hosts:
+            host.remove()
+        subprocess.run(["ip", "link", "del", self.bridge], capture_output=True)

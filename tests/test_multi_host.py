@@ -1,0 +1,202 @@
+"""A run across separate hosts (issue 27 item 5): hosts made of network and mount namespaces on one switch
+(tests/hosts.py `Network`), each seeing only its own files:
+
+- the client: the test itself, with the dataset, the clips of a `files:` system and the voice prompts;
+- a scheduler host: the Dask scheduler and a Prefect server;
+- an S3 host: moto's S3-compatible server;
+- two worker hosts, one declaring the Dask resource GPU=1, neither seeing the client's folder (a tmpfs over it);
+- a vendor host: a fake paid TTS API (tests/serve_fake.py) that counts what it would bill.
+
+The run's results are compared key by key with the same command on one host (the session's shared cluster and a
+local store), and the vendor's bill says that no paid call was made twice.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests.conftest import BIN, ROOT, _stop, demo_items, run_cli, wait_http
+from tests.hosts import Host, Network
+from ttseval.core.telemetry import TELEMETRY_OFF
+
+S3_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing-secret", "AWS_REGION": "us-east-1"}
+ITEMS = ["emo-a-d0", "que-a-d0", "for-a-d0"]
+
+
+@dataclass
+class Lan:
+    net: Network
+    client_files: Path
+    hosts: dict[str, Host]
+    procs: list[subprocess.Popen] = field(default_factory=list)
+
+    @property
+    def scheduler(self) -> str:
+        return f"tcp://{self.hosts['scheduler'].ip}:8786"
+
+    @property
+    def prefect_api(self) -> str:
+        return f"http://{self.hosts['scheduler'].ip}:4200/api"
+
+    @property
+    def s3_endpoint(self) -> str:
+        return f"http://{self.hosts['s3'].ip}:5000"
+
+    @property
+    def vendor_url(self) -> str:
+        return f"http://{self.hosts['vendor'].ip}:8000"
+
+    def vendor_counters(self) -> dict:
+        with urllib.request.urlopen(self.vendor_url + "/_counters", timeout=10) as r:
+            return json.loads(r.read())
+
+    def client_env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("TTSEVAL_", "AWS_", "PREFECT_API"))}
+        return env | {"PYTHONPATH": str(ROOT), **TELEMETRY_OFF, "TTSEVAL_DASK_ADDRESS": self.scheduler,
+                      "PREFECT_API_URL": self.prefect_api, **S3_CREDENTIALS, "AWS_ENDPOINT_URL": self.s3_endpoint}
+
+
+def _wait_tcp(host: str, port: int, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection((host, port), timeout=2).close()
+            return
+        except OSError:
+            time.sleep(0.3)
+    raise RuntimeError(f"{host}:{port} did not accept a connection within {timeout_s} s")
+
+
+@pytest.fixture(scope="module")
+def lan(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lan]:
+    """The five hosts and their servers; yields when both workers have joined the scheduler."""
+    import boto3
+    from distributed import Client
+
+    from ttseval.core.config import Settings
+    from ttseval.flows.runner import local_cluster_kwargs
+    from ttseval.providers import MODEL_THREADS_VARIABLE
+
+    net = Network.make(100 + os.getpid() % 100)
+    client_files = tmp_path_factory.mktemp("lan-client")
+    lan = Lan(net, client_files, {})
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("TTSEVAL_", "AWS_", "PREFECT_API"))}
+    base |= {"PYTHONPATH": str(ROOT), **TELEMETRY_OFF, "DASK_LOGGING__DISTRIBUTED": "warning"}
+    logs = []
+
+    def start(host: Host, name: str, argv: list[str], env: dict[str, str]) -> None:
+        folder = tmp_path_factory.mktemp(f"lan-{name}")
+        log = open(folder / f"{name}.log", "w")
+        logs.append(log)
+        lan.procs.append(host.spawn(argv, hide=[client_files], env=env, cwd=folder, log=log))
+
+    try:
+        for name in ("scheduler", "s3", "worker-a", "worker-b", "vendor"):
+            lan.hosts[name] = net.host(f"tt{name[:3]}{name[-1]}")
+        sched = lan.hosts["scheduler"]
+        home = tmp_path_factory.mktemp("lan-prefect-home")
+        start(sched, "prefect", [str(BIN / "prefect"), "server", "start", "--host", "0.0.0.0", "--port", "4200"],
+              base | {"PREFECT_HOME": str(home), "PREFECT_UI_ENABLED": "false"})
+        start(sched, "scheduler", [str(BIN / "dask"), "scheduler", "--host", sched.ip, "--port", "8786",
+                                   "--dashboard-address", "127.0.0.1:0"], base)
+        start(lan.hosts["s3"], "s3", [str(BIN / "moto_server"), "-H", "0.0.0.0", "-p", "5000"], base)
+        start(lan.hosts["vendor"], "vendor", [str(BIN / "python"), "-m", "tests.serve_fake", "openai-speech", "8000"],
+              base | {"PYTHONPATH": str(ROOT)})
+        # the workers: the store's credentials of their own (as a worker holds them, never from the run), the
+        # shared cluster's model threads, so their results can be compared with a run there
+        share = local_cluster_kwargs(Settings.model_construct())["env"][MODEL_THREADS_VARIABLE]
+        worker_env = base | S3_CREDENTIALS | {"AWS_ENDPOINT_URL": lan.s3_endpoint, MODEL_THREADS_VARIABLE: share}
+        for name, extra in (("worker-a", []), ("worker-b", ["--resources", "GPU=1"])):
+            host = lan.hosts[name]
+            folder = tmp_path_factory.mktemp(f"lan-{name}-dir")
+            start(host, name, [str(BIN / "dask"), "worker", lan.scheduler, "--host", host.ip, "--nworkers", "1",
+                               "--nthreads", "1", "--no-dashboard", "--local-directory", str(folder), *extra],
+                  worker_env)
+        wait_http(lan.prefect_api + "/health", 120)
+        wait_http(lan.s3_endpoint, 60)
+        _wait_tcp(lan.hosts["vendor"].ip, 8000, 60)
+        with Client(lan.scheduler, timeout=60, set_as_default=False) as client:
+            client.wait_for_workers(2, timeout=180)
+            resources = {w["host"]: w.get("resources", {}) for w in client.scheduler_info()["workers"].values()}
+        assert resources == {lan.hosts["worker-a"].ip: {}, lan.hosts["worker-b"].ip: {"GPU": 1}}, resources
+        boto3.client("s3", endpoint_url=lan.s3_endpoint, **{"aws_access_key_id": "testing",
+                     "aws_secret_access_key": "testing-secret", "region_name": "us-east-1"}).create_bucket(Bucket="lan")
+        yield lan
+    finally:
+        for proc in reversed(lan.procs):
+            _stop(proc)
+        for log in logs:
+            log.close()
+        net.remove()
+
+
+def test_an_evaluate_across_separate_hosts_equals_the_same_run_on_one_host(
+        lan: Lan, shared_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """From the client: `files:` clips and voice prompts only on the client's disk, espeak-ng, and a paid system on
+    the vendor's host. Every row completes; each per-key result (clip SHA-256, transcript, WER, CER, MOS, speaker
+    similarity to the prompt) equals the one-host run's; the vendor billed each item once per run that had to
+    make it (3 here, 3 for the one-host run with its own store), and a second run on the hosts, computing nothing,
+    billed nothing."""
+    from ttseval.core.store import ArtifactStore
+
+    files = lan.client_files
+    rows = demo_items(files / "lan.jsonl", ITEMS)
+    (files / "clips").mkdir()
+    (files / "prompts").mkdir()
+    for r in rows:
+        subprocess.run(["flite", "-voice", "slt", "-t", r["text"], "-o", str(files / "clips" / f"{r['item_id']}.wav")],
+                       check=True)
+    for r in rows[:2]:  # two items carry a voice prompt: the similarity stage compares each clip with it
+        subprocess.run(["flite", "-voice", "kal", "-t", "A voice to imitate, said once.",
+                        "-o", str(files / "prompts" / f"{r['item_id']}.wav")], check=True)
+        r |= {"prompt_audio_uri": f"prompts/{r['item_id']}.wav", "prompt_text": "A voice to imitate, said once."}
+    (files / "lan.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    paid = f"openai:af_bella:base_url={lan.vendor_url}/v1:model=kokoro"
+    args = ["evaluate", "--dataset", "lan.jsonl", "--systems", f"files:mine:dir=clips,espeak-ng:en-us,{paid}",
+            "--judges", ""]
+
+    hosts = run_cli([*args, "--store", "s3://lan/ttseval", "--new-store", "--run-id", "h1"], lan.client_env(),
+                    cwd=files)
+    assert hosts.returncode == 0, hosts.stderr[-4000:]
+    assert lan.vendor_counters()["paid_calls"] == 3
+    one = run_cli([*args, "--store", str(files / "one-host"), "--run-id", "o1"], shared_env, cwd=files)
+    assert one.returncode == 0, one.stderr[-4000:]
+    again = run_cli([*args, "--store", "s3://lan/ttseval", "--run-id", "h2"], lan.client_env(), cwd=files)
+    assert again.returncode == 0, again.stderr[-4000:]
+    counters = lan.vendor_counters()
+    assert counters["paid_calls"] == 6  # 3 for the hosts' store, 3 for the one-host store, none for the re-run
+    assert sorted(counters["paid_keys"]) == sorted([r["text"] for r in rows] * 2)
+
+    for k, v in (S3_CREDENTIALS | {"AWS_ENDPOINT_URL": lan.s3_endpoint}).items():
+        monkeypatch.setenv(k, v)
+    on_hosts, on_one = ArtifactStore("s3://lan/ttseval"), ArtifactStore(str(files / "one-host"))
+    keys = {"synthesis": (["item_id", "system_id"], ["system_spec", "status", "audio_sha256"], 9),
+            "transcripts": (["item_id", "system_id", "asr_id"], ["status", "hypothesis", "wer", "cer"], 9),
+            "quality": (["item_id", "system_id", "quality_id"], ["status", "mos"], 9),
+            "similarity": (["item_id", "system_id", "encoder_id"], ["status", "reference", "similarity"], 6)}
+    synthesis = on_hosts.read("h1", "synthesis")
+    paid_id = synthesis.loc[synthesis["system_spec"] == paid, "system_id"].iloc[0]
+    for table, (key, values, count) in keys.items():
+        for run_id in ("h1", "h2"):
+            a = on_hosts.read(run_id, table).set_index(key).sort_index()[values]
+            b = on_one.read("o1", table).set_index(key).sort_index()[values]
+            # the fake vendor's audio is a tone: Resemblyzer finds no speech in it, a final row on either side
+            toned = (a.index.get_level_values("system_id") == paid_id) & (table == "similarity")
+            assert len(a) == count and a.loc[~toned, "status"].eq("ok").all(), (run_id, table, a.to_string())
+            assert a.loc[toned, "status"].eq("failed").all() and toned.sum() == (2 if table == "similarity" else 0)
+            pd.testing.assert_frame_equal(a, b, check_exact=True, obj=f"{table} of {run_id}")
+    specs = set(on_hosts.read("h1", "synthesis")["system_spec"])
+    assert specs == {"files:mine", "espeak-ng:en-us", paid}, specs  # the files system by its label, no path
+    report = on_hosts.read_bytes("runs/h1/report.md").decode()
+    assert "files:mine" in report and str(files) not in report
