@@ -65,6 +65,9 @@ class SeedTTSSimOptions(BaseModel):
     device: TorchDevice = "auto"
 
 
+CODE_REVISION = "seedtts-sim-1"  # bump when the head, the key mapping or the preprocessing changes
+
+
 def wavlm_key(key: str, positional_weight: tuple[str, str]) -> str | None:
     """The transformers WavLMModel key of a UniSpeech/fairseq WavLM key (without `feature_extract.model.`), or None
     for a tensor inference does not use (`mask_emb`, pre-training heads). `positional_weight` names transformers'
@@ -215,7 +218,9 @@ class SeedTTSSimEncoder:
     gpu: ClassVar[bool] = True  # device=auto / cuda
     extra: ClassVar[str | None] = "models"
     output_sample_rate_hz: ClassVar[int | None] = None
-    version: ClassVar[str] = EngineVersion(lambda: package_version("transformers"))
+    # the head and the key mapping are this file's code: a change to either is a new CODE_REVISION, so cached
+    # embeddings are not reused across it (the rest of the version is transformers', which runs WavLM)
+    version: ClassVar[str] = EngineVersion(lambda: f"{CODE_REVISION}+transformers-{package_version('transformers')}")
     requires: ClassVar[tuple[str, ...]] = ()
     imports: ClassVar[tuple[str, ...]] = ("torch", "transformers")
     batch_size: ClassVar[int] = 8
