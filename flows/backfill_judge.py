@@ -33,12 +33,17 @@ from ttseval.core.registry import Spec
 
 def stored_baseline(store: Any, run_id: str, system_ids: list[str]) -> str:
     """The baseline the run was judged against before (its rows against the baseline: judge_pairs all / sampled
-    store other pairs too), else its first system."""
+    store other pairs too), else the baseline its evaluate recorded (its first system unless --baseline named
+    another), else the first system synthesized. Not the first synthesized before the record: on a cluster, which
+    system's clip lands first is a race, and a run judged on two clusters would get two baselines."""
     from ttseval.metrics.winrate import against_baseline
 
     judgments = against_baseline(store.read(run_id, "judgments"))
     if not judgments.empty:
         return judgments["baseline_id"].value_counts().index[0]
+    recorded = (store.run_log(run_id) or {}).get("baseline")
+    if recorded and Spec.parse(recorded).id in system_ids:
+        return Spec.parse(recorded).id
     return system_ids[0]
 
 
@@ -79,8 +84,8 @@ def backfill_judge(run_id: str, judge: str, store: str | None = None, baseline: 
         run_id: an existing run in the store.
         judge: the judge spec to add.
         store: artifact store URI; default from settings.
-        baseline: baseline system spec (pairwise); default the baseline the run was judged against, else its first
-            system.
+        baseline: baseline system spec (pairwise); default the baseline the run was judged against, else the one its
+            evaluate recorded (stored_baseline).
         kind: `pairwise` (each candidate against the baseline, or the pairs the setting judge_pairs asks for) or
             `instruction` (InstructTTSEval: does each clip follow its item's instruction).
         systems: only these systems (specs or ids) as candidates; default all of the run's.

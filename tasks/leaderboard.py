@@ -15,7 +15,6 @@ with its BCa interval over items and the rank by lower bound.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pandas as pd
@@ -26,15 +25,8 @@ from ttseval.core.config import Settings
 
 
 def _latest_logs(store: Any) -> list[dict[str, Any]]:
-    import pyarrow.fs as pafs
-
-    logs = []
-    for run_id in store.runs():
-        infos = store.fs.get_file_info(pafs.FileSelector(store.path(f"runs/{run_id}/log"), allow_not_found=True))
-        names = sorted(i.base_name for i in infos if i.type == pafs.FileType.File and i.base_name.endswith(".json"))
-        if names and store.part_files(run_id, "report"):
-            logs.append(json.loads(store.read_bytes(f"runs/{run_id}/log/{names[-1]}")))
-    return logs
+    """Each reported run's latest record (ArtifactStore.run_log)."""
+    return [log for run_id in store.runs() if store.part_files(run_id, "report") and (log := store.run_log(run_id))]
 
 
 def cross_run_rankings(store: Any, runs: dict[str, dict[str, str]], settings: Settings) -> dict[str, pd.DataFrame]:

@@ -159,3 +159,23 @@ def test_gemini_backfill_sends_only_the_chosen_depth_and_the_chosen_baselines_cl
     g = judgments(store)
     g = g[g["judge_spec"] == Spec.parse(spec).canonical]
     assert sorted(zip(g["item_id"], g["system_id"])) == sorted(sent) and set(g["baseline_id"]) == {slt}
+
+
+def test_without_verdicts_the_default_baseline_is_the_one_the_evaluate_recorded(tmp_path: Path) -> None:
+    """A run judged by nobody yet: the backfill's baseline is the one its evaluate recorded (runs/<id>/log), not
+    the system whose clip was stored first. On a cluster that is a race: the five-host test
+    (tests/test_multi_host.py) got espeak-ng there and files:mine on one host for the same command."""
+    import json
+
+    from ttseval.core.store import ArtifactStore
+    from ttseval.flows.backfill_judge import stored_baseline
+
+    store = ArtifactStore(str(tmp_path / "store"))
+    landed_first = [Spec.parse("flite:slt").id, Spec.parse("espeak-ng:en-us").id]  # flite's clip was stored first
+    assert store.run_log("r") is None
+    assert stored_baseline(store, "r", landed_first) == landed_first[0]  # no record (a run stored before it)
+    for started, baseline in (("20261126T010000000000", "flite:slt"), ("20261126T020000000000", "espeak-ng:en-us")):
+        store.write_bytes(f"runs/r/log/{started}.json", json.dumps({"run_id": "r", "baseline": baseline}).encode())
+    assert store.run_log("r") == {"run_id": "r", "baseline": "espeak-ng:en-us"}  # the latest record
+    assert stored_baseline(store, "r", landed_first) == Spec.parse("espeak-ng:en-us").id
+    assert stored_baseline(store, "r", landed_first[:1]) == landed_first[0]  # recorded, but not among its clips

@@ -147,7 +147,7 @@ def test_an_evaluate_across_separate_hosts_equals_the_same_run_on_one_host(
     the vendor's host. Every row completes; each per-key result (clip SHA-256, transcript, WER, CER, MOS, speaker
     similarity to the prompt) equals the one-host run's; the vendor billed each item once per run that had to
     make it (3 here, 3 for the one-host run with its own store), and a second run on the hosts, computing nothing,
-    billed nothing."""
+    billed nothing. A backfill-judge over the stored clips gives the same verdicts on the hosts as on one host."""
     from ttseval.core.store import ArtifactStore
 
     files = lan.client_files
@@ -196,6 +196,17 @@ def test_an_evaluate_across_separate_hosts_equals_the_same_run_on_one_host(
             assert len(a) == count and a.loc[~toned, "status"].eq("ok").all(), (run_id, table, a.to_string())
             assert a.loc[toned, "status"].eq("failed").all() and toned.sum() == (2 if table == "similarity" else 0)
             pd.testing.assert_frame_equal(a, b, check_exact=True, obj=f"{table} of {run_id}")
+    # a new judge over the stored clips (backfill-judge), on the hosts and on one host: the same verdicts
+    backfill = ["backfill-judge", "--judge", "objective", "--run-id"]
+    judged = run_cli([*backfill, "h1", "--store", "s3://lan/ttseval"], lan.client_env(), cwd=files)
+    assert judged.returncode == 0, judged.stderr[-4000:]
+    judged_one = run_cli([*backfill, "o1", "--store", str(files / "one-host")], shared_env, cwd=files)
+    assert judged_one.returncode == 0, judged_one.stderr[-4000:]
+    verdicts = ["status", "winner", "candidate_first", "score_candidate", "score_baseline"]
+    a = on_hosts.read("h1", "judgments").set_index(["item_id", "system_id", "judge_id"]).sort_index()[verdicts]
+    b = on_one.read("o1", "judgments").set_index(["item_id", "system_id", "judge_id"]).sort_index()[verdicts]
+    assert len(a) == 6 and a["status"].eq("ok").all() and a["winner"].notna().all(), a.to_string()
+    pd.testing.assert_frame_equal(a, b, check_exact=True, obj="judgments")
     specs = set(on_hosts.read("h1", "synthesis")["system_spec"])
     assert specs == {"files:mine", "espeak-ng:en-us", paid}, specs  # the files system by its label, no path
     report = on_hosts.read_bytes("runs/h1/report.md").decode()

@@ -318,7 +318,8 @@ def add_backfill_judge(sub) -> None:
     add_store(bf)
     bf.add_argument("--run-id", required=True)
     bf.add_argument("--judge", required=True, help="judge spec, e.g. gemini:gemini-2.5-pro or objective:cer_margin=0.05")
-    bf.add_argument("--baseline", default=None, help="default: the run's earlier baseline, else its first system")
+    bf.add_argument("--baseline", default=None,
+                    help="default: the baseline the run was judged against, else the one its evaluate recorded")
     bf.add_argument("--kind", choices=("pairwise", "instruction"), default="pairwise",
                     help="pairwise comparisons against the baseline, or instruction following (InstructTTSEval)")
     bf.add_argument("--systems", type=csv_list, default=None, help="only these systems (comma-separated specs)")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import re
 import uuid
@@ -309,3 +310,9 @@ class ArtifactStore:
     def runs(self) -> list[str]:
         infos = self._info(pafs.FileSelector(self.path("runs"), allow_not_found=True))
         return sorted(i.base_name for i in infos if i.type == pafs.FileType.Directory)
+
+    def run_log(self, run_id: str) -> dict[str, Any] | None:
+        """The latest record an evaluate wrote of this run (runs/<id>/log/<started>.json: its systems, baseline,
+        settings), or None when it has none."""
+        names = sorted(name for name in self.listing(f"runs/{run_id}/log") if name.endswith(".json") and "/" not in name)
+        return json.loads(self.read_bytes(f"runs/{run_id}/log/{names[-1]}")) if names else None
