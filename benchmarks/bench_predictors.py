@@ -93,7 +93,8 @@ def worker(specs: list[str], count: int, seconds: float, shards: int, in_memory:
 
     settings = Settings(models_in_memory=in_memory)
     clips = _clips(count, seconds)
-    kinds = {"sherpa-onnx": "speaker", "speechbrain-ecapa": "speaker", "speechbrain-lid": "lid", "seedtts-sim": "speaker"}
+    kinds = {"sherpa-onnx": "speaker", "speechbrain-ecapa": "speaker", "speechbrain-lid": "lid",
+             "seedtts-sim": "speaker"}
     digest = hashlib.sha256()
     started = time.perf_counter()
     for _ in range(shards):

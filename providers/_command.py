@@ -20,8 +20,8 @@ lines of its stderr: the next run asks again, as for any failure that is not the
 The command runs without our PYTHONPATH, PYTHONHOME and VIRTUAL_ENV, so another venv's Python sees only its own
 packages, and without the worker's credentials (variables named like `*_API_KEY`, `*_KEY`, `*_SECRET*`, `*_TOKEN`,
 `*PASSWORD*`: the vendors' keys, the store's secret): a scorer reads clips and writes scores, and a key it never holds
-cannot end up in its logs. The spec (and so the output id) holds the command; its version and model, from `describe`, go into the
-cache key and the log.
+cannot end up in its logs. The spec (and so the output id) holds the command; its version and model, from `describe`,
+go into the cache key and the log.
 """
 
 from __future__ import annotations
