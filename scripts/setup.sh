@@ -51,6 +51,13 @@ python_env() {
   "$VENV/bin/python" -m pip install -q $TORCH_PIP_ARGS "$TORCH_SPEC"
   "$VENV/bin/python" -m pip install -q -c constraints.txt -e ".[all]"
   "$VENV/bin/python" -m pip install -q --no-deps -r requirements-nodeps.txt  # why: that file's comments
+  # librosa's modules compile their numba helpers when first imported and cache them in site-packages; processes
+  # importing them for the first time at once (a cluster's workers, the test workers) can leave a helper's two cache
+  # files from different compilations, and a later call segfaults (numba#10128, librosa#1998: a test worker crashed
+  # in librosa.pyin). So every module is imported once here, before any of those (about a minute).
+  "$VENV/bin/python" -c "import importlib, pkgutil, librosa
+for m in pkgutil.walk_packages(librosa.__path__, 'librosa.'):
+    '_cython' in m.name or importlib.import_module(m.name)"
   echo "$stamp" > "$VENV/.ttseval-installed"
 }
 
