@@ -49,6 +49,15 @@ def _peak_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
+KINDS = {"sherpa-onnx": "speaker", "speechbrain-ecapa": "speaker", "speechbrain-lid": "lid", "seedtts-sim": "speaker"}
+"""Each predictor's stage kind (the rest are MOS predictors, "quality"), and the method each kind is run by."""
+RUN = {"speaker": "embed", "lid": "identify", "quality": "score"}
+
+
+def _kind(spec: str) -> str:
+    return KINDS.get(spec.split(":")[0], "quality")
+
+
 def child(specs: list[str], count: int, seconds: float) -> None:
     """Load every spec, then score the clips with each: one JSON line per spec and one for the process."""
     from ttseval.core.registry import LIDS, QUALITY, SPEAKERS
@@ -58,12 +67,8 @@ def child(specs: list[str], count: int, seconds: float) -> None:
     models = []
     for spec in specs:
         started = time.perf_counter()
-        registry = {"sherpa-onnx": SPEAKERS, "speechbrain-ecapa": SPEAKERS, "speechbrain-lid": LIDS,
-                    "seedtts-sim": SPEAKERS}.get(
-            spec.split(":")[0], QUALITY)
-        model = registry.build(spec)
-        run = {SPEAKERS: getattr(model, "embed", None), LIDS: getattr(model, "identify", None)}.get(
-            registry, getattr(model, "score", None))
+        model = {"speaker": SPEAKERS, "lid": LIDS, "quality": QUALITY}[_kind(spec)].build(spec)
+        run = getattr(model, RUN[_kind(spec)])
         run(clips[:1])  # loads the weights
         models.append((spec, run, time.perf_counter() - started))
     for spec, run, load_s in models:
@@ -93,15 +98,13 @@ def worker(specs: list[str], count: int, seconds: float, shards: int, in_memory:
 
     settings = Settings(models_in_memory=in_memory)
     clips = _clips(count, seconds)
-    kinds = {"sherpa-onnx": "speaker", "speechbrain-ecapa": "speaker", "speechbrain-lid": "lid",
-             "seedtts-sim": "speaker"}
     digest = hashlib.sha256()
     started = time.perf_counter()
     for _ in range(shards):
         for spec in specs:
-            kind = kinds.get(spec.split(":")[0], "quality")
+            kind = _kind(spec)
             model = get_provider(kind, spec, settings)
-            run = {"speaker": "embed", "lid": "identify"}.get(kind, "score")
+            run = RUN[kind]
             digest.update(repr(getattr(model, run)(clips)).encode())
             del model
     print(json.dumps({"peak_mib": round(_peak_mib(), 1), "wall_s": round(time.perf_counter() - started, 2),

@@ -42,9 +42,8 @@ def stored_baseline(store: Any, run_id: str, system_ids: list[str]) -> str:
     if not judgments.empty:
         return judgments["baseline_id"].value_counts().index[0]
     recorded = (store.run_log(run_id) or {}).get("baseline")
-    if recorded and Spec.parse(recorded).id in system_ids:
-        return Spec.parse(recorded).id
-    return system_ids[0]
+    recorded_id = Spec.parse(recorded).id if recorded else None
+    return recorded_id if recorded_id in system_ids else system_ids[0]
 
 
 def subset_items(store: Any, run_id: str, categories: list[str] | None, depths: list[int] | None,

@@ -29,15 +29,22 @@ class Host:
     @classmethod
     def make(cls, name: str, index: int) -> "Host":
         """A host 10.213.<index>.2 joined to the client's 10.213.<index>.1 (index 0-255, unique among live hosts)."""
-        netns, link = f"{name}-{os.getpid()}", f"tt{index}-{os.getpid() % 100000}"
-        host = cls(netns, f"10.213.{index}.2", f"10.213.{index}.1", link)
+        link = f"tt{index}-{os.getpid() % 100000}"
+        return cls._build(name, link, f"10.213.{index}.2", f"10.213.{index}.1", 30,
+                          ["ip", "addr", "add", f"10.213.{index}.1/30", "dev", link])
+
+    @classmethod
+    def _build(cls, name: str, link: str, ip: str, peer_ip: str, prefix_len: int, attach: list[str]) -> "Host":
+        """The namespace `name`-<pid> at `ip`/`prefix_len`, its eth0 the peer of `link`, which `attach` joins to the
+        client's side (an address of its own, or a bridge)."""
+        host = cls(f"{name}-{os.getpid()}", ip, peer_ip, link)
         host.remove()  # a namespace left by a killed earlier session of this pid
-        for cmd in (["ip", "netns", "add", netns],
-                    ["ip", "link", "add", link, "type", "veth", "peer", "name", "eth0", "netns", netns],
-                    ["ip", "addr", "add", f"{host.peer_ip}/30", "dev", link], ["ip", "link", "set", link, "up"],
-                    *(["ip", "netns", "exec", netns, *c] for c in (["ip", "addr", "add", f"{host.ip}/30", "dev", "eth0"],
-                                                                   ["ip", "link", "set", "eth0", "up"],
-                                                                   ["ip", "link", "set", "lo", "up"]))):
+        for cmd in (["ip", "netns", "add", host.name],
+                    ["ip", "link", "add", link, "type", "veth", "peer", "name", "eth0", "netns", host.name],
+                    attach, ["ip", "link", "set", link, "up"],
+                    *(["ip", "netns", "exec", host.name, *c] for c in (
+                        ["ip", "addr", "add", f"{ip}/{prefix_len}", "dev", "eth0"], ["ip", "link", "set", "eth0", "up"],
+                        ["ip", "link", "set", "lo", "up"]))):
             subprocess.run(cmd, check=True, capture_output=True, text=True)
         return host
 
@@ -81,16 +88,9 @@ class Network:
     def host(self, name: str) -> Host:
         """A host at 10.214.<index>.<n> on this network (n = 2, 3, ...)."""
         n = len(self.hosts) + 2
-        netns, link = f"{name}-{os.getpid()}", f"tv{n}-{os.getpid() % 100000}"
-        host = Host(netns, f"{self.prefix}.{n}", f"{self.prefix}.1", link)
-        host.remove()
-        for cmd in (["ip", "netns", "add", netns],
-                    ["ip", "link", "add", link, "type", "veth", "peer", "name", "eth0", "netns", netns],
-                    ["ip", "link", "set", link, "master", self.bridge], ["ip", "link", "set", link, "up"],
-                    *(["ip", "netns", "exec", netns, *c] for c in (["ip", "addr", "add", f"{host.ip}/24", "dev", "eth0"],
-                                                                   ["ip", "link", "set", "eth0", "up"],
-                                                                   ["ip", "link", "set", "lo", "up"]))):
-            subprocess.run(cmd, check=True, capture_output=True, text=True)
+        link = f"tv{n}-{os.getpid() % 100000}"
+        host = Host._build(name, link, f"{self.prefix}.{n}", f"{self.prefix}.1", 24,
+                           ["ip", "link", "set", link, "master", self.bridge])
         self.hosts.append(host)
         return host
 
