@@ -39,7 +39,20 @@ class Lan:
     net: Network
     client_files: Path
     hosts: dict[str, Host]
+    base: dict[str, str]  # what every process on a host starts with: this machine's, less our settings and keys
+    tmp: pytest.TempPathFactory
     procs: list[subprocess.Popen] = field(default_factory=list)
+    logs: list = field(default_factory=list)
+
+    def log_tail(self, name: str, chars: int = 4000) -> str:
+        return next(Path(log.name) for log in self.logs if Path(log.name).stem == name).read_text()[-chars:]
+
+    def start(self, host: Host, name: str, argv: list[str], env: dict[str, str]) -> None:
+        """Run `argv` on `host` in a folder of its own, not seeing the client's files; stopped with the hosts."""
+        folder = self.tmp.mktemp(f"lan-{name}")
+        log = open(folder / f"{name}.log", "w")
+        self.logs.append(log)
+        self.procs.append(host.spawn(argv, hide=[self.client_files], env=env, cwd=folder, log=log))
 
     @property
     def scheduler(self) -> str:
@@ -88,18 +101,11 @@ def lan(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lan]:
     from ttseval.flows.runner import local_cluster_kwargs
     from ttseval.providers import MODEL_THREADS_VARIABLE
 
-    net = Network.make(100 + os.getpid() % 100)
-    client_files = tmp_path_factory.mktemp("lan-client")
-    lan = Lan(net, client_files, {})
     base = {k: v for k, v in os.environ.items() if not k.startswith(("TTSEVAL_", "AWS_", "PREFECT_API"))}
     base |= {"PYTHONPATH": str(ROOT), **TELEMETRY_OFF, "DASK_LOGGING__DISTRIBUTED": "warning"}
-    logs = []
-
-    def start(host: Host, name: str, argv: list[str], env: dict[str, str]) -> None:
-        folder = tmp_path_factory.mktemp(f"lan-{name}")
-        log = open(folder / f"{name}.log", "w")
-        logs.append(log)
-        lan.procs.append(host.spawn(argv, hide=[client_files], env=env, cwd=folder, log=log))
+    net = Network.make(100 + os.getpid() % 100)
+    lan = Lan(net, tmp_path_factory.mktemp("lan-client"), {}, base, tmp_path_factory)
+    start = lan.start
 
     try:
         for name in ("scheduler", "s3", "worker-a", "worker-b", "vendor"):
@@ -136,7 +142,7 @@ def lan(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lan]:
     finally:
         for proc in reversed(lan.procs):
             _stop(proc)
-        for log in logs:
+        for log in lan.logs:
             log.close()
         net.remove()
 
@@ -166,17 +172,18 @@ def test_an_evaluate_across_separate_hosts_equals_the_same_run_on_one_host(
     args = ["evaluate", "--dataset", "lan.jsonl", "--systems", f"files:mine:dir=clips,espeak-ng:en-us,{paid}",
             "--judges", ""]
 
+    billed = lan.vendor_counters()["paid_calls"]
     hosts = run_cli([*args, "--store", "s3://lan/ttseval", "--new-store", "--run-id", "h1"], lan.client_env(),
                     cwd=files)
     assert hosts.returncode == 0, hosts.stderr[-4000:]
-    assert lan.vendor_counters()["paid_calls"] == 3
+    assert lan.vendor_counters()["paid_calls"] - billed == 3
     one = run_cli([*args, "--store", str(files / "one-host"), "--run-id", "o1"], shared_env, cwd=files)
     assert one.returncode == 0, one.stderr[-4000:]
     again = run_cli([*args, "--store", "s3://lan/ttseval", "--run-id", "h2"], lan.client_env(), cwd=files)
     assert again.returncode == 0, again.stderr[-4000:]
     counters = lan.vendor_counters()
-    assert counters["paid_calls"] == 6  # 3 for the hosts' store, 3 for the one-host store, none for the re-run
-    assert sorted(counters["paid_keys"]) == sorted([r["text"] for r in rows] * 2)
+    assert counters["paid_calls"] - billed == 6  # 3 for the hosts' store, 3 for the one-host store, none for the re-run
+    assert sorted(counters["paid_keys"][billed:]) == sorted([r["text"] for r in rows] * 2)
 
     for k, v in (S3_CREDENTIALS | {"AWS_ENDPOINT_URL": lan.s3_endpoint}).items():
         monkeypatch.setenv(k, v)
@@ -211,3 +218,63 @@ def test_an_evaluate_across_separate_hosts_equals_the_same_run_on_one_host(
     assert specs == {"files:mine", "espeak-ng:en-us", paid}, specs  # the files system by its label, no path
     report = on_hosts.read_bytes("runs/h1/report.md").decode()
     assert "files:mine" in report and str(files) not in report
+
+
+def test_a_nightly_deployment_picked_up_by_a_process_worker_on_another_host_equals_the_night_on_one_host(
+        lan: Lan, shared_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The deployments registered on the scheduler host's Prefect server; a Prefect process worker on a sixth host
+    (the repository and a dataset folder of its own, the store's credentials, no client files) picks up a run of
+    the nightly deployment started from the client, as the nightly schedule starts one, and the flow fans out on
+    the Dask workers. Its per-key results equal `ttseval nightly` with the same parameters on one host, and the
+    vendor billed each item once per store."""
+    from prefect.deployments import run_deployment
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from ttseval.core.store import ArtifactStore
+    from ttseval.deployments.register import register
+
+    pool, run_id = "ttseval-lan", "nightly-20261126T020000Z"
+    data = tmp_path_factory.mktemp("lan-runner-data")  # the runner's own disk (the hosts hide only the client's)
+    rows = demo_items(data / "night.jsonl", ITEMS)
+    paid = f"openai:af_bella:base_url={lan.vendor_url}/v1:model=kokoro"
+    systems = ["espeak-ng:en-us", paid]
+    prefect = str(BIN / "prefect")
+    created = subprocess.run([prefect, "--no-prompt", "work-pool", "create", pool, "--type", "process"],
+                             env=lan.base | {"PREFECT_API_URL": lan.prefect_api}, capture_output=True, text=True,
+                             timeout=120)
+    assert created.returncode == 0, created.stdout + created.stderr
+    assert "nightly/nightly" in register(lan.prefect_api, pool, ROOT)
+    runner = lan.net.host("ttrunr")
+    lan.start(runner, "runner", [prefect, "worker", "start", "--pool", pool, "--type", "process", "--name", "runner"],
+              lan.base | S3_CREDENTIALS | {"AWS_ENDPOINT_URL": lan.s3_endpoint, "PREFECT_API_URL": lan.prefect_api,
+                                           "PREFECT_HOME": str(tmp_path_factory.mktemp("lan-runner-home")),
+                                           "TTSEVAL_STORE": "s3://lan/nightly", "TTSEVAL_ALLOW_NEW_STORE": "true",
+                                           "TTSEVAL_DASK_ADDRESS": lan.scheduler, "TTSEVAL_REPO": str(ROOT)})
+    billed = lan.vendor_counters()["paid_calls"]
+    with temporary_settings({PREFECT_API_URL: lan.prefect_api}):
+        flow_run = run_deployment("nightly/nightly", parameters={"dataset": str(data / "night.jsonl"),
+                                  "systems": systems, "run_id": run_id}, timeout=480, poll_interval=2)
+    assert flow_run.state is not None and flow_run.state.is_completed(), (flow_run.state, lan.log_tail("runner"))
+    assert flow_run.work_pool_name == pool
+    assert lan.vendor_counters()["paid_calls"] - billed == 3
+
+    one_store = tmp_path_factory.mktemp("lan-nightly-one-host")
+    one = run_cli(["nightly", "--dataset", str(data / "night.jsonl"), "--systems", ",".join(systems), "--store",
+                   str(one_store), "--run-id", run_id, "--new-store"], shared_env, cwd=one_store)
+    assert one.returncode == 0, one.stderr[-4000:]
+    assert lan.vendor_counters()["paid_calls"] - billed == 6
+    for k, v in (S3_CREDENTIALS | {"AWS_ENDPOINT_URL": lan.s3_endpoint}).items():
+        monkeypatch.setenv(k, v)
+    on_hosts, on_one = ArtifactStore("s3://lan/nightly"), ArtifactStore(str(one_store))
+    keys = {"synthesis": (["item_id", "system_id"], ["system_spec", "status", "audio_sha256"]),
+            "transcripts": (["item_id", "system_id", "asr_id"], ["status", "hypothesis", "wer", "cer"]),
+            "quality": (["item_id", "system_id", "quality_id"], ["status", "mos"]),
+            "judgments": (["item_id", "system_id", "judge_id"], ["status", "winner", "candidate_first"])}
+    for table, (key, values) in keys.items():
+        a = on_hosts.read(run_id, table).set_index(key).sort_index()[values]
+        b = on_one.read(run_id, table).set_index(key).sort_index()[values]
+        assert len(a) == len(rows) * (1 if table == "judgments" else 2), (table, a.to_string())
+        assert a["status"].eq("ok").all(), (table, a.to_string())
+        pd.testing.assert_frame_equal(a, b, check_exact=True, obj=f"{table} of the night")
+    assert on_hosts.read_bytes(f"runs/{run_id}/report.md") and on_hosts.read_bytes(f"runs/{run_id}/nightly.json")
