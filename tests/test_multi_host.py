@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
+import pyarrow.dataset as ds
 import pytest
 
 from tests.conftest import BIN, ROOT, _stop, demo_items, run_cli, wait_http
@@ -32,6 +33,7 @@ from ttseval.core.telemetry import TELEMETRY_OFF
 
 S3_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing-secret", "AWS_REGION": "us-east-1"}
 ITEMS = ["emo-a-d0", "que-a-d0", "for-a-d0"]
+WORKER_TTL = "15s"
 
 
 @dataclass
@@ -41,18 +43,40 @@ class Lan:
     hosts: dict[str, Host]
     base: dict[str, str]  # what every process on a host starts with: this machine's, less our settings and keys
     tmp: pytest.TempPathFactory
-    procs: list[subprocess.Popen] = field(default_factory=list)
+    worker_env: dict[str, str] = field(default_factory=dict)  # base, the store's credentials, model threads
+    procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     logs: list = field(default_factory=list)
 
     def log_tail(self, name: str, chars: int = 4000) -> str:
-        return next(Path(log.name) for log in self.logs if Path(log.name).stem == name).read_text()[-chars:]
+        return [Path(log.name) for log in self.logs if Path(log.name).stem == name][-1].read_text()[-chars:]
 
     def start(self, host: Host, name: str, argv: list[str], env: dict[str, str]) -> None:
         """Run `argv` on `host` in a folder of its own, not seeing the client's files; stopped with the hosts."""
         folder = self.tmp.mktemp(f"lan-{name}")
         log = open(folder / f"{name}.log", "w")
         self.logs.append(log)
-        self.procs.append(host.spawn(argv, hide=[self.client_files], env=env, cwd=folder, log=log))
+        self.procs[name] = host.spawn(argv, hide=[self.client_files], env=env, cwd=folder, log=log)
+
+    def start_worker(self, name: str) -> None:
+        """A Dask worker (one process, one thread) on host `name`; worker-b declares the resource GPU=1."""
+        host = self.hosts[name]
+        extra = ["--resources", "GPU=1"] if name == "worker-b" else []
+        self.start(host, name, [str(BIN / "dask"), "worker", self.scheduler, "--host", host.ip, "--nworkers", "1",
+                                "--nthreads", "1", "--no-dashboard", "--local-directory",
+                                str(self.tmp.mktemp(f"lan-{name}-dir")), *extra], self.worker_env)
+
+    def worker_hosts(self) -> dict[str, dict]:
+        """The scheduler's view: each worker's host address and its resources."""
+        from distributed import Client
+
+        with Client(self.scheduler, timeout=60, set_as_default=False) as client:
+            return {w["host"]: w.get("resources", {}) for w in client.scheduler_info()["workers"].values()}
+
+    def wait_workers(self, n: int) -> None:
+        from distributed import Client
+
+        with Client(self.scheduler, timeout=60, set_as_default=False) as client:
+            client.wait_for_workers(n, timeout=180)
 
     @property
     def scheduler(self) -> str:
@@ -95,8 +119,6 @@ def _wait_tcp(host: str, port: int, timeout_s: float) -> None:
 def lan(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lan]:
     """The five hosts and their servers; yields when both workers have joined the scheduler."""
     import boto3
-    from distributed import Client
-
     from ttseval.core.config import Settings
     from ttseval.flows.runner import local_cluster_kwargs
     from ttseval.providers import MODEL_THREADS_VARIABLE
@@ -114,33 +136,31 @@ def lan(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lan]:
         home = tmp_path_factory.mktemp("lan-prefect-home")
         start(sched, "prefect", [str(BIN / "prefect"), "server", "start", "--host", "0.0.0.0", "--port", "4200"],
               base | {"PREFECT_HOME": str(home), "PREFECT_UI_ENABLED": "false"})
+        # a worker that stops answering is dropped after WORKER_TTL (Dask's default is 5 minutes), and its tasks
+        # go to the others
         start(sched, "scheduler", [str(BIN / "dask"), "scheduler", "--host", sched.ip, "--port", "8786",
-                                   "--dashboard-address", "127.0.0.1:0"], base)
+                                   "--dashboard-address", "127.0.0.1:0"],
+              base | {"DASK_DISTRIBUTED__SCHEDULER__WORKER_TTL": WORKER_TTL})
         start(lan.hosts["s3"], "s3", [str(BIN / "moto_server"), "-H", "0.0.0.0", "-p", "5000"], base)
         start(lan.hosts["vendor"], "vendor", [str(BIN / "python"), "-m", "tests.serve_fake", "openai-speech", "8000"],
               base | {"PYTHONPATH": str(ROOT)})
         # the workers: the store's credentials of their own (as a worker holds them, never from the run), the
         # shared cluster's model threads, so their results can be compared with a run there
         share = local_cluster_kwargs(Settings.model_construct())["env"][MODEL_THREADS_VARIABLE]
-        worker_env = base | S3_CREDENTIALS | {"AWS_ENDPOINT_URL": lan.s3_endpoint, MODEL_THREADS_VARIABLE: share}
-        for name, extra in (("worker-a", []), ("worker-b", ["--resources", "GPU=1"])):
-            host = lan.hosts[name]
-            folder = tmp_path_factory.mktemp(f"lan-{name}-dir")
-            start(host, name, [str(BIN / "dask"), "worker", lan.scheduler, "--host", host.ip, "--nworkers", "1",
-                               "--nthreads", "1", "--no-dashboard", "--local-directory", str(folder), *extra],
-                  worker_env)
+        lan.worker_env = base | S3_CREDENTIALS | {"AWS_ENDPOINT_URL": lan.s3_endpoint, MODEL_THREADS_VARIABLE: share}
+        lan.start_worker("worker-a")
+        lan.start_worker("worker-b")
         wait_http(lan.prefect_api + "/health", 120)
         wait_http(lan.s3_endpoint, 60)
         _wait_tcp(lan.hosts["vendor"].ip, 8000, 60)
-        with Client(lan.scheduler, timeout=60, set_as_default=False) as client:
-            client.wait_for_workers(2, timeout=180)
-            resources = {w["host"]: w.get("resources", {}) for w in client.scheduler_info()["workers"].values()}
+        lan.wait_workers(2)
+        resources = lan.worker_hosts()
         assert resources == {lan.hosts["worker-a"].ip: {}, lan.hosts["worker-b"].ip: {"GPU": 1}}, resources
         boto3.client("s3", endpoint_url=lan.s3_endpoint, **{"aws_access_key_id": "testing",
                      "aws_secret_access_key": "testing-secret", "region_name": "us-east-1"}).create_bucket(Bucket="lan")
         yield lan
     finally:
-        for proc in reversed(lan.procs):
+        for proc in reversed(lan.procs.values()):
             _stop(proc)
         for log in lan.logs:
             log.close()
@@ -278,3 +298,58 @@ def test_a_nightly_deployment_picked_up_by_a_process_worker_on_another_host_equa
         assert a["status"].eq("ok").all(), (table, a.to_string())
         pd.testing.assert_frame_equal(a, b, check_exact=True, obj=f"{table} of the night")
     assert on_hosts.read_bytes(f"runs/{run_id}/report.md") and on_hosts.read_bytes(f"runs/{run_id}/nightly.json")
+
+
+def test_a_worker_host_cut_off_mid_run_loses_no_row_and_bills_no_item_twice(lan: Lan,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 27 item 6, a worker host's link cut mid-run (as a pulled cable): worker-a is cut off once the first
+    transcript is stored. The scheduler drops it after WORKER_TTL and gives its tasks to worker-b; the run completes
+    with every key once in each table, and the vendor billed each item once (what a worker finished was in the store
+    before it was cut). The cut host is then restarted (its worker killed, the link mended, a new worker started),
+    as an operator brings a host back, so the module's cluster is whole again."""
+    import boto3
+
+    from ttseval.core.store import ArtifactStore
+
+    files = lan.client_files / "cut"
+    files.mkdir()
+    rows = demo_items(files / "cut.jsonl", ITEMS)
+    paid = f"openai:af_bella:base_url={lan.vendor_url}/v1:model=kokoro"
+    billed = lan.vendor_counters()["paid_calls"]
+    s3 = boto3.client("s3", endpoint_url=lan.s3_endpoint, aws_access_key_id=S3_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+                      aws_secret_access_key=S3_CREDENTIALS["AWS_SECRET_ACCESS_KEY"], region_name="us-east-1")
+    started = time.monotonic()
+    proc = subprocess.Popen([str(BIN / "ttseval"), "evaluate", "--dataset", "cut.jsonl", "--systems",
+                             f"espeak-ng:en-us,flite:slt,{paid}", "--store", "s3://lan/cut", "--new-store",
+                             "--run-id", "cut", "--shard-size", "1", "--judges", ""],
+                            env=lan.client_env(), cwd=files, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    worker_a = lan.hosts["worker-a"]
+    try:
+        while not s3.list_objects_v2(Bucket="lan", Prefix="cut/runs/cut/transcripts/").get("KeyCount"):
+            assert proc.poll() is None and time.monotonic() - started < 400, "the run ended before the cut"
+            time.sleep(0.2)
+        cut_at = time.monotonic()
+        worker_a.cut()
+        out, _ = proc.communicate(timeout=600)
+        ended = time.monotonic()
+        assert proc.returncode == 0, out[-4000:]
+        assert set(lan.worker_hosts()) == {lan.hosts["worker-b"].ip}  # the scheduler dropped the cut host
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        _stop(lan.procs.pop("worker-a"))  # the host restarted: nothing of the old worker survives
+        worker_a.mend()
+        lan.start_worker("worker-a")
+        lan.wait_workers(2)
+    print(f"cut after {cut_at - started:.1f} s of the run; the run ended {ended - cut_at:.1f} s after the cut")
+    assert lan.vendor_counters()["paid_calls"] - billed == 3
+    for k, v in (S3_CREDENTIALS | {"AWS_ENDPOINT_URL": lan.s3_endpoint}).items():
+        monkeypatch.setenv(k, v)
+    store = ArtifactStore("s3://lan/cut")
+    for table, key in (("synthesis", ["item_id", "system_id"]), ("transcripts", ["item_id", "system_id", "asr_id"]),
+                       ("quality", ["item_id", "system_id", "quality_id"])):
+        # every row of every part, as written (a reader would hide a key written twice)
+        raw = ds.dataset(store.part_files("cut", table), format="parquet", filesystem=store.fs).to_table().to_pandas()
+        assert len(raw) == 3 * len(rows) and not raw.duplicated(key).any(), (table, raw[key].to_string())
+        assert raw["status"].eq("ok").all(), (table, raw.to_string())
