@@ -206,7 +206,8 @@ def shared_env(prefect_api: str, shared_dask: str) -> dict[str, str]:
     (read in the CLI process and handed to the workers in the run's Settings). A test needs its own cluster (plain
     cli_env) when its providers on the worker need environment it sets for its own command (API keys, vendor base
     URLs, AWS_* for an S3 store, settings read on the worker such as cascades), when it passes a relative provider
-    path (a shared worker resolves it in its own folder; a relative --store is made absolute in the CLI's settings), or when it tests the cluster itself."""
+    path (a shared worker resolves it in its own folder; a relative --store is made absolute in the CLI's settings),
+    or when it tests the cluster itself."""
     return cli_env(prefect_api, TTSEVAL_DASK_ADDRESS=shared_dask)
 
 
