@@ -47,7 +47,6 @@ def provider_scenario(tmp: Path) -> tuple:
     from tests.fake_tts import FakeOpenAISpeech, TTSReply
     from ttseval.core.config import load_settings
     from ttseval.core.registry import TTS, Spec
-    from ttseval.core.store import ArtifactStore
 
     faults = {"rate limited": [TTSReply.error(429, "slow down", retry_after="0")],
               "overloaded": [TTSReply.error(503, "busy")] * 2, "reset": [TTSReply(cut_after=100)],
@@ -64,7 +63,7 @@ def provider_scenario(tmp: Path) -> tuple:
         items = [{"item_id": f"p{n}", "text": t, "language": "en", "category": "q", "instruction": None}
                  for n, t in enumerate(texts)]
         settings = load_settings(store=str(tmp / "provider"), retry_backoff_s=0.01, item_retries=2)
-        store = ArtifactStore(settings.store)
+        store = settings.open_store()
         started = time.perf_counter()
         first = synthesize_rows(provider, spec, items, settings, store)
         settled = {i["text"] for i, r in zip(items, first) if not r.get("retryable")}
@@ -92,7 +91,7 @@ def recompute_scenario(tmp: Path) -> tuple:
 
     items = [(f"r{k}", f"plain words number {k}") for k in range(24)]
     settings = settings_for(tmp / "recompute", "BuggyTTS")
-    plan = plan_synthesis(get_store(settings.store), "r", items_frame(items), [SPEC], settings)
+    plan = plan_synthesis(get_store(settings.store, settings.store_wait_s), "r", items_frame(items), [SPEC], settings)
     for shard in plan.shards:
         synthesize_items(settings, "r", shard)
     calls = len(CALLS)

@@ -260,10 +260,9 @@ def read_items(dataset: str, settings: Settings) -> tuple[pd.DataFrame, str, str
     """The items of a file, or of a frozen dataset NAME@VERSION in the store; the sha256 of what was read; and
     what was read (NAME@latest resolved to its version)."""
     from ttseval.corpus import catalog
-    from ttseval.core.store import ArtifactStore
 
     if catalog.is_ref(dataset) and not Path(dataset).exists():
-        ref, items, sha = catalog.resolve(ArtifactStore(settings.store), dataset)
+        ref, items, sha = catalog.resolve(settings.open_store(), dataset)
         validate_items(items, source=ref)
         return canonical_categories(items, settings.categories), sha, ref
     items = load_items(dataset, categories=settings.categories)

@@ -92,7 +92,7 @@ def backfill_judge(run_id: str, judge: str, store: str | None = None, baseline: 
     """
     t0 = time.perf_counter()
     settings = load_settings(store=store)
-    st = get_store(settings.store)
+    st = get_store(settings.store, settings.store_wait_s)
     system_ids, specs = stored_systems(st, run_id)
     judge_spec = check_judges([judge], settings, role=kind)[0]
     check_cluster_reach(settings, [judge_spec])  # on a cluster: its workers reach the API, the store, the judge's files

@@ -87,10 +87,9 @@ def check_confined(items: pd.DataFrame, systems: list[Spec], settings: Settings,
     if roots is None:
         return
     allowed = f"the dataset's folder and the setting allowed_paths: {', '.join(roots) or 'none'}"
-    from ttseval.core.store import ArtifactStore
 
     # the run's own store's audio is always readable: `datasets push` stores a pushed dataset's voice prompts there
-    readable = [*roots, ArtifactStore(settings.store).display("blobs", "audio")]
+    readable = [*roots, settings.open_store().display("blobs", "audio")]
     fix = ("Fix: move the files into the dataset's folder, or have whoever runs the worker add their folder to "
            "allowed_paths (confine_paths confines runs started from a deployment or the UI)")
     problems = []

@@ -75,7 +75,7 @@ def evaluate(
     started, t0 = now(), time.perf_counter()
     settings = load_settings(store=store, shard_size=shard_size, budget_usd=budget_usd, fresh_items=fresh_items)
     log = logger()
-    st = get_store(settings.store)
+    st = get_store(settings.store, settings.store_wait_s)
     checked = preflight_evaluate(dataset, systems, settings, baseline=baseline, judges=judges,
                                  instruction_judges=instruction_judges)  # flows/preflight.py: once per invocation
     # on a cluster: its workers reach the Prefect API, the store and the model files the specs name, or nothing is written

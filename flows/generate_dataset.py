@@ -69,7 +69,7 @@ def generate_dataset(
     if breadth < 0 or breadth_batch < 1:
         raise SpecError("breadth must be >= 0 and breadth_batch >= 1")
     settings = load_settings(store=store)
-    st = get_store(settings.store)
+    st = get_store(settings.store, settings.store_wait_s)
     spec = g.load_spec(categories)
     seed_list = g.read_seeds(seeds, spec)
     refine_llm = refine_llm or llm

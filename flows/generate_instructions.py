@@ -60,7 +60,7 @@ def generate_instructions(
     if not instruction_language.strip():
         raise SpecError("instruction_language is empty; name a language such as English")
     settings = load_settings(store=store, seed=seed)
-    st = get_store(settings.store)
+    st = get_store(settings.store, settings.store_wait_s)
     refs = ins.read_references(references)
     instruct_llm = instruct_llm or caption_llm
     llms = {s: get_provider("llm", s, settings) for s in dict.fromkeys([caption_llm, instruct_llm])}

@@ -58,7 +58,7 @@ def human_eval(run_id: str, step: Literal["export", "analyze"] = "analyze", test
         store: artifact store URI; default from settings.
     """
     settings = load_settings(store=store)
-    st = get_store(settings.store)
+    st = get_store(settings.store, settings.store_wait_s)
     if not st.part_files(run_id, "synthesis"):
         raise SpecError(f"run {run_id!r} is not in store {st.display()}")
     if step == "export":

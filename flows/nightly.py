@@ -116,7 +116,7 @@ def nightly(
         logger().info(f"canary: {len(canary)} items spoken afresh tonight by {', '.join(remote)}")
     result = evaluate(dataset=dataset, systems=systems, store=settings.store, run_id=run_id, baseline=baseline,
                       judges=judges, budget_usd=budget_usd, fresh_items=canary)
-    st = get_store(settings.store)
+    st = get_store(settings.store, settings.store_wait_s)
     versions = provider_versions(st, run_id)
     synthesis = st.read(run_id, "synthesis")
     cache_hits = int(synthesis["cache_hit"].fillna(False).astype(bool).sum())

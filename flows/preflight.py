@@ -100,7 +100,7 @@ def preflight_evaluate(dataset: str, systems: list[str], settings: Settings, *, 
     baseline_spec = Spec.parse(baseline) if baseline else specs[0]
     if baseline_spec.id not in {s.id for s in specs}:
         raise SpecError(f"baseline {baseline_spec.canonical!r} is not one of the systems; add it to --systems")
-    store = ArtifactStore(settings.store)
+    store = settings.open_store()
     new_store = store.is_new()
     if new_store and paying and not settings.allow_new_store:
         _refuse_paid_new_store(store, items, specs, baseline_spec, judge_specs, instruction_specs, settings)

@@ -11,7 +11,6 @@ from ttseval.metrics.agreement import preference_alignment_by_judge
 from ttseval.metrics.winrate import against_baseline
 from ttseval.core.config import Settings
 from ttseval.core.errors import DatasetError, TTSEvalError
-from ttseval.core.store import ArtifactStore
 
 HUMAN_COLUMNS = ("item_id", "system_id", "preference")
 
@@ -36,7 +35,7 @@ def human_alignment(settings: Settings, run_id: str, human_csv: str | Path) -> d
         TTSEvalError: the run has no parsed judgment to compare with.
     """
     human = read_human_preferences(human_csv)
-    store = ArtifactStore(settings.store)
+    store = settings.open_store()
     judgments = against_baseline(store.read(run_id, "judgments"))  # human preferences are vs the baseline
     items = store.read(run_id, "items", columns=["item_id", "category"])
     try:

@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from collections.abc import Iterator
 from typing import Any, Callable, TypeVar
 
-from ttseval.core.config import Settings
+from ttseval.core.config import STORE_WAIT_S, Settings
 from ttseval.core.errors import (USER_ERRORS, ConfigError, DeferredProviderError, MissingKeyError,
                                  PermanentProviderError, RetriesExhausted, StoreError,
                                  StoreUnwritableError, TransientProviderError, TruncatedAudioError)
@@ -229,8 +229,9 @@ def by_model(work: list[dict[str, Any]], models_of: Callable[[dict[str, Any]], l
 
 
 @functools.lru_cache(maxsize=8)
-def get_store(uri: str) -> ArtifactStore:
-    return ArtifactStore(uri)
+def get_store(uri: str, wait_s: float = STORE_WAIT_S) -> ArtifactStore:
+    """One store object per URI in a worker process (settings.store, settings.store_wait_s)."""
+    return ArtifactStore(uri, wait_s=wait_s)
 
 
 def now() -> datetime:

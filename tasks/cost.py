@@ -201,7 +201,7 @@ def dry_run(dataset: str, systems: list[str], run_id: str, baseline: str | None,
     from ttseval.tasks.plan import plan_synthesis
     from ttseval.core.registry import Spec
 
-    store = get_store(settings.store)
+    store = get_store(settings.store, settings.store_wait_s)
     if items is None:
         items, _, _ = read_items(dataset, settings)
     specs = [Spec.parse(s) for s in systems]

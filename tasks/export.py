@@ -51,7 +51,7 @@ def export_run(settings: Settings, run_id: str, out: Path) -> list[str]:
     Raises:
         NotFoundError: no such store, or no such run in it.
     """
-    store = get_store(settings.store)
+    store = get_store(settings.store, settings.store_wait_s)
     store.require(run_id)
     tables = [name for name in TABLES if store.part_files(run_id, name)]
     out.mkdir(parents=True, exist_ok=True)

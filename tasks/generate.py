@@ -248,8 +248,8 @@ def expand_breadth(settings: Settings, spec: GenerationSpec, seeds: list[Seed], 
                    per_category: int, batch: int, temperature: float, max_depth: int, threshold: float,
                    stats: CallStats) -> list[dict[str, Any]]:
     llm = get_provider("llm", llm_spec, settings)
-    rows = breadth_rows(spec, seeds, llm, get_store(settings.store), per_category=per_category, batch=batch,
-                        temperature=temperature, stats=stats)
+    rows = breadth_rows(spec, seeds, llm, get_store(settings.store, settings.store_wait_s), per_category=per_category,
+                        batch=batch, temperature=temperature, stats=stats)
     return screen(spec, rows, [], max_depth=max_depth, threshold=threshold)
 
 
@@ -259,6 +259,6 @@ def refine_depth(settings: Settings, spec: GenerationSpec, rows: list[dict[str, 
                  stats: CallStats) -> list[dict[str, Any]]:
     parents = [r for r in rows if r["depth"] == depth - 1]
     new = refine_rows(spec, parents, depth, get_provider("llm", llm_spec, settings),
-                      get_provider("llm", repair_spec, settings), get_store(settings.store),
+                      get_provider("llm", repair_spec, settings), get_store(settings.store, settings.store_wait_s),
                       temperature=temperature, seed=settings.seed, stats=stats)
     return rows + screen(spec, new, rows, max_depth=max_depth, threshold=threshold)

@@ -192,14 +192,14 @@ def screen(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 @task(name="caption-references", cache_policy=NO_CACHE)
 def caption_stage(settings: Settings, refs: list[Reference], llm_spec: str, temperature: float,
                   stats: CallStats) -> list[Captioned]:
-    return caption_references(refs, get_provider("llm", llm_spec, settings), get_store(settings.store),
-                              temperature=temperature, stats=stats)
+    return caption_references(refs, get_provider("llm", llm_spec, settings),
+                              get_store(settings.store, settings.store_wait_s), temperature=temperature, stats=stats)
 
 
 @task(name="write-instructions", cache_policy=NO_CACHE)
 def instruction_stage(settings: Settings, captioned: list[Captioned], llm_spec: str, temperature: float,
                       language: str, stats: CallStats) -> list[dict[str, Any]]:
-    llm, store = get_provider("llm", llm_spec, settings), get_store(settings.store)
+    llm, store = get_provider("llm", llm_spec, settings), get_store(settings.store, settings.store_wait_s)
     common = {"temperature": temperature, "seed": settings.seed, "language": language, "stats": stats}
     rows = aps_rows(captioned) + dsd_rows(captioned, llm, store, **common) + rp_rows(captioned, llm, store, **common)
     order = {c.ref.ref_id: i for i, c in enumerate(captioned)}

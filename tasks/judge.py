@@ -179,7 +179,7 @@ def _verdicts(kind: JudgeKind, spec: str, settings: Settings, requests: list[Any
     judge = get_provider("judge", spec, settings)
     limit_calls(judge, settings)
     if getattr(judge, "samples", 1) > 1:  # self-consistency: each sample cached by index, so N can grow
-        store = get_store(settings.store)
+        store = get_store(settings.store, settings.store_wait_s)
         judge.route_calls(lambda llm, requests: cached_generate(store, llm, requests))
     return one_per_request(kind.ask(judge, requests), requests, spec)
 
@@ -192,7 +192,7 @@ def judge_shard(kind: JudgeKind, settings: Settings, run_id: str, shard: dict[st
     run. Unparseable answers are answered rows (`parse_ok` False), not failures: the judge said them.
     """
     started = time.perf_counter()
-    store = get_store(settings.store)
+    store = get_store(settings.store, settings.store_wait_s)
     spec = Spec.parse(shard["judge"]).canonical
     judge_id = shard["judge_id"]
 
@@ -255,7 +255,7 @@ def run_judges(kind: JudgeKind, settings: Settings, run_id: str, system_ids: lis
     """Plan and run every judge's missing keys of `kind` (over `item_ids` when given) as Prefect tasks on the
     flow's task runner; each judge's tasks are submitted inside `place(spec)` (the flow's choice of workers:
     ttseval.flows.common.placement). With a `budget`, keys past it are left for a later run."""
-    store = get_store(settings.store)
+    store = get_store(settings.store, settings.store_wait_s)
     plans, futures = [], []
     retrying = judge_task.with_options(name=kind.task_name, **task_retry_options(settings))
     for spec in judges:

@@ -60,7 +60,7 @@ def leaderboard(settings: Settings) -> dict[str, pd.DataFrame]:
     cer, completion_rate, `MOS (<predictor>)`, `win-rate (<judge> vs <baseline>)` columns each with its
     `... ci` column (low, high), `Elo (<judge>)` with its `... ci` and `rank (<judge>)` columns (cross_run_rankings),
     run_id, date."""
-    store = get_store(settings.store)
+    store = get_store(settings.store, settings.store_wait_s)
     boards: dict[str, dict[tuple, dict[str, Any]]] = {}
     runs: dict[str, dict[str, dict[str, str]]] = {}  # dataset -> run id -> its system ids' specs
     for log in sorted(_latest_logs(store), key=lambda entry: entry["date"]):

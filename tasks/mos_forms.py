@@ -55,7 +55,7 @@ def export_mos_forms(settings: Settings, run_id: str, out: Path, *, language: st
     Raises:
         SpecError: no TTS system has audio of every eligible item, or nothing is eligible (the message says why).
     """
-    store = get_store(settings.store)
+    store = get_store(settings.store, settings.store_wait_s)
     items = store.read(run_id, "items")
     items = items[items["language"].map(base_language) == base_language(language)]
     synthesis = store.read(run_id, "synthesis", columns=["item_id", "system_id", "status", "audio_sha256"])

@@ -137,7 +137,7 @@ def run_stage(stage: ClipStage, settings: Settings, run_id: str, work: list[Work
     A model that cannot load, or whose batch raises, fails the batch's rows (retryable unless the provider
     documents the error as permanent: ttseval.tasks.common.error_row), never the shard."""
     started = time.perf_counter()
-    store = get_store(settings.store)
+    store = get_store(settings.store, settings.store_wait_s)
     if stage.context is not None:
         references = References.read(store, run_id)
         found = [(w, stage.context(references, w["item_id"], w["system_id"])) for w in work]

@@ -244,7 +244,7 @@ def synthesize_items(settings: Settings, run_id: str, shard: dict[str, Any]) -> 
     result, so Dask ran it again) is answered from that part: no provider call, no second part."""
     started = time.perf_counter()
     spec = Spec.parse(shard["system"])
-    store = get_store(settings.store)
+    store = get_store(settings.store, settings.store_wait_s)
     label = attempt_label(spec.id, [(i["item_id"], spec.id) for i in shard["items"]])
     attempted = earlier_attempt(store, run_id, "synthesis", label)
     earlier = {r["item_id"]: r for r in attempted if not r["retryable"]}

@@ -68,7 +68,7 @@ def test_a_dask_worker_killed_mid_stage_costs_no_call_twice_and_no_duplicate(
     # the attempt whose result it got, and a re-run shard that found its first attempt's part computed none)
     assert sum(made.values()) == 7 + sum(again.values()), made
 
-def test_the_s3_server_stopped_mid_run_fails_clearly_and_a_later_run_completes(
+def test_the_s3_server_gone_for_good_mid_run_fails_clearly_after_the_wait_and_a_later_run_completes(
         prefect_api: str, small_dataset: Path, tmp_path: Path) -> None:
     port = free_port()
     endpoint = f"http://127.0.0.1:{port}"
@@ -84,7 +84,7 @@ def test_the_s3_server_stopped_mid_run_fails_clearly_and_a_later_run_completes(
         return server
 
     aws = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s",
-           "AWS_REGION": "us-east-1", "TTSEVAL_TASK_RETRIES": "0"}
+           "AWS_REGION": "us-east-1", "TTSEVAL_TASK_RETRIES": "0", "TTSEVAL_STORE_WAIT_S": "5"}
     env = cli_env(prefect_api, **aws)
     args = [str(BIN / "ttseval"), "evaluate", "--dataset", str(small_dataset), "--systems", "espeak-ng", "--store",
             "s3://fault-bucket/ttseval", "--run-id", "s3", "--shard-size", "1", "--judges", ""]
@@ -105,7 +105,10 @@ def test_the_s3_server_stopped_mid_run_fails_clearly_and_a_later_run_completes(
     server.wait()
     out, _ = proc.communicate(timeout=600)
     assert proc.returncode == 1, out[-3000:]
-    assert "ttseval: run failed:" in out and "s3://fault-bucket/ttseval" in out  # said as a store failure, naming it
+    # said as a store failure, naming it, once the store has been waited for (store_wait_s); tests/test_multi_host.py
+    # has a store that comes back within the wait
+    assert "ttseval: run failed:" in out and "s3://fault-bucket/ttseval" in out, out[-3000:]
+    assert "waited 5 s, the store_wait_s setting" in out, out[-3000:]
     server = moto()  # back (empty: moto keeps nothing), and a later run completes from there
     try:
         again = subprocess.run(args, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)

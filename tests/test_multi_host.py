@@ -34,6 +34,7 @@ from ttseval.core.telemetry import TELEMETRY_OFF
 S3_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing-secret", "AWS_REGION": "us-east-1"}
 ITEMS = ["emo-a-d0", "que-a-d0", "for-a-d0"]
 WORKER_TTL = "15s"
+OUTAGE_S = 60  # how long the S3 host is away
 
 
 @dataclass
@@ -351,5 +352,60 @@ def test_a_worker_host_cut_off_mid_run_loses_no_row_and_bills_no_item_twice(lan:
                        ("quality", ["item_id", "system_id", "quality_id"])):
         # every row of every part, as written (a reader would hide a key written twice)
         raw = ds.dataset(store.part_files("cut", table), format="parquet", filesystem=store.fs).to_table().to_pandas()
+        assert len(raw) == 3 * len(rows) and not raw.duplicated(key).any(), (table, raw[key].to_string())
+        assert raw["status"].eq("ok").all(), (table, raw.to_string())
+
+
+def test_the_s3_host_away_mid_run_is_waited_for_and_nothing_is_lost_or_bought_twice(
+        lan: Lan, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 27 item 6, the store's host away mid-run: the S3 host's link is cut once the first clip is stored, while
+    the other clips, the paid ones among them, are being made, and mended OUTAGE_S later: longer than a task's own
+    retries ride out (each try of a store operation that gets no answer takes the AWS SDK about 10 s). Every store operation that
+    cannot reach the store is tried again for up to `store_wait_s` (120 s by default), on the workers and on the
+    client, so the run completes: every key once in each table's parts, and the vendor billed each item once (an
+    answer that came while the store was away was kept and stored when it came back, not bought again)."""
+    import boto3
+
+    from ttseval.core.store import ArtifactStore
+
+    files = lan.client_files / "s3cut"
+    files.mkdir()
+    rows = demo_items(files / "s3cut.jsonl", ITEMS)
+    paid = f"openai:af_bella:base_url={lan.vendor_url}/v1:model=kokoro"
+    billed = lan.vendor_counters()["paid_calls"]
+    s3 = boto3.client("s3", endpoint_url=lan.s3_endpoint, aws_access_key_id=S3_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+                      aws_secret_access_key=S3_CREDENTIALS["AWS_SECRET_ACCESS_KEY"], region_name="us-east-1")
+    started = time.monotonic()
+    proc = subprocess.Popen([str(BIN / "ttseval"), "evaluate", "--dataset", "s3cut.jsonl", "--systems",
+                             f"espeak-ng:en-us,flite:slt,{paid}", "--store", "s3://lan/s3cut", "--new-store",
+                             "--run-id", "s3cut", "--shard-size", "1", "--judges", ""],
+                            env=lan.client_env(), cwd=files, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    store_host = lan.hosts["s3"]
+    try:
+        while not s3.list_objects_v2(Bucket="lan", Prefix="s3cut/runs/s3cut/synthesis/").get("KeyCount"):
+            assert proc.poll() is None and time.monotonic() - started < 400, "the run ended before the cut"
+            time.sleep(0.2)
+        cut_at = time.monotonic()
+        store_host.cut()
+        time.sleep(OUTAGE_S)
+    finally:
+        store_host.mend()
+    try:
+        out, _ = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    ended = time.monotonic()
+    assert proc.returncode == 0, out[-4000:]
+    print(f"S3 host away {OUTAGE_S} s from {cut_at - started:.1f} s into the run; the run ended "
+          f"{ended - cut_at - OUTAGE_S:.1f} s after it was back")
+    assert lan.vendor_counters()["paid_calls"] - billed == 3
+    for k, v in (S3_CREDENTIALS | {"AWS_ENDPOINT_URL": lan.s3_endpoint}).items():
+        monkeypatch.setenv(k, v)
+    store = ArtifactStore("s3://lan/s3cut")
+    for table, key in (("synthesis", ["item_id", "system_id"]), ("transcripts", ["item_id", "system_id", "asr_id"]),
+                       ("quality", ["item_id", "system_id", "quality_id"])):
+        raw = ds.dataset(store.part_files("s3cut", table), format="parquet", filesystem=store.fs).to_table().to_pandas()
         assert len(raw) == 3 * len(rows) and not raw.duplicated(key).any(), (table, raw[key].to_string())
         assert raw["status"].eq("ok").all(), (table, raw.to_string())

@@ -98,7 +98,7 @@ def analyse_test(settings: Settings, run_id: str, test_id: str) -> str:
     Raises:
         SpecError: the run has no ratings of the test.
     """
-    store = get_store(settings.store)
+    store = get_store(settings.store, settings.store_wait_s)
     ratings = of_test(store, run_id, "ratings", test_id)
     if ratings.empty:
         raise SpecError(f"run {run_id!r} has no ratings of test {test_id!r}; ingest them with ttseval human-eval "

@@ -49,7 +49,7 @@ def export_test(settings: Settings, run_id: str, out: Path, *, kind: str, test_i
                         "webMUSHRA's results folder)")
     if raters < 1 or items < 1:
         raise SpecError("--raters and --items must be at least 1")
-    store = get_store(settings.store)
+    store = get_store(settings.store, settings.store_wait_s)
     if not of_test(store, run_id, "listening_stimuli", test_id).empty:
         raise SpecError(f"run {run_id!r} already has a listening test {test_id!r}; give another --test-id")
     cfg = settings.listening

@@ -28,7 +28,7 @@ def ingest_ratings(settings: Settings, run_id: str, test_id: str, paths: list[Pa
     row; the first one counts). Stored with a note: a MUSHRA page whose hidden reference the rater did not rate.
     Re-ingesting a file changes nothing (its rows have the same keys).
     """
-    store = get_store(settings.store)
+    store = get_store(settings.store, settings.store_wait_s)
     key = of_test(store, run_id, "listening_stimuli", test_id)
     if key.empty:
         raise SpecError(f"run {run_id!r} has no listening test {test_id!r}; export one with ttseval human-eval "

@@ -58,10 +58,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from ttseval.core.config import load_settings
     from ttseval.infra.serve import make_server
 
-    from ttseval.core.store import ArtifactStore
 
     settings = load_settings(store=args.store)
-    ArtifactStore(settings.store).require()  # a mistyped --store is said here, not as an empty page
+    settings.open_store().require()  # a mistyped --store is said here, not as an empty page
     server = make_server(settings.store, args.host, args.port)
     host, port = server.server_address[:2]
     print(f"serving the reports of {settings.store} at http://{host}:{port}/ (read-only; Ctrl-C stops)", flush=True)

@@ -18,10 +18,9 @@ from ttseval.cli.common import add_store
 
 def _store(args: argparse.Namespace):
     from ttseval.core.config import load_settings
-    from ttseval.core.store import ArtifactStore
 
     settings = load_settings(store=args.store)
-    return settings, ArtifactStore(settings.store)
+    return settings, settings.open_store()
 
 
 def _refresh_form(store_uri: str) -> None:

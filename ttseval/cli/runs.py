@@ -67,10 +67,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 def policy_exit(settings, run_id: str, regressions=None) -> int:
     """The exit code of a finished run under the exit-code policy (settings min_completion, fail_on_regression;
     ttseval.metrics.policy): EXIT_BREACHED with each breach on stderr, else EXIT_DONE."""
-    from ttseval.core.store import ArtifactStore
     from ttseval.metrics.policy import threshold_breaches
 
-    breaches = threshold_breaches(ArtifactStore(settings.store).read(run_id, "report"),
+    breaches = threshold_breaches(settings.open_store().read(run_id, "report"),
                                   min_completion=settings.min_completion, regressions=regressions,
                                   fail_on_regression=settings.fail_on_regression)
     for line in breaches:
@@ -116,10 +115,9 @@ def print_report(settings, run_id: str, system_ids: list[str] | None) -> None:
     """The run's per-system table, its leaderboard and where its HTML report is: as its report stored them while
     the run's files, the settings, the code and the systems are those the report was written from
     (ttseval.tasks.report.full.stored_terminal_view), computed from its tables otherwise."""
-    from ttseval.core.store import ArtifactStore
     from ttseval.tasks.report import print_view, stored_terminal_view
 
-    store = ArtifactStore(settings.store)
+    store = settings.open_store()
     store.require(run_id)
     view = stored_terminal_view(store, run_id, settings, system_ids)
     if view is None:
@@ -168,7 +166,6 @@ def cmd_nightly(args: argparse.Namespace) -> int:
     from ttseval.flows.nightly import nightly
     from ttseval.flows.preflight import check_cluster_reach
 
-    from ttseval.core.store import ArtifactStore
     from ttseval.flows.nightly import nightly_run_id
 
     settings = load_settings(store=args.store, budget_usd=args.budget_usd,
@@ -181,7 +178,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
 
         settings = settings.model_copy(update={"fresh_items": night_canary(args.dataset, settings)})
         return print_dry_run(args.dataset, systems, run_id, args.baseline, judges, None, settings)
-    announce_new_store(ArtifactStore(settings.store).is_new(), settings.store)
+    announce_new_store(settings.open_store().is_new(), settings.store)
     os.environ.update({"TTSEVAL_STORE": settings.store, "TTSEVAL_ALLOW_NEW_STORE": str(settings.allow_new_store).lower()})
     with prefect_api():
         check_cluster_reach(settings, systems + (judges or []))
@@ -196,7 +193,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
 
         import pandas as pd
 
-        store = ArtifactStore(settings.store)
+        store = settings.open_store()
         print(store.read_bytes(f"runs/{result['run_id']}/drift.md").decode())
         regressions = pd.read_json(io.BytesIO(store.read_bytes(f"runs/{result['run_id']}/drift.json")),
                                    orient="records")
@@ -206,11 +203,10 @@ def cmd_nightly(args: argparse.Namespace) -> int:
 def cmd_trends(args: argparse.Namespace) -> int:
     from ttseval.core.config import load_settings
     from ttseval.core.errors import NotFoundError
-    from ttseval.core.store import ArtifactStore
     from ttseval.tasks.trends import trends_table, write_trends
 
     settings = load_settings(store=args.store)
-    store = ArtifactStore(settings.store)
+    store = settings.open_store()
     store.require()
     trends, page = write_trends(store, settings)
     if page is None:
@@ -253,10 +249,9 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     from ttseval.tasks.leaderboard import leaderboard, leaderboard_markdown
 
     from ttseval.core.errors import NotFoundError
-    from ttseval.core.store import ArtifactStore
 
     settings = load_settings(store=args.store)
-    store = ArtifactStore(settings.store)
+    store = settings.open_store()
     store.require()
     boards = leaderboard(settings)
     if not boards:

@@ -9,12 +9,18 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
 
 from ttseval.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from ttseval.core.store import ArtifactStore
+
+STORE_WAIT_S = 120.0
+"""How long an operation on an S3 store waits for a store it cannot reach, by default (setting `store_wait_s`)."""
 
 DEFAULT_SYSTEMS = ("piper:joe", "espeak-ng", "flite:slt")
 DEFAULT_ASR = {"en": "faster-whisper:tiny.en", "*": "faster-whisper:base"}
@@ -152,7 +158,8 @@ class Kubernetes(BaseModel):
 
 
 HOW_IT_RUNS = frozenset({"dask_address", "cluster", "slurm", "kubernetes", "n_workers", "threads_per_worker",
-                         "models_in_memory", "prefect_server_keep_s", "lease_wait_s", "lease_ttl_s"})
+                         "models_in_memory", "prefect_server_keep_s", "lease_wait_s", "lease_ttl_s",
+                         "store_wait_s"})
 """Settings that decide where and how a command runs, never what its tables or report hold: a re-run that changes
 only these keeps the run's report (tasks/report/full.py hashes the other settings)."""
 
@@ -276,6 +283,9 @@ class Settings(BaseSettings):
                                          "local Prefect server, which stops once no command has used it for this "
                                          "long (ttseval.infra.prefect_server); 0: a temporary server per command, "
                                          "stopped with it")
+    store_wait_s: float = Field(STORE_WAIT_S, ge=0, description="How long a store operation waits for an S3 store "
+                                "it cannot reach (server restarting, host cut off, 5xx), trying again with backoff, "
+                                "before the run fails; a local store is not waited for")
     lease_wait_s: float = Field(0.0, ge=0, description="How long a run waits for another invocation writing the "
                                 "same run id to finish; 0 refuses at once (exit 2, nothing written)")
     lease_ttl_s: float = Field(120.0, gt=0, description="A run id's lease not renewed for this long (its writer "
@@ -376,6 +386,12 @@ class Settings(BaseSettings):
         elif os.environ.get("TTSEVAL_CONFIG"):
             raise ConfigError(f"TTSEVAL_CONFIG points to {path!r}, which is not a file")
         return tuple(sources)
+
+    def open_store(self) -> ArtifactStore:
+        """The store these settings name, waiting up to `store_wait_s` for it when it cannot be reached."""
+        from ttseval.core.store import ArtifactStore
+
+        return ArtifactStore(self.store, wait_s=self.store_wait_s)
 
     @property
     def categories(self) -> set[str]:

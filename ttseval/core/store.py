@@ -19,9 +19,12 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import logging
 import os
 import re
+import time
 import uuid
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import urlparse
@@ -33,8 +36,18 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from ttseval.core.config import STORE_WAIT_S
 from ttseval.core.errors import StoreError, StoreUnwritableError
 from ttseval.core.schemas import TABLES
+
+_UNREACHABLE = ("NETWORK_CONNECTION", "curlCode", "Could not connect", "Couldn't connect", "Timeout was reached",
+                "timed out", "Connection refused", "Connection reset", "SERVICE_UNAVAILABLE", "SLOW_DOWN",
+                "INTERNAL_FAILURE", "HTTP response code: 500", "HTTP response code: 502", "HTTP response code: 503",
+                "HTTP response code: 504")
+"""How pyarrow's S3 errors say that the server is down, cut off, restarting or busy, rather than refusing the
+request (NoSuchKey, AccessDenied, a missing bucket): only these are waited out."""
+
+log = logging.getLogger(__name__)
 
 
 def _s3_endpoint() -> str | None:
@@ -75,11 +88,24 @@ def write_error(root: str, uri: str, e: OSError | Exception) -> StoreError:
     return StoreError(f"cannot write {uri}: {e}", uri=uri)
 
 
-class ArtifactStore:
-    """Tables and blobs under one URI. Cheap to construct; safe to rebuild in every worker from its URI."""
+def unreachable(e: BaseException) -> bool:
+    """Whether an S3 error says the store could not be reached (worth waiting for) rather than refused the request."""
+    return isinstance(e, OSError) and any(s in str(e) for s in _UNREACHABLE)
 
-    def __init__(self, uri: str) -> None:
+
+class ArtifactStore:
+    """Tables and blobs under one URI. Cheap to construct; safe to rebuild in every worker from its URI.
+
+    On S3, an operation that cannot reach the store (the server restarting, its host cut off, a 5xx) is tried again,
+    with backoff from 0.5 s to 8 s, until `wait_s` seconds have passed since its first failure; then it raises
+    StoreError saying how long it waited. The AWS SDK's own retries (about 1 s) are not enough to ride out a
+    restart, and they count attempts, not time. Each retry repeats a whole PUT or read: an object appears whole or
+    not at all, so a repeat never leaves half of one. A local store is not waited for."""
+
+    def __init__(self, uri: str, *, wait_s: float = STORE_WAIT_S) -> None:
         self.uri = uri.rstrip("/") or uri
+        self.wait_s = wait_s
+        self._given_up = False
         self._s3_client: Any = None  # boto3, made on the first delete (ArtifactStore.delete)
         if uri.startswith("s3://"):
             rest = uri[len("s3://") :].strip("/")
@@ -111,8 +137,40 @@ class ArtifactStore:
         return self.path("runs", run_id, table)
 
     # bytes ---------------------------------------------------------------------------------------------------
+    def _patiently(self, op: Callable[[], Any], what: str) -> Any:
+        """`op()`, tried again while the store cannot be reached, for up to `wait_s` seconds (S3 only)."""
+        deadline, delay = None, 0.5
+        while True:
+            try:
+                result = op()
+                self._given_up = False
+                return result
+            except OSError as e:
+                if self.is_local or not unreachable(e):
+                    raise
+                now = time.monotonic()
+                if self._given_up:  # a wait has run out: later operations fail at once until one succeeds
+                    raise StoreError(f"cannot reach the store {self.display()} ({what}; still, after waiting "
+                                     f"{self.wait_s:g} s before): {e}", uri=self.display()) from e
+                if deadline is None:
+                    deadline = now + self.wait_s
+                    log.warning("the store %s cannot be reached (%s); trying again for up to %g s", self.display(),
+                                what, self.wait_s)
+                if now >= deadline:
+                    self._given_up = True
+                    raise StoreError(f"cannot reach the store {self.display()} ({what}; waited {self.wait_s:g} s, "
+                                     f"the store_wait_s setting): {e}", uri=self.display()) from e
+                time.sleep(min(delay, deadline - now))
+                delay = min(delay * 2, 8.0)
+
     def write_bytes(self, rel_path: str, data: bytes) -> str:
         """Write `data` at `rel_path` under the root atomically; returns the full path."""
+        try:
+            return self._patiently(lambda: self._put(rel_path, data), f"writing {rel_path}")
+        except OSError as e:
+            raise write_error(self.display(), self.display(rel_path), e) from e
+
+    def _put(self, rel_path: str, data: bytes) -> str:
         final = self.path(rel_path)
         tmp = None
         try:
@@ -126,24 +184,27 @@ class ArtifactStore:
             else:  # one PUT: the object appears whole or not at all
                 with self.fs.open_output_stream(final) as out:
                     out.write(data)
-        except OSError as e:
+        except OSError:
             if tmp is not None:  # a write that failed half-way leaves nothing behind (a dot-file is never a part)
                 with contextlib.suppress(OSError):
                     self.fs.delete_file(tmp)
-            raise write_error(self.display(), self.display(rel_path), e) from e
+            raise
         return final
 
     def read_bytes(self, rel_path: str) -> bytes:
-        try:
+        def read() -> bytes:
             with self.fs.open_input_stream(self.path(rel_path)) as src:
                 return src.read()
+
+        try:
+            return self._patiently(read, f"reading {rel_path}")
         except (OSError, FileNotFoundError) as e:
             raise StoreError(f"cannot read {self.display(rel_path)}: {e}", uri=self.display(rel_path)) from e
 
     def _info(self, what: Any) -> Any:
         """fs.get_file_info, with an unreachable or refusing store said as a StoreError naming the store."""
         try:
-            return self.fs.get_file_info(what)
+            return self._patiently(lambda: self.fs.get_file_info(what), "listing")
         except OSError as e:
             raise StoreError(f"cannot reach the store {self.display()}: {e}", uri=self.display()) from e
 
@@ -224,8 +285,10 @@ class ArtifactStore:
         if not files:
             return definition.schema.empty_table().select(wanted).to_pandas()
         try:
-            data = ds.dataset(files, schema=definition.schema, format="parquet", filesystem=self.fs).to_table(
-                columns=wanted + extra, filter=where)
+            data = self._patiently(lambda: ds.dataset(files, schema=definition.schema, format="parquet",
+                                                      filesystem=self.fs).to_table(columns=wanted + extra,
+                                                                                   filter=where),
+                                   f"reading table {table!r} of run {run_id!r}")
         except (OSError, pa.ArrowInvalid) as e:
             raise StoreError(f"cannot read table {table!r} of run {run_id!r}: {e}", uri=self.display()) from e
         frame = data.to_pandas()
