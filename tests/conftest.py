@@ -31,7 +31,7 @@ BIN = Path(sys.executable).parent
 SLOWEST_FIRST = ("test_evaluate_cli.py", "test_nightly_week.py", "test_judging_cli.py", "test_multi_host.py",
                  "test_paid_run.py", "test_ui.py", "test_stack.py", "test_faults.py")
 """The test files that took longest in a fresh clone (2026-11-26: 1,281 s, 802 s, 755 s, 385 s, 380 s, 355 s,
-330 s of the 8,330 s the files sum to; test_multi_host.py, with its three tests of the same day, 422 s alone). They
+330 s of the 8,330 s the files sum to; test_multi_host.py, with its five tests of the same day, 579 s alone). They
 are collected first, so the two test workers (`--dist loadfile` hands out files in collection order) start on them,
 and the last minutes of a run are short files on both workers, not one long file on one worker while the other
 waits."""

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -301,111 +302,98 @@ def test_a_nightly_deployment_picked_up_by_a_process_worker_on_another_host_equa
     assert on_hosts.read_bytes(f"runs/{run_id}/report.md") and on_hosts.read_bytes(f"runs/{run_id}/nightly.json")
 
 
-def test_a_worker_host_cut_off_mid_run_loses_no_row_and_bills_no_item_twice(lan: Lan,
-                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 27 item 6, a worker host's link cut mid-run (as a pulled cable): worker-a is cut off once the first
-    transcript is stored. The scheduler drops it after WORKER_TTL and gives its tasks to worker-b; the run completes
-    with every key once in each table, and the vendor billed each item once (what a worker finished was in the store
-    before it was cut). The cut host is then restarted (its worker killed, the link mended, a new worker started),
-    as an operator brings a host back, so the module's cluster is whole again."""
+def _evaluate_through_a_fault(lan: Lan, monkeypatch: pytest.MonkeyPatch, name: str, after_first: str,
+                              fault: Callable[[], None]) -> tuple[float, float]:
+    """An evaluate from the client (3 items x espeak-ng, flite and the paid system, one item per task, store
+    s3://lan/<name>) with `fault()` called once the first part of table `after_first` is stored. Asserts that the
+    run completes, that every key is once in each table's parts (every row as written: a reader would hide a key
+    written twice) with every row ok, and that the vendor billed each item once. Returns the seconds from the run's
+    start to the fault and from the fault's end to the run's."""
     import boto3
 
     from ttseval.core.store import ArtifactStore
 
-    files = lan.client_files / "cut"
+    files = lan.client_files / name
     files.mkdir()
-    rows = demo_items(files / "cut.jsonl", ITEMS)
+    rows = demo_items(files / "items.jsonl", ITEMS)
     paid = f"openai:af_bella:base_url={lan.vendor_url}/v1:model=kokoro"
     billed = lan.vendor_counters()["paid_calls"]
     s3 = boto3.client("s3", endpoint_url=lan.s3_endpoint, aws_access_key_id=S3_CREDENTIALS["AWS_ACCESS_KEY_ID"],
                       aws_secret_access_key=S3_CREDENTIALS["AWS_SECRET_ACCESS_KEY"], region_name="us-east-1")
     started = time.monotonic()
-    proc = subprocess.Popen([str(BIN / "ttseval"), "evaluate", "--dataset", "cut.jsonl", "--systems",
-                             f"espeak-ng:en-us,flite:slt,{paid}", "--store", "s3://lan/cut", "--new-store",
-                             "--run-id", "cut", "--shard-size", "1", "--judges", ""],
+    proc = subprocess.Popen([str(BIN / "ttseval"), "evaluate", "--dataset", "items.jsonl", "--systems",
+                             f"espeak-ng:en-us,flite:slt,{paid}", "--store", f"s3://lan/{name}", "--new-store",
+                             "--run-id", name, "--shard-size", "1", "--judges", ""],
                             env=lan.client_env(), cwd=files, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
-    worker_a = lan.hosts["worker-a"]
     try:
-        while not s3.list_objects_v2(Bucket="lan", Prefix="cut/runs/cut/transcripts/").get("KeyCount"):
-            assert proc.poll() is None and time.monotonic() - started < 400, "the run ended before the cut"
+        while not s3.list_objects_v2(Bucket="lan", Prefix=f"{name}/runs/{name}/{after_first}/").get("KeyCount"):
+            assert proc.poll() is None and time.monotonic() - started < 400, "the run ended before the fault"
             time.sleep(0.2)
-        cut_at = time.monotonic()
-        worker_a.cut()
-        out, _ = proc.communicate(timeout=600)
-        ended = time.monotonic()
-        assert proc.returncode == 0, out[-4000:]
-        assert set(lan.worker_hosts()) == {lan.hosts["worker-b"].ip}  # the scheduler dropped the cut host
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        _stop(lan.procs.pop("worker-a"))  # the host restarted: nothing of the old worker survives
-        worker_a.mend()
-        lan.start_worker("worker-a")
-        lan.wait_workers(2)
-    print(f"cut after {cut_at - started:.1f} s of the run; the run ended {ended - cut_at:.1f} s after the cut")
-    assert lan.vendor_counters()["paid_calls"] - billed == 3
-    for k, v in (S3_CREDENTIALS | {"AWS_ENDPOINT_URL": lan.s3_endpoint}).items():
-        monkeypatch.setenv(k, v)
-    store = ArtifactStore("s3://lan/cut")
-    for table, key in (("synthesis", ["item_id", "system_id"]), ("transcripts", ["item_id", "system_id", "asr_id"]),
-                       ("quality", ["item_id", "system_id", "quality_id"])):
-        # every row of every part, as written (a reader would hide a key written twice)
-        raw = ds.dataset(store.part_files("cut", table), format="parquet", filesystem=store.fs).to_table().to_pandas()
-        assert len(raw) == 3 * len(rows) and not raw.duplicated(key).any(), (table, raw[key].to_string())
-        assert raw["status"].eq("ok").all(), (table, raw.to_string())
-
-
-def test_the_s3_host_away_mid_run_is_waited_for_and_nothing_is_lost_or_bought_twice(
-        lan: Lan, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 27 item 6, the store's host away mid-run: the S3 host's link is cut once the first clip is stored, while
-    the other clips, the paid ones among them, are being made, and mended OUTAGE_S later: longer than a task's own
-    retries ride out (each try of a store operation that gets no answer takes the AWS SDK about 10 s). Every store operation that
-    cannot reach the store is tried again for up to `store_wait_s` (120 s by default), on the workers and on the
-    client, so the run completes: every key once in each table's parts, and the vendor billed each item once (an
-    answer that came while the store was away was kept and stored when it came back, not bought again)."""
-    import boto3
-
-    from ttseval.core.store import ArtifactStore
-
-    files = lan.client_files / "s3cut"
-    files.mkdir()
-    rows = demo_items(files / "s3cut.jsonl", ITEMS)
-    paid = f"openai:af_bella:base_url={lan.vendor_url}/v1:model=kokoro"
-    billed = lan.vendor_counters()["paid_calls"]
-    s3 = boto3.client("s3", endpoint_url=lan.s3_endpoint, aws_access_key_id=S3_CREDENTIALS["AWS_ACCESS_KEY_ID"],
-                      aws_secret_access_key=S3_CREDENTIALS["AWS_SECRET_ACCESS_KEY"], region_name="us-east-1")
-    started = time.monotonic()
-    proc = subprocess.Popen([str(BIN / "ttseval"), "evaluate", "--dataset", "s3cut.jsonl", "--systems",
-                             f"espeak-ng:en-us,flite:slt,{paid}", "--store", "s3://lan/s3cut", "--new-store",
-                             "--run-id", "s3cut", "--shard-size", "1", "--judges", ""],
-                            env=lan.client_env(), cwd=files, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
-    store_host = lan.hosts["s3"]
-    try:
-        while not s3.list_objects_v2(Bucket="lan", Prefix="s3cut/runs/s3cut/synthesis/").get("KeyCount"):
-            assert proc.poll() is None and time.monotonic() - started < 400, "the run ended before the cut"
-            time.sleep(0.2)
-        cut_at = time.monotonic()
-        store_host.cut()
-        time.sleep(OUTAGE_S)
-    finally:
-        store_host.mend()
-    try:
+        fault_at = time.monotonic()
+        fault()
+        fault_end = time.monotonic()
         out, _ = proc.communicate(timeout=600)
     finally:
         if proc.poll() is None:
             proc.kill()
     ended = time.monotonic()
     assert proc.returncode == 0, out[-4000:]
-    print(f"S3 host away {OUTAGE_S} s from {cut_at - started:.1f} s into the run; the run ended "
-          f"{ended - cut_at - OUTAGE_S:.1f} s after it was back")
     assert lan.vendor_counters()["paid_calls"] - billed == 3
     for k, v in (S3_CREDENTIALS | {"AWS_ENDPOINT_URL": lan.s3_endpoint}).items():
         monkeypatch.setenv(k, v)
-    store = ArtifactStore("s3://lan/s3cut")
+    store = ArtifactStore(f"s3://lan/{name}")
     for table, key in (("synthesis", ["item_id", "system_id"]), ("transcripts", ["item_id", "system_id", "asr_id"]),
                        ("quality", ["item_id", "system_id", "quality_id"])):
-        raw = ds.dataset(store.part_files("s3cut", table), format="parquet", filesystem=store.fs).to_table().to_pandas()
+        raw = ds.dataset(store.part_files(name, table), format="parquet", filesystem=store.fs).to_table().to_pandas()
         assert len(raw) == 3 * len(rows) and not raw.duplicated(key).any(), (table, raw[key].to_string())
         assert raw["status"].eq("ok").all(), (table, raw.to_string())
+    return fault_at - started, ended - fault_end
+
+
+@pytest.mark.parametrize("fault", ["link cut", "killed"])
+def test_a_worker_host_lost_mid_run_loses_no_row_and_bills_no_item_twice(lan: Lan, monkeypatch: pytest.MonkeyPatch,
+                                                                         fault: str) -> None:
+    """Issue 27 item 6, a worker host lost mid-run once the first transcript is stored: its link cut (a pulled
+    cable; the scheduler drops it after WORKER_TTL) or its worker killed (SIGKILL of the whole process group: the
+    scheduler sees the connection close). Its tasks go to worker-b; nothing is lost, no key is stored twice and no
+    item billed twice (what a worker finished was in the store before it was lost). The host is then restarted
+    (what is left of its worker killed, the link mended, a new worker started), so the module's cluster is whole."""
+    worker_a = lan.hosts["worker-a"]
+
+    def lose() -> None:
+        if fault == "link cut":
+            worker_a.cut()
+        else:
+            os.killpg(lan.procs["worker-a"].pid, signal.SIGKILL)
+
+    try:
+        into, recovered = _evaluate_through_a_fault(lan, monkeypatch, fault.replace(" ", "-"), "transcripts", lose)
+        assert set(lan.worker_hosts()) == {lan.hosts["worker-b"].ip}  # the scheduler dropped the lost host
+    finally:
+        _stop(lan.procs.pop("worker-a"))
+        worker_a.mend()
+        lan.start_worker("worker-a")
+        lan.wait_workers(2)
+    print(f"worker host {fault} {into:.1f} s into the run; the run ended {recovered:.1f} s after")
+
+
+def test_the_s3_host_away_mid_run_is_waited_for_and_nothing_is_lost_or_bought_twice(
+        lan: Lan, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 27 item 6, the store's host away mid-run: the S3 host's link is cut once the first clip is stored, while
+    the other clips, the paid ones among them, are being made, and mended OUTAGE_S later: longer than a task's own
+    retries ride out (each try of a store operation that gets no answer takes the AWS SDK about 10 s). Every store
+    operation that cannot reach the store is tried again for up to `store_wait_s` (120 s by default), on the workers
+    and on the client, so the run completes as above: an answer that came while the store was away was kept and
+    stored when it came back, not bought again."""
+    store_host = lan.hosts["s3"]
+
+    def away() -> None:
+        store_host.cut()
+        try:
+            time.sleep(OUTAGE_S)
+        finally:
+            store_host.mend()
+
+    into, recovered = _evaluate_through_a_fault(lan, monkeypatch, "s3-away", "synthesis", away)
+    print(f"S3 host away {OUTAGE_S} s from {into:.1f} s into the run; the run ended {recovered:.1f} s after its return")
