@@ -195,9 +195,8 @@ def cache_hits(st: Any, result: StageResult) -> int:
     if not result.part or table is None or "cache_hit" not in table.schema.names:
         return 0
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
-    column = pq.read_table(result.part, filesystem=st.fs, columns=["cache_hit"]).column("cache_hit")
+    column = st.read_part(result.part, columns=["cache_hit"]).column("cache_hit")
     return int(pc.sum(column.cast("int64")).as_py() or 0)
 
 

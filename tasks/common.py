@@ -383,15 +383,12 @@ def earlier_attempt(store: ArtifactStore, run_id: str, table: str, label: str) -
     """The rows an earlier attempt of the same shard committed (parts labelled `label`).
 
     One listing of the table's parts and a read of the matching part: no scan of the whole table per task."""
-    import pyarrow.parquet as pq
-
     from ttseval.core.schemas import TABLES
 
     mine = [p for p in store.part_files(run_id, table) if f"-{label}-" in p.rsplit("/", 1)[-1]]
     rows: list[dict[str, Any]] = []
     for path in mine:
-        with store.fs.open_input_file(path) as f:
-            rows += pq.read_table(f, schema=TABLES[table].schema).to_pylist()
+        rows += store.read_part(path, schema=TABLES[table].schema).to_pylist()
     return rows
 
 

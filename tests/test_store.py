@@ -165,3 +165,31 @@ def test_an_unreachable_s3_store_is_waited_for_up_to_store_wait_s(monkeypatch: p
     finally:
         os.kill(server.pid, signal.SIGCONT)
         _stop(server)
+
+
+def test_what_counts_as_a_store_that_cannot_be_reached() -> None:
+    """Waited for: pyarrow's errors for a server that is down, silent, restarting or answering 5xx (their texts as
+    pyarrow 26 builds them from the AWS SDK's error), and botocore's connection errors and 5xx answers (deletes go
+    through boto3). Not waited for: a refusal, which a second try cannot change."""
+    from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
+
+    from ttseval.core.store import unreachable
+
+    waited = [OSError("When getting information for key 'x' in bucket 'b': AWS Error NETWORK_CONNECTION during "
+                      "HeadObject operation: curlCode: 7, Could not connect to server"),
+              OSError("AWS Error NETWORK_CONNECTION during HeadObject operation: curlCode: 28, Timeout was reached"),
+              OSError("AWS Error UNKNOWN (HTTP status 502) during PutObject operation: Bad Gateway"),
+              OSError("AWS Error SLOW_DOWN during PutObject operation: Please reduce your request rate."),
+              EndpointConnectionError(endpoint_url="http://10.0.0.1:9000"),
+              ReadTimeoutError(endpoint_url="http://10.0.0.1:9000"),
+              ClientError({"Error": {"Code": "ServiceUnavailable"}, "ResponseMetadata": {"HTTPStatusCode": 503}},
+                          "DeleteObject")]
+    refused = [OSError("AWS Error NO_SUCH_BUCKET during CreateMultipartUpload operation: The specified bucket does "
+                       "not exist"),
+               OSError("AWS Error ACCESS_DENIED during PutObject operation: Access Denied"),
+               FileNotFoundError("Path does not exist 'b/x'"),
+               ClientError({"Error": {"Code": "AccessDenied"}, "ResponseMetadata": {"HTTPStatusCode": 403}},
+                           "DeleteObject"),
+               ValueError("not a store error at all")]
+    assert [unreachable(e) for e in waited] == [True] * len(waited)
+    assert [unreachable(e) for e in refused] == [False] * len(refused)

@@ -50,6 +50,7 @@ from pydantic import BaseModel, Field
 from ttseval.providers import canonical_spec, parse_options
 from ttseval.core.paths import is_uri, resolve_against
 from ttseval.core.audio import Audio
+from ttseval.core.config import STORE_WAIT_S
 from ttseval.core.errors import DeferredProviderError, PermanentProviderError
 from ttseval.core.protocols import ANY_LANGUAGE, Languages, VoicePrompt
 
@@ -119,10 +120,10 @@ class FilesTTS:
     # Audio made elsewhere may be a cloner's output for each item's voice prompt (Seed-TTS-eval's layout): the
     # prompt is accepted and not used; the similarity stage compares each clip with it.
     clones_voice: ClassVar[bool] = True
-    # built with the run's store URI and its staged clip sets (ttseval.tasks.common.get_provider)
-    run_settings: ClassVar[tuple[str, ...]] = ("store", "clip_sets")
+    # built with the run's store URI, its wait and its staged clip sets (ttseval.tasks.common.get_provider)
+    run_settings: ClassVar[tuple[str, ...]] = ("store", "store_wait_s", "clip_sets")
 
-    def __init__(self, voice: str | None = None, *, store: str | None = None,
+    def __init__(self, voice: str | None = None, *, store: str | None = None, store_wait_s: float = STORE_WAIT_S,
                  clip_sets: dict[str, str] | None = None, **options: str) -> None:
         self.options = parse_options(FilesOptions, options, provider=self.name)
         self.spec = canonical_spec(self.name, voice, options)
@@ -137,7 +138,7 @@ class FilesTTS:
         self._duplicates: dict[str, list[str]] = {}
         self._error: str | None = None
         if not given and clip_sets and voice in clip_sets and store is not None:
-            self._read_staged(store, clip_sets[voice])
+            self._read_staged(store, clip_sets[voice], store_wait_s)
             return
         if len(given) != 1:
             raise ValueError(
@@ -162,11 +163,11 @@ class FilesTTS:
             except _SourceError as e:
                 raise ValueError(f"files:{voice}: {e}") from e
 
-    def _read_staged(self, store: str, clip_set: str) -> None:
+    def _read_staged(self, store: str, clip_set: str, wait_s: float) -> None:
         """Store mode: the clips of `files:<label>` are the stored clip set `clip_set` (stage_clips)."""
         from ttseval.core.store import ArtifactStore
 
-        self.store = ArtifactStore(store)
+        self.store = ArtifactStore(store, wait_s=wait_s)
         try:
             self.staged = json.loads(self.store.read_bytes(clip_set_path(clip_set)))
         except Exception as e:  # noqa: BLE001 - every item of the system fails with this reason, and is retried

@@ -29,6 +29,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ttseval.core.audio import Audio, sha256_hex
+from ttseval.core.config import STORE_WAIT_S
 from ttseval.core.errors import DatasetError, DeferredProviderError, PermanentProviderError
 from ttseval.core.ids import digest
 from ttseval.core.protocols import ANY_LANGUAGE, Languages, VoicePrompt
@@ -124,9 +125,11 @@ class PushedTTS:
     imports: ClassVar[tuple[str, ...]] = ()
     keyed_by_item: ClassVar[bool] = True
     clones_voice: ClassVar[bool] = True
-    run_settings: ClassVar[tuple[str, ...]] = ("store",)  # built with store=<the run's store URI> (tasks.common)
+    # built with store=<the run's store URI> and its wait (tasks.common)
+    run_settings: ClassVar[tuple[str, ...]] = ("store", "store_wait_s")
 
-    def __init__(self, voice: str | None = None, *, store: str | None = None, **options: str) -> None:
+    def __init__(self, voice: str | None = None, *, store: str | None = None, store_wait_s: float = STORE_WAIT_S,
+                 **options: str) -> None:
         if options:
             raise ValueError(f"pushed takes no options (got {', '.join(sorted(options))}); write pushed:<label>")
         if not voice:
@@ -136,7 +139,7 @@ class PushedTTS:
             raise ValueError("pushed reads the run's store; build it through ttseval.tasks.common.get_provider")
         self.spec = canonical_spec(self.name, voice, {})
         self.label = voice
-        self.store = ArtifactStore(store)
+        self.store = ArtifactStore(store, wait_s=store_wait_s)
         manifest = read_system(self.store, voice)
         if manifest is None:
             raise ValueError(unknown_label_message(self.store, voice))

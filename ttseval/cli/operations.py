@@ -58,7 +58,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from ttseval.core.config import load_settings
     from ttseval.infra.serve import make_server
 
-
     settings = load_settings(store=args.store)
     settings.open_store().require()  # a mistyped --store is said here, not as an empty page
     server = make_server(settings.store, args.host, args.port)

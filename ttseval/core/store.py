@@ -42,10 +42,12 @@ from ttseval.core.schemas import TABLES
 
 _UNREACHABLE = ("NETWORK_CONNECTION", "curlCode", "Could not connect", "Couldn't connect", "Timeout was reached",
                 "timed out", "Connection refused", "Connection reset", "SERVICE_UNAVAILABLE", "SLOW_DOWN",
-                "INTERNAL_FAILURE", "HTTP response code: 500", "HTTP response code: 502", "HTTP response code: 503",
-                "HTTP response code: 504")
+                "INTERNAL_FAILURE", "REQUEST_TIMEOUT", "THROTTLING", "(HTTP status 5", "HTTP response code: 5")
 """How pyarrow's S3 errors say that the server is down, cut off, restarting or busy, rather than refusing the
 request (NoSuchKey, AccessDenied, a missing bucket): only these are waited out."""
+
+_BOTOCORE_UNREACHABLE = {"EndpointConnectionError", "ConnectTimeoutError", "ReadTimeoutError", "ConnectionClosedError"}
+"""The same for boto3 (deletes), by exception class: botocore's connection errors."""
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +92,12 @@ def write_error(root: str, uri: str, e: OSError | Exception) -> StoreError:
 
 def unreachable(e: BaseException) -> bool:
     """Whether an S3 error says the store could not be reached (worth waiting for) rather than refused the request."""
-    return isinstance(e, OSError) and any(s in str(e) for s in _UNREACHABLE)
+    if {c.__name__ for c in type(e).__mro__} & _BOTOCORE_UNREACHABLE:  # some of them are OSErrors too
+        return True
+    if isinstance(e, OSError):
+        return any(s in str(e) for s in _UNREACHABLE)
+    response = getattr(e, "response", None)  # a botocore ClientError: the HTTP status it came with
+    return isinstance(response, dict) and response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) >= 500
 
 
 class ArtifactStore:
@@ -123,7 +130,8 @@ class ArtifactStore:
             self.is_local = True
 
     def __getstate__(self) -> dict[str, Any]:
-        return self.__dict__ | {"_s3_client": None}  # a boto3 client does not pickle; the copy makes its own
+        # a boto3 client does not pickle: the copy makes its own; and it waits for the store afresh
+        return self.__dict__ | {"_s3_client": None, "_given_up": False}
 
     # paths ---------------------------------------------------------------------------------------------------
     def path(self, *parts: str) -> str:
@@ -145,7 +153,7 @@ class ArtifactStore:
                 result = op()
                 self._given_up = False
                 return result
-            except OSError as e:
+            except Exception as e:  # noqa: BLE001 - pyarrow's OSError or botocore's errors, sorted by unreachable()
                 if self.is_local or not unreachable(e):
                     raise
                 now = time.monotonic()
@@ -201,6 +209,17 @@ class ArtifactStore:
         except (OSError, FileNotFoundError) as e:
             raise StoreError(f"cannot read {self.display(rel_path)}: {e}", uri=self.display(rel_path)) from e
 
+    def read_part(self, path: str, *, columns: list[str] | None = None, schema: pa.Schema | None = None) -> pa.Table:
+        """One part file (a full path, as `part_files` lists them), waited for like every store read."""
+        def read() -> pa.Table:
+            with self.fs.open_input_file(path) as f:
+                return pq.read_table(f, columns=columns, schema=schema)
+
+        try:
+            return self._patiently(read, f"reading {path.rsplit('/', 1)[-1]}")
+        except OSError as e:
+            raise StoreError(f"cannot read {path}: {e}", uri=path) from e
+
     def _info(self, what: Any) -> Any:
         """fs.get_file_info, with an unreachable or refusing store said as a StoreError naming the store."""
         try:
@@ -224,7 +243,7 @@ class ArtifactStore:
                 import boto3
 
                 self._s3_client = boto3.client("s3", endpoint_url=_s3_endpoint())
-            self._s3_client.delete_object(Bucket=bucket, Key=key)
+            self._patiently(lambda: self._s3_client.delete_object(Bucket=bucket, Key=key), f"deleting {key}")
         except Exception as e:  # noqa: BLE001 - botocore's errors share no base worth naming here
             raise StoreError(f"cannot delete s3://{full_path}: {e}", uri=f"s3://{full_path}") from e
 
@@ -320,7 +339,7 @@ class ArtifactStore:
         for path in self.part_files(run_id, table):
             if path == keep:
                 continue
-            frame = pq.read_table(path, filesystem=self.fs).to_pandas()
+            frame = self.read_part(path).to_pandas()
             stale = frame[key_cols].apply(tuple, axis=1).isin(keys)
             if not stale.any():
                 continue
