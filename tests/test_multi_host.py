@@ -23,6 +23,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pyarrow.dataset as ds
@@ -30,6 +31,7 @@ import pytest
 
 from tests.conftest import BIN, ROOT, _stop, demo_items, run_cli, wait_http
 from tests.hosts import Host, Network
+from ttseval.core.store import ArtifactStore
 from ttseval.core.telemetry import TELEMETRY_OFF
 
 S3_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing-secret", "AWS_REGION": "us-east-1"}
@@ -93,17 +95,45 @@ class Lan:
         return f"http://{self.hosts['s3'].ip}:5000"
 
     @property
+    def s3_env(self) -> dict[str, str]:
+        """The S3 host's endpoint and the store's credentials, as AWS variables."""
+        return S3_CREDENTIALS | {"AWS_ENDPOINT_URL": self.s3_endpoint}
+
+    def s3(self) -> Any:
+        """A boto3 S3 client of the S3 host."""
+        import boto3
+
+        return boto3.client("s3", endpoint_url=self.s3_endpoint, aws_access_key_id=S3_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+                            aws_secret_access_key=S3_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+                            region_name=S3_CREDENTIALS["AWS_REGION"])
+
+    def store(self, uri: str, monkeypatch: pytest.MonkeyPatch) -> ArtifactStore:
+        """A store on the S3 host, read from the test (its AWS variables set for this test)."""
+        for k, v in self.s3_env.items():
+            monkeypatch.setenv(k, v)
+        return ArtifactStore(uri)
+
+    @property
     def vendor_url(self) -> str:
         return f"http://{self.hosts['vendor'].ip}:8000"
+
+    @property
+    def paid(self) -> str:
+        """The paid system: the fake vendor's OpenAI-compatible speech API."""
+        return f"openai:af_bella:base_url={self.vendor_url}/v1:model=kokoro"
 
     def vendor_counters(self) -> dict:
         with urllib.request.urlopen(self.vendor_url + "/_counters", timeout=10) as r:
             return json.loads(r.read())
 
     def client_env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("TTSEVAL_", "AWS_", "PREFECT_API"))}
-        return env | {"PYTHONPATH": str(ROOT), **TELEMETRY_OFF, "TTSEVAL_DASK_ADDRESS": self.scheduler,
-                      "PREFECT_API_URL": self.prefect_api, **S3_CREDENTIALS, "AWS_ENDPOINT_URL": self.s3_endpoint}
+        return self.base | {"TTSEVAL_DASK_ADDRESS": self.scheduler, "PREFECT_API_URL": self.prefect_api,
+                            **self.s3_env}
+
+
+def _keyed(store: ArtifactStore, run_id: str, table: str, key: list[str], values: list[str]) -> pd.DataFrame:
+    """A run's table as `read` gives it, indexed by `key` in order, with only the `values` columns compared."""
+    return store.read(run_id, table).set_index(key).sort_index()[values]
 
 
 def _wait_tcp(host: str, port: int, timeout_s: float) -> None:
@@ -120,7 +150,6 @@ def _wait_tcp(host: str, port: int, timeout_s: float) -> None:
 @pytest.fixture(scope="module")
 def lan(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lan]:
     """The five hosts and their servers; yields when both workers have joined the scheduler."""
-    import boto3
     from ttseval.core.config import Settings
     from ttseval.flows.runner import local_cluster_kwargs
     from ttseval.providers import MODEL_THREADS_VARIABLE
@@ -149,7 +178,7 @@ def lan(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lan]:
         # the workers: the store's credentials of their own (as a worker holds them, never from the run), the
         # shared cluster's model threads, so their results can be compared with a run there
         share = local_cluster_kwargs(Settings.model_construct())["env"][MODEL_THREADS_VARIABLE]
-        lan.worker_env = base | S3_CREDENTIALS | {"AWS_ENDPOINT_URL": lan.s3_endpoint, MODEL_THREADS_VARIABLE: share}
+        lan.worker_env = base | lan.s3_env | {MODEL_THREADS_VARIABLE: share}
         lan.start_worker("worker-a")
         lan.start_worker("worker-b")
         wait_http(lan.prefect_api + "/health", 120)
@@ -158,8 +187,7 @@ def lan(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lan]:
         lan.wait_workers(2)
         resources = lan.worker_hosts()
         assert resources == {lan.hosts["worker-a"].ip: {}, lan.hosts["worker-b"].ip: {"GPU": 1}}, resources
-        boto3.client("s3", endpoint_url=lan.s3_endpoint, **{"aws_access_key_id": "testing",
-                     "aws_secret_access_key": "testing-secret", "region_name": "us-east-1"}).create_bucket(Bucket="lan")
+        lan.s3().create_bucket(Bucket="lan")
         yield lan
     finally:
         for proc in reversed(lan.procs.values()):
@@ -176,8 +204,6 @@ def test_an_evaluate_across_separate_hosts_equals_the_same_run_on_one_host(
     similarity to the prompt) equals the one-host run's; the vendor billed each item once per run that had to
     make it (3 here, 3 for the one-host run with its own store), and a second run on the hosts, computing nothing,
     billed nothing. A backfill-judge over the stored clips gives the same verdicts on the hosts as on one host."""
-    from ttseval.core.store import ArtifactStore
-
     files = lan.client_files
     rows = demo_items(files / "lan.jsonl", ITEMS)
     (files / "clips").mkdir()
@@ -190,7 +216,7 @@ def test_an_evaluate_across_separate_hosts_equals_the_same_run_on_one_host(
                         "-o", str(files / "prompts" / f"{r['item_id']}.wav")], check=True)
         r |= {"prompt_audio_uri": f"prompts/{r['item_id']}.wav", "prompt_text": "A voice to imitate, said once."}
     (files / "lan.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    paid = f"openai:af_bella:base_url={lan.vendor_url}/v1:model=kokoro"
+    paid = lan.paid
     args = ["evaluate", "--dataset", "lan.jsonl", "--systems", f"files:mine:dir=clips,espeak-ng:en-us,{paid}",
             "--judges", ""]
 
@@ -207,9 +233,7 @@ def test_an_evaluate_across_separate_hosts_equals_the_same_run_on_one_host(
     assert counters["paid_calls"] - billed == 6  # 3 for the hosts' store, 3 for the one-host store, none for the re-run
     assert sorted(counters["paid_keys"][billed:]) == sorted([r["text"] for r in rows] * 2)
 
-    for k, v in (S3_CREDENTIALS | {"AWS_ENDPOINT_URL": lan.s3_endpoint}).items():
-        monkeypatch.setenv(k, v)
-    on_hosts, on_one = ArtifactStore("s3://lan/ttseval"), ArtifactStore(str(files / "one-host"))
+    on_hosts, on_one = lan.store("s3://lan/ttseval", monkeypatch), ArtifactStore(str(files / "one-host"))
     keys = {"synthesis": (["item_id", "system_id"], ["system_spec", "status", "audio_sha256"], 9),
             "transcripts": (["item_id", "system_id", "asr_id"], ["status", "hypothesis", "wer", "cer"], 9),
             "quality": (["item_id", "system_id", "quality_id"], ["status", "mos"], 9),
@@ -218,8 +242,7 @@ def test_an_evaluate_across_separate_hosts_equals_the_same_run_on_one_host(
     paid_id = synthesis.loc[synthesis["system_spec"] == paid, "system_id"].iloc[0]
     for table, (key, values, count) in keys.items():
         for run_id in ("h1", "h2"):
-            a = on_hosts.read(run_id, table).set_index(key).sort_index()[values]
-            b = on_one.read("o1", table).set_index(key).sort_index()[values]
+            a, b = _keyed(on_hosts, run_id, table, key, values), _keyed(on_one, "o1", table, key, values)
             # the fake vendor's audio is a tone: Resemblyzer finds no speech in it, a final row on either side
             toned = (a.index.get_level_values("system_id") == paid_id) & (table == "similarity")
             assert len(a) == count and a.loc[~toned, "status"].eq("ok").all(), (run_id, table, a.to_string())
@@ -253,13 +276,12 @@ def test_a_nightly_deployment_picked_up_by_a_process_worker_on_another_host_equa
     from prefect.deployments import run_deployment
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    from ttseval.core.store import ArtifactStore
     from ttseval.deployments.register import register
 
     pool, run_id = "ttseval-lan", "nightly-20261126T020000Z"
     data = tmp_path_factory.mktemp("lan-runner-data")  # the runner's own disk (the hosts hide only the client's)
     rows = demo_items(data / "night.jsonl", ITEMS)
-    paid = f"openai:af_bella:base_url={lan.vendor_url}/v1:model=kokoro"
+    paid = lan.paid
     systems = ["espeak-ng:en-us", paid]
     prefect = str(BIN / "prefect")
     created = subprocess.run([prefect, "--no-prompt", "work-pool", "create", pool, "--type", "process"],
@@ -269,10 +291,10 @@ def test_a_nightly_deployment_picked_up_by_a_process_worker_on_another_host_equa
     assert "nightly/nightly" in register(lan.prefect_api, pool, ROOT)
     runner = lan.net.host("ttrunr")
     lan.start(runner, "runner", [prefect, "worker", "start", "--pool", pool, "--type", "process", "--name", "runner"],
-              lan.base | S3_CREDENTIALS | {"AWS_ENDPOINT_URL": lan.s3_endpoint, "PREFECT_API_URL": lan.prefect_api,
-                                           "PREFECT_HOME": str(tmp_path_factory.mktemp("lan-runner-home")),
-                                           "TTSEVAL_STORE": "s3://lan/nightly", "TTSEVAL_ALLOW_NEW_STORE": "true",
-                                           "TTSEVAL_DASK_ADDRESS": lan.scheduler, "TTSEVAL_REPO": str(ROOT)})
+              lan.base | lan.s3_env | {"PREFECT_API_URL": lan.prefect_api,
+                                       "PREFECT_HOME": str(tmp_path_factory.mktemp("lan-runner-home")),
+                                       "TTSEVAL_STORE": "s3://lan/nightly", "TTSEVAL_ALLOW_NEW_STORE": "true",
+                                       "TTSEVAL_DASK_ADDRESS": lan.scheduler, "TTSEVAL_REPO": str(ROOT)})
     billed = lan.vendor_counters()["paid_calls"]
     with temporary_settings({PREFECT_API_URL: lan.prefect_api}):
         flow_run = run_deployment("nightly/nightly", parameters={"dataset": str(data / "night.jsonl"),
@@ -286,16 +308,13 @@ def test_a_nightly_deployment_picked_up_by_a_process_worker_on_another_host_equa
                    str(one_store), "--run-id", run_id, "--new-store"], shared_env, cwd=one_store)
     assert one.returncode == 0, one.stderr[-4000:]
     assert lan.vendor_counters()["paid_calls"] - billed == 6
-    for k, v in (S3_CREDENTIALS | {"AWS_ENDPOINT_URL": lan.s3_endpoint}).items():
-        monkeypatch.setenv(k, v)
-    on_hosts, on_one = ArtifactStore("s3://lan/nightly"), ArtifactStore(str(one_store))
+    on_hosts, on_one = lan.store("s3://lan/nightly", monkeypatch), ArtifactStore(str(one_store))
     keys = {"synthesis": (["item_id", "system_id"], ["system_spec", "status", "audio_sha256"]),
             "transcripts": (["item_id", "system_id", "asr_id"], ["status", "hypothesis", "wer", "cer"]),
             "quality": (["item_id", "system_id", "quality_id"], ["status", "mos"]),
             "judgments": (["item_id", "system_id", "judge_id"], ["status", "winner", "candidate_first"])}
     for table, (key, values) in keys.items():
-        a = on_hosts.read(run_id, table).set_index(key).sort_index()[values]
-        b = on_one.read(run_id, table).set_index(key).sort_index()[values]
+        a, b = _keyed(on_hosts, run_id, table, key, values), _keyed(on_one, run_id, table, key, values)
         assert len(a) == len(rows) * (1 if table == "judgments" else 2), (table, a.to_string())
         assert a["status"].eq("ok").all(), (table, a.to_string())
         pd.testing.assert_frame_equal(a, b, check_exact=True, obj=f"{table} of the night")
@@ -309,17 +328,12 @@ def _evaluate_through_a_fault(lan: Lan, monkeypatch: pytest.MonkeyPatch, name: s
     run completes, that every key is once in each table's parts (every row as written: a reader would hide a key
     written twice) with every row ok, and that the vendor billed each item once. Returns the seconds from the run's
     start to the fault and from the fault's end to the run's."""
-    import boto3
-
-    from ttseval.core.store import ArtifactStore
-
     files = lan.client_files / name
     files.mkdir()
     rows = demo_items(files / "items.jsonl", ITEMS)
-    paid = f"openai:af_bella:base_url={lan.vendor_url}/v1:model=kokoro"
+    paid = lan.paid
     billed = lan.vendor_counters()["paid_calls"]
-    s3 = boto3.client("s3", endpoint_url=lan.s3_endpoint, aws_access_key_id=S3_CREDENTIALS["AWS_ACCESS_KEY_ID"],
-                      aws_secret_access_key=S3_CREDENTIALS["AWS_SECRET_ACCESS_KEY"], region_name="us-east-1")
+    s3 = lan.s3()
     started = time.monotonic()
     proc = subprocess.Popen([str(BIN / "ttseval"), "evaluate", "--dataset", "items.jsonl", "--systems",
                              f"espeak-ng:en-us,flite:slt,{paid}", "--store", f"s3://lan/{name}", "--new-store",
@@ -340,9 +354,7 @@ def _evaluate_through_a_fault(lan: Lan, monkeypatch: pytest.MonkeyPatch, name: s
     ended = time.monotonic()
     assert proc.returncode == 0, out[-4000:]
     assert lan.vendor_counters()["paid_calls"] - billed == 3
-    for k, v in (S3_CREDENTIALS | {"AWS_ENDPOINT_URL": lan.s3_endpoint}).items():
-        monkeypatch.setenv(k, v)
-    store = ArtifactStore(f"s3://lan/{name}")
+    store = lan.store(f"s3://lan/{name}", monkeypatch)
     for table, key in (("synthesis", ["item_id", "system_id"]), ("transcripts", ["item_id", "system_id", "asr_id"]),
                        ("quality", ["item_id", "system_id", "quality_id"])):
         raw = ds.dataset(store.part_files(name, table), format="parquet", filesystem=store.fs).to_table().to_pandas()
