@@ -19,7 +19,7 @@ from ttseval.flows.common import (artifact_key, check_judges, check_stage_tables
                           placement, stored_systems)
 from ttseval.flows.preflight import check_cluster_reach
 from ttseval.flows.progress import StageProgress
-from ttseval.flows.runner import SettingsDaskTaskRunner
+from ttseval.flows.runner import SettingsDaskTaskRunner, through_scheduler_restarts
 from ttseval.tasks.common import get_store, logger
 from ttseval.tasks.judge_instructions import run_instruction_stage
 from ttseval.tasks.judge import run_judge_stage, run_position_audit
@@ -73,6 +73,7 @@ def subset_items(store: Any, run_id: str, categories: list[str] | None, depths: 
 
 
 @flow(name="backfill_judge", task_runner=SettingsDaskTaskRunner())
+@through_scheduler_restarts
 def backfill_judge(run_id: str, judge: str, store: str | None = None, baseline: str | None = None,
                    kind: Literal["pairwise", "instruction"] = "pairwise", systems: list[str] | None = None,
                    categories: list[str] | None = None, depths: list[int] | None = None,

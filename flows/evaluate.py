@@ -23,7 +23,7 @@ from ttseval.flows.common import (artifact_key, check_stage_tables, cpu_workers_
                           judge_runs_on_gpu, placement, register_items, runs_on_gpu)
 from ttseval.flows.preflight import check_cluster_reach, preflight_evaluate
 from ttseval.flows.progress import StageProgress
-from ttseval.flows.runner import NOT_STARTED, SettingsDaskTaskRunner, dask_started
+from ttseval.flows.runner import NOT_STARTED, SettingsDaskTaskRunner, dask_started, through_scheduler_restarts
 from ttseval.tasks.common import StageResult, get_store, logger, now, task_retry_options
 from ttseval.tasks.cost import Budget, estimate_synthesis, within_budget
 from ttseval.tasks.judge_instructions import run_instruction_stage
@@ -42,6 +42,7 @@ from ttseval.core.registry import Spec
 
 
 @flow(name="evaluate", task_runner=SettingsDaskTaskRunner())
+@through_scheduler_restarts
 def evaluate(
     dataset: str = str(DEMO_DATASET),
     systems: list[str] = list(DEFAULT_SYSTEMS),

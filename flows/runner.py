@@ -12,15 +12,20 @@ the report from the store in the flow's own process (`started` says which happen
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
-from typing import Any
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from prefect_dask import DaskTaskRunner
 
 from ttseval.providers import MODEL_THREADS_VARIABLE
 from ttseval.core.config import Settings, load_settings
-from ttseval.core.errors import ConfigError
+from ttseval.core.errors import ConfigError, TTSEvalError
+
+T = TypeVar("T")
 
 
 def local_cluster_kwargs(settings: Settings) -> dict[str, Any]:
@@ -143,8 +148,8 @@ def runner_kwargs(settings: Settings) -> dict[str, Any]:
     """The task runner's arguments for the cluster the settings name: an existing scheduler (dask_address), Slurm
     jobs (cluster = 'slurm', adaptive between slurm.minimum_jobs and slurm.maximum_jobs), a DaskCluster of the
     dask-kubernetes operator (cluster = 'kubernetes'), or a LocalCluster."""
-    if settings.dask_address:
-        return {"address": settings.dask_address}
+    if settings.dask_address:  # the client tries to reach it (and reconnects to it) for scheduler_wait_s
+        return {"address": settings.dask_address, "client_kwargs": {"timeout": settings.scheduler_wait_s or 30}}
     if settings.cluster == "slurm":
         from dask_jobqueue import SLURMCluster
 
@@ -206,3 +211,55 @@ def dask_started() -> bool | None:
     context = FlowRunContext.get()
     runner = getattr(context, "task_runner", None)
     return runner.started_cluster if isinstance(runner, SettingsDaskTaskRunner) else None
+
+
+def scheduler_lost(e: BaseException) -> bool:
+    """Whether `e` is what a flow gets from a task's future when the Dask client lost its scheduler (a scheduler
+    restarted, its host rebooted or cut off): every future of the run is cancelled with this reason."""
+    from distributed.client import FutureCancelledError
+
+    return isinstance(e, FutureCancelledError) and e.reason == "scheduler-connection-lost"
+
+
+def through_scheduler_restarts(fn: Callable[..., T]) -> Callable[..., T]:
+    """A flow function that, when the Dask scheduler at dask_address is lost mid-run, runs again once it is back.
+
+    A lost scheduler cancels every future of the run, and the workers stop (their supervisors start them again)
+    while the client keeps trying to reconnect. Once it has, within `scheduler_wait_s` of the loss, `fn` runs again
+    in the same flow run: it plans from the store, so what was stored is kept and only what was lost is computed
+    again (a paid call whose answer was stored is not made again). Used under @flow, so the flow's parameters and
+    docstring are `fn`'s.
+
+    Why a whole new pass rather than resubmitting the lost futures: the scheduler held the task graph and nothing of
+    it survives; the store is what says what is done, and planning from it is what a re-run does anyway.
+
+    Raises:
+        TTSEvalError: the scheduler did not come back within scheduler_wait_s (exit 1; a later run resumes).
+    """
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> T:
+        from prefect.context import FlowRunContext
+
+        log = logging.getLogger("ttseval")
+        deadline: float | None = None
+        while True:
+            try:
+                return fn(*args, **kwargs)
+            except BaseException as e:  # FutureCancelledError is an asyncio.CancelledError, not an Exception
+                settings = load_settings()
+                if not scheduler_lost(e) or not settings.dask_address:
+                    raise
+                where, wait_s = settings.dask_address, settings.scheduler_wait_s
+                client = getattr(getattr(FlowRunContext.get(), "task_runner", None), "_client", None)
+                deadline = deadline or time.monotonic() + wait_s
+                log.warning(f"{fn.__name__}: the Dask scheduler at {where} was lost mid-run; what is stored is kept; "
+                            f"waiting up to {wait_s:.0f} s (the scheduler_wait_s setting) for it to come back")
+                while client is not None and client.status != "running" and time.monotonic() < deadline:
+                    time.sleep(0.5)
+                if client is None or client.status != "running":
+                    raise TTSEvalError(f"{fn.__name__}: the Dask scheduler at {where} was lost mid-run and did not "
+                                       f"come back within {wait_s:.0f} s (the scheduler_wait_s setting); what is "
+                                       "stored is kept: run the same command again to resume") from e
+                log.warning(f"{fn.__name__}: the Dask scheduler at {where} is back; planning again from the store")
+
+    return run

@@ -8,13 +8,16 @@
 - a vendor host: a fake paid TTS API (tests/serve_fake.py) that counts what it would bill.
 
 The run's results are compared key by key with the same command on one host (the session's shared cluster and a
-local store), and the vendor's bill says that no paid call was made twice.
+local store), and the vendor's bill says that no paid call was made twice. Faults across hosts (issue 27 item 6):
+a worker host's link cut or its worker killed, the S3 host away, the scheduler host restarted, the Prefect server
+restarted; each run completes with no key lost or stored twice and no item billed twice.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -38,6 +41,7 @@ S3_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "test
 ITEMS = ["emo-a-d0", "que-a-d0", "for-a-d0"]
 WORKER_TTL = "15s"
 OUTAGE_S = 60  # how long the S3 host is away
+RESTART_S = 10  # how long a restarted host or server is down
 
 
 @dataclass
@@ -47,6 +51,7 @@ class Lan:
     hosts: dict[str, Host]
     base: dict[str, str]  # what every process on a host starts with: this machine's, less our settings and keys
     tmp: pytest.TempPathFactory
+    prefect_home: Path
     worker_env: dict[str, str] = field(default_factory=dict)  # base, the store's credentials, model threads
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     logs: list = field(default_factory=list)
@@ -61,13 +66,30 @@ class Lan:
         self.logs.append(log)
         self.procs[name] = host.spawn(argv, hide=[self.client_files], env=env, cwd=folder, log=log)
 
+    def start_prefect(self) -> None:
+        """The Prefect server on the scheduler host, its database in the module's PREFECT_HOME (kept over restarts)."""
+        self.start(self.hosts["scheduler"], "prefect", [str(BIN / "prefect"), "server", "start", "--host", "0.0.0.0",
+                                                        "--port", "4200"],
+                   self.base | {"PREFECT_HOME": str(self.prefect_home), "PREFECT_UI_ENABLED": "false"})
+
+    def start_scheduler(self) -> None:
+        """The Dask scheduler on the scheduler host. A worker that stops answering is dropped after WORKER_TTL
+        (Dask's default is 5 minutes), and its tasks go to the others."""
+        sched = self.hosts["scheduler"]
+        self.start(sched, "scheduler", [str(BIN / "dask"), "scheduler", "--host", sched.ip, "--port", "8786",
+                                        "--dashboard-address", "127.0.0.1:0"],
+                   self.base | {"DASK_DISTRIBUTED__SCHEDULER__WORKER_TTL": WORKER_TTL})
+
     def start_worker(self, name: str) -> None:
-        """A Dask worker (one process, one thread) on host `name`; worker-b declares the resource GPU=1."""
+        """A Dask worker (one process, one thread) on host `name`; worker-b declares the resource GPU=1. It is
+        started again a second after it exits, as infra/docker-compose.yml's `restart: unless-stopped` does: a
+        Dask worker stops when it loses its scheduler, and its supervisor starts it again."""
         host = self.hosts[name]
         extra = ["--resources", "GPU=1"] if name == "worker-b" else []
-        self.start(host, name, [str(BIN / "dask"), "worker", self.scheduler, "--host", host.ip, "--nworkers", "1",
-                                "--nthreads", "1", "--no-dashboard", "--local-directory",
-                                str(self.tmp.mktemp(f"lan-{name}-dir")), *extra], self.worker_env)
+        worker = shlex.join([str(BIN / "dask"), "worker", self.scheduler, "--host", host.ip, "--nworkers", "1",
+                             "--nthreads", "1", "--no-dashboard", "--local-directory",
+                             str(self.tmp.mktemp(f"lan-{name}-dir")), *extra])
+        self.start(host, name, ["sh", "-c", f"while :; do {worker}; sleep 1; done"], self.worker_env)
 
     def worker_hosts(self) -> dict[str, dict]:
         """The scheduler's view: each worker's host address and its resources."""
@@ -157,21 +179,15 @@ def lan(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lan]:
     base = {k: v for k, v in os.environ.items() if not k.startswith(("TTSEVAL_", "AWS_", "PREFECT_API"))}
     base |= {"PYTHONPATH": str(ROOT), **TELEMETRY_OFF, "DASK_LOGGING__DISTRIBUTED": "warning"}
     net = Network.make(100 + os.getpid() % 100)
-    lan = Lan(net, tmp_path_factory.mktemp("lan-client"), {}, base, tmp_path_factory)
+    lan = Lan(net, tmp_path_factory.mktemp("lan-client"), {}, base, tmp_path_factory,
+              tmp_path_factory.mktemp("lan-prefect-home"))
     start = lan.start
 
     try:
         for name in ("scheduler", "s3", "worker-a", "worker-b", "vendor"):
             lan.hosts[name] = net.host(f"tt{name[:3]}{name[-1]}")
-        sched = lan.hosts["scheduler"]
-        home = tmp_path_factory.mktemp("lan-prefect-home")
-        start(sched, "prefect", [str(BIN / "prefect"), "server", "start", "--host", "0.0.0.0", "--port", "4200"],
-              base | {"PREFECT_HOME": str(home), "PREFECT_UI_ENABLED": "false"})
-        # a worker that stops answering is dropped after WORKER_TTL (Dask's default is 5 minutes), and its tasks
-        # go to the others
-        start(sched, "scheduler", [str(BIN / "dask"), "scheduler", "--host", sched.ip, "--port", "8786",
-                                   "--dashboard-address", "127.0.0.1:0"],
-              base | {"DASK_DISTRIBUTED__SCHEDULER__WORKER_TTL": WORKER_TTL})
+        lan.start_prefect()
+        lan.start_scheduler()
         start(lan.hosts["s3"], "s3", [str(BIN / "moto_server"), "-H", "0.0.0.0", "-p", "5000"], base)
         start(lan.hosts["vendor"], "vendor", [str(BIN / "python"), "-m", "tests.serve_fake", "openai-speech", "8000"],
               base | {"PYTHONPATH": str(ROOT)})
@@ -322,12 +338,12 @@ def test_a_nightly_deployment_picked_up_by_a_process_worker_on_another_host_equa
 
 
 def _evaluate_through_a_fault(lan: Lan, monkeypatch: pytest.MonkeyPatch, name: str, after_first: str,
-                              fault: Callable[[], None]) -> tuple[float, float]:
+                              fault: Callable[[], None]) -> tuple[float, float, str]:
     """An evaluate from the client (3 items x espeak-ng, flite and the paid system, one item per task, store
     s3://lan/<name>) with `fault()` called once the first part of table `after_first` is stored. Asserts that the
     run completes, that every key is once in each table's parts (every row as written: a reader would hide a key
     written twice) with every row ok, and that the vendor billed each item once. Returns the seconds from the run's
-    start to the fault and from the fault's end to the run's."""
+    start to the fault and from the fault's end to the run's, and what the command printed."""
     files = lan.client_files / name
     files.mkdir()
     rows = demo_items(files / "items.jsonl", ITEMS)
@@ -360,7 +376,7 @@ def _evaluate_through_a_fault(lan: Lan, monkeypatch: pytest.MonkeyPatch, name: s
         raw = ds.dataset(store.part_files(name, table), format="parquet", filesystem=store.fs).to_table().to_pandas()
         assert len(raw) == 3 * len(rows) and not raw.duplicated(key).any(), (table, raw[key].to_string())
         assert raw["status"].eq("ok").all(), (table, raw.to_string())
-    return fault_at - started, ended - fault_end
+    return fault_at - started, ended - fault_end, out
 
 
 @pytest.mark.parametrize("fault", ["link cut", "killed"])
@@ -380,7 +396,7 @@ def test_a_worker_host_lost_mid_run_loses_no_row_and_bills_no_item_twice(lan: La
             os.killpg(lan.procs["worker-a"].pid, signal.SIGKILL)
 
     try:
-        into, recovered = _evaluate_through_a_fault(lan, monkeypatch, fault.replace(" ", "-"), "transcripts", lose)
+        into, recovered, _ = _evaluate_through_a_fault(lan, monkeypatch, fault.replace(" ", "-"), "transcripts", lose)
         assert set(lan.worker_hosts()) == {lan.hosts["worker-b"].ip}  # the scheduler dropped the lost host
     finally:
         _stop(lan.procs.pop("worker-a"))
@@ -407,5 +423,69 @@ def test_the_s3_host_away_mid_run_is_waited_for_and_nothing_is_lost_or_bought_tw
         finally:
             store_host.mend()
 
-    into, recovered = _evaluate_through_a_fault(lan, monkeypatch, "s3-away", "synthesis", away)
+    into, recovered, _ = _evaluate_through_a_fault(lan, monkeypatch, "s3-away", "synthesis", away)
     print(f"S3 host away {OUTAGE_S} s from {into:.1f} s into the run; the run ended {recovered:.1f} s after its return")
+
+
+@pytest.mark.parametrize("fault", ["scheduler host", "prefect server"])
+def test_the_scheduler_host_or_the_prefect_server_restarted_mid_run_loses_nothing_and_bills_no_item_twice(
+        lan: Lan, monkeypatch: pytest.MonkeyPatch, fault: str) -> None:
+    """Issue 27 item 6, once the first transcript is stored: the scheduler host restarted (its Dask scheduler and
+    Prefect server stopped, started again RESTART_S later, the Prefect database kept on its disk), or only the
+    Prefect server restarted.
+
+    A lost scheduler cancels every future of the run and the workers stop; their supervisor starts them again
+    (Lan.start_worker) and they join the new scheduler. The client reconnects, and the flow, which waits up to
+    `scheduler_wait_s` for that (flows/runner.py through_scheduler_restarts), plans again from the store and
+    computes only what was not stored: the run completes with no key twice and no item billed twice. Before that
+    wait the command failed (exit 1, FutureCancelledError: scheduler-connection-lost). A Prefect server away for a
+    while is ridden out by the Prefect client's own retries of its API calls."""
+    names = ["scheduler", "prefect"] if fault == "scheduler host" else ["prefect"]
+
+    def restart() -> None:
+        for name in names:
+            _stop(lan.procs.pop(name))
+        time.sleep(RESTART_S)
+        lan.start_prefect()
+        if "scheduler" in names:
+            lan.start_scheduler()
+        wait_http(lan.prefect_api + "/health", 120)
+
+    try:
+        into, recovered, out = _evaluate_through_a_fault(lan, monkeypatch, fault.replace(" ", "-"), "transcripts",
+                                                         restart)
+    finally:
+        lan.wait_workers(2)
+    lost = f"the Dask scheduler at {lan.scheduler} was lost mid-run"
+    assert (lost in out and "is back; planning again from the store" in out) == (fault == "scheduler host"), out
+    print(f"{fault} restarted {into:.1f} s into the run; the run ended {recovered:.1f} s after")
+
+
+def test_a_scheduler_lost_for_longer_than_scheduler_wait_s_fails_the_run_saying_so(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """What through_scheduler_restarts does without a scheduler coming back (scheduler_wait_s 0, no client): a
+    clear error naming the scheduler and the setting; any other error, or a lost scheduler on a cluster the run
+    started itself (no dask_address), goes through unchanged."""
+    from distributed.client import FutureCancelledError
+
+    from ttseval.core.errors import TTSEvalError
+    from ttseval.flows.runner import through_scheduler_restarts
+
+    calls = []
+
+    def lose(reason: str) -> None:
+        calls.append(reason)
+        raise FutureCancelledError("transcripts_task-1", reason)
+
+    flow_body = through_scheduler_restarts(lose)
+    monkeypatch.setenv("TTSEVAL_SCHEDULER_WAIT_S", "0")
+    monkeypatch.delenv("TTSEVAL_DASK_ADDRESS", raising=False)
+    with pytest.raises(FutureCancelledError):
+        flow_body("scheduler-connection-lost")
+    monkeypatch.setenv("TTSEVAL_DASK_ADDRESS", "tcp://10.0.0.9:8786")
+    with pytest.raises(FutureCancelledError):
+        flow_body("cancelled by the user")
+    with pytest.raises(TTSEvalError, match=r"lose: the Dask scheduler at tcp://10\.0\.0\.9:8786 was lost mid-run and "
+                       r"did not come back within 0 s \(the scheduler_wait_s setting\).*run the same command again"):
+        flow_body("scheduler-connection-lost")
+    assert calls == ["scheduler-connection-lost", "cancelled by the user", "scheduler-connection-lost"]

@@ -21,6 +21,9 @@ if TYPE_CHECKING:
 
 STORE_WAIT_S = 120.0
 """How long an operation on an S3 store waits for a store it cannot reach, by default (setting `store_wait_s`)."""
+SCHEDULER_WAIT_S = 120.0
+"""How long a run on an existing Dask scheduler waits for it to come back when it is lost mid-run, by default
+(setting `scheduler_wait_s`)."""
 
 DEFAULT_SYSTEMS = ("piper:joe", "espeak-ng", "flite:slt")
 DEFAULT_ASR = {"en": "faster-whisper:tiny.en", "*": "faster-whisper:base"}
@@ -159,7 +162,7 @@ class Kubernetes(BaseModel):
 
 HOW_IT_RUNS = frozenset({"dask_address", "cluster", "slurm", "kubernetes", "n_workers", "threads_per_worker",
                          "models_in_memory", "prefect_server_keep_s", "lease_wait_s", "lease_ttl_s",
-                         "store_wait_s"})
+                         "store_wait_s", "scheduler_wait_s"})
 """Settings that decide where and how a command runs, never what its tables or report hold: a re-run that changes
 only these keeps the run's report (tasks/report/full.py hashes the other settings)."""
 
@@ -286,6 +289,11 @@ class Settings(BaseSettings):
     store_wait_s: float = Field(STORE_WAIT_S, ge=0, description="How long a store operation waits for an S3 store "
                                 "it cannot reach (server restarting, host cut off, 5xx), trying again with backoff, "
                                 "before the run fails; a local store is not waited for")
+    scheduler_wait_s: float = Field(SCHEDULER_WAIT_S, ge=0, description="How long a run on an existing Dask "
+                                    "scheduler (dask_address) waits for it when it is lost mid-run (its host "
+                                    "restarted) before the run fails; once it is back the run plans again from the "
+                                    "store and computes only what was not stored. Also how long the first connection "
+                                    "to it is tried")
     lease_wait_s: float = Field(0.0, ge=0, description="How long a run waits for another invocation writing the "
                                 "same run id to finish; 0 refuses at once (exit 2, nothing written)")
     lease_ttl_s: float = Field(120.0, gt=0, description="A run id's lease not renewed for this long (its writer "
