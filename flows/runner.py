@@ -13,6 +13,7 @@ the report from the store in the flow's own process (`started` says which happen
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 import os
 import time
@@ -246,8 +247,10 @@ def through_scheduler_restarts(fn: Callable[..., T]) -> Callable[..., T]:
             try:
                 return fn(*args, **kwargs)
             except BaseException as e:  # FutureCancelledError is an asyncio.CancelledError, not an Exception
+                if not scheduler_lost(e):
+                    raise
                 settings = load_settings()
-                if not scheduler_lost(e) or not settings.dask_address:
+                if not settings.dask_address:
                     raise
                 where, wait_s = settings.dask_address, settings.scheduler_wait_s
                 client = getattr(getattr(FlowRunContext.get(), "task_runner", None), "_client", None)
@@ -262,4 +265,7 @@ def through_scheduler_restarts(fn: Callable[..., T]) -> Callable[..., T]:
                                        "stored is kept: run the same command again to resume") from e
                 log.warning(f"{fn.__name__}: the Dask scheduler at {where} is back; planning again from the store")
 
+    # the flow's parameters, their annotations evaluated where `fn` was written: Prefect validates a call against
+    # this signature, resolving names in the wrapper's module otherwise (Literal, for one, is not imported here)
+    run.__signature__ = inspect.signature(fn, eval_str=True)  # type: ignore[attr-defined]
     return run

@@ -319,3 +319,21 @@ def test_a_scheduler_lost_for_longer_than_scheduler_wait_s_fails_the_run_saying_
                        r"did not come back within 0 s \(the scheduler_wait_s setting\).*run the same command again"):
         flow_body("scheduler-connection-lost")
     assert calls == ["scheduler-connection-lost", "cancelled by the user", "scheduler-connection-lost"]
+
+
+def test_the_flows_under_through_scheduler_restarts_keep_their_parameters_and_their_validation() -> None:
+    """A flow function under through_scheduler_restarts is called by Prefect with its parameters validated against
+    the flow's own annotations, evaluated in its module: `Literal` in backfill_judge's `kind` (flows/runner.py has no
+    Literal; before its signature was evaluated there, every backfill-judge failed with PydanticUserError)."""
+    from prefect.exceptions import ParameterTypeError
+
+    from ttseval.flows.backfill_judge import backfill_judge
+    from ttseval.flows.evaluate import evaluate
+
+    checked = backfill_judge.validate_parameters({"run_id": "r", "judge": "objective", "kind": "instruction"})
+    assert checked["kind"] == "instruction" and checked["baseline"] is None
+    with pytest.raises(ParameterTypeError, match="Input should be 'pairwise' or 'instruction'"):
+        backfill_judge.validate_parameters({"run_id": "r", "judge": "objective", "kind": "pairs"})
+    assert backfill_judge.parameters.properties["kind"]["enum"] == ["pairwise", "instruction"]
+    assert evaluate.validate_parameters({"budget_usd": "1.5"})["budget_usd"] == 1.5
+    assert list(evaluate.parameters.properties)[:3] == ["dataset", "systems", "store"]
