@@ -222,14 +222,22 @@ def scheduler_lost(e: BaseException) -> bool:
     return isinstance(e, FutureCancelledError) and e.reason == "scheduler-connection-lost"
 
 
+def _api_answers() -> bool:
+    """Whether the Prefect API this process reports to answers."""
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        return client.api_healthcheck() is None
+
+
 def through_scheduler_restarts(fn: Callable[..., T]) -> Callable[..., T]:
     """A flow function that, when the Dask scheduler at dask_address is lost mid-run, runs again once it is back.
 
     A lost scheduler cancels every future of the run, and the workers stop (their supervisors start them again)
-    while the client keeps trying to reconnect. Once it has, within `scheduler_wait_s` of the loss, `fn` runs again
-    in the same flow run: it plans from the store, so what was stored is kept and only what was lost is computed
-    again (a paid call whose answer was stored is not made again). Used under @flow, so the flow's parameters and
-    docstring are `fn`'s.
+    while the client keeps trying to reconnect. Once it has (and the Prefect API answers), within `scheduler_wait_s`
+    of the loss, `fn` runs again in the same flow run: it plans from the store, so what was stored is kept and only
+    what was lost is computed again (a paid call whose answer was stored is not made again). Used under @flow, so
+    the flow's parameters and docstring are `fn`'s.
 
     Why a whole new pass rather than resubmitting the lost futures: the scheduler held the task graph and nothing of
     it survives; the store is what says what is done, and planning from it is what a re-run does anyway.
@@ -263,6 +271,10 @@ def through_scheduler_restarts(fn: Callable[..., T]) -> Callable[..., T]:
                     raise TTSEvalError(f"{fn.__name__}: the Dask scheduler at {where} was lost mid-run and did not "
                                        f"come back within {wait_s:.0f} s (the scheduler_wait_s setting); what is "
                                        "stored is kept: run the same command again to resume") from e
+                # a restarted host brings its Dask scheduler back before its Prefect server: the next pass reads
+                # the flow run from the API, so it waits for that too, within the same deadline
+                while not _api_answers() and time.monotonic() < deadline:
+                    time.sleep(0.5)
                 log.warning(f"{fn.__name__}: the Dask scheduler at {where} is back; planning again from the store")
 
     # the flow's parameters, their annotations evaluated where `fn` was written: Prefect validates a call against

@@ -214,9 +214,10 @@ def test_a_worker_host_lost_mid_run_loses_no_row_and_bills_no_item_twice(lan: La
                                                                          fault: str) -> None:
     """Issue 27 item 6, a worker host lost mid-run once the first transcript is stored: its link cut (a pulled
     cable; the scheduler drops it after tests/lan.py WORKER_TTL) or its worker killed (SIGKILL of the whole process
-    group: the scheduler sees the connection close). Its tasks go to worker-b; nothing is lost, no key is stored twice and no
-    item billed twice (what a worker finished was in the store before it was lost). The host is then restarted
-    (what is left of its worker killed, the link mended, a new worker started), so the module's cluster is whole."""
+    group: the scheduler sees the connection close). Its tasks go to worker-b; nothing is lost, no key is stored
+    twice and no item billed twice (what a worker finished was in the store before it was lost). The host is then
+    restarted (what is left of its worker killed, the link mended, a new worker started), so the module's cluster is
+    whole."""
     worker_a = lan.hosts["worker-a"]
 
     def lose() -> None:
