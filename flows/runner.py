@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from prefect_dask import DaskTaskRunner
+from prefect.task_runners import TaskRunner
 
 from ttseval.providers import MODEL_THREADS_VARIABLE
 from ttseval.core.config import Settings, load_settings
@@ -170,33 +170,66 @@ task run on a Dask worker enters and leaves a duplicate of the runner (prefect.c
 context there), which never starts a cluster, so the runner would say it after every task."""
 
 
-class SettingsDaskTaskRunner(DaskTaskRunner):
-    """A DaskTaskRunner whose cluster comes from ttseval settings unless given explicitly; the cluster starts at
-    the first submitted task (DaskTaskRunner.client is created on first use), so a flow with nothing to compute
-    starts none."""
+class SettingsDaskTaskRunner(TaskRunner):
+    """The flows' task runner: a prefect_dask DaskTaskRunner made at the first submitted task, its cluster from
+    ttseval settings unless given explicitly. A flow with nothing to compute starts no cluster and never imports
+    Dask (distributed and prefect_dask are 0.5 s of imports on a re-run that otherwise takes about 5 s).
+
+    Hand-written because prefect_dask imports distributed at its top, so subclassing its runner, as this class did
+    before, costs the import in every command; Prefect's TaskRunner.map submits through `submit`, so `submit`,
+    `duplicate` and the context-manager methods are all it has to carry."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__()
+        self.kwargs = kwargs
+        self._dask: Any = None  # the DaskTaskRunner, entered, once a task is submitted
+
+    def duplicate(self) -> SettingsDaskTaskRunner:
+        return type(self)(**self.kwargs)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SettingsDaskTaskRunner) and other.kwargs == self.kwargs
+
+    __hash__ = TaskRunner.__hash__
+
+    @property
+    def _client(self) -> Any:
+        """The Dask client, once a task was submitted; None before."""
+        return None if self._dask is None else self._dask._client
 
     @property
     def started_cluster(self) -> bool:
         """Whether this run has started (or connected to) a Dask cluster: some task was submitted."""
         return self._client is not None
 
-    def __enter__(self) -> SettingsDaskTaskRunner:
-        if self.address is None and not self.cluster_kwargs:
-            for name, value in runner_kwargs(load_settings()).items():
-                setattr(self, name, value)
-        return super().__enter__()
+    def dask_runner(self) -> Any:
+        """The DaskTaskRunner, made and entered on first use; its client (and cluster) start at its first task."""
+        if self._dask is None:
+            from prefect_dask import DaskTaskRunner
 
-    def __exit__(self, *exc_info: object) -> None:
-        """Close the cluster. A LocalCluster whose worker processes take longer to exit than distributed waits
-        (seen once, on a loaded 2-core machine, after every row was stored) is a warning, not a failed run: the
-        work is done and the processes are already told to stop. With an exception in flight, that one wins."""
+            self._dask = DaskTaskRunner(**(self.kwargs or runner_kwargs(load_settings()))).__enter__()
+        return self._dask
+
+    def submit(self, task: Any, parameters: dict[str, Any], wait_for: Any = None, dependencies: Any = None) -> Any:
+        if not self._started:
+            raise RuntimeError("The task runner must be started before submitting work.")
+        return self.dask_runner().submit(task, parameters, wait_for=wait_for, dependencies=dependencies)
+
+    def __exit__(self, *exc_info: Any) -> None:
+        """Close the cluster, if one was started. A LocalCluster whose worker processes take longer to exit than
+        distributed waits (seen once, on a loaded 2-core machine, after every row was stored) is a warning, not a
+        failed run: the work is done and the processes are already told to stop. With an exception in flight,
+        that one wins."""
         try:
-            super().__exit__(*exc_info)
+            if self._dask is not None:
+                self._dask.__exit__(*exc_info)
         except TimeoutError:
             if exc_info[0] is not None:
                 raise
             logging.getLogger("ttseval").warning("the Dask cluster's workers took too long to stop; the run's "
                                                  "results are stored, the processes are exiting")
+        finally:
+            super().__exit__(*exc_info)
 
 
 def task_runner(settings: Settings) -> SettingsDaskTaskRunner:

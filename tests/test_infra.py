@@ -429,13 +429,19 @@ def test_a_cluster_that_is_slow_to_stop_fails_nothing_unless_the_run_failed(monk
         raise TimeoutError
 
     monkeypatch.setattr(DaskTaskRunner, "__exit__", slow_close)
-    runner = SettingsDaskTaskRunner()
+    runner = SettingsDaskTaskRunner().__enter__()
+    assert runner.started_cluster is False
+    runner.__exit__(None, None, None)  # no task was submitted: no Dask runner was made, nothing to close
+    runner = SettingsDaskTaskRunner().__enter__()
+    runner.dask_runner()  # what the first submitted task does (its client, and the cluster, start later still)
     with caplog.at_level(logging.WARNING, logger="ttseval"):
         runner.__exit__(None, None, None)  # the run succeeded: a warning, not a failure
     [record] = [r for r in caplog.records if r.name == "ttseval"]
     assert record.levelno == logging.WARNING and "took too long to stop" in record.getMessage()
     assert "results are stored" in record.getMessage()
     caplog.clear()
+    runner = SettingsDaskTaskRunner().__enter__()
+    runner.dask_runner()
     with caplog.at_level(logging.WARNING, logger="ttseval"), pytest.raises(TimeoutError):
         runner.__exit__(ValueError, ValueError("the run failed"), None)
     assert [r for r in caplog.records if r.name == "ttseval"] == []  # the run's own failure, no reassurance

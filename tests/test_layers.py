@@ -92,6 +92,20 @@ def test_cheap_commands_import_neither_prefect_nor_dask(argv: list[str]) -> None
     assert "usage: ttseval" in out.stdout or "tts:" in out.stdout
 
 
+def test_the_flows_import_dask_only_when_a_task_is_submitted() -> None:
+    # distributed and prefect_dask are about 0.5 s of a re-run's 5 s (issue 31): the flows' task runner imports
+    # them at its first submitted task (flows/runner.py SettingsDaskTaskRunner), so a re-run with nothing to
+    # compute never does; building the runner the CLI builds does not either
+    code = ("import sys\nimport ttseval.flows.evaluate, ttseval.flows.backfill_judge, ttseval.flows.nightly\n"
+            "from ttseval.core.config import load_settings\nfrom ttseval.flows.runner import task_runner\n"
+            "runner = task_runner(load_settings()).__enter__()\nrunner.__exit__(None, None, None)\n"
+            "print('PREFECT', 'prefect' in sys.modules)\n"
+            "print('DASK', sorted({m.split('.')[0] for m in sys.modules} & {'dask', 'distributed', 'prefect_dask'}))\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "PREFECT True" in out.stdout and "DASK []" in out.stdout, out.stdout
+
+
 def test_no_file_cites_a_markdown_file_the_repository_lacks() -> None:
     # README, pyproject.toml, a test and the compose file cited a stack notes file never in the repository.
     tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
