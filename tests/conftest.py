@@ -33,9 +33,8 @@ SLOWEST_FIRST = ("test_evaluate_cli.py", "test_multi_host.py", "test_nightly_wee
 """The test files that took longest in a fresh clone (2026-11-26: test_evaluate_cli 1,281 s, test_nightly_week
 802 s, test_judging_cli 755 s, then test_paid_run, test_ui, test_stack and test_faults 330-385 s each, of the 8,330 s
 the files sum to; test_multi_host, about 780 s alone since issue 27's two restarts, goes second). They are
-collected first, so the two test workers (`--dist loadfile` hands
-out files in collection order) start on them, and the last minutes of a run are short files on both workers, not
-one long file on one worker while the other waits."""
+collected first, so the two test workers (`--dist loadfile` hands out files in collection order) start on them, and
+the last minutes of a run are short files on both workers, not one long file on one worker while the other waits."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
