@@ -83,6 +83,34 @@ def test_piper_without_noise_is_repeatable() -> None:
     assert tts.synthesize("Hello there.", "en").to_wav_bytes() == first.to_wav_bytes()
 
 
+@pytest.mark.parametrize(("threads", "intra_op"), [("1", 1), (None, 0)])
+def test_piper_builds_one_session_with_the_workers_share_of_the_cores(
+        monkeypatch: pytest.MonkeyPatch, threads: str | None, intra_op: int) -> None:
+    # On a Dask worker (TTSEVAL_MODEL_THREADS set by the LocalCluster) the voice's one ONNX session uses that many
+    # intra-op threads; elsewhere onnxruntime's default (0 = all cores). One session per voice, not PiperVoice.load's
+    # and then a second one (issue 31's profile of the workers).
+    import onnxruntime
+
+    from ttseval.providers import MODEL_THREADS_VARIABLE
+
+    if threads is None:
+        monkeypatch.delenv(MODEL_THREADS_VARIABLE, raising=False)
+    else:
+        monkeypatch.setenv(MODEL_THREADS_VARIABLE, threads)
+    made = []
+    real = onnxruntime.InferenceSession
+
+    def counting(*args, **kwargs):
+        made.append(args[0])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(onnxruntime, "InferenceSession", counting)
+    tts = PiperTTS()
+    _assert_speech(tts.synthesize(SENTENCE, "en"), 22050)
+    assert made == [str(tts.model_path)]
+    assert tts._load().session.get_session_options().intra_op_num_threads == intra_op
+
+
 @pytest.mark.parametrize(
     ("fixture", "language", "expected"),
     [

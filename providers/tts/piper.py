@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, Field
 
-from ttseval.providers import EngineVersion, canonical_spec, model_threads, onnx_session_options, package_version, parse_options
+from ttseval.providers import EngineVersion, canonical_spec, onnx_session_options, package_version, parse_options
 from ttseval.core.audio import Audio
 from ttseval.core.errors import PermanentProviderError
 from ttseval.core.languages import base_language
@@ -81,16 +81,18 @@ class PiperTTS:
         with self._load_lock:
             if self._voice_model is None:
                 try:
-                    from piper import PiperVoice
+                    import onnxruntime
+                    from piper import PiperConfig, PiperVoice
                 except ImportError as e:
                     raise ImportError("piper provider needs the piper-tts package: pip install 'ttseval[engines]'") from e
-                voice = PiperVoice.load(self.model_path, config_path=self.config_path)
-                if model_threads():  # on a Dask worker: the session again, with this worker's share of the cores
-                    import onnxruntime
-
-                    voice.session = onnxruntime.InferenceSession(str(self.model_path), sess_options=onnx_session_options(),
-                                                                 providers=["CPUExecutionProvider"])
-                self._voice_model = voice
+                # PiperVoice.load's steps (config, then a CPU session) with one session made with our options: on a
+                # Dask worker, this worker's share of the cores (providers.model_threads), ORT's defaults elsewhere.
+                # Loading with PiperVoice.load and then replacing its session built the model twice per worker
+                # (issue 31's profile: about 2 CPU-s of each worker's start).
+                config = json.loads(self.config_path.read_text(encoding="utf-8"))
+                session = onnxruntime.InferenceSession(str(self.model_path), sess_options=onnx_session_options(),
+                                                       providers=["CPUExecutionProvider"])
+                self._voice_model = PiperVoice(config=PiperConfig.from_dict(config), session=session)
             return self._voice_model
 
     def supports_language(self, language: str) -> bool:
