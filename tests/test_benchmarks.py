@@ -132,3 +132,30 @@ def test_bench_evaluate_cuts_a_command_s_wall_time_at_its_flow_s_log_lines() -> 
     # under PREFECT_API_URL there is no temporary server: start-up runs to the flow's first line
     shared = bench.phases(output.split("\n", 1)[1], start, start + 25.0)
     assert round(shared[0][1], 3) == 6.0 and shared[0][0] == f"{bench.MARKS[0][1]} + {bench.MARKS[1][1]}"
+
+
+def test_profile_workers_sorts_py_spy_samples_by_process_role_and_kind() -> None:
+    """benchmarks/profile_workers.py's reading of py-spy's raw output: hand-written samples (the format py-spy
+    writes: the process, then frames from the outermost, then a count), worked out by hand at 50 samples/s."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("profile_workers", ROOT / "benchmarks" / "profile_workers.py")
+    profile = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(profile)
+    worker = 'process 10:"";process 12:"python -c from multiprocessing.spawn import spawn_main"'
+    raw = [
+        f"{worker};predict (tasks/quality.py:20);DNSMOSQuality.score (providers/quality/dnsmos.py:125);"
+        "Session.run (onnxruntime/capi/onnxruntime_inference_collection.py:395) 100\n",
+        f"{worker};_speak (tasks/synthesize.py:142);PiperTTS._load (providers/tts/piper.py:91);"
+        "InferenceSession._create_inference_session (onnxruntime/capi/onnxruntime_inference_collection.py:789) 25\n",
+        # a model's module imported under a task: an import, not a load
+        f"{worker};PiperTTS._load (providers/tts/piper.py:84);_find_and_load (<frozen importlib._bootstrap>:1176) 10\n",
+        f"{worker};Worker.handle_scheduler (distributed/worker.py:1215);loads (distributed/protocol/core.py:175) 5\n",
+        'process 10:"";BaseEventLoop._run_once (asyncio/base_events.py:1922);EpollSelector.select (selectors.py:468) 50\n',
+        'process 10:"";paired_table (metrics/paired.py:170);_wilcoxon (metrics/paired.py:67) 20\n',
+        "not a sample line\n",
+    ]
+    seconds = profile.classify(raw, 50)
+    assert dict(seconds["worker"]) == {"onnx run (Piper, DNSMOS)": 2.0, "model load": 0.5, "import": 0.2,
+                                       "dask and asyncio": 0.1}
+    assert dict(seconds["command"]) == {"waiting (select, locks, queues)": 1.0, "ttseval's own code": 0.4}
