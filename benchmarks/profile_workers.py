@@ -104,6 +104,7 @@ def main() -> None:
             loop = classify(f, args.rate)["command"]
     finally:
         stop_server(server_folder(work / "home"))
+        shutil.rmtree(work, ignore_errors=True)
     kinds = [k for k, _ in KINDS] + ["other"]
     print(f"items: {args.items}, systems: {args.systems}, workers: {args.workers}, {args.rate} samples/s")
     print(f"{'seconds of samples':34} {'workers':>9} {'command':>9} {'plain loop':>11}")
@@ -111,7 +112,6 @@ def main() -> None:
         print(f"{kind:34} {pipeline['worker'][kind]:9.1f} {pipeline['command'][kind]:9.1f} {loop[kind]:11.1f}")
     total = [sum(c.values()) for c in (pipeline["worker"], pipeline["command"], loop)]
     print(f"{'all':34} {total[0]:9.1f} {total[1]:9.1f} {total[2]:11.1f}")
-    shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

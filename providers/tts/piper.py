@@ -71,6 +71,7 @@ class PiperTTS:
             self.model_path, self.config_path = piper_joe_paths()
         # The config is small JSON: read it now so language and sample rate are known without loading the model.
         config = json.loads(self.config_path.read_text(encoding="utf-8"))
+        self._config = config  # the voice's PiperConfig when the model loads (_load)
         self.sample_rate_hz = int(config["audio"]["sample_rate"])
         lang = config.get("language", {})
         self.language = str(lang.get("code") or config.get("espeak", {}).get("voice", ""))
@@ -88,11 +89,10 @@ class PiperTTS:
                 # PiperVoice.load's steps (config, then a CPU session) with one session made with our options: on a
                 # Dask worker, this worker's share of the cores (providers.model_threads), ORT's defaults elsewhere.
                 # Loading with PiperVoice.load and then replacing its session built the model twice per worker
-                # (issue 31's profile: about 2 CPU-s of each worker's start).
-                config = json.loads(self.config_path.read_text(encoding="utf-8"))
+                # (issue 31's profile: 1.3-1.4 CPU-s of each worker's start).
                 session = onnxruntime.InferenceSession(str(self.model_path), sess_options=onnx_session_options(),
                                                        providers=["CPUExecutionProvider"])
-                self._voice_model = PiperVoice(config=PiperConfig.from_dict(config), session=session)
+                self._voice_model = PiperVoice(config=PiperConfig.from_dict(self._config), session=session)
             return self._voice_model
 
     def supports_language(self, language: str) -> bool:
