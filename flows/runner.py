@@ -24,6 +24,7 @@ from prefect.task_runners import TaskRunner
 
 from ttseval.providers import MODEL_THREADS_VARIABLE
 from ttseval.core.config import Settings, load_settings
+from ttseval.infra.dask_defaults import dask_defaults
 from ttseval.core.errors import ConfigError, TTSEvalError
 
 T = TypeVar("T")
@@ -207,6 +208,7 @@ class SettingsDaskTaskRunner(TaskRunner):
         if self._dask is None:
             from prefect_dask import DaskTaskRunner
 
+            dask_defaults()  # Dask's housekeeping at ttseval's pace in the clusters this process makes
             self._dask = DaskTaskRunner(**(self.kwargs or runner_kwargs(load_settings()))).__enter__()
         return self._dask
 

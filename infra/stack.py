@@ -41,6 +41,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from ttseval.infra.dask_defaults import dask_env
 from ttseval.core.errors import TTSEvalError
 from ttseval.core.telemetry import TELEMETRY_OFF
 
@@ -157,7 +158,7 @@ def _base_env() -> dict[str, str]:
     """The parent's environment without settings that would point a component somewhere else."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TTSEVAL_", "AWS_", "PREFECT_"))}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
-    env |= {**TELEMETRY_OFF,
+    env |= {**TELEMETRY_OFF, **dask_env(env),  # the scheduler's and workers' housekeeping at ttseval's pace
             "PYTHONUNBUFFERED": "1"}
     return env
 

@@ -21,6 +21,7 @@ from collections.abc import Collection, Iterator
 from pathlib import Path
 
 import pytest
+from ttseval.infra.dask_defaults import dask_env
 from ttseval.core.telemetry import TELEMETRY_OFF
 from ttseval.providers import MODEL_THREADS_VARIABLE
 
@@ -144,7 +145,7 @@ _NOT_FOR_SHARED_WORKERS = ("TTSEVAL_", "AWS_")
 def _shared_worker_env(prefect_api: str, model_threads: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(_NOT_FOR_SHARED_WORKERS) and not k.endswith(("_API_KEY", "_BASE_URL"))}
-    return env | {"PREFECT_API_URL": prefect_api, "PYTHONPATH": str(ROOT), **TELEMETRY_OFF,
+    return env | {"PREFECT_API_URL": prefect_api, "PYTHONPATH": str(ROOT), **TELEMETRY_OFF, **dask_env(env),
                   "DASK_LOGGING__DISTRIBUTED": "warning", MODEL_THREADS_VARIABLE: model_threads}
 
 

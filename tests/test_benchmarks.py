@@ -42,6 +42,18 @@ def test_gpu_evaluate_benchmark_runs_a_gpu_run_with_tiny_models() -> None:
         result.stdout[-3000:]
 
 
+def test_dask_idle_benchmark_runs_and_its_ratio_is_the_ratio_of_its_totals() -> None:
+    # runnable, and the printed ratio is the two printed totals' (which way is cheaper is the benchmark's to say)
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_dask_idle.py"), "--seconds", "2",
+                             "--workers", "1"], capture_output=True, text=True, timeout=180, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-3000:]
+    dask, ours = (float(x) for x in re.search(r"total\s+([\d.]+)\s+([\d.]+)", result.stdout).groups())
+    ratio = float(re.search(r"ttseval / Dask defaults: ([\d.]+)", result.stdout).group(1))
+    assert dask > 0.005 and ours > 0.005, result.stdout
+    # the totals are printed to 0.01, the ratio to 0.001: the ratio of the unrounded totals lies within these bounds
+    assert (ours - 0.005) / (dask + 0.005) - 0.0005 <= ratio <= (ours + 0.005) / (dask - 0.005) + 0.0005, result.stdout
+
+
 def test_cascade_benchmark_runs_and_prints_w_and_the_cost_ratio() -> None:
     result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_cascade.py"), "--items", "20",
                              "--systems", "3", "--cheap-noise", "0.3"], capture_output=True, text=True, timeout=120,

@@ -452,12 +452,15 @@ def test_container_images_and_manifests_turn_off_the_telemetry_the_core_declares
     # its variables, held here to the one declaration.
     import yaml
 
+    from ttseval.infra.dask_defaults import dask_env
     from ttseval.core.telemetry import TELEMETRY_OFF
 
     infra = Path(__file__).resolve().parent.parent / "infra"
     for dockerfile in ("images/Dockerfile.cpu", "images/Dockerfile.cuda"):
         text = (infra / dockerfile).read_text()
         assert all(f"{name}={value}" in text for name, value in TELEMETRY_OFF.items()), dockerfile
+        # and Dask's housekeeping at ttseval's pace in every scheduler and worker container (ttseval.infra.dask_defaults)
+        assert all(f"{name}={value}" in text for name, value in dask_env({}).items()), dockerfile
     compose = yaml.safe_load((infra / "docker-compose.yml").read_text())
     anchors = [v for k, v in compose.items() if k.startswith("x-") and isinstance(v, dict)]
     assert any(TELEMETRY_OFF.items() <= {str(k): str(v) for k, v in a.items()}.items() for a in anchors), anchors

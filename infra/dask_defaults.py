@@ -1,0 +1,61 @@
+"""Dask's housekeeping at a slower pace, declared once: the periodic callbacks every Dask scheduler, nanny and worker
+runs whatever the work (issue 31's orchestration tax).
+
+Measured with `benchmarks/bench_dask_idle.py` (2026-11-26, 2 cores): an idle LocalCluster of 2 worker processes
+spends 7.1 CPU-seconds a minute with Dask's defaults and 1.5 with these, the scheduler and nannies in the command's
+process and each worker alike. Over the demo's 5-minute flow that is about 25 CPU-seconds of a 2-core machine.
+
+What each changes (Dask's default in brackets):
+  - tick interval 500 ms (20 ms): how often a server checks that its event loop is responsive; the warning for an
+    event loop blocked longer than `distributed.admin.tick.limit` (3 s) still comes;
+  - system monitor 2 s (500 ms): the CPU, memory, disk and network figures the dashboard's System page draws;
+  - worker profile 100 ms (10 ms): the statistical profiler behind the dashboard's Profile page, still on;
+  - memory monitor 500 ms (100 ms): how often a nanny and a worker compare the worker's memory with its limit.
+
+Where they apply: the flows' own clusters through `dask_defaults()` (the scheduler and nannies in the command's
+process, and the worker processes, which get their nanny's configuration), and the `dask scheduler` / `dask worker`
+processes the local stack and the tests start through `dask_env()`. A value set by the user, in a Dask YAML file
+or a DASK_* variable, wins in both.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Mapping
+from typing import Any
+
+QUIET_DASK: dict[str, str] = {
+    "distributed.admin.tick.interval": "500ms",
+    "distributed.admin.system-monitor.interval": "2s",
+    "distributed.worker.profile.interval": "100ms",
+    "distributed.worker.memory.monitor-interval": "500ms",
+}
+
+
+def env_name(key: str) -> str:
+    """The DASK_* variable Dask reads as the dotted configuration key `key` (`-` and `_` are the same to Dask)."""
+    return "DASK_" + "__".join(part.upper().replace("-", "_") for part in key.split("."))
+
+
+def dask_env(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """The variables that give a `dask scheduler` or `dask worker` process QUIET_DASK, less those set in `environ`."""
+    return {env_name(k): v for k, v in QUIET_DASK.items() if env_name(k) not in environ}
+
+
+@functools.cache
+def dask_defaults() -> None:
+    """Make QUIET_DASK Dask's defaults in this process, once, before a cluster is made: a value the user configured
+    (a Dask YAML file, a DASK_* variable) is kept, as `dask.config.update_defaults` keeps any value that is not the
+    default. distributed is imported first: importing it adds its own defaults, which would replace these."""
+    import dask.config
+    import distributed  # noqa: F401 - its defaults first (above)
+
+    nested: dict[str, Any] = {}
+    for key, value in QUIET_DASK.items():
+        *parents, leaf = key.split(".")
+        node = nested
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    dask.config.update_defaults(nested)

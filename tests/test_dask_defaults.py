@@ -1,0 +1,93 @@
+"""Dask's housekeeping at ttseval's pace (ttseval.infra.dask_defaults): the intervals the running scheduler's and
+workers' periodic callbacks really have, read from them, in the flows' own LocalCluster and in `dask worker`
+processes started with dask_env(); a value the user set wins. What it saves is measured in
+benchmarks/bench_dask_idle.py, not here."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from distributed import Client
+
+from ttseval.infra.dask_defaults import QUIET_DASK, dask_env, env_name
+
+from tests.conftest import ROOT
+
+def _ms(value: str) -> float:
+    from dask.utils import parse_timedelta
+
+    return parse_timedelta(value) * 1000
+
+
+def callbacks(dask_worker=None, dask_scheduler=None) -> dict[str, float]:
+    """Run on a server by Client.run / run_on_scheduler: each periodic callback's interval in ms (the settings of
+    QUIET_DASK pace 'tick', 'monitor', 'profile' and 'memory_monitor')."""
+    server = dask_worker or dask_scheduler
+    return {name: pc.callback_time for name, pc in server.periodic_callbacks.items()}
+
+
+SCRIPT = """
+import json
+from ttseval.flows.runner import SettingsDaskTaskRunner
+from tests.test_dask_defaults import callbacks
+
+if __name__ == "__main__":
+    kwargs = {"n_workers": 1, "threads_per_worker": 1, "processes": True, "dashboard_address": ":0"}
+    with SettingsDaskTaskRunner(cluster_kwargs=kwargs) as runner:
+        client = runner.dask_runner().client
+        print(json.dumps({"scheduler": client.run_on_scheduler(callbacks),
+                          "worker": next(iter(client.run(callbacks).values()))}))
+"""
+
+
+def test_a_flows_local_cluster_has_ttseval_s_intervals_and_a_value_the_user_set_wins(tmp_path: Path) -> None:
+    # The flows' task runner makes the LocalCluster (scheduler and nanny in this process, the worker in its own) in
+    # a fresh process, the user having set the tick interval; each server's callbacks are read back.
+    script = tmp_path / "cluster.py"
+    script.write_text(SCRIPT)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DASK_")}
+    env |= {"PYTHONPATH": str(ROOT), env_name("distributed.admin.tick.interval"): "50ms"}
+    out = subprocess.run([sys.executable, str(script)], env=env, cwd=tmp_path, capture_output=True, text=True,
+                         timeout=180)
+    assert out.returncode == 0, out.stderr[-3000:]
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    for server in ("scheduler", "worker"):
+        assert seen[server]["tick"] == 50.0  # the user's, not ttseval's 500 ms nor Dask's 20 ms
+        assert seen[server]["monitor"] == _ms(QUIET_DASK["distributed.admin.system-monitor.interval"]) == 2000
+    assert seen["worker"]["profile"] == _ms(QUIET_DASK["distributed.worker.profile.interval"]) == 100
+    assert seen["worker"]["memory_monitor"] == _ms(QUIET_DASK["distributed.worker.memory.monitor-interval"]) == 500
+
+
+def test_dask_defaults_differ_from_dasks_own_so_the_test_above_can_fail() -> None:
+    # Dask's shipped defaults, read from a process without ttseval's: each differs from ttseval's value
+    code = "import json, dask, distributed; print(json.dumps({k: dask.config.get(k) for k in %r}))" % list(QUIET_DASK)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DASK_")}
+    shipped = json.loads(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                        check=True).stdout)
+    assert {k: _ms(v) for k, v in shipped.items()} == {
+        "distributed.admin.tick.interval": 20, "distributed.admin.system-monitor.interval": 500,
+        "distributed.worker.profile.interval": 10, "distributed.worker.memory.monitor-interval": 100}
+    assert all(_ms(shipped[k]) < _ms(v) for k, v in QUIET_DASK.items())
+
+
+def test_dask_env_leaves_out_what_the_user_set() -> None:
+    name = env_name("distributed.admin.system-monitor.interval")
+    assert name == "DASK_DISTRIBUTED__ADMIN__SYSTEM_MONITOR__INTERVAL"
+    assert name in dask_env({}) and name not in dask_env({name: "1s"}) and len(dask_env({name: "1s"})) == 3
+
+
+def test_dask_worker_processes_started_with_dask_env_have_ttseval_s_intervals(shared_dask: str) -> None:
+    # the tests' shared cluster is `dask worker` and `dask scheduler` processes given dask_env(), as the local
+    # stack's are (tests/conftest.py, ttseval.infra.stack)
+    with Client(shared_dask, timeout=30, set_as_default=False) as client:
+        workers = list(client.run(callbacks).values())
+        scheduler = client.run_on_scheduler(callbacks)
+    assert workers
+    for server in [scheduler, *workers]:
+        assert server["tick"] == 500 and server["monitor"] == 2000
+    for worker in workers:
+        assert worker["profile"] == 100 and worker["memory_monitor"] == 500
