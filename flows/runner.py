@@ -24,8 +24,8 @@ from prefect.task_runners import TaskRunner
 
 from ttseval.providers import MODEL_THREADS_VARIABLE
 from ttseval.core.config import Settings, load_settings
-from ttseval.infra.dask_defaults import dask_defaults
 from ttseval.core.errors import ConfigError, TTSEvalError
+from ttseval.infra.dask_defaults import dask_defaults
 
 T = TypeVar("T")
 

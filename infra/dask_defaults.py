@@ -2,8 +2,9 @@
 runs whatever the work (issue 31's orchestration tax).
 
 Measured with `benchmarks/bench_dask_idle.py` (2026-11-26, 2 cores): an idle LocalCluster of 2 worker processes
-spends 7.1 CPU-seconds a minute with Dask's defaults and 1.5 with these, the scheduler and nannies in the command's
-process and each worker alike. Over the demo's 5-minute flow that is about 25 CPU-seconds of a 2-core machine.
+spends 5.4-7.1 CPU-seconds a minute with Dask's defaults and 1.5 with these, the scheduler and nannies in the
+command's process and each worker alike. On the demo (`benchmarks/bench_evaluate.py`) the pipeline's CPU over a
+plain loop's fell from 69.7 to 30.2 CPU-seconds (docs/performance.md).
 
 What each changes (Dask's default in brackets):
   - tick interval 500 ms (20 ms): how often a server checks that its event loop is responsive; the warning for an

@@ -41,9 +41,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ttseval.infra.dask_defaults import dask_env
 from ttseval.core.errors import TTSEvalError
 from ttseval.core.telemetry import TELEMETRY_OFF
+from ttseval.infra.dask_defaults import dask_env
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_FOLDER = Path(".ttseval-stack")

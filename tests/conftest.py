@@ -21,8 +21,8 @@ from collections.abc import Collection, Iterator
 from pathlib import Path
 
 import pytest
-from ttseval.infra.dask_defaults import dask_env
 from ttseval.core.telemetry import TELEMETRY_OFF
+from ttseval.infra.dask_defaults import dask_env
 from ttseval.providers import MODEL_THREADS_VARIABLE
 
 ROOT = Path(__file__).resolve().parent.parent
