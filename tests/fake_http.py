@@ -189,6 +189,7 @@ class ScriptedFakeServer(Generic[Req, Rep]):
         with self._lock:
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        counted = True  # in flight until its reply starts: a client that has the reply may send its next request
         try:
             reply, request = self._route(h.command, h.path, headers, raw)
             delay = reply.delay_s or self.delay_s
@@ -197,6 +198,8 @@ class ScriptedFakeServer(Generic[Req, Rep]):
             payload = self._payload(reply, request)
             with self._lock:
                 self.status_counts[reply.status] += 1
+                self.in_flight -= 1  # before the reply is written, not after: else the client's next request,
+                counted = False      # sent on reading this reply, could be counted with this one (4 of a limit of 3)
             try:
                 h.send_response(reply.status)
                 h.send_header("Content-Type", self._content_type(reply))
@@ -213,5 +216,6 @@ class ScriptedFakeServer(Generic[Req, Rep]):
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the client gave up (a timeout test): nothing to answer
         finally:
-            with self._lock:
-                self.in_flight -= 1
+            if counted:
+                with self._lock:
+                    self.in_flight -= 1
