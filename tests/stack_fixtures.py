@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import a_zone_where_2am_is_hours_away
 from ttseval.infra.stack import StackInfo, stack_down, stack_up
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,10 +37,17 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StackInfo]:
 
 
 @pytest.fixture(scope="module")
-def deployed(stack: StackInfo) -> list[str]:
+def nightly_zone() -> str:
+    """The time zone the module registers the nightly schedule in: its 02:00 is 11-12 hours away, so the stack's
+    worker never starts a scheduled night mid-module (tests.conftest.a_zone_where_2am_is_hours_away)."""
+    return a_zone_where_2am_is_hours_away()
+
+
+@pytest.fixture(scope="module")
+def deployed(stack: StackInfo, nightly_zone: str) -> list[str]:
     from ttseval.deployments.register import register
 
-    return register(stack.api_url, stack.pool, ROOT)
+    return register(stack.api_url, stack.pool, ROOT, timezone=nightly_zone)
 
 
 @pytest.fixture(scope="module")

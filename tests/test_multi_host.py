@@ -22,7 +22,7 @@ import pandas as pd
 import pyarrow.dataset as ds
 import pytest
 
-from tests.conftest import BIN, ROOT, _stop, demo_items, run_cli, wait_http
+from tests.conftest import BIN, ROOT, _stop, a_zone_where_2am_is_hours_away, demo_items, run_cli, wait_http
 from tests.lan import Lan, open_lan
 from ttseval.core.store import ArtifactStore
 
@@ -118,7 +118,8 @@ def test_a_nightly_deployment_picked_up_by_a_process_worker_on_another_host_equa
     (the repository and a dataset folder of its own, the store's credentials, no client files) picks up a run of
     the nightly deployment started from the client, as the nightly schedule starts one, and the flow fans out on
     the Dask workers. Its per-key results equal `ttseval nightly` with the same parameters on one host, and the
-    vendor billed each item once per store."""
+    vendor billed each item once per store. The schedule is registered in a zone whose 02:00 is hours away: the
+    runner stays up for the module, and a night it started at 02:00 UTC once held both workers for ten minutes."""
     from prefect.deployments import run_deployment
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
@@ -134,7 +135,7 @@ def test_a_nightly_deployment_picked_up_by_a_process_worker_on_another_host_equa
                              env=lan.base | {"PREFECT_API_URL": lan.prefect_api}, capture_output=True, text=True,
                              timeout=120)
     assert created.returncode == 0, created.stdout + created.stderr
-    assert "nightly/nightly" in register(lan.prefect_api, pool, ROOT)
+    assert "nightly/nightly" in register(lan.prefect_api, pool, ROOT, timezone=a_zone_where_2am_is_hours_away())
     runner = lan.net.host("ttrunr")
     lan.start(runner, "runner", [prefect, "worker", "start", "--pool", pool, "--type", "process", "--name", "runner"],
               lan.base | lan.s3_env | {"PREFECT_API_URL": lan.prefect_api,
@@ -188,7 +189,12 @@ def _evaluate_through_a_fault(lan: Lan, monkeypatch: pytest.MonkeyPatch, name: s
                             text=True)
     try:
         while not s3.list_objects_v2(Bucket="lan", Prefix=f"{name}/runs/{name}/{after_first}/").get("KeyCount"):
-            assert proc.poll() is None and time.monotonic() - started < 400, "the run ended before the fault"
+            if proc.poll() is not None or time.monotonic() - started > 400:
+                proc.kill()
+                printed = proc.communicate(timeout=60)[0]
+                workers = "\n".join(f"--- {w}:\n{lan.log_tail(w, 2000)}" for w in ("worker-a", "worker-b"))
+                raise AssertionError(f"the run ended or stalled before the fault (exit {proc.returncode}); it "
+                                     f"printed:\n{printed[-4000:]}\n{workers}")
             time.sleep(0.2)
         fault_at = time.monotonic()
         fault()

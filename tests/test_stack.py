@@ -10,17 +10,22 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import psutil
 import pytest
+import yaml
 
 from tests.stack_fixtures import (  # noqa: F401  (fixtures)
+    ROOT,
     SYSTEMS,
     api,
     deployed,
     flow_run_logs,
     new_run_id,
+    nightly_zone,
     read_parquet,
     read_table,
     report_artifact,
@@ -117,16 +122,22 @@ def test_stack_up_again_returns_running_stack(stack: StackInfo) -> None:
     assert stack_info(stack.folder) == again
 
 
-def test_deployments_registered(stack: StackInfo, deployed: list[str]) -> None:
+def test_deployments_registered(stack: StackInfo, deployed: list[str], nightly_zone: str) -> None:
+    """Every deployment of prefect.yaml is on the stack's server, the nightly in the stack's pool with its schedule
+    active in the time zone asked for (prefect.yaml's own is UTC; the module uses a zone whose 02:00 is hours away,
+    so the stack's worker starts no night mid-module), and the server's scheduler has made its runs."""
     assert set(deployed) == {"nightly/nightly", "evaluate/adhoc", "backfill_judge/backfill-judge",
                              "generate_dataset/generate-dataset", "generate_instructions/generate-instructions",
                              "human_eval/human-eval"}
     nightly = api(stack, "/deployments/name/nightly/nightly")
     assert nightly["work_pool_name"] == stack.pool
     [schedule] = nightly["schedules"]
-    assert schedule["schedule"]["cron"] == "0 2 * * *" and schedule["schedule"]["timezone"] == "UTC"
+    [in_file] = next(d for d in yaml.safe_load((ROOT / "deployments" / "prefect.yaml").read_text())["deployments"]
+                     if d["name"] == "nightly")["schedules"]
+    assert (in_file["cron"], in_file["timezone"]) == ("0 2 * * *", "UTC")
+    assert schedule["schedule"]["cron"] == "0 2 * * *" and schedule["schedule"]["timezone"] == nightly_zone
     assert schedule["active"] is True
-    # The server's scheduler turns the schedule into runs at 02:00 UTC. It made none with SQLAlchemy 2.1 (its hybrid
+    # The server's scheduler turns the schedule into runs at 02:00 in the zone. It made none with SQLAlchemy 2.1 (its hybrid
     # bulk insert fails inside Prefect 3.8.8's scheduler, logged and retried forever): pinned below 2.1.
     deadline, nights = time.monotonic() + 90, []
     while not nights and time.monotonic() < deadline:
@@ -136,7 +147,9 @@ def test_deployments_registered(stack: StackInfo, deployed: list[str]) -> None:
             time.sleep(1)
     assert nights and all(r["state_type"] == "SCHEDULED" for r in nights), nights
     starts = [r["expected_start_time"] for r in nights]
-    assert all(t[11:19] == "02:00:00" for t in starts), starts
+    local = [datetime.fromisoformat(t).astimezone(ZoneInfo(nightly_zone)) for t in starts]
+    assert all((t.hour, t.minute, t.second) == (2, 0, 0) for t in local), (nightly_zone, starts)
+    assert min(datetime.fromisoformat(t) for t in starts) - datetime.now(timezone.utc) > timedelta(hours=10), starts
     assert nightly["parameters"]["dataset"] == "corpus/data/demo.jsonl"
     assert nightly["parameters"]["systems"] == ["piper:joe", "espeak-ng", "flite:slt"]  # 2 nights: test_nightly_cli
     assert nightly["pull_steps"] == [{"prefect.deployments.steps.set_working_directory":

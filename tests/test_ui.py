@@ -25,6 +25,7 @@ from tests.stack_fixtures import (  # noqa: F401  (fixtures)
     deployed,
     flow_run_logs,
     new_run_id,
+    nightly_zone,
     read_table,
     report_artifact,
     stack,
