@@ -137,8 +137,8 @@ def test_deployments_registered(stack: StackInfo, deployed: list[str], nightly_z
     assert (in_file["cron"], in_file["timezone"]) == ("0 2 * * *", "UTC")
     assert schedule["schedule"]["cron"] == "0 2 * * *" and schedule["schedule"]["timezone"] == nightly_zone
     assert schedule["active"] is True
-    # The server's scheduler turns the schedule into runs at 02:00 in the zone. It made none with SQLAlchemy 2.1 (its hybrid
-    # bulk insert fails inside Prefect 3.8.8's scheduler, logged and retried forever): pinned below 2.1.
+    # The server's scheduler turns the schedule into runs at 02:00 in the zone. It made none with SQLAlchemy 2.1
+    # (its hybrid bulk insert fails inside Prefect 3.8.8's scheduler, logged and retried forever): pinned below 2.1.
     deadline, nights = time.monotonic() + 90, []
     while not nights and time.monotonic() < deadline:
         nights = api(stack, "/flow_runs/filter", {"flow_runs": {"deployment_id": {"any_": [nightly["id"]]}},
