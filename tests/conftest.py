@@ -64,7 +64,7 @@ def wait_http(url: str, timeout_s: float) -> None:
 def a_zone_where_2am_is_hours_away(now: datetime | None = None) -> str:
     """An IANA zone (Etc/GMT-N is UTC+N: whole hours, no daylight saving) in which the next 02:00 is 11 to 12 hours
     after `now` (UTC). A test that registers the nightly deployment ("0 2 * * *") on a server whose pool a worker
-    polls registers it in this zone, so the schedule never fires mid-test: on CI at 01:58 UTC it did, and the
+    polls registers it in this zone, so the schedule never fires mid-test: on CI at 02:00 UTC it did, and the
     55-item demo night held the test hosts' two workers for ten minutes."""
     now = now or datetime.now(timezone.utc)
     utc_hour_of_2am = (now.hour + 12) % 24  # 02:00 local falls at this UTC hour, 11-12 h ahead
