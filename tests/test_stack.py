@@ -19,7 +19,6 @@ import pytest
 import yaml
 
 from tests.stack_fixtures import (  # noqa: F401  (fixtures)
-    ROOT,
     SYSTEMS,
     api,
     deployed,
@@ -34,6 +33,7 @@ from tests.stack_fixtures import (  # noqa: F401  (fixtures)
     stack,
     tiny_dataset,
 )
+from ttseval.deployments.register import PREFECT_FILE
 from ttseval.infra import stack as stack_mod
 from ttseval.infra.stack import StackError, StackInfo, stack_down, stack_info, stack_status, stack_up
 
@@ -132,7 +132,7 @@ def test_deployments_registered(stack: StackInfo, deployed: list[str], nightly_z
     nightly = api(stack, "/deployments/name/nightly/nightly")
     assert nightly["work_pool_name"] == stack.pool
     [schedule] = nightly["schedules"]
-    [in_file] = next(d for d in yaml.safe_load((ROOT / "deployments" / "prefect.yaml").read_text())["deployments"]
+    [in_file] = next(d for d in yaml.safe_load(PREFECT_FILE.read_text())["deployments"]
                      if d["name"] == "nightly")["schedules"]
     assert (in_file["cron"], in_file["timezone"]) == ("0 2 * * *", "UTC")
     assert schedule["schedule"]["cron"] == "0 2 * * *" and schedule["schedule"]["timezone"] == nightly_zone
@@ -146,10 +146,10 @@ def test_deployments_registered(stack: StackInfo, deployed: list[str], nightly_z
         if not nights:
             time.sleep(1)
     assert nights and all(r["state_type"] == "SCHEDULED" for r in nights), nights
-    starts = [r["expected_start_time"] for r in nights]
-    local = [datetime.fromisoformat(t).astimezone(ZoneInfo(nightly_zone)) for t in starts]
+    starts = [datetime.fromisoformat(r["expected_start_time"]) for r in nights]
+    local = [t.astimezone(ZoneInfo(nightly_zone)) for t in starts]
     assert all((t.hour, t.minute, t.second) == (2, 0, 0) for t in local), (nightly_zone, starts)
-    assert min(datetime.fromisoformat(t) for t in starts) - datetime.now(timezone.utc) > timedelta(hours=10), starts
+    assert min(starts) - datetime.now(timezone.utc) > timedelta(hours=10), starts
     assert nightly["parameters"]["dataset"] == "corpus/data/demo.jsonl"
     assert nightly["parameters"]["systems"] == ["piper:joe", "espeak-ng", "flite:slt"]  # 2 nights: test_nightly_cli
     assert nightly["pull_steps"] == [{"prefect.deployments.steps.set_working_directory":
