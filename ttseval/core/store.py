@@ -158,8 +158,9 @@ class ArtifactStore:
                     raise
                 now = time.monotonic()
                 if self._given_up:  # a wait has run out: later operations fail at once until one succeeds
-                    raise StoreError(f"cannot reach the store {self.display()} ({what}; still, after waiting "
-                                     f"{self.wait_s:g} s before): {e}", uri=self.display()) from e
+                    raise StoreError(f"cannot reach the store {self.display()} ({what}; still, after an earlier "
+                                     f"operation waited {self.wait_s:g} s, the store_wait_s setting): {e}",
+                                     uri=self.display()) from e
                 if deadline is None:
                     deadline = now + self.wait_s
                     log.warning("the store %s cannot be reached (%s); trying again for up to %g s", self.display(),
