@@ -94,16 +94,17 @@ def test_of_many_racers_exactly_one_takes_the_lease(store: ArtifactStore, stale:
 
 def test_the_holder_renews_and_a_waiter_gets_it_when_released(tmp_path: Path) -> None:
     store = ArtifactStore(str(tmp_path / "store"))
-    holder = RunLease(store, "w", ttl_s=0.4).acquire()
+    # ttl 2 s, renewed every 0.5 s: a stall of the renewing thread under 1.5 s (a loaded machine) keeps it held
+    holder = RunLease(store, "w", ttl_s=2.0).acquire()
     first = json.loads(store.read_bytes("runs/w/.lease"))["renewed_at"]
-    time.sleep(0.5)  # past the ttl: still held, because it was renewed
+    time.sleep(2.5)  # past the ttl: still held, because it was renewed
     assert json.loads(store.read_bytes("runs/w/.lease"))["renewed_at"] > first
     with pytest.raises(RunBusyError):
-        RunLease(store, "w", ttl_s=0.4).acquire()
-    threading.Timer(0.5, holder.release).start()
+        RunLease(store, "w", ttl_s=2.0).acquire()
+    threading.Timer(1.0, holder.release).start()
     started = time.monotonic()
-    RunLease(store, "w", wait_s=10).acquire().release()
-    assert 0.3 < time.monotonic() - started < 5
+    RunLease(store, "w", wait_s=20).acquire().release()  # it looks again every 2 s at most
+    assert 0.8 < time.monotonic() - started < 10
 
 
 def test_a_second_evaluate_on_a_run_being_written_exits_2_and_nothing_is_duplicated(

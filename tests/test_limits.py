@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import types
 
 import pytest
 
@@ -10,12 +11,15 @@ from ttseval.tasks import limits
 from ttseval.core.config import load_settings
 
 
-def test_booking_spaces_calls_one_period_apart_and_an_idle_clock_starts_at_once() -> None:
-    # Five calls booked at one moment at 4/s start at k/4 s (the spacing worked by hand: k x 1/rate).
+def test_booking_spaces_calls_one_period_apart_and_an_idle_clock_starts_at_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Five calls booked at one moment at 4/s start at k/4 s (the spacing worked by hand: k x 1/rate). The moment is
+    # held still (the module's clock only), so a pause of this test between bookings cannot shorten the waits.
+    monkeypatch.setattr(limits, "time", types.SimpleNamespace(monotonic=lambda: 1000.0))
     waits = [limits.book("test-spacing", 4.0) for _ in range(5)]
-    assert waits == pytest.approx([0.0, 0.25, 0.5, 0.75, 1.0], abs=0.02)
+    assert waits == pytest.approx([0.0, 0.25, 0.5, 0.75, 1.0], abs=1e-9)
     other = limits.book("test-other-vendor", 4.0)  # each vendor has its own clock
-    assert other == pytest.approx(0.0, abs=0.02)
+    assert other == 0.0
 
 
 def _book_three_from_a_thread(name: str, per_second: float) -> list[float]:

@@ -169,12 +169,13 @@ def test_a_nightly_deployment_picked_up_by_a_process_worker_on_another_host_equa
 
 
 def _evaluate_through_a_fault(lan: Lan, monkeypatch: pytest.MonkeyPatch, name: str, after_first: str,
-                              fault: Callable[[], None]) -> tuple[float, float, str]:
+                              fault: Callable[[], None], lost_in_flight: int = 0) -> tuple[float, float, str]:
     """An evaluate from the client (3 items x espeak-ng, flite and the paid system, one item per task, store
     s3://lan/<name>) with `fault()` called once the first part of table `after_first` is stored. Asserts that the
     run completes, that every key is once in each table's parts (every row as written: a reader would hide a key
-    written twice) with every row ok, and that the vendor billed each item once. Returns the seconds from the run's
-    start to the fault and from the fault's end to the run's, and what the command printed."""
+    written twice) with every row ok, and that the vendor billed each item once, but for at most `lost_in_flight`
+    calls (a call in flight on a host that is lost is billed, and its answer never comes back). Returns the seconds
+    from the run's start to the fault and from the fault's end to the run's, and what the command printed."""
     files = lan.client_files / name
     files.mkdir()
     rows = demo_items(files / "items.jsonl", ITEMS)
@@ -205,7 +206,7 @@ def _evaluate_through_a_fault(lan: Lan, monkeypatch: pytest.MonkeyPatch, name: s
             proc.kill()
     ended = time.monotonic()
     assert proc.returncode == 0, out[-4000:]
-    assert lan.vendor_counters()["paid_calls"] - billed == 3
+    assert 3 <= lan.vendor_counters()["paid_calls"] - billed <= 3 + lost_in_flight
     store = lan.store(f"s3://lan/{name}", monkeypatch)
     for table, key in (("synthesis", ["item_id", "system_id"]), ("transcripts", ["item_id", "system_id", "asr_id"]),
                        ("quality", ["item_id", "system_id", "quality_id"])):
@@ -221,7 +222,8 @@ def test_a_worker_host_lost_mid_run_loses_no_row_and_bills_no_item_twice(lan: La
     """Issue 27 item 6, a worker host lost mid-run once the first transcript is stored: its link cut (a pulled
     cable; the scheduler drops it after tests/lan.py WORKER_TTL) or its worker killed (SIGKILL of the whole process
     group: the scheduler sees the connection close). Its tasks go to worker-b; nothing is lost, no key is stored
-    twice and no item billed twice (what a worker finished was in the store before it was lost). The host is then
+    twice and no item billed twice (what a worker finished was in the store before it was lost; the one call a
+    single-thread worker may have in flight when it is lost is billed and bought again). The host is then
     restarted (what is left of its worker killed, the link mended, a new worker started), so the module's cluster is
     whole."""
     worker_a = lan.hosts["worker-a"]
@@ -233,7 +235,9 @@ def test_a_worker_host_lost_mid_run_loses_no_row_and_bills_no_item_twice(lan: La
             os.killpg(lan.procs["worker-a"].pid, signal.SIGKILL)
 
     try:
-        into, recovered, _ = _evaluate_through_a_fault(lan, monkeypatch, fault.replace(" ", "-"), "transcripts", lose)
+        # the stages overlap, so worker-a may be in a paid call when it is lost: that one call may be bought again
+        into, recovered, _ = _evaluate_through_a_fault(lan, monkeypatch, fault.replace(" ", "-"), "transcripts", lose,
+                                                       lost_in_flight=1)
         assert set(lan.worker_hosts()) == {lan.hosts["worker-b"].ip}  # the scheduler dropped the lost host
     finally:
         _stop(lan.procs.pop("worker-a"))
