@@ -1,5 +1,5 @@
 """The HTML run report (tasks/report/html.py, tasks/report_html/) in headless Chromium, and `ttseval serve`
-(infra/serve.py): a 1,645-item run renders 40 rows and more as it scrolls, filters and sorts to the expected
+(ttseval/infra/serve.py): a 1,645-item run renders 40 rows and more as it scrolls, filters and sorts to the expected
 items; two runs side by side with their deltas; the server serves only what the reports link to, read-only,
 with byte ranges, from a local store and from S3. The report of a real demo run is opened in
 tests/test_evaluate_cli.py."""

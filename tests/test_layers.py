@@ -15,34 +15,17 @@ ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 
 
-def _package_dirs() -> dict[str, str]:
-    """pyproject.toml's map of the `ttseval` package's parts to the repository's folders (the one import root)."""
-    import tomllib
-
-    return tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+PARTS = sorted(p.name for p in (ROOT / "ttseval").iterdir() if (p / "__init__.py").is_file())
+"""The parts of the one package, `ttseval.<part>`, each the folder ttseval/<part>/."""
 
 
 def _copy_tree(target: Path) -> Path:
-    """The mapped folders, pyproject.toml and README of the working tree, copied to `target` as they are in git."""
+    """The package folder, pyproject.toml and README of the working tree, copied to `target`."""
     import shutil
 
-    for folder in _package_dirs().values():
-        shutil.copytree(ROOT / folder, target / folder, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copytree(ROOT / "ttseval", target / "ttseval", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, target / name)
-    return target
-
-
-def _staged_package(target: Path) -> Path:
-    """The `ttseval` package laid out as the wheel installs it (`ttseval/flows/`, `ttseval/tasks/`, ...), under
-    `target`: what lint-imports reads, since it walks one package folder and the repository keeps the parts in
-    top-level folders."""
-    import shutil
-
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for package, folder in sorted(_package_dirs().items()):
-        shutil.copytree(ROOT / folder, target / package.replace(".", "/"), ignore=ignore, dirs_exist_ok=True)
-    shutil.copy(ROOT / "pyproject.toml", target / "pyproject.toml")
     return target
 
 
@@ -53,7 +36,7 @@ def _lint_imports(tree: Path) -> subprocess.CompletedProcess:
 
 def test_import_contracts_are_kept(tmp_path: Path) -> None:
     # The contracts live in pyproject.toml ([tool.importlinter]), with no ignore_imports: the CLI is the top layer.
-    out = _lint_imports(_staged_package(tmp_path))
+    out = _lint_imports(ROOT)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "Contracts: 2 kept, 0 broken." in out.stdout
     assert "ignore_imports" not in (ROOT / "pyproject.toml").read_text()
@@ -61,7 +44,7 @@ def test_import_contracts_are_kept(tmp_path: Path) -> None:
 
 def test_a_layer_violation_is_caught(tmp_path: Path) -> None:
     # The contract is not vacuous: a copy of the tree where the core imports a flow breaks it.
-    tree = _staged_package(tmp_path)
+    tree = _copy_tree(tmp_path)
     store = tree / "ttseval" / "core" / "store.py"
     store.write_text(store.read_text() + "\n\ndef _bad():\n    from ttseval.flows.evaluate import evaluate  # noqa\n")
     out = _lint_imports(tree)
@@ -74,7 +57,7 @@ def test_nothing_imports_a_part_by_its_old_top_level_name() -> None:
     # that name would now find a user's own module of the name, or nothing.
     tracked = subprocess.run(["git", "ls-files", "*.py"], cwd=ROOT, capture_output=True, text=True,
                              check=True).stdout.split()
-    parts = "|".join(sorted(p.split(".")[1] for p in _package_dirs() if p != "ttseval"))
+    parts = "|".join(PARTS)
     pattern = re.compile(rf"^\s*(?:from|import) (?:{parts})(?:\.|\s|$)", re.M)
     found = {path: pattern.findall((ROOT / path).read_text(encoding="utf-8")) for path in tracked}
     assert {p: f for p, f in found.items() if f} == {}
@@ -135,9 +118,13 @@ def test_a_built_wheel_holds_only_ttseval_and_runs_beside_a_users_own_metrics_an
     for data in ("corpus/data/demo.jsonl", "corpus/data/generation/emergenttts.toml",
                  "corpus/data/generation/seeds.jsonl", "deployments/prefect.yaml", "tasks/report_html/app.js"):
         assert f"ttseval/{data}" in names, data
-    for package, folder in _package_dirs().items():  # every module of every part
-        for path in (ROOT / folder).rglob("*.py"):
-            assert f"{package.replace('.', '/')}/{path.relative_to(ROOT / folder).as_posix()}" in names, path
+    # every module in the wheel is the file its name gives in the source tree, and every module of the tree is in it
+    modules = {n for n in names if n.endswith(".py")}
+    assert {m for m in modules if not (ROOT / m).is_file()} == set()
+    tracked = subprocess.run(["git", "ls-files", "ttseval/*.py"], cwd=ROOT, capture_output=True, text=True,
+                             check=True).stdout.split()
+    assert set(tracked) - modules == set()
+    assert len(modules) > 150
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
                    check=True, capture_output=True, timeout=300)

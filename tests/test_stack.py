@@ -150,7 +150,7 @@ def test_deployments_registered(stack: StackInfo, deployed: list[str], nightly_z
     local = [t.astimezone(ZoneInfo(nightly_zone)) for t in starts]
     assert all((t.hour, t.minute, t.second) == (2, 0, 0) for t in local), (nightly_zone, starts)
     assert min(starts) - datetime.now(timezone.utc) > timedelta(hours=10), starts
-    assert nightly["parameters"]["dataset"] == "corpus/data/demo.jsonl"
+    assert nightly["parameters"]["dataset"] == "ttseval/corpus/data/demo.jsonl"
     assert nightly["parameters"]["systems"] == ["piper:joe", "espeak-ng", "flite:slt"]  # 2 nights: test_nightly_cli
     assert nightly["pull_steps"] == [{"prefect.deployments.steps.set_working_directory":
                                       {"directory": str(Path(__file__).resolve().parent.parent)}}]

@@ -36,7 +36,7 @@ def cmd_stack(args: argparse.Namespace) -> int:
 
 
 def cmd_server(args: argparse.Namespace) -> int:
-    """Describe or stop the Prefect server that commands with no PREFECT_API_URL share (infra/prefect_server.py)."""
+    """Describe or stop the Prefect server that commands with no PREFECT_API_URL share (ttseval/infra/prefect_server.py)."""
     import json
 
     from ttseval.infra.prefect_server import server_folder, server_info, stop_server
@@ -54,7 +54,7 @@ def cmd_server(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    """A store's HTML reports over HTTP, read-only (infra/serve.py)."""
+    """A store's HTML reports over HTTP, read-only (ttseval/infra/serve.py)."""
     from ttseval.core.config import load_settings
     from ttseval.infra.serve import make_server
 

@@ -14,6 +14,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+SOURCE_ROOT = Path(__file__).resolve().parents[2]
+"""The folder that holds the `ttseval` package: the repository's root in a checkout (where the deployments' relative
+paths, such as corpus/data/demo.jsonl, resolve), site-packages in an installed wheel."""
+
 LOCAL_CACHE = Path("~/.cache/ttseval")
 """This machine's own cache (joined model weights, validations already passed): only ever a shortcut, so a worker
 that lacks it redoes the work; never where a result lives (that is the store)."""

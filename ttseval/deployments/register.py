@@ -18,10 +18,10 @@ import tempfile
 from pathlib import Path
 
 import yaml
+from ttseval.core.paths import SOURCE_ROOT
 from ttseval.core.telemetry import TELEMETRY_OFF
 from ttseval.deployments import choices
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 PREFECT_FILE = Path(__file__).resolve().parent / "prefect.yaml"
 DEFAULT_POOL = "ttseval-local"
 
@@ -45,7 +45,7 @@ def _render(source: Path, pool: str | None, timezone: str | None, out_dir: Path)
     return target
 
 
-def register(api_url: str, pool: str = DEFAULT_POOL, repo_root: Path | str = REPO_ROOT, *,
+def register(api_url: str, pool: str = DEFAULT_POOL, repo_root: Path | str = SOURCE_ROOT, *,
              timezone: str | None = None, prefect_file: Path | None = None, timeout_s: float = 600,
              store: str | None = None) -> list[str]:
     """Create or update every deployment of prefect.yaml on the server at `api_url`; returns 'flow/deployment' names.
@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--api-url", default=os.environ.get("PREFECT_API_URL"), required=not os.environ.get("PREFECT_API_URL"))
     parser.add_argument("--pool", default=os.environ.get("TTSEVAL_WORK_POOL", DEFAULT_POOL))
     parser.add_argument("--timezone", default=None, help="IANA time zone of the nightly schedule (default UTC)")
-    parser.add_argument("--repo-root", default=str(REPO_ROOT))
+    parser.add_argument("--repo-root", default=str(SOURCE_ROOT))
     parser.add_argument("--store", default=os.environ.get("TTSEVAL_STORE"),
                         help="store whose datasets and pushed systems the adhoc form lists (default TTSEVAL_STORE)")
     args = parser.parse_args(argv)

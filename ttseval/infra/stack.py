@@ -42,10 +42,10 @@ from pathlib import Path
 from typing import Any
 
 from ttseval.core.errors import TTSEvalError
+from ttseval.core.paths import SOURCE_ROOT
 from ttseval.core.telemetry import TELEMETRY_OFF
 from ttseval.infra.dask_defaults import dask_env
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_FOLDER = Path(".ttseval-stack")
 POOL = "ttseval-local"
 BUCKET = "ttseval"
@@ -157,7 +157,7 @@ def _port_open(port: int) -> bool:
 def _base_env() -> dict[str, str]:
     """The parent's environment without settings that would point a component somewhere else."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TTSEVAL_", "AWS_", "PREFECT_"))}
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
+    env["PYTHONPATH"] = os.pathsep.join([str(SOURCE_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
     env |= {**TELEMETRY_OFF, **dask_env(env),  # the scheduler's and workers' housekeeping at ttseval's pace
             "PYTHONUNBUFFERED": "1"}
     return env
@@ -198,7 +198,7 @@ class _State:
         with open(log_path, "a") as log:
             log.write(f"\n===== ttseval stack: {name} started {datetime.now(timezone.utc).isoformat()} =====\n")
             log.flush()
-            proc = subprocess.Popen(argv, env=env, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT,
+            proc = subprocess.Popen(argv, env=env, cwd=SOURCE_ROOT, stdout=log, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, start_new_session=True)
         created = _proc_identity(proc.pid) or time.time()
         (self.pids_dir / f"{name}.pid").write_text(f"{proc.pid} {created}\n")
@@ -292,7 +292,7 @@ def _start(state: _State, use_gpu: bool, pool: str, timeout_s: float) -> StackIn
     state.wait("prefect-server", server, lambda: _http_ok(api_url + "/health") is not None, timeout_s,
                f"GET {api_url}/health")
     _ensure_pool(state, api_url, pool, base | prefect_home)
-    flow_env = worker_env | prefect_home | {"TTSEVAL_REPO": str(REPO_ROOT), "TTSEVAL_WORK_POOL": pool}
+    flow_env = worker_env | prefect_home | {"TTSEVAL_REPO": str(SOURCE_ROOT), "TTSEVAL_WORK_POOL": pool}
     if use_gpu:
         flow_env["TTSEVAL_GPU"] = "true"
     worker = state.spawn("prefect-worker", [_bin("prefect"), "worker", "start", "--pool", pool, "--type", "process",
@@ -367,7 +367,7 @@ def _ensure_pool(state: _State, api_url: str, pool: str, env: dict[str, str]) ->
     if _http_ok(f"{api_url}/work_pools/{pool}") is not None:
         return
     out = subprocess.run([_bin("prefect"), "--no-prompt", "work-pool", "create", pool, "--type", "process"],
-                         env=env | {"PREFECT_API_URL": api_url}, cwd=REPO_ROOT, capture_output=True, text=True,
+                         env=env | {"PREFECT_API_URL": api_url}, cwd=SOURCE_ROOT, capture_output=True, text=True,
                          timeout=120)
     with open(state.logs_dir / "prefect-server.log", "a") as log:
         log.write(f"[ttseval stack] prefect work-pool create {pool}: rc={out.returncode}\n{out.stdout}{out.stderr}\n")
