@@ -54,7 +54,9 @@ def plain_loop(dataset: str, systems: list[str]) -> dict:
     from ttseval.core.categories import CATEGORIES
     from ttseval.core.config import load_settings
     from ttseval.corpus.items import load_items
-    from ttseval.core.registry import ASR, QUALITY, TTS
+    from ttseval.providers.asr import ASR
+    from ttseval.providers.quality import QUALITY
+    from ttseval.providers.tts import TTS
 
     settings = load_settings()
     items = load_items(dataset, categories=set(CATEGORIES)).to_dict("records")

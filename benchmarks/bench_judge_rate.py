@@ -36,10 +36,11 @@ def build_run(store_dir: Path, pairs: int) -> None:
     from ttseval.corpus import DEMO_DATASET
     from ttseval.corpus.items import read_items
     from ttseval.flows.common import register_items
-    from ttseval.tasks.common import commit
+    from ttseval.tasks.parts import commit
     from ttseval.tasks.synthesize import synthesize_rows
     from ttseval.core.config import load_settings
-    from ttseval.core.registry import TTS, Spec
+    from ttseval.providers.tts import TTS
+    from ttseval.core.registry import Spec
     from ttseval.core.store import ArtifactStore
 
     demo = [json.loads(line) for line in DEMO_DATASET.read_text(encoding="utf-8").splitlines() if line.strip()]

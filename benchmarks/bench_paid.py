@@ -33,7 +33,8 @@ def main() -> None:
     from ttseval.tasks.synthesize import synthesize_rows
     from tests.fake_tts import FakeOpenAISpeech
     from ttseval.core.config import load_settings
-    from ttseval.core.registry import TTS, Spec
+    from ttseval.providers.tts import TTS
+    from ttseval.core.registry import Spec
     from ttseval.core.store import ArtifactStore
 
     texts = [f"Sentence number {i}: is the kettle on, or did you forget again?" for i in range(args.items)]

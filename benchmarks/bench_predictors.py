@@ -15,7 +15,7 @@ at once and scores the same clips with each: its peak against the largest single
 every model of a worker at once costs over one model at a time.
 
 Then the setting models_in_memory, as a worker meets it: two children each run `--shards` shards through the
-stages' own provider cache (ttseval.tasks.common.get_provider), every model on every shard in turn, one with
+stages' own provider cache (ttseval.tasks.provider_cache.get_provider), every model on every shard in turn, one with
 models_in_memory = 0 (each model loaded once) and one with 1 (one loaded at a time, freed before the next): each
 child's peak, wall time and a digest of every score, which must be equal.
 """
@@ -60,7 +60,9 @@ def _kind(spec: str) -> str:
 
 def child(specs: list[str], count: int, seconds: float) -> None:
     """Load every spec, then score the clips with each: one JSON line per spec and one for the process."""
-    from ttseval.core.registry import LIDS, QUALITY, SPEAKERS
+    from ttseval.providers.lid import LIDS
+    from ttseval.providers.quality import QUALITY
+    from ttseval.providers.speaker import SPEAKERS
 
     clips = _clips(count, seconds)
     before = _peak_mib()
@@ -94,7 +96,7 @@ def worker(specs: list[str], count: int, seconds: float, shards: int, in_memory:
     import hashlib
 
     from ttseval.core.config import Settings
-    from ttseval.tasks.common import get_provider
+    from ttseval.tasks.provider_cache import get_provider
 
     settings = Settings(models_in_memory=in_memory)
     clips = _clips(count, seconds)

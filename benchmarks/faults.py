@@ -46,7 +46,8 @@ def provider_scenario(tmp: Path) -> tuple:
     from ttseval.tasks.synthesize import synthesize_rows
     from tests.fake_tts import FakeOpenAISpeech, TTSReply
     from ttseval.core.config import load_settings
-    from ttseval.core.registry import TTS, Spec
+    from ttseval.providers.tts import TTS
+    from ttseval.core.registry import Spec
 
     faults = {"rate limited": [TTSReply.error(429, "slow down", retry_after="0")],
               "overloaded": [TTSReply.error(503, "busy")] * 2, "reset": [TTSReply(cut_after=100)],
@@ -63,7 +64,9 @@ def provider_scenario(tmp: Path) -> tuple:
         items = [{"item_id": f"p{n}", "text": t, "language": "en", "category": "q", "instruction": None}
                  for n, t in enumerate(texts)]
         settings = load_settings(store=str(tmp / "provider"), retry_backoff_s=0.01, item_retries=2)
-        store = settings.open_store()
+        from ttseval.core.store import open_store
+
+        store = open_store(settings)
         started = time.perf_counter()
         first = synthesize_rows(provider, spec, items, settings, store)
         settled = {i["text"] for i, r in zip(items, first) if not r.get("retryable")}
@@ -84,7 +87,7 @@ def provider_scenario(tmp: Path) -> tuple:
 def recompute_scenario(tmp: Path) -> tuple:
     import pandas as pd
 
-    from ttseval.tasks.common import get_store
+    from ttseval.tasks.parts import get_store
     from ttseval.tasks.plan import plan_synthesis
     from ttseval.tasks.synthesize import synthesize_items
     from tests.test_healing import CALLS, SPEC, items_frame, settings_for

@@ -56,7 +56,9 @@ def profile_work(dataset: str, systems: list[str], clock: Clock) -> int:
     from ttseval.core.audio import Audio, sha256_hex
     from ttseval.core.categories import CATEGORIES
     from ttseval.core.config import load_settings
-    from ttseval.core.registry import ASR, QUALITY, TTS
+    from ttseval.providers.asr import ASR
+    from ttseval.providers.quality import QUALITY
+    from ttseval.providers.tts import TTS
     from ttseval.core.schemas import table_from_rows
     from ttseval.core.store import ArtifactStore
 

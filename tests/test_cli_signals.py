@@ -20,9 +20,9 @@ from tests.conftest import ROOT
 # that blocks forever (standing in for a LocalCluster close that does not return).
 HANGING_COMMAND = textwrap.dedent("""
     import signal, subprocess, sys, time
-    import ttseval.cli as cli
+    import ttseval.cli.signals as cli
     cli.SIGTERM_GRACE_S = float(sys.argv[1])
-    signal.signal(signal.SIGTERM, cli._exit_on_sigterm)
+    signal.signal(signal.SIGTERM, cli.exit_on_sigterm)
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     try:
         print(child.pid, flush=True)  # inside the try: a SIGTERM sent once this is read always meets the finally
@@ -61,13 +61,13 @@ def test_a_second_sigterm_stops_at_once() -> None:
 
 
 # The same hang inside a Prefect flow run: while a flow runs, Prefect's SIGTERM bridge, not ttseval's handler,
-# receives the signal (ttseval.cli.bridge_prefect_sigterm makes it arm the watchdog as well).
+# receives the signal (ttseval.cli.signals.bridge_prefect_sigterm makes it arm the watchdog as well).
 HANGING_FLOW = textwrap.dedent("""
     import signal, subprocess, sys, time
     from prefect import flow
-    import ttseval.cli as cli
+    import ttseval.cli.signals as cli
     cli.SIGTERM_GRACE_S = float(sys.argv[1])
-    signal.signal(signal.SIGTERM, cli._exit_on_sigterm)
+    signal.signal(signal.SIGTERM, cli.exit_on_sigterm)
     cli.bridge_prefect_sigterm()
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
 

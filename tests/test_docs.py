@@ -139,7 +139,7 @@ def test_the_metrics_page_holds_the_metric_registry(site: Path) -> None:
 
 
 def test_the_providers_page_holds_every_registry_entry_and_its_metadata(site: Path) -> None:
-    from ttseval.core.registry import REGISTRIES
+    from ttseval.providers.registries import REGISTRIES
 
     page = site / "reference" / "providers" / "index.html"
     rows = _rows(page)

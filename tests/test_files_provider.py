@@ -17,7 +17,8 @@ import soundfile as sf
 from ttseval.tasks.synthesize import synthesize_rows
 from ttseval.core.config import load_settings
 from ttseval.core.errors import DeferredProviderError, SpecError
-from ttseval.core.registry import TTS, Spec
+from ttseval.providers.tts import TTS
+from ttseval.core.registry import Spec
 from ttseval.core.store import ArtifactStore
 
 from tests.conftest import cli_env, run_cli

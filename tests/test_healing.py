@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ttseval.tasks.common import get_store
+from ttseval.tasks.parts import get_store
 from ttseval.tasks.plan import plan_synthesis
 from ttseval.tasks.synthesize import synthesize_items
 from ttseval.core.audio import Audio

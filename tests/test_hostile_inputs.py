@@ -168,7 +168,7 @@ def test_hostile_but_valid_datasets_are_read_exactly(tmp_path: Path) -> None:
 
 
 def test_formulas_in_text_are_inert_in_every_csv_ttseval_writes() -> None:
-    from ttseval.tasks.export import spreadsheet_safe
+    from ttseval.tasks.report.format import spreadsheet_safe
 
     frame = pd.DataFrame({"text": ['=HYPERLINK("x")', "+1", "-cmd", "@SUM(A1)", "plain", "\tx"], "wer": range(6)})
     safe = spreadsheet_safe(frame)

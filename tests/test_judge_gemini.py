@@ -309,7 +309,7 @@ def test_judge_id_tracks_prompt_and_generation_settings(monkeypatch: pytest.Monk
 
 
 def test_built_from_a_spec(monkeypatch: pytest.MonkeyPatch) -> None:
-    from ttseval.core.registry import JUDGES
+    from ttseval.providers.judges import JUDGES
 
     monkeypatch.setenv("GEMINI_API_KEY", KEY)
     j = JUDGES.build("gemini:gemini-2.5-pro:temperature=0:thinking_budget=1024")

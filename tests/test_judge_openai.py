@@ -110,7 +110,7 @@ def test_clear_errors_before_any_call(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_built_from_a_spec_and_gated_like_every_vendor(fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> None:
     from ttseval.tasks.limits import limit_calls
     from ttseval.core.config import load_settings
-    from ttseval.core.registry import JUDGES
+    from ttseval.providers.judges import JUDGES
 
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     built = JUDGES.build(f"openai:gpt-4o-mini-audio-preview:base_url={fake.base_url}:backoff_s=0.01")

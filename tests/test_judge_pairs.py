@@ -1,6 +1,6 @@
 """All-pairs judging (issue 29, item 3): setting judge_pairs = baseline / all / sampled.
 
-The pair design (ttseval.tasks.judge.judged_pairs) against the documented rule recomputed here with hashlib, the dry
+The pair design (ttseval.tasks.pairs.judged_pairs) against the documented rule recomputed here with hashlib, the dry
 run's count against the calls a fake Gemini judge receives in real evaluate runs of three local systems, and the
 Bradley-Terry ranking over every pair judged."""
 
@@ -36,7 +36,7 @@ def _drawn_by_hand(seed: int, item_id: str, pairs: list[tuple[str, str]], n: int
 
 
 def test_judged_pairs_per_design() -> None:
-    from ttseval.tasks.judge import judged_pairs
+    from ttseval.tasks.pairs import judged_pairs
 
     systems, items = ["a", "base", "c", "d"], [f"i{k}" for k in range(6)]
     every = list(itertools.combinations(["base", "a", "c", "d"], 2))

@@ -80,7 +80,7 @@ def test_structured_output_and_request_on_the_wire(fake: FakeOpenAI) -> None:
 
 
 def test_model_option_holds_colons_and_token_limit_field_is_chosen(fake: FakeOpenAI) -> None:
-    from ttseval.core.registry import LLMS
+    from ttseval.providers.llm import LLMS
 
     # An Ollama-style name cannot sit in the spec's model slot (':' splits it); model= carries it.
     fake.script("<q9>", [Reply.ok(ANSWER)])

@@ -19,7 +19,10 @@ from tests.scorer_env import SCORER, make_scorer_venv
 from tests.tiny_models import (build_random_ecapa, build_random_nisqa, build_random_seedtts_sim, build_random_utmos22,
                                build_random_voxlingua107, build_tiny_sherpa_speaker)
 from ttseval.core.audio import Audio
-from ttseval.core.registry import LIDS, QUALITY, SPEAKERS, Spec
+from ttseval.providers.lid import LIDS
+from ttseval.providers.quality import QUALITY
+from ttseval.providers.speaker import SPEAKERS
+from ttseval.core.registry import Spec
 
 TEXTS = {"p1": "The weather was mild and the river ran slowly past the town.",
          "p2": "Please call me when you arrive home tonight.",

@@ -14,7 +14,7 @@ from ttseval.providers.quality.distillmos import WINDOW
 from ttseval.core.audio import Audio
 from ttseval.core.errors import PermanentProviderError
 from ttseval.core.protocols import QualityProvider
-from ttseval.core.registry import QUALITY
+from ttseval.providers.quality import QUALITY
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +26,7 @@ def distillmos():
 def clips() -> list[Audio]:
     """Piper's neural voice (22.05 kHz), the same with white noise added, noise alone, a 15 s clip (several of the
     model's windows) and a 0.3 s one."""
-    from ttseval.core.registry import TTS
+    from ttseval.providers.tts import TTS
 
     speech = TTS.build("piper:joe").synthesize("The quick brown fox jumps over the lazy dog, and then it runs away.",
                                                "en-US")

@@ -14,7 +14,7 @@ from ttseval.providers.lid.transformers_lid import TransformersLID, label_langua
 from tests.tiny_models import LID_LABELS, build_tiny_lid
 from ttseval.core.audio import Audio
 from ttseval.core.protocols import LanguageGuess, LanguageIdentifier
-from ttseval.core.registry import LIDS
+from ttseval.providers.lid import LIDS
 
 
 @pytest.fixture(scope="module")

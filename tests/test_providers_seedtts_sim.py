@@ -16,7 +16,7 @@ from tests.tiny_models import SEEDTTS_SIM_SIZES, build_random_seedtts_sim
 from ttseval.core.audio import Audio
 from ttseval.core.errors import PermanentProviderError, SpecError
 from ttseval.core.protocols import SpeakerEncoder
-from ttseval.core.registry import SPEAKERS
+from ttseval.providers.speaker import SPEAKERS
 from ttseval.metrics.similarity import cosine_similarity
 
 

@@ -14,7 +14,7 @@ from tests.tiny_models import build_tiny_wavlm_xvector
 from ttseval.core.audio import Audio
 from ttseval.core.errors import PermanentProviderError
 from ttseval.core.protocols import SpeakerEncoder
-from ttseval.core.registry import SPEAKERS
+from ttseval.providers.speaker import SPEAKERS
 
 SENTENCES = ("The quick brown fox jumps over the lazy dog, and then it runs away.",
              "Another sentence entirely, spoken by the same voice for comparison.")

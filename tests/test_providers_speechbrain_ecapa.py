@@ -15,7 +15,7 @@ from tests.tiny_models import build_random_ecapa
 from ttseval.core.audio import Audio
 from ttseval.core.errors import PermanentProviderError, SpecError
 from ttseval.core.protocols import SpeakerEncoder
-from ttseval.core.registry import SPEAKERS
+from ttseval.providers.speaker import SPEAKERS
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from tests.tiny_models import VOXLINGUA_LABELS, build_random_voxlingua107
 from ttseval.core.audio import Audio
 from ttseval.core.errors import PermanentProviderError, SpecError
 from ttseval.core.protocols import LanguageGuess, LanguageIdentifier
-from ttseval.core.registry import LIDS
+from ttseval.providers.lid import LIDS
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from ttseval.providers.tts.piper import PiperTTS
 from ttseval.core.audio import Audio
 from ttseval.core.errors import PermanentProviderError, SpecError
 from ttseval.core.protocols import TTSProvider
-from ttseval.core.registry import TTS
+from ttseval.providers.tts import TTS
 
 SENTENCE = "The quick brown fox jumps over the lazy dog."
 

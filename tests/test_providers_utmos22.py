@@ -14,7 +14,7 @@ from tests.tiny_models import build_random_utmos22
 from ttseval.core.audio import Audio
 from ttseval.core.errors import PermanentProviderError, SpecError
 from ttseval.core.protocols import QualityProvider
-from ttseval.core.registry import QUALITY
+from ttseval.providers.quality import QUALITY
 
 
 @pytest.fixture(scope="module")

@@ -87,7 +87,7 @@ def test_each_documented_refusal_exits_2_with_our_message_and_no_traceback(case:
 
 
 def test_a_user_error_is_logged_without_traceback_and_a_bug_keeps_it(caplog: pytest.LogCaptureFixture) -> None:
-    import ttseval.tasks.common  # noqa: F401 - installs the filter on Prefect's run loggers
+    import ttseval.tasks.logs  # noqa: F401 - installs the filter on Prefect's run loggers
     from ttseval.core.errors import DatasetError, StoreUnwritableError
 
     for name in ("prefect.flow_runs", "prefect.task_runs"):

@@ -19,7 +19,13 @@ from ttseval.providers.tts.flite import FliteTTS
 from ttseval.core.audio import Audio
 from ttseval.core.errors import ConfigError, SpecError
 from ttseval.core.protocols import ANY_LANGUAGE, METADATA_DEFAULTS, PER_VOICE, TTSProvider
-from ttseval.core.registry import ASR, JUDGES, LLMS, QUALITY, REGISTRIES, TTS, Registry
+from ttseval.providers.asr import ASR
+from ttseval.providers.judges import JUDGES
+from ttseval.providers.llm import LLMS
+from ttseval.providers.quality import QUALITY
+from ttseval.providers.registries import REGISTRIES
+from ttseval.providers.tts import TTS
+from ttseval.core.registry import Registry
 from ttseval.core.telemetry import TELEMETRY_OFF
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -127,7 +133,7 @@ def test_bad_option_is_a_spec_error_naming_it() -> None:
 
 
 def test_a_missing_api_key_keeps_its_type_through_the_registry(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The dry run builds keyless providers by catching MissingKeyError (tasks.common._build), not by matching the
+    """The dry run builds keyless providers by catching MissingKeyError (tasks.provider_cache._build), not by matching the
     message: the registry adds the spec to the message and keeps the type; any other bad spec stays a SpecError."""
     from ttseval.core.errors import MissingKeyError
 
@@ -323,7 +329,7 @@ def test_providers_command_lists_metadata_without_building_or_heavy_imports() ->
     # Every provider class's constructor is replaced by one that fails: listing must not build any.
     code = (
         "import sys\n"
-        "from ttseval.core.registry import REGISTRIES\n"
+        "from ttseval.providers.registries import REGISTRIES\n"
         "def refuse(self, *a, **k):\n"
         "    raise AssertionError(f'built {type(self).__name__}')\n"
         "for registry in REGISTRIES.values():\n"

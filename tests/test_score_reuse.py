@@ -11,12 +11,14 @@ from typing import Any, ClassVar
 
 import pytest
 
-from ttseval.tasks.common import get_store, model_output_id
+from ttseval.tasks.parts import get_store
+from ttseval.tasks.provider_cache import model_output_id
 from ttseval.tasks.stages import QUALITY, TRANSCRIPTS, run_stage
 from tests.test_healing import CALLS, SPEC, EchoASR, run_synthesis, settings_for, synthesis
 from ttseval.core.audio import Audio
 from ttseval.core.protocols import QualityScore
-from ttseval.core.registry import REGISTRIES, Spec
+from ttseval.providers.registries import REGISTRIES
+from ttseval.core.registry import Spec
 
 
 class CountingMOS:
@@ -159,9 +161,9 @@ def test_models_in_memory_one_frees_each_model_before_the_next_loads(tmp_path: P
     is asked for, and is built again; the TTS engine stays cached. 0 keeps both. The tables are the same."""
     import gc
 
-    from ttseval.tasks import common
+    from ttseval.tasks import provider_cache
 
-    monkeypatch.setattr(common, "_PROVIDERS", OrderedDict())
+    monkeypatch.setattr(provider_cache, "_PROVIDERS", OrderedDict())
     CountedASR.built.clear()
     settings, work = setup(tmp_path, "tests.test_score_reuse:CountedASR", models_in_memory=in_memory)
     settings = settings.model_copy(update={"reuse_scores": False})
@@ -170,7 +172,7 @@ def test_models_in_memory_one_frees_each_model_before_the_next_loads(tmp_path: P
     run_stage(QUALITY, settings, "run1", work)
     gc.collect()
     assert (CountedASR.built[0]() is None) == (in_memory == 1)
-    kinds = sorted(json.loads(k)[0] for k in common._PROVIDERS)
+    kinds = sorted(json.loads(k)[0] for k in provider_cache._PROVIDERS)
     assert kinds == (["quality", "tts"] if in_memory == 1 else ["asr", "quality", "tts"])
     run_stage(TRANSCRIPTS, settings, "run2", work)
     assert len(CountedASR.built) == (2 if in_memory == 1 else 1)

@@ -16,7 +16,8 @@ import pytest
 from tests.scorer_env import SCORER, make_scorer_venv
 from ttseval.core.audio import Audio
 from ttseval.core.errors import SpecError, TransientProviderError
-from ttseval.core.registry import ASR, QUALITY
+from ttseval.providers.asr import ASR
+from ttseval.providers.quality import QUALITY
 
 
 @pytest.fixture(scope="module")

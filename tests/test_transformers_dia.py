@@ -13,7 +13,7 @@ from tests.tiny_models import build_tiny_dia
 from ttseval.core.audio import Audio
 from ttseval.core.errors import PermanentProviderError
 from ttseval.core.protocols import TTSProvider, VoicePrompt
-from ttseval.core.registry import TTS
+from ttseval.providers.tts import TTS
 
 
 @pytest.fixture(scope="module")

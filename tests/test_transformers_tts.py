@@ -60,7 +60,7 @@ def tiny_vits(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def build(spec: str) -> Any:
-    from ttseval.core.registry import TTS
+    from ttseval.providers.tts import TTS
 
     return TTS.build(spec)
 

@@ -13,7 +13,8 @@ from ttseval.tasks.synthesize import synthesize_rows
 from tests.fake_tts import FakeOpenAISpeech, TTSReply
 from ttseval.core.config import load_settings
 from ttseval.core.errors import DeferredProviderError, PermanentProviderError, TransientProviderError
-from ttseval.core.registry import TTS, Spec
+from ttseval.providers.tts import TTS
+from ttseval.core.registry import Spec
 from ttseval.core.store import ArtifactStore
 
 KEY = "sk-test-secret-0123456789"
@@ -155,7 +156,7 @@ def test_a_key_from_a_prefect_secret_block_when_the_variable_is_unset(prefect_ap
     from prefect.blocks.system import Secret
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    from ttseval.tasks.common import build_provider
+    from ttseval.tasks.provider_cache import build_provider
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with temporary_settings({PREFECT_API_URL: prefect_api}), FakeOpenAISpeech(api_key=KEY) as fake:

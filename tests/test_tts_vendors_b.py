@@ -19,7 +19,8 @@ from tests.fake_hume import FakeHume, voice_id
 from tests.fake_tts import TTSReply
 from ttseval.core.config import load_settings
 from ttseval.core.errors import DeferredProviderError, PermanentProviderError, TransientProviderError
-from ttseval.core.registry import TTS, Spec
+from ttseval.providers.tts import TTS
+from ttseval.core.registry import Spec
 from ttseval.core.store import ArtifactStore
 
 KEY = "vendor-test-secret-0123456789"

@@ -12,14 +12,14 @@ def cmd_voices(args: argparse.Namespace) -> int:
     """List a TTS provider's voices where its API (or engine) offers a list."""
     from ttseval.core.config import load_settings
     from ttseval.core.registry import Spec
-    from ttseval.tasks.common import build_provider
+    from ttseval.tasks.provider_cache import build_provider
 
     settings = load_settings()
     spec = Spec.parse(args.spec)
     provider = build_provider("tts", spec.canonical, settings)
     voices = getattr(provider, "voices", None)
     if not callable(voices):
-        from ttseval.core.registry import REGISTRIES
+        from ttseval.providers.registries import REGISTRIES
 
         tts, plugins = REGISTRIES["tts"], settings.plugins.get("tts")
         listing = [n for n in sorted(tts.entries(plugins))
@@ -41,7 +41,7 @@ def cmd_providers(args: argparse.Namespace) -> int:
     """One table per kind of every provider's declared metadata (the `plugins` setting's included), read from the
     classes: nothing is built and neither Prefect nor Dask is imported. A missing program or package is marked."""
     from ttseval.core.config import load_settings
-    from ttseval.core.registry import REGISTRIES
+    from ttseval.providers.registries import REGISTRIES
 
     plugins = load_settings().plugins
     header = ("name", "languages", "instruction", "gpu", "extra", "sample rate", "needs", "version")

@@ -75,7 +75,7 @@ def prefect_api() -> Iterator[None]:
     Prefect would otherwise start a temporary server in every Dask worker process as well (seconds each);
     exporting the URL lets the workers report to the same one.
     """
-    from ttseval.cli import bridge_prefect_sigterm
+    from ttseval.cli.signals import bridge_prefect_sigterm
 
     bridge_prefect_sigterm()  # a SIGTERM during the flow is bounded by ttseval's watchdog too
     if os.environ.get("PREFECT_API_URL"):

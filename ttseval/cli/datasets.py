@@ -57,7 +57,7 @@ def cmd_generate_dataset(args: argparse.Namespace) -> int:
     from ttseval.corpus import generation
     from ttseval.corpus.generation import read_seeds
     from ttseval.flows.generate_dataset import generate_dataset
-    from ttseval.tasks.common import get_provider
+    from ttseval.tasks.provider_cache import get_provider
 
     settings = load_settings(store=args.store)
     spec = generation.load_spec(args.categories)
@@ -80,7 +80,7 @@ def cmd_generate_instructions(args: argparse.Namespace) -> int:
     from ttseval.core.config import load_settings
     from ttseval.corpus.instructions import read_references
     from ttseval.flows.generate_instructions import generate_instructions
-    from ttseval.tasks.common import get_provider
+    from ttseval.tasks.provider_cache import get_provider
 
     settings = load_settings(store=args.store, seed=args.seed)
     read_references(args.references)

@@ -55,11 +55,13 @@ def cmd_server(args: argparse.Namespace) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """A store's HTML reports over HTTP, read-only (ttseval/infra/serve.py)."""
+    from ttseval.core.store import open_store
+
     from ttseval.core.config import load_settings
     from ttseval.infra.serve import make_server
 
     settings = load_settings(store=args.store)
-    settings.open_store().require()  # a mistyped --store is said here, not as an empty page
+    open_store(settings).require()  # a mistyped --store is said here, not as an empty page
     server = make_server(settings.store, args.host, args.port)
     host, port = server.server_address[:2]
     print(f"serving the reports of {settings.store} at http://{host}:{port}/ (read-only; Ctrl-C stops)", flush=True)

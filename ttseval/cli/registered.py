@@ -17,10 +17,12 @@ from ttseval.cli.common import add_store
 
 
 def _store(args: argparse.Namespace):
+    from ttseval.core.store import open_store
+
     from ttseval.core.config import load_settings
 
     settings = load_settings(store=args.store)
-    return settings, settings.open_store()
+    return settings, open_store(settings)
 
 
 def _refresh_form(store_uri: str) -> None:

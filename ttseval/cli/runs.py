@@ -67,9 +67,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 def policy_exit(settings, run_id: str, regressions=None) -> int:
     """The exit code of a finished run under the exit-code policy (settings min_completion, fail_on_regression;
     ttseval.metrics.policy): EXIT_BREACHED with each breach on stderr, else EXIT_DONE."""
+    from ttseval.core.store import open_store
+
     from ttseval.metrics.policy import threshold_breaches
 
-    breaches = threshold_breaches(settings.open_store().read(run_id, "report"),
+    breaches = threshold_breaches(open_store(settings).read(run_id, "report"),
                                   min_completion=settings.min_completion, regressions=regressions,
                                   fail_on_regression=settings.fail_on_regression)
     for line in breaches:
@@ -80,9 +82,9 @@ def policy_exit(settings, run_id: str, regressions=None) -> int:
 def print_dry_run(dataset: str, systems: list[str], run_id: str, baseline: str | None, judges: list[str] | None,
                   instruction_judges: list[str] | None, settings) -> int:
     """`--dry-run` of evaluate and nightly: the checked inputs priced per system and judge, nothing called. It calls
-    nothing, so a vendor with no API key yet can still be priced (tasks.common.estimate_only)."""
+    nothing, so a vendor with no API key yet can still be priced (tasks.provider_cache.estimate_only)."""
     from ttseval.flows.preflight import preflight_evaluate
-    from ttseval.tasks.common import estimate_only
+    from ttseval.tasks.provider_cache import estimate_only
     from ttseval.tasks.cost import dry_run
 
     with estimate_only() as keyless:
@@ -115,9 +117,11 @@ def print_report(settings, run_id: str, system_ids: list[str] | None) -> None:
     """The run's per-system table, its leaderboard and where its HTML report is: as its report stored them while
     the run's files, the settings, the code and the systems are those the report was written from
     (ttseval.tasks.report.full.stored_terminal_view), computed from its tables otherwise."""
+    from ttseval.core.store import open_store
+
     from ttseval.tasks.report import print_view, stored_terminal_view
 
-    store = settings.open_store()
+    store = open_store(settings)
     store.require(run_id)
     view = stored_terminal_view(store, run_id, settings, system_ids)
     if view is None:
@@ -162,6 +166,8 @@ def cmd_backfill_judge(args: argparse.Namespace) -> int:
 
 
 def cmd_nightly(args: argparse.Namespace) -> int:
+    from ttseval.core.store import open_store
+
     from ttseval.core.config import load_settings
     from ttseval.flows.nightly import nightly
     from ttseval.flows.preflight import check_cluster_reach
@@ -178,7 +184,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
 
         settings = settings.model_copy(update={"fresh_items": night_canary(args.dataset, settings)})
         return print_dry_run(args.dataset, systems, run_id, args.baseline, judges, None, settings)
-    announce_new_store(settings.open_store().is_new(), settings.store)
+    announce_new_store(open_store(settings).is_new(), settings.store)
     os.environ.update({"TTSEVAL_STORE": settings.store, "TTSEVAL_ALLOW_NEW_STORE": str(settings.allow_new_store).lower()})
     with prefect_api():
         check_cluster_reach(settings, systems + (judges or []))
@@ -193,7 +199,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
 
         import pandas as pd
 
-        store = settings.open_store()
+        store = open_store(settings)
         print(store.read_bytes(f"runs/{result['run_id']}/drift.md").decode())
         regressions = pd.read_json(io.BytesIO(store.read_bytes(f"runs/{result['run_id']}/drift.json")),
                                    orient="records")
@@ -201,12 +207,14 @@ def cmd_nightly(args: argparse.Namespace) -> int:
 
 
 def cmd_trends(args: argparse.Namespace) -> int:
+    from ttseval.core.store import open_store
+
     from ttseval.core.config import load_settings
     from ttseval.core.errors import NotFoundError
     from ttseval.tasks.trends import trends_table, write_trends
 
     settings = load_settings(store=args.store)
-    store = settings.open_store()
+    store = open_store(settings)
     store.require()
     trends, page = write_trends(store, settings)
     if page is None:
@@ -245,13 +253,15 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_leaderboard(args: argparse.Namespace) -> int:
+    from ttseval.core.store import open_store
+
     from ttseval.core.config import load_settings
     from ttseval.tasks.leaderboard import leaderboard, leaderboard_markdown
 
     from ttseval.core.errors import NotFoundError
 
     settings = load_settings(store=args.store)
-    store = settings.open_store()
+    store = open_store(settings)
     store.require()
     boards = leaderboard(settings)
     if not boards:

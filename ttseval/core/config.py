@@ -16,9 +16,6 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from ttseval.core.errors import ConfigError
 
-if TYPE_CHECKING:
-    from ttseval.core.store import ArtifactStore
-
 STORE_WAIT_S = 120.0
 """How long an operation on an S3 store waits for a store it cannot reach, by default (setting `store_wait_s`)."""
 SCHEDULER_WAIT_S = 120.0
@@ -394,12 +391,6 @@ class Settings(BaseSettings):
         elif os.environ.get("TTSEVAL_CONFIG"):
             raise ConfigError(f"TTSEVAL_CONFIG points to {path!r}, which is not a file")
         return tuple(sources)
-
-    def open_store(self) -> ArtifactStore:
-        """The store these settings name, waiting up to `store_wait_s` for it when it cannot be reached."""
-        from ttseval.core.store import ArtifactStore
-
-        return ArtifactStore(self.store, wait_s=self.store_wait_s)
 
     @property
     def categories(self) -> set[str]:

@@ -4,17 +4,25 @@ A spec string names a provider and its configuration: `provider[:voice][:key=val
 `piper:joe`, `espeak-ng:en-us`, `flite:slt`, `espeak-ng:en-us:speed=140`. It is parsed once into a frozen
 `Spec`; `Spec.canonical` (options sorted) is what goes into rows, ids and cache keys.
 
-Registries hold lazy `"module:Class"` entries, so listing providers imports nothing heavy. Each registry is
+A `Registry` holds lazy `"module:Class"` entries, so listing providers imports nothing heavy. Each registry is
 typed by its kind's protocol (ttseval.core.protocols) and checks a provider against it: the class when it is
 resolved, the instance when it is built. Before building, `check_available` reads the class's metadata
 (`requires`, `imports`, `extra`) and refuses a missing program or package with a ConfigError naming what to
 install, so a run fails in its first second instead of with a traceback.
+
+This module is the mechanism; the entries live beside their providers (`ttseval/providers/<kind>/__init__.py`,
+gathered in ttseval.providers.registries). A registry's entries are, in order: its built-in ones; those of
+installed distributions, declared as entry points in the group `ttseval.<kind>` (`ttseval.quality`, ...), so a
+plugin package needs no edit of ttseval nor any setting; and the `plugins` setting's. None may take another's
+name for another class.
 """
 
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib
+import importlib.metadata
 import importlib.util
 import re
 import shutil
@@ -23,19 +31,7 @@ from typing import Any, Generic, TypeVar
 
 from ttseval.core.errors import ConfigError, MissingKeyError, SpecError, TTSEvalError
 from ttseval.core.ids import stable_id
-from ttseval.core.protocols import (
-    LLM,
-    METADATA_DEFAULTS,
-    ASRProvider,
-    InstructionJudge,
-    Judge,
-    LanguageIdentifier,
-    Languages,
-    PairwiseJudge,
-    QualityProvider,
-    SpeakerEncoder,
-    TTSProvider,
-)
+from ttseval.core.protocols import METADATA_DEFAULTS, Languages
 
 T = TypeVar("T")
 _OPTION = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*=")
@@ -242,20 +238,38 @@ class Registry(Generic[T]):
 
     @property
     def names(self) -> list[str]:
+        """The built-in names (without installed or configured plugins)."""
         return sorted(self._entries)
 
-    def entries(self, extra: dict[str, str] | None = None) -> dict[str, str]:
-        """Built-in entries plus the `plugins` setting's entries for this kind.
+    @property
+    def entry_point_group(self) -> str:
+        """The entry-point group an installed plugin package declares its providers of this kind in."""
+        return f"ttseval.{self.kind}"
+
+    def installed(self) -> dict[str, str]:
+        """The providers installed distributions declare as entry points (`entry_point_group`), name -> target.
 
         Raises:
-            ConfigError: a plugin reuses a built-in name for another class (it would silently replace it).
+            ConfigError: an installed plugin takes a built-in name, or two take one name, for another class.
+        """
+        return dict(_installed_entries(self.entry_point_group, tuple(sorted(self._entries.items())), self.kind))
+
+    def entries(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        """Built-in entries, those installed plugins declare (`installed`), and the `plugins` setting's.
+
+        Raises:
+            ConfigError: a plugin reuses a built-in's or an installed plugin's name for another class (it would
+                silently replace it).
         """
         merged = dict(self._entries)
+        for name, target in self.installed().items():
+            merged[name] = self._checked_target(name, target)
         for name, target in (extra or {}).items():
-            if name in self._entries and self._entries[name] != target:
+            if name in merged and merged[name] != target:
+                where = "built-in" if name in self._entries else "installed"
                 raise ConfigError(
-                    f"setting plugins.{self.kind}: {name!r} -> {target!r} reuses the name of the built-in {self.kind} "
-                    f"provider {name!r} ({self._entries[name]}); give the plugin another name"
+                    f"setting plugins.{self.kind}: {name!r} -> {target!r} reuses the name of the {where} {self.kind} "
+                    f"provider {name!r} ({merged[name]}); give the plugin another name"
                 )
             merged[name] = self._checked_target(name, target)
         return merged
@@ -360,91 +374,20 @@ class Registry(Generic[T]):
         return provider
 
 
-TTS = Registry[TTSProvider](
-    "tts",
-    TTSProvider,
-    {
-        "espeak-ng": "ttseval.providers.tts.espeak_ng:EspeakNGTTS",
-        "flite": "ttseval.providers.tts.flite:FliteTTS",
-        "piper": "ttseval.providers.tts.piper:PiperTTS",
-        "files": "ttseval.providers.tts.files:FilesTTS",
-        "pushed": "ttseval.providers.tts.pushed:PushedTTS",
-        "transformers-tts": "ttseval.providers.tts.transformers_tts:TransformersTTS",
-        "transformers-dia": "ttseval.providers.tts.transformers_dia:TransformersDiaTTS",
-        "openai": "ttseval.providers.tts.openai_speech:OpenAISpeechTTS",
-        "elevenlabs": "ttseval.providers.tts.elevenlabs:ElevenLabsTTS",
-        "gemini": "ttseval.providers.tts.gemini_tts:GeminiTTS",
-        "azure": "ttseval.providers.tts.azure:AzureTTS",
-        "deepgram": "ttseval.providers.tts.deepgram:DeepgramTTS",
-        "hume": "ttseval.providers.tts.hume:HumeTTS",
-        "cartesia": "ttseval.providers.tts.cartesia:CartesiaTTS",
-    },
-)
-
-ASR = Registry[ASRProvider](
-    "asr",
-    ASRProvider,
-    {
-        "faster-whisper": "ttseval.providers.asr.faster_whisper:FasterWhisperASR",
-        "transformers": "ttseval.providers.asr.transformers_asr:TransformersASR",
-        "command": "ttseval.providers.asr.command:CommandASR",
-    },
-)
-
-QUALITY = Registry[QualityProvider](
-    "quality",
-    QualityProvider,
-    {
-        "dnsmos": "ttseval.providers.quality.dnsmos:DNSMOSQuality",
-        "distillmos": "ttseval.providers.quality.distillmos:DistillMOSQuality",
-        "utmos22": "ttseval.providers.quality.utmos22:UTMOS22Quality",
-        "nisqa": "ttseval.providers.quality.nisqa:NISQAQuality",
-        "command": "ttseval.providers.quality.command:CommandQuality",
-    },
-)
-
-JUDGES = Registry[Judge](
-    "judge",
-    Judge,
-    {
-        "objective": "ttseval.providers.judges.objective:ObjectiveJudge",
-        "gemini": "ttseval.providers.judges.gemini:GeminiJudge",
-        "openai": "ttseval.providers.judges.openai_audio:OpenAIJudge",
-        "cascade": "ttseval.providers.judges.cascade:CascadeJudge",
-        "transformers-judge": "ttseval.providers.judges.transformers_judge:TransformersAudioJudge",
-    },
-    any_of=(PairwiseJudge, InstructionJudge),
-)
-
-LLMS = Registry[LLM](
-    "llm",
-    LLM,
-    {
-        "gemini": "ttseval.providers.llm.gemini:GeminiLLM",
-        "openai": "ttseval.providers.llm.openai_compat:OpenAICompatLLM",
-    },
-)
-
-LIDS = Registry[LanguageIdentifier](
-    "lid",
-    LanguageIdentifier,
-    {
-        "transformers": "ttseval.providers.lid.transformers_lid:TransformersLID",
-        "speechbrain-lid": "ttseval.providers.lid.speechbrain_lid:SpeechBrainLID",
-    },
-)
-
-SPEAKERS = Registry[SpeakerEncoder](
-    "speaker",
-    SpeakerEncoder,
-    {
-        "resemblyzer": "ttseval.providers.speaker.resemblyzer_ge2e:ResemblyzerEncoder",
-        "transformers-sv": "ttseval.providers.speaker.transformers_sv:TransformersSpeakerEncoder",
-        "sherpa-onnx": "ttseval.providers.speaker.sherpa_embedding:SherpaOnnxSpeakerEncoder",
-        "speechbrain-ecapa": "ttseval.providers.speaker.speechbrain_ecapa:SpeechBrainECAPAEncoder",
-        "seedtts-sim": "ttseval.providers.speaker.seedtts_wavlm:SeedTTSSimEncoder",
-    },
-)
-
-REGISTRIES: dict[str, Registry[Any]] = {"tts": TTS, "asr": ASR, "quality": QUALITY, "lid": LIDS, "speaker": SPEAKERS,
-                                        "judge": JUDGES, "llm": LLMS}
+@functools.cache
+def _installed_entries(group: str, built_in: tuple[tuple[str, str], ...], kind: str) -> tuple[tuple[str, str], ...]:
+    """The entry points of `group` as (name, target) pairs, read once per process (a scan of every installed
+    distribution's metadata), checked against the built-in entries and each other."""
+    found: dict[str, tuple[str, str]] = {}
+    built = dict(built_in)
+    for point in importlib.metadata.entry_points(group=group):
+        package = point.dist.name if point.dist is not None else "an installed package"
+        if point.name in built and built[point.name] != point.value:
+            raise ConfigError(f"{package} declares the {kind} provider {point.name!r} -> {point.value!r} (entry point "
+                              f"group {group}), the name of a built-in one ({built[point.name]}); the plugin must "
+                              "use another name")
+        if point.name in found and found[point.name][0] != point.value:
+            raise ConfigError(f"{package} and {found[point.name][1]} both declare the {kind} provider "
+                              f"{point.name!r} (entry point group {group}); uninstall one")
+        found[point.name] = (point.value, package)
+    return tuple(sorted((name, target) for name, (target, _) in found.items()))

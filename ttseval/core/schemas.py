@@ -345,7 +345,7 @@ STATUSES = ("ok", "failed", "empty", "unsupported")
 """The statuses of a synthesis row."""
 
 CLIP_STATUSES = ("ok", "failed")
-"""The statuses of a clip stage's rows: answered, or the model's batch failed (ttseval.tasks.common.error_row)."""
+"""The statuses of a clip stage's rows: answered, or the model's batch failed (ttseval.tasks.failures.error_row)."""
 
 
 @dataclass(frozen=True)

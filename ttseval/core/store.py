@@ -36,7 +36,7 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from ttseval.core.config import STORE_WAIT_S
+from ttseval.core.config import STORE_WAIT_S, Settings
 from ttseval.core.errors import StoreError, StoreUnwritableError
 from ttseval.core.schemas import TABLES
 
@@ -399,3 +399,8 @@ class ArtifactStore:
         settings), or None when it has none."""
         names = sorted(name for name in self.listing(f"runs/{run_id}/log") if name.endswith(".json") and "/" not in name)
         return json.loads(self.read_bytes(f"runs/{run_id}/log/{names[-1]}")) if names else None
+
+
+def open_store(settings: Settings) -> ArtifactStore:
+    """The store `settings` names, waiting up to its `store_wait_s` for it when it cannot be reached."""
+    return ArtifactStore(settings.store, wait_s=settings.store_wait_s)

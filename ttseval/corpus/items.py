@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from ttseval.core.store import open_store
 from ttseval.core.paths import resolve_against
 from ttseval.core.categories import canonical_category
 from ttseval.core.config import Settings
@@ -262,7 +263,7 @@ def read_items(dataset: str, settings: Settings) -> tuple[pd.DataFrame, str, str
     from ttseval.corpus import catalog
 
     if catalog.is_ref(dataset) and not Path(dataset).exists():
-        ref, items, sha = catalog.resolve(settings.open_store(), dataset)
+        ref, items, sha = catalog.resolve(open_store(settings), dataset)
         validate_items(items, source=ref)
         return canonical_categories(items, settings.categories), sha, ref
     items = load_items(dataset, categories=settings.categories)

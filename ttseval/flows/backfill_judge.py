@@ -20,7 +20,8 @@ from ttseval.flows.common import (artifact_key, check_judges, check_stage_tables
 from ttseval.flows.preflight import check_cluster_reach
 from ttseval.flows.progress import StageProgress
 from ttseval.flows.runner import SettingsDaskTaskRunner, through_scheduler_restarts
-from ttseval.tasks.common import get_store, logger
+from ttseval.tasks.logs import logger
+from ttseval.tasks.parts import get_store
 from ttseval.tasks.judge_instructions import run_instruction_stage
 from ttseval.tasks.judge import run_judge_stage, run_position_audit
 from ttseval.tasks.limits import ensure_vendor_limits

@@ -11,14 +11,17 @@ from pathlib import Path
 
 import pandas as pd
 
-from ttseval.tasks.common import build_provider, logger
+from ttseval.tasks.logs import logger
+from ttseval.tasks.provider_cache import build_provider
 from ttseval.core.config import Settings
 from ttseval.core.errors import DatasetError, SpecError, TTSEvalError
 from ttseval.core.ids import slug
 from ttseval.core.paths import resolve_against, within
-from ttseval.core.registry import JUDGES, TTS, Spec
+from ttseval.providers.judges import JUDGES
+from ttseval.providers.tts import TTS
+from ttseval.core.registry import Spec
 from ttseval.core.schemas import table_from_rows
-from ttseval.core.store import ArtifactStore
+from ttseval.core.store import ArtifactStore, open_store
 from ttseval.core.validation import check_table
 
 
@@ -34,7 +37,7 @@ def check_systems(systems: list[str], settings: Settings) -> list[Spec]:
                             "list each system once")
         seen[spec.id] = spec.canonical
         provider = build_provider("tts", spec.canonical, settings)
-        # a provider built without a key for an estimate (tasks.common.estimate_only) may not ask its vendor
+        # a provider built without a key for an estimate (tasks.provider_cache.estimate_only) may not ask its vendor
         if callable(check_voice := getattr(provider, "check_voice", None)) and not getattr(provider, "estimate_only",
                                                                                             False):
             try:
@@ -89,7 +92,7 @@ def check_confined(items: pd.DataFrame, systems: list[Spec], settings: Settings,
     allowed = f"the dataset's folder and the setting allowed_paths: {', '.join(roots) or 'none'}"
 
     # the run's own store's audio is always readable: `datasets push` stores a pushed dataset's voice prompts there
-    readable = [*roots, settings.open_store().display("blobs", "audio")]
+    readable = [*roots, open_store(settings).display("blobs", "audio")]
     fix = ("Fix: move the files into the dataset's folder, or have whoever runs the worker add their folder to "
            "allowed_paths (confine_paths confines runs started from a deployment or the UI)")
     problems = []

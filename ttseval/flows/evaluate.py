@@ -24,7 +24,9 @@ from ttseval.flows.common import (artifact_key, check_stage_tables, cpu_workers_
 from ttseval.flows.preflight import check_cluster_reach, preflight_evaluate
 from ttseval.flows.progress import StageProgress
 from ttseval.flows.runner import NOT_STARTED, SettingsDaskTaskRunner, dask_started, through_scheduler_restarts
-from ttseval.tasks.common import StageResult, get_store, logger, now, task_retry_options
+from ttseval.tasks.logs import logger
+from ttseval.tasks.parts import StageResult, get_store, now
+from ttseval.tasks.retries import task_retry_options
 from ttseval.tasks.cost import Budget, estimate_synthesis, within_budget
 from ttseval.tasks.judge_instructions import run_instruction_stage
 from ttseval.tasks.judge import run_judge_stage, run_position_audit

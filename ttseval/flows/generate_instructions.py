@@ -19,7 +19,9 @@ from ttseval.corpus import DEFAULT_CAPTION_LLM
 from ttseval.corpus import instructions as ins
 from ttseval.flows.common import artifact_key, git_commit
 from ttseval.flows.progress import StageProgress
-from ttseval.tasks.common import get_provider, get_store, logger, now
+from ttseval.tasks.logs import logger
+from ttseval.tasks.parts import get_store, now
+from ttseval.tasks.provider_cache import get_provider
 from ttseval.tasks.freeze import freeze_and_publish, split_rows
 from ttseval.tasks.generate_instructions import caption_stage, instruction_stage
 from ttseval.tasks.llm import CallStats

@@ -18,7 +18,8 @@ from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact
 
 from ttseval.flows.common import artifact_key, stored_systems
-from ttseval.tasks.common import get_store, logger
+from ttseval.tasks.logs import logger
+from ttseval.tasks.parts import get_store
 from ttseval.tasks.listening import analyse_test, export_test, ingest_ratings
 from ttseval.tasks.report import write_full_report
 from ttseval.core.config import load_settings

@@ -23,7 +23,8 @@ from ttseval.flows.evaluate import evaluate
 from ttseval.corpus.items import read_items
 from ttseval.metrics.canary import CANARY_COLUMNS, canary_changes, canary_sample
 from ttseval.metrics.drift import compare_reports, paired_drift
-from ttseval.tasks.common import get_store, logger, now
+from ttseval.tasks.logs import logger
+from ttseval.tasks.parts import get_store, now
 from ttseval.core.config import DEFAULT_SYSTEMS, Settings, load_settings
 from ttseval.corpus import DEMO_DATASET
 from ttseval.tasks.alerts import send_alert

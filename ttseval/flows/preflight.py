@@ -28,7 +28,7 @@ from ttseval.flows.common import check_confined, check_judges, check_systems
 from ttseval.core.config import Settings
 from ttseval.core.errors import ConfigError, DatasetError, SpecError
 from ttseval.core.registry import Spec
-from ttseval.core.store import ArtifactStore
+from ttseval.core.store import ArtifactStore, open_store
 
 # Settings that say where the work runs, not what it is: the CLI sets them for its task runner, the flow does not.
 PLACEMENT_SETTINGS = {"dask_address", "n_workers", "threads_per_worker"}
@@ -84,7 +84,7 @@ def preflight_evaluate(dataset: str, systems: list[str], settings: Settings, *, 
     with _lock:
         if _handed is not None and _handed.key == key:
             checked, _handed = _handed, None
-            from ttseval.tasks.common import logger
+            from ttseval.tasks.logs import logger
 
             logger().info(f"preflight: {checked.dataset_read} ({len(checked.items)} items), "
                           f"{len(checked.systems)} systems and the judges were checked before the flow started; "
@@ -100,7 +100,7 @@ def preflight_evaluate(dataset: str, systems: list[str], settings: Settings, *, 
     baseline_spec = Spec.parse(baseline) if baseline else specs[0]
     if baseline_spec.id not in {s.id for s in specs}:
         raise SpecError(f"baseline {baseline_spec.canonical!r} is not one of the systems; add it to --systems")
-    store = settings.open_store()
+    store = open_store(settings)
     new_store = store.is_new()
     if new_store and paying and not settings.allow_new_store:
         _refuse_paid_new_store(store, items, specs, baseline_spec, judge_specs, instruction_specs, settings)

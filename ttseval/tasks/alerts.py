@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ttseval.tasks.common import logger
+from ttseval.tasks.logs import logger
 
 
 def send_alert(blocks: list[str], subject: str, body: str) -> list[dict[str, Any]]:

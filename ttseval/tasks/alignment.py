@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ttseval.core.store import open_store
 from ttseval.metrics.agreement import preference_alignment_by_judge
 from ttseval.metrics.winrate import against_baseline
 from ttseval.core.config import Settings
@@ -35,7 +36,7 @@ def human_alignment(settings: Settings, run_id: str, human_csv: str | Path) -> d
         TTSEvalError: the run has no parsed judgment to compare with.
     """
     human = read_human_preferences(human_csv)
-    store = settings.open_store()
+    store = open_store(settings)
     judgments = against_baseline(store.read(run_id, "judgments"))  # human preferences are vs the baseline
     items = store.read(run_id, "items", columns=["item_id", "category"])
     try:

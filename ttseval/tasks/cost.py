@@ -22,7 +22,7 @@ from typing import Any
 
 import pandas as pd
 
-from ttseval.tasks.common import get_provider
+from ttseval.tasks.provider_cache import get_provider
 from ttseval.tasks.plan import Plan
 from ttseval.tasks.synthesize import call_cost, instruction_for, request_key, reuses_audio, synthesis_cache
 from ttseval.core.config import Settings
@@ -92,10 +92,10 @@ def estimate_judges(items: pd.DataFrame, system_ids: list[str], baseline_id: str
                     settings: Settings) -> list[Estimate]:
     """Per judge: the comparisons the store lacks once every clip exists, and their estimated price.
 
-    Pairwise: the pairs the setting judge_pairs asks for (ttseval.tasks.judge.judged_pairs: k - 1, k(k - 1)/2 or
+    Pairwise: the pairs the setting judge_pairs asks for (ttseval.tasks.pairs.judged_pairs: k - 1, k(k - 1)/2 or
     pairs_per_item per item for k systems) and, for an order-sensitive judge, the position audit's sample of them
     heard again in the other order; calls are those comparisons times the judge's samples."""
-    from ttseval.tasks.judge import audit_sample, judged_pairs, order_sensitive
+    from ttseval.tasks.pairs import audit_sample, judged_pairs, order_sensitive
 
     audio_s = {r.item_id: expected_audio_s(r.text) for r in items.itertuples(index=False)}
     audit_stored = store.read(run_id, "position_audit")
@@ -197,7 +197,7 @@ def dry_run(dataset: str, systems: list[str], run_id: str, baseline: str | None,
     the store lacks. Reads the store; writes nothing and calls no provider. `items`: the dataset's items when
     the caller has read and checked them already (ttseval.flows.preflight), so they are not read twice."""
     from ttseval.corpus.items import read_items
-    from ttseval.tasks.common import get_store
+    from ttseval.tasks.parts import get_store
     from ttseval.tasks.plan import plan_synthesis
     from ttseval.core.registry import Spec
 

@@ -10,9 +10,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ttseval.tasks.common import get_store
+from ttseval.tasks.parts import get_store
 from ttseval.core.config import Settings
 from ttseval.core.schemas import TABLES
+from ttseval.tasks.report.format import spreadsheet_safe
 
 DATA_CARD = """# ttseval results: run `{run_id}` (no audio)
 
@@ -27,22 +28,6 @@ item, system (by its spec) and recogniser, with the text, transcript, WER, CER, 
 similarity, audio flags and each judge's verdict. `report.md` is the run's report; `log/` holds one record
 per invocation (code version, dataset hash, settings; never a key).
 """
-
-
-FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-
-
-def spreadsheet_safe(frame: Any) -> Any:
-    """Text cells a spreadsheet would run as a formula (CSV injection: '=HYPERLINK(...)' in an item's text)
-    prefixed with a single quote, as OWASP advises; numbers and other cells as they are."""
-    import pandas as pd
-
-    out = frame.copy()
-    for column in out.columns:
-        if out[column].dtype == object or pd.api.types.is_string_dtype(out[column]):
-            out[column] = out[column].map(lambda v: "'" + v if isinstance(v, str) and v.startswith(FORMULA_START)
-                                          else v)
-    return out
 
 
 def export_run(settings: Settings, run_id: str, out: Path) -> list[str]:

@@ -9,7 +9,8 @@ import pandas as pd
 from prefect.artifacts import create_markdown_artifact
 
 import ttseval
-from ttseval.tasks.common import logger, now
+from ttseval.tasks.logs import logger
+from ttseval.tasks.parts import now
 from ttseval.tasks.llm import CallStats
 from ttseval.corpus import catalog
 from ttseval.core.errors import DatasetError

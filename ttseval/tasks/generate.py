@@ -17,7 +17,8 @@ from prefect.cache_policies import NO_CACHE
 from ttseval.corpus import generation as g
 from ttseval.corpus.generation import CategorySpec, GenerationSpec, Seed
 from ttseval.core.protocols import LLM, LLMRequest, LLMResult
-from ttseval.tasks.common import get_provider, get_store
+from ttseval.tasks.parts import get_store
+from ttseval.tasks.provider_cache import get_provider
 from ttseval.tasks.llm import CallStats, cached_generate
 from ttseval.core.config import Settings
 from ttseval.core.store import ArtifactStore

@@ -30,7 +30,8 @@ from prefect.cache_policies import NO_CACHE
 from ttseval.corpus import instructions as ins
 from ttseval.corpus.instructions import Caption, Reference
 from ttseval.core.protocols import LLM, LLMRequest
-from ttseval.tasks.common import get_provider, get_store
+from ttseval.tasks.parts import get_store
+from ttseval.tasks.provider_cache import get_provider
 from ttseval.tasks.generate import _call_fields, _failed
 from ttseval.tasks.llm import CallStats, cached_generate
 from ttseval.core.config import Settings

@@ -23,10 +23,14 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from ttseval.providers.judges.prompts import rubric_for
-from ttseval.tasks.common import (StageResult, commit, error_row, get_provider, get_store, is_transient_task_error, logger,
-                          now, one_per_request, task_retry_options)
+from ttseval.tasks.failures import error_row, one_per_request
+from ttseval.tasks.logs import logger
+from ttseval.tasks.parts import StageResult, commit, get_store, now
+from ttseval.tasks.provider_cache import get_provider
+from ttseval.tasks.retries import is_transient_task_error, task_retry_options
 from ttseval.tasks.cost import Budget, judge_call_usd
 from ttseval.tasks.limits import limit_calls
+from ttseval.tasks.pairs import audit_sample, judged_pairs, order_sensitive
 from ttseval.tasks.llm import cached_generate
 from ttseval.tasks.plan import Plan, _chunks, _present
 from ttseval.tasks.quality import primary_quality_id
@@ -211,7 +215,7 @@ def judge_shard(kind: JudgeKind, settings: Settings, run_id: str, shard: dict[st
         pending.append((w, known))
     try:
         verdicts = _verdicts(kind, spec, settings, requests)
-    # A judge that breaks fails its rows, never the run; retryable unless documented permanent (ttseval.tasks.common).
+    # A judge that breaks fails its rows, never the run; retryable unless documented permanent (ttseval.tasks.failures.is_final).
     except Exception as e:  # noqa: BLE001
         failed = error_row(e, attempt=1, stage=f"{kind.table} {spec}",
                            keys=[kind.key(w, judge_id) for w, _ in pending])
@@ -274,40 +278,6 @@ def run_judges(kind: JudgeKind, settings: Settings, run_id: str, system_ids: lis
 
 # -- pairwise: which pairs of systems are compared (setting judge_pairs) ------------------------------------------
 
-Comparison = tuple[str, str, str]
-"""(item_id, system_id, baseline_id): one comparison of the judgments table, `baseline_id` the other system."""
-
-
-def judged_pairs(item_ids: Iterable[str], system_ids: list[str], baseline_id: str, settings: Settings
-                 ) -> list[Comparison]:
-    """Every comparison the setting `judge_pairs` asks for, in plan order (the pairs with the baseline first).
-
-    The roster is the baseline, then the other systems in the order given; the pair of roster[i] and roster[j]
-    (i < j) is stored as system_id roster[j] against baseline_id roster[i], so a pair with the run's baseline always
-    has it as baseline_id. `baseline`: roster[0] against each other system on every item (k - 1 per item);
-    `all`: every pair on every item (k(k - 1)/2); `sampled`: on each item the `pairs_per_item` pairs (every pair
-    when there are no more) whose SHA-256 of 'pairs|<seed>|<item_id>|<id>|<id>' (the pair's ids sorted) is
-    smallest: the same pairs on a re-run with the same seed, drawn afresh per item.
-    """
-    roster = [baseline_id, *(s for s in dict.fromkeys(system_ids) if s != baseline_id)]
-    items = list(item_ids)
-    if settings.judge_pairs == "baseline":
-        return [(item_id, system_id, baseline_id) for system_id in roster[1:] for item_id in items]
-    pairs = [(roster[i], roster[j]) for i in range(len(roster)) for j in range(i + 1, len(roster))]
-    if settings.judge_pairs == "all":
-        return [(item_id, b, a) for a, b in pairs for item_id in items]
-    n = settings.pairs_per_item
-    chosen = {item_id: set(sorted(pairs, key=lambda p: _pair_draw(settings.seed, item_id, *p))[:n]) for item_id in items}
-    return [(item_id, b, a) for a, b in pairs for item_id in items if (a, b) in chosen[item_id]]
-
-
-def _pair_draw(seed: int, item_id: str, a: str, b: str) -> bytes:
-    """The sort key of a pair on an item under judge_pairs = sampled (judged_pairs)."""
-    lo, hi = sorted((a, b))
-    return hashlib.sha256(f"pairs|{seed}|{item_id}|{lo}|{hi}".encode()).digest()
-
-
-# -- pairwise: each candidate against the baseline (or another system: judge_pairs) ------------------------------
 def _signals(store: ArtifactStore, run_id: str, quality_id: str) -> dict[tuple[str, str], dict[str, float | None]]:
     """CER and MOS per clip from the stored tables (one transcript per clip by construction; the MOS of the first
     predictor in settings.quality, `quality_id`)."""
@@ -383,16 +353,6 @@ PAIRWISE = JudgeKind(
 
 # -- position-bias audit: a sample of the pairs, asked again in the other order ------------------------------------
 
-def audit_sample(keys: list[tuple[str, str, str]], settings: Settings) -> set[tuple[str, str, str]]:
-    """The (item, system, baseline) pairs audited: `position_audit_share` of them, at least `position_audit_min`
-    when there are that many; drawn by a seeded hash of the key, so a pair stays in the sample as the run grows."""
-    if settings.position_audit_share <= 0 or not keys:
-        return set()
-    n = min(len(keys), max(math.ceil(settings.position_audit_share * len(keys)), settings.position_audit_min))
-    order = sorted(keys, key=lambda k: hashlib.sha256(f"audit|{settings.seed}|{'|'.join(k)}".encode()).digest())
-    return set(order[:n])
-
-
 def _audit_wanted(store: ArtifactStore, run_id: str, system_ids: list[str], baseline_id: str | None,
                   settings: Settings) -> Iterator[Work]:
     wanted = list(_pairwise_wanted(store, run_id, system_ids, baseline_id, settings))
@@ -410,15 +370,6 @@ POSITION_AUDIT = JudgeKind(
     table="position_audit", task_name="position-audit",
     wanted=_audit_wanted, request=_swapped_request, ask=_ask_pairs, verdict_row=_pairwise_row,
     row_base=_pair_columns)
-
-
-def order_sensitive(judge: str, settings: Settings) -> bool:
-    """Whether a judge's verdict may depend on which clip it hears first (every LLM judge); the objective judge
-    declares `order_sensitive = False`: its rule reads the two clips' metrics, not an order."""
-    from ttseval.core.registry import JUDGES
-
-    cls = JUDGES.resolve(Spec.parse(judge).provider, settings.plugins.get("judge"))
-    return bool(getattr(cls, "order_sensitive", True))
 
 
 def run_position_audit(settings: Settings, run_id: str, system_ids: list[str], baseline_id: str,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Iterator
 
-from ttseval.tasks.common import StageResult
+from ttseval.tasks.parts import StageResult
 from ttseval.tasks.cost import Budget
 from ttseval.tasks.judge import Clips, JudgeKind, Placement, Work, run_judges
 from ttseval.tasks.plan import Plan

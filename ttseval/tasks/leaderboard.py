@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from ttseval.tasks.common import get_store
+from ttseval.tasks.parts import get_store
 from ttseval.tasks.report.format import markdown_table, missing, num, pct, rate_ci
 from ttseval.core.config import Settings
 

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ttseval.core.protocols import LLM, LLMRequest, LLMResult
-from ttseval.tasks.common import logger, now
+from ttseval.tasks.logs import logger
+from ttseval.tasks.parts import now
 from ttseval.core.cache import RequestCache
 from ttseval.core.ids import digest
 from ttseval.core.store import ArtifactStore

@@ -22,7 +22,7 @@ import pandas as pd
 
 from ttseval.metrics.mos_forms import FORM_COLUMNS, analyse_mos, counterbalanced_forms, select_subset
 from ttseval.metrics.script import language_data
-from ttseval.tasks.common import get_store
+from ttseval.tasks.parts import get_store
 from ttseval.core.config import Settings
 from ttseval.core.errors import DatasetError, SpecError
 from ttseval.core.languages import base_language

@@ -2,7 +2,7 @@
 
 `missing = wanted - present`, where a present row marked `retryable` counts as missing, and the recomputed row
 then replaces it. Stages mark every failure retryable except a provider's documented PermanentProviderError
-(ttseval.tasks.common.error_row): a transient error that outlived its retries, and an unexpected one (a bug, fixed
+(ttseval.tasks.failures.error_row): a transient error that outlived its retries, and an unexpected one (a bug, fixed
 since). This one rule gives resume after a crash, cheap re-runs, adding one system without redoing the others,
 backfills, and failures that heal.
 """

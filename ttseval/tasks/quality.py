@@ -7,7 +7,8 @@ import json
 import math
 from typing import Any, Callable
 
-from ttseval.tasks.common import error_row, model_output_id
+from ttseval.tasks.failures import error_row
+from ttseval.tasks.provider_cache import model_output_id
 from ttseval.core.audio import Audio
 from ttseval.core.config import Settings
 from ttseval.core.errors import PermanentProviderError

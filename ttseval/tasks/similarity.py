@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from ttseval.metrics.similarity import cosine_similarity
-from ttseval.tasks.common import one_per_request
+from ttseval.tasks.failures import one_per_request
 from ttseval.tasks.voices import References
 from ttseval.core.audio import Audio
 

@@ -33,8 +33,12 @@ import pandas as pd
 from prefect import Task, task
 from prefect.cache_policies import NO_CACHE
 
-from ttseval.tasks.common import (StageResult, by_model, commit, error_row, get_provider, get_store, is_transient_task_error,
-                                  logger, model_output_id, now, one_per_request, reused_or_computed)
+from ttseval.tasks.failures import error_row, one_per_request
+from ttseval.tasks.logs import logger
+from ttseval.tasks.parts import StageResult, commit, get_store, now
+from ttseval.tasks.provider_cache import get_provider, model_output_id
+from ttseval.tasks.retries import is_transient_task_error
+from ttseval.tasks.reuse import by_model, reused_or_computed
 from ttseval.tasks.lid import identify
 from ttseval.tasks.plan import Plan, plan_model_stage
 from ttseval.tasks.prosody import PROSODY_ID, measure_clips
@@ -135,7 +139,7 @@ def run_stage(stage: ClipStage, settings: Settings, run_id: str, work: list[Work
     every model `stage.models` lists for its language (clips just synthesized); one part per call.
 
     A model that cannot load, or whose batch raises, fails the batch's rows (retryable unless the provider
-    documents the error as permanent: ttseval.tasks.common.error_row), never the shard."""
+    documents the error as permanent: ttseval.tasks.failures.error_row), never the shard."""
     started = time.perf_counter()
     store = get_store(settings.store, settings.store_wait_s)
     if stage.context is not None:
@@ -168,7 +172,7 @@ def run_stage(stage: ClipStage, settings: Settings, run_id: str, work: list[Work
 
             answers, hits = reused_or_computed(store, stage.table, [digest(stage.cache_key(w, output_id, version))
                                                                     for w in batch], compute, reuse=settings.reuse_scores)
-        # The batch fails as rows, never as a lost shard; retryable unless documented permanent (ttseval.tasks.common).
+        # The batch fails as rows, never as a lost shard; retryable unless documented permanent (ttseval.tasks.failures.is_final).
         except Exception as e:  # noqa: BLE001
             failed = error_row(e, attempt=1, stage=where, keys=keys)
             rows += [common(w) | failed for w in batch]
@@ -264,4 +268,4 @@ def _task_of(table: str) -> Task:
 
 
 TASKS: dict[str, Task] = {s.table: _task_of(s.table) for s in STAGES}
-"""table -> the stage's Prefect task (submitted with the run's retry options: ttseval.tasks.common.task_retry_options)."""
+"""table -> the stage's Prefect task (submitted with the run's retry options: ttseval.tasks.retries.task_retry_options)."""

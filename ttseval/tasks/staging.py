@@ -22,7 +22,8 @@ from ttseval.core.config import Settings
 from ttseval.core.errors import DatasetError, SpecError
 from ttseval.core.registry import Spec
 from ttseval.core.store import ArtifactStore
-from ttseval.tasks.common import build_provider, logger
+from ttseval.tasks.logs import logger
+from ttseval.tasks.provider_cache import build_provider
 
 LOCATORS = ("dir", "manifest")
 """The options of a files: spec that say where its clips are read from, not what the system is."""

@@ -13,8 +13,11 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from ttseval.metrics.audio_checks import audio_flags
-from ttseval.tasks.common import (StageResult, attempt_label, call_with_retries, commit, earlier_attempt, error_row,
-                          get_provider, get_store, is_transient_task_error, logger, now, one_per_request)
+from ttseval.tasks.failures import error_row, one_per_request
+from ttseval.tasks.logs import logger
+from ttseval.tasks.parts import StageResult, attempt_label, commit, earlier_attempt, get_store, now
+from ttseval.tasks.provider_cache import get_provider
+from ttseval.tasks.retries import call_with_retries, is_transient_task_error
 from ttseval.tasks.limits import vendor_gate
 from ttseval.core.audio import Audio, sha256_hex
 from ttseval.core.cache import RequestCache

@@ -7,7 +7,7 @@ from typing import Any, Callable
 
 from ttseval.metrics.normalize import normalizer_for
 from ttseval.metrics.wer import error_counts
-from ttseval.tasks.common import error_row
+from ttseval.tasks.failures import error_row
 from ttseval.core.audio import Audio
 from ttseval.core.config import Settings
 

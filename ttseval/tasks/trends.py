@@ -16,7 +16,8 @@ from typing import Any
 import pandas as pd
 
 from ttseval.core.config import Settings
-from ttseval.core.registry import TTS, Spec
+from ttseval.providers.tts import TTS
+from ttseval.core.registry import Spec
 from ttseval.core.store import ArtifactStore
 from ttseval.metrics.trends import TREND_COLUMNS, TREND_METRICS, night_values, trend_changes
 from ttseval.tasks.report.format import markdown_table, num

@@ -5,6 +5,8 @@ from __future__ import annotations
 import functools
 
 from ttseval.core.languages import base_language
+from ttseval.core.protocols import ASRProvider
+from ttseval.core.registry import Registry
 
 # Whisper's language tokens (faster_whisper.tokenizer._LANGUAGE_CODES, same as openai-whisper's LANGUAGES).
 _WHISPER_CODES = (
@@ -35,3 +37,14 @@ def whisper_base_languages() -> frozenset[str]:
     return frozenset(
         base_language(code) for code in WHISPER_LANGUAGES | set(_WHISPER_ALIASES) if whisper_language(code)
     )
+
+
+ASR = Registry[ASRProvider](
+    "asr",
+    ASRProvider,
+    {
+        "faster-whisper": "ttseval.providers.asr.faster_whisper:FasterWhisperASR",
+        "transformers": "ttseval.providers.asr.transformers_asr:TransformersASR",
+        "command": "ttseval.providers.asr.command:CommandASR",
+    },
+)

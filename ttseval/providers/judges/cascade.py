@@ -52,7 +52,7 @@ class CascadeJudge:
 
     def __init__(self, voice: str | None = None, *, cascades: dict[str, Any] | None = None,
                  plugins: dict[str, dict[str, str]] | None = None, **options: str) -> None:
-        from ttseval.core.registry import JUDGES
+        from ttseval.providers.judges import JUDGES
 
         if options:
             raise ValueError(f"cascade takes no options ({', '.join(options)}); set them on its judges' specs")

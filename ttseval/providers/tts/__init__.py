@@ -1,1 +1,27 @@
 """Text-to-speech providers: espeak-ng and flite (command-line engines) and Piper (neural, ONNX)."""
+
+from __future__ import annotations
+
+from ttseval.core.protocols import TTSProvider
+from ttseval.core.registry import Registry
+
+TTS = Registry[TTSProvider](
+    "tts",
+    TTSProvider,
+    {
+        "espeak-ng": "ttseval.providers.tts.espeak_ng:EspeakNGTTS",
+        "flite": "ttseval.providers.tts.flite:FliteTTS",
+        "piper": "ttseval.providers.tts.piper:PiperTTS",
+        "files": "ttseval.providers.tts.files:FilesTTS",
+        "pushed": "ttseval.providers.tts.pushed:PushedTTS",
+        "transformers-tts": "ttseval.providers.tts.transformers_tts:TransformersTTS",
+        "transformers-dia": "ttseval.providers.tts.transformers_dia:TransformersDiaTTS",
+        "openai": "ttseval.providers.tts.openai_speech:OpenAISpeechTTS",
+        "elevenlabs": "ttseval.providers.tts.elevenlabs:ElevenLabsTTS",
+        "gemini": "ttseval.providers.tts.gemini_tts:GeminiTTS",
+        "azure": "ttseval.providers.tts.azure:AzureTTS",
+        "deepgram": "ttseval.providers.tts.deepgram:DeepgramTTS",
+        "hume": "ttseval.providers.tts.hume:HumeTTS",
+        "cartesia": "ttseval.providers.tts.cartesia:CartesiaTTS",
+    },
+)

@@ -120,7 +120,7 @@ class FilesTTS:
     # Audio made elsewhere may be a cloner's output for each item's voice prompt (Seed-TTS-eval's layout): the
     # prompt is accepted and not used; the similarity stage compares each clip with it.
     clones_voice: ClassVar[bool] = True
-    # built with the run's store URI, its wait and its staged clip sets (ttseval.tasks.common.get_provider)
+    # built with the run's store URI, its wait and its staged clip sets (ttseval.tasks.provider_cache.get_provider)
     run_settings: ClassVar[tuple[str, ...]] = ("store", "store_wait_s", "clip_sets")
 
     def __init__(self, voice: str | None = None, *, store: str | None = None, store_wait_s: float = STORE_WAIT_S,

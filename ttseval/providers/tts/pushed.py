@@ -125,7 +125,7 @@ class PushedTTS:
     imports: ClassVar[tuple[str, ...]] = ()
     keyed_by_item: ClassVar[bool] = True
     clones_voice: ClassVar[bool] = True
-    # built with store=<the run's store URI> and its wait (tasks.common)
+    # built with store=<the run's store URI> and its wait (ttseval.tasks.provider_cache.get_provider)
     run_settings: ClassVar[tuple[str, ...]] = ("store", "store_wait_s")
 
     def __init__(self, voice: str | None = None, *, store: str | None = None, store_wait_s: float = STORE_WAIT_S,
@@ -136,7 +136,7 @@ class PushedTTS:
             raise ValueError("pushed needs the label the clips were pushed under, e.g. pushed:my-system "
                              "(see `ttseval systems list`)")
         if store is None:
-            raise ValueError("pushed reads the run's store; build it through ttseval.tasks.common.get_provider")
+            raise ValueError("pushed reads the run's store; build it through ttseval.tasks.provider_cache.get_provider")
         self.spec = canonical_spec(self.name, voice, {})
         self.label = voice
         self.store = ArtifactStore(store, wait_s=store_wait_s)

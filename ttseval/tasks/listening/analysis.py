@@ -13,7 +13,7 @@ from ttseval.core.store import ArtifactStore
 from ttseval.metrics.listening import (COUNT_FIELDS, DG_FIELDS, closest_pair, cmos_summary, difference_planning,
                                        fault_isolation, lambda_effect, metric_correlation, mos_alpha, rater_rejection,
                                        subsampling, subsampling_grid, system_stats)
-from ttseval.tasks.common import get_store
+from ttseval.tasks.parts import get_store
 from ttseval.tasks.listening.common import MUSHRA_KINDS, dg_weights, of_test, scale_of
 from ttseval.tasks.listening.figures import fault_figure, rater_boxplot, subsampling_figure
 from ttseval.tasks.report.format import markdown_table

@@ -16,7 +16,7 @@ from ttseval.core.audio import Audio
 from ttseval.core.config import Settings
 from ttseval.core.errors import SpecError
 from ttseval.core.schemas import table_from_rows
-from ttseval.tasks.common import get_store
+from ttseval.tasks.parts import get_store
 from ttseval.tasks.listening.anchors import anchor_x, anchor_y, pad_to_longest
 from ttseval.tasks.listening.common import KINDS, MUSHRA_KINDS, of_test
 from ttseval.tasks.listening.webmushra import Stimulus, readme, write_configs

@@ -14,7 +14,7 @@ from ttseval.core.config import Settings
 from ttseval.core.errors import DatasetError, SpecError
 from ttseval.core.schemas import TABLES, table_from_rows
 from ttseval.metrics.listening import COUNT_FIELDS, DG_FIELDS, DGWeights, dg_score
-from ttseval.tasks.common import get_store
+from ttseval.tasks.parts import get_store
 from ttseval.tasks.listening.common import MUSHRA_KINDS, dg_weights, of_test, scale_of
 from ttseval.tasks.listening.results import read_results
 

@@ -1,5 +1,5 @@
 """How report figures are written, shared by every renderer (Markdown sections, the terminal table, the
-cross-run leaderboard, listening-test analyses).
+cross-run leaderboard, listening-test analyses), and text cells made safe for a spreadsheet in every CSV written.
 
 Every Markdown table goes through `markdown_table`. A metric's header carries its declared direction from
 `ttseval.metrics.registry` (↓ lower is better, ↑ higher is better): `header`.
@@ -76,3 +76,17 @@ def judge_label(spec: str) -> str:
     from ttseval.providers.judges.objective import LABEL
 
     return LABEL if spec.split(":")[0] == "objective" else spec
+
+
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(frame: pd.DataFrame) -> pd.DataFrame:
+    """Text cells a spreadsheet would run as a formula (CSV injection: '=HYPERLINK(...)' in an item's text)
+    prefixed with a single quote, as OWASP advises; numbers and other cells as they are."""
+    out = frame.copy()
+    for column in out.columns:
+        if out[column].dtype == object or pd.api.types.is_string_dtype(out[column]):
+            out[column] = out[column].map(lambda v: "'" + v if isinstance(v, str) and v.startswith(FORMULA_START)
+                                          else v)
+    return out

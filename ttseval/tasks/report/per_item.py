@@ -82,7 +82,7 @@ def write_per_item(store: ArtifactStore, run_id: str, settings: Settings, tables
     """Compute the run's per-item table and store it as runs/<id>/per_sentence.csv (text cells a spreadsheet
     would run as formulas quoted); returns the table."""
     from ttseval.core.languages import base_language
-    from ttseval.tasks.export import spreadsheet_safe
+    from ttseval.tasks.report.format import spreadsheet_safe
 
     from ttseval.metrics.winrate import against_baseline
 

@@ -321,7 +321,8 @@ def prosody_markdown(store: ArtifactStore, run_id: str, tables: RunTables, names
 
 def _clones(system_spec: str) -> bool:
     """Whether the system's provider declares that it imitates voice prompts (TTSProvider.clones_voice)."""
-    from ttseval.core.registry import TTS, Spec
+    from ttseval.providers.tts import TTS
+    from ttseval.core.registry import Spec
 
     try:
         return bool(getattr(TTS.info(Spec.parse(system_spec).provider).cls, "clones_voice", False))
