@@ -5,7 +5,7 @@ Nothing here is committed as Markdown: each build imports ttseval (read-only) an
     reference/settings.md   the pydantic `Settings` model (ttseval.core.config) and its nested models
     reference/tables.md     every table's schema and key (ttseval.core.schemas.TABLES), column descriptions
     reference/metrics.md    the metric registry (ttseval.metrics.registry.METRICS)
-    reference/providers.md  every registry of ttseval.core.registry.REGISTRIES with each class's declared metadata
+    reference/providers.md  every registry of ttseval.providers.registries.REGISTRIES with each class's declared metadata
     reference/cli.md        every command's help, from the real parser (ttseval.cli.build_parser)
 
 so a renamed setting, a new column or a new provider shows in the next build, and a page can never drift from

@@ -4,7 +4,7 @@ speaker/ (speaker encoders for SIM), judges/ (pairwise and instruction-following
 generation and captioning).
 
 Each module wraps one external system, implements its kind's protocol (ttseval.core.protocols) and is registered
-by name in ttseval.core.registry. Modules import only the core at top level; engine libraries (piper,
+by name in its kind's registry, declared in the kind's `__init__.py` (all of them: ttseval.providers.registries). Modules import only the core at top level; engine libraries (piper,
 faster_whisper, torch, transformers, onnxruntime, speechmos, vendor SDKs) are imported inside methods, so that
 listing or importing providers stays cheap.
 

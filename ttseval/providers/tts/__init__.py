@@ -1,4 +1,6 @@
-"""Text-to-speech providers: espeak-ng and flite (command-line engines) and Piper (neural, ONNX)."""
+"""Text-to-speech providers, one module per system: local engines (espeak-ng, flite, Piper), transformers models
+(VITS/MMS-TTS, Dia), paid vendors on cloud.py's base (OpenAI, ElevenLabs, Gemini, Azure, Deepgram, Hume, Cartesia)
+and audio made elsewhere (files, pushed). `TTS` below names each by its registry name."""
 
 from __future__ import annotations
 
