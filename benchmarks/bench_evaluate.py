@@ -14,7 +14,7 @@ Prints:
 The benchmark runs in a PREFECT_HOME of its own (its database migrated before anything is timed) and stops the
 shared server at its end.
 
-And where the orchestration's time goes (issue 31), for the first run and the re-run side by side:
+And where the orchestration's time goes, for the first run and the re-run side by side:
   - wall time by phase, from the command's own log timestamps (no profiler, so nothing is slowed): start-up and
     the preflight's validation, the temporary Prefect server's start, the flow's planning and work, table
     validation and compaction, report rendering, the run log and flow state, then the server's stop and printing;
@@ -288,7 +288,7 @@ def main() -> None:
 
 
 def print_profile() -> None:
-    """Where the first run's and the re-run's seconds go, beside the plain loop's (issue 31's tax)."""
+    """Where the first run's and the re-run's seconds go, beside the plain loop's."""
     for label, title in (("first", "first run"), ("again", "re-run"),  # a phase a run did not log joins the next
                          ("again-own", "re-run, a temporary Prefect server of its own")):
         print(f"\n{title}: wall time by phase (s), from the command's log timestamps:")

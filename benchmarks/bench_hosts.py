@@ -1,4 +1,4 @@
-"""The demo on one host against the same run spread over separate hosts (issue 27 item 7), side by side in one run.
+"""The demo on one host against the same run spread over separate hosts, side by side in one run.
 
 Stands up the hosts of tests/lan.py on this machine (network and mount namespaces; needs root): a scheduler host
 (Dask scheduler, Prefect server), an S3 host (moto), two worker hosts (one thread each) and the client. Then runs

@@ -1,4 +1,4 @@
-"""Clips per second and peak memory of the local-weights models of issue 28: UTMOS22, NISQA, sherpa-onnx, SpeechBrain's
+"""Clips per second and peak memory of the local-weights models UTMOS22, NISQA, sherpa-onnx, SpeechBrain's
 ECAPA and VoxLingua107, and Seed-TTS-eval's SIM encoder when asked for (`--only`: it is WavLM-Large's size).
 
     python benchmarks/bench_predictors.py --clips 16 --seconds 4 [--device cuda] [--only utmos22,seedtts-sim]

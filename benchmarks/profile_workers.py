@@ -1,5 +1,5 @@
 """What each process of `ttseval evaluate` spends its Python threads on, beside the plain loop doing the same work
-(issue 31: the pipeline's extra CPU over the loop's).
+(the pipeline's extra CPU over the loop's).
 
 Samples every process of the command (the command, its Dask workers) and the plain loop of bench_evaluate.py with
 py-spy (`pip install py-spy`; a sampling profiler outside the process, so the code runs unchanged), on the first

@@ -277,7 +277,7 @@ KIND_TITLES = {"tts": "Text to speech (`--systems`)", "asr": "Recognisers (setti
 
 
 def providers_page() -> str:
-    from ttseval.core import registry as reg
+    from ttseval.providers import registries as reg
 
     out = [GENERATED, "# Providers and judges\n\n",
            f"Every entry of the registries in `{reg.__name__}` (`REGISTRIES`) with the metadata its class declares "
@@ -302,7 +302,7 @@ def providers_page() -> str:
 
 
 def missing_provider_descriptions() -> list[str]:
-    from ttseval.core import registry as reg
+    from ttseval.providers import registries as reg
 
     return [f"{kind}:{name}" for kind, r in reg.REGISTRIES.items() for name in r.names
             if not _first_paragraph(r.info(name).cls)]

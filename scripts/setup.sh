@@ -16,6 +16,16 @@ TORCH_PIP_ARGS="${TORCH_PIP_ARGS:-}"
 
 say() { printf '\033[1m[setup]\033[0m %s\n' "$*" >&2; }
 
+# One line per install step; the step's own output goes to the install log, shown only when the step fails.
+step() {
+  local what="$1"; shift
+  say "  $what"
+  { echo "== $what: $*"; } >> "$log"
+  if ! "$@" >> "$log" 2>&1; then
+    say "failed: $what; the last lines of $log:"; tail -n 40 "$log" >&2; exit 1
+  fi
+}
+
 system_packages() {
   local missing=()
   command -v espeak-ng >/dev/null || missing+=(espeak-ng)
@@ -46,16 +56,18 @@ python_env() {
   [ -x "$VENV/bin/python" ] || { say "creating $VENV"; "$PYTHON" -m venv "$VENV"; }
   local stamp; stamp="$(cat pyproject.toml constraints.txt requirements-nodeps.txt | sha256sum | cut -c1-16)"
   if [ "$(cat "$VENV/.ttseval-installed" 2>/dev/null)" = "$stamp" ]; then return 0; fi
-  say "installing ttseval and its dependencies into $VENV (pinned by constraints.txt)"
-  "$VENV/bin/python" -m pip install -q --upgrade pip
-  "$VENV/bin/python" -m pip install -q $TORCH_PIP_ARGS "$TORCH_SPEC"
-  "$VENV/bin/python" -m pip install -q -c constraints.txt -e ".[all]"
-  "$VENV/bin/python" -m pip install -q --no-deps -r requirements-nodeps.txt  # why: that file's comments
+  local log="$VENV/install.log"; : > "$log"
+  say "installing ttseval and its dependencies into $VENV (pinned by constraints.txt; pip's output: $log)"
+  step "pip" "$VENV/bin/python" -m pip install --upgrade pip
+  step "torch ($TORCH_SPEC)" "$VENV/bin/python" -m pip install $TORCH_PIP_ARGS "$TORCH_SPEC"
+  step "ttseval and its extras" "$VENV/bin/python" -m pip install -c constraints.txt -e ".[all]"
+  step "packages installed without their declared dependencies (requirements-nodeps.txt says why)" \
+    "$VENV/bin/python" -m pip install --no-deps -r requirements-nodeps.txt
   # librosa's modules compile their numba helpers when first imported and cache them in site-packages; processes
   # importing them for the first time at once (a cluster's workers, the test workers) can leave a helper's two cache
   # files from different compilations, and a later call segfaults (numba#10128, librosa#1998: a test worker crashed
   # in librosa.pyin). So every module is imported once here, before any of those (about a minute).
-  "$VENV/bin/python" -c "import importlib, pkgutil, librosa
+  step "librosa's numba helpers, compiled once" "$VENV/bin/python" -c "import importlib, pkgutil, librosa
 for m in pkgutil.walk_packages(librosa.__path__, 'librosa.'):
     '_cython' in m.name or importlib.import_module(m.name)"
   echo "$stamp" > "$VENV/.ttseval-installed"

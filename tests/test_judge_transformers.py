@@ -195,7 +195,7 @@ def test_judge_id_metadata_and_bad_models(tiny_qwen2_audio_dir: Path, tmp_path: 
     assert TransformersAudioJudge(path, max_new_tokens="256").judge_id != base.judge_id
     assert TransformersAudioJudge(path, temperature="0.7").judge_id != base.judge_id
     assert TransformersAudioJudge(model=path).judge_id == base.judge_id
-    assert base.metadata()["options"]["max_new_tokens"] == 512 and base._loaded is None  # lazy
+    assert base.metadata()["options"]["max_new_tokens"] == 512 and not base._model.loaded  # lazy
     missing = tmp_path / "nothing-here"
     with pytest.raises(ValueError, match="nothing-here"):
         TransformersAudioJudge(str(missing))

@@ -44,7 +44,7 @@ def test_batched_scores_equal_the_packages_model_on_each_clip_alone(distillmos, 
 
     assert clips[3].duration_s * 16000 > WINDOW  # the long clip is scored on its own
     got = [s.mos for s in distillmos.score(clips)]
-    model = distillmos._model  # the package's ConvTransformerSQAModel, its own forward (padding and windows)
+    model = distillmos._load()  # the package's ConvTransformerSQAModel, its own forward (padding and windows)
     for clip, mos in zip(clips, got):
         samples = np.clip(librosa.resample(clip.samples, orig_sr=clip.sample_rate_hz, target_sr=16000), -1, 1)
         with torch.no_grad():

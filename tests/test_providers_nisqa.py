@@ -109,9 +109,10 @@ def test_nisqa_tts_naturalness_loads_into_the_single_head_model(weights, tmp_pat
 def test_weights_are_required_local_and_checked(tmp_path: Path) -> None:
     import torch
 
-    with pytest.raises(SpecError, match="needs its weights file, it never downloads them"):
+    with pytest.raises(SpecError, match=r"nisqa needs a NISQA checkpoint \(nisqa.tar, or nisqa_tts.tar for TTS "
+                                        r"naturalness\); it never downloads one: nisqa:weights=/path/nisqa.tar"):
         QUALITY.build("nisqa")
-    with pytest.raises(SpecError, match="no such file"):
+    with pytest.raises(SpecError, match=r"nisqa weights='.*absent.tar': no such file; give the path of a NISQA"):
         QUALITY.build(f"nisqa:weights={tmp_path / 'absent.tar'}")
     clip = [_speechlike(48000, 0.5, 0)]
     torch.save({"weights": torch.zeros(2)}, tmp_path / "other.tar")

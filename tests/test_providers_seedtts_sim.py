@@ -213,9 +213,10 @@ def test_missing_tensors_other_files_and_short_clips_are_refused(sim, weights, t
     (tmp_path / "text.pth").write_text("not a checkpoint")
     with pytest.raises(PermanentProviderError, match="text.pth' are not a torch checkpoint"):
         SPEAKERS.build(f"seedtts-sim:weights={tmp_path / 'text.pth'}:device=cpu").embed([_voice(16000, 0.5, 120, 0)])
-    with pytest.raises(SpecError, match="needs its checkpoint, it never downloads one"):
+    with pytest.raises(SpecError, match=r"seedtts-sim needs UniSpeech's .*; it never downloads one: "
+                                        r"seedtts-sim:weights=/path/wavlm_large_finetune.pth"):
         SPEAKERS.build("seedtts-sim")
-    with pytest.raises(SpecError, match="no such file"):
+    with pytest.raises(SpecError, match=r"seedtts-sim weights='.*absent.pth': no such file; give the path of Uni"):
         SPEAKERS.build(f"seedtts-sim:weights={tmp_path / 'absent.pth'}")
 
     assert sim.embed([Audio(np.full(720, 0.1, np.float32) + _voice(16000, 0.045, 120, 5).samples, 16000)])[0].shape \

@@ -85,7 +85,8 @@ def test_metadata_sherpa_onnx_would_exit_on_is_refused_before_it_loads(tmp_path:
     (tmp_path / "e.onnx").write_bytes(b"not onnx")
     with pytest.raises(SpecError, match="is not an ONNX model onnxruntime can open"):
         SPEAKERS.build(f"sherpa-onnx:model={tmp_path / 'e.onnx'}")
-    with pytest.raises(SpecError, match="needs a model file, it never downloads one"):
+    with pytest.raises(SpecError, match="sherpa-onnx needs a sherpa-onnx speaker-embedding .onnx file; it never "
+                                        "downloads one: sherpa-onnx:model="):
         SPEAKERS.build("sherpa-onnx")
-    with pytest.raises(SpecError, match="no such file"):
+    with pytest.raises(SpecError, match=r"sherpa-onnx model='.*absent.onnx': no such file; give the path of a sherpa"):
         SPEAKERS.build(f"sherpa-onnx:model={tmp_path / 'absent.onnx'}")

@@ -85,9 +85,10 @@ def test_a_clip_under_25_ms_is_refused_with_its_reason_and_the_others_keep_their
 def test_weights_are_required_local_and_checked(tmp_path: Path) -> None:
     import torch
 
-    with pytest.raises(SpecError, match="needs its weights file, it never downloads them"):
+    with pytest.raises(SpecError, match=r"utmos22 needs the converted UTMOS22 .*; it never downloads one: "
+                                        r"utmos22:weights=/path/utmos_state_dict.pt"):
         QUALITY.build("utmos22")
-    with pytest.raises(SpecError, match="no such file"):
+    with pytest.raises(SpecError, match=r"utmos22 weights='.*absent.pt': no such file; give the path of the converted"):
         QUALITY.build(f"utmos22:weights={tmp_path / 'absent.pt'}")
     wrong = tmp_path / "wrong.pt"
     torch.save({"linear.weight": torch.zeros(2, 2)}, wrong)

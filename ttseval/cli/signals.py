@@ -45,8 +45,8 @@ def bridge_prefect_sigterm() -> None:
 
     Why: while a flow runs, Prefect's engine swaps its own SIGTERM handler in for ours (it raises TerminationSignal,
     so the run is marked Crashed) and hands the signal back to ours only once that exception has unwound the flow.
-    An unwinding that hangs (closing a LocalCluster under load) was then never bounded: a `ttseval nightly` was seen
-    alive 2 min after SIGTERM, and a second SIGTERM only raised TerminationSignal again. Prefect looks its handler up
+    Without this, an unwinding that hangs (closing a LocalCluster under load) is never bounded: a `ttseval nightly`
+    stays alive minutes after SIGTERM, and a second SIGTERM only raises TerminationSignal again. Prefect looks its handler up
     by module name each time a flow starts, so wrapping that name is enough; its own behaviour is unchanged."""
     from prefect.utilities import engine
 

@@ -14,7 +14,7 @@ A frame that passed is remembered (``check``): an empty marker file under ``LOCA
 named by the sha256 of its rows (pandas' row hashes), columns, dtypes and each object column's inferred type, and
 the rules; ``<code>`` is this module on disk and the Great Expectations version. The same frame against the same
 rules then passes without importing Great Expectations: a re-run that computes nothing re-checks its dataset and
-every stage table, and paid 2.8 s for the import alone (issue 31). Only passes are remembered, so a broken rule is
+every stage table, and would pay 2.8 s for the import alone. Only passes are remembered, so a broken rule is
 always found and reported afresh. A frame pandas cannot hash (lists in a cell), or whose object column mixes types
 (pandas hashes such cells by their text, so 1 and "1" would look alike), is validated every time. Folders of other
 code are removed once a week old.

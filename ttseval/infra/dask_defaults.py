@@ -1,7 +1,7 @@
 """Dask's housekeeping at a slower pace, declared once: the periodic callbacks every Dask scheduler, nanny and worker
-runs whatever the work (issue 31's orchestration tax).
+runs whatever the work: a cost every run pays beside its work.
 
-Measured with `benchmarks/bench_dask_idle.py` (2026-11-26, 2 cores): an idle LocalCluster of 2 worker processes
+Measured with `benchmarks/bench_dask_idle.py` on 2 cores: an idle LocalCluster of 2 worker processes
 spends 5.4-7.1 CPU-seconds a minute with Dask's defaults and 1.5 with these, the scheduler and nannies in the
 command's process and each worker alike. On the demo (`benchmarks/bench_evaluate.py`) the pipeline's CPU over a
 plain loop's fell from 69.7 to 30.2 CPU-seconds (docs/performance.md).

@@ -4,7 +4,6 @@ a download), the device, and one padded batch of clips with its attention mask."
 
 from __future__ import annotations
 
-import threading
 from typing import Any, ClassVar
 
 import numpy as np
@@ -12,6 +11,7 @@ from pydantic import BaseModel, Field
 
 from ttseval.providers import TorchDevice, canonical_spec, out_of_memory, package_version, parse_options, torch_device
 from ttseval.providers._local_models import resolve_local_model
+from ttseval.providers.local_model import LazyModel, model_source
 from ttseval.core.audio import Audio
 from ttseval.core.errors import PermanentProviderError
 
@@ -34,35 +34,37 @@ class TransformersAudioModel:
     def __init__(self, voice: str | None = None, **options: str) -> None:
         self.options = parse_options(TransformersAudioOptions, options, provider=self.name)
         self.spec = canonical_spec(self.name, voice, options)
-        source = self.options.model or voice
-        if not source:
-            raise ValueError(f"{self.name} needs a model: {self.name}:<local dir or hub id> or model=PATH")
+        source = model_source(self.name, voice, self.options.model)
         self.voice = voice or source
         self.model_path = resolve_local_model(source, who=self.name)
         self.device = self.options.device
-        self._loaded: tuple[Any, Any] | None = None
-        self._load_lock = threading.Lock()
+        self._model: LazyModel[tuple[Any, Any]] = LazyModel(self._build)
 
     def _load(self) -> tuple[Any, Any]:
         """(model, feature extractor), loaded once per instance."""
-        with self._load_lock:
-            if self._loaded is None:
-                try:
-                    import torch  # noqa: F401
-                    import transformers
-                except ImportError as e:
-                    raise ImportError(f"{self.name} needs torch: pip install 'ttseval[models]'") from e
-                path = str(self.model_path)
-                try:
-                    model = getattr(transformers, self.auto_class).from_pretrained(path, local_files_only=True)
-                    extractor = transformers.AutoFeatureExtractor.from_pretrained(path, local_files_only=True)
-                except (OSError, ValueError, KeyError) as e:
-                    raise PermanentProviderError(f"transformers could not load {self.model_kind} from {path!r}: {e}",
-                                                 spec=self.spec) from e
-                self.device = torch_device(self.options.device)
-                model.to(self.device).eval()
-                self._loaded = (model, extractor)
-            return self._loaded
+        return self._model.get()
+
+    @property
+    def _loaded(self) -> tuple[Any, Any] | None:
+        """(model, feature extractor) when loaded, else None, without loading (subclasses' metadata reads it)."""
+        return self._model.get() if self._model.loaded else None
+
+    def _build(self) -> tuple[Any, Any]:
+        try:
+            import torch  # noqa: F401
+            import transformers
+        except ImportError as e:
+            raise ImportError(f"{self.name} needs torch: pip install 'ttseval[models]'") from e
+        path = str(self.model_path)
+        try:
+            model = getattr(transformers, self.auto_class).from_pretrained(path, local_files_only=True)
+            extractor = transformers.AutoFeatureExtractor.from_pretrained(path, local_files_only=True)
+        except (OSError, ValueError, KeyError) as e:
+            raise PermanentProviderError(f"transformers could not load {self.model_kind} from {path!r}: {e}",
+                                         spec=self.spec) from e
+        self.device = torch_device(self.options.device)
+        model.to(self.device).eval()
+        return model, extractor
 
     def _forward(self, clips: list[Audio]) -> Any:
         """The model's output for `clips` as one batch: each resampled to the extractor's rate and padded to at

@@ -19,7 +19,7 @@ place every worker reaches:
   (a `dask_address` shared by runs; a LocalCluster is one run's). Outside a Dask worker the clock is the
   process's own. Why not Prefect's rate limit (a concurrency limit whose slots decay): its clients sleep for
   server-chosen, jittered intervals that grow with the callers waiting; it sustained 0.71 of the rate with 8
-  callers and let bursts through that the vendor refused with 429 (same benchmark, 2026-11-23). No library
+  callers and let bursts through that the vendor refused with 429 (same benchmark). No library
   keeps a rate across Dask workers; `limits` and `pyrate-limiter` need Redis for that.
 
 `vendor_gate` gives what to hold around one call (synthesis wraps each call in it; `limit_calls` hands it to a

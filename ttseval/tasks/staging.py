@@ -1,4 +1,4 @@
-"""Audio made elsewhere enters the store before any work is handed out, so workers read only the store (issue 27).
+"""Audio made elsewhere enters the store before any work is handed out, so workers read only the store.
 
 A `files:<label>:dir=PATH` or `files:<label>:manifest=PATH` system names a folder or manifest on the disk of the
 machine that starts the run (a relative path: relative to the folder the command runs in). A Dask worker on

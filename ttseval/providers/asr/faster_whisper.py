@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import ctypes
 import logging
-import threading
-from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -13,6 +11,7 @@ from pydantic import BaseModel, Field
 
 from ttseval.providers import EngineVersion, canonical_spec, package_version, parse_options
 from ttseval.providers.asr import whisper_base_languages, whisper_language
+from ttseval.providers.local_model import LazyModel, required_path
 from ttseval.core.audio import Audio
 from ttseval.core.errors import PermanentProviderError
 from ttseval.core.languages import base_language
@@ -106,9 +105,9 @@ class FasterWhisperASR:
         from ttseval.providers._local_models import whisper_base_dir, whisper_model_source, whisper_tiny_en_dir
 
         if self.options.model_path is not None:
-            self.model_path = Path(self.options.model_path).expanduser()
-            if not (self.model_path / "model.bin").is_file():
-                raise ValueError(f"faster-whisper model_path={str(self.model_path)!r} has no model.bin")
+            self.model_path = required_path(self.name, "model_path", self.options.model_path, folder=True,
+                                            markers=("model.bin",), what="a CTranslate2 Whisper folder",
+                                            example="/path/whisper-large-v3-ct2")
             self.voice = voice or self.model_path.name
             self.model_source = "local"
         else:
@@ -123,26 +122,25 @@ class FasterWhisperASR:
                     "for another model pass model_path=DIR (a CTranslate2 Whisper directory)"
                 )
             self.model_source = whisper_model_source(self.voice)
-        self._model: Any = None
-        self._load_lock = threading.Lock()
+        self._model: LazyModel[Any] = LazyModel(self._build)
 
     def _load(self) -> Any:
-        with self._load_lock:
-            if self._model is None:
-                try:
-                    from faster_whisper import WhisperModel
-                except ImportError as e:
-                    raise ImportError(
-                        "faster-whisper provider needs the faster-whisper package: pip install 'ttseval[engines]'"
-                    ) from e
-                self._model = WhisperModel(
-                    str(self.model_path),
-                    device=ctranslate2_device(self.options.device),
-                    compute_type=self.options.compute_type,
-                    cpu_threads=self.options.cpu_threads,
-                    local_files_only=True,
-                )
-            return self._model
+        return self._model.get()
+
+    def _build(self) -> Any:
+        try:
+            from faster_whisper import WhisperModel
+        except ImportError as e:
+            raise ImportError(
+                "faster-whisper provider needs the faster-whisper package: pip install 'ttseval[engines]'"
+            ) from e
+        return WhisperModel(
+            str(self.model_path),
+            device=ctranslate2_device(self.options.device),
+            compute_type=self.options.compute_type,
+            cpu_threads=self.options.cpu_threads,
+            local_files_only=True,
+        )
 
     @property
     def multilingual(self) -> bool:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -11,6 +10,7 @@ from pydantic import BaseModel, Field
 from ttseval.providers import (EngineVersion, TorchDevice, canonical_spec, out_of_memory, package_version,
                               parse_options, torch_device)
 from ttseval.providers._local_models import resolve_local_model
+from ttseval.providers.local_model import LazyModel, model_source
 from ttseval.providers.asr import whisper_language
 from ttseval.core.audio import Audio
 from ttseval.core.errors import PermanentProviderError
@@ -57,46 +57,43 @@ class TransformersASR:
     def __init__(self, voice: str | None = None, **options: str) -> None:
         self.options = parse_options(TransformersASROptions, options, provider=self.name)
         self.spec = canonical_spec(self.name, voice, options)
-        source = self.options.model or voice
-        if not source:
-            raise ValueError("transformers ASR needs a model: transformers:<local dir or hub id> or model=PATH")
+        source = model_source(self.name, voice, self.options.model)
         self.voice = voice or source
         self.model_path = resolve_local_model(source, who="transformers")
         self.device = self.options.device  # "auto" is resolved when the model loads
         self.dtype = self.options.dtype  # likewise
-        self._loaded: tuple[Any, Any, str] | None = None
-        self._load_lock = threading.Lock()
+        self._model: LazyModel[tuple[Any, Any, str]] = LazyModel(self._build)
 
     def _load(self) -> tuple[Any, Any, str]:
         """(model, processor, kind) with kind 'ctc' or 'seq2seq', loaded once."""
-        with self._load_lock:
-            if self._loaded is None:
-                try:
-                    import torch
-                    from transformers import AutoConfig, AutoModelForCTC, AutoModelForSpeechSeq2Seq, AutoProcessor
-                except ImportError as e:
-                    raise ImportError(
-                        "transformers ASR needs the transformers and torch packages: pip install 'ttseval[models]'"
-                    ) from e
-                path = str(self.model_path)
-                try:
-                    config = AutoConfig.from_pretrained(path, local_files_only=True)
-                    kind = "seq2seq" if getattr(config, "is_encoder_decoder", False) else "ctc"
-                    model_class = AutoModelForSpeechSeq2Seq if kind == "seq2seq" else AutoModelForCTC
-                    model = model_class.from_pretrained(path, local_files_only=True)
-                    processor = AutoProcessor.from_pretrained(path, local_files_only=True)
-                except (OSError, ValueError, KeyError) as e:
-                    raise PermanentProviderError(
-                        f"transformers could not load an ASR model from {path!r}: {e}", spec=self.spec
-                    ) from e
-                self.device = torch_device(self.options.device)
-                dtype = self.options.dtype
-                if dtype == "auto":
-                    dtype = "float16" if self.device.startswith("cuda") and kind == "seq2seq" else "float32"
-                self.dtype = dtype
-                model.to(self.device, dtype=getattr(torch, self.dtype)).eval()
-                self._loaded = (model, processor, kind)
-            return self._loaded
+        return self._model.get()
+
+    def _build(self) -> tuple[Any, Any, str]:
+        try:
+            import torch
+            from transformers import AutoConfig, AutoModelForCTC, AutoModelForSpeechSeq2Seq, AutoProcessor
+        except ImportError as e:
+            raise ImportError(
+                "transformers ASR needs the transformers and torch packages: pip install 'ttseval[models]'"
+            ) from e
+        path = str(self.model_path)
+        try:
+            config = AutoConfig.from_pretrained(path, local_files_only=True)
+            kind = "seq2seq" if getattr(config, "is_encoder_decoder", False) else "ctc"
+            model_class = AutoModelForSpeechSeq2Seq if kind == "seq2seq" else AutoModelForCTC
+            model = model_class.from_pretrained(path, local_files_only=True)
+            processor = AutoProcessor.from_pretrained(path, local_files_only=True)
+        except (OSError, ValueError, KeyError) as e:
+            raise PermanentProviderError(
+                f"transformers could not load an ASR model from {path!r}: {e}", spec=self.spec
+            ) from e
+        self.device = torch_device(self.options.device)
+        dtype = self.options.dtype
+        if dtype == "auto":
+            dtype = "float16" if self.device.startswith("cuda") and kind == "seq2seq" else "float32"
+        self.dtype = dtype
+        model.to(self.device, dtype=getattr(torch, self.dtype)).eval()
+        return model, processor, kind
 
     def transcribe(self, batch: list[Audio], languages: list[str | None]) -> list[Transcript]:
         """Transcribe each clip in order; `languages[i]` is a hint used by Whisper-style models only.
@@ -210,7 +207,7 @@ class TransformersASR:
             "torch_version": package_version("torch"),
             "model": self.voice,
             "model_path": str(self.model_path),
-            "kind": self._loaded[2] if self._loaded else None,
+            "kind": self._load()[2] if self._model.loaded else None,
             "device": self.device,
             "dtype": self.dtype,
             "options": self.options.model_dump(),

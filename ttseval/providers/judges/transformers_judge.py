@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -12,6 +11,7 @@ from pydantic import BaseModel, Field
 
 from ttseval.providers import EngineVersion, canonical_spec, package_version, parse_options
 from ttseval.providers._local_models import resolve_local_model
+from ttseval.providers.local_model import LazyModel, model_source
 from ttseval.providers.judges.prompts import (
     INSTRUCTION_PROMPT_VERSION,
     PAIRWISE_PROMPT_VERSION,
@@ -78,9 +78,7 @@ class TransformersAudioJudge:
     def __init__(self, voice: str | None = None, **options: str) -> None:
         self.options = parse_options(TransformersJudgeOptions, options, provider=self.name)
         self.spec = canonical_spec(self.name, voice, options)
-        source = self.options.model or voice
-        if not source:
-            raise ValueError("transformers-judge needs a model: transformers-judge:<local dir or hub id> or model=PATH")
+        source = model_source(self.name, voice, self.options.model)
         self.voice = voice or source
         self.model_path = _resolve_local(source)
         basename = Path(source.rstrip("/")).name or source
@@ -95,8 +93,7 @@ class TransformersAudioJudge:
                 "max_new_tokens": self.options.max_new_tokens,
             },
         )
-        self._loaded: tuple[Any, Any] | None = None
-        self._load_lock = threading.Lock()
+        self._model: LazyModel[tuple[Any, Any]] = LazyModel(self._build)
 
     def _load(self) -> tuple[Any, Any]:
         """(model, processor), loaded once.
@@ -105,34 +102,34 @@ class TransformersAudioJudge:
             ImportError: torch or transformers is missing.
             PermanentProviderError: the directory holds no loadable Qwen2-Audio model and processor.
         """
-        with self._load_lock:
-            if self._loaded is None:
-                try:
-                    import torch  # noqa: F401 - transformers needs it for the model class below
-                    from transformers import AutoProcessor, Qwen2AudioForConditionalGeneration
-                except ImportError as e:
-                    raise ImportError(
-                        "transformers-judge needs the transformers and torch packages: pip install 'ttseval[models]'"
-                    ) from e
-                path = str(self.model_path)
-                try:
-                    model = Qwen2AudioForConditionalGeneration.from_pretrained(
-                        path, local_files_only=True, dtype=self.options.dtype
-                    )
-                    processor = AutoProcessor.from_pretrained(path, local_files_only=True)
-                except (OSError, ValueError, KeyError) as e:
-                    raise PermanentProviderError(
-                        f"transformers-judge could not load a Qwen2-Audio model from {path!r}: {e}", spec=self.spec
-                    ) from e
-                if not hasattr(processor, "feature_extractor") or not getattr(processor, "chat_template", None):
-                    raise PermanentProviderError(
-                        f"transformers-judge: the processor in {path!r} has no feature extractor or no chat template; "
-                        "save a Qwen2AudioProcessor with the model",
-                        spec=self.spec,
-                    )
-                model.to(self.options.device).eval()
-                self._loaded = (model, processor)
-            return self._loaded
+        return self._model.get()
+
+    def _build(self) -> tuple[Any, Any]:
+        try:
+            import torch  # noqa: F401 - transformers needs it for the model class below
+            from transformers import AutoProcessor, Qwen2AudioForConditionalGeneration
+        except ImportError as e:
+            raise ImportError(
+                "transformers-judge needs the transformers and torch packages: pip install 'ttseval[models]'"
+            ) from e
+        path = str(self.model_path)
+        try:
+            model = Qwen2AudioForConditionalGeneration.from_pretrained(
+                path, local_files_only=True, dtype=self.options.dtype
+            )
+            processor = AutoProcessor.from_pretrained(path, local_files_only=True)
+        except (OSError, ValueError, KeyError) as e:
+            raise PermanentProviderError(
+                f"transformers-judge could not load a Qwen2-Audio model from {path!r}: {e}", spec=self.spec
+            ) from e
+        if not hasattr(processor, "feature_extractor") or not getattr(processor, "chat_template", None):
+            raise PermanentProviderError(
+                f"transformers-judge: the processor in {path!r} has no feature extractor or no chat template; "
+                "save a Qwen2AudioProcessor with the model",
+                spec=self.spec,
+            )
+        model.to(self.options.device).eval()
+        return model, processor
 
     def judge_pairs(self, batch: list[PairwiseRequest]) -> list[PairwiseVerdict]:
         """One verdict per request, in order; parse failures and failed generations are verdicts, not raises.

@@ -10,8 +10,6 @@ log-softmax over 107 languages). The answer is the top label's code ('ps: Pashto
 
 from __future__ import annotations
 
-import threading
-from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -22,6 +20,7 @@ from ttseval.providers import (EngineVersion, TorchDevice, canonical_spec, out_o
 from ttseval.providers._speechbrain import (ECAPA_SIZES, MIN_SAMPLES, SAMPLE_RATE_HZ, by_equal_length, load_checkpoint,
                                             speechbrain_modules)
 from ttseval.providers.lid.transformers_lid import label_language
+from ttseval.providers.local_model import LazyModel, refuse_model_name, required_path
 from ttseval.core.audio import Audio
 from ttseval.core.errors import PermanentProviderError
 from ttseval.core.protocols import ANY_LANGUAGE, LanguageGuess, Languages
@@ -56,50 +55,44 @@ class SpeechBrainLID:
     batch_size: ClassVar[int] = 8
 
     def __init__(self, voice: str | None = None, **options: str) -> None:
-        if voice:
-            raise ValueError(f"speechbrain-lid takes no voice (got {voice!r}); give its folder: "
-                             "speechbrain-lid:model=/path/lang-id-voxlingua107-ecapa")
+        refuse_model_name(self.name, voice,
+                          instead="give its folder: speechbrain-lid:model=/path/lang-id-voxlingua107-ecapa")
         self.options = parse_options(SpeechBrainLIDOptions, options, provider=self.name)
-        if not self.options.model:
-            raise ValueError("speechbrain-lid needs its model folder, it never downloads one: "
-                             "speechbrain-lid:model=/path/lang-id-voxlingua107-ecapa")
-        self.folder = Path(self.options.model).expanduser()
-        missing = [f for f in FILES if not (self.folder / f).is_file()]
-        if missing:
-            raise ValueError(f"speechbrain-lid model={self.options.model!r}: the folder lacks {missing}; give the "
-                             "folder of speechbrain/lang-id-voxlingua107-ecapa's files")
+        self.folder = required_path(self.name, "model", self.options.model, folder=True, markers=FILES,
+                                    what="the folder of speechbrain/lang-id-voxlingua107-ecapa's files",
+                                    example="/path/lang-id-voxlingua107-ecapa")
         self.spec = canonical_spec(self.name, voice, options)
         self.device = self.options.device
-        self._classifier: Any = None
-        self._load_lock = threading.Lock()
+        self._model: LazyModel[Any] = LazyModel(self._build)
 
     def _load(self) -> Any:
-        with self._load_lock:
-            if self._classifier is None:
-                sb = speechbrain_modules()
-                self.device = torch_device(self.options.device)
-                what = "lang-id-voxlingua107-ecapa's"
-                embedding = load_checkpoint(sb["ECAPA_TDNN"](**ECAPA), self.folder / "embedding_model.ckpt",
-                                            what=f"{what} ECAPA-TDNN", spec=self.spec)
-                classifier = load_checkpoint(sb["Classifier"](**CLASSIFIER), self.folder / "classifier.ckpt",
-                                             what=f"{what} classifier", spec=self.spec)
-                labels = sb["CategoricalEncoder"]()
-                labels.expect_len(CLASSIFIER["out_neurons"])
-                try:
-                    labels.load(self.folder / "label_encoder.txt")
-                except Exception as e:  # noqa: BLE001 - SpeechBrain raises plain errors for a malformed file
-                    raise PermanentProviderError(f"{str(self.folder / 'label_encoder.txt')!r} is not a SpeechBrain "
-                                                 f"label encoder: {e}", spec=self.spec) from e
-                if len(labels) != CLASSIFIER["out_neurons"]:
-                    raise PermanentProviderError(f"label_encoder.txt has {len(labels)} labels; the classifier has "
-                                                 f"{CLASSIFIER['out_neurons']}", spec=self.spec)
-                modules = {"compute_features": sb["Fbank"](n_mels=60),
-                           "mean_var_norm": sb["InputNormalization"](norm_type="sentence", std_norm=False),
-                           "embedding_model": embedding, "classifier": classifier}
-                self._classifier = sb["EncoderClassifier"](modules=modules, hparams={"label_encoder": labels},
-                                                           run_opts={"device": self.device})
-                self._classifier.mods.eval()
-            return self._classifier
+        return self._model.get()
+
+    def _build(self) -> Any:
+        sb = speechbrain_modules()
+        self.device = torch_device(self.options.device)
+        what = "lang-id-voxlingua107-ecapa's"
+        embedding = load_checkpoint(sb["ECAPA_TDNN"](**ECAPA), self.folder / "embedding_model.ckpt",
+                                    what=f"{what} ECAPA-TDNN", spec=self.spec)
+        classifier = load_checkpoint(sb["Classifier"](**CLASSIFIER), self.folder / "classifier.ckpt",
+                                     what=f"{what} classifier", spec=self.spec)
+        labels = sb["CategoricalEncoder"]()
+        labels.expect_len(CLASSIFIER["out_neurons"])
+        try:
+            labels.load(self.folder / "label_encoder.txt")
+        except Exception as e:  # noqa: BLE001 - SpeechBrain raises plain errors for a malformed file
+            raise PermanentProviderError(f"{str(self.folder / 'label_encoder.txt')!r} is not a SpeechBrain "
+                                         f"label encoder: {e}", spec=self.spec) from e
+        if len(labels) != CLASSIFIER["out_neurons"]:
+            raise PermanentProviderError(f"label_encoder.txt has {len(labels)} labels; the classifier has "
+                                         f"{CLASSIFIER['out_neurons']}", spec=self.spec)
+        modules = {"compute_features": sb["Fbank"](n_mels=60),
+                   "mean_var_norm": sb["InputNormalization"](norm_type="sentence", std_norm=False),
+                   "embedding_model": embedding, "classifier": classifier}
+        model = sb["EncoderClassifier"](modules=modules, hparams={"label_encoder": labels},
+                                        run_opts={"device": self.device})
+        model.mods.eval()
+        return model
 
     def identify(self, batch: list[Audio]) -> list[LanguageGuess]:
         """The most likely language of each clip, in order.

@@ -161,7 +161,7 @@ class BaseLLM:
     default_base_url: ClassVar[str] = ""
     refusals_are_final: ClassVar[bool] = True
     """False: a refusal (API-reported or a plain apology) counts as unparseable output and is asked again, up to
-    `max_attempts` (how the judges treated it before this loop existed)."""
+    `max_attempts` (what the judges need: a judge's apology is not its verdict)."""
 
     options: LLMOptions
     model: str

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import threading
 from typing import Any, ClassVar
 
 import numpy as np
@@ -18,6 +17,7 @@ from pydantic import BaseModel
 
 from ttseval.providers import (EngineVersion, TorchDevice, canonical_spec, import_without_torchaudio, out_of_memory,
                                package_version, parse_options, torch_device)
+from ttseval.providers.local_model import LazyModel, refuse_model_name
 from ttseval.core.audio import Audio
 from ttseval.core.errors import PermanentProviderError
 from ttseval.core.protocols import ANY_LANGUAGE, Languages, QualityScore
@@ -64,28 +64,26 @@ class DistillMOSQuality:
     batch_size: ClassVar[int] = 16
 
     def __init__(self, voice: str | None = None, **options: str) -> None:
-        if voice:
-            raise ValueError(f"distillmos takes no model name (got {voice!r}); its weights ship in the wheel")
+        refuse_model_name(self.name, voice, instead="its weights ship in the wheel")
         self.options = parse_options(DistillMOSOptions, options, provider=self.name)
         self.spec = canonical_spec(self.name, voice, options)
         self.device = self.options.device
-        self._model: Any = None
-        self._load_lock = threading.Lock()
+        self._model: LazyModel[Any] = LazyModel(self._build)
 
     def _load(self) -> Any:
-        with self._load_lock:
-            if self._model is None:
-                model_class = _model_class()
-                self.device = torch_device(self.options.device)
-                with contextlib.redirect_stdout(io.StringIO()):  # it prints the weights' path on load
-                    self._model = model_class().to(self.device).eval()
-            return self._model
+        return self._model.get()
+
+    def _build(self) -> Any:
+        model_class = _model_class()
+        self.device = torch_device(self.options.device)
+        with contextlib.redirect_stdout(io.StringIO()):  # it prints the weights' path on load
+            return model_class().to(self.device).eval()
 
     def _run(self, rows: np.ndarray) -> np.ndarray:
         import torch
 
         with torch.inference_mode():
-            return self._model(torch.from_numpy(rows).to(self.device)).float().cpu().numpy().reshape(-1)
+            return self._load()(torch.from_numpy(rows).to(self.device)).float().cpu().numpy().reshape(-1)
 
     def score(self, batch: list[Audio]) -> list[QualityScore]:
         """The predicted MOS of each clip, in order.

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -11,6 +10,7 @@ from pydantic import BaseModel, Field
 
 from ttseval.providers import (EngineVersion, canonical_spec, onnx_providers, onnx_session_options, package_version,
                        parse_options)
+from ttseval.providers.local_model import LazyModel, refuse_model_name
 from ttseval.core.audio import Audio
 from ttseval.core.errors import PermanentProviderError
 from ttseval.core.protocols import ANY_LANGUAGE, Languages, QualityScore
@@ -79,12 +79,10 @@ class DNSMOSQuality:
     imports: ClassVar[tuple[str, ...]] = ("speechmos", "onnxruntime")
 
     def __init__(self, voice: str | None = None, **options: str) -> None:
-        if voice:
-            raise ValueError(f"dnsmos takes no voice (got {voice!r}); options: personalized")
+        refuse_model_name(self.name, voice, instead="options: personalized")
         self.options = parse_options(DNSMOSOptions, options, provider=self.name)
         self.spec = canonical_spec(self.name, voice, options)
-        self._model: Any = None
-        self._load_lock = threading.Lock()
+        self._model: LazyModel[Any] = LazyModel(self._build)
 
     def _model_paths(self) -> tuple[Path, Path]:
         """(primary sig/bak/ovrl model, p808 model) inside the speechmos package."""
@@ -97,22 +95,22 @@ class DNSMOSQuality:
         return root / primary_dir / "sig_bak_ovr.onnx", root / "dnsmos_models" / "model_v8.onnx"
 
     def _load(self) -> Any:
-        with self._load_lock:
-            if self._model is None:
-                primary, p808 = self._model_paths()
-                import onnxruntime as ort
-                from speechmos.dnsmos import DNSMOS
+        return self._model.get()
 
-                # What DNSMOS.__init__ does (it sets these three attributes), with this process's session options
-                # (providers.onnx_session_options: one thread per worker on a Dask worker).
-                model = DNSMOS.__new__(DNSMOS)
-                model.primary_model_path = str(primary)
-                model.onnx_sess = ort.InferenceSession(str(primary), onnx_session_options(),
-                                                       providers=onnx_providers())
-                model.p808_onnx_sess = ort.InferenceSession(str(p808), onnx_session_options(),
-                                                            providers=onnx_providers())
-                self._model = model
-            return self._model
+    def _build(self) -> Any:
+        primary, p808 = self._model_paths()
+        import onnxruntime as ort
+        from speechmos.dnsmos import DNSMOS
+
+        # What DNSMOS.__init__ does (it sets these three attributes), with this process's session options
+        # (providers.onnx_session_options: one thread per worker on a Dask worker).
+        model = DNSMOS.__new__(DNSMOS)
+        model.primary_model_path = str(primary)
+        model.onnx_sess = ort.InferenceSession(str(primary), onnx_session_options(),
+                                               providers=onnx_providers())
+        model.p808_onnx_sess = ort.InferenceSession(str(p808), onnx_session_options(),
+                                                    providers=onnx_providers())
+        return model
 
     def score(self, batch: list[Audio]) -> list[QualityScore]:
         """Predict MOS for each clip, in order: every 9.01 s window of every clip in the batch goes through each

@@ -9,15 +9,14 @@ The weights are CC BY-NC-SA 4.0 (non-commercial); the code is MIT (NISQA) and Ap
 from __future__ import annotations
 
 import math
-import threading
 from collections import defaultdict
-from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 from pydantic import BaseModel, Field
 
 from ttseval.providers import EngineVersion, canonical_spec, out_of_memory, package_version, parse_options
+from ttseval.providers.local_model import LazyModel, refuse_model_name, required_path
 from ttseval.core.audio import Audio
 from ttseval.core.errors import PermanentProviderError
 from ttseval.core.protocols import ANY_LANGUAGE, Languages, QualityScore
@@ -74,57 +73,49 @@ class NISQAQuality:
     batch_size: ClassVar[int] = 8
 
     def __init__(self, voice: str | None = None, **options: str) -> None:
-        if voice:
-            raise ValueError(f"nisqa takes no model name (got {voice!r}); give its weights file: "
-                             "nisqa:weights=/path/nisqa.tar")
+        refuse_model_name(self.name, voice, instead="give its weights file: nisqa:weights=/path/nisqa.tar")
         self.options = parse_options(NISQAOptions, options, provider=self.name)
-        if not self.options.weights:
-            raise ValueError("nisqa needs its weights file, it never downloads them: nisqa:weights=/path/nisqa.tar "
-                             "(or nisqa_tts.tar for TTS naturalness)")
-        self.weights = Path(self.options.weights).expanduser()
-        if not self.weights.is_file():
-            raise ValueError(f"nisqa weights={self.options.weights!r}: no such file; give the path of nisqa.tar or "
-                             "nisqa_tts.tar")
+        self.weights = required_path(self.name, "weights", self.options.weights, example="/path/nisqa.tar",
+                                     what="a NISQA checkpoint (nisqa.tar, or nisqa_tts.tar for TTS naturalness)")
         self.spec = canonical_spec(self.name, voice, options)
-        self._model: Any = None
+        self._model: LazyModel[Any] = LazyModel(self._build)
         self._args: dict[str, Any] = {}
         self.kind = ""  # "dimensions" (nisqa.tar) or "naturalness" (nisqa_tts.tar), known once loaded
-        self._load_lock = threading.Lock()
 
     @property
     def sample_rate_hz(self) -> int:
         return int(self._args.get("ms_sr") or DEFAULT_SAMPLE_RATE_HZ)
 
     def _load(self) -> Any:
-        with self._load_lock:
-            if self._model is None:
-                import torch
-                from torchmetrics.functional.audio.nisqa import _NISQADIM
+        return self._model.get()
 
-                try:
-                    checkpoint = torch.load(self.weights, map_location="cpu", weights_only=True)
-                    args, state = dict(checkpoint["args"]), checkpoint["model_state_dict"]
-                except Exception as e:  # noqa: BLE001 - pickle, zip, torch and key errors alike: not a checkpoint
-                    raise PermanentProviderError(f"nisqa weights {str(self.weights)!r} are not a NISQA checkpoint "
-                                                 f"(a dict with 'args' and 'model_state_dict'): {e}",
-                                                 spec=self.spec) from e
-                unsupported = {k: args[k] for k, v in _SUPPORTED.items() if args.get(k, v) != v}
-                if unsupported:
-                    raise PermanentProviderError(f"nisqa weights {str(self.weights)!r} need parts torchmetrics' "
-                                                 f"port does not have: {unsupported} (it has {_SUPPORTED})",
-                                                 spec=self.spec)
-                dimensions = any(k.startswith("pool_layers.") for k in state)
-                model = _NISQADIM(args) if dimensions else _single_head_model(args)
-                try:
-                    model.load_state_dict(state, strict=True)
-                except RuntimeError as e:
-                    if out_of_memory(e):  # transient: the row stays retryable (a later try, a freer device)
-                        raise
-                    raise PermanentProviderError(f"nisqa weights {str(self.weights)!r} do not fit NISQA's model: "
-                                                 f"{str(e)[:500]}", spec=self.spec) from e
-                self._args, self.kind = args, "dimensions" if dimensions else "naturalness"
-                self._model = model.eval()
-            return self._model
+    def _build(self) -> Any:
+        import torch
+        from torchmetrics.functional.audio.nisqa import _NISQADIM
+
+        try:
+            checkpoint = torch.load(self.weights, map_location="cpu", weights_only=True)
+            args, state = dict(checkpoint["args"]), checkpoint["model_state_dict"]
+        except Exception as e:  # noqa: BLE001 - pickle, zip, torch and key errors alike: not a checkpoint
+            raise PermanentProviderError(f"nisqa weights {str(self.weights)!r} are not a NISQA checkpoint "
+                                         f"(a dict with 'args' and 'model_state_dict'): {e}",
+                                         spec=self.spec) from e
+        unsupported = {k: args[k] for k, v in _SUPPORTED.items() if args.get(k, v) != v}
+        if unsupported:
+            raise PermanentProviderError(f"nisqa weights {str(self.weights)!r} need parts torchmetrics' "
+                                         f"port does not have: {unsupported} (it has {_SUPPORTED})",
+                                         spec=self.spec)
+        dimensions = any(k.startswith("pool_layers.") for k in state)
+        model = _NISQADIM(args) if dimensions else _single_head_model(args)
+        try:
+            model.load_state_dict(state, strict=True)
+        except RuntimeError as e:
+            if out_of_memory(e):  # transient: the row stays retryable (a later try, a freer device)
+                raise
+            raise PermanentProviderError(f"nisqa weights {str(self.weights)!r} do not fit NISQA's model: "
+                                         f"{str(e)[:500]}", spec=self.spec) from e
+        self._args, self.kind = args, "dimensions" if dimensions else "naturalness"
+        return model.eval()
 
     def _limits(self, samples: int) -> str | None:
         """Why a clip of `samples` at the model's rate cannot be scored, or None: NISQA needs one 15-frame
@@ -151,7 +142,7 @@ class NISQAQuality:
         x = _get_librosa_melspec(rows, self.sample_rate_hz, self._args)
         x, n_wins = _segment_specs(torch.from_numpy(x), self._args)
         with torch.inference_mode():
-            return self._model(x, n_wins.expand(x.shape[0])).float().numpy().reshape(len(rows), -1)
+            return self._load()(x, n_wins.expand(x.shape[0])).float().numpy().reshape(len(rows), -1)
 
     def score(self, batch: list[Audio]) -> list[QualityScore]:
         """The predicted MOS of each clip (and with nisqa.tar its dimensions), in order; a clip too short or too

@@ -11,9 +11,7 @@ the tests check a batch against each clip scored alone by the package's own `UTM
 
 from __future__ import annotations
 
-import threading
 from collections import defaultdict
-from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -21,6 +19,7 @@ from pydantic import BaseModel, Field
 
 from ttseval.providers import (EngineVersion, TorchDevice, canonical_spec, out_of_memory, package_version,
                               parse_options, torch_device)
+from ttseval.providers.local_model import LazyModel, refuse_model_name, required_path
 from ttseval.core.audio import Audio
 from ttseval.core.errors import PermanentProviderError
 from ttseval.core.protocols import ANY_LANGUAGE, Languages, QualityScore
@@ -52,53 +51,46 @@ class UTMOS22Quality:
     batch_size: ClassVar[int] = 8
 
     def __init__(self, voice: str | None = None, **options: str) -> None:
-        if voice:
-            raise ValueError(f"utmos22 takes no model name (got {voice!r}); give its weights file: "
-                             "utmos22:weights=/path/utmos_state_dict.pt")
+        refuse_model_name(self.name, voice,
+                          instead="give its weights file: utmos22:weights=/path/utmos_state_dict.pt")
         self.options = parse_options(UTMOS22Options, options, provider=self.name)
-        if not self.options.weights:
-            raise ValueError("utmos22 needs its weights file, it never downloads them: "
-                             "utmos22:weights=/path/utmos_state_dict.pt")
-        self.weights = Path(self.options.weights).expanduser()
-        if not self.weights.is_file():
-            raise ValueError(f"utmos22 weights={self.options.weights!r}: no such file; give the path of the "
-                             "converted state dict utmos_state_dict.pt")
+        self.weights = required_path(self.name, "weights", self.options.weights, example="/path/utmos_state_dict.pt",
+                                     what="the converted UTMOS22 strong-learner state dict (utmos_state_dict.pt)")
         self.spec = canonical_spec(self.name, voice, options)
         self.device = self.options.device
-        self._scorer: Any = None
-        self._load_lock = threading.Lock()
+        self._model: LazyModel[Any] = LazyModel(self._build)
 
     def _load(self) -> Any:
-        with self._load_lock:
-            if self._scorer is None:
-                import torch
-                from utmos_pytorch import UTMOSScoreTorch
-                from utmos_pytorch.utmos_torch import UTMOSModel
+        return self._model.get()
 
-                # The package loads with strict=False and says nothing of missing keys: a wrong file would give
-                # scores from random weights. Its keys are read (memory-mapped, no copy) and checked first.
-                try:
-                    stored = torch.load(self.weights, map_location="cpu", weights_only=True, mmap=True)
-                except Exception as e:  # noqa: BLE001 - pickle, zip and torch errors alike: not a state dict
-                    raise PermanentProviderError(f"utmos22 weights {str(self.weights)!r} are not a torch state dict: "
-                                                 f"{e}", spec=self.spec) from e
-                with torch.device("meta"):
-                    expected = set(UTMOSModel().state_dict())
-                missing = sorted(expected - set(stored if isinstance(stored, dict) else ()))
-                del stored
-                if missing:
-                    raise PermanentProviderError(
-                        f"utmos22 weights {str(self.weights)!r} lack {len(missing)} of the model's {len(expected)} "
-                        f"tensors (first: {missing[:3]}); expected utmos-pytorch's utmos_state_dict.pt", spec=self.spec)
-                self.device = torch_device(self.options.device)
-                self._scorer = UTMOSScoreTorch(ckpt_path=str(self.weights), device=self.device)
-            return self._scorer
+    def _build(self) -> Any:
+        import torch
+        from utmos_pytorch import UTMOSScoreTorch
+        from utmos_pytorch.utmos_torch import UTMOSModel
+
+        # The package loads with strict=False and says nothing of missing keys: a wrong file would give
+        # scores from random weights. Its keys are read (memory-mapped, no copy) and checked first.
+        try:
+            stored = torch.load(self.weights, map_location="cpu", weights_only=True, mmap=True)
+        except Exception as e:  # noqa: BLE001 - pickle, zip and torch errors alike: not a state dict
+            raise PermanentProviderError(f"utmos22 weights {str(self.weights)!r} are not a torch state dict: "
+                                         f"{e}", spec=self.spec) from e
+        with torch.device("meta"):
+            expected = set(UTMOSModel().state_dict())
+        missing = sorted(expected - set(stored if isinstance(stored, dict) else ()))
+        del stored
+        if missing:
+            raise PermanentProviderError(
+                f"utmos22 weights {str(self.weights)!r} lack {len(missing)} of the model's {len(expected)} "
+                f"tensors (first: {missing[:3]}); expected utmos-pytorch's utmos_state_dict.pt", spec=self.spec)
+        self.device = torch_device(self.options.device)
+        return UTMOSScoreTorch(ckpt_path=str(self.weights), device=self.device)
 
     def _run(self, rows: np.ndarray) -> np.ndarray:
         import torch
 
         tensor = torch.from_numpy(rows).to(self.device)
-        return self._scorer.score(tensor[:, None, :]).float().numpy().reshape(-1)
+        return self._load().score(tensor[:, None, :]).float().numpy().reshape(-1)
 
     def score(self, batch: list[Audio]) -> list[QualityScore]:
         """The predicted MOS of each clip, in order; a clip shorter than 25 ms at 16 kHz gets a refusal (no score).

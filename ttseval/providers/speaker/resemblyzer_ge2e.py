@@ -8,7 +8,6 @@ from setuptools 81+; the engines extra installs the same module from webrtcvad-w
 
 from __future__ import annotations
 
-import threading
 import warnings
 from typing import Any, ClassVar
 
@@ -16,6 +15,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from ttseval.providers import EngineVersion, TorchDevice, canonical_spec, package_version, parse_options, torch_device
+from ttseval.providers.local_model import LazyModel, refuse_model_name
 from ttseval.core.audio import Audio
 from ttseval.core.errors import PermanentProviderError
 from ttseval.core.protocols import ANY_LANGUAGE, Languages
@@ -60,21 +60,19 @@ class ResemblyzerEncoder:
     imports: ClassVar[tuple[str, ...]] = ("resemblyzer", "webrtcvad", "torch")
 
     def __init__(self, voice: str | None = None, **options: str) -> None:
-        if voice:
-            raise ValueError(f"resemblyzer takes no model name (got {voice!r}); its weights ship in the wheel")
+        refuse_model_name(self.name, voice, instead="its weights ship in the wheel")
         self.options = parse_options(ResemblyzerOptions, options, provider=self.name)
         self.spec = canonical_spec(self.name, voice, options)
         self.device = self.options.device
-        self._encoder: Any = None
-        self._load_lock = threading.Lock()
+        self._model: LazyModel[Any] = LazyModel(self._build)
 
     def _load(self) -> Any:
-        with self._load_lock:
-            if self._encoder is None:
-                resemblyzer = _resemblyzer()
-                self.device = torch_device(self.options.device)
-                self._encoder = resemblyzer.VoiceEncoder(device=self.device, verbose=False)
-            return self._encoder
+        return self._model.get()
+
+    def _build(self) -> Any:
+        resemblyzer = _resemblyzer()
+        self.device = torch_device(self.options.device)
+        return resemblyzer.VoiceEncoder(device=self.device, verbose=False)
 
     def embed(self, batch: list[Audio]) -> list[np.ndarray]:
         """The 256-d embedding of each clip, in order.

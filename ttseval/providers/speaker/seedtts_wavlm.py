@@ -33,9 +33,7 @@ from __future__ import annotations
 
 import functools
 import re
-import threading
 from collections import defaultdict
-from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -43,6 +41,7 @@ from pydantic import BaseModel, Field
 
 from ttseval.providers import (EngineVersion, TorchDevice, canonical_spec, out_of_memory, package_version,
                               parse_options, torch_device)
+from ttseval.providers.local_model import LazyModel, refuse_model_name, required_path
 from ttseval.core.audio import Audio
 from ttseval.core.errors import PermanentProviderError
 from ttseval.core.protocols import ANY_LANGUAGE, Languages
@@ -226,23 +225,16 @@ class SeedTTSSimEncoder:
     batch_size: ClassVar[int] = 8
 
     def __init__(self, voice: str | None = None, **options: str) -> None:
-        if voice:
-            raise ValueError(f"seedtts-sim takes no model name (got {voice!r}); give its checkpoint: "
-                             "seedtts-sim:weights=/path/wavlm_large_finetune.pth")
+        refuse_model_name(self.name, voice,
+                          instead="give its checkpoint: seedtts-sim:weights=/path/wavlm_large_finetune.pth")
         self.options = parse_options(SeedTTSSimOptions, options, provider=self.name)
-        if not self.options.weights:
-            raise ValueError("seedtts-sim needs its checkpoint, it never downloads one: "
-                             "seedtts-sim:weights=/path/wavlm_large_finetune.pth")
-        self.weights = Path(self.options.weights).expanduser()
-        if not self.weights.is_file():
-            raise ValueError(f"seedtts-sim weights={self.options.weights!r}: no such file; give the path of "
-                             "UniSpeech's wavlm_large_finetune.pth")
+        self.weights = required_path(self.name, "weights", self.options.weights,
+                                     what="UniSpeech's speaker-verification checkpoint (wavlm_large_finetune.pth)",
+                                     example="/path/wavlm_large_finetune.pth")
         self.spec = canonical_spec(self.name, voice, options)
         self.device = self.options.device
         self.sizes: dict[str, Any] = {}
-        self._wavlm: Any = None
-        self._head: Any = None
-        self._load_lock = threading.Lock()
+        self._model: LazyModel[tuple[Any, Any]] = LazyModel(self._read_and_build)
 
     def _refuse(self, what: str) -> PermanentProviderError:
         return PermanentProviderError(f"seedtts-sim weights {str(self.weights)!r} {what}; expected UniSpeech's "
@@ -296,7 +288,6 @@ class SeedTTSSimEncoder:
                 "embedding": self._shape(state, "linear.weight", 2)[0]}
 
     def _build(self, state: dict[str, Any]) -> tuple[Any, Any]:
-        import torch
         from transformers import WavLMConfig, WavLMModel
 
         sizes = self._sizes(state)
@@ -334,20 +325,20 @@ class SeedTTSSimEncoder:
         self.sizes = sizes
         return wavlm.to(self.device), head.to(self.device)
 
-    def _load(self) -> None:
-        with self._load_lock:
-            if self._wavlm is None:
-                self.device = torch_device(self.options.device)
-                state = self._read()
-                self._wavlm, self._head = self._build(state)
-                del state
+    def _load(self) -> tuple[Any, Any]:
+        """(WavLM, speaker head), loaded once."""
+        return self._model.get()
+
+    def _read_and_build(self) -> tuple[Any, Any]:
+        self.device = torch_device(self.options.device)
+        return self._build(self._read())  # the state dict is dropped once the modules hold their copies
 
     def _run(self, rows: np.ndarray) -> np.ndarray:
         """The embeddings of equal-length clips (batch, samples) at 16 kHz."""
         import torch
         import torch.nn.functional as F
 
-        wavlm = self._wavlm
+        wavlm, head = self._load()
         with torch.inference_mode():
             wave = torch.from_numpy(rows).to(self.device)
             wave = F.layer_norm(wave, wave.shape[-1:])  # s3prl: F.layer_norm(wav, wav.shape), each clip
@@ -358,7 +349,7 @@ class SeedTTSSimEncoder:
                 states.append(x)
                 x, bias = layer(x, position_bias=bias)
             states.append(wavlm.encoder.layer_norm(x))
-            return self._head(states).float().cpu().numpy()
+            return head(states).float().cpu().numpy()
 
     def embed(self, batch: list[Audio]) -> list[np.ndarray]:
         """The embedding of each clip, in order.

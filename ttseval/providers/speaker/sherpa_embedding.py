@@ -10,7 +10,6 @@ onnxruntime first, and a file sherpa-onnx would end the process on is refused wi
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -18,6 +17,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from ttseval.providers import EngineVersion, canonical_spec, package_version, parse_options
+from ttseval.providers.local_model import LazyModel, refuse_model_name, required_path
 from ttseval.core.audio import Audio
 from ttseval.core.errors import PermanentProviderError
 from ttseval.core.protocols import ANY_LANGUAGE, Languages
@@ -83,34 +83,27 @@ class SherpaOnnxSpeakerEncoder:
     imports: ClassVar[tuple[str, ...]] = ("sherpa_onnx", "onnxruntime")
 
     def __init__(self, voice: str | None = None, **options: str) -> None:
-        if voice:
-            raise ValueError(f"sherpa-onnx takes no voice (got {voice!r}); give its model file: "
-                             "sherpa-onnx:model=/path/model.onnx")
+        refuse_model_name(self.name, voice, instead="give its model file: sherpa-onnx:model=/path/model.onnx")
         self.options = parse_options(SherpaOnnxOptions, options, provider=self.name)
-        if not self.options.model:
-            raise ValueError("sherpa-onnx needs a model file, it never downloads one: "
-                             "sherpa-onnx:model=/path/3dspeaker_speech_campplus_sv_en_voxceleb_16k.onnx")
-        self.model = Path(self.options.model).expanduser()
-        if not self.model.is_file():
-            raise ValueError(f"sherpa-onnx model={self.options.model!r}: no such file; give a speaker-embedding "
-                             ".onnx file")
+        self.model = required_path(self.name, "model", self.options.model,
+                                   what="a sherpa-onnx speaker-embedding .onnx file",
+                                   example="/path/3dspeaker_speech_campplus_sv_en_voxceleb_16k.onnx")
         self.meta = model_metadata(self.model)
         self.spec = canonical_spec(self.name, voice, options)
-        self._extractor: Any = None
-        self._load_lock = threading.Lock()
+        self._model: LazyModel[Any] = LazyModel(self._build)
 
     def _load(self) -> Any:
-        with self._load_lock:
-            if self._extractor is None:
-                import sherpa_onnx
+        return self._model.get()
 
-                config = sherpa_onnx.SpeakerEmbeddingExtractorConfig(model=str(self.model), provider="cpu",
-                                                                     num_threads=self.options.num_threads)
-                if not config.validate():
-                    raise PermanentProviderError(f"sherpa-onnx rejects the config for {str(self.model)!r}",
-                                                 spec=self.spec)
-                self._extractor = sherpa_onnx.SpeakerEmbeddingExtractor(config)
-            return self._extractor
+    def _build(self) -> Any:
+        import sherpa_onnx
+
+        config = sherpa_onnx.SpeakerEmbeddingExtractorConfig(model=str(self.model), provider="cpu",
+                                                             num_threads=self.options.num_threads)
+        if not config.validate():
+            raise PermanentProviderError(f"sherpa-onnx rejects the config for {str(self.model)!r}",
+                                         spec=self.spec)
+        return sherpa_onnx.SpeakerEmbeddingExtractor(config)
 
     def embed(self, batch: list[Audio]) -> list[np.ndarray]:
         """The embedding of each clip, in order.

@@ -8,8 +8,6 @@ hyperparams.yaml is not read) with the checkpoint loaded strictly.
 
 from __future__ import annotations
 
-import threading
-from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -19,6 +17,7 @@ from ttseval.providers import (EngineVersion, TorchDevice, canonical_spec, out_o
                               parse_options, torch_device)
 from ttseval.providers._speechbrain import (ECAPA_SIZES, MIN_SAMPLES, SAMPLE_RATE_HZ, by_equal_length, load_checkpoint,
                                             speechbrain_modules)
+from ttseval.providers.local_model import LazyModel, refuse_model_name, required_path
 from ttseval.core.audio import Audio
 from ttseval.core.errors import PermanentProviderError
 from ttseval.core.protocols import ANY_LANGUAGE, Languages
@@ -52,36 +51,31 @@ class SpeechBrainECAPAEncoder:
     batch_size: ClassVar[int] = 8
 
     def __init__(self, voice: str | None = None, **options: str) -> None:
-        if voice:
-            raise ValueError(f"speechbrain-ecapa takes no voice (got {voice!r}); give its folder: "
-                             "speechbrain-ecapa:model=/path/spkrec-ecapa-voxceleb")
+        refuse_model_name(self.name, voice,
+                          instead="give its folder: speechbrain-ecapa:model=/path/spkrec-ecapa-voxceleb")
         self.options = parse_options(SpeechBrainECAPAOptions, options, provider=self.name)
-        if not self.options.model:
-            raise ValueError("speechbrain-ecapa needs its model folder, it never downloads one: "
-                             "speechbrain-ecapa:model=/path/spkrec-ecapa-voxceleb")
-        self.folder = Path(self.options.model).expanduser()
-        if not (self.folder / "embedding_model.ckpt").is_file():
-            raise ValueError(f"speechbrain-ecapa model={self.options.model!r}: no embedding_model.ckpt in that folder; "
-                             "give the folder of speechbrain/spkrec-ecapa-voxceleb's files")
+        self.folder = required_path(self.name, "model", self.options.model, folder=True,
+                                    markers=("embedding_model.ckpt",),
+                                    what="the folder of speechbrain/spkrec-ecapa-voxceleb's files",
+                                    example="/path/spkrec-ecapa-voxceleb")
         self.spec = canonical_spec(self.name, voice, options)
         self.device = self.options.device
-        self._encoder: Any = None
-        self._load_lock = threading.Lock()
+        self._model: LazyModel[Any] = LazyModel(self._build)
 
     def _load(self) -> Any:
-        with self._load_lock:
-            if self._encoder is None:
-                sb = speechbrain_modules()
-                self.device = torch_device(self.options.device)
-                model = load_checkpoint(sb["ECAPA_TDNN"](**ECAPA), self.folder / "embedding_model.ckpt",
-                                        what="spkrec-ecapa-voxceleb's ECAPA-TDNN", spec=self.spec)
-                modules = {"compute_features": sb["Fbank"](n_mels=80),
-                           "mean_var_norm": sb["InputNormalization"](norm_type="sentence", std_norm=False),
-                           "embedding_model": model}
-                self._encoder = sb["EncoderClassifier"](modules=modules, hparams={},
-                                                        run_opts={"device": self.device})
-                self._encoder.mods.eval()
-            return self._encoder
+        return self._model.get()
+
+    def _build(self) -> Any:
+        sb = speechbrain_modules()
+        self.device = torch_device(self.options.device)
+        model = load_checkpoint(sb["ECAPA_TDNN"](**ECAPA), self.folder / "embedding_model.ckpt",
+                                what="spkrec-ecapa-voxceleb's ECAPA-TDNN", spec=self.spec)
+        modules = {"compute_features": sb["Fbank"](n_mels=80),
+                   "mean_var_norm": sb["InputNormalization"](norm_type="sentence", std_norm=False),
+                   "embedding_model": model}
+        encoder = sb["EncoderClassifier"](modules=modules, hparams={}, run_opts={"device": self.device})
+        encoder.mods.eval()
+        return encoder
 
     def embed(self, batch: list[Audio]) -> list[np.ndarray]:
         """The embedding of each clip, in order.

@@ -18,7 +18,7 @@ The manifest is read, and the folder listed, once per provider instance. The syn
 `synthesize(..., item_id=...)` because of `keyed_by_item`, and never reuses one item's clip for another item
 with the same text.
 
-Workers never read the folder or manifest (issue 27): a run stages each `files:` system on the client before any
+Workers never read the folder or manifest: a run stages each `files:` system on the client before any
 work is handed out (`stage_clips`, called by ttseval.tasks.staging). Every item's clip is read and decoded there,
 exactly as `synthesize` would, stored as 16-bit WAV in the store's content-addressed audio (blobs/audio/<sha>.wav,
 as voice prompts and synthesized clips are), and the set is recorded, itself content-addressed:

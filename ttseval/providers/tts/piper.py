@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -11,6 +10,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from ttseval.providers import EngineVersion, canonical_spec, onnx_session_options, package_version, parse_options
+from ttseval.providers.local_model import LazyModel
 from ttseval.core.audio import Audio
 from ttseval.core.errors import PermanentProviderError
 from ttseval.core.languages import base_language
@@ -75,25 +75,24 @@ class PiperTTS:
         self.sample_rate_hz = int(config["audio"]["sample_rate"])
         lang = config.get("language", {})
         self.language = str(lang.get("code") or config.get("espeak", {}).get("voice", ""))
-        self._voice_model: Any = None
-        self._load_lock = threading.Lock()
+        self._model: LazyModel[Any] = LazyModel(self._build)
 
     def _load(self) -> Any:
-        with self._load_lock:
-            if self._voice_model is None:
-                try:
-                    import onnxruntime
-                    from piper import PiperConfig, PiperVoice
-                except ImportError as e:
-                    raise ImportError("piper provider needs the piper-tts package: pip install 'ttseval[engines]'") from e
-                # PiperVoice.load's steps (config, then a CPU session) with one session made with our options: on a
-                # Dask worker, this worker's share of the cores (providers.model_threads), ORT's defaults elsewhere.
-                # Loading with PiperVoice.load and then replacing its session built the model twice per worker
-                # (issue 31's profile: 1.3-1.4 CPU-s of each worker's start).
-                session = onnxruntime.InferenceSession(str(self.model_path), sess_options=onnx_session_options(),
-                                                       providers=["CPUExecutionProvider"])
-                self._voice_model = PiperVoice(config=PiperConfig.from_dict(self._config), session=session)
-            return self._voice_model
+        return self._model.get()
+
+    def _build(self) -> Any:
+        try:
+            import onnxruntime
+            from piper import PiperConfig, PiperVoice
+        except ImportError as e:
+            raise ImportError("piper provider needs the piper-tts package: pip install 'ttseval[engines]'") from e
+        # PiperVoice.load's steps (config, then a CPU session) with one session made with our options: on a
+        # Dask worker, this worker's share of the cores (providers.model_threads), ORT's defaults elsewhere.
+        # Loading with PiperVoice.load and then replacing its session built the model twice per worker
+        # (profiled: 1.3-1.4 CPU-s of each worker's start).
+        session = onnxruntime.InferenceSession(str(self.model_path), sess_options=onnx_session_options(),
+                                               providers=["CPUExecutionProvider"])
+        return PiperVoice(config=PiperConfig.from_dict(self._config), session=session)
 
     def supports_language(self, language: str) -> bool:
         """Whether the voice's language (its config's language code) has the same base language."""

@@ -29,6 +29,7 @@ from pydantic import BaseModel, Field
 from ttseval.providers import (EngineVersion, TorchDevice, canonical_spec, out_of_memory, package_version,
                               parse_options, torch_device)
 from ttseval.providers._local_models import resolve_local_model
+from ttseval.providers.local_model import LazyModel, model_source
 from ttseval.core.audio import Audio
 from ttseval.core.errors import PermanentProviderError
 from ttseval.core.languages import base_language
@@ -66,35 +67,32 @@ class TransformersDiaTTS:
     def __init__(self, voice: str | None = None, **options: str) -> None:
         self.options = parse_options(DiaOptions, options, provider=self.name)
         self.spec = canonical_spec(self.name, voice, options)
-        source = self.options.model or voice
-        if not source:
-            raise ValueError("transformers-dia needs a model: transformers-dia:<local dir or hub id> or model=PATH")
+        source = model_source(self.name, voice, self.options.model)
         self.voice = voice or source
         self.model_path = resolve_local_model(source, who=self.name)
         self.device = self.options.device
-        self._loaded: tuple[Any, Any] | None = None
-        self._load_lock = threading.Lock()
+        self._model: LazyModel[tuple[Any, Any]] = LazyModel(self._build)
         self._run_lock = threading.Lock()  # torch's global generator is seeded per call
 
     def _load(self) -> tuple[Any, Any]:
-        with self._load_lock:
-            if self._loaded is None:
-                try:
-                    from transformers import DiaForConditionalGeneration, DiaProcessor
-                except ImportError as e:
-                    raise ImportError("transformers-dia needs torch: pip install 'ttseval[models]'") from e
-                path = str(self.model_path)
-                try:
-                    processor = DiaProcessor.from_pretrained(path, local_files_only=True)
-                    model = DiaForConditionalGeneration.from_pretrained(path, local_files_only=True)
-                except (OSError, ValueError, KeyError) as e:
-                    raise PermanentProviderError(f"transformers could not load a Dia model and processor from "
-                                                 f"{path!r}: {e}", spec=self.spec) from e
-                self.device = torch_device(self.options.device)
-                model.to(self.device).eval()
-                processor.audio_tokenizer.to(self.device)
-                self._loaded = (model, processor)
-            return self._loaded
+        return self._model.get()
+
+    def _build(self) -> tuple[Any, Any]:
+        try:
+            from transformers import DiaForConditionalGeneration, DiaProcessor
+        except ImportError as e:
+            raise ImportError("transformers-dia needs torch: pip install 'ttseval[models]'") from e
+        path = str(self.model_path)
+        try:
+            processor = DiaProcessor.from_pretrained(path, local_files_only=True)
+            model = DiaForConditionalGeneration.from_pretrained(path, local_files_only=True)
+        except (OSError, ValueError, KeyError) as e:
+            raise PermanentProviderError(f"transformers could not load a Dia model and processor from "
+                                         f"{path!r}: {e}", spec=self.spec) from e
+        self.device = torch_device(self.options.device)
+        model.to(self.device).eval()
+        processor.audio_tokenizer.to(self.device)
+        return model, processor
 
     def supports_language(self, language: str) -> bool:
         return base_language(language) == "en"

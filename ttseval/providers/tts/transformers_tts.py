@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 from ttseval.providers import (EngineVersion, TorchDevice, canonical_spec, out_of_memory, package_version,
                               parse_options, torch_device)
 from ttseval.providers._local_models import resolve_local_model
+from ttseval.providers.local_model import LazyModel, model_source
 from ttseval.core.audio import Audio
 from ttseval.core.errors import PermanentProviderError, TransientProviderError
 from ttseval.core.languages import base_language
@@ -93,9 +94,7 @@ class TransformersTTS:
     def __init__(self, voice: str | None = None, **options: str) -> None:
         self.options = parse_options(TransformersTTSOptions, options, provider=self.name)
         self.spec = canonical_spec(self.name, voice, options)
-        source = self.options.model or voice
-        if not source:
-            raise ValueError("transformers-tts needs a model: transformers-tts:<local dir or hub id> or model=PATH")
+        source = model_source(self.name, voice, self.options.model)
         self.voice = voice or source
         self.model_path = resolve_local_model(source, who="transformers-tts")  # ValueError naming `source`
         self.batch_size = self.options.batch_size  # read by the synthesis stage
@@ -111,37 +110,36 @@ class TransformersTTS:
         if not self.language:
             raise ValueError(f"transformers-tts model {str(self.model_path)!r} declares no language (MMS-TTS "
                              "checkpoints name it in tokenizer_config.json); pass the option language=, e.g. eng")
-        self._loaded: tuple[Any, Any, str] | None = None
-        self._load_lock = threading.Lock()
+        self._model: LazyModel[tuple[Any, Any, str]] = LazyModel(self._build)
         self._run_lock = threading.Lock()  # one forward pass at a time: the decoder is swapped during a batch
 
     def _load(self) -> tuple[Any, Any, str]:
         """(model, tokenizer, device), loaded once."""
-        with self._load_lock:
-            if self._loaded is None:
-                try:
-                    import torch  # noqa: F401 - transformers needs it for VitsModel
-                    from transformers import AutoTokenizer, VitsModel
-                except ImportError as e:
-                    raise ImportError(
-                        "transformers-tts needs the transformers and torch packages: pip install 'ttseval[models]'"
-                    ) from e
-                path = str(self.model_path)
-                try:
-                    model = VitsModel.from_pretrained(path, local_files_only=True)
-                    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-                except (OSError, ValueError, KeyError) as e:
-                    raise PermanentProviderError(
-                        f"transformers could not load a VITS model from {path!r}: {e}", spec=self.spec
-                    ) from e
-                device = torch_device(self.options.device)
-                for option in ("noise_scale", "noise_scale_duration"):  # read by VitsModel.forward
-                    if getattr(self.options, option) is not None:
-                        setattr(model, option, getattr(self.options, option))
-                model.to(device).eval()
-                _install_item_noise()
-                self._loaded = (model, tokenizer, device)
-            return self._loaded
+        return self._model.get()
+
+    def _build(self) -> tuple[Any, Any, str]:
+        try:
+            import torch  # noqa: F401 - transformers needs it for VitsModel
+            from transformers import AutoTokenizer, VitsModel
+        except ImportError as e:
+            raise ImportError(
+                "transformers-tts needs the transformers and torch packages: pip install 'ttseval[models]'"
+            ) from e
+        path = str(self.model_path)
+        try:
+            model = VitsModel.from_pretrained(path, local_files_only=True)
+            tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        except (OSError, ValueError, KeyError) as e:
+            raise PermanentProviderError(
+                f"transformers could not load a VITS model from {path!r}: {e}", spec=self.spec
+            ) from e
+        device = torch_device(self.options.device)
+        for option in ("noise_scale", "noise_scale_duration"):  # read by VitsModel.forward
+            if getattr(self.options, option) is not None:
+                setattr(model, option, getattr(self.options, option))
+        model.to(device).eval()
+        _install_item_noise()
+        return model, tokenizer, device
 
     def supports_language(self, language: str) -> bool:
         """Whether `language` has the checkpoint's base language ('en-US' and 'eng' match 'eng')."""
@@ -241,7 +239,7 @@ class TransformersTTS:
             "model_type": self.model_type,
             "language": self.language,
             "sample_rate_hz": self.sample_rate_hz,
-            "device": self._loaded[2] if self._loaded else None,
+            "device": self._load()[2] if self._model.loaded else None,
             "options": self.options.model_dump(),
         }
 

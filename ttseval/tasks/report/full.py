@@ -5,7 +5,7 @@ Every report records what it was written from (runs/<id>/report.inputs, a sha256
 but the report's own outputs and the run's log and lease (by name and size: parts are written once under new names,
 so a change of rows is a change of names), the settings, the systems, the run's description but its date, and the
 reporting code on disk (ttseval.core.paths.source_fingerprint). With `reuse` (the evaluate flow), a report whose
-record matches is kept as it is: a re-run that computed nothing skips 3.7 s of rendering (issue 31), and its report
+record matches is kept as it is: a re-run that computed nothing skips 3.7 s of rendering, and its report
 keeps the date of the run that wrote it.
 
 What a terminal shows of the run (the per-system table's cells and the leaderboard's Markdown) is stored with the
