@@ -38,8 +38,16 @@ class SimulatedJudge:
     accepts_instruction: ClassVar[bool] = False
     gpu: ClassVar[bool] = False
 
-    def __init__(self, voice: str | None = None, *, noise: str = "0.1", usd: str = "0.02", margin: str = "0.05",
-                 bias: str = "0", seed: str = "0") -> None:
+    def __init__(
+        self,
+        voice: str | None = None,
+        *,
+        noise: str = "0.1",
+        usd: str = "0.02",
+        margin: str = "0.05",
+        bias: str = "0",
+        seed: str = "0",
+    ) -> None:
         self.noise, self.usd, self.margin, self.seed = float(noise), float(usd), float(margin), int(seed)
         self.bias = float(bias)  # heard in favour of the clip played first
         self.spec = f"simulated:{voice or 'judge'}"
@@ -78,10 +86,10 @@ def main() -> None:
     args = parser.parse_args()
 
     os.environ["TTSEVAL_PLUGINS"] = json.dumps({"judge": {"simulated": "benchmarks.bench_cascade:SimulatedJudge"}})
-    from ttseval.metrics.agreement import kendalls_w
-    from ttseval.providers.judges.cascade import CascadeJudge
     from ttseval.core.audio import Audio
     from ttseval.core.protocols import PairwiseRequest
+    from ttseval.metrics.agreement import kendalls_w
+    from ttseval.providers.judges.cascade import CascadeJudge
 
     rng = np.random.default_rng(args.seed)
     quality = np.linspace(0.5 - args.spread / 2, 0.5 + args.spread / 2, args.systems)  # candidates, evenly apart
@@ -94,27 +102,53 @@ def main() -> None:
             cand, base = q + item_effect + rng.normal(0, 0.1), baseline + item_effect + rng.normal(0, 0.1)
             first = bool(rng.integers(2))
             a, b = (cand, base) if first else (base, cand)
-            requests.append((first, PairwiseRequest(
-                item_id=f"s{s}-i{i}", text="t", language="en", category="questions", rubric="r", first=silence,
-                second=silence, first_signals={"quality": a}, second_signals={"quality": b})))
+            requests.append(
+                (
+                    first,
+                    PairwiseRequest(
+                        item_id=f"s{s}-i{i}",
+                        text="t",
+                        language="en",
+                        category="questions",
+                        rubric="r",
+                        first=silence,
+                        second=silence,
+                        first_signals={"quality": a},
+                        second_signals={"quality": b},
+                    ),
+                )
+            )
             system_of.append(s)
 
     def win_rates(vs: list[Any]) -> np.ndarray:
-        score = np.array([1.0 if v.winner == ("first" if first else "second") else 0.5 if v.winner == "tie" else 0.0
-                          for (first, _), v in zip(requests, vs)])
+        score = np.array(
+            [
+                1.0 if v.winner == ("first" if first else "second") else 0.5 if v.winner == "tie" else 0.0
+                for (first, _), v in zip(requests, vs)
+            ]
+        )
         return np.array([score[np.array(system_of) == s].mean() for s in range(args.systems)])
 
-    print(f"{args.systems} systems x {args.items} items = {len(requests)} pairs; strong judge noise 0.1 at USD 0.02 "
-          "a call; cheap judge at USD 0.001 a call, noise as listed, preferring the first clip by 0.05")
+    print(
+        f"{args.systems} systems x {args.items} items = {len(requests)} pairs; strong judge noise 0.1 at USD 0.02 "
+        "a call; cheap judge at USD 0.001 a call, noise as listed, preferring the first clip by 0.05"
+    )
     # (escalation rules, escalate_sample, audit_share): every unsettled pair; flips only; a fifth of the unsettled
     # pairs with a 3% audit (the configuration sized for the cost target)
     configs = [(["tie", "subtle", "flip"], 1.0, 0.1), (["flip"], 1.0, 0.1), (["tie", "subtle", "flip"], 0.2, 0.03)]
     for cheap_noise in args.cheap_noise:
         for escalate, sample, audit in configs:
-            os.environ["TTSEVAL_CASCADES"] = json.dumps({"bench": {
-                "cheap": f"simulated:cheap:noise={cheap_noise}:usd=0.001:bias=0.05",
-                "strong": "simulated:strong:noise=0.1:usd=0.02", "escalate": escalate, "escalate_sample": sample,
-                "audit_share": audit}})
+            os.environ["TTSEVAL_CASCADES"] = json.dumps(
+                {
+                    "bench": {
+                        "cheap": f"simulated:cheap:noise={cheap_noise}:usd=0.001:bias=0.05",
+                        "strong": "simulated:strong:noise=0.1:usd=0.02",
+                        "escalate": escalate,
+                        "escalate_sample": sample,
+                        "audit_share": audit,
+                    }
+                }
+            )
             cascade = CascadeJudge("bench")
             cheap_alone = win_rates(cascade.cheap.judge_pairs([r for _, r in requests]))
             cascade.cheap.calls = 0
@@ -127,12 +161,14 @@ def main() -> None:
             a, c = win_rates(alone), win_rates(verdicts)
             w = kendalls_w(np.vstack([a, c]), correct_ties=True)
             w_cheap = kendalls_w(np.vstack([a, cheap_alone]), correct_ties=True)
-            print(f"cheap noise {cheap_noise}, escalate on {'/'.join(escalate)}, escalate_sample {sample}, audit_share "
-                  f"{audit}: Kendall's W vs strong alone {w:.3f} (target >= 0.95); cost / strong alone "
-                  f"{cascade_usd / strong_usd:.3f} (target <= 0.20); escalated {escalated / len(requests):.3f} "
-                  f"({cascade.cheap.calls} cheap calls, {cascade.strong.calls} strong); win-rate mean abs. difference "
-                  f"from strong alone {np.abs(c - a).mean():.3f} (cheap judge alone, one order: W {w_cheap:.3f}, "
-                  f"{np.abs(cheap_alone - a).mean():.3f})")
+            print(
+                f"cheap noise {cheap_noise}, escalate on {'/'.join(escalate)}, escalate_sample {sample}, audit_share "
+                f"{audit}: Kendall's W vs strong alone {w:.3f} (target >= 0.95); cost / strong alone "
+                f"{cascade_usd / strong_usd:.3f} (target <= 0.20); escalated {escalated / len(requests):.3f} "
+                f"({cascade.cheap.calls} cheap calls, {cascade.strong.calls} strong); win-rate mean abs. difference "
+                f"from strong alone {np.abs(c - a).mean():.3f} (cheap judge alone, one order: W {w_cheap:.3f}, "
+                f"{np.abs(cheap_alone - a).mean():.3f})"
+            )
             print("  win-rates, strong alone: " + " ".join(f"{x:.3f}" for x in a))
             print("  win-rates, cascade:      " + " ".join(f"{x:.3f}" for x in c))
 

@@ -30,8 +30,10 @@ def one(mode: str, seconds: float, workers: int) -> dict:
     from distributed import Client, LocalCluster
 
     me = psutil.Process()
-    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
-            Client(cluster) as client:
+    with (
+        LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster,
+        Client(cluster) as client,
+    ):
         client.submit(sum, [1, 2]).result()
         time.sleep(2)
         procs = [me, *me.children(recursive=True)]
@@ -39,8 +41,10 @@ def one(mode: str, seconds: float, workers: int) -> dict:
         time.sleep(seconds)
         used = {p.pid: sum(p.cpu_times()[:2]) - before[p.pid] for p in procs}
     per_min = 60.0 / seconds
-    return {"command process (scheduler, nannies)": used[me.pid] * per_min,
-            "worker processes": sum(v for pid, v in used.items() if pid != me.pid) * per_min}
+    return {
+        "command process (scheduler, nannies)": used[me.pid] * per_min,
+        "worker processes": sum(v for pid, v in used.items() if pid != me.pid) * per_min,
+    }
 
 
 def main() -> None:
@@ -54,8 +58,12 @@ def main() -> None:
         return
     results = {}
     for mode in ("dask", "ttseval"):
-        out = subprocess.run([sys.executable, __file__, "--one", mode, "--seconds", str(args.seconds),
-                              "--workers", str(args.workers)], capture_output=True, text=True, check=True).stdout
+        out = subprocess.run(
+            [sys.executable, __file__, "--one", mode, "--seconds", str(args.seconds), "--workers", str(args.workers)],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         results[mode] = json.loads(out.strip().splitlines()[-1])
     print(f"idle LocalCluster, {args.workers} worker processes, {args.seconds:.0f} s each way; CPU-seconds a minute:")
     print(f"  {'process':<40} {'Dask defaults':>14} {'ttseval':>10}")

@@ -41,6 +41,7 @@ import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
+
 from ttseval.core.telemetry import TELEMETRY_OFF
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,11 +50,11 @@ BIN = Path(sys.executable).parent
 
 def plain_loop(dataset: str, systems: list[str]) -> dict:
     """The same work as the flow, one item after another in this process."""
-    from ttseval.metrics.normalize import normalizer_for
-    from ttseval.metrics.wer import error_counts
     from ttseval.core.categories import CATEGORIES
     from ttseval.core.config import load_settings
     from ttseval.corpus.items import load_items
+    from ttseval.metrics.normalize import normalizer_for
+    from ttseval.metrics.wer import error_counts
     from ttseval.providers.asr import ASR
     from ttseval.providers.quality import QUALITY
     from ttseval.providers.tts import TTS
@@ -235,13 +236,30 @@ def main() -> None:
     own_server = env | {"TTSEVAL_PREFECT_SERVER_KEEP_S": "0"}  # a temporary server per command, the way before
     # its database migrated before anything is timed, as a user's is after the first command ever (the first run
     # then pays a server's start, not Prefect's migrations, as the temporary server did on a used PREFECT_HOME)
-    subprocess.run([str(BIN / "prefect"), "server", "database", "upgrade", "-y"], env=env, check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    subprocess.run(
+        [str(BIN / "prefect"), "server", "database", "upgrade", "-y"],
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
     from ttseval.infra.prefect_server import server_folder, stop_server
 
     with tempfile.TemporaryDirectory() as store:
-        cmd = [str(BIN / "ttseval"), "evaluate", "--dataset", args.dataset, "--systems", args.systems,
-               "--store", store, "--run-id", "bench", "--workers", str(args.workers)]
+        cmd = [
+            str(BIN / "ttseval"),
+            "evaluate",
+            "--dataset",
+            args.dataset,
+            "--systems",
+            args.systems,
+            "--store",
+            store,
+            "--run-id",
+            "bench",
+            "--workers",
+            str(args.workers),
+        ]
         try:
             # the shared server started first, on its own, as any command does for those of the next 10 minutes: the
             # first run then measures a run's own cost, and the server's start is counted once, beside it
@@ -251,46 +269,72 @@ def main() -> None:
             flow_first = json.loads(logs[-1].read_text())["wall_s"]
             again = timed(cmd, env, "again")
             computed_again = json.loads(sorted(Path(store, "runs", "bench", "log").glob("*.json"))[-1].read_text())[
-                "computed"]
+                "computed"
+            ]
             again_own = timed(cmd, own_server, "again-own")
 
             def export(test_id: str) -> list[str]:  # a listening test is a new input of the report: after the re-runs
-                return [str(BIN / "ttseval"), "human-eval", "export", "--store", store, "--run-id", "bench", "--kind",
-                        "mos", "--items", "4", "--test-id", test_id, "--out", str(Path(store, "listening", test_id))]
+                return [
+                    str(BIN / "ttseval"),
+                    "human-eval",
+                    "export",
+                    "--store",
+                    store,
+                    "--run-id",
+                    "bench",
+                    "--kind",
+                    "mos",
+                    "--items",
+                    "4",
+                    "--test-id",
+                    test_id,
+                    "--out",
+                    str(Path(store, "listening", test_id)),
+                ]
 
             small = timed(export("bench-shared"), env, "small")
             small_own = timed(export("bench-own"), own_server, "small-own")
         finally:
             assert stop_server(server_folder(Path(home))) == "stopped", "the shared server was not found or stopped"
             shutil.rmtree(home, ignore_errors=True)
-    loop = timed([sys.executable, __file__, "--plain-loop", "--dataset", args.dataset, "--systems", args.systems], env,
-                 "loop")
+    loop = timed(
+        [sys.executable, __file__, "--plain-loop", "--dataset", args.dataset, "--systems", args.systems], env, "loop"
+    )
 
     print(f"dataset: {args.dataset}\nsystems: {args.systems}\nworkers: {args.workers}, cores: {os.cpu_count()}")
     print(f"first run (whole command):          {first:8.1f} s   (flow alone {flow_first:.1f} s)")
     print(f"re-run (whole command):             {again:8.1f} s   computed {computed_again}")
     print(f"re-run / first run:                 {again / first:8.3f}")
     print(f"re-run, a temporary server of its own (prefect_server_keep_s = 0): {again_own:.1f} s")
-    print(f"small flow (human-eval export of 4 items): {small:.1f} s; with a temporary server of its own "
-          f"{small_own:.1f} s")
+    print(
+        f"small flow (human-eval export of 4 items): {small:.1f} s; with a temporary server of its own "
+        f"{small_own:.1f} s"
+    )
     print(f"plain sequential loop (whole proc): {loop:8.1f} s")
     print(f"pipeline / plain loop:              {first / loop:8.3f}")
     cores = os.cpu_count() or 1
     for label, wall in (("first", first), ("loop", loop)):
-        print(f"CPU time, {label + ' run' if label == 'first' else 'plain loop'}: {CPU_S[label]:8.1f} s "
-              f"= {CPU_S[label] / wall:.2f} of {cores} cores busy on average")
+        print(
+            f"CPU time, {label + ' run' if label == 'first' else 'plain loop'}: {CPU_S[label]:8.1f} s "
+            f"= {CPU_S[label] / wall:.2f} of {cores} cores busy on average"
+        )
     print(f"pipeline CPU / plain loop CPU:      {CPU_S['first'] / CPU_S['loop']:8.3f}   (the shared server already up)")
     start_cpu = CPU_BY_ROLE["server-start"].get("Prefect server", 0.0)
-    print(f"the shared Prefect server's start:  {start_cpu:8.1f} CPU-s (its keeper and uvicorn, until ready), paid "
-          "by the first command in 10 idle minutes")
+    print(
+        f"the shared Prefect server's start:  {start_cpu:8.1f} CPU-s (its keeper and uvicorn, until ready), paid "
+        "by the first command in 10 idle minutes"
+    )
     print(f"  counted in the first run:         {(CPU_S['first'] + start_cpu) / CPU_S['loop']:8.3f} CPU ratio")
     print_profile()
 
 
 def print_profile() -> None:
     """Where the first run's and the re-run's seconds go, beside the plain loop's."""
-    for label, title in (("first", "first run"), ("again", "re-run"),  # a phase a run did not log joins the next
-                         ("again-own", "re-run, a temporary Prefect server of its own")):
+    for label, title in (
+        ("first", "first run"),
+        ("again", "re-run"),  # a phase a run did not log joins the next
+        ("again-own", "re-run, a temporary Prefect server of its own"),
+    ):
         print(f"\n{title}: wall time by phase (s), from the command's log timestamps:")
         for name, seconds in PHASES[label]:
             print(f"  {seconds:8.1f}  {name}")
@@ -298,10 +342,14 @@ def print_profile() -> None:
     roles = list(dict.fromkeys(r for label in ("first", "again", "loop") for r in CPU_BY_ROLE[label]))
     print(f"  {'process':<50} {'first':>8} {'re-run':>8} {'loop':>8}")
     for name in roles:
-        print(f"  {name:<50} " + " ".join(f"{CPU_BY_ROLE[label].get(name, 0.0):8.1f}"
-                                         for label in ("first", "again", "loop")))
-    print(f"  {'total (the command, its children, the shared server)':<50} "
-          + " ".join(f"{CPU_S[label]:8.1f}" for label in ("first", "again", "loop")))
+        print(
+            f"  {name:<50} "
+            + " ".join(f"{CPU_BY_ROLE[label].get(name, 0.0):8.1f}" for label in ("first", "again", "loop"))
+        )
+    print(
+        f"  {'total (the command, its children, the shared server)':<50} "
+        + " ".join(f"{CPU_S[label]:8.1f}" for label in ("first", "again", "loop"))
+    )
     print(f"  pipeline CPU - plain loop CPU: {CPU_S['first'] - CPU_S['loop']:.1f} s")
 
 

@@ -36,10 +36,10 @@ def main() -> None:
 
     telemetry_off()
     os.environ.setdefault("OPENAI_API_KEY", "sk-benchmark")
-    from ttseval.flows.generate_dataset import generate_dataset
     from tests import gen_fakes
     from tests.fake_openai import FakeOpenAI
     from ttseval.cli import prefect_api
+    from ttseval.flows.generate_dataset import generate_dataset
 
     def run(fake: FakeOpenAI, store: str, concurrency: int) -> tuple[float, dict]:
         spec = f"openai:bench-model:base_url={fake.base_url}:concurrency={concurrency}"
@@ -47,16 +47,21 @@ def main() -> None:
         result = generate_dataset(llm=spec, store=store, breadth=args.breadth, depth_steps=args.depth_steps)
         return time.perf_counter() - t0, result
 
-    with FakeOpenAI(lambda r: gen_fakes.answer(r.text(), r.system_text()), delay_s=args.latency_s) as fake, \
-            prefect_api(), tempfile.TemporaryDirectory() as tmp:
+    with (
+        FakeOpenAI(lambda r: gen_fakes.answer(r.text(), r.system_text()), delay_s=args.latency_s) as fake,
+        prefect_api(),
+        tempfile.TemporaryDirectory() as tmp,
+    ):
         concurrent_s, first = run(fake, str(Path(tmp) / "a"), 4)
         rerun_s, again = run(fake, str(Path(tmp) / "a"), 4)
         sequential_s, _ = run(fake, str(Path(tmp) / "b"), 1)
     print(f"items {first['n_items']} by depth {first['items_by_depth']}; LLM latency {args.latency_s:.3f} s/call")
     print(f"first run, concurrency 4:  {concurrent_s:7.1f} s  ({first['calls']['made']} calls made)")
     print(f"first run, concurrency 1:  {sequential_s:7.1f} s")
-    print(f"re-run (all cached):       {rerun_s:7.1f} s  ({again['calls']['made']} calls made, "
-          f"{again['calls']['cached']} cached)")
+    print(
+        f"re-run (all cached):       {rerun_s:7.1f} s  ({again['calls']['made']} calls made, "
+        f"{again['calls']['cached']} cached)"
+    )
     print(f"concurrent / sequential:   {concurrent_s / sequential_s:7.3f}")
     print(f"re-run / first run:        {rerun_s / concurrent_s:7.3f}")
 

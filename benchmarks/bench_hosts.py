@@ -44,11 +44,15 @@ REQUEST = re.compile(r'"(GET|PUT|POST|HEAD|DELETE) ')
 
 def link_stats(lan: Lan, name: str) -> dict[str, int]:
     """Bytes and packets on host `name`'s link, seen from the client's side: rx is what the host sent."""
-    out = subprocess.run(["ip", "-s", "-j", "link", "show", lan.hosts[name].link], check=True, capture_output=True,
-                         text=True).stdout
+    out = subprocess.run(
+        ["ip", "-s", "-j", "link", "show", lan.hosts[name].link], check=True, capture_output=True, text=True
+    ).stdout
     stats = json.loads(out)[0]["stats64"]
-    return {"sent": stats["rx"]["bytes"], "received": stats["tx"]["bytes"],
-            "packets": stats["rx"]["packets"] + stats["tx"]["packets"]}
+    return {
+        "sent": stats["rx"]["bytes"],
+        "received": stats["tx"]["bytes"],
+        "packets": stats["rx"]["packets"] + stats["tx"]["packets"],
+    }
 
 
 def requests(lan: Lan) -> dict[str, int]:
@@ -100,32 +104,58 @@ def children_cpu() -> float:
 
 def measure(lan: Lan, name: str, env: dict[str, str], dataset: Path) -> dict:
     """One evaluate from the client into s3://lan/<name>; what it cost, as deltas over the run."""
-    before = {"links": {h: link_stats(lan, h) for h in ("s3", "scheduler")}, "requests": requests(lan),
-              "cpu": host_cpu(lan), "client": children_cpu(), "scheduler": scheduler_state(lan)}
+    before = {
+        "links": {h: link_stats(lan, h) for h in ("s3", "scheduler")},
+        "requests": requests(lan),
+        "cpu": host_cpu(lan),
+        "client": children_cpu(),
+        "scheduler": scheduler_state(lan),
+    }
     t0 = time.perf_counter()
-    done = subprocess.run([str(BIN / "ttseval"), "evaluate", "--dataset", str(dataset), "--store", f"s3://lan/{name}",
-                           "--new-store", "--run-id", name], env=env, cwd=lan.client_files, capture_output=True,
-                          text=True)
+    done = subprocess.run(
+        [
+            str(BIN / "ttseval"),
+            "evaluate",
+            "--dataset",
+            str(dataset),
+            "--store",
+            f"s3://lan/{name}",
+            "--new-store",
+            "--run-id",
+            name,
+        ],
+        env=env,
+        cwd=lan.client_files,
+        capture_output=True,
+        text=True,
+    )
     wall = time.perf_counter() - t0
     if done.returncode != 0:
         raise SystemExit(f"{name}: exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
     links = {h: link_stats(lan, h) for h in ("s3", "scheduler")}
     after_requests, cpu, sched = requests(lan), host_cpu(lan), scheduler_state(lan)
     s3 = lan.s3()
-    objects = [o for page in s3.get_paginator("list_objects_v2").paginate(Bucket="lan", Prefix=f"{name}/")
-               for o in page.get("Contents", [])]
+    objects = [
+        o
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket="lan", Prefix=f"{name}/")
+        for o in page.get("Contents", [])
+    ]
     clips = int(re.search(r"computed rows: \{'synthesis': (\d+)", done.stdout).group(1))
     return {
-        "wall_s": wall, "clips": clips,
+        "wall_s": wall,
+        "clips": clips,
         "requests": {m: after_requests.get(m, 0) - before["requests"].get(m, 0) for m in after_requests},
         "s3_sent": links["s3"]["sent"] - before["links"]["s3"]["sent"],
         "s3_received": links["s3"]["received"] - before["links"]["s3"]["received"],
         "scheduler_packets": links["scheduler"]["packets"] - before["links"]["scheduler"]["packets"],
-        "cpu": {"client": children_cpu() - before["client"],
-                **{h: cpu.get(h, 0.0) - before["cpu"].get(h, 0.0) for h in cpu if h != "vendor"}},
+        "cpu": {
+            "client": children_cpu() - before["client"],
+            **{h: cpu.get(h, 0.0) - before["cpu"].get(h, 0.0) for h in cpu if h != "vendor"},
+        },
         "transitions": sched["transitions"] - before["scheduler"]["transitions"],
         "scheduler_rss_mib": sched["rss_mib"],
-        "objects": len(objects), "stored_bytes": sum(o["Size"] for o in objects),
+        "objects": len(objects),
+        "stored_bytes": sum(o["Size"] for o in objects),
         "audio_bytes": sum(o["Size"] for o in objects if "/blobs/" in o["Key"] or o["Key"].endswith(".wav")),
     }
 
@@ -157,8 +187,10 @@ def shard_payload(items: int) -> int:
     from ttseval.core.config import load_settings
 
     settings = load_settings(store="s3://lan/x")
-    shard = {"spec": "espeak-ng:en-us", "items": [{"item_id": f"item-{i:06d}", "text": "x" * 190, "language": "en"}
-                                                   for i in range(items)]}
+    shard = {
+        "spec": "espeak-ng:en-us",
+        "items": [{"item_id": f"item-{i:06d}", "text": "x" * 190, "language": "en"} for i in range(items)],
+    }
     return len(cloudpickle.dumps((settings, "run-id", shard, f"shard 1/{items}")))
 
 
@@ -171,26 +203,33 @@ def scale(small: dict, hosts: dict, per_task: float, shard: int, items: int, sys
     def marginal(f) -> float:
         return (f(hosts) - f(small)) / extra
 
-    per = {"requests": marginal(lambda r: sum(r["requests"].values())),
-           "stored": marginal(lambda r: r["stored_bytes"]),
-           "audio": marginal(lambda r: r["audio_bytes"]),
-           "to_store": marginal(lambda r: r["s3_received"] + r["s3_sent"]),
-           "transitions": marginal(lambda r: r["transitions"]),
-           "worker_cpu": marginal(lambda r: r["cpu"].get("worker-a", 0) + r["cpu"].get("worker-b", 0))}
+    per = {
+        "requests": marginal(lambda r: sum(r["requests"].values())),
+        "stored": marginal(lambda r: r["stored_bytes"]),
+        "audio": marginal(lambda r: r["audio_bytes"]),
+        "to_store": marginal(lambda r: r["s3_received"] + r["s3_sent"]),
+        "transitions": marginal(lambda r: r["transitions"]),
+        "worker_cpu": marginal(lambda r: r["cpu"].get("worker-a", 0) + r["cpu"].get("worker-b", 0)),
+    }
     # one task per shard of `shard` items of one system, per stage: synthesis, transcripts, quality, judgments
     tasks = clips / shard * 4
-    return [f"per clip (hosts run of {hosts['clips']} clips minus the one of {small['clips']}): "
-            f"{per['requests']:.1f} store requests, {per['to_store'] / 1024:.0f} KiB over the store's link, "
-            f"{per['stored'] / 1024:.0f} KiB stored ({per['audio'] / 1024:.0f} KiB of it audio), "
-            f"{per['transitions']:.2f} scheduler transitions, {per['worker_cpu']:.2f} worker CPU-s",
-            f"scheduler memory per held task: {per_task / 1024:.1f} KiB (with a {shard}-item shard's arguments)",
-            f"{items:,} items x {systems} systems = {clips:,} clips, shard size {shard}:",
-            f"  store requests {per['requests'] * clips:,.0f}; over the store's link "
-            f"{per['to_store'] * clips / 2**30:,.0f} GiB; stored {per['stored'] * clips / 2**30:,.0f} GiB",
-            f"  about {tasks:,.0f} tasks; scheduler memory if all are submitted at once "
-            f"{tasks * per_task / 2**30:,.1f} GiB",
-            *(f"  worker CPU {per['worker_cpu'] * clips / 3600:,.0f} core-hours: "
-              f"{per['worker_cpu'] * clips / n / 3600:,.1f} h on {n} one-core workers" for n in (8, 64, 256))]
+    return [
+        f"per clip (hosts run of {hosts['clips']} clips minus the one of {small['clips']}): "
+        f"{per['requests']:.1f} store requests, {per['to_store'] / 1024:.0f} KiB over the store's link, "
+        f"{per['stored'] / 1024:.0f} KiB stored ({per['audio'] / 1024:.0f} KiB of it audio), "
+        f"{per['transitions']:.2f} scheduler transitions, {per['worker_cpu']:.2f} worker CPU-s",
+        f"scheduler memory per held task: {per_task / 1024:.1f} KiB (with a {shard}-item shard's arguments)",
+        f"{items:,} items x {systems} systems = {clips:,} clips, shard size {shard}:",
+        f"  store requests {per['requests'] * clips:,.0f}; over the store's link "
+        f"{per['to_store'] * clips / 2**30:,.0f} GiB; stored {per['stored'] * clips / 2**30:,.0f} GiB",
+        f"  about {tasks:,.0f} tasks; scheduler memory if all are submitted at once "
+        f"{tasks * per_task / 2**30:,.1f} GiB",
+        *(
+            f"  worker CPU {per['worker_cpu'] * clips / 3600:,.0f} core-hours: "
+            f"{per['worker_cpu'] * clips / n / 3600:,.1f} h on {n} one-core workers"
+            for n in (8, 64, 256)
+        ),
+    ]
 
 
 def main() -> None:
@@ -212,25 +251,35 @@ def main() -> None:
         small_set.write_text("\n".join(lines[: max(1, args.items // 5)]) + "\n", encoding="utf-8")
         small = measure(lan, "hosts-small", on_hosts, small_set)
         hosts = measure(lan, "hosts", on_hosts, dataset)
-        print(f"{args.items} demo items, default systems; {os.cpu_count()} cores; "
-              f"{time.strftime('%Y-%m-%d', time.gmtime())}")
+        print(
+            f"{args.items} demo items, default systems; {os.cpu_count()} cores; "
+            f"{time.strftime('%Y-%m-%d', time.gmtime())}"
+        )
         print(f"{'':34}{'one host':>14}{'hosts':>14}{'hosts/one':>11}")
-        rows = [("wall time (s)", one["wall_s"], hosts["wall_s"]), ("clips", one["clips"], hosts["clips"]),
-                ("store requests", sum(one["requests"].values()), sum(hosts["requests"].values())),
-                *((f"  {m}", one["requests"].get(m, 0), hosts["requests"].get(m, 0))
-                  for m in sorted(set(one["requests"]) | set(hosts["requests"]))),
-                ("bytes to the store (MiB)", one["s3_received"] / 2**20, hosts["s3_received"] / 2**20),
-                ("bytes from the store (MiB)", one["s3_sent"] / 2**20, hosts["s3_sent"] / 2**20),
-                ("objects stored", one["objects"], hosts["objects"]),
-                ("stored (MiB)", one["stored_bytes"] / 2**20, hosts["stored_bytes"] / 2**20),
-                ("scheduler host packets", one["scheduler_packets"], hosts["scheduler_packets"]),
-                ("scheduler transitions", None, hosts["transitions"]),
-                *((f"CPU-s {h}", one["cpu"].get(h), hosts["cpu"].get(h))
-                  for h in ("client", "scheduler", "s3", "worker-a", "worker-b")),
-                ("CPU-s all hosts", sum(one["cpu"].values()), sum(hosts["cpu"].values()))]
+        rows = [
+            ("wall time (s)", one["wall_s"], hosts["wall_s"]),
+            ("clips", one["clips"], hosts["clips"]),
+            ("store requests", sum(one["requests"].values()), sum(hosts["requests"].values())),
+            *(
+                (f"  {m}", one["requests"].get(m, 0), hosts["requests"].get(m, 0))
+                for m in sorted(set(one["requests"]) | set(hosts["requests"]))
+            ),
+            ("bytes to the store (MiB)", one["s3_received"] / 2**20, hosts["s3_received"] / 2**20),
+            ("bytes from the store (MiB)", one["s3_sent"] / 2**20, hosts["s3_sent"] / 2**20),
+            ("objects stored", one["objects"], hosts["objects"]),
+            ("stored (MiB)", one["stored_bytes"] / 2**20, hosts["stored_bytes"] / 2**20),
+            ("scheduler host packets", one["scheduler_packets"], hosts["scheduler_packets"]),
+            ("scheduler transitions", None, hosts["transitions"]),
+            *(
+                (f"CPU-s {h}", one["cpu"].get(h), hosts["cpu"].get(h))
+                for h in ("client", "scheduler", "s3", "worker-a", "worker-b")
+            ),
+            ("CPU-s all hosts", sum(one["cpu"].values()), sum(hosts["cpu"].values())),
+        ]
         for label, a, b in rows:
-            cells = [f"{v:14.1f}" if isinstance(v, float) else f"{v:14}" if v is not None else f"{'-':>14}"
-                     for v in (a, b)]
+            cells = [
+                f"{v:14.1f}" if isinstance(v, float) else f"{v:14}" if v is not None else f"{'-':>14}" for v in (a, b)
+            ]
             ratio = f"{b / a:11.2f}" if a and b is not None else f"{'':11}"
             print(f"{label:34}{''.join(cells)}{ratio}")
         print(f"scheduler resident memory after the hosts run: {hosts['scheduler_rss_mib']:.0f} MiB")

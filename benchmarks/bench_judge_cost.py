@@ -39,13 +39,14 @@ def main() -> None:
 
     import pandas as pd
 
-    from ttseval.tasks.cost import WORDS_PER_MINUTE, estimate_judges
     from ttseval.core.config import load_settings
     from ttseval.core.store import ArtifactStore
+    from ttseval.tasks.cost import WORDS_PER_MINUTE, estimate_judges
 
     words = round(15.32 * WORDS_PER_MINUTE / 60)  # EmergentTTS-Eval's mean clip: 15.32 s, 33.9 words
-    items = pd.DataFrame([{"item_id": f"i{k}", "text": " ".join(["word"] * words), "instruction": None}
-                          for k in range(args.items)])
+    items = pd.DataFrame(
+        [{"item_id": f"i{k}", "text": " ".join(["word"] * words), "instruction": None} for k in range(args.items)]
+    )
     with tempfile.TemporaryDirectory() as tmp:
         store = ArtifactStore(tmp)
 
@@ -55,8 +56,10 @@ def main() -> None:
             [est] = estimate_judges(items, ["base", "cand"], "base", [judge], [], store, "r", settings)
             return est.usd
 
-        print(f"{args.items} items, one candidate against the baseline, clips of 15.3 s; the paper: about USD "
-              f"{PAPER_USD_PER_SYSTEM:.0f} per system with Gemini 2.5 Pro")
+        print(
+            f"{args.items} items, one candidate against the baseline, clips of 15.3 s; the paper: about USD "
+            f"{PAPER_USD_PER_SYSTEM:.0f} per system with Gemini 2.5 Pro"
+        )
         rows = []
         for tokens in (400, 3000):
             pro = usd("gemini:gemini-2.5-pro", tokens)

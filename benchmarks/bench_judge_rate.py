@@ -24,6 +24,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+
 from ttseval.core.telemetry import TELEMETRY_OFF
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,15 +34,15 @@ BIN = Path(sys.executable).parent
 
 def build_run(store_dir: Path, pairs: int) -> None:
     """A stored run of `pairs` items and two systems (espeak-ng, the baseline, and flite): clips, no judgments."""
+    from ttseval.core.config import load_settings
+    from ttseval.core.registry import Spec
+    from ttseval.core.store import ArtifactStore
     from ttseval.corpus import DEMO_DATASET
     from ttseval.corpus.items import read_items
     from ttseval.flows.common import register_items
+    from ttseval.providers.tts import TTS
     from ttseval.tasks.parts import commit
     from ttseval.tasks.synthesize import synthesize_rows
-    from ttseval.core.config import load_settings
-    from ttseval.providers.tts import TTS
-    from ttseval.core.registry import Spec
-    from ttseval.core.store import ArtifactStore
 
     demo = [json.loads(line) for line in DEMO_DATASET.read_text(encoding="utf-8").splitlines() if line.strip()]
     english = [d for d in demo if d["language"].startswith("en")]
@@ -86,29 +87,53 @@ class RateLimitedServer:
         return None
 
 
-def judge_once(store_dir: Path, pairs: int, rate: float, latency: float, workers: int, limited: bool,
-               env: dict[str, str]) -> dict[str, float]:
+def judge_once(
+    store_dir: Path, pairs: int, rate: float, latency: float, workers: int, limited: bool, env: dict[str, str]
+) -> dict[str, float]:
     from tests.fake_gemini import FakeGemini
 
     gate = RateLimitedServer(rate)
     with FakeGemini(responder=gate, delay_s=latency) as fake:
-        spec = (f"gemini:gemini-2.5-flash:base_url={fake.base_url}:backoff_s=0.2:max_retries=20"
-                f":temperature={0.1 if limited else 0.2}")  # a judge id of its own per pass: nothing reused
+        spec = (
+            f"gemini:gemini-2.5-flash:base_url={fake.base_url}:backoff_s=0.2:max_retries=20"
+            f":temperature={0.1 if limited else 0.2}"
+        )  # a judge id of its own per pass: nothing reused
         extra = {"GEMINI_API_KEY": "bench-key"}
         if limited:
             extra["TTSEVAL_VENDOR_LIMITS"] = json.dumps({"gemini": {"per_second": rate}})
         t0 = time.perf_counter()
-        done = subprocess.run([str(BIN / "ttseval"), "backfill-judge", "--store", str(store_dir), "--run-id", "r",
-                               "--judge", spec, "--workers", str(workers)], env=env | extra, capture_output=True,
-                              text=True, timeout=3600)
+        done = subprocess.run(
+            [
+                str(BIN / "ttseval"),
+                "backfill-judge",
+                "--store",
+                str(store_dir),
+                "--run-id",
+                "r",
+                "--judge",
+                spec,
+                "--workers",
+                str(workers),
+            ],
+            env=env | extra,
+            capture_output=True,
+            text=True,
+            timeout=3600,
+        )
         wall = time.perf_counter() - t0
         if done.returncode != 0:
             sys.exit(f"backfill-judge failed:\n{done.stderr[-3000:]}")
         accepted = sorted(gate.accepted)
         assert len(accepted) == pairs == fake.ok_responses, (len(accepted), pairs, fake.ok_responses)
         span = accepted[-1] - accepted[0]
-        return {"calls": len(accepted), "span_s": span, "per_s": (len(accepted) - 1) / span, "wall_s": wall,
-                "429": fake.status_counts[429], "max_in_flight": fake.max_in_flight}
+        return {
+            "calls": len(accepted),
+            "span_s": span,
+            "per_s": (len(accepted) - 1) / span,
+            "wall_s": wall,
+            "429": fake.status_counts[429],
+            "max_in_flight": fake.max_in_flight,
+        }
 
 
 def main() -> None:
@@ -119,21 +144,23 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
 
-    env = os.environ | {"PYTHONPATH": str(ROOT), **TELEMETRY_OFF,
-                        "TTSEVAL_SHARD_SIZE": "8"}
+    env = os.environ | {"PYTHONPATH": str(ROOT), **TELEMETRY_OFF, "TTSEVAL_SHARD_SIZE": "8"}
     with tempfile.TemporaryDirectory() as tmp:
         store_dir = Path(tmp) / "store"
         build_run(store_dir, args.pairs)
-        print(f"{args.pairs} pairs, fake judge latency {args.latency} s, vendor limit {args.rate}/s, "
-              f"{args.workers} Dask workers, shards of 8, 4 calls at once per shard")
+        print(
+            f"{args.pairs} pairs, fake judge latency {args.latency} s, vendor limit {args.rate}/s, "
+            f"{args.workers} Dask workers, shards of 8, 4 calls at once per shard"
+        )
         results = {}
         for limited in (True, False):
             label = "vendor limit on" if limited else "no vendor limit"
-            r = results[label] = judge_once(store_dir, args.pairs, args.rate, args.latency, args.workers, limited,
-                                            env)
-            print(f"  {label:16s} {r['calls']} calls in {r['span_s']:.1f} s: {r['per_s']:.2f}/s = "
-                  f"{r['per_s'] / args.rate:.3f} of the limit; 429s {r['429']}; most in flight "
-                  f"{r['max_in_flight']}; command {r['wall_s']:.1f} s")
+            r = results[label] = judge_once(store_dir, args.pairs, args.rate, args.latency, args.workers, limited, env)
+            print(
+                f"  {label:16s} {r['calls']} calls in {r['span_s']:.1f} s: {r['per_s']:.2f}/s = "
+                f"{r['per_s'] / args.rate:.3f} of the limit; 429s {r['429']}; most in flight "
+                f"{r['max_in_flight']}; command {r['wall_s']:.1f} s"
+            )
         on = results["vendor limit on"]
         print(f"judge throughput / configured rate limit: {on['per_s'] / args.rate:.3f} (target >= 0.9)")
 

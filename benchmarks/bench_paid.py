@@ -28,18 +28,20 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=200)
     args = parser.parse_args()
 
+    from tests.fake_tts import FakeOpenAISpeech
+    from ttseval.core.config import load_settings
+    from ttseval.core.registry import Spec
+    from ttseval.core.store import ArtifactStore
+    from ttseval.providers.tts import TTS
     from ttseval.tasks.cost import estimate_synthesis
     from ttseval.tasks.plan import Plan
     from ttseval.tasks.synthesize import synthesize_rows
-    from tests.fake_tts import FakeOpenAISpeech
-    from ttseval.core.config import load_settings
-    from ttseval.providers.tts import TTS
-    from ttseval.core.registry import Spec
-    from ttseval.core.store import ArtifactStore
 
     texts = [f"Sentence number {i}: is the kettle on, or did you forget again?" for i in range(args.items)]
-    items = [{"item_id": f"b{i}", "text": t, "language": "en", "category": "questions", "instruction": None}
-             for i, t in enumerate(texts)]
+    items = [
+        {"item_id": f"b{i}", "text": t, "language": "en", "category": "questions", "instruction": None}
+        for i, t in enumerate(texts)
+    ]
     with FakeOpenAISpeech(api_key=None) as fake, tempfile.TemporaryDirectory() as tmp:
         spec = Spec.parse(f"openai:alloy:base_url={fake.base_url}:model=tts-1")
         tts = TTS.build(spec)
@@ -61,8 +63,9 @@ def main() -> None:
         reuse = time.perf_counter() - t0
         assert all(r["cache_hit"] for r in again)
 
-        plan = Plan("synthesis", wanted=len(items), shards=[{"system": spec.canonical, "items": items,
-                                                             "index": 1, "of": 1}])
+        plan = Plan(
+            "synthesis", wanted=len(items), shards=[{"system": spec.canonical, "items": items, "index": 1, "of": 1}]
+        )
         fresh = load_settings(store=str(Path(tmp) / "empty"), tts_prices={"openai:tts-1": 15.0})
         t0 = time.perf_counter()
         [estimate] = estimate_synthesis(plan, ArtifactStore(fresh.store), fresh)

@@ -41,8 +41,12 @@ def _clips(count: int, seconds: float) -> list:
     from ttseval.core.audio import Audio
 
     t = np.arange(int(16000 * seconds)) / 16000
-    return [Audio((0.2 * sum(np.sin(2 * np.pi * k * (110 + 10 * i) * t) / k for k in range(1, 6))).astype(np.float32),
-                  16000) for i in range(count)]
+    return [
+        Audio(
+            (0.2 * sum(np.sin(2 * np.pi * k * (110 + 10 * i) * t) / k for k in range(1, 6))).astype(np.float32), 16000
+        )
+        for i in range(count)
+    ]
 
 
 def _peak_mib() -> float:
@@ -78,10 +82,18 @@ def child(specs: list[str], count: int, seconds: float) -> None:
         out = run(clips)
         elapsed = time.perf_counter() - started
         assert len(out) == count
-        print(json.dumps({"spec": spec.split(":")[0], "load_s": round(load_s, 2),
-                          "clips_per_s": round(count / elapsed, 2)}), flush=True)
-    print(json.dumps({"peak_mib": round(_peak_mib(), 1), "before_models_mib": round(before, 1),
-                      "gpu_mib": _gpu_peak_mib()}), flush=True)
+        print(
+            json.dumps(
+                {"spec": spec.split(":")[0], "load_s": round(load_s, 2), "clips_per_s": round(count / elapsed, 2)}
+            ),
+            flush=True,
+        )
+    print(
+        json.dumps(
+            {"peak_mib": round(_peak_mib(), 1), "before_models_mib": round(before, 1), "gpu_mib": _gpu_peak_mib()}
+        ),
+        flush=True,
+    )
 
 
 def _gpu_peak_mib() -> float | None:
@@ -109,8 +121,16 @@ def worker(specs: list[str], count: int, seconds: float, shards: int, in_memory:
             run = RUN[kind]
             digest.update(repr(getattr(model, run)(clips)).encode())
             del model
-    print(json.dumps({"peak_mib": round(_peak_mib(), 1), "wall_s": round(time.perf_counter() - started, 2),
-                      "digest": digest.hexdigest()[:16]}), flush=True)
+    print(
+        json.dumps(
+            {
+                "peak_mib": round(_peak_mib(), 1),
+                "wall_s": round(time.perf_counter() - started, 2),
+                "digest": digest.hexdigest()[:16],
+            }
+        ),
+        flush=True,
+    )
 
 
 def _tm():
@@ -124,10 +144,14 @@ BUILDERS = {  # each predictor's spec, built with random weights into a folder, 
     "nisqa": lambda m, d: f"nisqa:weights={_tm().build_random_nisqa(m / 'nisqa.tar')}",
     "sherpa-onnx": lambda m, d: f"sherpa-onnx:model={_tm().build_tiny_sherpa_speaker(m / 'tiny_xvector.onnx')}",
     "speechbrain-ecapa": lambda m, d: f"speechbrain-ecapa:model={_tm().build_random_ecapa(m / 'ecapa')}:device={d}",
-    "speechbrain-lid": lambda m, d: f"speechbrain-lid:model={_tm().build_random_voxlingua107(m / 'voxlingua107')}"
-                                    f":device={d}",
-    "seedtts-sim": lambda m, d: "seedtts-sim:weights=" + str(_tm().build_random_seedtts_sim(
-        m / "wavlm_large_finetune.pth", sizes=_tm().SEEDTTS_SIM_LARGE)) + f":device={d}",
+    "speechbrain-lid": lambda m, d: (
+        f"speechbrain-lid:model={_tm().build_random_voxlingua107(m / 'voxlingua107')}:device={d}"
+    ),
+    "seedtts-sim": lambda m, d: (
+        "seedtts-sim:weights="
+        + str(_tm().build_random_seedtts_sim(m / "wavlm_large_finetune.pth", sizes=_tm().SEEDTTS_SIM_LARGE))
+        + f":device={d}"
+    ),
 }
 
 
@@ -137,8 +161,11 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=4.0)
     parser.add_argument("--shards", type=int, default=3, help="shards a worker runs through every model")
     parser.add_argument("--device", default="cpu", help="the torch models' device: cpu, cuda, cuda:N or auto")
-    parser.add_argument("--only", default="utmos22,nisqa,sherpa-onnx,speechbrain-ecapa,speechbrain-lid",
-                        help="predictors to run, comma-separated (seedtts-sim too, at WavLM-Large's size)")
+    parser.add_argument(
+        "--only",
+        default="utmos22,nisqa,sherpa-onnx,speechbrain-ecapa,speechbrain-lid",
+        help="predictors to run, comma-separated (seedtts-sim too, at WavLM-Large's size)",
+    )
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--build", nargs=3, help=argparse.SUPPRESS)
@@ -161,15 +188,40 @@ def main() -> int:
             parser.error(f"--only {', '.join(unknown)}: choose among {', '.join(BUILDERS)}")
         # each model is built in a process of its own: a child inherits its parent's peak resident memory (ru_maxrss
         # survives fork and exec), so building WavLM-Large here would count in every child's peak
-        specs = [subprocess.run([sys.executable, __file__, "--build", name, folder, args.device], capture_output=True,
-                                text=True, check=True, cwd=ROOT).stdout.strip().splitlines()[-1] for name in wanted]
+        specs = [
+            subprocess.run(
+                [sys.executable, __file__, "--build", name, folder, args.device],
+                capture_output=True,
+                text=True,
+                check=True,
+                cwd=ROOT,
+            )
+            .stdout.strip()
+            .splitlines()[-1]
+            for name in wanted
+        ]
         device = args.device
-        print(f"{args.clips} clips of {args.seconds:g} s at 16 kHz, device {device} (the torch models), each predictor "
-              "in its own process")
+        print(
+            f"{args.clips} clips of {args.seconds:g} s at 16 kHz, device {device} (the torch models), each predictor "
+            "in its own process"
+        )
         peaks = []
         for spec in [*([s] for s in specs), specs]:
-            out = subprocess.run([sys.executable, __file__, "--clips", str(args.clips), "--seconds",
-                                  str(args.seconds), "--child", *spec], capture_output=True, text=True, cwd=ROOT)
+            out = subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--clips",
+                    str(args.clips),
+                    "--seconds",
+                    str(args.seconds),
+                    "--child",
+                    *spec,
+                ],
+                capture_output=True,
+                text=True,
+                cwd=ROOT,
+            )
             if out.returncode != 0:
                 print(out.stderr[-3000:], file=sys.stderr)
                 return 1
@@ -179,25 +231,49 @@ def main() -> int:
                 peaks.append(memory["peak_mib"])
                 rate = rates[0]
                 gpu = f", GPU {memory['gpu_mib']:.1f} MiB" if memory.get("gpu_mib") is not None else ""
-                print(f"  {rate['spec']:<17} load {rate['load_s']:6.2f} s  {rate['clips_per_s']:8.2f} clips/s  "
-                      f"peak {memory['peak_mib']:8.1f} MiB ({memory['before_models_mib']:.1f} before the model){gpu}")
+                print(
+                    f"  {rate['spec']:<17} load {rate['load_s']:6.2f} s  {rate['clips_per_s']:8.2f} clips/s  "
+                    f"peak {memory['peak_mib']:8.1f} MiB ({memory['before_models_mib']:.1f} before the model){gpu}"
+                )
             else:
-                print(f"  all at once       peak {memory['peak_mib']:8.1f} MiB against {max(peaks):.1f} MiB for the "
-                      f"largest one alone: {memory['peak_mib'] - max(peaks):+.1f} MiB")
+                print(
+                    f"  all at once       peak {memory['peak_mib']:8.1f} MiB against {max(peaks):.1f} MiB for the "
+                    f"largest one alone: {memory['peak_mib'] - max(peaks):+.1f} MiB"
+                )
         print(f"a worker running {args.shards} shards through every model (setting models_in_memory):")
         seen = {}
         for in_memory in (0, 1):
-            out = subprocess.run([sys.executable, __file__, "--clips", str(args.clips), "--seconds", str(args.seconds),
-                                  "--shards", str(args.shards), "--worker", str(in_memory), "--child", *specs],
-                                 capture_output=True, text=True, cwd=ROOT)
+            out = subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--clips",
+                    str(args.clips),
+                    "--seconds",
+                    str(args.seconds),
+                    "--shards",
+                    str(args.shards),
+                    "--worker",
+                    str(in_memory),
+                    "--child",
+                    *specs,
+                ],
+                capture_output=True,
+                text=True,
+                cwd=ROOT,
+            )
             if out.returncode != 0:
                 print(out.stderr[-3000:], file=sys.stderr)
                 return 1
             seen[in_memory] = json.loads(out.stdout.splitlines()[-1])
-            print(f"  models_in_memory = {in_memory}: peak {seen[in_memory]['peak_mib']:8.1f} MiB, "
-                  f"{seen[in_memory]['wall_s']:7.2f} s, scores {seen[in_memory]['digest']}")
-        print(f"  one at a time / all kept: peak {seen[1]['peak_mib'] / seen[0]['peak_mib']:.2f}x, wall "
-              f"{seen[1]['wall_s'] / seen[0]['wall_s']:.2f}x, same scores: {seen[0]['digest'] == seen[1]['digest']}")
+            print(
+                f"  models_in_memory = {in_memory}: peak {seen[in_memory]['peak_mib']:8.1f} MiB, "
+                f"{seen[in_memory]['wall_s']:7.2f} s, scores {seen[in_memory]['digest']}"
+            )
+        print(
+            f"  one at a time / all kept: peak {seen[1]['peak_mib'] / seen[0]['peak_mib']:.2f}x, wall "
+            f"{seen[1]['wall_s'] / seen[0]['wall_s']:.2f}x, same scores: {seen[0]['digest'] == seen[1]['digest']}"
+        )
     return 0
 
 

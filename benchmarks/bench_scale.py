@@ -23,6 +23,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+
 from ttseval.core.telemetry import TELEMETRY_OFF
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -82,14 +83,17 @@ class PeakMemory:
         def kind(cmd: str) -> str:
             if "spawn_main" in cmd:
                 return "dask worker"
-            if "uvicorn" in cmd or "prefect" in cmd and "server" in cmd:
+            if "uvicorn" in cmd or ("prefect" in cmd and "server" in cmd):
                 return "prefect server"
             if "ttseval" in cmd:
                 return "ttseval command"
             return Path(cmd.split(" ")[0]).name + " (each call)"  # engine subprocesses, e.g. espeak-ng
+
         rows = [(kind(cmd), rss) for rss, cmd in self.peak.values()]
-        workers = sorted(((k, rss) for k, rss in rows if k in ("dask worker", "prefect server", "ttseval command")),
-                         key=lambda kv: -kv[1])
+        workers = sorted(
+            ((k, rss) for k, rss in rows if k in ("dask worker", "prefect server", "ttseval command")),
+            key=lambda kv: -kv[1],
+        )
         others: dict[str, int] = {}
         for k, rss in rows:
             if (k, rss) not in workers:
@@ -109,8 +113,20 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         dataset, store = Path(tmp) / "scale.jsonl", Path(tmp) / "store"
         build_dataset(args.items, dataset)
-        cmd = [str(BIN / "ttseval"), "evaluate", "--dataset", str(dataset), "--systems", args.systems,
-               "--store", str(store), "--run-id", "scale", "--workers", str(args.workers)]
+        cmd = [
+            str(BIN / "ttseval"),
+            "evaluate",
+            "--dataset",
+            str(dataset),
+            "--systems",
+            args.systems,
+            "--store",
+            str(store),
+            "--run-id",
+            "scale",
+            "--workers",
+            str(args.workers),
+        ]
         started = time.perf_counter()
         proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         memory = PeakMemory(proc.pid)
@@ -129,15 +145,22 @@ def main() -> None:
         rows = {t: len(st.read("scale", t)) for t in TABLES if st.part_files("scale", t)}
         read_s = time.perf_counter() - t0
         t0 = time.perf_counter()
-        subprocess.run([str(BIN / "ttseval"), "report", "--store", str(store), "--run-id", "scale"], env=env, cwd=ROOT,
-                       capture_output=True, check=True)
+        subprocess.run(
+            [str(BIN / "ttseval"), "report", "--store", str(store), "--run-id", "scale"],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            check=True,
+        )
         report_s = time.perf_counter() - t0
         log = json.loads(sorted((store / "runs" / "scale" / "log").glob("*.json"))[-1].read_text())
 
     clips = log["computed"]["synthesis"]
     print(f"items: {args.items}; systems: {args.systems}; workers: {args.workers}; cores: {os.cpu_count()}")
-    print(f"evaluate, whole command: {wall:8.1f} s (flow {log['wall_s']:.1f} s); {clips} clips, "
-          f"{60 * clips / wall:.0f} clips/min; computed {log['computed']}")
+    print(
+        f"evaluate, whole command: {wall:8.1f} s (flow {log['wall_s']:.1f} s); {clips} clips, "
+        f"{60 * clips / wall:.0f} clips/min; computed {log['computed']}"
+    )
     for kind, rss in peaks:
         print(f"peak RSS  {kind:<34} {rss / 2**20:8.0f} MiB")
     print(f"parts compacted (before->after): {compacted.group(1) if compacted else 'none'}")

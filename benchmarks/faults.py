@@ -43,16 +43,21 @@ VALUES = {"synthesis": ["audio_sha256"], "transcripts": ["hypothesis", "wer", "c
 
 
 def provider_scenario(tmp: Path) -> tuple:
-    from ttseval.tasks.synthesize import synthesize_rows
     from tests.fake_tts import FakeOpenAISpeech, TTSReply
     from ttseval.core.config import load_settings
-    from ttseval.providers.tts import TTS
     from ttseval.core.registry import Spec
+    from ttseval.providers.tts import TTS
+    from ttseval.tasks.synthesize import synthesize_rows
 
-    faults = {"rate limited": [TTSReply.error(429, "slow down", retry_after="0")],
-              "overloaded": [TTSReply.error(503, "busy")] * 2, "reset": [TTSReply(cut_after=100)],
-              "truncated": [TTSReply.truncated()], "not audio": [TTSReply.not_audio()],
-              "slow": [TTSReply(delay_s=2.5)], "silent": [TTSReply.empty()]}
+    faults = {
+        "rate limited": [TTSReply.error(429, "slow down", retry_after="0")],
+        "overloaded": [TTSReply.error(503, "busy")] * 2,
+        "reset": [TTSReply(cut_after=100)],
+        "truncated": [TTSReply.truncated()],
+        "not audio": [TTSReply.not_audio()],
+        "slow": [TTSReply(delay_s=2.5)],
+        "silent": [TTSReply.empty()],
+    }
     texts = [f"{name} item {k}" for name in faults for k in range(3)] + [f"clean item {k}" for k in range(9)]
     os.environ["OPENAI_API_KEY"] = "sk-bench"
     with FakeOpenAISpeech(api_key="sk-bench") as fake:
@@ -61,8 +66,10 @@ def provider_scenario(tmp: Path) -> tuple:
                 fake.script(f"{name} item {k}", list(replies))
         spec = Spec.parse(f"openai:alloy:base_url={fake.base_url}:timeout_s=1")
         provider = TTS.build(spec)
-        items = [{"item_id": f"p{n}", "text": t, "language": "en", "category": "q", "instruction": None}
-                 for n, t in enumerate(texts)]
+        items = [
+            {"item_id": f"p{n}", "text": t, "language": "en", "category": "q", "instruction": None}
+            for n, t in enumerate(texts)
+        ]
         settings = load_settings(store=str(tmp / "provider"), retry_backoff_s=0.01, item_retries=2)
         from ttseval.core.store import open_store
 
@@ -80,17 +87,16 @@ def provider_scenario(tmp: Path) -> tuple:
     injected = sum(len(v) for v in faults.values()) * 3
     # a duplicate: a key with two settled rows (a retried key's new row replaces its retryable one)
     settled_rows = [r["item_id"] for r in [*first, *second] if not r.get("retryable")]
-    return ("provider", injected, len(items), len(rows), len(settled_rows) - len(set(settled_rows)), repeated,
-            seconds)
+    return ("provider", injected, len(items), len(rows), len(settled_rows) - len(set(settled_rows)), repeated, seconds)
 
 
 def recompute_scenario(tmp: Path) -> tuple:
     import pandas as pd
 
+    from tests.test_healing import CALLS, SPEC, items_frame, settings_for
     from ttseval.tasks.parts import get_store
     from ttseval.tasks.plan import plan_synthesis
     from ttseval.tasks.synthesize import synthesize_items
-    from tests.test_healing import CALLS, SPEC, items_frame, settings_for
 
     items = [(f"r{k}", f"plain words number {k}") for k in range(24)]
     settings = settings_for(tmp / "recompute", "BuggyTTS")
@@ -103,8 +109,15 @@ def recompute_scenario(tmp: Path) -> tuple:
         synthesize_items(settings, "r", shard)
     seconds = time.perf_counter() - started
     raw = pd.read_parquet(tmp / "recompute" / "runs" / "r" / "synthesis")
-    return ("recompute", len(plan.shards), len(items), raw["item_id"].nunique(),
-            int(raw.duplicated(["item_id", "system_id"]).sum()), len(CALLS) - calls, seconds)
+    return (
+        "recompute",
+        len(plan.shards),
+        len(items),
+        raw["item_id"].nunique(),
+        int(raw.duplicated(["item_id", "system_id"]).sum()),
+        len(CALLS) - calls,
+        seconds,
+    )
 
 
 def racers_scenario(tmp: Path) -> tuple:
@@ -135,8 +148,11 @@ def raw_duplicates(run: Path) -> int:
 
     from ttseval.core.schemas import TABLES
 
-    return sum(int(pd.read_parquet(run / table).duplicated(list(TABLES[table].key)).sum())
-               for table in VALUES if (run / table).is_dir())
+    return sum(
+        int(pd.read_parquet(run / table).duplicated(list(TABLES[table].key)).sum())
+        for table in VALUES
+        if (run / table).is_dir()
+    )
 
 
 def worker_scenario(tmp: Path, dataset: Path, env: dict[str, str]) -> tuple:
@@ -146,18 +162,35 @@ def worker_scenario(tmp: Path, dataset: Path, env: dict[str, str]) -> tuple:
     folder = tmp / "worker"
     folder.mkdir()
     calls = folder / "calls.log"
-    env = env | {"TTSEVAL_PLUGINS": json.dumps({"tts": {"counting-flite": "tests.fakes:CountingFliteTTS"}}),
-                 "TTSEVAL_REUSE_AUDIO": "false", "PYTHONPATH": str(ROOT)}  # the counting engine is in tests/
-    args = [str(BIN / "ttseval"), "evaluate", "--dataset", str(dataset), "--systems",
-            f"counting-flite:slt:log={calls}", "--store", str(folder), "--run-id", "w", "--shard-size", "1",
-            "--judges", ""]
+    env = env | {
+        "TTSEVAL_PLUGINS": json.dumps({"tts": {"counting-flite": "tests.fakes:CountingFliteTTS"}}),
+        "TTSEVAL_REUSE_AUDIO": "false",
+        "PYTHONPATH": str(ROOT),
+    }  # the counting engine is in tests/
+    args = [
+        str(BIN / "ttseval"),
+        "evaluate",
+        "--dataset",
+        str(dataset),
+        "--systems",
+        f"counting-flite:slt:log={calls}",
+        "--store",
+        str(folder),
+        "--run-id",
+        "w",
+        "--shard-size",
+        "1",
+        "--judges",
+        "",
+    ]
     out = open(folder / "evaluate.log", "w")
     proc = subprocess.Popen(args, env=env, cwd=folder, stdout=out, stderr=subprocess.STDOUT)
     synth = folder / "runs" / "w" / "synthesis"
     while not synth.is_dir() or len(list(synth.glob("part-*.parquet"))) < 6:
         if proc.poll() is not None:
-            raise SystemExit("the run ended before a worker could be killed: "
-                             + (folder / "evaluate.log").read_text()[-2000:])
+            raise SystemExit(
+                "the run ended before a worker could be killed: " + (folder / "evaluate.log").read_text()[-2000:]
+            )
         time.sleep(0.05)
     workers = [p for p in psutil.Process(proc.pid).children(recursive=True) if "spawn_main" in " ".join(p.cmdline())]
     stored = set(pd.read_parquet(synth)["item_id"])
@@ -167,8 +200,10 @@ def worker_scenario(tmp: Path, dataset: Path, env: dict[str, str]) -> tuple:
         raise SystemExit("the run with a killed worker failed")
     seconds = time.perf_counter() - started
     texts = [json.loads(line) for line in calls.read_text(encoding="utf-8").splitlines()]
-    item_of = {json.loads(line)["text"]: json.loads(line)["item_id"]
-               for line in dataset.read_text(encoding="utf-8").splitlines()}
+    item_of = {
+        json.loads(line)["text"]: json.loads(line)["item_id"]
+        for line in dataset.read_text(encoding="utf-8").splitlines()
+    }
     again = sum(1 for k, t in enumerate(texts) if t in texts[:k] and item_of[t] in stored)
     present = pd.read_parquet(synth)["item_id"].nunique()
     return "worker", 1, 9, present, raw_duplicates(folder / "runs" / "w"), again, seconds
@@ -190,8 +225,13 @@ def store_full_scenario(tmp: Path, dataset: Path, env: dict[str, str]) -> tuple:
     store.mkdir()
     args = evaluate_args(store, dataset)
     script = STORE_FULL.replace('"$1" "$@"', " ".join(f"'{a}'" for a in args)).replace("$2", str(store))
-    done = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script], env=env,
-                          capture_output=True, text=True, timeout=1800)
+    done = subprocess.run(
+        ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     said = dict(line.split(" ", 1) for line in done.stdout.splitlines())
     if not said.get("first", "").startswith("2") or not said.get("second", "").startswith("0 "):
         raise SystemExit(f"store-full: {done.stdout} {done.stderr[-2000:]}")
@@ -201,8 +241,22 @@ def store_full_scenario(tmp: Path, dataset: Path, env: dict[str, str]) -> tuple:
 
 
 def evaluate_args(store: Path, dataset: Path) -> list[str]:
-    return [str(BIN / "ttseval"), "evaluate", "--dataset", str(dataset), "--systems", "espeak-ng", "--store",
-            str(store), "--run-id", "k", "--shard-size", "1", "--judges", ""]
+    return [
+        str(BIN / "ttseval"),
+        "evaluate",
+        "--dataset",
+        str(dataset),
+        "--systems",
+        "espeak-ng",
+        "--store",
+        str(store),
+        "--run-id",
+        "k",
+        "--shard-size",
+        "1",
+        "--judges",
+        "",
+    ]
 
 
 def stored_values(store: Path) -> dict[tuple, tuple]:
@@ -217,8 +271,9 @@ def stored_values(store: Path) -> dict[tuple, tuple]:
         frame = ArtifactStore(str(store)).read("k", table)
         for row in frame.to_dict("records"):
             key = (table, *(row[k] for k in TABLES[table].key))
-            found[key] = tuple(None if pd.isna(v) else round(v, 6) if isinstance(v, float) else v
-                               for v in (row[c] for c in columns))  # a missing value is None (NaN != NaN)
+            found[key] = tuple(
+                None if pd.isna(v) else round(v, 6) if isinstance(v, float) else v for v in (row[c] for c in columns)
+            )  # a missing value is None (NaN != NaN)
     return found
 
 
@@ -226,8 +281,9 @@ def sigkill_trial(tmp: Path, dataset: Path, delay_s: float, env: dict[str, str],
     import pandas as pd
 
     args = evaluate_args(tmp, dataset)
-    proc = subprocess.Popen(args, env=env, cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        args, env=env, cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     time.sleep(delay_s)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
@@ -253,8 +309,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--skip-sigkill", action="store_true")
     args = parser.parse_args()
-    print(ROW.format("scenario", "faults", "expected", "present", "duplicates", "paid again", "recover s",
-                     "values differ"))
+    print(
+        ROW.format(
+            "scenario", "faults", "expected", "present", "duplicates", "paid again", "recover s", "values differ"
+        )
+    )
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         for scenario in (provider_scenario, recompute_scenario, racers_scenario):
@@ -264,8 +323,7 @@ def main() -> None:
             return
         from ttseval.corpus import DEMO_DATASET
 
-        keep = {"emo-a-d0", "par-a-d0", "for-a-d0", "syn-a-d0", "pro-a-d0", "que-a-d0", "que-a-d1", "mul-fr",
-                "mul-ps"}
+        keep = {"emo-a-d0", "par-a-d0", "for-a-d0", "syn-a-d0", "pro-a-d0", "que-a-d0", "que-a-d1", "mul-fr", "mul-ps"}
         rows = [json.loads(line) for line in DEMO_DATASET.read_text(encoding="utf-8").splitlines()]
         dataset = tmp / "small.jsonl"
         dataset.write_text("".join(json.dumps(r) + "\n" for r in rows if r["item_id"] in keep), encoding="utf-8")
@@ -275,8 +333,9 @@ def main() -> None:
             print(ROW.format(name, faults, expected, present, dup, again, f"{seconds:.2f}", "-"), flush=True)
         calm_store = tmp / "undisturbed"
         calm_store.mkdir()
-        done = subprocess.run(evaluate_args(calm_store, dataset), env=env, cwd=calm_store, capture_output=True,
-                              text=True, timeout=900)
+        done = subprocess.run(
+            evaluate_args(calm_store, dataset), env=env, cwd=calm_store, capture_output=True, text=True, timeout=900
+        )
         if done.returncode != 0:
             raise SystemExit(f"the undisturbed run failed: {done.stderr[-2000:]}")
         calm = stored_values(calm_store)
@@ -286,9 +345,11 @@ def main() -> None:
             folder = tmp / f"kill{trial}"
             folder.mkdir()
             stored, present, dup, again, seconds, differ = sigkill_trial(folder, dataset, delay, env, calm)
-            print(ROW.format(f"sigkill#{trial}", 1, 9, present, dup, again, f"{seconds:.2f}",
-                             f"{differ} of {len(calm)}")
-                  + f"   seed {args.seed}, killed after {delay} s with {stored} of 9 clips stored", flush=True)
+            print(
+                ROW.format(f"sigkill#{trial}", 1, 9, present, dup, again, f"{seconds:.2f}", f"{differ} of {len(calm)}")
+                + f"   seed {args.seed}, killed after {delay} s with {stored} of 9 clips stored",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

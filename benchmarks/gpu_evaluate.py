@@ -41,8 +41,12 @@ def gpu_memory_sampler(stop: threading.Event, peak: list[int]) -> None:
     """The most GPU memory in use (MiB) while the run goes, from nvidia-smi."""
     while not stop.is_set():
         try:
-            out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
-                                 capture_output=True, text=True, timeout=10).stdout.split()
+            out = subprocess.run(
+                ["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+            ).stdout.split()
             peak[0] = max(peak[0], max((int(x) for x in out), default=0))
         except (OSError, ValueError, subprocess.TimeoutExpired):
             return
@@ -55,17 +59,20 @@ def predictors(names: list[str], models: Path) -> list[str]:
     spec = importlib.util.spec_from_file_location("tiny_models", where)  # sys.path (it would shadow ttseval)
     tm = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tm)
-    built = {"dnsmos": lambda: "dnsmos",
-             "utmos22": lambda: f"utmos22:weights={tm.build_random_utmos22(models / 'utmos_state_dict.pt')}",
-             "nisqa": lambda: f"nisqa:weights={tm.build_random_nisqa(models / 'nisqa.tar')}"}
+    built = {
+        "dnsmos": lambda: "dnsmos",
+        "utmos22": lambda: f"utmos22:weights={tm.build_random_utmos22(models / 'utmos_state_dict.pt')}",
+        "nisqa": lambda: f"nisqa:weights={tm.build_random_nisqa(models / 'nisqa.tar')}",
+    }
     unknown = sorted(set(names) - set(built))
     if unknown:
         raise SystemExit(f"--quality {', '.join(unknown)}: choose among {', '.join(built)}")
     return [built[n]() for n in names]
 
 
-def evaluate(mode: str, models: Path, limit: int, tmp: Path, new_tokens: int, shard_size: int,
-             quality: list[str]) -> tuple[float, int, int, str]:
+def evaluate(
+    mode: str, models: Path, limit: int, tmp: Path, new_tokens: int, shard_size: int, quality: list[str]
+) -> tuple[float, int, int, str]:
     folder = tmp / mode
     folder.mkdir()
     dataset = folder / "items.jsonl"
@@ -75,7 +82,9 @@ def evaluate(mode: str, models: Path, limit: int, tmp: Path, new_tokens: int, sh
     (folder / "ttseval.toml").write_text(
         f"gpu = {'true' if mode == 'gpu' else 'false'}\nsimilarity = []\nshard_size = {shard_size}\n"
         f"quality = {json.dumps(quality)}\n"
-        f"[asr]\nen = \"{whisper}\"\n\"*\" = \"{whisper}\"\n", encoding="utf-8")
+        f'[asr]\nen = "{whisper}"\n"*" = "{whisper}"\n',
+        encoding="utf-8",
+    )
     env = dict(os.environ, HF_HUB_DISABLE_PROGRESS_BARS="1")
     if mode == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""
@@ -84,13 +93,30 @@ def evaluate(mode: str, models: Path, limit: int, tmp: Path, new_tokens: int, sh
     sampler = threading.Thread(target=gpu_memory_sampler, args=(stop, peak), daemon=True)
     sampler.start()
     t0 = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "ttseval.cli", "evaluate", "--dataset", str(dataset),
-                           "--systems", systems, "--run-id", f"gpu-demo-{mode}"],
-                          cwd=folder, env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ttseval.cli",
+            "evaluate",
+            "--dataset",
+            str(dataset),
+            "--systems",
+            systems,
+            "--run-id",
+            f"gpu-demo-{mode}",
+        ],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     wall = time.perf_counter() - t0
     stop.set()
     sampler.join()
-    problems = [line for line in done.stderr.splitlines() if any(w in line for w in ("Error", "Traceback", "Crashed", "Failed"))]
+    problems = [
+        line for line in done.stderr.splitlines() if any(w in line for w in ("Error", "Traceback", "Crashed", "Failed"))
+    ]
     return wall, done.returncode, peak[0], "\n".join(problems[-12:] + done.stdout.splitlines()[-25:])
 
 
@@ -106,8 +132,10 @@ def main() -> None:
     import torch
 
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
-    print(f"{time.strftime('%Y-%m-%d')} size={args.size} GPU={gpu} torch={torch.__version__} items={args.limit} "
-          f"shard_size={args.shard_size} quality={args.quality}")
+    print(
+        f"{time.strftime('%Y-%m-%d')} size={args.size} GPU={gpu} torch={torch.__version__} items={args.limit} "
+        f"shard_size={args.shard_size} quality={args.quality}"
+    )
     walls = {}
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)

@@ -21,9 +21,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
 from collections import defaultdict
+from datetime import UTC, datetime
 from pathlib import Path
+
 from ttseval.core.telemetry import TELEMETRY_OFF
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,17 +51,17 @@ class Clock:
 
 
 def profile_work(dataset: str, systems: list[str], clock: Clock) -> int:
-    from ttseval.corpus.items import load_items
-    from ttseval.metrics.normalize import normalizer_for
-    from ttseval.metrics.wer import error_counts
     from ttseval.core.audio import Audio, sha256_hex
     from ttseval.core.categories import CATEGORIES
     from ttseval.core.config import load_settings
+    from ttseval.core.schemas import table_from_rows
+    from ttseval.core.store import ArtifactStore
+    from ttseval.corpus.items import load_items
+    from ttseval.metrics.normalize import normalizer_for
+    from ttseval.metrics.wer import error_counts
     from ttseval.providers.asr import ASR
     from ttseval.providers.quality import QUALITY
     from ttseval.providers.tts import TTS
-    from ttseval.core.schemas import table_from_rows
-    from ttseval.core.store import ArtifactStore
 
     settings = load_settings()
     items = load_items(dataset, categories=set(CATEGORIES)).to_dict("records")
@@ -75,7 +76,9 @@ def profile_work(dataset: str, systems: list[str], clock: Clock) -> int:
                     continue
                 what = "first clip (engine start)" if first else "per clip"
                 try:
-                    audio = clock.time(("synthesis", spec, what), lambda: tts.synthesize(item["text"], item["language"]))
+                    audio = clock.time(
+                        ("synthesis", spec, what), lambda: tts.synthesize(item["text"], item["language"])
+                    )
                 except Exception:  # noqa: BLE001 - a failed clip is skipped here; the flow records it
                     continue
                 first = False
@@ -83,7 +86,7 @@ def profile_work(dataset: str, systems: list[str], clock: Clock) -> int:
                 sha = sha256_hex(wav)
                 clock.time(("store", "audio", "encode + put"), lambda: store.put_audio(wav, sha), 0)
                 clips.append((item, sha))
-        shards = [clips[i:i + settings.shard_size] for i in range(0, len(clips), settings.shard_size)]
+        shards = [clips[i : i + settings.shard_size] for i in range(0, len(clips), settings.shard_size)]
         by_asr: dict[str, list] = defaultdict(list)
         for item, sha in clips:
             by_asr[settings.asr_for(item["language"])].append((item, sha))
@@ -91,25 +94,52 @@ def profile_work(dataset: str, systems: list[str], clock: Clock) -> int:
             asr = ASR.build(asr_spec)
             clock.time(("asr", asr_spec, "model load"), lambda: asr._load() if hasattr(asr, "_load") else None, 0)
             for start in range(0, len(mine), settings.shard_size):
-                shard = mine[start:start + settings.shard_size]
-                audios = clock.time(("store", "audio", "get + decode"),
-                                    lambda: [Audio.from_wav_bytes(store.get_audio(s)) for _, s in shard], len(shard))
-                found = clock.time(("asr", asr_spec, "per clip"),
-                                   lambda: asr.transcribe(audios, [i["language"] for i, _ in shard]), len(shard))
+                shard = mine[start : start + settings.shard_size]
+                audios = clock.time(
+                    ("store", "audio", "get + decode"),
+                    lambda: [Audio.from_wav_bytes(store.get_audio(s)) for _, s in shard],
+                    len(shard),
+                )
+                found = clock.time(
+                    ("asr", asr_spec, "per clip"),
+                    lambda: asr.transcribe(audios, [i["language"] for i, _ in shard]),
+                    len(shard),
+                )
                 for (item, _), t in zip(shard, found):
                     norm = normalizer_for(item["language"])
-                    clock.time(("asr", "normalize + WER", "per clip"),
-                               lambda: error_counts(norm(item["text"]), norm(t.text)))
+                    clock.time(
+                        ("asr", "normalize + WER", "per clip"), lambda: error_counts(norm(item["text"]), norm(t.text))
+                    )
         mos = QUALITY.build(settings.quality)
-        clock.time(("quality", settings.quality, "session build"), lambda: mos._load() if hasattr(mos, "_load") else None, 0)
+        clock.time(
+            ("quality", settings.quality, "session build"), lambda: mos._load() if hasattr(mos, "_load") else None, 0
+        )
         for shard in shards:
-            audios = clock.time(("store", "audio", "get + decode"),
-                                lambda: [Audio.from_wav_bytes(store.get_audio(s)) for _, s in shard], len(shard))
+            audios = clock.time(
+                ("store", "audio", "get + decode"),
+                lambda: [Audio.from_wav_bytes(store.get_audio(s)) for _, s in shard],
+                len(shard),
+            )
             clock.time(("quality", settings.quality, "per clip"), lambda: mos.score(audios), len(shard))
-            rows = [{"item_id": i["item_id"], "system_id": "s", "quality_id": "q", "quality_spec": "q", "mos": 3.0,
-                     "created_at": datetime.now(timezone.utc), "status": "ok", "retryable": False, "attempt": 1} for i, _ in shard]
-            clock.time(("store", "parquet", "one part per shard"),
-                       lambda: store.write_part("p", "quality", table_from_rows("quality", rows)), 1)
+            rows = [
+                {
+                    "item_id": i["item_id"],
+                    "system_id": "s",
+                    "quality_id": "q",
+                    "quality_spec": "q",
+                    "mos": 3.0,
+                    "created_at": datetime.now(UTC),
+                    "status": "ok",
+                    "retryable": False,
+                    "attempt": 1,
+                }
+                for i, _ in shard
+            ]
+            clock.time(
+                ("store", "parquet", "one part per shard"),
+                lambda: store.write_part("p", "quality", table_from_rows("quality", rows)),
+                1,
+            )
     return len(clips)
 
 
@@ -122,9 +152,26 @@ def flow_wall(dataset: str, systems: list[str], workers: int) -> tuple[float, fl
     env.pop("PREFECT_API_URL", None)
     with tempfile.TemporaryDirectory() as store:
         started = time.perf_counter()
-        result = subprocess.run([str(BIN / "ttseval"), "evaluate", "--dataset", dataset, "--systems", ",".join(systems),
-                                 "--store", store, "--run-id", "profile", "--workers", str(workers)],
-                                env=env, cwd=ROOT, capture_output=True, text=True)
+        result = subprocess.run(
+            [
+                str(BIN / "ttseval"),
+                "evaluate",
+                "--dataset",
+                dataset,
+                "--systems",
+                ",".join(systems),
+                "--store",
+                store,
+                "--run-id",
+                "profile",
+                "--workers",
+                str(workers),
+            ],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        )
         wall = time.perf_counter() - started
         if result.returncode != 0:
             raise SystemExit(result.stderr[-3000:])
@@ -137,8 +184,8 @@ def flow_wall(dataset: str, systems: list[str], workers: int) -> tuple[float, fl
 
 
 def main() -> None:
-    from ttseval.corpus import DEMO_DATASET
     from ttseval.core.config import DEFAULT_SYSTEMS
+    from ttseval.corpus import DEMO_DATASET
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", default=str(DEMO_DATASET))
@@ -161,19 +208,28 @@ def main() -> None:
     per_stage: dict[str, float] = defaultdict(float)
     for (stage, _, _), seconds in clock.seconds.items():
         per_stage[stage] += seconds
-    print("per stage: " + ", ".join(f"{k} {v:.1f} s ({100 * v / clock.total():.0f}%)" for k, v in
-                                    sorted(per_stage.items(), key=lambda kv: -kv[1])))
+    print(
+        "per stage: "
+        + ", ".join(
+            f"{k} {v:.1f} s ({100 * v / clock.total():.0f}%)"
+            for k, v in sorted(per_stage.items(), key=lambda kv: -kv[1])
+        )
+    )
     print(f"the work, in one process:       {work:8.1f} s")
     if args.no_flow:
         return
     wall, flow, tasks = flow_wall(args.dataset, systems, args.workers)
     ideal = work / args.workers
-    print(f"ttseval evaluate, whole command: {wall:8.1f} s (flow {flow:.1f} s; start-up and server {wall - flow:.1f} s)")
+    print(
+        f"ttseval evaluate, whole command: {wall:8.1f} s (flow {flow:.1f} s; start-up and server {wall - flow:.1f} s)"
+    )
     inside = sum(t for _, t in tasks.values())
     for stage, (n, seconds) in sorted(tasks.items()):
         print(f"  {stage:<12} {n:3d} tasks, {seconds:7.1f} s inside them")
-    print(f"  worker time in tasks: {inside:.1f} s of {args.workers} x {flow:.1f} s = "
-          f"{inside / (args.workers * flow):.0%} busy (the rest: scheduling, Prefect API calls, waiting)")
+    print(
+        f"  worker time in tasks: {inside:.1f} s of {args.workers} x {flow:.1f} s = "
+        f"{inside / (args.workers * flow):.0%} busy (the rest: scheduling, Prefect API calls, waiting)"
+    )
     print(f"work / {args.workers} workers (the ideal):   {ideal:8.1f} s")
     print(f"overhead over the ideal:        {wall - ideal:8.1f} s ({(wall - ideal) / wall:.0%} of the command)")
     print(f"command / work in one process:  {wall / work:8.3f}")

@@ -62,8 +62,13 @@ def classify(raw_lines, rate: int) -> dict[str, Counter]:
 
 
 def record(py_spy: str, cmd: list[str], raw: Path, rate: int, env: dict) -> None:
-    subprocess.run([py_spy, "record", "--subprocesses", "--rate", str(rate), "--format", "raw", "-o", str(raw),
-                    "--", *cmd], env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [py_spy, "record", "--subprocesses", "--rate", str(rate), "--format", "raw", "-o", str(raw), "--", *cmd],
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def main() -> None:
@@ -82,22 +87,52 @@ def main() -> None:
         sys.exit("py-spy is needed: pip install py-spy (it samples the processes from outside)")
     work = Path(tempfile.mkdtemp(prefix="profile-workers-"))
     lines = Path(args.dataset).read_text(encoding="utf-8").splitlines()
-    (work / "items.jsonl").write_text("\n".join(lines[:args.items]) + "\n", encoding="utf-8")
+    (work / "items.jsonl").write_text("\n".join(lines[: args.items]) + "\n", encoding="utf-8")
     (work / "one.jsonl").write_text(lines[0] + "\n", encoding="utf-8")
     env = os.environ | {"PYTHONPATH": str(ROOT), **TELEMETRY_OFF, "PREFECT_HOME": str(work / "home")}
     env.pop("PREFECT_API_URL", None)
     from ttseval.infra.prefect_server import server_folder, stop_server
 
     def evaluate(dataset: str, store: str) -> list[str]:
-        return [str(BIN / "ttseval"), "evaluate", "--dataset", dataset, "--systems", args.systems, "--store", store,
-                "--run-id", "profile", "--workers", str(args.workers)]
+        return [
+            str(BIN / "ttseval"),
+            "evaluate",
+            "--dataset",
+            dataset,
+            "--systems",
+            args.systems,
+            "--store",
+            store,
+            "--run-id",
+            "profile",
+            "--workers",
+            str(args.workers),
+        ]
 
     try:
-        subprocess.run(evaluate(str(work / "one.jsonl"), str(work / "warm")), env=env, check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # the shared server, up before sampling
+        subprocess.run(
+            evaluate(str(work / "one.jsonl"), str(work / "warm")),
+            env=env,
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )  # the shared server, up before sampling
         record(py_spy, evaluate(str(work / "items.jsonl"), str(work / "store")), work / "pipeline.txt", args.rate, env)
-        record(py_spy, [sys.executable, str(ROOT / "benchmarks" / "bench_evaluate.py"), "--plain-loop", "--dataset",
-                        str(work / "items.jsonl"), "--systems", args.systems], work / "loop.txt", args.rate, env)
+        record(
+            py_spy,
+            [
+                sys.executable,
+                str(ROOT / "benchmarks" / "bench_evaluate.py"),
+                "--plain-loop",
+                "--dataset",
+                str(work / "items.jsonl"),
+                "--systems",
+                args.systems,
+            ],
+            work / "loop.txt",
+            args.rate,
+            env,
+        )
         with open(work / "pipeline.txt", encoding="utf-8") as f:
             pipeline = classify(f, args.rate)
         with open(work / "loop.txt", encoding="utf-8") as f:

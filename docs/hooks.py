@@ -35,8 +35,9 @@ def _cell(text: Any) -> str:
     """One Markdown table cell: no newlines, pipes escaped, and `<`/`>` outside code spans escaped (a description's
     `files:<folder>` would otherwise be read as an HTML tag and vanish)."""
     parts = re.split(r"(`+[^`]*`+)", " ".join(str(text).split()))
-    return "".join(p if i % 2 else p.replace("<", "&lt;").replace(">", "&gt;")
-                   for i, p in enumerate(parts)).replace("|", "\\|")
+    return "".join(p if i % 2 else p.replace("<", "&lt;").replace(">", "&gt;") for i, p in enumerate(parts)).replace(
+        "|", "\\|"
+    )
 
 
 def _code(text: Any) -> str:
@@ -148,14 +149,20 @@ def settings_page() -> str:
     delimiter = settings.model_config.get("env_nested_delimiter", "__")
     header = ["setting", "type", "default", "environment", "description"]
     rows, nested = _model_rows(settings, "", prefix)
-    out = [GENERATED, "# Settings\n\n",
-           f"Every field of the pydantic model `{settings.__module__}.{settings.__name__}`, its type, default and "
-           "description as declared in the code. ", _first_paragraph(settings), "\n\n",
-           f"Precedence: command-line flags over environment variables (`{prefix}*`) over the TOML file "
-           f"(`$TTSEVAL_CONFIG`, else `./ttseval.toml`) over these defaults. Nested values use `{delimiter}` in the "
-           f"environment (`{prefix}ASR{delimiter}EN`); list and table values take JSON there. How the settings are "
-           "used: [Operations](../operations.md#settings).\n\n",
-           "## Top level\n\n", _table(header, rows)]
+    out = [
+        GENERATED,
+        "# Settings\n\n",
+        f"Every field of the pydantic model `{settings.__module__}.{settings.__name__}`, its type, default and "
+        "description as declared in the code. ",
+        _first_paragraph(settings),
+        "\n\n",
+        f"Precedence: command-line flags over environment variables (`{prefix}*`) over the TOML file "
+        f"(`$TTSEVAL_CONFIG`, else `./ttseval.toml`) over these defaults. Nested values use `{delimiter}` in the "
+        f"environment (`{prefix}ASR{delimiter}EN`); list and table values take JSON there. How the settings are "
+        "used: [Operations](../operations.md#settings).\n\n",
+        "## Top level\n\n",
+        _table(header, rows),
+    ]
     # Where each nested model is used: the fields that hold it.
     holders: dict[type, list[str]] = {}
     for name, field in settings.model_fields.items():
@@ -168,8 +175,13 @@ def settings_page() -> str:
             direct = "<name>" not in holder
             env = f"{prefix}{holder.rstrip('.').upper()}{delimiter}" if direct else None
             rows, _ = _model_rows(model, holder, env)
-            out += [f"## `{holder.rstrip('.')}`: {model.__name__}\n\n", _first_paragraph(model), "\n\n",
-                    _table(header, rows), "\n"]
+            out += [
+                f"## `{holder.rstrip('.')}`: {model.__name__}\n\n",
+                _first_paragraph(model),
+                "\n\n",
+                _table(header, rows),
+                "\n",
+            ]
     return "".join(out)
 
 
@@ -202,8 +214,15 @@ def _description(field: Any) -> str:
 
 
 def _schema_table(schema: Any, key: tuple[str, ...]) -> str:
-    rows = [[_code(f.name) + (" (key)" if f.name in key else ""), _code(str(f.type)),
-             "no" if not f.nullable else "yes", _description(f)] for f in schema]
+    rows = [
+        [
+            _code(f.name) + (" (key)" if f.name in key else ""),
+            _code(str(f.type)),
+            "no" if not f.nullable else "yes",
+            _description(f),
+        ]
+        for f in schema
+    ]
     return _table(["column", "type", "nullable", "description"], rows)
 
 
@@ -212,25 +231,38 @@ def tables_page() -> str:
 
     from ttseval.core import schemas
 
-    out = [GENERATED, "# Tables\n\n",
-           f"Every table the store holds, as declared once in `{schemas.__name__}` (`TABLES`): its key, and each "
-           "column's Arrow type, whether it may be null, and its description. A run's table lives at "
-           "`<store>/runs/<run-id>/<table>/` as Parquet parts and reads with "
-           "`pandas.read_parquet(\"<store>/runs/<run-id>/<table>\")`. Where the rest of a run's files land: "
-           "[Getting started](../getting-started.md#where-results-land).\n\n"]
-    out.append(_table(["table", "key", "columns"],
-                      [[f"[{_code(t.name)}](#{slugify(t.name, '-')})", ", ".join(t.key), len(t.schema)]
-                       for t in schemas.TABLES.values()]))
+    out = [
+        GENERATED,
+        "# Tables\n\n",
+        f"Every table the store holds, as declared once in `{schemas.__name__}` (`TABLES`): its key, and each "
+        "column's Arrow type, whether it may be null, and its description. A run's table lives at "
+        "`<store>/runs/<run-id>/<table>/` as Parquet parts and reads with "
+        '`pandas.read_parquet("<store>/runs/<run-id>/<table>")`. Where the rest of a run\'s files land: '
+        "[Getting started](../getting-started.md#where-results-land).\n\n",
+    ]
+    out.append(
+        _table(
+            ["table", "key", "columns"],
+            [
+                [f"[{_code(t.name)}](#{slugify(t.name, '-')})", ", ".join(t.key), len(t.schema)]
+                for t in schemas.TABLES.values()
+            ],
+        )
+    )
     for table in schemas.TABLES.values():
-        out += [f"\n## {table.name}\n\nKey: {', '.join(_code(k) for k in table.key)}.\n\n",
-                _schema_table(table.schema, table.key)]
+        out += [
+            f"\n## {table.name}\n\nKey: {', '.join(_code(k) for k in table.key)}.\n\n",
+            _schema_table(table.schema, table.key),
+        ]
     generated = getattr(schemas, "GENERATED", None)
     if generated is not None:
-        out += ["\n## A generated dataset (`generation.parquet`)\n\n",
-                "Not a run table: `<store>/datasets/<name>/<version>/generation.parquet` holds every row "
-                "`ttseval generate-dataset` or `ttseval generate-instructions` made, failed ones with the reason; "
-                "`items.parquet` beside it is its ok rows. Declared as `GENERATED`.\n\n",
-                _schema_table(generated, ("item_id",))]
+        out += [
+            "\n## A generated dataset (`generation.parquet`)\n\n",
+            "Not a run table: `<store>/datasets/<name>/<version>/generation.parquet` holds every row "
+            "`ttseval generate-dataset` or `ttseval generate-instructions` made, failed ones with the reason; "
+            "`items.parquet` beside it is its ok rows. Declared as `GENERATED`.\n\n",
+            _schema_table(generated, ("item_id",)),
+        ]
     return "".join(out)
 
 
@@ -246,15 +278,25 @@ def missing_column_descriptions() -> list[str]:
 def metrics_page() -> str:
     from ttseval.metrics import registry
 
-    rows = [[_code(name), ("↑ higher" if info.higher_is_better else "↓ lower") + " is better", info.aggregate,
-             ", ".join(_code(c) for c in info.ci) if info.ci else "-"]
-            for name, info in registry.METRICS.items()]
-    return "".join([
-        GENERATED, "# Metrics\n\n",
-        f"Every metric ttseval reports, declared once in `{registry.__name__}` (`METRICS`), keyed by its column "
-        "name in the output tables. Summaries name their CI columns from it, drift reads the direction to call a "
-        "change better or worse, and report headers carry its arrow.\n\n",
-        _table(["metric", "direction", "aggregation", "95% CI columns"], rows)])
+    rows = [
+        [
+            _code(name),
+            ("↑ higher" if info.higher_is_better else "↓ lower") + " is better",
+            info.aggregate,
+            ", ".join(_code(c) for c in info.ci) if info.ci else "-",
+        ]
+        for name, info in registry.METRICS.items()
+    ]
+    return "".join(
+        [
+            GENERATED,
+            "# Metrics\n\n",
+            f"Every metric ttseval reports, declared once in `{registry.__name__}` (`METRICS`), keyed by its column "
+            "name in the output tables. Summaries name their CI columns from it, drift reads the direction to call a "
+            "change better or worse, and report headers carry its arrow.\n\n",
+            _table(["metric", "direction", "aggregation", "95% CI columns"], rows),
+        ]
+    )
 
 
 # -- providers ----------------------------------------------------------------------------------------------------
@@ -269,43 +311,68 @@ def _languages(info: Any) -> str:
     return ", ".join(sorted(languages)) or "-"
 
 
-KIND_TITLES = {"tts": "Text to speech (`--systems`)", "asr": "Recognisers (setting `asr`)",
-               "quality": "MOS predictors (setting `quality`)", "lid": "Spoken language identification (setting `lid`)",
-               "speaker": "Speaker encoders (setting `similarity`)",
-               "judge": "Judges (`--judges`, `--instruction-judges`)",
-               "llm": "LLMs (`generate-dataset --llm`, `generate-instructions`)"}
+KIND_TITLES = {
+    "tts": "Text to speech (`--systems`)",
+    "asr": "Recognisers (setting `asr`)",
+    "quality": "MOS predictors (setting `quality`)",
+    "lid": "Spoken language identification (setting `lid`)",
+    "speaker": "Speaker encoders (setting `similarity`)",
+    "judge": "Judges (`--judges`, `--instruction-judges`)",
+    "llm": "LLMs (`generate-dataset --llm`, `generate-instructions`)",
+}
 
 
 def providers_page() -> str:
     from ttseval.providers import registries as reg
 
-    out = [GENERATED, "# Providers and judges\n\n",
-           f"Every entry of the registries in `{reg.__name__}` (`REGISTRIES`) with the metadata its class declares "
-           "(read without building it, as `ttseval providers` reads it): the languages it covers, whether a "
-           "style instruction changes its output, whether it can use a GPU, the pip extra that installs its Python "
-           "packages, the sample rate it returns, the system programs it runs and the modules it imports. The "
-           "description is the first paragraph of the class's docstring. A spec is "
-           "`provider[:voice][:key=value...]`: [Systems](../systems.md).\n\n"]
+    out = [
+        GENERATED,
+        "# Providers and judges\n\n",
+        f"Every entry of the registries in `{reg.__name__}` (`REGISTRIES`) with the metadata its class declares "
+        "(read without building it, as `ttseval providers` reads it): the languages it covers, whether a "
+        "style instruction changes its output, whether it can use a GPU, the pip extra that installs its Python "
+        "packages, the sample rate it returns, the system programs it runs and the modules it imports. The "
+        "description is the first paragraph of the class's docstring. A spec is "
+        "`provider[:voice][:key=value...]`: [Systems](../systems.md).\n\n",
+    ]
     for kind, registry in reg.REGISTRIES.items():
         rows = []
         for name in registry.names:
             info = registry.info(name)
-            rows.append([_code(name), _languages(info), "yes" if info.accepts_instruction else "no",
-                         "yes" if info.gpu else "no", info.extra or "-",
-                         f"{info.output_sample_rate_hz} Hz" if info.output_sample_rate_hz else "varies",
-                         ", ".join(info.requires) or "-", ", ".join(_code(m) for m in info.imports) or "-",
-                         _first_paragraph(info.cls) or MISSING])
-        out += [f"## {KIND_TITLES.get(kind, kind)}\n\n", f"Registry `{kind}`, protocol `{registry.protocol.__name__}`."
-                "\n\n", _table(["name", "languages", "instruction", "gpu", "extra", "sample rate", "needs", "imports",
-                                "description"], rows), "\n"]
+            rows.append(
+                [
+                    _code(name),
+                    _languages(info),
+                    "yes" if info.accepts_instruction else "no",
+                    "yes" if info.gpu else "no",
+                    info.extra or "-",
+                    f"{info.output_sample_rate_hz} Hz" if info.output_sample_rate_hz else "varies",
+                    ", ".join(info.requires) or "-",
+                    ", ".join(_code(m) for m in info.imports) or "-",
+                    _first_paragraph(info.cls) or MISSING,
+                ]
+            )
+        out += [
+            f"## {KIND_TITLES.get(kind, kind)}\n\n",
+            f"Registry `{kind}`, protocol `{registry.protocol.__name__}`.\n\n",
+            _table(
+                ["name", "languages", "instruction", "gpu", "extra", "sample rate", "needs", "imports", "description"],
+                rows,
+            ),
+            "\n",
+        ]
     return "".join(out)
 
 
 def missing_provider_descriptions() -> list[str]:
     from ttseval.providers import registries as reg
 
-    return [f"{kind}:{name}" for kind, r in reg.REGISTRIES.items() for name in r.names
-            if not _first_paragraph(r.info(name).cls)]
+    return [
+        f"{kind}:{name}"
+        for kind, r in reg.REGISTRIES.items()
+        for name in r.names
+        if not _first_paragraph(r.info(name).cls)
+    ]
 
 
 # -- the command line ---------------------------------------------------------------------------------------------
@@ -325,10 +392,15 @@ def cli_page() -> str:
     os.environ["COLUMNS"] = "110"  # argparse wraps help at the terminal's width; the page should not depend on it
     try:
         parser = build_parser()
-        out = [GENERATED, "# Command line\n\n",
-               "Every `ttseval` command with its options, as the real parser (`ttseval.cli.build_parser`) prints "
-               "them with `--help`. Exit codes: `0` done, `1` the run failed, `2` bad input (nothing written).\n\n",
-               "```text\n", parser.format_help(), "```\n"]
+        out = [
+            GENERATED,
+            "# Command line\n\n",
+            "Every `ttseval` command with its options, as the real parser (`ttseval.cli.build_parser`) prints "
+            "them with `--help`. Exit codes: `0` done, `1` the run failed, `2` bad input (nothing written).\n\n",
+            "```text\n",
+            parser.format_help(),
+            "```\n",
+        ]
         for name, sub in _subcommands(parser).items():
             out += [f"\n## ttseval {name}\n\n```text\n", sub.format_help(), "```\n"]
         return "".join(out)
@@ -355,8 +427,11 @@ def on_files(files: Files, config: Any) -> Files:
     import logging
 
     log = logging.getLogger("mkdocs.hooks.reference")
-    for what, missing in (("settings", missing_setting_descriptions()), ("columns", missing_column_descriptions()),
-                          ("providers", missing_provider_descriptions())):
+    for what, missing in (
+        ("settings", missing_setting_descriptions()),
+        ("columns", missing_column_descriptions()),
+        ("providers", missing_provider_descriptions()),
+    ):
         if missing:  # info, not a warning: a strict build does not fail on it, the log says it
             log.info("%s declared without a description: %s", what, ", ".join(missing))
     for path, render in PAGES.items():

@@ -16,17 +16,28 @@ from selenium.webdriver.chrome.service import Service
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
-CHROME_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                "--disable-dev-shm-usage", "--window-size=1400,1000"]
+CHROME_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--window-size=1400,1000",
+]
 # screenshots the tests keep, for a person to look at after a run (git ignores the folder)
 SCREENSHOTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 
 
 def require_chromium() -> None:
     if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
-        pytest.fail("the browser tests need Debian's chromium and chromium-driver: apt-get install chromium "
-                    "chromium-driver (scripts/setup.sh test installs them)")
+        pytest.fail(
+            "the browser tests need Debian's chromium and chromium-driver: apt-get install chromium "
+            "chromium-driver (scripts/setup.sh test installs them)"
+        )
 
 
 @contextlib.contextmanager

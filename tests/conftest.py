@@ -18,10 +18,11 @@ import sys
 import time
 import urllib.request
 from collections.abc import Collection, Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+
 from ttseval.core.telemetry import TELEMETRY_OFF
 from ttseval.infra.dask_defaults import dask_env
 from ttseval.providers import MODEL_THREADS_VARIABLE
@@ -30,8 +31,16 @@ ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 
 
-SLOWEST_FIRST = ("test_evaluate_cli.py", "test_multi_host.py", "test_nightly_week.py", "test_judging_cli.py",
-                 "test_paid_run.py", "test_ui.py", "test_stack.py", "test_faults.py")
+SLOWEST_FIRST = (
+    "test_evaluate_cli.py",
+    "test_multi_host.py",
+    "test_nightly_week.py",
+    "test_judging_cli.py",
+    "test_paid_run.py",
+    "test_ui.py",
+    "test_stack.py",
+    "test_faults.py",
+)
 """The test files that took longest in a fresh clone (2026-11-26: test_evaluate_cli 1,281 s, test_nightly_week
 802 s, test_judging_cli 755 s, then test_paid_run, test_ui, test_stack and test_faults 330-385 s each, of the 8,330 s
 the files sum to; test_multi_host, about 780 s alone since issue 27's two restarts, goes second). They are
@@ -66,7 +75,7 @@ def a_zone_where_2am_is_hours_away(now: datetime | None = None) -> str:
     after `now` (UTC). A test that registers the nightly deployment ("0 2 * * *") on a server whose pool a worker
     polls registers it in this zone, so the schedule never fires mid-test: on CI at 02:00 UTC it did, and the
     55-item demo night held the test hosts' two workers for ten minutes."""
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     utc_hour_of_2am = (now.hour + 12) % 24  # 02:00 local falls at this UTC hour, 11-12 h ahead
     offset = (2 - utc_hour_of_2am) % 24  # local = UTC + offset
     offset = offset - 24 if offset > 14 else offset  # zones run from UTC-12 to UTC+14
@@ -102,13 +111,17 @@ def _no_shared_server_outlives_the_session(tmp_path_factory: pytest.TempPathFact
 def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> str:
     home = tmp_path_factory.mktemp("prefect-home")
     port = free_port()
-    env = os.environ | {"PREFECT_HOME": str(home), **TELEMETRY_OFF,
-                        "PREFECT_UI_ENABLED": "false"}
+    env = os.environ | {"PREFECT_HOME": str(home), **TELEMETRY_OFF, "PREFECT_UI_ENABLED": "false"}
     log = open(home / "server.log", "w")
     # on every address of this host, so test hosts made of network namespaces (tests/hosts.py) reach it at their
     # peer address; the tests on this host use loopback
-    proc = subprocess.Popen([str(BIN / "prefect"), "server", "start", "--host", "0.0.0.0", "--port", str(port)],
-                            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [str(BIN / "prefect"), "server", "start", "--host", "0.0.0.0", "--port", str(port)],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     url = f"http://127.0.0.1:{port}/api"
     try:
         wait_http(url + "/health", 90)
@@ -124,12 +137,20 @@ def s3_server() -> dict[str, str]:
     """moto's S3-compatible server on loopback (and on every address of this host, for test hosts: tests/hosts.py);
     returns the AWS environment a client on this host needs."""
     port = free_port()
-    proc = subprocess.Popen([str(BIN / "moto_server"), "-H", "0.0.0.0", "-p", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [str(BIN / "moto_server"), "-H", "0.0.0.0", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     endpoint = f"http://127.0.0.1:{port}"
     wait_http(endpoint, 30)
-    yield {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing-secret",
-           "AWS_REGION": "us-east-1"}
+    yield {
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing-secret",
+        "AWS_REGION": "us-east-1",
+    }
     _stop(proc)
 
 
@@ -156,10 +177,19 @@ _NOT_FOR_SHARED_WORKERS = ("TTSEVAL_", "AWS_")
 
 
 def _shared_worker_env(prefect_api: str, model_threads: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(_NOT_FOR_SHARED_WORKERS) and not k.endswith(("_API_KEY", "_BASE_URL"))}
-    return env | {"PREFECT_API_URL": prefect_api, "PYTHONPATH": str(ROOT), **TELEMETRY_OFF, **dask_env(env),
-                  "DASK_LOGGING__DISTRIBUTED": "warning", MODEL_THREADS_VARIABLE: model_threads}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(_NOT_FOR_SHARED_WORKERS) and not k.endswith(("_API_KEY", "_BASE_URL"))
+    }
+    return env | {
+        "PREFECT_API_URL": prefect_api,
+        "PYTHONPATH": str(ROOT),
+        **TELEMETRY_OFF,
+        **dask_env(env),
+        "DASK_LOGGING__DISTRIBUTED": "warning",
+        MODEL_THREADS_VARIABLE: model_threads,
+    }
 
 
 @pytest.fixture(scope="session")
@@ -191,15 +221,50 @@ def shared_dask(prefect_api: str, tmp_path_factory: pytest.TempPathFactory) -> I
     port = free_port()
     address = f"tcp://127.0.0.1:{port}"
     log = open(folder / "dask.log", "w")
-    procs = [subprocess.Popen([str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", str(port),
-                               "--dashboard-address", "127.0.0.1:0"], env=env, cwd=folder, stdout=log,
-                              stderr=subprocess.STDOUT, start_new_session=True)]
+    procs = [
+        subprocess.Popen(
+            [
+                str(BIN / "dask"),
+                "scheduler",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--dashboard-address",
+                "127.0.0.1:0",
+            ],
+            env=env,
+            cwd=folder,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    ]
     try:
-        procs.append(subprocess.Popen([str(BIN / "dask"), "worker", address, "--host", "127.0.0.1",
-                                       "--nworkers", "1", "--nthreads", "1",
-                                       "--dashboard-address", "127.0.0.1:0", "--local-directory", str(folder)],
-                                      env=env, cwd=folder, stdout=log, stderr=subprocess.STDOUT,
-                                      start_new_session=True))
+        procs.append(
+            subprocess.Popen(
+                [
+                    str(BIN / "dask"),
+                    "worker",
+                    address,
+                    "--host",
+                    "127.0.0.1",
+                    "--nworkers",
+                    "1",
+                    "--nthreads",
+                    "1",
+                    "--dashboard-address",
+                    "127.0.0.1:0",
+                    "--local-directory",
+                    str(folder),
+                ],
+                env=env,
+                cwd=folder,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        )
         with Client(address, timeout=60, set_as_default=False) as client:
             client.wait_for_workers(1, timeout=120)
         [_STARTED_WITH[address]] = _worker_environments(address).values()
@@ -238,8 +303,11 @@ def _shared_workers_stay_clean(request: pytest.FixtureRequest) -> Iterator[None]
     started = _STARTED_WITH[address]
     for worker, env in _worker_environments(address).items():
         changed = sorted(k for k in started if env.get(k) != started[k])
-        added = sorted(k for k in env.keys() - started.keys()
-                       if k.startswith((*_NOT_FOR_SHARED_WORKERS, "PREFECT_")) or k.endswith(("_API_KEY", "_BASE_URL")))
+        added = sorted(
+            k
+            for k in env.keys() - started.keys()
+            if k.startswith((*_NOT_FOR_SHARED_WORKERS, "PREFECT_")) or k.endswith(("_API_KEY", "_BASE_URL"))
+        )
         assert not changed + added, f"a run changed the environment of shared Dask worker {worker}: {changed + added}"
 
 
@@ -254,16 +322,20 @@ _STARTED_WITH: dict[str, dict[str, str]] = {}  # scheduler address -> its worker
 
 
 def run_cli(args: list[str], env: dict[str, str], cwd: Path, timeout_s: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([str(BIN / "ttseval"), *args], env=env, cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout_s)
+    return subprocess.run(
+        [str(BIN / "ttseval"), *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout_s
+    )
 
 
 def demo_items(path: Path, item_ids: Collection[str]) -> list[dict]:
     """Write the demo dataset's rows with these item ids (in the demo's order) to `path`; returns the rows."""
     from ttseval.corpus import DEMO_DATASET
 
-    rows = [r for line in DEMO_DATASET.read_text(encoding="utf-8").splitlines()
-            if (r := json.loads(line))["item_id"] in item_ids]
+    rows = [
+        r
+        for line in DEMO_DATASET.read_text(encoding="utf-8").splitlines()
+        if (r := json.loads(line))["item_id"] in item_ids
+    ]
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
     return rows
 

@@ -27,10 +27,19 @@ DEFAULT_VOICES = ("ps-AF-GulNawazNeural", "ps-AF-LatifaNeural", "en-US-JennyNeur
 def voice_entry(short_name: str) -> dict[str, Any]:
     locale = "-".join(short_name.split("-")[:-1])
     display = short_name.split("-")[-1].removesuffix("Neural")
-    return {"Name": f"Microsoft Server Speech Text to Speech Voice ({locale}, {short_name.split('-')[-1]})",
-            "DisplayName": display, "LocalName": display, "ShortName": short_name, "Gender": "Female",
-            "Locale": locale, "LocaleName": locale, "SampleRateHertz": "24000", "VoiceType": "Neural",
-            "Status": "GA", "WordsPerMinute": "150"}
+    return {
+        "Name": f"Microsoft Server Speech Text to Speech Voice ({locale}, {short_name.split('-')[-1]})",
+        "DisplayName": display,
+        "LocalName": display,
+        "ShortName": short_name,
+        "Gender": "Female",
+        "Locale": locale,
+        "LocaleName": locale,
+        "SampleRateHertz": "24000",
+        "VoiceType": "Neural",
+        "Status": "GA",
+        "WordsPerMinute": "150",
+    }
 
 
 class FakeAzureSpeech(FakeTTSServer):
@@ -46,11 +55,13 @@ class FakeAzureSpeech(FakeTTSServer):
     def _error_body(self, status: int, message: str) -> bytes:
         return json.dumps({"error": {"code": str(status), "message": message}}).encode()
 
-    def _parse(self, method: str, path: str, query: dict[str, list[str]], headers: dict[str, str],
-               raw: bytes) -> TTSRequest | TTSReply:
+    def _parse(
+        self, method: str, path: str, query: dict[str, list[str]], headers: dict[str, str], raw: bytes
+    ) -> TTSRequest | TTSReply:
         if method == "GET" and path == "/cognitiveservices/voices/list":
-            return TTSReply(body=json.dumps([voice_entry(v) for v in self.voices]).encode(),
-                            content_type="application/json")
+            return TTSReply(
+                body=json.dumps([voice_entry(v) for v in self.voices]).encode(), content_type="application/json"
+            )
         if method != "POST" or path != "/cognitiveservices/v1":
             return TTSReply.error(404, f"Resource not found ({method} {path})")
         if headers.get("content-type", "").split(";")[0].strip() != "application/ssml+xml":
@@ -66,8 +77,14 @@ class FakeAzureSpeech(FakeTTSServer):
         except (ET.ParseError, UnicodeDecodeError) as e:
             return TTSReply.error(400, f"SSML parsing error: {e}")
         voices = list(root)
-        if root.tag != "speak" or root.get("version") != "1.0" or not root.get(XML_LANG) or len(voices) != 1 \
-                or voices[0].tag != "voice" or not voices[0].get("name"):
+        if (
+            root.tag != "speak"
+            or root.get("version") != "1.0"
+            or not root.get(XML_LANG)
+            or len(voices) != 1
+            or voices[0].tag != "voice"
+            or not voices[0].get("name")
+        ):
             return TTSReply.error(400, "SSML must be <speak version='1.0' xml:lang=...><voice name=...>")
         voice = voices[0].get("name")
         if voice not in self.voices:
@@ -78,6 +95,14 @@ class FakeAzureSpeech(FakeTTSServer):
         else:
             rate, fmt = int(match[4]) * 1000, "mp3"
         text = "".join(voices[0].itertext())
-        return TTSRequest(method, path, query, headers, {"ssml": raw.decode("utf-8"), "voice": voice,
-                                                         "lang": root.get(XML_LANG)}, raw,
-                          text=text, fmt=fmt, sample_rate_hz=rate)
+        return TTSRequest(
+            method,
+            path,
+            query,
+            headers,
+            {"ssml": raw.decode("utf-8"), "voice": voice, "lang": root.get(XML_LANG)},
+            raw,
+            text=text,
+            fmt=fmt,
+            sample_rate_hz=rate,
+        )

@@ -17,25 +17,52 @@ from typing import Any
 from tests.fake_http import parse_json_object
 from tests.fake_tts import FakeTTSServer, TTSReply, TTSRequest
 
-BODY_FIELDS = {"text", "model_id", "language_code", "voice_settings", "pronunciation_dictionary_locators", "seed",
-               "previous_text", "next_text", "previous_request_ids", "next_request_ids", "apply_text_normalization",
-               "apply_language_text_normalization", "use_pvc_as_ivc"}
+BODY_FIELDS = {
+    "text",
+    "model_id",
+    "language_code",
+    "voice_settings",
+    "pronunciation_dictionary_locators",
+    "seed",
+    "previous_text",
+    "next_text",
+    "previous_request_ids",
+    "next_request_ids",
+    "apply_text_normalization",
+    "apply_language_text_normalization",
+    "use_pvc_as_ivc",
+}
 VOICE_SETTINGS = {"stability", "similarity_boost", "style", "use_speaker_boost", "speed"}
 QUERY_FIELDS = {"output_format", "enable_logging", "optimize_streaming_latency"}
 FORMAT = re.compile(r"^(mp3|pcm|wav|opus|ulaw|alaw)_(\d+)(?:_(\d+))?$")
-VOICES = [{"voice_id": "JBFqnCBsd6RMkjVDRZzb", "name": "George", "category": "premade",
-           "labels": {"accent": "british"}},
-          {"voice_id": "21m00Tcm4TlvDq8ikWAM", "name": "Rachel", "category": "premade",
-           "labels": {"accent": "american"}}]
-CODES = {400: ("invalid_request", "invalid_parameters"), 401: ("authentication_error", "invalid_api_key"),
-         404: ("not_found", "not_found"), 429: ("rate_limit_error", "rate_limit_exceeded"),
-         500: ("service_error", "internal_server_error"), 503: ("service_error", "service_unavailable")}
+VOICES = [
+    {"voice_id": "JBFqnCBsd6RMkjVDRZzb", "name": "George", "category": "premade", "labels": {"accent": "british"}},
+    {"voice_id": "21m00Tcm4TlvDq8ikWAM", "name": "Rachel", "category": "premade", "labels": {"accent": "american"}},
+]
+CODES = {
+    400: ("invalid_request", "invalid_parameters"),
+    401: ("authentication_error", "invalid_api_key"),
+    404: ("not_found", "not_found"),
+    429: ("rate_limit_error", "rate_limit_exceeded"),
+    500: ("service_error", "internal_server_error"),
+    503: ("service_error", "service_unavailable"),
+}
 
 
 def error_json(status_code: str, message: str, *, kind: str = "invalid_request") -> bytes:
     """ElevenLabs' error body with `code` (and the legacy `status`) set to `status_code`."""
-    return json.dumps({"detail": {"type": kind, "code": status_code, "message": message, "status": status_code,
-                                  "request_id": "req-fake", "param": None}}).encode()
+    return json.dumps(
+        {
+            "detail": {
+                "type": kind,
+                "code": status_code,
+                "message": message,
+                "status": status_code,
+                "request_id": "req-fake",
+                "param": None,
+            }
+        }
+    ).encode()
 
 
 class FakeElevenLabs(FakeTTSServer):
@@ -49,23 +76,34 @@ class FakeElevenLabs(FakeTTSServer):
     @staticmethod
     def quota() -> TTSReply:
         """An exhausted quota, as ElevenLabs answers it: 401 with detail.status quota_exceeded."""
-        return TTSReply.error(401, body=error_json(
-            "quota_exceeded", "This request exceeds your quota of 10000. You have 0 credits remaining, while 91 "
-                              "credits are required for this request.", kind="authentication_error"))
+        return TTSReply.error(
+            401,
+            body=error_json(
+                "quota_exceeded",
+                "This request exceeds your quota of 10000. You have 0 credits remaining, while 91 "
+                "credits are required for this request.",
+                kind="authentication_error",
+            ),
+        )
 
     @staticmethod
     def refusal() -> TTSReply:
-        return TTSReply.error(400, body=error_json(
-            "content_against_policy", "This text violates our Terms of Service (content policy) and was not "
-                                      "synthesized."))
+        return TTSReply.error(
+            400,
+            body=error_json(
+                "content_against_policy",
+                "This text violates our Terms of Service (content policy) and was not synthesized.",
+            ),
+        )
 
     # -- the wire format ----------------------------------------------------------------------------------------
     def _authorized(self, headers: dict[str, str]) -> bool:
         value = headers.get("xi-api-key", "")
         return value == self.api_key if self.api_key else bool(value)
 
-    def _parse(self, method: str, path: str, query: dict[str, list[str]], headers: dict[str, str],
-               raw: bytes) -> TTSRequest | TTSReply:
+    def _parse(
+        self, method: str, path: str, query: dict[str, list[str]], headers: dict[str, str], raw: bytes
+    ) -> TTSRequest | TTSReply:
         if method == "GET" and path == "/v1/voices":
             return TTSReply(body=json.dumps({"voices": self.voices}).encode(), content_type="application/json")
         match = re.fullmatch(r"/v1/text-to-speech/([^/]+)", path)
@@ -73,8 +111,9 @@ class FakeElevenLabs(FakeTTSServer):
             return TTSReply.error(404, f"Not Found ({method} {path})")
         voice_id = match.group(1)
         if voice_id not in {v["voice_id"] for v in self.voices}:
-            return TTSReply.error(404, body=error_json("voice_not_found",
-                                                      f"A voice with voice_id {voice_id} was not found."))
+            return TTSReply.error(
+                404, body=error_json("voice_not_found", f"A voice with voice_id {voice_id} was not found.")
+            )
         if unknown := set(query) - QUERY_FIELDS:
             return self._invalid(["query", sorted(unknown)[0]], "extra query parameters not permitted")
         fmt_name = query.get("output_format", ["mp3_44100_128"])[0]
@@ -96,11 +135,24 @@ class FakeElevenLabs(FakeTTSServer):
         if "speed" in settings and not 0.7 <= settings["speed"] <= 1.2:
             return self._invalid(["body", "voice_settings", "speed"], "speed must be between 0.7 and 1.2")
         if "language_code" in body and body.get("model_id") not in ("eleven_flash_v2_5", "eleven_turbo_v2_5"):
-            return TTSReply.error(400, body=error_json(
-                "unsupported_language_code", f"Model {body.get('model_id')} does not support language_code."))
+            return TTSReply.error(
+                400,
+                body=error_json(
+                    "unsupported_language_code", f"Model {body.get('model_id')} does not support language_code."
+                ),
+            )
         codec = fmt.group(1)
-        return TTSRequest(method, path, query, headers, body, raw, text=body["text"],
-                          fmt={"opus": "opus"}.get(codec, codec), sample_rate_hz=int(fmt.group(2)))
+        return TTSRequest(
+            method,
+            path,
+            query,
+            headers,
+            body,
+            raw,
+            text=body["text"],
+            fmt={"opus": "opus"}.get(codec, codec),
+            sample_rate_hz=int(fmt.group(2)),
+        )
 
     @staticmethod
     def _invalid(loc: list[str], msg: str, kind: str = "value_error") -> TTSReply:

@@ -35,8 +35,15 @@ from tests.fake_http import ScriptedFakeServer, parse_json_object
 PATH_RE = re.compile(r"^/(?P<version>v1|v1beta|v1alpha)/models/(?P<model>[^/:]+):generateContent$")
 
 STATUS_NAMES = {
-    400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
-    429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 502: "BAD_GATEWAY", 503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED",
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    429: "RESOURCE_EXHAUSTED",
+    500: "INTERNAL",
+    502: "BAD_GATEWAY",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
 }
 
 PAIRWISE_OK: dict[str, Any] = {
@@ -216,19 +223,20 @@ class FakeGemini(ScriptedFakeServer[GeminiRequest, Reply]):
 
     def _unexpected_answer(self, answer: object) -> Reply:
         # a test bug: answer 400 (not retried) so the client's error says so
-        return Reply.error(400, message=f"fake: responder returned {type(answer).__name__}, "
-                                        "want dict, str, Reply or None")
+        return Reply.error(
+            400, message=f"fake: responder returned {type(answer).__name__}, want dict, str, Reply or None"
+        )
 
-    def _route(self, method: str, path: str, headers: dict[str, str],
-               raw: bytes) -> tuple[Reply, GeminiRequest | None]:
+    def _route(self, method: str, path: str, headers: dict[str, str], raw: bytes) -> tuple[Reply, GeminiRequest | None]:
         match = PATH_RE.match(path.split("?", 1)[0])
         if match is None:
             return Reply.error(404, message=f"no such method: POST {path}"), None
         body = parse_json_object(raw)
         if body is None:
             return Reply.error(400, message="Invalid JSON payload received."), None
-        request = GeminiRequest(path=path, api_version=match["version"], model=match["model"], headers=headers,
-                                body=body)
+        request = GeminiRequest(
+            path=path, api_version=match["version"], model=match["model"], headers=headers, body=body
+        )
         return self._accept(request), request
 
     def _payload(self, reply: Reply, request: GeminiRequest | None) -> bytes:

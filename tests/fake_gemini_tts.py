@@ -27,12 +27,48 @@ from tests.fake_http import parse_json_object
 from tests.fake_tts import FakeTTSServer, TTSReply, TTSRequest, speech_for
 
 PATH_RE = re.compile(r"^/(?P<version>v1|v1beta|v1alpha)/models/(?P<model>[^/:]+):generateContent$")
-STATUS_NAMES = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
-                429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED"}
-PREBUILT = {"Zephyr", "Puck", "Charon", "Kore", "Fenrir", "Leda", "Orus", "Aoede", "Callirrhoe", "Autonoe",
-            "Enceladus", "Iapetus", "Umbriel", "Algieba", "Despina", "Erinome", "Algenib", "Rasalgethi",
-            "Laomedeia", "Achernar", "Alnilam", "Schedar", "Gacrux", "Pulcherrima", "Achird", "Zubenelgenubi",
-            "Vindemiatrix", "Sadachbia", "Sadaltager", "Sulafat"}
+STATUS_NAMES = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    429: "RESOURCE_EXHAUSTED",
+    500: "INTERNAL",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
+PREBUILT = {
+    "Zephyr",
+    "Puck",
+    "Charon",
+    "Kore",
+    "Fenrir",
+    "Leda",
+    "Orus",
+    "Aoede",
+    "Callirrhoe",
+    "Autonoe",
+    "Enceladus",
+    "Iapetus",
+    "Umbriel",
+    "Algieba",
+    "Despina",
+    "Erinome",
+    "Algenib",
+    "Rasalgethi",
+    "Laomedeia",
+    "Achernar",
+    "Alnilam",
+    "Schedar",
+    "Gacrux",
+    "Pulcherrima",
+    "Achird",
+    "Zubenelgenubi",
+    "Vindemiatrix",
+    "Sadachbia",
+    "Sadaltager",
+    "Sulafat",
+}
 MIME = "audio/L16;codec=pcm;rate=24000"
 
 
@@ -45,14 +81,20 @@ def _field(obj: Any, camel: str) -> Any:
     return obj.get(camel, obj.get(snake))
 
 
-def google_error(status: int, message: str, *, retry_delay: str | None = None, quota_id: str | None = None,
-                 **kw: Any) -> TTSReply:
+def google_error(
+    status: int, message: str, *, retry_delay: str | None = None, quota_id: str | None = None, **kw: Any
+) -> TTSReply:
     """Google's error body, with RetryInfo and QuotaFailure details when asked."""
     details: list[dict[str, Any]] = []
     if quota_id is not None:
-        details.append({"@type": "type.googleapis.com/google.rpc.QuotaFailure",
-                        "violations": [{"quotaMetric": "generativelanguage.googleapis.com/generate_requests",
-                                        "quotaId": quota_id}]})
+        details.append(
+            {
+                "@type": "type.googleapis.com/google.rpc.QuotaFailure",
+                "violations": [
+                    {"quotaMetric": "generativelanguage.googleapis.com/generate_requests", "quotaId": quota_id}
+                ],
+            }
+        )
     if retry_delay is not None:
         details.append({"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": retry_delay})
     error = {"code": status, "message": message, "status": STATUS_NAMES.get(status, "UNKNOWN"), "details": details}
@@ -75,14 +117,16 @@ class FakeGeminiTTS(FakeTTSServer):
         return headers.get("x-goog-api-key") == self.api_key
 
     def _error_body(self, status: int, message: str) -> bytes:
-        return json.dumps({"error": {"code": status, "message": message,
-                                     "status": STATUS_NAMES.get(status, "UNKNOWN")}}).encode()
+        return json.dumps(
+            {"error": {"code": status, "message": message, "status": STATUS_NAMES.get(status, "UNKNOWN")}}
+        ).encode()
 
     def _content_type_of(self, fmt: str) -> str:
         return "application/json"
 
-    def _parse(self, method: str, path: str, query: dict[str, list[str]], headers: dict[str, str],
-               raw: bytes) -> TTSRequest | TTSReply:
+    def _parse(
+        self, method: str, path: str, query: dict[str, list[str]], headers: dict[str, str], raw: bytes
+    ) -> TTSRequest | TTSReply:
         match = PATH_RE.match(path)
         if method != "POST" or match is None:
             return TTSReply.error(404, f"Not found: {method} {path}")
@@ -100,18 +144,26 @@ class FakeGeminiTTS(FakeTTSServer):
         config = body.get("generationConfig") or {}
         if config.get("responseModalities") != ["AUDIO"]:
             return TTSReply.error(400, "The requested combination of response modalities is not supported.")
-        voice = _field(_field(_field(_field(config, "speechConfig"), "voiceConfig"), "prebuiltVoiceConfig"),
-                       "voiceName")
+        voice = _field(
+            _field(_field(_field(config, "speechConfig"), "voiceConfig"), "prebuiltVoiceConfig"), "voiceName"
+        )
         if set(config) - {"responseModalities", "speechConfig", "speech_config"} or voice not in PREBUILT:
             return TTSReply.error(400, f"Voice name {voice!r} is not supported.")
-        return TTSRequest(method, path, query, headers, body, raw, text=parts[0]["text"], fmt="pcm",
-                          sample_rate_hz=24000)
+        return TTSRequest(
+            method, path, query, headers, body, raw, text=parts[0]["text"], fmt="pcm", sample_rate_hz=24000
+        )
 
     def _payload(self, reply: TTSReply, request: TTSRequest | None) -> bytes:
         if reply.status != 200 or reply.body is not None:
             return super()._payload(reply, request)
         pcm = reply.audio if reply.audio is not None else speech_for(request.text if request else "x", 24000, "pcm")
-        candidate = {"content": {"role": "model", "parts": [{"inlineData": {
-            "mimeType": MIME, "data": base64.b64encode(pcm).decode()}}]}, "finishReason": "STOP", "index": 0}
+        candidate = {
+            "content": {
+                "role": "model",
+                "parts": [{"inlineData": {"mimeType": MIME, "data": base64.b64encode(pcm).decode()}}],
+            },
+            "finishReason": "STOP",
+            "index": 0,
+        }
         usage = {"promptTokenCount": 10, "candidatesTokenCount": len(pcm) // 1920, "totalTokenCount": 10}
         return json.dumps({"candidates": [candidate], "usageMetadata": usage, "modelVersion": "fake"}).encode()

@@ -59,8 +59,13 @@ class ScriptedFakeServer(Generic[Req, Rep]):
 
     bind: tuple[str, int] = ("127.0.0.1", 0)  # (address, port) to listen on; a test host's fake: ("0.0.0.0", PORT)
 
-    def __init__(self, responder: Callable[[Req], dict[str, Any] | str | Rep | None] | None = None, *,
-                 default: Callable[[Req], Rep], delay_s: float = 0.0) -> None:
+    def __init__(
+        self,
+        responder: Callable[[Req], dict[str, Any] | str | Rep | None] | None = None,
+        *,
+        default: Callable[[Req], Rep],
+        delay_s: float = 0.0,
+    ) -> None:
         self.responder = responder
         self.default = default
         self.delay_s = delay_s
@@ -164,8 +169,9 @@ class ScriptedFakeServer(Generic[Req, Rep]):
             setattr(Handler, f"do_{method}", Handler.handle_any)
         self._server = ThreadingHTTPServer(self.bind, Handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name=self.name, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name=self.name, daemon=True
+        )
         self._thread.start()
         return self
 
@@ -199,7 +205,7 @@ class ScriptedFakeServer(Generic[Req, Rep]):
             with self._lock:
                 self.status_counts[reply.status] += 1
                 self.in_flight -= 1  # before the reply is written, not after: else the client's next request,
-                counted = False      # sent on reading this reply, could be counted with this one (4 of a limit of 3)
+                counted = False  # sent on reading this reply, could be counted with this one (4 of a limit of 3)
             try:
                 h.send_response(reply.status)
                 h.send_header("Content-Type", self._content_type(reply))

@@ -21,8 +21,17 @@ from typing import Any
 from tests.fake_http import parse_json_object
 from tests.fake_tts import FakeTTSServer, TTSReply, TTSRequest
 
-BODY_FIELDS = {"utterances", "context", "format", "num_generations", "split_utterances", "strip_headers", "version",
-               "instant_mode", "include_timestamp_types"}
+BODY_FIELDS = {
+    "utterances",
+    "context",
+    "format",
+    "num_generations",
+    "split_utterances",
+    "strip_headers",
+    "version",
+    "instant_mode",
+    "include_timestamp_types",
+}
 UTTERANCE_FIELDS = {"text", "description", "voice", "speed", "trailing_silence"}
 DEFAULT_VOICES = ("Ava Song", "Male English Actor", "Colton Rivers", "Vince Douglas")
 
@@ -50,8 +59,9 @@ class FakeHume(FakeTTSServer):
         descriptions = [u.get("description") or "" for u in (request.body or {}).get("utterances", [])]
         return "\n".join([request.text, *descriptions])
 
-    def _parse(self, method: str, path: str, query: dict[str, list[str]], headers: dict[str, str],
-               raw: bytes) -> TTSRequest | TTSReply:
+    def _parse(
+        self, method: str, path: str, query: dict[str, list[str]], headers: dict[str, str], raw: bytes
+    ) -> TTSRequest | TTSReply:
         if method == "GET" and path == "/v0/tts/voices":
             return self._voice_page(query)
         if method != "POST" or path != "/v0/tts/file":
@@ -72,8 +82,11 @@ class FakeHume(FakeTTSServer):
             if voice is not None:
                 known = {voice_id(v) for v in self.voices} if "id" in voice else set(self.voices)
                 key = voice.get("id", voice.get("name"))
-                if set(voice) - {"id", "name", "provider"} or key not in known or \
-                        voice.get("provider", "CUSTOM_VOICE") not in ("HUME_AI", "CUSTOM_VOICE"):
+                if (
+                    set(voice) - {"id", "name", "provider"}
+                    or key not in known
+                    or voice.get("provider", "CUSTOM_VOICE") not in ("HUME_AI", "CUSTOM_VOICE")
+                ):
                     return TTSReply.error(400, f"Voice not found: {voice!r}")
         fmt = (body.get("format") or {"type": "mp3"}).get("type")
         if fmt not in ("wav", "mp3", "pcm"):
@@ -88,7 +101,11 @@ class FakeHume(FakeTTSServer):
         page = int(query.get("page_number", ["0"])[0])
         size = int(query.get("page_size", ["10"])[0])
         names = self.voices if provider == "HUME_AI" else []
-        chunk = names[page * size:(page + 1) * size]
-        body = {"page_number": page, "page_size": size, "total_pages": max(1, -(-len(names) // size)),
-                "voices_page": [{"id": voice_id(n), "name": n, "provider": provider} for n in chunk]}
+        chunk = names[page * size : (page + 1) * size]
+        body = {
+            "page_number": page,
+            "page_size": size,
+            "total_pages": max(1, -(-len(names) // size)),
+            "voices_page": [{"id": voice_id(n), "name": n, "provider": provider} for n in chunk],
+        }
         return TTSReply(body=json.dumps(body).encode(), content_type="application/json")

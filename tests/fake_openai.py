@@ -44,6 +44,8 @@ def audio_tokens(wav: bytes) -> int:
 
     info = sf.info(io.BytesIO(wav))
     return math.ceil(info.frames / info.samplerate * AUDIO_TOKENS_PER_S)
+
+
 REFUSAL_TEXT = "I'm sorry, but I can't help with that."
 
 ERROR_KINDS = {  # status -> (type, code) as OpenAI's error bodies name them
@@ -87,8 +89,15 @@ class Reply:
         return cls(content=answer if isinstance(answer, str) else json.dumps(answer), **kw)
 
     @classmethod
-    def error(cls, status: int, retry_after: str | float | None = None, *, retry_after_ms: str | float | None = None,
-              message: str | None = None, **kw: Any) -> Reply:
+    def error(
+        cls,
+        status: int,
+        retry_after: str | float | None = None,
+        *,
+        retry_after_ms: str | float | None = None,
+        message: str | None = None,
+        **kw: Any,
+    ) -> Reply:
         headers = dict(kw.pop("headers", {}))
         if retry_after is not None:
             headers["Retry-After"] = str(retry_after)
@@ -119,8 +128,11 @@ class Reply:
         """`prompt_tokens` of text, plus the audio parts' tokens at AUDIO_TOKENS_PER_S, counted apart in
         prompt_tokens_details as OpenAI's audio models do."""
         audio = sum(audio_tokens(wav) for wav in request.audio_parts()) if request is not None else 0
-        usage: dict[str, Any] = {"prompt_tokens": self.prompt_tokens + audio, "completion_tokens": self.completion_tokens,
-                                 "total_tokens": self.prompt_tokens + audio + self.completion_tokens}
+        usage: dict[str, Any] = {
+            "prompt_tokens": self.prompt_tokens + audio,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.prompt_tokens + audio + self.completion_tokens,
+        }
         if audio:
             usage["prompt_tokens_details"] = {"audio_tokens": audio, "cached_tokens": 0}
         return usage
@@ -141,13 +153,19 @@ class Reply:
             "object": "chat.completion",
             "created": int(time.time()),
             "model": (request.model if request is not None else None) or "fake-model",
-            "choices": [{
-                "index": 0,
-                "message": {"role": "assistant", "content": self.content, "refusal": self.refusal_text,
-                            "annotations": []},
-                "logprobs": None,
-                "finish_reason": self.finish_reason,
-            }],
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {
+                        "role": "assistant",
+                        "content": self.content,
+                        "refusal": self.refusal_text,
+                        "annotations": [],
+                    },
+                    "logprobs": None,
+                    "finish_reason": self.finish_reason,
+                }
+            ],
             "usage": self.usage(request),
             "service_tier": "default",
             "system_fingerprint": "fp_fake",
@@ -187,14 +205,18 @@ class OpenAIRequest:
         return "\n".join(p["text"] for p in self.user_parts() if p.get("type") == "text")
 
     def system_text(self) -> str | None:
-        texts = [p["text"] for m in self.messages if m.get("role") in ("system", "developer")
-                 for p in self._parts(m) if p.get("type") == "text"]
+        texts = [
+            p["text"]
+            for m in self.messages
+            if m.get("role") in ("system", "developer")
+            for p in self._parts(m)
+            if p.get("type") == "text"
+        ]
         return "\n".join(texts) if texts else None
 
     def audio_parts(self) -> list[bytes]:
         """Decoded bytes of each input_audio part, in order."""
-        return [base64.b64decode(p["input_audio"]["data"]) for p in self.user_parts()
-                if p.get("type") == "input_audio"]
+        return [base64.b64decode(p["input_audio"]["data"]) for p in self.user_parts() if p.get("type") == "input_audio"]
 
     def audio_formats(self) -> list[str]:
         return [p["input_audio"].get("format") for p in self.user_parts() if p.get("type") == "input_audio"]
@@ -226,9 +248,14 @@ class FakeOpenAI(ScriptedFakeServer[OpenAIRequest, Reply]):
     protocol_version = "HTTP/1.1"  # keep-alive, as the real API (the SDK pools connections)
     methods = ("POST", "GET")
 
-    def __init__(self, responder: Responder | None = None, *,
-                 default: Callable[[OpenAIRequest], Reply] = default_policy, delay_s: float = 0.0,
-                 api_key: str | None = None) -> None:
+    def __init__(
+        self,
+        responder: Responder | None = None,
+        *,
+        default: Callable[[OpenAIRequest], Reply] = default_policy,
+        delay_s: float = 0.0,
+        api_key: str | None = None,
+    ) -> None:
         super().__init__(responder, default=default, delay_s=delay_s)
         self.api_key = api_key
 
@@ -237,12 +264,11 @@ class FakeOpenAI(ScriptedFakeServer[OpenAIRequest, Reply]):
 
     def _authorized(self, headers: dict[str, str]) -> bool:
         value = headers.get("authorization", "")
-        if not value.startswith("Bearer ") or not value[len("Bearer "):].strip():
+        if not value.startswith("Bearer ") or not value[len("Bearer ") :].strip():
             return False
         return self.api_key is None or value == f"Bearer {self.api_key}"
 
-    def _route(self, method: str, path: str, headers: dict[str, str],
-               raw: bytes) -> tuple[Reply, OpenAIRequest | None]:
+    def _route(self, method: str, path: str, headers: dict[str, str], raw: bytes) -> tuple[Reply, OpenAIRequest | None]:
         if method != "POST" or path.split("?", 1)[0] != PATH:
             return Reply.error(404, message=f"Invalid URL ({method} {path})"), None
         if not self._authorized(headers):

@@ -43,8 +43,13 @@ def encode(samples: np.ndarray, sample_rate_hz: int, fmt: str) -> bytes:
     if fmt == "pcm":
         return (np.clip(samples, -1, 1) * 32767).astype("<i2").tobytes()
     buf = io.BytesIO()
-    kind = {"wav": ("WAV", "PCM_16"), "mp3": ("MP3", None), "flac": ("FLAC", None), "ogg": ("OGG", "VORBIS"),
-            "opus": ("OGG", "OPUS")}[fmt]
+    kind = {
+        "wav": ("WAV", "PCM_16"),
+        "mp3": ("MP3", None),
+        "flac": ("FLAC", None),
+        "ogg": ("OGG", "VORBIS"),
+        "opus": ("OGG", "OPUS"),
+    }[fmt]
     sf.write(buf, samples, sample_rate_hz, format=kind[0], subtype=kind[1])
     return buf.getvalue()
 
@@ -122,8 +127,9 @@ class FakeTTSServer(ScriptedFakeServer[TTSRequest, TTSReply]):
         self.paid_keys: list[str] = []  # the text of every paid call, to find one paid twice
 
     # -- the vendor's part -----------------------------------------------------------------------------------
-    def _parse(self, method: str, path: str, query: dict[str, list[str]], headers: dict[str, str],
-               raw: bytes) -> TTSRequest | TTSReply:
+    def _parse(
+        self, method: str, path: str, query: dict[str, list[str]], headers: dict[str, str], raw: bytes
+    ) -> TTSRequest | TTSReply:
         raise NotImplementedError
 
     def _authorized(self, headers: dict[str, str]) -> bool:
@@ -133,8 +139,14 @@ class FakeTTSServer(ScriptedFakeServer[TTSRequest, TTSReply]):
         return json.dumps({"error": {"message": message}}).encode()
 
     def _content_type_of(self, fmt: str) -> str:
-        return {"wav": "audio/wav", "mp3": "audio/mpeg", "pcm": "audio/pcm", "flac": "audio/flac",
-                "ogg": "audio/ogg", "opus": "audio/ogg"}.get(fmt, "application/octet-stream")
+        return {
+            "wav": "audio/wav",
+            "mp3": "audio/mpeg",
+            "pcm": "audio/pcm",
+            "flac": "audio/flac",
+            "ogg": "audio/ogg",
+            "opus": "audio/ogg",
+        }.get(fmt, "application/octet-stream")
 
     def _marker_text(self, request: TTSRequest) -> str:
         return request.text
@@ -155,8 +167,11 @@ class FakeTTSServer(ScriptedFakeServer[TTSRequest, TTSReply]):
             return reply.body
         if reply.audio is not None:
             return reply.audio
-        return speech_for(request.text if request else "x", request.sample_rate_hz if request else 24000,
-                          request.fmt if request else "wav")
+        return speech_for(
+            request.text if request else "x",
+            request.sample_rate_hz if request else 24000,
+            request.fmt if request else "wav",
+        )
 
     # -- serving, with streaming and resets ------------------------------------------------------------------
     def _handle(self, h: BaseHTTPRequestHandler) -> None:
@@ -171,17 +186,23 @@ class FakeTTSServer(ScriptedFakeServer[TTSRequest, TTSReply]):
             if reply.delay_s or self.delay_s:
                 time.sleep(reply.delay_s or self.delay_s)
             payload = self._payload(reply, request)
-            if isinstance(request, TTSRequest) and reply.status == 200 and request.method == "POST" and \
-                    reply.cut_after is None:
+            if (
+                isinstance(request, TTSRequest)
+                and reply.status == 200
+                and request.method == "POST"
+                and reply.cut_after is None
+            ):
                 with self._lock:
                     self.paid_calls += 1
                     self.billable_chars += len(request.text)
                     self.paid_keys.append(request.text)
             with self._lock:
                 self.status_counts[reply.status] += 1
-            ctype = reply.content_type or (self._content_type_of(request.fmt) if reply.status == 200 and
-                                           isinstance(request, TTSRequest) and request.method == "POST"
-                                           else "application/json")
+            ctype = reply.content_type or (
+                self._content_type_of(request.fmt)
+                if reply.status == 200 and isinstance(request, TTSRequest) and request.method == "POST"
+                else "application/json"
+            )
             try:
                 h.send_response(reply.status)
                 h.send_header("Content-Type", ctype)
@@ -198,7 +219,7 @@ class FakeTTSServer(ScriptedFakeServer[TTSRequest, TTSReply]):
                     h.send_header("Transfer-Encoding", "chunked")
                     h.end_headers()
                     for start in range(0, len(payload), 4096):
-                        chunk = payload[start:start + 4096]
+                        chunk = payload[start : start + 4096]
                         h.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
                     h.wfile.write(b"0\r\n\r\n")
                 else:
@@ -233,8 +254,9 @@ class FakeOpenAISpeech(FakeTTSServer):
         value = headers.get("authorization", "")
         return value == f"Bearer {self.api_key}" if self.api_key else value.startswith("Bearer ")
 
-    def _parse(self, method: str, path: str, query: dict[str, list[str]], headers: dict[str, str],
-               raw: bytes) -> TTSRequest | TTSReply:
+    def _parse(
+        self, method: str, path: str, query: dict[str, list[str]], headers: dict[str, str], raw: bytes
+    ) -> TTSRequest | TTSReply:
         if method == "GET" and path == "/v1/audio/voices" and self.voices is not None:
             return TTSReply(body=json.dumps({"voices": self.voices}).encode(), content_type="application/json")
         if method != "POST" or path != "/v1/audio/speech":
@@ -249,11 +271,10 @@ class FakeOpenAISpeech(FakeTTSServer):
         if len(body["input"]) > 4096:
             return TTSReply.error(400, "input is longer than 4096 characters")
         fmt = body.get("response_format", "mp3")
-        return TTSRequest(method, path, query, headers, body, raw, text=body["input"], fmt=fmt,
-                          sample_rate_hz=24000)
+        return TTSRequest(method, path, query, headers, body, raw, text=body["input"], fmt=fmt, sample_rate_hz=24000)
 
     def _error_body(self, status: int, message: str) -> bytes:
         code = {429: "rate_limit_exceeded", 401: "invalid_api_key"}.get(status)
-        return json.dumps({"error": {"message": message, "type": "invalid_request_error", "param": None,
-                                     "code": code}}).encode()
-
+        return json.dumps(
+            {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": code}}
+        ).encode()

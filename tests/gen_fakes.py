@@ -8,9 +8,38 @@ import hashlib
 import re
 from typing import Any
 
-WORDS = ("amber", "basalt", "cobalt", "dune", "ember", "fjord", "garnet", "harbor", "indigo", "juniper", "kelp",
-         "lantern", "meadow", "nectar", "orchid", "pebble", "quartz", "raven", "saffron", "thistle", "umber",
-         "violet", "willow", "yarrow", "zephyr", "acorn", "bramble", "cinder", "drizzle", "falcon")
+WORDS = (
+    "amber",
+    "basalt",
+    "cobalt",
+    "dune",
+    "ember",
+    "fjord",
+    "garnet",
+    "harbor",
+    "indigo",
+    "juniper",
+    "kelp",
+    "lantern",
+    "meadow",
+    "nectar",
+    "orchid",
+    "pebble",
+    "quartz",
+    "raven",
+    "saffron",
+    "thistle",
+    "umber",
+    "violet",
+    "willow",
+    "yarrow",
+    "zephyr",
+    "acorn",
+    "bramble",
+    "cinder",
+    "drizzle",
+    "falcon",
+)
 
 
 def _words(key: str, n: int) -> list[str]:
@@ -42,13 +71,18 @@ def answer(text: str, system: str | None = None) -> dict[str, Any] | None:
         count = int(re.search(r"Write (\d+) new", text).group(1))
         category = re.search(r"Category: (\w+)\.", text).group(1)
         lead = re.search(r"criterion: (.+?)\.\n", text).group(1)
-        return {"items": [{"text": sentence(f"{category}|{lead}|{j}|{category}"), "diversity_aspect": lead}
-                          for j in range(count)]}
+        return {
+            "items": [
+                {"text": sentence(f"{category}|{lead}|{j}|{category}"), "diversity_aspect": lead} for j in range(count)
+            ]
+        }
     if kind == "refine":
         current = re.search(r"<<<\n(.*)\n>>>", text, re.S).group(1)
         depth = int(re.search(r"refinement step (\d+)", text).group(1)) + 1
-        return {"tts_synthesis_diversity": f"adds a clause at step {depth}",
-                "text_to_synthesize": f"{current} And then, at step {depth}, {' '.join(_words(current, 4))}?"}
+        return {
+            "tts_synthesis_diversity": f"adds a clause at step {depth}",
+            "text_to_synthesize": f"{current} And then, at step {depth}, {' '.join(_words(current, 4))}?",
+        }
     if kind == "repair":
         return {"text_to_synthesize": text.strip().replace("  ", " ") + " (repaired)"}
     if kind == "twister":

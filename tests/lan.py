@@ -64,17 +64,32 @@ class Lan:
 
     def start_prefect(self) -> None:
         """The Prefect server on the scheduler host, its database in the module's PREFECT_HOME (kept over restarts)."""
-        self.start(self.hosts["scheduler"], "prefect", [str(BIN / "prefect"), "server", "start", "--host", "0.0.0.0",
-                                                        "--port", "4200"],
-                   self.base | {"PREFECT_HOME": str(self.prefect_home), "PREFECT_UI_ENABLED": "false"})
+        self.start(
+            self.hosts["scheduler"],
+            "prefect",
+            [str(BIN / "prefect"), "server", "start", "--host", "0.0.0.0", "--port", "4200"],
+            self.base | {"PREFECT_HOME": str(self.prefect_home), "PREFECT_UI_ENABLED": "false"},
+        )
 
     def start_scheduler(self) -> None:
         """The Dask scheduler on the scheduler host. A worker that stops answering is dropped after WORKER_TTL
         (Dask's default is 5 minutes), and its tasks go to the others."""
         sched = self.hosts["scheduler"]
-        self.start(sched, "scheduler", [str(BIN / "dask"), "scheduler", "--host", sched.ip, "--port", "8786",
-                                        "--dashboard-address", "127.0.0.1:0"],
-                   self.base | {"DASK_DISTRIBUTED__SCHEDULER__WORKER_TTL": WORKER_TTL})
+        self.start(
+            sched,
+            "scheduler",
+            [
+                str(BIN / "dask"),
+                "scheduler",
+                "--host",
+                sched.ip,
+                "--port",
+                "8786",
+                "--dashboard-address",
+                "127.0.0.1:0",
+            ],
+            self.base | {"DASK_DISTRIBUTED__SCHEDULER__WORKER_TTL": WORKER_TTL},
+        )
 
     def start_worker(self, name: str) -> None:
         """A Dask worker (one process, one thread) on host `name`; worker-b declares the resource GPU=1. It is
@@ -82,9 +97,23 @@ class Lan:
         Dask worker stops when it loses its scheduler, and its supervisor starts it again."""
         host = self.hosts[name]
         extra = ["--resources", "GPU=1"] if name == "worker-b" else []
-        worker = shlex.join([str(BIN / "dask"), "worker", self.scheduler, "--host", host.ip, "--nworkers", "1",
-                             "--nthreads", "1", "--no-dashboard", "--local-directory",
-                             str(self.mktemp(f"lan-{name}-dir")), *extra])
+        worker = shlex.join(
+            [
+                str(BIN / "dask"),
+                "worker",
+                self.scheduler,
+                "--host",
+                host.ip,
+                "--nworkers",
+                "1",
+                "--nthreads",
+                "1",
+                "--no-dashboard",
+                "--local-directory",
+                str(self.mktemp(f"lan-{name}-dir")),
+                *extra,
+            ]
+        )
         self.start(host, name, ["sh", "-c", f"while :; do {worker}; sleep 1; done"], self.worker_env)
 
     def worker_hosts(self) -> dict[str, dict]:
@@ -121,9 +150,13 @@ class Lan:
         """A boto3 S3 client of the S3 host."""
         import boto3
 
-        return boto3.client("s3", endpoint_url=self.s3_endpoint, aws_access_key_id=S3_CREDENTIALS["AWS_ACCESS_KEY_ID"],
-                            aws_secret_access_key=S3_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-                            region_name=S3_CREDENTIALS["AWS_REGION"])
+        return boto3.client(
+            "s3",
+            endpoint_url=self.s3_endpoint,
+            aws_access_key_id=S3_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=S3_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+            region_name=S3_CREDENTIALS["AWS_REGION"],
+        )
 
     def store(self, uri: str, monkeypatch: Any) -> ArtifactStore:
         """A store on the S3 host, read from the test (its AWS variables set for this test)."""
@@ -145,8 +178,7 @@ class Lan:
             return json.loads(r.read())
 
     def client_env(self) -> dict[str, str]:
-        return self.base | {"TTSEVAL_DASK_ADDRESS": self.scheduler, "PREFECT_API_URL": self.prefect_api,
-                            **self.s3_env}
+        return self.base | {"TTSEVAL_DASK_ADDRESS": self.scheduler, "PREFECT_API_URL": self.prefect_api, **self.s3_env}
 
 
 def _wait_tcp(host: str, port: int, timeout_s: float) -> None:
@@ -181,8 +213,12 @@ def open_lan(root: Path) -> Iterator[Lan]:
         lan.start_prefect()
         lan.start_scheduler()
         start(lan.hosts["s3"], "s3", [str(BIN / "moto_server"), "-H", "0.0.0.0", "-p", "5000"], base)
-        start(lan.hosts["vendor"], "vendor", [str(BIN / "python"), "-m", "tests.serve_fake", "openai-speech", "8000"],
-              base | {"PYTHONPATH": str(ROOT)})
+        start(
+            lan.hosts["vendor"],
+            "vendor",
+            [str(BIN / "python"), "-m", "tests.serve_fake", "openai-speech", "8000"],
+            base | {"PYTHONPATH": str(ROOT)},
+        )
         # the workers: the store's credentials of their own (as a worker holds them, never from the run), the
         # shared cluster's model threads, so their results can be compared with a run there
         share = local_cluster_kwargs(Settings.model_construct())["env"][MODEL_THREADS_VARIABLE]

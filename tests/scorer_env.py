@@ -30,11 +30,11 @@ def peak_dbfs(values):
 
 def build_tinylevel_wheel(folder: Path) -> Path:
     """A pure-Python wheel of `tinylevel`, written as the wheel format (PEP 427) lays it out."""
-    files = {"tinylevel/__init__.py": TINYLEVEL,
-             f"tinylevel-{TINYLEVEL_VERSION}.dist-info/METADATA":
-                 f"Metadata-Version: 2.1\nName: tinylevel\nVersion: {TINYLEVEL_VERSION}\n",
-             f"tinylevel-{TINYLEVEL_VERSION}.dist-info/WHEEL":
-                 "Wheel-Version: 1.0\nGenerator: ttseval-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    files = {
+        "tinylevel/__init__.py": TINYLEVEL,
+        f"tinylevel-{TINYLEVEL_VERSION}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: tinylevel\nVersion: {TINYLEVEL_VERSION}\n",
+        f"tinylevel-{TINYLEVEL_VERSION}.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: ttseval-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
     record = f"tinylevel-{TINYLEVEL_VERSION}.dist-info/RECORD"
     lines = []
     for name, text in files.items():
@@ -52,6 +52,20 @@ def make_scorer_venv(folder: Path) -> Path:
     """A venv at `folder` holding tinylevel and nothing of ours; returns its python."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True, capture_output=True)
     python = folder / "bin" / "python"
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-index",
-                    "--no-deps", str(build_tinylevel_wheel(folder))], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            "install",
+            "--quiet",
+            "--no-index",
+            "--no-deps",
+            str(build_tinylevel_wheel(folder)),
+        ],
+        check=True,
+        capture_output=True,
+    )
     return python

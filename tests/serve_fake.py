@@ -20,8 +20,11 @@ class CountedOpenAISpeech(FakeOpenAISpeech):
     def _route(self, method: str, path: str, headers: dict[str, str], raw: bytes) -> tuple[TTSReply, Any]:
         if method == "GET" and path == "/_counters":
             with self._lock:
-                body = {"paid_calls": self.paid_calls, "paid_keys": list(self.paid_keys),
-                        "requests": len(self.requests)}
+                body = {
+                    "paid_calls": self.paid_calls,
+                    "paid_keys": list(self.paid_keys),
+                    "requests": len(self.requests),
+                }
             return TTSReply(body=json.dumps(body).encode(), content_type="application/json"), None
         return super()._route(method, path, headers, raw)
 

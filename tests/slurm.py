@@ -40,12 +40,18 @@ class Slurm:
     def finished_jobs(self) -> list[dict[str, str]]:
         if not self.jobcomp.exists():
             return []
-        return [dict(part.split("=", 1) for part in line.split() if "=" in part)
-                for line in self.jobcomp.read_text().splitlines() if line.strip()]
+        return [
+            dict(part.split("=", 1) for part in line.split() if "=" in part)
+            for line in self.jobcomp.read_text().splitlines()
+            if line.strip()
+        ]
 
     def log(self) -> str:
-        return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}"
-                         for p in sorted(self.folder.glob("*.log")) if p.name != "jobcomp.log")
+        return "\n".join(
+            f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}"
+            for p in sorted(self.folder.glob("*.log"))
+            if p.name != "jobcomp.log"
+        )
 
     def stop(self) -> None:
         with_env = os.environ | self.env
@@ -119,16 +125,35 @@ PartitionName=debug Nodes={host} Default=YES MaxTime=INFINITE State=UP
     slurm = Slurm(folder, env)
     run_env = os.environ | env
     try:
-        slurm.procs.append(subprocess.Popen(
-            ["munged", "--foreground", "--force", f"--key-file={key}", f"--socket={munge_socket}",
-             f"--pid-file={folder / 'munge' / 'munged.pid'}", f"--log-file={folder / 'munged.log'}",
-             f"--seed-file={folder / 'munge' / 'munged.seed'}"],
-            env=run_env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True))
+        slurm.procs.append(
+            subprocess.Popen(
+                [
+                    "munged",
+                    "--foreground",
+                    "--force",
+                    f"--key-file={key}",
+                    f"--socket={munge_socket}",
+                    f"--pid-file={folder / 'munge' / 'munged.pid'}",
+                    f"--log-file={folder / 'munged.log'}",
+                    f"--seed-file={folder / 'munge' / 'munged.seed'}",
+                ],
+                env=run_env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        )
         _wait(lambda: munge_socket.exists(), timeout_s, "munged did not start", slurm)
         for daemon in ("slurmctld", "slurmd"):
-            slurm.procs.append(subprocess.Popen([daemon, "-D", "-f", str(conf)], env=run_env,
-                                                stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
-                                                start_new_session=True))
+            slurm.procs.append(
+                subprocess.Popen(
+                    [daemon, "-D", "-f", str(conf)],
+                    env=run_env,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            )
 
         def idle() -> bool:
             out = subprocess.run(["sinfo", "-h", "-o", "%t"], env=run_env, capture_output=True, text=True)

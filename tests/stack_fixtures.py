@@ -57,8 +57,10 @@ def tiny_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     rows = [json.loads(line) for line in DEMO_DATASET.read_text(encoding="utf-8").splitlines() if line.strip()]
     path = tmp_path_factory.mktemp("stack-data") / "tiny.jsonl"
-    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows if r["item_id"] in ENGLISH_ITEMS),
-                    encoding="utf-8")
+    path.write_text(
+        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows if r["item_id"] in ENGLISH_ITEMS),
+        encoding="utf-8",
+    )
     return path
 
 
@@ -68,15 +70,20 @@ def new_run_id(prefix: str) -> str:
 
 def api(stack: StackInfo, path: str, body: Any = None, method: str | None = None) -> Any:
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(stack.api_url + path, data=data, method=method or ("POST" if data else "GET"),
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        stack.api_url + path,
+        data=data,
+        method=method or ("POST" if data else "GET"),
+        headers={"Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(req, timeout=30) as r:
         raw = r.read()
     return json.loads(raw) if raw else None
 
 
-def run_deployment_and_wait(stack: StackInfo, name: str, parameters: dict[str, Any],
-                            timeout_s: float = RUN_TIMEOUT_S) -> Any:
+def run_deployment_and_wait(
+    stack: StackInfo, name: str, parameters: dict[str, Any], timeout_s: float = RUN_TIMEOUT_S
+) -> Any:
     """Trigger deployment `name` ('flow/deployment') on the stack's server and wait for a final state."""
     from prefect.deployments import run_deployment
     from prefect.settings import PREFECT_API_URL, temporary_settings
@@ -99,8 +106,11 @@ def wait_flow_run(stack: StackInfo, flow_run_id: str, timeout_s: float = RUN_TIM
 
 
 def flow_run_logs(stack: StackInfo, flow_run_id: str, limit: int = 60) -> str:
-    logs = api(stack, "/logs/filter", {"logs": {"flow_run_id": {"any_": [flow_run_id]}}, "sort": "TIMESTAMP_DESC",
-                                       "limit": limit})
+    logs = api(
+        stack,
+        "/logs/filter",
+        {"logs": {"flow_run_id": {"any_": [flow_run_id]}}, "sort": "TIMESTAMP_DESC", "limit": limit},
+    )
     return "\n".join(f"{entry['level']} {entry['message'][:500]}" for entry in reversed(logs))
 
 
@@ -115,9 +125,13 @@ def read_parquet(stack: StackInfo, rel_path: str):
     import pyarrow.fs as pafs
 
     aws = stack.aws_env()
-    fs = pafs.S3FileSystem(access_key=aws["AWS_ACCESS_KEY_ID"], secret_key=aws["AWS_SECRET_ACCESS_KEY"],
-                           endpoint_override=stack.s3_endpoint.removeprefix("http://"), scheme="http",
-                           region=aws["AWS_REGION"])
+    fs = pafs.S3FileSystem(
+        access_key=aws["AWS_ACCESS_KEY_ID"],
+        secret_key=aws["AWS_SECRET_ACCESS_KEY"],
+        endpoint_override=stack.s3_endpoint.removeprefix("http://"),
+        scheme="http",
+        region=aws["AWS_REGION"],
+    )
     return pd.read_parquet(f"{stack.store_uri.removeprefix('s3://')}/{rel_path}", filesystem=fs)
 
 
@@ -125,9 +139,14 @@ def s3_keys(stack: StackInfo, prefix: str) -> list[str]:
     import boto3
 
     aws = stack.aws_env()
-    s3 = boto3.client("s3", endpoint_url=stack.s3_endpoint, aws_access_key_id=aws["AWS_ACCESS_KEY_ID"],
-                      aws_secret_access_key=aws["AWS_SECRET_ACCESS_KEY"], region_name=aws["AWS_REGION"])
-    bucket, _, root = stack.store_uri[len("s3://"):].partition("/")
+    s3 = boto3.client(
+        "s3",
+        endpoint_url=stack.s3_endpoint,
+        aws_access_key_id=aws["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=aws["AWS_SECRET_ACCESS_KEY"],
+        region_name=aws["AWS_REGION"],
+    )
+    bucket, _, root = stack.store_uri[len("s3://") :].partition("/")
     keys: list[str] = []
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=f"{root}/{prefix}".lstrip("/")):
         keys += [o["Key"] for o in page.get("Contents", [])]

@@ -33,7 +33,7 @@ class Receiver(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     server: Receiver
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+    def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         self.server.received.append((self.path, body))
         self.send_response(500 if self.path.startswith("/fail") else 200)
@@ -54,20 +54,48 @@ def receiver() -> Iterator[Receiver]:
 def drift_rows() -> pd.DataFrame:
     """Two flagged changes (a paired WER rise, a system gone) and one unflagged MOS wobble."""
     rows = [
-        {"system_spec": "openai:alloy", "asr_spec": "whisper:tiny", "metric": "wer", "previous": 0.05,
-         "current": 0.125, "delta": 0.075, "p_adjusted": 0.0021, "test": "paired", "flagged": True,
-         "direction": "worse"},
-        {"system_spec": "openai:alloy", "asr_spec": None, "metric": "mos", "previous": 3.9, "current": 3.85,
-         "delta": -0.05, "p_adjusted": 0.61, "test": "paired", "flagged": False, "direction": "worse"},
-        {"system_spec": "elevenlabs:Rachel", "asr_spec": None, "metric": "presence", "flagged": True,
-         "direction": "removed"},
+        {
+            "system_spec": "openai:alloy",
+            "asr_spec": "whisper:tiny",
+            "metric": "wer",
+            "previous": 0.05,
+            "current": 0.125,
+            "delta": 0.075,
+            "p_adjusted": 0.0021,
+            "test": "paired",
+            "flagged": True,
+            "direction": "worse",
+        },
+        {
+            "system_spec": "openai:alloy",
+            "asr_spec": None,
+            "metric": "mos",
+            "previous": 3.9,
+            "current": 3.85,
+            "delta": -0.05,
+            "p_adjusted": 0.61,
+            "test": "paired",
+            "flagged": False,
+            "direction": "worse",
+        },
+        {
+            "system_spec": "elevenlabs:Rachel",
+            "asr_spec": None,
+            "metric": "presence",
+            "flagged": True,
+            "direction": "removed",
+        },
     ]
     return pd.DataFrame(rows).reindex(columns=COLUMNS)
 
 
 def test_the_message_names_system_metric_size_and_links() -> None:
-    subject, body = drift_alert(drift_rows(), "nightly-20261122T020000Z", "nightly-20261123T020000Z",
-                                ["HTML report: file:///s/runs/n/html/index.html"])
+    subject, body = drift_alert(
+        drift_rows(),
+        "nightly-20261122T020000Z",
+        "nightly-20261123T020000Z",
+        ["HTML report: file:///s/runs/n/html/index.html"],
+    )
     assert subject == "ttseval nightly nightly-20261123T020000Z: 2 flagged change(s), 1 for the worse"
     assert body.splitlines() == [
         "Drift of nightly-20261123T020000Z against nightly-20261122T020000Z:",
@@ -84,7 +112,8 @@ def test_no_flagged_change_no_message() -> None:
 
 
 def test_blocks_on_a_real_prefect_server_reach_the_receiver_and_failures_are_outcomes(
-        prefect_api: str, receiver: Receiver) -> None:
+    prefect_api: str, receiver: Receiver
+) -> None:
     from prefect.blocks.notifications import CustomWebhookNotificationBlock
     from prefect.blocks.system import Secret
     from prefect.settings import PREFECT_API_URL, temporary_settings
@@ -92,22 +121,35 @@ def test_blocks_on_a_real_prefect_server_reach_the_receiver_and_failures_are_out
     payload = {"text": "{{subject}}\n{{body}}"}
     with temporary_settings({PREFECT_API_URL: prefect_api}):
         CustomWebhookNotificationBlock(name="oncall", url=receiver.url + SECRET_PATH, json_data=payload).save(
-            "ttseval-oncall", overwrite=True)
-        CustomWebhookNotificationBlock(name="broken", url=receiver.url + "/fail/T000-secret-token",
-                                       json_data=payload).save("ttseval-broken", overwrite=True)
+            "ttseval-oncall", overwrite=True
+        )
+        CustomWebhookNotificationBlock(
+            name="broken", url=receiver.url + "/fail/T000-secret-token", json_data=payload
+        ).save("ttseval-broken", overwrite=True)
         Secret(value="not-a-notifier").save("ttseval-not-a-notifier", overwrite=True)
         subject, body = drift_alert(drift_rows(), "n1", "n2", ["HTML report: file:///s/n2.html"])
         before = len(receiver.received)
-        outcomes = send_alert(["custom-webhook/ttseval-oncall", "custom-webhook/ttseval-broken",
-                               "custom-webhook/ttseval-nowhere", "secret/ttseval-not-a-notifier"], subject, body)
+        outcomes = send_alert(
+            [
+                "custom-webhook/ttseval-oncall",
+                "custom-webhook/ttseval-broken",
+                "custom-webhook/ttseval-nowhere",
+                "secret/ttseval-not-a-notifier",
+            ],
+            subject,
+            body,
+        )
 
     sent = receiver.received[before:]
     assert [path for path, _ in sent] == [SECRET_PATH, "/fail/T000-secret-token"]  # one message per block
     assert sent[0][1] == {"text": f"{subject}\n{body}"}
     assert "openai:alloy (whisper:tiny) wer: 0.050 -> 0.125" in sent[0][1]["text"]
     assert [(o["block"], o["sent"]) for o in outcomes] == [
-        ("custom-webhook/ttseval-oncall", True), ("custom-webhook/ttseval-broken", False),
-        ("custom-webhook/ttseval-nowhere", False), ("secret/ttseval-not-a-notifier", False)]
+        ("custom-webhook/ttseval-oncall", True),
+        ("custom-webhook/ttseval-broken", False),
+        ("custom-webhook/ttseval-nowhere", False),
+        ("secret/ttseval-not-a-notifier", False),
+    ]
     assert outcomes[1]["error"].startswith("HTTPStatusError: Server error '500")
     assert outcomes[2]["error"].startswith(("ValueError", "ObjectNotFound"))
     assert outcomes[3]["error"] == "TypeError: Secret is not a notification block (it has no notify())"
@@ -120,16 +162,29 @@ def test_a_slow_drift_alone_sends_the_message() -> None:
     from ttseval.metrics.trends import trend_changes
     from ttseval.tasks.trends import drift_lines
 
-    nights = pd.DataFrame({"night": range(5), "run_id": [f"n{i}" for i in range(5)], "system_id": "a",
-                           "system_spec": "openai:alloy", "metric": "wer", "detail": "whisper:tiny",
-                           "value": [0.10, 0.11, 0.12, 0.13, 0.14], "ci_low": 0.0, "ci_high": 1.0, "se": 0.01,
-                           "n": 8})
+    nights = pd.DataFrame(
+        {
+            "night": range(5),
+            "run_id": [f"n{i}" for i in range(5)],
+            "system_id": "a",
+            "system_spec": "openai:alloy",
+            "metric": "wer",
+            "detail": "whisper:tiny",
+            "value": [0.10, 0.11, 0.12, 0.13, 0.14],
+            "ci_low": 0.0,
+            "ci_high": 1.0,
+            "se": 0.01,
+            "n": 8,
+        }
+    )
     trends = trend_changes(nights, k=0.5, h=5.0)
     assert trends["drift"].tolist() == [False, False, False, False, True]
     assert drift_lines(trends, "n3", 5.0) == []
     [line] = drift_lines(trends, "n4", 5.0)
-    assert line == ("- openai:alloy wer (whisper:tiny) slow drift: 0.100 on n0 -> 0.140 tonight (2.83 SE; CUSUM "
-                    "5.07 > h 5.0 over 5 nights)")
+    assert line == (
+        "- openai:alloy wer (whisper:tiny) slow drift: 0.100 on n0 -> 0.140 tonight (2.83 SE; CUSUM "
+        "5.07 > h 5.0 over 5 nights)"
+    )
     quiet = drift_rows().assign(flagged=False)
     subject, body = drift_alert(quiet, "n3", "n4", ["trends: /s/runs/n4/html/trends.html"], None, [line])
     assert subject == "ttseval nightly n4: 1 flagged change(s), 1 for the worse"

@@ -31,17 +31,38 @@ def backfilled(prefect_api: str, shared_env: dict[str, str], tmp_path_factory: p
     demo_items(dataset, ITEMS)
     store = root / "store"
     env = shared_env | {"TTSEVAL_SIMILARITY": "[]"}  # local engines and the objective judge: the shared cluster
-    run = run_cli(["evaluate", "--dataset", str(dataset), "--systems", ",".join(SYSTEMS), "--store", str(store),
-                   "--run-id", "b", "--judges", ""], env, cwd=root)
+    run = run_cli(
+        [
+            "evaluate",
+            "--dataset",
+            str(dataset),
+            "--systems",
+            ",".join(SYSTEMS),
+            "--store",
+            str(store),
+            "--run-id",
+            "b",
+            "--judges",
+            "",
+        ],
+        env,
+        cwd=root,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     table = store / "runs" / "b" / "judgments"
     judged_before = len(pd.read_parquet(table)) if table.exists() else 0
     common = ["backfill-judge", "--store", str(store), "--run-id", "b"]
     # a judge with an API key (the fake Gemini's) reads it on the worker: that run gets a cluster of its own
-    out = {"store": store, "env": cli_env(prefect_api, TTSEVAL_SIMILARITY="[]"), "root": root, "common": common,
-           "judged_before": judged_before}
-    out["depth1"] = run_cli(common + ["--judge", "objective", "--depths", "1", "--baseline", "flite:awb"], env,
-                            cwd=root)
+    out = {
+        "store": store,
+        "env": cli_env(prefect_api, TTSEVAL_SIMILARITY="[]"),
+        "root": root,
+        "common": common,
+        "judged_before": judged_before,
+    }
+    out["depth1"] = run_cli(
+        common + ["--judge", "objective", "--depths", "1", "--baseline", "flite:awb"], env, cwd=root
+    )
     out["depth0"] = run_cli(common + ["--judge", SECOND_JUDGE, "--depths", "0"], env, cwd=root)
     return out
 
@@ -94,13 +115,17 @@ def test_second_judge_keeps_the_runs_baseline_and_judges_depth_0(backfilled: dic
     # every judge gave both systems the same win-rate: Kendall's W is 0/0 there)
     w = pd.read_parquet(backfilled["store"] / "runs" / "b" / "winrates")
     agreement = judge_agreement(w)
-    line = next(x for x in (backfilled["store"] / "runs" / "b" / "report.md").read_text().splitlines()
-                if x.startswith("Kendall's W over 2 systems"))
+    line = next(
+        x
+        for x in (backfilled["store"] / "runs" / "b" / "report.md").read_text().splitlines()
+        if x.startswith("Kendall's W over 2 systems")
+    )
     if agreement["kendalls_w"] == agreement["kendalls_w"]:
         assert line.endswith(f"(tie-corrected): {agreement['kendalls_w']:.3f}"), line
     else:
-        assert line.endswith("undefined: every judge gives all of them the same win-rate, so there is no ranking to "
-                             "agree on"), line
+        assert line.endswith(
+            "undefined: every judge gives all of them the same win-rate, so there is no ranking to agree on"
+        ), line
 
 
 def test_judge_agreement_when_every_judge_scores_every_system_alike() -> None:
@@ -138,8 +163,9 @@ def test_gemini_backfill_sends_only_the_chosen_depth_and_the_chosen_baselines_cl
     env = backfilled["env"] | {"GEMINI_API_KEY": "fake-key-never-stored-2718", "TTSEVAL_POSITION_AUDIT_SHARE": "0"}
     with FakeGemini() as fake:
         spec = f"gemini:gemini-2.5-pro:base_url={fake.base_url}:backoff_s=0.01:max_attempts=2"
-        result = run_cli(backfilled["common"] + ["--judge", spec, "--depths", "1", "--baseline", "flite:slt"], env,
-                         cwd=root)
+        result = run_cli(
+            backfilled["common"] + ["--judge", spec, "--depths", "1", "--baseline", "flite:slt"], env, cwd=root
+        )
         assert result.returncode == 0, result.stderr[-3000:]
         requests = list(fake.requests)
     items = pd.read_parquet(store / "runs" / "b" / "items").set_index("item_id")["text"]

@@ -17,16 +17,29 @@ SILENCE = Audio(np.zeros(160, dtype=np.float32), 16000)
 
 def requests(kinds: dict[str, int]) -> list[PairwiseRequest]:
     """`n` pairs of each kind, named as tests.fakes.ScriptedJudge reads them."""
-    return [PairwiseRequest(item_id=f"{kind}-{i}", text="t", language="en", category="questions", rubric="r",
-                            first=SILENCE, second=SILENCE, first_signals={"order": "drawn"},
-                            second_signals={"order": "swapped"})
-            for kind, n in kinds.items() for i in range(n)]
+    return [
+        PairwiseRequest(
+            item_id=f"{kind}-{i}",
+            text="t",
+            language="en",
+            category="questions",
+            rubric="r",
+            first=SILENCE,
+            second=SILENCE,
+            first_signals={"order": "drawn"},
+            second_signals={"order": "swapped"},
+        )
+        for kind, n in kinds.items()
+        for i in range(n)
+    ]
 
 
 def cascade(monkeypatch, **config):
     monkeypatch.setenv("TTSEVAL_PLUGINS", json.dumps({"judge": {"scripted": "tests.fakes:ScriptedJudge"}}))
-    monkeypatch.setenv("TTSEVAL_CASCADES", json.dumps({"c": {"cheap": "scripted:cheap:usd=0.001",
-                                                             "strong": "scripted:strong:usd=0.02", **config}}))
+    monkeypatch.setenv(
+        "TTSEVAL_CASCADES",
+        json.dumps({"c": {"cheap": "scripted:cheap:usd=0.001", "strong": "scripted:strong:usd=0.02", **config}}),
+    )
     from ttseval.providers.judges.cascade import CascadeJudge
 
     return CascadeJudge("c")
@@ -45,22 +58,25 @@ def test_every_unsettled_pair_goes_to_the_strong_judge_by_default(monkeypatch) -
 
 
 def test_escalate_sample_sends_that_share_of_the_unsettled_pairs_and_the_rest_keep_the_cheap_verdict(
-        monkeypatch) -> None:
+    monkeypatch,
+) -> None:
     judge = cascade(monkeypatch, escalate_sample=0.25, audit_share=0.0)
     batch = requests({SETTLED: 50, FLIP: 400})
     drawn = [judge.draw(r) < 0.25 for r in batch[50:]]
     verdicts = judge.judge_pairs(batch)
     assert judge.strong.calls == sum(drawn) and 0.20 < sum(drawn) / 400 < 0.30  # a hash draw: about a quarter
     for d, v in zip(drawn, verdicts[50:]):
-        assert (v.winner, v.comparison.split(";")[0]) == (("first", "[strong: flip") if d else
-                                                          ("second", "[cheap, not drawn: flip"))
+        assert (v.winner, v.comparison.split(";")[0]) == (
+            ("first", "[strong: flip") if d else ("second", "[cheap, not drawn: flip")
+        )
     assert judge.judge_pairs(batch[50:60]) == verdicts[50:60]  # the same pairs drawn again
     assert judge.judge_id != cascade(monkeypatch).judge_id  # it changes verdicts, so it is in the id
 
     from ttseval.metrics.cascade import cascade_summary
 
-    rows = pd.DataFrame({"status": "ok", "comparison": [v.comparison for v in verdicts],
-                         "winner_raw": [v.winner for v in verdicts]})
+    rows = pd.DataFrame(
+        {"status": "ok", "comparison": [v.comparison for v in verdicts], "winner_raw": [v.winner for v in verdicts]}
+    )
     summary = cascade_summary(rows)
     assert (summary["escalated"], summary["not_drawn"]) == (sum(drawn), 400 - sum(drawn))
     assert summary["strong_usd"] == pytest.approx(0.02 * sum(drawn))  # each row's label carries its own cost

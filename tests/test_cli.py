@@ -29,9 +29,11 @@ def test_human_eval_results_files_parse_before_and_after_the_options(step: str) 
 
     files = ["results/t1-r1/mushra.csv", "results/t1-r2/mushra.csv"]
     options = ["--run-id", "demo", "--test-id", "t1"]
-    for argv in (["human-eval", step, *options, *files],  # the documented order: refused before the fix
-                 ["human-eval", step, *files, *options],
-                 ["human-eval", step, files[0], *options, files[1]]):
+    for argv in (
+        ["human-eval", step, *options, *files],  # the documented order: refused before the fix
+        ["human-eval", step, *files, *options],
+        ["human-eval", step, files[0], *options, files[1]],
+    ):
         args = build_parser().parse_args(argv)
         assert (args.step, args.run_id, args.test_id, args.results) == (step, "demo", "t1", files), argv
     export = build_parser().parse_args(["human-eval", "export", "--run-id", "demo", "--raters", "4"])
@@ -59,12 +61,28 @@ def test_every_command_has_its_group_module() -> None:
     [commands] = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
     modules = {name: sub.get_default("func").__module__.rsplit(".", 1)[1] for name, sub in commands.choices.items()}
     assert modules == {
-        "evaluate": "runs", "backfill-judge": "runs", "report": "runs", "nightly": "runs", "export": "runs",
-        "leaderboard": "runs", "trends": "runs", "stack": "operations", "server": "operations",
-        "serve": "operations", "human-alignment": "listening",
-        "human-eval": "listening", "mos-forms": "listening", "mos-analyze": "listening",
-        "import-dataset": "datasets", "generate-dataset": "datasets", "generate-instructions": "datasets",
-        "datasets": "registered", "systems": "registered", "providers": "catalog", "voices": "catalog"}
+        "evaluate": "runs",
+        "backfill-judge": "runs",
+        "report": "runs",
+        "nightly": "runs",
+        "export": "runs",
+        "leaderboard": "runs",
+        "trends": "runs",
+        "stack": "operations",
+        "server": "operations",
+        "serve": "operations",
+        "human-alignment": "listening",
+        "human-eval": "listening",
+        "mos-forms": "listening",
+        "mos-analyze": "listening",
+        "import-dataset": "datasets",
+        "generate-dataset": "datasets",
+        "generate-instructions": "datasets",
+        "datasets": "registered",
+        "systems": "registered",
+        "providers": "catalog",
+        "voices": "catalog",
+    }
     for path in (ROOT / "ttseval" / "cli").glob("*.py"):
         assert len(path.read_text(encoding="utf-8").splitlines()) <= 400, path
 
@@ -89,8 +107,9 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     return calls
 
 
-def test_the_preflight_checks_once_when_handed_over_and_again_otherwise(counted: dict[str, int],
-                                                                        small_dataset: Path, tmp_path: Path) -> None:
+def test_the_preflight_checks_once_when_handed_over_and_again_otherwise(
+    counted: dict[str, int], small_dataset: Path, tmp_path: Path
+) -> None:
     from ttseval.core.config import load_settings
     from ttseval.flows.preflight import handed_over, preflight_evaluate
 
@@ -120,21 +139,46 @@ def test_the_preflight_refuses_a_baseline_outside_the_systems(small_dataset: Pat
     from ttseval.flows.preflight import preflight_evaluate
 
     with pytest.raises(SpecError, match=r"baseline 'piper:joe' is not one of the systems; add it to --systems"):
-        preflight_evaluate(str(small_dataset), ["espeak-ng", "flite:slt"], load_settings(store=str(tmp_path)),
-                           baseline="piper:joe", judges=[])
+        preflight_evaluate(
+            str(small_dataset),
+            ["espeak-ng", "flite:slt"],
+            load_settings(store=str(tmp_path)),
+            baseline="piper:joe",
+            judges=[],
+        )
 
 
 def test_evaluate_refuses_a_bad_baseline_before_any_prefect_server(small_dataset: Path, tmp_path: Path) -> None:
     # Before, only the flow checked the baseline: a temporary Prefect server started first.
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TTSEVAL_", "PREFECT_API"))}
     env |= {"PYTHONPATH": str(ROOT), "PREFECT_HOME": str(tmp_path / "ph"), "DO_NOT_TRACK": "1"}
-    out = subprocess.run([sys.executable, "-m", "ttseval.cli", "evaluate", "--dataset", str(small_dataset),
-                          "--systems", "espeak-ng,flite:slt", "--baseline", "piper:joe", "--judges", "",
-                          "--store", str(tmp_path / "s")], cwd=tmp_path, env=env, capture_output=True, text=True,
-                         timeout=300)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ttseval.cli",
+            "evaluate",
+            "--dataset",
+            str(small_dataset),
+            "--systems",
+            "espeak-ng,flite:slt",
+            "--baseline",
+            "piper:joe",
+            "--judges",
+            "",
+            "--store",
+            str(tmp_path / "s"),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 2, out.stderr
-    assert out.stderr.splitlines() == ["ttseval: error: baseline 'piper:joe' is not one of the systems; add it to "
-                                       "--systems"]
+    assert out.stderr.splitlines() == [
+        "ttseval: error: baseline 'piper:joe' is not one of the systems; add it to --systems"
+    ]
     assert "temporary server" not in out.stdout + out.stderr and not (tmp_path / "s").exists()
 
 
@@ -145,30 +189,53 @@ def test_a_dry_run_prices_paid_vendors_before_any_api_key_is_set(tmp_path: Path)
 
     texts = ["Is the kettle on yet?", "Tell me what you saw, please."]
     data = tmp_path / "items.jsonl"
-    data.write_text("".join(json.dumps({"item_id": f"k{i}", "text": t, "language": "en-US", "category": "questions",
-                                        "depth": 0}) + "\n" for i, t in enumerate(texts)), encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TTSEVAL_", "PREFECT_API")) and "API_KEY" not in k
-           and not k.endswith("_KEY")}
+    data.write_text(
+        "".join(
+            json.dumps({"item_id": f"k{i}", "text": t, "language": "en-US", "category": "questions", "depth": 0}) + "\n"
+            for i, t in enumerate(texts)
+        ),
+        encoding="utf-8",
+    )
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("TTSEVAL_", "PREFECT_API")) and "API_KEY" not in k and not k.endswith("_KEY")
+    }
     env |= {"PYTHONPATH": str(ROOT), "PREFECT_HOME": str(tmp_path / "ph"), "DO_NOT_TRACK": "1"}
-    args = [sys.executable, "-m", "ttseval.cli", "evaluate", "--dataset", str(data), "--systems",
-            "openai:alloy,elevenlabs:JBFqnCBsd6RMkjVDRZzb", "--judges", "gemini:gemini-2.5-flash",
-            "--store", str(tmp_path / "s")]
+    args = [
+        sys.executable,
+        "-m",
+        "ttseval.cli",
+        "evaluate",
+        "--dataset",
+        str(data),
+        "--systems",
+        "openai:alloy,elevenlabs:JBFqnCBsd6RMkjVDRZzb",
+        "--judges",
+        "gemini:gemini-2.5-flash",
+        "--store",
+        str(tmp_path / "s"),
+    ]
     dry = subprocess.run([*args, "--dry-run"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert dry.returncode == 0, dry.stderr
-    rows = {line.rsplit(maxsplit=7)[0].strip(): line.rsplit(maxsplit=7)[1:] for line in dry.stdout.splitlines()
-            if len(line.rsplit(maxsplit=7)) == 8}
+    rows = {
+        line.rsplit(maxsplit=7)[0].strip(): line.rsplit(maxsplit=7)[1:]
+        for line in dry.stdout.splitlines()
+        if len(line.rsplit(maxsplit=7)) == 8
+    }
     chars = sum(map(len, texts))  # 21 + 29 characters, each billed once
     # USD by hand: characters x the vendor's list price per million characters (tts-1 15, multilingual v2 100)
-    for system, price in (("openai:alloy", OpenAISpeechTTS.prices["tts-1"]),
-                          ("elevenlabs:JBFqnCBsd6RMkjVDRZzb", ElevenLabsTTS.prices["eleven_multilingual_v2"])):
+    for system, price in (
+        ("openai:alloy", OpenAISpeechTTS.prices["tts-1"]),
+        ("elevenlabs:JBFqnCBsd6RMkjVDRZzb", ElevenLabsTTS.prices["eleven_multilingual_v2"]),
+    ):
         kind, keys, calls, reused, billed, _, usd = rows[system]
         assert (kind, keys, calls, billed) == ("tts", "2", "2", str(chars))
         assert float(usd) == pytest.approx(round(chars * price / 1e6, 4))
     # elevenlabs vs the baseline on 2 items, and the same 2 again in the other order (the position audit)
     assert rows["gemini:gemini-2.5-flash (pairwise)"][:3] == ["judge", "4", "4"]
     assert float(rows["gemini:gemini-2.5-flash (pairwise)"][-1]) > 0
-    assert ("no API key yet for openai:alloy, elevenlabs:JBFqnCBsd6RMkjVDRZzb, gemini:gemini-2.5-flash"
-            in dry.stdout)
+    assert "no API key yet for openai:alloy, elevenlabs:JBFqnCBsd6RMkjVDRZzb, gemini:gemini-2.5-flash" in dry.stdout
     assert not (tmp_path / "s").exists()  # the dry run wrote nothing
     real = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert real.returncode == 2 and "openai needs an API key: set OPENAI_API_KEY" in real.stderr  # a run still does
@@ -178,8 +245,9 @@ def _cli(args: list[str], tmp_path: Path, **extra: str) -> subprocess.CompletedP
     """The real `ttseval` command with no TTSEVAL_ setting, no API key and no Prefect server from outside."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TTSEVAL_", "PREFECT_API")) and "API_KEY" not in k}
     env |= {"PYTHONPATH": str(ROOT), "PREFECT_HOME": str(tmp_path / "ph"), "DO_NOT_TRACK": "1"} | extra
-    return subprocess.run([sys.executable, "-m", "ttseval.cli", *args], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "ttseval.cli", *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 def test_a_missing_store_or_run_is_exit_2_with_the_same_words_in_every_command(tmp_path: Path) -> None:
@@ -189,22 +257,38 @@ def test_a_missing_store_or_run_is_exit_2_with_the_same_words_in_every_command(t
     from ttseval.core.store import ArtifactStore
 
     store = tmp_path / "store"
-    ArtifactStore(str(store)).write_part("r1", "items", table_from_rows("items", [
-        {"item_id": "i1", "category": "questions", "depth": 0, "language": "en-US", "text": "Is it on?"}]))
+    ArtifactStore(str(store)).write_part(
+        "r1",
+        "items",
+        table_from_rows(
+            "items", [{"item_id": "i1", "category": "questions", "depth": 0, "language": "en-US", "text": "Is it on?"}]
+        ),
+    )
     typo = tmp_path / "stor"
-    for command in (["report", "--run-id", "r1"], ["export", "--run-id", "r1", "--out", str(tmp_path / "x")],
-                    ["serve", "--port", "0"], ["leaderboard"]):
+    for command in (
+        ["report", "--run-id", "r1"],
+        ["export", "--run-id", "r1", "--out", str(tmp_path / "x")],
+        ["serve", "--port", "0"],
+        ["leaderboard"],
+    ):
         out = _cli([*command, "--store", str(typo)], tmp_path)
-        assert (out.returncode, out.stderr.strip()) == (2, f"ttseval: error: no store at {typo}: nothing is stored "
-                                                           "there; check --store (or the TTSEVAL_STORE variable)"), command
+        assert (out.returncode, out.stderr.strip()) == (
+            2,
+            f"ttseval: error: no store at {typo}: nothing is stored "
+            "there; check --store (or the TTSEVAL_STORE variable)",
+        ), command
         assert not typo.exists()
     for command in (["report", "--run-id", "nope"], ["export", "--run-id", "nope", "--out", str(tmp_path / "x")]):
         out = _cli([*command, "--store", str(store)], tmp_path)
-        assert (out.returncode, out.stderr.strip()) == (2, f"ttseval: error: no run 'nope' in {store}; runs there: "
-                                                           "r1; check --run-id and --store"), command
+        assert (out.returncode, out.stderr.strip()) == (
+            2,
+            f"ttseval: error: no run 'nope' in {store}; runs there: r1; check --run-id and --store",
+        ), command
     out = _cli(["leaderboard", "--store", str(store)], tmp_path)  # a store with no reported run
-    assert (out.returncode, out.stderr.strip()) == (2, f"ttseval: error: no run with a report in {store}: run "
-                                                       "ttseval evaluate")
+    assert (out.returncode, out.stderr.strip()) == (
+        2,
+        f"ttseval: error: no run with a report in {store}: run ttseval evaluate",
+    )
 
 
 def test_a_new_store_is_announced_and_a_paid_run_on_it_needs_new_store(tmp_path: Path, monkeypatch) -> None:
@@ -215,17 +299,32 @@ def test_a_new_store_is_announced_and_a_paid_run_on_it_needs_new_store(tmp_path:
     from ttseval.flows.preflight import preflight_evaluate
 
     data = tmp_path / "items.jsonl"
-    data.write_text(json.dumps({"item_id": "k0", "text": "Is the kettle on yet?", "language": "en-US",
-                                "category": "questions", "depth": 0}) + "\n", encoding="utf-8")
+    data.write_text(
+        json.dumps(
+            {"item_id": "k0", "text": "Is the kettle on yet?", "language": "en-US", "category": "questions", "depth": 0}
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     typo = tmp_path / "stor"
-    args = ["evaluate", "--dataset", str(data), "--systems", "openai:alloy,espeak-ng", "--judges", "",
-            "--store", str(typo)]
+    args = [
+        "evaluate",
+        "--dataset",
+        str(data),
+        "--systems",
+        "openai:alloy,espeak-ng",
+        "--judges",
+        "",
+        "--store",
+        str(typo),
+    ]
     refused = _cli(args, tmp_path, OPENAI_API_KEY="sk-fake-0123")
     # 21 characters at tts-1's USD 15 per million: USD 0.000315, priced as the dry run prices it
     assert refused.returncode == 2 and refused.stderr.strip() == (
         f"ttseval: error: the store {typo} does not exist yet, and this run would pay about USD 0.0003 (openai:alloy)"
         " to compute everything there: check --store (a mistyped one starts over and pays again); to create it, pass "
-        "--new-store (or set TTSEVAL_ALLOW_NEW_STORE=true)")
+        "--new-store (or set TTSEVAL_ALLOW_NEW_STORE=true)"
+    )
     assert not typo.exists() and "sk-fake-0123" not in refused.stderr
     dry = _cli([*args, "--dry-run"], tmp_path)  # a dry run pays nothing: announced, not refused
     assert dry.returncode == 0 and f"ttseval: NEW STORE: nothing is stored at {typo} yet" in dry.stderr
@@ -258,7 +357,9 @@ def test_the_natural_help_example_is_a_spec_the_run_accepts(tmp_path: Path) -> N
     from ttseval.flows.common import check_systems
 
     text = " ".join(_help("evaluate").split())
-    example = re.search(r"--natural NATURAL natural-speech baseline systems, e\.g\. (files:\S+=<folder>) ", text).group(1)
+    example = re.search(r"--natural NATURAL natural-speech baseline systems, e\.g\. (files:\S+=<folder>) ", text).group(
+        1
+    )
     folder = tmp_path / "recordings"
     folder.mkdir()
     spec = example.replace("<folder>", str(folder))
@@ -282,8 +383,11 @@ def test_every_store_option_has_the_same_help_and_nightly_takes_evaluate_s_run_o
         assert [a.help for a in parser._actions if "--store" in a.option_strings] == [STORE_HELP], name
 
     def options(name: str) -> dict[str, tuple]:
-        return {a.option_strings[0]: (a.help, a.default, type(a).__name__) for a in sub.choices[name]._actions
-                if a.option_strings}
+        return {
+            a.option_strings[0]: (a.help, a.default, type(a).__name__)
+            for a in sub.choices[name]._actions
+            if a.option_strings
+        }
 
     evaluate, nightly = options("evaluate"), options("nightly")
     for flag in ("--dry-run", "--budget-usd", "--judges", "--baseline", "--new-store"):
@@ -292,14 +396,37 @@ def test_every_store_option_has_the_same_help_and_nightly_takes_evaluate_s_run_o
 
 def test_nightly_dry_run_prints_the_estimate_of_tonight_s_run(tmp_path: Path) -> None:
     data = tmp_path / "items.jsonl"
-    data.write_text(json.dumps({"item_id": "k0", "text": "Is the kettle on yet?", "language": "en-US",
-                                "category": "questions", "depth": 0}) + "\n", encoding="utf-8")
-    out = _cli(["nightly", "--dataset", str(data), "--systems", "openai:alloy,espeak-ng", "--judges", "",
-                "--store", str(tmp_path / "s"), "--budget-usd", "1", "--dry-run"], tmp_path)
+    data.write_text(
+        json.dumps(
+            {"item_id": "k0", "text": "Is the kettle on yet?", "language": "en-US", "category": "questions", "depth": 0}
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    out = _cli(
+        [
+            "nightly",
+            "--dataset",
+            str(data),
+            "--systems",
+            "openai:alloy,espeak-ng",
+            "--judges",
+            "",
+            "--store",
+            str(tmp_path / "s"),
+            "--budget-usd",
+            "1",
+            "--dry-run",
+        ],
+        tmp_path,
+    )
     assert out.returncode == 0, out.stderr
     first = out.stdout.splitlines()[0]
-    assert re.fullmatch(rf"dry run of 'nightly-\d{{8}}T\d{{6}}Z': what would be called for what {tmp_path}/s lacks "
-                        r"\(nothing was called; judge figures are estimates\)", first), first
+    assert re.fullmatch(
+        rf"dry run of 'nightly-\d{{8}}T\d{{6}}Z': what would be called for what {tmp_path}/s lacks "
+        r"\(nothing was called; judge figures are estimates\)",
+        first,
+    ), first
     row = next(line.split() for line in out.stdout.splitlines() if line.split()[:1] == ["openai:alloy"])
     assert row[1:5] == ["tts", "1", "1", "0"] and row[5] == "21"  # 21 characters, one call
     assert float(row[7]) == pytest.approx(round(21 * 15.0 / 1e6, 4))  # tts-1 at USD 15 per million, by hand
@@ -316,8 +443,11 @@ def test_import_items_file_writes_seedtts_items_and_the_ground_truth_manifest(tm
     for clip in ("prompt-wavs/p1.wav", "prompt-wavs/p2.wav", "wavs/u2.wav"):
         (en / clip).parent.mkdir(parents=True, exist_ok=True)
         (en / clip).write_bytes(b"RIFF")  # only their presence is checked here
-    (en / "meta.lst").write_text("u1|Hello there.|prompt-wavs/p1.wav|Good morning to you.\n"
-                                 "u2|Second prompt.|prompt-wavs/p2.wav|Target two.|wavs/u2.wav\n", encoding="utf-8")
+    (en / "meta.lst").write_text(
+        "u1|Hello there.|prompt-wavs/p1.wav|Good morning to you.\n"
+        "u2|Second prompt.|prompt-wavs/p2.wav|Target two.|wavs/u2.wav\n",
+        encoding="utf-8",
+    )
     out = tmp_path / "items.jsonl"
     with pytest.raises(SpecError, match="not for --format seedtts"):
         import_items_file("seedtts", en / "meta.lst", out, system_name="x")
@@ -330,7 +460,8 @@ def test_import_items_file_writes_seedtts_items_and_the_ground_truth_manifest(tm
     assert done.manifest == tmp_path / "items.ground-truth.jsonl"
     assert done.spec == f"files:seedtts-ground-truth:manifest={done.manifest.resolve()}"
     assert [json.loads(line) for line in done.manifest.read_text().splitlines()] == [
-        {"item_id": "u2", "path": str((en / "wavs/u2.wav").resolve())}]
+        {"item_id": "u2", "path": str((en / "wavs/u2.wav").resolve())}
+    ]
     (en / "prompt-wavs/p2.wav").unlink()
     with pytest.raises(DatasetError, match=r"1 prompt clip\(s\) missing, e\.g\. .*p2\.wav"):
         import_items_file("seedtts", en / "meta.lst", tmp_path / "again.jsonl")
@@ -340,13 +471,19 @@ def test_import_items_file_writes_seedtts_items_and_the_ground_truth_manifest(tm
 def test_alignment_by_judge_counts_only_parsed_answers_per_judge() -> None:
     from ttseval.metrics.agreement import preference_alignment_by_judge
 
-    judgments = pd.DataFrame({
-        "judge_spec": ["a", "a", "a", "b", "b", "b"],
-        "item_id": ["i1", "i2", "i3", "i1", "i2", "i3"], "system_id": ["s"] * 6,
-        "winner": ["candidate", "baseline", "tie", "candidate", "candidate", None],
-        "status": ["ok", "ok", "ok", "ok", "ok", "failed"], "parse_ok": [True, True, False, True, True, None]})
-    human = pd.DataFrame({"item_id": ["i1", "i2", "i3"], "system_id": ["s"] * 3,
-                          "preference": ["candidate", "candidate", "tie"]})
+    judgments = pd.DataFrame(
+        {
+            "judge_spec": ["a", "a", "a", "b", "b", "b"],
+            "item_id": ["i1", "i2", "i3", "i1", "i2", "i3"],
+            "system_id": ["s"] * 6,
+            "winner": ["candidate", "baseline", "tie", "candidate", "candidate", None],
+            "status": ["ok", "ok", "ok", "ok", "ok", "failed"],
+            "parse_ok": [True, True, False, True, True, None],
+        }
+    )
+    human = pd.DataFrame(
+        {"item_id": ["i1", "i2", "i3"], "system_id": ["s"] * 3, "preference": ["candidate", "candidate", "tie"]}
+    )
     aligned = preference_alignment_by_judge(judgments, human, {"i1": "emotions", "i2": "questions"})
     assert list(aligned) == ["a", "b"]
     assert aligned["a"]["n"] == 2 and aligned["a"]["raw_agreement"] == 0.5  # i3 unparsed: left out

@@ -34,8 +34,13 @@ HANGING_COMMAND = textwrap.dedent("""
 
 
 def _start(grace_s: float) -> tuple[subprocess.Popen, psutil.Process]:
-    proc = subprocess.Popen([sys.executable, "-c", HANGING_COMMAND, str(grace_s)], cwd=ROOT, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HANGING_COMMAND, str(grace_s)],
+        cwd=ROOT,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     child = psutil.Process(int(proc.stdout.readline()))
     return proc, child
 
@@ -87,8 +92,14 @@ HANGING_FLOW = textwrap.dedent("""
 def _start_flow(grace_s: float, prefect_api: str) -> tuple[subprocess.Popen, psutil.Process]:
     from tests.conftest import cli_env
 
-    proc = subprocess.Popen([sys.executable, "-c", HANGING_FLOW, str(grace_s)], cwd=ROOT, text=True,
-                            env=cli_env(prefect_api), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HANGING_FLOW, str(grace_s)],
+        cwd=ROOT,
+        text=True,
+        env=cli_env(prefect_api),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     return proc, psutil.Process(int(_line_starting(proc, "child ").split()[1]))
 
 

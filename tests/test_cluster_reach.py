@@ -14,14 +14,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import BIN, ROOT, _stop, demo_items
+from tests.hosts import Host
 from ttseval.core.config import Settings
 from ttseval.core.errors import ConfigError
 from ttseval.core.telemetry import TELEMETRY_OFF
 from ttseval.flows import preflight
 from ttseval.flows.preflight import check_cluster_reach
-
-from tests.conftest import BIN, ROOT, _stop, demo_items
-from tests.hosts import Host
 
 
 @pytest.fixture(scope="module")
@@ -36,8 +36,9 @@ def peer_url(url: str, host: Host) -> str:
 
 
 @pytest.fixture(scope="module")
-def remote_cluster(tmp_path_factory: pytest.TempPathFactory, client_files: Path,
-                   s3_server: dict[str, str]) -> Iterator[tuple[str, Host]]:
+def remote_cluster(
+    tmp_path_factory: pytest.TempPathFactory, client_files: Path, s3_server: dict[str, str]
+) -> Iterator[tuple[str, Host]]:
     """A scheduler on the client's side of a veth link and one worker on another host; yields (address, host).
     The worker has the session's S3 server's credentials and reaches it at the client's address (as a worker
     reaches an object store: its own credentials, never the run's), and as many model threads as the shared
@@ -54,19 +55,60 @@ def remote_cluster(tmp_path_factory: pytest.TempPathFactory, client_files: Path,
     folder = tmp_path_factory.mktemp("worker-host")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TTSEVAL_", "AWS_", "PREFECT_API"))}
     share = local_cluster_kwargs(Settings.model_construct())["env"][MODEL_THREADS_VARIABLE]
-    env |= {"PYTHONPATH": str(ROOT), **TELEMETRY_OFF, "DASK_LOGGING__DISTRIBUTED": "warning",
-            MODEL_THREADS_VARIABLE: share, **s3_server,
-            "AWS_ENDPOINT_URL": peer_url(s3_server["AWS_ENDPOINT_URL"], host),
-            "TTSEVAL_SHARD_SIZE": "0", "TTSEVAL_ASR__EN": "faster-whisper:base"}
+    env |= {
+        "PYTHONPATH": str(ROOT),
+        **TELEMETRY_OFF,
+        "DASK_LOGGING__DISTRIBUTED": "warning",
+        MODEL_THREADS_VARIABLE: share,
+        **s3_server,
+        "AWS_ENDPOINT_URL": peer_url(s3_server["AWS_ENDPOINT_URL"], host),
+        "TTSEVAL_SHARD_SIZE": "0",
+        "TTSEVAL_ASR__EN": "faster-whisper:base",
+    }
     address = f"tcp://{host.peer_ip}:8786"
     log = open(folder / "dask.log", "w")
-    procs = [subprocess.Popen([str(BIN / "dask"), "scheduler", "--host", host.peer_ip, "--port", "8786",
-                               "--dashboard-address", "127.0.0.1:0"], env=env, cwd=folder, stdout=log,
-                              stderr=subprocess.STDOUT, start_new_session=True)]
+    procs = [
+        subprocess.Popen(
+            [
+                str(BIN / "dask"),
+                "scheduler",
+                "--host",
+                host.peer_ip,
+                "--port",
+                "8786",
+                "--dashboard-address",
+                "127.0.0.1:0",
+            ],
+            env=env,
+            cwd=folder,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    ]
     try:
-        procs.append(host.spawn([str(BIN / "dask"), "worker", address, "--host", host.ip, "--nworkers", "1",
-                                 "--nthreads", "1", "--no-dashboard", "--local-directory", str(folder)],
-                                hide=[client_files], env=env, cwd=folder, log=log))
+        procs.append(
+            host.spawn(
+                [
+                    str(BIN / "dask"),
+                    "worker",
+                    address,
+                    "--host",
+                    host.ip,
+                    "--nworkers",
+                    "1",
+                    "--nthreads",
+                    "1",
+                    "--no-dashboard",
+                    "--local-directory",
+                    str(folder),
+                ],
+                hide=[client_files],
+                env=env,
+                cwd=folder,
+                log=log,
+            )
+        )
         with Client(address, timeout=60, set_as_default=False) as client:
             client.wait_for_workers(1, timeout=120)
         yield address, host
@@ -78,18 +120,43 @@ def remote_cluster(tmp_path_factory: pytest.TempPathFactory, client_files: Path,
 
 
 def test_a_run_on_another_host_without_a_reachable_api_or_store_is_refused_before_anything_is_written(
-        remote_cluster: tuple[str, Host], client_files: Path) -> None:
+    remote_cluster: tuple[str, Host], client_files: Path
+) -> None:
     """`ttseval evaluate` with TTSEVAL_DASK_ADDRESS and no PREFECT_API_URL (a temporary server on the client's
     loopback) and a local store: exit 2, no traceback, the worker named with both findings and what to do."""
     address, host = remote_cluster
     dataset, store = client_files / "two.jsonl", client_files / "store"
     demo_items(dataset, ["emo-a-d0", "emo-b-d0"])
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TTSEVAL_", "AWS_", "PREFECT_API"))}
-    env |= {"PYTHONPATH": str(ROOT), **TELEMETRY_OFF, "TTSEVAL_DASK_ADDRESS": address,
-            "PREFECT_HOME": str(client_files / "ph"), "TTSEVAL_PREFECT_SERVER_KEEP_S": "0"}  # none left running
-    done = subprocess.run([str(BIN / "ttseval"), "evaluate", "--dataset", str(dataset), "--systems", "espeak-ng:en-us",
-                           "--judges", "", "--store", str(store), "--new-store", "--run-id", "r1"],
-                          env=env, cwd=client_files, capture_output=True, text=True, timeout=300)
+    env |= {
+        "PYTHONPATH": str(ROOT),
+        **TELEMETRY_OFF,
+        "TTSEVAL_DASK_ADDRESS": address,
+        "PREFECT_HOME": str(client_files / "ph"),
+        "TTSEVAL_PREFECT_SERVER_KEEP_S": "0",
+    }  # none left running
+    done = subprocess.run(
+        [
+            str(BIN / "ttseval"),
+            "evaluate",
+            "--dataset",
+            str(dataset),
+            "--systems",
+            "espeak-ng:en-us",
+            "--judges",
+            "",
+            "--store",
+            str(store),
+            "--new-store",
+            "--run-id",
+            "r1",
+        ],
+        env=env,
+        cwd=client_files,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 2, done.stderr[-3000:]
     assert "Traceback" not in done.stderr
     message = done.stderr
@@ -100,8 +167,13 @@ def test_a_run_on_another_host_without_a_reachable_api_or_store_is_refused_befor
     assert not store.exists()  # refused before the store was created
 
 
-def test_reach_is_asked_of_each_worker(remote_cluster: tuple[str, Host], client_files: Path, shared_dask: str,
-                                       prefect_api: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_reach_is_asked_of_each_worker(
+    remote_cluster: tuple[str, Host],
+    client_files: Path,
+    shared_dask: str,
+    prefect_api: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The same check in-process: the shared cluster (workers on this host) reaches the session's Prefect server
     and a local store, so nothing is raised; the worker on the other host reaches neither; no cluster, no check."""
     monkeypatch.setenv("PREFECT_API_URL", prefect_api)
@@ -124,15 +196,22 @@ def test_reach_is_asked_of_each_worker(remote_cluster: tuple[str, Host], client_
     named = Settings(dask_address=shared_dask, store=store, lid=[f"transformers:{weights}"])
     check_cluster_reach(named, [f"files:mine:dir={client_files / 'nowhere'}"])  # this host has them
     with pytest.raises(ConfigError) as lacking:
-        check_cluster_reach(named.model_copy(update={"dask_address": address}),
-                            [f"files:mine:dir={client_files / 'nowhere'}", "piper:joe"])
+        check_cluster_reach(
+            named.model_copy(update={"dask_address": address}),
+            [f"files:mine:dir={client_files / 'nowhere'}", "piper:joe"],
+        )
     assert f"worker tcp://{host.ip}:" in str(lacking.value) and f"lacks {weights}, which a spec" in str(lacking.value)
     assert "nowhere" not in str(lacking.value) and "same path on every worker host" in str(lacking.value)
 
 
 def test_a_files_system_with_clips_on_the_client_completes_on_another_host_named_by_its_label(
-        remote_cluster: tuple[str, Host], client_files: Path, prefect_api: str, s3_server: dict[str, str],
-        shared_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    remote_cluster: tuple[str, Host],
+    client_files: Path,
+    prefect_api: str,
+    s3_server: dict[str, str],
+    shared_env: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Issue 27's two-host trial gave `files:mine:dir=clips` 0 of 3 clips (the relative folder was looked for on the
     worker) and exited 0. Now the client stores the clips before any work: on a worker that sees none of the
     client's files, every clip completes; the system is `files:mine` in the tables, the report and the leaderboard;
@@ -142,31 +221,38 @@ def test_a_files_system_with_clips_on_the_client_completes_on_another_host_named
     import boto3
     import pandas as pd
 
+    from tests.conftest import run_cli
     from ttseval.core.audio import Audio, sha256_hex
     from ttseval.core.store import ArtifactStore
-
-    from tests.conftest import run_cli
 
     address, host = remote_cluster
     rows = demo_items(client_files / "three.jsonl", ["emo-a-d0", "que-a-d0", "for-a-d0"])
     clips = client_files / "clips"
     clips.mkdir()
     for r in rows:
-        subprocess.run(["flite", "-voice", "slt", "-t", r["text"], "-o", str(clips / f"{r['item_id']}.wav")],
-                       check=True)
-    boto3.client("s3", endpoint_url=s3_server["AWS_ENDPOINT_URL"], region_name="us-east-1",
-                 aws_access_key_id="testing", aws_secret_access_key="testing-secret").create_bucket(Bucket="two-hosts")
+        subprocess.run(
+            ["flite", "-voice", "slt", "-t", r["text"], "-o", str(clips / f"{r['item_id']}.wav")], check=True
+        )
+    boto3.client(
+        "s3",
+        endpoint_url=s3_server["AWS_ENDPOINT_URL"],
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing-secret",
+    ).create_bucket(Bucket="two-hosts")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TTSEVAL_", "AWS_", "PREFECT_API"))}
-    env |= {"PYTHONPATH": str(ROOT), **TELEMETRY_OFF, "TTSEVAL_DASK_ADDRESS": address,
-            "PREFECT_API_URL": peer_url(prefect_api, host), **s3_server,
-            "AWS_ENDPOINT_URL": peer_url(s3_server["AWS_ENDPOINT_URL"], host)}
-    args = ["evaluate", "--dataset", "three.jsonl", "--systems", "files:mine:dir=clips,espeak-ng:en-us",
-            "--judges", ""]
-    done = run_cli([*args, "--store", "s3://two-hosts/ttseval", "--new-store", "--run-id", "r2"], env,
-                   cwd=client_files)
+    env |= {
+        "PYTHONPATH": str(ROOT),
+        **TELEMETRY_OFF,
+        "TTSEVAL_DASK_ADDRESS": address,
+        "PREFECT_API_URL": peer_url(prefect_api, host),
+        **s3_server,
+        "AWS_ENDPOINT_URL": peer_url(s3_server["AWS_ENDPOINT_URL"], host),
+    }
+    args = ["evaluate", "--dataset", "three.jsonl", "--systems", "files:mine:dir=clips,espeak-ng:en-us", "--judges", ""]
+    done = run_cli([*args, "--store", "s3://two-hosts/ttseval", "--new-store", "--run-id", "r2"], env, cwd=client_files)
     assert done.returncode == 0, done.stderr[-4000:]
-    single = run_cli([*args, "--store", str(client_files / "one-host"), "--run-id", "r1"], shared_env,
-                     cwd=client_files)
+    single = run_cli([*args, "--store", str(client_files / "one-host"), "--run-id", "r1"], shared_env, cwd=client_files)
     assert single.returncode == 0, single.stderr[-4000:]
 
     for k, v in (s3_server | {"AWS_ENDPOINT_URL": env["AWS_ENDPOINT_URL"]}).items():
@@ -174,8 +260,9 @@ def test_a_files_system_with_clips_on_the_client_completes_on_another_host_named
     two, one = ArtifactStore("s3://two-hosts/ttseval"), ArtifactStore(str(client_files / "one-host"))
     synthesis = two.read("r2", "synthesis")
     mine = synthesis[synthesis["system_spec"] == "files:mine"].set_index("item_id")
-    assert sorted(mine.index) == sorted(r["item_id"] for r in rows) and mine["status"].eq("ok").all(), \
-        synthesis[["system_spec", "item_id", "status", "error_message"]].to_string()
+    assert sorted(mine.index) == sorted(r["item_id"] for r in rows) and mine["status"].eq("ok").all(), synthesis[
+        ["system_spec", "item_id", "status", "error_message"]
+    ].to_string()
     for r in rows:  # the clip each row describes is the client's file, decoded and stored as 16-bit WAV
         wav = Audio.from_wav_bytes((clips / f"{r['item_id']}.wav").read_bytes()).to_wav_bytes()
         assert mine.loc[r["item_id"], "audio_sha256"] == sha256_hex(wav)
@@ -184,9 +271,11 @@ def test_a_files_system_with_clips_on_the_client_completes_on_another_host_named
     board = run_cli(["leaderboard", "--store", "s3://two-hosts/ttseval"], env, cwd=client_files)
     assert board.returncode == 0 and "files:mine " in board.stdout and "dir=" not in board.stdout, board.stderr
 
-    keys = {"synthesis": (["item_id", "system_id"], ["status", "audio_sha256"]),
-            "transcripts": (["item_id", "system_id", "asr_id"], ["hypothesis", "wer", "cer"]),
-            "quality": (["item_id", "system_id", "quality_id"], ["mos"])}
+    keys = {
+        "synthesis": (["item_id", "system_id"], ["status", "audio_sha256"]),
+        "transcripts": (["item_id", "system_id", "asr_id"], ["hypothesis", "wer", "cer"]),
+        "quality": (["item_id", "system_id", "quality_id"], ["mos"]),
+    }
     for table, (key, values) in keys.items():
         a = two.read("r2", table).set_index(key).sort_index()[values]
         b = one.read("r1", table).set_index(key).sort_index()[values]

@@ -43,12 +43,19 @@ def test_voices_lists_the_installed_espeak_and_flite_voices(prefect_api: str, tm
     assert "slt\tslt\ten\t16 kHz" in flite.stdout.splitlines() and "kal\tkal\ten\t8 kHz" in flite.stdout.splitlines()
 
 
-@pytest.mark.parametrize(("spec", "words"), [
-    ("espeak", ["unknown tts provider 'espeak'", "did you mean 'espeak-ng'", "available: "]),
-    ("piper:joe", ["tts provider 'piper' offers no voice list", "providers that list theirs: ", "espeak-ng, flite"]),
-])
-def test_voices_of_an_unknown_or_listless_engine_is_exit_2_naming_the_fix(prefect_api: str, tmp_path: Path,
-                                                                         spec: str, words: list[str]) -> None:
+@pytest.mark.parametrize(
+    ("spec", "words"),
+    [
+        ("espeak", ["unknown tts provider 'espeak'", "did you mean 'espeak-ng'", "available: "]),
+        (
+            "piper:joe",
+            ["tts provider 'piper' offers no voice list", "providers that list theirs: ", "espeak-ng, flite"],
+        ),
+    ],
+)
+def test_voices_of_an_unknown_or_listless_engine_is_exit_2_naming_the_fix(
+    prefect_api: str, tmp_path: Path, spec: str, words: list[str]
+) -> None:
     out = run_cli(["voices", spec], cli_env(prefect_api), cwd=tmp_path, timeout_s=120)
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr.startswith("ttseval: error: ") and "Traceback" not in out.stderr
@@ -62,8 +69,23 @@ def stored_run(shared_env: dict[str, str], tmp_path_factory: pytest.TempPathFact
     dataset = root / "items.jsonl"
     demo_items(dataset, ITEMS)
     store = root / "store"
-    run = run_cli(["evaluate", "--dataset", str(dataset), "--systems", "espeak-ng", "--store", str(store),
-                   "--run-id", "s", "--judges", ""], shared_env | {"TTSEVAL_SIMILARITY": "[]"}, cwd=root)
+    run = run_cli(
+        [
+            "evaluate",
+            "--dataset",
+            str(dataset),
+            "--systems",
+            "espeak-ng",
+            "--store",
+            str(store),
+            "--run-id",
+            "s",
+            "--judges",
+            "",
+        ],
+        shared_env | {"TTSEVAL_SIMILARITY": "[]"},
+        cwd=root,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     return store
 
@@ -80,9 +102,16 @@ def test_serve_answers_the_stored_run_and_stops_on_ctrl_c(prefect_api: str, stor
     env = cli_env(prefect_api)
     # Ctrl-C as from a terminal: a suite started in the background (`cmd &` in a script) inherits SIGINT ignored,
     # and Python then keeps ignoring it, so the child gets the default disposition back first
-    proc = subprocess.Popen([str(BIN / "ttseval"), "serve", "--store", str(stored_run), "--port", "0"], env=env,
-                            cwd=stored_run.parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(
+        [str(BIN / "ttseval"), "serve", "--store", str(stored_run), "--port", "0"],
+        env=env,
+        cwd=stored_run.parent,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     try:
         line = proc.stdout.readline()  # printed (flushed) once the socket is bound
         assert line.startswith(f"serving the reports of {stored_run} at http://127.0.0.1:"), line
@@ -132,8 +161,9 @@ def test_stack_up_status_down_through_the_command(tmp_path: Path) -> None:
     pids: list[int] = []
     try:
         assert up.returncode == 0, up.stderr[-3000:]
-        status = json.loads(run_cli(["stack", "status", "--folder", str(folder)], env, cwd=tmp_path,
-                                    timeout_s=120).stdout)
+        status = json.loads(
+            run_cli(["stack", "status", "--folder", str(folder)], env, cwd=tmp_path, timeout_s=120).stdout
+        )
         assert status["running"] is True
         assert {"prefect-server", "prefect-worker", "dask-scheduler", "s3"} <= set(status["components"])
         pids = [c["pid"] for c in status["components"].values()]

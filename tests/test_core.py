@@ -11,11 +11,11 @@ import pytest
 
 from ttseval.core.categories import CATEGORIES
 from ttseval.core.config import Settings, load_settings
-from ttseval.corpus import DEMO_DATASET
-from ttseval.corpus.items import load_items, unknown_categories
 from ttseval.core.errors import ConfigError, DatasetError, SpecError
 from ttseval.core.ids import digest
 from ttseval.core.registry import Spec
+from ttseval.corpus import DEMO_DATASET
+from ttseval.corpus.items import load_items, unknown_categories
 
 
 @pytest.mark.parametrize(
@@ -23,13 +23,22 @@ from ttseval.core.registry import Spec
     [
         ("piper:joe", "piper", "joe", (), "piper:joe"),
         ("espeak-ng", "espeak-ng", None, (), "espeak-ng"),
-        ("espeak-ng:en-us:speed=140:pitch=40", "espeak-ng", "en-us", (("pitch", "40"), ("speed", "140")),
-         "espeak-ng:en-us:pitch=40:speed=140"),
+        (
+            "espeak-ng:en-us:speed=140:pitch=40",
+            "espeak-ng",
+            "en-us",
+            (("pitch", "40"), ("speed", "140")),
+            "espeak-ng:en-us:pitch=40:speed=140",
+        ),
         ("  flite:slt ", "flite", "slt", (), "flite:slt"),
         ("transformers:/models/w2v", "transformers", "/models/w2v", (), "transformers:/models/w2v"),
-        ("gemini:gemini-2.5-pro:base_url=http://127.0.0.1:8080:temperature=0", "gemini", "gemini-2.5-pro",
-         (("base_url", "http://127.0.0.1:8080"), ("temperature", "0")),
-         "gemini:gemini-2.5-pro:base_url=http://127.0.0.1:8080:temperature=0"),
+        (
+            "gemini:gemini-2.5-pro:base_url=http://127.0.0.1:8080:temperature=0",
+            "gemini",
+            "gemini-2.5-pro",
+            (("base_url", "http://127.0.0.1:8080"), ("temperature", "0")),
+            "gemini:gemini-2.5-pro:base_url=http://127.0.0.1:8080:temperature=0",
+        ),
         ("objective:cer_margin=0.3", "objective", None, (("cer_margin", "0.3"),), "objective:cer_margin=0.3"),
     ],
 )
@@ -99,8 +108,14 @@ def test_bad_settings_are_config_errors(monkeypatch: pytest.MonkeyPatch, tmp_pat
 def test_demo_dataset_is_valid_and_shaped_as_promised() -> None:
     items = load_items(DEMO_DATASET, categories=set(CATEGORIES))
     counts = items["category"].value_counts()
-    for category in ("emotions", "paralinguistics", "foreign_words", "syntactic_complexity",
-                     "complex_pronunciation", "questions"):
+    for category in (
+        "emotions",
+        "paralinguistics",
+        "foreign_words",
+        "syntactic_complexity",
+        "complex_pronunciation",
+        "questions",
+    ):
         assert counts[category] >= 8
         assert sorted(items.loc[items["category"] == category, "depth"].unique()) == [0, 1, 2, 3]
     assert (items["language"] != "en-US").sum() >= 5
@@ -111,8 +126,12 @@ def test_demo_dataset_is_valid_and_shaped_as_promised() -> None:
 
 @pytest.mark.parametrize("suffix", [".jsonl", ".csv", ".parquet"])
 def test_dataset_formats_load_alike(tmp_path: Path, suffix: str) -> None:
-    frame = pd.DataFrame([{"item_id": "q1", "text": "Is it?", "language": "en", "category": "questions", "depth": 1},
-                          {"item_id": "7", "text": "Oui.", "language": "fr-FR", "category": "multilingual", "depth": 0}])
+    frame = pd.DataFrame(
+        [
+            {"item_id": "q1", "text": "Is it?", "language": "en", "category": "questions", "depth": 1},
+            {"item_id": "7", "text": "Oui.", "language": "fr-FR", "category": "multilingual", "depth": 0},
+        ]
+    )
     path = tmp_path / f"d{suffix}"
     if suffix == ".jsonl":
         path.write_text("".join(json.dumps(r) + "\n" for r in frame.to_dict("records")))
@@ -140,21 +159,32 @@ def test_dataset_problems_are_all_reported_at_once(tmp_path: Path) -> None:
 def test_known_categories_in_any_spelling_are_stored_canonically(tmp_path: Path) -> None:
     # Spelled as the EmergentTTS-Eval release spells them; refused by `evaluate` before issue 9.
     path = tmp_path / "release.csv"
-    path.write_text("item_id,text,language,category,depth\n"
-                    "a,Is it?,en,Questions,0\nb,We ate croissants.,en,Foreign Words,1\n"
-                    "c,Call 555-0100.,en,Complex Pronunciation,2\nd,Hi there.,en,  syntactic-complexity ,0\n"
-                    "e,A line.,en,My Own Group,0\nf,Another.,en,complex pronunciation,3\n")
+    path.write_text(
+        "item_id,text,language,category,depth\n"
+        "a,Is it?,en,Questions,0\nb,We ate croissants.,en,Foreign Words,1\n"
+        "c,Call 555-0100.,en,Complex Pronunciation,2\nd,Hi there.,en,  syntactic-complexity ,0\n"
+        "e,A line.,en,My Own Group,0\nf,Another.,en,complex pronunciation,3\n"
+    )
     items = load_items(path)
-    assert items["category"].tolist() == ["questions", "foreign_words", "complex_pronunciation",
-                                          "syntactic_complexity", "My Own Group", "complex_pronunciation"]
+    assert items["category"].tolist() == [
+        "questions",
+        "foreign_words",
+        "complex_pronunciation",
+        "syntactic_complexity",
+        "My Own Group",
+        "complex_pronunciation",
+    ]
     assert unknown_categories(items, set(CATEGORIES)) == ["My Own Group"]
 
 
 def test_an_empty_category_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "blank.csv"
     path.write_text("item_id,text,language,category,depth\na,Hi,en,questions,0\nb,Yo,en, ,0\n")
-    with pytest.raises(DatasetError, match=r"rule 'category is non-empty' \(column category\) fails on 1 row\(s\): "
-                                           r"row 2 \(item_id='b'\)"):
+    with pytest.raises(
+        DatasetError,
+        match=r"rule 'category is non-empty' \(column category\) fails on 1 row\(s\): "
+        r"row 2 \(item_id='b'\)",
+    ):
         load_items(path)
 
 
@@ -189,8 +219,9 @@ def test_a_toml_asr_table_keeps_the_fallback(tmp_path: Path, monkeypatch: pytest
     assert settings.asr_for("eng") == "faster-whisper:tiny.en"  # ISO 639-2 'eng' is English
 
 
-@pytest.mark.parametrize(("from_hz", "to_hz", "n"), [(22050, 48000, 22050), (48000, 16000, 4801), (16000, 22050, 1),
-                                                     (24000, 16000, 0)])
+@pytest.mark.parametrize(
+    ("from_hz", "to_hz", "n"), [(22050, 48000, 22050), (48000, 16000, 4801), (16000, 22050, 1), (24000, 16000, 0)]
+)
 def test_resample_is_librosas_default_without_librosa(from_hz: int, to_hz: int, n: int) -> None:
     """Audio.resampled calls soxr directly; librosa.resample's default (soxr_hq, fixed length) is the independent
     computation it must equal, sample for sample."""

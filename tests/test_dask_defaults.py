@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 
 from distributed import Client
-from ttseval.infra.dask_defaults import QUIET_DASK, dask_env, env_name
 
 from tests.conftest import ROOT
+from ttseval.infra.dask_defaults import QUIET_DASK, dask_env, env_name
 
 
 def _ms(value: str) -> float:
@@ -51,8 +51,9 @@ def test_a_flows_local_cluster_has_ttseval_s_intervals_and_a_value_the_user_set_
     script.write_text(SCRIPT)
     env = {k: v for k, v in os.environ.items() if not k.startswith("DASK_")}
     env |= {"PYTHONPATH": str(ROOT), env_name("distributed.admin.tick.interval"): "50ms"}
-    out = subprocess.run([sys.executable, str(script)], env=env, cwd=tmp_path, capture_output=True, text=True,
-                         timeout=180, check=False)
+    out = subprocess.run(
+        [sys.executable, str(script)], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=180, check=False
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     seen = json.loads(out.stdout.strip().splitlines()[-1])
     for server in ("scheduler", "worker"):
@@ -66,11 +67,15 @@ def test_dask_defaults_differ_from_dasks_own_so_the_test_above_can_fail() -> Non
     # Dask's shipped defaults, read from a process without ttseval's: each differs from ttseval's value
     code = f"import json, dask, distributed; print(json.dumps({{k: dask.config.get(k) for k in {list(QUIET_DASK)!r}}}))"
     env = {k: v for k, v in os.environ.items() if not k.startswith("DASK_")}
-    shipped = json.loads(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                                        check=True).stdout)
+    shipped = json.loads(
+        subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    )
     assert {k: _ms(v) for k, v in shipped.items()} == {
-        "distributed.admin.tick.interval": 20, "distributed.admin.system-monitor.interval": 500,
-        "distributed.worker.profile.interval": 10, "distributed.worker.memory.monitor-interval": 100}
+        "distributed.admin.tick.interval": 20,
+        "distributed.admin.system-monitor.interval": 500,
+        "distributed.worker.profile.interval": 10,
+        "distributed.worker.memory.monitor-interval": 100,
+    }
     assert all(_ms(shipped[k]) < _ms(v) for k, v in QUIET_DASK.items())
 
 

@@ -28,8 +28,22 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """`mkdocs build --strict` of the repository's mkdocs.yml into a temporary folder (once for this module)."""
     target = tmp_path_factory.mktemp("docs") / "site"
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
-    out = subprocess.run([str(BIN / "mkdocs"), "build", "--strict", "--config-file", str(ROOT / "mkdocs.yml"),
-                          "--site-dir", str(target)], cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    out = subprocess.run(
+        [
+            str(BIN / "mkdocs"),
+            "build",
+            "--strict",
+            "--config-file",
+            str(ROOT / "mkdocs.yml"),
+            "--site-dir",
+            str(target),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "WARNING" not in out.stderr, out.stderr
     return target
@@ -74,8 +88,9 @@ def test_every_page_of_the_nav_is_built(site: Path) -> None:
         built = site / (stem + ".html" if stem == "index" or stem.endswith("/index") else stem + "/index.html")
         assert built.is_file(), page
     # The reference pages are generated, never committed.
-    tracked = subprocess.run(["git", "ls-files", "docs"], cwd=ROOT, capture_output=True, text=True,
-                             check=True).stdout.split()
+    tracked = subprocess.run(
+        ["git", "ls-files", "docs"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
     for generated in ("settings", "tables", "metrics", "providers", "cli"):
         assert f"docs/reference/{generated}.md" not in tracked
         assert (site / "reference" / generated / "index.html").is_file()
@@ -146,8 +161,11 @@ def test_the_providers_page_holds_every_registry_entry_and_its_metadata(site: Pa
     for kind, registry in REGISTRIES.items():
         for name in registry.names:
             info = registry.info(name)
-            matching = [r for r in rows if r.split(" ", 1)[0] == name
-                        and all(m in r for m in info.imports) and (info.extra or "-") in r]
+            matching = [
+                r
+                for r in rows
+                if r.split(" ", 1)[0] == name and all(m in r for m in info.imports) and (info.extra or "-") in r
+            ]
             assert matching, (kind, name)
             if info.output_sample_rate_hz:
                 assert any(f"{info.output_sample_rate_hz} Hz" in r for r in matching), (kind, name)
@@ -280,21 +298,23 @@ def _refusal(argv: tuple[str, ...]) -> str | None:
 
 
 def test_the_extractor_reads_blocks_continuations_env_comments_and_inline_code() -> None:
-    text = "\n".join([
-        "Run `ttseval report --run-id demo` or `scripts/setup.sh demo`; `ttseval` alone is a name.",
-        "```bash",
-        "# a comment line",
-        "TTSEVAL_GPU=true A=1 ttseval evaluate --dataset big.jsonl \\",
-        "    --systems 'piper:joe,files:x:dir=a b'   # trailing comment, with a ` quote",
-        "ttseval serve --store s3://bucket/x#y",
-        "dask worker tcp://sched:8786",
-        "```",
-        "```toml",
-        'ttseval = "not a command line"',
-        "```",
-        "and `ttseval human-eval analyze --run-id d",
-        "results/t-r*/*.csv` across a line break.",
-    ])
+    text = "\n".join(
+        [
+            "Run `ttseval report --run-id demo` or `scripts/setup.sh demo`; `ttseval` alone is a name.",
+            "```bash",
+            "# a comment line",
+            "TTSEVAL_GPU=true A=1 ttseval evaluate --dataset big.jsonl \\",
+            "    --systems 'piper:joe,files:x:dir=a b'   # trailing comment, with a ` quote",
+            "ttseval serve --store s3://bucket/x#y",
+            "dask worker tcp://sched:8786",
+            "```",
+            "```toml",
+            'ttseval = "not a command line"',
+            "```",
+            "and `ttseval human-eval analyze --run-id d",
+            "results/t-r*/*.csv` across a line break.",
+        ]
+    )
     found = documented_commands(ROOT / "docs" / "x.md", text)
     assert [(c.line, c.argv) for c in found] == [
         (4, ("evaluate", "--dataset", "big.jsonl", "--systems", "piper:joe,files:x:dir=a b")),
@@ -318,16 +338,30 @@ def test_every_documented_command_is_accepted_by_the_parser() -> None:
     # The README's own examples and the pages' are all read (a broken extractor would find none).
     assert "README.md" in files and len(files) >= 10, files
     assert len(commands) >= 60, len(commands)
-    assert {c.argv[0] for c in commands} >= {"evaluate", "report", "backfill-judge", "human-eval", "import-dataset",
-                                             "generate-dataset", "stack", "nightly", "serve", "providers"}
-    refused = [f"{c.file}:{c.line}: ttseval {' '.join(shlex.quote(a) for a in c.argv)}\n    -> {why}"
-               for c in commands if (why := _refusal(c.argv)) is not None]
+    assert {c.argv[0] for c in commands} >= {
+        "evaluate",
+        "report",
+        "backfill-judge",
+        "human-eval",
+        "import-dataset",
+        "generate-dataset",
+        "stack",
+        "nightly",
+        "serve",
+        "providers",
+    }
+    refused = [
+        f"{c.file}:{c.line}: ttseval {' '.join(shlex.quote(a) for a in c.argv)}\n    -> {why}"
+        for c in commands
+        if (why := _refusal(c.argv)) is not None
+    ]
     assert not refused, f"{len(refused)} of {len(commands)} documented commands are refused:\n" + "\n".join(refused)
 
 
 def test_the_readme_s_commands_that_read_a_store_name_it() -> None:
     """Issue 34, item 5: the README's examples of report, export, serve and leaderboard left --store out."""
-    readers = [c for c in documented_commands(ROOT / "README.md") if c.argv[0] in {"report", "export", "serve",
-                                                                                 "leaderboard"}]
+    readers = [
+        c for c in documented_commands(ROOT / "README.md") if c.argv[0] in {"report", "export", "serve", "leaderboard"}
+    ]
     assert {c.argv[0] for c in readers} >= {"report", "export", "leaderboard"}, readers
     assert [c.text for c in readers if "--store" not in c.argv] == []

@@ -38,8 +38,23 @@ def last_log(store: Path, run_id: str) -> dict:
 def first_run(shared_env: dict[str, str], small_dataset: Path, tmp_path_factory: pytest.TempPathFactory):
     store = tmp_path_factory.mktemp("store")
     env = shared_env  # on the session's Dask cluster (tests/conftest.py), as are the runs that reuse this env
-    result = run_cli(["evaluate", "--dataset", str(small_dataset), "--systems", SYSTEMS, "--store", str(store),
-                      "--run-id", "r1", "--shard-size", "3"], env, cwd=store)
+    result = run_cli(
+        [
+            "evaluate",
+            "--dataset",
+            str(small_dataset),
+            "--systems",
+            SYSTEMS,
+            "--store",
+            str(store),
+            "--run-id",
+            "r1",
+            "--shard-size",
+            "3",
+        ],
+        env,
+        cwd=store,
+    )
     assert result.returncode == 0, result.stderr[-4000:]
     return store, env, result
 
@@ -64,8 +79,11 @@ def test_first_run_produces_real_different_figures(first_run, small_dataset: Pat
     full = read_table(store, "r1", "report")
     # One row per (system, recogniser): English clips route to tiny.en, espeak-ng's French clip to base.
     assert sorted(zip(full["system_spec"], full["asr_spec"])) == [
-        ("espeak-ng", "faster-whisper:base"), ("espeak-ng", "faster-whisper:tiny.en"),
-        ("flite:slt", "faster-whisper:tiny.en"), ("piper:joe", "faster-whisper:tiny.en")]
+        ("espeak-ng", "faster-whisper:base"),
+        ("espeak-ng", "faster-whisper:tiny.en"),
+        ("flite:slt", "faster-whisper:tiny.en"),
+        ("piper:joe", "faster-whisper:tiny.en"),
+    ]
     assert sorted(full.loc[full["system_spec"] == "espeak-ng", "n_transcribed"]) == [1, 7]
     report = full[full["asr_spec"] == "faster-whisper:tiny.en"].set_index("system_spec")
     assert report.loc["piper:joe", "completion_rate"] == pytest.approx(7 / 9)
@@ -138,20 +156,22 @@ def test_the_html_report_of_a_real_run_plays_its_clips_in_chromium(first_run, tm
     with chromium(tmp_path) as driver:
         driver.get(page.as_uri())
         WebDriverWait(driver, 30).until(
-            lambda d: d.find_element(By.ID, "count").text == f"{len(items)} of {len(items)} items")
+            lambda d: d.find_element(By.ID, "count").text == f"{len(items)} of {len(items)} items"
+        )
         rows = driver.find_elements(By.CSS_SELECTOR, "#leaderboard tbody tr")
         assert [r.find_element(By.TAG_NAME, "th").text for r in rows] == list(summary["system_spec"])
         first = synthesis.iloc[0]
         audio = driver.find_element(By.CSS_SELECTOR, f'tr[data-item="{first.item_id}"] audio')
         duration = driver.execute_script(
             "const a = arguments[0]; a.preload = 'metadata'; a.load();"
-            "return new Promise(r => a.addEventListener('loadedmetadata', () => r(a.duration)));", audio)
+            "return new Promise(r => a.addEventListener('loadedmetadata', () => r(a.duration)));",
+            audio,
+        )
         assert duration == pytest.approx(first.duration_s, abs=0.05)
         category = items["category"].iloc[0]
         Select(driver.find_element(By.ID, "f-category")).select_by_value(category)
         expected = int((items["category"] == category).sum())
-        WebDriverWait(driver, 10).until(
-            lambda d: len(d.find_elements(By.CSS_SELECTOR, "#items tbody tr")) == expected)
+        WebDriverWait(driver, 10).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#items tbody tr")) == expected)
         assert driver.find_element(By.ID, "count").text == f"{expected} of {len(items)} items"
         SCREENSHOTS.mkdir(exist_ok=True)
         driver.save_screenshot(str(SCREENSHOTS / "html-report-real-run.png"))
@@ -164,11 +184,17 @@ def test_progress_per_stage_in_the_log_and_the_prefect_ui(first_run, prefect_api
     # 9 items x 3 systems; the 5 unsupported clips (F1 rejections) lower the ASR and MOS totals from 27 to 22.
     for stage, total in (("synthesis", 27), ("transcripts", 22), ("quality", 22), ("judgments", 18)):
         assert re.search(rf"{stage} {total}/{total} \(100%\), ([0-9.]+ rows/s|under 1 s, no rate), done", output), stage
-    assert re.search(r"synthesis [0-9]+/27 \([0-9]+%\), ([0-9.]+ rows/s, ETA [0-9]+ s|under 1 s, no rate, ETA unknown)",
-                     output)
-    with urllib.request.urlopen(urllib.request.Request(
-            f"{prefect_api}/artifacts/filter", data=json.dumps({"artifacts": {"key": {"any_": ["ttseval-progress-r1"]}}})
-            .encode(), headers={"Content-Type": "application/json"}), timeout=30) as response:
+    assert re.search(
+        r"synthesis [0-9]+/27 \([0-9]+%\), ([0-9.]+ rows/s, ETA [0-9]+ s|under 1 s, no rate, ETA unknown)", output
+    )
+    with urllib.request.urlopen(
+        urllib.request.Request(
+            f"{prefect_api}/artifacts/filter",
+            data=json.dumps({"artifacts": {"key": {"any_": ["ttseval-progress-r1"]}}}).encode(),
+            headers={"Content-Type": "application/json"},
+        ),
+        timeout=30,
+    ) as response:
         [artifact] = json.loads(response.read())
     assert artifact["type"] == "progress" and artifact["data"] == 100.0
     assert "synthesis 27/27 (100%)" in artifact["description"]
@@ -182,8 +208,9 @@ def test_the_preflight_runs_once_per_invocation(first_run) -> None:
     assert "small.jsonl (9 items), 3 systems" in output
 
 
-def test_a_new_run_on_a_copy_says_what_came_from_the_caches_and_the_whole_wall_time(first_run, small_dataset: Path,
-                                                                                     tmp_path: Path) -> None:
+def test_a_new_run_on_a_copy_says_what_came_from_the_caches_and_the_whole_wall_time(
+    first_run, small_dataset: Path, tmp_path: Path
+) -> None:
     """Issue 34, item 7, read from the real output of a run whose every clip stage is answered from the caches of
     the first run (a copy of its store, a new run id): rows from the caches are not counted as computed; the wall
     time includes start-up; each clip stage's planning line gives the rows it will compute; no rate is computed over
@@ -193,29 +220,46 @@ def test_a_new_run_on_a_copy_says_what_came_from_the_caches_and_the_whole_wall_t
     store, env, _ = first_run
     copy = tmp_path / "copy"
     shutil.copytree(store, copy)
-    result = run_cli(["evaluate", "--dataset", str(small_dataset), "--systems", SYSTEMS, "--store", str(copy),
-                      "--run-id", "r2"], env, cwd=copy)
+    result = run_cli(
+        ["evaluate", "--dataset", str(small_dataset), "--systems", SYSTEMS, "--store", str(copy), "--run-id", "r2"],
+        env,
+        cwd=copy,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     output = result.stdout + result.stderr
     log = last_log(copy, "r2")
     # from the tables themselves: each stage's rows of r2 that carry cache_hit
-    hits = {t: int(read_table(copy, "r2", t)["cache_hit"].fillna(False).sum()) for t in ("synthesis", "transcripts",
-                                                                                         "quality")}
+    hits = {
+        t: int(read_table(copy, "r2", t)["cache_hit"].fillna(False).sum())
+        for t in ("synthesis", "transcripts", "quality")
+    }
     assert hits == {"synthesis": 22, "transcripts": 22, "quality": 22}  # every clip made and scored in r1
     assert {t: log["from_cache"][t] for t in hits} == hits and log["from_cache"]["judgments"] == 0
     computed = {k: v - log["from_cache"][k] for k, v in log["computed"].items()}
     assert computed["transcripts"] == computed["quality"] == 0 and computed["synthesis"] == 5  # the 5 unsupported rows
-    printed = re.search(r"computed rows: (\{.*?\}); taken from earlier runs' caches \(no call, no model run\): "
-                        r"(\{.*?\})", result.stdout)
+    printed = re.search(
+        r"computed rows: (\{.*?\}); taken from earlier runs' caches \(no call, no model run\): "
+        r"(\{.*?\})",
+        result.stdout,
+    )
     assert printed and (ast.literal_eval(printed.group(1)), ast.literal_eval(printed.group(2))) == (
-        computed, log["from_cache"])
-    wall = re.search(r"wall time ([0-9.]+) s since the command started \(([0-9.]+) s in the flow, ([0-9.]+) s starting "
-                     r"Python, Prefect and Dask and printing the report\)", result.stdout)
+        computed,
+        log["from_cache"],
+    )
+    wall = re.search(
+        r"wall time ([0-9.]+) s since the command started \(([0-9.]+) s in the flow, ([0-9.]+) s starting "
+        r"Python, Prefect and Dask and printing the report\)",
+        result.stdout,
+    )
     assert wall and float(wall.group(2)) == round(log["wall_s"], 1)
     assert float(wall.group(1)) >= float(wall.group(2))  # the flow is a part of the command
     # 9 items x 3 systems, one recogniser per clip's language; the 5 unsupported clips then need none (22 computed)
-    assert "transcripts: up to 27 to compute (27 for the clips synthesized now, fewer if some fail; 0 for clips of " \
-           "earlier runs), 0 present (reused)" in output and log["computed"]["transcripts"] == 22
+    assert (
+        "transcripts: up to 27 to compute (27 for the clips synthesized now, fewer if some fail; 0 for clips of "
+        "earlier runs), 0 present (reused)"
+        in output
+        and log["computed"]["transcripts"] == 22
+    )
     assert not re.search(r"(transcripts|quality): 0 wanted, 0 present \(reused\), 0 to compute", output)
     rates = [(int(total), float(rate)) for total, rate in re.findall(r"\d+/(\d+) \(\d+%\), ([0-9.]+) rows/s", output)]
     assert rates and all(rate <= total for total, rate in rates)  # a rate is only given over a second or more
@@ -229,9 +273,25 @@ def test_release_spelled_categories_and_own_groups_are_evaluated(shared_env: dic
     dataset.write_text(
         '{"item_id": "q", "text": "Is it late?", "language": "en", "category": "Questions", "depth": 0}\n'
         '{"item_id": "f", "text": "We ate a croissant.", "language": "en", "category": "Foreign Words", "depth": 0}\n'
-        '{"item_id": "g", "text": "Good morning.", "language": "en", "category": "Greetings", "depth": 0}\n')
-    result = run_cli(["evaluate", "--dataset", str(dataset), "--systems", "flite:slt", "--store", str(tmp_path / "s"),
-                      "--run-id", "cats", "--judges", ""], shared_env, cwd=tmp_path)
+        '{"item_id": "g", "text": "Good morning.", "language": "en", "category": "Greetings", "depth": 0}\n'
+    )
+    result = run_cli(
+        [
+            "evaluate",
+            "--dataset",
+            str(dataset),
+            "--systems",
+            "flite:slt",
+            "--store",
+            str(tmp_path / "s"),
+            "--run-id",
+            "cats",
+            "--judges",
+            "",
+        ],
+        shared_env,
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     items = read_table(tmp_path / "s", "cats", "items").set_index("item_id")
     assert items["category"].to_dict() == {"q": "questions", "f": "foreign_words", "g": "Greetings"}
@@ -255,8 +315,11 @@ def test_rerun_recomputes_nothing(first_run, small_dataset: Path) -> None:
     report_before = (store / "runs" / "r1" / "report.md").read_text()
     first_log = json.loads(sorted((store / "runs" / "r1" / "log").glob("*.json"))[0].read_text())
     assert first_log["dask_started"] is True and NOT_STARTED not in first.stdout + first.stderr
-    result = run_cli(["evaluate", "--dataset", str(small_dataset), "--systems", SYSTEMS, "--store", str(store),
-                      "--run-id", "r1"], env, cwd=store)
+    result = run_cli(
+        ["evaluate", "--dataset", str(small_dataset), "--systems", SYSTEMS, "--store", str(store), "--run-id", "r1"],
+        env,
+        cwd=store,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     output = result.stdout + result.stderr
     log = last_log(store, "r1")
@@ -267,36 +330,82 @@ def test_rerun_recomputes_nothing(first_run, small_dataset: Path) -> None:
 
     def undated(text: str) -> str:  # the report names the date it was written; the rest is the same
         return re.sub(r"(?m)^- date: .*$", "", text)
+
     assert undated((store / "runs" / "r1" / "report.md").read_text()) == undated(report_before)
-    assert log["computed"] == {"synthesis": 0, "transcripts": 0, "quality": 0, "judgments": 0,
-                               "instruction_judgments": 0, "position_audit": 0}
+    assert log["computed"] == {
+        "synthesis": 0,
+        "transcripts": 0,
+        "quality": 0,
+        "judgments": 0,
+        "instruction_judgments": 0,
+        "position_audit": 0,
+    }
     # the objective judge compares 2 candidates x 9 items with the first system (piper) as the baseline
-    assert log["reused"] == {"synthesis": 27, "transcripts": 22, "quality": 22, "judgments": 18,
-                             "instruction_judgments": 0, "position_audit": 0}
+    assert log["reused"] == {
+        "synthesis": 27,
+        "transcripts": 22,
+        "quality": 22,
+        "judgments": 18,
+        "instruction_judgments": 0,
+        "position_audit": 0,
+    }
     assert "27 present (reused), 0 to compute" in result.stdout + result.stderr
     assert sorted(p.name for p in (store / "runs" / "r1" / "synthesis").iterdir()) == parts_before
 
 
 def test_fourth_system_computes_only_its_rows(first_run, small_dataset: Path) -> None:
     store, env, _ = first_run
-    result = run_cli(["evaluate", "--dataset", str(small_dataset), "--systems", SYSTEMS + ",flite:kal",
-                      "--store", str(store), "--run-id", "r1"], env, cwd=store)
+    result = run_cli(
+        [
+            "evaluate",
+            "--dataset",
+            str(small_dataset),
+            "--systems",
+            SYSTEMS + ",flite:kal",
+            "--store",
+            str(store),
+            "--run-id",
+            "r1",
+        ],
+        env,
+        cwd=store,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     log = last_log(store, "r1")
     # only flite:kal's rows: 9 clips, 7 transcribed and scored (English only), 9 comparisons with the baseline
-    assert log["computed"] == {"synthesis": 9, "transcripts": 7, "quality": 7, "judgments": 9,
-                               "instruction_judgments": 0, "position_audit": 0}
+    assert log["computed"] == {
+        "synthesis": 9,
+        "transcripts": 7,
+        "quality": 7,
+        "judgments": 9,
+        "instruction_judgments": 0,
+        "position_audit": 0,
+    }
     synthesis = read_table(store, "r1", "synthesis")
     assert len(synthesis) == 36 and not synthesis.duplicated(["item_id", "system_id"]).any()
     report = read_table(store, "r1", "report")
     assert report["system_id"].nunique() == 4 and len(report) == 5  # espeak-ng has a tiny.en and a base row
 
 
-def test_failing_provider_leaves_failed_rows_and_the_run_completes(prefect_api: str, small_dataset: Path,
-                                                                   tmp_path: Path) -> None:
+def test_failing_provider_leaves_failed_rows_and_the_run_completes(
+    prefect_api: str, small_dataset: Path, tmp_path: Path
+) -> None:
     env = cli_env(prefect_api, TTSEVAL_PLUGINS=json.dumps({"tts": {"flaky": "tests.fakes:FlakyTTS"}}))
-    result = run_cli(["evaluate", "--dataset", str(small_dataset), "--systems", "flaky,flite:slt",
-                      "--store", str(tmp_path), "--run-id", "f"], env, cwd=tmp_path)
+    result = run_cli(
+        [
+            "evaluate",
+            "--dataset",
+            str(small_dataset),
+            "--systems",
+            "flaky,flite:slt",
+            "--store",
+            str(tmp_path),
+            "--run-id",
+            "f",
+        ],
+        env,
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     s = read_table(tmp_path, "f", "synthesis").set_index(["system_spec", "item_id"])
     flaky = s.loc["flaky"]
@@ -309,18 +418,34 @@ def test_failing_provider_leaves_failed_rows_and_the_run_completes(prefect_api: 
     # flite is untouched by its neighbour's failures
     assert (s.loc["flite:slt"].drop(["mul-fr", "mul-ps"])["status"] == "ok").all()
     report = read_table(tmp_path, "f", "report").set_index("system_spec")
-    assert report.loc["flaky", "n_failed"] == len(questions) + int(flaky.loc[flaky.index.difference(questions), "error_type"].eq("RuntimeError").sum())
+    assert report.loc["flaky", "n_failed"] == len(questions) + int(
+        flaky.loc[flaky.index.difference(questions), "error_type"].eq("RuntimeError").sum()
+    )
 
 
-def test_sigkill_mid_run_then_resume_loses_and_duplicates_nothing(first_run, prefect_api: str, small_dataset: Path,
-                                                                  tmp_path: Path) -> None:
+def test_sigkill_mid_run_then_resume_loses_and_duplicates_nothing(
+    first_run, prefect_api: str, small_dataset: Path, tmp_path: Path
+) -> None:
     """...and ends with the values of the undisturbed first run for the same keys (deterministic stages: the same
     clip bytes, transcripts, error rates and MOS, though computed in other shards and another process)."""
     env = cli_env(prefect_api)
-    args = [str(BIN / "ttseval"), "evaluate", "--dataset", str(small_dataset), "--systems", "espeak-ng,flite:slt",
-            "--store", str(tmp_path), "--run-id", "k", "--shard-size", "1"]
-    proc = subprocess.Popen(args, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    args = [
+        str(BIN / "ttseval"),
+        "evaluate",
+        "--dataset",
+        str(small_dataset),
+        "--systems",
+        "espeak-ng,flite:slt",
+        "--store",
+        str(tmp_path),
+        "--run-id",
+        "k",
+        "--shard-size",
+        "1",
+    ]
+    proc = subprocess.Popen(
+        args, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     synth_dir = tmp_path / "runs" / "k" / "synthesis"
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
@@ -341,47 +466,72 @@ def test_sigkill_mid_run_then_resume_loses_and_duplicates_nothing(first_run, pre
     log = last_log(tmp_path, "k")
     assert log["reused"]["synthesis"] >= len(partial)
     assert log["computed"]["synthesis"] == 18 - log["reused"]["synthesis"]
-    for table, key, n in (("synthesis", ["item_id", "system_id"], 18), ("transcripts", ["item_id", "system_id"], 15),
-                          ("quality", ["item_id", "system_id"], 15)):
+    for table, key, n in (
+        ("synthesis", ["item_id", "system_id"], 18),
+        ("transcripts", ["item_id", "system_id"], 15),
+        ("quality", ["item_id", "system_id"], 15),
+    ):
         frame = pd.read_parquet(tmp_path / "runs" / "k" / table)
         assert len(frame) == n and not frame.duplicated(key).any(), table
     assert set(tmp_path.rglob(".*.tmp")) == left_by_the_kill
-    for table, key, columns in (("synthesis", ["item_id", "system_id"], ["status", "audio_sha256", "duration_s"]),
-                                ("transcripts", ["item_id", "system_id", "asr_id"], ["hypothesis", "wer", "cer"]),
-                                ("quality", ["item_id", "system_id", "quality_id"], ["mos"])):
+    for table, key, columns in (
+        ("synthesis", ["item_id", "system_id"], ["status", "audio_sha256", "duration_s"]),
+        ("transcripts", ["item_id", "system_id", "asr_id"], ["hypothesis", "wer", "cer"]),
+        ("quality", ["item_id", "system_id", "quality_id"], ["mos"]),
+    ):
         resumed = ArtifactStore(str(tmp_path)).read("k", table).set_index(key)[columns].sort_index()
         calm = ArtifactStore(str(first_run[0])).read("r1", table).set_index(key).loc[resumed.index, columns]
         pd.testing.assert_frame_equal(resumed, calm, check_exact=False, rtol=1e-6)
 
 
 BAD_DATASETS = {
-    "missing column": ('{"item_id": "a", "text": "Hi.", "language": "en", "category": "questions"}\n',
-                       "missing required column(s) depth"),
-    "empty text": ('{"item_id": "a", "text": "  ", "language": "en", "category": "questions", "depth": 0}\n',
-                   "rule 'text is non-empty' (column text) fails on 1 row(s): row 1 (item_id='a')"),
-    "duplicate ids": ('{"item_id": "a", "text": "Hi.", "language": "en", "category": "questions", "depth": 0}\n'
-                      '{"item_id": "a", "text": "Yo.", "language": "en", "category": "questions", "depth": 1}\n',
-                      "rule 'item_id is unique' (column item_id) fails on 2 row(s)"),
-    "unknown language": ('{"item_id": "a", "text": "Hi.", "language": "klingon", "category": "questions", "depth": 0}\n',
-                         "rule 'language is a known BCP-47 / ISO 639 code' (column language) fails on 1 row(s): row 1"),
-    "wrong types": ('{"item_id": "a", "text": 42, "language": "en", "category": "questions", "depth": "deep"}\n',
-                    "rule 'depth is an integer' (column depth) fails on 1 row(s): row 1 (item_id='a')"),
+    "missing column": (
+        '{"item_id": "a", "text": "Hi.", "language": "en", "category": "questions"}\n',
+        "missing required column(s) depth",
+    ),
+    "empty text": (
+        '{"item_id": "a", "text": "  ", "language": "en", "category": "questions", "depth": 0}\n',
+        "rule 'text is non-empty' (column text) fails on 1 row(s): row 1 (item_id='a')",
+    ),
+    "duplicate ids": (
+        '{"item_id": "a", "text": "Hi.", "language": "en", "category": "questions", "depth": 0}\n'
+        '{"item_id": "a", "text": "Yo.", "language": "en", "category": "questions", "depth": 1}\n',
+        "rule 'item_id is unique' (column item_id) fails on 2 row(s)",
+    ),
+    "unknown language": (
+        '{"item_id": "a", "text": "Hi.", "language": "klingon", "category": "questions", "depth": 0}\n',
+        "rule 'language is a known BCP-47 / ISO 639 code' (column language) fails on 1 row(s): row 1",
+    ),
+    "wrong types": (
+        '{"item_id": "a", "text": 42, "language": "en", "category": "questions", "depth": "deep"}\n',
+        "rule 'depth is an integer' (column depth) fails on 1 row(s): row 1 (item_id='a')",
+    ),
     # issue 17's hostile inputs that reach the CLI (the rest: tests/test_hostile_inputs.py)
-    "path-like id": ('{"item_id": "../../etc/passwd", "text": "Hi.", "language": "en", "category": "q", "depth": 0}\n',
-                     "rule 'item_id is a plain name' (column item_id) fails on 1 row(s): row 1"),
-    "200,000 characters": ('{"item_id": "a", "text": "%s", "language": "en", "category": "q", "depth": 0}\n'
-                           % ("word " * 40_000), "rule 'text is at most 5,000 characters' (column text)"),
+    "path-like id": (
+        '{"item_id": "../../etc/passwd", "text": "Hi.", "language": "en", "category": "q", "depth": 0}\n',
+        "rule 'item_id is a plain name' (column item_id) fails on 1 row(s): row 1",
+    ),
+    "200,000 characters": (
+        '{"item_id": "a", "text": "%s", "language": "en", "category": "q", "depth": 0}\n' % ("word " * 40_000),
+        "rule 'text is at most 5,000 characters' (column text)",
+    ),
 }
 
 
 @pytest.mark.parametrize("case", list(BAD_DATASETS))
-def test_malformed_dataset_is_refused_with_exit_2_and_nothing_written(case: str, prefect_api: str, tmp_path: Path) -> None:
+def test_malformed_dataset_is_refused_with_exit_2_and_nothing_written(
+    case: str, prefect_api: str, tmp_path: Path
+) -> None:
     content, message = BAD_DATASETS[case]
     dataset = tmp_path / "bad.jsonl"
     dataset.write_text(content)
     store = tmp_path / "store"
-    result = run_cli(["evaluate", "--dataset", str(dataset), "--store", str(store), "--run-id", "bad"],
-                     cli_env(prefect_api), cwd=tmp_path, timeout_s=120)
+    result = run_cli(
+        ["evaluate", "--dataset", str(dataset), "--store", str(store), "--run-id", "bad"],
+        cli_env(prefect_api),
+        cwd=tmp_path,
+        timeout_s=120,
+    )
     assert result.returncode == 2, result.stderr
     assert message in result.stderr
     assert "Fix:" in result.stderr or "Fix: add them" in result.stderr
@@ -389,8 +539,12 @@ def test_malformed_dataset_is_refused_with_exit_2_and_nothing_written(case: str,
 
 
 def test_unknown_system_is_refused_with_a_suggestion(prefect_api: str, small_dataset: Path, tmp_path: Path) -> None:
-    result = run_cli(["evaluate", "--dataset", str(small_dataset), "--systems", "pipr:joe", "--store", str(tmp_path / "s")],
-                     cli_env(prefect_api), cwd=tmp_path, timeout_s=120)
+    result = run_cli(
+        ["evaluate", "--dataset", str(small_dataset), "--systems", "pipr:joe", "--store", str(tmp_path / "s")],
+        cli_env(prefect_api),
+        cwd=tmp_path,
+        timeout_s=120,
+    )
     assert result.returncode == 2
     assert "unknown tts provider 'pipr'; did you mean 'piper'?" in result.stderr
     assert not (tmp_path / "s").exists()
@@ -421,7 +575,9 @@ def test_the_exit_code_policy_fails_a_finished_run_below_min_completion_with_exi
     assert breached.returncode == 3, breached.stderr
     assert sorted(line for line in breached.stderr.splitlines() if "threshold breached" in line) == sorted(
         f"ttseval: threshold breached (exit 3): system {s}: completion 77.8% (7/9) is below min_completion 80.0%"
-        for s in rates if s != "espeak-ng")
+        for s in rates
+        if s != "espeak-ng"
+    )
     assert "piper:joe" in breached.stdout  # the report is printed all the same
     assert run_cli(args, env | {"TTSEVAL_MIN_COMPLETION": "0.75"}, cwd=store, timeout_s=120).returncode == 0
 
@@ -435,10 +591,15 @@ def test_leaderboard_lists_the_store_s_systems_with_each_tool_in_its_own_column(
     dataset = log["dataset_sha256"][:12]
     assert f"## Dataset `{dataset}`" in result.stdout
     header = next(line for line in result.stdout.splitlines() if line.startswith("| system |"))
-    assert header == ("| system | recogniser | completion % | WER % | CER % | MOS (dnsmos) | win-rate (objective vs "
-                      "piper:joe) % | Elo (objective) | run | date |")
-    rows = [line.split(" | ") for line in result.stdout.splitlines() if line.startswith("| ") and "---" not in line
-            and not line.startswith("| system |")]
+    assert header == (
+        "| system | recogniser | completion % | WER % | CER % | MOS (dnsmos) | win-rate (objective vs "
+        "piper:joe) % | Elo (objective) | run | date |"
+    )
+    rows = [
+        line.split(" | ")
+        for line in result.stdout.splitlines()
+        if line.startswith("| ") and "---" not in line and not line.startswith("| system |")
+    ]
     assert len(rows) == len(report)  # one row per (system, recogniser) of the run, no tool pooled
     wer = {(r[0].lstrip("| "), r[1]): r[3] for r in rows}
     for r in report.to_dict("records"):
@@ -449,11 +610,25 @@ def test_s3_store_end_to_end(prefect_api: str, s3_bucket: str, s3_server: dict, 
     dataset = tmp_path / "two.jsonl"
     dataset.write_text(
         '{"item_id": "q1", "text": "Is the train late again?", "language": "en-US", "category": "questions", "depth": 0}\n'
-        '{"item_id": "m1", "text": "Il fait beau aujourd\'hui.", "language": "fr-FR", "category": "multilingual", "depth": 0}\n')
+        '{"item_id": "m1", "text": "Il fait beau aujourd\'hui.", "language": "fr-FR", "category": "multilingual", "depth": 0}\n'
+    )
     uri = f"s3://{s3_bucket}/team/ttseval"
     env = cli_env(prefect_api, **s3_server)
-    result = run_cli(["evaluate", "--dataset", str(dataset), "--systems", "espeak-ng,flite:slt", "--store", uri,
-                      "--run-id", "s3run"], env, cwd=tmp_path)
+    result = run_cli(
+        [
+            "evaluate",
+            "--dataset",
+            str(dataset),
+            "--systems",
+            "espeak-ng,flite:slt",
+            "--store",
+            uri,
+            "--run-id",
+            "s3run",
+        ],
+        env,
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert not (tmp_path / "artifacts").exists()
     # a second process (this one) reads every table through pandas + s3fs with the same AWS variables
@@ -475,8 +650,21 @@ def test_s3_store_end_to_end(prefect_api: str, s3_bucket: str, s3_server: dict, 
     text = s3.get_object(Bucket=s3_bucket, Key=log_key)["Body"].read().decode()
     assert s3_server["AWS_SECRET_ACCESS_KEY"] not in text and "testing-secret" not in result.stdout + result.stderr
     # re-running against S3 reuses everything
-    again = run_cli(["evaluate", "--dataset", str(dataset), "--systems", "espeak-ng,flite:slt", "--store", uri,
-                     "--run-id", "s3run"], env, cwd=tmp_path)
+    again = run_cli(
+        [
+            "evaluate",
+            "--dataset",
+            str(dataset),
+            "--systems",
+            "espeak-ng,flite:slt",
+            "--store",
+            uri,
+            "--run-id",
+            "s3run",
+        ],
+        env,
+        cwd=tmp_path,
+    )
     assert again.returncode == 0 and "4 present (reused), 0 to compute" in again.stdout + again.stderr
 
 
@@ -484,11 +672,28 @@ def test_with_keep_0_and_no_prefect_server_the_command_starts_and_stops_its_own(
     """No PREFECT_API_URL and prefect_server_keep_s = 0: one temporary server for the command and its Dask workers
     (the shared server of the default: tests/test_prefect_server.py)."""
     env = {k: v for k, v in cli_env("unused").items() if k != "PREFECT_API_URL"} | {
-        "PREFECT_HOME": str(tmp_path / "ph"), "TTSEVAL_PREFECT_SERVER_KEEP_S": "0"}
+        "PREFECT_HOME": str(tmp_path / "ph"),
+        "TTSEVAL_PREFECT_SERVER_KEEP_S": "0",
+    }
     dataset = tmp_path / "one.jsonl"
-    dataset.write_text('{"item_id": "q1", "text": "Is it late?", "language": "en-US", "category": "questions", "depth": 0}\n')
-    result = run_cli(["evaluate", "--dataset", str(dataset), "--systems", "espeak-ng,flite:slt", "--store",
-                      str(tmp_path / "s"), "--run-id", "own"], env, cwd=tmp_path)
+    dataset.write_text(
+        '{"item_id": "q1", "text": "Is it late?", "language": "en-US", "category": "questions", "depth": 0}\n'
+    )
+    result = run_cli(
+        [
+            "evaluate",
+            "--dataset",
+            str(dataset),
+            "--systems",
+            "espeak-ng,flite:slt",
+            "--store",
+            str(tmp_path / "s"),
+            "--run-id",
+            "own",
+        ],
+        env,
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     output = result.stdout + result.stderr
     assert output.count("Starting temporary server") == 1 and "Stopping temporary server" in output
@@ -507,10 +712,29 @@ def test_sigterm_stops_the_run_and_everything_it_started(small_dataset: Path, tm
     import psutil
 
     env = {k: v for k, v in cli_env("unused").items() if k != "PREFECT_API_URL"} | {
-        "PREFECT_HOME": str(tmp_path / "ph"), "TTSEVAL_PREFECT_SERVER_KEEP_S": "0"}
-    proc = subprocess.Popen([str(BIN / "ttseval"), "evaluate", "--dataset", str(small_dataset), "--systems",
-                             "espeak-ng,flite:slt", "--store", str(tmp_path / "s"), "--run-id", "t", "--shard-size", "1"],
-                            env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        "PREFECT_HOME": str(tmp_path / "ph"),
+        "TTSEVAL_PREFECT_SERVER_KEEP_S": "0",
+    }
+    proc = subprocess.Popen(
+        [
+            str(BIN / "ttseval"),
+            "evaluate",
+            "--dataset",
+            str(small_dataset),
+            "--systems",
+            "espeak-ng,flite:slt",
+            "--store",
+            str(tmp_path / "s"),
+            "--run-id",
+            "t",
+            "--shard-size",
+            "1",
+        ],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     synth_dir = tmp_path / "s" / "runs" / "t" / "synthesis"
     deadline = time.monotonic() + 300
     while not (synth_dir.is_dir() and list(synth_dir.glob("part-*.parquet"))):

@@ -14,14 +14,13 @@ import pandas as pd
 import pytest
 import soundfile as sf
 
-from ttseval.tasks.synthesize import synthesize_rows
+from tests.conftest import cli_env, run_cli
 from ttseval.core.config import load_settings
 from ttseval.core.errors import DeferredProviderError, SpecError
-from ttseval.providers.tts import TTS
 from ttseval.core.registry import Spec
 from ttseval.core.store import ArtifactStore
-
-from tests.conftest import cli_env, run_cli
+from ttseval.providers.tts import TTS
+from ttseval.tasks.synthesize import synthesize_rows
 
 # (suffix, soundfile format, subtype, sample rate, tone Hz, channels)
 CLIPS = [
@@ -75,8 +74,13 @@ def test_every_format_decodes_to_mono_at_its_own_rate(clips: Path) -> None:
     # lossless clips come back sample for sample (16-bit quantization only)
     wav = provider.synthesize("", "en", item_id="item-wav")
     assert np.max(np.abs(wav.samples - tone(16000, 440.0))) < 1 / 32768 + 1e-6
-    assert provider.metadata() == {"engine": "files", "version": "1", "label": "elsewhere", "source": "dir",
-                                   "path": str(clips)}
+    assert provider.metadata() == {
+        "engine": "files",
+        "version": "1",
+        "label": "elsewhere",
+        "source": "dir",
+        "path": str(clips),
+    }
 
 
 def test_dir_form_missing_duplicate_and_garbage_clips_are_deferred_naming_item_and_path(clips: Path) -> None:
@@ -102,10 +106,12 @@ def test_dir_form_missing_duplicate_and_garbage_clips_are_deferred_naming_item_a
 
 def test_manifest_jsonl_and_csv_relative_and_absolute_paths_read_once(clips: Path, tmp_path: Path) -> None:
     (tmp_path / "garbage.wav").write_bytes(b"\x00\x01garbage" * 100)
-    rows = [{"item_id": "q-1", "path": "clips/item-flac.flac"},  # relative to the manifest's folder
-            {"item_id": "q-2", "path": str(clips / "item-mp3.mp3")},
-            {"item_id": "q-3", "path": "clips/not-there.wav"},
-            {"item_id": "q-4", "path": "garbage.wav"}]
+    rows = [
+        {"item_id": "q-1", "path": "clips/item-flac.flac"},  # relative to the manifest's folder
+        {"item_id": "q-2", "path": str(clips / "item-mp3.mp3")},
+        {"item_id": "q-3", "path": "clips/not-there.wav"},
+        {"item_id": "q-4", "path": "garbage.wav"},
+    ]
     jsonl = tmp_path / "m.jsonl"
     jsonl.write_text("".join(json.dumps(r) + "\n" for r in rows))
     csv = tmp_path / "m.csv"
@@ -132,17 +138,20 @@ def test_manifest_jsonl_and_csv_relative_and_absolute_paths_read_once(clips: Pat
     assert TTS.build(f"files:sys-a:manifest={jsonl}").synthesize("t", "en", item_id="q-1").sample_rate_hz == 48000
 
 
-@pytest.mark.parametrize("spec, message", [
-    ("files:x", "needs exactly one of dir=PATH"),
-    ("files:x:dir={d}:manifest={d}/m.jsonl", "got dir and manifest"),
-    ("files:dir={d}", "needs a label that names the system"),
-    ("files:x:dir={d}/nope", "is not an existing folder"),
-    ("files:x:manifest={d}/nope.jsonl", "is not an existing file"),
-    ("files:x:manifest={d}/m.txt", "is neither .jsonl nor .csv"),
-    ("files:x:manifest={d}/bad.csv", "has no column(s) path"),
-    ("files:x:manifest={d}/twice.jsonl", "item_id 'a' is listed twice"),
-    ("files:x:folder={d}", "unknown files option(s) 'folder'; valid options: dir, manifest"),
-])
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("files:x", "needs exactly one of dir=PATH"),
+        ("files:x:dir={d}:manifest={d}/m.jsonl", "got dir and manifest"),
+        ("files:dir={d}", "needs a label that names the system"),
+        ("files:x:dir={d}/nope", "is not an existing folder"),
+        ("files:x:manifest={d}/nope.jsonl", "is not an existing file"),
+        ("files:x:manifest={d}/m.txt", "is neither .jsonl nor .csv"),
+        ("files:x:manifest={d}/bad.csv", "has no column(s) path"),
+        ("files:x:manifest={d}/twice.jsonl", "item_id 'a' is listed twice"),
+        ("files:x:folder={d}", "unknown files option(s) 'folder'; valid options: dir, manifest"),
+    ],
+)
 def test_bad_specs_are_refused_when_built_with_the_fix(spec: str, message: str, tmp_path: Path) -> None:
     (tmp_path / "m.txt").write_text("")
     (tmp_path / "bad.csv").write_text("item_id,file\na,a.wav\n")
@@ -156,12 +165,17 @@ def test_manifest_on_s3_with_relative_and_absolute_uris(s3_bucket: str, tmp_path
     import boto3
 
     s3 = boto3.client("s3")
-    for key, (fmt, subtype, rate) in {"run/clips/a.flac": ("FLAC", "PCM_16", 22050),
-                                      "other/b.ogg": ("OGG", "VORBIS", 32000)}.items():
+    for key, (fmt, subtype, rate) in {
+        "run/clips/a.flac": ("FLAC", "PCM_16", 22050),
+        "other/b.ogg": ("OGG", "VORBIS", 32000),
+    }.items():
         write_clip(tmp_path / "clip", fmt, subtype, rate, 500.0)
         s3.put_object(Bucket=s3_bucket, Key=key, Body=(tmp_path / "clip").read_bytes())
-    manifest = [{"item_id": "a", "path": "clips/a.flac"}, {"item_id": "b", "path": f"s3://{s3_bucket}/other/b.ogg"},
-                {"item_id": "c", "path": "clips/c.wav"}]
+    manifest = [
+        {"item_id": "a", "path": "clips/a.flac"},
+        {"item_id": "b", "path": f"s3://{s3_bucket}/other/b.ogg"},
+        {"item_id": "c", "path": "clips/c.wav"},
+    ]
     s3.put_object(Bucket=s3_bucket, Key="run/m.jsonl", Body="".join(json.dumps(r) + "\n" for r in manifest))
     provider = TTS.build(f"files:cloud:manifest=s3://{s3_bucket}/run/m.jsonl")
     assert provider.synthesize("t", "en", item_id="a").sample_rate_hz == 22050
@@ -178,7 +192,8 @@ def test_manifest_on_s3_with_relative_and_absolute_uris(s3_bucket: str, tmp_path
 
 
 def test_synthesis_stage_gives_every_item_a_row_and_a_failed_retryable_row_for_a_missing_clip(
-        clips: Path, tmp_path: Path) -> None:
+    clips: Path, tmp_path: Path
+) -> None:
     store = ArtifactStore(str(tmp_path / "store"))
     settings = load_settings(store=store.uri)
     spec = Spec.parse(f"files:elsewhere:dir={clips}")
@@ -205,8 +220,9 @@ def test_synthesis_stage_gives_every_item_a_row_and_a_failed_retryable_row_for_a
 # --- staged into the store before the run: workers read only the store (issue 27) --------------------------------
 
 
-def test_staged_clips_are_the_stored_audio_the_folder_would_give_and_need_no_folder(clips: Path,
-                                                                                   tmp_path: Path) -> None:
+def test_staged_clips_are_the_stored_audio_the_folder_would_give_and_need_no_folder(
+    clips: Path, tmp_path: Path
+) -> None:
     """stage_clips reads each item's clip here and stores it; a provider built from the store alone (what a worker
     builds) gives the rows the folder gave: the same clip bytes and rates, the same failed row for a missing clip,
     and it reads nothing from the folder (deleted before it runs)."""
@@ -221,7 +237,9 @@ def test_staged_clips_are_the_stored_audio_the_folder_would_give_and_need_no_fol
     from_folder = synthesize_rows(TTS.build(folder_spec), folder_spec, items(*ids), settings, store)
     sha, record = stage_clips(TTS.build(folder_spec), store, ids)
     assert sha == hashlib.sha256(store.read_bytes(clip_set_path(sha))).hexdigest()  # content-addressed
-    assert sorted(record["clips"]) == ["item-flac", "item-ogg", "item-wav"] and list(record["problems"]) == ["item-missing"]
+    assert sorted(record["clips"]) == ["item-flac", "item-ogg", "item-wav"] and list(record["problems"]) == [
+        "item-missing"
+    ]
     assert record["source"] == f"dir {clips}"
     # the folder moved: another record (it names its source) of the same clips; staged again: the same record
     moved = tmp_path / "moved"
@@ -247,7 +265,8 @@ def test_staged_clips_are_the_stored_audio_the_folder_would_give_and_need_no_fol
 
 
 def test_a_run_names_a_staged_system_by_its_label_everywhere_and_refuses_other_clips_in_the_same_run(
-        clips: Path, tmp_path: Path) -> None:
+    clips: Path, tmp_path: Path
+) -> None:
     """stage_files_systems renames the folder spec to files:<label> in the systems, the baseline and the settings
     that name systems; two systems with one label are refused; a run id whose rows hold other audio of the label is
     refused before anything of the run is written."""
@@ -257,8 +276,13 @@ def test_a_run_names_a_staged_system_by_its_label_everywhere_and_refuses_other_c
 
     store = ArtifactStore(str(tmp_path / "store"))
     folder = f"files:elsewhere:dir={clips}"
-    settings = load_settings(store=store.uri).model_copy(update={
-        "natural": [folder], "controls": ["espeak-ng:en-us"], "reference_voices": {Spec.parse(folder).id: "v.wav"}})
+    settings = load_settings(store=store.uri).model_copy(
+        update={
+            "natural": [folder],
+            "controls": ["espeak-ng:en-us"],
+            "reference_voices": {Spec.parse(folder).id: "v.wav"},
+        }
+    )
     run_items = pd.DataFrame(items("item-wav", "item-ogg"))
     specs = [Spec.parse(folder), Spec.parse("espeak-ng:en-us")]
     staged = stage_files_systems(store, "r1", run_items, specs, specs[0], settings)
@@ -270,29 +294,48 @@ def test_a_run_names_a_staged_system_by_its_label_everywhere_and_refuses_other_c
     assert staged.settings.role_of(label.id) == "natural"
     assert list(staged.settings.clip_sets) == ["elsewhere"]
     with pytest.raises(SpecError, match="both labelled 'elsewhere'"):
-        stage_files_systems(store, "r1", run_items, [*specs, Spec.parse(f"files:elsewhere:dir={tmp_path}")],
-                            specs[0], settings)
+        stage_files_systems(
+            store, "r1", run_items, [*specs, Spec.parse(f"files:elsewhere:dir={tmp_path}")], specs[0], settings
+        )
     # the run holds item-wav's clip under the label; the folder's clip changes: that run id refuses it
-    rows = synthesize_rows(TTS.build(label, store=store.uri, clip_sets=staged.settings.clip_sets), label,
-                           items("item-wav", "item-ogg"), staged.settings, store)
+    rows = synthesize_rows(
+        TTS.build(label, store=store.uri, clip_sets=staged.settings.clip_sets),
+        label,
+        items("item-wav", "item-ogg"),
+        staged.settings,
+        store,
+    )
     store.write_part("r1", "synthesis", table_from_rows("synthesis", rows))
     sf.write(clips / "item-wav.wav", tone(16000, 300.0), 16000, subtype="PCM_16")
     with pytest.raises(DatasetError) as refused:
         stage_files_systems(store, "r1", run_items, specs, specs[0], settings)
     assert "run 'r1' already holds other audio of files:elsewhere (files:elsewhere item 'item-wav')" in str(
-        refused.value) and "a new --run-id" in str(refused.value)
+        refused.value
+    ) and "a new --run-id" in str(refused.value)
     assert stage_files_systems(store, "r2", run_items, specs, specs[0], settings).systems[0] == label  # another run
 
 
 # --- importers, end to end through the CLI -------------------------------------------------------------------------
 
 ETTE_ROWS = [
-    {"category": "Questions", "text_to_synthesize": "Did you really see it there?", "evolution_depth": 0,
-     "language": "en"},
-    {"category": "Questions", "text_to_synthesize": "Is it going to rain again tomorrow?", "evolution_depth": 1,
-     "language": "en"},
-    {"category": "Emotions", "text_to_synthesize": "I cannot believe you finally came back home!",
-     "evolution_depth": 0, "language": "en"},
+    {
+        "category": "Questions",
+        "text_to_synthesize": "Did you really see it there?",
+        "evolution_depth": 0,
+        "language": "en",
+    },
+    {
+        "category": "Questions",
+        "text_to_synthesize": "Is it going to rain again tomorrow?",
+        "evolution_depth": 1,
+        "language": "en",
+    },
+    {
+        "category": "Emotions",
+        "text_to_synthesize": "I cannot believe you finally came back home!",
+        "evolution_depth": 0,
+        "language": "en",
+    },
 ]
 
 
@@ -304,8 +347,10 @@ def test_import_errors_exit_2_naming_the_field(tmp_path: Path, capsys: pytest.Ca
     (tmp_path / "empty").mkdir()
     base = ["import-dataset", "--format", "emergenttts", str(data), "--out", str(tmp_path / "items.jsonl")]
     for extra, message in [
-        (["--baseline-audios", str(tmp_path / "nope")], f"--baseline-audios {str(tmp_path / 'nope')!r} is not an "
-                                                       "existing folder; pass the baseline_audios folder"),
+        (
+            ["--baseline-audios", str(tmp_path / "nope")],
+            f"--baseline-audios {str(tmp_path / 'nope')!r} is not an existing folder; pass the baseline_audios folder",
+        ),
         (["--baseline-audios", str(tmp_path / "empty")], "holds none of the 3 clips (0.wav ... 2.wav)"),
         (["--system-name", "x"], "--system-name names the clips of an InstructTTSEval file"),
     ]:
@@ -332,22 +377,53 @@ def test_emergenttts_baseline_clips_judged_without_synthesis(shared_env: dict[st
     folder = tmp_path / "baseline_audios"
     folder.mkdir()
     for index, row in enumerate(ETTE_ROWS):  # as download_data.py saves them: <row position>.wav
-        subprocess.run(["espeak-ng", "-v", "en-gb", "-s", "150", "-w", str(folder / f"{index}.wav"),
-                        row["text_to_synthesize"]], check=True)
+        subprocess.run(
+            ["espeak-ng", "-v", "en-gb", "-s", "150", "-w", str(folder / f"{index}.wav"), row["text_to_synthesize"]],
+            check=True,
+        )
     env = shared_env  # the manifest's paths are absolute, so the shared cluster's workers read the same files
     items_path = tmp_path / "items.jsonl"
-    imported = run_cli(["import-dataset", "--format", "emergenttts", str(data), "--out", str(items_path),
-                        "--baseline-audios", str(folder)], env, cwd=tmp_path, timeout_s=120)
+    imported = run_cli(
+        [
+            "import-dataset",
+            "--format",
+            "emergenttts",
+            str(data),
+            "--out",
+            str(items_path),
+            "--baseline-audios",
+            str(folder),
+        ],
+        env,
+        cwd=tmp_path,
+        timeout_s=120,
+    )
     assert imported.returncode == 0, imported.stderr
     manifest = tmp_path / "items.baseline.jsonl"
     spec = f"files:gpt-4o-mini-tts-alloy:manifest={manifest}"
     assert f"system: {spec}\n" in imported.stdout
     assert f"--systems {spec},piper:joe --baseline {spec}" in imported.stdout
     assert [json.loads(line) for line in manifest.read_text().splitlines()] == [
-        {"item_id": f"ette-{i}", "path": str(folder / f"{i}.wav")} for i in range(3)]
+        {"item_id": f"ette-{i}", "path": str(folder / f"{i}.wav")} for i in range(3)
+    ]
 
-    result = run_cli(["evaluate", "--dataset", str(items_path), "--systems", f"{spec},espeak-ng:en-us",
-                      "--baseline", spec, "--store", str(tmp_path / "store"), "--run-id", "ette"], env, cwd=tmp_path)
+    result = run_cli(
+        [
+            "evaluate",
+            "--dataset",
+            str(items_path),
+            "--systems",
+            f"{spec},espeak-ng:en-us",
+            "--baseline",
+            spec,
+            "--store",
+            str(tmp_path / "store"),
+            "--run-id",
+            "ette",
+        ],
+        env,
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stderr[-4000:]
     store = ArtifactStore(str(tmp_path / "store"))
     synthesis = store.read("ette", "synthesis")
@@ -369,8 +445,9 @@ def test_emergenttts_baseline_clips_judged_without_synthesis(shared_env: dict[st
     assert overall["system_id"].eq(Spec.parse("espeak-ng:en-us").id).all()
     # the win-rate recomputed from the stored verdicts: EmergentTTS-Eval scores a win 1, a tie 0.5, a loss 0
     judgments = store.read("ette", "judgments")
-    scored = judgments[judgments["status"].eq("ok") & judgments["parse_ok"].astype(bool)
-                       & judgments["baseline_id"].eq(baseline_id)]
+    scored = judgments[
+        judgments["status"].eq("ok") & judgments["parse_ok"].astype(bool) & judgments["baseline_id"].eq(baseline_id)
+    ]
     by_hand = scored["winner"].map({"candidate": 1.0, "tie": 0.5, "baseline": 0.0}).mean()
     assert overall["n_judged"].iloc[0] == 3 == len(scored)
     assert overall["win_rate"].iloc[0] == pytest.approx(by_hand)
@@ -378,8 +455,9 @@ def test_emergenttts_baseline_clips_judged_without_synthesis(shared_env: dict[st
     assert categories.loc["questions", "n_judged"] == 2 and categories.loc["emotions", "n_judged"] == 1
 
 
-def test_instructttseval_generated_clips_judged_for_instructions_without_synthesis(prefect_api: str,
-                                                                                   tmp_path: Path) -> None:
+def test_instructttseval_generated_clips_judged_for_instructions_without_synthesis(
+    prefect_api: str, tmp_path: Path
+) -> None:
     """An InstructTTSEval evaluation file whose gen_path fields name a system's clips (one missing): imported
     with --system-name, judged by the Gemini instruction judge (fake server), never synthesized."""
     from tests.fake_gemini import INSTRUCTION_OK, FakeGemini, Reply
@@ -387,16 +465,34 @@ def test_instructttseval_generated_clips_judged_for_instructions_without_synthes
     (tmp_path / "gen").mkdir()
     write_clip(tmp_path / "gen" / "en_1_aps.wav", "WAV", "PCM_16", 24000, 220.0)
     write_clip(tmp_path / "gen" / "en_1_dsd.flac", "FLAC", "PCM_16", 16000, 330.0)
-    records = [{"id": "en_1", "text": "No matter what, this will become public.",
-                "APS": {"instruction": "Pitch: high. Speed: fast.", "gen_path": "gen/en_1_aps.wav"},
-                "DSD": {"instruction": "A frightened young woman.", "gen_path": str(tmp_path / "gen/en_1_dsd.flac")},
-                "RP": {"instruction": "On the phone to emergency services.", "gen_path": "gen/en_1_rp.wav"}}]
+    records = [
+        {
+            "id": "en_1",
+            "text": "No matter what, this will become public.",
+            "APS": {"instruction": "Pitch: high. Speed: fast.", "gen_path": "gen/en_1_aps.wav"},
+            "DSD": {"instruction": "A frightened young woman.", "gen_path": str(tmp_path / "gen/en_1_dsd.flac")},
+            "RP": {"instruction": "On the phone to emergency services.", "gen_path": "gen/en_1_rp.wav"},
+        }
+    ]
     published = tmp_path / "eval.jsonl"
     published.write_text("".join(json.dumps(r) + "\n" for r in records))
     env = cli_env(prefect_api)
     items_path = tmp_path / "items.jsonl"
-    imported = run_cli(["import-dataset", "--format", "instructttseval", str(published), "--out", str(items_path),
-                        "--system-name", "my-model"], env, cwd=tmp_path, timeout_s=120)
+    imported = run_cli(
+        [
+            "import-dataset",
+            "--format",
+            "instructttseval",
+            str(published),
+            "--out",
+            str(items_path),
+            "--system-name",
+            "my-model",
+        ],
+        env,
+        cwd=tmp_path,
+        timeout_s=120,
+    )
     assert imported.returncode == 0, imported.stderr
     manifest = tmp_path / "items.generated.jsonl"
     spec = f"files:my-model:manifest={manifest}"
@@ -404,15 +500,32 @@ def test_instructttseval_generated_clips_judged_for_instructions_without_synthes
     assert [json.loads(line) for line in manifest.read_text().splitlines()] == [
         {"item_id": "en_1-aps", "path": str(tmp_path / "gen/en_1_aps.wav")},
         {"item_id": "en_1-dsd", "path": str(tmp_path / "gen/en_1_dsd.flac")},
-        {"item_id": "en_1-rp", "path": str(tmp_path / "gen/en_1_rp.wav")}]
+        {"item_id": "en_1-rp", "path": str(tmp_path / "gen/en_1_rp.wav")},
+    ]
 
     with FakeGemini() as fake:
         fake.script("Pitch: high. Speed: fast.", [Reply.ok(INSTRUCTION_OK | {"follows": False})])
         judge = f"gemini:gemini-2.5-pro:base_url={fake.base_url}:backoff_s=0.01:max_attempts=2"
-        result = run_cli(["evaluate", "--dataset", str(items_path), "--systems", spec, "--store",
-                          str(tmp_path / "store"), "--run-id", "i", "--judges", "", "--instruction-judges", judge,
-                          "--new-store"],  # a paid judge on a store made here on purpose
-                         env | {"GEMINI_API_KEY": "instr-key"}, cwd=tmp_path)
+        result = run_cli(
+            [
+                "evaluate",
+                "--dataset",
+                str(items_path),
+                "--systems",
+                spec,
+                "--store",
+                str(tmp_path / "store"),
+                "--run-id",
+                "i",
+                "--judges",
+                "",
+                "--instruction-judges",
+                judge,
+                "--new-store",
+            ],  # a paid judge on a store made here on purpose
+            env | {"GEMINI_API_KEY": "instr-key"},
+            cwd=tmp_path,
+        )
         assert result.returncode == 0, result.stderr[-4000:]
         sent = [r.audio_parts() for r in fake.requests]
     store = ArtifactStore(str(tmp_path / "store"))

@@ -10,13 +10,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ttseval.core.protocols import LLMRequest, LLMResult
 from tests import gen_fakes
 from tests.fake_openai import FakeOpenAI, Reply
+from ttseval.core.errors import ConfigError, DatasetError
+from ttseval.core.protocols import LLMRequest, LLMResult
+from ttseval.core.store import ArtifactStore
 from ttseval.corpus import catalog
 from ttseval.corpus import generation as g
-from ttseval.core.errors import ConfigError, DatasetError
-from ttseval.core.store import ArtifactStore
 
 KEY = "sk-test-generation-key-0123456789"
 
@@ -57,8 +57,14 @@ def run(fake: FakeOpenAI, store: Path, **kw):
 # -- pure parts -------------------------------------------------------------------------------------------------
 def test_bundled_spec_has_the_papers_six_categories() -> None:
     spec = g.load_spec()
-    assert list(spec.categories) == ["questions", "foreign_words", "paralinguistics", "emotions",
-                                     "syntactic_complexity", "complex_pronunciation"]
+    assert list(spec.categories) == [
+        "questions",
+        "foreign_words",
+        "paralinguistics",
+        "emotions",
+        "syntactic_complexity",
+        "complex_pronunciation",
+    ]
     assert [n for n, c in spec.categories.items() if c.grammar_repair] == ["foreign_words"]
     assert spec.categories["complex_pronunciation"].tongue_twister_repeats == 6
     assert len(spec.categories["complex_pronunciation"].subcategories) == 6  # appendix A.6's six kinds
@@ -120,15 +126,19 @@ def test_seed_errors_name_the_line_and_fix(tmp_path: Path) -> None:
     from ttseval.corpus.generation import read_seeds
 
     seeds = tmp_path / "seeds.jsonl"
-    seeds.write_text('{"category": "questions", "text": "Why?"}\n{"category": "jokes", "text": "x"}\n'
-                     '{"category": "questions", "text": "  "}\n')
+    seeds.write_text(
+        '{"category": "questions", "text": "Why?"}\n{"category": "jokes", "text": "x"}\n'
+        '{"category": "questions", "text": "  "}\n'
+    )
     with pytest.raises(DatasetError) as e:
         read_seeds(seeds, g.load_spec())
     assert "line 2: category 'jokes' is not in the category set" in str(e.value)
     assert "line 3: text is missing or empty" in str(e.value)
     # Blank lines are skipped but counted, so the line named is the line an editor shows.
-    seeds.write_text('{"category": "questions", "text": "Why?"}\n\n\n{"category": 7, "text": "x"}\n'
-                     '{"category": "questions", "text": "Who?", "seed_id": "b0-1"}\n')
+    seeds.write_text(
+        '{"category": "questions", "text": "Why?"}\n\n\n{"category": 7, "text": "x"}\n'
+        '{"category": "questions", "text": "Who?", "seed_id": "b0-1"}\n'
+    )
     with pytest.raises(DatasetError) as e:
         read_seeds(seeds, g.load_spec())
     assert "line 4: category 7 is not in the category set" in str(e.value)
@@ -137,7 +147,8 @@ def test_seed_errors_name_the_line_and_fix(tmp_path: Path) -> None:
 
 # -- the flow against the fake server -----------------------------------------------------------------------------
 def test_grows_seeds_into_depths_0_to_3_with_lineage_and_stats_then_reruns_with_zero_calls(
-        api: str, fake: FakeOpenAI, tmp_path: Path) -> None:
+    api: str, fake: FakeOpenAI, tmp_path: Path
+) -> None:
     store = tmp_path / "store"
     first = run(fake, store)
     spec = g.load_spec()
@@ -158,8 +169,10 @@ def test_grows_seeds_into_depths_0_to_3_with_lineage_and_stats_then_reruns_with_
         parent = by_id.loc[row.parent_id]
         assert parent["depth"] == row.depth - 1 and parent["root_id"] == row.root_id
         assert row.text.startswith(parent["text"].removesuffix(" (repaired)")[:40])
-        assert row.method.startswith("refine: ") and row.method.removeprefix("refine: ") in \
-            spec.categories[row.category].refinement
+        assert (
+            row.method.startswith("refine: ")
+            and row.method.removeprefix("refine: ") in spec.categories[row.category].refinement
+        )
         assert row.generator_model == "fake-gen-model" and row.temperature == 1.0
         assert row.prompt_version.startswith(g.REFINE_PROMPT_VERSION) and len(row.prompt_hash.split("+")[0]) == 16
     foreign = items[(items["category"] == "foreign_words") & (items["depth"] > 0)]
@@ -181,21 +194,41 @@ def test_grows_seeds_into_depths_0_to_3_with_lineage_and_stats_then_reruns_with_
     calls_before = fake.calls
     again = run(fake, store)
     assert fake.calls == calls_before  # every call answered by the cache
-    assert again["calls"] == {"made": 0, "cached": calls_before, "failed": 0, "input_tokens": 0,
-                              "output_tokens": 0, "cost_usd": 0.0}
+    assert again["calls"] == {
+        "made": 0,
+        "cached": calls_before,
+        "failed": 0,
+        "input_tokens": 0,
+        "output_tokens": 0,
+        "cost_usd": 0.0,
+    }
     assert again["ref"] == first["ref"] and not again["created"]
 
 
 def test_malformed_refused_duplicate_and_failed_calls_are_rows_with_reasons(
-        api: str, fake: FakeOpenAI, tmp_path: Path) -> None:
+    api: str, fake: FakeOpenAI, tmp_path: Path
+) -> None:
     # breadth of questions is refused; one emotions refinement never parses; a paralinguistics breadth item
     # copies a seed; one syntactic refinement gets a 400.
     fake.script("Category: questions.", [Reply.refusal("I can't write questions about that.")])
     # Seeds also appear as examples in breadth prompts; "<<<" marks the item a refinement prompt rewrites.
     fake.script('<<<\n"Fine, go then," he muttered', [Reply.malformed()] * 3)
-    fake.script("Category: paralinguistics.", [Reply.ok({"items": [
-        {"text": "Psst... over here! No, HERE. Ugh... never mind.", "diversity_aspect": "copy"},
-        {"text": "Tick-tock, tick-tock, the clock in the hall would not stop.", "diversity_aspect": "onomatopoeia"}]})])
+    fake.script(
+        "Category: paralinguistics.",
+        [
+            Reply.ok(
+                {
+                    "items": [
+                        {"text": "Psst... over here! No, HERE. Ugh... never mind.", "diversity_aspect": "copy"},
+                        {
+                            "text": "Tick-tock, tick-tock, the clock in the hall would not stop.",
+                            "diversity_aspect": "onomatopoeia",
+                        },
+                    ]
+                }
+            )
+        ],
+    )
     fake.script("<<<\nThe parcel the courier", [Reply.error(400, message="bad request")])
     fake.script("Category: emotions.", [Reply.ok({"items": [{"text": '"Oh. You came back," she said flatly.'}]})])
     result = run(fake, tmp_path / "store")
@@ -213,8 +246,13 @@ def test_malformed_refused_duplicate_and_failed_calls_are_rows_with_reasons(
     assert generation.loc["paralinguistics-b0-1", "status"] == "ok"
     http = failed.loc["syntactic_complexity-s1-d1"]
     assert http["error_type"] == "transport" and "400" in http["error_message"]
-    assert result["failed_by_reason"] == {"parent_failed": 2 + 2 + 3 + 3 + 3, "refusal": 1, "unparseable": 2,
-                                          "duplicate": 1, "transport": 1}
+    assert result["failed_by_reason"] == {
+        "parent_failed": 2 + 2 + 3 + 3 + 3,
+        "refusal": 1,
+        "unparseable": 2,
+        "duplicate": 1,
+        "transport": 1,
+    }
     items = pd.read_parquet(Path(result["uri"]) / "items.parquet")
     assert (items["status"] == "ok").all() and len(items) == len(generation) - len(failed)
     # emotions' breadth answer held 1 of the 2 items asked for: the missing one is a row, not a silent gap
@@ -228,8 +266,9 @@ def test_malformed_refused_duplicate_and_failed_calls_are_rows_with_reasons(
     assert rerun["failed_by_reason"].get("transport") is None
 
 
-def test_interrupted_run_resumes_without_repeating_finished_calls(fake: FakeOpenAI, tmp_path: Path,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_interrupted_run_resumes_without_repeating_finished_calls(
+    fake: FakeOpenAI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from ttseval.providers.llm.openai_compat import OpenAICompatLLM
     from ttseval.tasks.llm import CallStats, cached_generate
 
@@ -260,14 +299,17 @@ def test_interrupted_run_resumes_without_repeating_finished_calls(fake: FakeOpen
 
 def test_user_category_from_data(api: str, fake: FakeOpenAI, tmp_path: Path) -> None:
     cats = tmp_path / "mine.toml"
-    cats.write_text('version = "mine-v1"\nlanguage = "en-GB"\nwords_per_minute = 150\n'
-                    '[categories.sports_commentary]\ndescription = "Fast live commentary."\n'
-                    'diversity = ["football", "cricket"]\nrefinement = ["add a second incident"]\n'
-                    'min_chars = 10\nmax_chars = 2000\n')
+    cats.write_text(
+        'version = "mine-v1"\nlanguage = "en-GB"\nwords_per_minute = 150\n'
+        '[categories.sports_commentary]\ndescription = "Fast live commentary."\n'
+        'diversity = ["football", "cricket"]\nrefinement = ["add a second incident"]\n'
+        "min_chars = 10\nmax_chars = 2000\n"
+    )
     seeds = tmp_path / "seeds.jsonl"
     seeds.write_text('{"category": "sports_commentary", "text": "And he shoots, and it is in the back of the net!"}\n')
-    result = run(fake, tmp_path / "store", seeds=str(seeds), categories=str(cats), depth_steps=2, name="sports",
-                 version="v1")
+    result = run(
+        fake, tmp_path / "store", seeds=str(seeds), categories=str(cats), depth_steps=2, name="sports", version="v1"
+    )
     assert result["ref"] == "sports@v1" and result["items_by_depth"] == {0: 3, 1: 3, 2: 3}
     items = pd.read_parquet(Path(result["uri"]) / "items.parquet")
     assert set(items["language"]) == {"en-GB"} and set(items["category"]) == {"sports_commentary"}
@@ -287,19 +329,39 @@ def test_a_frozen_version_is_never_changed(api: str, fake: FakeOpenAI, tmp_path:
 
 
 # -- the CLI, and evaluate on a generated dataset by its version ---------------------------------------------------
-def test_cli_generates_then_evaluate_runs_on_the_dataset_by_version(prefect_api: str, fake: FakeOpenAI,
-                                                                    tmp_path: Path) -> None:
+def test_cli_generates_then_evaluate_runs_on_the_dataset_by_version(
+    prefect_api: str, fake: FakeOpenAI, tmp_path: Path
+) -> None:
     from tests.conftest import cli_env, run_cli
 
     cats = tmp_path / "cats.toml"
-    cats.write_text('version = "tiny-v1"\n[categories.questions]\ndescription = "Questions."\n'
-                    'diversity = ["tag questions"]\nrefinement = ["append a question"]\nmax_chars = 400\n')
+    cats.write_text(
+        'version = "tiny-v1"\n[categories.questions]\ndescription = "Questions."\n'
+        'diversity = ["tag questions"]\nrefinement = ["append a question"]\nmax_chars = 400\n'
+    )
     seeds = tmp_path / "seeds.jsonl"
     seeds.write_text('{"category": "questions", "text": "The ferry leaves at noon, doesn\'t it?"}\n')
     store = tmp_path / "store"
     env = cli_env(prefect_api, OPENAI_API_KEY=KEY)
-    args = ["generate-dataset", "--seeds", str(seeds), "--categories", str(cats), "--llm", llm_spec(fake),
-            "--name", "tiny", "--version", "v1", "--breadth", "1", "--depth-steps", "1", "--store", str(store)]
+    args = [
+        "generate-dataset",
+        "--seeds",
+        str(seeds),
+        "--categories",
+        str(cats),
+        "--llm",
+        llm_spec(fake),
+        "--name",
+        "tiny",
+        "--version",
+        "v1",
+        "--breadth",
+        "1",
+        "--depth-steps",
+        "1",
+        "--store",
+        str(store),
+    ]
     result = run_cli(args, env, tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "dataset tiny@v1: 4 items by depth {0: 2, 1: 2}" in result.stdout
@@ -309,8 +371,25 @@ def test_cli_generates_then_evaluate_runs_on_the_dataset_by_version(prefect_api:
     assert again.returncode == 0 and "LLM calls: 0 made, 3 from the cache" in again.stdout
     assert "unchanged: this version existed" in again.stdout and fake.calls == 3
 
-    evaluated = run_cli(["evaluate", "--dataset", "tiny@latest", "--systems", "flite:slt", "--judges", "",
-                         "--store", str(store), "--run-id", "on-generated", "--workers", "1"], env, tmp_path)
+    evaluated = run_cli(
+        [
+            "evaluate",
+            "--dataset",
+            "tiny@latest",
+            "--systems",
+            "flite:slt",
+            "--judges",
+            "",
+            "--store",
+            str(store),
+            "--run-id",
+            "on-generated",
+            "--workers",
+            "1",
+        ],
+        env,
+        tmp_path,
+    )
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
     st = ArtifactStore(str(store))
     run_items = st.read("on-generated", "items")
@@ -321,11 +400,14 @@ def test_cli_generates_then_evaluate_runs_on_the_dataset_by_version(prefect_api:
     [log] = [p for p in (store / "runs" / "on-generated" / "log").iterdir()]
     record = json.loads(log.read_text())
     assert record["dataset"] == "tiny@v1"  # (given as tiny@latest: the log names the version that ran)
-    assert record["dataset_sha256"] == __import__("hashlib").sha256(
-        (store / "datasets" / "tiny" / "v1" / "items.parquet").read_bytes()).hexdigest()
+    assert (
+        record["dataset_sha256"]
+        == __import__("hashlib").sha256((store / "datasets" / "tiny" / "v1" / "items.parquet").read_bytes()).hexdigest()
+    )
 
-    missing = run_cli(["evaluate", "--dataset", "tiny@v7", "--systems", "flite:slt", "--store", str(store)], env,
-                      tmp_path)
+    missing = run_cli(
+        ["evaluate", "--dataset", "tiny@v7", "--systems", "flite:slt", "--store", str(store)], env, tmp_path
+    )
     assert missing.returncode == 2 and "dataset tiny@v7 is not in store" in missing.stderr
     assert "(versions: v1)" in missing.stderr
 
@@ -335,26 +417,35 @@ def test_cli_bad_seed_file_exits_2_before_any_call(prefect_api: str, fake: FakeO
 
     seeds = tmp_path / "seeds.jsonl"
     seeds.write_text('{"category": "questions", "text": "Why?"}\n{"category": "weather", "text": "Rain."}\n')
-    result = run_cli(["generate-dataset", "--seeds", str(seeds), "--llm", llm_spec(fake), "--store",
-                      str(tmp_path / "store")], cli_env(prefect_api, OPENAI_API_KEY=KEY), tmp_path)
+    result = run_cli(
+        ["generate-dataset", "--seeds", str(seeds), "--llm", llm_spec(fake), "--store", str(tmp_path / "store")],
+        cli_env(prefect_api, OPENAI_API_KEY=KEY),
+        tmp_path,
+    )
     assert result.returncode == 2
     assert "line 2: category 'weather' is not in the category set" in result.stderr
     assert fake.calls == 0 and not (tmp_path / "store").exists()
 
 
 def test_gemini_wire_format_serves_generation_too(api: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from ttseval.flows.generate_dataset import generate_dataset
     from tests.fake_gemini import FakeGemini
+    from ttseval.flows.generate_dataset import generate_dataset
 
     monkeypatch.setenv("GEMINI_API_KEY", "AIza-fake-generation-key")
     with FakeGemini(responder=lambda r: gen_fakes.answer(r.text(), r.system_text())) as gem:
-        result = generate_dataset(llm=f"gemini:gemini-2.5-flash:base_url={gem.base_url}:backoff_s=0.01",
-                                  store=str(tmp_path / "store"), breadth=1, breadth_batch=1, depth_steps=1)
+        result = generate_dataset(
+            llm=f"gemini:gemini-2.5-flash:base_url={gem.base_url}:backoff_s=0.01",
+            store=str(tmp_path / "store"),
+            breadth=1,
+            breadth_batch=1,
+            depth_steps=1,
+        )
         # 6 breadth + 1 twister calls; 12 seeds + 6 new refined once; 2 + 1 foreign-words items repaired
         assert gem.ok_responses == 6 + 1 + 18 + 3
         repair = next(r for r in gem.requests if r.system_text())
         assert "copy editor" in repair.system_text() and repair.response_schema()["properties"].keys() == {
-            "text_to_synthesize"}
+            "text_to_synthesize"
+        }
     assert result["items_by_depth"] == {0: 19, 1: 18} and result["n_failed"] == 0
     items = pd.read_parquet(Path(result["uri"]) / "items.parquet")
     assert set(items.loc[items["source"] == "llm", "generator_model"]) == {"gemini-2.5-flash"}

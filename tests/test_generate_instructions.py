@@ -18,19 +18,23 @@ import soundfile as sf
 
 from tests.conftest import cli_env, run_cli
 from tests.fake_openai import FakeOpenAI, OpenAIRequest, Reply
-from ttseval.corpus import instructions as ins
 from ttseval.core.errors import DatasetError
+from ttseval.corpus import instructions as ins
 
 REFS = ("r1", "r2", "r3")
-TEXTS = {"r1": "The tide comes in twice a day.", "r2": "Nobody told me the meeting moved.",
-         "r3": "Put the kettle on, would you?"}
+TEXTS = {
+    "r1": "The tide comes in twice a day.",
+    "r2": "Nobody told me the meeting moved.",
+    "r3": "Put the kettle on, would you?",
+}
 
 
 def wav_bytes(freq_hz: float, duration_s: float = 0.25, sample_rate_hz: int = 16000) -> bytes:
     t = np.arange(int(duration_s * sample_rate_hz)) / sample_rate_hz
     buf = io.BytesIO()
-    sf.write(buf, (0.3 * np.sin(2 * np.pi * freq_hz * t)).astype(np.float32), sample_rate_hz, format="WAV",
-             subtype="PCM_16")
+    sf.write(
+        buf, (0.3 * np.sin(2 * np.pi * freq_hz * t)).astype(np.float32), sample_rate_hz, format="WAV", subtype="PCM_16"
+    )
     return buf.getvalue()
 
 
@@ -73,8 +77,9 @@ def ref_in(text: str) -> str:
 class Model:
     """A cooperative model, except for the failures it is told to produce."""
 
-    def __init__(self, by_bytes: dict[bytes, str], refuse_caption: str | None = None,
-                 malformed_rp: str | None = None) -> None:
+    def __init__(
+        self, by_bytes: dict[bytes, str], refuse_caption: str | None = None, malformed_rp: str | None = None
+    ) -> None:
         self.by_bytes, self.refuse_caption, self.malformed_rp = by_bytes, refuse_caption, malformed_rp
 
     def __call__(self, request: OpenAIRequest):
@@ -84,13 +89,16 @@ class Model:
             return Reply.refusal() if ref == self.refuse_caption else caption_of(ref)
         ref = ref_in(request.text())
         if k == "dsd":
-            return {"instructions": [f"Directive {j} for {ref}: warm, unhurried and close to the ear."
-                                     for j in range(3)]}
+            return {
+                "instructions": [f"Directive {j} for {ref}: warm, unhurried and close to the ear." for j in range(3)]
+            }
         if k == "rp":
             if ref == self.malformed_rp:
                 return Reply.malformed()
-            return {"reasoning": f"The voice of {ref} suggests a patient teacher.",
-                    "instructions": [f"Role {j} for {ref}: a lighthouse keeper greeting visitors." for j in range(3)]}
+            return {
+                "reasoning": f"The voice of {ref} suggests a patient teacher.",
+                "instructions": [f"Role {j} for {ref}: a lighthouse keeper greeting visitors." for j in range(3)],
+            }
         return None
 
 
@@ -117,8 +125,10 @@ def prefect_env(prefect_api: str):
 
 
 def specs(fake: FakeOpenAI) -> tuple[str, str]:
-    return (f"openai:fake-audio-llm:base_url={fake.base_url}:backoff_s=0.01",
-            f"openai:fake-text-llm:base_url={fake.base_url}:backoff_s=0.01")
+    return (
+        f"openai:fake-audio-llm:base_url={fake.base_url}:backoff_s=0.01",
+        f"openai:fake-text-llm:base_url={fake.base_url}:backoff_s=0.01",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -130,11 +140,21 @@ def first_run(prefect_env: str, tmp_path_factory: pytest.TempPathFactory):
     store = folder / "store"
     with FakeOpenAI(Model(by_bytes)) as fake:
         caption_llm, instruct_llm = specs(fake)
-        result = generate_instructions(references=str(manifest), caption_llm=caption_llm, instruct_llm=instruct_llm,
-                                       seed=SEED, store=str(store))
+        result = generate_instructions(
+            references=str(manifest), caption_llm=caption_llm, instruct_llm=instruct_llm, seed=SEED, store=str(store)
+        )
         calls = fake.calls
-        yield {"result": result, "fake": fake, "store": store, "manifest": manifest, "by_bytes": by_bytes,
-               "calls": calls, "specs": (caption_llm, instruct_llm), "folder": folder, "api": prefect_env}
+        yield {
+            "result": result,
+            "fake": fake,
+            "store": store,
+            "manifest": manifest,
+            "by_bytes": by_bytes,
+            "calls": calls,
+            "specs": (caption_llm, instruct_llm),
+            "folder": folder,
+            "api": prefect_env,
+        }
 
 
 def generation(store: Path, ref: str) -> pd.DataFrame:
@@ -167,8 +187,11 @@ def test_three_references_give_nine_items_with_lineage(first_run) -> None:
         assert json.loads(r.caption) == caption_of(r.root_id)
     # the reference clip is in the store, byte for byte
     for r in rows.itertuples():
-        assert r.reference_audio_uri and (first_run["folder"] / "clips" / f"{r.root_id}.wav").read_bytes() == \
-            Path(r.reference_audio_uri.removeprefix("file://")).read_bytes()
+        assert (
+            r.reference_audio_uri
+            and (first_run["folder"] / "clips" / f"{r.root_id}.wav").read_bytes()
+            == Path(r.reference_audio_uri.removeprefix("file://")).read_bytes()
+        )
     version = result["ref"].split("@")[1]
     manifest = json.loads((store / "datasets" / "instructions" / version / "manifest.json").read_text())
     assert manifest["seed"] == SEED and manifest["calls"]["made"] == 9
@@ -225,8 +248,10 @@ def test_rp_keeps_the_reasoning_and_the_alternatives(first_run) -> None:
     rows = generation(first_run["store"], first_run["result"]["ref"])
     rp_requests = [r for r in first_run["fake"].requests if kind(r) == "rp"]
     assert all(value(f, ref_in(r.text())) in r.text() for r in rp_requests for f in ins.FEATURES)
-    assert all(set(r.response_format()["json_schema"]["schema"]["required"]) == {"reasoning", "instructions"}
-               for r in rp_requests)
+    assert all(
+        set(r.response_format()["json_schema"]["schema"]["required"]) == {"reasoning", "instructions"}
+        for r in rp_requests
+    )
     for r in rows[rows["task"] == "RP"].itertuples():
         assert r.reasoning == f"The voice of {r.root_id} suggests a patient teacher."
         options = json.loads(r.diversity_aspect)
@@ -238,9 +263,24 @@ def test_rerun_through_the_cli_makes_no_calls_and_gives_the_same_ref(first_run) 
     fake, result = first_run["fake"], first_run["result"]
     caption_llm, instruct_llm = first_run["specs"]
     before = fake.calls
-    done = run_cli(["generate-instructions", "--references", str(first_run["manifest"]), "--caption-llm", caption_llm,
-                    "--instruct-llm", instruct_llm, "--seed", str(SEED), "--store", str(first_run["store"])],
-                   cli_env(first_run["api"]), cwd=first_run["folder"], timeout_s=180)
+    done = run_cli(
+        [
+            "generate-instructions",
+            "--references",
+            str(first_run["manifest"]),
+            "--caption-llm",
+            caption_llm,
+            "--instruct-llm",
+            instruct_llm,
+            "--seed",
+            str(SEED),
+            "--store",
+            str(first_run["store"]),
+        ],
+        cli_env(first_run["api"]),
+        cwd=first_run["folder"],
+        timeout_s=180,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert fake.calls == before
     assert f"dataset {result['ref']}: 9 items" in done.stdout
@@ -250,10 +290,10 @@ def test_rerun_through_the_cli_makes_no_calls_and_gives_the_same_ref(first_run) 
 
 
 def test_the_evaluate_flow_reads_the_frozen_dataset(first_run) -> None:
-    from ttseval.corpus.items import read_items
-    from ttseval.corpus import catalog
     from ttseval.core.config import load_settings
     from ttseval.core.store import ArtifactStore
+    from ttseval.corpus import catalog
+    from ttseval.corpus.items import read_items
 
     ref = first_run["result"]["ref"]
     items, sha, read = read_items(ref, load_settings(store=str(first_run["store"])))
@@ -271,8 +311,13 @@ def test_a_refused_caption_and_a_malformed_rp_fail_their_rows_only(prefect_env: 
     manifest, by_bytes = write_refs(tmp_path)
     with FakeOpenAI(Model(by_bytes, refuse_caption="r2", malformed_rp="r3")) as fake:
         caption_llm, instruct_llm = specs(fake)
-        result = generate_instructions(references=str(manifest), caption_llm=caption_llm, instruct_llm=instruct_llm,
-                                       seed=SEED, store=str(tmp_path / "store"))
+        result = generate_instructions(
+            references=str(manifest),
+            caption_llm=caption_llm,
+            instruct_llm=instruct_llm,
+            seed=SEED,
+            store=str(tmp_path / "store"),
+        )
         # 3 captions, DSD and RP for r1 and r3 (r3's RP asked 3 times), nothing for r2 after its refusal
         assert fake.calls == 3 + 2 + 1 + 3
     assert result["n_items"] == 5 and result["n_failed"] == 4
@@ -291,11 +336,19 @@ def test_a_refused_caption_and_a_malformed_rp_fail_their_rows_only(prefect_env: 
 def test_validation_fails_empty_instructions() -> None:
     from ttseval.tasks.generate_instructions import screen
 
-    rows = [{"item_id": "a-DSD", "task": "DSD", "instruction": "  ", "text": "Hi.", "status": "ok"},
-            {"item_id": "a-XX", "task": "XX", "instruction": "Be calm.", "text": "Hi.", "status": "ok"},
-            {"item_id": "a-RP", "task": "RP", "instruction": "A pirate.", "text": "Hi.", "status": "ok"},
-            {"item_id": "b-RP", "task": "RP", "instruction": None, "text": None, "status": "failed",
-             "error_type": "refusal"}]
+    rows = [
+        {"item_id": "a-DSD", "task": "DSD", "instruction": "  ", "text": "Hi.", "status": "ok"},
+        {"item_id": "a-XX", "task": "XX", "instruction": "Be calm.", "text": "Hi.", "status": "ok"},
+        {"item_id": "a-RP", "task": "RP", "instruction": "A pirate.", "text": "Hi.", "status": "ok"},
+        {
+            "item_id": "b-RP",
+            "task": "RP",
+            "instruction": None,
+            "text": None,
+            "status": "failed",
+            "error_type": "refusal",
+        },
+    ]
     out = {r["item_id"]: r for r in screen(rows)}
     assert out["a-DSD"]["error_type"] == "validation" and "instruction is non-empty" in out["a-DSD"]["error_message"]
     assert out["a-XX"]["error_type"] == "validation" and "task is APS, DSD or RP" in out["a-XX"]["error_message"]
@@ -307,9 +360,11 @@ def test_bad_manifest_rows_are_named_with_line_field_and_fix(tmp_path: Path) -> 
 
     (tmp_path / "ok.wav").write_bytes(wav_bytes(440))
     (tmp_path / "not.wav").write_text("hello")
-    rows = [{"ref_id": "a", "audio": "ok.wav", "text": "Hello there.", "language": "en"},
-            {"ref_id": "a", "audio": "missing.wav", "text": "", "language": "xx-nonsense-1"},
-            {"ref_id": "c d", "audio": "not.wav", "text": "Fine.", "language": "en"}]
+    rows = [
+        {"ref_id": "a", "audio": "ok.wav", "text": "Hello there.", "language": "en"},
+        {"ref_id": "a", "audio": "missing.wav", "text": "", "language": "xx-nonsense-1"},
+        {"ref_id": "c d", "audio": "not.wav", "text": "Fine.", "language": "en"},
+    ]
     manifest = tmp_path / "refs.jsonl"
     manifest.write_text("".join(json.dumps(r) + "\n" for r in rows))
     with pytest.raises(DatasetError) as e:
@@ -326,9 +381,17 @@ def test_dropout_sets_are_table_8() -> None:
     # InstructTTSEval Table 8 ("Weights"): set probabilities and per-feature keep probabilities.
     table8 = {
         "probs": (0.5, 0.25, 0.25),
-        "gender": (1.0, 0.5, 0.5), "pitch": (1.0, 0.5, 0.5), "speed": (1.0, 0.5, 0.5), "volume": (1.0, 0.5, 0.5),
-        "age": (1.0, 0.8, 0.5), "clarity": (1.0, 0.5, 0.5), "fluency": (1.0, 0.5, 0.5), "accent": (1.0, 0.8, 0.5),
-        "texture": (1.0, 0.8, 0.5), "emotion": (1.0, 1.0, 0.8), "tone": (1.0, 1.0, 0.8),
+        "gender": (1.0, 0.5, 0.5),
+        "pitch": (1.0, 0.5, 0.5),
+        "speed": (1.0, 0.5, 0.5),
+        "volume": (1.0, 0.5, 0.5),
+        "age": (1.0, 0.8, 0.5),
+        "clarity": (1.0, 0.5, 0.5),
+        "fluency": (1.0, 0.5, 0.5),
+        "accent": (1.0, 0.8, 0.5),
+        "texture": (1.0, 0.8, 0.5),
+        "emotion": (1.0, 1.0, 0.8),
+        "tone": (1.0, 1.0, 0.8),
         "personality": (1.0, 1.0, 0.8),
     }
     assert tuple(s.prob for s in ins.DROPOUT_SETS) == table8["probs"]
@@ -347,8 +410,9 @@ def test_dropout_draws_are_reproducible() -> None:
     no_accent = [f for f in ins.FEATURES if f != "accent"]
     partial = [ins.dropout(no_accent, ins.dropout_rng(3, f"ref{i}")) for i in range(50)]
     assert all("accent" not in kept for _, kept in partial)
-    assert all(p == (n, tuple(f for f in k if f != "accent")) for p, (n, k) in zip(partial, draws) if
-               set(k) != {"accent"})
+    assert all(
+        p == (n, tuple(f for f in k if f != "accent")) for p, (n, k) in zip(partial, draws) if set(k) != {"accent"}
+    )
 
 
 def test_dropout_frequencies_match_table_8() -> None:

@@ -8,6 +8,7 @@ user's would be. Backoff is 0, so retries cost no time.
 from __future__ import annotations
 
 import logging
+from datetime import UTC
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -15,14 +16,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ttseval.tasks.parts import get_store
-from ttseval.tasks.plan import plan_synthesis
-from ttseval.tasks.synthesize import synthesize_items
 from ttseval.core.audio import Audio
 from ttseval.core.config import Settings
 from ttseval.core.errors import PermanentProviderError, TransientProviderError
 from ttseval.core.protocols import PairwiseVerdict
 from ttseval.core.registry import Spec
+from ttseval.tasks.parts import get_store
+from ttseval.tasks.plan import plan_synthesis
+from ttseval.tasks.synthesize import synthesize_items
 
 CALLS: list[str] = []
 """Texts the test providers were asked to speak (or judge), in order, across every provider object."""
@@ -107,13 +108,27 @@ class UnreachableJudge(BuggyJudge):
         CALLS.extend(f"judge {r.item_id}" for r in requests)
         self.batches += 1
         if self.batches == 1:
-            return [PairwiseVerdict(winner=None, parse_ok=False, error="Gemini HTTP 503 UNAVAILABLE: gave up after "
-                                    "2 retries", retries=2, attempts=0, transient=True) for _ in requests]
+            return [
+                PairwiseVerdict(
+                    winner=None,
+                    parse_ok=False,
+                    error="Gemini HTTP 503 UNAVAILABLE: gave up after 2 retries",
+                    retries=2,
+                    attempts=0,
+                    transient=True,
+                )
+                for _ in requests
+            ]
         return [PairwiseVerdict(winner="candidate", parse_ok=True) for _ in requests]
 
 
-ITEMS = [("a", "plain words one"), ("b", "a bug here"), ("c", "plain words two"), ("d", "another bug there"),
-         ("e", "never say this")]
+ITEMS = [
+    ("a", "plain words one"),
+    ("b", "a bug here"),
+    ("c", "plain words two"),
+    ("d", "another bug there"),
+    ("e", "never say this"),
+]
 SPEC = Spec.parse("heal-tts")
 
 
@@ -128,8 +143,9 @@ def settings_for(store: Path, tts: str, **extra: Any) -> Settings:
 
 
 def items_frame(items: list[tuple[str, str]]) -> pd.DataFrame:
-    return pd.DataFrame([{"item_id": i, "text": t, "language": "en-US", "instruction": None, "category": "questions"}
-                         for i, t in items])
+    return pd.DataFrame(
+        [{"item_id": i, "text": t, "language": "en-US", "instruction": None, "category": "questions"} for i, t in items]
+    )
 
 
 def run_synthesis(settings: Settings, items: list[tuple[str, str]]) -> set[str]:
@@ -150,13 +166,19 @@ def synthesis(store: Path) -> pd.DataFrame:
 
 
 def test_a_bug_is_retryable_and_a_fixed_provider_recomputes_exactly_those_keys(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     with caplog.at_level(logging.WARNING, logger="ttseval"):
         assert run_synthesis(settings_for(tmp_path, "BuggyTTS"), ITEMS) == {"a", "b", "c", "d", "e"}
     first = synthesis(tmp_path)
     assert first["status"].to_dict() == {"a": "ok", "b": "failed", "c": "ok", "d": "failed", "e": "failed"}
-    assert first["error_type"].fillna("").to_dict() == {"a": "", "b": "TypeError", "c": "", "d": "TypeError",
-                                             "e": "PermanentProviderError"}
+    assert first["error_type"].fillna("").to_dict() == {
+        "a": "",
+        "b": "TypeError",
+        "c": "",
+        "d": "TypeError",
+        "e": "PermanentProviderError",
+    }
     assert first["retryable"].to_dict() == {"a": False, "b": True, "c": False, "d": True, "e": False}
     assert first.loc[["b", "d"], "attempt"].tolist() == [1, 1]  # a bug is not retried within the run
     assert sorted(CALLS) == sorted(t for _, t in ITEMS)
@@ -177,17 +199,24 @@ def test_a_bug_is_retryable_and_a_fixed_provider_recomputes_exactly_those_keys(
 
 
 def test_transient_errors_are_retried_within_the_run_and_what_still_fails_by_the_next_run(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     items = [("a", "plain words"), ("f", "flaky vendor"), ("g", "vendor down"), ("h", "also down")]
     with caplog.at_level(logging.WARNING, logger="ttseval"):
         assert run_synthesis(settings_for(tmp_path, "OutageTTS"), items) == {"a", "f", "g", "h"}
     warnings = sorted(r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
-    assert len(warnings) == 2 and all("TransientProviderError" in w and "after 3 attempt(s)" in w
-                                      and "will be retried by the next run" in w for w in warnings)
+    assert len(warnings) == 2 and all(
+        "TransientProviderError" in w and "after 3 attempt(s)" in w and "will be retried by the next run" in w
+        for w in warnings
+    )
     assert [f"g/{SPEC.id}" in w or f"h/{SPEC.id}" in w for w in warnings] == [True, True]
     # item_retries=2: 'flaky' healed on its 2nd attempt; 'down' tried 1 + 2 times, then recorded
-    assert {t: CALLS.count(t) for t in set(CALLS)} == {"plain words": 1, "flaky vendor": 2, "vendor down": 3,
-                                                      "also down": 3}
+    assert {t: CALLS.count(t) for t in set(CALLS)} == {
+        "plain words": 1,
+        "flaky vendor": 2,
+        "vendor down": 3,
+        "also down": 3,
+    }
     first = synthesis(tmp_path)
     assert first["status"].to_dict() == {"a": "ok", "f": "ok", "g": "failed", "h": "failed"}
     assert first["attempt"].to_dict() == {"a": 1, "f": 2, "g": 3, "h": 3}
@@ -227,19 +256,34 @@ def test_an_engine_that_cannot_start_fails_every_item_retryably(tmp_path: Path) 
 
 
 def test_judging_heals_a_judge_bug_and_pairs_skipped_for_a_clip_that_was_still_coming(tmp_path: Path) -> None:
-    from ttseval.tasks.judge import PAIRWISE, judge_shard, plan_judge
     from ttseval.core.schemas import table_from_rows
+    from ttseval.tasks.judge import PAIRWISE, judge_shard, plan_judge
 
     base = Spec.parse("flite-like")
     settings = settings_for(tmp_path, "BuggyTTS", plugins={"judge": {"heal-judge": "tests.test_healing:BuggyJudge"}})
     store = get_store(settings.store)
-    store.write_part("r", "items", table_from_rows("items", [
-        {"item_id": i, "text": t, "language": "en-US", "category": "questions", "depth": 0} for i, t in ITEMS]))
+    store.write_part(
+        "r",
+        "items",
+        table_from_rows(
+            "items",
+            [{"item_id": i, "text": t, "language": "en-US", "category": "questions", "depth": 0} for i, t in ITEMS],
+        ),
+    )
     run_synthesis(settings, ITEMS)  # b, d: retryable (bug); e: final (permanent)
-    baseline_rows = [{"item_id": i, "system_id": base.id, "system_spec": base.canonical, "status": "ok",
-                      "created_at": pd.Timestamp.now(tz="UTC"),
-                      "audio_sha256": synthesis(tmp_path).loc["a", "audio_sha256"], "retryable": False, "attempt": 1}
-                     for i, _ in ITEMS]
+    baseline_rows = [
+        {
+            "item_id": i,
+            "system_id": base.id,
+            "system_spec": base.canonical,
+            "status": "ok",
+            "created_at": pd.Timestamp.now(tz="UTC"),
+            "audio_sha256": synthesis(tmp_path).loc["a", "audio_sha256"],
+            "retryable": False,
+            "attempt": 1,
+        }
+        for i, _ in ITEMS
+    ]
     store.write_part("r", "synthesis", table_from_rows("synthesis", baseline_rows))
 
     def judge_all() -> set[str]:
@@ -293,22 +337,39 @@ class EchoASR:
 def test_transcription_failures_heal_except_a_reference_that_normalizes_to_nothing(tmp_path: Path) -> None:
     from ttseval.tasks.stages import TRANSCRIPTS, run_stage
 
-    settings = settings_for(tmp_path, "FixedTTS", plugins={"asr": {"heal-asr": "tests.test_healing:EchoASR"}},
-                            asr={"en": "heal-asr", "*": "heal-asr"})
+    settings = settings_for(
+        tmp_path,
+        "FixedTTS",
+        plugins={"asr": {"heal-asr": "tests.test_healing:EchoASR"}},
+        asr={"en": "heal-asr", "*": "heal-asr"},
+    )
     # 1 word, 2 words, 1 word of punctuation only, 4 words (the ASR's TypeError), 5 words (one result short)
     items = [("p", "plain"), ("q", "plain plain"), ("x", "?!"), ("t", "one two three four"), ("s", "a b c d e")]
     run_synthesis(settings, items)
     clips = synthesis(tmp_path)
-    work = [{"item_id": i, "system_id": SPEC.id, "audio_sha256": clips.loc[i, "audio_sha256"], "language": "en-US",
-             "text": t} for i, t in items]
+    work = [
+        {
+            "item_id": i,
+            "system_id": SPEC.id,
+            "audio_sha256": clips.loc[i, "audio_sha256"],
+            "language": "en-US",
+            "text": t,
+        }
+        for i, t in items
+    ]
     CALLS.clear()
     run_stage(TRANSCRIPTS, settings, "r", work[:3], label="ok-and-empty")
     run_stage(TRANSCRIPTS, settings, "r", work[3:4], label="asr-bug")
     run_stage(TRANSCRIPTS, settings, "r", work[4:], label="short-batch")
     t = get_store(settings.store).read("r", "transcripts").set_index("item_id").sort_index()
     assert t["status"].to_dict() == {"p": "ok", "q": "ok", "s": "failed", "t": "failed", "x": "failed"}
-    assert t["error_type"].fillna("").to_dict() == {"p": "", "q": "", "s": "ValueError", "t": "TypeError",
-                                                    "x": "EmptyReference"}
+    assert t["error_type"].fillna("").to_dict() == {
+        "p": "",
+        "q": "",
+        "s": "ValueError",
+        "t": "TypeError",
+        "x": "EmptyReference",
+    }
     assert t["retryable"].to_dict() == {"p": False, "q": False, "s": True, "t": True, "x": False}
     assert "returned 0 result(s) for 1 request(s)" in t.loc["s", "error_message"]
     assert (t.loc["p", "wer"], t.loc["q", "wer"]) == (0.0, 0.0) and CALLS == ["asr 3", "asr 1", "asr 1"]
@@ -319,8 +380,10 @@ def test_transcription_failures_heal_except_a_reference_that_normalizes_to_nothi
     CALLS.clear()
     folder = tmp_path / "runs" / "r" / "transcripts"
     parts = set(folder.glob("part-*.parquet"))
-    again = [run_stage(TRANSCRIPTS, settings, "r", w, label=label)
-             for w, label in ((work[:3], "ok-and-empty"), (work[3:4], "asr-bug"), (work[4:], "short-batch"))]
+    again = [
+        run_stage(TRANSCRIPTS, settings, "r", w, label=label)
+        for w, label in ((work[:3], "ok-and-empty"), (work[3:4], "asr-bug"), (work[4:], "short-batch"))
+    ]
     assert [r.n_rows for r in again] == [0, 1, 1] and CALLS == ["asr 1", "asr 1"]  # p, q, x: from the ASR cache
     assert len(set(folder.glob("part-*.parquet")) - parts) == 2
     assert sorted(pd.read_parquet(folder)["item_id"]) == ["p", "q", "s", "t", "x"]  # raw: one row per key
@@ -328,20 +391,44 @@ def test_transcription_failures_heal_except_a_reference_that_normalizes_to_nothi
 
 def test_a_judge_outage_leaves_failed_rows_that_the_next_run_asks_again(tmp_path: Path) -> None:
     # Before: an unreachable Gemini judge returned parse_ok=False verdicts stored as ok/ParseFailure, never healed.
-    from ttseval.tasks.judge import PAIRWISE, judge_shard, plan_judge
     from ttseval.core.schemas import table_from_rows
+    from ttseval.tasks.judge import PAIRWISE, judge_shard, plan_judge
 
     base = Spec.parse("flite-like")
-    settings = settings_for(tmp_path, "FixedTTS",
-                            plugins={"judge": {"heal-judge": "tests.test_healing:UnreachableJudge"}})
+    settings = settings_for(
+        tmp_path, "FixedTTS", plugins={"judge": {"heal-judge": "tests.test_healing:UnreachableJudge"}}
+    )
     store = get_store(settings.store)
-    store.write_part("r", "items", table_from_rows("items", [
-        {"item_id": i, "text": t, "language": "en-US", "category": "questions", "depth": 0} for i, t in ITEMS[:2]]))
+    store.write_part(
+        "r",
+        "items",
+        table_from_rows(
+            "items",
+            [{"item_id": i, "text": t, "language": "en-US", "category": "questions", "depth": 0} for i, t in ITEMS[:2]],
+        ),
+    )
     run_synthesis(settings, ITEMS[:2])
     sha = synthesis(tmp_path).loc["a", "audio_sha256"]
-    store.write_part("r", "synthesis", table_from_rows("synthesis", [
-        {"item_id": i, "system_id": base.id, "system_spec": base.canonical, "status": "ok", "audio_sha256": sha,
-         "created_at": pd.Timestamp.now(tz="UTC"), "retryable": False, "attempt": 1} for i, _ in ITEMS[:2]]))
+    store.write_part(
+        "r",
+        "synthesis",
+        table_from_rows(
+            "synthesis",
+            [
+                {
+                    "item_id": i,
+                    "system_id": base.id,
+                    "system_spec": base.canonical,
+                    "status": "ok",
+                    "audio_sha256": sha,
+                    "created_at": pd.Timestamp.now(tz="UTC"),
+                    "retryable": False,
+                    "attempt": 1,
+                }
+                for i, _ in ITEMS[:2]
+            ],
+        ),
+    )
 
     def judge_all() -> set[str]:
         plan = plan_judge(PAIRWISE, store, "r", [SPEC.id, base.id], "heal-judge", settings, baseline_id=base.id)
@@ -369,7 +456,7 @@ def test_a_shard_run_again_after_its_worker_died_calls_nothing_for_what_it_commi
     calls = list(CALLS)
     parts = sorted((tmp_path / "runs" / "r" / "synthesis").iterdir())
     again = [synthesize_items(settings, "r", shard) for shard in plan.shards]  # the same shards, run again
-    retried = CALLS[len(calls):]
+    retried = CALLS[len(calls) :]
     # only the retryable failures (b, d: the TypeError) were asked again, each with its own retries
     assert set(retried) == {t for i, t in ITEMS if i in ("b", "d")}
     assert [r.work for r in again] == [r.work for r in first]  # the next stages get the same clips
@@ -416,24 +503,47 @@ class BrokenAudioTTS:
 
 
 def test_every_clip_passes_quality_gates_or_its_row_names_the_ones_it_failed(tmp_path: Path) -> None:
-    items = [(k, f"this {k} clip has words enough to predict a duration") for k in
-             ("fine", "nan", "loud", "cut", "rambling", "rate")]
+    items = [
+        (k, f"this {k} clip has words enough to predict a duration")
+        for k in ("fine", "nan", "loud", "cut", "rambling", "rate")
+    ]
     run_synthesis(settings_for(tmp_path, "BrokenAudioTTS"), items)
     table = synthesis(tmp_path)
     assert (table["status"] == "ok").all()  # broken audio is still a clip: scored, and flagged
     flags = table["audio_flags"].fillna("").to_dict()
     # 'rate': 22050 Hz where the provider declares 16000 (its duration, 0.73 of the prediction, passes)
-    assert flags == {"fine": "", "nan": "nan", "loud": "clipped", "cut": "too_short", "rambling": "too_long",
-                     "rate": "sample_rate"}
-    from datetime import datetime, timezone
+    assert flags == {
+        "fine": "",
+        "nan": "nan",
+        "loud": "clipped",
+        "cut": "too_short",
+        "rambling": "too_long",
+        "rate": "sample_rate",
+    }
+    from datetime import datetime
 
-    from ttseval.tasks.report import RunTables, audio_checks_markdown
     from ttseval.core.schemas import table_from_rows
+    from ttseval.tasks.report import RunTables, audio_checks_markdown
 
     store = get_store(str(tmp_path))
-    store.write_part("r", "items", table_from_rows("items", [
-        {"item_id": i, "text": t, "language": "en-US", "category": "questions", "depth": 0,
-         "created_at": datetime.now(timezone.utc)} for i, t in items]))
+    store.write_part(
+        "r",
+        "items",
+        table_from_rows(
+            "items",
+            [
+                {
+                    "item_id": i,
+                    "text": t,
+                    "language": "en-US",
+                    "category": "questions",
+                    "depth": 0,
+                    "created_at": datetime.now(UTC),
+                }
+                for i, t in items
+            ],
+        ),
+    )
     section = audio_checks_markdown(RunTables.read(store, "r"), {})
     assert "## Audio checks" in section
     assert "| system | clips | clipped | nan | sample_rate | too_long | too_short |" in section

@@ -15,41 +15,67 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ttseval.corpus.items import load_items
 from ttseval.core.errors import ConfigError, DatasetError, SpecError
+from ttseval.corpus.items import load_items
 
 
 def _line(item_id: object = "a", text: object = "Hello there.", **extra: object) -> str:
-    return json.dumps({"item_id": item_id, "text": text, "language": "en-US", "category": "questions", "depth": 0}
-                      | extra, ensure_ascii=False) + "\n"
+    return (
+        json.dumps(
+            {"item_id": item_id, "text": text, "language": "en-US", "category": "questions", "depth": 0} | extra,
+            ensure_ascii=False,
+        )
+        + "\n"
+    )
 
 
 REFUSED: dict[str, tuple[bytes, str, str]] = {  # name -> (file bytes, suffix, message)
     "UTF-16": (_line().encode("utf-16"), ".jsonl", "cannot parse as .jsonl"),
-    "invalid UTF-8": (b'{"item_id": "a", "text": "caf\xe9", "language": "en", "category": "q", "depth": 0}\n',
-                      ".jsonl", "save it as UTF-8"),
-    "200,000 characters": (_line(text="a" * 200_000).encode(), ".jsonl",
-                           "rule 'text is at most 5,000 characters' (column text) fails on 1 row(s): row 1 "
-                           "(item_id='a'). Fix: split the text"),
-    "NUL in text": (_line(text="Hello\x00there").encode(), ".jsonl",
-                    "rule 'text has no control characters' (column text) fails on 1 row(s): row 1"),
-    "escape sequence in text": (_line(text="\x1b[31mred\x1b[0m").encode(), ".jsonl",
-                                "rule 'text has no control characters'"),
-    "id with ..": (_line(item_id="../../etc/passwd").encode(), ".jsonl",
-                   "rule 'item_id is a plain name' (column item_id) fails on 1 row(s): row 1 "
-                   "(item_id='../../etc/passwd'). Fix: use letters"),
+    "invalid UTF-8": (
+        b'{"item_id": "a", "text": "caf\xe9", "language": "en", "category": "q", "depth": 0}\n',
+        ".jsonl",
+        "save it as UTF-8",
+    ),
+    "200,000 characters": (
+        _line(text="a" * 200_000).encode(),
+        ".jsonl",
+        "rule 'text is at most 5,000 characters' (column text) fails on 1 row(s): row 1 "
+        "(item_id='a'). Fix: split the text",
+    ),
+    "NUL in text": (
+        _line(text="Hello\x00there").encode(),
+        ".jsonl",
+        "rule 'text has no control characters' (column text) fails on 1 row(s): row 1",
+    ),
+    "escape sequence in text": (
+        _line(text="\x1b[31mred\x1b[0m").encode(),
+        ".jsonl",
+        "rule 'text has no control characters'",
+    ),
+    "id with ..": (
+        _line(item_id="../../etc/passwd").encode(),
+        ".jsonl",
+        "rule 'item_id is a plain name' (column item_id) fails on 1 row(s): row 1 "
+        "(item_id='../../etc/passwd'). Fix: use letters",
+    ),
     "id with a slash": (_line(item_id="a/b").encode(), ".jsonl", "rule 'item_id is a plain name'"),
     "id that is a URL": (_line(item_id="https://example.com/x").encode(), ".jsonl", "rule 'item_id is a plain name'"),
     "id with a backslash": (_line(item_id="C:\\x").encode(), ".jsonl", "rule 'item_id is a plain name'"),
     "id with spaces around": (_line(item_id=" a ").encode(), ".jsonl", "rule 'item_id is a plain name'"),
     "id '.'": (_line(item_id=".").encode(), ".jsonl", "rule 'item_id is a plain name'"),
     "id with a newline": (_line(item_id="a\nb").encode(), ".jsonl", "rule 'item_id is a plain name'"),
-    "ids differing in normalization": ((_line(item_id=unicodedata.normalize("NFC", "café"))
-                                        + _line(item_id=unicodedata.normalize("NFD", "café"))).encode(), ".jsonl",
-                                       "rule 'item_id is unique ignoring case and Unicode normalization' (column "
-                                       "item_id) fails on 2 row(s)"),
-    "ids differing in case": ((_line(item_id="Item-1") + _line(item_id="item-1")).encode(), ".jsonl",
-                              "rule 'item_id is unique ignoring case and Unicode normalization'"),
+    "ids differing in normalization": (
+        (
+            _line(item_id=unicodedata.normalize("NFC", "café")) + _line(item_id=unicodedata.normalize("NFD", "café"))
+        ).encode(),
+        ".jsonl",
+        "rule 'item_id is unique ignoring case and Unicode normalization' (column item_id) fails on 2 row(s)",
+    ),
+    "ids differing in case": (
+        (_line(item_id="Item-1") + _line(item_id="item-1")).encode(),
+        ".jsonl",
+        "rule 'item_id is unique ignoring case and Unicode normalization'",
+    ),
     "duplicate ids": ((_line() + _line()).encode(), ".jsonl", "rule 'item_id is unique' (column item_id)"),
     "empty file": (b"", ".jsonl", "missing required column(s)"),
     "only blank lines": (b"\n\n  \n", ".jsonl", "missing required column(s)"),
@@ -62,27 +88,47 @@ REFUSED: dict[str, tuple[bytes, str, str]] = {  # name -> (file bytes, suffix, m
     "depth out of range": (_line(depth=9).encode(), ".jsonl", "rule 'depth is between 0 and 3'"),
     "depth true": (_line(depth=True).encode(), ".jsonl", "rule 'depth is an integer'"),
     "unknown language": (_line(language="klingon").encode(), ".jsonl", "rule 'language is a known BCP-47"),
-    "CSV without a column": (b"item_id,text,language,category\na,Hi,en,q\n", ".csv",
-                             "missing required column(s) depth"),
-    "CSV with a NUL": (b"item_id,text,language,category,depth\na,Hi\x00there,en,q,0\n", ".csv",
-                       "rule 'text has no control characters'"),
+    "CSV without a column": (
+        b"item_id,text,language,category\na,Hi,en,q\n",
+        ".csv",
+        "missing required column(s) depth",
+    ),
+    "CSV with a NUL": (
+        b"item_id,text,language,category,depth\na,Hi\x00there,en,q,0\n",
+        ".csv",
+        "rule 'text has no control characters'",
+    ),
     "an unknown file type": (_line().encode(), ".txt", "unknown extension '.txt'"),
-    "id with a right-to-left override": (_line(item_id="abc\u202edcba").encode(), ".jsonl",
-                                         "rule 'item_id has no invisible or direction-changing characters' (column "
-                                         "item_id) fails on 1 row(s): row 1 (item_id='abc\\u202edcba'). Fix: remove "  # escaped: visible
-                                         "Unicode format characters"),
-    "id with a zero-width space": ((_line("ok") + _line(item_id="a\u200bb")).encode(), ".jsonl",
-                                   "rule 'item_id has no invisible or direction-changing characters' (column "
-                                   "item_id) fails on 1 row(s): row 2"),
-    "id of 5,000 characters": (_line(item_id="x" * 5_000).encode(), ".jsonl",
-                               "rule 'item_id is at most 128 characters (200 bytes as UTF-8)' (column item_id) fails "
-                               "on 1 row(s): row 1 (item_id='xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx'... (5,000 "
-                               "characters)). Fix: shorten the id to at most 128 characters"),
-    "id of 67 four-byte characters": (_line(item_id="\U0001F600" * 67).encode(), ".jsonl",
-                                      "rule 'item_id is at most 128 characters (200 bytes as UTF-8)'"),
-    "text a list (the issue's case)": (_line(text=["Hello", "there"]).encode(), ".jsonl",
-                                       "rule 'text is a string' (column text) fails on 1 row(s): row 1 "
-                                       "(item_id='a'). Fix: write text as a quoted string (found a list)"),
+    "id with a right-to-left override": (
+        _line(item_id="abc\u202edcba").encode(),
+        ".jsonl",
+        "rule 'item_id has no invisible or direction-changing characters' (column "
+        "item_id) fails on 1 row(s): row 1 (item_id='abc\\u202edcba'). Fix: remove "  # escaped: visible
+        "Unicode format characters",
+    ),
+    "id with a zero-width space": (
+        (_line("ok") + _line(item_id="a\u200bb")).encode(),
+        ".jsonl",
+        "rule 'item_id has no invisible or direction-changing characters' (column item_id) fails on 1 row(s): row 2",
+    ),
+    "id of 5,000 characters": (
+        _line(item_id="x" * 5_000).encode(),
+        ".jsonl",
+        "rule 'item_id is at most 128 characters (200 bytes as UTF-8)' (column item_id) fails "
+        "on 1 row(s): row 1 (item_id='xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx'... (5,000 "
+        "characters)). Fix: shorten the id to at most 128 characters",
+    ),
+    "id of 67 four-byte characters": (
+        _line(item_id="\U0001f600" * 67).encode(),
+        ".jsonl",
+        "rule 'item_id is at most 128 characters (200 bytes as UTF-8)'",
+    ),
+    "text a list (the issue's case)": (
+        _line(text=["Hello", "there"]).encode(),
+        ".jsonl",
+        "rule 'text is a string' (column text) fails on 1 row(s): row 1 "
+        "(item_id='a'). Fix: write text as a quoted string (found a list)",
+    ),
 }
 
 
@@ -100,10 +146,22 @@ def test_hostile_datasets_are_refused_naming_row_field_and_fix(case: str, tmp_pa
 # Every column of the items schema, fed each JSON type it must not hold: strings hold no object, list, number or
 # boolean; depth (the one integer column) no word, list, object, fraction or boolean. A digit string is a number
 # (every CSV cell is text).
-WRONG_FOR_STRING = {"an object": {"a": 1}, "a list": ["Hello", "there"], "a number": 42, "a fraction": 1.5,
-                    "a boolean": True, "an empty list": []}
-WRONG_FOR_INTEGER = {"a word": "two", "a list": [1, 2], "an object": {"depth": 1}, "a fraction": 1.5,
-                     "a boolean": False, "an empty list": []}
+WRONG_FOR_STRING = {
+    "an object": {"a": 1},
+    "a list": ["Hello", "there"],
+    "a number": 42,
+    "a fraction": 1.5,
+    "a boolean": True,
+    "an empty list": [],
+}
+WRONG_FOR_INTEGER = {
+    "a word": "two",
+    "a list": [1, 2],
+    "an object": {"depth": 1},
+    "a fraction": 1.5,
+    "a boolean": False,
+    "an empty list": [],
+}
 
 
 def _wrong_type_cases() -> list[tuple[str, str, object]]:
@@ -120,8 +178,9 @@ def _wrong_type_cases() -> list[tuple[str, str, object]]:
 
 
 @pytest.mark.parametrize("column,label,value", _wrong_type_cases(), ids=lambda v: str(v)[:12])
-def test_every_items_column_refuses_every_wrong_json_type_by_name(column: str, label: str, value: object,
-                                                                  tmp_path: Path) -> None:
+def test_every_items_column_refuses_every_wrong_json_type_by_name(
+    column: str, label: str, value: object, tmp_path: Path
+) -> None:
     path = tmp_path / "items.jsonl"
     wrong = json.dumps(json.loads(_line("b")) | {column: value})
     path.write_text(_line("good") + wrong + "\n", encoding="utf-8")
@@ -138,12 +197,15 @@ def test_every_items_column_refuses_every_wrong_json_type_by_name(column: str, l
 
 def test_the_same_wrong_types_in_parquet_are_refused_by_name(tmp_path: Path) -> None:
     path = tmp_path / "items.parquet"
-    pd.DataFrame({"item_id": [1, 2], "text": [["a"], ["b"]], "language": ["en", "en"], "category": ["q", "q"],
-                  "depth": [0, 1]}).to_parquet(path)
+    pd.DataFrame(
+        {"item_id": [1, 2], "text": [["a"], ["b"]], "language": ["en", "en"], "category": ["q", "q"], "depth": [0, 1]}
+    ).to_parquet(path)
     with pytest.raises(DatasetError) as refused:
         load_items(path)
-    assert "rule 'item_id is a string' (column item_id) fails on 2 row(s): row 1 (item_id='1'), row 2 " \
-           "(item_id='2'). Fix: write item_id as a quoted string (found a number)" in str(refused.value)
+    assert (
+        "rule 'item_id is a string' (column item_id) fails on 2 row(s): row 1 (item_id='1'), row 2 "
+        "(item_id='2'). Fix: write item_id as a quoted string (found a number)" in str(refused.value)
+    )
     assert "rule 'text is a string' (column text) fails on 2 row(s)" in str(refused.value)
     assert "(found a list)" in str(refused.value)
 
@@ -153,12 +215,24 @@ def test_hostile_but_valid_datasets_are_read_exactly(tmp_path: Path) -> None:
     combining = "Cafe\u0301 nai\u0308ve"  # combining accents, kept as written (not normalized)
     formula = '=HYPERLINK("http://evil.example","click")'
     path = tmp_path / "items.jsonl"
-    path.write_bytes("\ufeff".encode() + (_line("rtl", rtl, language="ar") + _line("comb", combining)
-                                          + _line("tabs", "one\ttwo\nthree") + _line("formula", formula)
-                                          + _line("long", "x " * 2_400)).encode())  # a BOM, then five items
+    path.write_bytes(
+        "\ufeff".encode()
+        + (
+            _line("rtl", rtl, language="ar")
+            + _line("comb", combining)
+            + _line("tabs", "one\ttwo\nthree")
+            + _line("formula", formula)
+            + _line("long", "x " * 2_400)
+        ).encode()
+    )  # a BOM, then five items
     items = load_items(path).set_index("item_id")["text"]
-    assert items.to_dict() == {"rtl": rtl, "comb": combining, "tabs": "one\ttwo\nthree", "formula": formula,
-                               "long": "x " * 2_400}
+    assert items.to_dict() == {
+        "rtl": rtl,
+        "comb": combining,
+        "tabs": "one\ttwo\nthree",
+        "formula": formula,
+        "long": "x " * 2_400,
+    }
     csv = tmp_path / "items.csv"
     csv.write_bytes("\ufeffitem_id,text,language,category,depth\nb,Hi,en,q,0\n".encode())  # Excel's BOM
     assert list(load_items(csv)["item_id"]) == ["b"]
@@ -172,18 +246,22 @@ def test_formulas_in_text_are_inert_in_every_csv_ttseval_writes() -> None:
 
     frame = pd.DataFrame({"text": ['=HYPERLINK("x")', "+1", "-cmd", "@SUM(A1)", "plain", "\tx"], "wer": range(6)})
     safe = spreadsheet_safe(frame)
-    assert list(safe["text"]) == ["'=HYPERLINK(\"x\")", "'+1", "'-cmd", "'@SUM(A1)", "plain", "'\tx"]
+    assert list(safe["text"]) == ['\'=HYPERLINK("x")', "'+1", "'-cmd", "'@SUM(A1)", "plain", "'\tx"]
     assert list(safe["wer"]) == list(range(6))  # numbers are left alone
 
 
-@pytest.mark.parametrize("toml,message", [
-    ('store = "./a"\nshard_size = "eight"\n', "shard_size"),
-    ('store = "./a"\nnot_a_setting = 1\n', "not_a_setting"),
-    ('store = "./a\n', "invalid ttseval settings"),
-    ('[listening]\nmax_conditions = 40\n', "max_conditions"),
-])
-def test_malformed_settings_files_are_a_config_error_naming_the_field(toml: str, message: str, tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    "toml,message",
+    [
+        ('store = "./a"\nshard_size = "eight"\n', "shard_size"),
+        ('store = "./a"\nnot_a_setting = 1\n', "not_a_setting"),
+        ('store = "./a\n', "invalid ttseval settings"),
+        ("[listening]\nmax_conditions = 40\n", "max_conditions"),
+    ],
+)
+def test_malformed_settings_files_are_a_config_error_naming_the_field(
+    toml: str, message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from ttseval.core.config import load_settings
 
     path = tmp_path / "ttseval.toml"
@@ -193,13 +271,20 @@ def test_malformed_settings_files_are_a_config_error_naming_the_field(toml: str,
         load_settings()
 
 
-@pytest.mark.parametrize("spec,message", [
-    ("", "empty"), (":", "provider"), ("pipr:joe", "did you mean 'piper'"), ("espeak-ng:en:rate", "rate"),
-    ("espeak-ng:en:rate=fast", "rate"), ("files", "dir"),
-])
+@pytest.mark.parametrize(
+    "spec,message",
+    [
+        ("", "empty"),
+        (":", "provider"),
+        ("pipr:joe", "did you mean 'piper'"),
+        ("espeak-ng:en:rate", "rate"),
+        ("espeak-ng:en:rate=fast", "rate"),
+        ("files", "dir"),
+    ],
+)
 def test_malformed_provider_specs_are_a_spec_error(spec: str, message: str) -> None:
-    from ttseval.flows.common import check_systems
     from ttseval.core.config import load_settings
+    from ttseval.flows.common import check_systems
 
     with pytest.raises(SpecError, match=message):
         check_systems([spec], load_settings())
@@ -207,8 +292,12 @@ def test_malformed_provider_specs_are_a_spec_error(spec: str, message: str) -> N
 
 # CSV inputs of listening tests and MOS forms: every cell is text, so "a wrong JSON type" is a number column holding
 # a word, a JSON list or object, a boolean (or, where a whole number is due, a fraction).
-WRONG_IN_A_NUMBER_CELL = {"a word": "good", "a JSON list": "[4, 5]", "a JSON object": '{"score": 4}',
-                          "a boolean": "true"}
+WRONG_IN_A_NUMBER_CELL = {
+    "a word": "good",
+    "a JSON list": "[4, 5]",
+    "a JSON object": '{"score": 4}',
+    "a boolean": "true",
+}
 
 
 def _listening_cases() -> list[tuple[str, str, str]]:
@@ -219,8 +308,9 @@ def _listening_cases() -> list[tuple[str, str, str]]:
 
 
 @pytest.mark.parametrize("column,label,value", _listening_cases())
-def test_listening_results_refuse_every_wrong_type_in_every_number_column(column: str, label: str, value: str,
-                                                                          tmp_path: Path) -> None:
+def test_listening_results_refuse_every_wrong_type_in_every_number_column(
+    column: str, label: str, value: str, tmp_path: Path
+) -> None:
     from ttseval.metrics.listening import DG_FIELDS
     from ttseval.tasks.listening.results import read_results
 
@@ -231,8 +321,9 @@ def test_listening_results_refuse_every_wrong_type_in_every_number_column(column
     pd.DataFrame([good, bad], columns=header).to_csv(path, index=False)
     with pytest.raises(DatasetError) as refused:
         read_results(path, "t1")
-    assert str(refused.value).startswith(f"results.csv row 3: {column} {value!r} is not a number. Fix: "), \
-        str(refused.value)
+    assert str(refused.value).startswith(f"results.csv row 3: {column} {value!r} is not a number. Fix: "), str(
+        refused.value
+    )
     assert refused.value.source == str(path)
 
 
@@ -241,10 +332,26 @@ def test_listening_results_refuse_every_wrong_type_in_every_number_column(column
 def test_webmushra_results_refuse_wrong_types_in_number_columns(column: str, label: str, tmp_path: Path) -> None:
     from ttseval.tasks.listening.results import read_results
 
-    header = ["session_test_id", "age", "session_uuid", "trial_id", "rating_stimulus", "rating_score",
-              "rating_time", "rating_comment"]
-    row = {"session_test_id": "t1-r01", "age": "30", "session_uuid": "u", "trial_id": "p1",
-           "rating_stimulus": "C1", "rating_score": "80", "rating_time": "1200", "rating_comment": ""}
+    header = [
+        "session_test_id",
+        "age",
+        "session_uuid",
+        "trial_id",
+        "rating_stimulus",
+        "rating_score",
+        "rating_time",
+        "rating_comment",
+    ]
+    row = {
+        "session_test_id": "t1-r01",
+        "age": "30",
+        "session_uuid": "u",
+        "trial_id": "p1",
+        "rating_stimulus": "C1",
+        "rating_score": "80",
+        "rating_time": "1200",
+        "rating_comment": "",
+    }
     path = tmp_path / "mushra.csv"
     pd.DataFrame([row, row | {column: WRONG_IN_A_NUMBER_CELL[label]}], columns=header).to_csv(path, index=False)
     with pytest.raises(DatasetError, match=rf"^mushra\.csv row 3: {column} .* is not a number\. Fix: "):
@@ -262,9 +369,12 @@ def _mos_folder(tmp_path: Path) -> Path:
     return folder
 
 
-MOS_WRONG = {"form": {**WRONG_IN_A_NUMBER_CELL, "a fraction": "1.5"},
-             "position": {**WRONG_IN_A_NUMBER_CELL, "a fraction": "2.5"},
-             "score": WRONG_IN_A_NUMBER_CELL, "rater_id": {"blank": "  "}}
+MOS_WRONG = {
+    "form": {**WRONG_IN_A_NUMBER_CELL, "a fraction": "1.5"},
+    "position": {**WRONG_IN_A_NUMBER_CELL, "a fraction": "2.5"},
+    "score": WRONG_IN_A_NUMBER_CELL,
+    "rater_id": {"blank": "  "},
+}
 
 
 @pytest.mark.parametrize("column,label", [(c, label) for c, wrong in MOS_WRONG.items() for label in wrong])
@@ -306,9 +416,13 @@ def _confined_dataset(tmp_path: Path) -> Path:
     (data / "prompts").mkdir(parents=True)
     (tmp_path / "elsewhere").mkdir()
     os.symlink("/etc/hostname", data / "prompts" / "link.wav")
-    rows = [_line("in", prompt_audio_uri="prompts/p.wav"), _line("up", prompt_audio_uri="../" * 30 + "etc/passwd"),
-            _line("abs", prompt_audio_uri=str(tmp_path / "elsewhere" / "p.wav")),
-            _line("link", prompt_audio_uri="prompts/link.wav"), _line("ref", reference_audio_uri="file:///etc/shadow")]
+    rows = [
+        _line("in", prompt_audio_uri="prompts/p.wav"),
+        _line("up", prompt_audio_uri="../" * 30 + "etc/passwd"),
+        _line("abs", prompt_audio_uri=str(tmp_path / "elsewhere" / "p.wav")),
+        _line("link", prompt_audio_uri="prompts/link.wav"),
+        _line("ref", reference_audio_uri="file:///etc/shadow"),
+    ]
     path = data / "items.jsonl"
     path.write_text("".join(rows), encoding="utf-8")
     return path
@@ -321,16 +435,19 @@ def _preflight(dataset: Path, systems: list[str], **settings: object):
     return preflight_evaluate(str(dataset), systems, load_settings(**settings), judges=[])
 
 
-def test_a_deployment_run_reads_only_the_dataset_folder_and_allowed_paths(tmp_path: Path,
-                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_deployment_run_reads_only_the_dataset_folder_and_allowed_paths(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     dataset = _confined_dataset(tmp_path)
     for key, value in DEPLOYMENT.items():
         monkeypatch.setenv(key, value)
     with pytest.raises(DatasetError) as refused:
         _preflight(dataset, ["espeak-ng"])
     message = str(refused.value)
-    assert message.startswith(f"dataset {dataset}: 4 path(s) lie outside what this run may read (the dataset's "
-                              f"folder and the setting allowed_paths: {dataset.parent})"), message
+    assert message.startswith(
+        f"dataset {dataset}: 4 path(s) lie outside what this run may read (the dataset's "
+        f"folder and the setting allowed_paths: {dataset.parent})"
+    ), message
     assert "- row 2 (item_id='up') prompt_audio_uri '/etc/passwd'" in message  # resolved when the items were read
     assert f"- row 3 (item_id='abs') prompt_audio_uri '{tmp_path / 'elsewhere' / 'p.wav'}'" in message
     assert "- row 4 (item_id='link') prompt_audio_uri '/etc/hostname'" in message  # a link that points out
@@ -344,7 +461,8 @@ def test_a_deployment_run_reads_only_the_dataset_folder_and_allowed_paths(tmp_pa
 
 
 def test_a_run_not_from_a_deployment_reads_what_the_user_points_at_unless_always(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     dataset = _confined_dataset(tmp_path)
     monkeypatch.delenv("PREFECT__RUNTIME__DEPLOYMENT__ID", raising=False)
     assert len(_preflight(dataset, ["espeak-ng"]).items) == 5  # the CLI: the person typing runs the worker

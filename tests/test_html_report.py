@@ -11,7 +11,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -19,17 +19,23 @@ import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
-from ttseval.infra.serve import make_server
-from ttseval.tasks.report import write_full_report
 from tests.browser import SCREENSHOTS, chromium
 from ttseval.core.audio import Audio, sha256_hex
 from ttseval.core.config import load_settings
 from ttseval.core.registry import Spec
 from ttseval.core.schemas import table_from_rows
 from ttseval.core.store import ArtifactStore
+from ttseval.infra.serve import make_server
+from ttseval.tasks.report import write_full_report
 
-CATEGORIES = ("emotions", "questions", "foreign_words", "paralinguistics", "complex_pronunciation",
-              "syntactic_complexity")
+CATEGORIES = (
+    "emotions",
+    "questions",
+    "foreign_words",
+    "paralinguistics",
+    "complex_pronunciation",
+    "syntactic_complexity",
+)
 SYSTEMS = ("a", "b", "c")
 ASR = "faster-whisper:tiny.en"
 
@@ -43,7 +49,7 @@ def _run(store: ArtifactStore, run_id: str, n_items: int, *, shift: float = 0.0)
     """A run's tables as evaluate writes them: n_items items over six categories and four depths, three systems
     (c fails every 7th item), a transcript each with a word dropped on every 3rd item of b, MOS, and the
     objective judge's verdicts of b and c against a. Returns counts the page should show."""
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     asr_id, quality_id, judge_id = Spec.parse(ASR).id, Spec.parse("dnsmos").id, "objective-test"
     clips = {s: _tone(0.6 + 0.2 * k, 200 + 100 * k) for k, s in enumerate(SYSTEMS)}
     for wav in clips.values():
@@ -51,37 +57,97 @@ def _run(store: ArtifactStore, run_id: str, n_items: int, *, shift: float = 0.0)
     items, synthesis, transcripts, quality, judgments = [], [], [], [], []
     for i in range(n_items):
         item, text = f"it{i:04d}", f"the quick brown fox number {i} jumps"
-        items.append({"item_id": item, "text": text, "category": CATEGORIES[i % 6], "depth": i % 4,
-                      "language": "en-US", "created_at": now})
+        items.append(
+            {
+                "item_id": item,
+                "text": text,
+                "category": CATEGORIES[i % 6],
+                "depth": i % 4,
+                "language": "en-US",
+                "created_at": now,
+            }
+        )
         for k, system in enumerate(SYSTEMS):
             failed = system == "c" and i % 7 == 0
-            synthesis.append({"item_id": item, "system_id": system, "system_spec": system, "created_at": now,
-                              "status": "failed" if failed else "ok", "error_message": "HTTP 500" if failed else None,
-                              "audio_sha256": None if failed else sha256_hex(clips[system]),
-                              "duration_s": None if failed else 0.6 + 0.2 * k, "sample_rate_hz": 16000,
-                              "latency_s": 0.1, "billable_chars": 0, "cost_usd": 0.0})
+            synthesis.append(
+                {
+                    "item_id": item,
+                    "system_id": system,
+                    "system_spec": system,
+                    "created_at": now,
+                    "status": "failed" if failed else "ok",
+                    "error_message": "HTTP 500" if failed else None,
+                    "audio_sha256": None if failed else sha256_hex(clips[system]),
+                    "duration_s": None if failed else 0.6 + 0.2 * k,
+                    "sample_rate_hz": 16000,
+                    "latency_s": 0.1,
+                    "billable_chars": 0,
+                    "cost_usd": 0.0,
+                }
+            )
             if failed:
                 continue
             dropped = system == "b" and i % 3 == 0
             hyp = text.replace("brown ", "") if dropped else text
             wer = (1 / 7 if dropped else 0.0) + (shift if system == "a" and i % 2 == 0 else 0.0)
-            transcripts.append({"item_id": item, "system_id": system, "asr_id": asr_id, "asr_spec": ASR,
-                                "hypothesis": hyp, "normalizer": "t", "ref_norm": text, "hyp_norm": hyp,
-                                "word_errors": int(dropped), "ref_words": 7, "char_errors": 6 * int(dropped),
-                                "ref_chars": len(text), "wer": wer, "cer": 6 * int(dropped) / len(text),
-                                "status": "ok", "created_at": now})
-            quality.append({"item_id": item, "system_id": system, "quality_id": quality_id, "quality_spec": "dnsmos",
-                            "mos": 3.0 + k / 2 + (i % 10) / 100, "status": "ok", "created_at": now})
+            transcripts.append(
+                {
+                    "item_id": item,
+                    "system_id": system,
+                    "asr_id": asr_id,
+                    "asr_spec": ASR,
+                    "hypothesis": hyp,
+                    "normalizer": "t",
+                    "ref_norm": text,
+                    "hyp_norm": hyp,
+                    "word_errors": int(dropped),
+                    "ref_words": 7,
+                    "char_errors": 6 * int(dropped),
+                    "ref_chars": len(text),
+                    "wer": wer,
+                    "cer": 6 * int(dropped) / len(text),
+                    "status": "ok",
+                    "created_at": now,
+                }
+            )
+            quality.append(
+                {
+                    "item_id": item,
+                    "system_id": system,
+                    "quality_id": quality_id,
+                    "quality_spec": "dnsmos",
+                    "mos": 3.0 + k / 2 + (i % 10) / 100,
+                    "status": "ok",
+                    "created_at": now,
+                }
+            )
             if system != "a":
                 lost = dropped or (system == "c" and i % 2 == 0)
-                judgments.append({"item_id": item, "system_id": system, "baseline_id": "a", "judge_id": judge_id,
-                                  "judge_spec": "objective", "candidate_first": bool(i % 2), "status": "ok", "parse_ok": True,
-                                  "winner": "baseline" if lost else "candidate", "score_candidate": 0.5 if lost else 0.9,
-                                  "score_baseline": 0.8 + (i % 5) / 100 if lost else 0.7,
-                                  "reasoning_candidate": f"{system} on {item}", "comparison": "CER 0.1 vs 0.0",
-                                  "created_at": now})
-    for table, rows in (("items", items), ("synthesis", synthesis), ("transcripts", transcripts),
-                        ("quality", quality), ("judgments", judgments)):
+                judgments.append(
+                    {
+                        "item_id": item,
+                        "system_id": system,
+                        "baseline_id": "a",
+                        "judge_id": judge_id,
+                        "judge_spec": "objective",
+                        "candidate_first": bool(i % 2),
+                        "status": "ok",
+                        "parse_ok": True,
+                        "winner": "baseline" if lost else "candidate",
+                        "score_candidate": 0.5 if lost else 0.9,
+                        "score_baseline": 0.8 + (i % 5) / 100 if lost else 0.7,
+                        "reasoning_candidate": f"{system} on {item}",
+                        "comparison": "CER 0.1 vs 0.0",
+                        "created_at": now,
+                    }
+                )
+    for table, rows in (
+        ("items", items),
+        ("synthesis", synthesis),
+        ("transcripts", transcripts),
+        ("quality", quality),
+        ("judgments", judgments),
+    ):
         store.write_part(run_id, table, table_from_rows(table, rows))
     b_losses = sum(1 for j in judgments if j["system_id"] == "b" and j["winner"] == "baseline")
     return {"items": n_items, "b_losses": b_losses, "c_failed": sum(1 for i in range(n_items) if i % 7 == 0)}
@@ -199,15 +265,26 @@ def test_serve_is_read_only_serves_only_reports_and_answers_ranges(large: tuple,
         assert status == 200 and b'href="runs/big/html/index.html"' in body
         status, headers, body = _get(base + "/runs/big/html/data.js")
         assert status == 200 and headers["Content-Type"].startswith("text/javascript") and b"TTSEVAL_RUNS" in body
-        wav = store.read(  # a clip the page links to
-            "big", "synthesis", columns=["audio_sha256", "status"]).query("status == 'ok'")["audio_sha256"].iloc[0]
+        wav = (
+            store.read(  # a clip the page links to
+                "big", "synthesis", columns=["audio_sha256", "status"]
+            )
+            .query("status == 'ok'")["audio_sha256"]
+            .iloc[0]
+        )
         blob = store.get_audio(wav)
         status, headers, body = _get(f"{base}/blobs/audio/{wav[:2]}/{wav}.wav", Range="bytes=44-99")
         assert status == 206 and body == blob[44:100] and headers["Content-Range"] == f"bytes 44-99/{len(blob)}"
         assert _get(f"{base}/blobs/audio/{wav[:2]}/{wav}.wav", Range="bytes=-10")[2] == blob[-10:]
         assert _get(f"{base}/blobs/audio/{wav[:2]}/{wav}.wav", Range=f"bytes={len(blob)}-")[0] == 416
-        for path in ("/runs/big/items/", "/runs/big/report.md", "/runs/big/html/../report.md",
-                     "/runs/big/html/%2e%2e/report.md", "/cache/llm/x.json", "/blobs/audio/zz/x.wav"):
+        for path in (
+            "/runs/big/items/",
+            "/runs/big/report.md",
+            "/runs/big/html/../report.md",
+            "/runs/big/html/%2e%2e/report.md",
+            "/cache/llm/x.json",
+            "/blobs/audio/zz/x.wav",
+        ):
             assert _get(base + path)[0] == 404, path
         request = urllib.request.Request(base + "/runs/big/html/index.html", data=b"x", method="POST")
         with pytest.raises(urllib.error.HTTPError) as refused:
@@ -218,7 +295,8 @@ def test_serve_is_read_only_serves_only_reports_and_answers_ranges(large: tuple,
             WebDriverWait(driver, 30).until(lambda d: _count(d) == "1645 of 1645 items")
             duration = driver.execute_script(
                 "const a = document.querySelector('audio'); a.preload = 'metadata'; a.load();"
-                "return new Promise(r => a.addEventListener('loadedmetadata', () => r(a.duration)));")
+                "return new Promise(r => a.addEventListener('loadedmetadata', () => r(a.duration)));"
+            )
             assert duration == pytest.approx(0.6, abs=0.01)
     finally:
         server.shutdown()

@@ -13,9 +13,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from ttseval.corpus.items import validate_items
 from ttseval.core.errors import DatasetError
 from ttseval.corpus.importers import COLUMNS, import_dataset, import_emergenttts, import_instructttseval
+from ttseval.corpus.items import validate_items
 
 AUDIO = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
 
@@ -34,18 +34,42 @@ def check(frame: pd.DataFrame) -> None:
 
 # As boson-ai/EmergentTTS-Eval-public download_data.py writes data/emergent_tts_eval_data.jsonl.
 ETTE_ROWS = [
-    {"category": "Emotions", "text_to_synthesize": 'She gasped, "You came back!"', "evolution_depth": 0,
-     "language": "en"},
-    {"category": "Pronunciation", "text_to_synthesize": "Email j.doe@example.com by 5:30 p.m.",
-     "evolution_depth": 2, "language": "en"},
-    {"category": "Syntactic Complexity", "text_to_synthesize": "The horse raced past the barn fell.",
-     "evolution_depth": 1, "language": "en"},
-    {"category": "Foreign Words", "text_to_synthesize": "We ate croissants at the boulangerie.",
-     "evolution_depth": 3, "language": "en"},
-    {"category": "Questions", "text_to_synthesize": "Did you see it? I did. Did you?", "evolution_depth": 0,
-     "language": "en"},
-    {"category": "Paralinguistics", "text_to_synthesize": "Ugh! I-I told you... DO NOT touch that!",
-     "evolution_depth": 1, "language": "en"},
+    {
+        "category": "Emotions",
+        "text_to_synthesize": 'She gasped, "You came back!"',
+        "evolution_depth": 0,
+        "language": "en",
+    },
+    {
+        "category": "Pronunciation",
+        "text_to_synthesize": "Email j.doe@example.com by 5:30 p.m.",
+        "evolution_depth": 2,
+        "language": "en",
+    },
+    {
+        "category": "Syntactic Complexity",
+        "text_to_synthesize": "The horse raced past the barn fell.",
+        "evolution_depth": 1,
+        "language": "en",
+    },
+    {
+        "category": "Foreign Words",
+        "text_to_synthesize": "We ate croissants at the boulangerie.",
+        "evolution_depth": 3,
+        "language": "en",
+    },
+    {
+        "category": "Questions",
+        "text_to_synthesize": "Did you see it? I did. Did you?",
+        "evolution_depth": 0,
+        "language": "en",
+    },
+    {
+        "category": "Paralinguistics",
+        "text_to_synthesize": "Ugh! I-I told you... DO NOT touch that!",
+        "evolution_depth": 1,
+        "language": "en",
+    },
 ]
 
 
@@ -53,8 +77,14 @@ def test_emergenttts_jsonl_as_the_public_repo_writes_it(tmp_path):
     frame = import_emergenttts(write_jsonl(tmp_path / "emergent_tts_eval_data.jsonl", ETTE_ROWS))
     check(frame)
     assert frame["item_id"].tolist() == [f"ette-{i}" for i in range(6)]
-    assert frame["category"].tolist() == ["emotions", "complex_pronunciation", "syntactic_complexity",
-                                          "foreign_words", "questions", "paralinguistics"]
+    assert frame["category"].tolist() == [
+        "emotions",
+        "complex_pronunciation",
+        "syntactic_complexity",
+        "foreign_words",
+        "questions",
+        "paralinguistics",
+    ]
     assert frame["depth"].tolist() == [0, 2, 1, 3, 0, 1]
     assert frame["text"].tolist() == [r["text_to_synthesize"] for r in ETTE_ROWS]
     assert set(frame["language"]) == {"en"}
@@ -66,13 +96,15 @@ def test_emergenttts_jsonl_as_the_public_repo_writes_it(tmp_path):
 
 def test_emergenttts_hf_parquet_with_baseline_audio_and_unique_ids(tmp_path):
     rows = ETTE_ROWS[:3]
-    table = pa.table({
-        "category": [r["category"] for r in rows],
-        "text_to_synthesize": [r["text_to_synthesize"] for r in rows],
-        "evolution_depth": pa.array([r["evolution_depth"] for r in rows], pa.int64()),
-        "audio": pa.array([{"bytes": b"RIFF....", "path": f"{i}.wav"} for i in range(3)], AUDIO),
-        "unique_id_eval": [10, 11, 12],
-    })
+    table = pa.table(
+        {
+            "category": [r["category"] for r in rows],
+            "text_to_synthesize": [r["text_to_synthesize"] for r in rows],
+            "evolution_depth": pa.array([r["evolution_depth"] for r in rows], pa.int64()),
+            "audio": pa.array([{"bytes": b"RIFF....", "path": f"{i}.wav"} for i in range(3)], AUDIO),
+            "unique_id_eval": [10, 11, 12],
+        }
+    )
     pq.write_table(table, tmp_path / "train.parquet")
     frame = import_emergenttts(tmp_path / "train.parquet")
     check(frame)
@@ -86,7 +118,8 @@ def test_emergenttts_hf_parquet_with_baseline_audio_and_unique_ids(tmp_path):
 def test_emergenttts_pipe_separated_csv_export(tmp_path):
     path = tmp_path / "metadata.csv"
     pd.DataFrame(ETTE_ROWS[3:]).assign(audio_path=["audio/a.wav", "audio/b.wav", "audio/c.wav"]).to_csv(
-        path, sep="|", index=False)
+        path, sep="|", index=False
+    )
     frame = import_dataset("emergenttts", path)
     check(frame)
     assert frame["item_id"].tolist() == ["ette-0", "ette-1", "ette-2"]
@@ -107,37 +140,57 @@ def test_emergenttts_bad_depth_and_missing_fields(tmp_path):
     with pytest.raises(DatasetError, match=r"row 1 .*evolution_depth 7"):
         import_emergenttts(write_jsonl(tmp_path / "d.jsonl", [{**ETTE_ROWS[0], "evolution_depth": 7}]))
     with pytest.raises(DatasetError, match="missing field.*text_to_synthesize"):
-        import_emergenttts(write_jsonl(tmp_path / "m.jsonl", [{"category": "Emotions", "text": "x",
-                                                                "evolution_depth": 0}]))
+        import_emergenttts(
+            write_jsonl(tmp_path / "m.jsonl", [{"category": "Emotions", "text": "x", "evolution_depth": 0}])
+        )
 
 
 # --- InstructTTSEval ----------------------------------------------------------------------------------------
 
 EN = [
-    {"id": "en_1", "text": "No matter what, this will become public.",
-     "APS": "gender: Female.\npitch: High female pitch, rising sharply.", "DSD": "A high-pitched, panicked voice.",
-     "RP": "On the phone to emergency responders, urgent and anxious."},
-    {"id": "en_2", "text": "Get out of my office.",
-     "APS": "gender: Male.\npitch: Low male pitch.", "DSD": "A cold, low, commanding voice.",
-     "RP": "A boss firing an employee."},
+    {
+        "id": "en_1",
+        "text": "No matter what, this will become public.",
+        "APS": "gender: Female.\npitch: High female pitch, rising sharply.",
+        "DSD": "A high-pitched, panicked voice.",
+        "RP": "On the phone to emergency responders, urgent and anxious.",
+    },
+    {
+        "id": "en_2",
+        "text": "Get out of my office.",
+        "APS": "gender: Male.\npitch: Low male pitch.",
+        "DSD": "A cold, low, commanding voice.",
+        "RP": "A boss firing an employee.",
+    },
 ]
 
 
 def test_instructttseval_hf_parquet_embedded_reference_audio(tmp_path):
-    table = pa.table({
-        "id": [r["id"] for r in EN], "text": [r["text"] for r in EN],
-        "APS": [r["APS"] for r in EN], "DSD": [r["DSD"] for r in EN], "RP": [r["RP"] for r in EN],
-        "reference_audio": pa.array([{"bytes": b"RIFF....", "path": "en_1.wav"},
-                                     {"bytes": b"RIFF....", "path": "en_2.wav"}], AUDIO),
-    })
+    table = pa.table(
+        {
+            "id": [r["id"] for r in EN],
+            "text": [r["text"] for r in EN],
+            "APS": [r["APS"] for r in EN],
+            "DSD": [r["DSD"] for r in EN],
+            "RP": [r["RP"] for r in EN],
+            "reference_audio": pa.array(
+                [{"bytes": b"RIFF....", "path": "en_1.wav"}, {"bytes": b"RIFF....", "path": "en_2.wav"}], AUDIO
+            ),
+        }
+    )
     pq.write_table(table, tmp_path / "en.parquet")
     frame = import_instructttseval(tmp_path / "en.parquet")
     check(frame)
-    assert frame["item_id"].tolist() == ["en_1-aps", "en_1-dsd", "en_1-rp",
-                                         "en_2-aps", "en_2-dsd", "en_2-rp"]
+    assert frame["item_id"].tolist() == ["en_1-aps", "en_1-dsd", "en_1-rp", "en_2-aps", "en_2-dsd", "en_2-rp"]
     assert frame["task"].tolist() == ["APS", "DSD", "RP"] * 2
-    assert frame["instruction"].tolist() == [EN[0]["APS"], EN[0]["DSD"], EN[0]["RP"],
-                                             EN[1]["APS"], EN[1]["DSD"], EN[1]["RP"]]
+    assert frame["instruction"].tolist() == [
+        EN[0]["APS"],
+        EN[0]["DSD"],
+        EN[0]["RP"],
+        EN[1]["APS"],
+        EN[1]["DSD"],
+        EN[1]["RP"],
+    ]
     assert frame["text"].tolist() == [EN[0]["text"]] * 3 + [EN[1]["text"]] * 3
     assert set(frame["category"]) == {"instruction_following"}
     assert frame["depth"].tolist() == [0] * 6
@@ -150,11 +203,14 @@ def test_instructttseval_hf_parquet_embedded_reference_audio(tmp_path):
 def test_instructttseval_eval_jsonl_objects_language_argument_and_reference_path(tmp_path):
     # The evaluation format of KexinHUANG19/InstructTTSEval eval/README.md: task fields are objects.
     rows = [
-        {"id": "7", "text": "你好，今天天气真好。",
-         "APS": {"instruction": "gender: Female.", "gen_path": "out/7_aps.wav"},
-         "DSD": {"instruction": "温柔的女声。", "gen_path": "out/7_dsd.wav"},
-         "RP": {"instruction": "幼儿园老师对孩子说话。", "gen_path": "out/7_rp.wav"},
-         "reference_audio": "refs/7.wav"},
+        {
+            "id": "7",
+            "text": "你好，今天天气真好。",
+            "APS": {"instruction": "gender: Female.", "gen_path": "out/7_aps.wav"},
+            "DSD": {"instruction": "温柔的女声。", "gen_path": "out/7_dsd.wav"},
+            "RP": {"instruction": "幼儿园老师对孩子说话。", "gen_path": "out/7_rp.wav"},
+            "reference_audio": "refs/7.wav",
+        },
     ]
     frame = import_dataset("instructttseval", write_jsonl(tmp_path / "results.jsonl", rows), language="zh")
     check(frame)
@@ -165,8 +221,10 @@ def test_instructttseval_eval_jsonl_objects_language_argument_and_reference_path
 
 
 def test_instructttseval_language_from_id_prefix_or_language_column(tmp_path):
-    rows = [{"id": "zh_3", "text": "快走！", "APS": "a", "DSD": "b", "RP": "c"},
-            {"id": "x9", "text": "Hello.", "APS": "a", "DSD": "b", "RP": "c", "language": "en"}]
+    rows = [
+        {"id": "zh_3", "text": "快走！", "APS": "a", "DSD": "b", "RP": "c"},
+        {"id": "x9", "text": "Hello.", "APS": "a", "DSD": "b", "RP": "c", "language": "en"},
+    ]
     frame = import_instructttseval(write_jsonl(tmp_path / "mixed.jsonl", rows))
     check(frame)
     assert frame["language"].tolist() == ["zh-CN"] * 3 + ["en-US"] * 3
@@ -180,6 +238,7 @@ def test_instructttseval_unknown_language_names_the_row(tmp_path):
 
 
 # --- dispatch -----------------------------------------------------------------------------------------------
+
 
 def test_import_dataset_unknown_format_lists_formats(tmp_path):
     with pytest.raises(ValueError, match="emergenttts, instructttseval, seedtts"):
@@ -204,24 +263,41 @@ def test_json_array_file(tmp_path):
 
 # --- manifests of clips made elsewhere (the `files` TTS provider) --------------------------------------------
 
+
 def test_instructttseval_gen_paths_become_a_manifest_under_the_imported_item_ids(tmp_path):
     from ttseval.corpus.importers import files_spec, instructttseval_generated_manifest
 
-    rows = [{"id": "en_4", "text": "Hi.", "APS": {"instruction": "Whisper.", "gen_path": "out/4_aps.wav"},
-             "DSD": {"instruction": "A calm voice.", "gen_path": "s3://bucket/gen/4_dsd.wav"},
-             "RP": {"instruction": "A teacher.", "gen_path": ""}},
-            {"id": 5, "text": "Bye.", "language": "en",
-             "APS": {"instruction": "Shout.", "gen_path": str(tmp_path / "abs.flac")}}]
+    rows = [
+        {
+            "id": "en_4",
+            "text": "Hi.",
+            "APS": {"instruction": "Whisper.", "gen_path": "out/4_aps.wav"},
+            "DSD": {"instruction": "A calm voice.", "gen_path": "s3://bucket/gen/4_dsd.wav"},
+            "RP": {"instruction": "A teacher.", "gen_path": ""},
+        },
+        {
+            "id": 5,
+            "text": "Bye.",
+            "language": "en",
+            "APS": {"instruction": "Shout.", "gen_path": str(tmp_path / "abs.flac")},
+        },
+    ]
     path = write_jsonl(tmp_path / "eval.jsonl", rows)
     frame = import_instructttseval(path)
     manifest = instructttseval_generated_manifest(path)
-    assert manifest == [{"item_id": "en_4-aps", "path": str((tmp_path / "out/4_aps.wav").resolve())},
-                        {"item_id": "en_4-dsd", "path": "s3://bucket/gen/4_dsd.wav"},
-                        {"item_id": "5-aps", "path": str(tmp_path / "abs.flac")}]
+    assert manifest == [
+        {"item_id": "en_4-aps", "path": str((tmp_path / "out/4_aps.wav").resolve())},
+        {"item_id": "en_4-dsd", "path": "s3://bucket/gen/4_dsd.wav"},
+        {"item_id": "5-aps", "path": str(tmp_path / "abs.flac")},
+    ]
     assert {m["item_id"] for m in manifest} <= set(frame["item_id"])
     # the HF parquet's plain instruction strings name no clips
-    assert instructttseval_generated_manifest(write_jsonl(tmp_path / "en.jsonl", [
-        {"id": "en_1", "text": "Hi.", "APS": "a", "DSD": "b", "RP": "c"}])) == []
+    assert (
+        instructttseval_generated_manifest(
+            write_jsonl(tmp_path / "en.jsonl", [{"id": "en_1", "text": "Hi.", "APS": "a", "DSD": "b", "RP": "c"}])
+        )
+        == []
+    )
     assert files_spec("my-model", tmp_path / "m.jsonl") == f"files:my-model:manifest={tmp_path.resolve()}/m.jsonl"
     with pytest.raises(ValueError, match="no ':', ',' or spaces"):
         files_spec("a,b", tmp_path / "m.jsonl")

@@ -25,14 +25,29 @@ K8S = INFRA / "k8s"
 HELM_VALUES = K8S / "prefect-worker-values.yaml"
 DOCKERFILES = {"cpu": INFRA / "images" / "Dockerfile.cpu", "cuda": INFRA / "images" / "Dockerfile.cuda"}
 
-EXPECTED_SERVICES = {"postgres", "prefect-server", "minio", "minio-init", "dask-scheduler", "dask-worker-cpu",
-                     "dask-worker-gpu", "prefect-worker"}
-TTSEVAL_ENV = {"PREFECT_API_URL", "TTSEVAL_DASK_ADDRESS", "TTSEVAL_STORE", "AWS_ENDPOINT_URL",
-               "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}
+EXPECTED_SERVICES = {
+    "postgres",
+    "prefect-server",
+    "minio",
+    "minio-init",
+    "dask-scheduler",
+    "dask-worker-cpu",
+    "dask-worker-gpu",
+    "prefect-worker",
+}
+TTSEVAL_ENV = {
+    "PREFECT_API_URL",
+    "TTSEVAL_DASK_ADDRESS",
+    "TTSEVAL_STORE",
+    "AWS_ENDPOINT_URL",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+}
 INTERPOLATION = re.compile(r"^\$\{[A-Z0-9_]+(:?-[^}]*)?\}$")
 
 
 # ----------------------------------------------------------------------------------------------- helpers
+
 
 @pytest.fixture(scope="module")
 def compose() -> dict[str, Any]:
@@ -128,6 +143,7 @@ def copy_sources(path: Path) -> list[str]:
 
 # ------------------------------------------------------------------------------------------ compose
 
+
 def test_compose_has_every_service_the_stack_needs(services: dict[str, Any]) -> None:
     missing = EXPECTED_SERVICES - set(services)
     assert not missing, f"docker-compose.yml lacks services {sorted(missing)}"
@@ -185,7 +201,7 @@ def test_cpu_workers_declare_cpu_1_and_use_the_scheduler(services: dict[str, Any
 def test_prefect_worker_points_at_the_stack(services: dict[str, Any]) -> None:
     worker = services["prefect-worker"]
     env = env_of(worker)
-    assert TTSEVAL_ENV <= set(env), f"prefect-worker lacks {sorted(TTSEVAL_ENV - set(env))}"
+    assert set(env) >= TTSEVAL_ENV, f"prefect-worker lacks {sorted(TTSEVAL_ENV - set(env))}"
     assert env["PREFECT_API_URL"] == "http://prefect-server:4200/api"
     assert env["TTSEVAL_DASK_ADDRESS"] == "tcp://dask-scheduler:8786"
     assert "s3://ttseval/artifacts" in env["TTSEVAL_STORE"]
@@ -199,7 +215,7 @@ def test_prefect_worker_points_at_the_stack(services: dict[str, Any]) -> None:
 def test_dask_workers_can_reach_the_store(services: dict[str, Any]) -> None:
     # Tasks write their Parquet parts and audio from the workers, so they need the S3 endpoint and keys too.
     for name in ("dask-worker-cpu", "dask-worker-gpu"):
-        assert TTSEVAL_ENV <= set(env_of(services[name])), name
+        assert set(env_of(services[name])) >= TTSEVAL_ENV, name
 
 
 def test_scheduler_and_workers_share_one_image(services: dict[str, Any]) -> None:
@@ -238,7 +254,9 @@ def test_no_credential_is_hard_coded(services: dict[str, Any]) -> None:
     for name, service in services.items():
         for key, value in env_of(service).items():
             if secret_names.search(key):
-                assert INTERPOLATION.match(value), f"{name}: {key} must come from ${{VAR:-local default}}, got {value!r}"
+                assert INTERPOLATION.match(value), (
+                    f"{name}: {key} must come from ${{VAR:-local default}}, got {value!r}"
+                )
         url = env_of(service).get("PREFECT_API_DATABASE_CONNECTION_URL", "")
         if url:
             credentials = re.match(r"postgresql\+asyncpg://(\$\{[^}]+\}):(\$\{[^}]+\})@", url)
@@ -257,10 +275,17 @@ def test_named_volumes_are_declared(compose: dict[str, Any], services: dict[str,
 
 # ----------------------------------------------------------------------------------------- kubernetes
 
+
 def test_k8s_manifests_have_every_kind_with_its_api_version() -> None:
     kinds = {(d["kind"], d["apiVersion"]) for _, d in k8s_documents()}
-    for expected in [("Namespace", "v1"), ("Deployment", "apps/v1"), ("Secret", "v1"), ("ConfigMap", "v1"),
-                     ("DaskCluster", "kubernetes.dask.org/v1"), ("DaskWorkerGroup", "kubernetes.dask.org/v1")]:
+    for expected in [
+        ("Namespace", "v1"),
+        ("Deployment", "apps/v1"),
+        ("Secret", "v1"),
+        ("ConfigMap", "v1"),
+        ("DaskCluster", "kubernetes.dask.org/v1"),
+        ("DaskWorkerGroup", "kubernetes.dask.org/v1"),
+    ]:
         assert expected in kinds, f"no {expected[0]} ({expected[1]}) under infra/k8s"
 
 
@@ -365,6 +390,7 @@ def test_prefect_worker_helm_values() -> None:
 
 # ---------------------------------------------------------------------------------------- Dockerfiles
 
+
 @pytest.mark.parametrize("flavour", sorted(DOCKERFILES))
 def test_dockerfile_installs_engines_torch_and_the_pinned_project(flavour: str) -> None:
     path = DOCKERFILES[flavour]
@@ -455,8 +481,8 @@ def test_container_images_and_manifests_turn_off_the_telemetry_the_core_declares
     # its variables, held here to the one declaration.
     import yaml
 
-    from ttseval.infra.dask_defaults import dask_env
     from ttseval.core.telemetry import TELEMETRY_OFF
+    from ttseval.infra.dask_defaults import dask_env
 
     infra = Path(__file__).resolve().parent.parent / "infra"
     for dockerfile in ("images/Dockerfile.cpu", "images/Dockerfile.cuda"):
@@ -467,6 +493,7 @@ def test_container_images_and_manifests_turn_off_the_telemetry_the_core_declares
     compose = yaml.safe_load((infra / "docker-compose.yml").read_text())
     anchors = [v for k, v in compose.items() if k.startswith("x-") and isinstance(v, dict)]
     assert any(TELEMETRY_OFF.items() <= {str(k): str(v) for k, v in a.items()}.items() for a in anchors), anchors
-    config = next(d for d in yaml.safe_load_all((infra / "k8s" / "config.yaml").read_text()) if d and
-                  d.get("kind") == "ConfigMap")
+    config = next(
+        d for d in yaml.safe_load_all((infra / "k8s" / "config.yaml").read_text()) if d and d.get("kind") == "ConfigMap"
+    )
     assert TELEMETRY_OFF.items() <= config["data"].items()

@@ -17,17 +17,28 @@ def test_instructttseval_import_evaluate_and_score(prefect_api: str, tmp_path: P
     from tests.fake_gemini import INSTRUCTION_OK, FakeGemini, Reply
 
     published = tmp_path / "en.parquet"  # the HF dataset's split file: id, text, APS, DSD, RP
-    pq.write_table(pa.table({
-        "id": ["en_1", "en_2"],
-        "text": ["No matter what, this will become public.", "Get out of my office, now."],
-        "APS": ["Pitch: high. Speed: fast. Emotion: panic.", "Pitch: low. Speed: slow. Emotion: cold anger."],
-        "DSD": ["A frightened young woman speaking quickly.", "A quiet, icy voice, barely above a whisper."],
-        "RP": ["On the phone to emergency services after an accident.", "A boss firing someone he despises."],
-    }), published)
+    pq.write_table(
+        pa.table(
+            {
+                "id": ["en_1", "en_2"],
+                "text": ["No matter what, this will become public.", "Get out of my office, now."],
+                "APS": ["Pitch: high. Speed: fast. Emotion: panic.", "Pitch: low. Speed: slow. Emotion: cold anger."],
+                "DSD": ["A frightened young woman speaking quickly.", "A quiet, icy voice, barely above a whisper."],
+                "RP": ["On the phone to emergency services after an accident.", "A boss firing someone he despises."],
+            }
+        ),
+        published,
+    )
     items = tmp_path / "items.jsonl"
-    env = cli_env(prefect_api, TTSEVAL_PLUGINS=json.dumps({"tts": {"instructed-tone": "tests.fakes:InstructedToneTTS"}}))
-    imported = run_cli(["import-dataset", "--format", "instructttseval", str(published), "--out", str(items)], env,
-                       cwd=tmp_path, timeout_s=120)
+    env = cli_env(
+        prefect_api, TTSEVAL_PLUGINS=json.dumps({"tts": {"instructed-tone": "tests.fakes:InstructedToneTTS"}})
+    )
+    imported = run_cli(
+        ["import-dataset", "--format", "instructttseval", str(published), "--out", str(items)],
+        env,
+        cwd=tmp_path,
+        timeout_s=120,
+    )
     assert imported.returncode == 0, imported.stderr
     assert "6 items" in imported.stdout
 
@@ -38,10 +49,26 @@ def test_instructttseval_import_evaluate_and_score(prefect_api: str, tmp_path: P
         fake.script("Pitch: low. Speed: slow", [no, no])
         fake.script("emergency services", [Reply.refusal()] * 4)
         judge = f"gemini:gemini-2.5-pro:base_url={fake.base_url}:backoff_s=0.01:max_attempts=2"
-        result = run_cli(["evaluate", "--dataset", str(items), "--systems", "instructed-tone,flite:slt",
-                          "--store", str(tmp_path / "store"), "--run-id", "i", "--judges", "",
-                          "--instruction-judges", judge, "--new-store"],  # a paid judge: the store is new on purpose
-                         env | {"GEMINI_API_KEY": key}, cwd=tmp_path)
+        result = run_cli(
+            [
+                "evaluate",
+                "--dataset",
+                str(items),
+                "--systems",
+                "instructed-tone,flite:slt",
+                "--store",
+                str(tmp_path / "store"),
+                "--run-id",
+                "i",
+                "--judges",
+                "",
+                "--instruction-judges",
+                judge,
+                "--new-store",
+            ],  # a paid judge: the store is new on purpose
+            env | {"GEMINI_API_KEY": key},
+            cwd=tmp_path,
+        )
         assert result.returncode == 0, result.stderr[-3000:]
     run = tmp_path / "store" / "runs" / "i"
     s = pd.read_parquet(run / "synthesis").set_index(["system_spec", "item_id"])
@@ -64,14 +91,44 @@ def test_instructttseval_import_evaluate_and_score(prefect_api: str, tmp_path: P
     aps = sorted(pd.read_parquet(run / "items").query("task == 'APS'")["item_id"])
     with FakeGemini() as fake:
         judge = f"gemini:gemini-2.5-flash:base_url={fake.base_url}:backoff_s=0.01"
-        result = run_cli(["backfill-judge", "--store", str(tmp_path / "store"), "--run-id", "i", "--judge", judge,
-                          "--kind", "instruction", "--systems", "flite:slt", "--items", ",".join(aps)],
-                         env | {"GEMINI_API_KEY": key}, cwd=tmp_path)
+        result = run_cli(
+            [
+                "backfill-judge",
+                "--store",
+                str(tmp_path / "store"),
+                "--run-id",
+                "i",
+                "--judge",
+                judge,
+                "--kind",
+                "instruction",
+                "--systems",
+                "flite:slt",
+                "--items",
+                ",".join(aps),
+            ],
+            env | {"GEMINI_API_KEY": key},
+            cwd=tmp_path,
+        )
         assert result.returncode == 0, result.stderr[-3000:]
         assert fake.ok_responses == 2 and "computed 2" in result.stdout
-        refused = run_cli(["backfill-judge", "--store", str(tmp_path / "store"), "--run-id", "i", "--judge", judge,
-                           "--kind", "instruction", "--categories", "no-such-category"],
-                          env | {"GEMINI_API_KEY": key}, cwd=tmp_path)
+        refused = run_cli(
+            [
+                "backfill-judge",
+                "--store",
+                str(tmp_path / "store"),
+                "--run-id",
+                "i",
+                "--judge",
+                judge,
+                "--kind",
+                "instruction",
+                "--categories",
+                "no-such-category",
+            ],
+            env | {"GEMINI_API_KEY": key},
+            cwd=tmp_path,
+        )
         assert refused.returncode == 2 and "no item of run 'i' matches" in refused.stderr
     assert sorted(p.name for p in (run / "synthesis").iterdir()) == synth_parts, "a backfill must not synthesize"
     j = pd.read_parquet(run / "instruction_judgments")
@@ -85,11 +142,26 @@ def test_instructttseval_import_evaluate_and_score(prefect_api: str, tmp_path: P
 def test_a_judge_that_cannot_judge_instructions_is_refused_before_any_work(tmp_path: Path) -> None:
     # The objective judge compares two clips; it has no judge_instructions, so every row would have failed.
     items = tmp_path / "items.jsonl"
-    items.write_text('{"item_id": "a", "text": "Hi.", "language": "en", "category": "instruction_following", '
-                     '"depth": 0, "instruction": "Whisper it."}\n')
-    result = run_cli(["evaluate", "--dataset", str(items), "--systems", "flite:slt", "--store", str(tmp_path / "s"),
-                      "--instruction-judges", "objective"], cli_env("http://127.0.0.1:9/api"), cwd=tmp_path,
-                     timeout_s=120)
+    items.write_text(
+        '{"item_id": "a", "text": "Hi.", "language": "en", "category": "instruction_following", '
+        '"depth": 0, "instruction": "Whisper it."}\n'
+    )
+    result = run_cli(
+        [
+            "evaluate",
+            "--dataset",
+            str(items),
+            "--systems",
+            "flite:slt",
+            "--store",
+            str(tmp_path / "s"),
+            "--instruction-judges",
+            "objective",
+        ],
+        cli_env("http://127.0.0.1:9/api"),
+        cwd=tmp_path,
+        timeout_s=120,
+    )
     assert result.returncode == 2, result.stderr
     assert "judge 'objective' cannot judge instruction comparisons (it has no judge_instructions)" in result.stderr
     assert not (tmp_path / "s").exists()

@@ -22,12 +22,30 @@ def screened(shared_env: dict[str, str], tmp_path_factory: pytest.TempPathFactor
     rows = [json.loads(line) for line in DEMO_DATASET.read_text(encoding="utf-8").splitlines()]
     folder = tmp_path_factory.mktemp("insv")
     dataset = folder / "items.jsonl"
-    dataset.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows
-                               if r["item_id"] in {"mul-ps", "mul-fr"}), encoding="utf-8")
+    dataset.write_text(
+        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows if r["item_id"] in {"mul-ps", "mul-fr"}),
+        encoding="utf-8",
+    )
     store = folder / "store"
-    result = run_cli(["evaluate", "--dataset", str(dataset), "--systems", "espeak-ng", "--controls", "espeak-ng:ur",
-                      "--store", str(store), "--run-id", "insv", "--judges", ""],
-                     shared_env | {"TTSEVAL_PROSODY": "true"}, cwd=folder)  # and the prosody stage (issue 14)
+    result = run_cli(
+        [
+            "evaluate",
+            "--dataset",
+            str(dataset),
+            "--systems",
+            "espeak-ng",
+            "--controls",
+            "espeak-ng:ur",
+            "--store",
+            str(store),
+            "--run-id",
+            "insv",
+            "--judges",
+            "",
+        ],
+        shared_env | {"TTSEVAL_PROSODY": "true"},
+        cwd=folder,
+    )  # and the prosody stage (issue 14)
     assert result.returncode == 0, result.stderr[-4000:]
     return store, result
 
@@ -68,21 +86,35 @@ def test_a_negative_control_speaks_every_item_and_the_card_says_it_was_caught(sc
     assert len(fr) == 2 and (fr["sfr"] == 1.0).all()  # French in Latin letters, from both voices
 
 
-def test_two_recognisers_then_a_third_added_computes_only_the_third_s_rows(shared_env: dict[str, str],
-                                                                           tmp_path) -> None:
+def test_two_recognisers_then_a_third_added_computes_only_the_third_s_rows(
+    shared_env: dict[str, str], tmp_path
+) -> None:
     from ttseval.corpus import DEMO_DATASET
 
     rows = [json.loads(line) for line in DEMO_DATASET.read_text(encoding="utf-8").splitlines()]
     dataset = tmp_path / "items.jsonl"
-    dataset.write_text("".join(json.dumps(r) + "\n" for r in rows if r["item_id"] in {"que-a-d0", "emo-a-d0"}),
-                       encoding="utf-8")
+    dataset.write_text(
+        "".join(json.dumps(r) + "\n" for r in rows if r["item_id"] in {"que-a-d0", "emo-a-d0"}), encoding="utf-8"
+    )
     two = ["faster-whisper:tiny.en", "faster-whisper:base"]
-    args = ["evaluate", "--dataset", str(dataset), "--systems", "flite:slt,espeak-ng", "--store",
-            str(tmp_path / "s"), "--run-id", "asr", "--judges", ""]
+    args = [
+        "evaluate",
+        "--dataset",
+        str(dataset),
+        "--systems",
+        "flite:slt,espeak-ng",
+        "--store",
+        str(tmp_path / "s"),
+        "--run-id",
+        "asr",
+        "--judges",
+        "",
+    ]
     first = run_cli(args, shared_env | {"TTSEVAL_ASR__EN": json.dumps(two)}, cwd=tmp_path)
     assert first.returncode == 0, first.stderr[-3000:]
-    second = run_cli(args, shared_env | {"TTSEVAL_ASR__EN": json.dumps([*two, "faster-whisper:base:beam_size=2"])},
-                     cwd=tmp_path)
+    second = run_cli(
+        args, shared_env | {"TTSEVAL_ASR__EN": json.dumps([*two, "faster-whisper:base:beam_size=2"])}, cwd=tmp_path
+    )
     assert second.returncode == 0, second.stderr[-3000:]
     logs = sorted((tmp_path / "s" / "runs" / "asr" / "log").glob("*.json"))
     assert json.loads(logs[0].read_text())["computed"]["transcripts"] == 8  # 2 items x 2 systems x 2 recognisers
@@ -90,13 +122,17 @@ def test_two_recognisers_then_a_third_added_computes_only_the_third_s_rows(share
     assert (computed["synthesis"], computed["transcripts"], computed["quality"]) == (0, 4, 0)  # the third's only
     transcripts = pd.read_parquet(tmp_path / "s" / "runs" / "asr" / "transcripts")
     assert transcripts.groupby("asr_spec").size().to_dict() == {
-        "faster-whisper:base": 4, "faster-whisper:base:beam_size=2": 4, "faster-whisper:tiny.en": 4}
+        "faster-whisper:base": 4,
+        "faster-whisper:base:beam_size=2": 4,
+        "faster-whisper:tiny.en": 4,
+    }
     report = (tmp_path / "s" / "runs" / "asr" / "report.md").read_text(encoding="utf-8")
     section = report.split("## Recognisers", 1)[1]
     assert "ranked by `faster-whisper:tiny.en`" in section
     header = next(line for line in section.splitlines() if line.startswith("| system"))
-    assert header == ("| system | WER % faster-whisper:tiny.en | WER % faster-whisper:base | "
-                      "WER % faster-whisper:base:beam_size=2 |")
+    assert header == (
+        "| system | WER % faster-whisper:tiny.en | WER % faster-whisper:base | WER % faster-whisper:base:beam_size=2 |"
+    )
     summary = pd.read_parquet(tmp_path / "s" / "runs" / "asr" / "report")
     assert len(summary) == 6  # one row per system and recogniser
 
@@ -108,15 +144,35 @@ def test_native_mos_forms_from_the_run_then_the_ratings_analysed(screened, tmp_p
 
     store, _ = screened
     out = tmp_path / "forms"
-    made = subprocess.run([str(BIN / "ttseval"), "mos-forms", "--store", str(store), "--run-id", "insv", "--language",
-                           "fr", "--out", str(out), "--seed", "5"], capture_output=True, text=True, timeout=120,
-                          env=cli_env("http://127.0.0.1:9/api", TTSEVAL_CONTROLS=json.dumps(["espeak-ng:ur"])))
+    made = subprocess.run(
+        [
+            str(BIN / "ttseval"),
+            "mos-forms",
+            "--store",
+            str(store),
+            "--run-id",
+            "insv",
+            "--language",
+            "fr",
+            "--out",
+            str(out),
+            "--seed",
+            "5",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=cli_env("http://127.0.0.1:9/api", TTSEVAL_CONTROLS=json.dumps(["espeak-ng:ur"])),
+    )
     assert made.returncode == 0, made.stderr[-3000:]
     key = pd.read_csv(out / "key.csv")
     # one French sentence, one TTS system (espeak-ng), its repeat, and both clips of the negative control
     assert sorted(key["kind"]) == ["control", "control", "repeat", "test"]
     assert set(key.loc[key["kind"] == "control", "system_id"]) == {
-        pd.read_parquet(store / "runs" / "insv" / "synthesis").query("system_spec == 'espeak-ng:ur'")["system_id"].iloc[0]}
+        pd.read_parquet(store / "runs" / "insv" / "synthesis")
+        .query("system_spec == 'espeak-ng:ur'")["system_id"]
+        .iloc[0]
+    }
     assert sorted(p.name for p in (out / "audio").iterdir()) == sorted(key["file"].unique())
     form = pd.read_csv(out / "forms" / "form_1.csv")
     assert list(form.columns) == ["position", "file"] and len(form) == 4  # nothing of the system in a form
@@ -127,8 +183,12 @@ def test_native_mos_forms_from_the_run_then_the_ratings_analysed(screened, tmp_p
             rows.append({"rater_id": rater, "form": 1, "position": r.position, "score": scores[r.kind][k]})
     ratings = tmp_path / "ratings.csv"
     pd.DataFrame(rows).to_csv(ratings, index=False)
-    analysed = subprocess.run([str(BIN / "ttseval"), "mos-analyze", "--forms", str(out), "--ratings", str(ratings)],
-                              capture_output=True, text=True, timeout=120)
+    analysed = subprocess.run(
+        [str(BIN / "ttseval"), "mos-analyze", "--forms", str(out), "--ratings", str(ratings)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert analysed.returncode == 0, analysed.stderr[-3000:]
     assert "| 3.50 [3.00, 4.00] | 2 |" in analysed.stdout  # the test clip's two scores; controls and repeats apart
     assert "**Preliminary:** fewer than 16 raters (2)." in analysed.stdout
@@ -136,8 +196,12 @@ def test_native_mos_forms_from_the_run_then_the_ratings_analysed(screened, tmp_p
     assert "| ana | 1 | 4 | 0.00 | 1.00 |" in analysed.stdout and "| bo | 1 | 4 | 1.00 | 2.00 |" in analysed.stdout
     assert (out / "analysis.md").read_text(encoding="utf-8") == analysed.stdout.rstrip("\n") + "\n"
     pd.DataFrame(rows).drop(columns="score").to_csv(ratings, index=False)
-    refused = subprocess.run([str(BIN / "ttseval"), "mos-analyze", "--forms", str(out), "--ratings", str(ratings)],
-                             capture_output=True, text=True, timeout=120)
+    refused = subprocess.run(
+        [str(BIN / "ttseval"), "mos-analyze", "--forms", str(out), "--ratings", str(ratings)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert refused.returncode == 2 and "missing column(s) ['score']" in refused.stderr
 
 
@@ -148,13 +212,26 @@ def test_a_run_exports_without_its_audio(screened, tmp_path) -> None:
 
     store, _ = screened
     out = tmp_path / "share"
-    done = subprocess.run([str(BIN / "ttseval"), "export", "--store", str(store), "--run-id", "insv", "--out", str(out)],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [str(BIN / "ttseval"), "export", "--store", str(store), "--run-id", "insv", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
     assert not [f for f in files if f.endswith((".wav", ".mp3", ".flac"))]
-    for name in ("items.csv", "synthesis.csv", "transcripts.csv", "quality.csv", "report.csv", "report.md",
-                 "per_sentence.csv", "README.md", "manifest.json"):
+    for name in (
+        "items.csv",
+        "synthesis.csv",
+        "transcripts.csv",
+        "quality.csv",
+        "report.csv",
+        "report.md",
+        "per_sentence.csv",
+        "README.md",
+        "manifest.json",
+    ):
         assert name in files, files
     assert any(f.startswith("log/") and f.endswith(".json") for f in files)
     synthesis = pd.read_csv(out / "synthesis.csv")
@@ -162,15 +239,21 @@ def test_a_run_exports_without_its_audio(screened, tmp_path) -> None:
     assert len(synthesis) == len(stored) == 4  # 2 items x 2 systems, failures (unsupported) included
     ok = synthesis[synthesis["status"] == "ok"]
     assert ok["audio_sha256"].str.fullmatch(r"[0-9a-f]{64}").all() and ok["provider_metadata"].notna().all()
-    assert "no run 'nope'" in subprocess.run([str(BIN / "ttseval"), "export", "--store", str(store), "--run-id",
-                                              "nope", "--out", str(tmp_path / "x")], capture_output=True,
-                                             text=True, timeout=120).stderr
+    assert (
+        "no run 'nope'"
+        in subprocess.run(
+            [str(BIN / "ttseval"), "export", "--store", str(store), "--run-id", "nope", "--out", str(tmp_path / "x")],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        ).stderr
+    )
 
 
 def test_the_prosody_stage_measures_every_clip_and_the_report_summarises_it(screened) -> None:
-    from ttseval.metrics.prosody import f0_stats, speech_segments, timing
     from ttseval.core.audio import Audio
     from ttseval.core.store import ArtifactStore
+    from ttseval.metrics.prosody import f0_stats, speech_segments, timing
 
     store, _ = screened
     prosody = pd.read_parquet(store / "runs" / "insv" / "prosody")

@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from ttseval.providers.judges.gemini import GeminiJudge
-from ttseval.providers.judges.prompts import instruction_prompt, pairwise_prompt
 from tests.fake_gemini import INSTRUCTION_OK, PAIRWISE_OK, REFUSAL_TEXT, FakeGemini, Reply
 from ttseval.core.audio import Audio
 from ttseval.core.errors import MissingKeyError, SpecError
 from ttseval.core.protocols import InstructionRequest, PairwiseRequest
+from ttseval.providers.judges.gemini import GeminiJudge
+from ttseval.providers.judges.prompts import instruction_prompt, pairwise_prompt
 
 KEY = "AIzaFAKE-secret-key-0123456789"
 
@@ -31,13 +31,26 @@ def tone(freq_hz: float, duration_s: float = 0.25, sample_rate_hz: int = 16000) 
 
 
 def pair(i: int) -> PairwiseRequest:
-    return PairwiseRequest(item_id=f"item-{i}", text=f"<item-{i}> Is it raining?", language="en",
-                           category="questions", rubric="intonation", first=tone(440), second=tone(660))
+    return PairwiseRequest(
+        item_id=f"item-{i}",
+        text=f"<item-{i}> Is it raining?",
+        language="en",
+        category="questions",
+        rubric="intonation",
+        first=tone(440),
+        second=tone(660),
+    )
 
 
 def instruction(i: int) -> InstructionRequest:
-    return InstructionRequest(item_id=f"ins-{i}", text=f"<ins-{i}> Good morning.", language="en",
-                              instruction="Speak slowly, in a calm low voice.", task="APS", audio=tone(220))
+    return InstructionRequest(
+        item_id=f"ins-{i}",
+        text=f"<ins-{i}> Good morning.",
+        language="en",
+        instruction="Speak slowly, in a calm low voice.",
+        task="APS",
+        audio=tone(220),
+    )
 
 
 def judge(fake: FakeGemini, **options: str) -> GeminiJudge:
@@ -64,8 +77,12 @@ def test_batch_with_injected_errors_and_malformed_output(fake: FakeGemini) -> No
         2: ([Reply.error(500), Reply.error(503), Reply.ok(answer("tie", 2, 2))], "tie", 2, 0),
         3: ([Reply.malformed(), Reply.ok(answer("clip_1", 2.5, 0.5))], "first", 0, 1),
         4: ([Reply.malformed(), Reply.malformed(), Reply.malformed()], None, 0, 2),
-        5: ([Reply.rate_limited("0"), Reply.malformed(), Reply.error(500), Reply.ok(answer("clip_2", 0, 3))],
-            "second", 2, 1),
+        5: (
+            [Reply.rate_limited("0"), Reply.malformed(), Reply.error(500), Reply.ok(answer("clip_2", 0, 3))],
+            "second",
+            2,
+            1,
+        ),
     }
     for i, (script, *_rest) in plan.items():
         fake.script(f"<item-{i}>", script)
@@ -111,8 +128,14 @@ def test_retries_exhausted_and_non_retryable_statuses(fake: FakeGemini) -> None:
 
 
 def test_retry_after_and_retry_info_are_honoured(fake: FakeGemini) -> None:
-    retry_info = {"error": {"code": 429, "status": "RESOURCE_EXHAUSTED", "message": "quota", "details": [
-        {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "0.3s"}]}}
+    retry_info = {
+        "error": {
+            "code": 429,
+            "status": "RESOURCE_EXHAUSTED",
+            "message": "quota",
+            "details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "0.3s"}],
+        }
+    }
     fake.script("<item-0>", [Reply.rate_limited("0.3")])
     fake.script("<item-1>", [Reply(status=429, body=retry_info)])
     j = judge(fake, concurrency="1")
@@ -165,13 +188,18 @@ def test_pairwise_payload_matches_documented_shape(fake: FakeGemini) -> None:
     body = _camel(sent.body)
     schema = body["generationConfig"].pop("responseSchema")
     assert body == {
-        "contents": [{"role": "user", "parts": [
-            {"text": pairwise_prompt(req.text, req.category, req.rubric)},
-            {"text": "Clip 1:"},
-            _inline(req.first),
-            {"text": "Clip 2:"},
-            _inline(req.second),
-        ]}],
+        "contents": [
+            {
+                "role": "user",
+                "parts": [
+                    {"text": pairwise_prompt(req.text, req.category, req.rubric)},
+                    {"text": "Clip 1:"},
+                    _inline(req.first),
+                    {"text": "Clip 2:"},
+                    _inline(req.second),
+                ],
+            }
+        ],
         "generationConfig": {
             "temperature": 0.2,
             "maxOutputTokens": 4096,
@@ -198,10 +226,15 @@ def test_instruction_payload_matches_documented_shape(fake: FakeGemini) -> None:
     (sent,) = fake.requests
     assert sent.path == "/v1/models/gemini-2.5-pro:generateContent"
     assert _camel(sent.body) == {
-        "contents": [{"role": "user", "parts": [
-            {"text": instruction_prompt(req.text, req.instruction, req.task)},
-            _inline(req.audio),
-        ]}],
+        "contents": [
+            {
+                "role": "user",
+                "parts": [
+                    {"text": instruction_prompt(req.text, req.instruction, req.task)},
+                    _inline(req.audio),
+                ],
+            }
+        ],
         "generationConfig": {
             "temperature": 0.0,
             "maxOutputTokens": 2048,
@@ -239,10 +272,13 @@ def test_truncated_json_is_repaired(fake: FakeGemini) -> None:
 
 # (4) ------------------------------------------------------------------------------------------------------------
 def test_token_usage_and_cost(fake: FakeGemini) -> None:
-    fake.script("<item-0>", [
-        Reply.malformed(prompt_tokens=1000, output_tokens=50),
-        Reply.ok(PAIRWISE_OK, prompt_tokens=12345, output_tokens=678, thoughts_tokens=1000),
-    ])
+    fake.script(
+        "<item-0>",
+        [
+            Reply.malformed(prompt_tokens=1000, output_tokens=50),
+            Reply.ok(PAIRWISE_OK, prompt_tokens=12345, output_tokens=678, thoughts_tokens=1000),
+        ],
+    )
     (v,) = judge(fake, input_usd_per_mtok="2.0", output_usd_per_mtok="12.0").judge_pairs([pair(0)])
     assert v.attempts == 2
     assert v.input_tokens == 13345  # 1000 + 12345
@@ -252,8 +288,15 @@ def test_token_usage_and_cost(fake: FakeGemini) -> None:
 
 
 def test_cost_unknown_without_usage(fake: FakeGemini) -> None:
-    body = {"candidates": [{"content": {"role": "model", "parts": [{"text": json.dumps(PAIRWISE_OK)}]},
-                            "finishReason": "STOP", "index": 0}]}
+    body = {
+        "candidates": [
+            {
+                "content": {"role": "model", "parts": [{"text": json.dumps(PAIRWISE_OK)}]},
+                "finishReason": "STOP",
+                "index": 0,
+            }
+        ]
+    }
     fake.script("<item-0>", [Reply(body=body)])
     (v,) = judge(fake).judge_pairs([pair(0)])
     assert v.parse_ok and v.input_tokens is None and v.output_tokens is None and v.cost_usd is None
@@ -326,8 +369,10 @@ def test_instruction_verdicts_and_refusal(fake: FakeGemini) -> None:
     fake.script("<ins-0>", [Reply.ok(INSTRUCTION_OK | {"follows": True})])
     fake.script("<ins-1>", [Reply.ok({"reasoning": "pitch is high, not low", "follows": False})])
     fake.script("<ins-2>", [Reply.refusal()] * 2)
-    safety = {"candidates": [{"finishReason": "SAFETY", "index": 0}],
-              "usageMetadata": {"promptTokenCount": 900, "totalTokenCount": 900}}
+    safety = {
+        "candidates": [{"finishReason": "SAFETY", "index": 0}],
+        "usageMetadata": {"promptTokenCount": 900, "totalTokenCount": 900},
+    }
     fake.script("<ins-3>", [Reply(body=safety)] * 2)
     v0, v1, v2, v3 = judge(fake, max_attempts="2").judge_instructions([instruction(i) for i in range(4)])
 
@@ -349,7 +394,8 @@ def test_concurrency_limit() -> None:
         assert slow.max_in_flight == 3
         assert slow.total_requests == 6  # one request per comparison, each item asked once
         assert sorted(r.texts()[0] for r in slow.requests) == sorted(
-            pairwise_prompt(pair(i).text, "questions", "intonation") for i in range(6))
+            pairwise_prompt(pair(i).text, "questions", "intonation") for i in range(6)
+        )
 
 
 def test_order_empty_batch_and_pickling(fake: FakeGemini) -> None:
@@ -391,8 +437,8 @@ def test_a_gate_is_held_around_every_call_retries_included_and_not_pickled(fake:
 
 
 def test_self_consistency_majority_agreement_and_samples_cached_by_index(fake: FakeGemini, tmp_path) -> None:
-    from ttseval.tasks.llm import cached_generate
     from ttseval.core.store import ArtifactStore
+    from ttseval.tasks.llm import cached_generate
 
     with pytest.raises(ValueError, match="samples=3 needs temperature > 0"):
         judge(fake, samples="3")

@@ -7,11 +7,11 @@ import json
 
 import pytest
 
+from tests.fake_openai import FakeOpenAI, Reply
+from tests.test_judge_gemini import answer, instruction, pair
 from ttseval.core.errors import MissingKeyError
 from ttseval.providers.judges.openai_audio import OpenAIJudge
 from ttseval.providers.judges.prompts import instruction_prompt, pairwise_prompt
-from tests.fake_openai import FakeOpenAI, Reply
-from tests.test_judge_gemini import answer, instruction, pair
 
 KEY = "sk-FAKE-judge-key-0123456789abcdef"
 
@@ -36,7 +36,10 @@ def test_pairwise_request_matches_the_documented_shape_and_audio_arrives(fake: F
     assert body["model"] == "gpt-4o-audio-preview" and body["temperature"] == 0.0 and body["max_tokens"] == 2048
     assert [p["type"] for p in req.user_parts()] == ["text", "text", "input_audio", "text", "input_audio"]
     assert [p.get("text") for p in req.user_parts() if p["type"] == "text"] == [
-        pairwise_prompt(request.text, "questions", "intonation"), "Clip 1:", "Clip 2:"]
+        pairwise_prompt(request.text, "questions", "intonation"),
+        "Clip 1:",
+        "Clip 2:",
+    ]
     assert req.audio_parts() == [request.first.to_wav_bytes(), request.second.to_wav_bytes()]
     assert req.audio_formats() == ["wav", "wav"]
     schema = body["response_format"]
@@ -60,20 +63,27 @@ def test_tokens_and_cost_add_up_by_hand(fake: FakeOpenAI) -> None:
     # the price options win over the list
     fake.script("<item-3>", [Reply.ok(answer("tie", 2, 2))])
     [own] = judge(fake, input_usd_per_mtok="1", audio_input_usd_per_mtok="2", output_usd_per_mtok="4").judge_pairs(
-        [pair(3)])
+        [pair(3)]
+    )
     assert own.cost_usd == pytest.approx((1000 * 1 + 6 * 2 + 50 * 4) / 1e6) and own.winner == "tie"
 
 
 def test_a_reset_in_the_middle_of_the_body_is_retried(fake: FakeOpenAI) -> None:
-    fake.script("<ins-0>", [Reply.ok({"reasoning": "calm", "follows": True}, cut_after=50),
-                            Reply.ok({"reasoning": "calm", "follows": True})])
+    fake.script(
+        "<ins-0>",
+        [
+            Reply.ok({"reasoning": "calm", "follows": True}, cut_after=50),
+            Reply.ok({"reasoning": "calm", "follows": True}),
+        ],
+    )
     (v,) = judge(fake).judge_instructions([instruction(0)])
     assert v.follows is True and v.retries == 1 and v.attempts == 1 and fake.status_counts[200] == 2
 
 
 def test_instruction_verdicts_retries_and_a_refusal_asked_again(fake: FakeOpenAI) -> None:
-    fake.script("<ins-0>", [Reply.error(429, retry_after="0"), Reply.ok({"reasoning": "calm and slow",
-                                                                         "follows": True})])
+    fake.script(
+        "<ins-0>", [Reply.error(429, retry_after="0"), Reply.ok({"reasoning": "calm and slow", "follows": True})]
+    )
     fake.script("<ins-1>", [Reply.refusal(), Reply.ok({"reasoning": "too fast", "follows": False})])
     fake.script("<ins-2>", [Reply.ok("not json at all")] * 3)
     verdicts = judge(fake).judge_instructions([instruction(0), instruction(1), instruction(2)])
@@ -108,9 +118,9 @@ def test_clear_errors_before_any_call(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_built_from_a_spec_and_gated_like_every_vendor(fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> None:
-    from ttseval.tasks.limits import limit_calls
     from ttseval.core.config import load_settings
     from ttseval.providers.judges import JUDGES
+    from ttseval.tasks.limits import limit_calls
 
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     built = JUDGES.build(f"openai:gpt-4o-mini-audio-preview:base_url={fake.base_url}:backoff_s=0.01")
@@ -125,35 +135,41 @@ def test_built_from_a_spec_and_gated_like_every_vendor(fake: FakeOpenAI, monkeyp
 def test_dry_run_estimate_uses_each_judges_audio_rate_and_prices(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     import pandas as pd
 
-    from ttseval.tasks.cost import JUDGE_PROMPT_TOKENS, estimate_judges
     from ttseval.core.config import load_settings
     from ttseval.core.store import ArtifactStore
+    from ttseval.tasks.cost import JUDGE_PROMPT_TOKENS, estimate_judges
 
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     monkeypatch.setenv("GEMINI_API_KEY", "fake-gemini-key")
     # 2 items of 133 words: one minute each at 133 words per minute; 2 candidates and a baseline: 4 pairs of
     # 2 clips, 480 s of audio in all
-    items = pd.DataFrame([{"item_id": f"i{k}", "text": " ".join(["word"] * 133), "instruction": None}
-                          for k in range(2)])
-    estimates = estimate_judges(items, ["base", "a", "b"], "base", ["openai:gpt-4o-audio-preview", "gemini"], [],
-                                ArtifactStore(str(tmp_path)), "r",
-                                load_settings(store=str(tmp_path), judge_output_tokens=300, position_audit_share=0))
+    items = pd.DataFrame(
+        [{"item_id": f"i{k}", "text": " ".join(["word"] * 133), "instruction": None} for k in range(2)]
+    )
+    estimates = estimate_judges(
+        items,
+        ["base", "a", "b"],
+        "base",
+        ["openai:gpt-4o-audio-preview", "gemini"],
+        [],
+        ArtifactStore(str(tmp_path)),
+        "r",
+        load_settings(store=str(tmp_path), judge_output_tokens=300, position_audit_share=0),
+    )
     openai, gemini = estimates
     assert (openai.calls, openai.audio_s) == (4, pytest.approx(480.0))
     # OpenAI: 10 audio tokens/s at USD 40, the prompt at 2.50, the output at 10, per million tokens
-    assert openai.usd == pytest.approx((480 * 10 * 40.0 + 4 * JUDGE_PROMPT_TOKENS * 2.50
-                                        + 4 * 300 * 10.0) / 1e6)
+    assert openai.usd == pytest.approx((480 * 10 * 40.0 + 4 * JUDGE_PROMPT_TOKENS * 2.50 + 4 * 300 * 10.0) / 1e6)
     # Gemini 2.5 Pro: 32 tokens/s, all prompt tokens at 1.25, output at 10
-    assert gemini.usd == pytest.approx((480 * 32 * 1.25 + 4 * JUDGE_PROMPT_TOKENS * 1.25
-                                        + 4 * 300 * 10.0) / 1e6)
+    assert gemini.usd == pytest.approx((480 * 32 * 1.25 + 4 * JUDGE_PROMPT_TOKENS * 1.25 + 4 * 300 * 10.0) / 1e6)
 
 
 def test_an_unreachable_server_is_refused_before_any_work(tmp_path) -> None:
     import socket
 
-    from ttseval.flows.common import check_judges
     from ttseval.core.config import load_settings
     from ttseval.core.errors import SpecError
+    from ttseval.flows.common import check_judges
 
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))

@@ -30,8 +30,9 @@ def _settings(**kw):
 def _drawn_by_hand(seed: int, item_id: str, pairs: list[tuple[str, str]], n: int) -> set[frozenset[str]]:
     """The documented rule of judge_pairs = sampled, written out again: the n pairs whose SHA-256 of
     'pairs|<seed>|<item_id>|<id>|<id>' (ids sorted) is smallest."""
-    keyed = sorted(pairs, key=lambda p: hashlib.sha256(
-        ("pairs|%d|%s|%s|%s" % (seed, item_id, *sorted(p))).encode()).digest())
+    keyed = sorted(
+        pairs, key=lambda p: hashlib.sha256(("pairs|%d|%s|%s|%s" % (seed, item_id, *sorted(p))).encode()).digest()
+    )
     return {frozenset(p) for p in keyed[:n]}
 
 
@@ -49,13 +50,20 @@ def test_judged_pairs_per_design() -> None:
         mine = [frozenset((s, o)) for i, s, o in all_pairs if i == item_id]
         assert sorted(mine, key=sorted) == sorted(map(frozenset, every), key=sorted)
     # a pair with the baseline has it as baseline_id; the other pairs follow the order given (a before c before d)
-    assert {(s, o) for _, s, o in all_pairs} == {("a", "base"), ("c", "base"), ("d", "base"), ("c", "a"),
-                                                 ("d", "a"), ("d", "c")}
+    assert {(s, o) for _, s, o in all_pairs} == {
+        ("a", "base"),
+        ("c", "base"),
+        ("d", "base"),
+        ("c", "a"),
+        ("d", "a"),
+        ("d", "c"),
+    }
     assert all_pairs[:18] == baseline[:6] + baseline[6:12] + baseline[12:]  # the baseline's pairs come first
     for seed in (0, 7):
         sampled = judged_pairs(items, systems, "base", _settings(judge_pairs="sampled", pairs_per_item=2, seed=seed))
-        assert sampled == judged_pairs(items, systems, "base",
-                                       _settings(judge_pairs="sampled", pairs_per_item=2, seed=seed))  # a re-run
+        assert sampled == judged_pairs(
+            items, systems, "base", _settings(judge_pairs="sampled", pairs_per_item=2, seed=seed)
+        )  # a re-run
         for item_id in items:
             mine = [frozenset((s, o)) for i, s, o in sampled if i == item_id]
             assert len(mine) == len(set(mine)) == 2
@@ -91,8 +99,13 @@ def test_dry_run_counts_pairs_audit_and_samples(tmp_path: Path, monkeypatch: pyt
 def test_win_rates_read_the_rows_against_the_baseline() -> None:
     from ttseval.metrics.winrate import against_baseline
 
-    rows = pd.DataFrame({"system_id": ["a", "b", "b", "c"], "baseline_id": ["base", "a", "base", "x"],
-                         "vs_baseline": [True, False, True, None]})  # None: a row stored before the flag
+    rows = pd.DataFrame(
+        {
+            "system_id": ["a", "b", "b", "c"],
+            "baseline_id": ["base", "a", "base", "x"],
+            "vs_baseline": [True, False, True, None],
+        }
+    )  # None: a row stored before the flag
     assert against_baseline(rows)["system_id"].tolist() == ["a", "b", "c"]
     assert against_baseline(rows.drop(columns="vs_baseline")).equals(rows.drop(columns="vs_baseline"))
 
@@ -127,8 +140,20 @@ def _judged(prefect_api: str, dataset: Path, store: Path, spec_of, env_extra: di
     with FakeGemini() as fake:
         spec = Spec.parse(spec_of(fake.base_url)).canonical
         env = cli_env(prefect_api, GEMINI_API_KEY="fake-key", **env_extra)
-        args = ["evaluate", "--dataset", str(dataset), "--systems", ",".join(SYSTEMS), "--judges", spec,
-                "--store", str(store), "--run-id", "p", "--new-store"]
+        args = [
+            "evaluate",
+            "--dataset",
+            str(dataset),
+            "--systems",
+            ",".join(SYSTEMS),
+            "--judges",
+            spec,
+            "--store",
+            str(store),
+            "--run-id",
+            "p",
+            "--new-store",
+        ]
         dry = run_cli([*args, "--dry-run"], env, cwd=store)
         assert dry.returncode == 0, dry.stderr[-3000:]
         assert fake.calls == 0  # a dry run calls nothing
@@ -148,13 +173,18 @@ def test_all_pairs_and_sampled_pairs_end_to_end(prefect_api: str, dataset: Path,
 
     # judge_pairs = all: every pair of the three systems on each of the 4 items
     (keys, planned), calls, rows, result = _judged(
-        prefect_api, dataset, store, lambda url: f"gemini:gemini-2.5-flash:base_url={url}:temperature=0.3",
-        {"TTSEVAL_JUDGE_PAIRS": "all"})
+        prefect_api,
+        dataset,
+        store,
+        lambda url: f"gemini:gemini-2.5-flash:base_url={url}:temperature=0.3",
+        {"TTSEVAL_JUDGE_PAIRS": "all"},
+    )
     # by hand: 4 items x C(3, 2) = 12 comparisons, all 12 audited in the other order (under position_audit_min)
     assert (keys, planned) == (24, 24) and calls == 24
     assert rows["status"].eq("ok").all() and len(rows) == 12
-    assert {item: {frozenset(p) for p in zip(g["system_id"], g["baseline_id"])} for item, g in rows.groupby("item_id")} \
-        == {item: {frozenset(p) for p in itertools.combinations(ids, 2)} for item in ITEMS}
+    assert {
+        item: {frozenset(p) for p in zip(g["system_id"], g["baseline_id"])} for item, g in rows.groupby("item_id")
+    } == {item: {frozenset(p) for p in itertools.combinations(ids, 2)} for item in ITEMS}
     assert rows["vs_baseline"].tolist() == (rows["baseline_id"] == ids[0]).tolist()
     assert rows["candidate_first"].nunique() == 2  # the order drawn per verdict, recorded
     winrates = pd.read_parquet(store / "runs" / "p" / "winrates")
@@ -164,7 +194,7 @@ def test_all_pairs_and_sampled_pairs_end_to_end(prefect_api: str, dataset: Path,
     assert overall["n_judged"].eq(4).all()
     # the Bradley-Terry ranking fits all 12 verdicts: every system in 2 pairs x 4 items = 8 comparisons
     report = (store / "runs" / "p" / "report.md").read_text()
-    section = report[report.index("Bradley-Terry ranking"):]
+    section = report[report.index("Bradley-Terry ranking") :]
     table = [line for line in section.split("\n\n")[1].splitlines() if line.startswith("|")][2:]
     ranked = {cells[1]: cells[4:6] for cells in ([c.strip() for c in line.strip("|").split("|")] for line in table)}
     assert ranked == {spec: ["4", "8"] for spec in SYSTEMS}
@@ -176,11 +206,14 @@ def test_all_pairs_and_sampled_pairs_end_to_end(prefect_api: str, dataset: Path,
 
     # judge_pairs = sampled, 2 pairs per item, a second judge on the same run: the drawn pairs, their audit
     (keys, planned), calls, rows, _ = _judged(
-        prefect_api, dataset, store, lambda url: f"gemini:gemini-2.5-flash:base_url={url}:temperature=0.5",
-        {"TTSEVAL_JUDGE_PAIRS": "sampled", "TTSEVAL_PAIRS_PER_ITEM": "2"})
+        prefect_api,
+        dataset,
+        store,
+        lambda url: f"gemini:gemini-2.5-flash:base_url={url}:temperature=0.5",
+        {"TTSEVAL_JUDGE_PAIRS": "sampled", "TTSEVAL_PAIRS_PER_ITEM": "2"},
+    )
     assert (keys, planned) == (16, 16) and calls == 16  # 4 items x 2 pairs, each audited
-    drawn = {item: {frozenset(p) for p in zip(g["system_id"], g["baseline_id"])}
-             for item, g in rows.groupby("item_id")}
+    drawn = {item: {frozenset(p) for p in zip(g["system_id"], g["baseline_id"])} for item, g in rows.groupby("item_id")}
     assert drawn == {item: _drawn_by_hand(0, item, list(itertools.combinations(ids, 2)), 2) for item in ITEMS}
     audit = pd.read_parquet(store / "runs" / "p" / "position_audit")
     assert len(audit[audit["judge_id"] == rows["judge_id"].iloc[0]]) == 8

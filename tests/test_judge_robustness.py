@@ -30,16 +30,21 @@ def respond(request) -> Reply:
     if "Your previous answer could not be used:" in request.text():
         return Reply.ok(good)
     mode = MODES[k % 10]
-    words = {"clip_1": "Clip 1 is clearly better here.", "clip_2": "Overall, the winner is Clip 2.",
-             "tie": "Honestly, it's a tie: both handle the question well."}[intended(k)]
-    return Reply.ok({
-        "json": good,
-        "prose around": f"Sure! Here is my verdict after listening twice:\n{good}\nLet me know if you need more.",
-        "code fence": f"```json\n{good}\n```",
-        "truncated": good[: good.index('"difference"')],  # a MAX_TOKENS stop before the verdict
-        "words only": f"Both clips are intelligible. {words}",
-        "refusal": REFUSAL_TEXT,
-    }[mode])
+    words = {
+        "clip_1": "Clip 1 is clearly better here.",
+        "clip_2": "Overall, the winner is Clip 2.",
+        "tie": "Honestly, it's a tie: both handle the question well.",
+    }[intended(k)]
+    return Reply.ok(
+        {
+            "json": good,
+            "prose around": f"Sure! Here is my verdict after listening twice:\n{good}\nLet me know if you need more.",
+            "code fence": f"```json\n{good}\n```",
+            "truncated": good[: good.index('"difference"')],  # a MAX_TOKENS stop before the verdict
+            "words only": f"Both clips are intelligible. {words}",
+            "refusal": REFUSAL_TEXT,
+        }[mode]
+    )
 
 
 def test_malformed_answers_end_parsed_with_the_intended_verdict_and_the_rest_counted_unparsed() -> None:

@@ -13,10 +13,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ttseval.providers.judges.prompts import instruction_prompt, pairwise_prompt, rubric_for
-from ttseval.providers.judges.transformers_judge import TransformersAudioJudge
 from ttseval.core.audio import Audio
 from ttseval.core.protocols import InstructionRequest, PairwiseRequest
+from ttseval.providers.judges.prompts import instruction_prompt, pairwise_prompt, rubric_for
+from ttseval.providers.judges.transformers_judge import TransformersAudioJudge
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|AUDIO|>", "<|audio_bos|>", "<|audio_eos|>"]
 
@@ -70,13 +70,26 @@ def tiny_qwen2_audio_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     processor = Qwen2AudioProcessor(feature_extractor=extractor, tokenizer=tokenizer, chat_template=CHAT_TEMPLATE)
     config = Qwen2AudioConfig(
         audio_config={
-            "model_type": "qwen2_audio_encoder", "d_model": 16, "encoder_layers": 1, "encoder_attention_heads": 2,
-            "encoder_ffn_dim": 32, "num_mel_bins": 128, "max_source_positions": 1500, "initializer_range": 1.0,
+            "model_type": "qwen2_audio_encoder",
+            "d_model": 16,
+            "encoder_layers": 1,
+            "encoder_attention_heads": 2,
+            "encoder_ffn_dim": 32,
+            "num_mel_bins": 128,
+            "max_source_positions": 1500,
+            "initializer_range": 1.0,
         },
         text_config={
-            "model_type": "qwen2", "vocab_size": len(vocab), "hidden_size": 32, "intermediate_size": 64,
-            "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1,
-            "max_position_embeddings": 4096, "initializer_range": 1.0, "eos_token_id": vocab["<|im_end|>"],
+            "model_type": "qwen2",
+            "vocab_size": len(vocab),
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 2,
+            "num_key_value_heads": 1,
+            "max_position_embeddings": 4096,
+            "initializer_range": 1.0,
+            "eos_token_id": vocab["<|im_end|>"],
             "pad_token_id": 0,
         },
         audio_token_index=vocab["<|AUDIO|>"],
@@ -97,9 +110,16 @@ def _sine(rate_hz: int, duration_s: float, freq_hz: float) -> Audio:
 
 def _pair(item_id: str, text: str, category: str = "questions") -> PairwiseRequest:
     # 22.05 kHz: the judge must resample to the feature extractor's 16 kHz
-    return PairwiseRequest(item_id=item_id, text=text, language="en", category=category,
-                           rubric=rubric_for(category), first=_sine(22050, 0.6, 440.0),
-                           second=_sine(22050, 0.4, 220.0), first_signals={"cer": 0.0})
+    return PairwiseRequest(
+        item_id=item_id,
+        text=text,
+        language="en",
+        category=category,
+        rubric=rubric_for(category),
+        first=_sine(22050, 0.6, 440.0),
+        second=_sine(22050, 0.4, 220.0),
+        first_signals={"cer": 0.0},
+    )
 
 
 def _independent_decode(directory: Path, content: list[dict[str, Any]], clips: list[Audio]) -> tuple[str, int]:
@@ -110,8 +130,9 @@ def _independent_decode(directory: Path, content: list[dict[str, Any]], clips: l
 
     model = Qwen2AudioForConditionalGeneration.from_pretrained(directory).eval()
     processor = Qwen2AudioProcessor.from_pretrained(directory)
-    text = processor.apply_chat_template([{"role": "user", "content": content}], add_generation_prompt=True,
-                                         tokenize=False)
+    text = processor.apply_chat_template(
+        [{"role": "user", "content": content}], add_generation_prompt=True, tokenize=False
+    )
     arrays = [librosa.resample(c.samples, orig_sr=c.sample_rate_hz, target_sr=16000) for c in clips]
     inputs = processor(text=text, audio=arrays, sampling_rate=16000, return_tensors="pt")
     with torch.no_grad():
@@ -143,14 +164,21 @@ def test_pairs_match_an_independent_greedy_decode(tiny_qwen2_audio_dir: Path) ->
 
 
 def test_instructions_match_an_independent_greedy_decode(tiny_qwen2_audio_dir: Path) -> None:
-    request = InstructionRequest(item_id="i1", text="Good morning.", language="en",
-                                 instruction="Speak slowly, in a deep and calm voice.", task="APS",
-                                 audio=_sine(24000, 0.5, 330.0))
+    request = InstructionRequest(
+        item_id="i1",
+        text="Good morning.",
+        language="en",
+        instruction="Speak slowly, in a deep and calm voice.",
+        task="APS",
+        audio=_sine(24000, 0.5, 330.0),
+    )
     judge = TransformersAudioJudge(str(tiny_qwen2_audio_dir), max_new_tokens=MAX_NEW_TOKENS)
     [verdict] = judge.judge_instructions([request])
     content = [
-        {"type": "text", "text": instruction_prompt(request.text, request.instruction, request.task)
-         + "\n\nRecording: "},
+        {
+            "type": "text",
+            "text": instruction_prompt(request.text, request.instruction, request.task) + "\n\nRecording: ",
+        },
         {"type": "audio"},
     ]
     expected, n_prompt = _independent_decode(tiny_qwen2_audio_dir, content, [request.audio])
@@ -165,8 +193,7 @@ def test_sampling_retries_and_a_failed_item_does_not_stop_the_batch(
     import torch
 
     torch.manual_seed(1)
-    judge = TransformersAudioJudge(str(tiny_qwen2_audio_dir), max_new_tokens="4", temperature="1.0",
-                                   max_attempts="2")
+    judge = TransformersAudioJudge(str(tiny_qwen2_audio_dir), max_new_tokens="4", temperature="1.0", max_attempts="2")
     model, _ = judge._load()
     calls = {"n": 0}
     real_generate = model.generate

@@ -19,8 +19,11 @@ def judged_run(prefect_api: str, small_dataset: Path, tmp_path_factory: pytest.T
     calls = store / "synth-calls.txt"
     env = cli_env(prefect_api, TTSEVAL_PLUGINS=json.dumps({"tts": {"counting-flite": "tests.fakes:CountingFliteTTS"}}))
     systems = SYSTEMS_TEMPLATE.format(log=calls)
-    result = run_cli(["evaluate", "--dataset", str(small_dataset), "--systems", systems, "--store", str(store),
-                      "--run-id", "j"], env, cwd=store)
+    result = run_cli(
+        ["evaluate", "--dataset", str(small_dataset), "--systems", systems, "--store", str(store), "--run-id", "j"],
+        env,
+        cwd=store,
+    )
     assert result.returncode == 0, result.stderr[-4000:]
     return store, env, systems, calls, result
 
@@ -39,7 +42,11 @@ def test_default_run_judges_every_candidate_against_the_first_system(judged_run)
     # order is randomized per comparison and mapped back: both orders occur, and the mapping is consistent
     assert ok["candidate_first"].nunique() == 2
     first_won = ok["winner_raw"] == "first"
-    assert ((ok["winner"] == "candidate") == (first_won == ok["candidate_first"])).where(ok["winner_raw"] != "tie", True).all()
+    assert (
+        ((ok["winner"] == "candidate") == (first_won == ok["candidate_first"]))
+        .where(ok["winner_raw"] != "tie", True)
+        .all()
+    )
     w = pd.read_parquet(store / "runs" / "j" / "winrates")
     overall = w[w["level"] == "overall"].set_index("system_id")
     assert len(overall) == 2 and overall["n_judged"].eq(7).all() and overall["n_skipped"].eq(2).all()
@@ -62,8 +69,21 @@ def test_rerun_judges_nothing(judged_run) -> None:
     store, env, systems, calls, _ = judged_run
     n_calls = len(calls.read_text().splitlines())
     logs_before = len(list((store / "runs" / "j" / "log").glob("*.json")))
-    result = run_cli(["evaluate", "--dataset", str(_dataset_of(store)), "--systems", systems, "--store", str(store),
-                 "--run-id", "j"], env, cwd=store)
+    result = run_cli(
+        [
+            "evaluate",
+            "--dataset",
+            str(_dataset_of(store)),
+            "--systems",
+            systems,
+            "--store",
+            str(store),
+            "--run-id",
+            "j",
+        ],
+        env,
+        cwd=store,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     log = json.loads(sorted((store / "runs" / "j" / "log").glob("*.json"))[-1].read_text())
     assert len(list((store / "runs" / "j" / "log").glob("*.json"))) == logs_before + 1
@@ -80,8 +100,19 @@ def test_backfill_second_judge_makes_no_synthesis_calls_and_report_compares(judg
     store, env, _, calls, _ = judged_run
     n_calls = len(calls.read_text().splitlines())
     synth_parts = sorted(p.name for p in (store / "runs" / "j" / "synthesis").iterdir())
-    result = run_cli(["backfill-judge", "--store", str(store), "--run-id", "j", "--judge",
-                      "objective:cer_margin=0.3:mos_margin=0.5"], env, cwd=store)
+    result = run_cli(
+        [
+            "backfill-judge",
+            "--store",
+            str(store),
+            "--run-id",
+            "j",
+            "--judge",
+            "objective:cer_margin=0.3:mos_margin=0.5",
+        ],
+        env,
+        cwd=store,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert len(calls.read_text().splitlines()) == n_calls, "a backfill must not synthesize"
     assert sorted(p.name for p in (store / "runs" / "j" / "synthesis").iterdir()) == synth_parts
@@ -103,16 +134,43 @@ def test_backfill_second_judge_makes_no_synthesis_calls_and_report_compares(judg
     report = (store / "runs" / "j" / "report.md").read_text()
     assert report.count("## Win-rate vs baseline") == 2 and "## Judge agreement" in report
     assert "Kendall's W" in report
-    again = run_cli(["backfill-judge", "--store", str(store), "--run-id", "j", "--judge",
-                     "objective:cer_margin=0.3:mos_margin=0.5"], env, cwd=store)
+    again = run_cli(
+        [
+            "backfill-judge",
+            "--store",
+            str(store),
+            "--run-id",
+            "j",
+            "--judge",
+            "objective:cer_margin=0.3:mos_margin=0.5",
+        ],
+        env,
+        cwd=store,
+    )
     assert again.returncode == 0 and "reused 18 comparisons, computed 0" in again.stdout
 
 
 def test_strong_prompting_sends_the_category_description(prefect_api: str, small_dataset: Path, tmp_path: Path) -> None:
-    env = cli_env(prefect_api, TTSEVAL_PLUGINS=json.dumps({"tts": {"instructed-tone": "tests.fakes:InstructedToneTTS"}}))
-    result = run_cli(["evaluate", "--dataset", str(small_dataset), "--systems",
-                      "instructed-tone,instructed-tone:prompt=category", "--store", str(tmp_path), "--run-id", "p",
-                      "--judges", ""], env, cwd=tmp_path)
+    env = cli_env(
+        prefect_api, TTSEVAL_PLUGINS=json.dumps({"tts": {"instructed-tone": "tests.fakes:InstructedToneTTS"}})
+    )
+    result = run_cli(
+        [
+            "evaluate",
+            "--dataset",
+            str(small_dataset),
+            "--systems",
+            "instructed-tone,instructed-tone:prompt=category",
+            "--store",
+            str(tmp_path),
+            "--run-id",
+            "p",
+            "--judges",
+            "",
+        ],
+        env,
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     s = pd.read_parquet(tmp_path / "runs" / "p" / "synthesis")
     assert s["system_id"].nunique() == 2, "prompted and unprompted are different systems"
@@ -120,8 +178,20 @@ def test_strong_prompting_sends_the_category_description(prefect_api: str, small
     prompted = s[s["system_spec"] == "instructed-tone:prompt=category"]
     # different instructions -> different audio; the unprompted system got none (one tone for all items)
     assert plain["audio_sha256"].nunique() == 1 and prompted["audio_sha256"].nunique() > 1
-    refused = run_cli(["evaluate", "--dataset", str(small_dataset), "--systems", "flite:slt:prompt=category",
-                       "--store", str(tmp_path / "x")], env, cwd=tmp_path, timeout_s=120)
+    refused = run_cli(
+        [
+            "evaluate",
+            "--dataset",
+            str(small_dataset),
+            "--systems",
+            "flite:slt:prompt=category",
+            "--store",
+            str(tmp_path / "x"),
+        ],
+        env,
+        cwd=tmp_path,
+        timeout_s=120,
+    )
     assert refused.returncode == 2 and "takes no instruction" in refused.stderr
 
 
@@ -138,8 +208,11 @@ def test_backfill_gemini_judge_against_fake_server_counts_calls_retries_and_pars
         fake.script("sobremesa", [Reply.error(500), ok, ok])
         fake.script("When the chef stirred", [Reply.malformed()] * 4)  # both comparisons stay unparseable
         spec = f"gemini:gemini-2.5-pro:base_url={fake.base_url}:backoff_s=0.01:max_attempts=2"
-        result = run_cli(["backfill-judge", "--store", str(store), "--run-id", "j", "--judge", spec],
-                         env | {"GEMINI_API_KEY": key, "TTSEVAL_POSITION_AUDIT_SHARE": "0"}, cwd=store)
+        result = run_cli(
+            ["backfill-judge", "--store", str(store), "--run-id", "j", "--judge", spec],
+            env | {"GEMINI_API_KEY": key, "TTSEVAL_POSITION_AUDIT_SHARE": "0"},
+            cwd=store,
+        )
         assert result.returncode == 0, result.stderr[-3000:]
         assert fake.pending() == {}
         # 9 items x 2 candidates = 18 comparisons; French and Pashto lack the baseline clip: 14 reach the judge.
@@ -163,8 +236,8 @@ def test_backfill_gemini_judge_against_fake_server_counts_calls_retries_and_pars
     assert (judged["cost_usd"] > 0).all() and len(calls.read_text().splitlines()) == n_calls
     # the leaderboard's judge $ per system: the sum of that system's comparison costs
     report = (store / "runs" / "j" / "report.md").read_text()
-    board = report[report.index(f"judge {spec}"):]
-    board = board[:board.index("![win-rate by depth]")]
+    board = report[report.index(f"judge {spec}") :]
+    board = board[: board.index("![win-rate by depth]")]
     synthesis = pd.read_parquet(store / "runs" / "j" / "synthesis")
     spec_of = dict(zip(synthesis["system_id"], synthesis["system_spec"]))
     for system_id, cost in judged.groupby("system_id")["cost_usd"].sum().items():
@@ -197,9 +270,11 @@ def test_a_judge_vendor_limit_holds_across_both_workers(judged_run, tmp_path: Pa
         # two shards of 8 comparisons, one per worker, each asking 4 at once: 8 in flight without the limit
         spec = f"gemini:gemini-2.5-flash:base_url={slow.base_url}:temperature=0.1"
         limits = json.dumps({"gemini": {"concurrency": 1}})
-        result = run_cli(["backfill-judge", "--store", str(copy), "--run-id", "j", "--judge", spec, "--workers", "2"],
-                         env | {"GEMINI_API_KEY": "fake-key", "TTSEVAL_VENDOR_LIMITS": limits,
-                                "TTSEVAL_SHARD_SIZE": "8"}, cwd=copy)
+        result = run_cli(
+            ["backfill-judge", "--store", str(copy), "--run-id", "j", "--judge", spec, "--workers", "2"],
+            env | {"GEMINI_API_KEY": "fake-key", "TTSEVAL_VENDOR_LIMITS": limits, "TTSEVAL_SHARD_SIZE": "8"},
+            cwd=copy,
+        )
         assert result.returncode == 0, result.stderr[-3000:]
         # 14 comparisons, and the same 14 in the other order (the position audit): every call gated
         assert slow.ok_responses == 28 and slow.max_in_flight == 1, result.stdout + result.stderr[-3000:]
@@ -213,8 +288,11 @@ def test_position_audit_of_a_judge_that_always_picks_clip_one(judged_run, tmp_pa
     copy = _copy_of(store, tmp_path / "store")
     with FakeGemini() as fake:  # its default verdict is always "clip_1": pure position bias
         spec = f"gemini:gemini-2.5-flash:base_url={fake.base_url}:temperature=0.3"
-        result = run_cli(["backfill-judge", "--store", str(copy), "--run-id", "j", "--judge", spec],
-                         env | {"GEMINI_API_KEY": "fake-key"}, cwd=copy)
+        result = run_cli(
+            ["backfill-judge", "--store", str(copy), "--run-id", "j", "--judge", spec],
+            env | {"GEMINI_API_KEY": "fake-key"},
+            cwd=copy,
+        )
         assert result.returncode == 0, result.stderr[-3000:]
         # 18 pairs, fewer than position_audit_min (50): all audited; 4 lack a clip (skipped in both tables)
         assert fake.ok_responses == 28 and "18 asked in the other order" in result.stdout
@@ -229,14 +307,16 @@ def test_position_audit_of_a_judge_that_always_picks_clip_one(judged_run, tmp_pa
     # worked by hand: clip 1 always wins, so every verdict flips (consistency 0 %), the first clip wins all
     # decided answers (100 %), and with both orders every pair scores (1 + 0) / 2: win-rate 50 % for each system
     report = (copy / "runs" / "j" / "report.md").read_text()
-    assert ("**Warning: this judge does not rank.** it answered 'first' on all 14 parsed comparisons: a constant "
-            "judge is not a ranking.") in report
+    assert (
+        "**Warning: this judge does not rank.** it answered 'first' on all 14 parsed comparisons: a constant "
+        "judge is not a ranking."
+    ) in report
     sections = report.split("## Win-rate vs baseline")[1:]
     objective = next(x for x in sections if "judge objective" in x.splitlines()[0])
     assert "does not rank" not in objective  # the objective judge's verdicts vary
     mine = next(x for x in sections if "temperature=0.3" in x.splitlines()[0])
     assert "does not rank" in mine
-    section = report[report.index("## Position bias"):]
+    section = report[report.index("## Position bias") :]
     row = next(line for line in section.splitlines() if line.startswith("| gemini"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[1:4] == ["14", "0.0", "100.0"], row
@@ -262,12 +342,24 @@ def test_a_cascade_sends_only_the_pairs_the_cheap_judge_cannot_settle(judged_run
     with FakeGemini(responder=longer_clip_wins) as cheap, FakeGemini() as strong:
         tie = Reply.ok(PAIRWISE_OK | {"winner": "tie", "difference": "none"})
         cheap.script("the chef stirred", [tie] * 4)  # one item, two candidates, both orders: a tie each time
-        cascades = {"fs": {"cheap": f"gemini:gemini-2.5-flash:base_url={cheap.base_url}:input_usd_per_mtok=0.1"
-                                    ":output_usd_per_mtok=0.4",
-                           "strong": f"gemini:gemini-2.5-pro:base_url={strong.base_url}", "audit_share": 0.5}}
-        result = run_cli(["backfill-judge", "--store", str(copy), "--run-id", "j", "--judge", "cascade:fs"],
-                         env | {"GEMINI_API_KEY": "fake-key", "TTSEVAL_CASCADES": json.dumps(cascades),
-                                "TTSEVAL_POSITION_AUDIT_SHARE": "0"}, cwd=copy)
+        cascades = {
+            "fs": {
+                "cheap": f"gemini:gemini-2.5-flash:base_url={cheap.base_url}:input_usd_per_mtok=0.1"
+                ":output_usd_per_mtok=0.4",
+                "strong": f"gemini:gemini-2.5-pro:base_url={strong.base_url}",
+                "audit_share": 0.5,
+            }
+        }
+        result = run_cli(
+            ["backfill-judge", "--store", str(copy), "--run-id", "j", "--judge", "cascade:fs"],
+            env
+            | {
+                "GEMINI_API_KEY": "fake-key",
+                "TTSEVAL_CASCADES": json.dumps(cascades),
+                "TTSEVAL_POSITION_AUDIT_SHARE": "0",
+            },
+            cwd=copy,
+        )
         assert result.returncode == 0, result.stderr[-3000:]
         strong_calls = strong.ok_responses
     j = pd.read_parquet(copy / "runs" / "j" / "judgments")
@@ -286,11 +378,12 @@ def test_a_cascade_sends_only_the_pairs_the_cheap_judge_cannot_settle(judged_run
     line = next(l for l in report.splitlines() if l.startswith("Cascade:"))
     # the audit's agreement by hand: the strong fake always says clip 1; the cheap one said it where it was longer
     agree = (audited["winner_raw"] == "first").mean() * 100
-    assert line == (f"Cascade: 2 of 14 pairs (14.3%) went to the strong judge (subtle 2, tie 2); cheap judge $0.0034, "
-                    f"strong judge ${strong_calls * 0.00175:.4f}. On {len(audited)} settled pairs the strong judge also "
-                    f"heard, it gave the cheap judge's answer {agree:.1f}% of the time."), line
-    assert re.search(r"\[strong: tie, subtle; cheap \$0\.000240, strong \$0\.001750\]",
-                     escalated.iloc[0]["comparison"])
+    assert line == (
+        f"Cascade: 2 of 14 pairs (14.3%) went to the strong judge (subtle 2, tie 2); cheap judge $0.0034, "
+        f"strong judge ${strong_calls * 0.00175:.4f}. On {len(audited)} settled pairs the strong judge also "
+        f"heard, it gave the cheap judge's answer {agree:.1f}% of the time."
+    ), line
+    assert re.search(r"\[strong: tie, subtle; cheap \$0\.000240, strong \$0\.001750\]", escalated.iloc[0]["comparison"])
 
 
 def test_self_consistency_end_to_end(judged_run, tmp_path: Path) -> None:
@@ -302,8 +395,11 @@ def test_self_consistency_end_to_end(judged_run, tmp_path: Path) -> None:
         second = Reply.ok(PAIRWISE_OK | {"winner": "clip_2"})
         fake.script("the chef stirred", [second])  # one sample of one comparison disagrees
         spec = f"gemini:gemini-2.5-flash:base_url={fake.base_url}:temperature=0.7:samples=3"
-        result = run_cli(["backfill-judge", "--store", str(copy), "--run-id", "j", "--judge", spec],
-                         env | {"GEMINI_API_KEY": "fake-key", "TTSEVAL_POSITION_AUDIT_SHARE": "0"}, cwd=copy)
+        result = run_cli(
+            ["backfill-judge", "--store", str(copy), "--run-id", "j", "--judge", spec],
+            env | {"GEMINI_API_KEY": "fake-key", "TTSEVAL_POSITION_AUDIT_SHARE": "0"},
+            cwd=copy,
+        )
         assert result.returncode == 0, result.stderr[-3000:]
         assert fake.ok_responses == 14 * 3
     j = pd.read_parquet(copy / "runs" / "j" / "judgments")
@@ -314,16 +410,18 @@ def test_self_consistency_end_to_end(judged_run, tmp_path: Path) -> None:
     assert (mine["winner_raw"] == "first").all()  # the majority holds
     report = (copy / "runs" / "j" / "report.md").read_text()
     expected = f"{100 * (13 + 2 / 3) / 14:.1f}"
-    assert (f"Self-consistency: 3 samples per comparison at temperature > 0; the samples agree with the majority "
-            f"verdict {expected}% of the time on average.") in report
+    assert (
+        f"Self-consistency: 3 samples per comparison at temperature > 0; the samples agree with the majority "
+        f"verdict {expected}% of the time on average."
+    ) in report
 
 
 def test_a_budget_keeps_the_judgements_it_can_pay_for(judged_run, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ttseval.core.config import load_settings
+    from ttseval.core.store import ArtifactStore
     from ttseval.flows.common import stored_systems
     from ttseval.tasks.cost import JUDGE_PROMPT_TOKENS, Budget
     from ttseval.tasks.judge import PAIRWISE, plan_judge, within_judge_budget
-    from ttseval.core.config import load_settings
-    from ttseval.core.store import ArtifactStore
 
     monkeypatch.setenv("GEMINI_API_KEY", "fake-key")
     store_dir, _, _, _, _ = judged_run
@@ -361,8 +459,9 @@ def test_human_alignment_from_a_csv(judged_run, tmp_path: Path) -> None:
     human.loc[:1, "preference"] = human.loc[:1, "preference"].map(flip)  # people disagree on two of 14
     csv = tmp_path / "human.csv"
     human.to_csv(csv, index=False)
-    result = run_cli(["human-alignment", "--store", str(store), "--run-id", "j", "--human", str(csv)], env, cwd=store,
-                     timeout_s=120)
+    result = run_cli(
+        ["human-alignment", "--store", str(store), "--run-id", "j", "--human", str(csv)], env, cwd=store, timeout_s=120
+    )
     assert result.returncode == 0, result.stderr
     line = next(l for l in result.stdout.splitlines() if l.startswith("objective "))
     n, agree, alpha = line.split()[1:4]
@@ -370,26 +469,40 @@ def test_human_alignment_from_a_csv(judged_run, tmp_path: Path) -> None:
     # independent: the krippendorff package on the two raters' labels coded as integers
     codes = {"candidate": 0, "baseline": 1, "tie": 2}
     data = np.array([mine["winner"].map(codes).to_numpy(), human["preference"].map(codes).to_numpy()], dtype=float)
-    assert float(alpha) == pytest.approx(krippendorff.alpha(reliability_data=data, level_of_measurement="nominal"),
-                                         abs=1e-3)
+    assert float(alpha) == pytest.approx(
+        krippendorff.alpha(reliability_data=data, level_of_measurement="nominal"), abs=1e-3
+    )
     # independent: scipy's Spearman over the per-system win-rates (win 1, tie 0.5, loss 0) of each side
     import scipy.stats
 
     score = {"candidate": 1.0, "tie": 0.5, "baseline": 0.0}
-    rates = pd.DataFrame({"system_id": mine["system_id"].to_numpy(), "judge": mine["winner"].map(score).to_numpy(),
-                          "human": human["preference"].map(score).to_numpy()}).groupby("system_id").mean()
+    rates = (
+        pd.DataFrame(
+            {
+                "system_id": mine["system_id"].to_numpy(),
+                "judge": mine["winner"].map(score).to_numpy(),
+                "human": human["preference"].map(score).to_numpy(),
+            }
+        )
+        .groupby("system_id")
+        .mean()
+    )
     rho = line.split()[4]
     expected = scipy.stats.spearmanr(rates["judge"], rates["human"]).statistic
     assert (rho == "nan") if np.isnan(expected) else float(rho) == pytest.approx(expected, abs=1e-3)
     # per category, by hand: the two flipped rows' categories lose one agreement each
     items = pd.read_parquet(store / "runs" / "j" / "items").set_index("item_id")["category"]
-    per = next(l for l in result.stdout.splitlines()[result.stdout.splitlines().index(line):]
-               if l.strip().startswith("agreement per category:"))
+    per = next(
+        l
+        for l in result.stdout.splitlines()[result.stdout.splitlines().index(line) :]
+        if l.strip().startswith("agreement per category:")
+    )
     cats = human.assign(category=human["item_id"].map(items), same=mine["winner"].to_numpy() == human["preference"])
     for category, g in cats.groupby("category"):
         assert f"{category} {g['same'].mean():.3f} ({len(g)})" in per, per
     bad = tmp_path / "bad.csv"
     bad.write_text("item,who\n")
-    refused = run_cli(["human-alignment", "--store", str(store), "--run-id", "j", "--human", str(bad)], env,
-                      cwd=store, timeout_s=120)
+    refused = run_cli(
+        ["human-alignment", "--store", str(store), "--run-id", "j", "--human", str(bad)], env, cwd=store, timeout_s=120
+    )
     assert refused.returncode == 2 and "missing column(s) item_id, preference, system_id" in refused.stderr

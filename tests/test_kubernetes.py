@@ -22,6 +22,7 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
+
 from ttseval.core.config import Settings
 from ttseval.core.errors import ConfigError
 from ttseval.flows.runner import kubernetes_specs, runner_kwargs
@@ -41,8 +42,9 @@ def crd_schema(kind: str) -> dict[str, Any]:
     [version] = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
     schema = _strict(version["schema"]["openAPIV3Schema"])
     # a CRD's schema lists spec and status; the API server adds the fields every object has
-    schema["properties"].update({"apiVersion": {"type": "string"}, "kind": {"type": "string"},
-                                 "metadata": {"type": "object"}})
+    schema["properties"].update(
+        {"apiVersion": {"type": "string"}, "kind": {"type": "string"}, "metadata": {"type": "object"}}
+    )
     return schema
 
 
@@ -52,7 +54,11 @@ def _strict(schema: Any) -> Any:
     if not isinstance(schema, dict):
         return schema
     out = {k: _strict(v) for k, v in schema.items()}
-    if "properties" in out and "additionalProperties" not in out and not out.get("x-kubernetes-preserve-unknown-fields"):
+    if (
+        "properties" in out
+        and "additionalProperties" not in out
+        and not out.get("x-kubernetes-preserve-unknown-fields")
+    ):
         out["additionalProperties"] = False
     if out.get("x-kubernetes-int-or-string"):
         out.pop("type", None)
@@ -83,14 +89,14 @@ def manifests() -> list[tuple[str, dict[str, Any]]]:
     for path in sorted(K8S.glob("*.yaml")):
         if path.name in ("kustomization.yaml", "prefect-worker-values.yaml"):  # kustomize's and Helm's, not objects
             continue
-        out += [(f"{path.name}: {d['kind']} {d['metadata']['name']}", d) for d in yaml.safe_load_all(path.read_text())
-                if d]
+        out += [
+            (f"{path.name}: {d['kind']} {d['metadata']['name']}", d) for d in yaml.safe_load_all(path.read_text()) if d
+        ]
     return out
 
 
 @pytest.mark.parametrize("name, document", manifests(), ids=[n for n, _ in manifests()])
-def test_every_manifest_in_infra_k8s_is_valid_for_kubernetes_and_the_dask_operator(name: str,
-                                                                                   document: dict) -> None:
+def test_every_manifest_in_infra_k8s_is_valid_for_kubernetes_and_the_dask_operator(name: str, document: dict) -> None:
     check(document)
 
 
@@ -100,9 +106,19 @@ def test_the_manifests_cover_every_kind_the_deployment_needs() -> None:
 
 
 def test_the_cluster_made_from_the_settings_is_valid_with_cpu_and_gpu_worker_groups() -> None:
-    settings = Settings(cluster="kubernetes", gpu=True, kubernetes={
-        "name": "nightly", "image": "registry.example/ttseval-cpu:0.1.0", "workers": 4, "worker_cpu": "2",
-        "worker_memory": "6Gi", "gpu_workers": 2, "gpu_image": "registry.example/ttseval-cuda:0.1.0"})
+    settings = Settings(
+        cluster="kubernetes",
+        gpu=True,
+        kubernetes={
+            "name": "nightly",
+            "image": "registry.example/ttseval-cpu:0.1.0",
+            "workers": 4,
+            "worker_cpu": "2",
+            "worker_memory": "6Gi",
+            "gpu_workers": 2,
+            "gpu_image": "registry.example/ttseval-cuda:0.1.0",
+        },
+    )
     cluster, groups = kubernetes_specs(settings)
     check(cluster)
     assert [g["metadata"]["name"] for g in groups] == ["nightly-gpu"]
@@ -121,12 +137,15 @@ def test_the_cluster_made_from_the_settings_is_valid_with_cpu_and_gpu_worker_gro
     kwargs = runner_kwargs(settings)
     assert kwargs["cluster_class"].__name__ == "kube_cluster" and kwargs["cluster_kwargs"]["cluster"] == cluster
     with pytest.raises(ConfigError, match="set kubernetes.gpu_workers"):
-        kubernetes_specs(settings.model_copy(update={"kubernetes": settings.kubernetes.model_copy(
-            update={"gpu_workers": 0})}))
+        kubernetes_specs(
+            settings.model_copy(update={"kubernetes": settings.kubernetes.model_copy(update={"gpu_workers": 0})})
+        )
 
 
 def test_a_spec_file_is_taken_as_it_is_and_must_hold_one_dask_cluster(tmp_path: Path) -> None:
-    cluster, groups = kubernetes_specs(Settings(cluster="kubernetes", kubernetes={"spec": str(K8S / "dask-cluster.yaml")}))
+    cluster, groups = kubernetes_specs(
+        Settings(cluster="kubernetes", kubernetes={"spec": str(K8S / "dask-cluster.yaml")})
+    )
     assert cluster["metadata"]["name"] == "ttseval" and [g["metadata"]["name"] for g in groups] == ["ttseval-gpu"]
     (tmp_path / "two.yaml").write_text(yaml.safe_dump_all([cluster, cluster]))
     with pytest.raises(ConfigError, match="must hold one DaskCluster"):
@@ -153,17 +172,30 @@ def test_the_validators_refuse_broken_manifests() -> None:
 
 
 def test_a_kubernetes_run_is_refused_before_anything_is_written_when_its_pods_could_not_report_or_store(
-        prefect_api: str, tmp_path: Path) -> None:
+    prefect_api: str, tmp_path: Path
+) -> None:
     """cluster = kubernetes with the command's own Prefect server (on its loopback) and a store folder on this host:
     the pods reach neither. Exit 2 naming both fixes, no traceback, no store made, no Kubernetes API asked (there is
     none here). A spec file that is not a DaskCluster is refused the same way."""
     from tests.conftest import cli_env, demo_items, run_cli
 
     demo_items(tmp_path / "one.jsonl", ["emo-a-d0"])
-    args = ["evaluate", "--dataset", "one.jsonl", "--systems", "espeak-ng:en-us", "--judges", "", "--store",
-            str(tmp_path / "store"), "--run-id", "r"]
-    env = cli_env(prefect_api, TTSEVAL_CLUSTER="kubernetes", PREFECT_HOME=str(tmp_path / "ph"),
-                  TTSEVAL_PREFECT_SERVER_KEEP_S="0")  # the server the command starts is not left running
+    args = [
+        "evaluate",
+        "--dataset",
+        "one.jsonl",
+        "--systems",
+        "espeak-ng:en-us",
+        "--judges",
+        "",
+        "--store",
+        str(tmp_path / "store"),
+        "--run-id",
+        "r",
+    ]
+    env = cli_env(
+        prefect_api, TTSEVAL_CLUSTER="kubernetes", PREFECT_HOME=str(tmp_path / "ph"), TTSEVAL_PREFECT_SERVER_KEEP_S="0"
+    )  # the server the command starts is not left running
     env.pop("PREFECT_API_URL")
     done = run_cli(args, env, cwd=tmp_path, timeout_s=300)
     assert done.returncode == 2, done.stderr[-3000:]
@@ -173,8 +205,12 @@ def test_a_kubernetes_run_is_refused_before_anything_is_written_when_its_pods_co
     assert f"the store '{tmp_path / 'store'}' is a folder on this host" in done.stderr
     assert not (tmp_path / "store").exists()
     (tmp_path / "spec.yaml").write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n", encoding="utf-8")
-    spec = run_cli(args, cli_env(prefect_api, TTSEVAL_CLUSTER="kubernetes",
-                                 TTSEVAL_KUBERNETES__SPEC=str(tmp_path / "spec.yaml")), cwd=tmp_path, timeout_s=300)
+    spec = run_cli(
+        args,
+        cli_env(prefect_api, TTSEVAL_CLUSTER="kubernetes", TTSEVAL_KUBERNETES__SPEC=str(tmp_path / "spec.yaml")),
+        cwd=tmp_path,
+        timeout_s=300,
+    )
     assert spec.returncode == 2, spec.stderr[-3000:]
     assert "must hold one DaskCluster and any DaskWorkerGroups, nothing else (found: ConfigMap)" in spec.stderr
     assert "Traceback" not in spec.stderr and not (tmp_path / "store").exists()

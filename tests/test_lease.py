@@ -10,7 +10,7 @@ import socket
 import subprocess
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pandas as pd
@@ -31,9 +31,15 @@ def store(tmp_path: Path, request: pytest.FixtureRequest) -> ArtifactStore:
 
 def _plant(store: ArtifactStore, run_id: str, **holder: object) -> None:
     """A lease written by someone else (a dead process, another host)."""
-    record = {"token": "theirs", "host": socket.gethostname(), "pid": 1, "purpose": "evaluate",
-              "acquired_at": "2026-11-24T00:00:00+00:00", "renewed_at": datetime.now(timezone.utc).isoformat(),
-              "ttl_s": 120} | holder
+    record = {
+        "token": "theirs",
+        "host": socket.gethostname(),
+        "pid": 1,
+        "purpose": "evaluate",
+        "acquired_at": "2026-11-24T00:00:00+00:00",
+        "renewed_at": datetime.now(UTC).isoformat(),
+        "ttl_s": 120,
+    } | holder
     store.write_bytes(f"runs/{run_id}/.lease", json.dumps(record).encode())
 
 
@@ -45,9 +51,12 @@ def _dead_pid() -> int:
 
 def test_a_second_writer_is_refused_naming_the_first_then_takes_the_released_lease(store: ArtifactStore) -> None:
     first = RunLease(store, "r", purpose="evaluate of 3 systems").acquire()
-    with pytest.raises(RunBusyError, match=r"run 'r' is being written by another invocation \(evaluate of 3 "
-                                           rf"systems on host {socket.gethostname()}, pid \d+, since .*nothing was "
-                                           "written"):
+    with pytest.raises(
+        RunBusyError,
+        match=r"run 'r' is being written by another invocation \(evaluate of 3 "
+        rf"systems on host {socket.gethostname()}, pid \d+, since .*nothing was "
+        "written",
+    ):
         RunLease(store, "r").acquire()
     first.release()
     assert not store.exists("runs/r/.lease")
@@ -56,7 +65,8 @@ def test_a_second_writer_is_refused_naming_the_first_then_takes_the_released_lea
 
 
 def test_a_dead_holder_on_this_host_is_taken_over_at_once_a_live_one_from_elsewhere_is_not(
-        store: ArtifactStore) -> None:
+    store: ArtifactStore,
+) -> None:
     _plant(store, "dead", pid=_dead_pid())  # SIGKILLed mid-run: its pid no longer runs
     lease = RunLease(store, "dead").acquire()
     assert lease.taken_over["token"] == "theirs"
@@ -65,8 +75,7 @@ def test_a_dead_holder_on_this_host_is_taken_over_at_once_a_live_one_from_elsewh
     with pytest.raises(RunBusyError, match="on host another-host"):
         RunLease(store, "far").acquire()
     # ... until it has not been renewed for the ttl
-    _plant(store, "far", host="another-host",
-           renewed_at=(datetime.now(timezone.utc) - timedelta(seconds=121)).isoformat())
+    _plant(store, "far", host="another-host", renewed_at=(datetime.now(UTC) - timedelta(seconds=121)).isoformat())
     RunLease(store, "far").acquire().release()
 
 
@@ -108,10 +117,23 @@ def test_the_holder_renews_and_a_waiter_gets_it_when_released(tmp_path: Path) ->
 
 
 def test_a_second_evaluate_on_a_run_being_written_exits_2_and_nothing_is_duplicated(
-        prefect_api: str, small_dataset: Path, tmp_path: Path) -> None:
+    prefect_api: str, small_dataset: Path, tmp_path: Path
+) -> None:
     env = cli_env(prefect_api)
-    args = [str(BIN / "ttseval"), "evaluate", "--dataset", str(small_dataset), "--systems", "espeak-ng",
-            "--store", str(tmp_path), "--run-id", "busy", "--shard-size", "2"]
+    args = [
+        str(BIN / "ttseval"),
+        "evaluate",
+        "--dataset",
+        str(small_dataset),
+        "--systems",
+        "espeak-ng",
+        "--store",
+        str(tmp_path),
+        "--run-id",
+        "busy",
+        "--shard-size",
+        "2",
+    ]
     first = subprocess.Popen(args, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lease = tmp_path / "runs" / "busy" / ".lease"
     deadline = time.monotonic() + 120
@@ -123,7 +145,10 @@ def test_a_second_evaluate_on_a_run_being_written_exits_2_and_nothing_is_duplica
     assert "run 'busy' is being written by another invocation (evaluate of 1 systems" in second.stderr
     assert first.wait(timeout=600) == 0, first.stderr.read()[-3000:]
     assert not lease.exists()  # released when the run ended
-    for table, key in (("synthesis", ["item_id", "system_id"]), ("transcripts", ["item_id", "system_id", "asr_id"]),
-                       ("quality", ["item_id", "system_id", "quality_id"])):
+    for table, key in (
+        ("synthesis", ["item_id", "system_id"]),
+        ("transcripts", ["item_id", "system_id", "asr_id"]),
+        ("quality", ["item_id", "system_id", "quality_id"]),
+    ):
         raw = pd.read_parquet(tmp_path / "runs" / "busy" / table)  # every part, before any dedup
         assert len(raw) and not raw.duplicated(key).any(), table

@@ -7,12 +7,13 @@ import types
 
 import pytest
 
-from ttseval.tasks import limits
 from ttseval.core.config import load_settings
+from ttseval.tasks import limits
 
 
 def test_booking_spaces_calls_one_period_apart_and_an_idle_clock_starts_at_once(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # Five calls booked at one moment at 4/s start at k/4 s (the spacing worked by hand: k x 1/rate). The moment is
     # held still (the module's clock only), so a pause of this test between bookings cannot shorten the waits.
     monkeypatch.setattr(limits, "time", types.SimpleNamespace(monotonic=lambda: 1000.0))
@@ -41,17 +42,20 @@ def test_the_clock_is_the_schedulers_and_binds_both_workers() -> None:
 
     # At 0.1/s calls are 10 s apart. Six bookings made within a few seconds from two worker processes get waits
     # near 0, 10, ..., 50 s when one clock serves both; a clock per process would give 0, 10, 20 twice.
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
-            Client(cluster, set_as_default=False) as client:
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster,
+        Client(cluster, set_as_default=False) as client,
+    ):
         client.wait_for_workers(2)
         workers = list(client.scheduler_info()["workers"])
-        futures = [client.submit(_book_three_from_a_thread, "test-shared", 0.1, workers=[w], pure=False)
-                   for w in workers]
+        futures = [
+            client.submit(_book_three_from_a_thread, "test-shared", 0.1, workers=[w], pure=False) for w in workers
+        ]
         waits = sorted(w for f in futures for w in f.result(timeout=60))
         assert [round(w / 10) * 10 for w in waits] == [0, 10, 20, 30, 40, 50], waits
         # the LocalCluster's scheduler runs in this process: the clock is here, not in the workers
         assert "test-shared" in limits._clocks
-        assert client.run(_has_clock, "test-shared") == {w: False for w in workers}
+        assert client.run(_has_clock, "test-shared") == dict.fromkeys(workers, False)
 
 
 def test_a_vendor_without_a_limit_costs_nothing_and_a_gate_is_made_once_per_task() -> None:
@@ -89,16 +93,35 @@ def test_a_cascade_s_cheap_judge_is_held_to_its_vendor_s_rate(monkeypatch) -> No
 
     monkeypatch.setattr(limits, "book", recording_book)
     tone = Audio((0.3 * np.sin(np.arange(4000) / 5)).astype(np.float32), 16000)
-    batch = [PairwiseRequest(item_id=f"first-significant-second-{i}", text=f"<p{i}> Is it raining?", language="en",
-                             category="questions", rubric="intonation", first=tone, second=tone,
-                             first_signals={"order": "drawn"}, second_signals={"order": "swapped"})
-             for i in range(4)]
+    batch = [
+        PairwiseRequest(
+            item_id=f"first-significant-second-{i}",
+            text=f"<p{i}> Is it raining?",
+            language="en",
+            category="questions",
+            rubric="intonation",
+            first=tone,
+            second=tone,
+            first_signals={"order": "drawn"},
+            second_signals={"order": "swapped"},
+        )
+        for i in range(4)
+    ]
     with FakeGemini() as fake:
         monkeypatch.setenv("GEMINI_API_KEY", "fake-key")
         monkeypatch.setenv("TTSEVAL_PLUGINS", json.dumps({"judge": {"scripted": "tests.fakes:ScriptedJudge"}}))
-        monkeypatch.setenv("TTSEVAL_CASCADES", json.dumps({"c": {
-            "cheap": f"gemini:gemini-2.5-flash:base_url={fake.base_url}:backoff_s=0.01",
-            "strong": "scripted:strong", "audit_share": 0.0}}))
+        monkeypatch.setenv(
+            "TTSEVAL_CASCADES",
+            json.dumps(
+                {
+                    "c": {
+                        "cheap": f"gemini:gemini-2.5-flash:base_url={fake.base_url}:backoff_s=0.01",
+                        "strong": "scripted:strong",
+                        "audit_share": 0.0,
+                    }
+                }
+            ),
+        )
         cascade = CascadeJudge("c")
         limits.limit_calls(cascade, load_settings(vendor_limits={"gemini": {"per_second": rate}}))
         cascade.judge_pairs(batch)

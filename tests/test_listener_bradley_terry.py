@@ -23,25 +23,39 @@ def _simulated(raters: int, items: int, strengths: dict[str, float], rater_sd: f
     noise, rounded to the -3..3 scale."""
     rng = np.random.default_rng(seed)
     bias = {(r, s): rng.normal(0, rater_sd) for r in range(raters) for s in strengths}
-    rows = [(f"r{r}", f"i{i}", s, float(np.clip(np.round(q + bias[r, s] + rng.normal(0, 1.0)), -3, 3)))
-            for r in range(raters) for i in range(items) for s, q in strengths.items()]
+    rows = [
+        (f"r{r}", f"i{i}", s, float(np.clip(np.round(q + bias[r, s] + rng.normal(0, 1.0)), -3, 3)))
+        for r in range(raters)
+        for i in range(items)
+        for s, q in strengths.items()
+    ]
     return _ratings(rows)
 
 
 def test_cmos_ratings_become_outcomes_by_their_sign() -> None:
-    ratings = _ratings([("r1", "i1", "a", 2.0), ("r1", "i2", "a", 0.0), ("r2", "i1", "a", -1.0),
-                        ("r2", "i2", "b", None), ("r3", "i1", "b", 3.0)], flag=[None, None, None, None, "second"])
+    ratings = _ratings(
+        [
+            ("r1", "i1", "a", 2.0),
+            ("r1", "i2", "a", 0.0),
+            ("r2", "i1", "a", -1.0),
+            ("r2", "i2", "b", None),
+            ("r3", "i1", "b", 3.0),
+        ],
+        flag=[None, None, None, None, "second"],
+    )
     out = rating_outcomes(ratings)
     # the unscored row and the flagged row are left out; +2 a win, 0 a tie, -1 a loss for the system
     assert out[["rater_id", "item_id", "a", "b", "score"]].values.tolist() == [
-        ["r1", "i1", "a", "nat", 1.0], ["r1", "i2", "a", "nat", 0.5], ["r2", "i1", "a", "nat", 0.0]]
+        ["r1", "i1", "a", "nat", 1.0],
+        ["r1", "i2", "a", "nat", 0.5],
+        ["r2", "i1", "a", "nat", 0.0],
+    ]
 
 
 def test_a_hand_worked_case() -> None:
     # worked by hand: 'a' preferred over 'nat' by 3 ratings and tied in 1 (3.5 wins of 4): without a prior the MLE
     # strength difference is logit(3.5 / 4) = ln 7, split +-ln(7)/2 about the mean 0
-    ratings = _ratings([("r1", "i1", "a", 1.0), ("r2", "i1", "a", 2.0), ("r1", "i2", "a", 3.0),
-                        ("r2", "i2", "a", 0.0)])
+    ratings = _ratings([("r1", "i1", "a", 1.0), ("r2", "i1", "a", 2.0), ("r1", "i2", "a", 3.0), ("r2", "i2", "a", 0.0)])
     table = bradley_terry(rating_outcomes(ratings), alpha=0.0, resample="raters+items").set_index("system_id")
     assert table.loc["a", "strength"] == pytest.approx(math.log(7) / 2, abs=1e-8)
     assert table.loc["nat", "strength"] == pytest.approx(-math.log(7) / 2, abs=1e-8)

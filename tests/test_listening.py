@@ -9,7 +9,7 @@ import csv
 import io
 import json
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -18,13 +18,13 @@ import pytest
 import soundfile as sf
 import yaml
 
-from ttseval.tasks.listening import analyse_test, export_test, ingest_ratings
 from tests.conftest import cli_env, run_cli
 from ttseval.core.audio import Audio, sha256_hex
 from ttseval.core.config import load_settings
 from ttseval.core.errors import DatasetError, SpecError
 from ttseval.core.schemas import table_from_rows
 from ttseval.core.store import ArtifactStore
+from ttseval.tasks.listening import analyse_test, export_test, ingest_ratings
 
 RUN = "r"
 SYSTEMS = ("good", "fair", "poor")
@@ -35,10 +35,34 @@ QUALITY = {"good": 75.0, "fair": 60.0, "poor": 35.0, "nat": 92.0, "anchor-x": 50
 DOCUMENTED = {
     None: {"testname", "testId", "bufferSize", "stopOnErrors", "showButtonPreviousPage", "remoteService", "pages"},
     "generic": {"type", "id", "name", "content"},
-    "mushra": {"type", "id", "name", "content", "showWaveform", "enableLooping", "strict", "reference",
-               "createAnchor35", "createAnchor70", "randomize", "showConditionNames", "stimuli", "switchBack"},
-    "likert_single_stimulus": {"type", "id", "name", "content", "showWaveform", "mustRate", "mustPlayback",
-                               "stimuli", "maxStimuli", "response"},
+    "mushra": {
+        "type",
+        "id",
+        "name",
+        "content",
+        "showWaveform",
+        "enableLooping",
+        "strict",
+        "reference",
+        "createAnchor35",
+        "createAnchor70",
+        "randomize",
+        "showConditionNames",
+        "stimuli",
+        "switchBack",
+    },
+    "likert_single_stimulus": {
+        "type",
+        "id",
+        "name",
+        "content",
+        "showWaveform",
+        "mustRate",
+        "mustPlayback",
+        "stimuli",
+        "maxStimuli",
+        "response",
+    },
     "finish": {"type", "name", "content", "showResults", "writeResults", "questionnaire"},
 }
 
@@ -53,14 +77,24 @@ def _voice(f0: float, seconds: float, rate: int, seed: int) -> Audio:
     return Audio((0.1 * sum(np.sin(k * phase) / k for k in harmonics) * bursts + noise).astype(np.float32), rate)
 
 
-def _stored_run(root: Path, systems: tuple[str, ...] = SYSTEMS, items: int = 6, long_item: bool = False) -> ArtifactStore:
+def _stored_run(
+    root: Path, systems: tuple[str, ...] = SYSTEMS, items: int = 6, long_item: bool = False
+) -> ArtifactStore:
     """A run's items and synthesis rows with audio at four different rates and lengths; 'nat' is natural speech."""
     store = ArtifactStore(str(root))
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     rows, synthesis = [], []
     for i in range(items):
-        rows.append({"item_id": f"i{i}", "text": "one two three four five six", "language": "en", "category": "x",
-                     "depth": 0, "created_at": now})
+        rows.append(
+            {
+                "item_id": f"i{i}",
+                "text": "one two three four five six",
+                "language": "en",
+                "category": "x",
+                "depth": 0,
+                "created_at": now,
+            }
+        )
         for k, system in enumerate((*systems, "nat")):
             seconds = 1.5 + 0.1 * i + 0.05 * k
             if long_item and (i, k) in ((0, len(systems)), (1, 0)):  # i0's natural clip, i1's first system's
@@ -68,9 +102,18 @@ def _stored_run(root: Path, systems: tuple[str, ...] = SYSTEMS, items: int = 6, 
             audio = _voice(100 + 25 * k, seconds, (16000, 22050, 24000, 44100)[k % 4], 10 * i + k)
             wav = audio.to_wav_bytes()
             store.put_audio(wav, sha256_hex(wav))
-            synthesis.append({"item_id": f"i{i}", "system_id": system, "system_spec": system, "status": "ok",
-                              "audio_sha256": sha256_hex(wav), "duration_s": audio.duration_s,
-                              "sample_rate_hz": audio.sample_rate_hz, "created_at": now})
+            synthesis.append(
+                {
+                    "item_id": f"i{i}",
+                    "system_id": system,
+                    "system_spec": system,
+                    "status": "ok",
+                    "audio_sha256": sha256_hex(wav),
+                    "duration_s": audio.duration_s,
+                    "sample_rate_hz": audio.sample_rate_hz,
+                    "created_at": now,
+                }
+            )
     store.write_part(RUN, "items", table_from_rows("items", rows))
     store.write_part(RUN, "synthesis", table_from_rows("synthesis", synthesis))
     return store
@@ -83,7 +126,9 @@ def run(tmp_path: Path) -> tuple[ArtifactStore, object]:
 
 
 def _configs(folder: Path, test_id: str) -> list[dict]:
-    return [yaml.safe_load(p.read_text(encoding="utf-8")) for p in sorted((folder / "configs").glob(f"{test_id}-r*.yaml"))]
+    return [
+        yaml.safe_load(p.read_text(encoding="utf-8")) for p in sorted((folder / "configs").glob(f"{test_id}-r*.yaml"))
+    ]
 
 
 def _key(store: ArtifactStore, test_id: str) -> pd.DataFrame:
@@ -95,8 +140,9 @@ def _score(system: str, rater: int, rng: np.random.Generator, bias: float = 0.0)
     return float(np.clip(QUALITY[system] + bias + rng.normal(0, 5), 0, 100))
 
 
-def _mushra_csv(folder: Path, test_id: str, key: pd.DataFrame, seed: int = 0, skip_reference: set | None = None,
-                sessions: int = 1) -> str:
+def _mushra_csv(
+    folder: Path, test_id: str, key: pd.DataFrame, seed: int = 0, skip_reference: set | None = None, sessions: int = 1
+) -> str:
     """mushra.csv as webMUSHRA's service/write.php writes it: session_test_id, the questionnaire's names,
     session_uuid, trial_id, rating_stimulus, rating_score, rating_time, rating_comment; one row per condition of
     each mushra page, the hidden reference as 'reference'."""
@@ -104,8 +150,19 @@ def _mushra_csv(folder: Path, test_id: str, key: pd.DataFrame, seed: int = 0, sk
     rng = np.random.default_rng(seed)
     buf = io.StringIO()
     out = csv.writer(buf)
-    out.writerow(["session_test_id", "rater", "headphones", "session_uuid", "trial_id", "rating_stimulus",
-                  "rating_score", "rating_time", "rating_comment"])
+    out.writerow(
+        [
+            "session_test_id",
+            "rater",
+            "headphones",
+            "session_uuid",
+            "trial_id",
+            "rating_stimulus",
+            "rating_score",
+            "rating_time",
+            "rating_comment",
+        ]
+    )
     for n, config in enumerate(_configs(folder, test_id), start=1):
         for _ in range(sessions):
             session = str(uuid.UUID(int=int(rng.integers(2**63))))
@@ -116,16 +173,18 @@ def _mushra_csv(folder: Path, test_id: str, key: pd.DataFrame, seed: int = 0, sk
                     if stimulus == "reference" and skip_reference and (n, page["id"]) in skip_reference:
                         continue
                     score = _score(systems[(page["id"], stimulus)], n, rng)
-                    out.writerow([config["testId"], f"rater {n}", "yes", session, page["id"], stimulus,
-                                  f"{score:.0f}", 4321, ""])
+                    out.writerow(
+                        [config["testId"], f"rater {n}", "yes", session, page["id"], stimulus, f"{score:.0f}", 4321, ""]
+                    )
     return buf.getvalue()
 
 
 def test_mushra_export_is_a_webmushra_folder_with_a_seeded_design(run: tuple, tmp_path: Path) -> None:
     store, settings = run
     out = tmp_path / "mushra"
-    done = export_test(settings, RUN, out, kind="mushra", test_id="m1", raters=4, items=5, anchor_y_system="poor",
-                       seed=7)
+    done = export_test(
+        settings, RUN, out, kind="mushra", test_id="m1", raters=4, items=5, anchor_y_system="poor", seed=7
+    )
     configs = _configs(out, "m1")
     assert [c["testId"] for c in configs] == ["m1-r01", "m1-r02", "m1-r03", "m1-r04"]
     for config in configs:
@@ -144,8 +203,17 @@ def test_mushra_export_is_a_webmushra_folder_with_a_seeded_design(run: tuple, tm
             assert all(i.duration <= 12 for i in infos)
     orders = [[p["id"] for p in c["pages"] if p["type"] == "mushra"] for c in configs]
     assert len({tuple(o) for o in orders}) > 1 and all(sorted(o) == sorted(orders[0]) for o in orders)
-    again = export_test(settings, RUN, tmp_path / "again", kind="mushra", test_id="m2", raters=4, items=5,
-                        anchor_y_system="poor", seed=7)
+    again = export_test(
+        settings,
+        RUN,
+        tmp_path / "again",
+        kind="mushra",
+        test_id="m2",
+        raters=4,
+        items=5,
+        anchor_y_system="poor",
+        seed=7,
+    )
     assert again["page_orders"] == done["page_orders"] and again["items"] == done["items"]  # the seed decides
     # the key is the run's, never the folder's: no system or item name in any file name or config
     key = _key(store, "m1")
@@ -153,8 +221,9 @@ def test_mushra_export_is_a_webmushra_folder_with_a_seeded_design(run: tuple, tm
     assert set(key.loc[key["stimulus"] == "reference", "role"]) == {"reference"}
     text = "".join(p.read_text() for p in (out / "configs").glob("*.yaml"))
     assert not any(f"{s}" in text for s in ("good", "fair", "poor", "anchor"))
-    assert not list(out.rglob("*key*")) and json.loads(store.read_bytes(f"runs/{RUN}/listening/m1/test.json"))[
-        "seed"] == 7
+    assert (
+        not list(out.rglob("*key*")) and json.loads(store.read_bytes(f"runs/{RUN}/listening/m1/test.json"))["seed"] == 7
+    )
     # Anchor-X is the reference band-limited to 3.5 kHz: no energy left above 4 kHz
     page = key[key["system_id"] == "anchor-x"].iloc[0]
     ref = key[(key["trial_id"] == page["trial_id"]) & (key["stimulus"] == "reference")].iloc[0]
@@ -172,8 +241,9 @@ def test_conditions_past_twelve_are_split_over_pages_and_long_items_left_out(tmp
     systems = tuple(f"s{k}" for k in range(14))
     store = _stored_run(tmp_path / "store", systems=systems, items=3, long_item=True)
     settings = load_settings(store=str(tmp_path / "store"), natural=["nat"])
-    done = export_test(settings, RUN, tmp_path / "out", kind="mushra-nmr", test_id="big", raters=1, items=3,
-                       anchor_y_system="s0")
+    done = export_test(
+        settings, RUN, tmp_path / "out", kind="mushra-nmr", test_id="big", raters=1, items=3, anchor_y_system="s0"
+    )
     # i0's reference is 13 s; i1's s0 clip is 10.5 s, so its Anchor-Y (slowed 1.2x) would pass 12 s
     assert done["left_out_too_long"] == 2 and done["items"] == ["i2"]
     [config] = _configs(tmp_path / "out", "big")
@@ -218,8 +288,10 @@ def test_webmushra_results_round_trip_into_the_ratings_table(run: tuple, tmp_pat
     assert len(stored) == len(ratings) and (stored["score"] == stored["rating_score"]).all()
     assert (stored["rating_time_s"] == 4.321).all()
     assert set(ratings["role"]) == {"system", "reference", "anchor-x"}
-    assert json.loads(ratings["questionnaire"].iloc[0]) == {"rater": ratings["questionnaire"].map(
-        lambda q: json.loads(q)["rater"]).iloc[0], "headphones": "yes"}
+    assert json.loads(ratings["questionnaire"].iloc[0]) == {
+        "rater": ratings["questionnaire"].map(lambda q: json.loads(q)["rater"]).iloc[0],
+        "headphones": "yes",
+    }
     again = ingest_ratings(settings, RUN, "m", [results])  # the same file again changes nothing
     assert again["stored"] == 0 and again["already_stored"] == 60 and len(store.read(RUN, "ratings")) == 60
 
@@ -289,17 +361,22 @@ def _lss_csv(folder: Path, test_id: str, key: pd.DataFrame, rate) -> str:
                 system = "practice" if stimulus == "practice" else systems[(page["id"], stimulus)]
                 values = rate(system, n)
                 if not header_written:
-                    names = ["stimuli_rating"] if len(values) == 1 else [f"stimuli_rating{i + 1}" for i in
-                                                                         range(len(values))]
-                    out.writerow(["session_test_id", "rater", "headphones", "trial_id", *names, "stimuli",
-                                  "rating_time"])
+                    names = (
+                        ["stimuli_rating"]
+                        if len(values) == 1
+                        else [f"stimuli_rating{i + 1}" for i in range(len(values))]
+                    )
+                    out.writerow(
+                        ["session_test_id", "rater", "headphones", "trial_id", *names, "stimuli", "rating_time"]
+                    )
                     header_written = True
                 out.writerow([config["testId"], f"rater {n}", "yes", page["id"], *values, stimulus, 2000])
     return buf.getvalue()
 
 
-def test_mushra_dg_scoresheets_become_formula_scores_with_fault_isolation(run: tuple, tmp_path: Path,
-                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_mushra_dg_scoresheets_become_formula_scores_with_fault_isolation(
+    run: tuple, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from ttseval.tasks.listening import figures
 
     store, settings = run
@@ -310,9 +387,13 @@ def test_mushra_dg_scoresheets_become_formula_scores_with_fault_isolation(run: t
     export_test(settings, RUN, out, kind="mushra-dg", test_id="dg", raters=3, items=3)
     key = _key(store, "dg")
     sheets = {  # per system: MP, SP, US, DA, SEF, WS, L, VQ, R
-        "good": [1, 0, 0, 0, 0, 0, 100, 92.5, 100], "fair": [2, 1, 1, 0, 1, 0, 85, 85, 85],
-        "poor": [4, 2, 2, 3, 2, 1, 70, 60, 60], "nat": [0, 0, 0, 0, 0, 0, 100, 100, 100],
-        "anchor-x": [0, 0, 0, 2, 0, 0, 100, 70, 100], "practice": [0] * 6 + [100] * 3}
+        "good": [1, 0, 0, 0, 0, 0, 100, 92.5, 100],
+        "fair": [2, 1, 1, 0, 1, 0, 85, 85, 85],
+        "poor": [4, 2, 2, 3, 2, 1, 70, 60, 60],
+        "nat": [0, 0, 0, 0, 0, 0, 100, 100, 100],
+        "anchor-x": [0, 0, 0, 2, 0, 0, 100, 70, 100],
+        "practice": [0] * 6 + [100] * 3,
+    }
     (tmp_path / "mushra.csv").write_text(_mushra_csv(out, "dg", key), encoding="utf-8")
     (tmp_path / "lss.csv").write_text(_lss_csv(out, "dg", key, lambda s, n: sheets[s]), encoding="utf-8")
     ingest_ratings(settings, RUN, "dg", [tmp_path / "mushra.csv", tmp_path / "lss.csv"])
@@ -321,9 +402,13 @@ def test_mushra_dg_scoresheets_become_formula_scores_with_fault_isolation(run: t
     by_system = ratings.groupby("system_id")["score"].agg(["min", "max"])
     # appendix A.6 by hand: good 97.5 - 5 = 92.5; fair 85 - 10 - 10 - 5 - 5 = 55;
     # poor 63.33 - 20 - 20 - 10 - 15 - 10 - 25 = -36.67 -> clipped to 0; anchor-x 90 - 10 = 80; nat 100
-    assert by_system.to_dict("index") == {"anchor-x": {"min": 80.0, "max": 80.0}, "fair": {"min": 55.0, "max": 55.0},
-                                          "good": {"min": 92.5, "max": 92.5}, "nat": {"min": 100.0, "max": 100.0},
-                                          "poor": {"min": 0.0, "max": 0.0}}
+    assert by_system.to_dict("index") == {
+        "anchor-x": {"min": 80.0, "max": 80.0},
+        "fair": {"min": 55.0, "max": 55.0},
+        "good": {"min": 92.5, "max": 92.5},
+        "nat": {"min": 100.0, "max": 100.0},
+        "poor": {"min": 0.0, "max": 0.0},
+    }
     assert ratings["slider"].notna().all() and ratings["word_skips"].notna().all()
     markdown = analyse_test(settings, RUN, "dg")
     assert "Fault isolation" in markdown and store.exists(f"runs/{RUN}/listening/dg/faults.png")
@@ -352,8 +437,9 @@ def test_cmos_scores_are_oriented_to_the_system_whatever_order_the_rater_heard(r
     truth = {"good": 1.0, "fair": -0.5, "poor": -2.5}
 
     # each rater hears one order of each pair, drawn per rater: both orders occur
-    heard = [s for c in _configs(out, "c") for p in c["pages"] if p["type"] == "likert_single_stimulus"
-             for s in p["stimuli"]]
+    heard = [
+        s for c in _configs(out, "c") for p in c["pages"] if p["type"] == "likert_single_stimulus" for s in p["stimuli"]
+    ]
     assert len(heard) == 4 * 3 * 3 and 0 < flips[heard].mean() < 1
 
     def oriented(system: str, n: int) -> list[float]:
@@ -373,13 +459,19 @@ def test_cmos_scores_are_oriented_to_the_system_whatever_order_the_rater_heard(r
     assert ratings.groupby("system_id")["score"].unique().map(list).to_dict() == {s: [v] for s, v in truth.items()}
     assert set(ratings["other_system_id"]) == {"nat"}
     markdown = analyse_test(settings, RUN, "c")
-    assert "| good | 12 | +1.00 |" in markdown and "| poor | 12 | -2.50 | 0.00 | ±0.00 | 100.0 | 0.0 | 0.0 |" in markdown
+    assert (
+        "| good | 12 | +1.00 |" in markdown and "| poor | 12 | -2.50 | 0.00 | ±0.00 | 100.0 | 0.0 | 0.0 |" in markdown
+    )
     # the listeners' Bradley-Terry ranking: good wins all 12 ratings against nat, fair and poor lose all 12 (3 items:
     # no interval); items and comparisons per system counted from the 36 ratings
-    board = markdown[markdown.index("**Bradley-Terry ranking from the listeners' choices**"):].split("\n\n")[1]
+    board = markdown[markdown.index("**Bradley-Terry ranking from the listeners' choices**") :].split("\n\n")[1]
     cells = [[c.strip() for c in line.strip("|").split("|")] for line in board.splitlines()[2:]]
-    assert {c[1]: (c[0], c[4], c[5]) for c in cells} == {"good": ("1", "3", "12"), "nat": ("2", "3", "36"),
-                                                         "fair": ("3", "3", "12"), "poor": ("3", "3", "12")}
+    assert {c[1]: (c[0], c[4], c[5]) for c in cells} == {
+        "good": ("1", "3", "12"),
+        "nat": ("2", "3", "36"),
+        "fair": ("3", "3", "12"),
+        "poor": ("3", "3", "12"),
+    }
     assert all("(n too small)" in c[2] for c in cells)
 
 
@@ -389,9 +481,16 @@ def test_plain_csv_mos_with_alpha_and_the_report_section(run: tuple, tmp_path: P
     key = _key(store, "mos")
     rng = np.random.default_rng(0)
     mos = {"good": 4, "fair": 3, "poor": 2, "nat": 5}
-    rows = [{"rater_id": f"lab-{n}", "trial_id": "mos", "stimulus": r.stimulus,
-             "score": int(np.clip(mos[r.system_id] + rng.integers(-1, 2) * (n == 3), 1, 5))}
-            for n in (1, 2, 3) for r in key.itertuples()]
+    rows = [
+        {
+            "rater_id": f"lab-{n}",
+            "trial_id": "mos",
+            "stimulus": r.stimulus,
+            "score": int(np.clip(mos[r.system_id] + rng.integers(-1, 2) * (n == 3), 1, 5)),
+        }
+        for n in (1, 2, 3)
+        for r in key.itertuples()
+    ]
     path = tmp_path / "prolific.csv"
     pd.DataFrame(rows).to_csv(path, index=False)
     ingest_ratings(settings, RUN, "mos", [path])
@@ -406,8 +505,13 @@ def test_plain_csv_mos_with_alpha_and_the_report_section(run: tuple, tmp_path: P
     # the planning table (values: tests/test_listening_planning.py) for the two TTS systems whose means are closest
     means = expected.drop(index="nat")["mean"].sort_values(ascending=False)
     k = int(np.argmin(-np.diff(means.to_numpy())))
-    planning = markdown[markdown.index(f"**Planning: listeners x utterances for `{means.index[k]}` vs "
-                                       f"`{means.index[k + 1]}`**"):].split("\n\n")[1].splitlines()
+    planning = (
+        markdown[
+            markdown.index(f"**Planning: listeners x utterances for `{means.index[k]}` vs `{means.index[k + 1]}`**") :
+        ]
+        .split("\n\n")[1]
+        .splitlines()
+    )
     assert planning[0].startswith("| listeners \\ utterances | 2 | 3 | 4 |") and len(planning) == 2 + 2  # 2, 3
     assert all(cell.strip().startswith("±") for line in planning[2:] for cell in line.strip("|").split("|")[1:])
     from ttseval.tasks.report import write_full_report
@@ -416,8 +520,11 @@ def test_plain_csv_mos_with_alpha_and_the_report_section(run: tuple, tmp_path: P
     assert "## Listening tests" in report and "### Listening test `mos` (mos)" in report
     bad = tmp_path / "bad.csv"
     bad.write_text("rater_id,trial_id,stimulus,score\nlab-1,mos,%s,7\n" % key["stimulus"].iloc[0], encoding="utf-8")
-    with pytest.raises(DatasetError, match=r"bad.csv row 2: rater 'lab-1', page 'mos', stimulus 's[0-9a-f]+': "
-                                           r"score 7 is outside the mos scale 1..5"):
+    with pytest.raises(
+        DatasetError,
+        match=r"bad.csv row 2: rater 'lab-1', page 'mos', stimulus 's[0-9a-f]+': "
+        r"score 7 is outside the mos scale 1..5",
+    ):
         ingest_ratings(settings, RUN, "mos", [bad])
     empty = tmp_path / "empty.csv"
     empty.write_text("rater_id,trial_id,stimulus,score\n", encoding="utf-8")
@@ -433,18 +540,64 @@ def test_human_eval_cli_exports_and_analyses_through_the_flow(prefect_api: str, 
     store = _stored_run(tmp_path / "store")
     env = cli_env(prefect_api, TTSEVAL_NATURAL='["nat"]')
     out = tmp_path / "web"
-    done = run_cli(["human-eval", "export", "--store", str(tmp_path / "store"), "--run-id", RUN, "--test-id", "cli",
-                    "--kind", "mushra-nmr", "--raters", "3", "--items", "4", "--out", str(out)], env, tmp_path)
+    done = run_cli(
+        [
+            "human-eval",
+            "export",
+            "--store",
+            str(tmp_path / "store"),
+            "--run-id",
+            RUN,
+            "--test-id",
+            "cli",
+            "--kind",
+            "mushra-nmr",
+            "--raters",
+            "3",
+            "--items",
+            "4",
+            "--out",
+            str(out),
+        ],
+        env,
+        tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     assert "3 rater configs" in done.stdout and len(list((out / "configs").glob("cli-r*.yaml"))) == 3
     (tmp_path / "mushra.csv").write_text(_mushra_csv(out, "cli", _key(store, "cli")), encoding="utf-8")
-    done = run_cli(["human-eval", "analyze", str(tmp_path / "mushra.csv"), "--store", str(tmp_path / "store"),
-                    "--run-id", RUN, "--test-id", "cli"], env, tmp_path)
+    done = run_cli(
+        [
+            "human-eval",
+            "analyze",
+            str(tmp_path / "mushra.csv"),
+            "--store",
+            str(tmp_path / "store"),
+            "--run-id",
+            RUN,
+            "--test-id",
+            "cli",
+        ],
+        env,
+        tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     assert "MUSHRA-NMR (0-100)" in done.stdout and "Listeners x utterances" in done.stdout
     assert "## Listening tests" in store.read_bytes(f"runs/{RUN}/report.md").decode()
-    refused = run_cli(["human-eval", "ingest", "--store", str(tmp_path / "store"), "--run-id", RUN, "--test-id",
-                       "cli", str(tmp_path / "nothere.csv")], env, tmp_path)  # the file after the options
+    refused = run_cli(
+        [
+            "human-eval",
+            "ingest",
+            "--store",
+            str(tmp_path / "store"),
+            "--run-id",
+            RUN,
+            "--test-id",
+            "cli",
+            str(tmp_path / "nothere.csv"),
+        ],
+        env,
+        tmp_path,
+    )  # the file after the options
     assert refused.returncode == 2 and "nothere.csv: cannot read it" in refused.stderr
 
 
@@ -467,8 +620,10 @@ def test_anchor_y_flattens_the_pitch_slows_the_clip_and_cuts_or_repeats_one_word
 
     before = f0(glide)
     assert before.std() > 15  # the glide: about 17 Hz around 150
-    made = {edit: anchor_y(glide, slowdown=1.2, edit=edit, n_words=4, rng=np.random.default_rng(0))
-            for edit in (None, "skip", "repeat")}
+    made = {
+        edit: anchor_y(glide, slowdown=1.2, edit=edit, n_words=4, rng=np.random.default_rng(0))
+        for edit in (None, "skip", "repeat")
+    }
     after = f0(made[None])
     assert after.std() < 2 and after.mean() == pytest.approx(before.mean(), abs=5)
     for edit, seconds in ((None, 2.0), ("skip", 1.5), ("repeat", 2.5)):

@@ -11,24 +11,54 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from ttseval.metrics.listening import (DGWeights, cmos_summary, dg_score, fault_isolation, lambda_effect, metric_correlation,
-                               mos_alpha, rater_rejection, subsampling, system_stats)
 from tests.test_mos_forms import _ordinal_alpha_by_hand
+from ttseval.metrics.listening import (
+    DGWeights,
+    cmos_summary,
+    dg_score,
+    fault_isolation,
+    lambda_effect,
+    metric_correlation,
+    mos_alpha,
+    rater_rejection,
+    subsampling,
+    system_stats,
+)
 
 TRUE = {"ref": 92.0, "st2": 74.0, "vits": 66.0, "fs2": 55.0, "anchor": 25.0}  # well apart
 
 
 def _sheet(**fields: float) -> pd.DataFrame:
-    base = dict.fromkeys(["mild_pronunciation", "severe_pronunciation", "unnatural_pauses", "digital_artifacts",
-                          "energy_fluctuations", "word_skips"], 0.0) | dict.fromkeys(
-        ["liveliness", "voice_quality", "rhythm"], 100.0)
+    base = dict.fromkeys(
+        [
+            "mild_pronunciation",
+            "severe_pronunciation",
+            "unnatural_pauses",
+            "digital_artifacts",
+            "energy_fluctuations",
+            "word_skips",
+        ],
+        0.0,
+    ) | dict.fromkeys(["liveliness", "voice_quality", "rhythm"], 100.0)
     return pd.DataFrame([base | fields])
 
 
 def test_dg_formula_matches_appendix_a6_worked_by_hand() -> None:
     # (100 + 85 + 70) / 3 = 85; - 2 mild x 5 - 1 severe x 10 - 1 pause x 5 - 1 energy x 5 = 85 - 30 = 55
-    assert dg_score(_sheet(liveliness=100, voice_quality=85, rhythm=70, mild_pronunciation=2,
-                           severe_pronunciation=1, unnatural_pauses=1, energy_fluctuations=1)).iloc[0] == 55.0
+    assert (
+        dg_score(
+            _sheet(
+                liveliness=100,
+                voice_quality=85,
+                rhythm=70,
+                mild_pronunciation=2,
+                severe_pronunciation=1,
+                unnatural_pauses=1,
+                energy_fluctuations=1,
+            )
+        ).iloc[0]
+        == 55.0
+    )
     # one word skip costs 25, a digital artifact 5
     assert dg_score(_sheet(word_skips=1, digital_artifacts=1)).iloc[0] == 70.0
     # the caps: 20 mild count as 15 (-75), 9 severe as 7 (-70); unclipped 100 - 145 = -45, clipped 0
@@ -42,8 +72,13 @@ def test_dg_formula_matches_appendix_a6_worked_by_hand() -> None:
 
 
 def test_ci_is_students_t_by_hand_and_by_scipy() -> None:
-    ratings = pd.DataFrame({"system_id": ["a"] * 3 + ["b"] * 40, "role": "system",
-                            "score": [60, 70, 80] + list(np.random.default_rng(0).normal(50, 12, 40))})
+    ratings = pd.DataFrame(
+        {
+            "system_id": ["a"] * 3 + ["b"] * 40,
+            "role": "system",
+            "score": [60, 70, 80] + list(np.random.default_rng(0).normal(50, 12, 40)),
+        }
+    )
     table = system_stats(ratings).set_index("system_id")
     # by hand: mean 70, sigma 10, t(0.975, 2) = 4.302653, half-width 4.302653 * 10 / sqrt(3) = 24.841
     assert table.loc["a", "mean"] == 70 and table.loc["a", "sigma"] == 10
@@ -58,18 +93,34 @@ def _page_ratings(ref_scores: dict[str, list[float]]) -> pd.DataFrame:
     rows = []
     for rater, scores in ref_scores.items():
         for page, score in enumerate(scores):
-            rows.append({"rater_id": rater, "trial_id": f"p{page}", "item_id": f"i{page}", "system_id": "nat",
-                         "role": "reference", "score": score})
-            rows.append({"rater_id": rater, "trial_id": f"p{page}", "item_id": f"i{page}", "system_id": "sys",
-                         "role": "system", "score": score - 20})
+            rows.append(
+                {
+                    "rater_id": rater,
+                    "trial_id": f"p{page}",
+                    "item_id": f"i{page}",
+                    "system_id": "nat",
+                    "role": "reference",
+                    "score": score,
+                }
+            )
+            rows.append(
+                {
+                    "rater_id": rater,
+                    "trial_id": f"p{page}",
+                    "item_id": f"i{page}",
+                    "system_id": "sys",
+                    "role": "system",
+                    "score": score - 20,
+                }
+            )
     return pd.DataFrame(rows)
 
 
 def test_rejection_rule_by_hand() -> None:
     # 10 pages each; A scores the hidden reference below 90 on 2 pages (20% > 15%), B on 1 (10%), C on none
-    ratings = _page_ratings({"A": [95, 85, 80, 95, 95, 95, 95, 95, 95, 95],
-                             "B": [95, 95, 89.9, 95, 95, 95, 95, 95, 95, 95],
-                             "C": [90] * 10})  # 90 is not below 90
+    ratings = _page_ratings(
+        {"A": [95, 85, 80, 95, 95, 95, 95, 95, 95, 95], "B": [95, 95, 89.9, 95, 95, 95, 95, 95, 95, 95], "C": [90] * 10}
+    )  # 90 is not below 90
     verdict = rater_rejection(ratings, 90).set_index("rater_id")
     assert verdict["below"].to_dict() == {"A": 2, "B": 1, "C": 0}
     assert verdict["rejected"].to_dict() == {"A": True, "B": False, "C": False}
@@ -80,8 +131,9 @@ def test_rejection_rule_by_hand() -> None:
     assert list(kept) == [3, 2]  # none rejected without the rule, A at 90
     nat_90 = effect[(effect["lambda"] == 90) & (effect["system_id"] == "nat")]["mean"].iloc[0]
     assert nat_90 == pytest.approx(np.mean([95] * 9 + [89.9] + [90] * 10))  # B and C's references
-    no_ref = pd.DataFrame([{"rater_id": "D", "trial_id": "p0", "item_id": "i0", "system_id": "sys", "role": "system",
-                            "score": 50.0}])
+    no_ref = pd.DataFrame(
+        [{"rater_id": "D", "trial_id": "p0", "item_id": "i0", "system_id": "sys", "role": "system", "score": 50.0}]
+    )
     assert pd.isna(rater_rejection(no_ref, 90)["rejected"].iloc[0])  # not judged: no hidden reference
 
 
@@ -103,9 +155,16 @@ def _simulated(n_raters: int = 24, n_unreliable: int = 4, n_items: int = 30, see
                     score = np.clip(97 + rng.normal(0, 2), 0, 100)
                 else:
                     score = np.clip(quality + difficulty[i] + bias + rng.normal(0, 8), 0, 100)
-                rows.append({"rater_id": f"r{r:02d}", "trial_id": f"p{i:03d}", "item_id": f"i{i:03d}",
-                             "system_id": system, "role": "reference" if system == "ref" else "system",
-                             "score": float(score)})
+                rows.append(
+                    {
+                        "rater_id": f"r{r:02d}",
+                        "trial_id": f"p{i:03d}",
+                        "item_id": f"i{i:03d}",
+                        "system_id": system,
+                        "role": "reference" if system == "ref" else "system",
+                        "score": float(score),
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -143,33 +202,63 @@ def test_subsampling_equals_the_average_over_every_subset_by_scipy() -> None:
     """3 raters x 2 items, 2 listeners x 2 utterances: the 3 rater pairs are equally likely, so the mean over many
     draws tends to the average of scipy's Spearman over the three."""
     scores = {"r0": {"a": 80, "b": 60, "c": 40}, "r1": {"a": 50, "b": 70, "c": 30}, "r2": {"a": 55, "b": 50, "c": 70}}
-    ratings = pd.DataFrame([{"rater_id": r, "item_id": i, "trial_id": i, "system_id": s, "role": "system",
-                             "score": v + (5 if i == "i1" else 0)} for r, by in scores.items() for s, v in by.items()
-                            for i in ("i0", "i1")])
+    ratings = pd.DataFrame(
+        [
+            {
+                "rater_id": r,
+                "item_id": i,
+                "trial_id": i,
+                "system_id": s,
+                "role": "system",
+                "score": v + (5 if i == "i1" else 0),
+            }
+            for r, by in scores.items()
+            for s, v in by.items()
+            for i in ("i0", "i1")
+        ]
+    )
     full = ratings.groupby("system_id")["score"].mean()
-    expected = np.mean([stats.spearmanr(ratings[ratings["rater_id"].isin(pair)].groupby("system_id")["score"].mean(),
-                                        full).statistic for pair in itertools.combinations(scores, 2)])
+    expected = np.mean(
+        [
+            stats.spearmanr(
+                ratings[ratings["rater_id"].isin(pair)].groupby("system_id")["score"].mean(), full
+            ).statistic
+            for pair in itertools.combinations(scores, 2)
+        ]
+    )
     got = subsampling(ratings, [2], [2], trials=4000, seed=3)["mean_rho"].iloc[0]
     assert got == pytest.approx(expected, abs=0.03)
 
 
 def test_cmos_and_preference_shares_by_hand() -> None:
-    ratings = pd.DataFrame({"system_id": ["st2"] * 5 + ["fs2"] * 4,
-                            "score": [1.0, 0.5, 0.0, -0.5, 1.5, -1.0, -2.0, -1.5, 0.0]})
+    ratings = pd.DataFrame(
+        {"system_id": ["st2"] * 5 + ["fs2"] * 4, "score": [1.0, 0.5, 0.0, -0.5, 1.5, -1.0, -2.0, -1.5, 0.0]}
+    )
     table = cmos_summary(ratings).set_index("system_id")
     # st2: mean 0.5, sd sqrt(((.5)^2 + 0 + .5^2 + 1^2 + 1^2) / 4) = sqrt(0.625); t(0.975, 4) = 2.776445
     assert table.loc["st2", "cmos"] == 0.5
     assert table.loc["st2", "ci95"] == pytest.approx(2.776445 * np.sqrt(0.625) / np.sqrt(5), abs=1e-6)
     assert (table.loc["st2", "prefer_system"], table.loc["st2", "equal"], table.loc["st2", "prefer_reference"]) == (
-        0.6, 0.2, 0.2)
+        0.6,
+        0.2,
+        0.2,
+    )
     assert table.loc["fs2", "cmos"] == -1.125 and table.loc["fs2", "prefer_reference"] == 0.75
 
 
 def test_mos_alpha_against_krippendorffs_formula_by_hand() -> None:
     rng = np.random.default_rng(4)
-    rows = [{"rater_id": f"r{r}", "item_id": f"i{i}", "system_id": s,
-             "score": float(np.clip(q + rng.integers(-1, 2), 1, 5))}
-            for r in range(5) for i in range(6) for s, q in (("good", 4), ("bad", 2))]
+    rows = [
+        {
+            "rater_id": f"r{r}",
+            "item_id": f"i{i}",
+            "system_id": s,
+            "score": float(np.clip(q + rng.integers(-1, 2), 1, 5)),
+        }
+        for r in range(5)
+        for i in range(6)
+        for s, q in (("good", 4), ("bad", 2))
+    ]
     ratings = pd.DataFrame(rows)
     units = ratings.pivot_table(index="rater_id", columns=["item_id", "system_id"], values="score").to_numpy(float)
     assert mos_alpha(ratings) == pytest.approx(_ordinal_alpha_by_hand(units), abs=1e-9)
@@ -177,14 +266,20 @@ def test_mos_alpha_against_krippendorffs_formula_by_hand() -> None:
 
 
 def test_fault_isolation_and_metric_correlation() -> None:
-    sheets = pd.concat([_sheet(word_skips=1).assign(system_id="a"), _sheet().assign(system_id="a"),
-                        _sheet(digital_artifacts=2, liveliness=70).assign(system_id="b")])
+    sheets = pd.concat(
+        [
+            _sheet(word_skips=1).assign(system_id="a"),
+            _sheet().assign(system_id="a"),
+            _sheet(digital_artifacts=2, liveliness=70).assign(system_id="b"),
+        ]
+    )
     faults = fault_isolation(sheets).set_index("system_id")
     assert faults.loc["a", "word_skips"] == 0.5 and faults.loc["b", "digital_artifacts"] == 1.0
     assert faults.loc["b", "liveliness"] == 70 and faults.loc["a", "n"] == 2
     human = pd.DataFrame({"system_id": list("abcd"), "score": [80, 70, 60, 50]})
-    metrics = pd.DataFrame({"system_id": list("abcd"), "wer": [0.01, 0.05, 0.04, 0.2], "mos": [4.1, 3.9, 3.0, 2.2],
-                            "flat": [1, 1, 1, 1]})
+    metrics = pd.DataFrame(
+        {"system_id": list("abcd"), "wer": [0.01, 0.05, 0.04, 0.2], "mos": [4.1, 3.9, 3.0, 2.2], "flat": [1, 1, 1, 1]}
+    )
     corr = metric_correlation(human, metrics, ["system_id"]).set_index("metric")
     assert corr.loc["wer", "spearman"] == pytest.approx(stats.spearmanr([80, 70, 60, 50], [0.01, 0.05, 0.04, 0.2])[0])
     assert corr.loc["mos", "spearman"] == 1.0 and corr.loc["wer", "spearman"] < 0

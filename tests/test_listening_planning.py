@@ -15,14 +15,24 @@ SD_RATER, SD_ITEM, SD_NOISE = 4.0, 5.0, 10.0  # a rater's own taste per system, 
 
 def _tests(n_raters: int, n_items: int, rng: np.random.Generator, mu=(60.0, 57.0)) -> np.ndarray:
     """rater x item x system scores: system mean + rater x system + item x system + noise (a crossed design)."""
-    return (np.array(mu) + rng.normal(0, SD_RATER, (n_raters, 1, 2)) + rng.normal(0, SD_ITEM, (1, n_items, 2))
-            + rng.normal(0, SD_NOISE, (n_raters, n_items, 2)))
+    return (
+        np.array(mu)
+        + rng.normal(0, SD_RATER, (n_raters, 1, 2))
+        + rng.normal(0, SD_ITEM, (1, n_items, 2))
+        + rng.normal(0, SD_NOISE, (n_raters, n_items, 2))
+    )
 
 
 def _ratings(cube: np.ndarray, systems=("a", "b")) -> pd.DataFrame:
     r, i, s = np.meshgrid(*map(np.arange, cube.shape), indexing="ij")
-    return pd.DataFrame({"rater_id": [f"r{k:03d}" for k in r.ravel()], "item_id": [f"i{k:03d}" for k in i.ravel()],
-                         "system_id": np.array(systems)[s.ravel()], "score": cube.ravel()})
+    return pd.DataFrame(
+        {
+            "rater_id": [f"r{k:03d}" for k in r.ravel()],
+            "item_id": [f"i{k:03d}" for k in i.ravel()],
+            "system_id": np.array(systems)[s.ravel()],
+            "score": cube.ravel(),
+        }
+    )
 
 
 def test_one_cell_matches_a_direct_simulation_and_the_formula() -> None:
@@ -44,8 +54,12 @@ def test_one_cell_matches_a_direct_simulation_and_the_formula() -> None:
 
 
 def test_a_pilot_without_spread_and_the_closest_pair_by_hand() -> None:
-    rows = [{"rater_id": f"r{r}", "item_id": f"i{i}", "system_id": s, "score": v}
-            for r in range(3) for i in range(4) for s, v in (("top", 80.0), ("a", 70.0), ("b", 66.0), ("low", 20.0))]
+    rows = [
+        {"rater_id": f"r{r}", "item_id": f"i{i}", "system_id": s, "score": v}
+        for r in range(3)
+        for i in range(4)
+        for s, v in (("top", 80.0), ("a", 70.0), ("b", 66.0), ("low", 20.0))
+    ]
     ratings = pd.DataFrame(rows)
     assert closest_pair(ratings) == ("a", "b")  # gaps 10, 4, 46
     assert closest_pair(ratings[ratings["system_id"] == "a"]) is None

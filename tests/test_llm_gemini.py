@@ -12,11 +12,11 @@ import pytest
 import soundfile as sf
 from pydantic import BaseModel
 
+from tests.fake_gemini import REFUSAL_TEXT, FakeGemini, GeminiRequest, Reply
+from tests.fake_http import wav
 from ttseval.core.errors import MissingKeyError
 from ttseval.core.protocols import LLM, LLMRequest
 from ttseval.providers.llm.gemini import GeminiLLM, retry_delay_s
-from tests.fake_gemini import REFUSAL_TEXT, FakeGemini, GeminiRequest, Reply
-from tests.fake_http import wav
 
 KEY = "AIzaFAKE-llm-secret-key-0123456789"
 
@@ -40,8 +40,9 @@ def ask(marker: str, schema: type[BaseModel] | None = Questions, **kw) -> LLMReq
 
 @pytest.fixture
 def fake():
-    with FakeGemini(responder=lambda r: ANSWER if "questions" in (r.response_schema() or {}).get(
-            "properties", {}) else None) as server:
+    with FakeGemini(
+        responder=lambda r: ANSWER if "questions" in (r.response_schema() or {}).get("properties", {}) else None
+    ) as server:
         yield server
 
 
@@ -143,8 +144,9 @@ def test_retries_exhausted(fake: FakeGemini) -> None:
 
 
 def test_retry_delay_from_retry_info_detail() -> None:
-    details = {"error": {"code": 429, "details": [
-        {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "1.5s"}]}}
+    details = {
+        "error": {"code": 429, "details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "1.5s"}]}
+    }
     assert retry_delay_s(None, details) == 1.5
     assert retry_delay_s(None, {"error": {"code": 429}}) is None
 
@@ -189,10 +191,13 @@ def test_safety_finish_is_a_refusal(fake: FakeGemini) -> None:
 
 # -- usage and cost ------------------------------------------------------------------------------------------------
 def test_tokens_summed_across_attempts_and_priced(fake: FakeGemini) -> None:
-    fake.script("<u0>", [
-        Reply.malformed(prompt_tokens=1000, output_tokens=50),
-        Reply.ok(ANSWER, prompt_tokens=2000, output_tokens=300, thoughts_tokens=700),
-    ])
+    fake.script(
+        "<u0>",
+        [
+            Reply.malformed(prompt_tokens=1000, output_tokens=50),
+            Reply.ok(ANSWER, prompt_tokens=2000, output_tokens=300, thoughts_tokens=700),
+        ],
+    )
     (r,) = llm(fake, input_usd_per_mtok="0.5", output_usd_per_mtok="4").generate([ask("u0")])
     assert r.ok and r.attempts == 2
     assert r.input_tokens == 3000  # 1000 + 2000
@@ -217,8 +222,16 @@ def test_api_key_never_in_error_text_or_metadata(fake: FakeGemini) -> None:
         (r,) = client.generate([ask("k0")])
         assert echo.requests[0].headers["x-goog-api-key"] == KEY  # the fake did see (and echo) the key
     assert r.failure == "transport" and r.error.startswith("Gemini HTTP 403") and "***" in r.error
-    surfaces = [r.error, json.dumps(asdict(r), default=str), repr(r), json.dumps(client.metadata()), client.llm_id,
-                repr(client), client.spec, repr(client.options)]
+    surfaces = [
+        r.error,
+        json.dumps(asdict(r), default=str),
+        repr(r),
+        json.dumps(client.metadata()),
+        client.llm_id,
+        repr(client),
+        client.spec,
+        repr(client.options),
+    ]
     for text in surfaces:
         assert KEY not in text
 

@@ -9,12 +9,12 @@ import time
 import pytest
 from pydantic import BaseModel
 
+from tests.fake_http import wav
+from tests.fake_openai import REFUSAL_TEXT, FakeOpenAI, Reply
 from ttseval.core.errors import MissingKeyError
 from ttseval.core.protocols import LLM, LLMRequest
 from ttseval.providers.llm.base import retry_after_s as retry_delay_s
 from ttseval.providers.llm.openai_compat import OpenAICompatLLM
-from tests.fake_http import wav
-from tests.fake_openai import REFUSAL_TEXT, FakeOpenAI, Reply
 
 KEY = "sk-FAKE-secret-key-0123456789abcdef"
 
@@ -84,8 +84,11 @@ def test_model_option_holds_colons_and_token_limit_field_is_chosen(fake: FakeOpe
 
     # An Ollama-style name cannot sit in the spec's model slot (':' splits it); model= carries it.
     fake.script("<q9>", [Reply.ok(ANSWER)])
-    client = LLMS.build(f"openai:model=qwen2.5:7b:base_url={fake.base_url}:token_limit_field=max_completion_tokens"
-                        ":max_output_tokens=256", api_key=KEY)
+    client = LLMS.build(
+        f"openai:model=qwen2.5:7b:base_url={fake.base_url}:token_limit_field=max_completion_tokens"
+        ":max_output_tokens=256",
+        api_key=KEY,
+    )
     [result] = client.generate([ask("q9")])
     assert result.ok and client.model == "qwen2.5:7b" and result.model == "qwen2.5:7b"
     [req] = fake.requests
@@ -209,9 +212,14 @@ def test_a_reset_in_the_middle_of_the_body_is_retried(fake: FakeOpenAI) -> None:
 
 
 def test_a_200_that_is_not_json_is_retried(fake: FakeOpenAI) -> None:
-    fake.script("<html>", [Reply(raw_body=b"<html>gateway</html>", content_type="text/html"),
-                           Reply(raw_body=b'{"choices": [', content_type="application/json"),
-                           Reply.ok(ANSWER)])
+    fake.script(
+        "<html>",
+        [
+            Reply(raw_body=b"<html>gateway</html>", content_type="text/html"),
+            Reply(raw_body=b'{"choices": [', content_type="application/json"),
+            Reply.ok(ANSWER),
+        ],
+    )
     [result] = llm(fake).generate([ask("html")])
     assert result.ok, result.error
     assert (result.retries, result.attempts) == (2, 1)
@@ -261,9 +269,14 @@ def test_plain_apology_is_a_refusal(fake: FakeOpenAI) -> None:
 
 # -- usage and cost -------------------------------------------------------------------------------------------------
 def test_tokens_summed_over_attempts_and_cost(fake: FakeOpenAI) -> None:
-    fake.script("<cost>", [Reply.malformed(prompt_tokens=1000, completion_tokens=200),
-                           Reply.error(500),
-                           Reply.ok(ANSWER, prompt_tokens=1500, completion_tokens=300)])
+    fake.script(
+        "<cost>",
+        [
+            Reply.malformed(prompt_tokens=1000, completion_tokens=200),
+            Reply.error(500),
+            Reply.ok(ANSWER, prompt_tokens=1500, completion_tokens=300),
+        ],
+    )
     client = llm(fake, input_usd_per_mtok="0.4", output_usd_per_mtok="1.6")
     [result] = client.generate([ask("cost")])
     assert result.ok

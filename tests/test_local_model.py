@@ -21,8 +21,11 @@ def _parked(thread: threading.Thread, inside_loader: set[int]) -> bool:
     if thread.ident in inside_loader:
         return True
     frame = sys._current_frames().get(thread.ident)  # type: ignore[arg-type]
-    return (frame is not None and frame.f_code is LazyModel.get.__code__
-            and "_lock" in linecache.getline(frame.f_code.co_filename, frame.f_lineno))
+    return (
+        frame is not None
+        and frame.f_code is LazyModel.get.__code__
+        and "_lock" in linecache.getline(frame.f_code.co_filename, frame.f_lineno)
+    )
 
 
 def test_threads_that_ask_at_once_load_the_model_once() -> None:
@@ -99,36 +102,51 @@ def test_required_path_messages_name_the_provider_option_value_and_fix(tmp_path:
     for missing in (None, ""):
         with pytest.raises(ValueError) as refused:
             required_path("nisqa", "weights", missing, what=what, example="/path/nisqa.tar")
-        assert str(refused.value) == ("nisqa needs a NISQA checkpoint (nisqa.tar); it never downloads one: "
-                                      "nisqa:weights=/path/nisqa.tar")
+        assert str(refused.value) == (
+            "nisqa needs a NISQA checkpoint (nisqa.tar); it never downloads one: nisqa:weights=/path/nisqa.tar"
+        )
     absent = str(tmp_path / "absent.tar")
     with pytest.raises(ValueError) as refused:
         required_path("nisqa", "weights", absent, what=what, example="/path/nisqa.tar")
-    assert str(refused.value) == (f"nisqa weights={absent!r}: no such file; give the path of a NISQA checkpoint "
-                                  "(nisqa.tar)")
+    assert str(refused.value) == (
+        f"nisqa weights={absent!r}: no such file; give the path of a NISQA checkpoint (nisqa.tar)"
+    )
     with pytest.raises(ValueError, match="no such file"):  # a folder is not the file asked for
         required_path("nisqa", "weights", str(tmp_path), what=what, example="/path/nisqa.tar")
     (tmp_path / "nisqa.tar").write_bytes(b"")
-    assert required_path("nisqa", "weights", str(tmp_path / "nisqa.tar"), what=what,
-                         example="/path/nisqa.tar") == tmp_path / "nisqa.tar"
+    assert (
+        required_path("nisqa", "weights", str(tmp_path / "nisqa.tar"), what=what, example="/path/nisqa.tar")
+        == tmp_path / "nisqa.tar"
+    )
 
 
 def test_required_path_of_a_folder_checks_its_marker_files(tmp_path: Path) -> None:
     def folder(value: str) -> Path:
-        return required_path("speechbrain-lid", "model", value, folder=True, markers=("a.ckpt", "b.txt"),
-                             what="the folder of lang-id's files", example="/path/lang-id")
+        return required_path(
+            "speechbrain-lid",
+            "model",
+            value,
+            folder=True,
+            markers=("a.ckpt", "b.txt"),
+            what="the folder of lang-id's files",
+            example="/path/lang-id",
+        )
 
     with pytest.raises(ValueError) as refused:
         folder(str(tmp_path / "none"))
-    assert str(refused.value) == (f"speechbrain-lid model={str(tmp_path / 'none')!r}: no such folder; give the path "
-                                  "of the folder of lang-id's files")
+    assert str(refused.value) == (
+        f"speechbrain-lid model={str(tmp_path / 'none')!r}: no such folder; give the path "
+        "of the folder of lang-id's files"
+    )
     (tmp_path / "file").write_bytes(b"")
     with pytest.raises(ValueError, match="no such folder"):
         folder(str(tmp_path / "file"))
     with pytest.raises(ValueError) as refused:
         folder(str(tmp_path))
-    assert str(refused.value) == (f"speechbrain-lid model={str(tmp_path)!r}: no a.ckpt, b.txt in that folder; give "
-                                  "the path of the folder of lang-id's files")
+    assert str(refused.value) == (
+        f"speechbrain-lid model={str(tmp_path)!r}: no a.ckpt, b.txt in that folder; give "
+        "the path of the folder of lang-id's files"
+    )
     (tmp_path / "a.ckpt").write_bytes(b"")
     with pytest.raises(ValueError, match=r"no b\.txt in that folder"):
         folder(str(tmp_path))

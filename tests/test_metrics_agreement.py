@@ -252,14 +252,18 @@ def test_judge_agreement_over_overall_win_rates_needs_two_judges_and_two_shared_
     def rows(judge: str, rates: dict[str, float]) -> list[dict]:
         return [{"judge_spec": judge, "system_id": s, "level": "overall", "win_rate": r} for s, r in rates.items()]
 
-    same = pd.DataFrame(rows("A", {"s1": 0.8, "s2": 0.5, "s3": 0.2}) + rows("B", {"s1": 0.7, "s2": 0.6, "s3": 0.1})
-                        + [{"judge_spec": "B", "system_id": "s1", "level": "category", "win_rate": 0.0}])
+    same = pd.DataFrame(
+        rows("A", {"s1": 0.8, "s2": 0.5, "s3": 0.2})
+        + rows("B", {"s1": 0.7, "s2": 0.6, "s3": 0.1})
+        + [{"judge_spec": "B", "system_id": "s1", "level": "category", "win_rate": 0.0}]
+    )
     out = judge_agreement(same)
     assert out["n_systems"] == 3 and out["kendalls_w"] == pytest.approx(1.0)
     assert out["spearman"].loc["A", "B"] == pytest.approx(1.0)
     # reversed rankings: every system's rank sum is 4, so W is 0; a system one judge lacks is left out
-    reversed_ = pd.DataFrame(rows("A", {"s1": 0.8, "s2": 0.5, "s3": 0.2, "s4": 0.4})
-                             + rows("B", {"s1": 0.1, "s2": 0.5, "s3": 0.9}))
+    reversed_ = pd.DataFrame(
+        rows("A", {"s1": 0.8, "s2": 0.5, "s3": 0.2, "s4": 0.4}) + rows("B", {"s1": 0.1, "s2": 0.5, "s3": 0.9})
+    )
     out = judge_agreement(reversed_)
     assert out["n_systems"] == 3 and out["kendalls_w"] == pytest.approx(0.0)
     assert out["spearman"].loc["A", "B"] == pytest.approx(-1.0)

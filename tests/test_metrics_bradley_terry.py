@@ -11,8 +11,7 @@ import pandas as pd
 import pytest
 
 from ttseval.metrics.bootstrap import MIN_INTERVAL_ITEMS
-from ttseval.metrics.bradley_terry import (BT_COLUMNS, ELO_SCALE, bradley_terry, fit_strengths,
-                                           judgment_outcomes)
+from ttseval.metrics.bradley_terry import BT_COLUMNS, ELO_SCALE, bradley_terry, fit_strengths, judgment_outcomes
 
 
 def _simulate(true: np.ndarray, n_items: int, seed: int, tie_share: float = 0.2) -> pd.DataFrame:
@@ -91,10 +90,17 @@ def test_overlapping_intervals_share_a_rank_and_few_items_get_no_interval() -> N
 
 
 def test_judgments_become_outcomes_and_bad_input_is_refused() -> None:
-    judgments = pd.DataFrame({
-        "item_id": ["i1", "i2", "i3", "i4"], "system_id": "s1", "baseline_id": "s0", "judge_id": "g",
-        "winner": ["candidate", "tie", None, "baseline"], "parse_ok": [True, True, False, True],
-        "status": ["ok", "ok", "ok", "ok"]})
+    judgments = pd.DataFrame(
+        {
+            "item_id": ["i1", "i2", "i3", "i4"],
+            "system_id": "s1",
+            "baseline_id": "s0",
+            "judge_id": "g",
+            "winner": ["candidate", "tie", None, "baseline"],
+            "parse_ok": [True, True, False, True],
+            "status": ["ok", "ok", "ok", "ok"],
+        }
+    )
     out = judgment_outcomes(judgments)
     assert list(out["score"]) == [1.0, 0.5, 0.0] and list(out["a"]) == ["s1"] * 3 and list(out["b"]) == ["s0"] * 3
     with pytest.raises(ValueError, match=r"comparison 1: a=1, b=1"):

@@ -18,10 +18,19 @@ from ttseval.tasks.synthesize import reuses_audio
 
 def items_frame() -> pd.DataFrame:
     """30 items in 3 categories x 2 languages: strata of 8, 6, 5, 5, 3 and 3 items."""
-    sizes = {("emotions", "en"): 8, ("emotions", "fr"): 6, ("questions", "en"): 5, ("questions", "fr"): 5,
-             ("syntax", "en"): 3, ("syntax", "fr"): 3}
-    rows = [{"item_id": f"{c[:3]}-{lang}-{i}", "category": c, "language": lang}
-            for (c, lang), n in sizes.items() for i in range(n)]
+    sizes = {
+        ("emotions", "en"): 8,
+        ("emotions", "fr"): 6,
+        ("questions", "en"): 5,
+        ("questions", "fr"): 5,
+        ("syntax", "en"): 3,
+        ("syntax", "fr"): 3,
+    }
+    rows = [
+        {"item_id": f"{c[:3]}-{lang}-{i}", "category": c, "language": lang}
+        for (c, lang), n in sizes.items()
+        for i in range(n)
+    ]
     return pd.DataFrame(rows)
 
 
@@ -60,18 +69,27 @@ def test_a_small_dataset_gives_what_it_has_and_sizes_are_checked() -> None:
 def exact_sign_flip_p(diff: np.ndarray) -> float:
     """Two-sided p of the mean difference over every sign flip, worked out by enumeration."""
     observed = abs(diff.mean())
-    flips = [abs((diff * np.array(signs)).mean()) >= observed - 1e-12
-             for signs in itertools.product([1, -1], repeat=len(diff))]
+    flips = [
+        abs((diff * np.array(signs)).mean()) >= observed - 1e-12
+        for signs in itertools.product([1, -1], repeat=len(diff))
+    ]
     return sum(flips) / len(flips)
 
 
-def clips(durations: list[float], system: str = "s1", spec: str = "openai:alloy", same: int = 0,
-          f0: list[float] | None = None) -> pd.DataFrame:
-    return pd.DataFrame({"system_id": system, "system_spec": spec,
-                         "item_id": [f"i{k}" for k in range(len(durations))],
-                         "audio_sha256": [("same" if k < same else f"{system}-{k}-{d}")
-                                          for k, d in enumerate(durations)],
-                         "duration_s": durations, "f0_mean_hz": f0 if f0 is not None else np.nan, "speech_s": np.nan})
+def clips(
+    durations: list[float], system: str = "s1", spec: str = "openai:alloy", same: int = 0, f0: list[float] | None = None
+) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "system_id": system,
+            "system_spec": spec,
+            "item_id": [f"i{k}" for k in range(len(durations))],
+            "audio_sha256": [("same" if k < same else f"{system}-{k}-{d}") for k, d in enumerate(durations)],
+            "duration_s": durations,
+            "f0_mean_hz": f0 if f0 is not None else np.nan,
+            "speech_s": np.nan,
+        }
+    )
 
 
 def test_a_voice_that_slowed_down_is_flagged_and_an_unchanged_one_is_not() -> None:
@@ -87,8 +105,11 @@ def test_a_voice_that_slowed_down_is_flagged_and_an_unchanged_one_is_not() -> No
     assert list(out.columns) == CANARY_COLUMNS
     by = out.set_index(["system_id", "measure"])
     assert list(by.index) == [("s1", "duration_s"), ("s1", "f0_mean_hz"), ("s2", "duration_s")]  # no F0 for s2
-    expected_p = [exact_sign_flip_p(slower - reference), exact_sign_flip_p(np.full(8, -40.0)),
-                  exact_sign_flip_p(unchanged - reference)]
+    expected_p = [
+        exact_sign_flip_p(slower - reference),
+        exact_sign_flip_p(np.full(8, -40.0)),
+        exact_sign_flip_p(unchanged - reference),
+    ]
     assert expected_p[:2] == [2 / 256, 2 / 256]  # every item moved one way: 2 of the 256 flips are as extreme
     assert by["p_permutation"].tolist() == pytest.approx(expected_p)
     assert by["p_adjusted"].tolist() == pytest.approx(multipletests(expected_p, method="holm")[1].tolist())
@@ -114,8 +135,11 @@ class Local:
 
 def test_only_remote_voices_speak_the_fresh_items_afresh() -> None:
     settings = Settings(fresh_items=["i1"])
-    assert [reuses_audio(Remote(), "i1", settings), reuses_audio(Remote(), "i2", settings),
-            reuses_audio(Local(), "i1", settings)] == [False, True, True]
+    assert [
+        reuses_audio(Remote(), "i1", settings),
+        reuses_audio(Remote(), "i2", settings),
+        reuses_audio(Local(), "i1", settings),
+    ] == [False, True, True]
     assert not reuses_audio(Local(), "i1", Settings(reuse_audio=False))
 
 
@@ -127,5 +151,8 @@ def test_a_jitter_leaning_one_way_is_significant_but_too_small_to_flag() -> None
     small = canary_changes(reference, tonight, min_change=0.05).iloc[0]
     assert small["p_permutation"] == 2 / 256 and small["delta"] == pytest.approx(-0.017) and not small["flagged"]
     assert bool(canary_changes(reference, tonight, min_change=0.0).iloc[0]["flagged"])
-    assert bool(canary_changes(reference, clips([1.06 * d for d in [1.0, 1.2, 1.4, 1.6, 1.8, 2.0, 2.2, 2.4]]),
-                               min_change=0.05).iloc[0]["flagged"])
+    assert bool(
+        canary_changes(
+            reference, clips([1.06 * d for d in [1.0, 1.2, 1.4, 1.6, 1.8, 2.0, 2.2, 2.4]]), min_change=0.05
+        ).iloc[0]["flagged"]
+    )

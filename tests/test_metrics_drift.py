@@ -11,8 +11,18 @@ from ttseval.metrics.drift import compare_reports
 
 
 def report(**systems: dict) -> pd.DataFrame:
-    base = {"completion_rate": 1.0, "wer": 0.10, "wer_ci_low": 0.08, "wer_ci_high": 0.12, "cer": 0.05,
-            "cer_ci_low": 0.04, "cer_ci_high": 0.06, "mos": 3.0, "mos_ci_low": 2.9, "mos_ci_high": 3.1}
+    base = {
+        "completion_rate": 1.0,
+        "wer": 0.10,
+        "wer_ci_low": 0.08,
+        "wer_ci_high": 0.12,
+        "cer": 0.05,
+        "cer_ci_low": 0.04,
+        "cer_ci_high": 0.06,
+        "mos": 3.0,
+        "mos_ci_low": 2.9,
+        "mos_ci_high": 3.1,
+    }
     return pd.DataFrame([{"system_id": k, "system_spec": k} | base | v for k, v in systems.items()])
 
 
@@ -20,9 +30,10 @@ def test_non_overlapping_intervals_are_flagged_with_their_direction() -> None:
     prev = report(a={}, b={})
     # a: WER 0.10 [0.08, 0.12] -> 0.20 [0.15, 0.25]: 0.15 > 0.12, no overlap -> flagged, worse (WER up)
     # b: WER 0.10 -> 0.11 [0.09, 0.13]: overlaps -> not flagged, still 'worse'
-    curr = report(a={"wer": 0.20, "wer_ci_low": 0.15, "wer_ci_high": 0.25},
-                  b={"wer": 0.11, "wer_ci_low": 0.09, "wer_ci_high": 0.13, "mos": 3.5, "mos_ci_low": 3.2,
-                     "mos_ci_high": 3.8})
+    curr = report(
+        a={"wer": 0.20, "wer_ci_low": 0.15, "wer_ci_high": 0.25},
+        b={"wer": 0.11, "wer_ci_low": 0.09, "wer_ci_high": 0.13, "mos": 3.5, "mos_ci_low": 3.2, "mos_ci_high": 3.8},
+    )
     out = compare_reports(prev, curr).set_index(["system_id", "metric"])
     assert out.loc[("a", "wer"), "flagged"] and out.loc[("a", "wer"), "direction"] == "worse"
     assert out.loc[("a", "wer"), "delta"] == pytest.approx(0.10)
@@ -41,7 +52,10 @@ def test_completion_changes_are_always_flagged_and_presence_is_reported() -> Non
     out = compare_reports(report(a={}, gone={}), report(a={"completion_rate": 53 / 54}, new={}))
     rows = out.set_index(["system_id", "metric"])
     assert rows.loc[("a", "completion_rate"), "flagged"] and rows.loc[("a", "completion_rate"), "direction"] == "worse"
-    assert rows.loc[("new", "presence"), "direction"] == "added" and rows.loc[("gone", "presence"), "direction"] == "removed"
+    assert (
+        rows.loc[("new", "presence"), "direction"] == "added"
+        and rows.loc[("gone", "presence"), "direction"] == "removed"
+    )
 
 
 def test_missing_values_are_not_flagged_and_bad_reports_raise() -> None:
@@ -56,22 +70,53 @@ def test_missing_values_are_not_flagged_and_bad_reports_raise() -> None:
 
 def test_each_metric_moves_by_its_declared_direction() -> None:
     # Lower WER/CER is better, higher MOS and completion are better: each moved both ways, CIs far apart.
-    down = {"wer": 0.05, "wer_ci_low": 0.04, "wer_ci_high": 0.06, "cer": 0.02, "cer_ci_low": 0.01,
-            "cer_ci_high": 0.03, "mos": 2.0, "mos_ci_low": 1.9, "mos_ci_high": 2.1, "completion_rate": 0.5}
-    up = {"wer": 0.30, "wer_ci_low": 0.25, "wer_ci_high": 0.35, "cer": 0.20, "cer_ci_low": 0.15,
-          "cer_ci_high": 0.25, "mos": 4.0, "mos_ci_low": 3.9, "mos_ci_high": 4.1}
+    down = {
+        "wer": 0.05,
+        "wer_ci_low": 0.04,
+        "wer_ci_high": 0.06,
+        "cer": 0.02,
+        "cer_ci_low": 0.01,
+        "cer_ci_high": 0.03,
+        "mos": 2.0,
+        "mos_ci_low": 1.9,
+        "mos_ci_high": 2.1,
+        "completion_rate": 0.5,
+    }
+    up = {
+        "wer": 0.30,
+        "wer_ci_low": 0.25,
+        "wer_ci_high": 0.35,
+        "cer": 0.20,
+        "cer_ci_low": 0.15,
+        "cer_ci_high": 0.25,
+        "mos": 4.0,
+        "mos_ci_low": 3.9,
+        "mos_ci_high": 4.1,
+    }
     base = report(a={"completion_rate": 0.9}, b={"completion_rate": 0.9})
     out = compare_reports(base, report(a=down, b=up | {"completion_rate": 1.0})).set_index(["system_id", "metric"])
     assert out["direction"].to_dict() == {
-        ("a", "completion_rate"): "worse", ("a", "wer"): "better", ("a", "cer"): "better", ("a", "mos"): "worse",
-        ("b", "completion_rate"): "better", ("b", "wer"): "worse", ("b", "cer"): "worse", ("b", "mos"): "better"}
+        ("a", "completion_rate"): "worse",
+        ("a", "wer"): "better",
+        ("a", "cer"): "better",
+        ("a", "mos"): "worse",
+        ("b", "completion_rate"): "better",
+        ("b", "wer"): "worse",
+        ("b", "cer"): "worse",
+        ("b", "mos"): "better",
+    }
     assert out["flagged"].all()
 
 
 def test_rows_are_matched_per_system_and_recogniser() -> None:
     # One system, two recognisers: tiny's WER rose beyond its CI, base's did not move; neither is pooled.
-    prev = pd.concat([report(a={}).assign(asr_id="tiny", asr_spec="fw:tiny"),
-                      report(a={}).assign(asr_id="base", asr_spec="fw:base")], ignore_index=True)
+    prev = pd.concat(
+        [
+            report(a={}).assign(asr_id="tiny", asr_spec="fw:tiny"),
+            report(a={}).assign(asr_id="base", asr_spec="fw:base"),
+        ],
+        ignore_index=True,
+    )
     curr = prev.copy()
     curr.loc[0, ["wer", "wer_ci_low", "wer_ci_high"]] = [0.30, 0.25, 0.35]
     out = compare_reports(prev, curr).set_index(["asr_id", "metric"])
@@ -89,13 +134,23 @@ def test_a_report_from_before_per_recogniser_rows_is_matched_by_system() -> None
     # The previous report has no asr_id (one pooled row per system). 'a' now has one recogniser: compared as
     # before. 'b' now has two: its old figure pooled them, so it is not compared with either (presence rows).
     prev = report(a={}, b={})
-    curr = pd.concat([report(a={"wer": 0.20, "wer_ci_low": 0.15, "wer_ci_high": 0.25}).assign(asr_id="tiny"),
-                      report(b={}).assign(asr_id="tiny"), report(b={}).assign(asr_id="base")], ignore_index=True)
+    curr = pd.concat(
+        [
+            report(a={"wer": 0.20, "wer_ci_low": 0.15, "wer_ci_high": 0.25}).assign(asr_id="tiny"),
+            report(b={}).assign(asr_id="tiny"),
+            report(b={}).assign(asr_id="base"),
+        ],
+        ignore_index=True,
+    )
     out = compare_reports(prev, curr)
     a = out[out["system_id"] == "a"].set_index("metric")
     assert a.loc["wer", "direction"] == "worse" and a.loc["wer", "flagged"] and a.loc["wer", "asr_id"] == "tiny"
     b = out[out["system_id"] == "b"]
-    assert sorted(zip(b["asr_id"].fillna("-"), b["direction"])) == [("-", "removed"), ("base", "added"), ("tiny", "added")]
+    assert sorted(zip(b["asr_id"].fillna("-"), b["direction"])) == [
+        ("-", "removed"),
+        ("base", "added"),
+        ("tiny", "added"),
+    ]
 
 
 def test_paired_drift_flags_a_regression_the_overlap_rule_misses() -> None:
@@ -110,14 +165,40 @@ def test_paired_drift_flags_a_regression_the_overlap_rule_misses() -> None:
     after = np.minimum(before + 1, words)  # one more error on every item
 
     def run(errors):
-        tr = pd.DataFrame({"item_id": [f"i{k}" for k in range(40)], "system_id": "s", "asr_id": "a", "status": "ok",
-                           "word_errors": errors, "ref_words": words, "char_errors": errors, "ref_chars": 4 * words})
+        tr = pd.DataFrame(
+            {
+                "item_id": [f"i{k}" for k in range(40)],
+                "system_id": "s",
+                "asr_id": "a",
+                "status": "ok",
+                "word_errors": errors,
+                "ref_words": words,
+                "char_errors": errors,
+                "ref_chars": 4 * words,
+            }
+        )
         q = pd.DataFrame({"item_id": tr["item_id"], "system_id": "s", "status": "ok", "mos": 3.0})
         wer, cer = bootstrap_ratio_ci(errors, words, seed=0), bootstrap_ratio_ci(errors, 4 * words, seed=0)
-        report = pd.DataFrame([{"system_id": "s", "system_spec": "espeak-ng", "asr_id": "a", "asr_spec": "w",
-                                "completion_rate": 1.0, "wer": wer.point, "wer_ci_low": wer.low,
-                                "wer_ci_high": wer.high, "cer": cer.point, "cer_ci_low": cer.low,
-                                "cer_ci_high": cer.high, "mos": 3.0, "mos_ci_low": 3.0, "mos_ci_high": 3.0}])
+        report = pd.DataFrame(
+            [
+                {
+                    "system_id": "s",
+                    "system_spec": "espeak-ng",
+                    "asr_id": "a",
+                    "asr_spec": "w",
+                    "completion_rate": 1.0,
+                    "wer": wer.point,
+                    "wer_ci_low": wer.low,
+                    "wer_ci_high": wer.high,
+                    "cer": cer.point,
+                    "cer_ci_low": cer.low,
+                    "cer_ci_high": cer.high,
+                    "mos": 3.0,
+                    "mos_ci_low": 3.0,
+                    "mos_ci_high": 3.0,
+                }
+            ]
+        )
         return {"transcripts": tr, "quality": q}, report
 
     (prev_tables, prev_report), (curr_tables, curr_report) = run(before), run(after)

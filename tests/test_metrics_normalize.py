@@ -167,8 +167,14 @@ def test_normalizer_for_rejects_bad_tag(tag):
 
 
 def test_registry_names_and_lookup():
-    assert set(NORMALIZERS) == {"english-v1", "basic-v1", "whisper-basic-v1", "perso-arabic-v1", "seedtts-en-v1",
-                                "seedtts-zh-v1"}
+    assert set(NORMALIZERS) == {
+        "english-v1",
+        "basic-v1",
+        "whisper-basic-v1",
+        "perso-arabic-v1",
+        "seedtts-en-v1",
+        "seedtts-zh-v1",
+    }
     for name, normalizer in NORMALIZERS.items():
         assert normalizer.name == name
         assert get_normalizer(name) is normalizer
@@ -254,4 +260,3 @@ def test_the_seed_tts_eval_protocol_routes_en_and_zh_and_refuses_other_languages
         normalizer_for("fr", "seed-tts-eval")
     with pytest.raises(ValueError, match="unknown WER protocol 'whisper'; valid: ttseval, seed-tts-eval"):
         normalizer_for("en", "whisper")
-

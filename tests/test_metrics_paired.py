@@ -20,8 +20,10 @@ from ttseval.metrics.paired import MIN_INTERVAL_ITEMS, decide, paired_mean, pair
 def _exact_sign_flip_p(diff: np.ndarray, statistic) -> float:
     """Two-sided p of a paired test by enumerating every assignment of signs (2^n)."""
     observed = abs(statistic(diff))
-    flips = [abs(statistic(diff * np.array(signs))) >= observed - 1e-12
-             for signs in itertools.product([1, -1], repeat=len(diff))]
+    flips = [
+        abs(statistic(diff * np.array(signs))) >= observed - 1e-12
+        for signs in itertools.product([1, -1], repeat=len(diff))
+    ]
     return float(np.mean(flips))
 
 
@@ -121,8 +123,16 @@ def test_a_consistent_change_that_interval_overlap_misses_is_flagged() -> None:
 def test_the_table_pairs_by_item_and_ignores_unpaired_and_failed_rows() -> None:
     def transcripts(errors: list[int], status: list[str] | None = None) -> pd.DataFrame:
         n = len(errors)
-        return pd.DataFrame({"item_id": [f"i{k}" for k in range(n)], "status": status or ["ok"] * n,
-                             "word_errors": errors, "ref_words": 10, "char_errors": errors, "ref_chars": 40})
+        return pd.DataFrame(
+            {
+                "item_id": [f"i{k}" for k in range(n)],
+                "status": status or ["ok"] * n,
+                "word_errors": errors,
+                "ref_words": 10,
+                "char_errors": errors,
+                "ref_chars": 40,
+            }
+        )
 
     a = transcripts([1, 2, 3, 4, 0])
     b = transcripts([2, 3, 4, 5, 9], status=["ok"] * 4 + ["failed"])  # i4 failed in B: not paired

@@ -14,18 +14,22 @@ from scipy import stats
 from ttseval.metrics.planning import items_needed, per_item_sd, power_of
 
 
-@pytest.mark.parametrize("delta, sd, alpha, power, tests", [(0.2, 0.6, 0.05, 0.8, 1), (0.02, 0.05, 0.05, 0.9, 1),
-                                                             (0.1, 0.3, 0.05, 0.8, 6), (1.0, 0.5, 0.01, 0.8, 1)])
+@pytest.mark.parametrize(
+    "delta, sd, alpha, power, tests",
+    [(0.2, 0.6, 0.05, 0.8, 1), (0.02, 0.05, 0.05, 0.9, 1), (0.1, 0.3, 0.05, 0.8, 6), (1.0, 0.5, 0.01, 0.8, 1)],
+)
 def test_the_planned_n_matches_statsmodels(delta: float, sd: float, alpha: float, power: float, tests: int) -> None:
     from statsmodels.stats.power import TTestPower
 
     n = items_needed(delta, sd, alpha=alpha, power=power, tests=tests)
-    expected = TTestPower().solve_power(effect_size=delta / sd, alpha=alpha / tests, power=power,
-                                        alternative="two-sided")
+    expected = TTestPower().solve_power(
+        effect_size=delta / sd, alpha=alpha / tests, power=power, alternative="two-sided"
+    )
     assert n == math.ceil(expected - 1e-9)
     assert power_of(n, delta, sd, alpha=alpha / tests) >= power > power_of(n - 1, delta, sd, alpha=alpha / tests)
     assert power_of(n, delta, sd, alpha=alpha / tests) == pytest.approx(
-        TTestPower().power(effect_size=delta / sd, nobs=n, alpha=alpha / tests, alternative="two-sided"), abs=1e-6)
+        TTestPower().power(effect_size=delta / sd, nobs=n, alpha=alpha / tests, alternative="two-sided"), abs=1e-6
+    )
 
 
 def _simulated_power(pilot: np.ndarray, n: int, delta: float, alpha: float, rng) -> tuple[float, float]:

@@ -9,25 +9,41 @@ from ttseval.metrics.position_bias import position_bias
 
 
 def rows(spec: list[tuple]) -> pd.DataFrame:
-    return pd.DataFrame([{"judge_id": "j", "item_id": item, "system_id": system, "baseline_id": "base",
-                          "candidate_first": first, "winner": winner, "parse_ok": parsed, "status": "ok"}
-                         for item, system, first, winner, parsed in spec])
+    return pd.DataFrame(
+        [
+            {
+                "judge_id": "j",
+                "item_id": item,
+                "system_id": system,
+                "baseline_id": "base",
+                "candidate_first": first,
+                "winner": winner,
+                "parse_ok": parsed,
+                "status": "ok",
+            }
+            for item, system, first, winner, parsed in spec
+        ]
+    )
 
 
 def test_consistency_first_position_share_and_win_rates_worked_by_hand() -> None:
-    drawn = rows([
-        ("p1", "A", True, "candidate", True),   # first clip won
-        ("p2", "A", False, "candidate", True),  # second clip won
-        ("p3", "B", True, "tie", True),
-        ("p4", "B", False, "baseline", True),   # first clip won; not audited
-        ("p5", "B", True, None, False),         # unparsed: neither scored nor audited
-    ])
-    swapped = rows([
-        ("p1", "A", False, "baseline", True),   # first clip won again: the verdict flipped with the order
-        ("p2", "A", True, "candidate", True),   # first clip won; the verdict held
-        ("p3", "B", False, "tie", True),
-        ("p5", "B", False, "candidate", True),
-    ])
+    drawn = rows(
+        [
+            ("p1", "A", True, "candidate", True),  # first clip won
+            ("p2", "A", False, "candidate", True),  # second clip won
+            ("p3", "B", True, "tie", True),
+            ("p4", "B", False, "baseline", True),  # first clip won; not audited
+            ("p5", "B", True, None, False),  # unparsed: neither scored nor audited
+        ]
+    )
+    swapped = rows(
+        [
+            ("p1", "A", False, "baseline", True),  # first clip won again: the verdict flipped with the order
+            ("p2", "A", True, "candidate", True),  # first clip won; the verdict held
+            ("p3", "B", False, "tie", True),
+            ("p5", "B", False, "candidate", True),
+        ]
+    )
     judges, systems = position_bias(drawn, swapped)
     [j] = judges.to_dict("records")
     # audited and parsed both ways: p1, p2, p3; verdict held on p2 and p3
@@ -52,7 +68,19 @@ def test_a_judge_that_always_picks_clip_one_is_fully_biased_and_never_consistent
 
 
 def test_no_audit_rows_no_figures() -> None:
-    judges, systems = position_bias(rows([("p1", "A", True, "candidate", True)]), rows([]).reindex(
-        columns=["judge_id", "item_id", "system_id", "baseline_id", "candidate_first", "winner", "parse_ok",
-                 "status"]))
+    judges, systems = position_bias(
+        rows([("p1", "A", True, "candidate", True)]),
+        rows([]).reindex(
+            columns=[
+                "judge_id",
+                "item_id",
+                "system_id",
+                "baseline_id",
+                "candidate_first",
+                "winner",
+                "parse_ok",
+                "status",
+            ]
+        ),
+    )
     assert judges.empty and systems.empty

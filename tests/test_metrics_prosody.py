@@ -47,11 +47,20 @@ def test_silence_added_around_real_speech_is_measured() -> None:
 
 def test_timing_rules_by_hand() -> None:
     t = timing([(0.4, 1.0), (1.2, 2.0), (2.8, 3.5)], 4.0, pause_s=0.5)
-    assert t.as_dict() == {"speech_s": pytest.approx(0.6 + 0.8 + 0.7), "leading_silence_s": 0.4,
-                           "trailing_silence_s": pytest.approx(0.5), "n_long_pauses": 1,
-                           "longest_pause_s": pytest.approx(0.8)}
-    assert timing([], 2.0).as_dict() == {"speech_s": 0.0, "leading_silence_s": 2.0, "trailing_silence_s": 2.0,
-                                         "n_long_pauses": 0, "longest_pause_s": 0.0}
+    assert t.as_dict() == {
+        "speech_s": pytest.approx(0.6 + 0.8 + 0.7),
+        "leading_silence_s": 0.4,
+        "trailing_silence_s": pytest.approx(0.5),
+        "n_long_pauses": 1,
+        "longest_pause_s": pytest.approx(0.8),
+    }
+    assert timing([], 2.0).as_dict() == {
+        "speech_s": 0.0,
+        "leading_silence_s": 2.0,
+        "trailing_silence_s": 2.0,
+        "n_long_pauses": 0,
+        "longest_pause_s": 0.0,
+    }
     assert speaking_rate(10, 4.0) == 2.5 and np.isnan(speaking_rate(3, 0.0))
 
 

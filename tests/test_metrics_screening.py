@@ -14,36 +14,65 @@ PLAIN = "سلام"  # none of the Pashto classes
 
 
 def items() -> pd.DataFrame:
-    return pd.DataFrame({"item_id": [f"i{k}" for k in range(6)], "language": "ps-AF",
-                         "text": [LATERAL] * 5 + [PLAIN]})
+    return pd.DataFrame({"item_id": [f"i{k}" for k in range(6)], "language": "ps-AF", "text": [LATERAL] * 5 + [PLAIN]})
 
 
 def synthesis(system: str, failed: int = 0) -> pd.DataFrame:
-    return pd.DataFrame({"item_id": [f"i{k}" for k in range(6)], "system_id": system, "system_spec": system,
-                         "status": ["failed"] * failed + ["ok"] * (6 - failed), "duration_s": 1.0, "latency_s": 0.5})
+    return pd.DataFrame(
+        {
+            "item_id": [f"i{k}" for k in range(6)],
+            "system_id": system,
+            "system_spec": system,
+            "status": ["failed"] * failed + ["ok"] * (6 - failed),
+            "duration_s": 1.0,
+            "latency_s": 0.5,
+        }
+    )
 
 
-def transcripts(system: str, hypotheses: list[str], word_errors: list[int], ref_words: list[int],
-                char_errors: list[int], detected: str | None = "ps", start: int = 0) -> pd.DataFrame:
+def transcripts(
+    system: str,
+    hypotheses: list[str],
+    word_errors: list[int],
+    ref_words: list[int],
+    char_errors: list[int],
+    detected: str | None = "ps",
+    start: int = 0,
+) -> pd.DataFrame:
     n = len(hypotheses)
-    return pd.DataFrame({"item_id": [f"i{k}" for k in range(start, start + n)], "system_id": system, "asr_id": "asr1",
-                         "asr_spec": "faster-whisper:base", "status": "ok", "hypothesis": hypotheses,
-                         "word_errors": word_errors, "ref_words": ref_words, "char_errors": char_errors,
-                         "ref_chars": [4 * w for w in ref_words], "detected_language": detected})
+    return pd.DataFrame(
+        {
+            "item_id": [f"i{k}" for k in range(start, start + n)],
+            "system_id": system,
+            "asr_id": "asr1",
+            "asr_spec": "faster-whisper:base",
+            "status": "ok",
+            "hypothesis": hypotheses,
+            "word_errors": word_errors,
+            "ref_words": ref_words,
+            "char_errors": char_errors,
+            "ref_chars": [4 * w for w in ref_words],
+            "detected_language": detected,
+        }
+    )
 
 
 def card(lid: pd.DataFrame | None = None) -> pd.DataFrame:
     syn = pd.concat([synthesis("good"), synthesis("latin"), synthesis("refuses", failed=2)])
-    tr = pd.concat([
-        # 1 error in 5 words on each lateral item, none in 20 words on the plain one; chars 1 of 20 each
-        transcripts("good", [LATERAL] * 5 + [PLAIN], [1] * 5 + [0], [5] * 5 + [20], [1] * 5 + [0]),
-        # a Latin transcript of every item; item i0: 1 word error of 5, 16 char errors of 20 (CER/WER 4.0)
-        transcripts("latin", ["shah"] * 6, [1, 5, 5, 5, 5, 20], [5] * 5 + [20], [16, 20, 20, 20, 20, 80],
-                    detected="ur"),
-        # four clips; one transcript empty (SFR undefined)
-        transcripts("refuses", [LATERAL, LATERAL, LATERAL, ""], [0, 0, 0, 5], [5, 5, 5, 20], [0, 0, 0, 20],
-                    start=2),
-    ])
+    tr = pd.concat(
+        [
+            # 1 error in 5 words on each lateral item, none in 20 words on the plain one; chars 1 of 20 each
+            transcripts("good", [LATERAL] * 5 + [PLAIN], [1] * 5 + [0], [5] * 5 + [20], [1] * 5 + [0]),
+            # a Latin transcript of every item; item i0: 1 word error of 5, 16 char errors of 20 (CER/WER 4.0)
+            transcripts(
+                "latin", ["shah"] * 6, [1, 5, 5, 5, 5, 20], [5] * 5 + [20], [16, 20, 20, 20, 20, 80], detected="ur"
+            ),
+            # four clips; one transcript empty (SFR undefined)
+            transcripts(
+                "refuses", [LATERAL, LATERAL, LATERAL, ""], [0, 0, 0, 5], [5, 5, 5, 20], [0, 0, 0, 20], start=2
+            ),
+        ]
+    )
     return insv_card(items(), syn, tr, lid, n_resamples=200).set_index("system_id")
 
 
@@ -52,8 +81,11 @@ def test_the_card_s_gates_and_labels_worked_by_hand() -> None:
     good, latin, refuses = c.loc["good"], c.loc["latin"], c.loc["refuses"]
     # F1: completion 6/6 and 4/6 (gate 0.95); refusals recorded in the rows are confirmed F1
     assert (good["completion_rate"], good["gate_f1"], good["f1"]) == (1.0, "pass", "not observed")
-    assert (refuses["completion_rate"], refuses["gate_f1"], refuses["f1"]) == (pytest.approx(4 / 6), "fail",
-                                                                             "confirmed")
+    assert (refuses["completion_rate"], refuses["gate_f1"], refuses["f1"]) == (
+        pytest.approx(4 / 6),
+        "fail",
+        "confirmed",
+    )
     # S: every Pashto transcript is all Perso-Arabic (1.0); Latin ones score 0; the empty transcript is undefined
     assert (good["sfr"], good["gate_s"], good["n_sfr_undefined"]) == (1.0, "pass", 0)
     assert (latin["sfr"], latin["gate_s"]) == (0.0, "fail")
@@ -94,8 +126,15 @@ def test_voting_lid_rows_set_v_and_f2() -> None:
     for system, labels in {"good": ["ps"] * 6, "latin": ["ur"] * 6, "refuses": ["ps"] * 4}.items():
         for lid_id, flip in (("mms", 0), ("sb", 1 if system == "good" else 0)):
             for k, label in enumerate(labels):
-                rows.append({"item_id": f"i{k}", "system_id": system, "lid_id": lid_id, "status": "ok",
-                             "language": "urd" if k < flip else label})
+                rows.append(
+                    {
+                        "item_id": f"i{k}",
+                        "system_id": system,
+                        "lid_id": lid_id,
+                        "status": "ok",
+                        "language": "urd" if k < flip else label,
+                    }
+                )
     c = card(pd.DataFrame(rows))
     assert c.loc["good", "lid_rates"] == {"mms": 1.0, "sb": pytest.approx(5 / 6)}  # 5/6 < 0.90: unresolved
     assert (c.loc["good", "gate_v"], c.loc["good", "f2"]) == ("unresolved", "needs native annotation")

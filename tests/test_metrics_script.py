@@ -95,8 +95,12 @@ def test_allowed_scripts_come_from_the_data_else_from_cldr_and_unknown_scripts_s
 def test_every_letter_in_a_script_s_ranges_has_that_script_by_unicode(script: str) -> None:
     """Independent check of the data: the Unicode Script_Extensions property (regex's tables, not ours)."""
     prop = regex.compile(r"\p{scx=%s}" % {"ArabExt": "Arab"}.get(script, script))
-    letters = [chr(cp) for low, high in _ranges(script) for cp in range(low, high + 1)
-               if unicodedata.category(chr(cp)).startswith("L")]
+    letters = [
+        chr(cp)
+        for low, high in _ranges(script)
+        for cp in range(low, high + 1)
+        if unicodedata.category(chr(cp)).startswith("L")
+    ]
     wrong = [f"U+{ord(c):04X}" for c in letters if not prop.match(c)]
     assert letters and not wrong, wrong[:10]
 
@@ -105,8 +109,13 @@ def test_sfr_agrees_with_an_independent_count_on_random_mixed_strings() -> None:
     """SFR recomputed with regex's Script_Extensions and Unicode categories on 300 random strings of Arabic,
     Latin, Cyrillic, punctuation, digits, diacritics and spaces."""
     rng = np.random.default_rng(7)
-    pool = list(PASHTO.replace(" ", "")) + list("abcxyzДЖЯ") + list("،؟۔.!?,") + list("٣۴7") + ["\u064e", "\u0640",
-                                                                                             " ", "\u200c"]
+    pool = (
+        list(PASHTO.replace(" ", ""))
+        + list("abcxyzДЖЯ")
+        + list("،؟۔.!?,")
+        + list("٣۴7")
+        + ["\u064e", "\u0640", " ", "\u200c"]
+    )
     countable_re = regex.compile(r"[^\s\p{P}\p{Mn}\p{Me}\p{Cc}\p{Cf}\p{Nd}\u0640$+<=>^`|~]")
     for _ in range(300):
         text = "".join(rng.choice(pool, size=int(rng.integers(0, 25))))

@@ -52,9 +52,18 @@ TRANSCRIPTS = pd.DataFrame(
         ("i4", "sysB", "omni", "w:omni", "ok", 3, 2, 5, 10),
         ("i1", "sysA", "omni", "w:omni", "failed", None, None, None, None),
     ],
-    columns=["item_id", "system_id", "asr_id", "asr_spec", "status", "word_errors", "ref_words", "char_errors",
-             "ref_chars"],
-).astype({c: "Int64" for c in ("word_errors", "ref_words", "char_errors", "ref_chars")})
+    columns=[
+        "item_id",
+        "system_id",
+        "asr_id",
+        "asr_spec",
+        "status",
+        "word_errors",
+        "ref_words",
+        "char_errors",
+        "ref_chars",
+    ],
+).astype(dict.fromkeys(("word_errors", "ref_words", "char_errors", "ref_chars"), "Int64"))
 
 # sysB: 4.0 and 3.0 ok, i4 failed. sysA: one score 2.5.
 QUALITY = pd.DataFrame(
@@ -241,13 +250,20 @@ def test_two_recognisers_on_one_clip_give_one_row_each_never_pooled():
     # sysB's clips transcribed again by a second recogniser "tiny" (the asr setting changed): i1 0/4 words,
     # 1/10 chars; i2 2/6, 4/20; i4 failed. "omni" keeps its rows: (1+0+3)/(4+6+2) = 4/12, CER 7/40.
     tiny = pd.DataFrame(
-        [("i1", "sysB", "tiny", "w:tiny", "ok", 0, 4, 1, 10), ("i2", "sysB", "tiny", "w:tiny", "ok", 2, 6, 4, 20),
-         ("i4", "sysB", "tiny", "w:tiny", "failed", None, None, None, None)],
+        [
+            ("i1", "sysB", "tiny", "w:tiny", "ok", 0, 4, 1, 10),
+            ("i2", "sysB", "tiny", "w:tiny", "ok", 2, 6, 4, 20),
+            ("i4", "sysB", "tiny", "w:tiny", "failed", None, None, None, None),
+        ],
         columns=TRANSCRIPTS.columns,
     ).astype(TRANSCRIPTS.dtypes.to_dict())
     summary = _summary(transcripts=pd.concat([TRANSCRIPTS, tiny], ignore_index=True))
     assert list(zip(summary["system_id"], summary["asr_id"].fillna("-"))) == [
-        ("sysB", "omni"), ("sysB", "tiny"), ("sysA", "omni"), ("sysC", "-")]  # sysC: no transcript, null asr_id
+        ("sysB", "omni"),
+        ("sysB", "tiny"),
+        ("sysA", "omni"),
+        ("sysC", "-"),
+    ]  # sysC: no transcript, null asr_id
     rows = summary.set_index(["system_id", "asr_id"])
     assert rows.loc[("sysB", "tiny"), "asr_spec"] == "w:tiny"
     assert rows.loc[("sysB", "omni"), "wer"] == pytest.approx(4 / 12, abs=1e-12)
@@ -263,8 +279,9 @@ def test_two_recognisers_on_one_clip_give_one_row_each_never_pooled():
 
 def test_recognisers_routed_by_language_have_a_row_each():
     # i2 is transcribed by another model than i1 and i4 (routing by language): two rows, each its own pool.
-    routed = TRANSCRIPTS.assign(asr_id=["omni", "whisper", "omni", "omni"],
-                                asr_spec=["w:omni", "w:whisper", "w:omni", "w:omni"])
+    routed = TRANSCRIPTS.assign(
+        asr_id=["omni", "whisper", "omni", "omni"], asr_spec=["w:omni", "w:whisper", "w:omni", "w:omni"]
+    )
     rows = _summary(transcripts=routed).set_index(["system_id", "asr_id"])
     assert rows.loc[("sysB", "omni"), "wer"] == pytest.approx(4 / 6, abs=1e-12)  # i1, i4: (1+3) / (4+2)
     assert rows.loc[("sysB", "whisper"), "wer"] == pytest.approx(0.0, abs=1e-12)  # i2: 0 / 6

@@ -28,8 +28,9 @@ def transitions(k: float, h: float, mean: float = 0.0, sd: float = 1.0, m: int =
     matrix = np.empty((m, m))
     for i in range(m):
         matrix[i, 0] = norm.cdf(k - centre[i] + w / 2, mean, sd)
-        matrix[i, 1:] = (norm.cdf(k + centre[1:] - centre[i] + w / 2, mean, sd)
-                         - norm.cdf(k + centre[1:] - centre[i] - w / 2, mean, sd))
+        matrix[i, 1:] = norm.cdf(k + centre[1:] - centre[i] + w / 2, mean, sd) - norm.cdf(
+            k + centre[1:] - centre[i] - w / 2, mean, sd
+        )
     return matrix
 
 
@@ -44,11 +45,21 @@ def alarm_within(nights: int, k: float, h: float, mean: float = 0.0, sd: float =
 def week(values: np.ndarray, se: float, metric: str = "wer") -> pd.DataFrame:
     """Simulated nights: `values` is weeks x nights; one series per week."""
     weeks, nights = values.shape
-    return pd.DataFrame({"night": np.tile(np.arange(nights), weeks), "run_id": [f"n{j}" for j in
-                                                                              np.tile(np.arange(nights), weeks)],
-                         "system_id": np.repeat([f"w{i}" for i in range(weeks)], nights), "system_spec": "fake",
-                         "metric": metric, "detail": "", "value": values.ravel(), "ci_low": np.nan,
-                         "ci_high": np.nan, "se": se, "n": 8})
+    return pd.DataFrame(
+        {
+            "night": np.tile(np.arange(nights), weeks),
+            "run_id": [f"n{j}" for j in np.tile(np.arange(nights), weeks)],
+            "system_id": np.repeat([f"w{i}" for i in range(weeks)], nights),
+            "system_spec": "fake",
+            "metric": metric,
+            "detail": "",
+            "value": values.ravel(),
+            "ci_low": np.nan,
+            "ci_high": np.nan,
+            "se": se,
+            "n": 8,
+        }
+    )
 
 
 def test_cusum_by_hand() -> None:
@@ -78,8 +89,10 @@ def test_false_alarm_rate_over_seeded_weeks_against_the_chain() -> None:
     # the reference's error e_1: given e_1, the z are independent N(-e_1 / sqrt 2, 1/2), so the chain's
     # probability is integrated over e_1 ~ N(0, 1) by Gauss-Hermite quadrature: 4.2% of weeks per series.
     x, weights = hermegauss(60)
-    expected = sum(w * alarm_within(NIGHTS - 1, K, H, -xi / math.sqrt(2), math.sqrt(0.5))
-                   for xi, w in zip(x, weights / weights.sum()))
+    expected = sum(
+        w * alarm_within(NIGHTS - 1, K, H, -xi / math.sqrt(2), math.sqrt(0.5))
+        for xi, w in zip(x, weights / weights.sum())
+    )
     assert expected == pytest.approx(0.0423, abs=5e-4)
     weeks = 4000
     values = 0.2 + 0.01 * np.random.default_rng(7).standard_normal((weeks, NIGHTS))
@@ -126,26 +139,58 @@ def test_a_step_is_the_new_reference_and_a_measure_without_a_better_side_drifts_
 
 
 def test_one_nights_values_from_its_tables() -> None:
-    report = pd.DataFrame({"system_id": ["a"], "system_spec": ["openai:alloy"], "asr_spec": ["whisper"], "n_items": [4],
-                           "n_ok": [3], "wer_ci_low": [np.nan], "wer_ci_high": [np.nan], "cer_ci_low": [np.nan],
-                           "cer_ci_high": [np.nan]})
-    transcripts = pd.DataFrame({"system_id": "a", "asr_spec": "whisper", "status": "ok", "word_errors": [0, 1, 2],
-                                "ref_words": [4, 5, 5], "char_errors": [0, 2, 4], "ref_chars": [20, 25, 25]})
+    report = pd.DataFrame(
+        {
+            "system_id": ["a"],
+            "system_spec": ["openai:alloy"],
+            "asr_spec": ["whisper"],
+            "n_items": [4],
+            "n_ok": [3],
+            "wer_ci_low": [np.nan],
+            "wer_ci_high": [np.nan],
+            "cer_ci_low": [np.nan],
+            "cer_ci_high": [np.nan],
+        }
+    )
+    transcripts = pd.DataFrame(
+        {
+            "system_id": "a",
+            "asr_spec": "whisper",
+            "status": "ok",
+            "word_errors": [0, 1, 2],
+            "ref_words": [4, 5, 5],
+            "char_errors": [0, 2, 4],
+            "ref_chars": [20, 25, 25],
+        }
+    )
     quality = pd.DataFrame({"system_id": "a", "quality_spec": "dnsmos", "status": "ok", "mos": [3.0, 3.5, 4.0]})
-    synthesis = pd.DataFrame({"item_id": ["i1", "i2", "i3", "i4"], "system_id": "a", "system_spec": "openai:alloy",
-                              "cache_hit": [False, False, False, True], "attempt": [1, 3, 2, 0],
-                              "status": ["ok", "ok", "failed", "ok"], "latency_s": [0.5, 1.5, 2.0, 9.0],
-                              "first_byte_s": [0.1, 0.3, np.nan, 9.0], "duration_s": [1.0, 2.0, np.nan, 5.0]})
-    got = night_values({"report": report, "transcripts": transcripts, "quality": quality, "synthesis": synthesis},
-                       remote=["openai:alloy"]).set_index(["metric", "detail"])
+    synthesis = pd.DataFrame(
+        {
+            "item_id": ["i1", "i2", "i3", "i4"],
+            "system_id": "a",
+            "system_spec": "openai:alloy",
+            "cache_hit": [False, False, False, True],
+            "attempt": [1, 3, 2, 0],
+            "status": ["ok", "ok", "failed", "ok"],
+            "latency_s": [0.5, 1.5, 2.0, 9.0],
+            "first_byte_s": [0.1, 0.3, np.nan, 9.0],
+            "duration_s": [1.0, 2.0, np.nan, 5.0],
+        }
+    )
+    got = night_values(
+        {"report": report, "transcripts": transcripts, "quality": quality, "synthesis": synthesis},
+        remote=["openai:alloy"],
+    ).set_index(["metric", "detail"])
     completion = got.loc[("completion_rate", "")]
     assert completion["value"] == 0.75 and (completion["ci_low"], completion["ci_high"]) == pytest.approx(
-        proportion_confint(3, 4, method="wilson"))
+        proportion_confint(3, 4, method="wilson")
+    )
     wer = got.loc[("wer", "whisper")]
     # corpus WER 3/14; linearized SE: residuals e - r w = -6/7, -1/14, 13/14 -> sqrt(sum r^2 / (3 * 2)) / (14/3)
     residuals = np.array([0, 1, 2]) - 3 / 14 * np.array([4, 5, 5])
     assert wer["value"] == pytest.approx(3 / 14) and wer["se"] == pytest.approx(
-        math.sqrt((residuals ** 2).sum() / 6) / (14 / 3))
+        math.sqrt((residuals**2).sum() / 6) / (14 / 3)
+    )
     mos = got.loc[("mos", "dnsmos")]
     assert (mos["value"], mos["se"], mos["n"]) == pytest.approx((3.5, 0.5 / math.sqrt(3), 3))
     # 3 fresh rows made 1 + 3 + 2 = 6 requests; 2 answered: 4 errors; the reused row made none
@@ -157,13 +202,24 @@ def test_one_nights_values_from_its_tables() -> None:
 
 
 def test_a_time_interval_stops_at_zero() -> None:
-    synthesis = pd.DataFrame({"item_id": ["i1", "i2", "i3"], "system_id": "a", "system_spec": "openai:alloy",
-                              "cache_hit": False, "attempt": 1, "status": "ok", "latency_s": [0.1, 0.1, 3.0],
-                              "first_byte_s": np.nan, "duration_s": [1.0, 1.2, 1.4]})
+    synthesis = pd.DataFrame(
+        {
+            "item_id": ["i1", "i2", "i3"],
+            "system_id": "a",
+            "system_spec": "openai:alloy",
+            "cache_hit": False,
+            "attempt": 1,
+            "status": "ok",
+            "latency_s": [0.1, 0.1, 3.0],
+            "first_byte_s": np.nan,
+            "duration_s": [1.0, 1.2, 1.4],
+        }
+    )
     empty = pd.DataFrame({c: [] for c in ("system_id", "asr_spec", "status", "quality_spec", "mos")})
     report = pd.DataFrame({"system_id": ["a"], "system_spec": ["openai:alloy"], "n_items": [3], "n_ok": [3]})
-    got = night_values({"report": report, "transcripts": empty, "quality": empty, "synthesis": synthesis},
-                       ["openai:alloy"]).set_index("metric")
+    got = night_values(
+        {"report": report, "transcripts": empty, "quality": empty, "synthesis": synthesis}, ["openai:alloy"]
+    ).set_index("metric")
     latency = got.loc["latency_s"]
     se = np.std([0.1, 0.1, 3.0], ddof=1) / math.sqrt(3)
     assert (latency["ci_low"], latency["ci_high"]) == pytest.approx((0.0, 1.0666667 + 1.959964 * se))

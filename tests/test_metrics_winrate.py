@@ -79,15 +79,24 @@ def test_overall_counts_and_rates_worked_by_hand():
 def test_all_ties_is_one_half_and_too_few_items_get_no_interval():
     b = _row(win_rate_table(JUDGMENTS, seed=3), judge_id="g", system_id="sysB")
     assert (b.n_judged, b.ties, b.tie_rate, b.win_rate) == (3, 3, 1.0, 0.5)
-    assert 3 < MIN_INTERVAL_ITEMS and np.isnan(b.win_rate_ci_low) and np.isnan(b.win_rate_ci_high)  # n too small
+    assert MIN_INTERVAL_ITEMS > 3 and np.isnan(b.win_rate_ci_low) and np.isnan(b.win_rate_ci_high)  # n too small
     many = _frame(["tie"] * MIN_INTERVAL_ITEMS)  # enough items, every score alike: every resample is the sample
     row = win_rate_table(many, seed=3).iloc[0]
     assert row.win_rate == row.win_rate_ci_low == row.win_rate_ci_high == 0.5
 
 
 def _frame(winners: list[str]) -> pd.DataFrame:
-    return pd.DataFrame({"item_id": [f"i{k}" for k in range(len(winners))], "system_id": "s", "baseline_id": "b",
-                         "judge_id": "g", "winner": winners, "parse_ok": True, "status": "ok"})
+    return pd.DataFrame(
+        {
+            "item_id": [f"i{k}" for k in range(len(winners))],
+            "system_id": "s",
+            "baseline_id": "b",
+            "judge_id": "g",
+            "winner": winners,
+            "parse_ok": True,
+            "status": "ok",
+        }
+    )
 
 
 def test_per_category_split_worked_by_hand():
@@ -128,8 +137,17 @@ def test_per_category_and_depth_split_worked_by_hand():
 
 def test_ci_contains_point_is_seeded_and_independent_of_other_cells():
     # JUDGMENTS' sysA scores four times over (24 items, 12 wins, 8 ties, 4 losses) beside the small cells
-    frame = pd.concat([JUDGMENTS, *(JUDGMENTS[(JUDGMENTS.system_id == "sysA") & (JUDGMENTS.judge_id == "g")]
-                                    .assign(item_id=lambda f, k=k: f["item_id"] + f"-{k}") for k in range(3))])
+    frame = pd.concat(
+        [
+            JUDGMENTS,
+            *(
+                JUDGMENTS[(JUDGMENTS.system_id == "sysA") & (JUDGMENTS.judge_id == "g")].assign(
+                    item_id=lambda f, k=k: f["item_id"] + f"-{k}"
+                )
+                for k in range(3)
+            ),
+        ]
+    )
     first = win_rate_table(frame, n_resamples=500, seed=7)
     again = win_rate_table(frame, n_resamples=500, seed=7)
     pd.testing.assert_frame_equal(first, again)
@@ -212,10 +230,14 @@ def test_voice_variance_is_the_sample_std_of_the_voices_win_rates() -> None:
     from ttseval.metrics.winrate import voice_variance
 
     # Three voices of model M (win-rates 0.2, 0.5, 0.8 overall), one voice of N (left out: a single voice).
-    rows = [{"judge_id": "j", "system_id": s, "level": "overall", "category": None, "win_rate": w}
-            for s, w in (("m1", 0.2), ("m2", 0.5), ("m3", 0.8), ("n1", 0.9))]
-    rows += [{"judge_id": "j", "system_id": s, "level": "category", "category": "questions", "win_rate": w}
-             for s, w in (("m1", 0.25), ("m2", 0.75))]
+    rows = [
+        {"judge_id": "j", "system_id": s, "level": "overall", "category": None, "win_rate": w}
+        for s, w in (("m1", 0.2), ("m2", 0.5), ("m3", 0.8), ("n1", 0.9))
+    ]
+    rows += [
+        {"judge_id": "j", "system_id": s, "level": "category", "category": "questions", "win_rate": w}
+        for s, w in (("m1", 0.25), ("m2", 0.75))
+    ]
     out = voice_variance(pd.DataFrame(rows), {"m1": "M", "m2": "M", "m3": "M", "n1": "N"})
     overall = out[out["level"] == "overall"].iloc[0]
     # By hand: mean 0.5; squared deviations 0.09, 0, 0.09; / (3 - 1) = 0.09; sqrt = 0.3.
@@ -223,7 +245,7 @@ def test_voice_variance_is_the_sample_std_of_the_voices_win_rates() -> None:
     assert overall["win_rate_mean"] == pytest.approx(0.5) and overall["win_rate_std"] == pytest.approx(0.3)
     questions = out[out["category"] == "questions"].iloc[0]
     # Two values 0.25, 0.75: deviations 0.25 each; 2 * 0.0625 / 1 = 0.125; sqrt = 0.35355...
-    assert questions["win_rate_std"] == pytest.approx(0.125 ** 0.5)
+    assert questions["win_rate_std"] == pytest.approx(0.125**0.5)
     assert set(out["model"]) == {"M"}
     assert voice_variance(pd.DataFrame(rows), {"n1": "N"}).empty
 

@@ -15,13 +15,15 @@ from ttseval.metrics.mos_forms import analyse_mos, counterbalanced_forms, select
 
 @pytest.mark.parametrize("n_systems,n_items,multiple", [(4, 50, 1), (3, 10, 2), (2, 7, 3), (5, 12, 1)])
 def test_every_form_hears_each_sentence_once_and_each_square_each_sentence_once_per_system(
-        n_systems: int, n_items: int, multiple: int) -> None:
+    n_systems: int, n_items: int, multiple: int
+) -> None:
     systems = [f"s{k}" for k in range(n_systems)]
     items = [f"i{k}" for k in range(n_items)]
     controls = [("c0", "urdu"), ("c1", "urdu")]
     for seed in range(40):
-        forms = counterbalanced_forms(items, systems, n_forms=n_systems * multiple, repeats=3, controls=controls,
-                                      seed=seed)
+        forms = counterbalanced_forms(
+            items, systems, n_forms=n_systems * multiple, repeats=3, controls=controls, seed=seed
+        )
         tests = forms[forms["kind"] == "test"]
         for form, g in forms.groupby("form"):
             mine = tests[tests["form"] == form]
@@ -29,7 +31,8 @@ def test_every_form_hears_each_sentence_once_and_each_square_each_sentence_once_
             assert sorted(g["position"]) == list(range(1, len(g) + 1))
             repeats = g[g["kind"] == "repeat"]
             assert len(repeats) == 3 and set(zip(repeats["item_id"], repeats["system_id"])) <= set(
-                zip(mine["item_id"], mine["system_id"]))  # a repeat is one of the form's own clips
+                zip(mine["item_id"], mine["system_id"])
+            )  # a repeat is one of the form's own clips
             assert sorted(zip(*g[g["kind"] == "control"][["item_id", "system_id"]].T.values)) == sorted(controls)
         for square in range(multiple):  # within each Latin square: each sentence once from every system
             block = tests[(tests["form"] - 1) // n_systems == square]
@@ -52,8 +55,15 @@ def test_bad_designs_are_refused() -> None:
 
 
 def test_the_subset_keeps_lengths_in_range_and_covers_every_class() -> None:
-    texts = {"a": "ټ " + "x " * 6, "b": "ښ " + "x " * 10, "c": "ځ " + "x " * 20, "d": "y " * 8,
-             "e": "ټ " + "x " * 40, "f": "ښ x", "g": "ځ " + "x " * 5}
+    texts = {
+        "a": "ټ " + "x " * 6,
+        "b": "ښ " + "x " * 10,
+        "c": "ځ " + "x " * 20,
+        "d": "y " * 8,
+        "e": "ټ " + "x " * 40,
+        "f": "ښ x",
+        "g": "ځ " + "x " * 5,
+    }
     items = pd.DataFrame({"item_id": list(texts), "text": list(texts.values())})
     classes = {"retroflex": ["ټ"], "lateral": ["ښ"], "affricate": ["ځ"]}
     subset = select_subset(items, 3, classes=classes, seed=0)
@@ -80,14 +90,13 @@ def _ordinal_alpha_by_hand(data: np.ndarray) -> float:
     d = np.zeros_like(o)
     for c, k in itertools.product(range(len(values)), repeat=2):
         low, high = min(c, k), max(c, k)
-        d[c, k] = (n_c[low:high + 1].sum() - (n_c[c] + n_c[k]) / 2) ** 2
+        d[c, k] = (n_c[low : high + 1].sum() - (n_c[c] + n_c[k]) / 2) ** 2
     expected = sum(n_c[c] * n_c[k] * d[c, k] for c, k in itertools.product(range(len(values)), repeat=2))
     return 1 - (n - 1) * (o * d).sum() / expected
 
 
 def test_analysis_mos_alpha_repeats_and_controls_by_hand() -> None:
-    key = counterbalanced_forms(["i0", "i1", "i2", "i3"], ["good", "bad"], repeats=1,
-                                controls=[("c0", "urdu")], seed=3)
+    key = counterbalanced_forms(["i0", "i1", "i2", "i3"], ["good", "bad"], repeats=1, controls=[("c0", "urdu")], seed=3)
     rng = np.random.default_rng(0)
     rows = []
     for rater in range(6):
@@ -95,13 +104,24 @@ def test_analysis_mos_alpha_repeats_and_controls_by_hand() -> None:
         for r in key[key["form"] == form].itertuples():
             base = {"good": 4, "bad": 2, "urdu": 1}[r.system_id]
             score = int(np.clip(base + rng.integers(-1, 2), 1, 5)) if r.kind != "repeat" else None
-            rows.append({"rater_id": f"r{rater}", "form": form, "position": r.position, "score": score,
-                         "item_id": r.item_id, "system_id": r.system_id, "kind": r.kind})
+            rows.append(
+                {
+                    "rater_id": f"r{rater}",
+                    "form": form,
+                    "position": r.position,
+                    "score": score,
+                    "item_id": r.item_id,
+                    "system_id": r.system_id,
+                    "kind": r.kind,
+                }
+            )
     ratings = pd.DataFrame(rows)
     first = ratings[ratings["kind"] == "test"].set_index(["rater_id", "item_id", "system_id"])["score"]
     is_repeat = ratings["kind"] == "repeat"
-    ratings.loc[is_repeat, "score"] = [first[(r.rater_id, r.item_id, r.system_id)] + (1 if r.rater_id == "r0" else 0)
-                                       for r in ratings[is_repeat].itertuples()]  # r0 is off by one on its repeat
+    ratings.loc[is_repeat, "score"] = [
+        first[(r.rater_id, r.item_id, r.system_id)] + (1 if r.rater_id == "r0" else 0)
+        for r in ratings[is_repeat].itertuples()
+    ]  # r0 is off by one on its repeat
     result = analyse_mos(key, ratings[["rater_id", "form", "position", "score"]], n_resamples=500)
     systems = result["systems"].set_index("system_id")
     tests = ratings[ratings["kind"] == "test"]

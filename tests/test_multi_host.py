@@ -44,7 +44,8 @@ def lan(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lan]:
 
 
 def test_an_evaluate_across_separate_hosts_equals_the_same_run_on_one_host(
-        lan: Lan, shared_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    lan: Lan, shared_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """From the client: `files:` clips and voice prompts only on the client's disk, espeak-ng, and a paid system on
     the vendor's host. Every row completes; each per-key result (clip SHA-256, transcript, WER, CER, MOS, speaker
     similarity to the prompt) equals the one-host run's; the vendor billed each item once per run that had to
@@ -55,20 +56,39 @@ def test_an_evaluate_across_separate_hosts_equals_the_same_run_on_one_host(
     (files / "clips").mkdir()
     (files / "prompts").mkdir()
     for r in rows:
-        subprocess.run(["flite", "-voice", "slt", "-t", r["text"], "-o", str(files / "clips" / f"{r['item_id']}.wav")],
-                       check=True)
+        subprocess.run(
+            ["flite", "-voice", "slt", "-t", r["text"], "-o", str(files / "clips" / f"{r['item_id']}.wav")], check=True
+        )
     for r in rows[:2]:  # two items carry a voice prompt: the similarity stage compares each clip with it
-        subprocess.run(["flite", "-voice", "kal", "-t", "A voice to imitate, said once.",
-                        "-o", str(files / "prompts" / f"{r['item_id']}.wav")], check=True)
+        subprocess.run(
+            [
+                "flite",
+                "-voice",
+                "kal",
+                "-t",
+                "A voice to imitate, said once.",
+                "-o",
+                str(files / "prompts" / f"{r['item_id']}.wav"),
+            ],
+            check=True,
+        )
         r |= {"prompt_audio_uri": f"prompts/{r['item_id']}.wav", "prompt_text": "A voice to imitate, said once."}
     (files / "lan.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     paid = lan.paid
-    args = ["evaluate", "--dataset", "lan.jsonl", "--systems", f"files:mine:dir=clips,espeak-ng:en-us,{paid}",
-            "--judges", ""]
+    args = [
+        "evaluate",
+        "--dataset",
+        "lan.jsonl",
+        "--systems",
+        f"files:mine:dir=clips,espeak-ng:en-us,{paid}",
+        "--judges",
+        "",
+    ]
 
     billed = lan.vendor_counters()["paid_calls"]
-    hosts = run_cli([*args, "--store", "s3://lan/ttseval", "--new-store", "--run-id", "h1"], lan.client_env(),
-                    cwd=files)
+    hosts = run_cli(
+        [*args, "--store", "s3://lan/ttseval", "--new-store", "--run-id", "h1"], lan.client_env(), cwd=files
+    )
     assert hosts.returncode == 0, hosts.stderr[-4000:]
     assert lan.vendor_counters()["paid_calls"] - billed == 3
     one = run_cli([*args, "--store", str(files / "one-host"), "--run-id", "o1"], shared_env, cwd=files)
@@ -80,10 +100,12 @@ def test_an_evaluate_across_separate_hosts_equals_the_same_run_on_one_host(
     assert sorted(counters["paid_keys"][billed:]) == sorted([r["text"] for r in rows] * 2)
 
     on_hosts, on_one = lan.store("s3://lan/ttseval", monkeypatch), ArtifactStore(str(files / "one-host"))
-    keys = {"synthesis": (["item_id", "system_id"], ["system_spec", "status", "audio_sha256"], 9),
-            "transcripts": (["item_id", "system_id", "asr_id"], ["status", "hypothesis", "wer", "cer"], 9),
-            "quality": (["item_id", "system_id", "quality_id"], ["status", "mos"], 9),
-            "similarity": (["item_id", "system_id", "encoder_id"], ["status", "reference", "similarity"], 6)}
+    keys = {
+        "synthesis": (["item_id", "system_id"], ["system_spec", "status", "audio_sha256"], 9),
+        "transcripts": (["item_id", "system_id", "asr_id"], ["status", "hypothesis", "wer", "cer"], 9),
+        "quality": (["item_id", "system_id", "quality_id"], ["status", "mos"], 9),
+        "similarity": (["item_id", "system_id", "encoder_id"], ["status", "reference", "similarity"], 6),
+    }
     synthesis = on_hosts.read("h1", "synthesis")
     paid_id = synthesis.loc[synthesis["system_spec"] == paid, "system_id"].iloc[0]
     for table, (key, values, count) in keys.items():
@@ -112,8 +134,8 @@ def test_an_evaluate_across_separate_hosts_equals_the_same_run_on_one_host(
 
 
 def test_a_nightly_deployment_picked_up_by_a_process_worker_on_another_host_equals_the_night_on_one_host(
-        lan: Lan, shared_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    lan: Lan, shared_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The deployments registered on the scheduler host's Prefect server; a Prefect process worker on a sixth host
     (the repository and a dataset folder of its own, the store's credentials, no client files) picks up a run of
     the nightly deployment started from the client, as the nightly schedule starts one, and the flow fans out on
@@ -131,35 +153,69 @@ def test_a_nightly_deployment_picked_up_by_a_process_worker_on_another_host_equa
     paid = lan.paid
     systems = ["espeak-ng:en-us", paid]
     prefect = str(BIN / "prefect")
-    created = subprocess.run([prefect, "--no-prompt", "work-pool", "create", pool, "--type", "process"],
-                             env=lan.base | {"PREFECT_API_URL": lan.prefect_api}, capture_output=True, text=True,
-                             timeout=120)
+    created = subprocess.run(
+        [prefect, "--no-prompt", "work-pool", "create", pool, "--type", "process"],
+        env=lan.base | {"PREFECT_API_URL": lan.prefect_api},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert created.returncode == 0, created.stdout + created.stderr
     assert "nightly/nightly" in register(lan.prefect_api, pool, ROOT, timezone=a_zone_where_2am_is_hours_away())
     runner = lan.net.host("ttrunr")
-    lan.start(runner, "runner", [prefect, "worker", "start", "--pool", pool, "--type", "process", "--name", "runner"],
-              lan.base | lan.s3_env | {"PREFECT_API_URL": lan.prefect_api,
-                                       "PREFECT_HOME": str(tmp_path_factory.mktemp("lan-runner-home")),
-                                       "TTSEVAL_STORE": "s3://lan/nightly", "TTSEVAL_ALLOW_NEW_STORE": "true",
-                                       "TTSEVAL_DASK_ADDRESS": lan.scheduler, "TTSEVAL_REPO": str(ROOT)})
+    lan.start(
+        runner,
+        "runner",
+        [prefect, "worker", "start", "--pool", pool, "--type", "process", "--name", "runner"],
+        lan.base
+        | lan.s3_env
+        | {
+            "PREFECT_API_URL": lan.prefect_api,
+            "PREFECT_HOME": str(tmp_path_factory.mktemp("lan-runner-home")),
+            "TTSEVAL_STORE": "s3://lan/nightly",
+            "TTSEVAL_ALLOW_NEW_STORE": "true",
+            "TTSEVAL_DASK_ADDRESS": lan.scheduler,
+            "TTSEVAL_REPO": str(ROOT),
+        },
+    )
     billed = lan.vendor_counters()["paid_calls"]
     with temporary_settings({PREFECT_API_URL: lan.prefect_api}):
-        flow_run = run_deployment("nightly/nightly", parameters={"dataset": str(data / "night.jsonl"),
-                                  "systems": systems, "run_id": run_id}, timeout=480, poll_interval=2)
+        flow_run = run_deployment(
+            "nightly/nightly",
+            parameters={"dataset": str(data / "night.jsonl"), "systems": systems, "run_id": run_id},
+            timeout=480,
+            poll_interval=2,
+        )
     assert flow_run.state is not None and flow_run.state.is_completed(), (flow_run.state, lan.log_tail("runner"))
     assert flow_run.work_pool_name == pool
     assert lan.vendor_counters()["paid_calls"] - billed == 3
 
     one_store = tmp_path_factory.mktemp("lan-nightly-one-host")
-    one = run_cli(["nightly", "--dataset", str(data / "night.jsonl"), "--systems", ",".join(systems), "--store",
-                   str(one_store), "--run-id", run_id, "--new-store"], shared_env, cwd=one_store)
+    one = run_cli(
+        [
+            "nightly",
+            "--dataset",
+            str(data / "night.jsonl"),
+            "--systems",
+            ",".join(systems),
+            "--store",
+            str(one_store),
+            "--run-id",
+            run_id,
+            "--new-store",
+        ],
+        shared_env,
+        cwd=one_store,
+    )
     assert one.returncode == 0, one.stderr[-4000:]
     assert lan.vendor_counters()["paid_calls"] - billed == 6
     on_hosts, on_one = lan.store("s3://lan/nightly", monkeypatch), ArtifactStore(str(one_store))
-    keys = {"synthesis": (["item_id", "system_id"], ["system_spec", "status", "audio_sha256"]),
-            "transcripts": (["item_id", "system_id", "asr_id"], ["status", "hypothesis", "wer", "cer"]),
-            "quality": (["item_id", "system_id", "quality_id"], ["status", "mos"]),
-            "judgments": (["item_id", "system_id", "judge_id"], ["status", "winner", "candidate_first"])}
+    keys = {
+        "synthesis": (["item_id", "system_id"], ["system_spec", "status", "audio_sha256"]),
+        "transcripts": (["item_id", "system_id", "asr_id"], ["status", "hypothesis", "wer", "cer"]),
+        "quality": (["item_id", "system_id", "quality_id"], ["status", "mos"]),
+        "judgments": (["item_id", "system_id", "judge_id"], ["status", "winner", "candidate_first"]),
+    }
     for table, (key, values) in keys.items():
         a, b = _keyed(on_hosts, run_id, table, key, values), _keyed(on_one, run_id, table, key, values)
         assert len(a) == len(rows) * (1 if table == "judgments" else 2), (table, a.to_string())
@@ -168,8 +224,14 @@ def test_a_nightly_deployment_picked_up_by_a_process_worker_on_another_host_equa
     assert on_hosts.read_bytes(f"runs/{run_id}/report.md") and on_hosts.read_bytes(f"runs/{run_id}/nightly.json")
 
 
-def _evaluate_through_a_fault(lan: Lan, monkeypatch: pytest.MonkeyPatch, name: str, after_first: str,
-                              fault: Callable[[], None], lost_in_flight: int = 0) -> tuple[float, float, str]:
+def _evaluate_through_a_fault(
+    lan: Lan,
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+    after_first: str,
+    fault: Callable[[], None],
+    lost_in_flight: int = 0,
+) -> tuple[float, float, str]:
     """An evaluate from the client (3 items x espeak-ng, flite and the paid system, one item per task, store
     s3://lan/<name>) with `fault()` called once the first part of table `after_first` is stored. Asserts that the
     run completes, that every key is once in each table's parts (every row as written: a reader would hide a key
@@ -183,19 +245,40 @@ def _evaluate_through_a_fault(lan: Lan, monkeypatch: pytest.MonkeyPatch, name: s
     billed = lan.vendor_counters()["paid_calls"]
     s3 = lan.s3()
     started = time.monotonic()
-    proc = subprocess.Popen([str(BIN / "ttseval"), "evaluate", "--dataset", "items.jsonl", "--systems",
-                             f"espeak-ng:en-us,flite:slt,{paid}", "--store", f"s3://lan/{name}", "--new-store",
-                             "--run-id", name, "--shard-size", "1", "--judges", ""],
-                            env=lan.client_env(), cwd=files, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+    proc = subprocess.Popen(
+        [
+            str(BIN / "ttseval"),
+            "evaluate",
+            "--dataset",
+            "items.jsonl",
+            "--systems",
+            f"espeak-ng:en-us,flite:slt,{paid}",
+            "--store",
+            f"s3://lan/{name}",
+            "--new-store",
+            "--run-id",
+            name,
+            "--shard-size",
+            "1",
+            "--judges",
+            "",
+        ],
+        env=lan.client_env(),
+        cwd=files,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         while not s3.list_objects_v2(Bucket="lan", Prefix=f"{name}/runs/{name}/{after_first}/").get("KeyCount"):
             if proc.poll() is not None or time.monotonic() - started > 400:
                 proc.kill()
                 printed = proc.communicate(timeout=60)[0]
                 workers = "\n".join(f"--- {w}:\n{lan.log_tail(w, 2000)}" for w in ("worker-a", "worker-b"))
-                raise AssertionError(f"the run ended or stalled before the fault (exit {proc.returncode}); it "
-                                     f"printed:\n{printed[-4000:]}\n{workers}")
+                raise AssertionError(
+                    f"the run ended or stalled before the fault (exit {proc.returncode}); it "
+                    f"printed:\n{printed[-4000:]}\n{workers}"
+                )
             time.sleep(0.2)
         fault_at = time.monotonic()
         fault()
@@ -208,8 +291,11 @@ def _evaluate_through_a_fault(lan: Lan, monkeypatch: pytest.MonkeyPatch, name: s
     assert proc.returncode == 0, out[-4000:]
     assert 3 <= lan.vendor_counters()["paid_calls"] - billed <= 3 + lost_in_flight
     store = lan.store(f"s3://lan/{name}", monkeypatch)
-    for table, key in (("synthesis", ["item_id", "system_id"]), ("transcripts", ["item_id", "system_id", "asr_id"]),
-                       ("quality", ["item_id", "system_id", "quality_id"])):
+    for table, key in (
+        ("synthesis", ["item_id", "system_id"]),
+        ("transcripts", ["item_id", "system_id", "asr_id"]),
+        ("quality", ["item_id", "system_id", "quality_id"]),
+    ):
         raw = ds.dataset(store.part_files(name, table), format="parquet", filesystem=store.fs).to_table().to_pandas()
         assert len(raw) == 3 * len(rows) and not raw.duplicated(key).any(), (table, raw[key].to_string())
         assert raw["status"].eq("ok").all(), (table, raw.to_string())
@@ -217,8 +303,9 @@ def _evaluate_through_a_fault(lan: Lan, monkeypatch: pytest.MonkeyPatch, name: s
 
 
 @pytest.mark.parametrize("fault", ["link cut", "killed"])
-def test_a_worker_host_lost_mid_run_loses_no_row_and_bills_no_item_twice(lan: Lan, monkeypatch: pytest.MonkeyPatch,
-                                                                         fault: str) -> None:
+def test_a_worker_host_lost_mid_run_loses_no_row_and_bills_no_item_twice(
+    lan: Lan, monkeypatch: pytest.MonkeyPatch, fault: str
+) -> None:
     """Issue 27 item 6, a worker host lost mid-run once the first transcript is stored: its link cut (a pulled
     cable; the scheduler drops it after tests/lan.py WORKER_TTL) or its worker killed (SIGKILL of the whole process
     group: the scheduler sees the connection close). Its tasks go to worker-b; nothing is lost, no key is stored
@@ -236,8 +323,9 @@ def test_a_worker_host_lost_mid_run_loses_no_row_and_bills_no_item_twice(lan: La
 
     try:
         # the stages overlap, so worker-a may be in a paid call when it is lost: that one call may be bought again
-        into, recovered, _ = _evaluate_through_a_fault(lan, monkeypatch, fault.replace(" ", "-"), "transcripts", lose,
-                                                       lost_in_flight=1)
+        into, recovered, _ = _evaluate_through_a_fault(
+            lan, monkeypatch, fault.replace(" ", "-"), "transcripts", lose, lost_in_flight=1
+        )
         assert set(lan.worker_hosts()) == {lan.hosts["worker-b"].ip}  # the scheduler dropped the lost host
     finally:
         _stop(lan.procs.pop("worker-a"))
@@ -248,7 +336,8 @@ def test_a_worker_host_lost_mid_run_loses_no_row_and_bills_no_item_twice(lan: La
 
 
 def test_the_s3_host_away_mid_run_is_waited_for_and_nothing_is_lost_or_bought_twice(
-        lan: Lan, monkeypatch: pytest.MonkeyPatch) -> None:
+    lan: Lan, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Issue 27 item 6, the store's host away mid-run: the S3 host's link is cut once the first clip is stored, while
     the other clips, the paid ones among them, are being made, and mended OUTAGE_S later: longer than a task's own
     retries ride out (each try of a store operation that gets no answer takes the AWS SDK about 10 s). Every store
@@ -270,7 +359,8 @@ def test_the_s3_host_away_mid_run_is_waited_for_and_nothing_is_lost_or_bought_tw
 
 @pytest.mark.parametrize("fault", ["scheduler host", "prefect server"])
 def test_the_scheduler_host_or_the_prefect_server_restarted_mid_run_loses_nothing_and_bills_no_item_twice(
-        lan: Lan, monkeypatch: pytest.MonkeyPatch, fault: str) -> None:
+    lan: Lan, monkeypatch: pytest.MonkeyPatch, fault: str
+) -> None:
     """Issue 27 item 6, once the first transcript is stored: the scheduler host restarted (its Dask scheduler and
     Prefect server stopped, started again RESTART_S later, the Prefect database kept on its disk), or only the
     Prefect server restarted.
@@ -293,8 +383,9 @@ def test_the_scheduler_host_or_the_prefect_server_restarted_mid_run_loses_nothin
         wait_http(lan.prefect_api + "/health", 120)
 
     try:
-        into, recovered, out = _evaluate_through_a_fault(lan, monkeypatch, fault.replace(" ", "-"), "transcripts",
-                                                         restart)
+        into, recovered, out = _evaluate_through_a_fault(
+            lan, monkeypatch, fault.replace(" ", "-"), "transcripts", restart
+        )
     finally:
         lan.wait_workers(2)
     lost = f"the Dask scheduler at {lan.scheduler} was lost mid-run"
@@ -303,7 +394,8 @@ def test_the_scheduler_host_or_the_prefect_server_restarted_mid_run_loses_nothin
 
 
 def test_a_scheduler_lost_for_longer_than_scheduler_wait_s_fails_the_run_saying_so(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """What through_scheduler_restarts does without a scheduler coming back (scheduler_wait_s 0, no client): a
     clear error naming the scheduler and the setting; any other error, or a lost scheduler on a cluster the run
     started itself (no dask_address), goes through unchanged."""
@@ -326,8 +418,11 @@ def test_a_scheduler_lost_for_longer_than_scheduler_wait_s_fails_the_run_saying_
     monkeypatch.setenv("TTSEVAL_DASK_ADDRESS", "tcp://10.0.0.9:8786")
     with pytest.raises(FutureCancelledError):
         flow_body("cancelled by the user")
-    with pytest.raises(TTSEvalError, match=r"lose: the Dask scheduler at tcp://10\.0\.0\.9:8786 was lost mid-run and "
-                       r"did not come back within 0 s \(the scheduler_wait_s setting\).*run the same command again"):
+    with pytest.raises(
+        TTSEvalError,
+        match=r"lose: the Dask scheduler at tcp://10\.0\.0\.9:8786 was lost mid-run and "
+        r"did not come back within 0 s \(the scheduler_wait_s setting\).*run the same command again",
+    ):
         flow_body("scheduler-connection-lost")
     assert calls == ["scheduler-connection-lost", "cancelled by the user", "scheduler-connection-lost"]
 

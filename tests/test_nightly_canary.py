@@ -22,9 +22,16 @@ from tests.test_alerts import Receiver
 from ttseval.metrics.canary import canary_sample
 
 KEY = "sk-fake-openai-0123456789abcdef"
-TEXTS = ["Is the kettle on yet?", "The quick brown fox jumps over the lazy dog.", "Tell me what you saw, please.",
-         "Where did you leave the keys?", "I cannot believe we won the final!", "Please close the door quietly.",
-         "Which train goes to the airport?", "What a wonderful surprise this is!"]
+TEXTS = [
+    "Is the kettle on yet?",
+    "The quick brown fox jumps over the lazy dog.",
+    "Tell me what you saw, please.",
+    "Where did you leave the keys?",
+    "I cannot believe we won the final!",
+    "Please close the door quietly.",
+    "Which train goes to the airport?",
+    "What a wonderful surprise this is!",
+]
 
 
 class ChangingVoice(FakeOpenAISpeech):
@@ -48,21 +55,27 @@ def test_a_silent_voice_change_is_heard_by_the_canary_and_alerted(prefect_api: s
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     data = tmp_path / "items.jsonl"
-    rows = [{"item_id": f"c{i}", "text": t, "language": "en-US", "category": ("questions", "emotions")[i % 2],
-             "depth": 0} for i, t in enumerate(TEXTS)]
+    rows = [
+        {"item_id": f"c{i}", "text": t, "language": "en-US", "category": ("questions", "emotions")[i % 2], "depth": 0}
+        for i, t in enumerate(TEXTS)
+    ]
     data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     receiver = Receiver()
     threading.Thread(target=receiver.serve_forever, daemon=True).start()
     with temporary_settings({PREFECT_API_URL: prefect_api}):
-        CustomWebhookNotificationBlock(name="tts", url=receiver.url + "/canary",
-                                       json_data={"subject": "{{subject}}", "body": "{{body}}"}).save(
-            "ttseval-canary", overwrite=True)
+        CustomWebhookNotificationBlock(
+            name="tts", url=receiver.url + "/canary", json_data={"subject": "{{subject}}", "body": "{{body}}"}
+        ).save("ttseval-canary", overwrite=True)
     with ChangingVoice(api_key=KEY) as vendor:
         system = f"openai:alloy:base_url={vendor.base_url}:model=tts-1"  # canonical: options sorted
-        env = cli_env(prefect_api, OPENAI_API_KEY=KEY, TTSEVAL_CANARY_FIXED="6", TTSEVAL_CANARY_ROTATING="0",
-                      TTSEVAL_ALERT_BLOCKS='["custom-webhook/ttseval-canary"]')
-        args = ["nightly", "--dataset", str(data), "--systems", system, "--store", str(tmp_path / "s"),
-                "--judges", ""]
+        env = cli_env(
+            prefect_api,
+            OPENAI_API_KEY=KEY,
+            TTSEVAL_CANARY_FIXED="6",
+            TTSEVAL_CANARY_ROTATING="0",
+            TTSEVAL_ALERT_BLOCKS='["custom-webhook/ttseval-canary"]',
+        )
+        args = ["nightly", "--dataset", str(data), "--systems", system, "--store", str(tmp_path / "s"), "--judges", ""]
         first = run_cli([*args, "--run-id", "nightly-20261122T020000Z", "--new-store"], env, cwd=tmp_path)
         assert first.returncode == 0, first.stderr[-3000:]
         assert vendor.paid_calls == 8

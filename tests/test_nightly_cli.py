@@ -13,8 +13,9 @@ import pandas as pd
 from tests.conftest import run_cli
 
 
-def test_two_nights_reuse_audio_and_report_drift(shared_env: dict[str, str], small_dataset: Path,
-                                                 tmp_path: Path) -> None:
+def test_two_nights_reuse_audio_and_report_drift(
+    shared_env: dict[str, str], small_dataset: Path, tmp_path: Path
+) -> None:
     env = shared_env
     args = ["nightly", "--dataset", str(small_dataset), "--systems", "piper:joe,flite:slt", "--store", str(tmp_path)]
     first = run_cli(args + ["--run-id", "nightly-20261121T020000Z"], env, cwd=tmp_path)
@@ -41,7 +42,11 @@ def test_two_nights_reuse_audio_and_report_drift(shared_env: dict[str, str], sma
     assert (drift["delta"].abs() < 1e-12).all() and not drift["flagged"].any()
     assert "# Drift: `nightly-20261122T020000Z` against `nightly-20261121T020000Z`" in (run / "drift.md").read_text()
     # the two nights side by side in the HTML report (opened in tests/test_html_report.py)
-    assert (f"file://{run}/html/compare.html?a=nightly-20261121T020000Z&b=nightly-20261122T020000Z"
-            in (run / "drift.md").read_text())
-    assert (run / "html" / "compare.html").is_file() and (run.parent / "nightly-20261121T020000Z" / "html" / "data.js").is_file()
+    assert (
+        f"file://{run}/html/compare.html?a=nightly-20261121T020000Z&b=nightly-20261122T020000Z"
+        in (run / "drift.md").read_text()
+    )
+    assert (run / "html" / "compare.html").is_file() and (
+        run.parent / "nightly-20261121T020000Z" / "html" / "data.js"
+    ).is_file()
     assert "0 flagged change(s)" in second.stdout

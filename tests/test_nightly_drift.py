@@ -65,12 +65,22 @@ def nights(shared_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory)
     clips = root / "clips"
     clips.mkdir()
     for r in rows:
-        subprocess.run(["flite", "-voice", "slt", "-t", r["text"], "-o", str(clips / f"{r['item_id']}.wav")],
-                       check=True)
+        subprocess.run(
+            ["flite", "-voice", "slt", "-t", r["text"], "-o", str(clips / f"{r['item_id']}.wav")], check=True
+        )
     store = root / "store"
     env = shared_env | {"TTSEVAL_FAIL_ON_REGRESSION": "true", "TTSEVAL_SIMILARITY": "[]"}
-    args = ["nightly", "--dataset", str(dataset), "--systems", f"files:rec:dir={clips}", "--judges", "",
-            "--store", str(store)]
+    args = [
+        "nightly",
+        "--dataset",
+        str(dataset),
+        "--systems",
+        f"files:rec:dir={clips}",
+        "--judges",
+        "",
+        "--store",
+        str(store),
+    ]
     out = {"store": store, "clips": clips}
     out[1] = run_cli(args + ["--run-id", NIGHTS[0]], env, cwd=root)
     assert out[1].returncode == 0, out[1].stderr[-3000:]
@@ -138,8 +148,10 @@ def test_cut_clips_are_flagged_worse_with_exit_3(nights: dict) -> None:
     assert f"flagged changes: {summary['flagged']}" in second.stdout
     assert f"{summary['flagged']} flagged change(s)" in second.stdout
     wer = paired.loc["wer"]
-    assert (f"regression flagged: files:rec (faster-whisper:tiny.en) wer "
-            f"{wer['previous']:.4g} -> {wer['current']:.4g}, worse than the previous run") in second.stderr
+    assert (
+        f"regression flagged: files:rec (faster-whisper:tiny.en) wer "
+        f"{wer['previous']:.4g} -> {wer['current']:.4g}, worse than the previous run"
+    ) in second.stderr
     assert "(exit 3)" in second.stderr
 
 
@@ -151,8 +163,9 @@ def test_unchanged_night_compares_with_the_latest_night_and_flags_nothing(nights
     assert summary["previous_run"] == NIGHTS[1]
     assert f"previous run {NIGHTS[1]}" in third.stdout
     assert f"# Drift: `{NIGHTS[2]}` against `{NIGHTS[1]}`" in third.stdout
-    pd.testing.assert_series_equal(transcripts(nights["store"], 3)["word_errors"],
-                                   transcripts(nights["store"], 2)["word_errors"])
+    pd.testing.assert_series_equal(
+        transcripts(nights["store"], 3)["word_errors"], transcripts(nights["store"], 2)["word_errors"]
+    )
     assert (drift["delta"].abs() < 1e-12).all() and not drift["flagged"].astype(bool).any()
     assert summary["flagged"] == 0 and "threshold breached" not in third.stderr
 

@@ -29,23 +29,41 @@ def test_a_week_flags_the_silent_change_on_night_3_and_nothing_else(prefect_api:
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     data = tmp_path / "items.jsonl"
-    rows = [{"item_id": f"w{i}", "text": t, "language": "en-US", "category": ("questions", "emotions")[i % 2],
-             "depth": 0} for i, t in enumerate(TEXTS)]
+    rows = [
+        {"item_id": f"w{i}", "text": t, "language": "en-US", "category": ("questions", "emotions")[i % 2], "depth": 0}
+        for i, t in enumerate(TEXTS)
+    ]
     data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     receiver = Receiver()
     threading.Thread(target=receiver.serve_forever, daemon=True).start()
     with temporary_settings({PREFECT_API_URL: prefect_api}):
-        CustomWebhookNotificationBlock(name="tts", url=receiver.url + "/week",
-                                       json_data={"subject": "{{subject}}", "body": "{{body}}"}).save(
-            "ttseval-week", overwrite=True)
+        CustomWebhookNotificationBlock(
+            name="tts", url=receiver.url + "/week", json_data={"subject": "{{subject}}", "body": "{{body}}"}
+        ).save("ttseval-week", overwrite=True)
     outcomes = []
     with ChangingVoice(api_key=KEY) as changing, ChangingVoice(api_key=KEY) as steady:
-        systems = [f"openai:alloy:base_url={changing.base_url}:model=tts-1",
-                   f"openai:nova:base_url={steady.base_url}:model=tts-1"]
-        env = cli_env(prefect_api, OPENAI_API_KEY=KEY, TTSEVAL_CANARY_FIXED="8", TTSEVAL_CANARY_ROTATING="0",
-                      TTSEVAL_ALERT_BLOCKS='["custom-webhook/ttseval-week"]')
-        args = ["nightly", "--dataset", str(data), "--systems", ",".join(systems), "--store", str(tmp_path / "s"),
-                "--judges", ""]
+        systems = [
+            f"openai:alloy:base_url={changing.base_url}:model=tts-1",
+            f"openai:nova:base_url={steady.base_url}:model=tts-1",
+        ]
+        env = cli_env(
+            prefect_api,
+            OPENAI_API_KEY=KEY,
+            TTSEVAL_CANARY_FIXED="8",
+            TTSEVAL_CANARY_ROTATING="0",
+            TTSEVAL_ALERT_BLOCKS='["custom-webhook/ttseval-week"]',
+        )
+        args = [
+            "nightly",
+            "--dataset",
+            str(data),
+            "--systems",
+            ",".join(systems),
+            "--store",
+            str(tmp_path / "s"),
+            "--judges",
+            "",
+        ]
         for n, run_id in enumerate(NIGHTS, start=1):
             changing.night, steady.night = n, f"steady-{n}"  # fresh jitter every night, each voice its own
             if n == 3:
@@ -78,8 +96,16 @@ def test_a_week_flags_the_silent_change_on_night_3_and_nothing_else(prefect_api:
     assert "duration_s" in set(steps["metric"]) and len(steps) == flagged[2]
     duration = trends[(trends["system_spec"] == systems[0]) & (trends["metric"] == "duration_s")].set_index("run_id")
     assert duration.loc[NIGHTS[2:], "value"].min() > 1.2 * duration.loc[NIGHTS[:2], "value"].max()
-    assert set(trends["metric"]) >= {"completion_rate", "wer", "cer", "mos", "latency_s", "first_byte_s",
-                                     "error_rate", "duration_s"}
+    assert set(trends["metric"]) >= {
+        "completion_rate",
+        "wer",
+        "cer",
+        "mos",
+        "latency_s",
+        "first_byte_s",
+        "error_rate",
+        "duration_s",
+    }
     errors = trends[trends["metric"] == "error_rate"]
     assert (errors["value"] == 0).all() and (errors["n"] == 8).all()  # 8 fresh requests a night, none failed
     page = (store / NIGHTS[-1] / "html" / "trends.html").read_text()
@@ -87,8 +113,10 @@ def test_a_week_flags_the_silent_change_on_night_3_and_nothing_else(prefect_api:
     # `ttseval trends` prints the same series and writes the same page
     printed = run_cli(["trends", "--store", str(tmp_path / "s"), "--system", systems[0]], env, cwd=tmp_path)
     assert printed.returncode == 0, printed.stderr[-2000:]
-    assert "7 nightly run(s)" in printed.stdout and f"trends page: file://{store / NIGHTS[-1]}/html/trends.html" \
-        in printed.stdout
+    assert (
+        "7 nightly run(s)" in printed.stdout
+        and f"trends page: file://{store / NIGHTS[-1]}/html/trends.html" in printed.stdout
+    )
     [line] = [ln for ln in printed.stdout.splitlines() if "duration_s" in ln]
     assert NIGHTS[2] in line and systems[1] not in printed.stdout
 

@@ -20,8 +20,13 @@ TEXTS = ["Is the kettle on yet?", "The quick brown fox jumps over the lazy dog."
 
 def dataset(tmp: Path, n: int = len(TEXTS)) -> Path:
     path = tmp / "items.jsonl"
-    path.write_text("".join(json.dumps({"item_id": f"p{i}", "text": t, "language": "en-US", "category": "questions",
-                                        "depth": 0}) + "\n" for i, t in enumerate(TEXTS[:n])), encoding="utf-8")
+    path.write_text(
+        "".join(
+            json.dumps({"item_id": f"p{i}", "text": t, "language": "en-US", "category": "questions", "depth": 0}) + "\n"
+            for i, t in enumerate(TEXTS[:n])
+        ),
+        encoding="utf-8",
+    )
     return path
 
 
@@ -42,14 +47,26 @@ def openai_fake():
         yield fake
 
 
-def test_budget_stops_at_the_budget_and_a_later_run_finishes_without_paying_twice(prefect_api, tmp_path,
-                                                                                  openai_fake) -> None:
+def test_budget_stops_at_the_budget_and_a_later_run_finishes_without_paying_twice(
+    prefect_api, tmp_path, openai_fake
+) -> None:
     system = f"openai:alloy:base_url={openai_fake.base_url}:model=tts-1"  # canonical: options sorted
     # One dollar a character, so the budget is counted in characters: the first two items cost 21 + 44 = 65.
     env = cli_env(prefect_api, OPENAI_API_KEY=KEY, TTSEVAL_TTS_PRICES=json.dumps({"openai:tts-1": 1e6}))
     data = dataset(tmp_path)
-    args = ["evaluate", "--dataset", str(data), "--systems", system, "--store", str(tmp_path / "store"),
-            "--run-id", "b", "--judges", ""]
+    args = [
+        "evaluate",
+        "--dataset",
+        str(data),
+        "--systems",
+        system,
+        "--store",
+        str(tmp_path / "store"),
+        "--run-id",
+        "b",
+        "--judges",
+        "",
+    ]
     before = openai_fake.paid_calls
 
     dry = run_cli([*args, "--dry-run"], env, cwd=tmp_path)
@@ -66,9 +83,10 @@ def test_budget_stops_at_the_budget_and_a_later_run_finishes_without_paying_twic
     synthesis = pd.read_parquet(tmp_path / "store" / "runs" / "b" / "synthesis")
     assert sorted(synthesis["item_id"]) == ["p0", "p1"]
     assert synthesis["cost_usd"].sum() == pytest.approx(len(TEXTS[0]) + len(TEXTS[1]))
-    assert (synthesis["billable_chars"].tolist(), synthesis["status"].unique().tolist()) == \
-        ([len(TEXTS[0]), len(TEXTS[1])] if synthesis["item_id"].iloc[0] == "p0" else
-         [len(TEXTS[1]), len(TEXTS[0])], ["ok"])
+    assert (synthesis["billable_chars"].tolist(), synthesis["status"].unique().tolist()) == (
+        [len(TEXTS[0]), len(TEXTS[1])] if synthesis["item_id"].iloc[0] == "p0" else [len(TEXTS[1]), len(TEXTS[0])],
+        ["ok"],
+    )
 
     second = run_cli(args, env, cwd=tmp_path)
     assert second.returncode == 0, second.stderr[-3000:]
@@ -82,11 +100,28 @@ def test_budget_stops_at_the_budget_and_a_later_run_finishes_without_paying_twic
 def test_a_vendor_limit_holds_across_both_workers(prefect_api, tmp_path) -> None:
     with FakeOpenAISpeech(api_key=KEY, delay_s=0.4) as slow:
         system = f"openai:nova:model=tts-1:base_url={slow.base_url}"
-        env = cli_env(prefect_api, OPENAI_API_KEY=KEY,
-                      TTSEVAL_VENDOR_LIMITS=json.dumps({"openai": {"concurrency": 1}}))
-        result = run_cli(["evaluate", "--dataset", str(dataset(tmp_path)), "--systems", system, "--store",
-                          str(tmp_path / "store"), "--run-id", "l", "--judges", "", "--shard-size", "1",
-                          "--workers", "2"], env, cwd=tmp_path)
+        env = cli_env(prefect_api, OPENAI_API_KEY=KEY, TTSEVAL_VENDOR_LIMITS=json.dumps({"openai": {"concurrency": 1}}))
+        result = run_cli(
+            [
+                "evaluate",
+                "--dataset",
+                str(dataset(tmp_path)),
+                "--systems",
+                system,
+                "--store",
+                str(tmp_path / "store"),
+                "--run-id",
+                "l",
+                "--judges",
+                "",
+                "--shard-size",
+                "1",
+                "--workers",
+                "2",
+            ],
+            env,
+            cwd=tmp_path,
+        )
         assert result.returncode == 0, result.stderr[-3000:]
         assert slow.paid_calls == 3 and slow.max_in_flight == 1
         assert "ttseval-vendor-openai" in result.stderr
@@ -96,11 +131,15 @@ def test_a_missing_key_or_an_unknown_voice_is_exit_2_before_any_work(prefect_api
     data = dataset(tmp_path)
     store = tmp_path / "store"
     env = cli_env(prefect_api)  # no OPENAI_API_KEY
-    result = run_cli(["evaluate", "--dataset", str(data), "--systems", "openai:alloy", "--store", str(store)],
-                     env, cwd=tmp_path)
+    result = run_cli(
+        ["evaluate", "--dataset", str(data), "--systems", "openai:alloy", "--store", str(store)], env, cwd=tmp_path
+    )
     assert result.returncode == 2 and "OPENAI_API_KEY" in result.stderr and not store.exists()
-    result = run_cli(["evaluate", "--dataset", str(data), "--systems", "openai:alloyy", "--store", str(store)],
-                     cli_env(prefect_api, OPENAI_API_KEY=KEY), cwd=tmp_path)
+    result = run_cli(
+        ["evaluate", "--dataset", str(data), "--systems", "openai:alloyy", "--store", str(store)],
+        cli_env(prefect_api, OPENAI_API_KEY=KEY),
+        cwd=tmp_path,
+    )
     assert result.returncode == 2 and "did you mean 'alloy'" in result.stderr and not store.exists()
     assert KEY not in result.stderr + result.stdout
 
@@ -141,8 +180,9 @@ def test_every_kind_of_system_in_one_run_and_a_rerun_calls_nothing(prefect_api, 
         paid = {  # spec -> its fake; every vendor checks its own key
             "openai:alloy:base_url={}:model=gpt-4o-mini-tts": stack.enter_context(FakeOpenAISpeech(api_key=KEY)),
             "openai:af_bella:base_url={}:model=kokoro": stack.enter_context(FakeOpenAISpeech(api_key=None)),
-            f"elevenlabs:{VENDORS_A['elevenlabs'].voice}:base_url={{}}":
-                stack.enter_context(FakeElevenLabs(api_key=KEY)),
+            f"elevenlabs:{VENDORS_A['elevenlabs'].voice}:base_url={{}}": stack.enter_context(
+                FakeElevenLabs(api_key=KEY)
+            ),
             f"deepgram:{VENDORS_A['deepgram'].voice}:base_url={{}}": stack.enter_context(FakeDeepgram(api_key=KEY)),
             f"cartesia:{VENDORS_A['cartesia'].voice}:base_url={{}}": stack.enter_context(FakeCartesia(api_key=KEY)),
             "azure:en-US-JennyNeural:base_url={}": stack.enter_context(FakeAzureSpeech(api_key=KEY)),
@@ -151,14 +191,31 @@ def test_every_kind_of_system_in_one_run_and_a_rerun_calls_nothing(prefect_api, 
         }
         # A second voice of gpt-4o-mini-tts on the same endpoint: two voices of one model, for voice variance.
         paid["openai:nova:base_url={}:model=gpt-4o-mini-tts"] = paid["openai:alloy:base_url={}:model=gpt-4o-mini-tts"]
-        keys = {v.env: KEY for v in VENDORS_A.values()} | {"OPENAI_API_KEY": KEY, "AZURE_SPEECH_KEY": KEY,
-                                                           "HUME_API_KEY": KEY, "GEMINI_API_KEY": KEY}
+        keys = {v.env: KEY for v in VENDORS_A.values()} | {
+            "OPENAI_API_KEY": KEY,
+            "AZURE_SPEECH_KEY": KEY,
+            "HUME_API_KEY": KEY,
+            "GEMINI_API_KEY": KEY,
+        }
         specs = {template.format(fake.base_url): fake for template, fake in paid.items()}
         systems = [*specs, f"files:made-elsewhere:dir={clips}", "espeak-ng:en-us", "flite:slt"]
         env = cli_env(prefect_api, **keys)
-        args = ["evaluate", "--dataset", str(data), "--systems", ",".join(systems), "--store",
-                str(tmp_path / "store"), "--run-id", "all", "--judges", "objective", "--baseline", "espeak-ng:en-us",
-                "--new-store"]
+        args = [
+            "evaluate",
+            "--dataset",
+            str(data),
+            "--systems",
+            ",".join(systems),
+            "--store",
+            str(tmp_path / "store"),
+            "--run-id",
+            "all",
+            "--judges",
+            "objective",
+            "--baseline",
+            "espeak-ng:en-us",
+            "--new-store",
+        ]
 
         dry = run_cli([*args, "--dry-run"], env, cwd=tmp_path)
         assert dry.returncode == 0, dry.stderr[-3000:]
@@ -168,15 +225,19 @@ def test_every_kind_of_system_in_one_run_and_a_rerun_calls_nothing(prefect_api, 
         result = run_cli(args, env, cwd=tmp_path)
         assert result.returncode == 0, result.stderr[-4000:]
         synthesis = pd.read_parquet(tmp_path / "store" / "runs" / "all" / "synthesis")
-        assert len(synthesis) == 2 * len(systems) and synthesis["status"].eq("ok").all(), \
-            synthesis[["system_spec", "status", "error_message"]].to_string()
+        assert len(synthesis) == 2 * len(systems) and synthesis["status"].eq("ok").all(), synthesis[
+            ["system_spec", "status", "error_message"]
+        ].to_string()
         rates = synthesis.groupby("system_spec")["sample_rate_hz"].first()
         assert rates["files:made-elsewhere"] == 44100 and rates["espeak-ng:en-us"] == 22050  # named by its label
         fakes = {id(f): f for f in specs.values()}
         for fake in fakes.values():
             mine = [spec for spec, f in specs.items() if f is fake]
-            estimated = sum(chars for what, (_, chars, _) in estimate.items()
-                            if any(what.split(":")[:2] == spec.split(":")[:2] for spec in mine))
+            estimated = sum(
+                chars
+                for what, (_, chars, _) in estimate.items()
+                if any(what.split(":")[:2] == spec.split(":")[:2] for spec in mine)
+            )
             assert fake.paid_calls == 2 * len(mine), mine
             assert estimated == fake.billable_chars == len(mine) * (len(TEXTS[0]) + len(TEXTS[1])), mine
         judgments = pd.read_parquet(tmp_path / "store" / "runs" / "all" / "judgments")
@@ -184,18 +245,24 @@ def test_every_kind_of_system_in_one_run_and_a_rerun_calls_nothing(prefect_api, 
         report = (tmp_path / "store" / "runs" / "all" / "report.md").read_text()
         assert KEY not in report + result.stdout + result.stderr + synthesis.to_json()
         assert "## Voice variance" in report and "## Synthesis cost" in report
-        model = f"openai:base_url={paid['openai:nova:base_url={}:model=gpt-4o-mini-tts'].base_url}:model=gpt-4o-mini-tts"
-        assert f"`{model}` | overall | 2 |" in report, report[report.index("## Voice variance"):][:1500]
+        model = (
+            f"openai:base_url={paid['openai:nova:base_url={}:model=gpt-4o-mini-tts'].base_url}:model=gpt-4o-mini-tts"
+        )
+        assert f"`{model}` | overall | 2 |" in report, report[report.index("## Voice variance") :][:1500]
 
         again = run_cli(args, env, cwd=tmp_path)
         assert again.returncode == 0, again.stderr[-3000:]
-        assert [f.paid_calls for f in fakes.values()] == \
-            [2 * sum(f is g for g in specs.values()) for f in fakes.values()]  # nothing paid twice
+        assert [f.paid_calls for f in fakes.values()] == [
+            2 * sum(f is g for g in specs.values()) for f in fakes.values()
+        ]  # nothing paid twice
 
         # Issue 17's secrets check: with a key set for every provider, no file the run wrote holds it: tables
         # (decoded, since Parquet compresses), report, logs, HTML pages, the exported bundle, the Prefect database
-        bundle = run_cli(["export", "--store", str(tmp_path / "store"), "--run-id", "all", "--out",
-                          str(tmp_path / "bundle")], env, cwd=tmp_path)
+        bundle = run_cli(
+            ["export", "--store", str(tmp_path / "store"), "--run-id", "all", "--out", str(tmp_path / "bundle")],
+            env,
+            cwd=tmp_path,
+        )
         assert bundle.returncode == 0, bundle.stderr[-2000:]
         prefect_homes = list(Path(tmp_path_factory.getbasetemp()).glob("prefect-home*"))
         assert any(next(h.rglob("*.db"), None) for h in prefect_homes)  # the server's database: runs, logs, artifacts

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -16,17 +15,25 @@ import pytest
 
 from tests.conftest import run_cli
 from tests.scorer_env import SCORER, make_scorer_venv
-from tests.tiny_models import (build_random_ecapa, build_random_nisqa, build_random_seedtts_sim, build_random_utmos22,
-                               build_random_voxlingua107, build_tiny_sherpa_speaker)
+from tests.tiny_models import (
+    build_random_ecapa,
+    build_random_nisqa,
+    build_random_seedtts_sim,
+    build_random_utmos22,
+    build_random_voxlingua107,
+    build_tiny_sherpa_speaker,
+)
 from ttseval.core.audio import Audio
+from ttseval.core.registry import Spec
 from ttseval.providers.lid import LIDS
 from ttseval.providers.quality import QUALITY
 from ttseval.providers.speaker import SPEAKERS
-from ttseval.core.registry import Spec
 
-TEXTS = {"p1": "The weather was mild and the river ran slowly past the town.",
-         "p2": "Please call me when you arrive home tonight.",
-         "p3": "Yes."}
+TEXTS = {
+    "p1": "The weather was mild and the river ran slowly past the town.",
+    "p2": "Please call me when you arrive home tonight.",
+    "p3": "Yes.",
+}
 
 
 @pytest.fixture(scope="module")
@@ -34,11 +41,13 @@ def predictors_run(shared_env: dict[str, str], tmp_path_factory: pytest.TempPath
     root = tmp_path_factory.mktemp("predictors")
     models = root / "models"
     models.mkdir()
-    specs = {"utmos22": f"utmos22:weights={build_random_utmos22(models / 'utmos_state_dict.pt')}:device=cpu",
-             "nisqa": f"nisqa:weights={build_random_nisqa(models / 'nisqa.tar')}",
-             "sherpa": f"sherpa-onnx:model={build_tiny_sherpa_speaker(models / 'campplus_tiny.onnx')}",
-             "ecapa": f"speechbrain-ecapa:model={build_random_ecapa(models / 'spkrec-ecapa-voxceleb')}:device=cpu",
-             "voxlingua": f"speechbrain-lid:model={build_random_voxlingua107(models / 'voxlingua107')}:device=cpu"}
+    specs = {
+        "utmos22": f"utmos22:weights={build_random_utmos22(models / 'utmos_state_dict.pt')}:device=cpu",
+        "nisqa": f"nisqa:weights={build_random_nisqa(models / 'nisqa.tar')}",
+        "sherpa": f"sherpa-onnx:model={build_tiny_sherpa_speaker(models / 'campplus_tiny.onnx')}",
+        "ecapa": f"speechbrain-ecapa:model={build_random_ecapa(models / 'spkrec-ecapa-voxceleb')}:device=cpu",
+        "voxlingua": f"speechbrain-lid:model={build_random_voxlingua107(models / 'voxlingua107')}:device=cpu",
+    }
     scorer = f"command:level:run={make_scorer_venv(root / 'scorer-venv')} {SCORER}"  # a second venv's scorer
     specs["seedtts"] = f"seedtts-sim:weights={build_random_seedtts_sim(models / 'wavlm_large_finetune.pth')}:device=cpu"
     specs |= {"level": scorer, "crash": f"{scorer} --crash", "hang": f"{scorer} --hang:timeout_s=3"}
@@ -47,24 +56,49 @@ def predictors_run(shared_env: dict[str, str], tmp_path_factory: pytest.TempPath
     (root / "outputs").mkdir()
     rows = []
     for item, text in TEXTS.items():
-        subprocess.run(["espeak-ng", "-w", str(root / "prompts" / f"{item}.wav"), "A quiet evening over the hills."],
-                       check=True, capture_output=True)
-        subprocess.run(["espeak-ng", "-w", str(root / "outputs" / f"{item}.wav"), text], check=True,
-                       capture_output=True)
-        rows.append({"item_id": item, "text": text, "language": "en-US", "category": "cloning", "depth": 0,
-                     "prompt_audio_uri": f"prompts/{item}.wav",
-                     "prompt_text": "A quiet evening over the hills."})
+        subprocess.run(
+            ["espeak-ng", "-w", str(root / "prompts" / f"{item}.wav"), "A quiet evening over the hills."],
+            check=True,
+            capture_output=True,
+        )
+        subprocess.run(
+            ["espeak-ng", "-w", str(root / "outputs" / f"{item}.wav"), text], check=True, capture_output=True
+        )
+        rows.append(
+            {
+                "item_id": item,
+                "text": text,
+                "language": "en-US",
+                "category": "cloning",
+                "depth": 0,
+                "prompt_audio_uri": f"prompts/{item}.wav",
+                "prompt_text": "A quiet evening over the hills.",
+            }
+        )
     spoken = Audio.from_wav_bytes((root / "outputs" / "p3.wav").read_bytes())  # p3: its first 100 ms only
     start = int(np.argmax(np.abs(spoken.samples) > 0.01))
-    clip = Audio(spoken.samples[start:start + spoken.sample_rate_hz // 10], spoken.sample_rate_hz)
+    clip = Audio(spoken.samples[start : start + spoken.sample_rate_hz // 10], spoken.sample_rate_hz)
     (root / "outputs" / "p3.wav").write_bytes(clip.to_wav_bytes())
     (root / "items.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     qualities = [specs[k] for k in ("utmos22", "nisqa", "level", "crash", "hang")]
-    env = shared_env | {"TTSEVAL_QUALITY": json.dumps(qualities),
-                        "TTSEVAL_SIMILARITY": json.dumps([specs["sherpa"], specs["ecapa"], specs["seedtts"]]),
-                        "TTSEVAL_LID": json.dumps([specs["voxlingua"]])}
-    args = ["evaluate", "--dataset", str(root / "items.jsonl"), "--systems", f"files:sys:dir={root / 'outputs'}",
-            "--store", str(root / "store"), "--run-id", "p", "--judges", ""]
+    env = shared_env | {
+        "TTSEVAL_QUALITY": json.dumps(qualities),
+        "TTSEVAL_SIMILARITY": json.dumps([specs["sherpa"], specs["ecapa"], specs["seedtts"]]),
+        "TTSEVAL_LID": json.dumps([specs["voxlingua"]]),
+    }
+    args = [
+        "evaluate",
+        "--dataset",
+        str(root / "items.jsonl"),
+        "--systems",
+        f"files:sys:dir={root / 'outputs'}",
+        "--store",
+        str(root / "store"),
+        "--run-id",
+        "p",
+        "--judges",
+        "",
+    ]
     first = run_cli(args, env, cwd=root)
     assert first.returncode == 0, first.stderr[-4000:]
     quality_first = pd.read_parquet(root / "store" / "runs" / "p" / "quality")
@@ -91,12 +125,14 @@ def test_utmos22_and_nisqa_rows_equal_the_providers_and_the_short_clip_is_a_reas
         assert set(json.loads(row["details"])) == {"mos", "noi", "dis", "col", "loud"}
     short = by.loc[(specs["nisqa"], "p3")]
     assert short["status"] == "failed" and not short["retryable"] and pd.isna(short["mos"])
-    assert short["error_message"] == ("nisqa needs at least 140 ms of audio (one 15-frame mel segment); "
-                                      "the clip has 100.00 ms")
+    assert short["error_message"] == (
+        "nisqa needs at least 140 ms of audio (one 15-frame mel segment); the clip has 100.00 ms"
+    )
 
 
 def test_sherpa_onnx_and_ecapa_similarity_rows_equal_the_encoders_and_a_second_run_reuses_every_score(
-        predictors_run) -> None:
+    predictors_run,
+) -> None:
     from ttseval.metrics.similarity import cosine_similarity
 
     root, specs, first_quality = predictors_run
@@ -114,15 +150,20 @@ def test_sherpa_onnx_and_ecapa_similarity_rows_equal_the_encoders_and_a_second_r
             assert by.loc[(specs[name], item), "similarity"] == pytest.approx(want, abs=1e-5)
     quality = pd.read_parquet(runs / "p2" / "quality")
     scorers = quality["quality_spec"].isin([specs["crash"], specs["hang"]])  # failures are never cached
-    quality, first_quality = quality[~scorers], first_quality[~first_quality["quality_spec"].isin(
-        [specs["crash"], specs["hang"]])]
+    quality, first_quality = (
+        quality[~scorers],
+        first_quality[~first_quality["quality_spec"].isin([specs["crash"], specs["hang"]])],
+    )
     assert quality["cache_hit"].all() and not first_quality["cache_hit"].any()
     merged = quality.merge(first_quality, on=["item_id", "quality_spec"], suffixes=("", "_first"))
     assert merged["status"].tolist() == merged["status_first"].tolist()
     assert np.allclose(merged["mos"], merged["mos_first"], equal_nan=True)
     assert pd.read_parquet(runs / "p2" / "similarity")["cache_hit"].all()
     report = (runs / "p" / "report.md").read_text(encoding="utf-8")
-    assert f"## Speaker similarity: `{specs['sherpa']}`" in report and f"## Speaker similarity: `{specs['ecapa']}`" in report
+    assert (
+        f"## Speaker similarity: `{specs['sherpa']}`" in report
+        and f"## Speaker similarity: `{specs['ecapa']}`" in report
+    )
 
 
 def test_voxlingua107_lid_rows_equal_the_model(predictors_run) -> None:
@@ -132,27 +173,33 @@ def test_voxlingua107_lid_rows_equal_the_model(predictors_run) -> None:
     model = LIDS.build(specs["voxlingua"])
     for item in TEXTS:
         [guess] = model.identify([Audio.from_wav_bytes((root / "outputs" / f"{item}.wav").read_bytes())])
-        assert lid.loc[item, "language"] == guess.language and lid.loc[item, "prob"] == pytest.approx(guess.prob, abs=1e-5)
+        assert lid.loc[item, "language"] == guess.language and lid.loc[item, "prob"] == pytest.approx(
+            guess.prob, abs=1e-5
+        )
     assert pd.read_parquet(root / "store" / "runs" / "p2" / "lid")["cache_hit"].all()
 
 
 def test_a_scorer_in_its_own_venv_runs_as_a_stage_cached_and_its_crash_and_hang_are_retryable_rows(
-        predictors_run) -> None:
+    predictors_run,
+) -> None:
     root, specs, first = predictors_run
     clips = {item: Audio.from_wav_bytes((root / "outputs" / f"{item}.wav").read_bytes()) for item in TEXTS}
     level = first[first["quality_spec"] == specs["level"]].set_index("item_id")
     for item in ("p1", "p2"):  # the scorer's RMS level (tinylevel, its own venv) against numpy's here
         stored = clips[item].samples.astype(np.float64)
         assert level.loc[item, "status"] == "ok"
-        rms = 20 * np.log10(np.sqrt(np.mean(stored ** 2)))
+        rms = 20 * np.log10(np.sqrt(np.mean(stored**2)))
         assert level.loc[item, "mos"] == pytest.approx(np.clip(5 + rms / 15, 1, 5), abs=1e-6)  # -60 dBFS 1, 0 dBFS 5
         assert json.loads(level.loc[item, "details"])["rms_dbfs"] == pytest.approx(rms, abs=1e-6)
         assert json.loads(level.loc[item, "details"])["peak_dbfs"] == pytest.approx(
-            20 * np.log10(np.max(np.abs(stored))), abs=1e-6)
+            20 * np.log10(np.max(np.abs(stored))), abs=1e-6
+        )
     assert level.loc["p3", "status"] == "failed" and not level.loc["p3", "retryable"]
     assert level.loc["p3", "error_message"] == "level: clip shorter than 200 ms (100 ms)"
-    for name, reason in (("crash", "RuntimeError: the level model is corrupt (a test crash)"),
-                         ("hang", "waiting for a GPU that never frees")):
+    for name, reason in (
+        ("crash", "RuntimeError: the level model is corrupt (a test crash)"),
+        ("hang", "waiting for a GPU that never frees"),
+    ):
         rows = first[first["quality_spec"] == specs[name]]
         assert len(rows) == 3 and (rows["status"] == "failed").all() and rows["retryable"].all()
         assert rows["error_type"].eq("TransientProviderError").all()
@@ -164,7 +211,8 @@ def test_a_scorer_in_its_own_venv_runs_as_a_stage_cached_and_its_crash_and_hang_
 
 
 def test_the_seed_tts_eval_protocol_scores_cached_transcripts_its_way_and_only_its_report_carries_the_label(
-        predictors_run) -> None:
+    predictors_run,
+) -> None:
     import jiwer
 
     from ttseval.metrics.normalize import seedtts_en_v1
@@ -175,10 +223,14 @@ def test_the_seed_tts_eval_protocol_scores_cached_transcripts_its_way_and_only_i
     assert set(default["normalizer"]) == {"english-v1"} and set(seed["normalizer"]) == {"seedtts-en-v1"}
     assert seed["cache_hit"].all() and (seed["hypothesis"] == default.loc[seed.index, "hypothesis"]).all()
     # average_wer.py: the mean of per-utterance WER (jiwer here, on the texts normalized as run_wer.py does), in %
-    wers = [jiwer.wer(seedtts_en_v1(TEXTS[item]), seedtts_en_v1(seed.loc[item, "hypothesis"])) for item in TEXTS
-            if seed.loc[item, "status"] == "ok"]
-    assert len(wers) >= 2 and seed.loc[[i for i in TEXTS if seed.loc[i, "status"] == "ok"], "wer"].tolist() == \
-        pytest.approx(wers, abs=1e-12)
+    wers = [
+        jiwer.wer(seedtts_en_v1(TEXTS[item]), seedtts_en_v1(seed.loc[item, "hypothesis"]))
+        for item in TEXTS
+        if seed.loc[item, "status"] == "ok"
+    ]
+    assert len(wers) >= 2 and seed.loc[
+        [i for i in TEXTS if seed.loc[i, "status"] == "ok"], "wer"
+    ].tolist() == pytest.approx(wers, abs=1e-12)
     report = (runs / "p2" / "report.md").read_text(encoding="utf-8")
     section = report.split("## WER comparable with Seed-TTS-eval", 1)[1].split("\n## ", 1)[0]
     row = next(line for line in section.splitlines() if line.startswith("| files:sys"))

@@ -14,6 +14,7 @@ import urllib.request
 from pathlib import Path
 
 import psutil
+
 from tests.conftest import ROOT
 from ttseval.core.telemetry import TELEMETRY_OFF
 from ttseval.infra.prefect_server import server_folder, server_info, stop_server
@@ -40,18 +41,27 @@ def _env(home: Path, **extra: str) -> dict[str, str]:
 
 
 def _use(folder: Path, keep_s: float, hold_s: float | Path, env: dict[str, str]) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", USE, str(folder), str(keep_s), str(hold_s)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", USE, str(folder), str(keep_s), str(hold_s)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _keepers(folder: Path) -> list[psutil.Process]:
-    return [p for p in psutil.process_iter(["cmdline"])
-            if "ttseval.infra.prefect_server" in (p.info["cmdline"] or []) and str(folder) in p.info["cmdline"]]
+    return [
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if "ttseval.infra.prefect_server" in (p.info["cmdline"] or []) and str(folder) in p.info["cmdline"]
+    ]
 
 
 def _flow_runs(api_url: str) -> int:
-    request = urllib.request.Request(f"{api_url}/flow_runs/count", data=b"{}", method="POST",
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        f"{api_url}/flow_runs/count", data=b"{}", method="POST", headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(request, timeout=10) as response:
         return int(json.loads(response.read()))
 
@@ -60,8 +70,9 @@ def test_concurrent_commands_share_one_server_which_outlives_them_until_idle(tmp
     folder, keep_s = tmp_path / "shared", 2.0
     env = _env(tmp_path / "ph", FAKEVENDOR_API_KEY="sekrit-do-not-pass")
     (tmp_path / "ph").mkdir()  # a Prefect Cloud key saved in the profile, as `prefect cloud login` leaves one
-    (tmp_path / "ph" / "profiles.toml").write_text('active = "default"\n\n[profiles.default]\n'
-                                                  'PREFECT_API_KEY = "pnu_sekrit_profile_key"\n')
+    (tmp_path / "ph" / "profiles.toml").write_text(
+        'active = "default"\n\n[profiles.default]\nPREFECT_API_KEY = "pnu_sekrit_profile_key"\n'
+    )
     release = tmp_path / "release"  # the third command runs until the test creates it (not a time: slow under load)
     procs = [_use(folder, keep_s, hold, env) for hold in (0.0, 0.0, release)]  # three commands start at once
     short = [p.communicate(timeout=180) for p in procs[:2]]
@@ -129,10 +140,23 @@ def test_the_readme_path_leaves_the_server_for_the_next_command(tmp_path: Path) 
     home = tmp_path / "ph"
     env = _env(home)
     dataset = tmp_path / "one.jsonl"
-    dataset.write_text('{"item_id": "q1", "text": "Is it late?", "language": "en-US", "category": "questions", '
-                       '"depth": 0}\n')
-    args = [str(Path(sys.executable).parent / "ttseval"), "evaluate", "--dataset", str(dataset), "--systems",
-            "espeak-ng,flite:slt", "--judges", "", "--store", str(tmp_path / "s"), "--run-id", "own"]
+    dataset.write_text(
+        '{"item_id": "q1", "text": "Is it late?", "language": "en-US", "category": "questions", "depth": 0}\n'
+    )
+    args = [
+        str(Path(sys.executable).parent / "ttseval"),
+        "evaluate",
+        "--dataset",
+        str(dataset),
+        "--systems",
+        "espeak-ng,flite:slt",
+        "--judges",
+        "",
+        "--store",
+        str(tmp_path / "s"),
+        "--run-id",
+        "own",
+    ]
     first = subprocess.run(args, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert first.returncode == 0, first.stderr[-3000:]
     folder = home / "ttseval-server" / socket.gethostname()
@@ -143,8 +167,14 @@ def test_the_readme_path_leaves_the_server_for_the_next_command(tmp_path: Path) 
         output = first.stdout + first.stderr
         # seen once in a fresh clone's suite on a loaded machine (2026-11-25): both were in the output; the lines
         # around them say which process started a server of its own, and why
-        around = [line for i, line in enumerate(output.splitlines()) if any(
-            marker in " ".join(output.splitlines()[max(i - 3, 0):i + 4]) for marker in ("Starting temporary", "Traceback"))]
+        around = [
+            line
+            for i, line in enumerate(output.splitlines())
+            if any(
+                marker in " ".join(output.splitlines()[max(i - 3, 0) : i + 4])
+                for marker in ("Starting temporary", "Traceback")
+            )
+        ]
         assert "Starting temporary server" not in output and "Traceback" not in output, "\n".join(around[:80])
         assert f"Prefect server {info['api_url']} started; shared with later commands" in output
         runs = _flow_runs(info["api_url"])

@@ -10,14 +10,14 @@ import jiwer
 import numpy as np
 import pytest
 
+from tests.tiny_models import CTC_VOCAB, build_tiny_ctc
+from ttseval.core.audio import Audio
+from ttseval.core.protocols import ASRProvider, Transcript
 from ttseval.providers._local_models import whisper_base_dir
 from ttseval.providers.asr.faster_whisper import FasterWhisperASR
 from ttseval.providers.asr.transformers_asr import TransformersASR
 from ttseval.providers.tts.espeak_ng import EspeakNGTTS
 from ttseval.providers.tts.piper import PiperTTS
-from ttseval.core.audio import Audio
-from tests.tiny_models import CTC_VOCAB, build_tiny_ctc
-from ttseval.core.protocols import ASRProvider, Transcript
 
 SENTENCE = "The quick brown fox jumps over the lazy dog."
 FRENCH = "Bonjour, je voudrais un café et un croissant, s'il vous plaît."
@@ -147,8 +147,9 @@ def _independent_decode(directory: Path, clip: Audio) -> str:
     return tokenizer.decode(ids).strip()
 
 
-def test_faster_whisper_device_needs_cuda_12s_cublas(monkeypatch: pytest.MonkeyPatch,
-                                                     caplog: pytest.LogCaptureFixture) -> None:
+def test_faster_whisper_device_needs_cuda_12s_cublas(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     """As on the H100 of 2026-11-25 (CUDA 13 only): CTranslate2 counts a GPU but libcublas.so.12 does not load.
     auto runs on the CPU and says why, cuda is refused with the fix; with the library it is the GPU."""
     import ctranslate2
@@ -230,9 +231,24 @@ def test_whisper_language_table_matches_faster_whisper() -> None:
     from ttseval.providers.asr import WHISPER_LANGUAGES, whisper_language
 
     assert set(_LANGUAGE_CODES) == WHISPER_LANGUAGES
-    cases = {"fr-FR": "fr", "en": "en", "cmn": "zh", "zh-CN": "zh", "nb-NO": "no", "ps": "ps", "xx": None, None: None,
-             # ISO 639-2 and deprecated tags reduce like their short forms (ttseval.core.languages.base_language)
-             "eng": "en", "EN": "en", "pus": "ps", "iw": "he", "tgl": "tl", "jv": "jw", "zh-yue": "yue"}
+    cases = {
+        "fr-FR": "fr",
+        "en": "en",
+        "cmn": "zh",
+        "zh-CN": "zh",
+        "nb-NO": "no",
+        "ps": "ps",
+        "xx": None,
+        None: None,
+        # ISO 639-2 and deprecated tags reduce like their short forms (ttseval.core.languages.base_language)
+        "eng": "en",
+        "EN": "en",
+        "pus": "ps",
+        "iw": "he",
+        "tgl": "tl",
+        "jv": "jw",
+        "zh-yue": "yue",
+    }
     assert {tag: whisper_language(tag) for tag in cases} == cases
 
 
@@ -265,8 +281,9 @@ def test_transformers_whisper_reports_the_language_whisper_detects(tmp_path: Pat
     assert free[0].detected_language == results[0].detected_language  # detected with or without a hint
 
 
-def test_out_of_memory_stays_a_retryable_failure_and_other_torch_errors_are_permanent(tiny_ctc_dir: Path,
-                                                                                       monkeypatch) -> None:
+def test_out_of_memory_stays_a_retryable_failure_and_other_torch_errors_are_permanent(
+    tiny_ctc_dir: Path, monkeypatch
+) -> None:
     """A model that runs out of memory (CUDA's OutOfMemoryError, or a CPU allocator's 'out of memory') raises it
     as it is, so the stage's row stays retryable; a shape error is permanent for that input. Every torch-backed
     provider decides with ttseval.providers.out_of_memory."""
@@ -278,12 +295,15 @@ def test_out_of_memory_stays_a_retryable_failure_and_other_torch_errors_are_perm
     asr = TransformersASR(str(tiny_ctc_dir))
     model = asr._load()[0]
     clip = _sine(16000, 0.5, 300.0)
-    for error, permanent in [(torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"), False),
-                             (RuntimeError("DefaultCPUAllocator: not enough memory: you tried to allocate 8 GB; "
-                                           "out of memory"), False),
-                             (RuntimeError("mat1 and mat2 shapes cannot be multiplied (1x3 and 4x5)"), True)]:
+    for error, permanent in [
+        (torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"), False),
+        (RuntimeError("DefaultCPUAllocator: not enough memory: you tried to allocate 8 GB; out of memory"), False),
+        (RuntimeError("mat1 and mat2 shapes cannot be multiplied (1x3 and 4x5)"), True),
+    ]:
+
         def fail(*args: object, error: Exception = error, **kwargs: object) -> None:
             raise error
+
         monkeypatch.setattr(model, "forward", fail)
         assert out_of_memory(error) is not permanent
         with pytest.raises(PermanentProviderError if permanent else type(error)) as raised:

@@ -10,11 +10,11 @@ import sys
 import numpy as np
 import pytest
 
-from ttseval.providers.quality.distillmos import WINDOW
 from ttseval.core.audio import Audio
 from ttseval.core.errors import PermanentProviderError
 from ttseval.core.protocols import QualityProvider
 from ttseval.providers.quality import QUALITY
+from ttseval.providers.quality.distillmos import WINDOW
 
 
 @pytest.fixture(scope="module")
@@ -28,11 +28,13 @@ def clips() -> list[Audio]:
     model's windows) and a 0.3 s one."""
     from ttseval.providers.tts import TTS
 
-    speech = TTS.build("piper:joe").synthesize("The quick brown fox jumps over the lazy dog, and then it runs away.",
-                                               "en-US")
+    speech = TTS.build("piper:joe").synthesize(
+        "The quick brown fox jumps over the lazy dog, and then it runs away.", "en-US"
+    )
     rng = np.random.default_rng(0)
-    noisy = Audio((speech.samples + 0.05 * rng.standard_normal(speech.samples.size)).astype(np.float32),
-                  speech.sample_rate_hz)
+    noisy = Audio(
+        (speech.samples + 0.05 * rng.standard_normal(speech.samples.size)).astype(np.float32), speech.sample_rate_hz
+    )
     noise = Audio((0.1 * rng.standard_normal(3 * 16000)).astype(np.float32), 16000)
     long = Audio(np.tile(speech.samples, 4), speech.sample_rate_hz)
     return [speech, noisy, noise, long, Audio(speech.samples[:6600], speech.sample_rate_hz)]

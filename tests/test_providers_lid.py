@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ttseval.providers.lid.fasttext_text import text_languages
-from ttseval.providers.lid.transformers_lid import TransformersLID, label_language
 from tests.tiny_models import LID_LABELS, build_tiny_lid
 from ttseval.core.audio import Audio
 from ttseval.core.protocols import LanguageGuess, LanguageIdentifier
 from ttseval.providers.lid import LIDS
+from ttseval.providers.lid.fasttext_text import text_languages
+from ttseval.providers.lid.transformers_lid import TransformersLID, label_language
 
 
 @pytest.fixture(scope="module")
@@ -71,6 +71,11 @@ def test_a_missing_model_is_a_clear_error(tmp_path: Path) -> None:
 def test_fasttext_lid176_names_the_language_of_real_transcripts() -> None:
     # the demo's Pashto and Urdu sentences, Whisper's Latin transcript of espeak-ng's Urdu voice reading the Pashto
     # one (tests/test_insv_cli.py), French, and a text without letters
-    texts = ["نن سهار ما په بازار کې تازه ډوډۍ او خوږې مڼې واخیستې", "میں ہر اتوار کو اپنے دوستوں کے ساتھ کرکٹ کھیلنے جاتا ہوں",
-             "Le marché du samedi ouvre à huit heures", "1234 ...", ""]
+    texts = [
+        "نن سهار ما په بازار کې تازه ډوډۍ او خوږې مڼې واخیستې",
+        "میں ہر اتوار کو اپنے دوستوں کے ساتھ کرکٹ کھیلنے جاتا ہوں",
+        "Le marché du samedi ouvre à huit heures",
+        "1234 ...",
+        "",
+    ]
     assert text_languages(texts) == ["ps", "ur", "fr", None, None]

@@ -58,8 +58,12 @@ def test_scores_and_dimensions_equal_torchmetrics_functional_call(nisqa, torchme
     import torch
 
     # two 1 s clips at 48 kHz (one equal-length batch), one of 1.5 s, one at 22.05 kHz resampled to 48 kHz
-    clips = [_speechlike(48000, 1.0, 0), _speechlike(48000, 1.5, 1), _speechlike(48000, 1.0, 2),
-             _speechlike(22050, 1.2, 3)]
+    clips = [
+        _speechlike(48000, 1.0, 0),
+        _speechlike(48000, 1.5, 1),
+        _speechlike(48000, 1.0, 2),
+        _speechlike(22050, 1.2, 3),
+    ]
     scores = nisqa.score(clips)
     for clip, score in zip(clips, scores):
         samples = librosa.resample(clip.samples, orig_sr=clip.sample_rate_hz, target_sr=48000)
@@ -85,13 +89,16 @@ def test_too_short_and_too_long_clips_are_refusals_where_torchmetrics_raises(nis
         torchmetrics_nisqa(torch.from_numpy(long_noise), 48000)
     ok_long = torchmetrics_nisqa(torch.from_numpy(long_noise[:-1]), 48000)[0].item()
 
-    scores = nisqa.score([Audio(noise[:-1], 48000), Audio(noise, 48000), Audio(long_noise, 48000),
-                          Audio(long_noise[:-1], 48000)])
+    scores = nisqa.score(
+        [Audio(noise[:-1], 48000), Audio(noise, 48000), Audio(long_noise, 48000), Audio(long_noise[:-1], 48000)]
+    )
     assert np.isnan(scores[0].mos) and scores[0].refused == (
-        "nisqa needs at least 140 ms of audio (one 15-frame mel segment); the clip has 139.98 ms")
+        "nisqa needs at least 140 ms of audio (one 15-frame mel segment); the clip has 139.98 ms"
+    )
     assert scores[1].refused is None and scores[1].mos == pytest.approx(want, abs=1e-4)
     assert np.isnan(scores[2].mos) and scores[2].refused == (
-        "nisqa takes less than 52.14 s of audio (1300 mel segments); the clip has 52.14 s: cut it")
+        "nisqa takes less than 52.14 s of audio (1300 mel segments); the clip has 52.14 s: cut it"
+    )
     assert scores[3].refused is None and scores[3].mos == pytest.approx(ok_long, abs=1e-4)
 
 
@@ -109,8 +116,11 @@ def test_nisqa_tts_naturalness_loads_into_the_single_head_model(weights, tmp_pat
 def test_weights_are_required_local_and_checked(tmp_path: Path) -> None:
     import torch
 
-    with pytest.raises(SpecError, match=r"nisqa needs a NISQA checkpoint \(nisqa.tar, or nisqa_tts.tar for TTS "
-                                        r"naturalness\); it never downloads one: nisqa:weights=/path/nisqa.tar"):
+    with pytest.raises(
+        SpecError,
+        match=r"nisqa needs a NISQA checkpoint \(nisqa.tar, or nisqa_tts.tar for TTS "
+        r"naturalness\); it never downloads one: nisqa:weights=/path/nisqa.tar",
+    ):
         QUALITY.build("nisqa")
     with pytest.raises(SpecError, match=r"nisqa weights='.*absent.tar': no such file; give the path of a NISQA"):
         QUALITY.build(f"nisqa:weights={tmp_path / 'absent.tar'}")
@@ -129,6 +139,12 @@ def test_weights_are_required_local_and_checked(tmp_path: Path) -> None:
 def test_metadata_names_the_non_commercial_licence(nisqa) -> None:
     nisqa.score([_speechlike(48000, 0.5, 0)])
     assert json.loads(json.dumps(nisqa.metadata())) == {
-        "engine": "torchmetrics", "version": "1.9.0", "model": "NISQA v2.0 (dimensions)", "model_file": "nisqa.tar",
-        "sample_rate_hz": 48000, "outputs": ["mos", "noi", "dis", "col", "loud"],
-        "weights_licence": "CC BY-NC-SA 4.0 (non-commercial)", "device": "cpu"}
+        "engine": "torchmetrics",
+        "version": "1.9.0",
+        "model": "NISQA v2.0 (dimensions)",
+        "model_file": "nisqa.tar",
+        "sample_rate_hz": 48000,
+        "outputs": ["mos", "noi", "dis", "col", "loud"],
+        "weights_licence": "CC BY-NC-SA 4.0 (non-commercial)",
+        "device": "cpu",
+    }

@@ -7,11 +7,11 @@ import json
 import numpy as np
 import pytest
 
-from ttseval.providers.quality.dnsmos import DNSMOSQuality
-from ttseval.providers.tts.piper import PiperTTS
 from ttseval.core.audio import Audio
 from ttseval.core.errors import PermanentProviderError
 from ttseval.core.protocols import QualityProvider
+from ttseval.providers.quality.dnsmos import DNSMOSQuality
+from ttseval.providers.tts.piper import PiperTTS
 
 SENTENCE = "The quick brown fox jumps over the lazy dog."
 
@@ -70,8 +70,13 @@ def test_batched_scores_equal_speechmos_own_call(dnsmos: DNSMOSQuality, speech: 
 
     rate = speech.sample_rate_hz
     long = Audio(samples=np.tile(speech.samples, 8)[: 21 * rate], sample_rate_hz=rate)
-    clips = [Audio(samples=speech.samples[:rate], sample_rate_hz=rate), speech,
-             Audio(samples=np.tile(speech.samples, 4)[: 11 * rate], sample_rate_hz=rate), long, _noise(5.0)]
+    clips = [
+        Audio(samples=speech.samples[:rate], sample_rate_hz=rate),
+        speech,
+        Audio(samples=np.tile(speech.samples, 4)[: 11 * rate], sample_rate_hz=rate),
+        long,
+        _noise(5.0),
+    ]
     primary, p808 = dnsmos._model_paths()
     reference = DNSMOS(str(primary), str(p808))
     expected = [reference(np.clip(c.resampled(16000).samples, -1, 1).astype(np.float32), 16000, False) for c in clips]
@@ -90,9 +95,9 @@ def test_batched_scores_equal_speechmos_own_call(dnsmos: DNSMOSQuality, speech: 
 def test_a_worker_share_of_the_cores_caps_the_onnx_threads(monkeypatch, speech: Audio) -> None:
     """The flows' LocalCluster gives each worker cores / workers threads (ttseval.flows.runner.local_cluster_kwargs);
     the sessions take it, and the scores do not change with it."""
+    from ttseval.core.config import Settings
     from ttseval.flows.runner import local_cluster_kwargs
     from ttseval.providers import MODEL_THREADS_VARIABLE
-    from ttseval.core.config import Settings
 
     share = local_cluster_kwargs(Settings(n_workers=2))["env"][MODEL_THREADS_VARIABLE]
     import os
@@ -146,6 +151,7 @@ def test_a_score_off_the_mos_scale_is_a_final_row_not_a_failed_run() -> None:
     from ttseval.tasks.quality import mos_row
 
     key = ("item-1", "sys", "nisqa")
+
     def row(mos: float) -> dict:
         return mos_row({}, {"mos": mos, "details": {"noi": 2.0}}, Settings(), "quality[nisqa]", key)
 

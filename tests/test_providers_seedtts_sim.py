@@ -16,8 +16,8 @@ from tests.tiny_models import SEEDTTS_SIM_SIZES, build_random_seedtts_sim
 from ttseval.core.audio import Audio
 from ttseval.core.errors import PermanentProviderError, SpecError
 from ttseval.core.protocols import SpeakerEncoder
-from ttseval.providers.speaker import SPEAKERS
 from ttseval.metrics.similarity import cosine_similarity
+from ttseval.providers.speaker import SPEAKERS
 
 
 @pytest.fixture(scope="module")
@@ -50,22 +50,34 @@ def _by_hand(w: dict, wave):
     x = F.layer_norm(wave, wave.shape)[None, None]  # (1, 1, samples)
     for i, stride in enumerate((5, 2, 2, 2, 2, 2, 2)):
         x = F.conv1d(x, w[f"{p}feature_extractor.conv_layers.{i}.0.weight"], stride=stride)
-        x = F.layer_norm(x.transpose(1, 2), (x.shape[1],), w[f"{p}feature_extractor.conv_layers.{i}.2.1.weight"],
-                         w[f"{p}feature_extractor.conv_layers.{i}.2.1.bias"]).transpose(1, 2)
+        x = F.layer_norm(
+            x.transpose(1, 2),
+            (x.shape[1],),
+            w[f"{p}feature_extractor.conv_layers.{i}.2.1.weight"],
+            w[f"{p}feature_extractor.conv_layers.{i}.2.1.bias"],
+        ).transpose(1, 2)
         x = F.gelu(x)
     x = F.layer_norm(x.transpose(1, 2), (x.shape[1],), w[f"{p}layer_norm.weight"], w[f"{p}layer_norm.bias"])
     x = x @ w[f"{p}post_extract_proj.weight"].T + w[f"{p}post_extract_proj.bias"]  # (1, T, hidden)
     v, g = w[f"{p}encoder.pos_conv.0.weight_v"], w[f"{p}encoder.pos_conv.0.weight_g"]
     kernel = v * (g / v.pow(2).sum(dim=(0, 1), keepdim=True).sqrt())  # weight_norm(dim=2)
-    pos = F.conv1d(x.transpose(1, 2), kernel, w[f"{p}encoder.pos_conv.0.bias"], padding=s["pos_kernel"] // 2,
-                   groups=s["pos_groups"])[:, :, :-1]  # SamePad: an even kernel gives one frame too many
+    pos = F.conv1d(
+        x.transpose(1, 2),
+        kernel,
+        w[f"{p}encoder.pos_conv.0.bias"],
+        padding=s["pos_kernel"] // 2,
+        groups=s["pos_groups"],
+    )[:, :, :-1]  # SamePad: an even kernel gives one frame too many
     x = x + F.gelu(pos).transpose(1, 2)
     frames, heads = x.shape[1], s["heads"]
     half = s["buckets"] // 2
     exact = half // 2
     rel = torch.arange(frames)[None, :] - torch.arange(frames)[:, None]  # key position - query position
-    far = (exact + torch.log(rel.abs().clamp(min=1).float() / exact) / math.log(800 / exact)
-           * (half - exact)).long().clamp(max=half - 1)
+    far = (
+        (exact + torch.log(rel.abs().clamp(min=1).float() / exact) / math.log(800 / exact) * (half - exact))
+        .long()
+        .clamp(max=half - 1)
+    )
     bucket = (rel > 0).long() * half + torch.where(rel.abs() < exact, rel.abs(), far)
     position_bias = w[f"{p}encoder.layers.0.self_attn.relative_attention_bias.weight"][bucket].permute(2, 0, 1)
     states = []
@@ -86,8 +98,9 @@ def _by_hand(w: dict, wave):
         h = x[0] + dense("self_attn.out_proj", attended)
         z = F.layer_norm(h, (h.shape[1],), w[L + "final_layer_norm.weight"], w[L + "final_layer_norm.bias"])
         x = (h + dense("fc2", F.gelu(dense("fc1", z))))[None]
-    states.append(F.layer_norm(x[0], (x.shape[2],), w[f"{p}encoder.layer_norm.weight"],
-                               w[f"{p}encoder.layer_norm.bias"]))
+    states.append(
+        F.layer_norm(x[0], (x.shape[2],), w[f"{p}encoder.layer_norm.weight"], w[f"{p}encoder.layer_norm.bias"])
+    )
     # ECAPA_TDNN.get_feat: softmax-weighted sum of the states, + 1e-6, instance norm over time per channel
     mixed = (torch.softmax(w["feature_weight"], 0)[:, None, None] * torch.stack(states)).sum(0).T + 1e-6
     feats = (mixed - mixed.mean(1, keepdim=True)) / (mixed.var(1, unbiased=False, keepdim=True) + 1e-5).sqrt()
@@ -96,8 +109,9 @@ def _by_hand(w: dict, wave):
         return bn(name + ".bn", F.relu(F.conv1d(t, w[name + ".conv.weight"], w[name + ".conv.bias"], padding=padding)))
 
     def bn(name, t):
-        return ((t - w[name + ".running_mean"][:, None]) / (w[name + ".running_var"][:, None] + 1e-5).sqrt()
-                * w[name + ".weight"][:, None] + w[name + ".bias"][:, None])
+        return (t - w[name + ".running_mean"][:, None]) / (w[name + ".running_var"][:, None] + 1e-5).sqrt() * w[
+            name + ".weight"
+        ][:, None] + w[name + ".bias"][:, None]
 
     def se_res2(name, t, dilation):
         y = crb(name + ".Conv1dReluBn1", t)
@@ -106,8 +120,9 @@ def _by_hand(w: dict, wave):
         for i in range(s["scale"] - 1):
             carry = groups[i] if carry is None else carry + groups[i]
             c = f"{name}.Res2Conv1dReluBn."
-            carry = F.conv1d(carry[None], w[f"{c}convs.{i}.weight"], w[f"{c}convs.{i}.bias"], padding=dilation,
-                             dilation=dilation)[0]
+            carry = F.conv1d(
+                carry[None], w[f"{c}convs.{i}.weight"], w[f"{c}convs.{i}.bias"], padding=dilation, dilation=dilation
+            )[0]
             carry = bn(f"{c}bns.{i}", F.relu(carry))
             outs.append(carry)
         y = crb(name + ".Conv1dReluBn2", torch.cat(outs + groups[-1:]))
@@ -123,7 +138,7 @@ def _by_hand(w: dict, wave):
     alpha = torch.tanh(w["pooling.linear1.weight"][:, :, 0] @ y + w["pooling.linear1.bias"][:, None])
     alpha = torch.softmax(w["pooling.linear2.weight"][:, :, 0] @ alpha + w["pooling.linear2.bias"][:, None], dim=1)
     mean = (alpha * y).sum(1)
-    std = ((alpha * y * y).sum(1) - mean ** 2).clamp(min=1e-9).sqrt()
+    std = ((alpha * y * y).sum(1) - mean**2).clamp(min=1e-9).sqrt()
     pooled = bn("bn", torch.cat([mean, std])[:, None])[:, 0]
     return (w["linear.weight"] @ pooled + w["linear.bias"]).numpy()
 
@@ -152,24 +167,42 @@ def test_the_key_mapping_names_every_tensor_of_transformers_wavlm_once() -> None
 
     from ttseval.providers.speaker.seedtts_wavlm import wavlm_key, wavlm_keys
 
-    positional = ("encoder.pos_conv_embed.conv.parametrizations.weight.original0",
-                  "encoder.pos_conv_embed.conv.parametrizations.weight.original1")
+    positional = (
+        "encoder.pos_conv_embed.conv.parametrizations.weight.original0",
+        "encoder.pos_conv_embed.conv.parametrizations.weight.original1",
+    )
     for bias in (False, True):
         mapped = [wavlm_key(k, positional) for k in wavlm_keys(2, conv_bias=bias)]
-        model = WavLMModel(WavLMConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                       intermediate_size=64, conv_dim=[16] * 7, conv_bias=bias,
-                                       feat_extract_norm="layer", do_stable_layer_norm=True,
-                                       num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4,
-                                       mask_time_prob=0.0))
+        model = WavLMModel(
+            WavLMConfig(
+                hidden_size=32,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                intermediate_size=64,
+                conv_dim=[16] * 7,
+                conv_bias=bias,
+                feat_extract_norm="layer",
+                do_stable_layer_norm=True,
+                num_conv_pos_embeddings=16,
+                num_conv_pos_embedding_groups=4,
+                mask_time_prob=0.0,
+            )
+        )
         assert len(mapped) == len(set(mapped)) == len(model.state_dict()) == 7 * (4 if bias else 3) + 9 + 2 * 19 + 1
         assert set(mapped) == set(model.state_dict())
-    assert wavlm_key("encoder.layers.5.self_attn.grep_linear.bias", positional) == \
-        "encoder.layers.5.attention.gru_rel_pos_linear.bias"
-    assert wavlm_key("encoder.layers.0.self_attn.relative_attention_bias.weight", positional) == \
-        "encoder.layers.0.attention.rel_attn_embed.weight"
+    assert (
+        wavlm_key("encoder.layers.5.self_attn.grep_linear.bias", positional)
+        == "encoder.layers.5.attention.gru_rel_pos_linear.bias"
+    )
+    assert (
+        wavlm_key("encoder.layers.0.self_attn.relative_attention_bias.weight", positional)
+        == "encoder.layers.0.attention.rel_attn_embed.weight"
+    )
     assert wavlm_key("encoder.layers.3.self_attn_layer_norm.weight", positional) == "encoder.layers.3.layer_norm.weight"
-    assert wavlm_key("feature_extractor.conv_layers.6.2.1.bias", positional) == \
-        "feature_extractor.conv_layers.6.layer_norm.bias"
+    assert (
+        wavlm_key("feature_extractor.conv_layers.6.2.1.bias", positional)
+        == "feature_extractor.conv_layers.6.layer_norm.bias"
+    )
     assert wavlm_key("layer_norm.weight", positional) == "feature_projection.layer_norm.weight"
     assert wavlm_key("encoder.pos_conv.0.weight_g", positional) == positional[0]
     assert wavlm_key("mask_emb", positional) is None and wavlm_key("final_proj.weight", positional) is None
@@ -178,15 +211,20 @@ def test_the_key_mapping_names_every_tensor_of_transformers_wavlm_once() -> None
 def test_a_batch_of_different_lengths_equals_each_clip_alone(sim) -> None:
     import torch
 
-    clips = [_voice(16000, 1.0, 120, 0), _voice(16000, 1.5, 200, 1), _voice(16000, 1.0, 160, 2),
-             _voice(22050, 1.2, 140, 3), _voice(16000, 0.7, 90, 4)]
+    clips = [
+        _voice(16000, 1.0, 120, 0),
+        _voice(16000, 1.5, 200, 1),
+        _voice(16000, 1.0, 160, 2),
+        _voice(22050, 1.2, 140, 3),
+        _voice(16000, 0.7, 90, 4),
+    ]
     together = sim.embed(clips)
     for clip, vector in zip(clips, together):
         [alone] = sim.embed([clip])
         assert np.abs(vector - alone).max() < 1e-5
     short, long = clips[0].samples, clips[1].samples  # what a zero-padded batch would have given instead
     padded = np.zeros((2, long.size), np.float32)
-    padded[0, :short.size], padded[1] = short, long
+    padded[0, : short.size], padded[1] = short, long
     with torch.no_grad():
         assert np.abs(sim._run(padded)[0] - together[0]).max() > 1e-2
 
@@ -199,13 +237,19 @@ def test_missing_tensors_other_files_and_short_clips_are_refused(sim, weights, t
     del stored["model"]["layer3.SE_Connect.linear1.bias"]
     lacking = tmp_path / "lacking.pth"
     torch.save(stored, lacking)
-    with pytest.raises(PermanentProviderError, match=r"lacking\.pth' lack 2 of the model's .* tensors \(first: "
-                                                     r"\['feature_extract\.model\.encoder\.layers\.1\.fc2\.weight'"):
+    with pytest.raises(
+        PermanentProviderError,
+        match=r"lacking\.pth' lack 2 of the model's .* tensors \(first: "
+        r"\['feature_extract\.model\.encoder\.layers\.1\.fc2\.weight'",
+    ):
         SPEAKERS.build(f"seedtts-sim:weights={lacking}:device=cpu").embed([_voice(16000, 0.5, 120, 0)])
     del stored["model"]["feature_extract.model.encoder.layers.0.self_attn.relative_attention_bias.weight"]
     torch.save(stored, lacking)
-    with pytest.raises(PermanentProviderError, match="lacking.pth' lack the tensor 'feature_extract.model.encoder"
-                                                     ".layers.0.self_attn.relative_attention_bias.weight'"):
+    with pytest.raises(
+        PermanentProviderError,
+        match="lacking.pth' lack the tensor 'feature_extract.model.encoder"
+        ".layers.0.self_attn.relative_attention_bias.weight'",
+    ):
         SPEAKERS.build(f"seedtts-sim:weights={lacking}:device=cpu").embed([_voice(16000, 0.5, 120, 0)])
     torch.save(stored["model"], tmp_path / "bare.pth")  # a state dict without the {'model': ...} wrapper
     with pytest.raises(PermanentProviderError, match="bare.pth' have no 'model' state dict"):
@@ -213,24 +257,34 @@ def test_missing_tensors_other_files_and_short_clips_are_refused(sim, weights, t
     (tmp_path / "text.pth").write_text("not a checkpoint")
     with pytest.raises(PermanentProviderError, match="text.pth' are not a torch checkpoint"):
         SPEAKERS.build(f"seedtts-sim:weights={tmp_path / 'text.pth'}:device=cpu").embed([_voice(16000, 0.5, 120, 0)])
-    with pytest.raises(SpecError, match=r"seedtts-sim needs UniSpeech's .*; it never downloads one: "
-                                        r"seedtts-sim:weights=/path/wavlm_large_finetune.pth"):
+    with pytest.raises(
+        SpecError,
+        match=r"seedtts-sim needs UniSpeech's .*; it never downloads one: "
+        r"seedtts-sim:weights=/path/wavlm_large_finetune.pth",
+    ):
         SPEAKERS.build("seedtts-sim")
     with pytest.raises(SpecError, match=r"seedtts-sim weights='.*absent.pth': no such file; give the path of Uni"):
         SPEAKERS.build(f"seedtts-sim:weights={tmp_path / 'absent.pth'}")
 
-    assert sim.embed([Audio(np.full(720, 0.1, np.float32) + _voice(16000, 0.045, 120, 5).samples, 16000)])[0].shape \
-        == (SEEDTTS_SIM_SIZES["embedding"],)  # two WavLM frames: enough
+    assert sim.embed([Audio(np.full(720, 0.1, np.float32) + _voice(16000, 0.045, 120, 5).samples, 16000)])[0].shape == (
+        SEEDTTS_SIM_SIZES["embedding"],
+    )  # two WavLM frames: enough
     with pytest.raises(PermanentProviderError, match="clip 1 of the batch: 44.9 ms is under 45 ms"):
         sim.embed([_voice(16000, 0.5, 120, 0), Audio(np.full(719, 0.1, np.float32), 16000)])
     with pytest.raises(PermanentProviderError, match="clip 0 of the batch: 0.0 ms"):
         sim.embed([Audio(np.zeros(0, np.float32), 16000)])
     assert sim.embed([]) == []
     assert json.loads(json.dumps(sim.metadata())) == {
-        "engine": "transformers", "version": sim.version,
+        "engine": "transformers",
+        "version": sim.version,
         "model": "UniSpeech WavLM-Large + ECAPA-TDNN speaker verification (Seed-TTS-eval SIM)",
-        "model_file": "wavlm_large_finetune.pth", "embedding_size": 12, "wavlm_layers": 2, "sample_rate_hz": 16000,
-        "device": "cpu", "batching": "equal lengths only"}
+        "model_file": "wavlm_large_finetune.pth",
+        "embedding_size": 12,
+        "wavlm_layers": 2,
+        "sample_rate_hz": 16000,
+        "device": "cpu",
+        "batching": "equal lengths only",
+    }
 
 
 def test_a_clip_is_most_similar_to_itself(sim) -> None:

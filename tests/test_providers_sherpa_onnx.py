@@ -48,12 +48,21 @@ def test_embeddings_equal_sherpa_onnx_own_extractor_on_each_clip(model: Path) ->
     assert np.abs(got[0] - got[1]).max() > 1e-2  # different clips, different embeddings: the model ran
     assert isinstance(encoder, SpeakerEncoder)
     assert json.loads(json.dumps(encoder.metadata())) == {
-        "engine": "sherpa-onnx", "version": "2.0.1", "model_file": "campplus_tiny.onnx", "framework": "3d-speaker",
-        "embedding_size": 16, "sample_rate_hz": 16000, "language": "English", "device": "cpu"}
+        "engine": "sherpa-onnx",
+        "version": "2.0.1",
+        "model_file": "campplus_tiny.onnx",
+        "framework": "3d-speaker",
+        "embedding_size": 16,
+        "sample_rate_hz": 16000,
+        "language": "English",
+        "device": "cpu",
+    }
 
 
 def test_wespeaker_metadata_runs_and_an_empty_clip_is_refused(tmp_path: Path) -> None:
-    encoder = SPEAKERS.build(f"sherpa-onnx:model={build_tiny_sherpa_speaker(tmp_path / 'w.onnx', framework='wespeaker')}")
+    encoder = SPEAKERS.build(
+        f"sherpa-onnx:model={build_tiny_sherpa_speaker(tmp_path / 'w.onnx', framework='wespeaker')}"
+    )
     assert encoder.embed([_voice(16000, 0.5, 150, 0)])[0].shape == (16,)
     with pytest.raises(PermanentProviderError, match="clip 1 of the batch: its 0.0 ms give no feature frame"):
         encoder.embed([_voice(16000, 0.5, 150, 0), Audio(np.zeros(0, np.float32), 16000)])
@@ -65,10 +74,12 @@ def test_metadata_sherpa_onnx_would_exit_on_is_refused_before_it_loads(tmp_path:
     # sherpa-onnx itself ends the process on such files, no Python exception: exit(-1) when it loads a model
     # without output_dim, a segmentation fault on the first embedding of one without framework (measured: 255, 139)
     for name in ("a.onnx", "b.onnx"):
-        code = ("import numpy, sherpa_onnx; e = sherpa_onnx.SpeakerEmbeddingExtractor(sherpa_onnx."
-                f"SpeakerEmbeddingExtractorConfig(model={str(tmp_path / name)!r})); s = e.create_stream(); "
-                "s.accept_waveform(sample_rate=16000, waveform=numpy.full(16000, 0.1, numpy.float32)); "
-                "s.input_finished(); e.compute(s); print('embedded')")
+        code = (
+            "import numpy, sherpa_onnx; e = sherpa_onnx.SpeakerEmbeddingExtractor(sherpa_onnx."
+            f"SpeakerEmbeddingExtractorConfig(model={str(tmp_path / name)!r})); s = e.create_stream(); "
+            "s.accept_waveform(sample_rate=16000, waveform=numpy.full(16000, 0.1, numpy.float32)); "
+            "s.input_finished(); e.compute(s); print('embedded')"
+        )
         child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
         assert child.returncode != 0 and "embedded" not in child.stdout, name
     cases = {
@@ -85,8 +96,11 @@ def test_metadata_sherpa_onnx_would_exit_on_is_refused_before_it_loads(tmp_path:
     (tmp_path / "e.onnx").write_bytes(b"not onnx")
     with pytest.raises(SpecError, match="is not an ONNX model onnxruntime can open"):
         SPEAKERS.build(f"sherpa-onnx:model={tmp_path / 'e.onnx'}")
-    with pytest.raises(SpecError, match="sherpa-onnx needs a sherpa-onnx speaker-embedding .onnx file; it never "
-                                        "downloads one: sherpa-onnx:model="):
+    with pytest.raises(
+        SpecError,
+        match="sherpa-onnx needs a sherpa-onnx speaker-embedding .onnx file; it never "
+        "downloads one: sherpa-onnx:model=",
+    ):
         SPEAKERS.build("sherpa-onnx")
     with pytest.raises(SpecError, match=r"sherpa-onnx model='.*absent.onnx': no such file; give the path of a sherpa"):
         SPEAKERS.build(f"sherpa-onnx:model={tmp_path / 'absent.onnx'}")

@@ -16,8 +16,10 @@ from ttseval.core.errors import PermanentProviderError
 from ttseval.core.protocols import SpeakerEncoder
 from ttseval.providers.speaker import SPEAKERS
 
-SENTENCES = ("The quick brown fox jumps over the lazy dog, and then it runs away.",
-             "Another sentence entirely, spoken by the same voice for comparison.")
+SENTENCES = (
+    "The quick brown fox jumps over the lazy dog, and then it runs away.",
+    "Another sentence entirely, spoken by the same voice for comparison.",
+)
 
 
 def _cos(a, b) -> float:
@@ -30,8 +32,11 @@ def voices(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("voices")
     out = {}
     for i, text in enumerate(SENTENCES):
-        for voice, cmd in (("espeak", ["espeak-ng", "-w"]), ("espeak-f3", ["espeak-ng", "-v", "en+f3", "-w"]),
-                           ("flite", None)):
+        for voice, cmd in (
+            ("espeak", ["espeak-ng", "-w"]),
+            ("espeak-f3", ["espeak-ng", "-v", "en+f3", "-w"]),
+            ("flite", None),
+        ):
             path = folder / f"{voice}-{i}.wav"
             args = ["flite", "-t", text, "-o", str(path)] if cmd is None else [*cmd, str(path), text]
             subprocess.run(args, check=True, capture_output=True)

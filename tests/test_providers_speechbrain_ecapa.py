@@ -41,8 +41,12 @@ def test_embeddings_equal_encode_batch_alone_and_a_forward_written_out(ecapa, fo
 
     from ttseval.providers.speaker.speechbrain_ecapa import ECAPA, speechbrain_modules
 
-    clips = [_voice(16000, 1.0, 120, 0), _voice(16000, 1.5, 200, 1), _voice(16000, 1.0, 160, 2),
-             _voice(22050, 1.2, 140, 3)]
+    clips = [
+        _voice(16000, 1.0, 120, 0),
+        _voice(16000, 1.5, 200, 1),
+        _voice(16000, 1.0, 160, 2),
+        _voice(22050, 1.2, 140, 3),
+    ]
     got = ecapa.embed(clips)
     sb = speechbrain_modules()
     model = sb["ECAPA_TDNN"](**ECAPA).eval()
@@ -66,7 +70,7 @@ def test_a_zero_padded_batch_would_change_the_embedding_so_clips_are_batched_by_
     short, long = _voice(16000, 1.0, 120, 0), _voice(16000, 1.5, 200, 1)
     [mine, _] = ecapa.embed([short, long])
     padded = torch.zeros(2, long.samples.size)
-    padded[0, :short.samples.size] = torch.from_numpy(short.samples)
+    padded[0, : short.samples.size] = torch.from_numpy(short.samples)
     padded[1] = torch.from_numpy(long.samples)
     with torch.no_grad():  # relative lengths given, as SpeechBrain documents: the padding still moves the embedding
         in_batch = ecapa._load().encode_batch(padded, torch.tensor([short.samples.size / long.samples.size, 1.0]))
@@ -79,15 +83,27 @@ def test_short_clips_missing_and_wrong_weights_are_refused(ecapa, tmp_path: Path
     assert ecapa.embed([Audio(np.full(640, 0.1, np.float32), 16000)])[0].shape == (192,)  # five frames: enough
     with pytest.raises(PermanentProviderError, match="clip 1 of the batch: 39.9 ms is under 40 ms"):
         ecapa.embed([_voice(16000, 0.5, 120, 0), Audio(np.full(639, 0.1, np.float32), 16000)])
-    with pytest.raises(SpecError, match="speechbrain-ecapa needs the folder of .*; it never downloads one: "
-                                        "speechbrain-ecapa:model=/path/spkrec-ecapa-voxceleb"):
+    with pytest.raises(
+        SpecError,
+        match="speechbrain-ecapa needs the folder of .*; it never downloads one: "
+        "speechbrain-ecapa:model=/path/spkrec-ecapa-voxceleb",
+    ):
         SPEAKERS.build("speechbrain-ecapa")
-    with pytest.raises(SpecError, match=r"speechbrain-ecapa model='.*': no embedding_model.ckpt in that folder; "
-                                        r"give the path of the folder"):
+    with pytest.raises(
+        SpecError,
+        match=r"speechbrain-ecapa model='.*': no embedding_model.ckpt in that folder; "
+        r"give the path of the folder",
+    ):
         SPEAKERS.build(f"speechbrain-ecapa:model={tmp_path}")
     torch.save({"weight": torch.zeros(2)}, tmp_path / "embedding_model.ckpt")
     with pytest.raises(PermanentProviderError, match="is not spkrec-ecapa-voxceleb's ECAPA-TDNN"):
         SPEAKERS.build(f"speechbrain-ecapa:model={tmp_path}:device=cpu").embed([_voice(16000, 0.5, 120, 0)])
     assert json.loads(json.dumps(ecapa.metadata())) == {
-        "engine": "speechbrain", "version": "1.1.2", "model": "ECAPA-TDNN (spkrec-ecapa-voxceleb)",
-        "model_file": "embedding_model.ckpt", "embedding_size": 192, "sample_rate_hz": 16000, "device": "cpu"}
+        "engine": "speechbrain",
+        "version": "1.1.2",
+        "model": "ECAPA-TDNN (spkrec-ecapa-voxceleb)",
+        "model_file": "embedding_model.ckpt",
+        "embedding_size": 192,
+        "sample_rate_hz": 16000,
+        "device": "cpu",
+    }

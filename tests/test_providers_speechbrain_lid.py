@@ -42,8 +42,12 @@ def test_answers_equal_classify_batch_alone_and_a_forward_written_out(lid, folde
     from ttseval.providers._speechbrain import speechbrain_modules
     from ttseval.providers.lid.speechbrain_lid import CLASSIFIER, ECAPA
 
-    clips = [_voice(16000, 1.0, 100, 0), _voice(16000, 1.5, 300, 1), _voice(16000, 1.0, 180, 2),
-             _voice(22050, 1.2, 240, 3)]
+    clips = [
+        _voice(16000, 1.0, 100, 0),
+        _voice(16000, 1.5, 300, 1),
+        _voice(16000, 1.0, 180, 2),
+        _voice(22050, 1.2, 240, 3),
+    ]
     got = lid.identify(clips)
     sb = speechbrain_modules()
     embedding = sb["ECAPA_TDNN"](**ECAPA).eval()
@@ -68,18 +72,25 @@ def test_answers_equal_classify_batch_alone_and_a_forward_written_out(lid, folde
 
 
 def test_a_clip_under_40_ms_has_nothing_to_hear_and_the_others_are_answered(lid) -> None:
-    guesses = lid.identify([Audio(np.full(639, 0.1, np.float32), 16000), _voice(16000, 0.5, 150, 0),
-                            Audio(np.zeros(0, np.float32), 16000)])
+    guesses = lid.identify(
+        [Audio(np.full(639, 0.1, np.float32), 16000), _voice(16000, 0.5, 150, 0), Audio(np.zeros(0, np.float32), 16000)]
+    )
     assert guesses[0] == LanguageGuess(None, None) == guesses[2]
     assert guesses[1].language is not None and guesses[1] == lid.identify([_voice(16000, 0.5, 150, 0)])[0]
 
 
 def test_a_broken_folder_is_refused(folder, tmp_path: Path) -> None:
-    with pytest.raises(SpecError, match="speechbrain-lid needs the folder of .*; it never downloads one: "
-                                        "speechbrain-lid:model=/path/lang-id-voxlingua107-ecapa"):
+    with pytest.raises(
+        SpecError,
+        match="speechbrain-lid needs the folder of .*; it never downloads one: "
+        "speechbrain-lid:model=/path/lang-id-voxlingua107-ecapa",
+    ):
         LIDS.build("speechbrain-lid")
-    with pytest.raises(SpecError, match=r"speechbrain-lid model='.*': no embedding_model.ckpt, "
-                                        r"classifier.ckpt, label_encoder.txt in that folder"):
+    with pytest.raises(
+        SpecError,
+        match=r"speechbrain-lid model='.*': no embedding_model.ckpt, "
+        r"classifier.ckpt, label_encoder.txt in that folder",
+    ):
         LIDS.build(f"speechbrain-lid:model={tmp_path}")
     for name in ("embedding_model.ckpt", "classifier.ckpt"):
         shutil.copy(folder / name, tmp_path / name)
@@ -93,6 +104,11 @@ def test_a_broken_folder_is_refused(folder, tmp_path: Path) -> None:
 
 def test_metadata(lid) -> None:
     assert json.loads(json.dumps(lid.metadata())) == {
-        "engine": "speechbrain", "version": "1.1.2", "model": "VoxLingua107 ECAPA (lang-id-voxlingua107-ecapa)",
-        "model_files": ["embedding_model.ckpt", "classifier.ckpt", "label_encoder.txt"], "classes": 107,
-        "sample_rate_hz": 16000, "device": "cpu"}
+        "engine": "speechbrain",
+        "version": "1.1.2",
+        "model": "VoxLingua107 ECAPA (lang-id-voxlingua107-ecapa)",
+        "model_files": ["embedding_model.ckpt", "classifier.ckpt", "label_encoder.txt"],
+        "classes": 107,
+        "sample_rate_hz": 16000,
+        "device": "cpu",
+    }

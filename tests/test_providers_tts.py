@@ -8,13 +8,13 @@ import sys
 import numpy as np
 import pytest
 
-from ttseval.providers.tts.espeak_ng import EspeakNGTTS
-from ttseval.providers.tts.flite import FliteTTS, flite_voices
-from ttseval.providers.tts.piper import PiperTTS
 from ttseval.core.audio import Audio
 from ttseval.core.errors import PermanentProviderError, SpecError
 from ttseval.core.protocols import TTSProvider
 from ttseval.providers.tts import TTS
+from ttseval.providers.tts.espeak_ng import EspeakNGTTS
+from ttseval.providers.tts.flite import FliteTTS, flite_voices
+from ttseval.providers.tts.piper import PiperTTS
 
 SENTENCE = "The quick brown fox jumps over the lazy dog."
 
@@ -85,7 +85,8 @@ def test_piper_without_noise_is_repeatable() -> None:
 
 @pytest.mark.parametrize(("threads", "intra_op"), [("1", 1), (None, 0)])
 def test_piper_builds_one_session_with_the_workers_share_of_the_cores(
-        monkeypatch: pytest.MonkeyPatch, threads: str | None, intra_op: int) -> None:
+    monkeypatch: pytest.MonkeyPatch, threads: str | None, intra_op: int
+) -> None:
     # On a Dask worker (TTSEVAL_MODEL_THREADS set by the LocalCluster) the voice's one ONNX session uses that many
     # intra-op threads; elsewhere onnxruntime's default (0 = all cores). One session per voice, not PiperVoice.load's
     # and then a second one (issue 31's profile of the workers).
@@ -137,9 +138,7 @@ def test_supports_language(request: pytest.FixtureRequest, fixture: str, languag
 
 
 @pytest.mark.parametrize("tag", ["eng", "en-GB", "EN", "en_US"])
-def test_english_however_tagged_passes_validation_and_is_spoken(
-    request: pytest.FixtureRequest, tag: str
-) -> None:
+def test_english_however_tagged_passes_validation_and_is_spoken(request: pytest.FixtureRequest, tag: str) -> None:
     # One reduction (ttseval.core.languages.base_language) for the dataset check and every provider: a tag the dataset
     # check accepts as English is English to flite, Piper and espeak-ng too (ISO 639-2 'eng' was 'unsupported').
     from ttseval.core.languages import base_language, is_known_language
@@ -150,8 +149,8 @@ def test_english_however_tagged_passes_validation_and_is_spoken(
 
 
 def test_iso_639_2_pashto_is_pashto(espeak_auto: EspeakNGTTS, piper: PiperTTS) -> None:
-    from ttseval.providers.asr import whisper_language
     from ttseval.core.languages import base_language
+    from ttseval.providers.asr import whisper_language
 
     assert base_language("pus") == base_language("ps-AF") == "ps"
     assert whisper_language("pus") == whisper_language("ps") == "ps"

@@ -42,8 +42,12 @@ def test_batch_scores_equal_the_packages_own_score_on_each_clip_alone(utmos, wei
     from utmos_pytorch import UTMOSScoreTorch
 
     # two clips of 1.0 s at 16 kHz (one equal-length batch), one of 1.5 s, one at 22.05 kHz (resampled)
-    clips = [_speechlike(16000, 1.0, 0), _speechlike(16000, 1.5, 1), _speechlike(16000, 1.0, 2),
-             _speechlike(22050, 1.2, 3)]
+    clips = [
+        _speechlike(16000, 1.0, 0),
+        _speechlike(16000, 1.5, 1),
+        _speechlike(16000, 1.0, 2),
+        _speechlike(22050, 1.2, 3),
+    ]
     got = [s.mos for s in utmos.score(clips)]
     reference = UTMOSScoreTorch(ckpt_path=str(weights), device="cpu")  # the package's own loading and call
     want = []
@@ -64,7 +68,7 @@ def test_a_zero_padded_batch_would_change_the_score_so_clips_are_batched_by_equa
     reference = UTMOSScoreTorch(ckpt_path=str(weights), device="cpu")
     alone = reference.score(torch.from_numpy(short.samples)).item()
     padded = torch.zeros(2, 1, long.samples.size)
-    padded[0, 0, :short.samples.size] = torch.from_numpy(short.samples)
+    padded[0, 0, : short.samples.size] = torch.from_numpy(short.samples)
     padded[1, 0] = torch.from_numpy(long.samples)
     in_padded_batch = reference.score(padded)[0].item()
     assert abs(in_padded_batch - alone) > 1e-3  # UTMOS22 issue #22: padding moves the score
@@ -73,20 +77,28 @@ def test_a_zero_padded_batch_would_change_the_score_so_clips_are_batched_by_equa
 
 
 def test_a_clip_under_25_ms_is_refused_with_its_reason_and_the_others_keep_their_scores(utmos) -> None:
-    clips = [_speechlike(16000, 1.0, 0), Audio(np.full(300, 0.1, np.float32), 16000), Audio(np.zeros(0, np.float32), 8000)]
+    clips = [
+        _speechlike(16000, 1.0, 0),
+        Audio(np.full(300, 0.1, np.float32), 16000),
+        Audio(np.zeros(0, np.float32), 8000),
+    ]
     scores = utmos.score(clips)
     assert scores[0].refused is None and np.isfinite(scores[0].mos)
     for score, ms in zip(scores[1:], ("18.8", "0.0")):
         assert np.isnan(score.mos) and score.refused == (
-            f"utmos22 needs at least 25 ms of audio (its first wav2vec 2.0 frame); the clip has {ms} ms")
+            f"utmos22 needs at least 25 ms of audio (its first wav2vec 2.0 frame); the clip has {ms} ms"
+        )
     assert scores[0].mos == pytest.approx(utmos.score(clips[:1])[0].mos, abs=1e-6)
 
 
 def test_weights_are_required_local_and_checked(tmp_path: Path) -> None:
     import torch
 
-    with pytest.raises(SpecError, match=r"utmos22 needs the converted UTMOS22 .*; it never downloads one: "
-                                        r"utmos22:weights=/path/utmos_state_dict.pt"):
+    with pytest.raises(
+        SpecError,
+        match=r"utmos22 needs the converted UTMOS22 .*; it never downloads one: "
+        r"utmos22:weights=/path/utmos_state_dict.pt",
+    ):
         QUALITY.build("utmos22")
     with pytest.raises(SpecError, match=r"utmos22 weights='.*absent.pt': no such file; give the path of the converted"):
         QUALITY.build(f"utmos22:weights={tmp_path / 'absent.pt'}")
@@ -102,6 +114,12 @@ def test_weights_are_required_local_and_checked(tmp_path: Path) -> None:
 
 def test_metadata(utmos) -> None:
     meta = json.loads(json.dumps(utmos.metadata()))
-    assert meta == {"engine": "utmos-pytorch", "version": "0.1.0", "model": "UTMOS22 strong learner",
-                    "model_file": "utmos_state_dict.pt", "sample_rate_hz": 16000, "device": "cpu",
-                    "batching": "equal lengths only"}
+    assert meta == {
+        "engine": "utmos-pytorch",
+        "version": "0.1.0",
+        "model": "UTMOS22 strong learner",
+        "model_file": "utmos_state_dict.pt",
+        "sample_rate_hz": 16000,
+        "device": "cpu",
+        "batching": "equal lengths only",
+    }

@@ -14,19 +14,19 @@ from typing import Any, ClassVar
 
 import pytest
 
-from ttseval.providers.tts.espeak_ng import EspeakNGTTS
-from ttseval.providers.tts.flite import FliteTTS
 from ttseval.core.audio import Audio
 from ttseval.core.errors import ConfigError, SpecError
 from ttseval.core.protocols import ANY_LANGUAGE, METADATA_DEFAULTS, PER_VOICE, TTSProvider
+from ttseval.core.registry import Registry
+from ttseval.core.telemetry import TELEMETRY_OFF
 from ttseval.providers.asr import ASR
 from ttseval.providers.judges import JUDGES
 from ttseval.providers.llm import LLMS
 from ttseval.providers.quality import QUALITY
 from ttseval.providers.registries import REGISTRIES
 from ttseval.providers.tts import TTS
-from ttseval.core.registry import Registry
-from ttseval.core.telemetry import TELEMETRY_OFF
+from ttseval.providers.tts.espeak_ng import EspeakNGTTS
+from ttseval.providers.tts.flite import FliteTTS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -148,9 +148,12 @@ def test_a_missing_api_key_keeps_its_type_through_the_registry(monkeypatch: pyte
 
 
 def test_a_plugin_cannot_take_a_built_in_name() -> None:
-    with pytest.raises(ConfigError, match=r"setting plugins\.tts: 'flite' -> 'tests\.fakes:FlakyTTS' reuses the name "
-                                          r"of the built-in tts provider 'flite' \(ttseval\.providers\.tts\.flite:FliteTTS\); "
-                                          r"give the plugin another name"):
+    with pytest.raises(
+        ConfigError,
+        match=r"setting plugins\.tts: 'flite' -> 'tests\.fakes:FlakyTTS' reuses the name "
+        r"of the built-in tts provider 'flite' \(ttseval\.providers\.tts\.flite:FliteTTS\); "
+        r"give the plugin another name",
+    ):
         TTS.build("flite:slt", extra={"flite": "tests.fakes:FlakyTTS"})
     # naming the built-in class itself substitutes nothing
     assert type(TTS.build("flite:slt", extra={"flite": "ttseval.providers.tts.flite:FliteTTS"})) is FliteTTS
@@ -164,8 +167,9 @@ def _dist_info(site: Path, name: str, entry_points: str) -> None:
     (info / "entry_points.txt").write_text(entry_points)
 
 
-def test_an_installed_plugin_cannot_take_a_built_in_name_nor_another_plugins(tmp_path: Path,
-                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_installed_plugin_cannot_take_a_built_in_name_nor_another_plugins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from ttseval.core.registry import _installed_entries
 
     _dist_info(tmp_path, "shadow-mos", "[ttseval.quality]\ndnsmos = tests.test_score_reuse:CountingMOS\n")
@@ -177,21 +181,29 @@ def test_an_installed_plugin_cannot_take_a_built_in_name_nor_another_plugins(tmp
         assert str(shadow.value) == (
             "shadow-mos declares the quality provider 'dnsmos' -> 'tests.test_score_reuse:CountingMOS' (entry point "
             "group ttseval.quality), the name of a built-in one (ttseval.providers.quality.dnsmos:DNSMOSQuality); "
-            "the plugin must use another name")
+            "the plugin must use another name"
+        )
         assert TTS.entries()["flite"] == "ttseval.providers.tts.flite:FliteTTS"  # other kinds are not affected
         (tmp_path / "shadow_mos-1.0.dist-info" / "entry_points.txt").write_text(
-            "[ttseval.quality]\ncount-mos = tests.test_score_reuse:CountingMOS\n")
+            "[ttseval.quality]\ncount-mos = tests.test_score_reuse:CountingMOS\n"
+        )
         _dist_info(tmp_path, "other-mos", "[ttseval.quality]\ncount-mos = tests.test_registry:SilentTTS\n")
         _installed_entries.cache_clear()
-        with pytest.raises(ConfigError, match=r"(shadow-mos|other-mos) and (shadow-mos|other-mos) both declare the "
-                                              r"quality provider 'count-mos' \(entry point group ttseval\.quality\)"):
+        with pytest.raises(
+            ConfigError,
+            match=r"(shadow-mos|other-mos) and (shadow-mos|other-mos) both declare the "
+            r"quality provider 'count-mos' \(entry point group ttseval\.quality\)",
+        ):
             QUALITY.entries()
         # a setting cannot take an installed plugin's name for another class either
         (tmp_path / "other_mos-1.0.dist-info" / "entry_points.txt").write_text("")
         _installed_entries.cache_clear()
         assert QUALITY.entries()["count-mos"] == "tests.test_score_reuse:CountingMOS"
-        with pytest.raises(ConfigError, match=r"setting plugins\.quality: 'count-mos' -> 'tests\.x:Y' reuses the "
-                                              r"name of the installed quality provider 'count-mos'"):
+        with pytest.raises(
+            ConfigError,
+            match=r"setting plugins\.quality: 'count-mos' -> 'tests\.x:Y' reuses the "
+            r"name of the installed quality provider 'count-mos'",
+        ):
             QUALITY.entries({"count-mos": "tests.x:Y"})
     finally:
         _installed_entries.cache_clear()
@@ -208,8 +220,15 @@ def test_a_plugin_module_that_does_not_import_is_a_config_error() -> None:
 
 
 def test_every_registered_provider_conforms_to_its_kind() -> None:
-    expected = {"tts": "TTSProvider", "asr": "ASRProvider", "quality": "QualityProvider",
-                "lid": "LanguageIdentifier", "speaker": "SpeakerEncoder", "judge": "Judge", "llm": "LLM"}
+    expected = {
+        "tts": "TTSProvider",
+        "asr": "ASRProvider",
+        "quality": "QualityProvider",
+        "lid": "LanguageIdentifier",
+        "speaker": "SpeakerEncoder",
+        "judge": "Judge",
+        "llm": "LLM",
+    }
     assert {kind: reg.protocol.__name__ for kind, reg in REGISTRIES.items()} == expected
     for registry in REGISTRIES.values():
         for name in registry.names:
@@ -217,20 +236,29 @@ def test_every_registered_provider_conforms_to_its_kind() -> None:
 
 
 def test_a_provider_missing_a_method_is_refused_naming_it() -> None:
-    with pytest.raises(SpecError, match=r"tts provider 'mute' \(tests\.test_registry:NoSynthesizeTTS\) does not "
-                                        r"implement TTSProvider: missing synthesize\(\)"):
+    with pytest.raises(
+        SpecError,
+        match=r"tts provider 'mute' \(tests\.test_registry:NoSynthesizeTTS\) does not "
+        r"implement TTSProvider: missing synthesize\(\)",
+    ):
         TTS.build("mute", extra={"mute": "tests.test_registry:NoSynthesizeTTS"})
     # the same class is no judge at all
-    with pytest.raises(SpecError, match=r"does not implement Judge: missing judge_pairs\(\) or "
-                                        r"judge_instructions\(\)"):
+    with pytest.raises(
+        SpecError,
+        match=r"does not implement Judge: missing judge_pairs\(\) or "
+        r"judge_instructions\(\)",
+    ):
         JUDGES.resolve("mute", extra={"mute": "tests.test_registry:NoSynthesizeTTS"})
 
 
 def test_a_judge_must_judge_something_and_carry_its_id() -> None:
     with pytest.raises(SpecError, match=r"judge provider 'idle' .* missing judge_pairs\(\) or judge_instructions\(\)"):
         JUDGES.build("idle", extra={"idle": "tests.test_registry:MetadataOnlyJudge"})
-    with pytest.raises(SpecError, match=r"judge provider 'anonymous' \(NoIdJudge\) does not implement Judge: its "
-                                        r"instance has no judge_id"):
+    with pytest.raises(
+        SpecError,
+        match=r"judge provider 'anonymous' \(NoIdJudge\) does not implement Judge: its "
+        r"instance has no judge_id",
+    ):
         JUDGES.build("anonymous", extra={"anonymous": "tests.test_registry:NoIdJudge"})
     assert JUDGES.build("objective").judge_id.startswith("objective-")
 
@@ -261,8 +289,11 @@ def test_each_registry_is_declared_beside_its_providers() -> None:
     # the entry's name: adding a provider touches its own folder (and its test), nothing in the core.
     import importlib
 
-    packages = {p.name: importlib.import_module(f"ttseval.providers.{p.name}")
-                for p in (ROOT / "ttseval" / "providers").iterdir() if (p / "__init__.py").is_file()}
+    packages = {
+        p.name: importlib.import_module(f"ttseval.providers.{p.name}")
+        for p in (ROOT / "ttseval" / "providers").iterdir()
+        if (p / "__init__.py").is_file()
+    }
     for kind, registry in REGISTRIES.items():
         [home] = [name for name, package in packages.items() if any(v is registry for v in vars(package).values())]
         for name in registry.names:
@@ -291,8 +322,14 @@ def test_declared_metadata_values() -> None:
     }
     for (kind, name), expected in sample.items():
         info = REGISTRIES[kind].info(name)
-        assert (info.accepts_instruction, info.gpu, info.extra, info.output_sample_rate_hz, info.requires,
-                info.imports) == expected, (kind, name)
+        assert (
+            info.accepts_instruction,
+            info.gpu,
+            info.extra,
+            info.output_sample_rate_hz,
+            info.requires,
+            info.imports,
+        ) == expected, (kind, name)
     assert TTS.info("flite").language_codes() == frozenset({"en"})
     assert TTS.info("piper").language_codes() == PER_VOICE
     assert QUALITY.info("dnsmos").language_codes() == ANY_LANGUAGE
@@ -314,8 +351,15 @@ def test_declared_sample_rate_and_version_match_what_the_engine_does() -> None:
 
 def test_a_plugin_without_metadata_gets_the_defaults() -> None:
     info = TTS.info("silent", {"silent": "tests.test_registry:SilentTTS"})
-    assert (info.languages, info.gpu, info.extra, info.output_sample_rate_hz, info.requires, info.imports,
-            info.version) == (PER_VOICE, False, None, None, (), (), "unknown")
+    assert (
+        info.languages,
+        info.gpu,
+        info.extra,
+        info.output_sample_rate_hz,
+        info.requires,
+        info.imports,
+        info.version,
+    ) == (PER_VOICE, False, None, None, (), (), "unknown")
 
 
 # -- missing programs and packages ---------------------------------------------------------------------------------
@@ -324,12 +368,16 @@ def test_a_plugin_without_metadata_gets_the_defaults() -> None:
 def test_a_missing_program_or_package_names_what_to_install() -> None:
     with pytest.raises(ConfigError) as e:
         TTS.check_available("program", {"program": "tests.test_registry:ProgramTTS"})
-    assert str(e.value) == ("ttseval-no-such-program is not installed: apt-get install ttseval-no-such-program "
-                            "(needed by tts provider 'program')")
+    assert str(e.value) == (
+        "ttseval-no-such-program is not installed: apt-get install ttseval-no-such-program "
+        "(needed by tts provider 'program')"
+    )
     with pytest.raises(ConfigError) as e:
         TTS.build("needy:x", extra={"needy": "tests.test_registry:NeedyTTS"})
-    assert str(e.value) == ("Python package 'ttseval_no_such_module' is not installed: pip install 'ttseval[engines]' "
-                            "(needed by tts provider 'needy')")
+    assert str(e.value) == (
+        "Python package 'ttseval_no_such_module' is not installed: pip install 'ttseval[engines]' "
+        "(needed by tts provider 'needy')"
+    )
     TTS.check_available("espeak-ng:en-us")  # installed here: no error
 
 
@@ -345,9 +393,25 @@ def test_evaluate_without_espeak_ng_is_one_line_and_exit_2(tmp_path: Path) -> No
     store = tmp_path / "store"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TTSEVAL_", "AWS_", "PREFECT_API"))}
     env |= {"PATH": _path_without(tmp_path), "PYTHONPATH": str(ROOT), **TELEMETRY_OFF}
-    out = subprocess.run([sys.executable, "-m", "ttseval.cli", "evaluate", "--systems", "espeak-ng:en-us",
-                          "--store", str(store), "--run-id", "nothing"],
-                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ttseval.cli",
+            "evaluate",
+            "--systems",
+            "espeak-ng:en-us",
+            "--store",
+            str(store),
+            "--run-id",
+            "nothing",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 2, out.stderr
     assert out.stderr.splitlines() == [
         "ttseval: error: espeak-ng is not installed: apt-get install espeak-ng (needed by tts provider 'espeak-ng')"
@@ -383,12 +447,27 @@ def test_providers_command_lists_metadata_without_building_or_heavy_imports() ->
     lines = [line.split() for line in out.stdout.splitlines()]
     assert ["name", "languages", "instruction", "gpu", "extra", "sample", "rate", "needs", "version"] in lines
     rows = {line[0]: line for line in lines if line}
-    assert rows["espeak-ng"][:8] == ["espeak-ng", str(len(TTS.info("espeak-ng").language_codes())), "languages", "no",
-                                     "no", "-", "22050", "Hz"]
+    assert rows["espeak-ng"][:8] == [
+        "espeak-ng",
+        str(len(TTS.info("espeak-ng").language_codes())),
+        "languages",
+        "no",
+        "no",
+        "-",
+        "22050",
+        "Hz",
+    ]
     assert rows["espeak-ng"][8:] == ["espeak-ng", EspeakNGTTS.version]
     assert rows["flite"][:8] == ["flite", "en", "no", "no", "-", "per", "voice", "flite"]
     assert rows["piper"][:9] == ["piper", "per", "voice", "no", "no", "engines", "per", "voice", "-"]
     assert rows["flaky"][:2] == ["flaky", "(plugin)"]
     assert rows["transformers-judge"][:6] == ["transformers-judge", "any", "yes", "yes", "models", "-"]
-    assert [line[0] for line in lines if line and line[0].endswith(":")] == ["tts:", "asr:", "quality:", "lid:",
-                                                                              "speaker:", "judge:", "llm:"]
+    assert [line[0] for line in lines if line and line[0].endswith(":")] == [
+        "tts:",
+        "asr:",
+        "quality:",
+        "lid:",
+        "speaker:",
+        "judge:",
+        "llm:",
+    ]

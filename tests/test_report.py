@@ -2,26 +2,38 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pandas as pd
 import pytest
 
-from ttseval.metrics.drift import compare_reports
-from ttseval.tasks.report import compute_summary, drift_markdown, markdown_table, write_full_report
 from ttseval.core.config import Settings
 from ttseval.core.schemas import table_from_rows
 from ttseval.core.store import ArtifactStore
+from ttseval.metrics.drift import compare_reports
+from ttseval.tasks.report import compute_summary, drift_markdown, markdown_table, write_full_report
 
-NOW = datetime(2026, 11, 22, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 22, tzinfo=UTC)
 TINY, BASE = "faster-whisper:tiny.en", "faster-whisper:base"
 
 
-def _transcript(item: str, system: str, asr: str, word_errors: int, ref_words: int, char_errors: int,
-                ref_chars: int) -> dict:
-    return {"item_id": item, "system_id": system, "asr_id": asr.split(":")[1], "asr_spec": asr, "status": "ok",
-            "word_errors": word_errors, "ref_words": ref_words, "char_errors": char_errors, "ref_chars": ref_chars,
-            "wer": word_errors / ref_words, "cer": char_errors / ref_chars, "created_at": NOW}
+def _transcript(
+    item: str, system: str, asr: str, word_errors: int, ref_words: int, char_errors: int, ref_chars: int
+) -> dict:
+    return {
+        "item_id": item,
+        "system_id": system,
+        "asr_id": asr.split(":")[1],
+        "asr_spec": asr,
+        "status": "ok",
+        "word_errors": word_errors,
+        "ref_words": ref_words,
+        "char_errors": char_errors,
+        "ref_chars": ref_chars,
+        "wer": word_errors / ref_words,
+        "cer": char_errors / ref_chars,
+        "created_at": NOW,
+    }
 
 
 @pytest.fixture
@@ -29,29 +41,57 @@ def two_recogniser_run(tmp_path) -> tuple[ArtifactStore, Settings]:
     """Run 'r': two systems x three English items; every clip transcribed by tiny.en, then (the asr setting
     changed) by base as well."""
     store = ArtifactStore(str(tmp_path / "store"))
-    items = [{"item_id": f"i{n}", "category": "questions", "depth": 0, "language": "en-US", "text": f"text {n}"}
-             for n in (1, 2, 3)]
+    items = [
+        {"item_id": f"i{n}", "category": "questions", "depth": 0, "language": "en-US", "text": f"text {n}"}
+        for n in (1, 2, 3)
+    ]
     store.write_part("r", "items", table_from_rows("items", items))
-    synthesis = [{"item_id": f"i{n}", "system_id": s, "system_spec": spec, "status": "ok", "duration_s": 2.0,
-                  "latency_s": 0.5, "audio_sha256": "ab" * 32, "created_at": NOW}
-                 for s, spec in (("s1", "piper:joe"), ("s2", "flite:slt")) for n in (1, 2, 3)]
+    synthesis = [
+        {
+            "item_id": f"i{n}",
+            "system_id": s,
+            "system_spec": spec,
+            "status": "ok",
+            "duration_s": 2.0,
+            "latency_s": 0.5,
+            "audio_sha256": "ab" * 32,
+            "created_at": NOW,
+        }
+        for s, spec in (("s1", "piper:joe"), ("s2", "flite:slt"))
+        for n in (1, 2, 3)
+    ]
     store.write_part("r", "synthesis", table_from_rows("synthesis", synthesis))
     first = [  # the first run's recogniser
-        _transcript("i1", "s1", TINY, 1, 5, 2, 20), _transcript("i2", "s1", TINY, 0, 5, 0, 20),
+        _transcript("i1", "s1", TINY, 1, 5, 2, 20),
+        _transcript("i2", "s1", TINY, 0, 5, 0, 20),
         _transcript("i3", "s1", TINY, 2, 10, 3, 40),
-        _transcript("i1", "s2", TINY, 4, 5, 8, 20), _transcript("i2", "s2", TINY, 1, 5, 1, 20),
+        _transcript("i1", "s2", TINY, 4, 5, 8, 20),
+        _transcript("i2", "s2", TINY, 1, 5, 1, 20),
         _transcript("i3", "s2", TINY, 5, 10, 9, 40),
     ]
     second = [  # after the asr setting changed: the same clips, another recogniser
-        _transcript("i1", "s1", BASE, 0, 5, 1, 20), _transcript("i2", "s1", BASE, 0, 5, 0, 20),
+        _transcript("i1", "s1", BASE, 0, 5, 1, 20),
+        _transcript("i2", "s1", BASE, 0, 5, 0, 20),
         _transcript("i3", "s1", BASE, 1, 10, 1, 40),
-        _transcript("i1", "s2", BASE, 2, 5, 4, 20), _transcript("i2", "s2", BASE, 1, 5, 2, 20),
+        _transcript("i1", "s2", BASE, 2, 5, 4, 20),
+        _transcript("i2", "s2", BASE, 1, 5, 2, 20),
         _transcript("i3", "s2", BASE, 3, 10, 5, 40),
     ]
     store.write_part("r", "transcripts", table_from_rows("transcripts", first))
     store.write_part("r", "transcripts", table_from_rows("transcripts", second))
-    quality = [{"item_id": f"i{n}", "system_id": s, "quality_id": "q", "quality_spec": "dnsmos", "status": "ok",
-                "mos": m, "created_at": NOW} for s, m in (("s1", 3.5), ("s2", 2.5)) for n in (1, 2, 3)]
+    quality = [
+        {
+            "item_id": f"i{n}",
+            "system_id": s,
+            "quality_id": "q",
+            "quality_spec": "dnsmos",
+            "status": "ok",
+            "mos": m,
+            "created_at": NOW,
+        }
+        for s, m in (("s1", 3.5), ("s2", 2.5))
+        for n in (1, 2, 3)
+    ]
     store.write_part("r", "quality", table_from_rows("quality", quality))
     return store, Settings(store=str(tmp_path / "store"), bootstrap_resamples=50)
 
@@ -75,14 +115,22 @@ def test_the_written_report_has_a_row_per_pair_and_report_md_is_written_once(two
     store, settings = two_recogniser_run
     writes = []
     original = ArtifactStore.write_bytes
-    monkeypatch.setattr(ArtifactStore, "write_bytes", lambda self, rel, data: writes.append(rel) or original(self, rel, data))
+    monkeypatch.setattr(
+        ArtifactStore, "write_bytes", lambda self, rel, data: writes.append(rel) or original(self, rel, data)
+    )
     markdown = write_full_report(store, "r", settings, ["s1", "s2"], {"run_id": "r", "store": store.display()})
     assert writes.count("runs/r/report.md") == 1
     assert (store.read_bytes("runs/r/report.md")).decode() == markdown
     stored = store.read("r", "report")
     assert list(zip(stored["system_spec"], stored["asr_spec"])) == [
-        ("piper:joe", TINY), ("piper:joe", BASE), ("flite:slt", TINY), ("flite:slt", BASE)]
-    lines = [line for line in markdown.splitlines() if line.startswith("| piper:joe |") or line.startswith("| flite:slt |")]
+        ("piper:joe", TINY),
+        ("piper:joe", BASE),
+        ("flite:slt", TINY),
+        ("flite:slt", BASE),
+    ]
+    lines = [
+        line for line in markdown.splitlines() if line.startswith("| piper:joe |") or line.startswith("| flite:slt |")
+    ]
     assert [line.split(" | ")[1] for line in lines] == [TINY, BASE, TINY, BASE]
     # the WER cell of each line (percent, 1 decimal): 15.0, 5.0, 50.0, 30.0
     assert [line.split(" | ")[4].split(" [")[0] for line in lines] == ["15.0", "5.0", "50.0", "30.0"]
@@ -90,7 +138,8 @@ def test_the_written_report_has_a_row_per_pair_and_report_md_is_written_once(two
 
 
 def test_an_evaluate_re_run_keeps_a_report_whose_inputs_did_not_change_and_renders_it_when_they_did(
-        two_recogniser_run, monkeypatch) -> None:
+    two_recogniser_run, monkeypatch
+) -> None:
     """write_full_report(reuse=True), as the evaluate flow calls it: the report is rendered only when a file of the
     run (other than the report's own outputs and the log), the settings, the systems or the run's description other
     than its date differ from those it was written from, or when report.md or the HTML page is gone."""
@@ -110,9 +159,24 @@ def test_an_evaluate_re_run_keeps_a_report_whose_inputs_did_not_change_and_rende
     store.write_bytes("runs/r/log/20261125T110000.json", b"{}")  # the run's own log is not an input
     again = report(meta=meta | {"date": "2026-11-25T11:00:00"})  # a later date alone: kept, with its first date
     assert again == first and rendered == ["2026-11-25T10:00:00"] and "2026-11-25T10:00:00" in again
-    store.write_part("r", "quality", table_from_rows("quality", [  # new rows: rendered again
-        {"item_id": "i1", "system_id": "s1", "quality_id": "u", "quality_spec": "utmos", "status": "ok", "mos": 4.5,
-         "created_at": NOW}]))
+    store.write_part(
+        "r",
+        "quality",
+        table_from_rows(
+            "quality",
+            [  # new rows: rendered again
+                {
+                    "item_id": "i1",
+                    "system_id": "s1",
+                    "quality_id": "u",
+                    "quality_spec": "utmos",
+                    "status": "ok",
+                    "mos": 4.5,
+                    "created_at": NOW,
+                }
+            ],
+        ),
+    )
     assert "utmos" in report() and len(rendered) == 2
     # where and how the command runs (core.config.HOW_IT_RUNS): kept
     report(settings=settings.model_copy(update={"prefect_server_keep_s": 0.0, "n_workers": 5, "lease_wait_s": 9.0}))
@@ -138,17 +202,35 @@ def test_an_evaluate_re_run_keeps_a_report_whose_inputs_did_not_change_and_rende
 
 
 def test_a_command_prints_the_view_stored_with_the_report_and_the_same_computed_once_a_table_changed(
-        two_recogniser_run, capsys) -> None:
+    two_recogniser_run, capsys
+) -> None:
     """print_report (evaluate, backfill-judge, report) prints the table and leaderboard stored with the report; the
     same text as computing them from the tables, which it does once the run's files changed or for other systems."""
     from ttseval.cli.runs import print_report
     from ttseval.tasks.report import full, rows_for_display, stored_terminal_view
 
     store, settings = two_recogniser_run
-    store.write_part("r", "judgments", table_from_rows("judgments", [  # a leaderboard to print
-        {"item_id": f"i{n}", "system_id": "s2", "baseline_id": "s1", "judge_id": "o", "status": "ok",
-         "judge_spec": "objective:cer_margin=0.05", "winner": w, "parse_ok": True, "created_at": NOW}
-        for n, w in ((1, "baseline"), (2, "tie"), (3, "candidate"))]))
+    store.write_part(
+        "r",
+        "judgments",
+        table_from_rows(
+            "judgments",
+            [  # a leaderboard to print
+                {
+                    "item_id": f"i{n}",
+                    "system_id": "s2",
+                    "baseline_id": "s1",
+                    "judge_id": "o",
+                    "status": "ok",
+                    "judge_spec": "objective:cer_margin=0.05",
+                    "winner": w,
+                    "parse_ok": True,
+                    "created_at": NOW,
+                }
+                for n, w in ((1, "baseline"), (2, "tie"), (3, "candidate"))
+            ],
+        ),
+    )
     write_full_report(store, "r", settings, ["s1", "s2"], {"run_id": "r", "store": store.display(), "baseline": "s1"})
     view = stored_terminal_view(store, "r", settings, None)  # None: all the run's systems, which it was made for
     assert view["rows"] == rows_for_display(compute_summary(store, "r", settings, ["s1", "s2"]))
@@ -166,13 +248,43 @@ def test_a_command_prints_the_view_stored_with_the_report_and_the_same_computed_
     store.delete(store.path("runs", "r", full.TERMINAL_VIEW))  # as a report written before the view existed
     print_report(settings, "r", None)
     assert capsys.readouterr().out == stored_text
-    store.write_part("r", "quality", table_from_rows("quality", [  # a table changed after the report: computed
-        {"item_id": "i1", "system_id": "s1", "quality_id": "u", "quality_spec": "utmos", "status": "ok", "mos": 4.5,
-         "created_at": NOW}]))
+    store.write_part(
+        "r",
+        "quality",
+        table_from_rows(
+            "quality",
+            [  # a table changed after the report: computed
+                {
+                    "item_id": "i1",
+                    "system_id": "s1",
+                    "quality_id": "u",
+                    "quality_spec": "utmos",
+                    "status": "ok",
+                    "mos": 4.5,
+                    "created_at": NOW,
+                }
+            ],
+        ),
+    )
     write_full_report(store, "r", settings, ["s1", "s2"], {"run_id": "r", "store": store.display(), "baseline": "s1"})
-    store.write_part("r", "quality", table_from_rows("quality", [
-        {"item_id": "i1", "system_id": "s1", "quality_id": "q", "quality_spec": "dnsmos", "status": "ok", "mos": 1.0,
-         "created_at": datetime(2026, 11, 23, tzinfo=timezone.utc)}]))
+    store.write_part(
+        "r",
+        "quality",
+        table_from_rows(
+            "quality",
+            [
+                {
+                    "item_id": "i1",
+                    "system_id": "s1",
+                    "quality_id": "q",
+                    "quality_spec": "dnsmos",
+                    "status": "ok",
+                    "mos": 1.0,
+                    "created_at": datetime(2026, 11, 23, tzinfo=UTC),
+                }
+            ],
+        ),
+    )
     assert stored_terminal_view(store, "r", settings, None) is None
     print_report(settings, "r", None)
     fresh = capsys.readouterr().out
@@ -189,19 +301,65 @@ def test_every_run_writes_a_tidy_per_item_table_that_pandas_and_duckdb_read(two_
     from ttseval.tasks.export import export_run
 
     store, settings = two_recogniser_run
-    store.write_part("r", "quality", table_from_rows("quality", [  # a second MOS predictor on s1's clips
-        {"item_id": f"i{n}", "system_id": "s1", "quality_id": "u", "quality_spec": "utmos", "status": "ok",
-         "mos": 4.0 + n / 10, "created_at": NOW} for n in (1, 2, 3)]))
-    store.write_part("r", "judgments", table_from_rows("judgments", [
-        {"item_id": f"i{n}", "system_id": "s2", "baseline_id": "s1", "judge_id": "o", "status": "ok",
-         "judge_spec": "objective:cer_margin=0.05", "winner": w, "parse_ok": True, "created_at": NOW}
-        for n, w in ((1, "baseline"), (2, "tie"), (3, "baseline"))]))
+    store.write_part(
+        "r",
+        "quality",
+        table_from_rows(
+            "quality",
+            [  # a second MOS predictor on s1's clips
+                {
+                    "item_id": f"i{n}",
+                    "system_id": "s1",
+                    "quality_id": "u",
+                    "quality_spec": "utmos",
+                    "status": "ok",
+                    "mos": 4.0 + n / 10,
+                    "created_at": NOW,
+                }
+                for n in (1, 2, 3)
+            ],
+        ),
+    )
+    store.write_part(
+        "r",
+        "judgments",
+        table_from_rows(
+            "judgments",
+            [
+                {
+                    "item_id": f"i{n}",
+                    "system_id": "s2",
+                    "baseline_id": "s1",
+                    "judge_id": "o",
+                    "status": "ok",
+                    "judge_spec": "objective:cer_margin=0.05",
+                    "winner": w,
+                    "parse_ok": True,
+                    "created_at": NOW,
+                }
+                for n, w in ((1, "baseline"), (2, "tie"), (3, "baseline"))
+            ],
+        ),
+    )
     write_full_report(store, "r", settings, ["s1", "s2"], {"run_id": "r", "store": store.display()})
     path = tmp_path / "store" / "runs" / "r" / "per_sentence.csv"
     rows = pd.read_csv(path)
     assert len(rows) == 2 * 3 * 2  # systems x items x recognisers
-    assert {"item_id", "text", "system", "role", "recogniser", "transcript", "wer", "cer", "mos_dnsmos",
-            "mos_utmos", "verdict_objective_cer_margin_0_05", "audio_flags", "synthesis_status"} <= set(rows.columns)
+    assert {
+        "item_id",
+        "text",
+        "system",
+        "role",
+        "recogniser",
+        "transcript",
+        "wer",
+        "cer",
+        "mos_dnsmos",
+        "mos_utmos",
+        "verdict_objective_cer_margin_0_05",
+        "audio_flags",
+        "synthesis_status",
+    } <= set(rows.columns)
     one = rows.set_index(["system", "item_id", "recogniser"])
     assert one.loc[("flite:slt", "i3", TINY), "wer"] == pytest.approx(5 / 10)  # _transcript("i3", "s2", TINY, 5, 10)
     assert one.loc[("flite:slt", "i3", BASE), "cer"] == pytest.approx(5 / 40)
@@ -210,44 +368,80 @@ def test_every_run_writes_a_tidy_per_item_table_that_pandas_and_duckdb_read(two_
     assert one.loc[("flite:slt", "i2", TINY), "verdict_objective_cer_margin_0_05"] == "tie"
     assert one.loc[("piper:joe", "i1", TINY), "text"] == "text 1" and set(rows["role"]) == {"tts"}
     # DuckDB reads the file as it is: corpus WER of flite under tiny.en, (4+1+5)/(5+5+10) by hand
-    sql = ("SELECT system, recogniser, sum(word_errors) / sum(ref_words) AS wer, avg(mos_dnsmos) AS mos, "
-           "count(*) FILTER (WHERE verdict_objective_cer_margin_0_05 = 'baseline') AS losses "
-           f"FROM read_csv_auto('{path}') GROUP BY ALL ORDER BY system, recogniser")
+    sql = (
+        "SELECT system, recogniser, sum(word_errors) / sum(ref_words) AS wer, avg(mos_dnsmos) AS mos, "
+        "count(*) FILTER (WHERE verdict_objective_cer_margin_0_05 = 'baseline') AS losses "
+        f"FROM read_csv_auto('{path}') GROUP BY ALL ORDER BY system, recogniser"
+    )
     got = duckdb.sql(sql).fetchall()
-    assert got == [("flite:slt", BASE, pytest.approx(6 / 20), pytest.approx(2.5), 2),
-                   ("flite:slt", TINY, pytest.approx(10 / 20), pytest.approx(2.5), 2),
-                   ("piper:joe", BASE, pytest.approx(1 / 20), pytest.approx(3.5), 0),
-                   ("piper:joe", TINY, pytest.approx(3 / 20), pytest.approx(3.5), 0)]
+    assert got == [
+        ("flite:slt", BASE, pytest.approx(6 / 20), pytest.approx(2.5), 2),
+        ("flite:slt", TINY, pytest.approx(10 / 20), pytest.approx(2.5), 2),
+        ("piper:joe", BASE, pytest.approx(1 / 20), pytest.approx(3.5), 0),
+        ("piper:joe", TINY, pytest.approx(3 / 20), pytest.approx(3.5), 0),
+    ]
     export_run(settings, "r", tmp_path / "share")
     assert (tmp_path / "share" / "per_sentence.csv").read_bytes() == path.read_bytes()
 
 
 def test_markdown_table_escapes_and_refuses_ragged_rows() -> None:
     assert markdown_table(["a", "b"], [[1, "x|y"], ["two\nlines", None]]) == (
-        "| a | b |\n|---|---|\n| 1 | x\\|y |\n| two lines | None |")
+        "| a | b |\n|---|---|\n| 1 | x\\|y |\n| two lines | None |"
+    )
     with pytest.raises(ValueError, match="a row has 1 cells for 2 headers"):
         markdown_table(["a", "b"], [["only"]])
 
 
 def test_drift_markdown_names_recogniser_and_direction() -> None:
-    base = {"system_id": "s1", "system_spec": "piper:joe", "asr_id": "tiny", "asr_spec": TINY, "completion_rate": 1.0,
-            "wer": 0.10, "wer_ci_low": 0.08, "wer_ci_high": 0.12, "cer": 0.05, "cer_ci_low": 0.04,
-            "cer_ci_high": 0.06, "mos": 3.0, "mos_ci_low": 2.9, "mos_ci_high": 3.1}
+    base = {
+        "system_id": "s1",
+        "system_spec": "piper:joe",
+        "asr_id": "tiny",
+        "asr_spec": TINY,
+        "completion_rate": 1.0,
+        "wer": 0.10,
+        "wer_ci_low": 0.08,
+        "wer_ci_high": 0.12,
+        "cer": 0.05,
+        "cer_ci_low": 0.04,
+        "cer_ci_high": 0.06,
+        "mos": 3.0,
+        "mos_ci_low": 2.9,
+        "mos_ci_high": 3.1,
+    }
     previous = pd.DataFrame([base])
     current = pd.DataFrame([base | {"wer": 0.2, "wer_ci_low": 0.15, "wer_ci_high": 0.25}])
     markdown = drift_markdown(compare_reports(previous, current), "n1", "n2")
     assert markdown.startswith("# Drift: `n2` against `n1`\n\n1 flagged change(s).")
-    assert (f"| piper:joe | {TINY} | wer ↓ | 0.100 [0.080, 0.120] | 0.200 [0.150, 0.250] | 0.100 |  |  | ci-overlap | "
-            "worse | **yes** |") in markdown
-    assert (f"| piper:joe | {TINY} | mos ↑ | 3.000 [2.900, 3.100] | 3.000 [2.900, 3.100] | 0.000 |  |  | ci-overlap | "
-            "same | no |") in markdown
+    assert (
+        f"| piper:joe | {TINY} | wer ↓ | 0.100 [0.080, 0.120] | 0.200 [0.150, 0.250] | 0.100 |  |  | ci-overlap | "
+        "worse | **yes** |"
+    ) in markdown
+    assert (
+        f"| piper:joe | {TINY} | mos ↑ | 3.000 [2.900, 3.100] | 3.000 [2.900, 3.100] | 0.000 |  |  | ci-overlap | "
+        "same | no |"
+    ) in markdown
     # with the per-item comparison: its CI, p-values and decision replace the overlap rule for that metric
-    paired = pd.DataFrame([{"system_id": "s1", "asr_id": "tiny", "metric": "mos", "ci_low": 0.01, "ci_high": 0.05,
-                            "p_permutation": 0.003, "p_adjusted": 0.009, "differs": True}])
+    paired = pd.DataFrame(
+        [
+            {
+                "system_id": "s1",
+                "asr_id": "tiny",
+                "metric": "mos",
+                "ci_low": 0.01,
+                "ci_high": 0.05,
+                "p_permutation": 0.003,
+                "p_adjusted": 0.009,
+                "differs": True,
+            }
+        ]
+    )
     markdown = drift_markdown(compare_reports(previous, current, paired), "n1", "n2")
     assert markdown.startswith("# Drift: `n2` against `n1`\n\n2 flagged change(s).")
-    assert (f"| piper:joe | {TINY} | mos ↑ | 3.000 [2.900, 3.100] | 3.000 [2.900, 3.100] | 0.000 [0.010, 0.050] | "
-            "0.0030 | 0.0090 | paired | same | **yes** |") in markdown
+    assert (
+        f"| piper:joe | {TINY} | mos ↑ | 3.000 [2.900, 3.100] | 3.000 [2.900, 3.100] | 0.000 [0.010, 0.050] | "
+        "0.0030 | 0.0090 | paired | same | **yes** |"
+    ) in markdown
 
 
 def test_the_former_module_paths_still_export_what_the_cli_and_flows_import() -> None:
@@ -257,9 +451,20 @@ def test_the_former_module_paths_still_export_what_the_cli_and_flows_import() ->
     import ttseval.tasks.report as report
     from ttseval.tasks.report import html
 
-    for name in ("compute_summary", "compute_winrates", "leaderboard_markdown", "print_view", "write_full_report",
-                 "drift_markdown", "markdown_table", "dataset_statistics_markdown", "instruction_statistics_markdown",
-                 "RunTables", "audio_checks_markdown", *report.__all__):
+    for name in (
+        "compute_summary",
+        "compute_winrates",
+        "leaderboard_markdown",
+        "print_view",
+        "write_full_report",
+        "drift_markdown",
+        "markdown_table",
+        "dataset_statistics_markdown",
+        "instruction_statistics_markdown",
+        "RunTables",
+        "audio_checks_markdown",
+        *report.__all__,
+    ):
         assert callable(getattr(report, name)) or isinstance(getattr(report, name), dict), name
     for name in ("html_location", "compare_line", "build_data", "write_html_report"):
         assert callable(getattr(html, name)), name
@@ -273,19 +478,59 @@ def _mos_run(tmp_path, name: str, baseline_mos, system_mos) -> tuple[ArtifactSto
     """Two systems on len(baseline_mos) items, one recogniser (every transcript exact), the given MOS per item."""
     store = ArtifactStore(str(tmp_path / name))
     n = len(baseline_mos)
-    items = [{"item_id": f"i{k}", "category": "questions", "depth": 0, "language": "en-US", "text": f"text {k}"}
-             for k in range(n)]
+    items = [
+        {"item_id": f"i{k}", "category": "questions", "depth": 0, "language": "en-US", "text": f"text {k}"}
+        for k in range(n)
+    ]
     store.write_part("r", "items", table_from_rows("items", items))
-    store.write_part("r", "synthesis", table_from_rows("synthesis", [
-        {"item_id": f"i{k}", "system_id": s, "system_spec": spec, "status": "ok", "duration_s": 2.0, "latency_s": 0.5,
-         "audio_sha256": "ab" * 32, "created_at": NOW} for s, spec in (("s1", "piper:joe"), ("s2", "flite:slt"))
-        for k in range(n)]))
-    store.write_part("r", "transcripts", table_from_rows("transcripts", [
-        _transcript(f"i{k}", s, TINY, 0, 5, 0, 20) for s in ("s1", "s2") for k in range(n)]))
-    store.write_part("r", "quality", table_from_rows("quality", [
-        {"item_id": f"i{k}", "system_id": s, "quality_id": "q", "quality_spec": "dnsmos", "status": "ok",
-         "mos": float(m), "created_at": NOW} for s, values in (("s1", baseline_mos), ("s2", system_mos))
-        for k, m in enumerate(values)]))
+    store.write_part(
+        "r",
+        "synthesis",
+        table_from_rows(
+            "synthesis",
+            [
+                {
+                    "item_id": f"i{k}",
+                    "system_id": s,
+                    "system_spec": spec,
+                    "status": "ok",
+                    "duration_s": 2.0,
+                    "latency_s": 0.5,
+                    "audio_sha256": "ab" * 32,
+                    "created_at": NOW,
+                }
+                for s, spec in (("s1", "piper:joe"), ("s2", "flite:slt"))
+                for k in range(n)
+            ],
+        ),
+    )
+    store.write_part(
+        "r",
+        "transcripts",
+        table_from_rows(
+            "transcripts", [_transcript(f"i{k}", s, TINY, 0, 5, 0, 20) for s in ("s1", "s2") for k in range(n)]
+        ),
+    )
+    store.write_part(
+        "r",
+        "quality",
+        table_from_rows(
+            "quality",
+            [
+                {
+                    "item_id": f"i{k}",
+                    "system_id": s,
+                    "quality_id": "q",
+                    "quality_spec": "dnsmos",
+                    "status": "ok",
+                    "mos": float(m),
+                    "created_at": NOW,
+                }
+                for s, values in (("s1", baseline_mos), ("s2", system_mos))
+                for k, m in enumerate(values)
+            ],
+        ),
+    )
     return store, Settings(store=str(tmp_path / name), bootstrap_resamples=1000)
 
 
@@ -327,28 +572,109 @@ def test_the_issues_eight_item_case_no_longer_differs_and_a_real_difference_stil
     assert float(cells[9]) == pytest.approx(adjust_p([float(cells[7])], "holm")[0], abs=1e-4)
 
 
-def _judged_run(tmp_path, verdicts: dict[str, list[str]], categories: list[str], depths: list[int],
-                judge: str = "objective", run_id: str = "r") -> tuple[ArtifactStore, Settings]:
+def _judged_run(
+    tmp_path,
+    verdicts: dict[str, list[str]],
+    categories: list[str],
+    depths: list[int],
+    judge: str = "objective",
+    run_id: str = "r",
+) -> tuple[ArtifactStore, Settings]:
     """A run of a baseline s0 and the systems in `verdicts` (system_id -> one verdict per item: candidate /
     baseline / tie), every item's clip transcribed exactly and scored MOS 3, judged by one judge."""
     systems = ["s0", *verdicts]
     n = len(categories)
     store = ArtifactStore(str(tmp_path / "judged"))
-    store.write_part(run_id, "items", table_from_rows("items", [
-        {"item_id": f"i{k:02d}", "category": categories[k], "depth": depths[k], "language": "en-US",
-         "text": f"text {k}"} for k in range(n)]))
-    store.write_part(run_id, "synthesis", table_from_rows("synthesis", [
-        {"item_id": f"i{k:02d}", "system_id": s, "system_spec": f"espeak-ng:{s}", "status": "ok", "duration_s": 2.0,
-         "latency_s": 0.5, "audio_sha256": "ab" * 32, "created_at": NOW} for s in systems for k in range(n)]))
-    store.write_part(run_id, "transcripts", table_from_rows("transcripts", [
-        _transcript(f"i{k:02d}", s, TINY, 0, 5, 0, 20) for s in systems for k in range(n)]))
-    store.write_part(run_id, "quality", table_from_rows("quality", [
-        {"item_id": f"i{k:02d}", "system_id": s, "quality_id": "q", "quality_spec": "dnsmos", "status": "ok",
-         "mos": 3.0, "created_at": NOW} for s in systems for k in range(n)]))
-    store.write_part(run_id, "judgments", table_from_rows("judgments", [
-        {"item_id": f"i{k:02d}", "system_id": s, "baseline_id": "s0", "judge_id": judge, "judge_spec": judge,
-         "candidate_first": True, "winner": w, "parse_ok": True, "status": "ok", "cost_usd": 0.0, "samples": 1,
-         "created_at": NOW} for s, ws in verdicts.items() for k, w in enumerate(ws)]))
+    store.write_part(
+        run_id,
+        "items",
+        table_from_rows(
+            "items",
+            [
+                {
+                    "item_id": f"i{k:02d}",
+                    "category": categories[k],
+                    "depth": depths[k],
+                    "language": "en-US",
+                    "text": f"text {k}",
+                }
+                for k in range(n)
+            ],
+        ),
+    )
+    store.write_part(
+        run_id,
+        "synthesis",
+        table_from_rows(
+            "synthesis",
+            [
+                {
+                    "item_id": f"i{k:02d}",
+                    "system_id": s,
+                    "system_spec": f"espeak-ng:{s}",
+                    "status": "ok",
+                    "duration_s": 2.0,
+                    "latency_s": 0.5,
+                    "audio_sha256": "ab" * 32,
+                    "created_at": NOW,
+                }
+                for s in systems
+                for k in range(n)
+            ],
+        ),
+    )
+    store.write_part(
+        run_id,
+        "transcripts",
+        table_from_rows(
+            "transcripts", [_transcript(f"i{k:02d}", s, TINY, 0, 5, 0, 20) for s in systems for k in range(n)]
+        ),
+    )
+    store.write_part(
+        run_id,
+        "quality",
+        table_from_rows(
+            "quality",
+            [
+                {
+                    "item_id": f"i{k:02d}",
+                    "system_id": s,
+                    "quality_id": "q",
+                    "quality_spec": "dnsmos",
+                    "status": "ok",
+                    "mos": 3.0,
+                    "created_at": NOW,
+                }
+                for s in systems
+                for k in range(n)
+            ],
+        ),
+    )
+    store.write_part(
+        run_id,
+        "judgments",
+        table_from_rows(
+            "judgments",
+            [
+                {
+                    "item_id": f"i{k:02d}",
+                    "system_id": s,
+                    "baseline_id": "s0",
+                    "judge_id": judge,
+                    "judge_spec": judge,
+                    "candidate_first": True,
+                    "winner": w,
+                    "parse_ok": True,
+                    "status": "ok",
+                    "cost_usd": 0.0,
+                    "samples": 1,
+                    "created_at": NOW,
+                }
+                for s, ws in verdicts.items()
+                for k, w in enumerate(ws)
+            ],
+        ),
+    )
     return store, Settings(store=str(tmp_path / "judged"), bootstrap_resamples=400)
 
 
@@ -356,8 +682,7 @@ def test_every_win_rate_table_and_figure_carries_its_interval(tmp_path, monkeypa
     """Issue #29 item 4: overall, per-category and per-depth win-rates each with a 95% CI (BCa), 'n too small' for
     cells under 10 items; the depth figure draws error bars; the HTML page's leaderboard has the CI."""
     from ttseval.metrics.bootstrap import MIN_INTERVAL_ITEMS
-    from ttseval.tasks.report import compute_winrates, leaderboard_markdown
-    from ttseval.tasks.report import figures
+    from ttseval.tasks.report import compute_winrates, figures, leaderboard_markdown
 
     pattern = ["candidate", "candidate", "tie", "baseline", "candidate", "tie"]
     categories = ["emotions", "questions"] * 12  # 24 items: 12 per category, 12 per depth, 6 per (category, depth)
@@ -407,12 +732,16 @@ def test_the_html_page_shows_each_win_rate_with_its_interval(tmp_path) -> None:
 
     from ttseval.tasks.report import compute_winrates
 
-    store, settings = _judged_run(tmp_path, {"s1": ["candidate", "tie", "baseline", "candidate"] * 3,
-                                             "s2": ["baseline"] * 12}, ["questions"] * 12, [0] * 12)
+    store, settings = _judged_run(
+        tmp_path,
+        {"s1": ["candidate", "tie", "baseline", "candidate"] * 3, "s2": ["baseline"] * 12},
+        ["questions"] * 12,
+        [0] * 12,
+    )
     write_full_report(store, "r", settings, ["s0", "s1", "s2"], {"run_id": "r", "store": store.display()})
     script = store.read_bytes("runs/r/html/data.js").decode()
     line = script.splitlines()[1]  # window.TTSEVAL_RUNS["r"] = {...};
-    data = json.loads(line[line.index("= ") + 2:].rstrip(";"))
+    data = json.loads(line[line.index("= ") + 2 :].rstrip(";"))
     board = {r["system_id"]: r for r in data["leaderboard"]}
     overall = compute_winrates(store, "r", settings).query("level == 'overall'").set_index("system_id")
     low, high = overall.loc["s1", ["win_rate_ci_low", "win_rate_ci_high"]]
@@ -433,17 +762,21 @@ def test_the_bradley_terry_ranking_is_in_the_report_the_leaderboard_and_the_html
     from ttseval.tasks.report.compute import compute_rankings
 
     n = 20  # s1 beats the baseline 15 of 20, s2 5 of 20
-    store, settings = _judged_run(tmp_path, {"s1": ["candidate"] * 15 + ["baseline"] * 5,
-                                             "s2": ["candidate"] * 5 + ["baseline"] * 15},
-                                  ["questions"] * n, [0] * n)
+    store, settings = _judged_run(
+        tmp_path,
+        {"s1": ["candidate"] * 15 + ["baseline"] * 5, "s2": ["candidate"] * 5 + ["baseline"] * 15},
+        ["questions"] * n,
+        [0] * n,
+    )
     markdown = write_full_report(store, "r", settings, ["s0", "s1", "s2"], {"run_id": "r", "store": store.display()})
     ranking = markdown.split("Bradley-Terry ranking")[1].split("\n\n")[1].splitlines()[2:]
     rows = [line.strip("| ").split(" | ") for line in ranking]
     assert [r[1] for r in rows] == ["espeak-ng:s1", "espeak-ng:s0", "espeak-ng:s2"]  # by lower bound
     table = compute_rankings(store, "r", settings).set_index("system_id")
     # rank: 1 + systems whose lower bound is above this one's upper bound; 20 items leave s1 and s0 overlapping
-    expected = [1 + int((table["strength_ci_low"] > table.loc[s, "strength_ci_high"]).sum())
-                for s in ("s1", "s0", "s2")]
+    expected = [
+        1 + int((table["strength_ci_low"] > table.loc[s, "strength_ci_high"]).sum()) for s in ("s1", "s0", "s2")
+    ]
     assert [r[0] for r in rows] == [str(k) for k in expected] == ["1", "1", "2"]
     # by hand (star design, no prior): s1 - s0 = logit(0.75) = ln 3, s2 - s0 = -ln 3; the weak prior shrinks it a
     # little: within 2 %
@@ -453,7 +786,7 @@ def test_the_bradley_terry_ranking_is_in_the_report_the_leaderboard_and_the_html
     assert rows[0][2] == f"{s1.strength:.3f} [{s1.strength_ci_low:.3f}, {s1.strength_ci_high:.3f}]"
     assert rows[0][3] == f"{s1.elo:.0f} [{s1.elo_ci_low:.0f}, {s1.elo_ci_high:.0f}]" and rows[0][4:] == ["20", "20"]
     line = store.read_bytes("runs/r/html/data.js").decode().splitlines()[1]
-    board = {r["system_id"]: r for r in json.loads(line[line.index("= ") + 2:].rstrip(";"))["leaderboard"]}
+    board = {r["system_id"]: r for r in json.loads(line[line.index("= ") + 2 :].rstrip(";"))["leaderboard"]}
     assert board["s1"]["bradley_terry"]["objective"]["rank"] == 1
     assert board["s1"]["bradley_terry"]["objective"]["elo"] == pytest.approx(s1.elo, abs=1e-4)
     assert board["s2"]["bradley_terry"]["objective"]["high"] == pytest.approx(table.loc["s2", "elo_ci_high"], abs=1e-4)
@@ -471,19 +804,43 @@ def test_the_cross_run_leaderboard_ranks_systems_never_judged_together_on_one_br
     from ttseval.tasks.leaderboard import leaderboard, leaderboard_markdown
 
     n = 20
-    store, settings = _judged_run(tmp_path, {"s1": ["candidate"] * 15 + ["baseline"] * 5}, ["questions"] * n, [0] * n,
-                                  run_id="r1")
-    _judged_run(tmp_path, {"s2": ["candidate"] * 5 + ["baseline"] * 15, "s1": []}, ["questions"] * n, [0] * n,
-                run_id="r2")
-    store.write_part("r2", "judgments", table_from_rows("judgments", [  # r2 judged s1 again on 4 items: it lost
-        {"item_id": f"i{k:02d}", "system_id": "s1", "baseline_id": "s0", "judge_id": "objective",
-         "judge_spec": "objective", "candidate_first": True, "winner": "baseline", "parse_ok": True, "status": "ok",
-         "cost_usd": 0.0, "samples": 1, "created_at": NOW} for k in range(4)]))
+    store, settings = _judged_run(
+        tmp_path, {"s1": ["candidate"] * 15 + ["baseline"] * 5}, ["questions"] * n, [0] * n, run_id="r1"
+    )
+    _judged_run(
+        tmp_path, {"s2": ["candidate"] * 5 + ["baseline"] * 15, "s1": []}, ["questions"] * n, [0] * n, run_id="r2"
+    )
+    store.write_part(
+        "r2",
+        "judgments",
+        table_from_rows(
+            "judgments",
+            [  # r2 judged s1 again on 4 items: it lost
+                {
+                    "item_id": f"i{k:02d}",
+                    "system_id": "s1",
+                    "baseline_id": "s0",
+                    "judge_id": "objective",
+                    "judge_spec": "objective",
+                    "candidate_first": True,
+                    "winner": "baseline",
+                    "parse_ok": True,
+                    "status": "ok",
+                    "cost_usd": 0.0,
+                    "samples": 1,
+                    "created_at": NOW,
+                }
+                for k in range(4)
+            ],
+        ),
+    )
     for run_id, date in (("r1", "2026-11-20T02:00:00"), ("r2", "2026-11-21T02:00:00")):
         systems = ["s0", "s1"] if run_id == "r1" else ["s0", "s1", "s2"]
         write_full_report(store, run_id, settings, systems, {"run_id": run_id, "store": store.display()})
-        store.write_bytes(f"runs/{run_id}/log/{date.replace(':', '')}.json", json.dumps(
-            {"run_id": run_id, "date": date, "dataset_sha256": "d" * 64, "quality": "dnsmos"}).encode())
+        store.write_bytes(
+            f"runs/{run_id}/log/{date.replace(':', '')}.json",
+            json.dumps({"run_id": run_id, "date": date, "dataset_sha256": "d" * 64, "quality": "dnsmos"}).encode(),
+        )
     board = leaderboard(settings)["d" * 12].drop_duplicates("system_spec").set_index("system_spec")
     elo = board["Elo (objective)"]
     # s1's wins over s0: r1's 15 of 20 with its first 4 items replaced by r2's 4 losses: 11 of 20
@@ -515,18 +872,70 @@ def test_the_significance_matrix_compares_every_pair_and_adjusts_across_all_its_
     mos = {"s0": base, "s1": base + 0.4 + rng.normal(0, 0.2, size=n), "s2": base + rng.normal(0, 0.2, size=n)}
     errors = {"s0": rng.integers(0, 3, size=n), "s1": rng.integers(0, 3, size=n), "s2": rng.integers(2, 6, size=n)}
     store = ArtifactStore(str(tmp_path / "sig"))
-    store.write_part("r", "items", table_from_rows("items", [
-        {"item_id": f"i{k:02d}", "category": "questions", "depth": 0, "language": "en-US", "text": "t"}
-        for k in range(n)]))
-    store.write_part("r", "synthesis", table_from_rows("synthesis", [
-        {"item_id": f"i{k:02d}", "system_id": s, "system_spec": f"espeak-ng:{s}", "status": "ok", "duration_s": 2.0,
-         "latency_s": 0.5, "audio_sha256": "ab" * 32, "created_at": NOW} for s in mos for k in range(n)]))
-    store.write_part("r", "transcripts", table_from_rows("transcripts", [
-        _transcript(f"i{k:02d}", s, TINY, int(errors[s][k]), 10, int(errors[s][k]), 40)
-        for s in mos for k in range(n)]))
-    store.write_part("r", "quality", table_from_rows("quality", [
-        {"item_id": f"i{k:02d}", "system_id": s, "quality_id": "q", "quality_spec": "dnsmos", "status": "ok",
-         "mos": float(mos[s][k]), "created_at": NOW} for s in mos for k in range(n)]))
+    store.write_part(
+        "r",
+        "items",
+        table_from_rows(
+            "items",
+            [
+                {"item_id": f"i{k:02d}", "category": "questions", "depth": 0, "language": "en-US", "text": "t"}
+                for k in range(n)
+            ],
+        ),
+    )
+    store.write_part(
+        "r",
+        "synthesis",
+        table_from_rows(
+            "synthesis",
+            [
+                {
+                    "item_id": f"i{k:02d}",
+                    "system_id": s,
+                    "system_spec": f"espeak-ng:{s}",
+                    "status": "ok",
+                    "duration_s": 2.0,
+                    "latency_s": 0.5,
+                    "audio_sha256": "ab" * 32,
+                    "created_at": NOW,
+                }
+                for s in mos
+                for k in range(n)
+            ],
+        ),
+    )
+    store.write_part(
+        "r",
+        "transcripts",
+        table_from_rows(
+            "transcripts",
+            [
+                _transcript(f"i{k:02d}", s, TINY, int(errors[s][k]), 10, int(errors[s][k]), 40)
+                for s in mos
+                for k in range(n)
+            ],
+        ),
+    )
+    store.write_part(
+        "r",
+        "quality",
+        table_from_rows(
+            "quality",
+            [
+                {
+                    "item_id": f"i{k:02d}",
+                    "system_id": s,
+                    "quality_id": "q",
+                    "quality_spec": "dnsmos",
+                    "status": "ok",
+                    "mos": float(mos[s][k]),
+                    "created_at": NOW,
+                }
+                for s in mos
+                for k in range(n)
+            ],
+        ),
+    )
     settings = Settings(store=str(tmp_path / "sig"), bootstrap_resamples=500, permutation_resamples=4000)
     names = {s: f"espeak-ng:{s}" for s in mos}
     markdown = significance_markdown(settings, RunTables.read(store, "r", list(mos), "q"), names)
@@ -534,9 +943,19 @@ def test_the_significance_matrix_compares_every_pair_and_adjusts_across_all_its_
     tests = []
     for metric in ("wer", "cer", "mos"):
         for a, b in (("s0", "s1"), ("s0", "s2"), ("s1", "s2")):
-            r = (paired_mean("mos", mos[a], mos[b], n_resamples=500, n_permutations=4000) if metric == "mos" else
-                 paired_ratio(metric, errors[a], [10 if metric == "wer" else 40] * n, errors[b],
-                              [10 if metric == "wer" else 40] * n, n_resamples=500, n_permutations=4000))
+            r = (
+                paired_mean("mos", mos[a], mos[b], n_resamples=500, n_permutations=4000)
+                if metric == "mos"
+                else paired_ratio(
+                    metric,
+                    errors[a],
+                    [10 if metric == "wer" else 40] * n,
+                    errors[b],
+                    [10 if metric == "wer" else 40] * n,
+                    n_resamples=500,
+                    n_permutations=4000,
+                )
+            )
             tests.append((metric, a, b, r))
     adjusted = multipletests([t[3].p_permutation for t in tests], method="holm")[1]
     assert "across all 9 tests" in markdown
@@ -568,8 +987,9 @@ def test_the_planning_table_gives_the_items_a_paired_test_needs(tmp_path) -> Non
     base = rng.normal(3.2, 0.5, size=40)
     other = base + 0.1 + rng.normal(0, 0.3, size=40)
     store, settings = _mos_run(tmp_path, "plan", base, other)
-    markdown = planning_markdown(settings, RunTables.read(store, "r", ["s1", "s2"], "q"), "s1",
-                                 {"s1": "piper:joe", "s2": "flite:slt"})
+    markdown = planning_markdown(
+        settings, RunTables.read(store, "r", ["s1", "s2"], "q"), "s1", {"s1": "piper:joe", "s2": "flite:slt"}
+    )
     row = next(x for x in markdown.splitlines() if "| mos |" in x).strip("| ").split(" | ")
     diff = other - base
     sd = float(np.std(diff, ddof=1))
@@ -577,8 +997,10 @@ def test_the_planning_table_gives_the_items_a_paired_test_needs(tmp_path) -> Non
     assert row[:6] == ["flite:slt", "–", "mos", "40", f"{sd:.3f}", f"{diff.mean():.3f}"]
 
     def expected(delta: float) -> int:
-        return math.ceil(TTestPower().solve_power(effect_size=delta / sd, alpha=0.05 / tests, power=0.8,
-                                                  alternative="two-sided") - 1e-9)
+        return math.ceil(
+            TTestPower().solve_power(effect_size=delta / sd, alpha=0.05 / tests, power=0.8, alternative="two-sided")
+            - 1e-9
+        )
 
     assert row[6] == f"{expected(diff.mean()):,}"
     assert row[7:] == [f"{expected(d):,} (for {d:.3f})" for d in EFFECT_SIZES["mos"]]
@@ -593,12 +1015,26 @@ def test_the_seed_tts_eval_report_section_takes_only_rows_normalized_its_way_and
     from ttseval.tasks.report.compute import RunTables
     from ttseval.tasks.report.stages import seedtts_markdown
 
-    transcripts = pd.DataFrame({"item_id": ["a", "b", "c", "d"], "system_id": ["s"] * 4, "asr_spec": ["w"] * 4,
-                                "status": ["ok", "ok", "ok", "failed"], "wer": [0.1, 0.7, 0.9, None],
-                                "normalizer": ["seedtts-en-v1", "seedtts-en-v1", "english-v1", None]})
+    transcripts = pd.DataFrame(
+        {
+            "item_id": ["a", "b", "c", "d"],
+            "system_id": ["s"] * 4,
+            "asr_spec": ["w"] * 4,
+            "status": ["ok", "ok", "ok", "failed"],
+            "wer": [0.1, 0.7, 0.9, None],
+            "normalizer": ["seedtts-en-v1", "seedtts-en-v1", "english-v1", None],
+        }
+    )
     empty = pd.DataFrame()
-    tables = RunTables(items=empty, synthesis=empty, transcripts=transcripts, quality=empty, system_ids=["s"],
-                       all_quality=empty, similarity=empty)
+    tables = RunTables(
+        items=empty,
+        synthesis=empty,
+        transcripts=transcripts,
+        quality=empty,
+        system_ids=["s"],
+        all_quality=empty,
+        similarity=empty,
+    )
     section = seedtts_markdown(Settings(wer_protocol="seed-tts-eval"), tables, {"s": "espeak-ng"})
     assert "| espeak-ng | w | 2 | 40 | 1 |" in section  # mean of 10% and 70%; one utterance over 50%
     assert "1 transcript(s) of this run id were normalized another way" in section

@@ -19,20 +19,25 @@ def is_transient(e: BaseException) -> bool:
 
 def failing(n: int, error: Exception, calls: list[int]):
     """A call that raises `error` on its first `n` tries, then returns the number of tries."""
+
     def fn() -> int:
         calls.append(1)
         if len(calls) <= n:
             raise error
         return len(calls)
+
     return fn
 
 
-@pytest.mark.parametrize(("policy", "expected"), [
-    (RetryPolicy(max_retries=4, base_s=0.5, cap_s=3.0), [0.5, 1.0, 2.0, 3.0]),  # doubling, then the cap
-    (RetryPolicy(max_retries=2, base_s=1.0), [1.0, 2.0]),  # settings' defaults: item_retries=2, 1 s
-    (RetryPolicy(max_retries=3, base_s=0.0), [0.0, 0.0, 0.0]),  # tests' setting: no waiting
-    (RetryPolicy(max_retries=0), []),
-])
+@pytest.mark.parametrize(
+    ("policy", "expected"),
+    [
+        (RetryPolicy(max_retries=4, base_s=0.5, cap_s=3.0), [0.5, 1.0, 2.0, 3.0]),  # doubling, then the cap
+        (RetryPolicy(max_retries=2, base_s=1.0), [1.0, 2.0]),  # settings' defaults: item_retries=2, 1 s
+        (RetryPolicy(max_retries=3, base_s=0.0), [0.0, 0.0, 0.0]),  # tests' setting: no waiting
+        (RetryPolicy(max_retries=0), []),
+    ],
+)
 def test_delays_are_exponential_without_jitter_and_capped(policy: RetryPolicy, expected: list[float]) -> None:
     assert policy.delays() == expected
     assert policy.max_attempts == len(expected) + 1
@@ -40,8 +45,11 @@ def test_delays_are_exponential_without_jitter_and_capped(policy: RetryPolicy, e
 
 def test_retry_after_replaces_the_exponential_delay_and_is_capped() -> None:
     policy = RetryPolicy(max_retries=3, base_s=1.0, cap_s=10.0)
-    assert (policy.delay_s(3), policy.delay_s(3, retry_after_s=0.25), policy.delay_s(1, retry_after_s=90)) == \
-        (4.0, 0.25, 10.0)
+    assert (policy.delay_s(3), policy.delay_s(3, retry_after_s=0.25), policy.delay_s(1, retry_after_s=90)) == (
+        4.0,
+        0.25,
+        10.0,
+    )
     with pytest.raises(ValueError, match="start at 1"):
         policy.delay_s(0)
     with pytest.raises(ValueError, match=">= 0"):
@@ -53,8 +61,12 @@ def test_call_retries_transient_errors_with_the_policy_delays() -> None:
     calls: list[int] = []
     seen: list[tuple[int, float]] = []
     policy = RetryPolicy(max_retries=3, base_s=0.5)
-    value, attempts = policy.call(failing(2, TransientProviderError("503"), calls), is_transient,
-                                  on_retry=lambda e, n, d: seen.append((n, d)), sleep=slept.append)
+    value, attempts = policy.call(
+        failing(2, TransientProviderError("503"), calls),
+        is_transient,
+        on_retry=lambda e, n, d: seen.append((n, d)),
+        sleep=slept.append,
+    )
     assert (value, attempts, len(calls)) == (3, 3, 3)
     assert slept == [0.5, 1.0] and seen == [(1, 0.5), (2, 1.0)]
 
@@ -78,8 +90,12 @@ def test_call_spends_a_budget_shared_with_earlier_calls_and_reads_retry_after() 
     slept: list[float] = []
     with pytest.raises(RetriesExhausted) as info:
         RetryPolicy(max_retries=3, base_s=1.0).call(
-            failing(10, Throttled(), calls), lambda e: isinstance(e, Throttled), retries_used=2,
-            retry_after=lambda e: e.delay_s, sleep=slept.append)
+            failing(10, Throttled(), calls),
+            lambda e: isinstance(e, Throttled),
+            retries_used=2,
+            retry_after=lambda e: e.delay_s,
+            sleep=slept.append,
+        )
     assert (len(calls), slept, info.value.retries) == (2, [0.125], 3)  # one retry left of three
 
 
@@ -113,8 +129,11 @@ def test_an_entry_written_before_the_merge_still_hits(tmp_path: Path) -> None:
     old = tmp_path / "cache" / "synthesis" / "cd" / f"{key}.json"
     old.parent.mkdir(parents=True)
     old.write_text(json.dumps({"audio_sha256": "f" * 64, "status": "ok", "duration_s": 1.5}))
-    assert RequestCache(ArtifactStore(str(tmp_path)), "synthesis").get(key) == \
-        {"audio_sha256": "f" * 64, "status": "ok", "duration_s": 1.5}
+    assert RequestCache(ArtifactStore(str(tmp_path)), "synthesis").get(key) == {
+        "audio_sha256": "f" * 64,
+        "status": "ok",
+        "duration_s": 1.5,
+    }
 
 
 @pytest.mark.parametrize("bad", ["", "/abs", "a/../b", "a//b", "."])

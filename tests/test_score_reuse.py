@@ -11,14 +11,14 @@ from typing import Any, ClassVar
 
 import pytest
 
-from ttseval.tasks.parts import get_store
-from ttseval.tasks.provider_cache import model_output_id
-from ttseval.tasks.stages import QUALITY, TRANSCRIPTS, run_stage
 from tests.test_healing import CALLS, SPEC, EchoASR, run_synthesis, settings_for, synthesis
 from ttseval.core.audio import Audio
 from ttseval.core.protocols import QualityScore
-from ttseval.providers.registries import REGISTRIES
 from ttseval.core.registry import Spec
+from ttseval.providers.registries import REGISTRIES
+from ttseval.tasks.parts import get_store
+from ttseval.tasks.provider_cache import model_output_id
+from ttseval.tasks.stages import QUALITY, TRANSCRIPTS, run_stage
 
 
 class CountingMOS:
@@ -42,13 +42,26 @@ ITEMS = [("p", "plain"), ("q", "plain plain"), ("r", "plain plain plain")]
 
 
 def setup(tmp_path: Path, asr: str = "tests.test_healing:EchoASR", **extra: Any):
-    settings = settings_for(tmp_path, "FixedTTS", asr={"en": "heal-asr", "*": "heal-asr"}, quality="count-mos",
-                            plugins={"asr": {"heal-asr": asr},
-                                     "quality": {"count-mos": "tests.test_score_reuse:CountingMOS"}}, **extra)
+    settings = settings_for(
+        tmp_path,
+        "FixedTTS",
+        asr={"en": "heal-asr", "*": "heal-asr"},
+        quality="count-mos",
+        plugins={"asr": {"heal-asr": asr}, "quality": {"count-mos": "tests.test_score_reuse:CountingMOS"}},
+        **extra,
+    )
     run_synthesis(settings, ITEMS)
     clips = synthesis(tmp_path)
-    work = [{"item_id": i, "system_id": SPEC.id, "audio_sha256": clips.loc[i, "audio_sha256"], "language": "en-US",
-             "text": t} for i, t in ITEMS]
+    work = [
+        {
+            "item_id": i,
+            "system_id": SPEC.id,
+            "audio_sha256": clips.loc[i, "audio_sha256"],
+            "language": "en-US",
+            "text": t,
+        }
+        for i, t in ITEMS
+    ]
     CALLS.clear()
     return settings, work
 
@@ -99,16 +112,19 @@ def test_reuse_off_recomputes_and_a_new_engine_version_misses(tmp_path: Path, mo
 
 
 def test_a_changed_decoding_is_a_new_asr_id_and_the_planner_uses_it(tmp_path: Path) -> None:
-    from ttseval.core.config import Settings
     import hashlib
+
+    from ttseval.core.config import Settings
 
     whisper = Spec.parse("faster-whisper:tiny.en")
     revised = REGISTRIES["asr"].output_id(whisper)
     assert revised != whisper.id and revised.startswith("faster-whisper-tiny-en-")
     # independent: the id is the slug of the spec plus 8 hex digits of sha256 over the canonical JSON (sorted keys, no
     # spaces) of the spec's parameters and the declared revision, written out by hand and hashed with hashlib
-    canonical = ('{"options":{},"provider":"faster-whisper",'
-                 '"revision":"temperature 0, no fallback unless temperature_fallback=true","voice":"tiny.en"}')
+    canonical = (
+        '{"options":{},"provider":"faster-whisper",'
+        '"revision":"temperature 0, no fallback unless temperature_fallback=true","voice":"tiny.en"}'
+    )
     assert revised == "faster-whisper-tiny-en-" + hashlib.sha256(canonical.encode()).hexdigest()[:8]
     dnsmos = Spec.parse("dnsmos")
     assert REGISTRIES["quality"].output_id(dnsmos) == dnsmos.id  # declares no revision: ids unchanged
@@ -154,8 +170,9 @@ class CountedASR(EchoASR):
 
 
 @pytest.mark.parametrize("in_memory", [0, 1])
-def test_models_in_memory_one_frees_each_model_before_the_next_loads(tmp_path: Path, monkeypatch,
-                                                                      in_memory: int) -> None:
+def test_models_in_memory_one_frees_each_model_before_the_next_loads(
+    tmp_path: Path, monkeypatch, in_memory: int
+) -> None:
     """Setting models_in_memory = 1: a worker running the transcripts, then the MOS, then the transcripts stage
     again holds one metric model at a time: the recogniser is gone (freed, not only forgotten) once the MOS model
     is asked for, and is built again; the TTS engine stays cached. 0 keeps both. The tables are the same."""
@@ -177,6 +194,9 @@ def test_models_in_memory_one_frees_each_model_before_the_next_loads(tmp_path: P
     run_stage(TRANSCRIPTS, settings, "run2", work)
     assert len(CountedASR.built) == (2 if in_memory == 1 else 1)
     assert CALLS == ["asr 3", "mos 3", "asr 3"]  # reuse_scores off: every clip each time
-    assert table(settings, "run2", "transcripts")["hypothesis"].to_dict() == {"p": "plain", "q": "plain plain",
-                                                                              "r": "plain plain plain"}
+    assert table(settings, "run2", "transcripts")["hypothesis"].to_dict() == {
+        "p": "plain",
+        "q": "plain plain",
+        "r": "plain plain plain",
+    }
     assert table(settings, "run1", "quality")["mos"].to_dict() == {"p": 1.5, "q": 2.0, "r": 2.5}

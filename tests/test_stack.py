@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -102,8 +102,13 @@ def test_components_answer(stack: StackInfo) -> None:
     import boto3
 
     aws = stack.aws_env()
-    s3 = boto3.client("s3", endpoint_url=stack.s3_endpoint, aws_access_key_id=aws["AWS_ACCESS_KEY_ID"],
-                      aws_secret_access_key=aws["AWS_SECRET_ACCESS_KEY"], region_name=aws["AWS_REGION"])
+    s3 = boto3.client(
+        "s3",
+        endpoint_url=stack.s3_endpoint,
+        aws_access_key_id=aws["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=aws["AWS_SECRET_ACCESS_KEY"],
+        region_name=aws["AWS_REGION"],
+    )
     assert "ttseval" in [b["Name"] for b in s3.list_buckets()["Buckets"]]
     s3.head_bucket(Bucket="ttseval")
 
@@ -126,14 +131,20 @@ def test_deployments_registered(stack: StackInfo, deployed: list[str], nightly_z
     """Every deployment of prefect.yaml is on the stack's server, the nightly in the stack's pool with its schedule
     active in the time zone asked for (prefect.yaml's own is UTC; the module uses a zone whose 02:00 is hours away,
     so the stack's worker starts no night mid-module), and the server's scheduler has made its runs."""
-    assert set(deployed) == {"nightly/nightly", "evaluate/adhoc", "backfill_judge/backfill-judge",
-                             "generate_dataset/generate-dataset", "generate_instructions/generate-instructions",
-                             "human_eval/human-eval"}
+    assert set(deployed) == {
+        "nightly/nightly",
+        "evaluate/adhoc",
+        "backfill_judge/backfill-judge",
+        "generate_dataset/generate-dataset",
+        "generate_instructions/generate-instructions",
+        "human_eval/human-eval",
+    }
     nightly = api(stack, "/deployments/name/nightly/nightly")
     assert nightly["work_pool_name"] == stack.pool
     [schedule] = nightly["schedules"]
-    [in_file] = next(d for d in yaml.safe_load(PREFECT_FILE.read_text())["deployments"]
-                     if d["name"] == "nightly")["schedules"]
+    [in_file] = next(d for d in yaml.safe_load(PREFECT_FILE.read_text())["deployments"] if d["name"] == "nightly")[
+        "schedules"
+    ]
     assert (in_file["cron"], in_file["timezone"]) == ("0 2 * * *", "UTC")
     assert schedule["schedule"]["cron"] == "0 2 * * *" and schedule["schedule"]["timezone"] == nightly_zone
     assert schedule["active"] is True
@@ -141,19 +152,23 @@ def test_deployments_registered(stack: StackInfo, deployed: list[str], nightly_z
     # (its hybrid bulk insert fails inside Prefect 3.8.8's scheduler, logged and retried forever): pinned below 2.1.
     deadline, nights = time.monotonic() + 90, []
     while not nights and time.monotonic() < deadline:
-        nights = api(stack, "/flow_runs/filter", {"flow_runs": {"deployment_id": {"any_": [nightly["id"]]}},
-                                                 "sort": "EXPECTED_START_TIME_ASC", "limit": 10})
+        nights = api(
+            stack,
+            "/flow_runs/filter",
+            {"flow_runs": {"deployment_id": {"any_": [nightly["id"]]}}, "sort": "EXPECTED_START_TIME_ASC", "limit": 10},
+        )
         if not nights:
             time.sleep(1)
     assert nights and all(r["state_type"] == "SCHEDULED" for r in nights), nights
     starts = [datetime.fromisoformat(r["expected_start_time"]) for r in nights]
     local = [t.astimezone(ZoneInfo(nightly_zone)) for t in starts]
     assert all((t.hour, t.minute, t.second) == (2, 0, 0) for t in local), (nightly_zone, starts)
-    assert min(starts) - datetime.now(timezone.utc) > timedelta(hours=10), starts
+    assert min(starts) - datetime.now(UTC) > timedelta(hours=10), starts
     assert nightly["parameters"]["dataset"] == "ttseval/corpus/data/demo.jsonl"
     assert nightly["parameters"]["systems"] == ["piper:joe", "espeak-ng", "flite:slt"]  # 2 nights: test_nightly_cli
-    assert nightly["pull_steps"] == [{"prefect.deployments.steps.set_working_directory":
-                                      {"directory": str(Path(__file__).resolve().parent.parent)}}]
+    assert nightly["pull_steps"] == [
+        {"prefect.deployments.steps.set_working_directory": {"directory": str(Path(__file__).resolve().parent.parent)}}
+    ]
     adhoc = api(stack, "/deployments/name/evaluate/adhoc")
     assert adhoc["schedules"] == [] and adhoc["parameters"] == {}
     # the run form is generated from the flow's signature
@@ -165,7 +180,8 @@ def test_deployments_registered(stack: StackInfo, deployed: list[str], nightly_z
     generate = api(stack, "/deployments/name/generate_dataset/generate-dataset")
     assert generate["schedules"] == [] and generate["work_pool_name"] == stack.pool
     assert {"seeds", "llm", "name", "version", "breadth", "depth_steps"} <= set(
-        generate["parameter_openapi_schema"]["properties"])
+        generate["parameter_openapi_schema"]["properties"]
+    )
     instructions = api(stack, "/deployments/name/generate_instructions/generate-instructions")
     assert "references" in instructions["parameter_openapi_schema"]["required"]
     human = api(stack, "/deployments/name/human_eval/human-eval")
@@ -173,29 +189,45 @@ def test_deployments_registered(stack: StackInfo, deployed: list[str], nightly_z
     assert {"step", "kind", "test_id", "results"} <= set(human["parameter_openapi_schema"]["properties"])
 
 
-def test_generate_dataset_deployment_writes_a_frozen_version_to_s3(stack: StackInfo, deployed: list[str],
-                                                                  tmp_path: Path) -> None:
+def test_generate_dataset_deployment_writes_a_frozen_version_to_s3(
+    stack: StackInfo, deployed: list[str], tmp_path: Path
+) -> None:
     """generate_dataset through the worker: the LLM is a fake OpenAI server on loopback (no key: a local server
     needs none), the dataset and the LLM call cache land in the stack's S3 store."""
     from tests import gen_fakes
     from tests.fake_openai import FakeOpenAI
 
     seeds = tmp_path / "seeds.jsonl"
-    seeds.write_text('{"category": "questions", "text": "Is the ferry running today, or only on weekends?"}\n'
-                     '{"category": "emotions", "text": "\\"We won,\\" she laughed, \\"we actually won.\\""}\n')
+    seeds.write_text(
+        '{"category": "questions", "text": "Is the ferry running today, or only on weekends?"}\n'
+        '{"category": "emotions", "text": "\\"We won,\\" she laughed, \\"we actually won.\\""}\n'
+    )
     with FakeOpenAI(lambda r: gen_fakes.answer(r.text(), r.system_text())) as fake:
-        params = {"seeds": str(seeds), "llm": f"openai:fake-gen:base_url={fake.base_url}", "name": "stacktest",
-                  "version": new_run_id("v"), "breadth": 1, "breadth_batch": 1, "depth_steps": 1}
+        params = {
+            "seeds": str(seeds),
+            "llm": f"openai:fake-gen:base_url={fake.base_url}",
+            "name": "stacktest",
+            "version": new_run_id("v"),
+            "breadth": 1,
+            "breadth_batch": 1,
+            "depth_steps": 1,
+        }
         flow_run = run_deployment_and_wait(stack, "generate_dataset/generate-dataset", params)
         assert flow_run.state is not None and flow_run.state.is_completed(), (
-            f"flow run {flow_run.name} ended {flow_run.state}:\n{flow_run_logs(stack, str(flow_run.id))}")
+            f"flow run {flow_run.name} ended {flow_run.state}:\n{flow_run_logs(stack, str(flow_run.id))}"
+        )
         # 6 breadth calls + 1 tongue twister + refinements of 2 seeds, 6 breadth items (twister not refined)
         # + 1 grammar repair of the one foreign-words item
         assert fake.calls == 6 + 1 + 8 + 1
     base = f"datasets/stacktest/{params['version']}/"
     keys = s3_keys(stack, base)
-    assert {k.rsplit("/", 1)[1] for k in keys} == {"items.parquet", "generation.parquet", "stats.parquet",
-                                                  "stats.md", "manifest.json"}
+    assert {k.rsplit("/", 1)[1] for k in keys} == {
+        "items.parquet",
+        "generation.parquet",
+        "stats.parquet",
+        "stats.md",
+        "manifest.json",
+    }
     assert len(s3_keys(stack, "cache/llm/")) >= 16
     items = read_parquet(stack, f"{base}items.parquet")
     assert sorted(items["depth"].value_counts().to_dict().items()) == [(0, 9), (1, 8)]
@@ -205,10 +237,12 @@ def test_generate_dataset_deployment_writes_a_frozen_version_to_s3(stack: StackI
 def adhoc_run(stack: StackInfo, deployed: list[str], tiny_dataset: Path) -> str:
     """One evaluate/adhoc run through the worker; returns its run id."""
     run_id = new_run_id("stack")
-    flow_run = run_deployment_and_wait(stack, "evaluate/adhoc",
-                                       {"dataset": str(tiny_dataset), "systems": SYSTEMS, "run_id": run_id})
+    flow_run = run_deployment_and_wait(
+        stack, "evaluate/adhoc", {"dataset": str(tiny_dataset), "systems": SYSTEMS, "run_id": run_id}
+    )
     assert flow_run.state is not None and flow_run.state.is_completed(), (
-        f"flow run {flow_run.name} ended {flow_run.state}:\n{flow_run_logs(stack, str(flow_run.id))}")
+        f"flow run {flow_run.name} ended {flow_run.state}:\n{flow_run_logs(stack, str(flow_run.id))}"
+    )
     return run_id
 
 
@@ -241,8 +275,9 @@ def test_adhoc_evaluate_ran_on_the_stack_dask_cluster(stack: StackInfo, adhoc_ru
 def test_backfill_judge_deployment_synthesizes_nothing(stack: StackInfo, adhoc_run: str) -> None:
     parts_before = s3_keys(stack, f"runs/{adhoc_run}/synthesis/")
     judges_before = read_table(stack, adhoc_run, "judgments")["judge_id"].nunique()
-    flow_run = run_deployment_and_wait(stack, "backfill_judge/backfill-judge",
-                                       {"run_id": adhoc_run, "judge": "objective:cer_margin=0.05"})
+    flow_run = run_deployment_and_wait(
+        stack, "backfill_judge/backfill-judge", {"run_id": adhoc_run, "judge": "objective:cer_margin=0.05"}
+    )
     assert flow_run.state.is_completed(), f"{flow_run.state}:\n{flow_run_logs(stack, str(flow_run.id))}"
     assert s3_keys(stack, f"runs/{adhoc_run}/synthesis/") == parts_before  # zero new synthesis parts
     judgments = read_table(stack, adhoc_run, "judgments")
@@ -281,21 +316,24 @@ def test_stack_up_down_up_keeps_earlier_runs(tmp_path: Path, monkeypatch: pytest
         ArtifactStore(first.store_uri).write_part("earlier", "items", table_from_rows("items", items))
         ArtifactStore(first.store_uri).put_audio(b"RIFF-not-really-a-wav", "ab" * 32)
         stack_down(folder)
-        saved = sorted(p.relative_to(folder / "s3-data").as_posix() for p in (folder / "s3-data").rglob("*")
-                       if p.is_file())
-        assert [k for k in saved if "/runs/earlier/items/" in k] and f"artifacts/blobs/audio/ab/{'ab' * 32}.wav" in saved
+        saved = sorted(
+            p.relative_to(folder / "s3-data").as_posix() for p in (folder / "s3-data").rglob("*") if p.is_file()
+        )
+        assert [
+            k for k in saved if "/runs/earlier/items/" in k
+        ] and f"artifacts/blobs/audio/ab/{'ab' * 32}.wav" in saved
         again = stack_up(folder, gpu=False)
         assert again.s3_endpoint != first.s3_endpoint or again.pids["s3"] != first.pids["s3"]  # a new S3 server
         for k, v in again.aws_env().items():
             monkeypatch.setenv(k, v)
         store = ArtifactStore(again.store_uri)
         assert store.runs() == ["earlier"]
-        pd.testing.assert_frame_equal(store.read("earlier", "items")[["item_id", "text"]],
-                                      pd.DataFrame(items)[["item_id", "text"]])
+        pd.testing.assert_frame_equal(
+            store.read("earlier", "items")[["item_id", "text"]], pd.DataFrame(items)[["item_id", "text"]]
+        )
         assert store.get_audio("ab" * 32) == b"RIFF-not-really-a-wav"
     finally:
         stack_down(folder)
-
 
 
 def test_stack_down_on_an_empty_folder_or_a_stale_record_touches_nothing_it_did_not_start(tmp_path: Path) -> None:
@@ -309,8 +347,9 @@ def test_stack_down_on_an_empty_folder_or_a_stale_record_touches_nothing_it_did_
     try:
         folder = tmp_path / "stale"
         (folder / "pids").mkdir(parents=True)
-        (folder / "stack.json").write_text(json.dumps({"running": True, "components": {
-            "s3": {"pid": stranger.pid, "create_time": 1.0}}}))
+        (folder / "stack.json").write_text(
+            json.dumps({"running": True, "components": {"s3": {"pid": stranger.pid, "create_time": 1.0}}})
+        )
         (folder / "pids" / "s3.pid").write_text(f"{stranger.pid} 1.0")
         stack_down(folder, grace_s=0.5)
         assert stranger.poll() is None  # not ours: not signalled
@@ -337,12 +376,17 @@ def test_failed_component_is_named_and_nothing_is_left(tmp_path: Path, monkeypat
     assert not leftover, leftover
 
 
-@pytest.mark.parametrize(("listing", "code", "expected"), [
-    ("GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)", 0, True),   # nvidia-smi -L with one GPU
-    ("No devices were found", 6, False),                      # driver present, no GPU
-    ("", 0, False),                                           # ran, listed nothing
-])
-def test_gpu_detection(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, listing: str, code: int, expected: bool) -> None:
+@pytest.mark.parametrize(
+    ("listing", "code", "expected"),
+    [
+        ("GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)", 0, True),  # nvidia-smi -L with one GPU
+        ("No devices were found", 6, False),  # driver present, no GPU
+        ("", 0, False),  # ran, listed nothing
+    ],
+)
+def test_gpu_detection(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, listing: str, code: int, expected: bool
+) -> None:
     fake = tmp_path / "nvidia-smi"
     fake.write_text(f"#!/bin/sh\n[ \"$1\" = -L ] || exit 9\necho '{listing}'\nexit {code}\n")
     fake.chmod(0o755)
@@ -355,8 +399,9 @@ def test_no_nvidia_smi_means_no_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     assert stack_mod.gpu_present() is False
 
 
-def test_the_stack_extra_brings_its_s3_server_and_a_missing_one_names_it(tmp_path: Path,
-                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_stack_extra_brings_its_s3_server_and_a_missing_one_names_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # `ttseval stack up` needs moto_server, which only the test extra used to install.
     import tomllib
 

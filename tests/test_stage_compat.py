@@ -25,13 +25,30 @@ from tests.conftest import cli_env, run_cli
 RELEASE = Path(__file__).resolve().parent / "data" / "release_0_1"
 STAGES = ("synthesis", "transcripts", "quality", "lid", "prosody", "similarity", "judgments")
 MADE = {"synthesis": 4, "transcripts": 4, "quality": 4, "lid": 4, "prosody": 4, "similarity": 2, "judgments": 2}
-ENV = {"TTSEVAL_PLUGINS": json.dumps({"lid": {"always-en": "tests.release_plugins:EnglishLID"}}),
-       "TTSEVAL_LID": '["always-en"]', "TTSEVAL_SIMILARITY": '["resemblyzer"]', "TTSEVAL_PROSODY": "true"}
+ENV = {
+    "TTSEVAL_PLUGINS": json.dumps({"lid": {"always-en": "tests.release_plugins:EnglishLID"}}),
+    "TTSEVAL_LID": '["always-en"]',
+    "TTSEVAL_SIMILARITY": '["resemblyzer"]',
+    "TTSEVAL_PROSODY": "true",
+}
 
 
 def evaluate(folder: Path, run_id: str, env: dict[str, str]):
-    return run_cli(["evaluate", "--dataset", "items.jsonl", "--systems", "espeak-ng:en-us,flite:slt",
-                    "--store", "store", "--run-id", run_id], env, cwd=folder)
+    return run_cli(
+        [
+            "evaluate",
+            "--dataset",
+            "items.jsonl",
+            "--systems",
+            "espeak-ng:en-us,flite:slt",
+            "--store",
+            "store",
+            "--run-id",
+            run_id,
+        ],
+        env,
+        cwd=folder,
+    )
 
 
 def rows(store: Path, run_id: str, table: str) -> pd.DataFrame:
@@ -65,7 +82,7 @@ def test_the_same_command_on_a_release_0_1_store_reuses_every_row(release) -> No
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     first, rerun = logs(store, "r1")
     assert first == made  # the release's own log is untouched; the newest is the re-run's
-    assert rerun["computed"] == {stage: 0 for stage in STAGES} | {"instruction_judgments": 0, "position_audit": 0}
+    assert rerun["computed"] == dict.fromkeys(STAGES, 0) | {"instruction_judgments": 0, "position_audit": 0}
     assert rerun["reused"] == MADE | {"instruction_judgments": 0, "position_audit": 0}
     for table in STAGES:
         pd.testing.assert_frame_equal(rows(store, "r1", table), before[table], obj=table)

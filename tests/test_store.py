@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pandas as pd
 import pytest
@@ -25,11 +25,24 @@ def _row(item: str, status: str, at: datetime, **extra) -> dict:
 
 
 def test_parts_round_trip_and_dedupe_by_key_newest_first(store: ArtifactStore) -> None:
-    t0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
-    first = store.write_part("r", "synthesis", table_from_rows("synthesis", [
-        _row("a", "failed", t0, retryable=True, error_type="TransientProviderError"), _row("b", "ok", t0, duration_s=1.5)]))
-    second = store.write_part("r", "synthesis", table_from_rows("synthesis", [
-        _row("a", "ok", t0 + timedelta(seconds=1), duration_s=2.0)]), label="shard 1/2")
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    first = store.write_part(
+        "r",
+        "synthesis",
+        table_from_rows(
+            "synthesis",
+            [
+                _row("a", "failed", t0, retryable=True, error_type="TransientProviderError"),
+                _row("b", "ok", t0, duration_s=1.5),
+            ],
+        ),
+    )
+    second = store.write_part(
+        "r",
+        "synthesis",
+        table_from_rows("synthesis", [_row("a", "ok", t0 + timedelta(seconds=1), duration_s=2.0)]),
+        label="shard 1/2",
+    )
     assert "shard-1-2" in second and len(store.part_files("r", "synthesis")) == 2
     frame = store.read("r", "synthesis").set_index("item_id")
     assert frame.loc["a", "status"] == "ok" and frame.loc["a", "duration_s"] == 2.0
@@ -45,17 +58,32 @@ def test_compaction_keeps_the_rows_a_reader_sees_and_filters_push_down(store: Ar
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    t0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
     for shard in range(5):  # 5 parts of 4 rows; item i{0..3} is rewritten by every later shard (newest wins)
-        store.write_part("r", "synthesis", table_from_rows("synthesis", [
-            _row(f"i{k}", "ok" if (k + shard) % 2 else "failed", t0 + timedelta(seconds=shard), duration_s=float(shard))
-            for k in range(shard, shard + 4)]), label=f"shard {shard}")
+        store.write_part(
+            "r",
+            "synthesis",
+            table_from_rows(
+                "synthesis",
+                [
+                    _row(
+                        f"i{k}",
+                        "ok" if (k + shard) % 2 else "failed",
+                        t0 + timedelta(seconds=shard),
+                        duration_s=float(shard),
+                    )
+                    for k in range(shard, shard + 4)
+                ],
+            ),
+            label=f"shard {shard}",
+        )
     before = store.read("r", "synthesis")
     assert len(before) == 8 and len(store.part_files("r", "synthesis")) == 5
     assert store.compact("r", "synthesis") == (5, 1)
     after = store.read("r", "synthesis")
-    pd.testing.assert_frame_equal(before.sort_values("item_id").reset_index(drop=True),
-                                  after.sort_values("item_id").reset_index(drop=True))
+    pd.testing.assert_frame_equal(
+        before.sort_values("item_id").reset_index(drop=True), after.sort_values("item_id").reset_index(drop=True)
+    )
     [part] = store.part_files("r", "synthesis")
     assert "compacted" in part and pq.read_metadata(part, filesystem=store.fs).num_rows == 8
     assert store.compact("r", "synthesis") == (1, 1)  # nothing to do
@@ -101,7 +129,7 @@ def test_replace_table_leaves_one_part(store: ArtifactStore) -> None:
 
 
 def test_pandas_reads_a_table_folder_directly(store: ArtifactStore, s3_server) -> None:
-    t0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
     store.write_part("r", "synthesis", table_from_rows("synthesis", [_row("a", "ok", t0)]))
     store.write_part("r", "synthesis", table_from_rows("synthesis", [_row("b", "ok", t0)]))
     frame = pd.read_parquet(store.display("runs", "r", "synthesis"))
@@ -115,8 +143,9 @@ def test_bad_uris_are_refused() -> None:
         ArtifactStore("gs://bucket/x")
 
 
-def test_an_unreachable_s3_store_is_waited_for_up_to_store_wait_s(monkeypatch: pytest.MonkeyPatch,
-                                                                   caplog: pytest.LogCaptureFixture) -> None:
+def test_an_unreachable_s3_store_is_waited_for_up_to_store_wait_s(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     """A store that does not answer (here: its server stopped with SIGSTOP, as a host frozen or cut off) is tried
     again until it answers: a write begun while it is stopped lands once it runs again. One that stays away (no
     server on its port) is given up after `wait_s`, naming the store and the wait. A request the server refuses (a
@@ -133,8 +162,12 @@ def test_an_unreachable_s3_store_is_waited_for_up_to_store_wait_s(monkeypatch: p
 
     port = free_port()
     endpoint = f"http://127.0.0.1:{port}"
-    for k, v in {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s",
-                 "AWS_REGION": "us-east-1"}.items():
+    for k, v in {
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ACCESS_KEY_ID": "k",
+        "AWS_SECRET_ACCESS_KEY": "s",
+        "AWS_REGION": "us-east-1",
+    }.items():
         monkeypatch.setenv(k, v)
     gone = ArtifactStore("s3://frozen/x", wait_s=1.5)
     t = time.monotonic()
@@ -144,12 +177,19 @@ def test_an_unreachable_s3_store_is_waited_for_up_to_store_wait_s(monkeypatch: p
     # once given up, the next operation fails after its one try, not another wait; which of a run's failing
     # operations reaches the user is a matter of timing, so this one names the wait and the setting too
     # (tests/test_faults.py saw this one in CI)
-    with pytest.raises(StoreError, match=r"\(reading a\.txt; still, after an earlier operation waited 1\.5 s, the "
-                                         r"store_wait_s setting\)"):
+    with pytest.raises(
+        StoreError,
+        match=r"\(reading a\.txt; still, after an earlier operation waited 1\.5 s, the "
+        r"store_wait_s setting\)",
+    ):
         gone.read_bytes("a.txt")
 
-    server = subprocess.Popen([str(BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    server = subprocess.Popen(
+        [str(BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         wait_http(endpoint, 30)
         boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket="frozen")
@@ -181,21 +221,26 @@ def test_what_counts_as_a_store_that_cannot_be_reached() -> None:
 
     from ttseval.core.store import unreachable
 
-    waited = [OSError("When getting information for key 'x' in bucket 'b': AWS Error NETWORK_CONNECTION during "
-                      "HeadObject operation: curlCode: 7, Could not connect to server"),
-              OSError("AWS Error NETWORK_CONNECTION during HeadObject operation: curlCode: 28, Timeout was reached"),
-              OSError("AWS Error UNKNOWN (HTTP status 502) during PutObject operation: Bad Gateway"),
-              OSError("AWS Error SLOW_DOWN during PutObject operation: Please reduce your request rate."),
-              EndpointConnectionError(endpoint_url="http://10.0.0.1:9000"),
-              ReadTimeoutError(endpoint_url="http://10.0.0.1:9000"),
-              ClientError({"Error": {"Code": "ServiceUnavailable"}, "ResponseMetadata": {"HTTPStatusCode": 503}},
-                          "DeleteObject")]
-    refused = [OSError("AWS Error NO_SUCH_BUCKET during CreateMultipartUpload operation: The specified bucket does "
-                       "not exist"),
-               OSError("AWS Error ACCESS_DENIED during PutObject operation: Access Denied"),
-               FileNotFoundError("Path does not exist 'b/x'"),
-               ClientError({"Error": {"Code": "AccessDenied"}, "ResponseMetadata": {"HTTPStatusCode": 403}},
-                           "DeleteObject"),
-               ValueError("not a store error at all")]
+    waited = [
+        OSError(
+            "When getting information for key 'x' in bucket 'b': AWS Error NETWORK_CONNECTION during "
+            "HeadObject operation: curlCode: 7, Could not connect to server"
+        ),
+        OSError("AWS Error NETWORK_CONNECTION during HeadObject operation: curlCode: 28, Timeout was reached"),
+        OSError("AWS Error UNKNOWN (HTTP status 502) during PutObject operation: Bad Gateway"),
+        OSError("AWS Error SLOW_DOWN during PutObject operation: Please reduce your request rate."),
+        EndpointConnectionError(endpoint_url="http://10.0.0.1:9000"),
+        ReadTimeoutError(endpoint_url="http://10.0.0.1:9000"),
+        ClientError(
+            {"Error": {"Code": "ServiceUnavailable"}, "ResponseMetadata": {"HTTPStatusCode": 503}}, "DeleteObject"
+        ),
+    ]
+    refused = [
+        OSError("AWS Error NO_SUCH_BUCKET during CreateMultipartUpload operation: The specified bucket does not exist"),
+        OSError("AWS Error ACCESS_DENIED during PutObject operation: Access Denied"),
+        FileNotFoundError("Path does not exist 'b/x'"),
+        ClientError({"Error": {"Code": "AccessDenied"}, "ResponseMetadata": {"HTTPStatusCode": 403}}, "DeleteObject"),
+        ValueError("not a store error at all"),
+    ]
     assert [unreachable(e) for e in waited] == [True] * len(waited)
     assert [unreachable(e) for e in refused] == [False] * len(refused)

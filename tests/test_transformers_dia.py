@@ -39,8 +39,10 @@ def _by_hand(directory: Path, script: str, prompt: Audio | None) -> np.ndarray:
     model = DiaForConditionalGeneration.from_pretrained(directory).eval()
     kwargs = {}
     if prompt is not None:
-        kwargs = {"audio": [librosa.resample(prompt.samples, orig_sr=prompt.sample_rate_hz, target_sr=44100)],
-                  "sampling_rate": 44100}
+        kwargs = {
+            "audio": [librosa.resample(prompt.samples, orig_sr=prompt.sample_rate_hz, target_sr=44100)],
+            "sampling_rate": 44100,
+        }
     inputs = processor(text=[script], padding=True, return_tensors="pt", **kwargs)
     with torch.no_grad():
         out = model.generate(**inputs, max_new_tokens=30, guidance_scale=3.0, do_sample=False)
@@ -84,17 +86,23 @@ def test_sampling_is_seeded_per_request(tiny_dia: Path) -> None:
 
 
 def test_the_synthesis_stage_hands_dia_each_items_stored_prompt(dia, tiny_dia: Path, tmp_path: Path) -> None:
-    from ttseval.tasks.synthesize import synthesize_rows
     from ttseval.core.audio import sha256_hex
     from ttseval.core.config import load_settings
     from ttseval.core.registry import Spec
     from ttseval.core.store import ArtifactStore
+    from ttseval.tasks.synthesize import synthesize_rows
 
     store = ArtifactStore(str(tmp_path / "store"))
     wav = PROMPT.audio.to_wav_bytes()
     store.put_audio(wav, sha := sha256_hex(wav))
-    item = {"item_id": "a", "text": "Hello there.", "language": "en", "instruction": None,
-            "prompt_audio_sha256": sha, "prompt_text": PROMPT.text}
+    item = {
+        "item_id": "a",
+        "text": "Hello there.",
+        "language": "en",
+        "instruction": None,
+        "prompt_audio_sha256": sha,
+        "prompt_text": PROMPT.text,
+    }
     spec = Spec.parse(f"transformers-dia:model={tiny_dia}:do_sample=false:max_new_tokens=30")
     [row] = synthesize_rows(dia, spec, [item], load_settings(store=store.uri), store)
     assert row["status"] == "ok"

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections import Counter
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -41,12 +41,27 @@ def write_tiny_vits(path: Path, *, language: str | None = "eng", num_speakers: i
     vocab_file.write_text(json.dumps(vocab), encoding="utf-8")
     tokenizer = VitsTokenizer(str(vocab_file), language=language, add_blank=True, normalize=True, phonemize=False)
     config = VitsConfig(
-        vocab_size=len(vocab), hidden_size=16, num_hidden_layers=1, num_attention_heads=2, ffn_dim=16, flow_size=8,
-        spectrogram_bins=9, upsample_initial_channel=16, upsample_rates=(4, 4), upsample_kernel_sizes=(8, 8),
-        resblock_kernel_sizes=(3,), resblock_dilation_sizes=((1,),), duration_predictor_filter_channels=8,
-        duration_predictor_num_flows=2, prior_encoder_num_flows=2, prior_encoder_num_wavenet_layers=1,
-        posterior_encoder_num_wavenet_layers=1, depth_separable_num_layers=1, sampling_rate=RATE_HZ,
-        num_speakers=num_speakers, speaker_embedding_size=4 if num_speakers > 1 else 0,
+        vocab_size=len(vocab),
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        ffn_dim=16,
+        flow_size=8,
+        spectrogram_bins=9,
+        upsample_initial_channel=16,
+        upsample_rates=(4, 4),
+        upsample_kernel_sizes=(8, 8),
+        resblock_kernel_sizes=(3,),
+        resblock_dilation_sizes=((1,),),
+        duration_predictor_filter_channels=8,
+        duration_predictor_num_flows=2,
+        prior_encoder_num_flows=2,
+        prior_encoder_num_wavenet_layers=1,
+        posterior_encoder_num_wavenet_layers=1,
+        depth_separable_num_layers=1,
+        sampling_rate=RATE_HZ,
+        num_speakers=num_speakers,
+        speaker_embedding_size=4 if num_speakers > 1 else 0,
     )  # noise_scale 0.667 and noise_scale_duration 0.8: MMS-TTS's defaults, so the noise path is exercised
     torch.manual_seed(0)
     VitsModel(config).save_pretrained(str(path))
@@ -72,8 +87,12 @@ def test_clip_has_the_config_rate_a_length_and_the_checkpoint_language(tiny_vits
     assert np.isfinite(audio.samples).all() and float(np.abs(audio.samples).max()) > 0
     assert [tts.supports_language(t) for t in ("en", "en-US", "eng", "EN", "fr", "deu")] == [True] * 4 + [False] * 2
     meta = tts.metadata()
-    assert (meta["language"], meta["sample_rate_hz"], meta["device"], meta["model_type"]) == ("eng", RATE_HZ, "cpu",
-                                                                                               "vits")
+    assert (meta["language"], meta["sample_rate_hz"], meta["device"], meta["model_type"]) == (
+        "eng",
+        RATE_HZ,
+        "cpu",
+        "vits",
+    )
     assert tts.batch_size == 8 and type(tts).gpu and not type(tts).accepts_instruction
 
 
@@ -91,8 +110,12 @@ def test_batched_clips_equal_one_at_a_time_clips_and_are_repeatable(tiny_vits: P
     other_seed = build(f"transformers-tts:model={tiny_vits}:seed=7").synthesize(TEXTS[1], "en").samples
     assert len(other_seed) != len(alone[1]) or not np.allclose(other_seed, alone[1], atol=ATOL)
     # Without noise the seed does not matter at all.
-    quiet = [build(f"transformers-tts:model={tiny_vits}:noise_scale=0:noise_scale_duration=0:seed={s}")
-             .synthesize(TEXTS[2], "en").samples for s in (0, 7)]
+    quiet = [
+        build(f"transformers-tts:model={tiny_vits}:noise_scale=0:noise_scale_duration=0:seed={s}")
+        .synthesize(TEXTS[2], "en")
+        .samples
+        for s in (0, 7)
+    ]
     np.testing.assert_array_equal(quiet[0], quiet[1])
 
 
@@ -107,10 +130,10 @@ def test_multi_speaker_batches_match_too(tmp_path: Path) -> None:
 
 
 def test_synthesis_stage_uses_synthesize_batch_and_stores_ok_rows(tiny_vits: Path, tmp_path: Path) -> None:
-    from ttseval.tasks.synthesize import synthesize_rows
     from ttseval.core.config import load_settings
     from ttseval.core.registry import Spec
     from ttseval.core.store import ArtifactStore
+    from ttseval.tasks.synthesize import synthesize_rows
 
     spec = Spec.parse(f"transformers-tts:model={tiny_vits}:batch_size=2")
     provider = build(spec.canonical)
@@ -216,8 +239,9 @@ def _task_stream(address: str) -> list[dict[str, Any]]:
         return client.get_task_stream()  # the first call also starts recording on the scheduler
 
 
-def test_synthesis_shards_of_a_gpu_provider_run_on_the_gpu_worker(tiny_vits: Path, tmp_path: Path,
-                                                                  prefect_api: str) -> None:
+def test_synthesis_shards_of_a_gpu_provider_run_on_the_gpu_worker(
+    tiny_vits: Path, tmp_path: Path, prefect_api: str
+) -> None:
     # Also the model stages of issue 13 on the same workers: two more recognisers (tiny CTC and Whisper models)
     # beside the echo one, and a LID model of MMS-LID's shape, all built here and run batched, with labelled rows.
     from tests.tiny_models import LID_LABELS, WHISPER_LANGUAGES, build_tiny_ctc, build_tiny_lid, build_tiny_whisper
@@ -233,15 +257,42 @@ def test_synthesis_shards_of_a_gpu_provider_run_on_the_gpu_worker(tiny_vits: Pat
     port = free_port()
     address = f"tcp://127.0.0.1:{port}"
     env = cli_env(prefect_api)
-    procs = [subprocess.Popen([str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", str(port),
-                               "--no-dashboard"], env=env, cwd=tmp_path, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, start_new_session=True)]
+    procs = [
+        subprocess.Popen(
+            [str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+            env=env,
+            cwd=tmp_path,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    ]
     try:
         for name, resource in (("gpu", "GPU=1"), ("cpu", "CPU=1")):
-            procs.append(subprocess.Popen(
-                [str(BIN / "dask"), "worker", address, "--name", name, "--resources", resource, "--nthreads", "1",
-                 "--no-nanny", "--no-dashboard", "--local-directory", str(tmp_path / f"dask-{name}")],
-                env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
+            procs.append(
+                subprocess.Popen(
+                    [
+                        str(BIN / "dask"),
+                        "worker",
+                        address,
+                        "--name",
+                        name,
+                        "--resources",
+                        resource,
+                        "--nthreads",
+                        "1",
+                        "--no-nanny",
+                        "--no-dashboard",
+                        "--local-directory",
+                        str(tmp_path / f"dask-{name}"),
+                    ],
+                    env=env,
+                    cwd=tmp_path,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
+            )
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -259,20 +310,50 @@ def test_synthesis_shards_of_a_gpu_provider_run_on_the_gpu_worker(tiny_vits: Pat
 
         dataset = tmp_path / "items.jsonl"
         words = ["hello there", "a short one", "speak slowly now", "one more line", "the last item", "and again"]
-        dataset.write_text("".join(json.dumps({"item_id": f"i{n}", "text": t, "language": "en-US",
-                                               "category": "emotions", "depth": 0}) + "\n"
-                                   for n, t in enumerate(words)), encoding="utf-8")
-        plugins = {"asr": {"place-asr": "tests.test_transformers_tts:EchoASR"},
-                   "quality": {"place-mos": "tests.test_transformers_tts:FlatMOS"}}
-        run_env = env | {"TTSEVAL_DASK_ADDRESS": address, "TTSEVAL_GPU": "true", "TTSEVAL_PLUGINS": json.dumps(plugins),
-                         "TTSEVAL_ASR": json.dumps({"en": ["place-asr", f"transformers:{ctc}",
-                                                          f"transformers:{whisper}:max_new_tokens=4"], "*": "place-asr"}),
-                         "TTSEVAL_LID": json.dumps([f"transformers:{lid_dir}"]),
-                         "TTSEVAL_QUALITY": "place-mos", "TTSEVAL_SHARD_SIZE": "2"}
-        result = run_cli(["evaluate", "--dataset", str(dataset), "--systems",
-                          f"transformers-tts:model={tiny_vits},espeak-ng",
-                          "--store", str(tmp_path / "store"), "--run-id", "gpu", "--judges", ""],
-                         run_env, cwd=tmp_path, timeout_s=180)
+        dataset.write_text(
+            "".join(
+                json.dumps({"item_id": f"i{n}", "text": t, "language": "en-US", "category": "emotions", "depth": 0})
+                + "\n"
+                for n, t in enumerate(words)
+            ),
+            encoding="utf-8",
+        )
+        plugins = {
+            "asr": {"place-asr": "tests.test_transformers_tts:EchoASR"},
+            "quality": {"place-mos": "tests.test_transformers_tts:FlatMOS"},
+        }
+        run_env = env | {
+            "TTSEVAL_DASK_ADDRESS": address,
+            "TTSEVAL_GPU": "true",
+            "TTSEVAL_PLUGINS": json.dumps(plugins),
+            "TTSEVAL_ASR": json.dumps(
+                {
+                    "en": ["place-asr", f"transformers:{ctc}", f"transformers:{whisper}:max_new_tokens=4"],
+                    "*": "place-asr",
+                }
+            ),
+            "TTSEVAL_LID": json.dumps([f"transformers:{lid_dir}"]),
+            "TTSEVAL_QUALITY": "place-mos",
+            "TTSEVAL_SHARD_SIZE": "2",
+        }
+        result = run_cli(
+            [
+                "evaluate",
+                "--dataset",
+                str(dataset),
+                "--systems",
+                f"transformers-tts:model={tiny_vits},espeak-ng",
+                "--store",
+                str(tmp_path / "store"),
+                "--run-id",
+                "gpu",
+                "--judges",
+                "",
+            ],
+            run_env,
+            cwd=tmp_path,
+            timeout_s=180,
+        )
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
         stream = _task_stream(address)
     finally:
@@ -298,8 +379,10 @@ def test_synthesis_shards_of_a_gpu_provider_run_on_the_gpu_worker(tiny_vits: Pat
     assert sorted(rows["status"]) == ["ok"] * len(words) * 2
     transcripts = store.read("gpu", "transcripts")
     assert transcripts.groupby("asr_spec")["status"].apply(list).to_dict() == {
-        "place-asr": ["ok"] * 12, f"transformers:{ctc}": ["ok"] * 12,
-        f"transformers:{whisper}:max_new_tokens=4": ["ok"] * 12}  # every recogniser, every clip
+        "place-asr": ["ok"] * 12,
+        f"transformers:{ctc}": ["ok"] * 12,
+        f"transformers:{whisper}:max_new_tokens=4": ["ok"] * 12,
+    }  # every recogniser, every clip
     heard = transcripts.loc[transcripts["asr_spec"].str.startswith(f"transformers:{whisper}"), "detected_language"]
     assert heard.isin(WHISPER_LANGUAGES).all()  # Whisper's detection, kept as the diagnostic
     ctc_texts = transcripts.loc[transcripts["asr_spec"] == f"transformers:{ctc}", "hypothesis"]
@@ -312,9 +395,9 @@ def test_synthesis_shards_of_a_gpu_provider_run_on_the_gpu_worker(tiny_vits: Pat
 def test_placement_of_model_and_cpu_stages() -> None:
     import dask
 
+    from ttseval.core.config import load_settings
     from ttseval.flows.common import placement
     from ttseval.flows.runner import local_cluster_kwargs
-    from ttseval.core.config import load_settings
 
     gpu, cpu = load_settings(gpu=True), load_settings(gpu=False)
 

@@ -8,14 +8,14 @@ from collections import Counter
 
 import pytest
 
-from ttseval.providers.tts.openai_speech import OpenAISpeechTTS
-from ttseval.tasks.synthesize import synthesize_rows
 from tests.fake_tts import FakeOpenAISpeech, TTSReply
 from ttseval.core.config import load_settings
 from ttseval.core.errors import DeferredProviderError, PermanentProviderError, TransientProviderError
-from ttseval.providers.tts import TTS
 from ttseval.core.registry import Spec
 from ttseval.core.store import ArtifactStore
+from ttseval.providers.tts import TTS
+from ttseval.providers.tts.openai_speech import OpenAISpeechTTS
+from ttseval.tasks.synthesize import synthesize_rows
 
 KEY = "sk-test-secret-0123456789"
 
@@ -37,8 +37,10 @@ def build(fake, spec_tail: str = "alloy", timeout_s: float = 2) -> tuple[Spec, O
 
 
 def rows_for(tmp_path, spec, provider, texts, **settings):
-    items = [{"item_id": f"i{n}", "text": t, "language": "en-US", "instruction": None, "category": "questions"}
-             for n, t in enumerate(texts)]
+    items = [
+        {"item_id": f"i{n}", "text": t, "language": "en-US", "instruction": None, "category": "questions"}
+        for n, t in enumerate(texts)
+    ]
     s = load_settings(store=str(tmp_path), retry_backoff_s=0.01, **settings)
     return synthesize_rows(provider, spec, items, s, ArtifactStore(str(tmp_path)))
 
@@ -49,8 +51,14 @@ def test_request_body_matches_the_documented_shape_and_each_format_decodes(fake,
         before = len(fake.requests)
         audio = tts.synthesize("Hello there, how are you?", "en-US", instruction="whisper it, slowly")
         body = fake.requests[before].body
-        assert body == {"model": "gpt-4o-mini-tts", "voice": "alloy", "input": "Hello there, how are you?",
-                        "response_format": fmt, "speed": 1.0, "instructions": "whisper it, slowly"}
+        assert body == {
+            "model": "gpt-4o-mini-tts",
+            "voice": "alloy",
+            "input": "Hello there, how are you?",
+            "response_format": fmt,
+            "speed": 1.0,
+            "instructions": "whisper it, slowly",
+        }
         assert fake.requests[before].headers["authorization"] == f"Bearer {KEY}"
         assert audio.sample_rate_hz == rate
         assert audio.duration_s == pytest.approx(0.02 * 25, abs=0.06)  # mp3 frames pad a little
@@ -70,14 +78,36 @@ def test_failures_become_rows_with_the_vendors_reason(fake, env, tmp_path) -> No
     fake.script("not audio", [TTSReply.not_audio()] * 3)
     fake.script("streamed", [TTSReply(stream=True)])
     fake.script("reset mid body", [TTSReply(cut_after=100), TTSReply()])
-    texts = ["rate limited", "server down", "quota gone", "forbidden words", "nothing back", "cut short",
-             "not audio", "streamed", "reset mid body"]
+    texts = [
+        "rate limited",
+        "server down",
+        "quota gone",
+        "forbidden words",
+        "nothing back",
+        "cut short",
+        "not audio",
+        "streamed",
+        "reset mid body",
+    ]
     rows = {r["item_id"]: r for r in rows_for(tmp_path, spec, tts, texts, item_retries=2)}
-    assert [rows[f"i{n}"]["status"] for n in range(9)] == ["ok", "failed", "failed", "failed", "empty", "empty",
-                                                           "failed", "ok", "ok"]
+    assert [rows[f"i{n}"]["status"] for n in range(9)] == [
+        "ok",
+        "failed",
+        "failed",
+        "failed",
+        "empty",
+        "empty",
+        "failed",
+        "ok",
+        "ok",
+    ]
     assert rows["i0"]["attempt"] == 2
-    assert rows["i1"]["error_type"] == "TransientProviderError" and rows["i1"]["retryable"] and \
-        "overloaded" in rows["i1"]["error_message"] and rows["i1"]["attempt"] == 3
+    assert (
+        rows["i1"]["error_type"] == "TransientProviderError"
+        and rows["i1"]["retryable"]
+        and "overloaded" in rows["i1"]["error_message"]
+        and rows["i1"]["attempt"] == 3
+    )
     assert rows["i2"]["error_type"] == "DeferredProviderError" and rows["i2"]["retryable"]
     assert rows["i3"]["error_type"] == "PermanentProviderError" and not rows["i3"]["retryable"]
     assert "content policy" in rows["i3"]["error_message"]
@@ -142,10 +172,22 @@ def test_strong_prompting_and_item_instructions_reach_the_instructions_field(fak
     spec = Spec.parse(f"openai:coral:base_url={fake.base_url}:model=gpt-4o-mini-tts:prompt=category")
     tts = TTS.build(spec)
     before = len(fake.requests)
-    items = [{"item_id": "q", "text": "You did lock it, didn't you?", "language": "en", "category": "questions",
-              "instruction": None},
-             {"item_id": "s", "text": "Fine.", "language": "en", "category": "questions",
-              "instruction": "Speak like a tired pirate."}]
+    items = [
+        {
+            "item_id": "q",
+            "text": "You did lock it, didn't you?",
+            "language": "en",
+            "category": "questions",
+            "instruction": None,
+        },
+        {
+            "item_id": "s",
+            "text": "Fine.",
+            "language": "en",
+            "category": "questions",
+            "instruction": "Speak like a tired pirate.",
+        },
+    ]
     rows = synthesize_rows(tts, spec, items, load_settings(store=str(tmp_path)), ArtifactStore(str(tmp_path)))
     assert [r["status"] for r in rows] == ["ok", "ok"]
     sent = [r.body.get("instructions") for r in fake.requests[before:]]
@@ -195,9 +237,11 @@ def test_broken_audio_is_flagged_a_timeout_retried_and_no_paid_call_made_twice(f
     # machine makes a local answer that slow), the slow answer through one that waits 2 s for a reply the fake
     # holds 6 s. The first attempt of the slow text always times out, its retry is answered at once.
     patient, hasty = build(fake, timeout_s=60), build(fake, timeout_s=2)
-    faults = {"silence please": TTSReply(audio=wav(np.zeros(24000, dtype=np.float32))),
-              "too loud a voice here": TTSReply(audio=wav(loud)),
-              "not a number in here": TTSReply(audio=wav(nan, "FLOAT"))}
+    faults = {
+        "silence please": TTSReply(audio=wav(np.zeros(24000, dtype=np.float32))),
+        "too loud a voice here": TTSReply(audio=wav(loud)),
+        "not a number in here": TTSReply(audio=wav(nan, "FLOAT")),
+    }
     slow = {"a slow answer now": TTSReply(delay_s=6.0)}
     for text, reply in (faults | slow).items():
         fake.script(text, [reply])

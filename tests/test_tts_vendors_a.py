@@ -9,19 +9,19 @@ from typing import Any
 
 import pytest
 
-from ttseval.providers.tts.cartesia import CartesiaTTS
-from ttseval.providers.tts.deepgram import DeepgramTTS
-from ttseval.providers.tts.elevenlabs import ElevenLabsTTS
-from ttseval.tasks.synthesize import synthesize_rows
 from tests.fake_cartesia import FakeCartesia
 from tests.fake_deepgram import FakeDeepgram
 from tests.fake_elevenlabs import FakeElevenLabs
 from tests.fake_tts import TTSReply
 from ttseval.core.config import load_settings
 from ttseval.core.errors import DeferredProviderError, PermanentProviderError, TransientProviderError
-from ttseval.providers.tts import TTS
 from ttseval.core.registry import Spec
 from ttseval.core.store import ArtifactStore
+from ttseval.providers.tts import TTS
+from ttseval.providers.tts.cartesia import CartesiaTTS
+from ttseval.providers.tts.deepgram import DeepgramTTS
+from ttseval.providers.tts.elevenlabs import ElevenLabsTTS
+from ttseval.tasks.synthesize import synthesize_rows
 
 KEY = "vendor-secret-key-0123456789abcdef"
 TEXT = "Hello there, how are you?"  # 25 characters: 0.5 s of the fakes' speech
@@ -39,12 +39,33 @@ class Vendor:
 
 
 VENDORS = {
-    "elevenlabs": Vendor(ElevenLabsTTS, "ELEVENLABS_API_KEY", "JBFqnCBsd6RMkjVDRZzb", "JBFqnCBsd6RMkjVDRZzc",
-                         "exceeds your quota", "Terms of Service", 100.0),
-    "deepgram": Vendor(DeepgramTTS, "DEEPGRAM_API_KEY", "aura-2-thalia-en", "aura-2-thalya-en",
-                       "does not have enough credits", "content policy", 30.0),
-    "cartesia": Vendor(CartesiaTTS, "CARTESIA_API_KEY", "694f9389-aac1-45b6-b726-9d9369183238",
-                       "694f9389-aac1-45b6-b726-9d9369183239", "run out of credits", "content policy", 50.0),
+    "elevenlabs": Vendor(
+        ElevenLabsTTS,
+        "ELEVENLABS_API_KEY",
+        "JBFqnCBsd6RMkjVDRZzb",
+        "JBFqnCBsd6RMkjVDRZzc",
+        "exceeds your quota",
+        "Terms of Service",
+        100.0,
+    ),
+    "deepgram": Vendor(
+        DeepgramTTS,
+        "DEEPGRAM_API_KEY",
+        "aura-2-thalia-en",
+        "aura-2-thalya-en",
+        "does not have enough credits",
+        "content policy",
+        30.0,
+    ),
+    "cartesia": Vendor(
+        CartesiaTTS,
+        "CARTESIA_API_KEY",
+        "694f9389-aac1-45b6-b726-9d9369183238",
+        "694f9389-aac1-45b6-b726-9d9369183239",
+        "run out of credits",
+        "content policy",
+        50.0,
+    ),
 }
 
 
@@ -66,37 +87,58 @@ def build(fake, vendor: str, tail: str = "", *, voice: str | None = None, timeou
 
 
 def rows_for(tmp_path, spec, provider, texts, language="en-US", **settings):
-    items = [{"item_id": f"i{n}", "text": t, "language": language, "instruction": None, "category": "questions"}
-             for n, t in enumerate(texts)]
+    items = [
+        {"item_id": f"i{n}", "text": t, "language": language, "instruction": None, "category": "questions"}
+        for n, t in enumerate(texts)
+    ]
     s = load_settings(store=str(tmp_path), retry_backoff_s=0.01, **settings)
     return synthesize_rows(provider, spec, items, s, ArtifactStore(str(tmp_path)))
 
 
 # -- the documented request shapes, and every audio format at its rate ---------------------------------------------
 
+
 def test_elevenlabs_request_is_the_documented_shape_and_each_format_decodes(fakes, env) -> None:
     fake = fakes["elevenlabs"]
     settings = {"stability": 0.5, "similarity_boost": 0.75, "style": 0.0, "use_speaker_boost": True, "speed": 1.0}
-    for fmt, rate in (("pcm_24000", 24000), ("pcm_16000", 16000), ("mp3_44100_128", 44100), ("wav_22050", 22050),
-                      ("opus_48000_64", 48000)):
+    for fmt, rate in (
+        ("pcm_24000", 24000),
+        ("pcm_16000", 16000),
+        ("mp3_44100_128", 44100),
+        ("wav_22050", 22050),
+        ("opus_48000_64", 48000),
+    ):
         _, tts = build(fake, "elevenlabs", f":output_format={fmt}")
         before = len(fake.requests)
         audio = tts.synthesize(TEXT, "en-US")
         request = fake.requests[before]
-        assert (request.method, request.path, request.query) == \
-            ("POST", "/v1/text-to-speech/JBFqnCBsd6RMkjVDRZzb", {"output_format": [fmt]})
+        assert (request.method, request.path, request.query) == (
+            "POST",
+            "/v1/text-to-speech/JBFqnCBsd6RMkjVDRZzb",
+            {"output_format": [fmt]},
+        )
         assert request.body == {"text": TEXT, "model_id": "eleven_multilingual_v2", "voice_settings": settings}
         assert request.headers["xi-api-key"] == KEY and "authorization" not in request.headers
         assert request.headers["content-type"] == "application/json"
         assert audio.sample_rate_hz == rate, fmt
         assert audio.duration_s == pytest.approx(0.5, abs=0.1), fmt
-    _, flash = build(fake, "elevenlabs", ":model=eleven_flash_v2_5:stability=0.3:style=0.2:speed=1.1:seed=7:"
-                                         "use_speaker_boost=false")
+    _, flash = build(
+        fake, "elevenlabs", ":model=eleven_flash_v2_5:stability=0.3:style=0.2:speed=1.1:seed=7:use_speaker_boost=false"
+    )
     flash.synthesize("Hola, ¿qué tal?", "es-MX")
     assert fake.requests[-1].body == {
-        "text": "Hola, ¿qué tal?", "model_id": "eleven_flash_v2_5", "language_code": "es", "seed": 7,
-        "voice_settings": {"stability": 0.3, "similarity_boost": 0.75, "style": 0.2, "use_speaker_boost": False,
-                           "speed": 1.1}}
+        "text": "Hola, ¿qué tal?",
+        "model_id": "eleven_flash_v2_5",
+        "language_code": "es",
+        "seed": 7,
+        "voice_settings": {
+            "stability": 0.3,
+            "similarity_boost": 0.75,
+            "style": 0.2,
+            "use_speaker_boost": False,
+            "speed": 1.1,
+        },
+    }
     with pytest.raises(ValueError, match="output_format"):
         ElevenLabsTTS("v", api_key="k", output_format="ulaw_8000")
     assert not ElevenLabsTTS("v", api_key="k", model="eleven_flash_v2").supports_language("de")
@@ -121,13 +163,17 @@ def test_deepgram_request_is_the_documented_shape_and_each_format_decodes(fakes,
     fake = fakes["deepgram"]
     model = {"model": ["aura-2-thalia-en"]}
     for tail, query, rate in (
-            ("", {"encoding": ["linear16"], "container": ["wav"], "sample_rate": ["24000"]}, 24000),
-            (":container=none:sample_rate=16000", {"encoding": ["linear16"], "container": ["none"],
-                                                   "sample_rate": ["16000"]}, 16000),
-            (":encoding=mp3", {"encoding": ["mp3"]}, 22050),
-            (":encoding=mp3:bit_rate=48000", {"encoding": ["mp3"], "bit_rate": ["48000"]}, 22050),
-            (":encoding=flac:sample_rate=16000", {"encoding": ["flac"], "sample_rate": ["16000"]}, 16000),
-            (":encoding=opus", {"encoding": ["opus"]}, 48000)):
+        ("", {"encoding": ["linear16"], "container": ["wav"], "sample_rate": ["24000"]}, 24000),
+        (
+            ":container=none:sample_rate=16000",
+            {"encoding": ["linear16"], "container": ["none"], "sample_rate": ["16000"]},
+            16000,
+        ),
+        (":encoding=mp3", {"encoding": ["mp3"]}, 22050),
+        (":encoding=mp3:bit_rate=48000", {"encoding": ["mp3"], "bit_rate": ["48000"]}, 22050),
+        (":encoding=flac:sample_rate=16000", {"encoding": ["flac"], "sample_rate": ["16000"]}, 16000),
+        (":encoding=opus", {"encoding": ["opus"]}, 48000),
+    ):
         _, tts = build(fake, "deepgram", tail)
         before = len(fake.requests)
         audio = tts.synthesize(TEXT, "en-US")
@@ -151,22 +197,36 @@ def test_cartesia_request_is_the_documented_shape_and_each_format_decodes(fakes,
     fake = fakes["cartesia"]
     voice = {"mode": "id", "id": VENDORS["cartesia"].voice}
     for tail, output_format, rate in (
-            ("", {"container": "wav", "encoding": "pcm_s16le", "sample_rate": 24000}, 24000),
-            (":container=raw:sample_rate=16000", {"container": "raw", "encoding": "pcm_s16le", "sample_rate": 16000},
-             16000),
-            (":container=raw:encoding=pcm_f32le:sample_rate=44100",
-             {"container": "raw", "encoding": "pcm_f32le", "sample_rate": 44100}, 44100),
-            (":encoding=pcm_f32le:sample_rate=48000", {"container": "wav", "encoding": "pcm_f32le",
-                                                       "sample_rate": 48000}, 48000),
-            (":container=mp3:sample_rate=44100", {"container": "mp3", "sample_rate": 44100, "bit_rate": 128000},
-             44100)):
+        ("", {"container": "wav", "encoding": "pcm_s16le", "sample_rate": 24000}, 24000),
+        (
+            ":container=raw:sample_rate=16000",
+            {"container": "raw", "encoding": "pcm_s16le", "sample_rate": 16000},
+            16000,
+        ),
+        (
+            ":container=raw:encoding=pcm_f32le:sample_rate=44100",
+            {"container": "raw", "encoding": "pcm_f32le", "sample_rate": 44100},
+            44100,
+        ),
+        (
+            ":encoding=pcm_f32le:sample_rate=48000",
+            {"container": "wav", "encoding": "pcm_f32le", "sample_rate": 48000},
+            48000,
+        ),
+        (":container=mp3:sample_rate=44100", {"container": "mp3", "sample_rate": 44100, "bit_rate": 128000}, 44100),
+    ):
         _, tts = build(fake, "cartesia", tail)
         before = len(fake.requests)
         audio = tts.synthesize(TEXT, "en-US")
         request = fake.requests[before]
         assert (request.method, request.path) == ("POST", "/tts/bytes")
-        assert request.body == {"model_id": "sonic-3", "transcript": TEXT, "voice": voice,
-                                "output_format": output_format, "language": "en"}
+        assert request.body == {
+            "model_id": "sonic-3",
+            "transcript": TEXT,
+            "voice": voice,
+            "output_format": output_format,
+            "language": "en",
+        }
         assert request.headers["authorization"] == f"Bearer {KEY}"
         assert request.headers["cartesia-version"] == "2026-03-01"
         assert audio.sample_rate_hz == rate, tail
@@ -184,6 +244,7 @@ def test_cartesia_request_is_the_documented_shape_and_each_format_decodes(fakes,
 
 # -- every vendor: failures become rows, with the vendor's reason and never the key --------------------------------
 
+
 @pytest.mark.parametrize("vendor", VENDORS)
 def test_failures_become_rows_with_the_vendors_reason(vendor, fakes, env, tmp_path) -> None:
     fake, v = fakes[vendor], VENDORS[vendor]
@@ -199,14 +260,38 @@ def test_failures_become_rows_with_the_vendors_reason(vendor, fakes, env, tmp_pa
     fake.script("streamed", [TTSReply(stream=True)])
     fake.script("reset mid body", [TTSReply(cut_after=100), TTSReply()])
     fake.script("leaky upstream", [TTSReply.error(500, f"upstream rejected key {KEY}")] * 3)
-    texts = ["rate limited", "server down", "quota gone", "forbidden words", "nothing back", "cut short",
-             "not audio", "streamed", "reset mid body", "leaky upstream"]
+    texts = [
+        "rate limited",
+        "server down",
+        "quota gone",
+        "forbidden words",
+        "nothing back",
+        "cut short",
+        "not audio",
+        "streamed",
+        "reset mid body",
+        "leaky upstream",
+    ]
     rows = {r["item_id"]: r for r in rows_for(tmp_path, spec, tts, texts, item_retries=2)}
-    assert [rows[f"i{n}"]["status"] for n in range(10)] == ["ok", "failed", "failed", "failed", "empty", "empty",
-                                                            "failed", "ok", "ok", "failed"]
+    assert [rows[f"i{n}"]["status"] for n in range(10)] == [
+        "ok",
+        "failed",
+        "failed",
+        "failed",
+        "empty",
+        "empty",
+        "failed",
+        "ok",
+        "ok",
+        "failed",
+    ]
     assert rows["i0"]["attempt"] == 2  # the 429 was retried after its Retry-After
-    assert rows["i1"]["error_type"] == "TransientProviderError" and rows["i1"]["retryable"] and \
-        "overloaded" in rows["i1"]["error_message"] and rows["i1"]["attempt"] == 3
+    assert (
+        rows["i1"]["error_type"] == "TransientProviderError"
+        and rows["i1"]["retryable"]
+        and "overloaded" in rows["i1"]["error_message"]
+        and rows["i1"]["attempt"] == 3
+    )
     assert rows["i2"]["error_type"] == "DeferredProviderError" and rows["i2"]["retryable"]
     assert v.quota_reason in rows["i2"]["error_message"]
     assert rows["i3"]["error_type"] == "PermanentProviderError" and not rows["i3"]["retryable"]
@@ -276,5 +361,7 @@ def test_price_tables() -> None:
     assert DeepgramTTS("aura-2-thalia-en", api_key="k").usd_per_mchar == 30.0
     assert DeepgramTTS("aura-asteria-en", api_key="k").usd_per_mchar == 15.0
     assert CartesiaTTS("v", api_key="k", model="sonic-2").usd_per_mchar == 50.0
-    assert all(cls(VENDORS[n].voice, api_key="k").billable_chars("Twelve chars", "ignored") == 12
-               for n, cls in (("elevenlabs", ElevenLabsTTS), ("deepgram", DeepgramTTS), ("cartesia", CartesiaTTS)))
+    assert all(
+        cls(VENDORS[n].voice, api_key="k").billable_chars("Twelve chars", "ignored") == 12
+        for n, cls in (("elevenlabs", ElevenLabsTTS), ("deepgram", DeepgramTTS), ("cartesia", CartesiaTTS))
+    )

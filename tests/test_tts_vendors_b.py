@@ -9,33 +9,41 @@ import pickle
 
 import pytest
 
-from ttseval.providers.tts.azure import AzureTTS
-from ttseval.providers.tts.gemini_tts import PREBUILT_VOICES, GeminiTTS
-from ttseval.providers.tts.hume import HumeTTS
-from ttseval.tasks.synthesize import synthesize_rows
 from tests.fake_azure import FakeAzureSpeech
 from tests.fake_gemini_tts import FakeGeminiTTS, blocked, google_error, refusal
 from tests.fake_hume import FakeHume, voice_id
 from tests.fake_tts import TTSReply
 from ttseval.core.config import load_settings
 from ttseval.core.errors import DeferredProviderError, PermanentProviderError, TransientProviderError
-from ttseval.providers.tts import TTS
 from ttseval.core.registry import Spec
 from ttseval.core.store import ArtifactStore
+from ttseval.providers.tts import TTS
+from ttseval.providers.tts.azure import AzureTTS
+from ttseval.providers.tts.gemini_tts import PREBUILT_VOICES, GeminiTTS
+from ttseval.providers.tts.hume import HumeTTS
+from ttseval.tasks.synthesize import synthesize_rows
 
 KEY = "vendor-test-secret-0123456789"
 TEXT = "Hello there, how are you?"
 
 
 def rows_for(tmp_path, spec, provider, texts, language="en-US", instruction=None, **settings):
-    items = [{"item_id": f"i{n}", "text": t, "language": language, "instruction": instruction,
-              "category": "questions"} for n, t in enumerate(texts)]
+    items = [
+        {"item_id": f"i{n}", "text": t, "language": language, "instruction": instruction, "category": "questions"}
+        for n, t in enumerate(texts)
+    ]
     s = load_settings(store=str(tmp_path), retry_backoff_s=0.01, **settings)
     return synthesize_rows(provider, spec, items, s, ArtifactStore(str(tmp_path)))
 
 
-def failure_script(fake, quota: TTSReply, refused: TTSReply, truncated: TTSReply, not_audio: TTSReply,
-                   rate_limited: TTSReply | None = None) -> list[str]:
+def failure_script(
+    fake,
+    quota: TTSReply,
+    refused: TTSReply,
+    truncated: TTSReply,
+    not_audio: TTSReply,
+    rate_limited: TTSReply | None = None,
+) -> list[str]:
     """The same faults for every vendor; returns the texts in order."""
     fake.script("rate limited", [rate_limited or TTSReply.error(429, "Too many requests", retry_after="0")])
     fake.script("server down", [TTSReply.error(503, "overloaded")] * 3)
@@ -46,17 +54,39 @@ def failure_script(fake, quota: TTSReply, refused: TTSReply, truncated: TTSReply
     fake.script("not audio", [not_audio] * 3)
     fake.script("streamed", [TTSReply(stream=True)])
     fake.script("reset mid body", [TTSReply(cut_after=100), TTSReply()])
-    return ["rate limited", "server down", "quota gone", "forbidden words", "nothing back", "cut short",
-            "not audio", "streamed", "reset mid body"]
+    return [
+        "rate limited",
+        "server down",
+        "quota gone",
+        "forbidden words",
+        "nothing back",
+        "cut short",
+        "not audio",
+        "streamed",
+        "reset mid body",
+    ]
 
 
 def check_failure_rows(fake, rows, refusal_words: str) -> None:
     rows = {r["item_id"]: r for r in rows}
-    assert [rows[f"i{n}"]["status"] for n in range(9)] == ["ok", "failed", "failed", "failed", "empty", "empty",
-                                                           "failed", "ok", "ok"]
+    assert [rows[f"i{n}"]["status"] for n in range(9)] == [
+        "ok",
+        "failed",
+        "failed",
+        "failed",
+        "empty",
+        "empty",
+        "failed",
+        "ok",
+        "ok",
+    ]
     assert rows["i0"]["attempt"] == 2  # 429 with Retry-After: retried within the run
-    assert rows["i1"]["error_type"] == "TransientProviderError" and rows["i1"]["retryable"] and \
-        "overloaded" in rows["i1"]["error_message"] and rows["i1"]["attempt"] == 3
+    assert (
+        rows["i1"]["error_type"] == "TransientProviderError"
+        and rows["i1"]["retryable"]
+        and "overloaded" in rows["i1"]["error_message"]
+        and rows["i1"]["attempt"] == 3
+    )
     assert rows["i2"]["error_type"] == "DeferredProviderError" and rows["i2"]["retryable"]
     assert rows["i3"]["error_type"] == "PermanentProviderError" and not rows["i3"]["retryable"]
     assert rows["i5"]["error_type"] == "TruncatedAudioError" and rows["i5"]["retryable"]
@@ -70,6 +100,7 @@ def check_failure_rows(fake, rows, refusal_words: str) -> None:
 
 
 # -- Azure --------------------------------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def azure_fake():
@@ -88,25 +119,40 @@ def azure(fake, tail: str = "ps-AF-GulNawazNeural") -> tuple[Spec, AzureTTS]:
 
 
 def test_azure_request_is_the_documented_ssml_and_each_format_decodes(azure_fake, azure_env) -> None:
-    for fmt, rate in (("riff-24khz-16bit-mono-pcm", 24000), ("raw-24khz-16bit-mono-pcm", 24000),
-                      ("audio-24khz-48kbitrate-mono-mp3", 24000), ("riff-16khz-16bit-mono-pcm", 16000)):
+    for fmt, rate in (
+        ("riff-24khz-16bit-mono-pcm", 24000),
+        ("raw-24khz-16bit-mono-pcm", 24000),
+        ("audio-24khz-48kbitrate-mono-mp3", 24000),
+        ("riff-16khz-16bit-mono-pcm", 16000),
+    ):
         _, tts = azure(azure_fake, f"ps-AF-GulNawazNeural:output_format={fmt}")
         before = len(azure_fake.requests)
-        audio = tts.synthesize("Tom & Jerry's <b>\"x\"</b>", "ps-AF")
+        audio = tts.synthesize('Tom & Jerry\'s <b>"x"</b>', "ps-AF")
         request = azure_fake.requests[before]
-        assert request.raw.decode() == ("<speak version='1.0' xml:lang='ps-AF'><voice name='ps-AF-GulNawazNeural'>"
-                                        "Tom &amp; Jerry's &lt;b&gt;\"x\"&lt;/b&gt;</voice></speak>")
-        assert request.text == "Tom & Jerry's <b>\"x\"</b>"
+        assert request.raw.decode() == (
+            "<speak version='1.0' xml:lang='ps-AF'><voice name='ps-AF-GulNawazNeural'>"
+            'Tom &amp; Jerry\'s &lt;b&gt;"x"&lt;/b&gt;</voice></speak>'
+        )
+        assert request.text == 'Tom & Jerry\'s <b>"x"</b>'
         assert request.path == "/cognitiveservices/v1"
-        assert {k: request.headers[k] for k in ("ocp-apim-subscription-key", "content-type",
-                                                "x-microsoft-outputformat", "user-agent")} == {
-            "ocp-apim-subscription-key": KEY, "content-type": "application/ssml+xml",
-            "x-microsoft-outputformat": fmt, "user-agent": "ttseval"}
+        assert {
+            k: request.headers[k]
+            for k in ("ocp-apim-subscription-key", "content-type", "x-microsoft-outputformat", "user-agent")
+        } == {
+            "ocp-apim-subscription-key": KEY,
+            "content-type": "application/ssml+xml",
+            "x-microsoft-outputformat": fmt,
+            "user-agent": "ttseval",
+        }
         assert audio.sample_rate_hz == rate
         assert audio.duration_s == pytest.approx(0.02 * 24, abs=0.06)
     meta = tts.metadata()
     assert (meta["engine"], meta["voice"], meta["api_version"], meta["locale"]) == (
-        "azure", "ps-AF-GulNawazNeural", "cognitiveservices/v1", "ps-AF")
+        "azure",
+        "ps-AF-GulNawazNeural",
+        "cognitiveservices/v1",
+        "ps-AF",
+    )
     assert KEY not in json.dumps(meta)
 
 
@@ -116,7 +162,9 @@ def test_azure_failures_become_rows_with_the_vendors_reason(azure_fake, azure_en
         azure_fake,
         quota=TTSReply.error(403, "Out of call volume quota for TextToSpeech. Quota will be replenished in 2.12:00"),
         refused=TTSReply.error(400, "SSML is invalid: the text was refused for the voice"),
-        truncated=TTSReply.truncated(), not_audio=TTSReply.not_audio())
+        truncated=TTSReply.truncated(),
+        not_audio=TTSReply.not_audio(),
+    )
     rows = rows_for(tmp_path, spec, tts, texts, language="ps-AF", item_retries=2)
     check_failure_rows(azure_fake, rows, "refused for the voice")
     row = {r["item_id"]: r for r in rows}
@@ -140,8 +188,9 @@ def test_azure_errors_voices_keys_language_and_cost(azure_fake, azure_env, monke
     assert azure(azure_fake, "en-US-AvaMultilingualNeural")[1].supports_language("de")
     assert tts.billable_chars("abc", None) == 3 and tts.billable_chars("你好ab", "ignored") == 6
     assert tts.usd_per_mchar == 15.0
-    assert AzureTTS("ps-AF-GulNawazNeural", region="westeurope").base_url == \
-        "https://westeurope.tts.speech.microsoft.com"
+    assert (
+        AzureTTS("ps-AF-GulNawazNeural", region="westeurope").base_url == "https://westeurope.tts.speech.microsoft.com"
+    )
     with pytest.raises(ValueError, match="region"):
         AzureTTS("ps-AF-GulNawazNeural")
     monkeypatch.delenv("AZURE_SPEECH_KEY")
@@ -151,10 +200,12 @@ def test_azure_errors_voices_keys_language_and_cost(azure_fake, azure_env, monke
 
 # -- Hume ---------------------------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def hume_fake():
-    with FakeHume(api_key=KEY, voices=["Ava Song", "Male English Actor"] + [f"Voice {n}" for n in range(150)]) \
-            as server:
+    with FakeHume(
+        api_key=KEY, voices=["Ava Song", "Male English Actor"] + [f"Voice {n}" for n in range(150)]
+    ) as server:
         yield server
 
 
@@ -175,16 +226,26 @@ def test_hume_request_is_the_documented_body_and_the_instruction_is_the_descript
         audio = tts.synthesize(TEXT, "en-US", instruction="  Whisper it, slowly. ")
         request = hume_fake.requests[before]
         assert request.path == "/v0/tts/file" and request.headers["x-hume-api-key"] == KEY
-        assert request.body == {"utterances": [{"text": TEXT, "description": "Whisper it, slowly.",
-                                                "voice": {"name": "Ava Song", "provider": "HUME_AI"}}],
-                                "format": {"type": fmt}}
+        assert request.body == {
+            "utterances": [
+                {
+                    "text": TEXT,
+                    "description": "Whisper it, slowly.",
+                    "voice": {"name": "Ava Song", "provider": "HUME_AI"},
+                }
+            ],
+            "format": {"type": fmt},
+        }
         assert audio.sample_rate_hz == rate
         assert audio.duration_s == pytest.approx(0.02 * len(TEXT), abs=0.06)
     vid = voice_id("Male English Actor")
     _, by_id = hume(hume_fake, f"{vid}:octave_version=2")
     by_id.synthesize("Plain.", "en")
-    assert hume_fake.requests[-1].body == {"utterances": [{"text": "Plain.", "voice": {"id": vid}}],
-                                           "format": {"type": "wav"}, "version": "2"}
+    assert hume_fake.requests[-1].body == {
+        "utterances": [{"text": "Plain.", "voice": {"id": vid}}],
+        "format": {"type": "wav"},
+        "version": "2",
+    }
     meta = by_id.metadata()
     assert (meta["model"], meta["voice"], meta["api_version"]) == ("octave-2", vid, "v0")
 
@@ -202,9 +263,12 @@ def test_hume_instruction_reaches_the_description_through_the_stage(hume_fake, h
 def test_hume_failures_become_rows_with_the_vendors_reason(hume_fake, hume_env, tmp_path) -> None:
     spec, tts = hume(hume_fake)
     texts = failure_script(
-        hume_fake, quota=TTSReply.error(402, "Payment required: your usage limit has been reached"),
+        hume_fake,
+        quota=TTSReply.error(402, "Payment required: your usage limit has been reached"),
         refused=TTSReply.error(400, "The text violates our usage policy"),
-        truncated=TTSReply.truncated(), not_audio=TTSReply.not_audio())
+        truncated=TTSReply.truncated(),
+        not_audio=TTSReply.not_audio(),
+    )
     rows = rows_for(tmp_path, spec, tts, texts, item_retries=2)
     check_failure_rows(hume_fake, rows, "usage policy")
     assert "truncated WAV" in {r["item_id"]: r for r in rows}["i5"]["error_message"]
@@ -231,6 +295,7 @@ def test_hume_errors_voices_and_keys(hume_fake, hume_env, monkeypatch) -> None:
 
 
 # -- Gemini -------------------------------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def gemini_fake():
@@ -259,8 +324,11 @@ def test_gemini_request_is_the_documented_shape_and_pcm_is_24khz(gemini_fake, ge
     # google-genai spells the speechConfig fields snake_case on the wire; the API reads either spelling
     assert request.body == {
         "contents": [{"role": "user", "parts": [{"text": f"Say in this style (Whisper it.): {TEXT}"}]}],
-        "generationConfig": {"responseModalities": ["AUDIO"],
-                             "speechConfig": {"voice_config": {"prebuilt_voice_config": {"voice_name": "Puck"}}}}}
+        "generationConfig": {
+            "responseModalities": ["AUDIO"],
+            "speechConfig": {"voice_config": {"prebuilt_voice_config": {"voice_name": "Puck"}}},
+        },
+    }
     assert audio.sample_rate_hz == 24000
     assert audio.duration_s == pytest.approx(0.02 * len(request.text), abs=0.01)
     tts.synthesize("Plain.", "en")
@@ -272,22 +340,46 @@ def test_gemini_request_is_the_documented_shape_and_pcm_is_24khz(gemini_fake, ge
 
 def test_gemini_failures_become_rows_with_the_vendors_reason(gemini_fake, gemini_env, tmp_path) -> None:
     spec, tts = gemini(gemini_fake)
-    full = json.dumps({"candidates": [{"content": {"role": "model", "parts": [{"inlineData": {
-        "mimeType": "audio/L16;codec=pcm;rate=24000", "data": "AAAA" * 500}}]}, "finishReason": "STOP"}]}).encode()
+    full = json.dumps(
+        {
+            "candidates": [
+                {
+                    "content": {
+                        "role": "model",
+                        "parts": [{"inlineData": {"mimeType": "audio/L16;codec=pcm;rate=24000", "data": "AAAA" * 500}}],
+                    },
+                    "finishReason": "STOP",
+                }
+            ]
+        }
+    ).encode()
     texts = failure_script(
         gemini_fake,
-        quota=google_error(429, "You exceeded your current quota, please check your plan and billing details.",
-                           quota_id="GenerateRequestsPerDayPerProjectPerModel-FreeTier", retry_delay="0s"),
-        refused=refusal("PROHIBITED_CONTENT"), truncated=TTSReply(body=full[: len(full) // 2]),
+        quota=google_error(
+            429,
+            "You exceeded your current quota, please check your plan and billing details.",
+            quota_id="GenerateRequestsPerDayPerProjectPerModel-FreeTier",
+            retry_delay="0s",
+        ),
+        refused=refusal("PROHIBITED_CONTENT"),
+        truncated=TTSReply(body=full[: len(full) // 2]),
         not_audio=TTSReply(body=b"<html><body>502 Bad Gateway</body></html>", content_type="text/html"),
-        rate_limited=google_error(429, "You exceeded your current quota.", retry_delay="0s",
-                                  quota_id="GenerateRequestsPerMinutePerProjectPerModel"))
+        rate_limited=google_error(
+            429,
+            "You exceeded your current quota.",
+            retry_delay="0s",
+            quota_id="GenerateRequestsPerMinutePerProjectPerModel",
+        ),
+    )
     gemini_fake.script("blocked text", [blocked("SAFETY")])
     rows = rows_for(tmp_path, spec, tts, texts + ["blocked text"], item_retries=2)
     check_failure_rows(gemini_fake, rows[:9], "PROHIBITED_CONTENT")
     row = {r["item_id"]: r for r in rows}
-    assert row["i9"]["status"] == "failed" and row["i9"]["error_type"] == "PermanentProviderError" and \
-        "SAFETY" in row["i9"]["error_message"]
+    assert (
+        row["i9"]["status"] == "failed"
+        and row["i9"]["error_type"] == "PermanentProviderError"
+        and "SAFETY" in row["i9"]["error_message"]
+    )
     assert "daily quota" in row["i2"]["error_message"]
     assert row["i7"]["cost_usd"] == pytest.approx(len("streamed") * 16.8 / 1e6)
 

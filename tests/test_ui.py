@@ -13,12 +13,24 @@ from __future__ import annotations
 
 import contextlib
 import time
-from datetime import datetime, timedelta, timezone
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from selenium import webdriver
+from selenium.common.exceptions import (
+    ElementClickInterceptedException,
+    StaleElementReferenceException,
+    TimeoutException,
+)
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.remote.webelement import WebElement
+from selenium.webdriver.support import expected_conditions as EC
+from selenium.webdriver.support.ui import WebDriverWait
 
+from tests.browser import chromium, require_chromium
 from tests.stack_fixtures import (  # noqa: F401  (fixtures)
     SYSTEMS,
     api,
@@ -33,22 +45,8 @@ from tests.stack_fixtures import (  # noqa: F401  (fixtures)
     wait_flow_run,
 )
 from ttseval.infra.stack import StackInfo
-from tests.browser import chromium, require_chromium
-
-from selenium import webdriver  # noqa: E402
-from selenium.common.exceptions import (  # noqa: E402
-    ElementClickInterceptedException,
-    StaleElementReferenceException,
-    TimeoutException,
-)
-from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.common.keys import Keys  # noqa: E402
-from selenium.webdriver.remote.webelement import WebElement  # noqa: E402
-from selenium.webdriver.support import expected_conditions as EC  # noqa: E402
-from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 WAIT_S = 45
-
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -136,14 +134,17 @@ class Page:
                 failed = self.d.execute_script(FAILED_REQUESTS_JS)
                 oops = self.d.find_elements(By.XPATH, "//*[normalize-space()='Oops. Something went wrong.']")
                 held = _runs_with_run_id(self.stack, run_id)
-                print(f"Submit {attempt} did not reach a run page: Prefect's error toast "
-                      f"{'shown' if oops else 'absent'}; requests that failed: {failed}; {held}")
+                print(
+                    f"Submit {attempt} did not reach a run page: Prefect's error toast "
+                    f"{'shown' if oops else 'absent'}; requests that failed: {failed}; {held}"
+                )
                 if attempt == 2 or not oops or not held.endswith(": none"):
                     raise
             # the toast's countdown ring lies over its close button, so a pointer click lands on the ring (seen
             # 2026-11-25: ElementClickInterceptedException); the button's own click() closes it
-            for close in self.d.find_elements(By.XPATH,
-                                              "//button[@aria-label='Close' or contains(@class,'toast__close')]"):
+            for close in self.d.find_elements(
+                By.XPATH, "//button[@aria-label='Close' or contains(@class,'toast__close')]"
+            ):
                 if close.is_displayed():
                     self.d.execute_script("arguments[0].click()", close)
             with contextlib.suppress(TimeoutException):  # gone before Submit is pressed again, not over it
@@ -154,9 +155,11 @@ class Page:
 
     def prop(self, name: str) -> WebElement:
         """The block of the run form for parameter `name` (its label reads 'name' or 'name (Optional)')."""
-        return self.visible(f"//span[contains(@class,'schema-form-property__label') and (normalize-space()='{name}'"
-                            f" or starts-with(normalize-space(), '{name} ('))]"
-                            "/ancestor::div[contains(concat(' ', normalize-space(@class), ' '), ' p-label ')][1]")
+        return self.visible(
+            f"//span[contains(@class,'schema-form-property__label') and (normalize-space()='{name}'"
+            f" or starts-with(normalize-space(), '{name} ('))]"
+            "/ancestor::div[contains(concat(' ', normalize-space(@class), ' '), ' p-label ')][1]"
+        )
 
     def type_into(self, element: WebElement, text: str) -> None:
         # select-all + delete fires the input events Vue's v-model listens to (element.clear() does not)
@@ -199,8 +202,9 @@ def _evidence(driver: webdriver.Chrome, folder: Path, name: str) -> str:
     return f"screenshot {shot}, page source {html}, url {driver.current_url}"
 
 
-def test_custom_run_from_the_ui(stack: StackInfo, deployed: list[str], tiny_dataset: Path,
-                                browser: webdriver.Chrome) -> None:
+def test_custom_run_from_the_ui(
+    stack: StackInfo, deployed: list[str], tiny_dataset: Path, browser: webdriver.Chrome
+) -> None:
     page = Page(browser, stack)
     run_id = new_run_id("ui")
     step = "start"
@@ -255,7 +259,8 @@ def test_custom_run_from_the_ui(stack: StackInfo, deployed: list[str], tiny_data
             search.send_keys(key)
             try:
                 WebDriverWait(browser, 10).until(
-                    EC.element_to_be_clickable((By.XPATH, f"//*[normalize-space()='{key}']")))
+                    EC.element_to_be_clickable((By.XPATH, f"//*[normalize-space()='{key}']"))
+                )
                 break
             except TimeoutException:
                 if time.monotonic() > deadline:
@@ -271,24 +276,35 @@ def test_custom_run_from_the_ui(stack: StackInfo, deployed: list[str], tiny_data
             assert system in body, f"{system} missing from the rendered report"
     except BaseException as e:
         where = _evidence(browser, stack.folder, f"ui-failure-{run_id}")
-        raise AssertionError(f"UI step '{step}' failed: {type(e).__name__}: {e}\n{where}\n"
-                             f"{_runs_with_run_id(stack, run_id)}") from e
+        raise AssertionError(
+            f"UI step '{step}' failed: {type(e).__name__}: {e}\n{where}\n{_runs_with_run_id(stack, run_id)}"
+        ) from e
 
 
 def _runs_with_run_id(stack: StackInfo, run_id: str) -> str:
     """What the server holds for this run id: tells a submit that never reached it from a toast the page missed."""
     try:
         # not the nightly deployment's scheduled runs of the coming nights (up to 100 of them)
-        runs = api(stack, "/flow_runs/filter", {"limit": 200, "sort": "EXPECTED_START_TIME_DESC", "flow_runs": {
-            "expected_start_time": {"before_": (datetime.now(timezone.utc) + timedelta(minutes=10)).isoformat()}}})
+        runs = api(
+            stack,
+            "/flow_runs/filter",
+            {
+                "limit": 200,
+                "sort": "EXPECTED_START_TIME_DESC",
+                "flow_runs": {
+                    "expected_start_time": {"before_": (datetime.now(UTC) + timedelta(minutes=10)).isoformat()}
+                },
+            },
+        )
     except Exception as e:  # the server itself may be the problem
         return f"(flow runs not readable: {e})"
     mine = [f"{r['id']} {r['state_name']}" for r in runs if (r.get("parameters") or {}).get("run_id") == run_id]
     return f"flow runs with run_id {run_id}: {mine or 'none'}"
 
 
-def test_a_pushed_dataset_and_clip_folder_run_from_the_ui(stack: StackInfo, deployed: list[str], tiny_dataset: Path,
-                                                         browser: webdriver.Chrome, tmp_path: Path) -> None:
+def test_a_pushed_dataset_and_clip_folder_run_from_the_ui(
+    stack: StackInfo, deployed: list[str], tiny_dataset: Path, browser: webdriver.Chrome, tmp_path: Path
+) -> None:
     """Issue 33: the items file and the clips are on the user's side; `datasets push` and `systems push` (with the
     stack's PREFECT_API_URL, as a user's shell would have it) put them in the store and into the adhoc form, whose
     description lists them; the run chosen in the form reads nothing but the store, and the report names the
@@ -310,8 +326,9 @@ def test_a_pushed_dataset_and_clip_folder_run_from_the_ui(stack: StackInfo, depl
         sf.write(user / "clips" / f"{item_id}.wav", 0.3 * np.sin(2 * np.pi * (200 + 60 * i) * t), 16000)
     env = cli_env(stack.api_url) | stack.env()
     label, name = new_run_id("rec"), new_run_id("mine")
-    pushed = run_cli(["datasets", "push", "items.jsonl", "--name", name, "--version", "v1"], env, cwd=user,
-                     timeout_s=300)
+    pushed = run_cli(
+        ["datasets", "push", "items.jsonl", "--name", name, "--version", "v1"], env, cwd=user, timeout_s=300
+    )
     assert pushed.returncode == 0 and "the evaluate/adhoc run form now offers" in pushed.stdout, pushed.stderr[-3000:]
     pushed = run_cli(["systems", "push", "--label", label, "--dir", "clips"], env, cwd=user, timeout_s=300)
     assert pushed.returncode == 0 and "the evaluate/adhoc run form now offers" in pushed.stdout, pushed.stderr[-3000:]
@@ -321,12 +338,14 @@ def test_a_pushed_dataset_and_clip_folder_run_from_the_ui(stack: StackInfo, depl
     systems = [f"pushed:{label}", "espeak-ng"]
 
     # a wrong choice: the flow refuses it before any work, and says what is registered
-    refused = run_deployment_and_wait(stack, "evaluate/adhoc", {"dataset": f"{name}@v2", "systems": systems,
-                                                                "run_id": new_run_id("refused")})
+    refused = run_deployment_and_wait(
+        stack, "evaluate/adhoc", {"dataset": f"{name}@v2", "systems": systems, "run_id": new_run_id("refused")}
+    )
     message = refused.state.message or ""
     assert refused.state.is_failed() and f"dataset {name}@v2 is not in store" in message and "versions: v1" in message
-    refused = run_deployment_and_wait(stack, "evaluate/adhoc", {"dataset": f"{name}@v1", "systems": ["pushed:nope"],
-                                                                "run_id": new_run_id("refused")})
+    refused = run_deployment_and_wait(
+        stack, "evaluate/adhoc", {"dataset": f"{name}@v1", "systems": ["pushed:nope"], "run_id": new_run_id("refused")}
+    )
     assert refused.state.is_failed() and "no system 'nope' was pushed" in (refused.state.message or "")
     assert f"pushed:{label}" in refused.state.message
 
@@ -366,8 +385,9 @@ def test_a_pushed_dataset_and_clip_folder_run_from_the_ui(stack: StackInfo, depl
         page.visible("//*[normalize-space()='Completed']")
     except BaseException as e:
         where = _evidence(browser, stack.folder, f"ui-failure-{run_id}")
-        raise AssertionError(f"UI step '{step}' failed: {type(e).__name__}: {e}\n{where}\n"
-                             f"{_runs_with_run_id(stack, run_id)}") from e
+        raise AssertionError(
+            f"UI step '{step}' failed: {type(e).__name__}: {e}\n{where}\n{_runs_with_run_id(stack, run_id)}"
+        ) from e
 
 
 def s3_object(stack: StackInfo, rel_path: str) -> bytes:
@@ -375,7 +395,12 @@ def s3_object(stack: StackInfo, rel_path: str) -> bytes:
     import boto3
 
     aws = stack.aws_env()
-    s3 = boto3.client("s3", endpoint_url=stack.s3_endpoint, aws_access_key_id=aws["AWS_ACCESS_KEY_ID"],
-                      aws_secret_access_key=aws["AWS_SECRET_ACCESS_KEY"], region_name=aws["AWS_REGION"])
-    bucket, _, root = stack.store_uri[len("s3://"):].partition("/")
+    s3 = boto3.client(
+        "s3",
+        endpoint_url=stack.s3_endpoint,
+        aws_access_key_id=aws["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=aws["AWS_SECRET_ACCESS_KEY"],
+        region_name=aws["AWS_REGION"],
+    )
+    bucket, _, root = stack.store_uri[len("s3://") :].partition("/")
     return s3.get_object(Bucket=bucket, Key=f"{root}/{rel_path}".lstrip("/"))["Body"].read()

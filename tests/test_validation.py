@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pandas as pd
 import pytest
@@ -16,7 +16,7 @@ from ttseval.core.errors import DatasetError
 from ttseval.core.schemas import TABLES, table_from_rows
 from ttseval.core.validation import TABLE_RULES, check_table, require_valid
 
-NOW = datetime(2026, 11, 22, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 22, tzinfo=UTC)
 STAMP = {"created_at": NOW}
 
 
@@ -30,32 +30,80 @@ def synthesis(*rows: dict) -> pd.DataFrame:
 
 
 def transcripts(*rows: dict) -> pd.DataFrame:
-    base = {"system_id": "s1", "asr_id": "a1", "asr_spec": "faster-whisper:tiny.en", "status": "ok", "word_errors": 1,
-            "ref_words": 4, "char_errors": 2, "ref_chars": 10, "wer": 0.25, "cer": 0.2}
+    base = {
+        "system_id": "s1",
+        "asr_id": "a1",
+        "asr_spec": "faster-whisper:tiny.en",
+        "status": "ok",
+        "word_errors": 1,
+        "ref_words": 4,
+        "char_errors": 2,
+        "ref_chars": 10,
+        "wer": 0.25,
+        "cer": 0.2,
+    }
     return frame("transcripts", [base | r for r in rows])
 
 
 def judgments(*rows: dict) -> pd.DataFrame:
-    base = {"system_id": "s1", "baseline_id": "s0", "judge_id": "j1", "judge_spec": "objective", "status": "ok",
-            "parse_ok": True, "winner": "tie", "winner_raw": "tie", "cost_usd": 0.0}
+    base = {
+        "system_id": "s1",
+        "baseline_id": "s0",
+        "judge_id": "j1",
+        "judge_spec": "objective",
+        "status": "ok",
+        "parse_ok": True,
+        "winner": "tie",
+        "winner_raw": "tie",
+        "cost_usd": 0.0,
+    }
     return frame("judgments", [base | r for r in rows])
 
 
 SOUND = {
-    "items": frame("items", [{"item_id": "i1", "category": "questions", "depth": 0, "language": "en-US", "text": "Is it?"}]),
-    "synthesis": synthesis({"item_id": "i1", "system_id": "s1"},
-                           {"item_id": "i2", "system_id": "s1", "status": "unsupported", "duration_s": None,
-                            "audio_sha256": None}),
-    "transcripts": transcripts({"item_id": "i1"},
-                               {"item_id": "i2", "status": "failed", "word_errors": None, "ref_words": None,
-                                "char_errors": None, "ref_chars": None, "wer": None, "cer": None}),
-    "quality": frame("quality", [{"item_id": "i1", "system_id": "s1", "quality_id": "q", "quality_spec": "dnsmos",
-                                  "status": "ok", "mos": 3.2}]),
-    "judgments": judgments({"item_id": "i1"}, {"item_id": "i2", "status": "ok", "parse_ok": False, "winner": None,
-                                               "winner_raw": None}),
-    "instruction_judgments": frame("instruction_judgments", [
-        {"item_id": "i1", "system_id": "s1", "judge_id": "j", "judge_spec": "gemini", "task": "APS", "follows": True,
-         "status": "ok", "parse_ok": True, "cost_usd": 0.001}]),
+    "items": frame(
+        "items", [{"item_id": "i1", "category": "questions", "depth": 0, "language": "en-US", "text": "Is it?"}]
+    ),
+    "synthesis": synthesis(
+        {"item_id": "i1", "system_id": "s1"},
+        {"item_id": "i2", "system_id": "s1", "status": "unsupported", "duration_s": None, "audio_sha256": None},
+    ),
+    "transcripts": transcripts(
+        {"item_id": "i1"},
+        {
+            "item_id": "i2",
+            "status": "failed",
+            "word_errors": None,
+            "ref_words": None,
+            "char_errors": None,
+            "ref_chars": None,
+            "wer": None,
+            "cer": None,
+        },
+    ),
+    "quality": frame(
+        "quality",
+        [{"item_id": "i1", "system_id": "s1", "quality_id": "q", "quality_spec": "dnsmos", "status": "ok", "mos": 3.2}],
+    ),
+    "judgments": judgments(
+        {"item_id": "i1"}, {"item_id": "i2", "status": "ok", "parse_ok": False, "winner": None, "winner_raw": None}
+    ),
+    "instruction_judgments": frame(
+        "instruction_judgments",
+        [
+            {
+                "item_id": "i1",
+                "system_id": "s1",
+                "judge_id": "j",
+                "judge_spec": "gemini",
+                "task": "APS",
+                "follows": True,
+                "status": "ok",
+                "parse_ok": True,
+                "cost_usd": 0.001,
+            }
+        ],
+    ),
 }
 
 
@@ -81,21 +129,32 @@ def test_a_bad_judgment_names_table_rule_rows_and_fix() -> None:
     assert error.source == "judgments" and len(error.problems) == 2
     message = str(error)
     assert message.startswith("table judgments breaks 2 rule(s):")
-    assert ("rule 'winner is one of candidate, baseline, tie' (column winner) fails on 1 row(s): row 2 "
-            "(item_id='i2', system_id='s1', baseline_id='s0', judge_id='j1') (values ['candidat']). Fix: ") in message
-    assert "rule 'status is one of ok, failed, skipped' (column status) fails on 1 row(s): row 3 (item_id='i3'" in message
+    assert (
+        "rule 'winner is one of candidate, baseline, tie' (column winner) fails on 1 row(s): row 2 "
+        "(item_id='i2', system_id='s1', baseline_id='s0', judge_id='j1') (values ['candidat']). Fix: "
+    ) in message
+    assert (
+        "rule 'status is one of ok, failed, skipped' (column status) fails on 1 row(s): row 3 (item_id='i3'" in message
+    )
     assert "Fix: a bug in the stage that wrote it" in message
 
 
 def test_transcripts_with_negative_wer_missing_asr_id_or_empty_reference() -> None:
-    bad = transcripts({"item_id": "i1", "wer": -0.5}, {"item_id": "i2", "asr_id": None},
-                      {"item_id": "i3", "ref_words": 0}, {"item_id": "i4", "word_errors": None})
+    bad = transcripts(
+        {"item_id": "i1", "wer": -0.5},
+        {"item_id": "i2", "asr_id": None},
+        {"item_id": "i3", "ref_words": 0},
+        {"item_id": "i4", "word_errors": None},
+    )
     problems = check_table("transcripts", bad)
     assert len(problems) == 4
     by_rule = {p.split("'")[1]: p for p in problems}
     assert "row 1 (item_id='i1', system_id='s1', asr_id='a1') (values [-0.5])" in by_rule["wer is >= 0"]
     assert "row 2 (item_id='i2'" in by_rule["asr_id is present"]
-    assert "Fix: every transcripts row needs asr_id (stable id of the recogniser configuration)" in by_rule["asr_id is present"]
+    assert (
+        "Fix: every transcripts row needs asr_id (stable id of the recogniser configuration)"
+        in by_rule["asr_id is present"]
+    )
     assert "row 3 (item_id='i3'" in by_rule["ref_words is > 0"] and "at least one word" in by_rule["ref_words is > 0"]
     assert "row 4 (item_id='i4'" in by_rule["ok rows have counts"]
 
@@ -103,15 +162,23 @@ def test_transcripts_with_negative_wer_missing_asr_id_or_empty_reference() -> No
 def test_rules_the_summary_used_to_recheck() -> None:
     # Formerly hand-written in metrics/summary.py: duplicate keys, unknown status, an ok clip without a duration,
     # a MOS off its scale, an instruction task that does not exist.
-    dup = synthesis({"item_id": "i1", "system_id": "s1"}, {"item_id": "i1", "system_id": "s1"},
-                    {"item_id": "i2", "system_id": "s1", "status": "done"},
-                    {"item_id": "i3", "system_id": "s1", "duration_s": None})
+    dup = synthesis(
+        {"item_id": "i1", "system_id": "s1"},
+        {"item_id": "i1", "system_id": "s1"},
+        {"item_id": "i2", "system_id": "s1", "status": "done"},
+        {"item_id": "i3", "system_id": "s1", "duration_s": None},
+    )
     problems = check_table("synthesis", dup)
     assert [p.split("'")[1] for p in problems] == [
-        "(item_id, system_id) is unique", "status is one of ok, failed, empty, unsupported", "ok rows have a duration"]
+        "(item_id, system_id) is unique",
+        "status is one of ok, failed, empty, unsupported",
+        "ok rows have a duration",
+    ]
     assert "row 1 (item_id='i1', system_id='s1'), row 2 (item_id='i1', system_id='s1')" in problems[0]
     quality = SOUND["quality"].assign(mos=9.0)
-    assert check_table("quality", quality)[0].startswith("rule 'mos is on the 1-5 scale' (column mos) fails on 1 row(s)")
+    assert check_table("quality", quality)[0].startswith(
+        "rule 'mos is on the 1-5 scale' (column mos) fails on 1 row(s)"
+    )
     task = SOUND["instruction_judgments"].assign(task="XX")
     assert check_table("instruction_judgments", task)[0].startswith("rule 'task is one of APS, DSD, RP'")
 
@@ -124,33 +191,59 @@ def test_every_clip_stage_table_has_the_same_status_rule_lid_and_prosody_include
     assert CLIP_STAGE_TABLES == ("transcripts", "quality", "lid", "prosody", "similarity")
     for table in CLIP_STAGE_TABLES:
         assert [r.kwargs["value_set"] for r in TABLE_RULES[table] if r.name.startswith("status is one of")] == [
-            ["ok", "failed"]], table
-    lid = frame("lid", [{"item_id": f"i{n}", "system_id": "s1", "lid_id": "l", "lid_spec": "always-en", "status": s,
-                         "language": "eng", "prob": 1.0} for n, s in enumerate(("ok", "failed", "done"))])
-    prosody = frame("prosody", [{"item_id": "i1", "system_id": "s1", "prosody_id": "prosody-v1", "status": "empty"},
-                                {"item_id": "i2", "system_id": "s1", "prosody_id": "prosody-v1", "status": "ok"}])
-    for table, rows, bad in (("lid", lid, "row 3 (item_id='i2', system_id='s1', lid_id='l') (values ['done'])"),
-                             ("prosody", prosody, "row 1 (item_id='i1', system_id='s1', prosody_id='prosody-v1') "
-                                                  "(values ['empty'])")):
+            ["ok", "failed"]
+        ], table
+    lid = frame(
+        "lid",
+        [
+            {
+                "item_id": f"i{n}",
+                "system_id": "s1",
+                "lid_id": "l",
+                "lid_spec": "always-en",
+                "status": s,
+                "language": "eng",
+                "prob": 1.0,
+            }
+            for n, s in enumerate(("ok", "failed", "done"))
+        ],
+    )
+    prosody = frame(
+        "prosody",
+        [
+            {"item_id": "i1", "system_id": "s1", "prosody_id": "prosody-v1", "status": "empty"},
+            {"item_id": "i2", "system_id": "s1", "prosody_id": "prosody-v1", "status": "ok"},
+        ],
+    )
+    for table, rows, bad in (
+        ("lid", lid, "row 3 (item_id='i2', system_id='s1', lid_id='l') (values ['done'])"),
+        ("prosody", prosody, "row 1 (item_id='i1', system_id='s1', prosody_id='prosody-v1') (values ['empty'])"),
+    ):
         [problem] = check_table(table, rows)
-        assert problem.startswith("rule 'status is one of ok, failed' (column status) fails on 1 row(s): " + bad), problem
+        assert problem.startswith("rule 'status is one of ok, failed' (column status) fails on 1 row(s): " + bad), (
+            problem
+        )
 
 
 def test_a_missing_column_is_a_problem_not_a_traceback() -> None:
     problems = check_table("quality", SOUND["quality"].drop(columns=["mos"]))
-    assert problems == ["rule 'declared columns are present' fails: quality lacks column(s) ['mos']. "
-                        "Fix: build the frame with ttseval.core.schemas.QUALITY (table_from_rows)"]
+    assert problems == [
+        "rule 'declared columns are present' fails: quality lacks column(s) ['mos']. "
+        "Fix: build the frame with ttseval.core.schemas.QUALITY (table_from_rows)"
+    ]
 
 
 def test_validation_prints_nothing_even_with_info_logging_on() -> None:
     # A fresh process, so Great Expectations is imported and its context created inside the call, with the root
     # logger at INFO as a CLI or Prefect worker may configure it. Before the fix this printed
     # "Created temporary directory '...' for ephemeral docs site" (and GE's import-time INFO lines).
-    code = ("import logging; logging.basicConfig(level=logging.INFO)\n"
-            "import pandas as pd\n"
-            "from ttseval.core.validation import check_table\n"
-            "assert check_table('quality', pd.DataFrame({'item_id': ['i'], 'system_id': ['s'], 'quality_id': ['q'],"
-            " 'quality_spec': ['d'], 'status': ['ok'], 'mos': [3.0], 'created_at': [pd.Timestamp.now(tz='UTC')]})) == []\n")
+    code = (
+        "import logging; logging.basicConfig(level=logging.INFO)\n"
+        "import pandas as pd\n"
+        "from ttseval.core.validation import check_table\n"
+        "assert check_table('quality', pd.DataFrame({'item_id': ['i'], 'system_id': ['s'], 'quality_id': ['q'],"
+        " 'quality_spec': ['d'], 'status': ['ok'], 'mos': [3.0], 'created_at': [pd.Timestamp.now(tz='UTC')]})) == []\n"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-3000:]
     assert (result.stdout, result.stderr) == ("", "")
@@ -163,7 +256,8 @@ def test_a_validation_call_writes_nothing_to_stdout_or_stderr(capfd: pytest.Capt
 
 
 def test_a_frame_that_passed_passes_again_without_great_expectations_and_a_failure_is_never_remembered(
-        tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from ttseval.core import validation
 
     monkeypatch.setattr(validation, "VALIDATED", tmp_path)
@@ -194,8 +288,10 @@ def test_a_frame_that_passed_passes_again_without_great_expectations_and_a_failu
     row_columns = ("row", *TABLES["transcripts"].key)
     rules = TABLE_RULES["transcripts"]
     assert markers() == [validation.passed_marker(numbered, rules, suite_name="transcripts", row_columns=row_columns)]
-    assert validation.passed_marker(numbered, rules[:-1], suite_name="transcripts",
-                                    row_columns=row_columns) != markers()[0]
+    assert (
+        validation.passed_marker(numbered, rules[:-1], suite_name="transcripts", row_columns=row_columns)
+        != markers()[0]
+    )
     # A cell pandas cannot hash (a list) has no marker: such a frame is validated each time.
     listed = pd.DataFrame({"item_id": ["a"], "tags": [["x", "y"]]})
     assert validation.passed_marker(listed, [], suite_name="t", row_columns=("row",)) is None
@@ -209,8 +305,10 @@ def test_a_marker_never_stands_for_another_frame_whose_cells_pandas_hashes_alike
 
     monkeypatch.setattr(validation, "VALIDATED", tmp_path)
     unique = [Rule("item_id is unique", "item_id", "ExpectColumnValuesToBeUnique", {}, "give each item its own id")]
-    assert pd.util.hash_pandas_object(pd.Series([1, "1"], dtype=object)).tolist() == \
-        pd.util.hash_pandas_object(pd.Series(["1", "1"], dtype=object)).tolist()  # why: the collision itself
+    assert (
+        pd.util.hash_pandas_object(pd.Series([1, "1"], dtype=object)).tolist()
+        == pd.util.hash_pandas_object(pd.Series(["1", "1"], dtype=object)).tolist()
+    )  # why: the collision itself
     mixed = pd.DataFrame({"item_id": pd.Series([1, "1"], dtype=object), "row": [1, 2]})
     assert validation.passed_marker(mixed, unique, suite_name="items", row_columns=("row",)) is None
     assert check(mixed, unique, suite_name="items", row_columns=("row",)) == []  # 1 and "1" differ: unique
@@ -218,8 +316,9 @@ def test_a_marker_never_stands_for_another_frame_whose_cells_pandas_hashes_alike
     assert len(check(same, unique, suite_name="items", row_columns=("row",))) == 1  # not taken for the mixed one
     text = pd.DataFrame({"item_id": ["ab"], "row": [1]})
     raw = pd.DataFrame({"item_id": [b"ab"], "row": [1]})
-    assert validation.passed_marker(text, unique, suite_name="items", row_columns=("row",)) != \
-        validation.passed_marker(raw, unique, suite_name="items", row_columns=("row",))
+    assert validation.passed_marker(text, unique, suite_name="items", row_columns=("row",)) != validation.passed_marker(
+        raw, unique, suite_name="items", row_columns=("row",)
+    )
 
 
 def test_marker_folders_of_other_code_are_removed_once_a_week_old(tmp_path, monkeypatch) -> None:

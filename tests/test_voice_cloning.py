@@ -16,20 +16,26 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ttseval.corpus.importers import import_seedtts, seedtts_ground_truth_manifest
-from ttseval.metrics.similarity import cosine_similarity, similarity_summary
 from tests.conftest import cli_env, run_cli
 from ttseval.core.audio import Audio
 from ttseval.core.errors import DatasetError
 from ttseval.core.protocols import VoicePrompt
 from ttseval.core.store import ArtifactStore
+from ttseval.corpus.importers import import_seedtts, seedtts_ground_truth_manifest
+from ttseval.metrics.similarity import cosine_similarity, similarity_summary
 
-TEXTS = {"u1": "The weather was mild and the river ran slowly past the town.",
-         "u2": "She packed three books and a lamp before the train left.",
-         "u3": "Every morning the baker opens his shop at six o'clock.",
-         "u4": "Our team finished the project two days ahead of schedule."}
-PROMPT_TEXTS = {"u1": "A quiet evening settled over the hills.", "u2": "Please call me when you arrive home.",
-                "u3": "The garden needs water after such a hot day.", "u4": "He read the letter twice and smiled."}
+TEXTS = {
+    "u1": "The weather was mild and the river ran slowly past the town.",
+    "u2": "She packed three books and a lamp before the train left.",
+    "u3": "Every morning the baker opens his shop at six o'clock.",
+    "u4": "Our team finished the project two days ahead of schedule.",
+}
+PROMPT_TEXTS = {
+    "u1": "A quiet evening settled over the hills.",
+    "u2": "Please call me when you arrive home.",
+    "u3": "The garden needs water after such a hot day.",
+    "u4": "He read the letter twice and smiled.",
+}
 ENGINE = {"u1": "espeak", "u2": "espeak", "u3": "flite", "u4": "flite"}  # the voice of each item's prompt
 
 
@@ -62,16 +68,42 @@ def test_cosine_similarity_matches_scipy_and_a_hand_worked_case() -> None:
 def test_similarity_summary_is_per_encoder_and_system_and_skips_failed_rows() -> None:
     from ttseval.metrics.bootstrap import bootstrap_mean_ci
 
-    frame = pd.DataFrame([
-        {"encoder_id": "e1", "encoder_spec": "resemblyzer", "system_id": "a", "similarity": 0.9, "status": "ok",
-         "reference": "prompt"},
-        {"encoder_id": "e1", "encoder_spec": "resemblyzer", "system_id": "a", "similarity": 0.7, "status": "ok",
-         "reference": "prompt"},
-        {"encoder_id": "e1", "encoder_spec": "resemblyzer", "system_id": "a", "similarity": None, "status": "failed",
-         "reference": "prompt"},
-        {"encoder_id": "e2", "encoder_spec": "transformers-sv:x", "system_id": "a", "similarity": 0.2, "status": "ok",
-         "reference": "voice"},
-    ])
+    frame = pd.DataFrame(
+        [
+            {
+                "encoder_id": "e1",
+                "encoder_spec": "resemblyzer",
+                "system_id": "a",
+                "similarity": 0.9,
+                "status": "ok",
+                "reference": "prompt",
+            },
+            {
+                "encoder_id": "e1",
+                "encoder_spec": "resemblyzer",
+                "system_id": "a",
+                "similarity": 0.7,
+                "status": "ok",
+                "reference": "prompt",
+            },
+            {
+                "encoder_id": "e1",
+                "encoder_spec": "resemblyzer",
+                "system_id": "a",
+                "similarity": None,
+                "status": "failed",
+                "reference": "prompt",
+            },
+            {
+                "encoder_id": "e2",
+                "encoder_spec": "transformers-sv:x",
+                "system_id": "a",
+                "similarity": 0.2,
+                "status": "ok",
+                "reference": "voice",
+            },
+        ]
+    )
     out = similarity_summary(frame, n_resamples=200, seed=1).set_index("encoder_id")
     assert out.loc["e1", "n"] == 2 and out.loc["e1", "sim"] == pytest.approx(0.8)  # (0.9 + 0.7) / 2
     ci = bootstrap_mean_ci([0.9, 0.7], n_resamples=200, seed=1)
@@ -114,10 +146,10 @@ class NoCloner(EchoCloner):
 
 
 def test_a_cloning_system_gets_each_items_prompt_and_the_prompt_is_part_of_the_request_key(tmp_path: Path) -> None:
-    from ttseval.tasks.synthesize import synthesize_rows
     from ttseval.core.audio import sha256_hex
     from ttseval.core.config import load_settings
     from ttseval.core.registry import Spec
+    from ttseval.tasks.synthesize import synthesize_rows
 
     store = ArtifactStore(str(tmp_path / "store"))
     settings = load_settings(store=store.uri)
@@ -127,12 +159,32 @@ def test_a_cloning_system_gets_each_items_prompt_and_the_prompt_is_part_of_the_r
         wav = voice.to_wav_bytes()
         shas.append(sha256_hex(wav))
         store.put_audio(wav, shas[-1])
-    items = [{"item_id": "a", "text": "Same text.", "language": "en", "instruction": None,
-              "prompt_audio_sha256": shas[0], "prompt_text": "first voice"},
-             {"item_id": "b", "text": "Same text.", "language": "en", "instruction": None,
-              "prompt_audio_sha256": shas[1], "prompt_text": "second voice"},
-             {"item_id": "c", "text": "Same text.", "language": "en", "instruction": None,
-              "prompt_audio_sha256": None, "prompt_text": None}]
+    items = [
+        {
+            "item_id": "a",
+            "text": "Same text.",
+            "language": "en",
+            "instruction": None,
+            "prompt_audio_sha256": shas[0],
+            "prompt_text": "first voice",
+        },
+        {
+            "item_id": "b",
+            "text": "Same text.",
+            "language": "en",
+            "instruction": None,
+            "prompt_audio_sha256": shas[1],
+            "prompt_text": "second voice",
+        },
+        {
+            "item_id": "c",
+            "text": "Same text.",
+            "language": "en",
+            "instruction": None,
+            "prompt_audio_sha256": None,
+            "prompt_text": None,
+        },
+    ]
     cloner = EchoCloner()
     rows = synthesize_rows(cloner, Spec.parse("echo"), items, settings, store)
     assert [p.text if p else None for p in cloner.prompts] == ["first voice", "second voice", None]
@@ -154,14 +206,19 @@ def test_a_cloning_system_gets_each_items_prompt_and_the_prompt_is_part_of_the_r
 def test_seedtts_meta_lst_imports_with_prompts_resolved_and_bad_lines_named(tmp_path: Path) -> None:
     en = tmp_path / "seedtts_testset" / "en"
     (en / "prompt-wavs").mkdir(parents=True)
-    (en / "meta.lst").write_text("u1|Hello there.|prompt-wavs/p1.wav|Good morning to you.\n\n"
-                                 "u2|Second prompt.|prompt-wavs/p2.wav|Target two.|wavs/u2.wav\n", encoding="utf-8")
+    (en / "meta.lst").write_text(
+        "u1|Hello there.|prompt-wavs/p1.wav|Good morning to you.\n\n"
+        "u2|Second prompt.|prompt-wavs/p2.wav|Target two.|wavs/u2.wav\n",
+        encoding="utf-8",
+    )
     items = import_seedtts(en / "meta.lst").set_index("item_id")
     assert list(items.index) == ["u1", "u2"]
     assert items.loc["u1", "text"] == "Good morning to you." and items.loc["u1", "prompt_text"] == "Hello there."
     assert items.loc["u1", "prompt_audio_uri"] == str((en / "prompt-wavs" / "p1.wav").resolve())
     assert items.loc["u1", "language"] == "en-US" and items.loc["u2", "benchmark"] == "seed-tts-eval/en"
-    assert seedtts_ground_truth_manifest(en / "meta.lst") == [{"item_id": "u2", "path": str((en / "wavs/u2.wav").resolve())}]
+    assert seedtts_ground_truth_manifest(en / "meta.lst") == [
+        {"item_id": "u2", "path": str((en / "wavs/u2.wav").resolve())}
+    ]
 
     bad = tmp_path / "other" / "meta.lst"
     bad.parent.mkdir()
@@ -195,12 +252,26 @@ def seedtts_run(shared_env: dict[str, str], tmp_path_factory: pytest.TempPathFac
         lines.append(f"{utt}|{PROMPT_TEXTS[utt]}|prompt-wavs/{utt}.wav|{text}")
     (en / "meta.lst").write_text("\n".join(lines) + "\n", encoding="utf-8")
     env = shared_env | {"TTSEVAL_QUALITY": '["dnsmos", "distillmos"]'}  # and two MOS predictors
-    imported = run_cli(["import-dataset", "--format", "seedtts", str(en / "meta.lst"), "--out",
-                        str(root / "items.jsonl")], env, cwd=root)
+    imported = run_cli(
+        ["import-dataset", "--format", "seedtts", str(en / "meta.lst"), "--out", str(root / "items.jsonl")],
+        env,
+        cwd=root,
+    )
     assert imported.returncode == 0, imported.stderr[-3000:]
     systems = f"files:cloner:dir={en / 'cloner'},files:mismatch:dir={en / 'mismatch'}"
-    args = ["evaluate", "--dataset", str(root / "items.jsonl"), "--systems", systems, "--store", str(root / "store"),
-            "--run-id", "seed", "--judges", ""]
+    args = [
+        "evaluate",
+        "--dataset",
+        str(root / "items.jsonl"),
+        "--systems",
+        systems,
+        "--store",
+        str(root / "store"),
+        "--run-id",
+        "seed",
+        "--judges",
+        "",
+    ]
     first = run_cli(args, env, cwd=root)
     assert first.returncode == 0, first.stderr[-4000:]
     again = run_cli(args, env, cwd=root)
@@ -224,7 +295,8 @@ def test_sim_ranks_the_cloner_above_the_other_voice_and_wer_comes_from_the_same_
     assert len(sim) == 8 and (sim["status"] == "ok").all() and set(sim["encoder_spec"]) == {"resemblyzer"}
     assert set(sim["reference"]) == {"prompt"}
     by = sim.assign(system=sim["system_id"].map(lambda s: "cloner" if "cloner" in s else "mismatch")).pivot(
-        index="item_id", columns="system", values="similarity")
+        index="item_id", columns="system", values="similarity"
+    )
     assert (by["cloner"] > by["mismatch"] + 0.15).all(), by  # same speaker above a different one, item by item
     transcripts = pd.read_parquet(run / "transcripts")
     assert len(transcripts) == 8 and (transcripts["status"] == "ok").all()
@@ -255,7 +327,9 @@ def test_two_mos_predictors_each_have_their_rows_and_column_and_the_first_is_the
     assert "| system | MOS (dnsmos) | MOS (distillmos) |" in section
     distill = quality[quality["quality_spec"] == "distillmos"].groupby("system_id")["mos"].mean()
     for system_id, value in distill.items():
-        row = next(line for line in section.splitlines() if line.startswith(f"| {summary.loc[system_id, 'system_spec']} |"))
+        row = next(
+            line for line in section.splitlines() if line.startswith(f"| {summary.loc[system_id, 'system_spec']} |")
+        )
         assert row.split(" | ")[2].startswith(f"{value:.2f} [")
 
 
@@ -271,13 +345,13 @@ def test_a_second_run_recomputes_no_similarity(seedtts_run) -> None:
 
 
 def test_a_systems_reference_voice_is_the_reference_where_items_have_no_prompt(tmp_path: Path) -> None:
-    from ttseval.flows.common import register_items
-    from ttseval.tasks.stages import SIMILARITY, run_stage
-    from ttseval.tasks.voices import References, store_prompts, store_reference_voices
     from ttseval.core.audio import sha256_hex
     from ttseval.core.config import load_settings
     from ttseval.core.errors import ConfigError
     from ttseval.core.registry import Spec
+    from ttseval.flows.common import register_items
+    from ttseval.tasks.stages import SIMILARITY, run_stage
+    from ttseval.tasks.voices import References, store_prompts, store_reference_voices
 
     for name, engine in (("voice", "espeak"), ("same", "espeak"), ("other", "flite"), ("prompt", "flite")):
         _speak(engine, TEXTS["u1"] if name != "voice" else PROMPT_TEXTS["u2"], tmp_path / f"{name}.wav")
@@ -285,11 +359,23 @@ def test_a_systems_reference_voice_is_the_reference_where_items_have_no_prompt(t
     system = Spec.parse("espeak-ng")
     settings = load_settings(store=store.uri, reference_voices={"espeak-ng": str(tmp_path / "voice.wav")})
     with pytest.raises(ConfigError, match="'flite' is not a system of this run"):
-        store_reference_voices(store, "r", load_settings(store=store.uri, reference_voices={"flite": "x.wav"}), [system])
+        store_reference_voices(
+            store, "r", load_settings(store=store.uri, reference_voices={"flite": "x.wav"}), [system]
+        )
     assert set(store_reference_voices(store, "r", settings, [system])) == {system.id}
-    items = pd.DataFrame([{"item_id": i, "text": TEXTS["u1"], "language": "en", "category": "c", "depth": 0,
-                           "prompt_audio_uri": str(tmp_path / "prompt.wav") if i == "with-prompt" else None}
-                          for i in ("plain", "plain-2", "with-prompt")])
+    items = pd.DataFrame(
+        [
+            {
+                "item_id": i,
+                "text": TEXTS["u1"],
+                "language": "en",
+                "category": "c",
+                "depth": 0,
+                "prompt_audio_uri": str(tmp_path / "prompt.wav") if i == "with-prompt" else None,
+            }
+            for i in ("plain", "plain-2", "with-prompt")
+        ]
+    )
     items = store_prompts(store, items, source="test")
     register_items(store, "r", items)
     shas = {}
@@ -297,10 +383,12 @@ def test_a_systems_reference_voice_is_the_reference_where_items_have_no_prompt(t
         wav = Audio.from_wav_bytes((tmp_path / f"{name}.wav").read_bytes()).to_wav_bytes()
         shas[name] = sha256_hex(wav)
         store.put_audio(wav, shas[name])
-    work = [{"item_id": "plain", "system_id": system.id, "audio_sha256": shas["same"]},
-            {"item_id": "plain-2", "system_id": system.id, "audio_sha256": shas["other"]},
-            {"item_id": "with-prompt", "system_id": system.id, "audio_sha256": shas["other"]},
-            {"item_id": "plain", "system_id": "no-voice", "audio_sha256": shas["same"]}]  # nothing to compare with
+    work = [
+        {"item_id": "plain", "system_id": system.id, "audio_sha256": shas["same"]},
+        {"item_id": "plain-2", "system_id": system.id, "audio_sha256": shas["other"]},
+        {"item_id": "with-prompt", "system_id": system.id, "audio_sha256": shas["other"]},
+        {"item_id": "plain", "system_id": "no-voice", "audio_sha256": shas["same"]},
+    ]  # nothing to compare with
     result = run_stage(SIMILARITY, settings, "r", work)
     rows = store.read("r", "similarity").set_index("item_id")
     assert result.n_rows == 3 and set(rows["system_id"]) == {system.id}
@@ -315,9 +403,13 @@ def test_an_unreadable_prompt_is_refused_naming_row_item_and_path_and_nothing_is
     from ttseval.tasks.voices import store_prompts
 
     (tmp_path / "not-audio.wav").write_text("hello")
-    items = pd.DataFrame([{"item_id": "a", "prompt_audio_uri": None},
-                          {"item_id": "b", "prompt_audio_uri": str(tmp_path / "missing.wav")},
-                          {"item_id": "c", "prompt_audio_uri": str(tmp_path / "not-audio.wav")}])
+    items = pd.DataFrame(
+        [
+            {"item_id": "a", "prompt_audio_uri": None},
+            {"item_id": "b", "prompt_audio_uri": str(tmp_path / "missing.wav")},
+            {"item_id": "c", "prompt_audio_uri": str(tmp_path / "not-audio.wav")},
+        ]
+    )
     store = ArtifactStore(str(tmp_path / "store"))
     with pytest.raises(DatasetError) as refused:
         store_prompts(store, items, source="items.jsonl")
@@ -328,21 +420,52 @@ def test_an_unreadable_prompt_is_refused_naming_row_item_and_path_and_nothing_is
 
 
 def test_a_prompt_path_relative_to_the_items_file_is_resolved_and_a_missing_one_exits_2(
-        prefect_api: str, tmp_path: Path) -> None:
+    prefect_api: str, tmp_path: Path
+) -> None:
     from ttseval.corpus.items import load_items
 
     (tmp_path / "data" / "prompts").mkdir(parents=True)
     _speak("espeak", PROMPT_TEXTS["u1"], tmp_path / "data" / "prompts" / "p.wav")
-    rows = [{"item_id": "a", "text": TEXTS["u1"], "language": "en", "category": "c", "depth": 0,
-             "prompt_audio_uri": "prompts/p.wav", "prompt_text": PROMPT_TEXTS["u1"]},
-            {"item_id": "b", "text": TEXTS["u2"], "language": "en", "category": "c", "depth": 0,
-             "prompt_audio_uri": "prompts/absent.wav"}]
+    rows = [
+        {
+            "item_id": "a",
+            "text": TEXTS["u1"],
+            "language": "en",
+            "category": "c",
+            "depth": 0,
+            "prompt_audio_uri": "prompts/p.wav",
+            "prompt_text": PROMPT_TEXTS["u1"],
+        },
+        {
+            "item_id": "b",
+            "text": TEXTS["u2"],
+            "language": "en",
+            "category": "c",
+            "depth": 0,
+            "prompt_audio_uri": "prompts/absent.wav",
+        },
+    ]
     dataset = tmp_path / "data" / "items.jsonl"
     dataset.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     items = load_items(dataset).set_index("item_id")
     assert items.loc["a", "prompt_audio_uri"] == str(tmp_path / "data" / "prompts" / "p.wav")
-    result = run_cli(["evaluate", "--dataset", str(dataset), "--systems", "espeak-ng", "--store",
-                      str(tmp_path / "store"), "--run-id", "bad", "--judges", ""], cli_env(prefect_api), cwd=tmp_path)
+    result = run_cli(
+        [
+            "evaluate",
+            "--dataset",
+            str(dataset),
+            "--systems",
+            "espeak-ng",
+            "--store",
+            str(tmp_path / "store"),
+            "--run-id",
+            "bad",
+            "--judges",
+            "",
+        ],
+        cli_env(prefect_api),
+        cwd=tmp_path,
+    )
     assert result.returncode == 2, result.stderr[-2000:]
     assert "row 2 (item_id='b') prompt_audio_uri" in result.stderr and "absent.wav" in result.stderr
     assert not (tmp_path / "store" / "runs" / "bad").exists()  # refused before anything of the run was written

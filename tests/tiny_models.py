@@ -12,16 +12,26 @@ LID_LABELS = ["pus", "urd", "eng"]  # MMS-LID's ISO 639-3 labels
 def _wav2vec2_config(**extra):
     from transformers import Wav2Vec2Config
 
-    return Wav2Vec2Config(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-                          conv_dim=(16, 16, 16), conv_kernel=(10, 3, 3), conv_stride=(5, 4, 4),
-                          num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2, **extra)
+    return Wav2Vec2Config(
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        conv_dim=(16, 16, 16),
+        conv_kernel=(10, 3, 3),
+        conv_stride=(5, 4, 4),
+        num_conv_pos_embeddings=16,
+        num_conv_pos_embedding_groups=2,
+        **extra,
+    )
 
 
 def _extractor():
     from transformers import Wav2Vec2FeatureExtractor
 
-    return Wav2Vec2FeatureExtractor(feature_size=1, sampling_rate=16000, padding_value=0.0, do_normalize=True,
-                                    return_attention_mask=True)
+    return Wav2Vec2FeatureExtractor(
+        feature_size=1, sampling_rate=16000, padding_value=0.0, do_normalize=True, return_attention_mask=True
+    )
 
 
 def build_tiny_ctc(directory: Path) -> Path:
@@ -49,8 +59,12 @@ def build_tiny_lid(directory: Path) -> Path:
     from transformers import Wav2Vec2ForSequenceClassification
 
     torch.manual_seed(0)
-    config = _wav2vec2_config(num_labels=len(LID_LABELS), id2label=dict(enumerate(LID_LABELS)),
-                              label2id={label: i for i, label in enumerate(LID_LABELS)}, classifier_proj_size=8)
+    config = _wav2vec2_config(
+        num_labels=len(LID_LABELS),
+        id2label=dict(enumerate(LID_LABELS)),
+        label2id={label: i for i, label in enumerate(LID_LABELS)},
+        classifier_proj_size=8,
+    )
     Wav2Vec2ForSequenceClassification(config).eval().save_pretrained(directory)
     _extractor().save_pretrained(directory)
     return directory
@@ -63,29 +77,62 @@ def build_tiny_whisper(directory: Path) -> Path:
     """A multilingual Whisper-shaped seq2seq model (1 layer each side, d_model 16) with a byte-level tokenizer,
     Whisper's special tokens for four languages and the generation config that names them (lang_to_id)."""
     import torch
-    from transformers import (GenerationConfig, WhisperConfig, WhisperFeatureExtractor,
-                              WhisperForConditionalGeneration, WhisperProcessor, WhisperTokenizer)
+    from transformers import (
+        GenerationConfig,
+        WhisperConfig,
+        WhisperFeatureExtractor,
+        WhisperForConditionalGeneration,
+        WhisperProcessor,
+        WhisperTokenizer,
+    )
     from transformers.convert_slow_tokenizer import bytes_to_unicode
 
     directory.mkdir(parents=True, exist_ok=True)
     vocab = {c: i for i, c in enumerate(bytes_to_unicode().values())}
-    specials = ["<|endoftext|>", "<|startoftranscript|>", *[f"<|{code}|>" for code in WHISPER_LANGUAGES],
-                "<|translate|>", "<|transcribe|>", "<|startoflm|>", "<|startofprev|>", "<|nocaptions|>",
-                "<|notimestamps|>"]
+    specials = [
+        "<|endoftext|>",
+        "<|startoftranscript|>",
+        *[f"<|{code}|>" for code in WHISPER_LANGUAGES],
+        "<|translate|>",
+        "<|transcribe|>",
+        "<|startoflm|>",
+        "<|startofprev|>",
+        "<|nocaptions|>",
+        "<|notimestamps|>",
+    ]
     for token in specials:
         vocab[token] = len(vocab)
     (directory / "vocab.json").write_text(json.dumps(vocab))
     (directory / "merges.txt").write_text("#version: 0.2\n")
     end = "<|endoftext|>"
-    tokenizer = WhisperTokenizer(str(directory / "vocab.json"), str(directory / "merges.txt"), unk_token=end,
-                                 bos_token=end, eos_token=end, pad_token=end)
+    tokenizer = WhisperTokenizer(
+        str(directory / "vocab.json"),
+        str(directory / "merges.txt"),
+        unk_token=end,
+        bos_token=end,
+        eos_token=end,
+        pad_token=end,
+    )
     tokenizer.add_special_tokens({"additional_special_tokens": specials[1:]})
-    config = WhisperConfig(vocab_size=len(vocab), d_model=16, encoder_layers=1, decoder_layers=1,
-                           encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32,
-                           num_mel_bins=80, max_source_positions=1500, max_target_positions=448,
-                           decoder_start_token_id=vocab["<|startoftranscript|>"], pad_token_id=vocab[end],
-                           eos_token_id=vocab[end], bos_token_id=vocab[end], suppress_tokens=[],
-                           begin_suppress_tokens=[])
+    config = WhisperConfig(
+        vocab_size=len(vocab),
+        d_model=16,
+        encoder_layers=1,
+        decoder_layers=1,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=32,
+        decoder_ffn_dim=32,
+        num_mel_bins=80,
+        max_source_positions=1500,
+        max_target_positions=448,
+        decoder_start_token_id=vocab["<|startoftranscript|>"],
+        pad_token_id=vocab[end],
+        eos_token_id=vocab[end],
+        bos_token_id=vocab[end],
+        suppress_tokens=[],
+        begin_suppress_tokens=[],
+    )
     torch.manual_seed(0)
     model = WhisperForConditionalGeneration(config).eval()
     generation = GenerationConfig.from_model_config(config)
@@ -97,7 +144,8 @@ def build_tiny_whisper(directory: Path) -> Path:
     model.generation_config = generation
     model.save_pretrained(directory)
     WhisperProcessor(feature_extractor=WhisperFeatureExtractor(feature_size=80), tokenizer=tokenizer).save_pretrained(
-        directory)
+        directory
+    )
     return directory
 
 
@@ -108,11 +156,23 @@ def build_tiny_wavlm_xvector(directory: Path) -> Path:
     from transformers import WavLMConfig, WavLMForXVector
 
     torch.manual_seed(0)
-    config = WavLMConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-                         conv_dim=(16, 16, 16), conv_kernel=(10, 3, 3), conv_stride=(5, 4, 4),
-                         num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2, num_buckets=16,
-                         max_bucket_distance=64, tdnn_dim=(16, 16, 32), tdnn_kernel=(5, 3, 1), tdnn_dilation=(1, 2, 1),
-                         xvector_output_dim=16)
+    config = WavLMConfig(
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        conv_dim=(16, 16, 16),
+        conv_kernel=(10, 3, 3),
+        conv_stride=(5, 4, 4),
+        num_conv_pos_embeddings=16,
+        num_conv_pos_embedding_groups=2,
+        num_buckets=16,
+        max_bucket_distance=64,
+        tdnn_dim=(16, 16, 32),
+        tdnn_kernel=(5, 3, 1),
+        tdnn_dilation=(1, 2, 1),
+        xvector_output_dim=16,
+    )
     WavLMForXVector(config).eval().save_pretrained(directory)
     _extractor().save_pretrained(directory)
     return directory
@@ -122,29 +182,64 @@ def build_tiny_dia(directory: Path) -> Path:
     """A Dia dialogue TTS model (DiaForConditionalGeneration, Dia-1.6B's token layout: 9 DAC codebooks of 1024,
     delay pattern 0, 8..15) and its processor, with a tiny DAC codec at 44.1 kHz saved beside it (dac/)."""
     import torch
-    from transformers import (DacConfig, DacModel, DiaConfig, DiaFeatureExtractor, DiaForConditionalGeneration,
-                              DiaProcessor, DiaTokenizer)
+    from transformers import (
+        DacConfig,
+        DacModel,
+        DiaConfig,
+        DiaFeatureExtractor,
+        DiaForConditionalGeneration,
+        DiaProcessor,
+        DiaTokenizer,
+    )
     from transformers.models.dia.configuration_dia import DiaDecoderConfig, DiaEncoderConfig
 
     torch.manual_seed(0)
-    codec = DacModel(DacConfig(encoder_hidden_size=4, downsampling_ratios=[2, 4, 8, 8], decoder_hidden_size=16,
-                               n_codebooks=9, codebook_size=1024, codebook_dim=4, hidden_size=16, sampling_rate=44100))
+    codec = DacModel(
+        DacConfig(
+            encoder_hidden_size=4,
+            downsampling_ratios=[2, 4, 8, 8],
+            decoder_hidden_size=16,
+            n_codebooks=9,
+            codebook_size=1024,
+            codebook_dim=4,
+            hidden_size=16,
+            sampling_rate=44100,
+        )
+    )
     with torch.no_grad():  # spread the codebooks, so different codes decode to audibly different frames
         for quantizer in codec.quantizer.quantizers:
             quantizer.codebook.weight.mul_(50.0)
     codec.eval().save_pretrained(directory / "dac")
-    attention = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2,
-                 "num_key_value_heads": 2, "head_dim": 16, "initializer_range": 0.5}  # wide: a prompt moves the logits
-    config = DiaConfig(encoder_config=DiaEncoderConfig(vocab_size=256, **attention),
-                       decoder_config=DiaDecoderConfig(num_channels=9, vocab_size=1028, cross_num_attention_heads=2,
-                                                       cross_head_dim=16, cross_num_key_value_heads=2,
-                                                       cross_hidden_size=32, **attention))
+    attention = {
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "initializer_range": 0.5,
+    }  # wide: a prompt moves the logits
+    config = DiaConfig(
+        encoder_config=DiaEncoderConfig(vocab_size=256, **attention),
+        decoder_config=DiaDecoderConfig(
+            num_channels=9,
+            vocab_size=1028,
+            cross_num_attention_heads=2,
+            cross_head_dim=16,
+            cross_num_key_value_heads=2,
+            cross_hidden_size=32,
+            **attention,
+        ),
+    )
     model = DiaForConditionalGeneration(config).eval()
     with torch.no_grad():  # random weights would often say EOS first: zero the special tokens' output rows (1024+)
         model.logits_dense.weight.view(9, 1028, -1)[:, 1024:] = 0.0
     model.save_pretrained(directory)
-    DiaProcessor(DiaFeatureExtractor(sampling_rate=44100, hop_length=512), DiaTokenizer(),
-                 DacModel.from_pretrained(directory / "dac")).save_pretrained(directory)
+    DiaProcessor(
+        DiaFeatureExtractor(sampling_rate=44100, hop_length=512),
+        DiaTokenizer(),
+        DacModel.from_pretrained(directory / "dac"),
+    ).save_pretrained(directory)
     return directory
 
 
@@ -167,12 +262,37 @@ def build_random_utmos22(path: Path) -> Path:
 
 
 NISQA_ARGS = {  # the architecture and mel-spectrogram settings of NISQA v2.0's nisqa.tar / nisqa_tts.tar
-    "model": "NISQA_DIM", "ms_sr": None, "ms_fmax": 20000, "ms_n_fft": 4096, "ms_hop_length": 0.01,
-    "ms_win_length": 0.02, "ms_n_mels": 48, "ms_seg_length": 15, "ms_seg_hop_length": 4, "ms_max_segments": 1300,
-    "cnn_model": "adapt", "cnn_c_out_1": 16, "cnn_c_out_2": 32, "cnn_c_out_3": 64, "cnn_kernel_size": [3, 3],
-    "cnn_dropout": 0.2, "cnn_pool_1": [24, 7], "cnn_pool_2": [12, 5], "cnn_pool_3": [6, 3], "cnn_fc_out_h": None,
-    "td": "self_att", "td_sa_d_model": 64, "td_sa_nhead": 1, "td_sa_pos_enc": False, "td_sa_num_layers": 2,
-    "td_sa_h": 64, "td_sa_dropout": 0.1, "td_2": "skip", "pool": "att", "pool_att_h": 128, "pool_att_dropout": 0.1,
+    "model": "NISQA_DIM",
+    "ms_sr": None,
+    "ms_fmax": 20000,
+    "ms_n_fft": 4096,
+    "ms_hop_length": 0.01,
+    "ms_win_length": 0.02,
+    "ms_n_mels": 48,
+    "ms_seg_length": 15,
+    "ms_seg_hop_length": 4,
+    "ms_max_segments": 1300,
+    "cnn_model": "adapt",
+    "cnn_c_out_1": 16,
+    "cnn_c_out_2": 32,
+    "cnn_c_out_3": 64,
+    "cnn_kernel_size": [3, 3],
+    "cnn_dropout": 0.2,
+    "cnn_pool_1": [24, 7],
+    "cnn_pool_2": [12, 5],
+    "cnn_pool_3": [6, 3],
+    "cnn_fc_out_h": None,
+    "td": "self_att",
+    "td_sa_d_model": 64,
+    "td_sa_nhead": 1,
+    "td_sa_pos_enc": False,
+    "td_sa_num_layers": 2,
+    "td_sa_h": 64,
+    "td_sa_dropout": 0.1,
+    "td_2": "skip",
+    "pool": "att",
+    "pool_att_h": 128,
+    "pool_att_dropout": 0.1,
 }
 
 
@@ -197,13 +317,15 @@ def build_random_nisqa(path: Path, *, naturalness: bool = False, seed: int = 0) 
     if naturalness:
         args["model"] = "NISQA"
         state = {k: v for k, v in state.items() if not k.startswith("pool_layers.")} | {
-            "pool." + k.removeprefix("pool_layers.0."): v for k, v in state.items() if k.startswith("pool_layers.0.")}
+            "pool." + k.removeprefix("pool_layers.0."): v for k, v in state.items() if k.startswith("pool_layers.0.")
+        }
     torch.save({"args": args, "model_state_dict": state}, path)
     return path
 
 
-def build_tiny_sherpa_speaker(path: Path, *, framework: str = "3d-speaker", metadata: dict[str, str] | None = None,
-                              seed: int = 0) -> Path:
+def build_tiny_sherpa_speaker(
+    path: Path, *, framework: str = "3d-speaker", metadata: dict[str, str] | None = None, seed: int = 0
+) -> Path:
     """A speaker-embedding ONNX file in sherpa-onnx's format: input fbank (1, T, 80), output (1, 16), and the
     metadata sherpa-onnx reads (framework, output_dim, sample_rate, normalize_samples, language; CAM++'s
     global-mean feature normalisation for 3d-speaker). The network is a small x-vector shape with random weights:
@@ -226,12 +348,25 @@ def build_tiny_sherpa_speaker(path: Path, *, framework: str = "3d-speaker", meta
 
     torch.manual_seed(seed)
     buffer = io.BytesIO()
-    torch.onnx.export(XVector().eval(), (torch.randn(1, 50, 80),), buffer, input_names=["x"],
-                      output_names=["embedding"], dynamic_axes={"x": {1: "T"}}, dynamo=False, opset_version=17)
+    torch.onnx.export(
+        XVector().eval(),
+        (torch.randn(1, 50, 80),),
+        buffer,
+        input_names=["x"],
+        output_names=["embedding"],
+        dynamic_axes={"x": {1: "T"}},
+        dynamo=False,
+        opset_version=17,
+    )
     model = onnx.load_from_string(buffer.getvalue())
-    meta = {"framework": framework, "output_dim": "16", "sample_rate": "16000",
-            "normalize_samples": "1" if framework == "3d-speaker" else "0", "language": "English",
-            **({"feature_normalize_type": "global-mean"} if framework == "3d-speaker" else {})}
+    meta = {
+        "framework": framework,
+        "output_dim": "16",
+        "sample_rate": "16000",
+        "normalize_samples": "1" if framework == "3d-speaker" else "0",
+        "language": "English",
+        **({"feature_normalize_type": "global-mean"} if framework == "3d-speaker" else {}),
+    }
     for key, value in {**meta, **(metadata or {})}.items():
         if value is not None:
             entry = model.metadata_props.add()
@@ -279,15 +414,41 @@ def build_random_voxlingua107(directory: Path) -> Path:
     return directory
 
 
-SEEDTTS_SIM_SIZES = {"hidden": 32, "layers": 2, "heads": 4, "ffn": 64, "conv": 16, "pos_kernel": 16, "pos_groups": 4,
-                     "buckets": 320, "channels": 16, "scale": 8, "bottleneck": 8, "aggregate": 48, "attention": 8,
-                     "embedding": 12}
+SEEDTTS_SIM_SIZES = {
+    "hidden": 32,
+    "layers": 2,
+    "heads": 4,
+    "ffn": 64,
+    "conv": 16,
+    "pos_kernel": 16,
+    "pos_groups": 4,
+    "buckets": 320,
+    "channels": 16,
+    "scale": 8,
+    "bottleneck": 8,
+    "aggregate": 48,
+    "attention": 8,
+    "embedding": 12,
+}
 """The small configuration build_random_seedtts_sim writes (WavLM-Large: 1024 wide, 24 layers, 16 heads, 4096
 feed-forward, 512-channel convolutions, a positional convolution of 128 in 16 groups; the ECAPA head: 512 channels,
 scale 8, SE bottleneck 128, 1536 aggregated, attention 128, 256-d)."""
-SEEDTTS_SIM_LARGE = {"hidden": 1024, "layers": 24, "heads": 16, "ffn": 4096, "conv": 512, "pos_kernel": 128,
-                     "pos_groups": 16, "buckets": 320, "channels": 512, "scale": 8, "bottleneck": 128,
-                     "aggregate": 1536, "attention": 128, "embedding": 256}
+SEEDTTS_SIM_LARGE = {
+    "hidden": 1024,
+    "layers": 24,
+    "heads": 16,
+    "ffn": 4096,
+    "conv": 512,
+    "pos_kernel": 128,
+    "pos_groups": 16,
+    "buckets": 320,
+    "channels": 512,
+    "scale": 8,
+    "bottleneck": 128,
+    "aggregate": 1536,
+    "attention": 128,
+    "embedding": 256,
+}
 """The published checkpoint's sizes, as the comment above gives them (benchmarks/bench_predictors.py)."""
 
 
@@ -307,13 +468,16 @@ def build_random_seedtts_sim(path: Path, *, seed: int = 0, sizes: dict[str, int]
 
     def linear(out: int, cin: int, *conv: int) -> dict[str, torch.Tensor]:
         fan_in = cin * (conv[0] if conv else 1)
-        return {"weight": rand(out, cin, *conv, scale=fan_in ** -0.5), "bias": rand(out, scale=0.1)}
+        return {"weight": rand(out, cin, *conv, scale=fan_in**-0.5), "bias": rand(out, scale=0.1)}
 
     def norm(size: int, batch: bool = False) -> dict[str, torch.Tensor]:
         out = {"weight": rand(size, scale=0.1, offset=1.0), "bias": rand(size, scale=0.1)}
         if batch:
-            out |= {"running_mean": rand(size, scale=0.1), "running_var": rand(size, scale=0.1).abs() + 0.5,
-                    "num_batches_tracked": torch.tensor(1000)}
+            out |= {
+                "running_mean": rand(size, scale=0.1),
+                "running_var": rand(size, scale=0.1).abs() + 0.5,
+                "num_batches_tracked": torch.tensor(1000),
+            }
         return out
 
     state: dict[str, torch.Tensor] = {}
@@ -324,8 +488,9 @@ def build_random_seedtts_sim(path: Path, *, seed: int = 0, sizes: dict[str, int]
     w = "feature_extract.model."
     h, c = s["hidden"], s["conv"]
     for i, kernel in enumerate((10, 3, 3, 3, 3, 2, 2)):  # conv_bias False, as WavLM-Large: no conv bias
-        state[f"{w}feature_extractor.conv_layers.{i}.0.weight"] = rand(c, 1 if i == 0 else c, kernel,
-                                                                       scale=(kernel * (1 if i == 0 else c)) ** -0.5)
+        state[f"{w}feature_extractor.conv_layers.{i}.0.weight"] = rand(
+            c, 1 if i == 0 else c, kernel, scale=(kernel * (1 if i == 0 else c)) ** -0.5
+        )
         put(f"{w}feature_extractor.conv_layers.{i}.2.1", norm(c))
     put(f"{w}layer_norm", norm(c))
     put(f"{w}post_extract_proj", linear(h, c))

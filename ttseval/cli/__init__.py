@@ -25,28 +25,72 @@ import sys
 
 from ttseval.cli import catalog, datasets, listening, operations, registered, runs
 from ttseval.cli.catalog import cmd_providers, cmd_voices
-from ttseval.cli.common import (EXIT_BAD_INPUT, EXIT_FAILED, USER_ERRORS, IntermixedParser, prefect_api,
-                                quiet_defaults)
+from ttseval.cli.common import EXIT_BAD_INPUT, EXIT_FAILED, USER_ERRORS, IntermixedParser, prefect_api, quiet_defaults
 from ttseval.cli.datasets import cmd_generate_dataset, cmd_generate_instructions, cmd_import_dataset
 from ttseval.cli.listening import cmd_human_alignment, cmd_human_eval, cmd_mos_analyze, cmd_mos_forms
 from ttseval.cli.operations import cmd_serve, cmd_server, cmd_stack
+from ttseval.cli.runs import (
+    cmd_backfill_judge,
+    cmd_evaluate,
+    cmd_export,
+    cmd_leaderboard,
+    cmd_nightly,
+    cmd_report,
+    cmd_trends,
+)
 from ttseval.cli.signals import exit_on_sigterm
-from ttseval.cli.runs import (cmd_backfill_judge, cmd_evaluate, cmd_export, cmd_leaderboard, cmd_nightly,
-                              cmd_report, cmd_trends)
 from ttseval.core.errors import TTSEvalError
 
-__all__ = ["build_parser", "main", "prefect_api", "USER_ERRORS", "cmd_backfill_judge", "cmd_evaluate",
-           "cmd_export", "cmd_generate_dataset", "cmd_generate_instructions", "cmd_human_alignment",
-           "cmd_human_eval", "cmd_import_dataset", "cmd_leaderboard", "cmd_mos_analyze", "cmd_mos_forms",
-           "cmd_nightly", "cmd_providers", "cmd_report", "cmd_serve", "cmd_server", "cmd_stack", "cmd_trends",
-           "cmd_voices"]
+__all__ = [
+    "USER_ERRORS",
+    "build_parser",
+    "cmd_backfill_judge",
+    "cmd_evaluate",
+    "cmd_export",
+    "cmd_generate_dataset",
+    "cmd_generate_instructions",
+    "cmd_human_alignment",
+    "cmd_human_eval",
+    "cmd_import_dataset",
+    "cmd_leaderboard",
+    "cmd_mos_analyze",
+    "cmd_mos_forms",
+    "cmd_nightly",
+    "cmd_providers",
+    "cmd_report",
+    "cmd_serve",
+    "cmd_server",
+    "cmd_stack",
+    "cmd_trends",
+    "cmd_voices",
+    "main",
+    "prefect_api",
+]
 
 # The commands in the order `ttseval --help` lists them.
-COMMANDS = (runs.add_evaluate, runs.add_backfill_judge, runs.add_report, operations.add_stack, operations.add_server,
-            runs.add_nightly, runs.add_trends, listening.add_human_alignment, datasets.add_import_dataset,
-            datasets.add_generate_dataset, datasets.add_generate_instructions, registered.add_datasets,
-            registered.add_systems, listening.add_mos_forms, listening.add_mos_analyze, listening.add_human_eval,
-            operations.add_serve, runs.add_export, runs.add_leaderboard, catalog.add_providers, catalog.add_voices)
+COMMANDS = (
+    runs.add_evaluate,
+    runs.add_backfill_judge,
+    runs.add_report,
+    operations.add_stack,
+    operations.add_server,
+    runs.add_nightly,
+    runs.add_trends,
+    listening.add_human_alignment,
+    datasets.add_import_dataset,
+    datasets.add_generate_dataset,
+    datasets.add_generate_instructions,
+    registered.add_datasets,
+    registered.add_systems,
+    listening.add_mos_forms,
+    listening.add_mos_analyze,
+    listening.add_human_eval,
+    operations.add_serve,
+    runs.add_export,
+    runs.add_leaderboard,
+    catalog.add_providers,
+    catalog.add_voices,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -22,10 +22,13 @@ def cmd_voices(args: argparse.Namespace) -> int:
         from ttseval.providers.registries import REGISTRIES
 
         tts, plugins = REGISTRIES["tts"], settings.plugins.get("tts")
-        listing = [n for n in sorted(tts.entries(plugins))
-                   if callable(getattr(tts.resolve(n, plugins), "voices", None))]
-        raise SpecError(f"tts provider {spec.provider!r} offers no voice list (its voices are named in its spec; "
-                        f"see its page in the docs); providers that list theirs: {', '.join(listing)}")
+        listing = [
+            n for n in sorted(tts.entries(plugins)) if callable(getattr(tts.resolve(n, plugins), "voices", None))
+        ]
+        raise SpecError(
+            f"tts provider {spec.provider!r} offers no voice list (its voices are named in its spec; "
+            f"see its page in the docs); providers that list theirs: {', '.join(listing)}"
+        )
     try:
         listed = voices()
     except NotImplementedError as e:
@@ -50,16 +53,35 @@ def cmd_providers(args: argparse.Namespace) -> int:
         for name in sorted(registry.entries(plugins.get(kind))):
             info = registry.info(name, plugins.get(kind))
             codes = info.language_codes()
-            languages = (codes if isinstance(codes, str)
-                         else ", ".join(sorted(codes)) if len(codes) <= 4 else f"{len(codes)} languages")
+            languages = (
+                codes
+                if isinstance(codes, str)
+                else ", ".join(sorted(codes))
+                if len(codes) <= 4
+                else f"{len(codes)} languages"
+            )
             absent = info.missing_programs()
             needs = [f"{p} (not installed)" if p in absent else p for p in info.requires]
             extra = (info.extra or "-") + (" (not installed)" if info.missing_modules() else "")
-            rate = (f"{info.output_sample_rate_hz} Hz" if info.output_sample_rate_hz
-                    else "per voice" if kind == "tts" else "-")
-            rows.append((name if name in registry.names else f"{name} (plugin)", languages,
-                         "yes" if info.accepts_instruction else "no", "yes" if info.gpu else "no", extra, rate,
-                         ", ".join(needs) or "-", info.version))
+            rate = (
+                f"{info.output_sample_rate_hz} Hz"
+                if info.output_sample_rate_hz
+                else "per voice"
+                if kind == "tts"
+                else "-"
+            )
+            rows.append(
+                (
+                    name if name in registry.names else f"{name} (plugin)",
+                    languages,
+                    "yes" if info.accepts_instruction else "no",
+                    "yes" if info.gpu else "no",
+                    extra,
+                    rate,
+                    ", ".join(needs) or "-",
+                    info.version,
+                )
+            )
         widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
         print(f"{kind}:")
         for row in [header, *rows]:

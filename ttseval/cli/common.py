@@ -19,6 +19,7 @@ from ttseval.core.errors import USER_ERRORS  # noqa: F401
 # fail_on_regression; ttseval.metrics.policy): automation can tell it from 1, a run that could not run
 EXIT_DONE, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_BREACHED = 0, 1, 2, 3
 
+
 def quiet_defaults() -> None:
     from ttseval.core.telemetry import telemetry_off
 
@@ -94,10 +95,16 @@ def prefect_api() -> Iterator[None]:
 
             shared = stack.enter_context(shared_server(keep_s))
             api_url = shared.api_url
-            print(f"Prefect server {api_url} " + (f"started; shared with later commands until none has used it for "
-                                                   f"{shared.keep_s:g} s" if shared.started else
-                                                   f"(shared, stops after {shared.keep_s:g} s unused)")
-                  + " (prefect_server_keep_s; ttseval server stop)", file=sys.stderr)
+            print(
+                f"Prefect server {api_url} "
+                + (
+                    f"started; shared with later commands until none has used it for {shared.keep_s:g} s"
+                    if shared.started
+                    else f"(shared, stops after {shared.keep_s:g} s unused)"
+                )
+                + " (prefect_server_keep_s; ttseval server stop)",
+                file=sys.stderr,
+            )
         else:
             api_url = stack.enter_context(_temporary_server())
         os.environ["PREFECT_API_URL"] = api_url
@@ -127,13 +134,19 @@ def _temporary_server() -> Iterator[str]:
 
 def add_wait_lease(parser: argparse.ArgumentParser) -> None:
     """--wait-lease of the commands that write a run (main() hands it to the settings, in every process)."""
-    parser.add_argument("--wait-lease", type=float, default=None, metavar="SECONDS",
-                        help="when another invocation is writing this run id, wait up to this long for it (default: "
-                             "the lease_wait_s setting, 0: refuse at once, exit 2)")
+    parser.add_argument(
+        "--wait-lease",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="when another invocation is writing this run id, wait up to this long for it (default: "
+        "the lease_wait_s setting, 0: refuse at once, exit 2)",
+    )
 
 
-STORE_HELP = ("artifact store: a local folder or s3://bucket/prefix (default: the store setting, ./artifacts, or "
-              "TTSEVAL_STORE)")
+STORE_HELP = (
+    "artifact store: a local folder or s3://bucket/prefix (default: the store setting, ./artifacts, or TTSEVAL_STORE)"
+)
 
 
 def add_store(parser: argparse.ArgumentParser) -> None:

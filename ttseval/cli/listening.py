@@ -20,27 +20,44 @@ def cmd_human_eval(args: argparse.Namespace) -> int:
         from ttseval.tasks.listening import ingest_ratings
 
         done = ingest_ratings(settings, args.run_id, args.test_id, [Path(p) for p in args.results])
-        print(f"test {done['test_id']} ({done['kind']}): read {done['read']} ratings, stored {done['stored']} "
-              f"({done['already_stored']} already stored), {done['flagged']} flagged as a second rating of a page, "
-              f"{done['pages_without_hidden_reference']} pages without a hidden-reference rating; raters: "
-              f"{', '.join(done['raters']) or 'none new'}")
+        print(
+            f"test {done['test_id']} ({done['kind']}): read {done['read']} ratings, stored {done['stored']} "
+            f"({done['already_stored']} already stored), {done['flagged']} flagged as a second rating of a page, "
+            f"{done['pages_without_hidden_reference']} pages without a hidden-reference rating; raters: "
+            f"{', '.join(done['raters']) or 'none new'}"
+        )
         return 0
     from ttseval.flows.human_eval import human_eval
 
     with prefect_api(), no_heartbeat():
         if args.step == "export":
-            done = human_eval(run_id=args.run_id, step="export", test_id=args.test_id, kind=args.kind,
-                              out=args.out, raters=args.raters, items=args.items, systems=args.systems,
-                              reference=args.reference, anchor_x=args.anchor_x, anchor_y=args.anchor_y,
-                              language=args.language, seed=args.seed, store=settings.store)
-            print(f"{done['kind']} test {done['test_id']}: {len(done['items'])} items x {len(done['systems'])} "
-                  f"systems (reference {done['reference'] or 'none'}), {done['pages_per_rater']} pages per rater, "
-                  f"{args.raters} rater configs in {done['folder']}; copy it over a webMUSHRA checkout (its "
-                  "README.md says how), then: ttseval human-eval analyze --run-id "
-                  f"{args.run_id} --test-id {args.test_id} <results CSVs>")
+            done = human_eval(
+                run_id=args.run_id,
+                step="export",
+                test_id=args.test_id,
+                kind=args.kind,
+                out=args.out,
+                raters=args.raters,
+                items=args.items,
+                systems=args.systems,
+                reference=args.reference,
+                anchor_x=args.anchor_x,
+                anchor_y=args.anchor_y,
+                language=args.language,
+                seed=args.seed,
+                store=settings.store,
+            )
+            print(
+                f"{done['kind']} test {done['test_id']}: {len(done['items'])} items x {len(done['systems'])} "
+                f"systems (reference {done['reference'] or 'none'}), {done['pages_per_rater']} pages per rater, "
+                f"{args.raters} rater configs in {done['folder']}; copy it over a webMUSHRA checkout (its "
+                "README.md says how), then: ttseval human-eval analyze --run-id "
+                f"{args.run_id} --test-id {args.test_id} <results CSVs>"
+            )
             return 0
-        done = human_eval(run_id=args.run_id, step="analyze", test_id=args.test_id, results=args.results or None,
-                          store=settings.store)
+        done = human_eval(
+            run_id=args.run_id, step="analyze", test_id=args.test_id, results=args.results or None, store=settings.store
+        )
     print(done["markdown"])
     return 0
 
@@ -66,12 +83,23 @@ def cmd_mos_forms(args: argparse.Namespace) -> int:
     from ttseval.tasks.mos_forms import export_mos_forms
 
     settings = load_settings(store=args.store)
-    manifest = export_mos_forms(settings, args.run_id, Path(args.out), language=args.language, n=args.n,
-                                n_forms=args.forms, repeats=args.repeats, controls=args.controls, seed=args.seed)
-    print(f"{manifest['forms']} forms of {manifest['items']} sentences ({', '.join(manifest['systems'])}; "
-          f"{manifest['repeats']} repeats and {len(manifest['controls'])} control clips each), {manifest['clips']} "
-          f"blinded clips in {args.out}; give raters audio/, forms/, instructions.md and ratings_template.csv, keep "
-          f"key.csv; then: ttseval mos-analyze --forms {args.out} --ratings <filled ratings.csv>")
+    manifest = export_mos_forms(
+        settings,
+        args.run_id,
+        Path(args.out),
+        language=args.language,
+        n=args.n,
+        n_forms=args.forms,
+        repeats=args.repeats,
+        controls=args.controls,
+        seed=args.seed,
+    )
+    print(
+        f"{manifest['forms']} forms of {manifest['items']} sentences ({', '.join(manifest['systems'])}; "
+        f"{manifest['repeats']} repeats and {len(manifest['controls'])} control clips each), {manifest['clips']} "
+        f"blinded clips in {args.out}; give raters audio/, forms/, instructions.md and ratings_template.csv, keep "
+        f"key.csv; then: ttseval mos-analyze --forms {args.out} --ratings <filled ratings.csv>"
+    )
     return 0
 
 
@@ -92,10 +120,11 @@ def cmd_human_alignment(args: argparse.Namespace) -> int:
     aligned = human_alignment(load_settings(store=args.store), args.run_id, args.human)
     print(f"{'judge':45} {'n':>4} {'agree':>6} {'alpha':>7} {'spearman':>9} {'systems':>7}")
     for spec, r in aligned.items():
-        print(f"{spec[:45]:45} {r['n']:>4} {r['raw_agreement']:>6.3f} {r['krippendorff_alpha']:>7.3f} "
-              f"{r['spearman']:>9.3f} {r['n_systems']:>7}")
-        print("  agreement per category: " + ", ".join(f"{c} {a:.3f} ({n})"
-                                                      for c, (n, a) in r["by_category"].items()))
+        print(
+            f"{spec[:45]:45} {r['n']:>4} {r['raw_agreement']:>6.3f} {r['krippendorff_alpha']:>7.3f} "
+            f"{r['spearman']:>9.3f} {r['n_systems']:>7}"
+        )
+        print("  agreement per category: " + ", ".join(f"{c} {a:.3f} ({n})" for c, (n, a) in r["by_category"].items()))
     return 0
 
 
@@ -132,23 +161,35 @@ def add_mos_analyze(sub) -> None:
 
 
 def add_human_eval(sub) -> None:
-    he = sub.add_parser("human-eval", help="listening tests (Rethinking MUSHRA): export a run's audio for "
-                        "webMUSHRA, ingest the ratings, analyse them")
+    he = sub.add_parser(
+        "human-eval",
+        help="listening tests (Rethinking MUSHRA): export a run's audio for "
+        "webMUSHRA, ingest the ratings, analyse them",
+    )
     he.add_argument("step", choices=["export", "ingest", "analyze"])
-    he.add_argument("results", nargs="*", help="ingest/analyze: results files (webMUSHRA's mushra.csv, lss.csv, "
-                    "or the plain CSV: rater_id, trial_id, stimulus, score), before or after the options")
+    he.add_argument(
+        "results",
+        nargs="*",
+        help="ingest/analyze: results files (webMUSHRA's mushra.csv, lss.csv, "
+        "or the plain CSV: rater_id, trial_id, stimulus, score), before or after the options",
+    )
     add_store(he)
     he.add_argument("--run-id", required=True)
     he.add_argument("--test-id", default="listening", help="the test's name; results come back under it")
-    he.add_argument("--kind", default="mushra-dg-nmr",
-                    choices=["mushra", "mushra-nmr", "mushra-dg", "mushra-dg-nmr", "mos", "cmos"])
+    he.add_argument(
+        "--kind", default="mushra-dg-nmr", choices=["mushra", "mushra-nmr", "mushra-dg", "mushra-dg-nmr", "mos", "cmos"]
+    )
     he.add_argument("--out", default=None, help="export: folder to write (default listening/<test-id>)")
     he.add_argument("--raters", type=int, default=20, help="export: rater configs to write")
     he.add_argument("--items", type=int, default=30, help="export: items drawn")
     he.add_argument("--systems", type=csv_list, default=None, help="export: systems rated (default: the run's TTS)")
     he.add_argument("--reference", default=None, help="export: natural-speech system (default: the run's one)")
-    he.add_argument("--anchor-x", default=None, action=argparse.BooleanOptionalAction,
-                    help="export: Anchor-X (default: on for MUSHRA kinds with a natural reference)")
+    he.add_argument(
+        "--anchor-x",
+        default=None,
+        action=argparse.BooleanOptionalAction,
+        help="export: Anchor-X (default: on for MUSHRA kinds with a natural reference)",
+    )
     he.add_argument("--anchor-y", default=None, help="export: system whose degraded clips are Anchor-Y")
     he.add_argument("--language", default="English", help="export: language named in the instructions")
     he.add_argument("--seed", type=int, default=0, help="export: item choice, page orders, names (recorded)")

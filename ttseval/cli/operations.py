@@ -43,10 +43,14 @@ def cmd_server(args: argparse.Namespace) -> int:
 
     folder = server_folder()
     if args.action == "stop":
-        print({"stopped": f"the shared Prefect server in {folder} stopped",
-               "none": f"no shared Prefect server is running in {folder}",
-               "stopping": f"the shared Prefect server in {folder} stops once the commands using it end; no new "
-                           "command uses it"}[stop_server(folder)])
+        print(
+            {
+                "stopped": f"the shared Prefect server in {folder} stopped",
+                "none": f"no shared Prefect server is running in {folder}",
+                "stopping": f"the shared Prefect server in {folder} stops once the commands using it end; no new "
+                "command uses it",
+            }[stop_server(folder)]
+        )
     else:
         info = server_info(folder)
         print(json.dumps({"folder": str(folder), "running": info is not None, **(info or {})}, indent=2))
@@ -55,9 +59,8 @@ def cmd_server(args: argparse.Namespace) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """A store's HTML reports over HTTP, read-only (ttseval/infra/serve.py)."""
-    from ttseval.core.store import open_store
-
     from ttseval.core.config import load_settings
+    from ttseval.core.store import open_store
     from ttseval.infra.serve import make_server
 
     settings = load_settings(store=args.store)
@@ -81,15 +84,22 @@ def add_stack(sub) -> None:
     stk = sub.add_parser("stack", help="local Prefect server + worker, Dask cluster and S3 server on 127.0.0.1")
     stk.add_argument("action", choices=["up", "down", "status"])
     stk.add_argument("--folder", default=".ttseval-stack", help="PIDs, logs and state of the stack")
-    stk.add_argument("--gpu", action=argparse.BooleanOptionalAction, default=None,
-                     help="give one Dask worker the GPU resource (default: when nvidia-smi finds a GPU)")
+    stk.add_argument(
+        "--gpu",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="give one Dask worker the GPU resource (default: when nvidia-smi finds a GPU)",
+    )
     stk.add_argument("--deploy", action="store_true", help="also register deployments/prefect.yaml")
     stk.set_defaults(func=cmd_stack)
 
 
 def add_server(sub) -> None:
-    srv = sub.add_parser("server", help="the Prefect server commands share when PREFECT_API_URL is not set: status "
-                                        "or stop it now (it stops by itself once unused for prefect_server_keep_s)")
+    srv = sub.add_parser(
+        "server",
+        help="the Prefect server commands share when PREFECT_API_URL is not set: status "
+        "or stop it now (it stops by itself once unused for prefect_server_keep_s)",
+    )
     srv.add_argument("action", choices=["status", "stop"])
     srv.set_defaults(func=cmd_server)
 

@@ -17,9 +17,8 @@ from ttseval.cli.common import add_store
 
 
 def _store(args: argparse.Namespace):
-    from ttseval.core.store import open_store
-
     from ttseval.core.config import load_settings
+    from ttseval.core.store import open_store
 
     settings = load_settings(store=args.store)
     return settings, open_store(settings)
@@ -29,8 +28,10 @@ def _refresh_form(store_uri: str) -> None:
     """Tell the Prefect server's adhoc run form the store's choices, when a server is configured."""
     api_url = os.environ.get("PREFECT_API_URL")
     if not api_url:
-        print("(PREFECT_API_URL is not set: no Prefect server's run form was updated; `python -m "
-              "ttseval.deployments.choices --store URI` does it later)")
+        print(
+            "(PREFECT_API_URL is not set: no Prefect server's run form was updated; `python -m "
+            "ttseval.deployments.choices --store URI` does it later)"
+        )
         return
     from ttseval.deployments.choices import ChoicesError, refresh_adhoc_form
 
@@ -44,15 +45,16 @@ def _refresh_form(store_uri: str) -> None:
 
 def cmd_datasets(args: argparse.Namespace) -> int:
     """datasets push FILE --name NAME [--version V] | list | show NAME@VERSION."""
-    from ttseval.corpus import catalog
-
     from ttseval.core.errors import DatasetError
+    from ttseval.corpus import catalog
 
     settings, store = _store(args)
     if args.action == "push":
         if not args.file or not args.name:
-            raise DatasetError("datasets push needs the items FILE and --name NAME, e.g. `ttseval datasets push "
-                               "items.jsonl --name my-set` (--version V is optional)")
+            raise DatasetError(
+                "datasets push needs the items FILE and --name NAME, e.g. `ttseval datasets push "
+                "items.jsonl --name my-set` (--version V is optional)"
+            )
         return _push_dataset(args, settings, store)
     if args.action == "list":
         found = catalog.names(store)
@@ -72,13 +74,17 @@ def cmd_datasets(args: argparse.Namespace) -> int:
     origin = manifest.get("origin", "generated")
     if origin == "pushed":
         src = manifest.get("source", {})
-        print(f"from: pushed file {src.get('file')} (sha256 {str(src.get('sha256', ''))[:12]}) on "
-              f"{manifest.get('created_at')}")
+        print(
+            f"from: pushed file {src.get('file')} (sha256 {str(src.get('sha256', ''))[:12]}) on "
+            f"{manifest.get('created_at')}"
+        )
         if manifest.get("systems"):
             print("clips pushed with it: " + ", ".join(f"pushed:{s}" for s in manifest["systems"]))
     else:
-        print(f"from: generated from {manifest.get('seeds') or manifest.get('references') or '?'} by "
-              f"{manifest.get('llm') or manifest.get('caption_llm') or '?'} on {manifest.get('created_at')}")
+        print(
+            f"from: generated from {manifest.get('seeds') or manifest.get('references') or '?'} by "
+            f"{manifest.get('llm') or manifest.get('caption_llm') or '?'} on {manifest.get('created_at')}"
+        )
     return 0
 
 
@@ -96,30 +102,44 @@ def _push_dataset(args: argparse.Namespace, settings, store) -> int:
     for text in args.system or []:
         spec = Spec.parse(text)
         if spec.provider != "files" or not spec.voice or len(spec.options) != 1:
-            raise SpecError(f"--system {text!r}: give the files system the import printed, files:LABEL:manifest=PATH "
-                            "or files:LABEL:dir=FOLDER", spec=text)
+            raise SpecError(
+                f"--system {text!r}: give the files system the import printed, files:LABEL:manifest=PATH "
+                "or files:LABEL:dir=FOLDER",
+                spec=text,
+            )
         clip_sources.append((check_label(spec.voice), dict(spec.options)))
     catalog.check_free(store, args.name, args.version, items)  # a bad name or version: refused before any copy
     # voice prompts go into the store too, and the items point at the stored copy, readable wherever the run is
     items = store_prompts(store, items, source=str(path))
-    items["prompt_audio_uri"] = [store.display(store.audio_rel_path(s)) if isinstance(s, str) and s else None
-                                 for s in items["prompt_audio_sha256"]]
+    items["prompt_audio_uri"] = [
+        store.display(store.audio_rel_path(s)) if isinstance(s, str) and s else None
+        for s in items["prompt_audio_sha256"]
+    ]
     items["reference_audio_uri"], dropped = _stored_references(store, path, items)
     if dropped:
-        print(f"{len(dropped)} reference_audio_uri clip(s) could not be read and are left empty (a run does not read "
-              f"them; they are the references an instruction describes): {', '.join(dropped[:5])}"
-              + (" ..." if len(dropped) > 5 else ""))
+        print(
+            f"{len(dropped)} reference_audio_uri clip(s) could not be read and are left empty (a run does not read "
+            f"them; they are the references an instruction describes): {', '.join(dropped[:5])}"
+            + (" ..." if len(dropped) > 5 else "")
+        )
     catalog.check_free(store, args.name, args.version, items)  # a frozen version with other items: before the clips
     pushed = []
     for label, options in clip_sources:
         done = push_files(store, label, dir=options.get("dir"), manifest=options.get("manifest"))
         pushed.append(label)
         print(f"system pushed:{label}: {done['n_clips']} clips ({len(done['added'])} new)" + _missing(done))
-    written = catalog.push_items(store, args.name, args.version, items,
-                                 source={"file": path.name, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()},
-                                 systems=pushed)
-    print(f"dataset {written.ref}: {len(items)} items -> {written.uri}"
-          + ("" if written.created else " (unchanged: this version held these items)"))
+    written = catalog.push_items(
+        store,
+        args.name,
+        args.version,
+        items,
+        source={"file": path.name, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()},
+        systems=pushed,
+    )
+    print(
+        f"dataset {written.ref}: {len(items)} items -> {written.uri}"
+        + ("" if written.created else " (unchanged: this version held these items)")
+    )
     print(catalog.counts_markdown(catalog.counts(items)))
     print(f"then: ttseval evaluate --dataset {written.ref} (or choose {written.ref} in the UI's run form)")
     _refresh_form(settings.store)
@@ -128,8 +148,15 @@ def _push_dataset(args: argparse.Namespace, settings, store) -> int:
 
 def _missing(done: dict) -> str:
     missing = done.get("missing") or []
-    return (f"; {len(missing)} listed clip(s) not found, left out (their items get failed rows until pushed): "
-            + ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else "")) if missing else ""
+    return (
+        (
+            f"; {len(missing)} listed clip(s) not found, left out (their items get failed rows until pushed): "
+            + ", ".join(missing[:5])
+            + (" ..." if len(missing) > 5 else "")
+        )
+        if missing
+        else ""
+    )
 
 
 def _stored_references(store, dataset: Path, items) -> tuple[list[str | None], list[str]]:
@@ -168,8 +195,10 @@ def cmd_systems(args: argparse.Namespace) -> int:
     if args.action == "list":
         found = pushed.labels(store)
         if not found:
-            print(f"no pushed systems in store {store.display()}; push one with `ttseval systems push --label NAME "
-                  "--dir FOLDER`")
+            print(
+                f"no pushed systems in store {store.display()}; push one with `ttseval systems push --label NAME "
+                "--dir FOLDER`"
+            )
         for label in found:
             m = pushed.read_system(store, label)
             print(f"pushed:{label}\t{m['n_clips']} clips\tcontent {m['content_sha256'][:12]}\t{m['updated_at']}")
@@ -177,13 +206,19 @@ def cmd_systems(args: argparse.Namespace) -> int:
     if not args.label or bool(args.dir) == bool(args.manifest):
         from ttseval.core.errors import DatasetError
 
-        raise DatasetError("systems push needs --label NAME and exactly one of --dir FOLDER (clips named "
-                           "<item_id>.wav/.flac/.mp3/.ogg) and --manifest FILE (.jsonl or .csv: item_id, path)")
+        raise DatasetError(
+            "systems push needs --label NAME and exactly one of --dir FOLDER (clips named "
+            "<item_id>.wav/.flac/.mp3/.ogg) and --manifest FILE (.jsonl or .csv: item_id, path)"
+        )
     done = pushed.push_files(store, args.label, dir=args.dir, manifest=args.manifest)
-    print(f"system pushed:{args.label}: {done['n_clips']} clips ({len(done['added'])} new), content "
-          f"{done['content_sha256'][:12]} in {store.display()}" + _missing(done))
-    print(f"then: ttseval evaluate --systems pushed:{args.label},... (or add pushed:{args.label} to the UI form's "
-          "systems)")
+    print(
+        f"system pushed:{args.label}: {done['n_clips']} clips ({len(done['added'])} new), content "
+        f"{done['content_sha256'][:12]} in {store.display()}" + _missing(done)
+    )
+    print(
+        f"then: ttseval evaluate --systems pushed:{args.label},... (or add pushed:{args.label} to the UI form's "
+        "systems)"
+    )
     _refresh_form(settings.store)
     return 0
 
@@ -194,21 +229,31 @@ def cmd_systems(args: argparse.Namespace) -> int:
 def add_datasets(sub) -> None:
     ds = sub.add_parser("datasets", help="register items files in the store as NAME@VERSION, list and show them")
     ds.add_argument("action", choices=["push", "list", "show"])
-    ds.add_argument("file", nargs="?", default=None,
-                    help="push: the items file (.jsonl, .csv, .parquet, or one import-dataset wrote); "
-                         "show: NAME@VERSION (or NAME@latest)")
+    ds.add_argument(
+        "file",
+        nargs="?",
+        default=None,
+        help="push: the items file (.jsonl, .csv, .parquet, or one import-dataset wrote); "
+        "show: NAME@VERSION (or NAME@latest)",
+    )
     ds.add_argument("--name", default=None, help="push: the dataset's name in the store")
     ds.add_argument("--version", default=None, help="push: version to freeze (default: a hash of the items)")
-    ds.add_argument("--system", action="append", default=None, metavar="files:LABEL:manifest=PATH",
-                    help="push: clips that come with the items (the files system import-dataset printed), pushed "
-                         "as pushed:LABEL; repeatable")
+    ds.add_argument(
+        "--system",
+        action="append",
+        default=None,
+        metavar="files:LABEL:manifest=PATH",
+        help="push: clips that come with the items (the files system import-dataset printed), pushed "
+        "as pushed:LABEL; repeatable",
+    )
     add_store(ds)
     ds.set_defaults(func=cmd_datasets)
 
 
 def add_systems(sub) -> None:
-    sy = sub.add_parser("systems", help="push clips made elsewhere into the store as a system (pushed:LABEL), "
-                        "list them")
+    sy = sub.add_parser(
+        "systems", help="push clips made elsewhere into the store as a system (pushed:LABEL), list them"
+    )
     sy.add_argument("action", choices=["push", "list"])
     sy.add_argument("--label", default=None, help="push: the system's name (reports, the spec pushed:LABEL)")
     sy.add_argument("--dir", default=None, help="push: folder of clips named <item_id>.wav (.flac, .mp3, .ogg)")

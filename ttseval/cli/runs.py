@@ -7,20 +7,37 @@ import json
 import os
 import sys
 
-from ttseval.cli.common import EXIT_BREACHED, EXIT_DONE, add_store, add_wait_lease, csv_ints, csv_list, prefect_api, seconds_since_start
+from ttseval.cli.common import (
+    EXIT_BREACHED,
+    EXIT_DONE,
+    add_store,
+    add_wait_lease,
+    csv_ints,
+    csv_list,
+    prefect_api,
+    seconds_since_start,
+)
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from ttseval.core.config import load_settings
     from ttseval.flows.preflight import check_cluster_reach, handed_over, preflight_evaluate
 
-    flags = {"store": args.store, "shard_size": args.shard_size, "dask_address": args.dask_address,
-             "n_workers": args.workers, "budget_usd": args.budget_usd,
-             "allow_new_store": True if args.new_store else None}
+    flags = {
+        "store": args.store,
+        "shard_size": args.shard_size,
+        "dask_address": args.dask_address,
+        "n_workers": args.workers,
+        "budget_usd": args.budget_usd,
+        "allow_new_store": True if args.new_store else None,
+    }
     settings = load_settings(**flags)
     systems = csv_list(args.systems)
-    env = {"TTSEVAL_STORE": settings.store, "TTSEVAL_SHARD_SIZE": str(settings.shard_size),
-           "TTSEVAL_ALLOW_NEW_STORE": str(settings.allow_new_store).lower()}
+    env = {
+        "TTSEVAL_STORE": settings.store,
+        "TTSEVAL_SHARD_SIZE": str(settings.shard_size),
+        "TTSEVAL_ALLOW_NEW_STORE": str(settings.allow_new_store).lower(),
+    }
     for flag, field in ((args.controls, "controls"), (args.natural, "natural")):  # roles: also systems of the run
         if flag:
             systems += [s for s in csv_list(flag) if s not in systems]
@@ -34,8 +51,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     # flow is handed the result instead of checking again (flows/preflight.py).
     if args.dry_run:
         return print_dry_run(args.dataset, systems, args.run_id, args.baseline, judges, instruction_judges, settings)
-    checked = preflight_evaluate(args.dataset, systems, settings, baseline=args.baseline, judges=judges,
-                                 instruction_judges=instruction_judges)
+    checked = preflight_evaluate(
+        args.dataset, systems, settings, baseline=args.baseline, judges=judges, instruction_judges=instruction_judges
+    )
     announce_new_store(checked.new_store, settings.store)
     from ttseval.flows.evaluate import evaluate
     from ttseval.flows.runner import task_runner
@@ -43,11 +61,20 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     runner = evaluate.with_options(task_runner=task_runner(settings))
     with prefect_api(), handed_over(checked):
         # before the flow starts: refused on a cluster that cannot run it (exit 2)
-        check_cluster_reach(settings, [s.canonical for s in checked.systems] + checked.judges
-                            + checked.instruction_judges)
-        result = runner(dataset=args.dataset, systems=systems, store=settings.store, run_id=args.run_id,
-                        shard_size=settings.shard_size, baseline=args.baseline, judges=judges,
-                        instruction_judges=instruction_judges, budget_usd=args.budget_usd)
+        check_cluster_reach(
+            settings, [s.canonical for s in checked.systems] + checked.judges + checked.instruction_judges
+        )
+        result = runner(
+            dataset=args.dataset,
+            systems=systems,
+            store=settings.store,
+            run_id=args.run_id,
+            shard_size=settings.shard_size,
+            baseline=args.baseline,
+            judges=judges,
+            instruction_judges=instruction_judges,
+            budget_usd=args.budget_usd,
+        )
     from ttseval.tasks.staging import staged_settings
 
     # files: systems are named by their label once their clips are stored (ttseval.tasks.staging)
@@ -55,11 +82,15 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     print_report(settings, args.run_id, result["system_ids"])
     from_cache = result.get("from_cache", {})
     computed = {k: v - from_cache.get(k, 0) for k, v in result["computed"].items()}
-    print(f"reused rows (already in the run): {result['reused']}; computed rows: {computed}; taken from earlier "
-          f"runs' caches (no call, no model run): {from_cache}")
+    print(
+        f"reused rows (already in the run): {result['reused']}; computed rows: {computed}; taken from earlier "
+        f"runs' caches (no call, no model run): {from_cache}"
+    )
     total = seconds_since_start()
-    print(f"wall time {total:.1f} s since the command started ({result['wall_s']:.1f} s in the flow, "
-          f"{max(total - result['wall_s'], 0):.1f} s starting Python, Prefect and Dask and printing the report)")
+    print(
+        f"wall time {total:.1f} s since the command started ({result['wall_s']:.1f} s in the flow, "
+        f"{max(total - result['wall_s'], 0):.1f} s starting Python, Prefect and Dask and printing the report)"
+    )
     print(f"tables: {result['store']}/runs/{args.run_id}/<items|synthesis|transcripts|quality|report>")
     return policy_exit(settings, args.run_id)
 
@@ -68,38 +99,65 @@ def policy_exit(settings, run_id: str, regressions=None) -> int:
     """The exit code of a finished run under the exit-code policy (settings min_completion, fail_on_regression;
     ttseval.metrics.policy): EXIT_BREACHED with each breach on stderr, else EXIT_DONE."""
     from ttseval.core.store import open_store
-
     from ttseval.metrics.policy import threshold_breaches
 
-    breaches = threshold_breaches(open_store(settings).read(run_id, "report"),
-                                  min_completion=settings.min_completion, regressions=regressions,
-                                  fail_on_regression=settings.fail_on_regression)
+    breaches = threshold_breaches(
+        open_store(settings).read(run_id, "report"),
+        min_completion=settings.min_completion,
+        regressions=regressions,
+        fail_on_regression=settings.fail_on_regression,
+    )
     for line in breaches:
         print(f"ttseval: threshold breached (exit {EXIT_BREACHED}): {line}", file=sys.stderr)
     return EXIT_BREACHED if breaches else EXIT_DONE
 
 
-def print_dry_run(dataset: str, systems: list[str], run_id: str, baseline: str | None, judges: list[str] | None,
-                  instruction_judges: list[str] | None, settings) -> int:
+def print_dry_run(
+    dataset: str,
+    systems: list[str],
+    run_id: str,
+    baseline: str | None,
+    judges: list[str] | None,
+    instruction_judges: list[str] | None,
+    settings,
+) -> int:
     """`--dry-run` of evaluate and nightly: the checked inputs priced per system and judge, nothing called. It calls
     nothing, so a vendor with no API key yet can still be priced (tasks.provider_cache.estimate_only)."""
     from ttseval.flows.preflight import preflight_evaluate
-    from ttseval.tasks.provider_cache import estimate_only
     from ttseval.tasks.cost import dry_run
+    from ttseval.tasks.provider_cache import estimate_only
 
     with estimate_only() as keyless:
-        checked = preflight_evaluate(dataset, systems, settings, baseline=baseline, judges=judges,
-                                     instruction_judges=instruction_judges, paying=False)
+        checked = preflight_evaluate(
+            dataset,
+            systems,
+            settings,
+            baseline=baseline,
+            judges=judges,
+            instruction_judges=instruction_judges,
+            paying=False,
+        )
         announce_new_store(checked.new_store, settings.store)
-        table = dry_run(dataset, systems, run_id, baseline, judges if judges is not None else settings.judges,
-                        instruction_judges if instruction_judges is not None else settings.instruction_judges,
-                        settings, items=checked.items)
-    print(f"dry run of {run_id!r}: what would be called for what {settings.store} lacks "
-          "(nothing was called; judge figures are estimates)")
+        table = dry_run(
+            dataset,
+            systems,
+            run_id,
+            baseline,
+            judges if judges is not None else settings.judges,
+            instruction_judges if instruction_judges is not None else settings.instruction_judges,
+            settings,
+            items=checked.items,
+        )
+    print(
+        f"dry run of {run_id!r}: what would be called for what {settings.store} lacks "
+        "(nothing was called; judge figures are estimates)"
+    )
     print(table.to_string(index=False))
     if keyless:
-        print(f"no API key yet for {', '.join(keyless)}: the estimate needs none, a run will (see "
-              "`ttseval providers` for each one's variable)")
+        print(
+            f"no API key yet for {', '.join(keyless)}: the estimate needs none, a run will (see "
+            "`ttseval providers` for each one's variable)"
+        )
     return 0
 
 
@@ -108,9 +166,12 @@ def announce_new_store(new: bool, uri: str) -> None:
     if new:
         from ttseval.core.store import ArtifactStore
 
-        print(f"ttseval: NEW STORE: nothing is stored at {ArtifactStore(uri).display()} yet; this run creates it and "
-              "computes every row (nothing to reuse). A typo in --store? Stop now (Ctrl-C) and check it.",
-              file=sys.stderr, flush=True)
+        print(
+            f"ttseval: NEW STORE: nothing is stored at {ArtifactStore(uri).display()} yet; this run creates it and "
+            "computes every row (nothing to reuse). A typo in --store? Stop now (Ctrl-C) and check it.",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def print_report(settings, run_id: str, system_ids: list[str] | None) -> None:
@@ -118,7 +179,6 @@ def print_report(settings, run_id: str, system_ids: list[str] | None) -> None:
     the run's files, the settings, the code and the systems are those the report was written from
     (ttseval.tasks.report.full.stored_terminal_view), computed from its tables otherwise."""
     from ttseval.core.store import open_store
-
     from ttseval.tasks.report import print_view, stored_terminal_view
 
     store = open_store(settings)
@@ -131,14 +191,18 @@ def print_report(settings, run_id: str, system_ids: list[str] | None) -> None:
         summary = compute_summary(store, run_id, settings, system_ids)
         winrates = compute_winrates(store, run_id, settings)
         rankings = compute_rankings(store, run_id, settings) if not winrates.empty else None
-        view = {"rows": rows_for_display(summary),
-                "leaderboard": leaderboard_markdown(store, run_id, summary, winrates, rankings)}
+        view = {
+            "rows": rows_for_display(summary),
+            "leaderboard": leaderboard_markdown(store, run_id, summary, winrates, rankings),
+        }
     print_view(store, run_id, view["rows"], view["leaderboard"])
     if store.exists(f"runs/{run_id}/html/index.html"):
         from ttseval.tasks.report.html import html_location
 
-        print(f"HTML report (every clip playable, with its transcript, scores and verdicts): "
-              f"{html_location(store, run_id)}")
+        print(
+            f"HTML report (every clip playable, with its transcript, scores and verdicts): "
+            f"{html_location(store, run_id)}"
+        )
 
 
 def cmd_backfill_judge(args: argparse.Namespace) -> int:
@@ -154,28 +218,36 @@ def cmd_backfill_judge(args: argparse.Namespace) -> int:
     runner = backfill_judge.with_options(task_runner=task_runner(settings))
     with prefect_api():
         check_cluster_reach(settings, [args.judge])
-        result = runner(run_id=args.run_id, judge=args.judge, store=settings.store, baseline=args.baseline,
-                        kind=args.kind, systems=args.systems, categories=args.categories, depths=args.depths,
-                        items=args.items)
+        result = runner(
+            run_id=args.run_id,
+            judge=args.judge,
+            store=settings.store,
+            baseline=args.baseline,
+            kind=args.kind,
+            systems=args.systems,
+            categories=args.categories,
+            depths=args.depths,
+            items=args.items,
+        )
     print_report(settings, args.run_id, None)
     what = "comparisons" if args.kind == "pairwise" else "instruction judgements"
     audit = f"{result['audited']} asked in the other order (position audit); " if args.kind == "pairwise" else ""
-    print(f"judge {result['judge']}: reused {result['reused']} {what}, computed {result['computed']}; {audit}"
-          f"wall time {result['wall_s']:.1f} s (no synthesis)")
+    print(
+        f"judge {result['judge']}: reused {result['reused']} {what}, computed {result['computed']}; {audit}"
+        f"wall time {result['wall_s']:.1f} s (no synthesis)"
+    )
     return 0
 
 
 def cmd_nightly(args: argparse.Namespace) -> int:
-    from ttseval.core.store import open_store
-
     from ttseval.core.config import load_settings
-    from ttseval.flows.nightly import nightly
+    from ttseval.core.store import open_store
+    from ttseval.flows.nightly import nightly, nightly_run_id
     from ttseval.flows.preflight import check_cluster_reach
 
-    from ttseval.flows.nightly import nightly_run_id
-
-    settings = load_settings(store=args.store, budget_usd=args.budget_usd,
-                             allow_new_store=True if args.new_store else None)
+    settings = load_settings(
+        store=args.store, budget_usd=args.budget_usd, allow_new_store=True if args.new_store else None
+    )
     systems = csv_list(args.systems)
     judges = csv_list(args.judges) if args.judges is not None else None  # "" judges nothing, as for evaluate
     run_id = args.run_id or nightly_run_id()
@@ -185,14 +257,25 @@ def cmd_nightly(args: argparse.Namespace) -> int:
         settings = settings.model_copy(update={"fresh_items": night_canary(args.dataset, settings)})
         return print_dry_run(args.dataset, systems, run_id, args.baseline, judges, None, settings)
     announce_new_store(open_store(settings).is_new(), settings.store)
-    os.environ.update({"TTSEVAL_STORE": settings.store, "TTSEVAL_ALLOW_NEW_STORE": str(settings.allow_new_store).lower()})
+    os.environ.update(
+        {"TTSEVAL_STORE": settings.store, "TTSEVAL_ALLOW_NEW_STORE": str(settings.allow_new_store).lower()}
+    )
     with prefect_api():
         check_cluster_reach(settings, systems + (judges or []))
-        result = nightly(dataset=args.dataset, systems=systems, store=settings.store, run_id=run_id,
-                         previous_run=args.previous_run, baseline=args.baseline, judges=judges,
-                         budget_usd=args.budget_usd)
-    print(f"nightly run {result['run_id']}: {result['cache_hits']} clips reused from earlier runs; "
-          f"previous run {result['previous_run'] or 'none'}; flagged changes: {result['flagged']}")
+        result = nightly(
+            dataset=args.dataset,
+            systems=systems,
+            store=settings.store,
+            run_id=run_id,
+            previous_run=args.previous_run,
+            baseline=args.baseline,
+            judges=judges,
+            budget_usd=args.budget_usd,
+        )
+    print(
+        f"nightly run {result['run_id']}: {result['cache_hits']} clips reused from earlier runs; "
+        f"previous run {result['previous_run'] or 'none'}; flagged changes: {result['flagged']}"
+    )
     regressions = None
     if result["previous_run"]:
         import io
@@ -201,16 +284,16 @@ def cmd_nightly(args: argparse.Namespace) -> int:
 
         store = open_store(settings)
         print(store.read_bytes(f"runs/{result['run_id']}/drift.md").decode())
-        regressions = pd.read_json(io.BytesIO(store.read_bytes(f"runs/{result['run_id']}/drift.json")),
-                                   orient="records")
+        regressions = pd.read_json(
+            io.BytesIO(store.read_bytes(f"runs/{result['run_id']}/drift.json")), orient="records"
+        )
     return policy_exit(settings, result["run_id"], regressions)
 
 
 def cmd_trends(args: argparse.Namespace) -> int:
-    from ttseval.core.store import open_store
-
     from ttseval.core.config import load_settings
     from ttseval.core.errors import NotFoundError
+    from ttseval.core.store import open_store
     from ttseval.tasks.trends import trends_table, write_trends
 
     settings = load_settings(store=args.store)
@@ -218,16 +301,21 @@ def cmd_trends(args: argparse.Namespace) -> int:
     store.require()
     trends, page = write_trends(store, settings)
     if page is None:
-        raise NotFoundError(f"no nightly run with a report in {store.display()}: run ttseval nightly",
-                            uri=store.display())
+        raise NotFoundError(
+            f"no nightly run with a report in {store.display()}: run ttseval nightly", uri=store.display()
+        )
     if args.system:
         trends = trends[trends["system_spec"].isin(args.system) | trends["system_id"].isin(args.system)]
         if trends.empty:
-            raise NotFoundError(f"--system {','.join(args.system)}: no such system in the nightly runs of "
-                                f"{store.display()}", uri=store.display())
+            raise NotFoundError(
+                f"--system {','.join(args.system)}: no such system in the nightly runs of {store.display()}",
+                uri=store.display(),
+            )
     table = trends_table(trends)
-    print(f"ttseval trends: {trends['night'].max() + 1} nightly run(s) in {store.display()}; a step is a flagged paired "
-          f"test between two nights, a drift the CUSUM (k {settings.trend_cusum_k:g}, h {settings.trend_cusum_h:g})")
+    print(
+        f"ttseval trends: {trends['night'].max() + 1} nightly run(s) in {store.display()}; a step is a flagged paired "
+        f"test between two nights, a drift the CUSUM (k {settings.trend_cusum_k:g}, h {settings.trend_cusum_h:g})"
+    )
     print(table.to_string(index=False))
     print(f"trends page: {'file://' if store.is_local else ''}{page}")
     return 0
@@ -253,12 +341,10 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_leaderboard(args: argparse.Namespace) -> int:
-    from ttseval.core.store import open_store
-
     from ttseval.core.config import load_settings
-    from ttseval.tasks.leaderboard import leaderboard, leaderboard_markdown
-
     from ttseval.core.errors import NotFoundError
+    from ttseval.core.store import open_store
+    from ttseval.tasks.leaderboard import leaderboard, leaderboard_markdown
 
     settings = load_settings(store=args.store)
     store = open_store(settings)
@@ -278,22 +364,37 @@ def add_evaluate(sub) -> None:
     from ttseval.corpus import DEMO_DATASET
 
     ev = sub.add_parser("evaluate", help="synthesize, transcribe, score and report (defaults: the demo)")
-    ev.add_argument("--dataset", default=str(DEMO_DATASET),
-                    help="items file (.jsonl, .csv, .parquet) or a generated dataset NAME@VERSION / NAME@latest")
+    ev.add_argument(
+        "--dataset",
+        default=str(DEMO_DATASET),
+        help="items file (.jsonl, .csv, .parquet) or a generated dataset NAME@VERSION / NAME@latest",
+    )
     ev.add_argument("--systems", default=",".join(DEFAULT_SYSTEMS), help="comma-separated provider specs")
     add_store(ev)
     ev.add_argument("--run-id", default="demo", help="run name; the same name resumes and reuses stored rows")
     ev.add_argument("--shard-size", type=int, default=None, help="items per task (default: the shard_size setting, 8)")
     ev.add_argument("--dask-address", default=None, help="existing Dask scheduler (default: a LocalCluster)")
-    ev.add_argument("--workers", type=int, default=None,
-                    help="LocalCluster worker processes (default: the n_workers setting, 2)")
-    ev.add_argument("--controls", default=None, help="negative-control systems, comma-separated: a neighbouring "
-                    "language's voice that speaks every item (PashtoTTS-Bench); added to --systems")
-    ev.add_argument("--natural", default=None, help="natural-speech baseline systems, e.g. "
-                    "files:natural:dir=<folder> (recordings named <item_id>.wav); added to --systems")
-    ev.add_argument("--instruction-judges", default=None,
-                    help="judges of instruction following for items with an instruction (InstructTTSEval) "
-                         "(default: the instruction_judges setting, none)")
+    ev.add_argument(
+        "--workers", type=int, default=None, help="LocalCluster worker processes (default: the n_workers setting, 2)"
+    )
+    ev.add_argument(
+        "--controls",
+        default=None,
+        help="negative-control systems, comma-separated: a neighbouring "
+        "language's voice that speaks every item (PashtoTTS-Bench); added to --systems",
+    )
+    ev.add_argument(
+        "--natural",
+        default=None,
+        help="natural-speech baseline systems, e.g. "
+        "files:natural:dir=<folder> (recordings named <item_id>.wav); added to --systems",
+    )
+    ev.add_argument(
+        "--instruction-judges",
+        default=None,
+        help="judges of instruction following for items with an instruction (InstructTTSEval) "
+        "(default: the instruction_judges setting, none)",
+    )
     add_run_options(ev)
     add_wait_lease(ev)
     ev.set_defaults(func=cmd_evaluate)
@@ -303,18 +404,31 @@ def add_run_options(parser) -> None:
     """The options of an evaluate run that `nightly` takes too, declared once: --baseline, --judges, --dry-run,
     --budget-usd, --new-store."""
     parser.add_argument("--baseline", default=None, help="system the others are judged against (default: the first)")
-    parser.add_argument("--judges", default=None, help="comma-separated pairwise judge specs; \"\" judges nothing "
-                        "(default: the judges setting, objective)")
-    parser.add_argument("--dry-run", action="store_true",
-                        help="print what would be called for what the store lacks (calls, characters, audio "
-                             "seconds, USD per system and judge) and call nothing; needs no API key")
-    parser.add_argument("--budget-usd", type=float, default=None,
-                        help="most to spend on paid synthesis and judge calls (synthesis first, the judges from what "
-                             "is left); keys past it stay missing for a later run (default: the budget_usd setting, "
-                             "no cap)")
-    parser.add_argument("--new-store", action="store_true",
-                        help="let a run with paid systems or judges create a store that does not exist yet (default: "
-                             "the allow_new_store setting, off: refused, exit 2, so a mistyped --store pays nothing)")
+    parser.add_argument(
+        "--judges",
+        default=None,
+        help='comma-separated pairwise judge specs; "" judges nothing (default: the judges setting, objective)',
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print what would be called for what the store lacks (calls, characters, audio "
+        "seconds, USD per system and judge) and call nothing; needs no API key",
+    )
+    parser.add_argument(
+        "--budget-usd",
+        type=float,
+        default=None,
+        help="most to spend on paid synthesis and judge calls (synthesis first, the judges from what "
+        "is left); keys past it stay missing for a later run (default: the budget_usd setting, "
+        "no cap)",
+    )
+    parser.add_argument(
+        "--new-store",
+        action="store_true",
+        help="let a run with paid systems or judges create a store that does not exist yet (default: "
+        "the allow_new_store setting, off: refused, exit 2, so a mistyped --store pays nothing)",
+    )
 
 
 def add_backfill_judge(sub) -> None:
@@ -322,11 +436,20 @@ def add_backfill_judge(sub) -> None:
     add_wait_lease(bf)
     add_store(bf)
     bf.add_argument("--run-id", required=True)
-    bf.add_argument("--judge", required=True, help="judge spec, e.g. gemini:gemini-2.5-pro or objective:cer_margin=0.05")
-    bf.add_argument("--baseline", default=None,
-                    help="default: the baseline the run was judged against, else the one its evaluate recorded")
-    bf.add_argument("--kind", choices=("pairwise", "instruction"), default="pairwise",
-                    help="pairwise comparisons against the baseline, or instruction following (InstructTTSEval)")
+    bf.add_argument(
+        "--judge", required=True, help="judge spec, e.g. gemini:gemini-2.5-pro or objective:cer_margin=0.05"
+    )
+    bf.add_argument(
+        "--baseline",
+        default=None,
+        help="default: the baseline the run was judged against, else the one its evaluate recorded",
+    )
+    bf.add_argument(
+        "--kind",
+        choices=("pairwise", "instruction"),
+        default="pairwise",
+        help="pairwise comparisons against the baseline, or instruction following (InstructTTSEval)",
+    )
     bf.add_argument("--systems", type=csv_list, default=None, help="only these systems (comma-separated specs)")
     bf.add_argument("--categories", type=csv_list, default=None, help="only items in these categories")
     bf.add_argument("--depths", type=csv_ints, default=None, help="only items at these depths, e.g. 0,1")
@@ -358,8 +481,11 @@ def add_nightly(sub) -> None:
 
 
 def add_trends(sub) -> None:
-    tr = sub.add_parser("trends", help="every metric of every system across the nightly runs, with steps and slow "
-                        "drifts flagged; writes the trends page beside the latest night's report")
+    tr = sub.add_parser(
+        "trends",
+        help="every metric of every system across the nightly runs, with steps and slow "
+        "drifts flagged; writes the trends page beside the latest night's report",
+    )
     add_store(tr)
     tr.add_argument("--system", type=csv_list, default=None, help="only these systems (comma-separated specs or ids)")
     tr.set_defaults(func=cmd_trends)

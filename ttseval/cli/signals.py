@@ -67,8 +67,10 @@ def _stop_after_grace(signum: int) -> None:
     import time
 
     time.sleep(SIGTERM_GRACE_S)
-    print(f"ttseval: the orderly stop took over {SIGTERM_GRACE_S:.0f} s; stopping the processes this command "
-          "started", file=sys.stderr)
+    print(
+        f"ttseval: the orderly stop took over {SIGTERM_GRACE_S:.0f} s; stopping the processes this command started",
+        file=sys.stderr,
+    )
     _stop_now(signum)
 
 

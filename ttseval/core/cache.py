@@ -67,8 +67,9 @@ class RequestCache:
             logger.warning("cache entry %s is damaged (%s); computing it again", self.path(key), e)
             return None
         if not isinstance(entry, dict):
-            logger.warning("cache entry %s holds a %s, not an object; computing it again", self.path(key),
-                           type(entry).__name__)
+            logger.warning(
+                "cache entry %s holds a %s, not an object; computing it again", self.path(key), type(entry).__name__
+            )
             return None
         return entry
 

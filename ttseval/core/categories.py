@@ -22,8 +22,14 @@ CATEGORIES: dict[str, str] = {
     "multilingual": "ttseval addition: plain sentences in other languages and scripts (PashtoTTS-Bench-style screening)",
 }
 
-EMERGENTTTS_CATEGORIES = ("emotions", "paralinguistics", "foreign_words", "syntactic_complexity",
-                          "complex_pronunciation", "questions")
+EMERGENTTTS_CATEGORIES = (
+    "emotions",
+    "paralinguistics",
+    "foreign_words",
+    "syntactic_complexity",
+    "complex_pronunciation",
+    "questions",
+)
 """The six categories of EmergentTTS-Eval (section 3.1)."""
 
 ALIASES = {"pronunciation": "complex_pronunciation"}

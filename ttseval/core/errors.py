@@ -100,8 +100,9 @@ class TransientProviderError(ProviderError):
     """A failure worth retrying (timeouts, rate limits, server errors); `retry_after_s` is the wait the server
     asked for (HTTP Retry-After), when it did."""
 
-    def __init__(self, message: str, *, spec: str | None = None, key: str | None = None,
-                 retry_after_s: float | None = None) -> None:
+    def __init__(
+        self, message: str, *, spec: str | None = None, key: str | None = None, retry_after_s: float | None = None
+    ) -> None:
         super().__init__(message, spec=spec, key=key)
         self.retry_after_s = retry_after_s
 
@@ -135,5 +136,11 @@ class RetriesExhausted(TTSEvalError):
 
 
 # The user's to fix, nothing written: exit code 2 from the CLI, logged without a traceback inside flow runs.
-USER_ERRORS: tuple[type[TTSEvalError], ...] = (DatasetError, SpecError, ConfigError, RunBusyError,
-                                               StoreUnwritableError, NotFoundError)
+USER_ERRORS: tuple[type[TTSEvalError], ...] = (
+    DatasetError,
+    SpecError,
+    ConfigError,
+    RunBusyError,
+    StoreUnwritableError,
+    NotFoundError,
+)

@@ -12,12 +12,36 @@ TASKS = ("APS", "DSD", "RP")
 CATEGORY = "instruction_following"
 """The item category of InstructTTSEval items (ttseval.core.categories describes it)."""
 
-FEATURES = ("gender", "pitch", "speed", "volume", "age", "clarity", "fluency", "accent", "texture", "emotion",
-            "tone", "personality")
+FEATURES = (
+    "gender",
+    "pitch",
+    "speed",
+    "volume",
+    "age",
+    "clarity",
+    "fluency",
+    "accent",
+    "texture",
+    "emotion",
+    "tone",
+    "personality",
+)
 """The 12 style features in the order of InstructTTSEval's caption JSON and Table 8."""
 
-FEATURES_BY_TIER = ("gender", "pitch", "texture", "clarity", "fluency", "speed", "accent", "age", "volume",
-                    "emotion", "tone", "personality")
+FEATURES_BY_TIER = (
+    "gender",
+    "pitch",
+    "texture",
+    "clarity",
+    "fluency",
+    "speed",
+    "accent",
+    "age",
+    "volume",
+    "emotion",
+    "tone",
+    "personality",
+)
 """The same 12 features in the paper's four tiers (physiological, linguistic, social, psychological/pragmatic):
 the order the instruction judges' prompt lists them in (changing it changes that prompt)."""
 

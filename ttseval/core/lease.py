@@ -26,7 +26,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from ttseval.core.errors import RunBusyError, StoreError
@@ -36,7 +36,7 @@ DEFAULT_TTL_S = 120.0
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def _pid_alive(pid: int) -> bool:
@@ -133,7 +133,7 @@ class _S3:
     def create(self, data: bytes) -> str | None:
         try:
             return self.client.put_object(Bucket=self.bucket, Key=self.key, Body=data, IfNoneMatch="*")["ETag"]
-        except Exception as e:  # noqa: BLE001 - botocore's ClientError
+        except Exception as e:
             if self._refused(e):
                 return None
             raise write_error(self.root, f"s3://{self.bucket}/{self.key}", e) from e  # refused or unreachable
@@ -148,7 +148,7 @@ class _S3:
     def swap(self, data: bytes, token: str) -> str | None:
         try:
             return self.client.put_object(Bucket=self.bucket, Key=self.key, Body=data, IfMatch=token)["ETag"]
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             if self._refused(e) or "NoSuchKey" in str(e):
                 return None
             raise StoreError(f"cannot renew the run lease s3://{self.bucket}/{self.key}: {e}") from e
@@ -162,14 +162,20 @@ class _S3:
 class RunLease:
     """The lease on one run id; `with RunLease(store, run_id):` holds it for the block (renewed meanwhile)."""
 
-    def __init__(self, store: ArtifactStore, run_id: str, *, ttl_s: float = DEFAULT_TTL_S, wait_s: float = 0.0,
-                 purpose: str = "") -> None:
+    def __init__(
+        self, store: ArtifactStore, run_id: str, *, ttl_s: float = DEFAULT_TTL_S, wait_s: float = 0.0, purpose: str = ""
+    ) -> None:
         self.store, self.run_id, self.ttl_s, self.wait_s = store, run_id, ttl_s, wait_s
         rel = f"runs/{run_id}/.lease"
         self.where = store.display(rel)
         self.backend: Any = _Local(store.path(rel)) if store.is_local else _S3(store, rel)
-        self.owner = {"token": uuid.uuid4().hex, "host": socket.gethostname(), "pid": os.getpid(),
-                      "purpose": purpose, "acquired_at": _now().isoformat()}
+        self.owner = {
+            "token": uuid.uuid4().hex,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "purpose": purpose,
+            "acquired_at": _now().isoformat(),
+        }
         self.etag: str | None = None
         self.lost = False
         self._stop = threading.Event()
@@ -226,7 +232,8 @@ class RunLease:
                     f"last renewed {holder.get('renewed_at', '?')}); nothing was written. Wait for it to finish, "
                     f"use another --run-id, or give --wait-lease SECONDS. A lease whose process has died is taken "
                     f"over at once on the same host, and after {self.ttl_s:g} s without renewal from elsewhere "
-                    f"({self.where}).")
+                    f"({self.where})."
+                )
             time.sleep(min(2.0, max(0.1, deadline - time.monotonic())))
         self._thread = threading.Thread(target=self._renew, name=f"lease-{self.run_id}", daemon=True)
         self._thread.start()

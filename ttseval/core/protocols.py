@@ -262,8 +262,13 @@ class PairwiseRequest:
 
     def swapped(self) -> PairwiseRequest:
         """The same pair with the clips (and their signals) in the other order."""
-        return replace(self, first=self.second, second=self.first, first_signals=self.second_signals,
-                       second_signals=self.first_signals)
+        return replace(
+            self,
+            first=self.second,
+            second=self.first,
+            first_signals=self.second_signals,
+            second_signals=self.first_signals,
+        )
 
 
 @dataclass(frozen=True)
@@ -418,9 +423,9 @@ class LLMResult:
 class LLM(Protocol):
     """A chat model answering batches of requests; `llm_id` changes whenever answers could change.
 
-        llm = LLMS.build("openai:gpt-4.1-mini:base_url=http://127.0.0.1:8000/v1")
-        [result] = llm.generate([LLMRequest(parts=("Write three questions.",), schema=Questions)])
-        result.ok, result.data, result.error, result.input_tokens, result.cost_usd
+    llm = LLMS.build("openai:gpt-4.1-mini:base_url=http://127.0.0.1:8000/v1")
+    [result] = llm.generate([LLMRequest(parts=("Write three questions.",), schema=Questions)])
+    result.ok, result.data, result.error, result.input_tokens, result.cost_usd
     """
 
     name: ClassVar[str]

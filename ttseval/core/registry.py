@@ -351,9 +351,12 @@ class Registry(Generic[T]):
         parsed = Spec.parse(spec) if isinstance(spec, str) else spec
         secret = [k for k, _ in parsed.options if k.lower() in SECRET_OPTIONS]
         if secret:  # the spec is written to rows, ids, logs and reports; a key never is
-            raise SpecError(f"{self.kind} spec for {parsed.provider!r}: option {secret[0]!r} would put a secret in "
-                            "the spec, which is stored in every row; set the provider's API-key environment variable "
-                            "(or name a Prefect Secret block in the setting secret_blocks)", spec=parsed.provider)
+            raise SpecError(
+                f"{self.kind} spec for {parsed.provider!r}: option {secret[0]!r} would put a secret in "
+                "the spec, which is stored in every row; set the provider's API-key environment variable "
+                "(or name a Prefect Secret block in the setting secret_blocks)",
+                spec=parsed.provider,
+            )
         self.check_available(parsed, extra)
         cls = self.resolve(parsed.provider, extra)
         options = {k: v for k, v in parsed.options if k not in PIPELINE_OPTIONS}
@@ -383,11 +386,15 @@ def _installed_entries(group: str, built_in: tuple[tuple[str, str], ...], kind: 
     for point in importlib.metadata.entry_points(group=group):
         package = point.dist.name if point.dist is not None else "an installed package"
         if point.name in built and built[point.name] != point.value:
-            raise ConfigError(f"{package} declares the {kind} provider {point.name!r} -> {point.value!r} (entry point "
-                              f"group {group}), the name of a built-in one ({built[point.name]}); the plugin must "
-                              "use another name")
+            raise ConfigError(
+                f"{package} declares the {kind} provider {point.name!r} -> {point.value!r} (entry point "
+                f"group {group}), the name of a built-in one ({built[point.name]}); the plugin must "
+                "use another name"
+            )
         if point.name in found and found[point.name][0] != point.value:
-            raise ConfigError(f"{package} and {found[point.name][1]} both declare the {kind} provider "
-                              f"{point.name!r} (entry point group {group}); uninstall one")
+            raise ConfigError(
+                f"{package} and {found[point.name][1]} both declare the {kind} provider "
+                f"{point.name!r} (entry point group {group}); uninstall one"
+            )
         found[point.name] = (point.value, package)
     return tuple(sorted((name, target) for name, (target, _) in found.items()))

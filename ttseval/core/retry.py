@@ -13,8 +13,9 @@ retries), which is why each stays small and visible in settings.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 from ttseval.core.errors import RetriesExhausted
 
@@ -57,11 +58,16 @@ class RetryPolicy:
         """Every delay the policy allows, in order (Prefect's `retry_delay_seconds` takes this list)."""
         return [self.delay_s(n) for n in range(1, self.max_retries + 1)]
 
-    def call(self, fn: Callable[[], T], is_transient: Callable[[BaseException], bool], *,
-             retries_used: int = 0,
-             retry_after: Callable[[BaseException], float | None] | None = None,
-             on_retry: Callable[[BaseException, int, float], None] | None = None,
-             sleep: Callable[[float], None] = time.sleep) -> tuple[T, int]:
+    def call(
+        self,
+        fn: Callable[[], T],
+        is_transient: Callable[[BaseException], bool],
+        *,
+        retries_used: int = 0,
+        retry_after: Callable[[BaseException], float | None] | None = None,
+        on_retry: Callable[[BaseException, int, float], None] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> tuple[T, int]:
         """Call `fn` until it returns, retrying the errors `is_transient` accepts; returns (value, attempts).
 
         Args:
@@ -86,7 +92,7 @@ class RetryPolicy:
             attempts += 1
             try:
                 return fn(), attempts
-            except Exception as e:  # noqa: BLE001 - re-raised below unless the predicate calls it transient
+            except Exception as e:
                 if not is_transient(e):
                     raise
                 retry = retries_used + attempts

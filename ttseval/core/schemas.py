@@ -82,18 +82,38 @@ SYNTHESIS = pa.schema(
         _f("audio_sha256", pa.string(), "SHA-256 of the WAV bytes; the blob's address"),
         _f("duration_s", pa.float64(), "audio duration in seconds"),
         _f("sample_rate_hz", pa.int32(), "native sample rate of the engine"),
-        _f("latency_s", pa.float64(), "wall time of the synthesize call in seconds (of the original call on a cache hit)"),
-        _f("first_byte_s", pa.float64(), "remote voices: seconds from sending the last request to the first byte of "
-           "the answer (the audio, where the vendor streams it); null for local engines and vendor SDKs"),
-        _f("cache_hit", pa.bool_(), "audio reused from an earlier run: same spec, engine version, text, language, instruction"),
+        _f(
+            "latency_s",
+            pa.float64(),
+            "wall time of the synthesize call in seconds (of the original call on a cache hit)",
+        ),
+        _f(
+            "first_byte_s",
+            pa.float64(),
+            "remote voices: seconds from sending the last request to the first byte of "
+            "the answer (the audio, where the vendor streams it); null for local engines and vendor SDKs",
+        ),
+        _f(
+            "cache_hit",
+            pa.bool_(),
+            "audio reused from an earlier run: same spec, engine version, text, language, instruction",
+        ),
         _f("billable_chars", pa.int64(), "characters the provider bills for the call (0 for local engines)"),
-        _f("cost_usd", pa.float64(), "what this row's call cost at the provider's price (0 for local engines and "
-           "for reused audio, which made no call)"),
+        _f(
+            "cost_usd",
+            pa.float64(),
+            "what this row's call cost at the provider's price (0 for local engines and "
+            "for reused audio, which made no call)",
+        ),
         *_STATUS,
         _f("provider_version", pa.string(), "engine version"),
         _f("provider_metadata", pa.string(), "provider metadata as JSON (never secrets)"),
-        _f("audio_flags", pa.string(), "quality gates the clip failed, comma-separated (nan, clipped, too_short, "
-           "too_long, sample_rate; metrics/audio_checks.py); null when it passed them all"),
+        _f(
+            "audio_flags",
+            pa.string(),
+            "quality gates the clip failed, comma-separated (nan, clipped, too_short, "
+            "too_long, sample_rate; metrics/audio_checks.py); null when it passed them all",
+        ),
     ]
 )
 
@@ -115,7 +135,11 @@ TRANSCRIPTS = pa.schema(
         _f("ref_chars", pa.int32(), "characters in the normalized reference"),
         _f("wer", pa.float64(), "word_errors / ref_words for this utterance"),
         _f("cer", pa.float64(), "char_errors / ref_chars for this utterance"),
-        _f("cache_hit", pa.bool_(), "transcript reused from an earlier run: same clip, asr_id, engine version, language"),
+        _f(
+            "cache_hit",
+            pa.bool_(),
+            "transcript reused from an earlier run: same clip, asr_id, engine version, language",
+        ),
         *_STATUS,
     ]
 )
@@ -150,8 +174,9 @@ PROSODY = pa.schema(
     [
         _f("item_id", pa.string(), "item key", nullable=False),
         _f("system_id", pa.string(), "TTS system whose audio was measured", nullable=False),
-        _f("prosody_id", pa.string(), "version of the prosody and timing measures (metrics/prosody.py)",
-           nullable=False),
+        _f(
+            "prosody_id", pa.string(), "version of the prosody and timing measures (metrics/prosody.py)", nullable=False
+        ),
         _f("f0_mean_hz", pa.float64(), "mean F0 of voiced frames (Praat pitch, ac), Hz"),
         _f("f0_range_st", pa.float64(), "F0 5th-95th percentile span, semitones"),
         _f("voiced_share", pa.float64(), "share of frames Praat calls voiced, 0-1"),
@@ -171,8 +196,12 @@ SIMILARITY = pa.schema(
         _f("system_id", pa.string(), "TTS system whose audio was compared", nullable=False),
         _f("encoder_id", pa.string(), "stable id of the speaker encoder configuration", nullable=False),
         _f("encoder_spec", pa.string(), "canonical speaker encoder spec", nullable=False),
-        _f("reference", pa.string(), "what the clip was compared with: 'prompt' (the item's voice prompt) or "
-           "'voice' (the system's reference voice, setting reference_voices)"),
+        _f(
+            "reference",
+            pa.string(),
+            "what the clip was compared with: 'prompt' (the item's voice prompt) or "
+            "'voice' (the system's reference voice, setting reference_voices)",
+        ),
         _f("reference_sha256", pa.string(), "the reference clip as stored"),
         _f("similarity", pa.float64(), "cosine similarity of the two embeddings, -1..1"),
         _f("cache_hit", pa.bool_(), "reused from an earlier run: same clip, reference, encoder_id, engine version"),
@@ -196,13 +225,21 @@ JUDGMENTS = pa.schema(
     [
         _f("item_id", pa.string(), "item key", nullable=False),
         _f("system_id", pa.string(), "candidate TTS system", nullable=False),
-        _f("baseline_id", pa.string(), "the system it is compared with: the run's baseline, or under judge_pairs "
-           "all / sampled the other system of the pair (the one listed first, the baseline first of all)",
-           nullable=False),
+        _f(
+            "baseline_id",
+            pa.string(),
+            "the system it is compared with: the run's baseline, or under judge_pairs "
+            "all / sampled the other system of the pair (the one listed first, the baseline first of all)",
+            nullable=False,
+        ),
         _f("judge_id", pa.string(), "judge model + prompt version + generation settings", nullable=False),
         _f("judge_spec", pa.string(), "canonical judge spec", nullable=False),
-        _f("vs_baseline", pa.bool_(), "whether baseline_id is the run's baseline (the rows win-rates read); null in "
-           "runs stored before judge_pairs, all of whose rows are against the baseline"),
+        _f(
+            "vs_baseline",
+            pa.bool_(),
+            "whether baseline_id is the run's baseline (the rows win-rates read); null in "
+            "runs stored before judge_pairs, all of whose rows are against the baseline",
+        ),
         _f("candidate_first", pa.bool_(), "whether the candidate's clip was presented first"),
         _f("winner_raw", pa.string(), "the judge's answer in presentation order: first / second / tie"),
         _f("winner", pa.string(), "mapped back: candidate / baseline / tie; null when unparsed"),
@@ -279,7 +316,11 @@ WINRATES = pa.schema(
         _f("ties", pa.int64(), "no preference"),
         _f("losses", pa.int64(), "baseline preferred"),
         _f("win_rate", pa.float64(), "(wins + ties / 2) / n_judged"),
-        _f("win_rate_ci_low", pa.float64(), "BCa bootstrap 95% CI over items, low (null under 10 judged items: n too small)"),
+        _f(
+            "win_rate_ci_low",
+            pa.float64(),
+            "BCa bootstrap 95% CI over items, low (null under 10 judged items: n too small)",
+        ),
         _f("win_rate_ci_high", pa.float64(), "BCa bootstrap 95% CI over items, high (null under 10 judged items)"),
         _f("tie_rate", pa.float64(), "ties / n_judged"),
         _f("n_parse_failures", pa.int64(), "answers that did not parse (counted, not scored)"),
@@ -290,10 +331,15 @@ WINRATES = pa.schema(
 
 # Rethinking MUSHRA appendix A.6's scoresheet: six counts of faults, then three perceptual scores on 0-100.
 DG_SHEET = {
-    "mild_pronunciation": "mild pronunciation mistakes", "severe_pronunciation": "severe pronunciation mistakes",
-    "unnatural_pauses": "unnatural pauses, speed-ups or slow-downs", "digital_artifacts": "digital artifacts",
-    "energy_fluctuations": "sudden energy fluctuations", "word_skips": "words skipped",
-    "liveliness": "liveliness, 0-100", "voice_quality": "voice quality, 0-100", "rhythm": "rhythm, 0-100",
+    "mild_pronunciation": "mild pronunciation mistakes",
+    "severe_pronunciation": "severe pronunciation mistakes",
+    "unnatural_pauses": "unnatural pauses, speed-ups or slow-downs",
+    "digital_artifacts": "digital artifacts",
+    "energy_fluctuations": "sudden energy fluctuations",
+    "word_skips": "words skipped",
+    "liveliness": "liveliness, 0-100",
+    "voice_quality": "voice quality, 0-100",
+    "rhythm": "rhythm, 0-100",
 }
 
 LISTENING_STIMULI = pa.schema(
@@ -301,8 +347,12 @@ LISTENING_STIMULI = pa.schema(
         _f("test_id", pa.string(), "listening test", nullable=False),
         _f("kind", pa.string(), "mushra, mushra-nmr, mushra-dg, mushra-dg-nmr, mos or cmos", nullable=False),
         _f("trial_id", pa.string(), "webMUSHRA page id", nullable=False),
-        _f("stimulus", pa.string(), "the blinded name raters and webMUSHRA's results see ('reference': the page's "
-           "hidden reference)", nullable=False),
+        _f(
+            "stimulus",
+            pa.string(),
+            "the blinded name raters and webMUSHRA's results see ('reference': the page's hidden reference)",
+            nullable=False,
+        ),
         _f("source", pa.string(), "mushra (a slider), sheet (a MUSHRA-DG scoresheet), mos, cmos or practice"),
         _f("item_id", pa.string(), "item heard", nullable=False),
         _f("system_id", pa.string(), "system heard (anchor-x / anchor-y for the anchors)", nullable=False),
@@ -324,16 +374,21 @@ RATINGS = pa.schema(
         _f("item_id", pa.string(), "item heard", nullable=False),
         _f("system_id", pa.string(), "system heard", nullable=False),
         _f("role", pa.string(), "system, reference (hidden, natural speech), anchor-x or anchor-y"),
-        _f("score", pa.float64(), "MUSHRA 0-100; MUSHRA-DG: appendix A.6's formula over the scoresheet; MOS 1-5; "
-           "CMOS -3..3, positive when the system is preferred over the one it is compared with"),
+        _f(
+            "score",
+            pa.float64(),
+            "MUSHRA 0-100; MUSHRA-DG: appendix A.6's formula over the scoresheet; MOS 1-5; "
+            "CMOS -3..3, positive when the system is preferred over the one it is compared with",
+        ),
         _f("slider", pa.float64(), "MUSHRA-DG: the page's slider score beside the scoresheet"),
         *[_f(name, pa.float64(), f"MUSHRA-DG scoresheet: {doc}") for name, doc in DG_SHEET.items()],
         _f("other_system_id", pa.string(), "CMOS: the system compared with"),
         _f("rating_time_s", pa.float64(), "time the rater spent, as the platform reports it"),
         _f("comment", pa.string(), "the rater's comment"),
         _f("questionnaire", pa.string(), "the rater's questionnaire answers as JSON"),
-        _f("flag", pa.string(), "why the row is left out of the analysis (a second rating of one page); null when "
-           "used"),
+        _f(
+            "flag", pa.string(), "why the row is left out of the analysis (a second rating of one page); null when used"
+        ),
         _f("note", pa.string(), "a remark that does not exclude the row (the page has no hidden-reference rating)"),
         _f("source_file", pa.string(), "results file the rating came from (its name)"),
         _f("created_at", pa.timestamp("us", tz="UTC"), "when the rating was ingested", nullable=False),
@@ -390,11 +445,16 @@ TABLES: dict[str, TableDef] = {
         _clip_stage("prosody", PROSODY, "prosody_id"),
         _clip_stage("similarity", SIMILARITY, "encoder_id"),
         TableDef("judgments", JUDGMENTS, ("item_id", "system_id", "baseline_id", "judge_id"), statuses=_JUDGE_STATUSES),
-        TableDef("instruction_judgments", INSTRUCTION_JUDGMENTS, ("item_id", "system_id", "judge_id"),
-                 statuses=_JUDGE_STATUSES),
+        TableDef(
+            "instruction_judgments",
+            INSTRUCTION_JUDGMENTS,
+            ("item_id", "system_id", "judge_id"),
+            statuses=_JUDGE_STATUSES,
+        ),
         # The position-bias audit: a sample of the judgments' pairs, asked again in the other order.
-        TableDef("position_audit", JUDGMENTS, ("item_id", "system_id", "baseline_id", "judge_id"),
-                 statuses=_JUDGE_STATUSES),
+        TableDef(
+            "position_audit", JUDGMENTS, ("item_id", "system_id", "baseline_id", "judge_id"), statuses=_JUDGE_STATUSES
+        ),
         TableDef("report", REPORT, ("system_id", "asr_id")),
         TableDef("winrates", WINRATES, ("judge_id", "system_id", "baseline_id", "level", "category", "depth")),
         TableDef("listening_stimuli", LISTENING_STIMULI, ("test_id", "trial_id", "stimulus")),

@@ -25,7 +25,7 @@ import re
 import time
 import uuid
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlparse
 
@@ -40,9 +40,23 @@ from ttseval.core.config import STORE_WAIT_S, Settings
 from ttseval.core.errors import StoreError, StoreUnwritableError
 from ttseval.core.schemas import TABLES
 
-_UNREACHABLE = ("NETWORK_CONNECTION", "curlCode", "Could not connect", "Couldn't connect", "Timeout was reached",
-                "timed out", "Connection refused", "Connection reset", "SERVICE_UNAVAILABLE", "SLOW_DOWN",
-                "INTERNAL_FAILURE", "REQUEST_TIMEOUT", "THROTTLING", "(HTTP status 5", "HTTP response code: 5")
+_UNREACHABLE = (
+    "NETWORK_CONNECTION",
+    "curlCode",
+    "Could not connect",
+    "Couldn't connect",
+    "Timeout was reached",
+    "timed out",
+    "Connection refused",
+    "Connection reset",
+    "SERVICE_UNAVAILABLE",
+    "SLOW_DOWN",
+    "INTERNAL_FAILURE",
+    "REQUEST_TIMEOUT",
+    "THROTTLING",
+    "(HTTP status 5",
+    "HTTP response code: 5",
+)
 """How pyarrow's S3 errors say that the server is down, cut off, restarting or busy, rather than refusing the
 request (NoSuchKey, AccessDenied, a missing bucket): only these are waited out."""
 
@@ -80,13 +94,18 @@ def write_error(root: str, uri: str, e: OSError | Exception) -> StoreError:
     if code in (errno.ENOSPC, errno.EDQUOT) or "No space left" in text:
         return StoreUnwritableError(
             f"the store {root} is full (no space left on device) writing {uri}: free space there or point --store "
-            f"at another place; what was stored before is intact, and the same --run-id resumes from it", uri=uri)
+            f"at another place; what was stored before is intact, and the same --run-id resumes from it",
+            uri=uri,
+        )
     if code in (errno.EROFS, errno.EACCES, errno.EPERM) or any(
-            s in text for s in ("Read-only file system", "Permission denied", "ACCESS_DENIED", "AccessDenied")):
+        s in text for s in ("Read-only file system", "Permission denied", "ACCESS_DENIED", "AccessDenied")
+    ):
         why = "read-only" if code == errno.EROFS or "Read-only" in text else "not writable by this process"
         return StoreUnwritableError(
             f"the store {root} is {why} (writing {uri}): point --store at a writable place, or give this process "
-            f"write access there; nothing stored there was changed", uri=uri)
+            f"write access there; nothing stored there was changed",
+            uri=uri,
+        )
     return StoreError(f"cannot write {uri}: {e}", uri=uri)
 
 
@@ -153,22 +172,31 @@ class ArtifactStore:
                 result = op()
                 self._given_up = False
                 return result
-            except Exception as e:  # noqa: BLE001 - pyarrow's OSError or botocore's errors, sorted by unreachable()
+            except Exception as e:
                 if self.is_local or not unreachable(e):
                     raise
                 now = time.monotonic()
                 if self._given_up:  # a wait has run out: later operations fail at once until one succeeds
-                    raise StoreError(f"cannot reach the store {self.display()} ({what}; still, after an earlier "
-                                     f"operation waited {self.wait_s:g} s, the store_wait_s setting): {e}",
-                                     uri=self.display()) from e
+                    raise StoreError(
+                        f"cannot reach the store {self.display()} ({what}; still, after an earlier "
+                        f"operation waited {self.wait_s:g} s, the store_wait_s setting): {e}",
+                        uri=self.display(),
+                    ) from e
                 if deadline is None:
                     deadline = now + self.wait_s
-                    log.warning("the store %s cannot be reached (%s); trying again for up to %g s", self.display(),
-                                what, self.wait_s)
+                    log.warning(
+                        "the store %s cannot be reached (%s); trying again for up to %g s",
+                        self.display(),
+                        what,
+                        self.wait_s,
+                    )
                 if now >= deadline:
                     self._given_up = True
-                    raise StoreError(f"cannot reach the store {self.display()} ({what}; waited {self.wait_s:g} s, "
-                                     f"the store_wait_s setting): {e}", uri=self.display()) from e
+                    raise StoreError(
+                        f"cannot reach the store {self.display()} ({what}; waited {self.wait_s:g} s, "
+                        f"the store_wait_s setting): {e}",
+                        uri=self.display(),
+                    ) from e
                 time.sleep(min(delay, deadline - now))
                 delay = min(delay * 2, 8.0)
 
@@ -212,6 +240,7 @@ class ArtifactStore:
 
     def read_part(self, path: str, *, columns: list[str] | None = None, schema: pa.Schema | None = None) -> pa.Table:
         """One part file (a full path, as `part_files` lists them), waited for like every store read."""
+
         def read() -> pa.Table:
             with self.fs.open_input_file(path) as f:
                 return pq.read_table(f, columns=columns, schema=schema)
@@ -245,7 +274,7 @@ class ArtifactStore:
 
                 self._s3_client = boto3.client("s3", endpoint_url=_s3_endpoint())
             self._patiently(lambda: self._s3_client.delete_object(Bucket=bucket, Key=key), f"deleting {key}")
-        except Exception as e:  # noqa: BLE001 - botocore's errors share no base worth naming here
+        except Exception as e:
             raise StoreError(f"cannot delete s3://{full_path}: {e}", uri=f"s3://{full_path}") from e
 
     # audio blobs ---------------------------------------------------------------------------------------------
@@ -270,7 +299,7 @@ class ArtifactStore:
             return None
         schema = TABLES[table].schema
         data = data.cast(schema) if data.schema != schema else data
-        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%f")
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
         label = part_label(label)
         name = f"part-{stamp}-{label + '-' if label else ''}{uuid.uuid4().hex[:8]}.parquet"
         sink = pa.BufferOutputStream()
@@ -281,12 +310,16 @@ class ArtifactStore:
         selector = pafs.FileSelector(self.table_dir(run_id, table), allow_not_found=True)
         infos = self._info(selector)
         return sorted(
-            i.path for i in infos if i.type == pafs.FileType.File and i.base_name.endswith(".parquet")
+            i.path
+            for i in infos
+            if i.type == pafs.FileType.File
+            and i.base_name.endswith(".parquet")
             and not i.base_name.startswith((".", "_"))
         )
 
-    def read(self, run_id: str, table: str, *, columns: list[str] | None = None,
-             where: pc.Expression | None = None) -> pd.DataFrame:
+    def read(
+        self, run_id: str, table: str, *, columns: list[str] | None = None, where: pc.Expression | None = None
+    ) -> pd.DataFrame:
         """All rows of a run's table, one per key (the newest), typed by the declared schema.
 
         `columns` and `where` (a pyarrow expression, e.g. `pc.field("status") == "ok"`) are pushed down to the
@@ -305,10 +338,12 @@ class ArtifactStore:
         if not files:
             return definition.schema.empty_table().select(wanted).to_pandas()
         try:
-            data = self._patiently(lambda: ds.dataset(files, schema=definition.schema, format="parquet",
-                                                      filesystem=self.fs).to_table(columns=wanted + extra,
-                                                                                   filter=where),
-                                   f"reading table {table!r} of run {run_id!r}")
+            data = self._patiently(
+                lambda: ds.dataset(files, schema=definition.schema, format="parquet", filesystem=self.fs).to_table(
+                    columns=wanted + extra, filter=where
+                ),
+                f"reading table {table!r} of run {run_id!r}",
+            )
         except (OSError, pa.ArrowInvalid) as e:
             raise StoreError(f"cannot read table {table!r} of run {run_id!r}: {e}", uri=self.display()) from e
         frame = data.to_pandas()
@@ -377,18 +412,24 @@ class ArtifactStore:
         from ttseval.core.errors import NotFoundError
 
         if self.is_new():
-            raise NotFoundError(f"no store at {self.display()}: nothing is stored there; check --store (or the "
-                                "TTSEVAL_STORE variable)", uri=self.display())
+            raise NotFoundError(
+                f"no store at {self.display()}: nothing is stored there; check --store (or the TTSEVAL_STORE variable)",
+                uri=self.display(),
+            )
         if run_id is not None and not self.part_files(run_id, "items"):
-            raise NotFoundError(f"no run {run_id!r} in {self.display()}; runs there: {', '.join(self.runs()) or 'none'}"
-                                "; check --run-id and --store", uri=self.display(), run_id=run_id)
+            raise NotFoundError(
+                f"no run {run_id!r} in {self.display()}; runs there: {', '.join(self.runs()) or 'none'}"
+                "; check --run-id and --store",
+                uri=self.display(),
+                run_id=run_id,
+            )
 
     def listing(self, rel_dir: str) -> dict[str, int]:
         """Every file under `rel_dir`, recursively, by its path relative to it, with its size in bytes (one listing
         call; empty when the folder does not exist)."""
         top = self.path(rel_dir)
         infos = self._info(pafs.FileSelector(top, recursive=True, allow_not_found=True))
-        return {i.path[len(top) + 1:]: i.size for i in infos if i.type == pafs.FileType.File}
+        return {i.path[len(top) + 1 :]: i.size for i in infos if i.type == pafs.FileType.File}
 
     def runs(self) -> list[str]:
         infos = self._info(pafs.FileSelector(self.path("runs"), allow_not_found=True))
@@ -397,7 +438,9 @@ class ArtifactStore:
     def run_log(self, run_id: str) -> dict[str, Any] | None:
         """The latest record an evaluate wrote of this run (runs/<id>/log/<started>.json: its systems, baseline,
         settings), or None when it has none."""
-        names = sorted(name for name in self.listing(f"runs/{run_id}/log") if name.endswith(".json") and "/" not in name)
+        names = sorted(
+            name for name in self.listing(f"runs/{run_id}/log") if name.endswith(".json") and "/" not in name
+        )
         return json.loads(self.read_bytes(f"runs/{run_id}/log/{names[-1]}")) if names else None
 
 

@@ -36,9 +36,9 @@ from typing import Any
 
 import pandas as pd
 
-from ttseval.core.protocols import MOS_BOUNDS
 from ttseval.core.errors import DatasetError
 from ttseval.core.paths import LOCAL_CACHE, source_fingerprint
+from ttseval.core.protocols import MOS_BOUNDS
 from ttseval.core.schemas import TABLES
 from ttseval.core.telemetry import telemetry_off
 
@@ -109,8 +109,11 @@ def _suite(rules: tuple[Rule, ...], suite_name: str) -> tuple[Any, Any]:
 
         ctx = _context()
         name = f"{suite_name}-{next(_counter)}"
-        batch_def = (ctx.data_sources.add_pandas(name).add_dataframe_asset(suite_name)
-                     .add_batch_definition_whole_dataframe("all"))
+        batch_def = (
+            ctx.data_sources.add_pandas(name)
+            .add_dataframe_asset(suite_name)
+            .add_batch_definition_whole_dataframe("all")
+        )
         suite = gx.ExpectationSuite(name=name)
         for index, rule in enumerate(rules):
             columns = {} if "column_list" in rule.kwargs else {"column": rule.column}
@@ -137,7 +140,9 @@ def _validate(frame: pd.DataFrame, rules: list[Rule], *, suite_name: str, row_co
     return sorted(result.results, key=lambda outcome: outcome.expectation_config.meta["rule"])
 
 
-def check(frame: pd.DataFrame, rules: list[Rule], *, suite_name: str, row_columns: tuple[str, ...] = ("row", "item_id")) -> list[str]:
+def check(
+    frame: pd.DataFrame, rules: list[Rule], *, suite_name: str, row_columns: tuple[str, ...] = ("row", "item_id")
+) -> list[str]:
     """Validate `frame` against `rules`; returns one message per failed rule naming up to 8 offending rows.
 
     A frame that passed these rules before, on this machine, passes again without running them (module doc)."""
@@ -158,8 +163,9 @@ VALIDATED = LOCAL_CACHE / "validated"
 STALE_S = 7 * 86400
 
 
-def passed_marker(frame: pd.DataFrame, rules: list[Rule], *, suite_name: str,
-                  row_columns: tuple[str, ...]) -> Path | None:
+def passed_marker(
+    frame: pd.DataFrame, rules: list[Rule], *, suite_name: str, row_columns: tuple[str, ...]
+) -> Path | None:
     """Where a pass of `frame` against `rules` is remembered; None when pandas cannot hash the frame's cells
     faithfully (module doc)."""
     kinds = [pd.api.types.infer_dtype(frame[c], skipna=True) for c in frame.columns if frame[c].dtype == object]
@@ -170,8 +176,14 @@ def passed_marker(frame: pd.DataFrame, rules: list[Rule], *, suite_name: str,
     except (TypeError, ValueError):
         return None
     digest = hashlib.sha256()
-    for part in (suite_name, repr(row_columns), repr(rules), repr(list(map(str, frame.columns))),
-                 repr(list(map(str, frame.dtypes))), repr(kinds)):
+    for part in (
+        suite_name,
+        repr(row_columns),
+        repr(rules),
+        repr(list(map(str, frame.columns))),
+        repr(list(map(str, frame.dtypes))),
+        repr(kinds),
+    ):
         digest.update(part.encode("utf-8") + b"\0")
     digest.update(rows)
     return VALIDATED.expanduser() / _code() / digest.hexdigest()
@@ -203,16 +215,20 @@ def _check(frame: pd.DataFrame, rules: list[Rule], *, suite_name: str, row_colum
         if outcome.success:
             continue
         if outcome.exception_info and outcome.exception_info.get("raised_exception"):
-            problems.append(f"rule '{rule.name}' (column {rule.column}) could not run: "
-                            f"{outcome.exception_info.get('exception_message')}. Fix: {rule.fix}")
+            problems.append(
+                f"rule '{rule.name}' (column {rule.column}) could not run: "
+                f"{outcome.exception_info.get('exception_message')}. Fix: {rule.fix}"
+            )
             continue
         where = outcome.result.get("unexpected_index_list") or []
         count = outcome.result.get("unexpected_count", len(where))
         shown = ", ".join(_where(w, row_columns) for w in where[:8])
         more = f" and {count - 8} more" if count > 8 else ""
         value = outcome.result.get("unexpected_list", [])[:3]
-        problems.append(f"rule '{rule.name}' (column {rule.column}) fails on {count} row(s): {shown}{more}"
-                        f" (values {value!r}). Fix: {rule.fix}")
+        problems.append(
+            f"rule '{rule.name}' (column {rule.column}) fails on {count} row(s): {shown}{more}"
+            f" (values {value!r}). Fix: {rule.fix}"
+        )
     return problems
 
 
@@ -248,45 +264,87 @@ def _at_least(column: str, minimum: float, *, strict: bool = False, ok_only: boo
 
 
 def _in_set(column: str, values: tuple[str, ...]) -> Rule:
-    return Rule(f"{column} is one of {', '.join(values)}", column, "ExpectColumnValuesToBeInSet",
-                {"value_set": list(values)}, _BUG)
+    return Rule(
+        f"{column} is one of {', '.join(values)}",
+        column,
+        "ExpectColumnValuesToBeInSet",
+        {"value_set": list(values)},
+        _BUG,
+    )
 
 
 _JUDGE_COST = [_at_least(c, 0, ok_only=False) for c in ("input_tokens", "output_tokens", "cost_usd")]
 
 # Rules beyond what the table declares (non-null columns, a unique key, statuses), per table.
 _VALUE_RULES: dict[str, list[Rule]] = {
-    "items": [Rule("depth is 0-3", "depth", "ExpectColumnValuesToBeBetween", {"min_value": 0, "max_value": 3},
-                   "depth counts refinements of a seed item: 0 to 3")],
+    "items": [
+        Rule(
+            "depth is 0-3",
+            "depth",
+            "ExpectColumnValuesToBeBetween",
+            {"min_value": 0, "max_value": 3},
+            "depth counts refinements of a seed item: 0 to 3",
+        )
+    ],
     "synthesis": [
-        _at_least("duration_s", 0, strict=True), _ok_present("audio_sha256", "audio"),
-        _ok_present("duration_s", "a duration"), _at_least("latency_s", 0),
+        _at_least("duration_s", 0, strict=True),
+        _ok_present("audio_sha256", "audio"),
+        _ok_present("duration_s", "a duration"),
+        _at_least("latency_s", 0),
     ],
     "transcripts": [
         *[_ok_present(c, "counts") for c in ("word_errors", "ref_words", "char_errors", "ref_chars")],
-        _at_least("word_errors", 0), _at_least("char_errors", 0),
+        _at_least("word_errors", 0),
+        _at_least("char_errors", 0),
         # An empty reference is an item-text bug, never a zero-length utterance to skip.
-        Rule("ref_words is > 0", "ref_words", "ExpectColumnValuesToBeBetween", {"min_value": 0, "strict_min": True} | _OK,
-             "the item's text normalizes to nothing: give it at least one word"),
-        Rule("ref_chars is > 0", "ref_chars", "ExpectColumnValuesToBeBetween", {"min_value": 0, "strict_min": True} | _OK,
-             "the item's text normalizes to nothing: give it at least one word"),
-        _at_least("wer", 0), _at_least("cer", 0),
+        Rule(
+            "ref_words is > 0",
+            "ref_words",
+            "ExpectColumnValuesToBeBetween",
+            {"min_value": 0, "strict_min": True} | _OK,
+            "the item's text normalizes to nothing: give it at least one word",
+        ),
+        Rule(
+            "ref_chars is > 0",
+            "ref_chars",
+            "ExpectColumnValuesToBeBetween",
+            {"min_value": 0, "strict_min": True} | _OK,
+            "the item's text normalizes to nothing: give it at least one word",
+        ),
+        _at_least("wer", 0),
+        _at_least("cer", 0),
     ],
     "quality": [
         _ok_present("mos", "a MOS"),
-        Rule("mos is on the 1-5 scale", "mos", "ExpectColumnValuesToBeBetween",
-             {"min_value": MOS_BOUNDS[0], "max_value": MOS_BOUNDS[1]},
-             "the predictor's output is not a MOS: check its version and scaling"),
+        Rule(
+            "mos is on the 1-5 scale",
+            "mos",
+            "ExpectColumnValuesToBeBetween",
+            {"min_value": MOS_BOUNDS[0], "max_value": MOS_BOUNDS[1]},
+            "the predictor's output is not a MOS: check its version and scaling",
+        ),
     ],
     "similarity": [
-        _ok_present("similarity", "a similarity"), _in_set("reference", ("prompt", "voice")),
-        Rule("similarity is a cosine, -1..1", "similarity", "ExpectColumnValuesToBeBetween",
-             {"min_value": -1.000001, "max_value": 1.000001} | _OK, _BUG),
+        _ok_present("similarity", "a similarity"),
+        _in_set("reference", ("prompt", "voice")),
+        Rule(
+            "similarity is a cosine, -1..1",
+            "similarity",
+            "ExpectColumnValuesToBeBetween",
+            {"min_value": -1.000001, "max_value": 1.000001} | _OK,
+            _BUG,
+        ),
     ],
     "judgments": [
-        _in_set("winner", ("candidate", "baseline", "tie")), _in_set("winner_raw", ("first", "second", "tie")),
-        Rule("parsed ok rows have a winner", "winner", "ExpectColumnValuesToNotBeNull",
-             {"row_condition": 'status=="ok" and parse_ok==True', "condition_parser": "pandas"}, _BUG),
+        _in_set("winner", ("candidate", "baseline", "tie")),
+        _in_set("winner_raw", ("first", "second", "tie")),
+        Rule(
+            "parsed ok rows have a winner",
+            "winner",
+            "ExpectColumnValuesToNotBeNull",
+            {"row_condition": 'status=="ok" and parse_ok==True', "condition_parser": "pandas"},
+            _BUG,
+        ),
         *_JUDGE_COST,
     ],
     "instruction_judgments": [_in_set("task", ("APS", "DSD", "RP")), *_JUDGE_COST],
@@ -302,17 +360,38 @@ def table_rules(table: str) -> list[Rule]:
         KeyError: `table` is not a declared table.
     """
     definition = TABLES[table]
-    rules = [Rule(f"{f.name} is present", f.name, "ExpectColumnValuesToNotBeNull", {},
-                  f"every {table} row needs {f.name} ({f.metadata[b'description'].decode()})")
-             for f in definition.schema if not f.nullable]
+    rules = [
+        Rule(
+            f"{f.name} is present",
+            f.name,
+            "ExpectColumnValuesToNotBeNull",
+            {},
+            f"every {table} row needs {f.name} ({f.metadata[b'description'].decode()})",
+        )
+        for f in definition.schema
+        if not f.nullable
+    ]
     key = list(definition.key)
     if len(key) == 1:
-        rules.append(Rule(f"{key[0]} is unique", key[0], "ExpectColumnValuesToBeUnique", {},
-                          f"one row per {key[0]}: dedupe by key (ArtifactStore.read keeps the newest)"))
+        rules.append(
+            Rule(
+                f"{key[0]} is unique",
+                key[0],
+                "ExpectColumnValuesToBeUnique",
+                {},
+                f"one row per {key[0]}: dedupe by key (ArtifactStore.read keeps the newest)",
+            )
+        )
     else:
-        rules.append(Rule(f"({', '.join(key)}) is unique", ", ".join(key), "ExpectCompoundColumnsToBeUnique",
-                          {"column_list": key, "ignore_row_if": "never"},
-                          "one row per key: dedupe by key (ArtifactStore.read keeps the newest)"))
+        rules.append(
+            Rule(
+                f"({', '.join(key)}) is unique",
+                ", ".join(key),
+                "ExpectCompoundColumnsToBeUnique",
+                {"column_list": key, "ignore_row_if": "never"},
+                "one row per key: dedupe by key (ArtifactStore.read keeps the newest)",
+            )
+        )
     if definition.statuses is not None:  # declared with the table (every clip stage's: CLIP_STATUSES)
         rules.append(_in_set("status", definition.statuses))
     return rules + _VALUE_RULES.get(table, [])
@@ -330,8 +409,10 @@ def check_table(table: str, frame: pd.DataFrame) -> list[str]:
     key = TABLES[table].key
     missing = sorted({c for r in rules for c in r.kwargs.get("column_list", [r.column])} - set(frame.columns))
     if missing:
-        return [f"rule 'declared columns are present' fails: {table} lacks column(s) {missing}. "
-                f"Fix: build the frame with ttseval.core.schemas.{table.upper()} (table_from_rows)"]
+        return [
+            f"rule 'declared columns are present' fails: {table} lacks column(s) {missing}. "
+            f"Fix: build the frame with ttseval.core.schemas.{table.upper()} (table_from_rows)"
+        ]
     if frame.empty:
         return []
     frame = frame.reset_index(drop=True).assign(row=range(1, len(frame) + 1))
@@ -346,5 +427,8 @@ def require_valid(table: str, frame: pd.DataFrame) -> None:
     """
     problems = check_table(table, frame)
     if problems:
-        raise DatasetError(f"table {table} breaks {len(problems)} rule(s):\n- " + "\n- ".join(problems),
-                           source=table, problems=problems)
+        raise DatasetError(
+            f"table {table} breaks {len(problems)} rule(s):\n- " + "\n- ".join(problems),
+            source=table,
+            problems=problems,
+        )

@@ -15,7 +15,7 @@ import io
 import json
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pandas as pd
@@ -47,8 +47,11 @@ def content_hash(items: pd.DataFrame) -> str:
 
 def _parquet(frame: pd.DataFrame, schema: pa.Schema | None = None) -> bytes:
     frame = frame.astype(object).where(frame.notna(), None)  # NaN in a text column is a missing value
-    table = (pa.Table.from_pylist([{n: r.get(n) for n in schema.names} for r in frame.to_dict("records")], schema=schema)
-             if schema is not None else pa.Table.from_pandas(frame, preserve_index=False))
+    table = (
+        pa.Table.from_pylist([{n: r.get(n) for n in schema.names} for r in frame.to_dict("records")], schema=schema)
+        if schema is not None
+        else pa.Table.from_pandas(frame, preserve_index=False)
+    )
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, compression="zstd")
     return sink.getvalue().to_pybytes()
@@ -61,8 +64,17 @@ class Written:
     created: bool
 
 
-def write_version(store: ArtifactStore, name: str, version: str | None, *, items: pd.DataFrame,
-                  generation: pd.DataFrame, stats: pd.DataFrame, stats_md: str, manifest: dict[str, Any]) -> Written:
+def write_version(
+    store: ArtifactStore,
+    name: str,
+    version: str | None,
+    *,
+    items: pd.DataFrame,
+    generation: pd.DataFrame,
+    stats: pd.DataFrame,
+    stats_md: str,
+    manifest: dict[str, Any],
+) -> Written:
     """Freeze a dataset version; returns its reference. Refuses to change an existing version."""
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
         raise DatasetError(f"dataset name {name!r}: use letters, digits, '.', '_' or '-' (no '@' or '/')")
@@ -77,16 +89,22 @@ def write_version(store: ArtifactStore, name: str, version: str | None, *, items
         if old.get("content_sha256") != sha:
             raise DatasetError(
                 f"dataset {ref} is frozen and holds other items (content {old.get('content_sha256', '?')[:12]} vs "
-                f"{sha[:12]}); pass a new --version, or leave it out to get a content-addressed one")
+                f"{sha[:12]}); pass a new --version, or leave it out to get a content-addressed one"
+            )
         return Written(ref, store.display(base), created=False)
     store.write_bytes(f"{base}/items.parquet", _parquet(items, GENERATED))
     store.write_bytes(f"{base}/generation.parquet", _parquet(generation, GENERATED))
     store.write_bytes(f"{base}/stats.parquet", _parquet(stats))
     store.write_bytes(f"{base}/stats.md", stats_md.encode("utf-8"))
     # The manifest goes last: a version without one is unfinished and is not listed or read.
-    store.write_bytes(f"{base}/manifest.json", json.dumps(
-        {**manifest, "name": name, "version": version, "ref": ref, "content_sha256": sha, "n_items": len(items)},
-        indent=2, default=str).encode("utf-8"))
+    store.write_bytes(
+        f"{base}/manifest.json",
+        json.dumps(
+            {**manifest, "name": name, "version": version, "ref": ref, "content_sha256": sha, "n_items": len(items)},
+            indent=2,
+            default=str,
+        ).encode("utf-8"),
+    )
     return Written(ref, store.display(base), created=True)
 
 
@@ -109,7 +127,7 @@ def _age(manifest: dict[str, Any]) -> tuple[datetime, str]:
     except ValueError:
         at = datetime.min
     if at.tzinfo is None:
-        at = at.replace(tzinfo=timezone.utc)
+        at = at.replace(tzinfo=UTC)
     return at, str(manifest.get("version", ""))
 
 
@@ -125,8 +143,10 @@ def resolve(store: ArtifactStore, ref: str) -> tuple[str, pd.DataFrame, str]:
     if version == "latest":
         found = versions(store, name)
         if not found:
-            raise DatasetError(f"dataset {name!r} has no versions in store {store.display()}; "
-                               "run `ttseval generate-dataset` first or check --store")
+            raise DatasetError(
+                f"dataset {name!r} has no versions in store {store.display()}; "
+                "run `ttseval generate-dataset` first or check --store"
+            )
         version = found[-1]["version"]
     path = f"{_dir(name, version)}/items.parquet"
     if not store.exists(f"{_dir(name, version)}/manifest.json"):
@@ -152,9 +172,11 @@ def refs(store: ArtifactStore) -> list[str]:
 
 def counts(items: pd.DataFrame) -> pd.DataFrame:
     """Items per category, language and depth: one row per (dimension, value)."""
-    rows = [{"dimension": dim, "value": str(value), "items": int(n)}
-            for dim in ("category", "language", "depth")
-            for value, n in items[dim].value_counts().sort_index().items()]
+    rows = [
+        {"dimension": dim, "value": str(value), "items": int(n)}
+        for dim in ("category", "language", "depth")
+        for value, n in items[dim].value_counts().sort_index().items()
+    ]
     return pd.DataFrame(rows, columns=["dimension", "value", "items"])
 
 
@@ -175,8 +197,9 @@ def check_free(store: ArtifactStore, name: str, version: str | None, items: pd.D
     version, or a frozen version that holds other items."""
     for what, value in (("name", name), ("version", version)):
         if value is not None and (not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", value) or value == "latest"):
-            raise DatasetError(f"dataset {what} {value!r}: use letters, digits, '.', '_' or '-' (no '@' or '/', "
-                               "not 'latest')")
+            raise DatasetError(
+                f"dataset {what} {value!r}: use letters, digits, '.', '_' or '-' (no '@' or '/', not 'latest')"
+            )
     if version is None:
         return  # content-addressed: the same items give the same version
     base, sha = _dir(name, version), content_hash(_pushed_rows(items))
@@ -186,19 +209,38 @@ def check_free(store: ArtifactStore, name: str, version: str | None, items: pd.D
             raise DatasetError(
                 f"dataset {name}@{version} is frozen and holds other items (content "
                 f"{old.get('content_sha256', '?')[:12]} vs {sha[:12]}); pass a new --version, or leave it out to get "
-                "a content-addressed one")
+                "a content-addressed one"
+            )
 
 
-def push_items(store: ArtifactStore, name: str, version: str | None, items: pd.DataFrame, *,
-               source: dict[str, Any], systems: list[str] | None = None) -> Written:
+def push_items(
+    store: ArtifactStore,
+    name: str,
+    version: str | None,
+    items: pd.DataFrame,
+    *,
+    source: dict[str, Any],
+    systems: list[str] | None = None,
+) -> Written:
     """Freeze checked items (ttseval.corpus.items.load_items) as NAME@VERSION; the manifest says where they came
     from (`source`: the file's name and SHA-256) and which pushed systems came with them."""
     table = counts(items)
     rows = _pushed_rows(items)
-    return write_version(store, name, version, items=rows, generation=rows, stats=table,
-                         stats_md=counts_markdown(table),
-                         manifest={"origin": "pushed", "source": source, "systems": list(systems or []),
-                                   "created_at": datetime.now(timezone.utc).isoformat(timespec="microseconds")})
+    return write_version(
+        store,
+        name,
+        version,
+        items=rows,
+        generation=rows,
+        stats=table,
+        stats_md=counts_markdown(table),
+        manifest={
+            "origin": "pushed",
+            "source": source,
+            "systems": list(systems or []),
+            "created_at": datetime.now(UTC).isoformat(timespec="microseconds"),
+        },
+    )
 
 
 def describe(store: ArtifactStore, ref: str) -> tuple[dict[str, Any], pd.DataFrame]:

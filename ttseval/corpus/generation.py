@@ -18,9 +18,9 @@ from typing import Any
 import pandas as pd
 from pydantic import BaseModel, Field, ValidationError
 
+from ttseval.core.errors import ConfigError, DatasetError
 from ttseval.corpus import DEFAULT_CATEGORY_SPEC
 from ttseval.corpus.items import read_jsonl_numbered
-from ttseval.core.errors import ConfigError, DatasetError
 
 BREADTH_PROMPT_VERSION = "breadth-v1"
 REFINE_PROMPT_VERSION = "refine-v1"
@@ -62,7 +62,9 @@ def load_spec(path: str | Path | None = None) -> GenerationSpec:
         raise ConfigError(f"category spec {p}: cannot read ({e}); pass --categories PATH to a TOML file") from e
     cats = raw.get("categories")
     if not isinstance(cats, dict) or not cats:
-        raise ConfigError(f"category spec {p}: no [categories.<name>] tables; see {DEFAULT_CATEGORY_SPEC} for the format")
+        raise ConfigError(
+            f"category spec {p}: no [categories.<name>] tables; see {DEFAULT_CATEGORY_SPEC} for the format"
+        )
     try:
         return GenerationSpec(**{**raw, "categories": {k: {"name": k, **v} for k, v in cats.items()}})
     except ValidationError as e:
@@ -116,7 +118,11 @@ def plan_breadth(spec: CategorySpec, total: int, batch: int) -> list[BreadthCall
     calls, made = [], 0
     for k in range((total + batch - 1) // batch):
         count = min(batch, total - made)
-        subs = tuple(spec.subcategories[(made + j) % len(spec.subcategories)] for j in range(count)) if spec.subcategories else ()
+        subs = (
+            tuple(spec.subcategories[(made + j) % len(spec.subcategories)] for j in range(count))
+            if spec.subcategories
+            else ()
+        )
         calls.append(BreadthCall(spec.name, k, count, spec.diversity[k % len(spec.diversity)], subs))
         made += count
     return calls
@@ -125,7 +131,9 @@ def plan_breadth(spec: CategorySpec, total: int, batch: int) -> list[BreadthCall
 def breadth_prompt(spec: CategorySpec, call: BreadthCall, seeds: list[str], language: str) -> str:
     sub = ""
     if call.subcategories:
-        sub = "\nWrite them in this order of subcategory (put each in `subcategory`):\n" + _bullets(list(call.subcategories))
+        sub = "\nWrite them in this order of subcategory (put each in `subcategory`):\n" + _bullets(
+            list(call.subcategories)
+        )
     return (
         "You write test sentences for evaluating text-to-speech systems.\n\n"
         f"Category: {spec.name}. {spec.description}\n\n"
@@ -226,11 +234,13 @@ def dataset_statistics(items: pd.DataFrame, *, words_per_minute: float) -> pd.Da
     Seconds are estimated as words / (words_per_minute / 60); the paper's figures are measured on audio, and its
     overall means (33.93 words, 15.32 s) correspond to about 133 words per minute.
     """
-    frame = pd.DataFrame({
-        "category": items["category"],
-        "chars": items["text"].str.len(),
-        "words": items["text"].str.split().str.len(),
-    })
+    frame = pd.DataFrame(
+        {
+            "category": items["category"],
+            "chars": items["text"].str.len(),
+            "words": items["text"].str.split().str.len(),
+        }
+    )
     frame["est_audio_s"] = frame["words"] / (words_per_minute / 60.0)
     rows = []
     groups = [(c, g) for c, g in frame.groupby("category", sort=True)] + [("overall", frame)]
@@ -265,24 +275,31 @@ def read_seeds(path: str | Path, spec: GenerationSpec) -> list[Seed]:
     for n, row in rows:
         category, text = row.get("category"), row.get("text")
         if not isinstance(category, str) or category not in spec.categories:
-            problems.append(f"line {n}: category {category!r} is not in the category set; use one of "
-                            f"{', '.join(spec.categories)} or add it to the --categories file")
+            problems.append(
+                f"line {n}: category {category!r} is not in the category set; use one of "
+                f"{', '.join(spec.categories)} or add it to the --categories file"
+            )
         if not isinstance(text, str) or not text.strip():
             problems.append(f"line {n}: text is missing or empty; write the seed sentence in `text`")
         seed_id = str(row.get("seed_id") or f"s{n}")
         if seed_id in seen:
             problems.append(f"line {n}: seed_id {seed_id!r} is used twice; give each seed its own id")
         if GENERATED_ID.match(seed_id):
-            problems.append(f"line {n}: seed_id {seed_id!r} looks like a generated item's id (b<k>-<j>, tt<j>, "
-                            "...-d<depth>); choose another")
+            problems.append(
+                f"line {n}: seed_id {seed_id!r} looks like a generated item's id (b<k>-<j>, tt<j>, "
+                "...-d<depth>); choose another"
+            )
         elif not SEED_ID.match(seed_id):
             problems.append(f"line {n}: seed_id {seed_id!r}: use letters, digits, '.', '_' or '-'")
         seen.add(seed_id)
         if not problems:
             seeds.append(Seed(seed_id, category, text.strip(), row.get("subcategory")))
     if problems:
-        raise DatasetError(f"seed file {p} has {len(problems)} problem(s):\n- " + "\n- ".join(problems),
-                           source=str(p), problems=problems)
+        raise DatasetError(
+            f"seed file {p} has {len(problems)} problem(s):\n- " + "\n- ".join(problems),
+            source=str(p),
+            problems=problems,
+        )
     if not rows:
         raise DatasetError(f"seed file {p} has no seeds", source=str(p))
     return seeds

@@ -49,21 +49,22 @@ from __future__ import annotations
 
 import json
 import math
-from collections import Counter
 import re
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pandas as pd
 
-from ttseval.corpus.items import read_jsonl_rows, validate_items
-from ttseval.core.paths import resolve_against
 from ttseval.core.categories import EMERGENTTTS_CATEGORIES, MAX_DEPTH, canonical_category
 from ttseval.core.errors import DatasetError, SpecError
 from ttseval.core.instructtts import CATEGORY as INSTRUCT_CATEGORY
 from ttseval.core.instructtts import TASKS
+from ttseval.core.paths import resolve_against
 from ttseval.core.schemas import ITEMS
+from ttseval.corpus.items import read_jsonl_rows, validate_items
 
 COLUMNS: list[str] = list(ITEMS.names) + ([] if "task" in ITEMS.names else ["task"])
 
@@ -79,8 +80,16 @@ EMERGENTTTS_REQUIRED = ("category", "text_to_synthesize", "evolution_depth")
 
 INSTRUCTTTSEVAL_BENCHMARK = "instructttseval"
 INSTRUCTTTSEVAL_SOURCE = "CaasiHUANG/InstructTTSEval"
-REFERENCE_AUDIO_FIELDS = ("reference_audio", "ref_audio", "reference_audio_path", "ref_audio_path",
-                          "reference_wav", "audio", "audio_path", "wav_path")
+REFERENCE_AUDIO_FIELDS = (
+    "reference_audio",
+    "ref_audio",
+    "reference_audio_path",
+    "ref_audio_path",
+    "reference_wav",
+    "audio",
+    "audio_path",
+    "wav_path",
+)
 LANGUAGE_FIELDS = ("language", "lang", "split")
 _SPLIT_LANGUAGES = {"en": "en-US", "english": "en-US", "zh": "zh-CN", "cn": "zh-CN", "chinese": "zh-CN"}
 
@@ -96,6 +105,7 @@ INSTRUCTTTSEVAL_GENERATED_LABEL = "instructttseval-gen"
 
 
 # --- reading ------------------------------------------------------------------------------------------------
+
 
 def _blank(value: Any) -> bool:
     if value is None:
@@ -120,12 +130,14 @@ def _read_records(path: str | Path) -> list[dict]:
     """The file's rows as dicts, in file order; raises DatasetError for a missing or unparseable file."""
     p = Path(path)
     if not p.is_file():
-        raise DatasetError(f"dataset {str(p)!r} does not exist; pass the path of a "
-                           f"{', '.join(SUFFIXES)} file", source=str(p))
+        raise DatasetError(
+            f"dataset {str(p)!r} does not exist; pass the path of a {', '.join(SUFFIXES)} file", source=str(p)
+        )
     suffix = p.suffix.lower()
     if suffix not in SUFFIXES:
-        raise DatasetError(f"dataset {p}: unknown extension {suffix!r}; use one of {', '.join(SUFFIXES)}",
-                           source=str(p))
+        raise DatasetError(
+            f"dataset {p}: unknown extension {suffix!r}; use one of {', '.join(SUFFIXES)}", source=str(p)
+        )
     try:
         if suffix in (".jsonl", ".ndjson"):
             return _read_jsonl(p, p.read_text(encoding="utf-8"))
@@ -174,14 +186,19 @@ def _require(p: Path, rows: list[dict], required: tuple[str, ...], fmt: str) -> 
         raise DatasetError(
             f"dataset {p} is not in the {fmt} format: missing field(s) {', '.join(missing)}; "
             f"fields found: {', '.join(sorted(found)) or 'none'}",
-            source=str(p), problems=[f"missing field {c}" for c in missing])
+            source=str(p),
+            problems=[f"missing field {c}" for c in missing],
+        )
 
 
 def _raise_problems(p: Path, fmt: str, problems: list[str]) -> None:
     if problems:
         shown = problems[:20] + ([f"... and {len(problems) - 20} more"] if len(problems) > 20 else [])
-        raise DatasetError(f"dataset {p} ({fmt}): {len(problems)} problem(s):\n- " + "\n- ".join(shown),
-                           source=str(p), problems=problems)
+        raise DatasetError(
+            f"dataset {p} ({fmt}): {len(problems)} problem(s):\n- " + "\n- ".join(shown),
+            source=str(p),
+            problems=problems,
+        )
 
 
 def _as_int(value: Any) -> int | None:
@@ -216,6 +233,7 @@ def _frame(rows: list[dict], p: Path, fmt: str) -> pd.DataFrame:
 
 # --- EmergentTTS-Eval ---------------------------------------------------------------------------------------
 
+
 def import_emergenttts(path: str | Path) -> pd.DataFrame:
     """EmergentTTS-Eval rows (HF export or the public repo's emergent_tts_eval_data.jsonl) as items."""
 
@@ -236,14 +254,17 @@ def import_emergenttts(path: str | Path) -> pd.DataFrame:
             category = canonical_category(raw_category)
         if category not in EMERGENTTTS_CATEGORIES:
             category = None
-            problems.append(f"{where}: unknown category {raw_category!r}; EmergentTTS-Eval categories are "
-                            "Emotions, Paralinguistics, Foreign Words, Syntactic Complexity, Pronunciation "
-                            "(or Complex Pronunciation), Questions")
+            problems.append(
+                f"{where}: unknown category {raw_category!r}; EmergentTTS-Eval categories are "
+                "Emotions, Paralinguistics, Foreign Words, Syntactic Complexity, Pronunciation "
+                "(or Complex Pronunciation), Questions"
+            )
 
         depth = _as_int(rec.get("evolution_depth"))
         if depth is None or not 0 <= depth <= MAX_DEPTH:
-            problems.append(f"{where}: evolution_depth {rec.get('evolution_depth')!r} is not a whole number "
-                            f"0-{MAX_DEPTH}")
+            problems.append(
+                f"{where}: evolution_depth {rec.get('evolution_depth')!r} is not a whole number 0-{MAX_DEPTH}"
+            )
 
         text = rec.get("text_to_synthesize")
         if _blank(text) or not isinstance(text, str):
@@ -257,17 +278,28 @@ def import_emergenttts(path: str | Path) -> pd.DataFrame:
         else:
             language = language.strip()
 
-        rows.append({
-            "item_id": item_id, "benchmark": EMERGENTTTS_BENCHMARK, "category": category,
-            "depth": depth if depth is not None else 0, "parent_id": None, "language": language,
-            "text": text, "instruction": None, "task": None, "reference_audio_uri": None,
-            "source": EMERGENTTTS_SOURCE, "generator": None,
-        })
+        rows.append(
+            {
+                "item_id": item_id,
+                "benchmark": EMERGENTTTS_BENCHMARK,
+                "category": category,
+                "depth": depth if depth is not None else 0,
+                "parent_id": None,
+                "language": language,
+                "text": text,
+                "instruction": None,
+                "task": None,
+                "reference_audio_uri": None,
+                "source": EMERGENTTTS_SOURCE,
+                "generator": None,
+            }
+        )
     _raise_problems(p, fmt, problems)
     return _frame(rows, p, fmt)
 
 
 # --- InstructTTSEval ----------------------------------------------------------------------------------------
+
 
 def _language_tag(value: Any) -> str | None:
     """'en' / 'zh' (split names) -> 'en-US' / 'zh-CN'; another valid BCP-47 tag is kept as given."""
@@ -330,8 +362,10 @@ def import_instructttseval(path: str | Path, *, language: str | None = None) -> 
     records = _read_records(p)
     _require(p, records, ("id", "text"), fmt)
     if not set(TASKS) & _columns(records):
-        raise DatasetError(f"dataset {p} is not in the {fmt} format: none of the task fields "
-                           f"{', '.join(TASKS)} is present", source=str(p))
+        raise DatasetError(
+            f"dataset {p} is not in the {fmt} format: none of the task fields {', '.join(TASKS)} is present",
+            source=str(p),
+        )
     from_name = _language_from_name(p)
     base = p.resolve().parent
     rows, problems = [], []
@@ -360,8 +394,10 @@ def import_instructttseval(path: str | Path, *, language: str | None = None) -> 
                 prefix = re.match(r"(en|zh)(?=[_\-]|$)", example_id.lower())
                 tag = _SPLIT_LANGUAGES[prefix.group(1)] if prefix else from_name
                 if tag is None:
-                    problems.append(f"{where}: cannot tell the language (no language field, no en_/zh_ id "
-                                    "prefix, no en/zh in the file name); pass language='en' or 'zh'")
+                    problems.append(
+                        f"{where}: cannot tell the language (no language field, no en_/zh_ id "
+                        "prefix, no en/zh in the file name); pass language='en' or 'zh'"
+                    )
 
         reference = _reference_uri(rec, base)
         tasks = [(task, _instruction(rec.get(task))) for task in TASKS]
@@ -369,36 +405,52 @@ def import_instructttseval(path: str | Path, *, language: str | None = None) -> 
         if not tasks:
             problems.append(f"{where}: no APS, DSD or RP instruction")
         for task, instruction in tasks:
-            rows.append({
-                "item_id": f"{example_id}-{task.lower()}", "benchmark": INSTRUCTTTSEVAL_BENCHMARK,
-                "category": INSTRUCT_CATEGORY, "depth": 0, "parent_id": None, "language": tag,
-                "text": text, "instruction": instruction, "task": task, "reference_audio_uri": reference,
-                "source": INSTRUCTTTSEVAL_SOURCE, "generator": None,
-            })
+            rows.append(
+                {
+                    "item_id": f"{example_id}-{task.lower()}",
+                    "benchmark": INSTRUCTTTSEVAL_BENCHMARK,
+                    "category": INSTRUCT_CATEGORY,
+                    "depth": 0,
+                    "parent_id": None,
+                    "language": tag,
+                    "text": text,
+                    "instruction": instruction,
+                    "task": task,
+                    "reference_audio_uri": reference,
+                    "source": INSTRUCTTTSEVAL_SOURCE,
+                    "generator": None,
+                }
+            )
     _raise_problems(p, fmt, problems)
     return _frame(rows, p, fmt)
 
 
 # --- audio made elsewhere -----------------------------------------------------------------------------------
 
+
 def files_spec(label: str, manifest: str | Path) -> str:
     """The system spec of the `files` provider reading `manifest` under the system name `label`."""
     if not label or re.search(r"[:,\s]", label):
-        raise ValueError(f"system name {label!r} cannot be a spec label: use letters, digits, '-', '_' or '.' "
-                         "(no ':', ',' or spaces)")
+        raise ValueError(
+            f"system name {label!r} cannot be a spec label: use letters, digits, '-', '_' or '.' "
+            "(no ':', ',' or spaces)"
+        )
     return f"files:{label}:manifest={Path(manifest).resolve()}"
 
 
 def write_manifest(rows: list[dict[str, str]], path: str | Path) -> Path:
     """Write a `files` manifest: JSON Lines with item_id and path, one clip per item."""
     p = Path(path)
-    p.write_text("".join(json.dumps({"item_id": r["item_id"], "path": r["path"]}, ensure_ascii=False) + "\n"
-                         for r in rows), encoding="utf-8")
+    p.write_text(
+        "".join(json.dumps({"item_id": r["item_id"], "path": r["path"]}, ensure_ascii=False) + "\n" for r in rows),
+        encoding="utf-8",
+    )
     return p
 
 
-def emergenttts_baseline_manifest(path: str | Path, items: pd.DataFrame,
-                                  baseline_audios: str | Path) -> list[dict[str, str]]:
+def emergenttts_baseline_manifest(
+    path: str | Path, items: pd.DataFrame, baseline_audios: str | Path
+) -> list[dict[str, str]]:
     """Manifest rows (item_id, path) of the baseline clips of an imported EmergentTTS-Eval file.
 
     `items` is `import_emergenttts(path)` (one item per row, in file order); clip i is
@@ -410,17 +462,24 @@ def emergenttts_baseline_manifest(path: str | Path, items: pd.DataFrame,
     """
     folder = Path(baseline_audios)
     if not folder.is_dir():
-        raise DatasetError(f"--baseline-audios {str(folder)!r} is not an existing folder; pass the baseline_audios "
-                           "folder that EmergentTTS-Eval's download_data.py writes (clips 0.wav, 1.wav, ...)",
-                           source=str(path))
+        raise DatasetError(
+            f"--baseline-audios {str(folder)!r} is not an existing folder; pass the baseline_audios "
+            "folder that EmergentTTS-Eval's download_data.py writes (clips 0.wav, 1.wav, ...)",
+            source=str(path),
+        )
     folder = folder.resolve()
-    rows = [{"item_id": str(item_id), "path": str(folder / EMERGENTTTS_BASELINE_CLIP.format(index=index))}
-            for index, item_id in enumerate(items["item_id"])]
+    rows = [
+        {"item_id": str(item_id), "path": str(folder / EMERGENTTTS_BASELINE_CLIP.format(index=index))}
+        for index, item_id in enumerate(items["item_id"])
+    ]
     if rows and not any(Path(r["path"]).is_file() for r in rows):
-        raise DatasetError(f"--baseline-audios {str(folder)!r} holds none of the {len(rows)} clips "
-                           f"({EMERGENTTTS_BASELINE_CLIP.format(index=0)} ... "
-                           f"{EMERGENTTTS_BASELINE_CLIP.format(index=len(rows) - 1)}); pass the baseline_audios "
-                           f"folder written for this file ({path})", source=str(path))
+        raise DatasetError(
+            f"--baseline-audios {str(folder)!r} holds none of the {len(rows)} clips "
+            f"({EMERGENTTTS_BASELINE_CLIP.format(index=0)} ... "
+            f"{EMERGENTTTS_BASELINE_CLIP.format(index=len(rows) - 1)}); pass the baseline_audios "
+            f"folder written for this file ({path})",
+            source=str(path),
+        )
     return rows
 
 
@@ -440,8 +499,9 @@ def instructttseval_generated_manifest(path: str | Path) -> list[dict[str, str]]
             gen = value.get("gen_path") if isinstance(value, dict) else None
             if _blank(gen) or not isinstance(gen, str) or _instruction(value) is None:
                 continue
-            rows.append({"item_id": f"{example_id}-{task.lower()}",
-                         "path": resolve_against(base, gen, base_is_folder=True)})
+            rows.append(
+                {"item_id": f"{example_id}-{task.lower()}", "path": resolve_against(base, gen, base_is_folder=True)}
+            )
     return rows
 
 
@@ -457,8 +517,10 @@ def _seedtts_lines(path: str | Path) -> tuple[Path, list[tuple[int, list[str]]]]
     is an error naming it."""
     p = Path(path)
     if not p.is_file():
-        raise DatasetError(f"{str(p)!r} does not exist; pass Seed-TTS-eval's meta.lst (e.g. seedtts_testset/en/"
-                           "meta.lst)", source=str(p))
+        raise DatasetError(
+            f"{str(p)!r} does not exist; pass Seed-TTS-eval's meta.lst (e.g. seedtts_testset/en/meta.lst)",
+            source=str(p),
+        )
     try:
         text = p.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as e:
@@ -469,9 +531,11 @@ def _seedtts_lines(path: str | Path) -> tuple[Path, list[tuple[int, list[str]]]]
             continue
         fields = [f.strip() for f in line.rstrip("\r\n").split("|")]
         if len(fields) not in (4, 5) or not fields[0] or not fields[2] or not fields[3]:
-            problems.append(f"line {number}: {len(fields)} field(s) {line[:80]!r}; expected utt|prompt text|"
-                            "prompt wav|target text (and optionally |ground-truth wav), with utt, prompt wav and "
-                            "target text non-empty")
+            problems.append(
+                f"line {number}: {len(fields)} field(s) {line[:80]!r}; expected utt|prompt text|"
+                "prompt wav|target text (and optionally |ground-truth wav), with utt, prompt wav and "
+                "target text non-empty"
+            )
             continue
         lines.append((number, fields))
     _raise_problems(p, "seedtts", problems)
@@ -486,18 +550,36 @@ def import_seedtts(path: str | Path, *, language: str | None = None) -> pd.DataF
     folder, lines = _seedtts_lines(path)
     tag = language or _SPLIT_LANGUAGES.get(folder.name.lower())
     if tag is None:
-        raise DatasetError(f"{path}: cannot tell the language from the folder name {folder.name!r} (en or zh); "
-                           "pass --language, e.g. --language en-US", source=str(path))
-    rows = [{"item_id": utt, "benchmark": f"{SEEDTTS_BENCHMARK}/{folder.name}", "category": SEEDTTS_CATEGORY,
-             "depth": 0, "parent_id": None, "language": tag, "text": target, "instruction": None, "task": None,
-             "reference_audio_uri": None, "prompt_text": prompt_text or None,
-             "prompt_audio_uri": resolve_against(folder, prompt, base_is_folder=True),
-             "source": SEEDTTS_BENCHMARK, "generator": None}
-            for _, (utt, prompt_text, prompt, target, *_) in lines]
+        raise DatasetError(
+            f"{path}: cannot tell the language from the folder name {folder.name!r} (en or zh); "
+            "pass --language, e.g. --language en-US",
+            source=str(path),
+        )
+    rows = [
+        {
+            "item_id": utt,
+            "benchmark": f"{SEEDTTS_BENCHMARK}/{folder.name}",
+            "category": SEEDTTS_CATEGORY,
+            "depth": 0,
+            "parent_id": None,
+            "language": tag,
+            "text": target,
+            "instruction": None,
+            "task": None,
+            "reference_audio_uri": None,
+            "prompt_text": prompt_text or None,
+            "prompt_audio_uri": resolve_against(folder, prompt, base_is_folder=True),
+            "source": SEEDTTS_BENCHMARK,
+            "generator": None,
+        }
+        for _, (utt, prompt_text, prompt, target, *_) in lines
+    ]
     duplicates = sorted(utt for utt, n in Counter(r["item_id"] for r in rows).items() if n > 1)
     if duplicates:
-        raise DatasetError(f"{path}: utt id(s) {', '.join(duplicates[:5])} appear more than once; each line needs "
-                           "its own utt", source=str(path))
+        raise DatasetError(
+            f"{path}: utt id(s) {', '.join(duplicates[:5])} appear more than once; each line needs its own utt",
+            source=str(path),
+        )
     return pd.DataFrame(rows)
 
 
@@ -505,8 +587,11 @@ def seedtts_ground_truth_manifest(path: str | Path) -> list[dict[str, str]]:
     """Manifest rows (item_id, path) of the ground-truth recordings a 5-field meta.lst names (natural speech of
     the target text: a `natural` system); empty for the 4-field lists."""
     folder, lines = _seedtts_lines(path)
-    return [{"item_id": fields[0], "path": resolve_against(folder, fields[4], base_is_folder=True)}
-            for _, fields in lines if len(fields) == 5 and fields[4]]
+    return [
+        {"item_id": fields[0], "path": resolve_against(folder, fields[4], base_is_folder=True)}
+        for _, fields in lines
+        if len(fields) == 5 and fields[4]
+    ]
 
 
 # --- dispatch -----------------------------------------------------------------------------------------------
@@ -561,8 +646,15 @@ def _absent(paths: list[str]) -> list[str]:
     return [p for p in paths if "://" not in p and not Path(p).is_file()]
 
 
-def import_items_file(fmt: str, path: str | Path, out: str | Path, *, baseline_audios: str | Path | None = None,
-                      system_name: str | None = None, language: str | None = None) -> ImportedFile:
+def import_items_file(
+    fmt: str,
+    path: str | Path,
+    out: str | Path,
+    *,
+    baseline_audios: str | Path | None = None,
+    system_name: str | None = None,
+    language: str | None = None,
+) -> ImportedFile:
     """Convert a published benchmark file into a checked ttseval items file `out` (.jsonl or .parquet); with clips
     made elsewhere (EmergentTTS-Eval's `baseline_audios`, InstructTTSEval's gen_path fields, Seed-TTS-eval's
     ground-truth recordings) also a `files` manifest next to it, whose system spec is returned. Nothing is
@@ -574,16 +666,19 @@ def import_items_file(fmt: str, path: str | Path, out: str | Path, *, baseline_a
     """
     out = Path(out)
     if fmt == "seedtts":
-        return _seedtts_items_file(path, out, baseline_audios=baseline_audios, system_name=system_name,
-                                   language=language)
+        return _seedtts_items_file(
+            path, out, baseline_audios=baseline_audios, system_name=system_name, language=language
+        )
     if language is not None:
         raise SpecError("--language is for --format seedtts (its folder name says en or zh otherwise); drop it")
     emergent = fmt == "emergenttts"
     if baseline_audios is not None and not emergent:
         raise SpecError("--baseline-audios is for --format emergenttts (its baseline_audios folder); drop it")
     if system_name is not None and emergent:
-        raise SpecError("--system-name names the clips of an InstructTTSEval file's gen_path fields (the "
-                        f"EmergentTTS-Eval baseline is always {EMERGENTTTS_BASELINE_LABEL!r}); drop it")
+        raise SpecError(
+            "--system-name names the clips of an InstructTTSEval file's gen_path fields (the "
+            f"EmergentTTS-Eval baseline is always {EMERGENTTTS_BASELINE_LABEL!r}); drop it"
+        )
     if out.suffix not in ITEMS_FILE_SUFFIXES:
         raise SpecError(f"--out {out}: use a .jsonl or .parquet file name")
     label = EMERGENTTTS_BASELINE_LABEL if emergent else (system_name or INSTRUCTTTSEVAL_GENERATED_LABEL)
@@ -597,24 +692,38 @@ def import_items_file(fmt: str, path: str | Path, out: str | Path, *, baseline_a
     what, manifest = "", None
     if baseline_audios is not None:
         clips = emergenttts_baseline_manifest(path, frame, baseline_audios)
-        what, manifest = (f"baseline clips ({EMERGENTTTS_BASELINE_MODEL}, voice "
-                          f"{EMERGENTTTS_BASELINE_VOICE.capitalize()})"), out.with_suffix(".baseline.jsonl")
+        what, manifest = (
+            (f"baseline clips ({EMERGENTTTS_BASELINE_MODEL}, voice {EMERGENTTTS_BASELINE_VOICE.capitalize()})"),
+            out.with_suffix(".baseline.jsonl"),
+        )
     elif not emergent:
         clips = instructttseval_generated_manifest(path)
         what, manifest = "generated clips (gen_path)", out.with_suffix(".generated.jsonl")
         if not clips and system_name is not None:
-            raise DatasetError(f"--system-name {system_name!r}: {path} has no gen_path fields (the evaluation "
-                               "JSONL has them, the HF parquet does not); drop --system-name", source=str(path))
+            raise DatasetError(
+                f"--system-name {system_name!r}: {path} has no gen_path fields (the evaluation "
+                "JSONL has them, the HF parquet does not); drop --system-name",
+                source=str(path),
+            )
     write_items(frame, out)
     if not clips:
         return ImportedFile(fmt, len(frame), out)
     write_manifest(clips, manifest)
-    return ImportedFile(fmt, len(frame), out, manifest, files_spec(label, manifest), what, len(clips),
-                        _absent([c["path"] for c in clips]))
+    return ImportedFile(
+        fmt,
+        len(frame),
+        out,
+        manifest,
+        files_spec(label, manifest),
+        what,
+        len(clips),
+        _absent([c["path"] for c in clips]),
+    )
 
 
-def _seedtts_items_file(path: str | Path, out: Path, *, baseline_audios: str | Path | None, system_name: str | None,
-                        language: str | None) -> ImportedFile:
+def _seedtts_items_file(
+    path: str | Path, out: Path, *, baseline_audios: str | Path | None, system_name: str | None, language: str | None
+) -> ImportedFile:
     """Seed-TTS-eval's meta.lst -> an items file with voice prompts; with ground-truth recordings (5-field lines)
     also a `files` manifest of them, the natural-speech system."""
     if baseline_audios is not None or system_name is not None:
@@ -624,11 +733,22 @@ def _seedtts_items_file(path: str | Path, out: Path, *, baseline_audios: str | P
     frame = import_seedtts(path, language=language)
     validate_items(frame, source=str(path))
     if missing := _absent(list(frame["prompt_audio_uri"])):
-        raise DatasetError(f"{path}: {len(missing)} prompt clip(s) missing, e.g. {missing[0]}; keep meta.lst "
-                           "beside its prompt-wavs folder", source=str(path))
+        raise DatasetError(
+            f"{path}: {len(missing)} prompt clip(s) missing, e.g. {missing[0]}; keep meta.lst "
+            "beside its prompt-wavs folder",
+            source=str(path),
+        )
     write_items(frame, out)
     if not (clips := seedtts_ground_truth_manifest(path)):
         return ImportedFile("seedtts", len(frame), out)
     manifest = write_manifest(clips, out.with_suffix(".ground-truth.jsonl"))
-    return ImportedFile("seedtts", len(frame), out, manifest, files_spec(SEEDTTS_GROUND_TRUTH_LABEL, manifest),
-                        "ground-truth recordings", len(clips), _absent([c["path"] for c in clips]))
+    return ImportedFile(
+        "seedtts",
+        len(frame),
+        out,
+        manifest,
+        files_spec(SEEDTTS_GROUND_TRUTH_LABEL, manifest),
+        "ground-truth recordings",
+        len(clips),
+        _absent([c["path"] for c in clips]),
+    )

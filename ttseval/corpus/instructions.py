@@ -28,12 +28,12 @@ from typing import Any
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ttseval.corpus.items import read_jsonl_numbered
-from ttseval.core.paths import resolve_against
 from ttseval.core.errors import DatasetError
 from ttseval.core.ids import digest
 from ttseval.core.instructtts import CATEGORY, FEATURES, TASKS  # noqa: F401 - CATEGORY is re-exported (ttseval.tasks.generate_instructions)
 from ttseval.core.languages import is_known_language
+from ttseval.core.paths import resolve_against
+from ttseval.corpus.items import read_jsonl_numbered
 
 CAPTION_PROMPT_VERSION = "caption-v1"
 APS_RENDER_VERSION = "aps-v1"
@@ -44,9 +44,20 @@ METHODS = {"APS": "caption", "DSD": "dsd", "RP": "rp"}
 BENCHMARK = "ttseval-instructions (InstructTTSEval-style, caption-v1/dsd-v1/rp-v1)"
 N_INSTRUCTIONS = 3
 
-LABELS = {"gender": "Gender", "pitch": "Pitch", "speed": "Speed", "volume": "Volume", "age": "Age",
-          "clarity": "Clarity", "fluency": "Fluency", "accent": "Accent", "texture": "Texture",
-          "emotion": "Emotion", "tone": "Tone", "personality": "Personality"}
+LABELS = {
+    "gender": "Gender",
+    "pitch": "Pitch",
+    "speed": "Speed",
+    "volume": "Volume",
+    "age": "Age",
+    "clarity": "Clarity",
+    "fluency": "Fluency",
+    "accent": "Accent",
+    "texture": "Texture",
+    "emotion": "Emotion",
+    "tone": "Tone",
+    "personality": "Personality",
+}
 
 # What each feature covers, in ttseval's words (guidance for the captioning model).
 FEATURE_GUIDE = {
@@ -58,12 +69,12 @@ FEATURE_GUIDE = {
     "clarity": "how crisply sounds are articulated, from precise to mumbled or slurred",
     "fluency": "how smoothly the speech flows: hesitations, restarts, repeated words, fillers",
     "accent": "the regional or non-native pronunciation, as specific as the evidence allows "
-              "(otherwise a broad variety such as American English or Mandarin Chinese)",
+    "(otherwise a broad variety such as American English or Mandarin Chinese)",
     "texture": "the timbre: e.g. breathy, raspy, warm, bright, nasal, velvety, thin, resonant",
     "emotion": "the feelings expressed and how they shift within the clip",
     "tone": "the attitude carried by the delivery: e.g. formal, ironic, eager, aloof, pleading",
     "personality": "stable traits the voice suggests (e.g. outgoing, reserved, self-assured, nervous); "
-                   "only those clearly audible",
+    "only those clearly audible",
 }
 
 
@@ -161,8 +172,20 @@ class DropoutSet:
 
 
 def _keep(low: float, mid: float, high: float) -> dict[str, float]:
-    groups = {"gender": low, "pitch": low, "speed": low, "volume": low, "clarity": low, "fluency": low,
-              "age": mid, "accent": mid, "texture": mid, "emotion": high, "tone": high, "personality": high}
+    groups = {
+        "gender": low,
+        "pitch": low,
+        "speed": low,
+        "volume": low,
+        "clarity": low,
+        "fluency": low,
+        "age": mid,
+        "accent": mid,
+        "texture": mid,
+        "emotion": high,
+        "tone": high,
+        "personality": high,
+    }
     return {f: groups[f] for f in FEATURES}
 
 
@@ -290,13 +313,15 @@ def alternatives_json(instructions: list[str], chosen: int) -> str:
 def instruction_statistics(items: pd.DataFrame) -> pd.DataFrame:
     """Per task and overall: item count, then min / mean / max characters and words of the instruction and
     of the text to speak."""
-    frame = pd.DataFrame({
-        "task": items["task"],
-        "instruction_chars": items["instruction"].str.len(),
-        "instruction_words": items["instruction"].str.split().str.len(),
-        "text_chars": items["text"].str.len(),
-        "text_words": items["text"].str.split().str.len(),
-    })
+    frame = pd.DataFrame(
+        {
+            "task": items["task"],
+            "instruction_chars": items["instruction"].str.len(),
+            "instruction_words": items["instruction"].str.split().str.len(),
+            "text_chars": items["text"].str.len(),
+            "text_words": items["text"].str.split().str.len(),
+        }
+    )
     rows = []
     order = [t for t in TASKS if t in set(frame["task"])] + sorted(set(frame["task"]) - set(TASKS))
     groups = [(t, frame[frame["task"] == t]) for t in order] + [("overall", frame)]
@@ -316,8 +341,11 @@ def read_references(path: str | Path) -> list[Reference]:
     the manifest's folder or absolute. Errors name the line, the field and the fix."""
     p = Path(path)
     if not p.is_file():
-        raise DatasetError(f"references manifest {str(p)!r} does not exist; pass --references PATH to a .jsonl file "
-                           "with one {ref_id, audio, text, language} object per line", source=str(p))
+        raise DatasetError(
+            f"references manifest {str(p)!r} does not exist; pass --references PATH to a .jsonl file "
+            "with one {ref_id, audio, text, language} object per line",
+            source=str(p),
+        )
     rows = read_jsonl_numbered(p, p.read_text(encoding="utf-8"))
     refs, problems, seen = [], [], set()
     for n, row in rows:
@@ -325,16 +353,20 @@ def read_references(path: str | Path) -> list[Reference]:
         ref_id = row.get("ref_id")
         ref_id = str(ref_id) if isinstance(ref_id, (str, int)) and not isinstance(ref_id, bool) else None
         if not ref_id or not _REF_ID.fullmatch(ref_id):
-            problems.append(f"line {n}: ref_id {row.get('ref_id')!r} is missing or not an id; use letters, digits, "
-                            "'.', '_' or '-' (it names the items <ref_id>-APS/-DSD/-RP)")
+            problems.append(
+                f"line {n}: ref_id {row.get('ref_id')!r} is missing or not an id; use letters, digits, "
+                "'.', '_' or '-' (it names the items <ref_id>-APS/-DSD/-RP)"
+            )
         elif ref_id in seen:
             problems.append(f"line {n}: ref_id {ref_id!r} is used twice; give each reference its own id")
         seen.add(ref_id)
         audio = row.get("audio")
         wav: Path | None = None
         if not isinstance(audio, str) or not audio.strip():
-            problems.append(f"line {n}: audio is missing; give the path of the reference WAV file (relative to "
-                            f"{p.parent} or absolute)")
+            problems.append(
+                f"line {n}: audio is missing; give the path of the reference WAV file (relative to "
+                f"{p.parent} or absolute)"
+            )
         else:
             wav = Path(resolve_against(p, os.path.expanduser(audio)))
             why = _wav_problem(wav)
@@ -342,17 +374,23 @@ def read_references(path: str | Path) -> list[Reference]:
                 problems.append(f"line {n}: audio {audio!r}: {why}")
         text = row.get("text")
         if not isinstance(text, str) or not text.strip():
-            problems.append(f"line {n}: text is missing or empty; write the reference clip's transcript (the text "
-                            "to synthesize) in `text`")
+            problems.append(
+                f"line {n}: text is missing or empty; write the reference clip's transcript (the text "
+                "to synthesize) in `text`"
+            )
         language = row.get("language")
         if not isinstance(language, str) or not is_known_language(language.strip()):
-            problems.append(f"line {n}: language {language!r} is not a known BCP-47 / ISO 639 tag; use one such "
-                            "as en-US or zh-CN")
+            problems.append(
+                f"line {n}: language {language!r} is not a known BCP-47 / ISO 639 tag; use one such as en-US or zh-CN"
+            )
         if len(problems) == before:
             refs.append(Reference(ref_id, wav.resolve(), text.strip(), language.strip(), n))
     if problems:
-        raise DatasetError(f"references manifest {p} has {len(problems)} problem(s):\n- " + "\n- ".join(problems),
-                           source=str(p), problems=problems)
+        raise DatasetError(
+            f"references manifest {p} has {len(problems)} problem(s):\n- " + "\n- ".join(problems),
+            source=str(p),
+            problems=problems,
+        )
     if not rows:
         raise DatasetError(f"references manifest {p} has no references", source=str(p))
     return refs

@@ -18,12 +18,12 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ttseval.core.store import open_store
-from ttseval.core.paths import resolve_against
 from ttseval.core.categories import canonical_category
 from ttseval.core.config import Settings
 from ttseval.core.errors import DatasetError
+from ttseval.core.paths import resolve_against
 from ttseval.core.schemas import ITEMS
+from ttseval.core.store import open_store
 
 REQUIRED = ("item_id", "text", "language", "category", "depth")
 MAX_TEXT_CHARS = 5_000  # EmergentTTS-Eval's longest items are under 1,000; cloud TTS APIs cap one request at 4-5k
@@ -48,8 +48,9 @@ def read_jsonl_numbered(path: Path, text: str) -> list[tuple[int, dict]]:
         try:
             row = json.loads(line)
         except json.JSONDecodeError as e:
-            raise DatasetError(f"dataset {path}: line {number} is not valid JSON ({e.msg}); fix that line",
-                               source=str(path)) from e
+            raise DatasetError(
+                f"dataset {path}: line {number} is not valid JSON ({e.msg}); fix that line", source=str(path)
+            ) from e
         if not isinstance(row, dict):
             raise DatasetError(f"dataset {path}: line {number} is not a JSON object", source=str(path))
         rows.append((number, row))
@@ -60,8 +61,9 @@ def read_dataset(path: str | Path) -> pd.DataFrame:
     """Read the file as it is (no checks beyond parsing); JSONL errors name the line."""
     p = Path(path)
     if not p.is_file():
-        raise DatasetError(f"dataset {str(p)!r} does not exist; pass --dataset PATH to a .jsonl, .csv or .parquet file",
-                           source=str(p))
+        raise DatasetError(
+            f"dataset {str(p)!r} does not exist; pass --dataset PATH to a .jsonl, .csv or .parquet file", source=str(p)
+        )
     suffix = p.suffix.lower()
     try:
         if suffix in (".jsonl", ".ndjson", ".json"):
@@ -81,7 +83,9 @@ def _rows(frame: pd.DataFrame, mask: pd.Series, limit: int = 8) -> str:
     picked = frame.loc[mask]
     pairs = list(zip(picked["row"], picked["item_id"]))[:limit]
     more = len(picked) - limit
-    return ", ".join(f"row {int(r)} (item_id={_shown(i)})" for r, i in pairs) + (f" and {more} more" if more > 0 else "")
+    return ", ".join(f"row {int(r)} (item_id={_shown(i)})" for r, i in pairs) + (
+        f" and {more} more" if more > 0 else ""
+    )
 
 
 def _shown(item_id: object, limit: int = 60) -> str:
@@ -129,8 +133,9 @@ def _coerce(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
 
     def bad(mask: pd.Series, rule: str, column: str, fix: str) -> None:
         if mask.any():
-            problems.append(f"rule '{rule}' (column {column}) fails on {int(mask.sum())} row(s): "
-                            f"{_rows(frame, mask)}. Fix: {fix}")
+            problems.append(
+                f"rule '{rule}' (column {column}) fails on {int(mask.sum())} row(s): {_rows(frame, mask)}. Fix: {fix}"
+            )
 
     strings = [f.name for f in ITEMS if pa.types.is_string(f.type) and f.name in frame.columns]
     for column in strings:
@@ -138,8 +143,12 @@ def _coerce(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
         not_text = values.map(lambda v: not _is_null(v) and not isinstance(v, str))
         if not_text.any():
             found = sorted({_json_type(v) for v in values[not_text]})
-            bad(not_text, f"{column} is a string", column,
-                f"write {column} as a quoted string (found {' and '.join(found)})")
+            bad(
+                not_text,
+                f"{column} is a string",
+                column,
+                f"write {column} as a quoted string (found {' and '.join(found)})",
+            )
             if column != "item_id":  # the id keeps its repr, so the messages can name the row by it
                 frame[column] = frame[column].where(~not_text, None)  # later rules see it missing, no crash
         frame[column] = frame[column].map(lambda v: None if _is_null(v) else v)
@@ -162,26 +171,48 @@ def _coerce(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
 
     ids = frame["item_id"].fillna("")
     # ids name files (a `files` system's <item_id>.wav, exported stimuli) and appear in URLs and reports
-    bad(ids.map(lambda v: bool(UNSAFE_ID.search(v)) or v.strip() in (".", "..") or v != v.strip()),
-        "item_id is a plain name", "item_id", "use letters, digits and - _ . : (no '/', '\\', control "
-        "characters, leading or trailing spaces, and not '.' or '..')")
-    bad(ids.map(_format_characters), "item_id has no invisible or direction-changing characters", "item_id",
+    bad(
+        ids.map(lambda v: bool(UNSAFE_ID.search(v)) or v.strip() in (".", "..") or v != v.strip()),
+        "item_id is a plain name",
+        "item_id",
+        "use letters, digits and - _ . : (no '/', '\\', control "
+        "characters, leading or trailing spaces, and not '.' or '..')",
+    )
+    bad(
+        ids.map(_format_characters),
+        "item_id has no invisible or direction-changing characters",
+        "item_id",
         "remove Unicode format characters (category Cf: right-to-left and other bidirectional controls such as "
-        "U+202E, zero-width spaces and joiners, a BOM); a report would show a different id than the one stored")
-    bad(ids.map(lambda v: len(v) > MAX_ID_CHARS or len(v.encode("utf-8")) > MAX_ID_BYTES),
-        f"item_id is at most {MAX_ID_CHARS} characters ({MAX_ID_BYTES} bytes as UTF-8)", "item_id",
+        "U+202E, zero-width spaces and joiners, a BOM); a report would show a different id than the one stored",
+    )
+    bad(
+        ids.map(lambda v: len(v) > MAX_ID_CHARS or len(v.encode("utf-8")) > MAX_ID_BYTES),
+        f"item_id is at most {MAX_ID_CHARS} characters ({MAX_ID_BYTES} bytes as UTF-8)",
+        "item_id",
         f"shorten the id to at most {MAX_ID_CHARS} characters: it names files (<item_id>.wav, exported stimuli), "
-        "which a disk caps at 255 bytes; keep long descriptions in another column")
+        "which a disk caps at 255 bytes; keep long descriptions in another column",
+    )
     folded = ids.map(lambda v: unicodedata.normalize("NFC", v).casefold())
-    bad(folded.duplicated(keep=False) & ~ids.duplicated(keep=False) & (ids != ""),
-        "item_id is unique ignoring case and Unicode normalization", "item_id",
+    bad(
+        folded.duplicated(keep=False) & ~ids.duplicated(keep=False) & (ids != ""),
+        "item_id is unique ignoring case and Unicode normalization",
+        "item_id",
         "two ids differ only in case or in how an accent is encoded: on a case-insensitive disk or in a "
-        "spreadsheet they are one item; rename one")
+        "spreadsheet they are one item; rename one",
+    )
     texts = frame["text"].map(lambda v: v if isinstance(v, str) else "")
-    bad(texts.map(lambda v: bool(CONTROL.search(v))), "text has no control characters", "text",
-        "remove control characters (tab and line breaks are fine)")
-    bad(texts.str.len() > MAX_TEXT_CHARS, f"text is at most {MAX_TEXT_CHARS:,} characters", "text",
-        "split the text into several items (a provider bills, and a judge must hear, every character)")
+    bad(
+        texts.map(lambda v: bool(CONTROL.search(v))),
+        "text has no control characters",
+        "text",
+        "remove control characters (tab and line breaks are fine)",
+    )
+    bad(
+        texts.str.len() > MAX_TEXT_CHARS,
+        f"text is at most {MAX_TEXT_CHARS:,} characters",
+        "text",
+        "split the text into several items (a provider bills, and a judge must hear, every character)",
+    )
     return frame, problems
 
 
@@ -195,14 +226,19 @@ def validate_items(frame: pd.DataFrame, *, source: str) -> None:
         raise DatasetError(
             f"dataset {source}: missing required column(s) {', '.join(missing)}; "
             f"columns found: {', '.join(map(str, frame.columns)) or 'none'}. Fix: add them (required: {', '.join(REQUIRED)})",
-            source=source, problems=[f"missing column {c}" for c in missing])
+            source=source,
+            problems=[f"missing column {c}" for c in missing],
+        )
     if frame.empty:
         raise DatasetError(f"dataset {source} has no rows", source=source)
     frame, problems = _coerce(frame)
     problems += _expectation_problems(frame)
     if problems:
-        raise DatasetError(f"dataset {source} breaks {len(problems)} rule(s):\n- " + "\n- ".join(problems),
-                           source=source, problems=problems)
+        raise DatasetError(
+            f"dataset {source} breaks {len(problems)} rule(s):\n- " + "\n- ".join(problems),
+            source=source,
+            problems=problems,
+        )
 
 
 def _expectation_problems(frame: pd.DataFrame) -> list[str]:
@@ -220,13 +256,30 @@ def _expectation_problems(frame: pd.DataFrame) -> list[str]:
     rules = [
         Rule("item_id is present", "item_id", "ExpectColumnValuesToNotBeNull", {}, "give every item an id"),
         Rule("item_id is unique", "item_id", "ExpectColumnValuesToBeUnique", {}, "give each item its own id"),
-        Rule("text is non-empty", "text", "ExpectColumnValuesToMatchRegex", {"regex": r"\S"}, "write the text to speak"),
-        Rule("language is a known BCP-47 / ISO 639 code", "language", "ExpectColumnValuesToBeInSet",
-             {"value_set": known}, "use a tag such as en-US, fr, hi-IN, ps-AF"),
-        Rule("category is non-empty", "category", "ExpectColumnValuesToMatchRegex", {"regex": r"\S"},
-             "name the item's category: a known one (emotions, questions, ...) or a group label of your own"),
-        Rule(f"depth is between 0 and {MAX_DEPTH}", "depth", "ExpectColumnValuesToBeBetween",
-             {"min_value": 0, "max_value": MAX_DEPTH}, f"use a depth from 0 (seed) to {MAX_DEPTH}"),
+        Rule(
+            "text is non-empty", "text", "ExpectColumnValuesToMatchRegex", {"regex": r"\S"}, "write the text to speak"
+        ),
+        Rule(
+            "language is a known BCP-47 / ISO 639 code",
+            "language",
+            "ExpectColumnValuesToBeInSet",
+            {"value_set": known},
+            "use a tag such as en-US, fr, hi-IN, ps-AF",
+        ),
+        Rule(
+            "category is non-empty",
+            "category",
+            "ExpectColumnValuesToMatchRegex",
+            {"regex": r"\S"},
+            "name the item's category: a known one (emotions, questions, ...) or a group label of your own",
+        ),
+        Rule(
+            f"depth is between 0 and {MAX_DEPTH}",
+            "depth",
+            "ExpectColumnValuesToBeBetween",
+            {"min_value": 0, "max_value": MAX_DEPTH},
+            f"use a depth from 0 (seed) to {MAX_DEPTH}",
+        ),
     ]
     return check(frame, rules, suite_name="items")
 

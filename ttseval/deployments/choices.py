@@ -42,10 +42,19 @@ def with_choices(schema: dict[str, Any], store_display: str, datasets: list[str]
     out = copy.deepcopy(schema)
     props = out.setdefault("properties", {})
     for name, choices, what, push in (
-            ("dataset", datasets, "registered datasets (NAME@VERSION; a path on the worker still works)",
-             "ttseval datasets push"),
-            ("systems", systems, "pushed systems (add any of them to the list, beside other provider specs)",
-             "ttseval systems push")):
+        (
+            "dataset",
+            datasets,
+            "registered datasets (NAME@VERSION; a path on the worker still works)",
+            "ttseval datasets push",
+        ),
+        (
+            "systems",
+            systems,
+            "pushed systems (add any of them to the list, beside other provider specs)",
+            "ttseval systems push",
+        ),
+    ):
         prop = props.setdefault(name, {})
         base = str(prop.get("description", "")).split(MARK, 1)[0]
         listed = ", ".join(choices) if choices else f"none yet ({push})"
@@ -57,8 +66,17 @@ def with_choices(schema: dict[str, Any], store_display: str, datasets: list[str]
 # A busy server answers 503 (its database locked under load, as a test suite's shared server was once) or drops the
 # connection; Prefect's own client retries such answers, and so does this: urllib3's Retry, with its backoff and the
 # server's Retry-After. PATCH is retried too: it writes the whole schema, so a second one changes nothing.
-RETRY = dict(total=5, connect=2, read=2, status=5, backoff_factor=0.5, status_forcelist=(429, 502, 503, 504),
-             allowed_methods=None, respect_retry_after_header=True, raise_on_status=False)
+RETRY = dict(
+    total=5,
+    connect=2,
+    read=2,
+    status=5,
+    backoff_factor=0.5,
+    status_forcelist=(429, 502, 503, 504),
+    allowed_methods=None,
+    respect_retry_after_header=True,
+    raise_on_status=False,
+)
 
 
 def _call(api_url: str, path: str, body: Any = None, method: str = "GET") -> Any:
@@ -74,8 +92,10 @@ def _call(api_url: str, path: str, body: Any = None, method: str = "GET") -> Any
         http.clear()
     if r.status >= 400:
         tries = len(r.retries.history) + 1 if r.retries else 1
-        raise ChoicesError(f"{method} {path} on {api_url}: HTTP {r.status} {r.data[:300]!r}"
-                           + (f" (after {tries} tries)" if tries > 1 else ""))
+        raise ChoicesError(
+            f"{method} {path} on {api_url}: HTTP {r.status} {r.data[:300]!r}"
+            + (f" (after {tries} tries)" if tries > 1 else "")
+        )
     return json.loads(r.data) if r.data else None
 
 
@@ -86,17 +106,21 @@ def refresh_adhoc_form(api_url: str, store_uri: str, deployment: str = DEPLOYMEN
 
     datasets, systems = registered(store_uri)
     found = _call(api_url, f"/deployments/name/{deployment}")
-    schema = with_choices(found.get("parameter_openapi_schema") or {}, ArtifactStore(store_uri).display(),
-                          datasets, systems)
+    schema = with_choices(
+        found.get("parameter_openapi_schema") or {}, ArtifactStore(store_uri).display(), datasets, systems
+    )
     _call(api_url, f"/deployments/{found['id']}", {"parameter_openapi_schema": schema}, method="PATCH")
     return datasets, systems
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ttseval.deployments.choices", description=__doc__.splitlines()[0])
-    parser.add_argument("--api-url", default=os.environ.get("PREFECT_API_URL"),
-                        required=not os.environ.get("PREFECT_API_URL"))
-    parser.add_argument("--store", default=os.environ.get("TTSEVAL_STORE"), required=not os.environ.get("TTSEVAL_STORE"))
+    parser.add_argument(
+        "--api-url", default=os.environ.get("PREFECT_API_URL"), required=not os.environ.get("PREFECT_API_URL")
+    )
+    parser.add_argument(
+        "--store", default=os.environ.get("TTSEVAL_STORE"), required=not os.environ.get("TTSEVAL_STORE")
+    )
     parser.add_argument("--deployment", default=DEPLOYMENT)
     args = parser.parse_args(argv)
     try:

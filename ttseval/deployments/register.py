@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 
 import yaml
+
 from ttseval.core.paths import SOURCE_ROOT
 from ttseval.core.telemetry import TELEMETRY_OFF
 from ttseval.deployments import choices
@@ -45,9 +46,16 @@ def _render(source: Path, pool: str | None, timezone: str | None, out_dir: Path)
     return target
 
 
-def register(api_url: str, pool: str = DEFAULT_POOL, repo_root: Path | str = SOURCE_ROOT, *,
-             timezone: str | None = None, prefect_file: Path | None = None, timeout_s: float = 600,
-             store: str | None = None) -> list[str]:
+def register(
+    api_url: str,
+    pool: str = DEFAULT_POOL,
+    repo_root: Path | str = SOURCE_ROOT,
+    *,
+    timezone: str | None = None,
+    prefect_file: Path | None = None,
+    timeout_s: float = 600,
+    store: str | None = None,
+) -> list[str]:
     """Create or update every deployment of prefect.yaml on the server at `api_url`; returns 'flow/deployment' names.
     With `store`, the adhoc run form then lists that store's datasets and pushed systems (deployments/choices.py;
     a deploy rewrites the parameter schema from the flow's signature, so this comes after it).
@@ -59,21 +67,36 @@ def register(api_url: str, pool: str = DEFAULT_POOL, repo_root: Path | str = SOU
     source = Path(prefect_file) if prefect_file else repo_root / "deployments" / "prefect.yaml"
     wanted = [d["name"] for d in yaml.safe_load(source.read_text()).get("deployments", [])]
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env |= {"PREFECT_API_URL": api_url, "TTSEVAL_REPO": str(repo_root), "TTSEVAL_WORK_POOL": pool,
-            "PYTHONPATH": os.pathsep.join([str(repo_root), *filter(None, [os.environ.get("PYTHONPATH")])]),
-            **TELEMETRY_OFF,
-            "COLUMNS": "400", "NO_COLOR": "1", "PREFECT_CLI_COLORS": "false", "PREFECT_CLI_WRAP_LINES": "false"}
+    env |= {
+        "PREFECT_API_URL": api_url,
+        "TTSEVAL_REPO": str(repo_root),
+        "TTSEVAL_WORK_POOL": pool,
+        "PYTHONPATH": os.pathsep.join([str(repo_root), *filter(None, [os.environ.get("PYTHONPATH")])]),
+        **TELEMETRY_OFF,
+        "COLUMNS": "400",
+        "NO_COLOR": "1",
+        "PREFECT_CLI_COLORS": "false",
+        "PREFECT_CLI_WRAP_LINES": "false",
+    }
     if "PREFECT_HOME" in os.environ:
         env["PREFECT_HOME"] = os.environ["PREFECT_HOME"]
     prefect = Path(sys.executable).parent / "prefect"
     with tempfile.TemporaryDirectory(prefix="ttseval-deploy-") as tmp:
         file = source if (pool == DEFAULT_POOL and not timezone) else _render(source, pool, timezone, Path(tmp))
-        argv = [str(prefect) if prefect.exists() else "prefect", "--no-prompt", "deploy", "--all",
-                "--prefect-file", str(file)]
+        argv = [
+            str(prefect) if prefect.exists() else "prefect",
+            "--no-prompt",
+            "deploy",
+            "--all",
+            "--prefect-file",
+            str(file),
+        ]
         try:
             out = subprocess.run(argv, cwd=repo_root, env=env, capture_output=True, text=True, timeout=timeout_s)
         except subprocess.TimeoutExpired as e:
-            raise RegisterError(f"prefect deploy did not finish within {timeout_s:.0f} s:\n{e.stdout or ''}{e.stderr or ''}") from e
+            raise RegisterError(
+                f"prefect deploy did not finish within {timeout_s:.0f} s:\n{e.stdout or ''}{e.stderr or ''}"
+            ) from e
     output = out.stdout + out.stderr
     if out.returncode != 0:
         raise RegisterError(f"prefect deploy failed (exit code {out.returncode}):\n{output[-6000:]}")
@@ -91,12 +114,17 @@ def register(api_url: str, pool: str = DEFAULT_POOL, repo_root: Path | str = SOU
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ttseval.deployments.register", description=__doc__.splitlines()[0])
-    parser.add_argument("--api-url", default=os.environ.get("PREFECT_API_URL"), required=not os.environ.get("PREFECT_API_URL"))
+    parser.add_argument(
+        "--api-url", default=os.environ.get("PREFECT_API_URL"), required=not os.environ.get("PREFECT_API_URL")
+    )
     parser.add_argument("--pool", default=os.environ.get("TTSEVAL_WORK_POOL", DEFAULT_POOL))
     parser.add_argument("--timezone", default=None, help="IANA time zone of the nightly schedule (default UTC)")
     parser.add_argument("--repo-root", default=str(SOURCE_ROOT))
-    parser.add_argument("--store", default=os.environ.get("TTSEVAL_STORE"),
-                        help="store whose datasets and pushed systems the adhoc form lists (default TTSEVAL_STORE)")
+    parser.add_argument(
+        "--store",
+        default=os.environ.get("TTSEVAL_STORE"),
+        help="store whose datasets and pushed systems the adhoc form lists (default TTSEVAL_STORE)",
+    )
     args = parser.parse_args(argv)
     try:
         names = register(args.api_url, args.pool, args.repo_root, timezone=args.timezone, store=args.store)

@@ -15,21 +15,28 @@ import pandas as pd
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 
-from ttseval.flows.common import (artifact_key, check_judges, check_stage_tables, cpu_workers_declared, judge_runs_on_gpu,
-                          placement, stored_systems)
-from ttseval.flows.preflight import check_cluster_reach
-from ttseval.flows.progress import StageProgress
-from ttseval.flows.runner import SettingsDaskTaskRunner, through_scheduler_restarts
-from ttseval.tasks.logs import logger
-from ttseval.tasks.parts import get_store
-from ttseval.tasks.judge_instructions import run_instruction_stage
-from ttseval.tasks.judge import run_judge_stage, run_position_audit
-from ttseval.tasks.limits import ensure_vendor_limits
-from ttseval.tasks.report import write_full_report
 from ttseval.core.config import load_settings
 from ttseval.core.errors import SpecError
 from ttseval.core.lease import RunLease
 from ttseval.core.registry import Spec
+from ttseval.flows.common import (
+    artifact_key,
+    check_judges,
+    check_stage_tables,
+    cpu_workers_declared,
+    judge_runs_on_gpu,
+    placement,
+    stored_systems,
+)
+from ttseval.flows.preflight import check_cluster_reach
+from ttseval.flows.progress import StageProgress
+from ttseval.flows.runner import SettingsDaskTaskRunner, through_scheduler_restarts
+from ttseval.tasks.judge import run_judge_stage, run_position_audit
+from ttseval.tasks.judge_instructions import run_instruction_stage
+from ttseval.tasks.limits import ensure_vendor_limits
+from ttseval.tasks.logs import logger
+from ttseval.tasks.parts import get_store
+from ttseval.tasks.report import write_full_report
 
 
 def stored_baseline(store: Any, run_id: str, system_ids: list[str]) -> str:
@@ -47,8 +54,9 @@ def stored_baseline(store: Any, run_id: str, system_ids: list[str]) -> str:
     return recorded_id if recorded_id in system_ids else system_ids[0]
 
 
-def subset_items(store: Any, run_id: str, categories: list[str] | None, depths: list[int] | None,
-                 items: list[str] | None) -> set[str] | None:
+def subset_items(
+    store: Any, run_id: str, categories: list[str] | None, depths: list[int] | None, items: list[str] | None
+) -> set[str] | None:
     """The run's item ids within the given categories, depths and ids (each None: no restriction); None when
     nothing restricts. An empty subset is refused: a backfill over nothing is a typo.
 
@@ -67,18 +75,27 @@ def subset_items(store: Any, run_id: str, categories: list[str] | None, depths: 
         keep &= frame["item_id"].isin(items)
     chosen = set(frame.loc[keep, "item_id"])
     if not chosen:
-        raise SpecError(f"no item of run {run_id!r} matches categories={categories} depths={depths} items={items}; "
-                        f"the run has categories {sorted(frame['category'].dropna().unique())} and depths "
-                        f"{sorted(int(d) for d in frame['depth'].dropna().unique())}")
+        raise SpecError(
+            f"no item of run {run_id!r} matches categories={categories} depths={depths} items={items}; "
+            f"the run has categories {sorted(frame['category'].dropna().unique())} and depths "
+            f"{sorted(int(d) for d in frame['depth'].dropna().unique())}"
+        )
     return chosen
 
 
 @flow(name="backfill_judge", task_runner=SettingsDaskTaskRunner())
 @through_scheduler_restarts
-def backfill_judge(run_id: str, judge: str, store: str | None = None, baseline: str | None = None,
-                   kind: Literal["pairwise", "instruction"] = "pairwise", systems: list[str] | None = None,
-                   categories: list[str] | None = None, depths: list[int] | None = None,
-                   items: list[str] | None = None) -> dict[str, Any]:
+def backfill_judge(
+    run_id: str,
+    judge: str,
+    store: str | None = None,
+    baseline: str | None = None,
+    kind: Literal["pairwise", "instruction"] = "pairwise",
+    systems: list[str] | None = None,
+    categories: list[str] | None = None,
+    depths: list[int] | None = None,
+    items: list[str] | None = None,
+) -> dict[str, Any]:
     """Judge the clips stored by run `run_id` with `judge` (a judge spec such as 'gemini:gemini-2.5-pro').
 
     Args:
@@ -101,39 +118,47 @@ def backfill_judge(run_id: str, judge: str, store: str | None = None, baseline: 
     if baseline:
         baseline_id = Spec.parse(baseline).id
         if baseline_id not in system_ids:
-            raise SpecError(f"baseline {baseline!r} has no audio in run {run_id!r}; systems there: "
-                            f"{', '.join(specs.values())}")
+            raise SpecError(
+                f"baseline {baseline!r} has no audio in run {run_id!r}; systems there: {', '.join(specs.values())}"
+            )
     else:
         baseline_id = stored_baseline(st, run_id, system_ids)
     if systems:
         wanted = {Spec.parse(s).id for s in systems}
         if unknown := sorted(wanted - set(system_ids)):
-            raise SpecError(f"systems {unknown} have no audio in run {run_id!r}; systems there: "
-                            f"{', '.join(specs.values())}")
+            raise SpecError(
+                f"systems {unknown} have no audio in run {run_id!r}; systems there: {', '.join(specs.values())}"
+            )
         # a pairwise candidate is heard against the baseline, so its clips stay in reach
         system_ids = [s for s in system_ids if s in wanted or (kind == "pairwise" and s == baseline_id)]
-    with RunLease(st, run_id, ttl_s=settings.lease_ttl_s, wait_s=settings.lease_wait_s,
-                  purpose=f"backfill of judge {judge_spec}"):  # one writer per run id (ttseval/core/lease.py)
+    with RunLease(
+        st, run_id, ttl_s=settings.lease_ttl_s, wait_s=settings.lease_wait_s, purpose=f"backfill of judge {judge_spec}"
+    ):  # one writer per run id (ttseval/core/lease.py)
         item_ids = subset_items(st, run_id, categories, depths, items)
         scope = f"{len(item_ids)} items" if item_ids is not None else "every item"
-        logger().info(f"backfill {judge_spec} ({kind}) over run {run_id!r}: {len(system_ids)} systems, {scope}, "
-                      f"baseline {specs[baseline_id]}")
+        logger().info(
+            f"backfill {judge_spec} ({kind}) over run {run_id!r}: {len(system_ids)} systems, {scope}, "
+            f"baseline {specs[baseline_id]}"
+        )
         if limits := ensure_vendor_limits(settings):
             logger().info(f"vendor limits across all workers: {', '.join(limits)}")
         table = "judgments" if kind == "pairwise" else "instruction_judgments"
         tables = (table, "position_audit") if kind == "pairwise" else (table,)
-        with StageProgress(f"backfill {judge_spec} over run {run_id!r}", artifact_key("progress", run_id),
-                           logger()) as progress:
+        with StageProgress(
+            f"backfill {judge_spec} over run {run_id!r}", artifact_key("progress", run_id), logger()
+        ) as progress:
             on_gpu, cpu_workers = judge_runs_on_gpu(judge_spec, settings), cpu_workers_declared(settings)
 
             def place(_: str) -> Any:
                 return placement(settings, on_gpu, cpu_workers)
 
             if kind == "pairwise":
-                plans, results = run_judge_stage(settings, run_id, system_ids, baseline_id, [judge_spec], place,
-                                                 item_ids)
-                audit_plans, audit_results = run_position_audit(settings, run_id, system_ids, baseline_id,
-                                                                [judge_spec], place, item_ids)
+                plans, results = run_judge_stage(
+                    settings, run_id, system_ids, baseline_id, [judge_spec], place, item_ids
+                )
+                audit_plans, audit_results = run_position_audit(
+                    settings, run_id, system_ids, baseline_id, [judge_spec], place, item_ids
+                )
             else:
                 plans, results = run_instruction_stage(settings, run_id, system_ids, [judge_spec], place, item_ids)
                 audit_plans, audit_results = [], []
@@ -143,9 +168,22 @@ def backfill_judge(run_id: str, judge: str, store: str | None = None, baseline: 
         check_stage_tables(st, run_id, tables)
         for name in tables:
             st.compact(run_id, name)
-        markdown = write_full_report(st, run_id, settings, stored_systems(st, run_id)[0],
-                                     {"run_id": run_id, "store": st.display(), "backfilled judge": judge_spec})
-        create_markdown_artifact(markdown=markdown, key=artifact_key("report", run_id), description=f"ttseval report for {run_id}")
-        return {"run_id": run_id, "judge": judge_spec, "kind": kind, "computed": sum(r.n_rows for r in results),
-                "reused": sum(p.present for p in plans), "audited": sum(r.n_rows for r in audit_results),
-                "wall_s": time.perf_counter() - t0}
+        markdown = write_full_report(
+            st,
+            run_id,
+            settings,
+            stored_systems(st, run_id)[0],
+            {"run_id": run_id, "store": st.display(), "backfilled judge": judge_spec},
+        )
+        create_markdown_artifact(
+            markdown=markdown, key=artifact_key("report", run_id), description=f"ttseval report for {run_id}"
+        )
+        return {
+            "run_id": run_id,
+            "judge": judge_spec,
+            "kind": kind,
+            "computed": sum(r.n_rows for r in results),
+            "reused": sum(p.present for p in plans),
+            "audited": sum(r.n_rows for r in audit_results),
+            "wall_s": time.perf_counter() - t0,
+        }

@@ -11,18 +11,18 @@ from pathlib import Path
 
 import pandas as pd
 
-from ttseval.tasks.logs import logger
-from ttseval.tasks.provider_cache import build_provider
 from ttseval.core.config import Settings
 from ttseval.core.errors import DatasetError, SpecError, TTSEvalError
 from ttseval.core.ids import slug
 from ttseval.core.paths import resolve_against, within
-from ttseval.providers.judges import JUDGES
-from ttseval.providers.tts import TTS
 from ttseval.core.registry import Spec
 from ttseval.core.schemas import table_from_rows
 from ttseval.core.store import ArtifactStore, open_store
 from ttseval.core.validation import check_table
+from ttseval.providers.judges import JUDGES
+from ttseval.providers.tts import TTS
+from ttseval.tasks.logs import logger
+from ttseval.tasks.provider_cache import build_provider
 
 
 def check_systems(systems: list[str], settings: Settings) -> list[Spec]:
@@ -33,13 +33,15 @@ def check_systems(systems: list[str], settings: Settings) -> list[Spec]:
     seen: dict[str, str] = {}
     for spec in specs:
         if spec.id in seen:
-            raise SpecError(f"systems {seen[spec.id]!r} and {spec.canonical!r} are the same configuration; "
-                            "list each system once")
+            raise SpecError(
+                f"systems {seen[spec.id]!r} and {spec.canonical!r} are the same configuration; list each system once"
+            )
         seen[spec.id] = spec.canonical
         provider = build_provider("tts", spec.canonical, settings)
         # a provider built without a key for an estimate (tasks.provider_cache.estimate_only) may not ask its vendor
-        if callable(check_voice := getattr(provider, "check_voice", None)) and not getattr(provider, "estimate_only",
-                                                                                            False):
+        if callable(check_voice := getattr(provider, "check_voice", None)) and not getattr(
+            provider, "estimate_only", False
+        ):
             try:
                 check_voice()  # an unknown voice fails here, not on every item
             except ValueError as e:
@@ -48,10 +50,14 @@ def check_systems(systems: list[str], settings: Settings) -> list[Spec]:
                 logger().warning(f"system {spec.canonical!r}: could not check the voice ({e})")
         prompt = spec.option("prompt")
         if prompt is not None and prompt != "category":
-            raise SpecError(f"system {spec.canonical!r}: prompt={prompt!r} is not known; the only value is prompt=category")
+            raise SpecError(
+                f"system {spec.canonical!r}: prompt={prompt!r} is not known; the only value is prompt=category"
+            )
         if prompt and not getattr(provider, "accepts_instruction", False):
-            raise SpecError(f"system {spec.canonical!r} is strongly prompted, but {spec.provider} takes no "
-                            "instruction; drop ':prompt=category' or choose a provider that accepts one")
+            raise SpecError(
+                f"system {spec.canonical!r} is strongly prompted, but {spec.provider} takes no "
+                "instruction; drop ':prompt=category' or choose a provider that accepts one"
+            )
     return specs
 
 
@@ -76,8 +82,7 @@ def confinement_roots(settings: Settings, dataset: str) -> list[str] | None:
     return folder + list(settings.allowed_paths)
 
 
-def check_confined(items: pd.DataFrame, systems: list[Spec], settings: Settings, *, dataset: str,
-                   source: str) -> None:
+def check_confined(items: pd.DataFrame, systems: list[Spec], settings: Settings, *, dataset: str, source: str) -> None:
     """Refuse, before any work, a confined run (confinement_roots) whose dataset or `files` systems reference a
     file outside the dataset's folder and allowed_paths: a voice prompt or reference recording, a system's
     folder, manifest or clip (`../../../../etc/passwd`, an absolute path, a symbolic link that points out).
@@ -93,24 +98,31 @@ def check_confined(items: pd.DataFrame, systems: list[Spec], settings: Settings,
 
     # the run's own store's audio is always readable: `datasets push` stores a pushed dataset's voice prompts there
     readable = [*roots, open_store(settings).display("blobs", "audio")]
-    fix = ("Fix: move the files into the dataset's folder, or have whoever runs the worker add their folder to "
-           "allowed_paths (confine_paths confines runs started from a deployment or the UI)")
+    fix = (
+        "Fix: move the files into the dataset's folder, or have whoever runs the worker add their folder to "
+        "allowed_paths (confine_paths confines runs started from a deployment or the UI)"
+    )
     problems = []
     for column in ("prompt_audio_uri", "reference_audio_uri"):
-        for row, (item_id, path) in enumerate(zip(items["item_id"], items.get(column, [None] * len(items))),
-                                              start=1):
+        for row, (item_id, path) in enumerate(zip(items["item_id"], items.get(column, [None] * len(items))), start=1):
             if isinstance(path, str) and path.strip() and not within(resolve_against(dataset, path), readable):
                 problems.append(f"row {row} (item_id={item_id!r}) {column} {path!r}")
     if problems:
-        raise DatasetError(f"dataset {source}: {len(problems)} path(s) lie outside what this run may read "
-                           f"({allowed}):\n- " + "\n- ".join(problems[:20]) + f"\n{fix}", source=source,
-                           problems=problems)
+        raise DatasetError(
+            f"dataset {source}: {len(problems)} path(s) lie outside what this run may read "
+            f"({allowed}):\n- " + "\n- ".join(problems[:20]) + f"\n{fix}",
+            source=source,
+            problems=problems,
+        )
     for spec in systems:
         listed = getattr(build_provider("tts", spec.canonical, settings), "referenced_paths", None)
         outside = [p for p in (listed() if callable(listed) else []) if not within(p, readable)]
         if outside:
-            raise SpecError(f"system {spec.canonical!r} reads {len(outside)} path(s) outside what this run may read "
-                            f"({allowed}): {', '.join(map(repr, outside[:5]))}. {fix}", spec=spec.canonical)
+            raise SpecError(
+                f"system {spec.canonical!r} reads {len(outside)} path(s) outside what this run may read "
+                f"({allowed}): {', '.join(map(repr, outside[:5]))}. {fix}",
+                spec=spec.canonical,
+            )
 
 
 def check_judges(judges: list[str], settings: Settings, *, role: str = "pairwise") -> list[str]:
@@ -122,14 +134,18 @@ def check_judges(judges: list[str], settings: Settings, *, role: str = "pairwise
     for judge in judges:
         built = build_provider("judge", judge, settings)
         if not callable(getattr(built, method, None)):
-            raise SpecError(f"judge {Spec.parse(judge).canonical!r} cannot judge {role} comparisons (it has no "
-                            f"{method}); choose another judge for --{'instruction-' if role == 'instruction' else ''}"
-                            "judges", spec=judge)
+            raise SpecError(
+                f"judge {Spec.parse(judge).canonical!r} cannot judge {role} comparisons (it has no "
+                f"{method}); choose another judge for --{'instruction-' if role == 'instruction' else ''}"
+                "judges",
+                spec=judge,
+            )
         if getattr(built, "estimate_only", False):
             continue
         if (problem := getattr(built, "unreachable", lambda: None)()) is not None:
-            raise SpecError(f"judge {Spec.parse(judge).canonical!r}: {problem}; start the server or fix base_url",
-                            spec=judge)
+            raise SpecError(
+                f"judge {Spec.parse(judge).canonical!r}: {problem}; start the server or fix base_url", spec=judge
+            )
     return [Spec.parse(j).canonical for j in judges]
 
 
@@ -141,8 +157,10 @@ def register_items(store: ArtifactStore, run_id: str, items: pd.DataFrame) -> in
         changed = merged[(merged["text"] != merged["text_old"]) | (merged["language"] != merged["language_old"])]
         if not changed.empty:
             ids = ", ".join(changed["item_id"].head(5))
-            raise DatasetError(f"run {run_id!r} already holds different text or language for item(s) {ids}; "
-                               "results would mix two datasets. Use a new --run-id, or give changed items new ids.")
+            raise DatasetError(
+                f"run {run_id!r} already holds different text or language for item(s) {ids}; "
+                "results would mix two datasets. Use a new --run-id, or give changed items new ids."
+            )
     new = items[~items["item_id"].isin(existing["item_id"])]
     if not new.empty:
         store.write_part(run_id, "items", table_from_rows("items", new.to_dict("records")), label="items")
@@ -161,8 +179,10 @@ def stored_systems(store: ArtifactStore, run_id: str) -> tuple[list[str], dict[s
     """System ids of a stored run in the order they were first synthesized, and their specs."""
     synthesis = store.read(run_id, "synthesis")
     if synthesis.empty:
-        raise TTSEvalError(f"run {run_id!r} in {store.display()} has no synthesis rows; runs there: "
-                           f"{', '.join(store.runs()) or 'none'}")
+        raise TTSEvalError(
+            f"run {run_id!r} in {store.display()} has no synthesis rows; runs there: "
+            f"{', '.join(store.runs()) or 'none'}"
+        )
     first = synthesis.sort_values("created_at", kind="stable").drop_duplicates("system_id")
     return first["system_id"].tolist(), dict(zip(first["system_id"], first["system_spec"]))
 
@@ -170,8 +190,9 @@ def stored_systems(store: ArtifactStore, run_id: str) -> tuple[list[str], dict[s
 def git_commit() -> str | None:
     """The commit of the running code, when it runs from a git checkout."""
     with contextlib.suppress(OSError, subprocess.SubprocessError):
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
-                             cwd=Path(__file__).resolve().parent)
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, cwd=Path(__file__).resolve().parent
+        )
         return out.stdout.strip() or None
     return None
 

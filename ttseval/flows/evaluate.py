@@ -17,30 +17,39 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.futures import as_completed
 
 import ttseval
-from ttseval.corpus import DEMO_DATASET
-from ttseval.corpus.items import unknown_categories
-from ttseval.flows.common import (artifact_key, check_stage_tables, cpu_workers_declared, git_commit, gpu_annotation,
-                          judge_runs_on_gpu, placement, register_items, runs_on_gpu)
-from ttseval.flows.preflight import check_cluster_reach, preflight_evaluate
-from ttseval.flows.progress import StageProgress
-from ttseval.flows.runner import NOT_STARTED, SettingsDaskTaskRunner, dask_started, through_scheduler_restarts
-from ttseval.tasks.logs import logger
-from ttseval.tasks.parts import StageResult, get_store, now
-from ttseval.tasks.retries import task_retry_options
-from ttseval.tasks.cost import Budget, estimate_synthesis, within_budget
-from ttseval.tasks.judge_instructions import run_instruction_stage
-from ttseval.tasks.judge import run_judge_stage, run_position_audit
-from ttseval.tasks.limits import ensure_vendor_limits
-from ttseval.tasks.plan import Plan, plan_synthesis
-from ttseval.tasks.stages import STAGES, TASKS, ClipStage, plan_stage
-from ttseval.tasks.staging import stage_files_systems
-from ttseval.tasks.voices import References, store_prompts, store_reference_voices
-from ttseval.tasks.report import write_full_report
-from ttseval.tasks.synthesize import synthesize_task
 from ttseval.core.config import DEFAULT_SYSTEMS, Settings, load_settings
 from ttseval.core.errors import TTSEvalError
 from ttseval.core.lease import RunLease
 from ttseval.core.registry import Spec
+from ttseval.corpus import DEMO_DATASET
+from ttseval.corpus.items import unknown_categories
+from ttseval.flows.common import (
+    artifact_key,
+    check_stage_tables,
+    cpu_workers_declared,
+    git_commit,
+    gpu_annotation,
+    judge_runs_on_gpu,
+    placement,
+    register_items,
+    runs_on_gpu,
+)
+from ttseval.flows.preflight import check_cluster_reach, preflight_evaluate
+from ttseval.flows.progress import StageProgress
+from ttseval.flows.runner import NOT_STARTED, SettingsDaskTaskRunner, dask_started, through_scheduler_restarts
+from ttseval.tasks.cost import Budget, estimate_synthesis, within_budget
+from ttseval.tasks.judge import run_judge_stage, run_position_audit
+from ttseval.tasks.judge_instructions import run_instruction_stage
+from ttseval.tasks.limits import ensure_vendor_limits
+from ttseval.tasks.logs import logger
+from ttseval.tasks.parts import StageResult, get_store, now
+from ttseval.tasks.plan import Plan, plan_synthesis
+from ttseval.tasks.report import write_full_report
+from ttseval.tasks.retries import task_retry_options
+from ttseval.tasks.stages import STAGES, TASKS, ClipStage, plan_stage
+from ttseval.tasks.staging import stage_files_systems
+from ttseval.tasks.synthesize import synthesize_task
+from ttseval.tasks.voices import References, store_prompts, store_reference_voices
 
 
 @flow(name="evaluate", task_runner=SettingsDaskTaskRunner())
@@ -79,8 +88,9 @@ def evaluate(
     settings = load_settings(store=store, shard_size=shard_size, budget_usd=budget_usd, fresh_items=fresh_items)
     log = logger()
     st = get_store(settings.store, settings.store_wait_s)
-    checked = preflight_evaluate(dataset, systems, settings, baseline=baseline, judges=judges,
-                                 instruction_judges=instruction_judges)  # flows/preflight.py: once per invocation
+    checked = preflight_evaluate(
+        dataset, systems, settings, baseline=baseline, judges=judges, instruction_judges=instruction_judges
+    )  # flows/preflight.py: once per invocation
     # on a cluster: its workers reach the Prefect API, the store and the model files the specs name, or nothing is written
     check_cluster_reach(settings, [s.canonical for s in checked.systems] + checked.judges + checked.instruction_judges)
     items, dataset_sha256, dataset_read = checked.items, checked.dataset_sha256, checked.dataset_read
@@ -88,8 +98,13 @@ def evaluate(
     baseline_spec = checked.baseline
     items = store_prompts(st, items, source=dataset_read)  # voice prompts (content-addressed blobs), checked first
     # one writer per run id: a second invocation on it is refused (or waits), nothing written (ttseval/core/lease.py)
-    with RunLease(st, run_id, ttl_s=settings.lease_ttl_s, wait_s=settings.lease_wait_s,
-                  purpose=f"evaluate of {len(specs)} systems"):
+    with RunLease(
+        st,
+        run_id,
+        ttl_s=settings.lease_ttl_s,
+        wait_s=settings.lease_wait_s,
+        purpose=f"evaluate of {len(specs)} systems",
+    ):
         # audio made elsewhere (files: folders and manifests on this machine) into the store: workers read only it
         staged = stage_files_systems(st, run_id, items, specs, baseline_spec, settings)
         specs, baseline_spec, settings = staged.systems, staged.baseline, staged.settings
@@ -98,20 +113,26 @@ def evaluate(
         references = References.read(st, run_id)
         log.info(f"run {run_id!r} in {st.display()}: {len(items)} items ({added} new), {len(specs)} systems")
         if own := unknown_categories(items, settings.categories):
-            log.info(f"categories {', '.join(map(repr, own))} are your own groups: evaluated and reported as such; "
-                     "they have no description for strong prompting (prompt=category) or judge rubrics")
+            log.info(
+                f"categories {', '.join(map(repr, own))} are your own groups: evaluated and reported as such; "
+                "they have no description for strong prompting (prompt=category) or judge rubrics"
+            )
 
         synth = plan_synthesis(st, run_id, items, specs, settings)
         budget = None
         if settings.budget_usd is not None:
             budget = Budget(settings.budget_usd)  # synthesis draws on it first, the judges on what is left
             synth, deferred, spend = within_budget(synth, estimate_synthesis(synth, st, settings), budget)
-            log.info(f"budget USD {settings.budget_usd:.4f}: this run's paid synthesis calls cost USD {spend:.4f}"
-                     + (f"; {deferred} key(s) past the budget are left for a later run" if deferred else ""))
+            log.info(
+                f"budget USD {settings.budget_usd:.4f}: this run's paid synthesis calls cost USD {spend:.4f}"
+                + (f"; {deferred} key(s) past the budget are left for a later run" if deferred else "")
+            )
         if limits := ensure_vendor_limits(settings):
             log.info(f"vendor limits across all workers: {', '.join(limits)}")
         # each clip stage (ttseval.tasks.stages): clips of earlier runs, and models added since, that lack rows
-        clip_plans = {stage.table: plan_stage(stage, st, run_id, items, specs, settings, references) for stage in STAGES}
+        clip_plans = {
+            stage.table: plan_stage(stage, st, run_id, items, specs, settings, references) for stage in STAGES
+        }
         log.info(synth.describe())  # each clip stage's line comes with its total (synthesize_and_score)
 
         system_ids = [s.id for s in specs]
@@ -126,19 +147,26 @@ def evaluate(
             def place(judge: str) -> contextlib.AbstractContextManager:
                 return placement(settings, judge_runs_on_gpu(judge, settings), cpu_workers)
 
-            judge_plans, judge_results = run_judge_stage(settings, run_id, system_ids, baseline_spec.id, judge_specs,
-                                                         place, budget=budget)
-            instruction_plans, instruction_results = run_instruction_stage(settings, run_id, system_ids,
-                                                                           instruction_specs, place, budget=budget)
+            judge_plans, judge_results = run_judge_stage(
+                settings, run_id, system_ids, baseline_spec.id, judge_specs, place, budget=budget
+            )
+            instruction_plans, instruction_results = run_instruction_stage(
+                settings, run_id, system_ids, instruction_specs, place, budget=budget
+            )
             # EmergentTTS-Eval draws each pair's order at random; the audit measures what that averages out.
-            audit_plans, audit_results = run_position_audit(settings, run_id, system_ids, baseline_spec.id, judge_specs,
-                                                            place, budget=budget)
+            audit_plans, audit_results = run_position_audit(
+                settings, run_id, system_ids, baseline_spec.id, judge_specs, place, budget=budget
+            )
             if budget is not None and budget.deferred > deferred:  # beyond the synthesis keys it deferred
-                log.info(f"budget: {budget.deferred - deferred} judgement(s) past it are left for a later run; USD "
-                         f"{budget.remaining_usd:.4f} unspent")
-            for stage, plans, done in (("judgments", judge_plans, judge_results),
-                                       ("instruction_judgments", instruction_plans, instruction_results),
-                                       ("position_audit", audit_plans, audit_results)):
+                log.info(
+                    f"budget: {budget.deferred - deferred} judgement(s) past it are left for a later run; USD "
+                    f"{budget.remaining_usd:.4f} unspent"
+                )
+            for stage, plans, done in (
+                ("judgments", judge_plans, judge_results),
+                ("instruction_judgments", instruction_plans, instruction_results),
+                ("position_audit", audit_plans, audit_results),
+            ):
                 progress.add(stage, sum(p.to_compute for p in plans), started=judging_started)
                 progress.advance(stage, sum(r.n_rows for r in done))
         results += judge_results + instruction_results + audit_results
@@ -148,34 +176,57 @@ def evaluate(
         reused = {p.stage: p.present for p in model_plans} | {
             "judgments": sum(p.present for p in judge_plans),
             "instruction_judgments": sum(p.present for p in instruction_plans),
-            "position_audit": sum(p.present for p in audit_plans)}
+            "position_audit": sum(p.present for p in audit_plans),
+        }
         stages = (*(p.stage for p in model_plans), "judgments", "instruction_judgments", "position_audit")
         computed = {stage: sum(r.n_rows for r in results if r.stage == stage) for stage in stages}
         from_cache = {stage: sum(cache_hits(st, r) for r in results if r.stage == stage) for stage in stages}
-        log.info("rows written: " + ", ".join(f"{k} {v}" for k, v in computed.items())
-                 + "; of them answered from earlier runs' caches (no call, no model run): "
-                 + ", ".join(f"{k} {v}" for k, v in from_cache.items()))
+        log.info(
+            "rows written: "
+            + ", ".join(f"{k} {v}" for k, v in computed.items())
+            + "; of them answered from earlier runs' caches (no call, no model run): "
+            + ", ".join(f"{k} {v}" for k, v in from_cache.items())
+        )
 
         check_stage_tables(st, run_id, stages)
         # One part per shard keeps writes independent; one part per table keeps later reads to one file each.
         compacted = {t: st.compact(run_id, t) for t in stages}
         log.info("parts compacted: " + ", ".join(f"{t} {a}->{b}" for t, (a, b) in compacted.items() if a != b))
 
-        meta = {"run_id": run_id, "store": st.display(), "dataset": dataset_read, "baseline": baseline_spec.canonical,
-                "judges": ", ".join(judge_specs), "instruction judges": ", ".join(instruction_specs) or "none",
-                "dataset_sha256": dataset_sha256, "systems": ", ".join(map(str, specs)),
-                "asr": json.dumps(settings.asr), "quality": settings.qualities[0],
-                "MOS predictors": ", ".join(settings.qualities), "date": started.isoformat(timespec="seconds"),
-                "ttseval": ttseval.__version__, "code": git_commit() or "unknown"}
+        meta = {
+            "run_id": run_id,
+            "store": st.display(),
+            "dataset": dataset_read,
+            "baseline": baseline_spec.canonical,
+            "judges": ", ".join(judge_specs),
+            "instruction judges": ", ".join(instruction_specs) or "none",
+            "dataset_sha256": dataset_sha256,
+            "systems": ", ".join(map(str, specs)),
+            "asr": json.dumps(settings.asr),
+            "quality": settings.qualities[0],
+            "MOS predictors": ", ".join(settings.qualities),
+            "date": started.isoformat(timespec="seconds"),
+            "ttseval": ttseval.__version__,
+            "code": git_commit() or "unknown",
+        }
         markdown = write_full_report(st, run_id, settings, system_ids, meta, reuse=True)  # unchanged: kept
         summary = st.read(run_id, "report").drop_duplicates("system_id")  # one row per system (rows are per recogniser)
-        create_markdown_artifact(markdown=markdown, key=artifact_key("report", run_id), description=f"ttseval report for {run_id}")
+        create_markdown_artifact(
+            markdown=markdown, key=artifact_key("report", run_id), description=f"ttseval report for {run_id}"
+        )
         wall_s = round(time.perf_counter() - t0, 2)  # one value for the run log, the log line and the command's print
-        record = meta | {"wall_s": wall_s, "finished_at": now().isoformat(timespec="seconds"),
-                         "reused": reused, "computed": computed, "from_cache": from_cache,
-                         "dask_started": dask_started(),  # false: nothing to compute, no cluster (flows/runner.py)
-                         "settings": settings.model_dump(mode="json")}
-        st.write_bytes(f"runs/{run_id}/log/{started.strftime('%Y%m%dT%H%M%S%f')}.json", json.dumps(record, indent=2).encode())
+        record = meta | {
+            "wall_s": wall_s,
+            "finished_at": now().isoformat(timespec="seconds"),
+            "reused": reused,
+            "computed": computed,
+            "from_cache": from_cache,
+            "dask_started": dask_started(),  # false: nothing to compute, no cluster (flows/runner.py)
+            "settings": settings.model_dump(mode="json"),
+        }
+        st.write_bytes(
+            f"runs/{run_id}/log/{started.strftime('%Y%m%dT%H%M%S%f')}.json", json.dumps(record, indent=2).encode()
+        )
         if record["dask_started"] is False:
             log.info(NOT_STARTED)
         log.info(f"report: {st.display('runs', run_id, 'report.md')} ({wall_s:.1f} s)")
@@ -183,10 +234,20 @@ def evaluate(
         failed = int((summary["n_failed"]).sum())
         total = int(summary["n_items"].sum())
         if total and failed / total > settings.max_error_rate:
-            raise TTSEvalError(f"{failed}/{total} synthesis rows failed, above max_error_rate={settings.max_error_rate}")
-        return {"run_id": run_id, "store": st.display(), "wall_s": wall_s, "computed": computed,
-                "from_cache": from_cache, "reused": reused, "system_ids": system_ids,
-                "renamed": staged.renamed, "clip_sets": settings.clip_sets}
+            raise TTSEvalError(
+                f"{failed}/{total} synthesis rows failed, above max_error_rate={settings.max_error_rate}"
+            )
+        return {
+            "run_id": run_id,
+            "store": st.display(),
+            "wall_s": wall_s,
+            "computed": computed,
+            "from_cache": from_cache,
+            "reused": reused,
+            "system_ids": system_ids,
+            "renamed": staged.renamed,
+            "clip_sets": settings.clip_sets,
+        }
 
 
 def cache_hits(st: Any, result: StageResult) -> int:
@@ -203,8 +264,15 @@ def cache_hits(st: Any, result: StageResult) -> int:
     return int(pc.sum(column.cast("int64")).as_py() or 0)
 
 
-def synthesize_and_score(settings: Settings, run_id: str, synth: Plan, clip_plans: dict[str, Plan],
-                         references: References, progress: StageProgress, cpu_workers: bool) -> list[StageResult]:
+def synthesize_and_score(
+    settings: Settings,
+    run_id: str,
+    synth: Plan,
+    clip_plans: dict[str, Plan],
+    references: References,
+    progress: StageProgress,
+    cpu_workers: bool,
+) -> list[StageResult]:
     """Submit synthesis shards, and for each one a task of every clip stage (ttseval.tasks.stages: ASR, MOS, and
     the LID models, prosody and speaker similarity where asked for and a clip has a reference voice), which start
     when its audio exists; then each stage's backlog `clip_plans` (clips of earlier runs, models added since).
@@ -221,8 +289,11 @@ def synthesize_and_score(settings: Settings, run_id: str, synth: Plan, clip_plan
         return sum(stage.rows_per_clip(settings, references, i["language"], i["item_id"], system_id) for i in items)
 
     # the stages with work: a backlog, or rows for the clips synthesized now
-    stages = [stage for stage in STAGES if clip_plans[stage.table].to_compute
-              or any(shard_rows(stage, s, s["items"]) for s in synth.shards)]
+    stages = [
+        stage
+        for stage in STAGES
+        if clip_plans[stage.table].to_compute or any(shard_rows(stage, s, s["items"]) for s in synth.shards)
+    ]
 
     # Every clip synthesized now needs a row from each model of each stage; clips that fail synthesis lower these
     # totals. A stage the run has but with nothing to compute shows as done.
@@ -233,9 +304,11 @@ def synthesize_and_score(settings: Settings, run_id: str, synth: Plan, clip_plan
         backlog = clip_plans[stage.table]
         now_rows = sum(shard_rows(stage, s, s["items"]) for s in synth.shards)
         progress.add(stage.table, backlog.to_compute + now_rows)
-        logger().info(f"{stage.table}: up to {backlog.to_compute + now_rows} to compute ({now_rows} for the clips "
-                      f"synthesized now, fewer if some fail; {backlog.to_compute} for clips of earlier runs), "
-                      f"{backlog.present} present (reused)")
+        logger().info(
+            f"{stage.table}: up to {backlog.to_compute + now_rows} to compute ({now_rows} for the clips "
+            f"synthesized now, fewer if some fail; {backlog.to_compute} for clips of earlier runs), "
+            f"{backlog.present} present (reused)"
+        )
     futures = []
     for shard in synth.shards:  # a model-backed TTS (transformers on a GPU) goes where the GPU is, like ASR
         with placement(settings, runs_on_gpu(shard["system"], settings), cpu_workers):
@@ -247,8 +320,10 @@ def synthesize_and_score(settings: Settings, run_id: str, synth: Plan, clip_plan
             shard_of[label] = shard
             futures += [tasks[stage.table].submit(settings, run_id, f, label) for stage in stages]
         for stage in stages:
-            futures += [tasks[stage.table].submit(settings, run_id, w, f"backlog {i + 1}")
-                        for i, w in enumerate(clip_plans[stage.table].shards)]
+            futures += [
+                tasks[stage.table].submit(settings, run_id, w, f"backlog {i + 1}")
+                for i, w in enumerate(clip_plans[stage.table].shards)
+            ]
     results = []
     for future in as_completed(futures):
         result = future.result()
@@ -256,5 +331,7 @@ def synthesize_and_score(settings: Settings, run_id: str, synth: Plan, clip_plan
         progress.advance(result.stage, result.n_rows)
         if result.stage == "synthesis" and (shard := shard_of.get(result.label)) is not None:
             for stage in stages:  # the rows the shard's clips that did not come would have had
-                progress.lower(stage.table, shard_rows(stage, shard, shard["items"]) - shard_rows(stage, shard, result.work))
+                progress.lower(
+                    stage.table, shard_rows(stage, shard, shard["items"]) - shard_rows(stage, shard, result.work)
+                )
     return results

@@ -15,20 +15,21 @@ from typing import Any
 
 from prefect import flow
 
+from ttseval.core.categories import MAX_DEPTH
+from ttseval.core.config import load_settings
+from ttseval.core.errors import SpecError
 from ttseval.corpus import DEFAULT_LLM, DEFAULT_SEEDS
 from ttseval.corpus import generation as g
 from ttseval.flows.common import artifact_key, git_commit
 from ttseval.flows.progress import StageProgress
-from ttseval.tasks.logs import logger
-from ttseval.tasks.parts import get_store, now
-from ttseval.tasks.provider_cache import get_provider
 from ttseval.tasks.freeze import freeze_and_publish, split_rows
 from ttseval.tasks.generate import expand_breadth, refine_depth
 from ttseval.tasks.llm import CallStats
+from ttseval.tasks.logs import logger
+from ttseval.tasks.parts import get_store, now
+from ttseval.tasks.provider_cache import get_provider
 from ttseval.tasks.report import dataset_statistics_markdown
-from ttseval.core.categories import MAX_DEPTH
-from ttseval.core.config import load_settings
-from ttseval.core.errors import SpecError
+
 
 @flow(name="generate_dataset")
 def generate_dataset(
@@ -66,8 +67,10 @@ def generate_dataset(
     started, t0 = now(), time.perf_counter()
     log = logger()
     if not 0 <= depth_steps <= MAX_DEPTH:
-        raise SpecError(f"depth_steps={depth_steps}: use 0 to {MAX_DEPTH} (items deeper than {MAX_DEPTH} are not "
-                        "accepted by the evaluate flow)")
+        raise SpecError(
+            f"depth_steps={depth_steps}: use 0 to {MAX_DEPTH} (items deeper than {MAX_DEPTH} are not "
+            "accepted by the evaluate flow)"
+        )
     if breadth < 0 or breadth_batch < 1:
         raise SpecError("breadth must be >= 0 and breadth_batch >= 1")
     settings = load_settings(store=store)
@@ -77,8 +80,10 @@ def generate_dataset(
     refine_llm = refine_llm or llm
     repair_llm = repair_llm or refine_llm
     llms = {s: get_provider("llm", s, settings) for s in dict.fromkeys([llm, refine_llm, repair_llm])}
-    log.info(f"generating {name!r} from {len(seed_list)} seeds over {len(spec.categories)} categories with "
-             + ", ".join(sorted(llms)))
+    log.info(
+        f"generating {name!r} from {len(seed_list)} seeds over {len(spec.categories)} categories with "
+        + ", ".join(sorted(llms))
+    )
     stats = CallStats()
     common = {"max_depth": depth_steps, "threshold": duplicate_threshold, "stats": stats}
     with StageProgress(f"generate dataset {name!r}", artifact_key("progress", f"dataset-{name}"), log) as progress:
@@ -93,18 +98,40 @@ def generate_dataset(
     generation, items, failed = split_rows(rows, "item")
     stats_frame = g.dataset_statistics(items, words_per_minute=spec.words_per_minute)
     manifest = {
-        "seeds": str(seeds), "seeds_sha256": hashlib.sha256(Path(seeds).read_bytes()).hexdigest(),
-        "category_spec": spec.version, "categories": list(spec.categories),
-        "llm": llm, "refine_llm": refine_llm, "repair_llm": repair_llm,
+        "seeds": str(seeds),
+        "seeds_sha256": hashlib.sha256(Path(seeds).read_bytes()).hexdigest(),
+        "category_spec": spec.version,
+        "categories": list(spec.categories),
+        "llm": llm,
+        "refine_llm": refine_llm,
+        "repair_llm": repair_llm,
         "llm_ids": {s: m.llm_id for s, m in llms.items()},
-        "prompt_versions": [g.BREADTH_PROMPT_VERSION, g.REFINE_PROMPT_VERSION, g.REPAIR_PROMPT_VERSION,
-                            g.TWISTER_PROMPT_VERSION],
-        "breadth": breadth, "depth_steps": depth_steps, "temperature": temperature, "seed": settings.seed,
+        "prompt_versions": [
+            g.BREADTH_PROMPT_VERSION,
+            g.REFINE_PROMPT_VERSION,
+            g.REPAIR_PROMPT_VERSION,
+            g.TWISTER_PROMPT_VERSION,
+        ],
+        "breadth": breadth,
+        "depth_steps": depth_steps,
+        "temperature": temperature,
+        "seed": settings.seed,
         "duplicate_threshold": duplicate_threshold,
         "items_by_depth": {int(k): int(v) for k, v in items["depth"].value_counts().sort_index().items()},
     }
     result = freeze_and_publish(
-        st, name, version, title="dataset", generation=generation, items=items, failed=failed,
-        stats_frame=stats_frame, stats_md=dataset_statistics_markdown(stats_frame, words_per_minute=spec.words_per_minute),
-        manifest=manifest, calls=stats, t0=t0, code=git_commit())
+        st,
+        name,
+        version,
+        title="dataset",
+        generation=generation,
+        items=items,
+        failed=failed,
+        stats_frame=stats_frame,
+        stats_md=dataset_statistics_markdown(stats_frame, words_per_minute=spec.words_per_minute),
+        manifest=manifest,
+        calls=stats,
+        t0=t0,
+        code=git_commit(),
+    )
     return result | {"items_by_depth": manifest["items_by_depth"], "started_at": started.isoformat(timespec="seconds")}

@@ -15,19 +15,20 @@ from typing import Any
 
 from prefect import flow
 
+from ttseval.core.config import load_settings
+from ttseval.core.errors import SpecError
 from ttseval.corpus import DEFAULT_CAPTION_LLM
 from ttseval.corpus import instructions as ins
 from ttseval.flows.common import artifact_key, git_commit
 from ttseval.flows.progress import StageProgress
-from ttseval.tasks.logs import logger
-from ttseval.tasks.parts import get_store, now
-from ttseval.tasks.provider_cache import get_provider
 from ttseval.tasks.freeze import freeze_and_publish, split_rows
 from ttseval.tasks.generate_instructions import caption_stage, instruction_stage
 from ttseval.tasks.llm import CallStats
+from ttseval.tasks.logs import logger
+from ttseval.tasks.parts import get_store, now
+from ttseval.tasks.provider_cache import get_provider
 from ttseval.tasks.report import instruction_statistics_markdown
-from ttseval.core.config import load_settings
-from ttseval.core.errors import SpecError
+
 
 @flow(name="generate_instructions")
 def generate_instructions(
@@ -68,8 +69,7 @@ def generate_instructions(
     llms = {s: get_provider("llm", s, settings) for s in dict.fromkeys([caption_llm, instruct_llm])}
     log.info(f"generating instructions {name!r} for {len(refs)} reference clips with " + ", ".join(llms))
     stats = CallStats()
-    with StageProgress(f"generate instructions {name!r}", artifact_key("progress", f"dataset-{name}"),
-                       log) as progress:
+    with StageProgress(f"generate instructions {name!r}", artifact_key("progress", f"dataset-{name}"), log) as progress:
         progress.add("captions", len(refs))
         progress.add("instructions", len(refs))
         captioned = caption_stage(settings, refs, caption_llm, caption_temperature, stats)
@@ -82,13 +82,21 @@ def generate_instructions(
     dsd = items[items["task"] == "DSD"]
     manifest = {
         "references": str(references),
-        "references_sha256": hashlib.sha256(Path(references).read_bytes()).hexdigest(), "n_references": len(refs),
-        "caption_llm": caption_llm, "instruct_llm": instruct_llm,
+        "references_sha256": hashlib.sha256(Path(references).read_bytes()).hexdigest(),
+        "n_references": len(refs),
+        "caption_llm": caption_llm,
+        "instruct_llm": instruct_llm,
         "llm_ids": {s: m.llm_id for s, m in llms.items()},
-        "prompt_versions": [ins.CAPTION_PROMPT_VERSION, ins.APS_RENDER_VERSION, ins.DSD_PROMPT_VERSION,
-                            ins.RP_PROMPT_VERSION],
-        "caption_temperature": caption_temperature, "temperature": temperature,
-        "instruction_language": instruction_language, "seed": settings.seed,
+        "prompt_versions": [
+            ins.CAPTION_PROMPT_VERSION,
+            ins.APS_RENDER_VERSION,
+            ins.DSD_PROMPT_VERSION,
+            ins.RP_PROMPT_VERSION,
+        ],
+        "caption_temperature": caption_temperature,
+        "temperature": temperature,
+        "instruction_language": instruction_language,
+        "seed": settings.seed,
         "features": list(ins.FEATURES),
         "dropout_sets": [{"set": s.number, "prob": s.prob, "keep": s.keep} for s in ins.DROPOUT_SETS],
         "dsd_by_dropout_set": {int(k): int(v) for k, v in dsd["dropout_set"].value_counts().sort_index().items()},
@@ -96,8 +104,22 @@ def generate_instructions(
         "failed_by_task": {str(k): int(v) for k, v in failed["task"].value_counts().items()},
     }
     result = freeze_and_publish(
-        st, name, version, title="instructions", generation=generation, items=items, failed=failed,
-        stats_frame=stats_frame, stats_md=instruction_statistics_markdown(stats_frame), manifest=manifest, calls=stats,
-        t0=t0, code=git_commit())
-    return result | {"items_by_task": manifest["items_by_task"], "failed_by_task": manifest["failed_by_task"],
-                     "started_at": started.isoformat(timespec="seconds")}
+        st,
+        name,
+        version,
+        title="instructions",
+        generation=generation,
+        items=items,
+        failed=failed,
+        stats_frame=stats_frame,
+        stats_md=instruction_statistics_markdown(stats_frame),
+        manifest=manifest,
+        calls=stats,
+        t0=t0,
+        code=git_commit(),
+    )
+    return result | {
+        "items_by_task": manifest["items_by_task"],
+        "failed_by_task": manifest["failed_by_task"],
+        "started_at": started.isoformat(timespec="seconds"),
+    }

@@ -17,13 +17,13 @@ from typing import Any, Literal
 from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact
 
-from ttseval.flows.common import artifact_key, stored_systems
-from ttseval.tasks.logs import logger
-from ttseval.tasks.parts import get_store
-from ttseval.tasks.listening import analyse_test, export_test, ingest_ratings
-from ttseval.tasks.report import write_full_report
 from ttseval.core.config import load_settings
 from ttseval.core.errors import SpecError
+from ttseval.flows.common import artifact_key, stored_systems
+from ttseval.tasks.listening import analyse_test, export_test, ingest_ratings
+from ttseval.tasks.logs import logger
+from ttseval.tasks.parts import get_store
+from ttseval.tasks.report import write_full_report
 
 export_task = task(export_test, name="export listening test")
 ingest_task = task(ingest_ratings, name="ingest ratings")
@@ -31,12 +31,23 @@ analyse_task = task(analyse_test, name="analyse listening test")
 
 
 @flow(name="human_eval")
-def human_eval(run_id: str, step: Literal["export", "analyze"] = "analyze", test_id: str = "listening",
-               kind: Literal["mushra", "mushra-nmr", "mushra-dg", "mushra-dg-nmr", "mos", "cmos"] = "mushra-dg-nmr",
-               out: str | None = None, raters: int = 20, items: int = 30, systems: list[str] | None = None,
-               reference: str | None = None, anchor_x: bool | None = None, anchor_y: str | None = None,
-               language: str = "English", seed: int = 0, results: list[str] | None = None,
-               store: str | None = None) -> dict[str, Any]:
+def human_eval(
+    run_id: str,
+    step: Literal["export", "analyze"] = "analyze",
+    test_id: str = "listening",
+    kind: Literal["mushra", "mushra-nmr", "mushra-dg", "mushra-dg-nmr", "mos", "cmos"] = "mushra-dg-nmr",
+    out: str | None = None,
+    raters: int = 20,
+    items: int = 30,
+    systems: list[str] | None = None,
+    reference: str | None = None,
+    anchor_x: bool | None = None,
+    anchor_y: str | None = None,
+    language: str = "English",
+    seed: int = 0,
+    results: list[str] | None = None,
+    store: str | None = None,
+) -> dict[str, Any]:
     """Export a listening test of run `run_id`, or analyse its ratings.
 
     Args:
@@ -64,17 +75,41 @@ def human_eval(run_id: str, step: Literal["export", "analyze"] = "analyze", test
         raise SpecError(f"run {run_id!r} is not in store {st.display()}")
     if step == "export":
         folder = Path(out or f"listening/{test_id}")
-        done = export_task(settings, run_id, folder, kind=kind, test_id=test_id, raters=raters, items=items,
-                           systems=systems, reference=reference, anchor_x_on=anchor_x, anchor_y_system=anchor_y,
-                           language=language, seed=seed)
-        logger().info(f"listening test {test_id!r} ({kind}): {len(done['items'])} items, {raters} rater configs "
-                      f"in {folder}")
-        return {"step": step, "folder": str(folder), **{k: done[k] for k in ("test_id", "kind", "items", "systems",
-                                                                             "reference", "pages_per_rater")}}
+        done = export_task(
+            settings,
+            run_id,
+            folder,
+            kind=kind,
+            test_id=test_id,
+            raters=raters,
+            items=items,
+            systems=systems,
+            reference=reference,
+            anchor_x_on=anchor_x,
+            anchor_y_system=anchor_y,
+            language=language,
+            seed=seed,
+        )
+        logger().info(
+            f"listening test {test_id!r} ({kind}): {len(done['items'])} items, {raters} rater configs in {folder}"
+        )
+        return {
+            "step": step,
+            "folder": str(folder),
+            **{k: done[k] for k in ("test_id", "kind", "items", "systems", "reference", "pages_per_rater")},
+        }
     ingested = ingest_task(settings, run_id, test_id, [Path(p) for p in results]) if results else None
     markdown = analyse_task(settings, run_id, test_id)
-    write_full_report(st, run_id, settings, stored_systems(st, run_id)[0],
-                      {"run_id": run_id, "store": st.display(), "listening test": test_id})
-    create_markdown_artifact(markdown=markdown, key=artifact_key("listening", f"{run_id}-{test_id}"),
-                             description=f"listening test {test_id} of run {run_id}")
+    write_full_report(
+        st,
+        run_id,
+        settings,
+        stored_systems(st, run_id)[0],
+        {"run_id": run_id, "store": st.display(), "listening test": test_id},
+    )
+    create_markdown_artifact(
+        markdown=markdown,
+        key=artifact_key("listening", f"{run_id}-{test_id}"),
+        description=f"listening test {test_id} of run {run_id}",
+    )
     return {"step": step, "test_id": test_id, "ingested": ingested, "markdown": markdown}

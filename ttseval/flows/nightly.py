@@ -14,24 +14,23 @@ import json
 from typing import Any
 
 import pandas as pd
-
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 
+from ttseval.core.config import DEFAULT_SYSTEMS, Settings, load_settings
+from ttseval.core.store import ArtifactStore
+from ttseval.corpus import DEMO_DATASET
+from ttseval.corpus.items import read_items
 from ttseval.flows.common import artifact_key
 from ttseval.flows.evaluate import evaluate
-from ttseval.corpus.items import read_items
 from ttseval.metrics.canary import CANARY_COLUMNS, canary_changes, canary_sample
 from ttseval.metrics.drift import compare_reports, paired_drift
+from ttseval.tasks.alerts import send_alert
 from ttseval.tasks.logs import logger
 from ttseval.tasks.parts import get_store, now
-from ttseval.core.config import DEFAULT_SYSTEMS, Settings, load_settings
-from ttseval.corpus import DEMO_DATASET
-from ttseval.tasks.alerts import send_alert
-from ttseval.tasks.trends import PREFIX, drift_lines, remote_specs, write_trends
-from ttseval.tasks.report.html import compare_line, html_location
 from ttseval.tasks.report import canary_markdown, drift_alert, drift_markdown
-from ttseval.core.store import ArtifactStore
+from ttseval.tasks.report.html import compare_line, html_location
+from ttseval.tasks.trends import PREFIX, drift_lines, remote_specs, write_trends
 
 
 def nightly_run_id() -> str:
@@ -54,8 +53,7 @@ def provider_versions(store: ArtifactStore, run_id: str) -> dict[str, list[str]]
 def night_canary(dataset: str, settings: Settings, night: str | None = None) -> list[str]:
     """The canary item ids of the night `night` (YYYY-MM-DD; default today in UTC): ttseval.metrics.canary."""
     items, _, _ = read_items(dataset, settings)
-    return canary_sample(items, settings.canary_fixed, settings.canary_rotating,
-                         night or now().date().isoformat())
+    return canary_sample(items, settings.canary_fixed, settings.canary_rotating, night or now().date().isoformat())
 
 
 def remote_systems(systems: list[str], settings: Settings) -> list[str]:
@@ -66,21 +64,23 @@ def remote_systems(systems: list[str], settings: Settings) -> list[str]:
 def canary_clips(store: ArtifactStore, run_id: str, items: list[str], specs: list[str]) -> pd.DataFrame:
     """A run's clips of the canary `items` by `specs` (one row per system and item: its SHA-256 and duration),
     with the prosody stage's mean F0 and speech time where it measured them (NaN elsewhere)."""
-    clips = store.read(run_id, "synthesis", columns=["item_id", "system_id", "system_spec", "audio_sha256",
-                                                     "duration_s", "status"])
+    clips = store.read(
+        run_id, "synthesis", columns=["item_id", "system_id", "system_spec", "audio_sha256", "duration_s", "status"]
+    )
     clips = clips[(clips["status"] == "ok") & clips["item_id"].isin(items) & clips["system_spec"].isin(specs)]
     prosody = store.read(run_id, "prosody", columns=["item_id", "system_id", "f0_mean_hz", "speech_s", "status"])
     prosody = prosody[prosody["status"] == "ok"].drop_duplicates(["item_id", "system_id"], keep="last")
-    return clips.drop(columns="status").merge(prosody.drop(columns="status"), on=["item_id", "system_id"],
-                                              how="left")
+    return clips.drop(columns="status").merge(prosody.drop(columns="status"), on=["item_id", "system_id"], how="left")
 
 
 def run_links(store: ArtifactStore, run_id: str) -> list[str]:
     """Where a person reads the night: its HTML report, its drift table and (with a Prefect UI) its flow run."""
     from prefect.runtime import flow_run
 
-    links = [f"HTML report: {html_location(store, run_id)}",
-             f"drift table: {store.display('runs', run_id, 'drift.md')}"]
+    links = [
+        f"HTML report: {html_location(store, run_id)}",
+        f"drift table: {store.display('runs', run_id, 'drift.md')}",
+    ]
     if flow_run.ui_url:
         links.append(f"Prefect flow run: {flow_run.ui_url}")
     return links
@@ -115,52 +115,91 @@ def nightly(
     canary = night_canary(dataset, settings, night) if remote else []  # local engines reuse every clip
     if canary:
         logger().info(f"canary: {len(canary)} items spoken afresh tonight by {', '.join(remote)}")
-    result = evaluate(dataset=dataset, systems=systems, store=settings.store, run_id=run_id, baseline=baseline,
-                      judges=judges, budget_usd=budget_usd, fresh_items=canary)
+    result = evaluate(
+        dataset=dataset,
+        systems=systems,
+        store=settings.store,
+        run_id=run_id,
+        baseline=baseline,
+        judges=judges,
+        budget_usd=budget_usd,
+        fresh_items=canary,
+    )
     st = get_store(settings.store, settings.store_wait_s)
     versions = provider_versions(st, run_id)
     synthesis = st.read(run_id, "synthesis")
     cache_hits = int(synthesis["cache_hit"].fillna(False).astype(bool).sum())
     logger().info(f"{run_id}: provider versions {versions}; {cache_hits} clips reused from earlier runs")
     previous = previous_run or previous_nightly(st, run_id)
-    summary = {"run_id": run_id, "previous_run": previous, "provider_versions": versions, "cache_hits": cache_hits,
-               "canary": {"night": night, "items": canary, "systems": remote, "flagged": None}, "flagged": None,
-               **{k: result[k] for k in ("computed", "reused")}}
+    summary = {
+        "run_id": run_id,
+        "previous_run": previous,
+        "provider_versions": versions,
+        "cache_hits": cache_hits,
+        "canary": {"night": night, "items": canary, "systems": remote, "flagged": None},
+        "flagged": None,
+        **{k: result[k] for k in ("computed", "reused")},
+    }
     if previous is None:
         logger().info("no earlier nightly run in this store: nothing to compare with yet")
     else:
         tables = {run: {t: st.read(run, t) for t in ("transcripts", "quality")} for run in (previous, run_id)}
-        paired = paired_drift(tables[previous], tables[run_id], n_resamples=settings.bootstrap_resamples,
-                              seed=settings.seed, alpha=settings.alpha, method=settings.p_adjust,
-                              n_permutations=settings.permutation_resamples)
+        paired = paired_drift(
+            tables[previous],
+            tables[run_id],
+            n_resamples=settings.bootstrap_resamples,
+            seed=settings.seed,
+            alpha=settings.alpha,
+            method=settings.p_adjust,
+            n_permutations=settings.permutation_resamples,
+        )
         drift = compare_reports(st.read(previous, "report"), st.read(run_id, "report"), paired)
         # the remote voices' fresh canary clips against the previous night's clips of the same items
-        changes = (canary_changes(canary_clips(st, previous, canary, remote), canary_clips(st, run_id, canary, remote),
-                                  n_resamples=settings.bootstrap_resamples, seed=settings.seed, alpha=settings.alpha,
-                                  method=settings.p_adjust, n_permutations=settings.permutation_resamples,
-                                  min_change=settings.canary_min_change)
-                   if canary else pd.DataFrame(columns=CANARY_COLUMNS))
-        markdown = (drift_markdown(drift, previous, run_id) + canary_markdown(changes, previous)
-                    + compare_line(st, previous, run_id))
+        changes = (
+            canary_changes(
+                canary_clips(st, previous, canary, remote),
+                canary_clips(st, run_id, canary, remote),
+                n_resamples=settings.bootstrap_resamples,
+                seed=settings.seed,
+                alpha=settings.alpha,
+                method=settings.p_adjust,
+                n_permutations=settings.permutation_resamples,
+                min_change=settings.canary_min_change,
+            )
+            if canary
+            else pd.DataFrame(columns=CANARY_COLUMNS)
+        )
+        markdown = (
+            drift_markdown(drift, previous, run_id)
+            + canary_markdown(changes, previous)
+            + compare_line(st, previous, run_id)
+        )
         st.write_bytes(f"runs/{run_id}/drift.md", markdown.encode("utf-8"))
         st.write_bytes(f"runs/{run_id}/drift.json", drift.to_json(orient="records").encode("utf-8"))
         st.write_bytes(f"runs/{run_id}/canary.json", changes.to_json(orient="records").encode("utf-8"))
-        create_markdown_artifact(markdown=markdown, key=artifact_key("drift", run_id),
-                                 description=f"drift {previous} -> {run_id}")
+        create_markdown_artifact(
+            markdown=markdown, key=artifact_key("drift", run_id), description=f"drift {previous} -> {run_id}"
+        )
         summary["canary"]["flagged"] = int(changes["flagged"].astype(bool).sum())
         summary["flagged"] = int(drift["flagged"].fillna(False).astype(bool).sum()) + summary["canary"]["flagged"]
-        logger().info(f"drift against {previous}: {summary['flagged']} flagged change(s), "
-                      f"{summary['canary']['flagged']} of them in the canary clips")
+        logger().info(
+            f"drift against {previous}: {summary['flagged']} flagged change(s), "
+            f"{summary['canary']['flagged']} of them in the canary clips"
+        )
     # every night's figures so far, a step or slow drift flagged per series (ttseval.metrics.trends)
     trends, page = write_trends(st, settings, run_id)
     slides = drift_lines(trends, run_id, settings.trend_cusum_h)
-    summary["trends"] = {"page": page, "nights": int(trends["night"].max()) + 1 if len(trends) else 0,
-                         "drifts": len(slides)}
+    summary["trends"] = {
+        "page": page,
+        "nights": int(trends["night"].max()) + 1 if len(trends) else 0,
+        "drifts": len(slides),
+    }
     if slides:
         logger().info(f"trends: {len(slides)} slow drift(s) flagged tonight:\n" + "\n".join(slides))
     if previous is not None and (summary["flagged"] or slides) and settings.alert_blocks:
-        summary["alerts"] = send_alert(settings.alert_blocks, *drift_alert(
-            drift, previous, run_id, run_links(st, run_id) + [f"trends: {page}"], changes, slides))
+        summary["alerts"] = send_alert(
+            settings.alert_blocks,
+            *drift_alert(drift, previous, run_id, run_links(st, run_id) + [f"trends: {page}"], changes, slides),
+        )
     st.write_bytes(f"runs/{run_id}/nightly.json", json.dumps(summary, indent=2, default=str).encode("utf-8"))
     return summary
-

@@ -23,12 +23,12 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from ttseval.corpus.items import read_items
-from ttseval.flows.common import check_confined, check_judges, check_systems
 from ttseval.core.config import Settings
 from ttseval.core.errors import ConfigError, DatasetError, SpecError
 from ttseval.core.registry import Spec
 from ttseval.core.store import ArtifactStore, open_store
+from ttseval.corpus.items import read_items
+from ttseval.flows.common import check_confined, check_judges, check_systems
 
 # Settings that say where the work runs, not what it is: the CLI sets them for its task runner, the flow does not.
 PLACEMENT_SETTINGS = {"dask_address", "n_workers", "threads_per_worker"}
@@ -49,20 +49,43 @@ class CheckedInputs:
     new_store: bool = False  # nothing was stored under settings.store yet: this run creates the store
 
 
-def _key(dataset: str, systems: list[str], baseline: str | None, judges: list[str] | None,
-         instruction_judges: list[str] | None, settings: Settings) -> str:
+def _key(
+    dataset: str,
+    systems: list[str],
+    baseline: str | None,
+    judges: list[str] | None,
+    instruction_judges: list[str] | None,
+    settings: Settings,
+) -> str:
     """The inputs and settings a preflight result holds for (placement settings left out)."""
-    return json.dumps([dataset, list(systems), baseline, judges, instruction_judges,
-                       settings.model_dump(mode="json", exclude=PLACEMENT_SETTINGS)], sort_keys=True, default=str)
+    return json.dumps(
+        [
+            dataset,
+            list(systems),
+            baseline,
+            judges,
+            instruction_judges,
+            settings.model_dump(mode="json", exclude=PLACEMENT_SETTINGS),
+        ],
+        sort_keys=True,
+        default=str,
+    )
 
 
 _lock = threading.Lock()
 _handed: CheckedInputs | None = None
 
 
-def preflight_evaluate(dataset: str, systems: list[str], settings: Settings, *, baseline: str | None = None,
-                       judges: list[str] | None = None, instruction_judges: list[str] | None = None,
-                       paying: bool = True) -> CheckedInputs:
+def preflight_evaluate(
+    dataset: str,
+    systems: list[str],
+    settings: Settings,
+    *,
+    baseline: str | None = None,
+    judges: list[str] | None = None,
+    instruction_judges: list[str] | None = None,
+    paying: bool = True,
+) -> CheckedInputs:
     """Check an evaluate run's inputs; None for `judges` / `instruction_judges` means the configured ones.
 
     A store that does not exist yet is noted in the result (`new_store`); when the run is `paying` (not a dry
@@ -86,17 +109,22 @@ def preflight_evaluate(dataset: str, systems: list[str], settings: Settings, *, 
             checked, _handed = _handed, None
             from ttseval.tasks.logs import logger
 
-            logger().info(f"preflight: {checked.dataset_read} ({len(checked.items)} items), "
-                          f"{len(checked.systems)} systems and the judges were checked before the flow started; "
-                          "not checked again")
+            logger().info(
+                f"preflight: {checked.dataset_read} ({len(checked.items)} items), "
+                f"{len(checked.systems)} systems and the judges were checked before the flow started; "
+                "not checked again"
+            )
             return checked
     items, sha256, read = read_items(dataset, settings)
     check_wer_protocol(items, settings, source=read)
     specs = check_systems(systems, settings)
     check_confined(items, specs, settings, dataset=dataset, source=read)  # deployment runs: setting confine_paths
     judge_specs = check_judges(judges if judges is not None else settings.judges, settings)
-    instruction_specs = check_judges(instruction_judges if instruction_judges is not None
-                                     else settings.instruction_judges, settings, role="instruction")
+    instruction_specs = check_judges(
+        instruction_judges if instruction_judges is not None else settings.instruction_judges,
+        settings,
+        role="instruction",
+    )
     baseline_spec = Spec.parse(baseline) if baseline else specs[0]
     if baseline_spec.id not in {s.id for s in specs}:
         raise SpecError(f"baseline {baseline_spec.canonical!r} is not one of the systems; add it to --systems")
@@ -123,14 +151,23 @@ def check_wer_protocol(items: pd.DataFrame, settings: Settings, *, source: str) 
             bad.append(f"row {row} (item_id={item_id!r}, language={language!r})")
     if bad:
         shown = ", ".join(bad[:8]) + (f" and {len(bad) - 8} more" if len(bad) > 8 else "")
-        problem = (f"rule 'language is en or zh under wer_protocol = \"seed-tts-eval\"' (column language) fails on "
-                   f"{len(bad)} row(s): {shown}. Fix: leave those items out of this run, or set wer_protocol = "
-                   "\"ttseval\" (TTSEVAL_WER_PROTOCOL=ttseval)")
+        problem = (
+            f"rule 'language is en or zh under wer_protocol = \"seed-tts-eval\"' (column language) fails on "
+            f"{len(bad)} row(s): {shown}. Fix: leave those items out of this run, or set wer_protocol = "
+            '"ttseval" (TTSEVAL_WER_PROTOCOL=ttseval)'
+        )
         raise DatasetError(f"dataset {source} breaks 1 rule(s):\n- {problem}", source=source, problems=[problem])
 
 
-def _refuse_paid_new_store(store: ArtifactStore, items: pd.DataFrame, specs: list[Spec], baseline: Spec,
-                           judges: list[str], instruction_judges: list[str], settings: Settings) -> None:
+def _refuse_paid_new_store(
+    store: ArtifactStore,
+    items: pd.DataFrame,
+    specs: list[Spec],
+    baseline: Spec,
+    judges: list[str],
+    instruction_judges: list[str],
+    settings: Settings,
+) -> None:
     """Raise ConfigError when a run on a store that does not exist yet would pay: priced the way the dry run
     prices it (ttseval.tasks.cost), so a mistyped --store is caught before it pays for everything again."""
     from ttseval.tasks.cost import estimate_judges, estimate_synthesis
@@ -138,14 +175,21 @@ def _refuse_paid_new_store(store: ArtifactStore, items: pd.DataFrame, specs: lis
 
     run_id = "new-store"  # any run id: a store with nothing in it has no rows of any run (not '': S3 refuses '//')
     plan = plan_synthesis(store, run_id, items, specs, settings)
-    paid = [e for e in estimate_synthesis(plan, store, settings) + estimate_judges(
-        items, [s.id for s in specs], baseline.id, judges, instruction_judges, store, run_id, settings) if e.usd > 0]
+    paid = [
+        e
+        for e in estimate_synthesis(plan, store, settings)
+        + estimate_judges(
+            items, [s.id for s in specs], baseline.id, judges, instruction_judges, store, run_id, settings
+        )
+        if e.usd > 0
+    ]
     if paid:
         raise ConfigError(
             f"the store {store.display()} does not exist yet, and this run would pay about USD "
             f"{sum(e.usd for e in paid):.4f} ({', '.join(e.what for e in paid)}) to compute everything there: check "
             "--store (a mistyped one starts over and pays again); to create it, pass --new-store (or set "
-            "TTSEVAL_ALLOW_NEW_STORE=true)")
+            "TTSEVAL_ALLOW_NEW_STORE=true)"
+        )
 
 
 @contextlib.contextmanager
@@ -205,8 +249,15 @@ def run_model_specs(settings: Settings, *more: list[str]) -> list[str]:
     """Every model spec the run's settings name (recognisers, MOS predictors, speaker encoders, LID models, judges
     of both kinds) and `more` (its systems, the judges it was given)."""
     asr = [s for v in settings.asr.values() for s in ([v] if isinstance(v, str) else v)]
-    return [*asr, *settings.qualities, *settings.similarity, *settings.lid, *settings.judges,
-            *settings.instruction_judges, *(s for specs in more for s in specs)]
+    return [
+        *asr,
+        *settings.qualities,
+        *settings.similarity,
+        *settings.lid,
+        *settings.judges,
+        *settings.instruction_judges,
+        *(s for specs in more for s in specs),
+    ]
 
 
 def check_cluster_reach(settings: Settings, specs: list[str] = ()) -> None:
@@ -246,18 +297,31 @@ def check_cluster_reach(settings: Settings, specs: list[str] = ()) -> None:
     if problems:
         hints = []
         if any("Prefect API" in p for p in problems):
-            hints.append("start a Prefect server the workers can reach (`prefect server start --host 0.0.0.0`, or "
-                         "infra/docker-compose.yml's) and set PREFECT_API_URL=http://<that host>:4200/api "
-                         "for this command; without PREFECT_API_URL a command's temporary server listens on its own "
-                         "loopback only")
+            hints.append(
+                "start a Prefect server the workers can reach (`prefect server start --host 0.0.0.0`, or "
+                "infra/docker-compose.yml's) and set PREFECT_API_URL=http://<that host>:4200/api "
+                "for this command; without PREFECT_API_URL a command's temporary server listens on its own "
+                "loopback only"
+            )
         if any("store" in p for p in problems):
-            hints.append("use a store every host reaches: --store s3://bucket/prefix (with AWS_ENDPOINT_URL and "
-                         "credentials on every host), or a folder mounted at the same path on every worker")
+            hints.append(
+                "use a store every host reaches: --store s3://bucket/prefix (with AWS_ENDPOINT_URL and "
+                "credentials on every host), or a folder mounted at the same path on every worker"
+            )
         if any("lacks" in p for p in problems):
-            hints.append("put the model files at the same path on every worker host (or a folder mounted there), "
-                         "as each worker loads the weights a spec names itself")
-        raise ConfigError("the Dask cluster at " + settings.dask_address + " cannot run this: " + "; ".join(problems)
-                          + ". To fix: " + "; ".join(hints) + ". Nothing was written.")
+            hints.append(
+                "put the model files at the same path on every worker host (or a folder mounted there), "
+                "as each worker loads the weights a spec names itself"
+            )
+        raise ConfigError(
+            "the Dask cluster at "
+            + settings.dask_address
+            + " cannot run this: "
+            + "; ".join(problems)
+            + ". To fix: "
+            + "; ".join(hints)
+            + ". Nothing was written."
+        )
     _reached.add(key)
 
 
@@ -276,16 +340,21 @@ def _check_slurm(settings: Settings) -> None:
 
         from ttseval.flows.runner import slurm_job_script
 
-        tried = subprocess.run(["sbatch", "--test-only"], input=slurm_job_script(settings), capture_output=True,
-                               text=True, timeout=60)
+        tried = subprocess.run(
+            ["sbatch", "--test-only"], input=slurm_job_script(settings), capture_output=True, text=True, timeout=60
+        )
         if tried.returncode != 0:
             said = " ".join(tried.stderr.split())[-600:] or f"exit {tried.returncode}"
-            problems.append(f"Slurm refuses the worker job the slurm settings make ({said}); change slurm.cores, "
-                            "slurm.memory, slurm.walltime, slurm.queue or slurm.job_extra_directives to what the "
-                            "partition offers (sinfo -o '%P %c %m %l')")
+            problems.append(
+                f"Slurm refuses the worker job the slurm settings make ({said}); change slurm.cores, "
+                "slurm.memory, slurm.walltime, slurm.queue or slurm.job_extra_directives to what the "
+                "partition offers (sinfo -o '%P %c %m %l')"
+            )
     if problems:
-        raise ConfigError("cluster = 'slurm' cannot run this: " + "; ".join(problems) + ". The store must be a "
-                          "folder mounted at the same path on every node, or s3://. Nothing was written.")
+        raise ConfigError(
+            "cluster = 'slurm' cannot run this: " + "; ".join(problems) + ". The store must be a "
+            "folder mounted at the same path on every node, or s3://. Nothing was written."
+        )
 
 
 def _api_url() -> str:
@@ -306,10 +375,12 @@ def _loopback_api(workers: str, where: str) -> list[str]:
         host = "localhost" if ipaddress.ip_address(host).is_loopback else host
     if host not in ("", "localhost"):
         return []
-    return [f"{workers} report to the Prefect API, and {api_url or 'no API'} is on this host's loopback (without "
-            f"PREFECT_API_URL a command's own server listens there), which {where} does not reach: start a server "
-            "they reach (`prefect server start --host 0.0.0.0`, or infra/k8s's) and set "
-            "PREFECT_API_URL=http://<its name or address>:4200/api"]
+    return [
+        f"{workers} report to the Prefect API, and {api_url or 'no API'} is on this host's loopback (without "
+        f"PREFECT_API_URL a command's own server listens there), which {where} does not reach: start a server "
+        "they reach (`prefect server start --host 0.0.0.0`, or infra/k8s's) and set "
+        "PREFECT_API_URL=http://<its name or address>:4200/api"
+    ]
 
 
 def _check_kubernetes(settings: Settings) -> None:
@@ -320,9 +391,11 @@ def _check_kubernetes(settings: Settings) -> None:
     kubernetes_specs(settings)  # ConfigError: the spec file or the settings
     problems = _loopback_api("the pods' workers", "a pod")
     if not settings.store.startswith("s3://") and settings.kubernetes.spec is None:
-        problems.append(f"the store {settings.store!r} is a folder on this host, which the pods the kubernetes "
-                        "settings make do not mount: use --store s3://bucket/prefix (credentials from "
-                        "kubernetes.env_from), or a kubernetes.spec whose pods mount it at the same path")
+        problems.append(
+            f"the store {settings.store!r} is a folder on this host, which the pods the kubernetes "
+            "settings make do not mount: use --store s3://bucket/prefix (credentials from "
+            "kubernetes.env_from), or a kubernetes.spec whose pods mount it at the same path"
+        )
     if problems:
         raise ConfigError("cluster = 'kubernetes' cannot run this: " + "; ".join(problems) + ". Nothing was written.")
 
@@ -340,8 +413,11 @@ def worker_reach(api_url: str | None, folder: str | None, seen: list | None, pat
     import socket
     import urllib.request
 
-    problems = [f"(host {socket.gethostname()}) lacks {path}, which a spec of the run names"
-                for path in paths if not os.path.exists(os.path.expanduser(path))]
+    problems = [
+        f"(host {socket.gethostname()}) lacks {path}, which a spec of the run names"
+        for path in paths
+        if not os.path.exists(os.path.expanduser(path))
+    ]
     if api_url:
         import urllib.error
 
@@ -353,8 +429,10 @@ def worker_reach(api_url: str | None, folder: str | None, seen: list | None, pat
             except urllib.error.HTTPError as e:
                 if e.code >= 500:  # it answered: reached, only busy (Prefect's own client retries such answers)
                     break
-                problems.append(f"cannot open the Prefect API {api_url} (HTTP {e.code} for /health: is the URL the "
-                                "API's, ending in /api?)")
+                problems.append(
+                    f"cannot open the Prefect API {api_url} (HTTP {e.code} for /health: is the URL the "
+                    "API's, ending in /api?)"
+                )
                 break
             except Exception as e:  # noqa: BLE001 - any failure to open it is the finding
                 timed_out = isinstance(e, TimeoutError) or isinstance(getattr(e, "reason", None), TimeoutError)
@@ -367,8 +445,11 @@ def worker_reach(api_url: str | None, folder: str | None, seen: list | None, pat
         except OSError as e:
             here = f"{type(e).__name__}: {e.strerror}"
         # the same folder: the same inode, and one listing holds the other (a run may add an entry in between)
-        same = (not isinstance(here, str) and here[0] == seen[0]
-                and (set(here[1]) <= set(seen[1]) or set(seen[1]) <= set(here[1])))
+        same = (
+            not isinstance(here, str)
+            and here[0] == seen[0]
+            and (set(here[1]) <= set(seen[1]) or set(seen[1]) <= set(here[1]))
+        )
         if not same:
             what = "is missing there" if isinstance(here, str) else "is another folder there"
             problems.append(f"does not see the store's folder {folder} ({what})")

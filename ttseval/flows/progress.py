@@ -14,7 +14,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-
 MIN_RATE_S = 1.0
 """A rate is shown only over at least this long: rows counted in one step (a stage whose rows were all reused or
 done before it was declared) over microseconds would read as hundreds of thousands of rows a second."""
@@ -58,8 +57,9 @@ class StageProgress:
         console: a rich Console to draw bars on; default stderr when it is a terminal, else none (log lines).
     """
 
-    def __init__(self, title: str, key: str, log: logging.Logger | logging.LoggerAdapter,
-                 console: Any | None = None) -> None:
+    def __init__(
+        self, title: str, key: str, log: logging.Logger | logging.LoggerAdapter, console: Any | None = None
+    ) -> None:
         self.title, self.key, self.log = title, key, log
         self.stages: dict[str, _Stage] = {}
         self._console = console
@@ -73,12 +73,24 @@ class StageProgress:
 
             self._console = Console(stderr=True)
         if self._console is not None:
-            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn, TextColumn,
-                                       TimeRemainingColumn)
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TaskProgressColumn,
+                TextColumn,
+                TimeRemainingColumn,
+            )
 
-            self._bars = Progress(TextColumn("{task.description:<22}"), BarColumn(), MofNCompleteColumn(),
-                                  TaskProgressColumn(), TextColumn("{task.fields[rate]}"), TimeRemainingColumn(),
-                                  console=self._console)
+            self._bars = Progress(
+                TextColumn("{task.description:<22}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TaskProgressColumn(),
+                TextColumn("{task.fields[rate]}"),
+                TimeRemainingColumn(),
+                console=self._console,
+            )
             self._bars.start()
         self._artifact = _create_artifact(self.key, self.title)
         return self
@@ -126,8 +138,9 @@ class StageProgress:
         if self._artifact is not None:
             from prefect.artifacts import update_progress_artifact
 
-            update_progress_artifact(self._artifact, progress=round(100 * self.fraction, 1),
-                                     description=self.describe())
+            update_progress_artifact(
+                self._artifact, progress=round(100 * self.fraction, 1), description=self.describe()
+            )
 
 
 def _create_artifact(key: str, title: str) -> Any:

@@ -22,10 +22,10 @@ from typing import Any, TypeVar
 
 from prefect.task_runners import TaskRunner
 
-from ttseval.providers import MODEL_THREADS_VARIABLE
 from ttseval.core.config import Settings, load_settings
 from ttseval.core.errors import ConfigError, TTSEvalError
 from ttseval.infra.dask_defaults import dask_defaults
+from ttseval.providers import MODEL_THREADS_VARIABLE
 
 T = TypeVar("T")
 
@@ -34,8 +34,13 @@ def local_cluster_kwargs(settings: Settings) -> dict[str, Any]:
     # Each worker's CPU models get its share of the cores (providers.model_threads): measured on the demo with 2
     # workers on 2 cores, work inside tasks took 2x its time alone when every ONNX session used all cores.
     share = max(1, (os.cpu_count() or 1) // max(1, settings.n_workers))
-    kwargs: dict[str, Any] = {"n_workers": settings.n_workers, "threads_per_worker": settings.threads_per_worker,
-                              "processes": True, "dashboard_address": ":0", "env": {MODEL_THREADS_VARIABLE: str(share)}}
+    kwargs: dict[str, Any] = {
+        "n_workers": settings.n_workers,
+        "threads_per_worker": settings.threads_per_worker,
+        "processes": True,
+        "dashboard_address": ":0",
+        "env": {MODEL_THREADS_VARIABLE: str(share)},
+    }
     if settings.gpu:  # one machine: every worker has the GPU and the CPUs (ttseval.flows.common.placement)
         kwargs["resources"] = {"GPU": 1, "CPU": settings.threads_per_worker}
     return kwargs
@@ -49,20 +54,31 @@ def slurm_cluster_kwargs(settings: Settings) -> dict[str, Any]:
 
     slurm = settings.slurm
     if settings.gpu and not slurm.gpu:
-        raise ConfigError("gpu = true sends the model stages to workers declaring the Dask resource GPU, and the "
-                          "Slurm jobs' workers declare none: set slurm.gpu = true (and ask Slurm for the GPU, "
-                          "slurm.job_extra_directives = ['--gres=gpu:1']), or gpu = false")
+        raise ConfigError(
+            "gpu = true sends the model stages to workers declaring the Dask resource GPU, and the "
+            "Slurm jobs' workers declare none: set slurm.gpu = true (and ask Slurm for the GPU, "
+            "slurm.job_extra_directives = ['--gres=gpu:1']), or gpu = false"
+        )
     share = max(1, slurm.cores // slurm.processes)
     resources = f"CPU={share}" + (",GPU=1" if slurm.gpu else "")
     # dask-jobqueue gives each worker cores // processes threads: one each, the job's cores booked with job_cpu
-    return {"cores": slurm.processes, "processes": slurm.processes, "job_cpu": slurm.cores,
-            "memory": slurm.memory, "walltime": slurm.walltime,
-            "queue": slurm.queue, "account": slurm.account, "job_name": "ttseval-worker",
-            "job_extra_directives": list(slurm.job_extra_directives),
-            "job_script_prologue": [*slurm.job_script_prologue, f"export {MODEL_THREADS_VARIABLE}={share}"],
-            "python": slurm.python or sys.executable, "interface": slurm.interface,
-            "log_directory": slurm.log_directory, "worker_extra_args": ["--resources", resources],
-            "scheduler_options": {"dashboard_address": ":0"}}
+    return {
+        "cores": slurm.processes,
+        "processes": slurm.processes,
+        "job_cpu": slurm.cores,
+        "memory": slurm.memory,
+        "walltime": slurm.walltime,
+        "queue": slurm.queue,
+        "account": slurm.account,
+        "job_name": "ttseval-worker",
+        "job_extra_directives": list(slurm.job_extra_directives),
+        "job_script_prologue": [*slurm.job_script_prologue, f"export {MODEL_THREADS_VARIABLE}={share}"],
+        "python": slurm.python or sys.executable,
+        "interface": slurm.interface,
+        "log_directory": slurm.log_directory,
+        "worker_extra_args": ["--resources", resources],
+        "scheduler_options": {"dashboard_address": ":0"},
+    }
 
 
 def slurm_job_script(settings: Settings, scheduler: str = "tcp://scheduler:8786") -> str:
@@ -83,8 +99,10 @@ def kubernetes_specs(settings: Settings) -> tuple[dict[str, Any], list[dict[str,
     if k8s.spec is not None:
         return _spec_file(k8s.spec)
     if settings.gpu and not k8s.gpu_workers:
-        raise ConfigError("gpu = true sends the model stages to workers declaring the Dask resource GPU, and the "
-                          "Kubernetes cluster has none: set kubernetes.gpu_workers (or gpu = false)")
+        raise ConfigError(
+            "gpu = true sends the model stages to workers declaring the Dask resource GPU, and the "
+            "Kubernetes cluster has none: set kubernetes.gpu_workers (or gpu = false)"
+        )
     from dask_kubernetes.operator import make_cluster_spec, make_worker_spec
 
     env_from = []
@@ -94,26 +112,44 @@ def kubernetes_specs(settings: Settings) -> tuple[dict[str, Any], list[dict[str,
             raise ConfigError(f"kubernetes.env_from: {source!r} is neither configmap:<name> nor secret:<name>")
         env_from.append({"configMapRef" if kind == "configmap" else "secretRef": {"name": name}})
     threads = k8s.worker_cpu if k8s.worker_cpu.isdigit() else "1"  # a model's threads: the pod's whole cores
-    resources = {"requests": {"cpu": k8s.worker_cpu, "memory": k8s.worker_memory},
-                 "limits": {"memory": k8s.worker_memory}}
-    cluster = make_cluster_spec(name=k8s.name, image=k8s.image, n_workers=k8s.workers, resources=resources,
-                                env=[{"name": MODEL_THREADS_VARIABLE, "value": threads}],
-                                worker_command=["dask", "worker", "--nthreads", "1", "--resources", "CPU=1"])
+    resources = {
+        "requests": {"cpu": k8s.worker_cpu, "memory": k8s.worker_memory},
+        "limits": {"memory": k8s.worker_memory},
+    }
+    cluster = make_cluster_spec(
+        name=k8s.name,
+        image=k8s.image,
+        n_workers=k8s.workers,
+        resources=resources,
+        env=[{"name": MODEL_THREADS_VARIABLE, "value": threads}],
+        worker_command=["dask", "worker", "--nthreads", "1", "--resources", "CPU=1"],
+    )
     for container in cluster["spec"]["worker"]["spec"]["containers"]:
         container["envFrom"] = env_from
     groups = []
     if k8s.gpu_workers:
-        worker = make_worker_spec(image=k8s.gpu_image or k8s.image, n_workers=k8s.gpu_workers,
-                                  resources={"requests": {"memory": k8s.gpu_memory},
-                                             "limits": {"memory": k8s.gpu_memory, "nvidia.com/gpu": "1"}},
-                                  env=[{"name": MODEL_THREADS_VARIABLE, "value": "1"}],
-                                  worker_command=["dask", "worker", "--nthreads", "1", "--resources", "GPU=1"])
+        worker = make_worker_spec(
+            image=k8s.gpu_image or k8s.image,
+            n_workers=k8s.gpu_workers,
+            resources={
+                "requests": {"memory": k8s.gpu_memory},
+                "limits": {"memory": k8s.gpu_memory, "nvidia.com/gpu": "1"},
+            },
+            env=[{"name": MODEL_THREADS_VARIABLE, "value": "1"}],
+            worker_command=["dask", "worker", "--nthreads", "1", "--resources", "GPU=1"],
+        )
         for container in worker["spec"]["containers"]:
             container["envFrom"] = env_from
         # GPU nodes are commonly tainted so that only pods asking for a GPU land there
         worker["spec"]["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
-        groups.append({"apiVersion": "kubernetes.dask.org/v1", "kind": "DaskWorkerGroup",
-                       "metadata": {"name": f"{k8s.name}-gpu"}, "spec": {"cluster": k8s.name, "worker": worker}})
+        groups.append(
+            {
+                "apiVersion": "kubernetes.dask.org/v1",
+                "kind": "DaskWorkerGroup",
+                "metadata": {"name": f"{k8s.name}-gpu"},
+                "spec": {"cluster": k8s.name, "worker": worker},
+            }
+        )
     return cluster, groups
 
 
@@ -128,8 +164,10 @@ def _spec_file(path: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     clusters = [d for d in documents if isinstance(d, dict) and d.get("kind") == "DaskCluster"]
     groups = [d for d in documents if isinstance(d, dict) and d.get("kind") == "DaskWorkerGroup"]
     if len(clusters) != 1 or len(clusters) + len(groups) != len(documents):
-        raise ConfigError(f"kubernetes.spec: {path!r} must hold one DaskCluster and any DaskWorkerGroups, nothing "
-                          f"else (found: {', '.join(str(d.get('kind')) for d in documents) or 'nothing'})")
+        raise ConfigError(
+            f"kubernetes.spec: {path!r} must hold one DaskCluster and any DaskWorkerGroups, nothing "
+            f"else (found: {', '.join(str(d.get('kind')) for d in documents) or 'nothing'})"
+        )
     return clusters[0], groups
 
 
@@ -141,8 +179,11 @@ def kube_cluster(cluster: dict[str, Any], groups: list[dict[str, Any]], namespac
     kube = KubeCluster(custom_cluster_spec=cluster, namespace=namespace, shutdown_on_close=True)
     for group in groups:  # the operator names a group <cluster>-<name>
         worker, name = group["spec"]["worker"], group["metadata"]["name"]
-        kube.add_worker_group(name=name.removeprefix(f"{cluster['metadata']['name']}-"),
-                              n_workers=worker.get("replicas", 1), custom_spec=worker)
+        kube.add_worker_group(
+            name=name.removeprefix(f"{cluster['metadata']['name']}-"),
+            n_workers=worker.get("replicas", 1),
+            custom_spec=worker,
+        )
     return kube
 
 
@@ -155,13 +196,17 @@ def runner_kwargs(settings: Settings) -> dict[str, Any]:
     if settings.cluster == "slurm":
         from dask_jobqueue import SLURMCluster
 
-        return {"cluster_class": SLURMCluster, "cluster_kwargs": slurm_cluster_kwargs(settings),
-                "adapt_kwargs": {"minimum_jobs": settings.slurm.minimum_jobs,
-                                 "maximum_jobs": settings.slurm.maximum_jobs}}
+        return {
+            "cluster_class": SLURMCluster,
+            "cluster_kwargs": slurm_cluster_kwargs(settings),
+            "adapt_kwargs": {"minimum_jobs": settings.slurm.minimum_jobs, "maximum_jobs": settings.slurm.maximum_jobs},
+        }
     if settings.cluster == "kubernetes":
         cluster, groups = kubernetes_specs(settings)
-        return {"cluster_class": kube_cluster, "cluster_kwargs": {"cluster": cluster, "groups": groups,
-                                                                  "namespace": settings.kubernetes.namespace}}
+        return {
+            "cluster_class": kube_cluster,
+            "cluster_kwargs": {"cluster": cluster, "groups": groups, "namespace": settings.kubernetes.namespace},
+        }
     return {"cluster_kwargs": local_cluster_kwargs(settings)}
 
 
@@ -228,8 +273,10 @@ class SettingsDaskTaskRunner(TaskRunner):
         except TimeoutError:
             if exc_info[0] is not None:
                 raise
-            logging.getLogger("ttseval").warning("the Dask cluster's workers took too long to stop; the run's "
-                                                 "results are stored, the processes are exiting")
+            logging.getLogger("ttseval").warning(
+                "the Dask cluster's workers took too long to stop; the run's "
+                "results are stored, the processes are exiting"
+            )
         finally:
             super().__exit__(*exc_info)
 
@@ -280,6 +327,7 @@ def through_scheduler_restarts(fn: Callable[..., T]) -> Callable[..., T]:
     Raises:
         TTSEvalError: the scheduler did not come back within scheduler_wait_s (exit 1; a later run resumes).
     """
+
     @functools.wraps(fn)
     def run(*args: Any, **kwargs: Any) -> T:
         from prefect.context import FlowRunContext
@@ -298,14 +346,18 @@ def through_scheduler_restarts(fn: Callable[..., T]) -> Callable[..., T]:
                 where, wait_s = settings.dask_address, settings.scheduler_wait_s
                 client = getattr(getattr(FlowRunContext.get(), "task_runner", None), "_client", None)
                 deadline = deadline or time.monotonic() + wait_s
-                log.warning(f"{fn.__name__}: the Dask scheduler at {where} was lost mid-run; what is stored is kept; "
-                            f"waiting up to {wait_s:.0f} s (the scheduler_wait_s setting) for it to come back")
+                log.warning(
+                    f"{fn.__name__}: the Dask scheduler at {where} was lost mid-run; what is stored is kept; "
+                    f"waiting up to {wait_s:.0f} s (the scheduler_wait_s setting) for it to come back"
+                )
                 while client is not None and client.status != "running" and time.monotonic() < deadline:
                     time.sleep(0.5)
                 if client is None or client.status != "running":
-                    raise TTSEvalError(f"{fn.__name__}: the Dask scheduler at {where} was lost mid-run and did not "
-                                       f"come back within {wait_s:.0f} s (the scheduler_wait_s setting); what is "
-                                       "stored is kept: run the same command again to resume") from e
+                    raise TTSEvalError(
+                        f"{fn.__name__}: the Dask scheduler at {where} was lost mid-run and did not "
+                        f"come back within {wait_s:.0f} s (the scheduler_wait_s setting); what is "
+                        "stored is kept: run the same command again to resume"
+                    ) from e
                 # a restarted host brings its Dask scheduler back before its Prefect server: the next pass reads
                 # the flow run from the API, so it waits for that too, within the same deadline
                 while not _api_answers() and time.monotonic() < deadline:

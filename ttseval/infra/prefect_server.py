@@ -91,8 +91,11 @@ def start_timeout_s() -> int:
 
 
 def _keeper_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k in _PASSED or (k.startswith("PREFECT_") and k not in ("PREFECT_API_URL", "PREFECT_API_KEY"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k in _PASSED or (k.startswith("PREFECT_") and k not in ("PREFECT_API_URL", "PREFECT_API_KEY"))
+    }
     from prefect.settings import get_current_settings
 
     env["PREFECT_HOME"] = str(Path(get_current_settings().home).expanduser())
@@ -103,7 +106,7 @@ def _keeper_env() -> dict[str, str]:
 
 def _healthy(api_url: str, timeout_s: float = 2.0) -> bool:
     try:
-        with urllib.request.urlopen(f"{api_url}/health", timeout=timeout_s) as response:  # noqa: S310 - loopback
+        with urllib.request.urlopen(f"{api_url}/health", timeout=timeout_s) as response:
             return response.status == 200
     except (urllib.error.URLError, OSError, ValueError):
         return False
@@ -141,9 +144,11 @@ def server_info(folder: Path | None = None, wait_s: float = 0.0) -> dict[str, An
             return None
         if time.monotonic() >= deadline:
             if wait_s:
-                raise ServerError(f"the shared Prefect server {info['api_url']} (keeper PID {info['pid']}) is "
-                                  f"running but has not answered for {wait_s:.0f} s; stop it (ttseval server stop), "
-                                  "or set PREFECT_API_URL to another server, or prefect_server_keep_s = 0")
+                raise ServerError(
+                    f"the shared Prefect server {info['api_url']} (keeper PID {info['pid']}) is "
+                    f"running but has not answered for {wait_s:.0f} s; stop it (ttseval server stop), "
+                    "or set PREFECT_API_URL to another server, or prefect_server_keep_s = 0"
+                )
             return None
         time.sleep(0.5)
     return info
@@ -211,9 +216,17 @@ def _start_keeper(folder: Path, keep_s: float) -> dict[str, Any]:
     with open(folder / "server.log", "w") as log:
         # the launcher forks the keeper and exits: the keeper is then no child of this command, so nothing that
         # stops this command's processes (its SIGTERM watchdog, ttseval.cli) stops a server others use
-        subprocess.run([sys.executable, "-m", "ttseval.infra.prefect_server", str(folder), str(keep_s)],
-                       env=_keeper_env(), cwd=folder, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                       start_new_session=True, check=True, timeout=30)
+        subprocess.run(
+            [sys.executable, "-m", "ttseval.infra.prefect_server", str(folder), str(keep_s)],
+            env=_keeper_env(),
+            cwd=folder,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            check=True,
+            timeout=30,
+        )
     deadline = time.monotonic() + start_timeout_s() + 10
     while time.monotonic() < deadline:
         if (info := server_info(folder)) is not None:
@@ -223,9 +236,11 @@ def _start_keeper(folder: Path, keep_s: float) -> dict[str, Any]:
         time.sleep(0.1)
     _kill_keeper(folder)
     tail = (folder / "server.log").read_text(errors="replace")[-2000:]
-    raise ServerError(f"the shared Prefect server did not start (its log, {folder / 'server.log'}, ends:\n{tail}\n). "
-                      "Set PREFECT_API_URL to a running server, or prefect_server_keep_s = 0 for a temporary server "
-                      "per command")
+    raise ServerError(
+        f"the shared Prefect server did not start (its log, {folder / 'server.log'}, ends:\n{tail}\n). "
+        "Set PREFECT_API_URL to a running server, or prefect_server_keep_s = 0 for a temporary server "
+        "per command"
+    )
 
 
 def _keeper_alive(folder: Path) -> bool:
@@ -270,9 +285,8 @@ def _idle_s(in_use: Path) -> float:
 def keep(folder: Path, keep_s: float) -> None:
     """The keeper: start the server, record it, and stop it once no command has used it for keep_s seconds
     (or on SIGTERM, once the commands using it have finished)."""
-    from prefect.server.api.server import SubprocessASGIServer
-
     import psutil
+    from prefect.server.api.server import SubprocessASGIServer
 
     stopping = False
 
@@ -286,8 +300,14 @@ def keep(folder: Path, keep_s: float) -> None:
     server = SubprocessASGIServer()
     server.start(timeout=start_timeout_s())
     uvicorn = psutil.Process(server.server_process.pid)
-    record = {"api_url": server.api_url, "pid": me.pid, "create_time": me.create_time(), "server_pid": uvicorn.pid,
-              "server_create_time": uvicorn.create_time(), "keep_s": keep_s}
+    record = {
+        "api_url": server.api_url,
+        "pid": me.pid,
+        "create_time": me.create_time(),
+        "server_pid": uvicorn.pid,
+        "server_create_time": uvicorn.create_time(),
+        "keep_s": keep_s,
+    }
     tmp = folder / "server.json.tmp"
     tmp.write_text(json.dumps(record))
     tmp.replace(folder / "server.json")

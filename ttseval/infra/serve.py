@@ -22,10 +22,17 @@ import pyarrow.fs as pafs
 
 from ttseval.core.store import ArtifactStore
 
-SERVED = re.compile(r"runs/[^/]+/(html/[A-Za-z0-9_.-]+|figures/[^/]+\.png|listening/[^/]+/[^/]+\.png)"
-                    r"|blobs/audio/[0-9a-f]{2}/[0-9a-f]{64}\.wav")
-TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8", ".css": "text/css",
-         ".png": "image/png", ".wav": "audio/wav"}
+SERVED = re.compile(
+    r"runs/[^/]+/(html/[A-Za-z0-9_.-]+|figures/[^/]+\.png|listening/[^/]+/[^/]+\.png)"
+    r"|blobs/audio/[0-9a-f]{2}/[0-9a-f]{64}\.wav"
+)
+TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css",
+    ".png": "image/png",
+    ".wav": "audio/wav",
+}
 CHUNK = 1 << 20
 log = logging.getLogger("ttseval.serve")
 
@@ -46,16 +53,19 @@ def handler_for(store: ArtifactStore) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "ttseval-serve"
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+        def log_message(self, format: str, *args: Any) -> None:
             log.info("%s %s", self.address_string(), format % args)
 
         def _index(self) -> bytes:
             runs = [r for r in store.runs() if store.exists(f"runs/{r}/html/index.html")]
-            items = "".join(f'<li><a href="runs/{html.escape(r)}/html/index.html">{html.escape(r)}</a></li>'
-                            for r in runs)
-            return (f"<!doctype html><html lang=en><meta charset=utf-8><title>ttseval reports</title>"
-                    f"<h1>Run reports in {html.escape(store.display())}</h1><ul>{items or '<li>none yet</li>'}</ul>"
-                    "</html>").encode()
+            items = "".join(
+                f'<li><a href="runs/{html.escape(r)}/html/index.html">{html.escape(r)}</a></li>' for r in runs
+            )
+            return (
+                f"<!doctype html><html lang=en><meta charset=utf-8><title>ttseval reports</title>"
+                f"<h1>Run reports in {html.escape(store.display())}</h1><ul>{items or '<li>none yet</li>'}</ul>"
+                "</html>"
+            ).encode()
 
         def _send(self, status: int, body: bytes, content_type: str = "text/plain; charset=utf-8") -> None:
             self.send_response(status)
@@ -65,7 +75,7 @@ def handler_for(store: ArtifactStore) -> type[BaseHTTPRequestHandler]:
             if self.command != "HEAD":
                 self.wfile.write(body)
 
-        def do_GET(self) -> None:  # noqa: N802 - the base class's name
+        def do_GET(self) -> None:
             path = unquote(urlsplit(self.path).path).lstrip("/")
             if path in ("", "index.html"):
                 return self._send(HTTPStatus.OK, self._index(), TYPES[".html"])
@@ -76,7 +86,7 @@ def handler_for(store: ArtifactStore) -> type[BaseHTTPRequestHandler]:
             if info.type != pafs.FileType.File:
                 return self._send(HTTPStatus.NOT_FOUND, b"no such file in the store\n")
             size = info.size
-            suffix = path[path.rfind("."):]
+            suffix = path[path.rfind(".") :]
             wanted = _range(self.headers.get("Range"), size)
             if self.headers.get("Range") and wanted is None:
                 self.send_response(HTTPStatus.REQUESTED_RANGE_NOT_SATISFIABLE)
@@ -104,12 +114,12 @@ def handler_for(store: ArtifactStore) -> type[BaseHTTPRequestHandler]:
                     left -= len(chunk)
             return None
 
-        do_HEAD = do_GET  # noqa: N815
+        do_HEAD = do_GET
 
         def _refuse(self) -> None:
             self._send(HTTPStatus.METHOD_NOT_ALLOWED, b"read-only\n")
 
-        do_POST = do_PUT = do_DELETE = do_PATCH = _refuse  # noqa: N815
+        do_POST = do_PUT = do_DELETE = do_PATCH = _refuse
 
     return Handler
 

@@ -37,7 +37,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -78,21 +78,35 @@ class StackInfo:
 
     def aws_env(self) -> dict[str, str]:
         """The AWS variables a client of the stack's S3 server needs (local-only placeholder credentials)."""
-        return {"AWS_ENDPOINT_URL": self.s3_endpoint, "AWS_ACCESS_KEY_ID": LOCAL_S3_ACCESS_KEY,
-                "AWS_SECRET_ACCESS_KEY": LOCAL_S3_SECRET_KEY, "AWS_REGION": LOCAL_S3_REGION}
+        return {
+            "AWS_ENDPOINT_URL": self.s3_endpoint,
+            "AWS_ACCESS_KEY_ID": LOCAL_S3_ACCESS_KEY,
+            "AWS_SECRET_ACCESS_KEY": LOCAL_S3_SECRET_KEY,
+            "AWS_REGION": LOCAL_S3_REGION,
+        }
 
     def env(self) -> dict[str, str]:
         """Variables that point a ttseval process (CLI, flow, test) at this stack."""
-        return {"PREFECT_API_URL": self.api_url, "TTSEVAL_STORE": self.store_uri,
-                "TTSEVAL_DASK_ADDRESS": self.dask_address, **self.aws_env()}
+        return {
+            "PREFECT_API_URL": self.api_url,
+            "TTSEVAL_STORE": self.store_uri,
+            "TTSEVAL_DASK_ADDRESS": self.dask_address,
+            **self.aws_env(),
+        }
 
     def describe(self) -> str:
-        return "\n".join([f"Prefect UI     {self.ui_url}", f"Prefect API    {self.api_url}",
-                          f"work pool      {self.pool}", f"Dask scheduler {self.dask_address}"
-                          + ("  (one worker has GPU=1)" if self.gpu else ""),
-                          f"S3 endpoint    {self.s3_endpoint}  (moto; local placeholder credentials)",
-                          f"store          {self.store_uri}  (kept on disk in {self.folder / S3_DATA} at stack "
-                          "down, restored at stack up)", f"folder         {self.folder}"])
+        return "\n".join(
+            [
+                f"Prefect UI     {self.ui_url}",
+                f"Prefect API    {self.api_url}",
+                f"work pool      {self.pool}",
+                f"Dask scheduler {self.dask_address}" + ("  (one worker has GPU=1)" if self.gpu else ""),
+                f"S3 endpoint    {self.s3_endpoint}  (moto; local placeholder credentials)",
+                f"store          {self.store_uri}  (kept on disk in {self.folder / S3_DATA} at stack "
+                "down, restored at stack up)",
+                f"folder         {self.folder}",
+            ]
+        )
 
 
 # ----------------------------------------------------------------------------------------------------- helpers
@@ -139,8 +153,9 @@ def _log_tail(path: Path, n_chars: int = 3000) -> str:
 
 
 def _http_ok(url: str, timeout: float = 2.0, method: str = "GET", body: bytes | None = None) -> bytes | None:
-    req = urllib.request.Request(url, data=body, method=method,
-                                 headers={"Content-Type": "application/json"} if body is not None else {})
+    req = urllib.request.Request(
+        url, data=body, method=method, headers={"Content-Type": "application/json"} if body is not None else {}
+    )
     try:
         with urllib.request.urlopen(req, timeout=timeout) as r:
             return r.read()
@@ -158,8 +173,11 @@ def _base_env() -> dict[str, str]:
     """The parent's environment without settings that would point a component somewhere else."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TTSEVAL_", "AWS_", "PREFECT_"))}
     env["PYTHONPATH"] = os.pathsep.join([str(SOURCE_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
-    env |= {**TELEMETRY_OFF, **dask_env(env),  # the scheduler's and workers' housekeeping at ttseval's pace
-            "PYTHONUNBUFFERED": "1"}
+    env |= {
+        **TELEMETRY_OFF,
+        **dask_env(env),  # the scheduler's and workers' housekeeping at ttseval's pace
+        "PYTHONUNBUFFERED": "1",
+    }
     return env
 
 
@@ -185,8 +203,11 @@ class _State:
         self.folder = folder
         self.pids_dir, self.logs_dir = folder / "pids", folder / "logs"
         self.file = folder / "stack.json"
-        self.data: dict[str, Any] = {"running": True, "components": {},
-                                     "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+        self.data: dict[str, Any] = {
+            "running": True,
+            "components": {},
+            "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        }
 
     def save(self) -> None:
         tmp = self.file.with_suffix(".json.tmp")
@@ -196,10 +217,17 @@ class _State:
     def spawn(self, name: str, argv: list[str], env: dict[str, str], **meta: Any) -> subprocess.Popen:
         log_path = self.logs_dir / f"{name}.log"
         with open(log_path, "a") as log:
-            log.write(f"\n===== ttseval stack: {name} started {datetime.now(timezone.utc).isoformat()} =====\n")
+            log.write(f"\n===== ttseval stack: {name} started {datetime.now(UTC).isoformat()} =====\n")
             log.flush()
-            proc = subprocess.Popen(argv, env=env, cwd=SOURCE_ROOT, stdout=log, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True)
+            proc = subprocess.Popen(
+                argv,
+                env=env,
+                cwd=SOURCE_ROOT,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         created = _proc_identity(proc.pid) or time.time()
         (self.pids_dir / f"{name}.pid").write_text(f"{proc.pid} {created}\n")
         self.data["components"][name] = {"pid": proc.pid, "create_time": created, "log": str(log_path), **meta}
@@ -254,23 +282,52 @@ def _start(state: _State, use_gpu: bool, pool: str, timeout_s: float) -> StackIn
     dask_address = f"tcp://127.0.0.1:{sched_port}"
     api_url = f"http://127.0.0.1:{api_port}/api"
     ui_url = f"http://127.0.0.1:{api_port}"
-    aws = {"AWS_ENDPOINT_URL": s3_endpoint, "AWS_ACCESS_KEY_ID": LOCAL_S3_ACCESS_KEY,
-           "AWS_SECRET_ACCESS_KEY": LOCAL_S3_SECRET_KEY, "AWS_REGION": LOCAL_S3_REGION}
+    aws = {
+        "AWS_ENDPOINT_URL": s3_endpoint,
+        "AWS_ACCESS_KEY_ID": LOCAL_S3_ACCESS_KEY,
+        "AWS_SECRET_ACCESS_KEY": LOCAL_S3_SECRET_KEY,
+        "AWS_REGION": LOCAL_S3_REGION,
+    }
     prefect_home = {"PREFECT_HOME": str(folder / "prefect")}
-    state.data |= {"folder": str(folder), "ui_url": ui_url, "api_url": api_url, "store_uri": STORE_URI,
-                   "dask_address": dask_address, "s3_endpoint": s3_endpoint, "pool": pool, "gpu": use_gpu}
+    state.data |= {
+        "folder": str(folder),
+        "ui_url": ui_url,
+        "api_url": api_url,
+        "store_uri": STORE_URI,
+        "dask_address": dask_address,
+        "s3_endpoint": s3_endpoint,
+        "pool": pool,
+        "gpu": use_gpu,
+    }
     state.save()
 
     # the three independent servers start together; the slowest (Prefect, 7-17 s) sets the pace
-    server = state.spawn("prefect-server", [_bin("prefect"), "server", "start", "--host", "127.0.0.1",
-                                            "--port", str(api_port)],
-                         base | prefect_home | {"PREFECT_UI_API_URL": api_url, "PREFECT_UI_ENABLED": "true"},
-                         port=api_port, url=ui_url)
-    s3 = state.spawn("s3", [_bin("moto_server"), "-H", "127.0.0.1", "-p", str(s3_port)], base, port=s3_port,
-                     url=s3_endpoint)
-    sched = state.spawn("dask-scheduler", [_bin("dask"), "scheduler", "--host", "127.0.0.1", "--port", str(sched_port),
-                                           "--dashboard-address", "127.0.0.1:0"], base, port=sched_port,
-                        url=dask_address)
+    server = state.spawn(
+        "prefect-server",
+        [_bin("prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(api_port)],
+        base | prefect_home | {"PREFECT_UI_API_URL": api_url, "PREFECT_UI_ENABLED": "true"},
+        port=api_port,
+        url=ui_url,
+    )
+    s3 = state.spawn(
+        "s3", [_bin("moto_server"), "-H", "127.0.0.1", "-p", str(s3_port)], base, port=s3_port, url=s3_endpoint
+    )
+    sched = state.spawn(
+        "dask-scheduler",
+        [
+            _bin("dask"),
+            "scheduler",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(sched_port),
+            "--dashboard-address",
+            "127.0.0.1:0",
+        ],
+        base,
+        port=sched_port,
+        url=dask_address,
+    )
 
     state.wait("s3", s3, lambda: _http_ok(s3_endpoint) is not None, timeout_s, f"HTTP {s3_endpoint}")
     _create_bucket(state, s3_endpoint)
@@ -278,39 +335,78 @@ def _start(state: _State, use_gpu: bool, pool: str, timeout_s: float) -> StackIn
     state.wait("dask-scheduler", sched, lambda: _port_open(sched_port), timeout_s, f"port {sched_port}")
 
     # Dask workers run the tasks: they read and write the store and report task runs to Prefect
-    worker_env = base | aws | {"PREFECT_API_URL": api_url, "TTSEVAL_STORE": STORE_URI,
-                               "TTSEVAL_DASK_ADDRESS": dask_address}
+    worker_env = (
+        base | aws | {"PREFECT_API_URL": api_url, "TTSEVAL_STORE": STORE_URI, "TTSEVAL_DASK_ADDRESS": dask_address}
+    )
     dask_workers = []
     for i in range(2):
-        argv = [_bin("dask"), "worker", dask_address, "--host", "127.0.0.1", "--nworkers", "1", "--nthreads", "1",
-                "--name", f"ttseval-{i}", "--dashboard-address", "127.0.0.1:0", "--local-directory", str(folder / "dask")]
+        argv = [
+            _bin("dask"),
+            "worker",
+            dask_address,
+            "--host",
+            "127.0.0.1",
+            "--nworkers",
+            "1",
+            "--nthreads",
+            "1",
+            "--name",
+            f"ttseval-{i}",
+            "--dashboard-address",
+            "127.0.0.1:0",
+            "--local-directory",
+            str(folder / "dask"),
+        ]
         gpu_worker = use_gpu and i == 1
         if use_gpu:  # CPU-bound tasks of a GPU run go to the CPU worker (ttseval.flows.common.placement)
             argv += ["--resources", "GPU=1" if gpu_worker else "CPU=1"]
         dask_workers.append(state.spawn(f"dask-worker-{i}", argv, worker_env, gpu=gpu_worker))
 
-    state.wait("prefect-server", server, lambda: _http_ok(api_url + "/health") is not None, timeout_s,
-               f"GET {api_url}/health")
+    state.wait(
+        "prefect-server", server, lambda: _http_ok(api_url + "/health") is not None, timeout_s, f"GET {api_url}/health"
+    )
     _ensure_pool(state, api_url, pool, base | prefect_home)
     flow_env = worker_env | prefect_home | {"TTSEVAL_REPO": str(SOURCE_ROOT), "TTSEVAL_WORK_POOL": pool}
     if use_gpu:
         flow_env["TTSEVAL_GPU"] = "true"
-    worker = state.spawn("prefect-worker", [_bin("prefect"), "worker", "start", "--pool", pool, "--type", "process",
-                                            "--name", f"{pool}-worker"], flow_env)
+    worker = state.spawn(
+        "prefect-worker",
+        [_bin("prefect"), "worker", "start", "--pool", pool, "--type", "process", "--name", f"{pool}-worker"],
+        flow_env,
+    )
     _wait_dask_workers(state, dask_address, dask_workers, timeout_s)
-    state.wait("prefect-worker", worker, lambda: _prefect_worker_online(api_url, pool), timeout_s,
-               f"an ONLINE worker in pool {pool!r}")
+    state.wait(
+        "prefect-worker",
+        worker,
+        lambda: _prefect_worker_online(api_url, pool),
+        timeout_s,
+        f"an ONLINE worker in pool {pool!r}",
+    )
     pids = {name: c["pid"] for name, c in state.data["components"].items()}
-    return StackInfo(folder=folder, ui_url=ui_url, api_url=api_url, store_uri=STORE_URI, dask_address=dask_address,
-                     s3_endpoint=s3_endpoint, pool=pool, gpu=use_gpu, pids=pids)
+    return StackInfo(
+        folder=folder,
+        ui_url=ui_url,
+        api_url=api_url,
+        store_uri=STORE_URI,
+        dask_address=dask_address,
+        s3_endpoint=s3_endpoint,
+        pool=pool,
+        gpu=use_gpu,
+        pids=pids,
+    )
 
 
 def _create_bucket(state: _State, endpoint: str) -> None:
     import boto3
     import botocore.exceptions
 
-    s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=LOCAL_S3_ACCESS_KEY,
-                      aws_secret_access_key=LOCAL_S3_SECRET_KEY, region_name=LOCAL_S3_REGION)
+    s3 = boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        aws_access_key_id=LOCAL_S3_ACCESS_KEY,
+        aws_secret_access_key=LOCAL_S3_SECRET_KEY,
+        region_name=LOCAL_S3_REGION,
+    )
     deadline = time.monotonic() + 30
     while True:
         try:
@@ -327,8 +423,13 @@ def _create_bucket(state: _State, endpoint: str) -> None:
 def _s3_client(endpoint: str) -> Any:
     import boto3
 
-    return boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=LOCAL_S3_ACCESS_KEY,
-                        aws_secret_access_key=LOCAL_S3_SECRET_KEY, region_name=LOCAL_S3_REGION)
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        aws_access_key_id=LOCAL_S3_ACCESS_KEY,
+        aws_secret_access_key=LOCAL_S3_SECRET_KEY,
+        region_name=LOCAL_S3_REGION,
+    )
 
 
 def _restore_bucket(folder: Path, endpoint: str) -> int:
@@ -366,13 +467,20 @@ def _save_bucket(folder: Path, endpoint: str) -> int:
 def _ensure_pool(state: _State, api_url: str, pool: str, env: dict[str, str]) -> None:
     if _http_ok(f"{api_url}/work_pools/{pool}") is not None:
         return
-    out = subprocess.run([_bin("prefect"), "--no-prompt", "work-pool", "create", pool, "--type", "process"],
-                         env=env | {"PREFECT_API_URL": api_url}, cwd=SOURCE_ROOT, capture_output=True, text=True,
-                         timeout=120)
+    out = subprocess.run(
+        [_bin("prefect"), "--no-prompt", "work-pool", "create", pool, "--type", "process"],
+        env=env | {"PREFECT_API_URL": api_url},
+        cwd=SOURCE_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     with open(state.logs_dir / "prefect-server.log", "a") as log:
         log.write(f"[ttseval stack] prefect work-pool create {pool}: rc={out.returncode}\n{out.stdout}{out.stderr}\n")
     if out.returncode != 0 and _http_ok(f"{api_url}/work_pools/{pool}") is None:
-        raise StackError(f"stack component 'work-pool' could not create pool {pool!r}:\n{(out.stdout + out.stderr)[-3000:]}")
+        raise StackError(
+            f"stack component 'work-pool' could not create pool {pool!r}:\n{(out.stdout + out.stderr)[-3000:]}"
+        )
 
 
 def _prefect_worker_online(api_url: str, pool: str) -> bool:
@@ -395,8 +503,10 @@ def _wait_dask_workers(state: _State, address: str, procs: list[subprocess.Popen
             if not missing:
                 return
             if time.monotonic() > deadline:
-                raise state.fail(f"dask-worker-{missing[0]}", f"did not register with the scheduler {address} "
-                                                              f"within {timeout_s:.0f} s")
+                raise state.fail(
+                    f"dask-worker-{missing[0]}",
+                    f"did not register with the scheduler {address} within {timeout_s:.0f} s",
+                )
             time.sleep(0.3)
 
 
@@ -433,9 +543,17 @@ def stack_info(folder: Path) -> StackInfo | None:
         return None
     if _http_ok(data["api_url"] + "/health") is None:
         return None
-    return StackInfo(folder=folder, ui_url=data["ui_url"], api_url=data["api_url"], store_uri=data["store_uri"],
-                     dask_address=data["dask_address"], s3_endpoint=data["s3_endpoint"], pool=data["pool"],
-                     gpu=data["gpu"], pids={n: c["pid"] for n, c in comps.items()})
+    return StackInfo(
+        folder=folder,
+        ui_url=data["ui_url"],
+        api_url=data["api_url"],
+        store_uri=data["store_uri"],
+        dask_address=data["dask_address"],
+        s3_endpoint=data["s3_endpoint"],
+        pool=data["pool"],
+        gpu=data["gpu"],
+        pids={n: c["pid"] for n, c in comps.items()},
+    )
 
 
 def stack_down(folder: Path, *, grace_s: float = GRACE_S) -> None:
@@ -455,8 +573,11 @@ def stack_down(folder: Path, *, grace_s: float = GRACE_S) -> None:
             saved = _save_bucket(folder, endpoint)
             print(f"stack: {saved} S3 object(s) saved to {folder / S3_DATA}", file=sys.stderr)
         except Exception as e:  # noqa: BLE001 - stopping must go on; say what was not saved
-            print(f"stack: the S3 bucket could NOT be saved to {folder / S3_DATA} ({type(e).__name__}: {e}); "
-                  "its objects since the last save are lost", file=sys.stderr)
+            print(
+                f"stack: the S3 bucket could NOT be saved to {folder / S3_DATA} ({type(e).__name__}: {e}); "
+                "its objects since the last save are lost",
+                file=sys.stderr,
+            )
     order = sorted(recorded, key=lambda n: STOP_ORDER.index(n) if n in STOP_ORDER else -1)
     groups: list[int] = []
     procs: list[psutil.Process] = []
@@ -498,7 +619,7 @@ def stack_down(folder: Path, *, grace_s: float = GRACE_S) -> None:
     with contextlib.suppress(OSError, ValueError):
         data = json.loads(state_file.read_text())
         data["running"] = False
-        data["stopped_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        data["stopped_at"] = datetime.now(UTC).isoformat(timespec="seconds")
         state_file.write_text(json.dumps(data, indent=2))
 
 
@@ -526,5 +647,14 @@ def stack_status(folder: Path) -> dict[str, Any]:
     return data
 
 
-__all__ = ["StackInfo", "StackError", "stack_up", "stack_down", "stack_info", "stack_status", "gpu_present",
-           "POOL", "STORE_URI"]
+__all__ = [
+    "POOL",
+    "STORE_URI",
+    "StackError",
+    "StackInfo",
+    "gpu_present",
+    "stack_down",
+    "stack_info",
+    "stack_status",
+    "stack_up",
+]

@@ -256,8 +256,9 @@ def _preferences(frame: pd.DataFrame, name: str) -> pd.DataFrame:
     return frame[[*_PREF_KEY, "preference"]]
 
 
-def preference_alignment(judge: pd.DataFrame, human: pd.DataFrame,
-                         category_of: Mapping[str, str] | None = None) -> dict:
+def preference_alignment(
+    judge: pd.DataFrame, human: pd.DataFrame, category_of: Mapping[str, str] | None = None
+) -> dict:
     """Item-level and system-level agreement of judge and human pairwise preferences.
 
     Args:
@@ -326,8 +327,9 @@ def preference_alignment(judge: pd.DataFrame, human: pd.DataFrame,
     }
 
 
-def preference_alignment_by_judge(judgments: pd.DataFrame, human: pd.DataFrame,
-                                  category_of: Mapping[str, str] | None = None) -> dict[str, dict]:
+def preference_alignment_by_judge(
+    judgments: pd.DataFrame, human: pd.DataFrame, category_of: Mapping[str, str] | None = None
+) -> dict[str, dict]:
     """``preference_alignment`` of each judge of a run's judgments table with the human preferences.
 
     Args:
@@ -345,9 +347,12 @@ def preference_alignment_by_judge(judgments: pd.DataFrame, human: pd.DataFrame,
     """
     parsed = judgments[(judgments["status"] == "ok") & judgments["parse_ok"].fillna(False).astype(bool)]
     human = human[[*_PREF_KEY, "preference"]]
-    return {spec: preference_alignment(g.rename(columns={"winner": "preference"})[[*_PREF_KEY, "preference"]],
-                                       human, category_of)
-            for spec, g in parsed.groupby("judge_spec", sort=False)}
+    return {
+        spec: preference_alignment(
+            g.rename(columns={"winner": "preference"})[[*_PREF_KEY, "preference"]], human, category_of
+        )
+        for spec, g in parsed.groupby("judge_spec", sort=False)
+    }
 
 
 DEGENERATE_MIN_ANSWERS = 10
@@ -366,8 +371,7 @@ def degenerate_judge(rows: pd.DataFrame, min_answers: int = DEGENERATE_MIN_ANSWE
         return f"none of its {len(answered)} answers parsed (refusals or malformed output): it ranks nothing"
     answers = parsed["winner_raw"].dropna().unique()
     if len(parsed) >= min_answers and len(answers) == 1:
-        return (f"it answered {answers[0]!r} on all {len(parsed)} parsed comparisons: a constant judge is not a "
-                "ranking")
+        return f"it answered {answers[0]!r} on all {len(parsed)} parsed comparisons: a constant judge is not a ranking"
     return None
 
 
@@ -380,5 +384,8 @@ def judge_agreement(winrates: pd.DataFrame) -> dict | None:
     if len(scores) < 2 or scores.shape[1] < 2:
         return None
     tied = bool((scores.nunique(axis=1) == 1).all())
-    return {"kendalls_w": float("nan") if tied else kendalls_w(scores, correct_ties=True),
-            "spearman": pairwise_spearman(scores), "n_systems": scores.shape[1]}
+    return {
+        "kendalls_w": float("nan") if tied else kendalls_w(scores, correct_ties=True),
+        "spearman": pairwise_spearman(scores),
+        "n_systems": scores.shape[1],
+    }

@@ -181,6 +181,7 @@ def bootstrap_mean_ci(
         raise ValueError(f"method must be 'percentile' or 'BCa', got {method!r}")
     if v.size == 1 or np.ptp(v) == 0:
         return CI(low=point, high=point, point=point)
-    low, high = _interval((v,), np.mean, paired=False, n_resamples=n_resamples, confidence=confidence, rng=rng,
-                          method=method)
+    low, high = _interval(
+        (v,), np.mean, paired=False, n_resamples=n_resamples, confidence=confidence, rng=rng, method=method
+    )
     return CI(low=low, high=high, point=point)

@@ -39,17 +39,37 @@ import pandas as pd
 
 from ttseval.metrics.bootstrap import MIN_INTERVAL_ITEMS
 
-__all__ = ["BT_COLUMNS", "ELO_BASE", "ELO_SCALE", "PRIOR", "bradley_terry", "fit_strengths", "judgment_outcomes",
-           "pigeonhole_draws", "rating_outcomes"]
+__all__ = [
+    "BT_COLUMNS",
+    "ELO_BASE",
+    "ELO_SCALE",
+    "PRIOR",
+    "bradley_terry",
+    "fit_strengths",
+    "judgment_outcomes",
+    "pigeonhole_draws",
+    "rating_outcomes",
+]
 
 PRIOR = 0.01  # alpha of the Gaussian prior (penalty alpha * sum(s^2))
 ELO_BASE, ELO_SCALE = 1000.0, 400.0 / np.log(10.0)
-BT_COLUMNS = ("system_id", "rank", "strength", "strength_ci_low", "strength_ci_high", "elo", "elo_ci_low",
-              "elo_ci_high", "n_comparisons", "n_items")
+BT_COLUMNS = (
+    "system_id",
+    "rank",
+    "strength",
+    "strength_ci_low",
+    "strength_ci_high",
+    "elo",
+    "elo_ci_low",
+    "elo_ci_high",
+    "n_comparisons",
+    "n_items",
+)
 
 
-def _newton(i: np.ndarray, j: np.ndarray, w_ij: np.ndarray, w_ji: np.ndarray, n: int, alpha: float,
-            x0: np.ndarray) -> np.ndarray:
+def _newton(
+    i: np.ndarray, j: np.ndarray, w_ij: np.ndarray, w_ji: np.ndarray, n: int, alpha: float, x0: np.ndarray
+) -> np.ndarray:
     """Minimise the penalised negative log-likelihood over aggregated pair counts (i beat j w_ij times, j beat i
     w_ji times) by Newton's method with a backtracking line search; the objective is convex, so this finds the
     minimum (with alpha 0 the strengths are found up to a shift, removed by the caller)."""
@@ -82,9 +102,16 @@ def _newton(i: np.ndarray, j: np.ndarray, w_ij: np.ndarray, w_ji: np.ndarray, n:
     return s
 
 
-def fit_strengths(n_systems: int, a: Sequence[int], b: Sequence[int], score: Sequence[float], *,
-                  alpha: float = PRIOR, weights: Sequence[float] | None = None,
-                  initial: np.ndarray | None = None) -> np.ndarray:
+def fit_strengths(
+    n_systems: int,
+    a: Sequence[int],
+    b: Sequence[int],
+    score: Sequence[float],
+    *,
+    alpha: float = PRIOR,
+    weights: Sequence[float] | None = None,
+    initial: np.ndarray | None = None,
+) -> np.ndarray:
     """Bradley-Terry strengths (mean 0) of systems 0..n_systems-1 from comparisons of system a[k] with b[k] that
     a won by score[k] (1, 0.5 a tie, 0), each counted weights[k] times (default once).
 
@@ -99,12 +126,15 @@ def fit_strengths(n_systems: int, a: Sequence[int], b: Sequence[int], score: Seq
         raise ValueError("a, b, score and weights must be of one length")
     if alpha < 0:
         raise ValueError(f"alpha must be >= 0, got {alpha!r}")
-    bad = np.flatnonzero((score < 0) | (score > 1) | np.isnan(score) | (a == b) | (a < 0) | (b < 0)
-                         | (a >= n_systems) | (b >= n_systems))
+    bad = np.flatnonzero(
+        (score < 0) | (score > 1) | np.isnan(score) | (a == b) | (a < 0) | (b < 0) | (a >= n_systems) | (b >= n_systems)
+    )
     if bad.size:
         k = int(bad[0])
-        raise ValueError(f"comparison {k}: a={a[k]}, b={b[k]}, score={score[k]}: scores are in [0, 1] and a "
-                         f"system is compared with another of the {n_systems}")
+        raise ValueError(
+            f"comparison {k}: a={a[k]}, b={b[k]}, score={score[k]}: scores are in [0, 1] and a "
+            f"system is compared with another of the {n_systems}"
+        )
     pair, inverse = np.unique(a * n_systems + b, return_inverse=True)  # comparisons summed per ordered pair
     w_ij = np.bincount(inverse, w * score, len(pair))
     w_ji = np.bincount(inverse, w * (1 - score), len(pair))
@@ -118,10 +148,20 @@ def judgment_outcomes(judgments: pd.DataFrame) -> pd.DataFrame:
     b (its baseline), score (ttseval.metrics.winrate.WINNER_SCORES: candidate 1, tie 0.5, baseline 0)."""
     from ttseval.metrics.winrate import WINNER_SCORES
 
-    ok = judgments[(judgments["status"] == "ok") & judgments["parse_ok"].fillna(False).astype(bool)
-                   & judgments["winner"].isin(list(WINNER_SCORES))]
-    return pd.DataFrame({"judge_id": ok["judge_id"], "item_id": ok["item_id"].astype(str), "a": ok["system_id"],
-                         "b": ok["baseline_id"], "score": ok["winner"].map(WINNER_SCORES).astype(float)})
+    ok = judgments[
+        (judgments["status"] == "ok")
+        & judgments["parse_ok"].fillna(False).astype(bool)
+        & judgments["winner"].isin(list(WINNER_SCORES))
+    ]
+    return pd.DataFrame(
+        {
+            "judge_id": ok["judge_id"],
+            "item_id": ok["item_id"].astype(str),
+            "a": ok["system_id"],
+            "b": ok["baseline_id"],
+            "score": ok["winner"].map(WINNER_SCORES).astype(float),
+        }
+    )
 
 
 def rating_outcomes(ratings: pd.DataFrame) -> pd.DataFrame:
@@ -133,9 +173,15 @@ def rating_outcomes(ratings: pd.DataFrame) -> pd.DataFrame:
     if "flag" in used.columns:
         used = used[used["flag"].isna()]
     sign = np.sign(used["score"].astype(float).to_numpy())
-    return pd.DataFrame({"item_id": used["item_id"].astype(str).to_numpy(),
-                         "rater_id": used["rater_id"].astype(str).to_numpy(), "a": used["system_id"].to_numpy(),
-                         "b": used["other_system_id"].to_numpy(), "score": (sign + 1) / 2})
+    return pd.DataFrame(
+        {
+            "item_id": used["item_id"].astype(str).to_numpy(),
+            "rater_id": used["rater_id"].astype(str).to_numpy(),
+            "a": used["system_id"].to_numpy(),
+            "b": used["other_system_id"].to_numpy(),
+            "score": (sign + 1) / 2,
+        }
+    )
 
 
 def pigeonhole_draws(n_raters: int, n_items: int, n_resamples: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -150,8 +196,9 @@ def pigeonhole_draws(n_raters: int, n_items: int, n_resamples: int, seed: int) -
     return out
 
 
-def bradley_terry(outcomes: pd.DataFrame, *, n_resamples: int = 1000, seed: int = 0,
-                  alpha: float = PRIOR, resample: str = "items") -> pd.DataFrame:
+def bradley_terry(
+    outcomes: pd.DataFrame, *, n_resamples: int = 1000, seed: int = 0, alpha: float = PRIOR, resample: str = "items"
+) -> pd.DataFrame:
     """Strengths, bootstrap intervals, Elo view and rank of every system in `outcomes` (columns item_id, a, b,
     score; and rater_id when `resample` is "raters+items"), ordered by the lower bound of the strength's interval
     (highest first; by strength where there is no interval). Columns BT_COLUMNS; empty for no outcomes.
@@ -188,28 +235,54 @@ def bradley_terry(outcomes: pd.DataFrame, *, n_resamples: int = 1000, seed: int 
     if resample == "raters+items":
         raters, rater_of = np.unique(outcomes["rater_id"].astype(str).to_numpy(), return_inverse=True)
         if len(items) >= MIN_INTERVAL_ITEMS and len(raters) >= 2:
-            fits = np.array([fit_strengths(len(systems), a, b, score, alpha=alpha, initial=point,
-                                           weights=r_count[rater_of] * i_count[item_of])
-                             for r_count, i_count in pigeonhole_draws(len(raters), len(items), n_resamples, seed)])
+            fits = np.array(
+                [
+                    fit_strengths(
+                        len(systems),
+                        a,
+                        b,
+                        score,
+                        alpha=alpha,
+                        initial=point,
+                        weights=r_count[rater_of] * i_count[item_of],
+                    )
+                    for r_count, i_count in pigeonhole_draws(len(raters), len(items), n_resamples, seed)
+                ]
+            )
             low, high = np.percentile(fits, 2.5, axis=0), np.percentile(fits, 97.5, axis=0)
     elif len(items) >= MIN_INTERVAL_ITEMS:
         with warnings.catch_warnings():  # a system whose strength never moves: scipy warns, the bounds stay NaN
             warnings.simplefilter("ignore", stats.DegenerateDataWarning)
             warnings.simplefilter("ignore", RuntimeWarning)
-            ci = stats.bootstrap((np.arange(len(items)),), refit, n_resamples=n_resamples, method="BCa",
-                                 vectorized=False, rng=np.random.default_rng(seed)).confidence_interval
+            ci = stats.bootstrap(
+                (np.arange(len(items)),),
+                refit,
+                n_resamples=n_resamples,
+                method="BCa",
+                vectorized=False,
+                rng=np.random.default_rng(seed),
+            ).confidence_interval
         low, high = np.asarray(ci.low, dtype=float), np.asarray(ci.high, dtype=float)
     per_system = pd.concat([outcomes["a"], outcomes["b"]]).value_counts()
     sides = [outcomes[[side, "item_id"]].set_axis(["s", "item_id"], axis=1) for side in ("a", "b")]
     items_of = pd.concat(sides).groupby("s")["item_id"].nunique()
-    table = pd.DataFrame({
-        "system_id": systems, "strength": point, "strength_ci_low": low, "strength_ci_high": high,
-        "elo": ELO_BASE + ELO_SCALE * point, "elo_ci_low": ELO_BASE + ELO_SCALE * low,
-        "elo_ci_high": ELO_BASE + ELO_SCALE * high,
-        "n_comparisons": [int(per_system.get(s, 0)) for s in systems],
-        "n_items": [int(items_of[s]) for s in systems]})
-    above = [int((table["strength_ci_low"] > h).sum()) if not np.isnan(h) else int((table["strength"] > p).sum())
-             for p, h in zip(table["strength"], table["strength_ci_high"])]
+    table = pd.DataFrame(
+        {
+            "system_id": systems,
+            "strength": point,
+            "strength_ci_low": low,
+            "strength_ci_high": high,
+            "elo": ELO_BASE + ELO_SCALE * point,
+            "elo_ci_low": ELO_BASE + ELO_SCALE * low,
+            "elo_ci_high": ELO_BASE + ELO_SCALE * high,
+            "n_comparisons": [int(per_system.get(s, 0)) for s in systems],
+            "n_items": [int(items_of[s]) for s in systems],
+        }
+    )
+    above = [
+        int((table["strength_ci_low"] > h).sum()) if not np.isnan(h) else int((table["strength"] > p).sum())
+        for p, h in zip(table["strength"], table["strength_ci_high"])
+    ]
     table["rank"] = [1 + n for n in above]
     order = table["strength_ci_low"].fillna(table["strength"])
     table = table.assign(_key=order).sort_values(["_key", "strength"], ascending=False, kind="stable")

@@ -38,8 +38,21 @@ CANARY_MEASURES: tuple[tuple[str, str], ...] = (
     ("speech_s", "speech time by VAD, s (prosody stage)"),
 )
 
-CANARY_COLUMNS = ["system_id", "system_spec", "measure", "n_items", "identical_clips", "reference", "tonight",
-                  "delta", "ci_low", "ci_high", "p_permutation", "p_adjusted", "flagged"]
+CANARY_COLUMNS = [
+    "system_id",
+    "system_spec",
+    "measure",
+    "n_items",
+    "identical_clips",
+    "reference",
+    "tonight",
+    "delta",
+    "ci_low",
+    "ci_high",
+    "p_permutation",
+    "p_adjusted",
+    "flagged",
+]
 
 
 def _order(key: str) -> str:
@@ -55,10 +68,14 @@ def canary_sample(items: pd.DataFrame, fixed: int, rotating: int, night: str) ->
     """
     if fixed < 0 or rotating < 0:
         raise ValueError(f"canary sizes must be >= 0, got fixed={fixed}, rotating={rotating}")
-    frame = items.assign(category=items.get("category", pd.Series("", index=items.index)).fillna(""),
-                         language=items["language"].fillna(""))
-    strata = [sorted(group["item_id"].astype(str), key=_order)
-              for _, group in frame.groupby(["category", "language"], sort=True)]
+    frame = items.assign(
+        category=items.get("category", pd.Series("", index=items.index)).fillna(""),
+        language=items["language"].fillna(""),
+    )
+    strata = [
+        sorted(group["item_id"].astype(str), key=_order)
+        for _, group in frame.groupby(["category", "language"], sort=True)
+    ]
     chosen: list[str] = []
     depth = 0
     while len(chosen) < fixed and any(depth < len(s) for s in strata):
@@ -68,10 +85,18 @@ def canary_sample(items: pd.DataFrame, fixed: int, rotating: int, night: str) ->
     return chosen + rest[:rotating]
 
 
-def canary_changes(reference: pd.DataFrame, tonight: pd.DataFrame, *, n_resamples: int = 1000, seed: int = 0,
-                   alpha: float = 0.05, method: Method = "holm", n_permutations: int | None = None,
-                   measures: Sequence[str] = tuple(m for m, _ in CANARY_MEASURES),
-                   min_change: float = 0.0) -> pd.DataFrame:
+def canary_changes(
+    reference: pd.DataFrame,
+    tonight: pd.DataFrame,
+    *,
+    n_resamples: int = 1000,
+    seed: int = 0,
+    alpha: float = 0.05,
+    method: Method = "holm",
+    n_permutations: int | None = None,
+    measures: Sequence[str] = tuple(m for m, _ in CANARY_MEASURES),
+    min_change: float = 0.0,
+) -> pd.DataFrame:
     """One row per (system, measure): tonight's fresh canary clips against the reference night's clips of the same
     items (CANARY_COLUMNS). Both frames have one row per (system_id, item_id) with `system_spec`, `audio_sha256`
     and the measures' columns (NaN where not measured); a measure without two values on at least 2 items gets
@@ -89,13 +114,30 @@ def canary_changes(reference: pd.DataFrame, tonight: pd.DataFrame, *, n_resample
             pair = group[[f"{measure}_ref", f"{measure}_new"]].astype(float).dropna()
             if len(pair) < 2:
                 continue
-            p = paired_mean(measure, pair.iloc[:, 0].to_numpy(), pair.iloc[:, 1].to_numpy(),
-                            n_resamples=n_resamples, seed=seed, n_permutations=n_permutations)
+            p = paired_mean(
+                measure,
+                pair.iloc[:, 0].to_numpy(),
+                pair.iloc[:, 1].to_numpy(),
+                n_resamples=n_resamples,
+                seed=seed,
+                n_permutations=n_permutations,
+            )
             p_perm = p.p_permutation if not np.isnan(p.p_permutation) else 1.0  # every difference 0: no change
-            rows.append({"system_id": system_id, "system_spec": group["system_spec_new"].iloc[0],
-                         "measure": measure, "n_items": p.n_items, "identical_clips": identical,
-                         "reference": p.a, "tonight": p.b, "delta": p.delta, "ci_low": p.ci_low,
-                         "ci_high": p.ci_high, "p_permutation": p_perm})
+            rows.append(
+                {
+                    "system_id": system_id,
+                    "system_spec": group["system_spec_new"].iloc[0],
+                    "measure": measure,
+                    "n_items": p.n_items,
+                    "identical_clips": identical,
+                    "reference": p.a,
+                    "tonight": p.b,
+                    "delta": p.delta,
+                    "ci_low": p.ci_low,
+                    "ci_high": p.ci_high,
+                    "p_permutation": p_perm,
+                }
+            )
     if not rows:
         return pd.DataFrame(columns=CANARY_COLUMNS)
     decided = decide(pd.DataFrame(rows), alpha=alpha, method=method)

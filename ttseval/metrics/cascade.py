@@ -7,9 +7,11 @@ import re
 
 import pandas as pd
 
-LABEL = re.compile(r"^\[(cheap(?:, audited: strong said (?P<audit>first|second|tie|unparsed)|, not drawn: (?P<kept>[^;]*))?"
-                   r"|strong: (?P<why>[^;]*)); "
-                   r"cheap \$(?P<cheap>[0-9.]+), strong \$(?P<strong>[0-9.]+)\]")
+LABEL = re.compile(
+    r"^\[(cheap(?:, audited: strong said (?P<audit>first|second|tie|unparsed)|, not drawn: (?P<kept>[^;]*))?"
+    r"|strong: (?P<why>[^;]*)); "
+    r"cheap \$(?P<cheap>[0-9.]+), strong \$(?P<strong>[0-9.]+)\]"
+)
 
 
 def cascade_summary(rows: pd.DataFrame) -> dict[str, float | int] | None:
@@ -24,10 +26,16 @@ def cascade_summary(rows: pd.DataFrame) -> dict[str, float | int] | None:
         return None
     escalated = labels["why"].notna()
     reasons = labels.loc[escalated, "why"].str.split(", ").explode().value_counts().to_dict()
-    return {"n": len(labels), "escalated": int(escalated.sum()), "escalated_share": float(escalated.mean()),
-            "not_drawn": int(labels["kept"].notna().sum()),
-            "cheap_usd": float(labels["cheap"].astype(float).sum()),
-            "strong_usd": float(labels["strong"].astype(float).sum()), "why": reasons,
-            "audited": int(labels["audit"].notna().sum()),
-            "agreement": float((audits["audit"] == audits["answer"]).mean()) if len(audits := labels.dropna(
-                subset=["audit"])) else float("nan")}
+    return {
+        "n": len(labels),
+        "escalated": int(escalated.sum()),
+        "escalated_share": float(escalated.mean()),
+        "not_drawn": int(labels["kept"].notna().sum()),
+        "cheap_usd": float(labels["cheap"].astype(float).sum()),
+        "strong_usd": float(labels["strong"].astype(float).sum()),
+        "why": reasons,
+        "audited": int(labels["audit"].notna().sum()),
+        "agreement": float((audits["audit"] == audits["answer"]).mean())
+        if len(audits := labels.dropna(subset=["audit"]))
+        else float("nan"),
+    }

@@ -23,9 +23,27 @@ from ttseval.metrics.registry import METRICS, change
 # The metrics a drift report compares, in display order; their CI columns and direction are in the registry.
 DRIFT_METRICS: tuple[str, ...] = ("completion_rate", "wer", "cer", "mos")
 
-COLUMNS = ["system_id", "system_spec", "asr_id", "asr_spec", "metric", "previous", "current", "delta",
-           "previous_ci_low", "previous_ci_high", "current_ci_low", "current_ci_high", "delta_ci_low",
-           "delta_ci_high", "p_value", "p_adjusted", "test", "flagged", "direction"]
+COLUMNS = [
+    "system_id",
+    "system_spec",
+    "asr_id",
+    "asr_spec",
+    "metric",
+    "previous",
+    "current",
+    "delta",
+    "previous_ci_low",
+    "previous_ci_high",
+    "current_ci_low",
+    "current_ci_high",
+    "delta_ci_low",
+    "delta_ci_high",
+    "p_value",
+    "p_adjusted",
+    "test",
+    "flagged",
+    "direction",
+]
 
 
 def _nan(v: object) -> bool:
@@ -34,7 +52,12 @@ def _nan(v: object) -> bool:
 
 def _rows(frame: pd.DataFrame, name: str) -> dict[tuple, pd.Series]:
     """(system_id, asr_id) -> row, in the report's order."""
-    needed = {"system_id", "system_spec", *DRIFT_METRICS, *(c for m in DRIFT_METRICS if METRICS[m].ci for c in METRICS[m].ci)}
+    needed = {
+        "system_id",
+        "system_spec",
+        *DRIFT_METRICS,
+        *(c for m in DRIFT_METRICS if METRICS[m].ci for c in METRICS[m].ci),
+    }
     missing = needed - set(frame.columns)
     if missing:
         raise ValueError(f"{name} report lacks column(s) {sorted(missing)}")
@@ -48,9 +71,16 @@ def _rows(frame: pd.DataFrame, name: str) -> dict[tuple, pd.Series]:
     return rows
 
 
-def paired_drift(previous: dict[str, pd.DataFrame], current: dict[str, pd.DataFrame], *, n_resamples: int = 1000,
-                 seed: int = 0, alpha: float = 0.05, method: str = "holm",
-                 n_permutations: int | None = None) -> pd.DataFrame:
+def paired_drift(
+    previous: dict[str, pd.DataFrame],
+    current: dict[str, pd.DataFrame],
+    *,
+    n_resamples: int = 1000,
+    seed: int = 0,
+    alpha: float = 0.05,
+    method: str = "holm",
+    n_permutations: int | None = None,
+) -> pd.DataFrame:
     """Item-by-item WER, CER and MOS of each (system, recogniser) in both runs (ttseval.metrics.paired.paired_table),
     decided as one family (ttseval.metrics.paired.decide, `alpha`, `method` 'holm' or 'bh'): columns system_id,
     asr_id, PAIRED_COLUMNS and DECISION_COLUMNS. `previous` and `current` hold each run's `transcripts` and
@@ -64,12 +94,20 @@ def paired_drift(previous: dict[str, pd.DataFrame], current: dict[str, pd.DataFr
         before = pt[(pt["system_id"] == system_id) & (pt["asr_id"] == asr_id)]
         if before.empty:
             continue
-        table = paired_table(before, tr, pq[pq["system_id"] == system_id], cq[cq["system_id"] == system_id],
-                             n_resamples=n_resamples, seed=seed, n_permutations=n_permutations)
+        table = paired_table(
+            before,
+            tr,
+            pq[pq["system_id"] == system_id],
+            cq[cq["system_id"] == system_id],
+            n_resamples=n_resamples,
+            seed=seed,
+            n_permutations=n_permutations,
+        )
         rows += [{"system_id": system_id, "asr_id": asr_id} | r for r in table.to_dict("records")]
     family = pd.DataFrame(rows, columns=["system_id", "asr_id", *PAIRED_COLUMNS])
     return decide(family, alpha=alpha, method=method).reindex(
-        columns=["system_id", "asr_id", *PAIRED_COLUMNS, *DECISION_COLUMNS])
+        columns=["system_id", "asr_id", *PAIRED_COLUMNS, *DECISION_COLUMNS]
+    )
 
 
 def compare_reports(previous: pd.DataFrame, current: pd.DataFrame, paired: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -87,8 +125,9 @@ def compare_reports(previous: pd.DataFrame, current: pd.DataFrame, paired: pd.Da
     """
     prev, curr = _rows(previous, "previous"), _rows(current, "current")
     prev = _legacy_matched(prev, curr)
-    by_item = {} if paired is None else {(r["system_id"], r["asr_id"], r["metric"]): r
-                                         for r in paired.to_dict("records")}
+    by_item = (
+        {} if paired is None else {(r["system_id"], r["asr_id"], r["metric"]): r for r in paired.to_dict("records")}
+    )
     rows = []
     for key, c in curr.items():
         ids = _ids(key, c)
@@ -102,15 +141,24 @@ def compare_reports(previous: pd.DataFrame, current: pd.DataFrame, paired: pd.Da
             row = ids | {"metric": metric, "previous": a, "current": b, "delta": delta}
             ci = METRICS[metric].ci
             if ci:
-                row |= {"previous_ci_low": p[ci[0]], "previous_ci_high": p[ci[1]], "current_ci_low": c[ci[0]],
-                        "current_ci_high": c[ci[1]]}
+                row |= {
+                    "previous_ci_low": p[ci[0]],
+                    "previous_ci_high": p[ci[1]],
+                    "current_ci_low": c[ci[0]],
+                    "current_ci_high": c[ci[1]],
+                }
                 bounds = [p[ci[0]], p[ci[1]], c[ci[0]], c[ci[1]]]
                 row["flagged"] = (not any(_nan(v) for v in bounds)) and (c[ci[0]] > p[ci[1]] or c[ci[1]] < p[ci[0]])
                 row["test"] = "ci-overlap"
                 if (pair := by_item.get((key[0], key[1], metric))) is not None:
-                    row |= {"delta_ci_low": pair["ci_low"], "delta_ci_high": pair["ci_high"],
-                            "p_value": pair["p_permutation"], "p_adjusted": pair["p_adjusted"],
-                            "flagged": bool(pair["differs"]), "test": "paired"}
+                    row |= {
+                        "delta_ci_low": pair["ci_low"],
+                        "delta_ci_high": pair["ci_high"],
+                        "p_value": pair["p_permutation"],
+                        "p_adjusted": pair["p_adjusted"],
+                        "flagged": bool(pair["differs"]),
+                        "test": "paired",
+                    }
             else:
                 row["flagged"] = not _nan(delta) and delta != 0
             row["direction"] = "same" if _nan(delta) else change(metric, float(a), float(b))
@@ -130,11 +178,17 @@ def _legacy_matched(prev: dict[tuple, pd.Series], curr: dict[tuple, pd.Series]) 
     now = {}
     for system_id, asr_id in curr:
         now.setdefault(system_id, []).append(asr_id)
-    return {((system_id, now[system_id][0]) if len(now.get(system_id, [])) == 1 else (system_id, asr)): row
-            for (system_id, asr), row in prev.items()}
+    return {
+        ((system_id, now[system_id][0]) if len(now.get(system_id, [])) == 1 else (system_id, asr)): row
+        for (system_id, asr), row in prev.items()
+    }
 
 
 def _ids(key: tuple, row: pd.Series) -> dict:
     asr_spec = row.get("asr_spec")
-    return {"system_id": key[0], "system_spec": row["system_spec"], "asr_id": key[1],
-            "asr_spec": None if _nan(asr_spec) else asr_spec}
+    return {
+        "system_id": key[0],
+        "system_spec": row["system_spec"],
+        "asr_id": key[1],
+        "asr_spec": None if _nan(asr_spec) else asr_spec,
+    }

@@ -28,12 +28,28 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ttseval.metrics.agreement import krippendorff_alpha
 from ttseval.core.schemas import DG_SHEET
+from ttseval.metrics.agreement import krippendorff_alpha
 
-__all__ = ["COUNT_FIELDS", "DG_FIELDS", "GRID", "PERCEPTUAL_FIELDS", "DGWeights", "closest_pair", "cmos_summary",
-           "difference_planning", "dg_score", "fault_isolation", "lambda_effect", "metric_correlation", "mos_alpha", "rater_rejection",
-           "subsampling", "subsampling_grid", "system_stats"]
+__all__ = [
+    "COUNT_FIELDS",
+    "DG_FIELDS",
+    "GRID",
+    "PERCEPTUAL_FIELDS",
+    "DGWeights",
+    "closest_pair",
+    "cmos_summary",
+    "dg_score",
+    "difference_planning",
+    "fault_isolation",
+    "lambda_effect",
+    "metric_correlation",
+    "mos_alpha",
+    "rater_rejection",
+    "subsampling",
+    "subsampling_grid",
+    "system_stats",
+]
 
 DG_FIELDS = tuple(DG_SHEET)  # appendix A.6's scoresheet: six counts of faults, three perceptual scores on 0-100
 COUNT_FIELDS, PERCEPTUAL_FIELDS = DG_FIELDS[:6], DG_FIELDS[6:]
@@ -57,12 +73,14 @@ class DGWeights:
 def dg_score(sheet: pd.DataFrame, weights: DGWeights = DGWeights()) -> pd.Series:
     """The MUSHRA-DG score of each scoresheet row (DG_FIELDS columns); NaN where a field is missing."""
     perceptual = sheet[list(PERCEPTUAL_FIELDS)].astype(float).mean(axis=1, skipna=False)
-    penalty = (weights.mild_pronunciation * sheet["mild_pronunciation"].clip(upper=weights.mild_cap)
-               + weights.severe_pronunciation * sheet["severe_pronunciation"].clip(upper=weights.severe_cap)
-               + weights.unnatural_pauses * sheet["unnatural_pauses"]
-               + weights.digital_artifacts * sheet["digital_artifacts"]
-               + weights.word_skips * sheet["word_skips"]
-               + weights.energy_fluctuations * sheet["energy_fluctuations"])
+    penalty = (
+        weights.mild_pronunciation * sheet["mild_pronunciation"].clip(upper=weights.mild_cap)
+        + weights.severe_pronunciation * sheet["severe_pronunciation"].clip(upper=weights.severe_cap)
+        + weights.unnatural_pauses * sheet["unnatural_pauses"]
+        + weights.digital_artifacts * sheet["digital_artifacts"]
+        + weights.word_skips * sheet["word_skips"]
+        + weights.energy_fluctuations * sheet["energy_fluctuations"]
+    )
     score = perceptual - penalty.astype(float)
     return score.clip(0.0, 100.0) if weights.clip else score
 
@@ -84,8 +102,18 @@ def system_stats(ratings: pd.DataFrame, score: str = "score") -> pd.DataFrame:
     rows = []
     for (system_id, role), g in ratings.dropna(subset=[score]).groupby(["system_id", "role"], sort=True):
         mean, sigma, half = _ci(g[score].to_numpy(float))
-        rows.append({"system_id": system_id, "role": role, "n": len(g), "mean": mean, "sigma": sigma,
-                     "ci95": half, "ci_low": mean - half, "ci_high": mean + half})
+        rows.append(
+            {
+                "system_id": system_id,
+                "role": role,
+                "n": len(g),
+                "mean": mean,
+                "sigma": sigma,
+                "ci95": half,
+                "ci_low": mean - half,
+                "ci_high": mean + half,
+            }
+        )
     out = pd.DataFrame(rows, columns=["system_id", "role", "n", "mean", "sigma", "ci95", "ci_low", "ci_high"])
     out["rank"] = out["mean"].rank(ascending=False, method="min").astype("Int64")
     return out.sort_values("mean", ascending=False, kind="stable").reset_index(drop=True)
@@ -102,8 +130,15 @@ def rater_rejection(ratings: pd.DataFrame, lam: float, share: float = 0.15) -> p
         scores = per_page.loc[rater] if rater in per_page.index.get_level_values(0) else pd.Series(dtype=float)
         below = int((scores < lam).sum())
         frac = below / len(scores) if len(scores) else float("nan")
-        rows.append({"rater_id": rater, "pages": len(scores), "below": below, "share_below": frac,
-                     "rejected": pd.NA if not len(scores) else bool(frac > share)})
+        rows.append(
+            {
+                "rater_id": rater,
+                "pages": len(scores),
+                "below": below,
+                "share_below": frac,
+                "rejected": pd.NA if not len(scores) else bool(frac > share),
+            }
+        )
     return pd.DataFrame(rows, columns=["rater_id", "pages", "below", "share_below", "rejected"])
 
 
@@ -120,8 +155,15 @@ def lambda_effect(ratings: pd.DataFrame, lambdas: list[float], share: float = 0.
             kept = ratings[~ratings["rater_id"].isin(out)]
         s = system_stats(kept) if len(kept) else pd.DataFrame(columns=["system_id", "mean", "rank"])
         for r in s.itertuples():
-            rows.append({"lambda": lam, "raters_kept": kept["rater_id"].nunique(), "system_id": r.system_id,
-                         "mean": r.mean, "rank": r.rank})
+            rows.append(
+                {
+                    "lambda": lam,
+                    "raters_kept": kept["rater_id"].nunique(),
+                    "system_id": r.system_id,
+                    "mean": r.mean,
+                    "rank": r.rank,
+                }
+            )
     return pd.DataFrame(rows, columns=["lambda", "raters_kept", "system_id", "mean", "rank"])
 
 
@@ -140,8 +182,9 @@ def _rank_rows(x: np.ndarray) -> np.ndarray:
     return stats.rankdata(x, axis=1)
 
 
-def subsampling(ratings: pd.DataFrame, listeners: list[int], utterances: list[int], *, trials: int = 1000,
-                seed: int = 0) -> pd.DataFrame:
+def subsampling(
+    ratings: pd.DataFrame, listeners: list[int], utterances: list[int], *, trials: int = 1000, seed: int = 0
+) -> pd.DataFrame:
     """For each (listeners, utterances) cell: the mean Spearman correlation, over `trials` draws without
     replacement, between the systems' mean scores on the drawn raters' ratings of the drawn items and the means
     over everything. A draw where some system has no rating or every mean ties is not counted (`trials_used`)."""
@@ -163,9 +206,9 @@ def subsampling(ratings: pd.DataFrame, listeners: list[int], utterances: list[in
             count = np.zeros((trials, cube.shape[2]))
             step = max(1, int(4e6 // (k_l * k_u * cube.shape[2])))  # draws per gather: ~32 MB at most
             for a in range(0, trials, step):
-                sub = cube[r_idx[a:a + step, :, None], i_idx[a:a + step, None, :], :]  # draws x k_l x k_u x systems
-                total[a:a + step] = np.nansum(sub, axis=(1, 2))
-                count[a:a + step] = np.sum(~np.isnan(sub), axis=(1, 2))
+                sub = cube[r_idx[a : a + step, :, None], i_idx[a : a + step, None, :], :]  # draws x k_l x k_u x systems
+                total[a : a + step] = np.nansum(sub, axis=(1, 2))
+                count[a : a + step] = np.sum(~np.isnan(sub), axis=(1, 2))
             with np.errstate(invalid="ignore", divide="ignore"):
                 means = total / count
             ok = (count > 0).all(axis=1) & (np.ptp(np.where(count > 0, means, 0), axis=1) > 0)
@@ -173,7 +216,7 @@ def subsampling(ratings: pd.DataFrame, listeners: list[int], utterances: list[in
                 ranks = _rank_rows(means[ok])
                 a = ranks - ranks.mean(axis=1, keepdims=True)
                 b = full_rank - full_rank.mean()
-                rho = (a @ b) / (np.sqrt((a ** 2).sum(axis=1)) * np.sqrt((b ** 2).sum()))
+                rho = (a @ b) / (np.sqrt((a**2).sum(axis=1)) * np.sqrt((b**2).sum()))
                 mean_rho = float(rho.mean())
             else:
                 mean_rho = float("nan")
@@ -191,8 +234,16 @@ def closest_pair(ratings: pd.DataFrame) -> tuple[str, str] | None:
     return str(means.index[k]), str(means.index[k + 1])
 
 
-def difference_planning(ratings: pd.DataFrame, a: str, b: str, listeners: list[int], utterances: list[int], *,
-                        trials: int = 1000, seed: int = 0) -> pd.DataFrame:
+def difference_planning(
+    ratings: pd.DataFrame,
+    a: str,
+    b: str,
+    listeners: list[int],
+    utterances: list[int],
+    *,
+    trials: int = 1000,
+    seed: int = 0,
+) -> pd.DataFrame:
     """Planning a listening test from a pilot's ratings: for each (listeners, utterances) cell, how precisely a
     test of that size measures the difference of the mean scores of systems `a` and `b`.
 
@@ -218,17 +269,26 @@ def difference_planning(ratings: pd.DataFrame, a: str, b: str, listeners: list[i
             total, count = np.zeros((trials, 2)), np.zeros((trials, 2))
             step = max(1, int(4e6 // (k_l * k_u * 2)))
             for s in range(0, trials, step):
-                sub = cube[r_idx[s:s + step, :, None], i_idx[s:s + step, None, :], :]
-                total[s:s + step] = np.nansum(sub, axis=(1, 2))
-                count[s:s + step] = np.sum(~np.isnan(sub), axis=(1, 2))
+                sub = cube[r_idx[s : s + step, :, None], i_idx[s : s + step, None, :], :]
+                total[s : s + step] = np.nansum(sub, axis=(1, 2))
+                count[s : s + step] = np.sum(~np.isnan(sub), axis=(1, 2))
             ok = (count > 0).all(axis=1)
             diff = total[ok, 0] / count[ok, 0] - total[ok, 1] / count[ok, 1]
             low, high = np.percentile(diff, [2.5, 97.5]) if ok.any() else (np.nan, np.nan)
             same = float((np.sign(diff) == np.sign(full[0] - full[1])).mean()) if ok.any() else np.nan
-            rows.append({"listeners": k_l, "utterances": k_u, "difference": float(diff.mean()) if ok.any() else np.nan,
-                         "half_width": float((high - low) / 2), "same_sign": same, "trials_used": int(ok.sum())})
-    return pd.DataFrame(rows, columns=["listeners", "utterances", "difference", "half_width", "same_sign",
-                                       "trials_used"])
+            rows.append(
+                {
+                    "listeners": k_l,
+                    "utterances": k_u,
+                    "difference": float(diff.mean()) if ok.any() else np.nan,
+                    "half_width": float((high - low) / 2),
+                    "same_sign": same,
+                    "trials_used": int(ok.sum()),
+                }
+            )
+    return pd.DataFrame(
+        rows, columns=["listeners", "utterances", "difference", "half_width", "same_sign", "trials_used"]
+    )
 
 
 GRID = (2, 3, 5, 10, 15, 20, 30, 40, 50, 75, 100, 150, 200)
@@ -246,12 +306,21 @@ def cmos_summary(ratings: pd.DataFrame) -> pd.DataFrame:
     for system_id, g in ratings.dropna(subset=["score"]).groupby("system_id", sort=True):
         scores = g["score"].to_numpy(float)
         mean, sigma, half = _ci(scores)
-        rows.append({"system_id": system_id, "n": len(g), "cmos": mean, "sigma": sigma, "ci95": half,
-                     "prefer_reference": float((scores < 0).mean()), "equal": float((scores == 0).mean()),
-                     "prefer_system": float((scores > 0).mean())})
-    return pd.DataFrame(rows, columns=["system_id", "n", "cmos", "sigma", "ci95", "prefer_reference", "equal",
-                                       "prefer_system"])
-
+        rows.append(
+            {
+                "system_id": system_id,
+                "n": len(g),
+                "cmos": mean,
+                "sigma": sigma,
+                "ci95": half,
+                "prefer_reference": float((scores < 0).mean()),
+                "equal": float((scores == 0).mean()),
+                "prefer_system": float((scores > 0).mean()),
+            }
+        )
+    return pd.DataFrame(
+        rows, columns=["system_id", "n", "cmos", "sigma", "ci95", "prefer_reference", "equal", "prefer_system"]
+    )
 
 
 def mos_alpha(ratings: pd.DataFrame, level: str = "ordinal") -> float:

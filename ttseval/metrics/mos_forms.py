@@ -26,8 +26,15 @@ FORM_COLUMNS = ("form", "position", "file", "kind", "item_id", "system_id")
 MIN_RATERS = 16  # section 3.2: below this, MOS tables are preliminary
 
 
-def select_subset(items: pd.DataFrame, n: int, *, classes: dict[str, list[str]] | None = None, min_words: int = 5,
-                  max_words: int = 25, seed: int = 0) -> pd.DataFrame:
+def select_subset(
+    items: pd.DataFrame,
+    n: int,
+    *,
+    classes: dict[str, list[str]] | None = None,
+    min_words: int = 5,
+    max_words: int = 25,
+    seed: int = 0,
+) -> pd.DataFrame:
     """Up to `n` items with `min_words`-`max_words` words that contain a letter of at least one class (when the
     language has classes), drawn round-robin over strata (the first class an item contains x its length tercile)
     so every class and length is represented. `items`: item_id, text (the eligible ones: audio from every
@@ -35,8 +42,10 @@ def select_subset(items: pd.DataFrame, n: int, *, classes: dict[str, list[str]] 
     words = items["text"].str.split().str.len()
     pool = items[(words >= min_words) & (words <= max_words)].copy()
     if classes:
+
         def first_class(text: str) -> str | None:
             return next((name for name, letters in classes.items() if any(c in text for c in letters)), None)
+
         pool["stratum_class"] = pool["text"].map(first_class)
         pool = pool[pool["stratum_class"].notna()]
     else:
@@ -55,8 +64,10 @@ def select_subset(items: pd.DataFrame, n: int, *, classes: dict[str, list[str]] 
         return out
 
     # classes take turns; within a class, its length terciles take turns
-    per_class = [pd.DataFrame(interleave([g for _, g in c.groupby("stratum_length", sort=True)]))
-                 for _, c in pool.groupby("stratum_class", sort=True)]
+    per_class = [
+        pd.DataFrame(interleave([g for _, g in c.groupby("stratum_length", sort=True)]))
+        for _, c in pool.groupby("stratum_class", sort=True)
+    ]
     picked: list[pd.Series] = []
     queues = [list(c.iterrows()) for c in per_class]
     while len(picked) < n and any(queues):
@@ -66,8 +77,15 @@ def select_subset(items: pd.DataFrame, n: int, *, classes: dict[str, list[str]] 
     return pd.DataFrame(picked).drop(columns=["stratum_class", "stratum_length"]).reset_index(drop=True)
 
 
-def counterbalanced_forms(item_ids: list[str], systems: list[str], *, n_forms: int | None = None, repeats: int = 3,
-                          controls: list[tuple[str, str]] = (), seed: int = 0) -> pd.DataFrame:
+def counterbalanced_forms(
+    item_ids: list[str],
+    systems: list[str],
+    *,
+    n_forms: int | None = None,
+    repeats: int = 3,
+    controls: list[tuple[str, str]] = (),
+    seed: int = 0,
+) -> pd.DataFrame:
     """The forms' rows (FORM_COLUMNS): kind 'test', 'repeat' or 'control'; `file` is a blinded name
     (mos_<6 hex digits>.wav) per distinct clip, the same clip keeping its name in every form; `controls` are
     (item_id, system_id) clips given to every form.
@@ -81,8 +99,9 @@ def counterbalanced_forms(item_ids: list[str], systems: list[str], *, n_forms: i
         raise ValueError("counterbalanced forms need at least one system and one item")
     n_forms = n_forms or s
     if n_forms < 1 or n_forms % s:
-        raise ValueError(f"n_forms must be a positive multiple of the {s} systems (one Latin square per {s} forms), "
-                         f"got {n_forms}")
+        raise ValueError(
+            f"n_forms must be a positive multiple of the {s} systems (one Latin square per {s} forms), got {n_forms}"
+        )
     if repeats > len(item_ids):
         raise ValueError(f"{repeats} repeats but only {len(item_ids)} items per form")
     rng = np.random.default_rng(seed)
@@ -104,8 +123,16 @@ def counterbalanced_forms(item_ids: list[str], systems: list[str], *, n_forms: i
         everything = clips + again + extra
         for position, k in enumerate(order, start=1):
             kind, (item, system) = everything[k]
-            rows.append({"form": f + 1, "position": position, "file": blinded((item, system)), "kind": kind,
-                         "item_id": item, "system_id": system})
+            rows.append(
+                {
+                    "form": f + 1,
+                    "position": position,
+                    "file": blinded((item, system)),
+                    "kind": kind,
+                    "item_id": item,
+                    "system_id": system,
+                }
+            )
     return pd.DataFrame(rows, columns=list(FORM_COLUMNS))
 
 
@@ -121,20 +148,25 @@ def analyse_mos(key: pd.DataFrame, ratings: pd.DataFrame, *, n_resamples: int = 
     bad = ratings[~ratings["score"].between(1, 5)]
     if len(bad):
         r = bad.iloc[0]
-        raise ValueError(f"score {r['score']} of rater {r['rater_id']!r} at form {r['form']}, position "
-                         f"{r['position']} is outside 1-5")
+        raise ValueError(
+            f"score {r['score']} of rater {r['rater_id']!r} at form {r['form']}, position "
+            f"{r['position']} is outside 1-5"
+        )
     joined = ratings.merge(key, on=["form", "position"], how="left", indicator=True)
     missing = joined[joined["_merge"] == "left_only"]
     if len(missing):
         r = missing.iloc[0]
-        raise ValueError(f"rater {r['rater_id']!r} rated form {r['form']} position {r['position']}, which the "
-                         "forms' key does not have: check the form number")
+        raise ValueError(
+            f"rater {r['rater_id']!r} rated form {r['form']} position {r['position']}, which the "
+            "forms' key does not have: check the form number"
+        )
     tests = joined[joined["kind"] == "test"]
     systems = []
     for system_id, g in tests.groupby("system_id", sort=True):
         ci = bootstrap_mean_ci(g["score"].to_numpy(float), n_resamples=n_resamples, seed=seed)
-        systems.append({"system_id": system_id, "mos": ci.point, "ci_low": ci.low, "ci_high": ci.high,
-                        "n_ratings": len(g)})
+        systems.append(
+            {"system_id": system_id, "mos": ci.point, "ci_low": ci.low, "ci_high": ci.high, "n_ratings": len(g)}
+        )
     units = tests.pivot_table(index="rater_id", columns=["item_id", "system_id"], values="score", aggfunc="first")
     try:  # undefined (NaN) with fewer than two raters or a single value overall
         alpha = krippendorff_alpha(units.to_numpy(float), level="ordinal")
@@ -145,9 +177,20 @@ def analyse_mos(key: pd.DataFrame, ratings: pd.DataFrame, *, n_resamples: int = 
         first = g[g["kind"] == "test"].set_index(["item_id", "system_id"])["score"]
         again = g[g["kind"] == "repeat"].set_index(["item_id", "system_id"])["score"]
         pairs = again.index.intersection(first.index)
-        raters.append({"rater_id": rater, "form": form, "n_rated": len(g),
-                       "repeat_mad": float((first[pairs] - again[pairs]).abs().mean()) if len(pairs) else np.nan,
-                       "control_mean": float(g.loc[g["kind"] == "control", "score"].mean())})
+        raters.append(
+            {
+                "rater_id": rater,
+                "form": form,
+                "n_rated": len(g),
+                "repeat_mad": float((first[pairs] - again[pairs]).abs().mean()) if len(pairs) else np.nan,
+                "control_mean": float(g.loc[g["kind"] == "control", "score"].mean()),
+            }
+        )
     n_raters = ratings["rater_id"].nunique()
-    return {"systems": pd.DataFrame(systems), "n_raters": n_raters, "preliminary": n_raters < MIN_RATERS,
-            "alpha": alpha, "raters": pd.DataFrame(raters)}
+    return {
+        "systems": pd.DataFrame(systems),
+        "n_raters": n_raters,
+        "preliminary": n_raters < MIN_RATERS,
+        "alpha": alpha,
+        "raters": pd.DataFrame(raters),
+    }

@@ -40,8 +40,9 @@ def adjust_p(pvalues: Sequence[float], method: Method = "holm") -> np.ndarray:
     p = np.asarray(pvalues, dtype=float).ravel()
     bad = np.flatnonzero(~np.isnan(p) & ((p < 0) | (p > 1)))
     if bad.size:
-        raise ValueError(f"p-value [{int(bad[0])}] = {float(p[bad[0]])!r} is outside [0, 1]: pass p-values, "
-                         "not statistics")
+        raise ValueError(
+            f"p-value [{int(bad[0])}] = {float(p[bad[0]])!r} is outside [0, 1]: pass p-values, not statistics"
+        )
     out = np.full_like(p, np.nan)
     known = np.flatnonzero(~np.isnan(p))
     if not known.size:

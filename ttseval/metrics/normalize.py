@@ -54,7 +54,7 @@ class Normalizer:
         if not isinstance(text, str):
             # ValueError, not TypeError: this is usually a null cell (None/NaN) in a row.
             message = f"normalizer {self.name!r} expects str, got {type(text).__name__}: {text!r}"
-            raise ValueError(message)  # noqa: TRY004
+            raise ValueError(message)
         return self.fn(text)
 
 
@@ -256,8 +256,10 @@ def normalizer_for(language: str, protocol: str = "ttseval") -> Normalizer:
         raise ValueError(f"language {language!r} is not a valid BCP-47 tag (e.g. 'ps-AF', 'en')") from e
     if protocol == "seed-tts-eval":
         if tag.language not in ("en", "zh"):
-            raise ValueError(f"language {language!r}: the Seed-TTS-eval WER protocol is defined for en and zh only; "
-                             "set wer_protocol = \"ttseval\" for other languages")
+            raise ValueError(
+                f"language {language!r}: the Seed-TTS-eval WER protocol is defined for en and zh only; "
+                'set wer_protocol = "ttseval" for other languages'
+            )
         return NORMALIZERS[f"seedtts-{tag.language}-v1"]
     if protocol != "ttseval":
         raise ValueError(f"unknown WER protocol {protocol!r}; valid: {', '.join(PROTOCOLS)}")

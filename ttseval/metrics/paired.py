@@ -33,8 +33,18 @@ import pandas as pd
 from ttseval.metrics.bootstrap import MIN_INTERVAL_ITEMS
 from ttseval.metrics.multiplicity import METHODS, Method, adjust_p
 
-__all__ = ["DECISION_COLUMNS", "MIN_INTERVAL_ITEMS", "PAIRED_COLUMNS", "TEST", "Paired", "all_pairs", "decide",
-           "paired_mean", "paired_ratio", "paired_table"]
+__all__ = [
+    "DECISION_COLUMNS",
+    "MIN_INTERVAL_ITEMS",
+    "PAIRED_COLUMNS",
+    "TEST",
+    "Paired",
+    "all_pairs",
+    "decide",
+    "paired_mean",
+    "paired_ratio",
+    "paired_table",
+]
 
 PAIRED_COLUMNS = ("metric", "n_items", "a", "b", "delta", "ci_low", "ci_high", "p_wilcoxon", "p_permutation")
 DECISION_COLUMNS = ("p_adjusted", "differs")
@@ -75,8 +85,16 @@ def _bca(data: tuple[np.ndarray, ...], statistic, n_resamples: int, seed: int) -
     with warnings.catch_warnings():  # every resample alike (no spread): scipy warns and returns NaN, kept as NaN
         warnings.simplefilter("ignore", stats.DegenerateDataWarning)
         warnings.simplefilter("ignore", RuntimeWarning)
-        ci = stats.bootstrap(data, statistic, n_resamples=n_resamples, confidence_level=0.95, method="BCa",
-                             paired=True, vectorized=True, rng=np.random.default_rng(seed)).confidence_interval
+        ci = stats.bootstrap(
+            data,
+            statistic,
+            n_resamples=n_resamples,
+            confidence_level=0.95,
+            method="BCa",
+            paired=True,
+            vectorized=True,
+            rng=np.random.default_rng(seed),
+        ).confidence_interval
     return float(ci.low), float(ci.high)
 
 
@@ -84,9 +102,17 @@ def _ratio_delta(ea, ta, eb, tb, axis=-1):
     return eb.sum(axis) / tb.sum(axis) - ea.sum(axis) / ta.sum(axis)
 
 
-def paired_ratio(metric: str, errors_a: np.ndarray, totals_a: np.ndarray, errors_b: np.ndarray,
-                 totals_b: np.ndarray, *, n_resamples: int = 1000, seed: int = 0,
-                 n_permutations: int | None = None) -> Paired:
+def paired_ratio(
+    metric: str,
+    errors_a: np.ndarray,
+    totals_a: np.ndarray,
+    errors_b: np.ndarray,
+    totals_b: np.ndarray,
+    *,
+    n_resamples: int = 1000,
+    seed: int = 0,
+    n_permutations: int | None = None,
+) -> Paired:
     """Pooled-ratio difference (WER, CER) of B against A over the same items, in the same order. The permutation
     test swaps each item's (errors, total) between the sides and recomputes the pooled difference.
 
@@ -112,14 +138,28 @@ def paired_ratio(metric: str, errors_a: np.ndarray, totals_a: np.ndarray, errors
     if n < 2 or (np.array_equal(ea, eb) and np.array_equal(ta, tb)):
         p_perm = float("nan")
     else:
-        p_perm = float(stats.permutation_test((np.arange(n), np.arange(n) + n), pooled, permutation_type="samples",
-                                              vectorized=True, n_resamples=n_permutations or n_resamples,
-                                              rng=np.random.default_rng(seed)).pvalue)
+        p_perm = float(
+            stats.permutation_test(
+                (np.arange(n), np.arange(n) + n),
+                pooled,
+                permutation_type="samples",
+                vectorized=True,
+                n_resamples=n_permutations or n_resamples,
+                rng=np.random.default_rng(seed),
+            ).pvalue
+        )
     return Paired(metric, n, float(a), float(b), float(b - a), low, high, _wilcoxon(eb / tb - ea / ta), p_perm)
 
 
-def paired_mean(metric: str, a: np.ndarray, b: np.ndarray, *, n_resamples: int = 1000, seed: int = 0,
-                n_permutations: int | None = None) -> Paired:
+def paired_mean(
+    metric: str,
+    a: np.ndarray,
+    b: np.ndarray,
+    *,
+    n_resamples: int = 1000,
+    seed: int = 0,
+    n_permutations: int | None = None,
+) -> Paired:
     """Mean per-item difference B - A (MOS and other per-item scores) over the same items, in the same order; the
     permutation test flips the sign of each item's difference."""
     from scipy import stats
@@ -132,11 +172,19 @@ def paired_mean(metric: str, a: np.ndarray, b: np.ndarray, *, n_resamples: int =
     if len(diff) < 2 or np.all(diff == 0):
         p_perm = float("nan")
     else:
-        p_perm = float(stats.permutation_test((diff,), np.mean, permutation_type="samples", vectorized=True,
-                                              n_resamples=n_permutations or n_resamples,
-                                              rng=np.random.default_rng(seed)).pvalue)
-    return Paired(metric, len(diff), float(xa.mean()), float(xb.mean()), float(diff.mean()), low, high,
-                  _wilcoxon(diff), p_perm)
+        p_perm = float(
+            stats.permutation_test(
+                (diff,),
+                np.mean,
+                permutation_type="samples",
+                vectorized=True,
+                n_resamples=n_permutations or n_resamples,
+                rng=np.random.default_rng(seed),
+            ).pvalue
+        )
+    return Paired(
+        metric, len(diff), float(xa.mean()), float(xb.mean()), float(diff.mean()), low, high, _wilcoxon(diff), p_perm
+    )
 
 
 def decide(family: pd.DataFrame, *, alpha: float = 0.05, method: Method = "holm") -> pd.DataFrame:
@@ -156,9 +204,16 @@ def decide(family: pd.DataFrame, *, alpha: float = 0.05, method: Method = "holm"
     return out
 
 
-def paired_table(a_transcripts: pd.DataFrame, b_transcripts: pd.DataFrame, a_quality: pd.DataFrame,
-                 b_quality: pd.DataFrame, *, n_resamples: int = 1000, seed: int = 0,
-                 n_permutations: int | None = None) -> pd.DataFrame:
+def paired_table(
+    a_transcripts: pd.DataFrame,
+    b_transcripts: pd.DataFrame,
+    a_quality: pd.DataFrame,
+    b_quality: pd.DataFrame,
+    *,
+    n_resamples: int = 1000,
+    seed: int = 0,
+    n_permutations: int | None = None,
+) -> pd.DataFrame:
     """WER, CER and MOS of B against A on the items both have (ok rows), one row per metric (PAIRED_COLUMNS,
     undecided: `decide` takes the whole family); a metric without common items is left out. Transcripts: item_id,
     status, word_errors, ref_words, char_errors, ref_chars (one recogniser); quality: item_id, status, mos."""
@@ -168,18 +223,38 @@ def paired_table(a_transcripts: pd.DataFrame, b_transcripts: pd.DataFrame, a_qua
     if len(common):
         ta, tb = ta.loc[common], tb.loc[common]
         for metric, errors, totals in (("wer", "word_errors", "ref_words"), ("cer", "char_errors", "ref_chars")):
-            rows.append(paired_ratio(metric, ta[errors], ta[totals], tb[errors], tb[totals],
-                                     n_resamples=n_resamples, seed=seed, n_permutations=n_permutations))
+            rows.append(
+                paired_ratio(
+                    metric,
+                    ta[errors],
+                    ta[totals],
+                    tb[errors],
+                    tb[totals],
+                    n_resamples=n_resamples,
+                    seed=seed,
+                    n_permutations=n_permutations,
+                )
+            )
     qa, qb = (q[(q["status"] == "ok") & q["mos"].notna()].set_index("item_id")["mos"] for q in (a_quality, b_quality))
     shared = qa.index.intersection(qb.index)
     if len(shared):
-        rows.append(paired_mean("mos", qa.loc[shared], qb.loc[shared], n_resamples=n_resamples, seed=seed,
-                                n_permutations=n_permutations))
+        rows.append(
+            paired_mean(
+                "mos", qa.loc[shared], qb.loc[shared], n_resamples=n_resamples, seed=seed, n_permutations=n_permutations
+            )
+        )
     return pd.DataFrame([asdict(r) for r in rows], columns=list(PAIRED_COLUMNS))
 
 
-def all_pairs(metric: str, values: pd.DataFrame, *, totals: pd.DataFrame | None = None, n_resamples: int = 1000,
-              seed: int = 0, n_permutations: int | None = None) -> pd.DataFrame:
+def all_pairs(
+    metric: str,
+    values: pd.DataFrame,
+    *,
+    totals: pd.DataFrame | None = None,
+    n_resamples: int = 1000,
+    seed: int = 0,
+    n_permutations: int | None = None,
+) -> pd.DataFrame:
     """Every pair of systems compared item by item (the significance matrix's tests, undecided: `decide` takes the
     family): one row per pair (system_a, system_b) in column order, a before b, with PAIRED_COLUMNS for b - a on
     the items both have (there `a` and `b` are the two systems' values). `values` is item x system: per-item
@@ -188,18 +263,31 @@ def all_pairs(metric: str, values: pd.DataFrame, *, totals: pd.DataFrame | None 
     rows = []
     systems = list(values.columns)
     for k, a in enumerate(systems):
-        for b in systems[k + 1:]:
+        for b in systems[k + 1 :]:
             both = values[[a, b]].notna().all(axis=1)
             if totals is not None:
                 both &= totals[[a, b]].notna().all(axis=1)
             if not both.any():
                 continue
             if totals is None:
-                r = paired_mean(metric, values.loc[both, a], values.loc[both, b], n_resamples=n_resamples, seed=seed,
-                                n_permutations=n_permutations)
+                r = paired_mean(
+                    metric,
+                    values.loc[both, a],
+                    values.loc[both, b],
+                    n_resamples=n_resamples,
+                    seed=seed,
+                    n_permutations=n_permutations,
+                )
             else:
-                r = paired_ratio(metric, values.loc[both, a], totals.loc[both, a], values.loc[both, b],
-                                 totals.loc[both, b], n_resamples=n_resamples, seed=seed,
-                                 n_permutations=n_permutations)
+                r = paired_ratio(
+                    metric,
+                    values.loc[both, a],
+                    totals.loc[both, a],
+                    values.loc[both, b],
+                    totals.loc[both, b],
+                    n_resamples=n_resamples,
+                    seed=seed,
+                    n_permutations=n_permutations,
+                )
             rows.append({"system_a": a, "system_b": b} | asdict(r))
     return pd.DataFrame(rows, columns=["system_a", "system_b", *PAIRED_COLUMNS])

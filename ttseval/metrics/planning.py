@@ -23,8 +23,12 @@ import numpy as np
 __all__ = ["EFFECT_SIZES", "MAX_ITEMS", "items_needed", "per_item_sd", "power_of"]
 
 # Differences worth detecting, per metric, in the metric's units (WER/CER as fractions, MOS points).
-EFFECT_SIZES: dict[str, tuple[float, ...]] = {"wer": (0.01, 0.02, 0.05), "cer": (0.005, 0.01, 0.02),
-                                              "mos": (0.05, 0.1, 0.2), "sim": (0.01, 0.02, 0.05)}
+EFFECT_SIZES: dict[str, tuple[float, ...]] = {
+    "wer": (0.01, 0.02, 0.05),
+    "cer": (0.005, 0.01, 0.02),
+    "mos": (0.05, 0.1, 0.2),
+    "sim": (0.01, 0.02, 0.05),
+}
 MAX_ITEMS = 1_000_000  # past this the planner answers "more than"
 
 

@@ -13,8 +13,13 @@ import pandas as pd
 __all__ = ["threshold_breaches"]
 
 
-def threshold_breaches(summary: pd.DataFrame, *, min_completion: float | None = None,
-                       regressions: pd.DataFrame | None = None, fail_on_regression: bool = False) -> list[str]:
+def threshold_breaches(
+    summary: pd.DataFrame,
+    *,
+    min_completion: float | None = None,
+    regressions: pd.DataFrame | None = None,
+    fail_on_regression: bool = False,
+) -> list[str]:
     """One line per breach, for a person: each system whose completion is below `min_completion` (the summary has
     one row per system and recogniser; completion is the system's, so each system is named once), and, with
     `fail_on_regression`, each change the drift report flags as worse (`regressions`: metrics.drift rows with
@@ -24,13 +29,17 @@ def threshold_breaches(summary: pd.DataFrame, *, min_completion: float | None = 
         per_system = summary.drop_duplicates("system_id")
         for row in per_system.itertuples(index=False):
             if row.completion_rate < min_completion:
-                out.append(f"system {row.system_spec}: completion {100 * row.completion_rate:.1f}% "
-                           f"({row.n_ok}/{row.n_items}) is below min_completion {100 * min_completion:.1f}%")
+                out.append(
+                    f"system {row.system_spec}: completion {100 * row.completion_rate:.1f}% "
+                    f"({row.n_ok}/{row.n_items}) is below min_completion {100 * min_completion:.1f}%"
+                )
     if fail_on_regression and regressions is not None and not regressions.empty:
-        worse = regressions[regressions["flagged"].fillna(False).astype(bool)
-                            & (regressions["direction"] == "worse")]
+        worse = regressions[regressions["flagged"].fillna(False).astype(bool) & (regressions["direction"] == "worse")]
         for row in worse.to_dict("records"):
             asr = row.get("asr_spec")
-            out.append(f"regression flagged: {row['system_spec']}" + (f" ({asr})" if isinstance(asr, str) else "")
-                       + f" {row['metric']} {row['previous']:.4g} -> {row['current']:.4g}, worse than the previous run")
+            out.append(
+                f"regression flagged: {row['system_spec']}"
+                + (f" ({asr})" if isinstance(asr, str) else "")
+                + f" {row['metric']} {row['previous']:.4g} -> {row['current']:.4g}, worse than the previous run"
+            )
     return out

@@ -41,20 +41,35 @@ def position_bias(judgments: pd.DataFrame, audit: pd.DataFrame) -> tuple[pd.Data
     both = drawn.merge(swapped, on=KEY, suffixes=("", "_swapped"))
     judges, systems = [], []
     for judge_id, pairs in both.groupby("judge_id", sort=False):
-        heard = pd.concat([pairs[["winner", "candidate_first"]],
-                           pairs[["winner_swapped", "candidate_first_swapped"]].set_axis(
-                               ["winner", "candidate_first"], axis=1)])
+        heard = pd.concat(
+            [
+                pairs[["winner", "candidate_first"]],
+                pairs[["winner_swapped", "candidate_first_swapped"]].set_axis(["winner", "candidate_first"], axis=1),
+            ]
+        )
         first = _first_won(heard)
-        judges.append({"judge_id": judge_id, "n_audited": len(pairs),
-                       "consistency": float((pairs["winner"] == pairs["winner_swapped"]).mean()),
-                       "first_position_wins": float(first.mean()) if len(first) else float("nan")})
-        mine = drawn[drawn["judge_id"] == judge_id].merge(
-            pairs[[*KEY, "winner_swapped"]], on=KEY, how="left")
+        judges.append(
+            {
+                "judge_id": judge_id,
+                "n_audited": len(pairs),
+                "consistency": float((pairs["winner"] == pairs["winner_swapped"]).mean()),
+                "first_position_wins": float(first.mean()) if len(first) else float("nan"),
+            }
+        )
+        mine = drawn[drawn["judge_id"] == judge_id].merge(pairs[[*KEY, "winner_swapped"]], on=KEY, how="left")
         score = mine["winner"].map(SCORE)
         with_swap = score.where(mine["winner_swapped"].isna(), (score + mine["winner_swapped"].map(SCORE)) / 2)
         per_system = pd.DataFrame({"system_id": mine["system_id"], "drawn": score, "swapped": with_swap})
         for system_id, g in per_system.groupby("system_id", sort=True):
-            systems.append({"judge_id": judge_id, "system_id": system_id, "win_rate": float(g["drawn"].mean()),
-                            "win_rate_swapped": float(g["swapped"].mean())})
-    return (pd.DataFrame(judges, columns=["judge_id", "n_audited", "consistency", "first_position_wins"]),
-            pd.DataFrame(systems, columns=["judge_id", "system_id", "win_rate", "win_rate_swapped"]))
+            systems.append(
+                {
+                    "judge_id": judge_id,
+                    "system_id": system_id,
+                    "win_rate": float(g["drawn"].mean()),
+                    "win_rate_swapped": float(g["swapped"].mean()),
+                }
+            )
+    return (
+        pd.DataFrame(judges, columns=["judge_id", "n_audited", "consistency", "first_position_wins"]),
+        pd.DataFrame(systems, columns=["judge_id", "system_id", "win_rate", "win_rate_swapped"]),
+    )

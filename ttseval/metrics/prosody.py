@@ -39,8 +39,11 @@ def f0_stats(samples: np.ndarray, rate_hz: int, *, fmin: float = 65.0, fmax: flo
     if not len(hz):
         return {"f0_mean_hz": float("nan"), "f0_range_st": float("nan"), "voiced_share": 0.0}
     low, high = np.percentile(hz, [5, 95])
-    return {"f0_mean_hz": float(hz.mean()), "f0_range_st": float(12 * np.log2(high / low)),
-            "voiced_share": float(len(hz) / len(f0))}
+    return {
+        "f0_mean_hz": float(hz.mean()),
+        "f0_range_st": float(12 * np.log2(high / low)),
+        "voiced_share": float(len(hz) / len(f0)),
+    }
 
 
 @functools.cache
@@ -48,8 +51,9 @@ def _vad() -> Any:
     try:
         from silero_vad import load_silero_vad
     except ImportError as e:
-        raise ImportError("speech segments need silero-vad (its weights ship in the wheel): "
-                          "pip install 'ttseval[engines]'") from e
+        raise ImportError(
+            "speech segments need silero-vad (its weights ship in the wheel): pip install 'ttseval[engines]'"
+        ) from e
     return load_silero_vad()
 
 
@@ -61,8 +65,13 @@ def speech_segments(samples: np.ndarray, rate_hz: int) -> list[tuple[float, floa
     y = resample(samples, rate_hz, VAD_RATE_HZ)
     if len(y) < VAD_RATE_HZ // 20:
         return []
-    found = get_speech_timestamps(torch.from_numpy(np.ascontiguousarray(y)), _vad(), sampling_rate=VAD_RATE_HZ,
-                                  return_seconds=True, min_silence_duration_ms=100)
+    found = get_speech_timestamps(
+        torch.from_numpy(np.ascontiguousarray(y)),
+        _vad(),
+        sampling_rate=VAD_RATE_HZ,
+        return_seconds=True,
+        min_silence_duration_ms=100,
+    )
     return [(float(s["start"]), float(s["end"])) for s in found]
 
 
@@ -86,9 +95,13 @@ def timing(segments: list[tuple[float, float]], duration_s: float, *, pause_s: f
         return Timing(0.0, duration_s, duration_s, 0, 0.0)
     gaps = [b[0] - a[1] for a, b in zip(segments, segments[1:])]
     long = [g for g in gaps if g >= pause_s]
-    return Timing(speech_s=float(sum(e - s for s, e in segments)), leading_silence_s=float(segments[0][0]),
-                  trailing_silence_s=float(max(0.0, duration_s - segments[-1][1])), n_long_pauses=len(long),
-                  longest_pause_s=float(max(gaps, default=0.0)))
+    return Timing(
+        speech_s=float(sum(e - s for s, e in segments)),
+        leading_silence_s=float(segments[0][0]),
+        trailing_silence_s=float(max(0.0, duration_s - segments[-1][1])),
+        n_long_pauses=len(long),
+        longest_pause_s=float(max(gaps, default=0.0)),
+    )
 
 
 def speaking_rate(n_words: int, speech_s: float) -> float:

@@ -34,12 +34,19 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ttseval.core.config import Insv as Thresholds
 from ttseval.metrics.script import DigitPolicy, corpus_sfr, language_data, script_fidelity
 from ttseval.metrics.summary import summarize_systems
-from ttseval.core.config import Insv as Thresholds
 
-__all__ = ["CARD_COLUMNS", "Thresholds", "grapheme_class_wer", "insv_card", "lid_status", "per_sentence",
-           "recogniser_rankings"]
+__all__ = [
+    "CARD_COLUMNS",
+    "Thresholds",
+    "grapheme_class_wer",
+    "insv_card",
+    "lid_status",
+    "per_sentence",
+    "recogniser_rankings",
+]
 
 CONFIRMED, CANDIDATE, NOT_OBSERVED, NATIVE = "confirmed", "candidate", "not observed", "needs native annotation"
 CARD_COLUMNS = (
@@ -53,15 +60,19 @@ CARD_COLUMNS = (
 def _base(language: object) -> str | None:
     from ttseval.core.languages import base_language
 
-    return None if language is None or (isinstance(language, float) and np.isnan(language)) else base_language(
-        str(language))
+    return (
+        None
+        if language is None or (isinstance(language, float) and np.isnan(language))
+        else base_language(str(language))
+    )
 
 
 def per_sentence(items: pd.DataFrame, transcripts: pd.DataFrame, *, digits: DigitPolicy = "exclude") -> pd.DataFrame:
     """The ok transcripts with their item's language and text, each one's SFR (NaN when undefined or when the
     language has no script data) and whether the recogniser detected the target language (None: no detection)."""
-    ok = transcripts[transcripts["status"] == "ok"].merge(items[["item_id", "language", "text"]], on="item_id",
-                                                          how="left")
+    ok = transcripts[transcripts["status"] == "ok"].merge(
+        items[["item_id", "language", "text"]], on="item_id", how="left"
+    )
 
     def sfr(r: pd.Series) -> float:
         try:
@@ -73,8 +84,9 @@ def per_sentence(items: pd.DataFrame, transcripts: pd.DataFrame, *, digits: Digi
 
     ok["sfr"] = ok.apply(sfr, axis=1) if len(ok) else pd.Series(dtype=float)
     detected = ok["detected_language"] if "detected_language" in ok else pd.Series(None, index=ok.index)
-    ok["asr_lid_target"] = [None if d is None or d != d else _base(d) == _base(lang)
-                            for d, lang in zip(detected, ok["language"])]
+    ok["asr_lid_target"] = [
+        None if d is None or d != d else _base(d) == _base(lang) for d, lang in zip(detected, ok["language"])
+    ]
     return ok
 
 
@@ -101,8 +113,9 @@ def grapheme_class_wer(rows: pd.DataFrame, language: str) -> pd.DataFrame:
         has = rows["text"].map(lambda s, letters=letters: any(c in s for c in letters)) if len(rows) else rows["text"]
         sub = rows[has.astype(bool)] if len(rows) else rows
         wer = sub["word_errors"].sum() / sub["ref_words"].sum() if len(sub) else np.nan
-        out.append({"class": name, "letters": "".join(letters), "n_items": len(sub), "wer": wer,
-                    "overall_wer": overall})
+        out.append(
+            {"class": name, "letters": "".join(letters), "n_items": len(sub), "wer": wer, "overall_wer": overall}
+        )
     return pd.DataFrame(out, columns=["class", "letters", "n_items", "wer", "overall_wer"])
 
 
@@ -120,16 +133,31 @@ def _f2(gate_v: str, gate_s: str, asr_lid: float, text_lid: float, t: Thresholds
         return NOT_OBSERVED
     if gate_v == "unresolved":
         return NATIVE
-    signals = [name for name, fired in (("SFR", gate_s == "fail"), ("recogniser's detection", _low(asr_lid, t)),
-                                        ("transcript language", _low(text_lid, t))) if fired]
+    signals = [
+        name
+        for name, fired in (
+            ("SFR", gate_s == "fail"),
+            ("recogniser's detection", _low(asr_lid, t)),
+            ("transcript language", _low(text_lid, t)),
+        )
+        if fired
+    ]
     if signals:
         return f"{CANDIDATE} ({', '.join(signals)}; no LID model)"
     return NATIVE
 
 
-def insv_card(items: pd.DataFrame, synthesis: pd.DataFrame, transcripts: pd.DataFrame,
-              lid: pd.DataFrame | None = None, *, roles: dict[str, str] | None = None,
-              thresholds: Thresholds = Thresholds(), n_resamples: int = 1000, seed: int = 0) -> pd.DataFrame:
+def insv_card(
+    items: pd.DataFrame,
+    synthesis: pd.DataFrame,
+    transcripts: pd.DataFrame,
+    lid: pd.DataFrame | None = None,
+    *,
+    roles: dict[str, str] | None = None,
+    thresholds: Thresholds = Thresholds(),
+    n_resamples: int = 1000,
+    seed: int = 0,
+) -> pd.DataFrame:
     """One report-card row per (system, language, recogniser), CARD_COLUMNS.
 
     Args:
@@ -155,11 +183,24 @@ def insv_card(items: pd.DataFrame, synthesis: pd.DataFrame, transcripts: pd.Data
         syn = synthesis[synthesis["item_id"].isin(ids)]
         if syn.empty:
             continue
-        summary = summarize_systems(lang_items, syn, transcripts[transcripts["item_id"].isin(ids)], no_quality,
-                                    n_resamples=n_resamples, seed=seed)
+        summary = summarize_systems(
+            lang_items,
+            syn,
+            transcripts[transcripts["item_id"].isin(ids)],
+            no_quality,
+            n_resamples=n_resamples,
+            seed=seed,
+        )
         for s in summary.to_dict("records"):
-            mine = sentences[(sentences["system_id"] == s["system_id"]) & (sentences["asr_id"] == s["asr_id"])
-                             & sentences["item_id"].isin(ids)] if s["asr_id"] is not None else sentences.iloc[0:0]
+            mine = (
+                sentences[
+                    (sentences["system_id"] == s["system_id"])
+                    & (sentences["asr_id"] == s["asr_id"])
+                    & sentences["item_id"].isin(ids)
+                ]
+                if s["asr_id"] is not None
+                else sentences.iloc[0:0]
+            )
             n_audio = s["n_ok"]
             sfr = corpus_sfr(mine["sfr"])
             gate_s = "undefined" if np.isnan(sfr.mean) else ("pass" if sfr.mean >= t.sfr else "fail")
@@ -180,23 +221,43 @@ def insv_card(items: pd.DataFrame, synthesis: pd.DataFrame, transcripts: pd.Data
             classes = grapheme_class_wer(mine, language)
             tested = classes[classes["n_items"] >= t.f3_min_items]
             flagged = tested[tested["wer"] >= t.f3_ratio * tested["overall_wer"]] if len(tested) else tested
-            f1 = (CONFIRMED if n_audio < s["n_items"] else CANDIDATE if sfr.n_undefined else NOT_OBSERVED)
+            f1 = CONFIRMED if n_audio < s["n_items"] else CANDIDATE if sfr.n_undefined else NOT_OBSERVED
             role = roles.get(s["system_id"], "tts")
-            rows.append({
-                "system_id": s["system_id"], "system_spec": s["system_spec"], "role": role, "language": language,
-                "asr_id": s["asr_id"], "asr_spec": s["asr_spec"], "n_items": s["n_items"], "n_audio": n_audio,
-                "completion_rate": s["completion_rate"],
-                "gate_f1": "pass" if s["completion_rate"] >= t.completion else "fail",
-                "sfr": sfr.mean, "n_sfr_undefined": sfr.n_undefined, "gate_s": gate_s, "lid_rates": rates,
-                "asr_lid_rate": asr_lid, "text_lid_rate": text_lid, "gate_v": gate_v, "wer": s["wer"], "wer_ci_low": s["wer_ci_low"],
-                "wer_ci_high": s["wer_ci_high"], "cer": s["cer"], "perfect_pct": s["perfect_pct"],
-                "low_error_pct": 100.0 * float((wer_u <= t.low_error_wer).mean()) if len(wer_u) else np.nan,
-                "n_high_cer_wer": high, "f3_classes": ", ".join(flagged["class"]),
-                "f1": f1, "f2": _f2(gate_v, gate_s, asr_lid, text_lid, t, role),
-                "f3": CANDIDATE if len(flagged) else (NOT_OBSERVED if len(tested) else NATIVE),
-                "f4": NATIVE, "f5": (CANDIDATE if high else NOT_OBSERVED) if len(wer_rows) else NATIVE,
-                "n_for_mos": n_audio,
-            })
+            rows.append(
+                {
+                    "system_id": s["system_id"],
+                    "system_spec": s["system_spec"],
+                    "role": role,
+                    "language": language,
+                    "asr_id": s["asr_id"],
+                    "asr_spec": s["asr_spec"],
+                    "n_items": s["n_items"],
+                    "n_audio": n_audio,
+                    "completion_rate": s["completion_rate"],
+                    "gate_f1": "pass" if s["completion_rate"] >= t.completion else "fail",
+                    "sfr": sfr.mean,
+                    "n_sfr_undefined": sfr.n_undefined,
+                    "gate_s": gate_s,
+                    "lid_rates": rates,
+                    "asr_lid_rate": asr_lid,
+                    "text_lid_rate": text_lid,
+                    "gate_v": gate_v,
+                    "wer": s["wer"],
+                    "wer_ci_low": s["wer_ci_low"],
+                    "wer_ci_high": s["wer_ci_high"],
+                    "cer": s["cer"],
+                    "perfect_pct": s["perfect_pct"],
+                    "low_error_pct": 100.0 * float((wer_u <= t.low_error_wer).mean()) if len(wer_u) else np.nan,
+                    "n_high_cer_wer": high,
+                    "f3_classes": ", ".join(flagged["class"]),
+                    "f1": f1,
+                    "f2": _f2(gate_v, gate_s, asr_lid, text_lid, t, role),
+                    "f3": CANDIDATE if len(flagged) else (NOT_OBSERVED if len(tested) else NATIVE),
+                    "f4": NATIVE,
+                    "f5": (CANDIDATE if high else NOT_OBSERVED) if len(wer_rows) else NATIVE,
+                    "n_for_mos": n_audio,
+                }
+            )
     card = pd.DataFrame(rows, columns=list(CARD_COLUMNS))
     natural = card[card["role"] == "natural"].groupby(["language", "asr_id"])["wer"].mean()
     card["natural_wer"] = [natural.get((lang, asr), np.nan) for lang, asr in zip(card["language"], card["asr_id"])]

@@ -28,8 +28,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-__all__ = ["DigitPolicy", "CorpusSFR", "allowed_scripts", "corpus_sfr", "countable", "language_data",
-           "script_fidelity", "script_of"]
+__all__ = [
+    "CorpusSFR",
+    "DigitPolicy",
+    "allowed_scripts",
+    "corpus_sfr",
+    "countable",
+    "language_data",
+    "script_fidelity",
+    "script_of",
+]
 
 DATA = Path(__file__).parent / "data" / "languages.toml"
 KASHIDA = "\u0640"
@@ -91,9 +99,15 @@ def script_of(ch: str, scripts: Iterable[str]) -> bool:
 def countable(ch: str, digits: DigitPolicy = "exclude") -> bool:
     """Whether a character enters SFR's denominator (the rules in the module docstring, one test each)."""
     category = unicodedata.category(ch)
-    return not (ch.isspace() or not ch.isprintable() or unicodedata.combining(ch) or ch == KASHIDA
-                or ch in ASCII_PUNCTUATION or category.startswith("P")
-                or (digits == "exclude" and category == "Nd"))
+    return not (
+        ch.isspace()
+        or not ch.isprintable()
+        or unicodedata.combining(ch)
+        or ch == KASHIDA
+        or ch in ASCII_PUNCTUATION
+        or category.startswith("P")
+        or (digits == "exclude" and category == "Nd")
+    )
 
 
 def script_fidelity(text: str, language: str, *, digits: DigitPolicy = "exclude") -> float | None:

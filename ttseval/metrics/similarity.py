@@ -44,7 +44,16 @@ def similarity_summary(similarity: pd.DataFrame, *, n_resamples: int, seed: int)
     for (encoder_id, system_id), group in ok.groupby(["encoder_id", "system_id"], sort=False):
         values = group["similarity"].astype(float).to_numpy()
         ci = bootstrap_mean_ci(values, n_resamples=n_resamples, seed=seed)
-        rows.append({"encoder_id": encoder_id, "encoder_spec": group["encoder_spec"].iloc[0], "system_id": system_id,
-                     "n": len(values), "sim": ci.point, "sim_ci_low": ci.low, "sim_ci_high": ci.high,
-                     "reference": "+".join(sorted(set(group["reference"])))})
+        rows.append(
+            {
+                "encoder_id": encoder_id,
+                "encoder_spec": group["encoder_spec"].iloc[0],
+                "system_id": system_id,
+                "n": len(values),
+                "sim": ci.point,
+                "sim_ci_low": ci.low,
+                "sim_ci_high": ci.high,
+                "reference": "+".join(sorted(set(group["reference"]))),
+            }
+        )
     return pd.DataFrame(rows, columns=columns)

@@ -65,10 +65,23 @@ def _inputs(
     """The ok synthesis rows, and the ok transcripts of those clips (a transcript of a clip this summary has no
     ok synthesis for, e.g. of a system left out, is not counted)."""
     _require_columns(items, "items", ["item_id", *item_columns])
-    _require_columns(synthesis, "synthesis", ["item_id", "system_id", "system_spec", "status", "duration_s", "latency_s"])
     _require_columns(
-        transcripts, "transcripts", ["item_id", "system_id", "asr_id", "asr_spec", "status", "word_errors",
-                                     "ref_words", "char_errors", "ref_chars"]
+        synthesis, "synthesis", ["item_id", "system_id", "system_spec", "status", "duration_s", "latency_s"]
+    )
+    _require_columns(
+        transcripts,
+        "transcripts",
+        [
+            "item_id",
+            "system_id",
+            "asr_id",
+            "asr_spec",
+            "status",
+            "word_errors",
+            "ref_words",
+            "char_errors",
+            "ref_chars",
+        ],
     )
     if len(items) == 0:
         raise ValueError("items is empty: completion and error rates need at least one item")
@@ -221,8 +234,9 @@ def summarize_systems(
         )
         for asr_id, asr_spec in _recognisers(transcripts, system_id):
             ok_tr = ok_tr_all[(ok_tr_all["system_id"] == system_id) & (ok_tr_all["asr_id"] == asr_id)]
-            rows.append(system | {"asr_id": asr_id, "asr_spec": asr_spec}
-                        | _error_rates(ok_tr, system_id, n_resamples, seed))
+            rows.append(
+                system | {"asr_id": asr_id, "asr_spec": asr_spec} | _error_rates(ok_tr, system_id, n_resamples, seed)
+            )
     return _typed(rows, SUMMARY_COLUMNS, _INT_COLUMNS)
 
 
@@ -271,8 +285,18 @@ def summarize_by(
                 n_ok = int(((syn_group == group) & (syn["status"] == "ok")).sum())
                 group_tr = ok_tr[tr_group == group]
                 wer, cer = _rates(group_tr)
-                rows.append({"system_id": system_id, "asr_id": asr_id, by: group, "n_items": n_items, "n_ok": n_ok,
-                             "completion_rate": n_ok / n_items, "n_transcribed": len(group_tr), "wer": wer,
-                             "cer": cer})
+                rows.append(
+                    {
+                        "system_id": system_id,
+                        "asr_id": asr_id,
+                        by: group,
+                        "n_items": n_items,
+                        "n_ok": n_ok,
+                        "completion_rate": n_ok / n_items,
+                        "n_transcribed": len(group_tr),
+                        "wer": wer,
+                        "cer": cer,
+                    }
+                )
     columns = ["system_id", "asr_id", by, "n_items", "n_ok", "completion_rate", "n_transcribed", "wer", "cer"]
     return _typed(rows, columns, ("n_items", "n_ok", "n_transcribed"))

@@ -40,13 +40,40 @@ from ttseval.metrics.registry import METRICS
 __all__ = ["TREND_COLUMNS", "TREND_METRICS", "cusum", "night_values", "trend_changes"]
 
 # The metrics a trend follows, in display order.
-TREND_METRICS: tuple[str, ...] = ("completion_rate", "wer", "cer", "mos", "similarity", "win_rate", "latency_s",
-                                  "first_byte_s", "error_rate", "duration_s", "f0_mean_hz", "speech_s")
+TREND_METRICS: tuple[str, ...] = (
+    "completion_rate",
+    "wer",
+    "cer",
+    "mos",
+    "similarity",
+    "win_rate",
+    "latency_s",
+    "first_byte_s",
+    "error_rate",
+    "duration_s",
+    "f0_mean_hz",
+    "speech_s",
+)
 CANARY_MEASURES = ("duration_s", "f0_mean_hz", "speech_s")  # no better side: a change either way is a change
 NON_NEGATIVE = ("latency_s", "first_byte_s", *CANARY_MEASURES)  # a normal interval's low end is cut at 0
 
-TREND_COLUMNS = ["night", "run_id", "system_id", "system_spec", "metric", "detail", "value", "ci_low", "ci_high",
-                 "se", "n", "z", "cusum", "step", "drift"]
+TREND_COLUMNS = [
+    "night",
+    "run_id",
+    "system_id",
+    "system_spec",
+    "metric",
+    "detail",
+    "value",
+    "ci_low",
+    "ci_high",
+    "se",
+    "n",
+    "z",
+    "cusum",
+    "step",
+    "drift",
+]
 
 Z95 = 1.959963984540054
 
@@ -58,13 +85,30 @@ def side(metric: str) -> int:
     return -1 if METRICS[metric].higher_is_better else 1
 
 
-def _row(system_id: str, spec: str, metric: str, detail: str, value: float, se: float, n: int,
-         ci: tuple[float, float] | None = None) -> dict:
+def _row(
+    system_id: str,
+    spec: str,
+    metric: str,
+    detail: str,
+    value: float,
+    se: float,
+    n: int,
+    ci: tuple[float, float] | None = None,
+) -> dict:
     low, high = ci if ci is not None else (value - Z95 * se, value + Z95 * se)
     if metric in NON_NEGATIVE:
         low = max(low, 0.0)
-    return {"system_id": system_id, "system_spec": spec, "metric": metric, "detail": detail, "value": float(value),
-            "ci_low": float(low), "ci_high": float(high), "se": float(se), "n": int(n)}
+    return {
+        "system_id": system_id,
+        "system_spec": spec,
+        "metric": metric,
+        "detail": detail,
+        "value": float(value),
+        "ci_low": float(low),
+        "ci_high": float(high),
+        "se": float(se),
+        "n": int(n),
+    }
 
 
 def _mean(values: pd.Series) -> tuple[float, float, int]:
@@ -92,7 +136,7 @@ def _ratio(errors: pd.Series, words: pd.Series) -> tuple[float, float]:
     if n < 2:
         return r, math.nan
     residual = e - r * w
-    return r, float(math.sqrt((residual ** 2).sum() / (n * (n - 1))) / w.mean())
+    return r, float(math.sqrt((residual**2).sum() / (n * (n - 1))) / w.mean())
 
 
 def night_values(tables: Mapping[str, pd.DataFrame], remote: Sequence[str] = ()) -> pd.DataFrame:
@@ -122,17 +166,29 @@ def night_values(tables: Mapping[str, pd.DataFrame], remote: Sequence[str] = ())
     similarity = tables.get("similarity")
     if similarity is not None and len(similarity):
         for (system_id, encoder), group in similarity[similarity["status"] == "ok"].groupby(
-                ["system_id", "encoder_spec"]):
-            rows.append(_row(system_id, specs.get(system_id, system_id), "similarity", encoder,
-                             *_mean(group["similarity"])))
+            ["system_id", "encoder_spec"]
+        ):
+            rows.append(
+                _row(system_id, specs.get(system_id, system_id), "similarity", encoder, *_mean(group["similarity"]))
+            )
     winrates = tables.get("winrates")
     if winrates is not None and len(winrates):
         for r in winrates[(winrates["level"] == "overall") & (winrates["n_judged"] > 0)].itertuples():
             p, se, ci = _proportion(r.win_rate * r.n_judged, int(r.n_judged))
             if not pd.isna(r.win_rate_ci_low):
                 ci = (r.win_rate_ci_low, r.win_rate_ci_high)
-            rows.append(_row(r.system_id, specs.get(r.system_id, r.system_id), "win_rate", r.judge_spec, p, se,
-                             int(r.n_judged), ci))
+            rows.append(
+                _row(
+                    r.system_id,
+                    specs.get(r.system_id, r.system_id),
+                    "win_rate",
+                    r.judge_spec,
+                    p,
+                    se,
+                    int(r.n_judged),
+                    ci,
+                )
+            )
     rows += _remote_rows(tables, remote)
     return pd.DataFrame(rows, columns=TREND_COLUMNS[2:11])
 
@@ -140,8 +196,11 @@ def night_values(tables: Mapping[str, pd.DataFrame], remote: Sequence[str] = ())
 def _remote_rows(tables: Mapping[str, pd.DataFrame], remote: Sequence[str]) -> list[dict]:
     """A remote voice's requests of the night (its rows that made a call: not reused) and its fresh clips."""
     synthesis = tables["synthesis"]
-    called = synthesis[synthesis["system_spec"].isin(remote) & ~synthesis["cache_hit"].fillna(False).astype(bool)
-                       & (synthesis["attempt"].fillna(0) > 0)]
+    called = synthesis[
+        synthesis["system_spec"].isin(remote)
+        & ~synthesis["cache_hit"].fillna(False).astype(bool)
+        & (synthesis["attempt"].fillna(0) > 0)
+    ]
     prosody = tables.get("prosody")
     rows = []
     for (system_id, spec), group in called.groupby(["system_id", "system_spec"], sort=True):
@@ -156,8 +215,11 @@ def _remote_rows(tables: Mapping[str, pd.DataFrame], remote: Sequence[str]) -> l
             rows.append(_row(system_id, spec, "first_byte_s", "", *_mean(fresh["first_byte_s"])))
         rows.append(_row(system_id, spec, "duration_s", "fresh clips", *_mean(fresh["duration_s"])))
         if prosody is not None and len(prosody):
-            measured = prosody[(prosody["status"] == "ok") & (prosody["system_id"] == system_id)
-                               & prosody["item_id"].isin(fresh["item_id"])].drop_duplicates("item_id", keep="last")
+            measured = prosody[
+                (prosody["status"] == "ok")
+                & (prosody["system_id"] == system_id)
+                & prosody["item_id"].isin(fresh["item_id"])
+            ].drop_duplicates("item_id", keep="last")
             for measure in ("f0_mean_hz", "speech_s"):
                 if measured[measure].notna().sum() >= 2:
                     rows.append(_row(system_id, spec, measure, "fresh clips", *_mean(measured[measure])))
@@ -182,7 +244,7 @@ def _z(values: np.ndarray, ses: np.ndarray) -> np.ndarray:
     """Each night's distance from the first night in standard errors; a series without noise (every item's value
     the same each night: reused clips) that moves is infinitely far, one that stays is at 0."""
     diff = values - values[0]
-    scale = np.sqrt(ses ** 2 + ses[0] ** 2)
+    scale = np.sqrt(ses**2 + ses[0] ** 2)
     with np.errstate(divide="ignore", invalid="ignore"):
         z = diff / scale
     z = np.where(diff == 0, 0.0, z)
@@ -190,8 +252,9 @@ def _z(values: np.ndarray, ses: np.ndarray) -> np.ndarray:
     return z
 
 
-def trend_changes(values: pd.DataFrame, steps: pd.DataFrame | None = None, *, k: float = 0.5,
-                  h: float = 5.0) -> pd.DataFrame:
+def trend_changes(
+    values: pd.DataFrame, steps: pd.DataFrame | None = None, *, k: float = 0.5, h: float = 5.0
+) -> pd.DataFrame:
     """Every night's values (night_values rows with `night`, an int in time order, and `run_id`) with the change
     columns (TREND_COLUMNS): `z` and `cusum` (the larger side's statistic) and `drift` (its alarm), and `step`,
     true where `steps` (rows run_id, system_id, metric and detail: the nights' flagged paired tests) names the
@@ -201,14 +264,16 @@ def trend_changes(values: pd.DataFrame, steps: pd.DataFrame | None = None, *, k:
         ValueError: `k` or `h` is negative, or a series repeats a night.
     """
     if k < 0 or h < 0:
-        raise ValueError(f"trend CUSUM needs k >= 0 and h >= 0 (settings trend_cusum_k, trend_cusum_h), got k={k}, "
-                         f"h={h}")
+        raise ValueError(
+            f"trend CUSUM needs k >= 0 and h >= 0 (settings trend_cusum_k, trend_cusum_h), got k={k}, h={h}"
+        )
     keys = ["system_id", "metric", "detail"]
     frame = values.sort_values("night", kind="stable").reset_index(drop=True).copy()
     if frame.duplicated([*keys, "night"]).any():
         raise ValueError("a trend series repeats a night: one row per (system_id, metric, detail, night)")
-    flagged = set() if steps is None or steps.empty else {
-        tuple(r) for r in steps[["run_id", *keys]].itertuples(index=False)}
+    flagged = (
+        set() if steps is None or steps.empty else {tuple(r) for r in steps[["run_id", *keys]].itertuples(index=False)}
+    )
     frame["step"] = [(r.run_id, r.system_id, r.metric, r.detail) in flagged for r in frame.itertuples()]
     z_all, s_all, a_all = (np.full(len(frame), np.nan), np.full(len(frame), np.nan), np.zeros(len(frame), bool))
     steps_at = frame["step"].to_numpy(bool)

@@ -69,7 +69,7 @@ def error_counts(reference: str, hypothesis: str, *, key: str = "") -> ErrorCoun
         if not isinstance(value, str):
             # ValueError, not TypeError: this is usually a null cell (None/NaN) in a row.
             message = f"{label} for row {key!r} must be str, got {type(value).__name__}: {value!r}"
-            raise ValueError(message)  # noqa: TRY004
+            raise ValueError(message)
     if not reference.strip():
         raise ValueError(
             f"empty reference for row {key!r} (after normalization): WER/CER is undefined; "
@@ -98,8 +98,14 @@ def word_alignment(reference: str, hypothesis: str) -> list[tuple[str, str, str]
     result = jiwer.process_words(reference, hypothesis)
     words_r, words_h = result.references[0], result.hypotheses[0]
     ops = {"equal": "=", "substitute": "s", "delete": "d", "insert": "i"}
-    return [(ops[c.type], " ".join(words_r[c.ref_start_idx:c.ref_end_idx]),
-             " ".join(words_h[c.hyp_start_idx:c.hyp_end_idx])) for c in result.alignments[0]]
+    return [
+        (
+            ops[c.type],
+            " ".join(words_r[c.ref_start_idx : c.ref_end_idx]),
+            " ".join(words_h[c.hyp_start_idx : c.hyp_end_idx]),
+        )
+        for c in result.alignments[0]
+    ]
 
 
 def _as_counts(values: Sequence[int], name: str) -> np.ndarray:

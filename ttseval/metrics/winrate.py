@@ -201,7 +201,10 @@ def win_rate_table(
         n_judged = int(scores.size)
         if n_judged >= MIN_INTERVAL_ITEMS:
             ci = bootstrap_mean_ci(
-                scores, n_resamples=n_resamples, confidence=confidence, seed=_group_rng(int(seed), cell),
+                scores,
+                n_resamples=n_resamples,
+                confidence=confidence,
+                seed=_group_rng(int(seed), cell),
                 method="BCa",
             )
         elif n_judged:
@@ -262,12 +265,19 @@ def voice_variance(winrates: pd.DataFrame, model_of: Mapping[str, str]) -> pd.Da
     frame = winrates[winrates["level"].isin(["overall", "category"]) & winrates["system_id"].isin(model_of)]
     frame = frame.assign(model=frame["system_id"].map(model_of), category=frame["category"].fillna(""))
     rows = []
-    for (judge_id, model, level, category), g in frame.groupby(["judge_id", "model", "level", "category"],
-                                                               sort=True):
+    for (judge_id, model, level, category), g in frame.groupby(["judge_id", "model", "level", "category"], sort=True):
         rates = g["win_rate"].dropna().astype(float).to_numpy()
         if len(rates) < 2:
             continue
-        rows.append({"judge_id": judge_id, "model": model, "level": level, "category": category or None,
-                     "n_voices": len(rates), "win_rate_mean": float(rates.mean()),
-                     "win_rate_std": float(rates.std(ddof=1))})
+        rows.append(
+            {
+                "judge_id": judge_id,
+                "model": model,
+                "level": level,
+                "category": category or None,
+                "n_voices": len(rates),
+                "win_rate_mean": float(rates.mean()),
+                "win_rate_std": float(rates.std(ddof=1)),
+            }
+        )
     return pd.DataFrame(rows, columns=columns)

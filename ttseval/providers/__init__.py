@@ -99,8 +99,10 @@ def endpoint_without_credentials(value: str | None) -> str | None:
     from urllib.parse import urlsplit
 
     if value and (urlsplit(value).username or urlsplit(value).password):
-        raise ValueError("base_url must not hold credentials (user:password@); pass the key through the "
-                         "provider's API-key environment variable")
+        raise ValueError(
+            "base_url must not hold credentials (user:password@); pass the key through the "
+            "provider's API-key environment variable"
+        )
     return value
 
 
@@ -142,7 +144,6 @@ def onnx_session_options() -> Any:
     return options
 
 
-
 def onnx_providers() -> list[str]:
     """onnxruntime execution providers, best first: CUDA when this onnxruntime build has it (the onnxruntime-gpu
     wheel on a GPU worker), then the CPU. A CPU build lists only the CPU."""
@@ -152,8 +153,13 @@ def onnx_providers() -> list[str]:
     return [p for p in ("CUDAExecutionProvider", "CPUExecutionProvider") if p in available]
 
 
-TorchDevice = Annotated[str, Field(pattern=r"^(auto|cpu|cuda(:\d+)?)$",
-                                   description="auto (cuda when torch sees a GPU, else cpu), cpu, cuda or cuda:N")]
+TorchDevice = Annotated[
+    str,
+    Field(
+        pattern=r"^(auto|cpu|cuda(:\d+)?)$",
+        description="auto (cuda when torch sees a GPU, else cpu), cpu, cuda or cuda:N",
+    ),
+]
 """The `device` option of the torch-backed providers."""
 
 

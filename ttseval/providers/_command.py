@@ -30,8 +30,8 @@ import contextlib
 import json
 import logging
 import math
-import re
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -63,13 +63,21 @@ def command_env(environ: dict[str, str]) -> dict[str, str]:
 class CommandOptions(BaseModel):
     """Options of `command:<label>:key=value` (a MOS predictor or a recogniser)."""
 
-    run: str = Field("", description="the command to start, split as a shell would (no shell runs it), e.g. "
-                                     "'/venvs/utmosv2/bin/python /opt/scorers/utmosv2_score.py'; required")
-    timeout_s: float = Field(600.0, gt=0, description="seconds one call (describe, or a batch of clips) may take "
-                                                      "before the command's process group is killed")
+    run: str = Field(
+        "",
+        description="the command to start, split as a shell would (no shell runs it), e.g. "
+        "'/venvs/utmosv2/bin/python /opt/scorers/utmosv2_score.py'; required",
+    )
+    timeout_s: float = Field(
+        600.0,
+        gt=0,
+        description="seconds one call (describe, or a batch of clips) may take "
+        "before the command's process group is killed",
+    )
     batch_size: int = Field(32, ge=1, description="clips per call: each call starts the command once")
-    sample_rate_hz: int = Field(0, ge=0, description="resample clips to this rate before the command reads them; "
-                                                     "0 keeps each clip's own rate")
+    sample_rate_hz: int = Field(
+        0, ge=0, description="resample clips to this rate before the command reads them; 0 keeps each clip's own rate"
+    )
     device: TorchDevice = Field("auto", description="passed to the command in each request, for it to honour")
 
 
@@ -89,22 +97,28 @@ class ProtocolCommand:
 
     def __init__(self, provider: str, label: str | None, options: CommandOptions) -> None:
         if not label:
-            raise ValueError(f"{provider} needs a label, the model's name in reports: "
-                             f"{provider}:utmosv2:run=/venvs/utmosv2/bin/python /opt/scorers/utmosv2_score.py")
+            raise ValueError(
+                f"{provider} needs a label, the model's name in reports: "
+                f"{provider}:utmosv2:run=/venvs/utmosv2/bin/python /opt/scorers/utmosv2_score.py"
+            )
         self.label, self.options = label, options
         try:
             self.argv = shlex.split(options.run)
         except ValueError as e:
-            raise ValueError(f"{provider} run={options.run!r} does not split into words ({e}); quote it as a "
-                             "shell would") from e
+            raise ValueError(
+                f"{provider} run={options.run!r} does not split into words ({e}); quote it as a shell would"
+            ) from e
         if not self.argv:
-            raise ValueError(f"{provider} needs the command to run: {provider}:LABEL:run=/venvs/x/bin/python "
-                             "/path/score.py")
+            raise ValueError(
+                f"{provider} needs the command to run: {provider}:LABEL:run=/venvs/x/bin/python /path/score.py"
+            )
         program = self.argv[0]
         found = shutil.which(program) if os.sep not in program else (program if os.access(program, os.X_OK) else None)
         if not found:
-            raise ValueError(f"{provider} run={options.run!r}: {program!r} is not an executable file on this host "
-                             "(give the full path of the other environment's python, present on every worker)")
+            raise ValueError(
+                f"{provider} run={options.run!r}: {program!r} is not an executable file on this host "
+                "(give the full path of the other environment's python, present on every worker)"
+            )
         self._described: dict[str, str] | None = None
         self._lock = threading.Lock()
 
@@ -116,19 +130,31 @@ class ProtocolCommand:
                 object; the message ends with its stderr's last lines.
         """
         env = command_env(dict(os.environ))
-        process = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                   env=env, start_new_session=True, text=True, encoding="utf-8", errors="replace")
+        process = subprocess.Popen(
+            self.argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            start_new_session=True,
+            text=True,
+            encoding="utf-8",
+            errors="replace",
+        )
         try:
             out, err = process.communicate(json.dumps(request), timeout=self.options.timeout_s)
         except subprocess.TimeoutExpired:
             with contextlib.suppress(ProcessLookupError):  # it exited as the timeout fired
                 os.killpg(process.pid, signal.SIGKILL)  # the command and anything it started
             out, err = process.communicate()
-            raise TransientProviderError(f"{self.label} scorer ran past timeout_s={self.options.timeout_s:g} on {what} "
-                                         f"and was killed{_tail(err)}") from None
+            raise TransientProviderError(
+                f"{self.label} scorer ran past timeout_s={self.options.timeout_s:g} on {what} "
+                f"and was killed{_tail(err)}"
+            ) from None
         if process.returncode != 0:
-            raise TransientProviderError(f"{self.label} scorer exited with code {process.returncode} on {what}"
-                                         f"{_tail(err)}")
+            raise TransientProviderError(
+                f"{self.label} scorer exited with code {process.returncode} on {what}{_tail(err)}"
+            )
         answers = []
         for number, line in enumerate(out.splitlines(), 1):
             if not line.strip():
@@ -138,8 +164,10 @@ class ProtocolCommand:
             except json.JSONDecodeError:
                 answer = None
             if not isinstance(answer, dict):
-                raise TransientProviderError(f"{self.label} scorer broke {PROTOCOL} on {what}: stdout line {number} is "
-                                             f"not a JSON object ({line[:120]!r}); print logs to stderr{_tail(err)}")
+                raise TransientProviderError(
+                    f"{self.label} scorer broke {PROTOCOL} on {what}: stdout line {number} is "
+                    f"not a JSON object ({line[:120]!r}); print logs to stderr{_tail(err)}"
+                )
             answers.append(answer)
         return answers
 
@@ -154,11 +182,18 @@ class ProtocolCommand:
                 answers = self._call({"protocol": PROTOCOL, "op": "describe"}, "describe")
                 answer = answers[0] if len(answers) == 1 else {}
                 if not isinstance(answer.get("version"), str) or not answer["version"]:
-                    raise TransientProviderError(f"{self.label} scorer broke {PROTOCOL}: describe must print one line "
-                                                 f"{{\"version\": \"...\", \"model\": \"...\"}}, got {answers!r:.200}")
+                    raise TransientProviderError(
+                        f"{self.label} scorer broke {PROTOCOL}: describe must print one line "
+                        f'{{"version": "...", "model": "..."}}, got {answers!r:.200}'
+                    )
                 self._described = {"version": answer["version"], "model": str(answer.get("model", ""))}
-                log.info("command %s (%s): version %s, model %s", self.label, self.argv[0], answer["version"],
-                         self._described["model"] or "not given")
+                log.info(
+                    "command %s (%s): version %s, model %s",
+                    self.label,
+                    self.argv[0],
+                    answer["version"],
+                    self._described["model"] or "not given",
+                )
             return self._described
 
     def ask(self, op: str, clips: list[Audio], extra: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
@@ -171,8 +206,11 @@ class ProtocolCommand:
         self.describe()
         answers: list[dict[str, Any]] = []
         for start in range(0, len(clips), self.options.batch_size):
-            answers += self._ask_once(op, clips[start:start + self.options.batch_size],
-                                      (extra or [{}] * len(clips))[start:start + self.options.batch_size])
+            answers += self._ask_once(
+                op,
+                clips[start : start + self.options.batch_size],
+                (extra or [{}] * len(clips))[start : start + self.options.batch_size],
+            )
         return answers
 
     def _ask_once(self, op: str, clips: list[Audio], extra: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -183,34 +221,50 @@ class ProtocolCommand:
                     clip = clip.resampled(self.options.sample_rate_hz)
                 path = Path(folder) / f"{i}.wav"
                 path.write_bytes(clip.to_wav_bytes())
-                listed.append({"id": str(i), "path": str(path), "sample_rate_hz": clip.sample_rate_hz,
-                               "duration_s": round(clip.duration_s, 6)} | more)
+                listed.append(
+                    {
+                        "id": str(i),
+                        "path": str(path),
+                        "sample_rate_hz": clip.sample_rate_hz,
+                        "duration_s": round(clip.duration_s, 6),
+                    }
+                    | more
+                )
             what = f"a batch of {len(clips)} clip(s)"
-            answers = self._call({"protocol": PROTOCOL, "op": op, "device": self.options.device, "clips": listed},
-                                 what)
+            answers = self._call({"protocol": PROTOCOL, "op": op, "device": self.options.device, "clips": listed}, what)
         by_id: dict[str, dict[str, Any]] = {}
         for answer in answers:
             key = str(answer.get("id"))
             if key in by_id or key not in {c["id"] for c in listed}:
-                raise TransientProviderError(f"{self.label} scorer broke {PROTOCOL} on {what}: clip id {key!r} "
-                                             f"{'answered twice' if key in by_id else 'was not asked for'}")
+                raise TransientProviderError(
+                    f"{self.label} scorer broke {PROTOCOL} on {what}: clip id {key!r} "
+                    f"{'answered twice' if key in by_id else 'was not asked for'}"
+                )
             by_id[key] = answer
         missing = [c["id"] for c in listed if c["id"] not in by_id]
         if missing:
-            raise TransientProviderError(f"{self.label} scorer broke {PROTOCOL} on {what}: no line for clip id(s) "
-                                         f"{missing[:5]}")
+            raise TransientProviderError(
+                f"{self.label} scorer broke {PROTOCOL} on {what}: no line for clip id(s) {missing[:5]}"
+            )
         return [by_id[c["id"]] for c in listed]
 
     def broke(self, answer: dict[str, Any], want: str) -> TransientProviderError:
         """The error for an answer that is not what the op promises (`want` says what is)."""
-        return TransientProviderError(f"{self.label} scorer broke {PROTOCOL}: clip {answer.get('id')!r} needs {want}, "
-                                      f"got {answer!r:.200}")
+        return TransientProviderError(
+            f"{self.label} scorer broke {PROTOCOL}: clip {answer.get('id')!r} needs {want}, got {answer!r:.200}"
+        )
 
     def metadata(self) -> dict[str, Any]:
         described = self.describe()
-        return {"engine": "command", "protocol": PROTOCOL, "label": self.label, "version": described["version"],
-                "model": described["model"], "timeout_s": self.options.timeout_s,
-                "batch_size": self.options.batch_size}
+        return {
+            "engine": "command",
+            "protocol": PROTOCOL,
+            "label": self.label,
+            "version": described["version"],
+            "model": described["model"],
+            "timeout_s": self.options.timeout_s,
+            "batch_size": self.options.batch_size,
+        }
 
 
 def finite(value: Any) -> bool:

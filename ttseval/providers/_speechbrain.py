@@ -17,18 +17,23 @@ from typing import Any
 
 import numpy as np
 
-from ttseval.providers import import_without_torchaudio
 from ttseval.core.errors import PermanentProviderError
+from ttseval.providers import import_without_torchaudio
 
 SAMPLE_RATE_HZ = 16000
 MIN_SAMPLES = 640  # 40 ms: five 10 ms frames; the dilation-4 convolution pads 4 frames by reflection, which needs more
-ECAPA_SIZES = {"channels": [1024, 1024, 1024, 1024, 3072], "kernel_sizes": [5, 3, 3, 3, 1],
-               "dilations": [1, 2, 3, 4, 1], "attention_channels": 128}
+ECAPA_SIZES = {
+    "channels": [1024, 1024, 1024, 1024, 3072],
+    "kernel_sizes": [5, 3, 3, 3, 1],
+    "dilations": [1, 2, 3, 4, 1],
+    "attention_channels": 128,
+}
 """ECAPA-TDNN's sizes in both spkrec-ecapa-voxceleb and lang-id-voxlingua107-ecapa (they differ in mels and output)."""
 
 
 def speechbrain_modules() -> dict[str, Any]:
     """SpeechBrain's classes, imported with a stand-in torchaudio module that is removed after."""
+
     def load() -> dict[str, Any]:
         from speechbrain.dataio.encoder import CategoricalEncoder
         from speechbrain.inference.classifiers import EncoderClassifier
@@ -37,12 +42,20 @@ def speechbrain_modules() -> dict[str, Any]:
         from speechbrain.lobes.models.Xvector import Classifier
         from speechbrain.processing.features import InputNormalization
 
-        return {"EncoderClassifier": EncoderClassifier, "Fbank": Fbank, "ECAPA_TDNN": ECAPA_TDNN,
-                "InputNormalization": InputNormalization, "Classifier": Classifier,
-                "CategoricalEncoder": CategoricalEncoder}
+        return {
+            "EncoderClassifier": EncoderClassifier,
+            "Fbank": Fbank,
+            "ECAPA_TDNN": ECAPA_TDNN,
+            "InputNormalization": InputNormalization,
+            "Classifier": Classifier,
+            "CategoricalEncoder": CategoricalEncoder,
+        }
 
-    return import_without_torchaudio(load, missing="the SpeechBrain providers need speechbrain and hyperpyyaml: run "
-                                                   "scripts/setup.sh install (it installs requirements-nodeps.txt)")
+    return import_without_torchaudio(
+        load,
+        missing="the SpeechBrain providers need speechbrain and hyperpyyaml: run "
+        "scripts/setup.sh install (it installs requirements-nodeps.txt)",
+    )
 
 
 def load_checkpoint(module: Any, path: Path, *, what: str, spec: str) -> Any:
@@ -55,7 +68,7 @@ def load_checkpoint(module: Any, path: Path, *, what: str, spec: str) -> Any:
 
     try:
         module.load_state_dict(torch.load(path, map_location="cpu", weights_only=True), strict=True)
-    except Exception as e:  # noqa: BLE001 - pickle, zip, key and shape errors alike
+    except Exception as e:
         raise PermanentProviderError(f"{str(path)!r} is not {what}: {str(e)[:500]}", spec=spec) from e
     return module.eval()
 
@@ -70,7 +83,7 @@ def by_equal_length(samples: list[np.ndarray], batch_size: int, run: Callable[[n
         groups[len(s)].append(i)
     for same in groups.values():
         for start in range(0, len(same), batch_size):
-            chunk = same[start:start + batch_size]
+            chunk = same[start : start + batch_size]
             for i, row in zip(chunk, run(np.stack([samples[i] for i in chunk]))):
                 out[i] = row
     return out

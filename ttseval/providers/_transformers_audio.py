@@ -9,11 +9,11 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, Field
 
+from ttseval.core.audio import Audio
+from ttseval.core.errors import PermanentProviderError
 from ttseval.providers import TorchDevice, canonical_spec, out_of_memory, package_version, parse_options, torch_device
 from ttseval.providers._local_models import resolve_local_model
 from ttseval.providers.local_model import LazyModel, model_source
-from ttseval.core.audio import Audio
-from ttseval.core.errors import PermanentProviderError
 
 
 class TransformersAudioOptions(BaseModel):
@@ -60,8 +60,9 @@ class TransformersAudioModel:
             model = getattr(transformers, self.auto_class).from_pretrained(path, local_files_only=True)
             extractor = transformers.AutoFeatureExtractor.from_pretrained(path, local_files_only=True)
         except (OSError, ValueError, KeyError) as e:
-            raise PermanentProviderError(f"transformers could not load {self.model_kind} from {path!r}: {e}",
-                                         spec=self.spec) from e
+            raise PermanentProviderError(
+                f"transformers could not load {self.model_kind} from {path!r}: {e}", spec=self.spec
+            ) from e
         self.device = torch_device(self.options.device)
         model.to(self.device).eval()
         return model, extractor
@@ -79,11 +80,14 @@ class TransformersAudioModel:
         model, extractor = self._load()
         rate_hz = int(extractor.sampling_rate)
         min_samples = rate_hz // 10
-        arrays = [np.pad(s := clip.resampled(rate_hz).samples.astype(np.float32), (0, max(0, min_samples - len(s))))
-                  for clip in clips]
+        arrays = [
+            np.pad(s := clip.resampled(rate_hz).samples.astype(np.float32), (0, max(0, min_samples - len(s))))
+            for clip in clips
+        ]
         try:
-            inputs = extractor(arrays, sampling_rate=rate_hz, return_tensors="pt", padding=True,
-                               return_attention_mask=True)
+            inputs = extractor(
+                arrays, sampling_rate=rate_hz, return_tensors="pt", padding=True, return_attention_mask=True
+            )
             inputs = {k: v.to(self.device) for k, v in inputs.items()}
             with torch.inference_mode():
                 return model(**inputs)
@@ -93,6 +97,11 @@ class TransformersAudioModel:
             raise PermanentProviderError(f"{self.name} failed on a batch of {len(clips)}: {e}", spec=self.spec) from e
 
     def _model_metadata(self) -> dict[str, Any]:
-        return {"engine": self.name, "version": package_version("transformers"),
-                "torch_version": package_version("torch"), "model": self.voice, "model_path": str(self.model_path),
-                "device": str(self.device)}
+        return {
+            "engine": self.name,
+            "version": package_version("transformers"),
+            "torch_version": package_version("torch"),
+            "model": self.voice,
+            "model_path": str(self.model_path),
+            "device": str(self.device),
+        }

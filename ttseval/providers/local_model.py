@@ -73,8 +73,16 @@ def model_source(provider: str, voice: str | None, model: str | None) -> str:
     return source
 
 
-def required_path(provider: str, option: str, value: str | None, *, what: str, example: str, folder: bool = False,
-                  markers: tuple[str, ...] = ()) -> Path:
+def required_path(
+    provider: str,
+    option: str,
+    value: str | None,
+    *,
+    what: str,
+    example: str,
+    folder: bool = False,
+    markers: tuple[str, ...] = (),
+) -> Path:
     """The local file (or folder) an option names, `~` expanded; providers that call this never download weights.
 
     Args:
@@ -97,6 +105,7 @@ def required_path(provider: str, option: str, value: str | None, *, what: str, e
         raise ValueError(f"{provider} {option}={value!r}: no such {kind}; give the path of {what}")
     missing = [m for m in markers if not (path / m).is_file()]
     if missing:
-        raise ValueError(f"{provider} {option}={value!r}: no {', '.join(missing)} in that folder; "
-                         f"give the path of {what}")
+        raise ValueError(
+            f"{provider} {option}={value!r}: no {', '.join(missing)} in that folder; give the path of {what}"
+        )
     return path

@@ -15,5 +15,6 @@ from ttseval.providers.quality import QUALITY
 from ttseval.providers.speaker import SPEAKERS
 from ttseval.providers.tts import TTS
 
-REGISTRIES: dict[str, Registry[Any]] = {registry.kind: registry for registry in (TTS, ASR, QUALITY, LIDS, SPEAKERS,
-                                                                                JUDGES, LLMS)}
+REGISTRIES: dict[str, Registry[Any]] = {
+    registry.kind: registry for registry in (TTS, ASR, QUALITY, LIDS, SPEAKERS, JUDGES, LLMS)
+}

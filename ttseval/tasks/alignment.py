@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from ttseval.core.config import Settings
+from ttseval.core.errors import DatasetError, TTSEvalError
 from ttseval.core.store import open_store
 from ttseval.metrics.agreement import preference_alignment_by_judge
 from ttseval.metrics.winrate import against_baseline
-from ttseval.core.config import Settings
-from ttseval.core.errors import DatasetError, TTSEvalError
 
 HUMAN_COLUMNS = ("item_id", "system_id", "preference")
 
@@ -21,8 +21,11 @@ def read_human_preferences(path: str | Path) -> pd.DataFrame:
     human = pd.read_csv(path, dtype=str)
     missing = set(HUMAN_COLUMNS) - set(human.columns)
     if missing:
-        raise DatasetError(f"{path}: missing column(s) {', '.join(sorted(missing))}; expected item_id, "
-                           "system_id (or system_spec), preference (candidate / baseline / tie)", source=str(path))
+        raise DatasetError(
+            f"{path}: missing column(s) {', '.join(sorted(missing))}; expected item_id, "
+            "system_id (or system_spec), preference (candidate / baseline / tie)",
+            source=str(path),
+        )
     return human[list(HUMAN_COLUMNS)]
 
 

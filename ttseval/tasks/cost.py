@@ -22,11 +22,11 @@ from typing import Any
 
 import pandas as pd
 
-from ttseval.tasks.provider_cache import get_provider
-from ttseval.tasks.plan import Plan
-from ttseval.tasks.synthesize import call_cost, instruction_for, request_key, reuses_audio, synthesis_cache
 from ttseval.core.config import Settings
 from ttseval.core.store import ArtifactStore
+from ttseval.tasks.plan import Plan
+from ttseval.tasks.provider_cache import get_provider
+from ttseval.tasks.synthesize import call_cost, instruction_for, request_key, reuses_audio, synthesis_cache
 
 WORDS_PER_MINUTE = 133.0
 """Speaking rate for expected audio length: EmergentTTS-Eval's overall means (33.93 words, 15.32 s)."""
@@ -54,9 +54,16 @@ class Estimate:
     priced: dict[tuple[str, str], float] = field(default_factory=dict)  # (item_id, system spec) -> usd
 
     def row(self) -> dict[str, Any]:
-        return {"what": self.what, "kind": self.kind, "keys": self.keys, "calls": self.calls,
-                "reused": self.reused, "chars": self.chars, "audio_s": round(self.audio_s, 1),
-                "usd": round(self.usd, 4)}
+        return {
+            "what": self.what,
+            "kind": self.kind,
+            "keys": self.keys,
+            "calls": self.calls,
+            "reused": self.reused,
+            "chars": self.chars,
+            "audio_s": round(self.audio_s, 1),
+            "usd": round(self.usd, 4),
+        }
 
 
 def estimate_synthesis(plan: Plan, store: ArtifactStore, settings: Settings) -> list[Estimate]:
@@ -74,8 +81,10 @@ def estimate_synthesis(plan: Plan, store: ArtifactStore, settings: Settings) -> 
             if not provider.supports_language(item["language"]):
                 continue
             instruction = instruction_for(spec, item) if getattr(provider, "accepts_instruction", False) else None
-            if reuses_audio(provider, item["item_id"], settings) and \
-                    cache.get(request_key(spec, provider, item, instruction)) is not None:
+            if (
+                reuses_audio(provider, item["item_id"], settings)
+                and cache.get(request_key(spec, provider, item, instruction)) is not None
+            ):
                 est.reused += 1
                 continue
             chars, usd = call_cost(provider, item["text"], instruction, settings)
@@ -87,9 +96,16 @@ def estimate_synthesis(plan: Plan, store: ArtifactStore, settings: Settings) -> 
     return list(by_system.values())
 
 
-def estimate_judges(items: pd.DataFrame, system_ids: list[str], baseline_id: str, judges: list[str],
-                    instruction_judges: list[str], store: ArtifactStore, run_id: str,
-                    settings: Settings) -> list[Estimate]:
+def estimate_judges(
+    items: pd.DataFrame,
+    system_ids: list[str],
+    baseline_id: str,
+    judges: list[str],
+    instruction_judges: list[str],
+    store: ArtifactStore,
+    run_id: str,
+    settings: Settings,
+) -> list[Estimate]:
     """Per judge: the comparisons the store lacks once every clip exists, and their estimated price.
 
     Pairwise: the pairs the setting judge_pairs asks for (ttseval.tasks.pairs.judged_pairs: k - 1, k(k - 1)/2 or
@@ -113,13 +129,18 @@ def estimate_judges(items: pd.DataFrame, system_ids: list[str], baseline_id: str
                     todo += _missing([k for k in wanted if k in audited], audit_stored, judge.judge_id)
                 clips = 2
             else:
-                wanted = [(r.item_id, s) for r in items.itertuples(index=False) if getattr(r, "instruction", None)
-                          for s in system_ids]
+                wanted = [
+                    (r.item_id, s)
+                    for r in items.itertuples(index=False)
+                    if getattr(r, "instruction", None)
+                    for s in system_ids
+                ]
                 todo = _missing(wanted, stored, judge.judge_id)
                 clips = 1
             # each comparison is one call per sample (self-consistency: `samples` calls), as the judge makes them
-            est = Estimate(f"{spec} ({role})", "judge", keys=len(todo),
-                           calls=len(todo) * max(1, getattr(judge, "samples", 1)))
+            est = Estimate(
+                f"{spec} ({role})", "judge", keys=len(todo), calls=len(todo) * max(1, getattr(judge, "samples", 1))
+            )
             est.audio_s = sum(clips * audio_s[k[0]] for k in todo)
             est.usd = sum(judge_call_usd(judge, clips * audio_s[k[0]], settings) for k in todo)
             out.append(est)
@@ -131,7 +152,7 @@ def _missing(wanted: list[tuple], stored: pd.DataFrame, judge_id: str) -> list[t
     if stored.empty:
         return list(wanted)
     mine = stored[(stored["judge_id"] == judge_id) & ~stored["retryable"].fillna(False).astype(bool)]
-    columns = ["item_id", "system_id", "baseline_id"][:len(wanted[0])] if wanted else ["item_id"]
+    columns = ["item_id", "system_id", "baseline_id"][: len(wanted[0])] if wanted else ["item_id"]
     done = set(mine[columns].itertuples(index=False, name=None))
     return [k for k in wanted if k not in done]
 
@@ -143,8 +164,11 @@ def judge_call_usd(judge: Any, audio_s: float, settings: Settings) -> float:
         return 0.0
     text_price, audio_price, out_price = judge.prices_per_mtok()
     audio_tokens = audio_s * getattr(judge, "audio_tokens_per_s", AUDIO_TOKENS_PER_S)
-    return (audio_tokens * audio_price + JUDGE_PROMPT_TOKENS * text_price
-            + settings.judge_output_tokens * out_price) / 1e6 * max(1, getattr(judge, "samples", 1))
+    return (
+        (audio_tokens * audio_price + JUDGE_PROMPT_TOKENS * text_price + settings.judge_output_tokens * out_price)
+        / 1e6
+        * max(1, getattr(judge, "samples", 1))
+    )
 
 
 @dataclass
@@ -170,36 +194,53 @@ def within_budget(plan: Plan, estimates: list[Estimate], budget: Budget) -> tupl
     before_usd, before_deferred = budget.remaining_usd, budget.deferred
     shards = []
     for shard in plan.shards:
-        kept = [item for item in shard["items"]
-                if budget.take(price.get((item["item_id"], shard["system"]), 0.0))]
+        kept = [item for item in shard["items"] if budget.take(price.get((item["item_id"], shard["system"]), 0.0))]
         if kept:
             shards.append(shard | {"items": kept})
     for n, shard in enumerate(shards):
         shard["index"], shard["of"] = n + 1, len(shards)
     # The dropped keys are not wanted by this run (a later run computes them), so progress totals stay true.
     dropped = budget.deferred - before_deferred
-    return (Plan(plan.stage, wanted=plan.wanted - dropped, present=plan.present, shards=shards), dropped,
-            before_usd - budget.remaining_usd)
+    return (
+        Plan(plan.stage, wanted=plan.wanted - dropped, present=plan.present, shards=shards),
+        dropped,
+        before_usd - budget.remaining_usd,
+    )
 
 
 def dry_run_table(estimates: list[Estimate]) -> pd.DataFrame:
     rows = [e.row() for e in estimates]
-    total = {"what": "total", "kind": "", "keys": sum(e.keys for e in estimates),
-             "calls": sum(e.calls for e in estimates), "reused": sum(e.reused for e in estimates),
-             "chars": sum(e.chars for e in estimates), "audio_s": round(sum(e.audio_s for e in estimates), 1),
-             "usd": round(sum(e.usd for e in estimates), 4)}
+    total = {
+        "what": "total",
+        "kind": "",
+        "keys": sum(e.keys for e in estimates),
+        "calls": sum(e.calls for e in estimates),
+        "reused": sum(e.reused for e in estimates),
+        "chars": sum(e.chars for e in estimates),
+        "audio_s": round(sum(e.audio_s for e in estimates), 1),
+        "usd": round(sum(e.usd for e in estimates), 4),
+    }
     return pd.DataFrame(rows + [total])
 
 
-def dry_run(dataset: str, systems: list[str], run_id: str, baseline: str | None, judges: list[str],
-            instruction_judges: list[str], settings: Settings, *, items: pd.DataFrame | None = None) -> pd.DataFrame:
+def dry_run(
+    dataset: str,
+    systems: list[str],
+    run_id: str,
+    baseline: str | None,
+    judges: list[str],
+    instruction_judges: list[str],
+    settings: Settings,
+    *,
+    items: pd.DataFrame | None = None,
+) -> pd.DataFrame:
     """The estimate table of `evaluate --dry-run`: per system and judge, what the run would call for the keys
     the store lacks. Reads the store; writes nothing and calls no provider. `items`: the dataset's items when
     the caller has read and checked them already (ttseval.flows.preflight), so they are not read twice."""
+    from ttseval.core.registry import Spec
     from ttseval.corpus.items import read_items
     from ttseval.tasks.parts import get_store
     from ttseval.tasks.plan import plan_synthesis
-    from ttseval.core.registry import Spec
 
     store = get_store(settings.store, settings.store_wait_s)
     if items is None:
@@ -208,5 +249,6 @@ def dry_run(dataset: str, systems: list[str], run_id: str, baseline: str | None,
     plan = plan_synthesis(store, run_id, items, specs, settings)
     baseline_id = Spec.parse(baseline).id if baseline else specs[0].id
     estimates = estimate_synthesis(plan, store, settings) + estimate_judges(
-        items, [s.id for s in specs], baseline_id, judges, instruction_judges, store, run_id, settings)
+        items, [s.id for s in specs], baseline_id, judges, instruction_judges, store, run_id, settings
+    )
     return dry_run_table(estimates)

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
-from ttseval.tasks.parts import get_store
 from ttseval.core.config import Settings
 from ttseval.core.schemas import TABLES
+from ttseval.tasks.parts import get_store
 from ttseval.tasks.report.format import spreadsheet_safe
 
 DATA_CARD = """# ttseval results: run `{run_id}` (no audio)
@@ -50,12 +49,16 @@ def export_run(settings: Settings, run_id: str, out: Path) -> list[str]:
         if store.exists(path):
             (out / extra).write_bytes(store.read_bytes(path))
     if not (out / "per_sentence.csv").exists():  # a run reported before every run had one: made from its tables
+        from ttseval.tasks.quality import primary_quality_id
         from ttseval.tasks.report.compute import RunTables
         from ttseval.tasks.report.per_item import per_item_table
-        from ttseval.tasks.quality import primary_quality_id
 
-        table = per_item_table(RunTables.read(store, run_id, None, primary_quality_id(settings)), settings,
-                               store.read(run_id, "judgments"), store.read(run_id, "instruction_judgments"))
+        table = per_item_table(
+            RunTables.read(store, run_id, None, primary_quality_id(settings)),
+            settings,
+            store.read(run_id, "judgments"),
+            store.read(run_id, "instruction_judgments"),
+        )
         spreadsheet_safe(table).to_csv(out / "per_sentence.csv", index=False)
     import pyarrow.fs as pafs
 
@@ -66,8 +69,13 @@ def export_run(settings: Settings, run_id: str, out: Path) -> list[str]:
             (out / "log" / info.base_name).write_bytes(store.read_bytes(f"runs/{run_id}/log/{info.base_name}"))
     from datetime import UTC, datetime
 
-    (out / "README.md").write_text(DATA_CARD.format(run_id=run_id, date=datetime.now(UTC).date().isoformat(),
-                                                    store=store.display(), tables="\n".join(lines)), encoding="utf-8")
-    (out / "manifest.json").write_text(json.dumps({"run_id": run_id, "tables": tables, "audio": False}, indent=2),
-                                       encoding="utf-8")
+    (out / "README.md").write_text(
+        DATA_CARD.format(
+            run_id=run_id, date=datetime.now(UTC).date().isoformat(), store=store.display(), tables="\n".join(lines)
+        ),
+        encoding="utf-8",
+    )
+    (out / "manifest.json").write_text(
+        json.dumps({"run_id": run_id, "tables": tables, "audio": False}, indent=2), encoding="utf-8"
+    )
     return tables

@@ -43,15 +43,19 @@ def error_row(exc: BaseException, *, attempt: int, stage: str, keys: list[tuple]
         exc, attempt = exc.last, exc.attempts
     final = is_final(exc)
     status = "empty" if isinstance(exc, TruncatedAudioError) else "failed"  # a cut clip: no usable audio
-    what = f"{stage}: {type(exc).__name__} on {len(keys)} key(s) ({_keys_text(keys)}) after {attempt} attempt(s): " \
-           f"{str(exc)[:300]}"
+    what = (
+        f"{stage}: {type(exc).__name__} on {len(keys)} key(s) ({_keys_text(keys)}) after {attempt} attempt(s): "
+        f"{str(exc)[:300]}"
+    )
     if final:
         logger().info("%s; a permanent failure, recorded as final", what)
     elif isinstance(exc, (TransientProviderError, DeferredProviderError)):
         logger().warning("%s; recorded as %s, will be retried by the next run", what, status)
     else:
-        logger().warning("%s; unexpected (not a documented provider error), recorded as failed, will be retried "
-                         "by the next run", what)
+        logger().warning(
+            "%s; unexpected (not a documented provider error), recorded as failed, will be retried by the next run",
+            what,
+        )
     return {
         "status": status,
         "error_type": type(exc).__name__,
@@ -70,6 +74,8 @@ def one_per_request(results: list[T], requests: list[Any], provider: str) -> lis
     """
     results = list(results)
     if len(results) != len(requests):
-        raise ValueError(f"{provider} returned {len(results)} result(s) for {len(requests)} request(s); "
-                         "a provider must return one result per request, in order")
+        raise ValueError(
+            f"{provider} returned {len(results)} result(s) for {len(requests)} request(s); "
+            "a provider must return one result per request, in order"
+        )
     return results

@@ -23,20 +23,19 @@ from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
-
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from ttseval.corpus import instructions as ins
-from ttseval.corpus.instructions import Caption, Reference
-from ttseval.core.protocols import LLM, LLMRequest
-from ttseval.tasks.parts import get_store
-from ttseval.tasks.provider_cache import get_provider
-from ttseval.tasks.generate import _call_fields, _failed
-from ttseval.tasks.llm import CallStats, cached_generate
 from ttseval.core.config import Settings
+from ttseval.core.protocols import LLM, LLMRequest
 from ttseval.core.store import ArtifactStore
 from ttseval.core.validation import Rule, row_failures
+from ttseval.corpus import instructions as ins
+from ttseval.corpus.instructions import Caption, Reference
+from ttseval.tasks.generate import _call_fields, _failed
+from ttseval.tasks.llm import CallStats, cached_generate
+from ttseval.tasks.parts import get_store
+from ttseval.tasks.provider_cache import get_provider
 
 
 @dataclass
@@ -54,16 +53,27 @@ class Captioned:
 def _base(c: Captioned, task: str) -> dict[str, Any]:
     r = c.ref
     return {
-        "item_id": f"{r.ref_id}-{task}", "benchmark": ins.BENCHMARK, "category": ins.CATEGORY, "depth": 0,
-        "parent_id": r.ref_id, "root_id": r.ref_id, "seed_id": r.ref_id, "language": r.language, "text": r.text,
-        "task": task, "method": ins.METHODS[task], "reference_audio_uri": c.audio_uri,
-        "caption": c.caption.to_json() if c.caption is not None else None, "status": "ok",
+        "item_id": f"{r.ref_id}-{task}",
+        "benchmark": ins.BENCHMARK,
+        "category": ins.CATEGORY,
+        "depth": 0,
+        "parent_id": r.ref_id,
+        "root_id": r.ref_id,
+        "seed_id": r.ref_id,
+        "language": r.language,
+        "text": r.text,
+        "task": task,
+        "method": ins.METHODS[task],
+        "reference_audio_uri": c.audio_uri,
+        "caption": c.caption.to_json() if c.caption is not None else None,
+        "status": "ok",
     }
 
 
 # -- captioning -------------------------------------------------------------------------------------------------
-def caption_references(refs: list[Reference], llm: LLM, store: ArtifactStore, *, temperature: float,
-                       stats: CallStats) -> list[Captioned]:
+def caption_references(
+    refs: list[Reference], llm: LLM, store: ArtifactStore, *, temperature: float, stats: CallStats
+) -> list[Captioned]:
     """Store each reference WAV and caption it with the audio LLM (the clip sent inline with the prompt)."""
     out: list[Captioned | None] = [None] * len(refs)
     todo: list[tuple[int, str | None, LLMRequest]] = []
@@ -83,8 +93,14 @@ def caption_references(refs: list[Reference], llm: LLM, store: ArtifactStore, *,
         if caption is not None and not caption.described():
             out[i] = Captioned(refs[i], uri, None, fields, "unparseable", "the caption describes no feature")
             continue
-        out[i] = Captioned(refs[i], uri, caption, fields, None if result.ok else (result.failure or "failed"),
-                           None if result.ok else result.error)
+        out[i] = Captioned(
+            refs[i],
+            uri,
+            caption,
+            fields,
+            None if result.ok else (result.failure or "failed"),
+            None if result.ok else result.error,
+        )
     return [c for c in out if c is not None]
 
 
@@ -106,8 +122,16 @@ def aps_rows(captioned: list[Captioned]) -> list[dict[str, Any]]:
 
 
 # -- DSD and RP -------------------------------------------------------------------------------------------------
-def dsd_rows(captioned: list[Captioned], llm: LLM, store: ArtifactStore, *, temperature: float, seed: int,
-             language: str, stats: CallStats) -> list[dict[str, Any]]:
+def dsd_rows(
+    captioned: list[Captioned],
+    llm: LLM,
+    store: ArtifactStore,
+    *,
+    temperature: float,
+    seed: int,
+    language: str,
+    stats: CallStats,
+) -> list[dict[str, Any]]:
     """One DSD row per reference: draw a Table 8 dropout set and the kept features, ask for three directives
     from those features only, keep the seeded pick."""
     rows: list[dict[str, Any]] = []
@@ -119,8 +143,9 @@ def dsd_rows(captioned: list[Captioned], llm: LLM, store: ArtifactStore, *, temp
         described = c.caption.described()
         number, kept = ins.dropout(described, ins.dropout_rng(seed, c.ref.ref_id))
         features = {f: described[f] for f in kept}
-        req = LLMRequest(parts=(ins.dsd_prompt(features, language),), schema=ins.InstructionsAnswer,
-                         temperature=temperature)
+        req = LLMRequest(
+            parts=(ins.dsd_prompt(features, language),), schema=ins.InstructionsAnswer, temperature=temperature
+        )
         row = {**_base(c, "DSD"), "dropout_set": number, "features": ",".join(kept)}
         rows.append(row)
         todo.append((row, c, req))
@@ -128,8 +153,16 @@ def dsd_rows(captioned: list[Captioned], llm: LLM, store: ArtifactStore, *, temp
     return rows
 
 
-def rp_rows(captioned: list[Captioned], llm: LLM, store: ArtifactStore, *, temperature: float, seed: int,
-            language: str, stats: CallStats) -> list[dict[str, Any]]:
+def rp_rows(
+    captioned: list[Captioned],
+    llm: LLM,
+    store: ArtifactStore,
+    *,
+    temperature: float,
+    seed: int,
+    language: str,
+    stats: CallStats,
+) -> list[dict[str, Any]]:
     """One RP row per reference: reasoning about personas from the full caption, then three role-play
     directions; the reasoning is kept with the seeded pick."""
     rows: list[dict[str, Any]] = []
@@ -139,8 +172,9 @@ def rp_rows(captioned: list[Captioned], llm: LLM, store: ArtifactStore, *, tempe
             rows.append(_caption_failed(c, "RP"))
             continue
         described = c.caption.described()
-        req = LLMRequest(parts=(ins.rp_prompt(described, language),), schema=ins.RolePlayAnswer,
-                         temperature=temperature)
+        req = LLMRequest(
+            parts=(ins.rp_prompt(described, language),), schema=ins.RolePlayAnswer, temperature=temperature
+        )
         row = {**_base(c, "RP"), "features": ",".join(described)}
         rows.append(row)
         todo.append((row, c, req))
@@ -148,8 +182,15 @@ def rp_rows(captioned: list[Captioned], llm: LLM, store: ArtifactStore, *, tempe
     return rows
 
 
-def _answer(todo: list[tuple[dict[str, Any], Captioned, LLMRequest]], llm: LLM, store: ArtifactStore,
-            version: str, task: str, seed: int, stats: CallStats) -> None:
+def _answer(
+    todo: list[tuple[dict[str, Any], Captioned, LLMRequest]],
+    llm: LLM,
+    store: ArtifactStore,
+    version: str,
+    task: str,
+    seed: int,
+    stats: CallStats,
+) -> None:
     """Make the calls and fill each row in place: the chosen instruction and its alternatives, or the failure."""
     results = cached_generate(store, llm, [t[2] for t in todo], stats)
     for (row, c, req), result in zip(todo, results):
@@ -177,12 +218,14 @@ def screen(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     candidates = [r for r in rows if r["status"] == "ok"]
     if not candidates:
         return rows
-    frame = pd.DataFrame({
-        "row": range(1, len(candidates) + 1),
-        "instruction": [r.get("instruction") or "" for r in candidates],
-        "task": [r.get("task") for r in candidates],
-        "text": [r.get("text") or "" for r in candidates],
-    })
+    frame = pd.DataFrame(
+        {
+            "row": range(1, len(candidates) + 1),
+            "instruction": [r.get("instruction") or "" for r in candidates],
+            "task": [r.get("task") for r in candidates],
+            "text": [r.get("text") or "" for r in candidates],
+        }
+    )
     by_id = {}
     for number, rules in row_failures(frame, SCREENING_RULES, suite_name="generated-instructions").items():
         r = candidates[number - 1]
@@ -191,15 +234,22 @@ def screen(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 @task(name="caption-references", cache_policy=NO_CACHE)
-def caption_stage(settings: Settings, refs: list[Reference], llm_spec: str, temperature: float,
-                  stats: CallStats) -> list[Captioned]:
-    return caption_references(refs, get_provider("llm", llm_spec, settings),
-                              get_store(settings.store, settings.store_wait_s), temperature=temperature, stats=stats)
+def caption_stage(
+    settings: Settings, refs: list[Reference], llm_spec: str, temperature: float, stats: CallStats
+) -> list[Captioned]:
+    return caption_references(
+        refs,
+        get_provider("llm", llm_spec, settings),
+        get_store(settings.store, settings.store_wait_s),
+        temperature=temperature,
+        stats=stats,
+    )
 
 
 @task(name="write-instructions", cache_policy=NO_CACHE)
-def instruction_stage(settings: Settings, captioned: list[Captioned], llm_spec: str, temperature: float,
-                      language: str, stats: CallStats) -> list[dict[str, Any]]:
+def instruction_stage(
+    settings: Settings, captioned: list[Captioned], llm_spec: str, temperature: float, language: str, stats: CallStats
+) -> list[dict[str, Any]]:
     llm, store = get_provider("llm", llm_spec, settings), get_store(settings.store, settings.store_wait_s)
     common = {"temperature": temperature, "seed": settings.seed, "language": language, "stats": stats}
     rows = aps_rows(captioned) + dsd_rows(captioned, llm, store, **common) + rp_rows(captioned, llm, store, **common)

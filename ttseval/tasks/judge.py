@@ -14,31 +14,31 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import math
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, Literal
+from typing import Any, Literal
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from ttseval.providers.judges.prompts import rubric_for
-from ttseval.tasks.failures import error_row, one_per_request
-from ttseval.tasks.logs import logger
-from ttseval.tasks.parts import StageResult, commit, get_store, now
-from ttseval.tasks.provider_cache import get_provider
-from ttseval.tasks.retries import is_transient_task_error, task_retry_options
-from ttseval.tasks.cost import Budget, judge_call_usd
-from ttseval.tasks.limits import limit_calls
-from ttseval.tasks.pairs import audit_sample, judged_pairs, order_sensitive
-from ttseval.tasks.llm import cached_generate
-from ttseval.tasks.plan import Plan, _chunks, _present
-from ttseval.tasks.quality import primary_quality_id
 from ttseval.core.audio import Audio
 from ttseval.core.config import Settings
 from ttseval.core.protocols import PairwiseRequest, Winner
 from ttseval.core.registry import Spec
 from ttseval.core.store import ArtifactStore
+from ttseval.providers.judges.prompts import rubric_for
+from ttseval.tasks.cost import Budget, judge_call_usd
+from ttseval.tasks.failures import error_row, one_per_request
+from ttseval.tasks.limits import limit_calls
+from ttseval.tasks.llm import cached_generate
+from ttseval.tasks.logs import logger
+from ttseval.tasks.pairs import audit_sample, judged_pairs, order_sensitive
+from ttseval.tasks.parts import StageResult, commit, get_store, now
+from ttseval.tasks.plan import Plan, _chunks, _present
+from ttseval.tasks.provider_cache import get_provider
+from ttseval.tasks.quality import primary_quality_id
+from ttseval.tasks.retries import is_transient_task_error, task_retry_options
 
 Placement = Callable[[str], contextlib.AbstractContextManager]
 """judge spec -> the context its tasks are submitted in (which Dask workers may run them)."""
@@ -47,6 +47,7 @@ Placement = Callable[[str], contextlib.AbstractContextManager]
 # -- presentation order: the judge hears the two clips in an order it is not told about ------------------------
 # Drawn per (item, system, baseline) from a hash, so a re-run asks the same question; the first/second answer is
 # mapped back to candidate/baseline.
+
 
 def candidate_first(item_id: str, system_id: str, baseline_id: str, seed: int = 0) -> bool:
     """The presentation order of one comparison: reproducible from its key, independent of everything else."""
@@ -82,8 +83,10 @@ class Clips:
             return cls({}, frozenset())
         ok = synthesis[synthesis["status"] == "ok"]
         final = synthesis[(synthesis["status"] != "ok") & ~synthesis["retryable"].fillna(False).astype(bool)]
-        return cls(ok.set_index(["item_id", "system_id"])["audio_sha256"].to_dict(),
-                   frozenset(final[["item_id", "system_id"]].itertuples(index=False, name=None)))
+        return cls(
+            ok.set_index(["item_id", "system_id"])["audio_sha256"].to_dict(),
+            frozenset(final[["item_id", "system_id"]].itertuples(index=False, name=None)),
+        )
 
     def sha(self, item_id: str, system_id: str) -> str | None:
         return self.ok.get((item_id, system_id))
@@ -98,8 +101,14 @@ class Clips:
         if not absent:
             return None
         pending = any((item_id, system_id) not in self.final for system_id in absent)
-        return {"status": "skipped", "error_type": error_type, "error_message": message, "retryable": pending,
-                "attempt": 0, "parse_ok": False}
+        return {
+            "status": "skipped",
+            "error_type": error_type,
+            "error_message": message,
+            "retryable": pending,
+            "attempt": 0,
+            "parse_ok": False,
+        }
 
 
 @dataclass(frozen=True)
@@ -140,8 +149,17 @@ def judge_id_of(spec: str, settings: Settings) -> str:
     return get_provider("judge", spec, settings).judge_id
 
 
-def plan_judge(kind: JudgeKind, store: ArtifactStore, run_id: str, system_ids: list[str], judge_spec: str,
-               settings: Settings, *, baseline_id: str | None = None, item_ids: set[str] | None = None) -> Plan:
+def plan_judge(
+    kind: JudgeKind,
+    store: ArtifactStore,
+    run_id: str,
+    system_ids: list[str],
+    judge_spec: str,
+    settings: Settings,
+    *,
+    baseline_id: str | None = None,
+    item_ids: set[str] | None = None,
+) -> Plan:
     """Every key of `kind` this judge has not judged for good (`missing = wanted - present`), over `item_ids`
     only when given (a backfill of a subset)."""
     judge_id = judge_id_of(judge_spec, settings)
@@ -170,10 +188,19 @@ def _answered(v: Any) -> dict[str, Any]:
         status = {"status": "failed", "retryable": True, "error_type": "JudgeUnreachable"}
     else:
         status = {"status": "ok", "retryable": False, "error_type": None if v.parse_ok else "ParseFailure"}
-    return {"raw_response": v.raw_response, "parse_ok": v.parse_ok, "attempts": v.attempts, "retries": v.retries,
-            "input_tokens": v.input_tokens, "output_tokens": v.output_tokens, "cost_usd": v.cost_usd,
-            "samples": getattr(v, "samples", 1), "sample_agreement": getattr(v, "sample_agreement", None),
-            "attempt": v.attempts, "error_message": v.error} | status
+    return {
+        "raw_response": v.raw_response,
+        "parse_ok": v.parse_ok,
+        "attempts": v.attempts,
+        "retries": v.retries,
+        "input_tokens": v.input_tokens,
+        "output_tokens": v.output_tokens,
+        "cost_usd": v.cost_usd,
+        "samples": getattr(v, "samples", 1),
+        "sample_agreement": getattr(v, "sample_agreement", None),
+        "attempt": v.attempts,
+        "error_message": v.error,
+    } | status
 
 
 def _verdicts(kind: JudgeKind, spec: str, settings: Settings, requests: list[Any]) -> list[Any]:
@@ -188,8 +215,9 @@ def _verdicts(kind: JudgeKind, spec: str, settings: Settings, requests: list[Any
     return one_per_request(kind.ask(judge, requests), requests, spec)
 
 
-def judge_shard(kind: JudgeKind, settings: Settings, run_id: str, shard: dict[str, Any], *,
-                label: str = "") -> StageResult:
+def judge_shard(
+    kind: JudgeKind, settings: Settings, run_id: str, shard: dict[str, Any], *, label: str = ""
+) -> StageResult:
     """Judge one shard of keys; keys missing a clip are written as `skipped` with the reason.
 
     A judge that raises fails the shard's rows (retryable unless it documents the error as permanent), never the
@@ -217,8 +245,7 @@ def judge_shard(kind: JudgeKind, settings: Settings, run_id: str, shard: dict[st
         verdicts = _verdicts(kind, spec, settings, requests)
     # A judge that breaks fails its rows, never the run; retryable unless documented permanent (ttseval.tasks.failures.is_final).
     except Exception as e:  # noqa: BLE001
-        failed = error_row(e, attempt=1, stage=f"{kind.table} {spec}",
-                           keys=[kind.key(w, judge_id) for w, _ in pending])
+        failed = error_row(e, attempt=1, stage=f"{kind.table} {spec}", keys=[kind.key(w, judge_id) for w, _ in pending])
         rows += [base(w) | known | {"parse_ok": False} | failed for w, known in pending]
         verdicts = []
     rows += [base(w) | known | kind.verdict_row(v, known) | _answered(v) for (w, known), v in zip(pending, verdicts)]
@@ -234,8 +261,9 @@ def judge_task(kind: JudgeKind, settings: Settings, run_id: str, shard: dict[str
     return result
 
 
-def within_judge_budget(plan: Plan, spec: str, store: ArtifactStore, run_id: str, settings: Settings,
-                        budget: Budget) -> Plan:
+def within_judge_budget(
+    plan: Plan, spec: str, store: ArtifactStore, run_id: str, settings: Settings, budget: Budget
+) -> Plan:
     """`plan` with the keys past `budget` dropped (in plan order), priced by the dry run's estimate for the clips'
     real durations; the dropped keys stay missing for a later run."""
     judge = get_provider("judge", spec, settings)
@@ -243,8 +271,18 @@ def within_judge_budget(plan: Plan, spec: str, store: ArtifactStore, run_id: str
     duration = dict(zip(zip(synthesis["item_id"], synthesis["system_id"]), synthesis["duration_s"].fillna(0.0)))
     shards, kept_total = [], 0
     for shard in plan.shards:
-        kept = [w for w in shard["work"] if w["skip"] or budget.take(judge_call_usd(judge, sum(
-            duration.get((w["item_id"], s), 0.0) for s in (w.get("system_id"), w.get("baseline_id")) if s), settings))]
+        kept = [
+            w
+            for w in shard["work"]
+            if w["skip"]
+            or budget.take(
+                judge_call_usd(
+                    judge,
+                    sum(duration.get((w["item_id"], s), 0.0) for s in (w.get("system_id"), w.get("baseline_id")) if s),
+                    settings,
+                )
+            )
+        ]
         kept_total += len(kept)
         if kept:
             shards.append(shard | {"work": kept})
@@ -252,10 +290,18 @@ def within_judge_budget(plan: Plan, spec: str, store: ArtifactStore, run_id: str
     return Plan(plan.stage, wanted=plan.wanted - dropped, present=plan.present, shards=shards)
 
 
-def run_judges(kind: JudgeKind, settings: Settings, run_id: str, system_ids: list[str], judges: list[str], *,
-               baseline_id: str | None = None, place: Placement = lambda spec: contextlib.nullcontext(),
-               item_ids: set[str] | None = None, budget: Budget | None = None
-               ) -> tuple[list[Plan], list[StageResult]]:
+def run_judges(
+    kind: JudgeKind,
+    settings: Settings,
+    run_id: str,
+    system_ids: list[str],
+    judges: list[str],
+    *,
+    baseline_id: str | None = None,
+    place: Placement = lambda spec: contextlib.nullcontext(),
+    item_ids: set[str] | None = None,
+    budget: Budget | None = None,
+) -> tuple[list[Plan], list[StageResult]]:
     """Plan and run every judge's missing keys of `kind` (over `item_ids` when given) as Prefect tasks on the
     flow's task runner; each judge's tasks are submitted inside `place(spec)` (the flow's choice of workers:
     ttseval.flows.common.placement). With a `budget`, keys past it are left for a later run."""
@@ -263,20 +309,22 @@ def run_judges(kind: JudgeKind, settings: Settings, run_id: str, system_ids: lis
     plans, futures = [], []
     retrying = judge_task.with_options(name=kind.task_name, **task_retry_options(settings))
     for spec in judges:
-        plan = plan_judge(kind, store, run_id, system_ids, spec, settings, baseline_id=baseline_id,
-                          item_ids=item_ids)
+        plan = plan_judge(kind, store, run_id, system_ids, spec, settings, baseline_id=baseline_id, item_ids=item_ids)
         if budget is not None:
             plan = within_judge_budget(plan, spec, store, run_id, settings, budget)
         if plan.wanted:
             logger().info(plan.describe())
         plans.append(plan)
         with place(spec):
-            futures += [retrying.submit(kind, settings, run_id, shard, f"{spec} shard {i + 1}/{len(plan.shards)}")
-                        for i, shard in enumerate(plan.shards)]
+            futures += [
+                retrying.submit(kind, settings, run_id, shard, f"{spec} shard {i + 1}/{len(plan.shards)}")
+                for i, shard in enumerate(plan.shards)
+            ]
     return plans, [f.result() for f in futures]
 
 
 # -- pairwise: which pairs of systems are compared (setting judge_pairs) ------------------------------------------
+
 
 def _signals(store: ArtifactStore, run_id: str, quality_id: str) -> dict[tuple[str, str], dict[str, float | None]]:
     """CER and MOS per clip from the stored tables (one transcript per clip by construction; the MOS of the first
@@ -291,8 +339,9 @@ def _signals(store: ArtifactStore, run_id: str, quality_id: str) -> dict[tuple[s
     return out
 
 
-def _pairwise_wanted(store: ArtifactStore, run_id: str, system_ids: list[str], baseline_id: str | None,
-                     settings: Settings) -> Iterator[Work]:
+def _pairwise_wanted(
+    store: ArtifactStore, run_id: str, system_ids: list[str], baseline_id: str | None, settings: Settings
+) -> Iterator[Work]:
     """Every comparison of `judged_pairs` (each candidate against the baseline, or the pairs judge_pairs asks for),
     in its order; `baseline_id` of a work is the pair's other system, `vs_baseline` whether it is the run's."""
     if baseline_id is None:
@@ -303,13 +352,23 @@ def _pairwise_wanted(store: ArtifactStore, run_id: str, system_ids: list[str], b
         item = items.loc[item_id]
         which = "candidate" if not clips.sha(item_id, system_id) else "baseline"
         yield {
-            "item_id": item_id, "system_id": system_id, "baseline_id": other, "vs_baseline": other == baseline_id,
-            "text": item["text"], "language": item["language"], "category": item["category"],
-            "candidate_sha": clips.sha(item_id, system_id), "baseline_sha": clips.sha(item_id, other),
+            "item_id": item_id,
+            "system_id": system_id,
+            "baseline_id": other,
+            "vs_baseline": other == baseline_id,
+            "text": item["text"],
+            "language": item["language"],
+            "category": item["category"],
+            "candidate_sha": clips.sha(item_id, system_id),
+            "baseline_sha": clips.sha(item_id, other),
             "candidate_signals": signals.get((item_id, system_id), {}),
             "baseline_signals": signals.get((item_id, other), {}),
-            "skip": clips.skip(item_id, {"candidate": system_id, "baseline": other},
-                               f"No{which.title()}Audio", f"the {which} has no ok clip for this item"),
+            "skip": clips.skip(
+                item_id,
+                {"candidate": system_id, "baseline": other},
+                f"No{which.title()}Audio",
+                f"the {which} has no ok clip for this item",
+            ),
         }
 
 
@@ -324,10 +383,16 @@ def _pairwise_request(w: Work, store: ArtifactStore, settings: Settings) -> tupl
     cand = Audio.from_wav_bytes(store.get_audio(w["candidate_sha"]))
     base = Audio.from_wav_bytes(store.get_audio(w["baseline_sha"]))
     request = PairwiseRequest(
-        item_id=w["item_id"], text=w["text"], language=w["language"], category=w["category"],
-        rubric=rubric_for(w["category"]), first=cand if first else base, second=base if first else cand,
+        item_id=w["item_id"],
+        text=w["text"],
+        language=w["language"],
+        category=w["category"],
+        rubric=rubric_for(w["category"]),
+        first=cand if first else base,
+        second=base if first else cand,
         first_signals=w["candidate_signals"] if first else w["baseline_signals"],
-        second_signals=w["baseline_signals"] if first else w["candidate_signals"])
+        second_signals=w["baseline_signals"] if first else w["candidate_signals"],
+    )
     return request, {"candidate_first": first}
 
 
@@ -340,21 +405,34 @@ def _pairwise_row(v: Any, known: dict[str, Any]) -> dict[str, Any]:
     first = known["candidate_first"]
     cand_score, base_score = (v.score_first, v.score_second) if first else (v.score_second, v.score_first)
     cand_why, base_why = (v.reasoning_first, v.reasoning_second) if first else (v.reasoning_second, v.reasoning_first)
-    return {"winner_raw": v.winner, "winner": to_candidate_view(v.winner, first), "score_candidate": cand_score,
-            "score_baseline": base_score, "reasoning_candidate": cand_why, "reasoning_baseline": base_why,
-            "comparison": v.comparison}
+    return {
+        "winner_raw": v.winner,
+        "winner": to_candidate_view(v.winner, first),
+        "score_candidate": cand_score,
+        "score_baseline": base_score,
+        "reasoning_candidate": cand_why,
+        "reasoning_baseline": base_why,
+        "comparison": v.comparison,
+    }
 
 
 PAIRWISE = JudgeKind(
-    table="judgments", task_name="judge",
-    wanted=_pairwise_wanted, request=_pairwise_request, ask=_ask_pairs,
-    verdict_row=_pairwise_row, row_base=_pair_columns)
+    table="judgments",
+    task_name="judge",
+    wanted=_pairwise_wanted,
+    request=_pairwise_request,
+    ask=_ask_pairs,
+    verdict_row=_pairwise_row,
+    row_base=_pair_columns,
+)
 
 
 # -- position-bias audit: a sample of the pairs, asked again in the other order ------------------------------------
 
-def _audit_wanted(store: ArtifactStore, run_id: str, system_ids: list[str], baseline_id: str | None,
-                  settings: Settings) -> Iterator[Work]:
+
+def _audit_wanted(
+    store: ArtifactStore, run_id: str, system_ids: list[str], baseline_id: str | None, settings: Settings
+) -> Iterator[Work]:
     wanted = list(_pairwise_wanted(store, run_id, system_ids, baseline_id, settings))
     sample = audit_sample([(w["item_id"], w["system_id"], w["baseline_id"]) for w in wanted], settings)
     return (w for w in wanted if (w["item_id"], w["system_id"], w["baseline_id"]) in sample)
@@ -367,25 +445,60 @@ def _swapped_request(w: Work, store: ArtifactStore, settings: Settings) -> tuple
 
 
 POSITION_AUDIT = JudgeKind(
-    table="position_audit", task_name="position-audit",
-    wanted=_audit_wanted, request=_swapped_request, ask=_ask_pairs, verdict_row=_pairwise_row,
-    row_base=_pair_columns)
+    table="position_audit",
+    task_name="position-audit",
+    wanted=_audit_wanted,
+    request=_swapped_request,
+    ask=_ask_pairs,
+    verdict_row=_pairwise_row,
+    row_base=_pair_columns,
+)
 
 
-def run_position_audit(settings: Settings, run_id: str, system_ids: list[str], baseline_id: str,
-                       judges: list[str], place: Placement = lambda spec: contextlib.nullcontext(),
-                       item_ids: set[str] | None = None, budget: Budget | None = None
-                       ) -> tuple[list[Plan], list[StageResult]]:
+def run_position_audit(
+    settings: Settings,
+    run_id: str,
+    system_ids: list[str],
+    baseline_id: str,
+    judges: list[str],
+    place: Placement = lambda spec: contextlib.nullcontext(),
+    item_ids: set[str] | None = None,
+    budget: Budget | None = None,
+) -> tuple[list[Plan], list[StageResult]]:
     """Ask each order-sensitive judge the audit sample's pairs in the other order (`position_audit`)."""
     audited = [j for j in judges if order_sensitive(j, settings)]
-    return run_judges(POSITION_AUDIT, settings, run_id, system_ids, audited, baseline_id=baseline_id, place=place,
-                      item_ids=item_ids, budget=budget)
+    return run_judges(
+        POSITION_AUDIT,
+        settings,
+        run_id,
+        system_ids,
+        audited,
+        baseline_id=baseline_id,
+        place=place,
+        item_ids=item_ids,
+        budget=budget,
+    )
 
 
-def run_judge_stage(settings: Settings, run_id: str, system_ids: list[str], baseline_id: str,
-                    judges: list[str], place: Placement = lambda spec: contextlib.nullcontext(),
-                    item_ids: set[str] | None = None, budget: Budget | None = None
-                    ) -> tuple[list[Plan], list[StageResult]]:
+def run_judge_stage(
+    settings: Settings,
+    run_id: str,
+    system_ids: list[str],
+    baseline_id: str,
+    judges: list[str],
+    place: Placement = lambda spec: contextlib.nullcontext(),
+    item_ids: set[str] | None = None,
+    budget: Budget | None = None,
+) -> tuple[list[Plan], list[StageResult]]:
     """Plan and run every pairwise judge's missing comparisons against `baseline_id`."""
-    return run_judges(PAIRWISE, settings, run_id, system_ids, judges, baseline_id=baseline_id, place=place,
-                      item_ids=item_ids, budget=budget)
+    return run_judges(
+        PAIRWISE,
+        settings,
+        run_id,
+        system_ids,
+        judges,
+        baseline_id=baseline_id,
+        place=place,
+        item_ids=item_ids,
+        budget=budget,
+    )

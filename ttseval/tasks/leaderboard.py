@@ -19,9 +19,9 @@ from typing import Any
 
 import pandas as pd
 
+from ttseval.core.config import Settings
 from ttseval.tasks.parts import get_store
 from ttseval.tasks.report.format import markdown_table, missing, num, pct, rate_ci
-from ttseval.core.config import Settings
 
 
 def _latest_logs(store: Any) -> list[dict[str, Any]]:
@@ -42,17 +42,24 @@ def cross_run_rankings(store: Any, runs: dict[str, dict[str, str]], settings: Se
         judgments = store.read(run_id, "judgments")
         judges = dict(zip(judgments["judge_id"], judgments["judge_spec"]))
         outcomes = judgment_outcomes(judgments)
-        outcomes = outcomes.assign(judge_spec=outcomes["judge_id"].map(judges), a=outcomes["a"].map(specs),
-                                   b=outcomes["b"].map(specs), order=order).dropna(subset=["a", "b"])
+        outcomes = outcomes.assign(
+            judge_spec=outcomes["judge_id"].map(judges),
+            a=outcomes["a"].map(specs),
+            b=outcomes["b"].map(specs),
+            order=order,
+        ).dropna(subset=["a", "b"])
         parts.append(outcomes)
     if not parts:
         return {}
     outcomes = pd.concat(parts, ignore_index=True).sort_values("order", kind="stable")
     outcomes["pair"] = [" | ".join(sorted(p)) for p in zip(outcomes["a"], outcomes["b"])]
     outcomes = outcomes.drop_duplicates(["judge_spec", "item_id", "pair"], keep="last")
-    return {judge: bradley_terry(mine[["item_id", "a", "b", "score"]], n_resamples=settings.bootstrap_resamples,
-                                 seed=settings.seed)
-            for judge, mine in outcomes.groupby("judge_spec", sort=True)}
+    return {
+        judge: bradley_terry(
+            mine[["item_id", "a", "b", "score"]], n_resamples=settings.bootstrap_resamples, seed=settings.seed
+        )
+        for judge, mine in outcomes.groupby("judge_spec", sort=True)
+    }
 
 
 def leaderboard(settings: Settings) -> dict[str, pd.DataFrame]:
@@ -73,9 +80,16 @@ def leaderboard(settings: Settings) -> dict[str, pd.DataFrame]:
         runs.setdefault(dataset, {})[run_id] = specs
         for r in report.to_dict("records"):
             key = (r["system_spec"], r.get("asr_spec"))
-            row = {"system_spec": r["system_spec"], "asr_spec": r.get("asr_spec"), "completion_rate":
-                   r["completion_rate"], "wer": r["wer"], "cer": r["cer"], f"MOS ({log['quality']})": r["mos"],
-                   "run_id": run_id, "date": log["date"][:10]}
+            row = {
+                "system_spec": r["system_spec"],
+                "asr_spec": r.get("asr_spec"),
+                "completion_rate": r["completion_rate"],
+                "wer": r["wer"],
+                "cer": r["cer"],
+                f"MOS ({log['quality']})": r["mos"],
+                "run_id": run_id,
+                "date": log["date"][:10],
+            }
             for w in overall[overall["system_id"] == r["system_id"]].to_dict("records") if len(overall) else []:
                 baseline = specs.get(w["baseline_id"], w["baseline_id"])
                 column = f"win-rate ({w['judge_spec']} vs {baseline})"
@@ -107,21 +121,49 @@ def _elo(row: dict[str, Any], column: str) -> str:
 
 
 def leaderboard_markdown(boards: dict[str, pd.DataFrame]) -> str:
-    lines = ["# ttseval leaderboard", "",
-             "Every system evaluated on each dataset version (the SHA-256 of its items), with the figures of the "
-             "latest run that evaluated it. WER/CER are per recogniser; MOS and win-rates are headed by the tool "
-             "that gave them. Elo: each judge's Bradley-Terry fit to the verdicts of every run on the version, on "
-             "one scale, with its 95% CI over items and #rank by lower bound."]
+    lines = [
+        "# ttseval leaderboard",
+        "",
+        "Every system evaluated on each dataset version (the SHA-256 of its items), with the figures of the "
+        "latest run that evaluated it. WER/CER are per recogniser; MOS and win-rates are headed by the tool "
+        "that gave them. Elo: each judge's Bradley-Terry fit to the verdicts of every run on the version, on "
+        "one scale, with its 95% CI over items and #rank by lower bound.",
+    ]
     for dataset, board in boards.items():
         tools = [c for c in board.columns if c.startswith(("MOS (", "win-rate (")) and not c.endswith(" ci")]
         elos = [c for c in board.columns if c.startswith("Elo (") and not c.endswith(" ci")]
         board = board.sort_values(["asr_spec", "wer"], na_position="last")
-        rows = [[r["system_spec"], r["asr_spec"] or "–", pct(r["completion_rate"]), pct(r["wer"]), pct(r["cer"]),
-                 *(num(r[c]) if c.startswith("MOS") else _win_rate(r, c) for c in tools),
-                 *(_elo(r, c) for c in elos), r["run_id"], r["date"]]
-                for r in board.to_dict("records")]
-        lines += ["", f"## Dataset `{dataset}`", "",
-                  markdown_table(["system", "recogniser", "completion %", "WER %", "CER %",
-                                  *(c if c.startswith("MOS") else f"{c} %" for c in tools), *elos, "run", "date"],
-                                 rows)]
+        rows = [
+            [
+                r["system_spec"],
+                r["asr_spec"] or "–",
+                pct(r["completion_rate"]),
+                pct(r["wer"]),
+                pct(r["cer"]),
+                *(num(r[c]) if c.startswith("MOS") else _win_rate(r, c) for c in tools),
+                *(_elo(r, c) for c in elos),
+                r["run_id"],
+                r["date"],
+            ]
+            for r in board.to_dict("records")
+        ]
+        lines += [
+            "",
+            f"## Dataset `{dataset}`",
+            "",
+            markdown_table(
+                [
+                    "system",
+                    "recogniser",
+                    "completion %",
+                    "WER %",
+                    "CER %",
+                    *(c if c.startswith("MOS") else f"{c} %" for c in tools),
+                    *elos,
+                    "run",
+                    "date",
+                ],
+                rows,
+            ),
+        ]
     return "\n".join(lines) + "\n"

@@ -17,15 +17,26 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any
 
-from ttseval.core.protocols import LLM, LLMRequest, LLMResult
-from ttseval.tasks.logs import logger
-from ttseval.tasks.parts import now
 from ttseval.core.cache import RequestCache
 from ttseval.core.ids import digest
+from ttseval.core.protocols import LLM, LLMRequest, LLMResult
 from ttseval.core.store import ArtifactStore
+from ttseval.tasks.logs import logger
+from ttseval.tasks.parts import now
 
-_RESULT_FIELDS = ("ok", "raw", "failure", "error", "finish_reason", "attempts", "retries", "input_tokens",
-                  "output_tokens", "cost_usd", "model")
+_RESULT_FIELDS = (
+    "ok",
+    "raw",
+    "failure",
+    "error",
+    "finish_reason",
+    "attempts",
+    "retries",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "model",
+)
 
 
 def request_key(llm: LLM, request: LLMRequest) -> str:
@@ -94,8 +105,9 @@ def _save(cache: RequestCache, llm: LLM, key: str, request: LLMRequest, result: 
     cache.put(key, entry)
 
 
-def cached_generate(store: ArtifactStore, llm: LLM, requests: list[LLMRequest],
-                    stats: CallStats | None = None) -> list[LLMResult]:
+def cached_generate(
+    store: ArtifactStore, llm: LLM, requests: list[LLMRequest], stats: CallStats | None = None
+) -> list[LLMResult]:
     """One result per request, in order, each with its cache key in `extra["key"]`. Cache lookups and calls run
     with the client's concurrency; identical requests in one batch are asked once."""
     keys = [request_key(llm, r) for r in requests]

@@ -20,12 +20,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ttseval.metrics.mos_forms import FORM_COLUMNS, analyse_mos, counterbalanced_forms, select_subset
-from ttseval.metrics.script import language_data
-from ttseval.tasks.parts import get_store
 from ttseval.core.config import Settings
 from ttseval.core.errors import DatasetError, SpecError
 from ttseval.core.languages import base_language
+from ttseval.metrics.mos_forms import FORM_COLUMNS, analyse_mos, counterbalanced_forms, select_subset
+from ttseval.metrics.script import language_data
+from ttseval.tasks.parts import get_store
 
 INSTRUCTIONS = """# Listening test: naturalness
 
@@ -48,8 +48,18 @@ how much you use {language} each day. Names, addresses and IP addresses are not 
 """
 
 
-def export_mos_forms(settings: Settings, run_id: str, out: Path, *, language: str, n: int = 50,
-                     n_forms: int | None = None, repeats: int = 3, controls: int = 2, seed: int = 0) -> dict[str, Any]:
+def export_mos_forms(
+    settings: Settings,
+    run_id: str,
+    out: Path,
+    *,
+    language: str,
+    n: int = 50,
+    n_forms: int | None = None,
+    repeats: int = 3,
+    controls: int = 2,
+    seed: int = 0,
+) -> dict[str, Any]:
     """Write the forms folder for `language`'s items of a stored run; returns the manifest.
 
     Raises:
@@ -68,13 +78,22 @@ def export_mos_forms(settings: Settings, run_id: str, out: Path, *, language: st
     eligible = items[items["item_id"].map(heard).fillna(0) == len(systems)]
     subset = select_subset(eligible, n, classes=language_data(language).get("grapheme_classes"), seed=seed)
     if subset.empty:
-        raise SpecError(f"no {language} item of run {run_id!r} has 5-25 words, a letter of one of the language's "
-                        f"classes and audio from every TTS system ({', '.join(systems)})")
+        raise SpecError(
+            f"no {language} item of run {run_id!r} has 5-25 words, a letter of one of the language's "
+            f"classes and audio from every TTS system ({', '.join(systems)})"
+        )
     control_clips = ok[ok["system_id"].map(roles) == "control"]
-    picked = control_clips.sample(n=min(controls, len(control_clips)), random_state=seed) if controls else control_clips[:0]
-    forms = counterbalanced_forms(list(subset["item_id"]), systems, n_forms=n_forms,
-                                  repeats=min(repeats, len(subset)),
-                                  controls=list(zip(picked["item_id"], picked["system_id"])), seed=seed)
+    picked = (
+        control_clips.sample(n=min(controls, len(control_clips)), random_state=seed) if controls else control_clips[:0]
+    )
+    forms = counterbalanced_forms(
+        list(subset["item_id"]),
+        systems,
+        n_forms=n_forms,
+        repeats=min(repeats, len(subset)),
+        controls=list(zip(picked["item_id"], picked["system_id"])),
+        seed=seed,
+    )
     sha = ok.set_index(["item_id", "system_id"])["audio_sha256"]
     (out / "audio").mkdir(parents=True, exist_ok=True)
     (out / "forms").mkdir(exist_ok=True)
@@ -84,13 +103,21 @@ def export_mos_forms(settings: Settings, run_id: str, out: Path, *, language: st
         g[["position", "file"]].to_csv(out / "forms" / f"form_{form}.csv", index=False)
     template = forms[["form", "position"]].assign(rater_id="", score="", dialect="", daily_use="")
     template[["rater_id", "form", "position", "score", "dialect", "daily_use"]].to_csv(
-        out / "ratings_template.csv", index=False)
+        out / "ratings_template.csv", index=False
+    )
     forms.to_csv(out / "key.csv", index=False)
     (out / "instructions.md").write_text(INSTRUCTIONS.format(language=language), encoding="utf-8")
-    manifest = {"run_id": run_id, "language": language, "systems": systems, "seed": seed, "items": len(subset),
-                "forms": int(forms["form"].max()), "repeats": int((forms["kind"] == "repeat").sum() / forms["form"].max()),
-                "controls": [list(c) for c in zip(picked["item_id"], picked["system_id"])],
-                "clips": int(forms["file"].nunique())}
+    manifest = {
+        "run_id": run_id,
+        "language": language,
+        "systems": systems,
+        "seed": seed,
+        "items": len(subset),
+        "forms": int(forms["form"].max()),
+        "repeats": int((forms["kind"] == "repeat").sum() / forms["form"].max()),
+        "controls": [list(c) for c in zip(picked["item_id"], picked["system_id"])],
+        "clips": int(forms["file"].nunique()),
+    }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
     return manifest
 
@@ -106,8 +133,9 @@ def _read_ratings(path: Path) -> pd.DataFrame:
     try:
         ratings = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
-        raise DatasetError(f"{path}: cannot read it as a UTF-8 CSV ({e}); start from ratings_template.csv",
-                           source=str(path)) from e
+        raise DatasetError(
+            f"{path}: cannot read it as a UTF-8 CSV ({e}); start from ratings_template.csv", source=str(path)
+        ) from e
     missing = [c for c in ("rater_id", "form", "position", "score") if c not in ratings.columns]
     if missing:
         raise DatasetError(f"{path}: missing column(s) {missing}; start from ratings_template.csv", source=str(path))
@@ -118,9 +146,11 @@ def _read_ratings(path: Path) -> pd.DataFrame:
         if mask.any():
             wrong = ratings[mask]
             shown = ", ".join(f"row {r} ({column}={v!r})" for r, v in zip(wrong["row"], wrong[column]))
-            raise DatasetError(f"{path}: column {column} must be {what}; {int(mask.sum())} row(s) are not: "
-                               f"{shown}. Fix: correct those cells (rows count from 1 after the header)",
-                               source=str(path))
+            raise DatasetError(
+                f"{path}: column {column} must be {what}; {int(mask.sum())} row(s) are not: "
+                f"{shown}. Fix: correct those cells (rows count from 1 after the header)",
+                source=str(path),
+            )
 
     refuse("rater_id", ratings["rater_id"].str.strip() == "", "a rater's id (not empty)")
     for column in ("form", "position"):
@@ -145,20 +175,33 @@ def analyse_mos_ratings(folder: Path, ratings_path: Path, *, n_resamples: int = 
     except ValueError as e:
         raise DatasetError(f"{ratings_path}: {e}", source=str(ratings_path)) from e
     manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
-    lines = [f"# Native MOS: run `{manifest['run_id']}`, {manifest['language']}", "",
-             f"{result['n_raters']} raters over {manifest['forms']} counterbalanced forms of {manifest['items']} "
-             f"sentences; Krippendorff's alpha (ordinal) "
-             + ("undefined (fewer than two raters of a clip, or one score overall)" if np.isnan(result["alpha"])
-                else f"{result['alpha']:.3f}" + (" (below 0.667: report MOS as unreliable)"
-                                                 if result["alpha"] < 0.667 else "")) + "."]
+    lines = [
+        f"# Native MOS: run `{manifest['run_id']}`, {manifest['language']}",
+        "",
+        f"{result['n_raters']} raters over {manifest['forms']} counterbalanced forms of {manifest['items']} "
+        f"sentences; Krippendorff's alpha (ordinal) "
+        + (
+            "undefined (fewer than two raters of a clip, or one score overall)"
+            if np.isnan(result["alpha"])
+            else f"{result['alpha']:.3f}"
+            + (" (below 0.667: report MOS as unreliable)" if result["alpha"] < 0.667 else "")
+        )
+        + ".",
+    ]
     if result["preliminary"]:
         lines += ["", f"**Preliminary:** fewer than 16 raters ({result['n_raters']})."]
     lines += ["", "| system | MOS [95% CI] | ratings |", "|---|---|---|"]
     for r in result["systems"].itertuples():
         lines.append(f"| {r.system_id} | {r.mos:.2f} [{r.ci_low:.2f}, {r.ci_high:.2f}] | {r.n_ratings} |")
-    lines += ["", "Raters: repeat consistency (mean absolute difference between a clip and its repeat) and the "
-              "mean score of the language-control clips (excluded from MOS; high means the rater did not notice "
-              "another language).", "", "| rater | form | rated | repeat MAD | control mean |", "|---|---|---|---|---|"]
+    lines += [
+        "",
+        "Raters: repeat consistency (mean absolute difference between a clip and its repeat) and the "
+        "mean score of the language-control clips (excluded from MOS; high means the rater did not notice "
+        "another language).",
+        "",
+        "| rater | form | rated | repeat MAD | control mean |",
+        "|---|---|---|---|---|",
+    ]
     for r in result["raters"].itertuples():
         mad = "–" if np.isnan(r.repeat_mad) else f"{r.repeat_mad:.2f}"
         control = "–" if np.isnan(r.control_mean) else f"{r.control_mean:.2f}"

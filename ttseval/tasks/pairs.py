@@ -9,15 +9,16 @@ import math
 from collections.abc import Iterable
 
 from ttseval.core.config import Settings
-from ttseval.providers.judges import JUDGES
 from ttseval.core.registry import Spec
+from ttseval.providers.judges import JUDGES
 
 Comparison = tuple[str, str, str]
 """(item_id, system_id, baseline_id): one comparison of the judgments table, `baseline_id` the other system."""
 
 
-def judged_pairs(item_ids: Iterable[str], system_ids: list[str], baseline_id: str, settings: Settings
-                 ) -> list[Comparison]:
+def judged_pairs(
+    item_ids: Iterable[str], system_ids: list[str], baseline_id: str, settings: Settings
+) -> list[Comparison]:
     """Every comparison the setting `judge_pairs` asks for, in plan order (the pairs with the baseline first).
 
     The roster is the baseline, then the other systems in the order given; the pair of roster[i] and roster[j]
@@ -35,7 +36,9 @@ def judged_pairs(item_ids: Iterable[str], system_ids: list[str], baseline_id: st
     if settings.judge_pairs == "all":
         return [(item_id, b, a) for a, b in pairs for item_id in items]
     n = settings.pairs_per_item
-    chosen = {item_id: set(sorted(pairs, key=lambda p: _pair_draw(settings.seed, item_id, *p))[:n]) for item_id in items}
+    chosen = {
+        item_id: set(sorted(pairs, key=lambda p: _pair_draw(settings.seed, item_id, *p))[:n]) for item_id in items
+    }
     return [(item_id, b, a) for a, b in pairs for item_id in items if (a, b) in chosen[item_id]]
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from ttseval.core.config import STORE_WAIT_S
@@ -20,7 +20,7 @@ def get_store(uri: str, wait_s: float = STORE_WAIT_S) -> ArtifactStore:
 
 
 def now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 @dataclass
@@ -40,8 +40,16 @@ class StageResult:
         return f"{self.stage} {self.label}: {self.n_rows} rows ({counts}) in {self.seconds:.1f} s"
 
 
-def commit(store: ArtifactStore, run_id: str, table: str, rows: list[dict], *, label: str,
-           replaces: set[tuple], looked: bool = False) -> tuple[str | None, dict[str, int]]:
+def commit(
+    store: ArtifactStore,
+    run_id: str,
+    table: str,
+    rows: list[dict],
+    *,
+    label: str,
+    replaces: set[tuple],
+    looked: bool = False,
+) -> tuple[str | None, dict[str, int]]:
     """Write the shard's rows as one part; drop older rows of keys it recomputed; returns (part, status counts of
     the rows written).
 

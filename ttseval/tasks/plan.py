@@ -32,8 +32,10 @@ class Plan:
         return self.wanted - self.present
 
     def describe(self) -> str:
-        return (f"{self.stage}: {self.wanted} wanted, {self.present} present (reused), {self.to_compute} to compute"
-                f" in {len(self.shards)} shard(s)")
+        return (
+            f"{self.stage}: {self.wanted} wanted, {self.present} present (reused), {self.to_compute} to compute"
+            f" in {len(self.shards)} shard(s)"
+        )
 
 
 def _present(frame: pd.DataFrame, key: list[str]) -> tuple[set[tuple], set[tuple]]:
@@ -50,23 +52,39 @@ def _chunks(seq: list[Any], size: int) -> list[list[Any]]:
     return [seq[i : i + size] for i in range(0, len(seq), size)]
 
 
-def plan_synthesis(store: ArtifactStore, run_id: str, items: pd.DataFrame, systems: list[Spec], settings: Settings) -> Plan:
-    done, again = _present(store.read(run_id, "synthesis", columns=["item_id", "system_id", "retryable"]),
-                           ["item_id", "system_id"])
+def plan_synthesis(
+    store: ArtifactStore, run_id: str, items: pd.DataFrame, systems: list[Spec], settings: Settings
+) -> Plan:
+    done, again = _present(
+        store.read(run_id, "synthesis", columns=["item_id", "system_id", "retryable"]), ["item_id", "system_id"]
+    )
     plan = Plan("synthesis", wanted=len(items) * len(systems))
     columns = ["item_id", "language", "text", "instruction", "category", "prompt_audio_sha256", "prompt_text"]
     chosen = items.reindex(columns=columns).astype(object)  # prompt columns: None for items read before they existed
     records = chosen.where(chosen.notna(), None).to_dict("records")
     for spec in systems:
-        todo = [r | {"replaces": (r["item_id"], spec.id) in again} for r in records if (r["item_id"], spec.id) not in done]
+        todo = [
+            r | {"replaces": (r["item_id"], spec.id) in again} for r in records if (r["item_id"], spec.id) not in done
+        ]
         plan.present += len(records) - len(todo)
         chunks = _chunks(todo, settings.shard_size)
-        plan.shards += [{"system": spec.canonical, "items": c, "index": i + 1, "of": len(chunks)} for i, c in enumerate(chunks)]
+        plan.shards += [
+            {"system": spec.canonical, "items": c, "index": i + 1, "of": len(chunks)} for i, c in enumerate(chunks)
+        ]
     return plan
 
 
-def plan_model_stage(store: ArtifactStore, run_id: str, items: pd.DataFrame, systems: list[Spec], settings: Settings,
-                     *, table: str, models_for: Any, eligible: Any = None) -> Plan:
+def plan_model_stage(
+    store: ArtifactStore,
+    run_id: str,
+    items: pd.DataFrame,
+    systems: list[Spec],
+    settings: Settings,
+    *,
+    table: str,
+    models_for: Any,
+    eligible: Any = None,
+) -> Plan:
     """Clips synthesized earlier (ok) that still lack a row in `table` (a clip stage's: transcripts, quality, lid,
     ...; ttseval.tasks.stages.plan_stage) from each model `models_for(language)` lists as (spec, output id): a
     recogniser added later gets only its own rows.
@@ -90,8 +108,17 @@ def plan_model_stage(store: ArtifactStore, run_id: str, items: pd.DataFrame, sys
             plan.wanted += 1
             if k in done:
                 continue
-            todo.append({"item_id": r.item_id, "system_id": r.system_id, "audio_sha256": r.audio_sha256,
-                         "language": r.language, "text": r.text, "replaces": k in again, "model_spec": model_spec})
+            todo.append(
+                {
+                    "item_id": r.item_id,
+                    "system_id": r.system_id,
+                    "audio_sha256": r.audio_sha256,
+                    "language": r.language,
+                    "text": r.text,
+                    "replaces": k in again,
+                    "model_spec": model_spec,
+                }
+            )
     plan.present = plan.wanted - len(todo)
     plan.shards = _chunks(todo, settings.shard_size)
     return plan

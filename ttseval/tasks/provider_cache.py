@@ -15,8 +15,8 @@ from typing import Any
 
 from ttseval.core.config import Settings
 from ttseval.core.errors import ConfigError, MissingKeyError
-from ttseval.providers.registries import REGISTRIES
 from ttseval.core.registry import Spec
+from ttseval.providers.registries import REGISTRIES
 
 
 def secret_from_block(variable: str | None, blocks: dict[str, str]) -> Any:
@@ -30,8 +30,10 @@ def secret_from_block(variable: str | None, blocks: dict[str, str]) -> Any:
     try:
         value = Secret.load(blocks[variable]).get()
     except ValueError as e:
-        raise ConfigError(f"setting secret_blocks.{variable}: no Prefect Secret block {blocks[variable]!r} ({e}); "
-                          f"create it (prefect block create secret) or set {variable} in the environment") from e
+        raise ConfigError(
+            f"setting secret_blocks.{variable}: no Prefect Secret block {blocks[variable]!r} ({e}); "
+            f"create it (prefect block create secret) or set {variable} in the environment"
+        ) from e
     return SecretStr(str(value))
 
 
@@ -95,9 +97,18 @@ def get_provider(kind: str, spec: str, settings: Settings) -> Any:
     parsed = Spec.parse(spec)
     plugins = settings.plugins.get(kind, {})
     cls = REGISTRIES[kind].resolve(parsed.provider, plugins)
-    key = json.dumps([kind, parsed.canonical, plugins, settings.secret_blocks, _KEYLESS.get() is not None,
-                      settings.model_dump(mode="json", include=set(getattr(cls, "run_settings", ())))],
-                     sort_keys=True, default=str)
+    key = json.dumps(
+        [
+            kind,
+            parsed.canonical,
+            plugins,
+            settings.secret_blocks,
+            _KEYLESS.get() is not None,
+            settings.model_dump(mode="json", include=set(getattr(cls, "run_settings", ()))),
+        ],
+        sort_keys=True,
+        default=str,
+    )
     with _PROVIDERS_LOCK:
         if key in _PROVIDERS:
             _PROVIDERS.move_to_end(key)
@@ -118,7 +129,7 @@ def _forget_metric_models(keep: int) -> None:
     (a task still using one keeps it until it finishes): setting models_in_memory."""
     with _PROVIDERS_LOCK:
         metric = [k for k in _PROVIDERS if json.loads(k)[0] in METRIC_KINDS]
-        dropped = [_PROVIDERS.pop(k) for k in metric[:max(0, len(metric) - keep)]]
+        dropped = [_PROVIDERS.pop(k) for k in metric[: max(0, len(metric) - keep)]]
     if not dropped:
         return
     del dropped

@@ -37,8 +37,9 @@ def call_with_retries(fn: Callable[[], T], settings: Settings) -> tuple[T, int]:
         RetriesExhausted: the error was still transient after the last retry (`error_row` unwraps it).
         Exception: anything else `fn` raised, at once.
     """
-    return item_policy(settings).call(fn, lambda e: isinstance(e, TransientProviderError),
-                                      retry_after=lambda e: getattr(e, "retry_after_s", None))
+    return item_policy(settings).call(
+        fn, lambda e: isinstance(e, TransientProviderError), retry_after=lambda e: getattr(e, "retry_after_s", None)
+    )
 
 
 TRANSIENT_TASK_ERRORS = (TransientProviderError, StoreError, OSError, TimeoutError, ConnectionError)

@@ -9,8 +9,9 @@ from ttseval.core.store import ArtifactStore
 from ttseval.tasks.failures import one_per_request
 
 
-def reused_or_computed(store: ArtifactStore, namespace: str, keys: list[str], compute: Callable[[list[int]], list[dict]],
-                       *, reuse: bool) -> tuple[list[dict[str, Any]], list[bool]]:
+def reused_or_computed(
+    store: ArtifactStore, namespace: str, keys: list[str], compute: Callable[[list[int]], list[dict]], *, reuse: bool
+) -> tuple[list[dict[str, Any]], list[bool]]:
     """One JSON-able answer per key, in order, and whether each came from the store's request cache: the keys
     answered by an earlier run (any run of this store) are read back; `compute(missing positions)` answers the
     rest, in order, and its answers are kept for later runs. With `reuse` False nothing is read (all computed)

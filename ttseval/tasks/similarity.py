@@ -4,12 +4,13 @@ settings.similarity (ttseval.metrics.similarity). Clips with neither are not com
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
+from ttseval.core.audio import Audio
 from ttseval.metrics.similarity import cosine_similarity
 from ttseval.tasks.failures import one_per_request
 from ttseval.tasks.voices import References
-from ttseval.core.audio import Audio
 
 
 def reference_of(references: References, item_id: str, system_id: str) -> dict[str, Any] | None:
@@ -18,7 +19,9 @@ def reference_of(references: References, item_id: str, system_id: str) -> dict[s
     return None if found is None else {"reference": found[0], "reference_sha256": found[1]}
 
 
-def compare(encoder: Any, clips: list[dict[str, Any]], audio: Callable[[str], Audio], spec: str) -> list[dict[str, Any]]:
+def compare(
+    encoder: Any, clips: list[dict[str, Any]], audio: Callable[[str], Audio], spec: str
+) -> list[dict[str, Any]]:
     """Each clip's cosine similarity to its reference; each distinct clip is embedded once per batch."""
     pairs = [(w["audio_sha256"], w["context"]["reference_sha256"]) for w in clips]
     shas = list(dict.fromkeys(s for pair in pairs for s in pair))

@@ -25,33 +25,33 @@ store's format: change it and every earlier answer is asked again.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 from prefect import Task, task
 from prefect.cache_policies import NO_CACHE
 
-from ttseval.tasks.failures import error_row, one_per_request
-from ttseval.tasks.logs import logger
-from ttseval.tasks.parts import StageResult, commit, get_store, now
-from ttseval.tasks.provider_cache import get_provider, model_output_id
-from ttseval.tasks.retries import is_transient_task_error
-from ttseval.tasks.reuse import by_model, reused_or_computed
-from ttseval.tasks.lid import identify
-from ttseval.tasks.plan import Plan, plan_model_stage
-from ttseval.tasks.prosody import PROSODY_ID, measure_clips
-from ttseval.tasks.quality import mos_row, predict
-from ttseval.tasks.similarity import compare, reference_of
-from ttseval.tasks.transcribe import recognise, scored_row
-from ttseval.tasks.voices import References
 from ttseval.core.audio import Audio
 from ttseval.core.config import Settings
 from ttseval.core.ids import digest
 from ttseval.core.registry import Spec
 from ttseval.core.schemas import TABLES
 from ttseval.core.store import ArtifactStore
+from ttseval.tasks.failures import error_row, one_per_request
+from ttseval.tasks.lid import identify
+from ttseval.tasks.logs import logger
+from ttseval.tasks.parts import StageResult, commit, get_store, now
+from ttseval.tasks.plan import Plan, plan_model_stage
+from ttseval.tasks.prosody import PROSODY_ID, measure_clips
+from ttseval.tasks.provider_cache import get_provider, model_output_id
+from ttseval.tasks.quality import mos_row, predict
+from ttseval.tasks.retries import is_transient_task_error
+from ttseval.tasks.reuse import by_model, reused_or_computed
+from ttseval.tasks.similarity import compare, reference_of
+from ttseval.tasks.transcribe import recognise, scored_row
+from ttseval.tasks.voices import References
 
 Work = dict[str, Any]
 """One clip to process: item_id, system_id, audio_sha256, language, text; `model_spec` (a backlog item: the one
@@ -124,10 +124,12 @@ class ClipStage:
                 if spec not in ids:
                     ids[spec] = (Spec.parse(spec).canonical, self.output_id(spec, settings))
             return [ids[spec] for spec in specs]
+
         return models
 
-    def rows_per_clip(self, settings: Settings, references: References, language: str, item_id: str,
-                      system_id: str) -> int:
+    def rows_per_clip(
+        self, settings: Settings, references: References, language: str, item_id: str, system_id: str
+    ) -> int:
         """How many rows a clip gets: one per model that applies, none for a clip the stage leaves out."""
         if self.context is not None and self.context(references, item_id, system_id) is None:
             return 0
@@ -160,8 +162,14 @@ def run_stage(stage: ClipStage, settings: Settings, run_id: str, work: list[Work
         replaces |= {k for w, k in zip(batch, keys) if w.get("replaces")}
 
         def common(w: Work, base: dict[str, Any] = base) -> dict[str, Any]:
-            return {"item_id": w["item_id"], "system_id": w["system_id"], **base, "created_at": now(),
-                    **w.get("context", {})}
+            return {
+                "item_id": w["item_id"],
+                "system_id": w["system_id"],
+                **base,
+                "created_at": now(),
+                **w.get("context", {}),
+            }
+
         model = compute = None  # the previous model's last references here, before the next loads (models_in_memory)
         try:
             model = get_provider(stage.kind, spec, settings) if stage.kind else None
@@ -170,8 +178,13 @@ def run_stage(stage: ClipStage, settings: Settings, run_id: str, work: list[Work
             def compute(todo: list[int], batch=batch, model=model, spec=spec) -> list[dict[str, Any]]:
                 return one_per_request(stage.ask(model, [batch[i] for i in todo], audio, spec), todo, spec)
 
-            answers, hits = reused_or_computed(store, stage.table, [digest(stage.cache_key(w, output_id, version))
-                                                                    for w in batch], compute, reuse=settings.reuse_scores)
+            answers, hits = reused_or_computed(
+                store,
+                stage.table,
+                [digest(stage.cache_key(w, output_id, version)) for w in batch],
+                compute,
+                reuse=settings.reuse_scores,
+            )
         # The batch fails as rows, never as a lost shard; retryable unless documented permanent (ttseval.tasks.failures.is_final).
         except Exception as e:  # noqa: BLE001
             failed = error_row(e, attempt=1, stage=where, keys=keys)
@@ -188,55 +201,107 @@ def run_stage(stage: ClipStage, settings: Settings, run_id: str, work: list[Work
     return StageResult(stage.table, label, sum(statuses.values()), statuses, part, time.perf_counter() - started)
 
 
-def plan_stage(stage: ClipStage, store: ArtifactStore, run_id: str, items: pd.DataFrame, systems: list[Spec],
-               settings: Settings, references: References) -> Plan:
+def plan_stage(
+    stage: ClipStage,
+    store: ArtifactStore,
+    run_id: str,
+    items: pd.DataFrame,
+    systems: list[Spec],
+    settings: Settings,
+    references: References,
+) -> Plan:
     """The clips synthesized earlier that still lack a row of `stage` from a model that applies to them."""
     eligible = None
     if stage.context is not None:
+
         def eligible(item_id: str, system_id: str) -> bool:
             return stage.context(references, item_id, system_id) is not None
-    return plan_model_stage(store, run_id, items, systems, settings, table=stage.table,
-                            models_for=stage.models_for(settings), eligible=eligible)
+
+    return plan_model_stage(
+        store,
+        run_id,
+        items,
+        systems,
+        settings,
+        table=stage.table,
+        models_for=stage.models_for(settings),
+        eligible=eligible,
+    )
 
 
 # -- the stages ----------------------------------------------------------------------------------------------------
+
 
 def _asrs(settings: Settings, language: str | None) -> list[str]:
     return settings.asrs_for(language)
 
 
 TRANSCRIPTS = ClipStage(
-    table="transcripts", kind="asr", task_name="transcribe", spec_column="asr_spec", models=_asrs,
-    cache_key=lambda w, asr_id, version: {"audio": w["audio_sha256"], "asr": asr_id, "version": version,
-                                          "language": w["language"]},
-    ask=recognise, row=scored_row)
+    table="transcripts",
+    kind="asr",
+    task_name="transcribe",
+    spec_column="asr_spec",
+    models=_asrs,
+    cache_key=lambda w, asr_id, version: {
+        "audio": w["audio_sha256"],
+        "asr": asr_id,
+        "version": version,
+        "language": w["language"],
+    },
+    ask=recognise,
+    row=scored_row,
+)
 
 QUALITY = ClipStage(
-    table="quality", kind="quality", task_name="score-quality", spec_column="quality_spec",
+    table="quality",
+    kind="quality",
+    task_name="score-quality",
+    spec_column="quality_spec",
     models=lambda settings, language: settings.qualities,
     cache_key=lambda w, quality_id, version: {"audio": w["audio_sha256"], "quality": quality_id, "version": version},
-    ask=predict, row=mos_row)
+    ask=predict,
+    row=mos_row,
+)
 
 LID = ClipStage(
-    table="lid", kind="lid", task_name="identify-language", spec_column="lid_spec",
+    table="lid",
+    kind="lid",
+    task_name="identify-language",
+    spec_column="lid_spec",
     models=lambda settings, language: settings.lid,
     cache_key=lambda w, lid_id, version: {"audio": w["audio_sha256"], "lid": lid_id, "version": version},
-    ask=identify, enabled=lambda settings, references: bool(settings.lid))
+    ask=identify,
+    enabled=lambda settings, references: bool(settings.lid),
+)
 
 PROSODY = ClipStage(
-    table="prosody", kind=None, task_name="measure-prosody", spec_column=None, measure_id=PROSODY_ID,
+    table="prosody",
+    kind=None,
+    task_name="measure-prosody",
+    spec_column=None,
+    measure_id=PROSODY_ID,
     models=lambda settings, language: ["prosody"] if settings.prosody else [],
     cache_key=lambda w, prosody_id, version: {"audio": w["audio_sha256"], "prosody": prosody_id},
-    ask=measure_clips, enabled=lambda settings, references: settings.prosody)
+    ask=measure_clips,
+    enabled=lambda settings, references: settings.prosody,
+)
 
 SIMILARITY = ClipStage(
-    table="similarity", kind="speaker", task_name="speaker-similarity", spec_column="encoder_spec",
+    table="similarity",
+    kind="speaker",
+    task_name="speaker-similarity",
+    spec_column="encoder_spec",
     models=lambda settings, language: settings.similarity,
-    cache_key=lambda w, encoder_id, version: {"audio": w["audio_sha256"],
-                                              "reference": w["context"]["reference_sha256"], "encoder": encoder_id,
-                                              "version": version},
-    ask=compare, context=reference_of,
-    enabled=lambda settings, references: bool(settings.similarity) and bool(references))
+    cache_key=lambda w, encoder_id, version: {
+        "audio": w["audio_sha256"],
+        "reference": w["context"]["reference_sha256"],
+        "encoder": encoder_id,
+        "version": version,
+    },
+    ask=compare,
+    context=reference_of,
+    enabled=lambda settings, references: bool(settings.similarity) and bool(references),
+)
 
 STAGES: tuple[ClipStage, ...] = (TRANSCRIPTS, QUALITY, LID, PROSODY, SIMILARITY)
 """Every clip stage, in the order they are planned, submitted and reported."""
@@ -245,6 +310,7 @@ STAGE: dict[str, ClipStage] = {s.table: s for s in STAGES}
 
 
 # -- Prefect tasks: one per stage, each running `run_stage` ------------------------------------------------------
+
 
 def run_task(table: str, settings: Settings, run_id: str, source: StageResult | list[Work], label: str) -> StageResult:
     """The body of every stage's task: a synthesis shard's result (its ok clips) or a backlog shard, run."""
@@ -258,6 +324,7 @@ def _task_of(table: str) -> Task:
     """The stage's Prefect task, named `task_name` in the UI. Its function is `<table>_task`, so the Dask keys
     (and the dashboard's task stream) tell the stages apart: transcripts_task-..., quality_task-...; it holds
     only the table's name and finds the rest in this module where it runs."""
+
     def run(settings: Settings, run_id: str, source: StageResult | list[Work], label: str) -> StageResult:
         from ttseval.tasks import stages
 

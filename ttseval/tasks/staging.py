@@ -44,8 +44,9 @@ def reads_paths(spec: Spec) -> bool:
     return spec.provider == "files" and any(spec.option(k) for k in LOCATORS)
 
 
-def stage_files_systems(store: ArtifactStore, run_id: str, items: pd.DataFrame, systems: list[Spec], baseline: Spec,
-                        settings: Settings) -> Staged:
+def stage_files_systems(
+    store: ArtifactStore, run_id: str, items: pd.DataFrame, systems: list[Spec], baseline: Spec, settings: Settings
+) -> Staged:
     """Store the clips of each files: system's folder or manifest for the run's `items`, here, and rename the
     system `files:<label>` (see the module's docstring); other systems are left as they are.
 
@@ -68,17 +69,22 @@ def stage_files_systems(store: ArtifactStore, run_id: str, items: pd.DataFrame, 
         label_spec = Spec(spec.provider, spec.voice, tuple((k, v) for k, v in spec.options if k not in LOCATORS))
         if label_spec.canonical in renamed.values():
             first = next(k for k, v in renamed.items() if v == label_spec.canonical)
-            raise SpecError(f"systems {first!r} and {spec.canonical!r} are both labelled {spec.voice!r}, and a files "
-                            "system is named by its label; give each its own label", spec=spec.canonical)
+            raise SpecError(
+                f"systems {first!r} and {spec.canonical!r} are both labelled {spec.voice!r}, and a files "
+                "system is named by its label; give each its own label",
+                spec=spec.canonical,
+            )
         source = build_provider("tts", spec.canonical, settings)  # the folder or manifest, read here
         sha, record = stage_clips(source, store, item_ids)
         clip_sets[str(spec.voice)] = sha
         renamed[spec.canonical] = label_spec.canonical
         staged_clips[label_spec.id] = record["clips"]
         out.append(label_spec)
-        logger().info(f"{spec.canonical}: {len(record['clips'])} clip(s) stored in {store.display()} (clip set "
-                      f"{sha[:12]}), {len(record['problems'])} item(s) without a usable clip; the run names it "
-                      f"{label_spec.canonical}")
+        logger().info(
+            f"{spec.canonical}: {len(record['clips'])} clip(s) stored in {store.display()} (clip set "
+            f"{sha[:12]}), {len(record['problems'])} item(s) without a usable clip; the run names it "
+            f"{label_spec.canonical}"
+        )
     if not renamed:
         return Staged(systems, baseline, settings, {})
     _refuse_changed_clips(store, run_id, staged_clips, {v: k for k, v in renamed.items()})
@@ -92,11 +98,14 @@ def staged_settings(settings: Settings, renamed: dict[str, str], clip_sets: dict
     report with these (the flow returns `renamed` and `clip_sets`)."""
     if not renamed and not clip_sets:
         return settings
-    return settings.model_copy(update={
-        "clip_sets": dict(settings.clip_sets) | clip_sets,
-        "natural": [_renamed(x, renamed) for x in settings.natural],
-        "controls": [_renamed(x, renamed) for x in settings.controls],
-        "reference_voices": {_renamed(k, renamed): v for k, v in settings.reference_voices.items()}})
+    return settings.model_copy(
+        update={
+            "clip_sets": dict(settings.clip_sets) | clip_sets,
+            "natural": [_renamed(x, renamed) for x in settings.natural],
+            "controls": [_renamed(x, renamed) for x in settings.controls],
+            "reference_voices": {_renamed(k, renamed): v for k, v in settings.reference_voices.items()},
+        }
+    )
 
 
 def _renamed(system: str, renamed: dict[str, str]) -> str:
@@ -110,13 +119,18 @@ def _renamed(system: str, renamed: dict[str, str]) -> str:
         return system
 
 
-def _refuse_changed_clips(store: ArtifactStore, run_id: str, staged: dict[str, dict[str, str]],
-                          source_of: dict[str, str]) -> None:
+def _refuse_changed_clips(
+    store: ArtifactStore, run_id: str, staged: dict[str, dict[str, str]], source_of: dict[str, str]
+) -> None:
     """Refuse a run whose stored rows of a staged label hold other audio than its clips now (item by item)."""
     import pyarrow.compute as pc
 
-    rows = store.read(run_id, "synthesis", columns=["item_id", "system_id", "system_spec", "status", "audio_sha256"],
-                      where=pc.field("system_id").isin(list(staged)))
+    rows = store.read(
+        run_id,
+        "synthesis",
+        columns=["item_id", "system_id", "system_spec", "status", "audio_sha256"],
+        where=pc.field("system_id").isin(list(staged)),
+    )
     problems = []
     for r in rows[rows["status"] == "ok"].itertuples():
         now = staged[r.system_id].get(r.item_id)
@@ -131,4 +145,5 @@ def _refuse_changed_clips(store: ArtifactStore, run_id: str, staged: dict[str, d
             f"{', '.join(source_of[s] for s in specs)} holds now: its rows would mix two recordings. Fix: a new "
             "--run-id for the new clips (a nightly run has one each night), or a new label for them",
             source=", ".join(source_of[s] for s in specs),
-            problems=[f"{spec} item {item!r}" for spec, item in problems])
+            problems=[f"{spec} item {item!r}" for spec, item in problems],
+        )

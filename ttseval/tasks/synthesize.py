@@ -12,13 +12,6 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from ttseval.metrics.audio_checks import audio_flags
-from ttseval.tasks.failures import error_row, one_per_request
-from ttseval.tasks.logs import logger
-from ttseval.tasks.parts import StageResult, attempt_label, commit, earlier_attempt, get_store, now
-from ttseval.tasks.provider_cache import get_provider
-from ttseval.tasks.retries import call_with_retries, is_transient_task_error
-from ttseval.tasks.limits import vendor_gate
 from ttseval.core.audio import Audio, sha256_hex
 from ttseval.core.cache import RequestCache
 from ttseval.core.config import Settings
@@ -26,9 +19,27 @@ from ttseval.core.ids import digest
 from ttseval.core.protocols import VoicePrompt
 from ttseval.core.registry import Spec
 from ttseval.core.store import ArtifactStore
+from ttseval.metrics.audio_checks import audio_flags
+from ttseval.tasks.failures import error_row, one_per_request
+from ttseval.tasks.limits import vendor_gate
+from ttseval.tasks.logs import logger
+from ttseval.tasks.parts import StageResult, attempt_label, commit, earlier_attempt, get_store, now
+from ttseval.tasks.provider_cache import get_provider
+from ttseval.tasks.retries import call_with_retries, is_transient_task_error
 
-_CACHED_COLUMNS = ("audio_uri", "audio_sha256", "duration_s", "sample_rate_hz", "latency_s", "first_byte_s", "status", "error_type",
-                   "error_message", "provider_metadata", "audio_flags")
+_CACHED_COLUMNS = (
+    "audio_uri",
+    "audio_sha256",
+    "duration_s",
+    "sample_rate_hz",
+    "latency_s",
+    "first_byte_s",
+    "status",
+    "error_type",
+    "error_message",
+    "provider_metadata",
+    "audio_flags",
+)
 """What a reused answer carries into a new run's row (the audio itself is a content-addressed blob)."""
 
 
@@ -50,8 +61,13 @@ def clones(provider: Any) -> bool:
 
 def request_key(spec: Spec, provider: Any, item: dict[str, Any], instruction: str | None) -> str:
     """Cache key of one synthesis request: what the audio depends on, the engine version included."""
-    request = {"spec": spec.canonical, "version": str(getattr(provider, "version", "")), "text": item["text"],
-               "language": item["language"], "instruction": instruction}
+    request = {
+        "spec": spec.canonical,
+        "version": str(getattr(provider, "version", "")),
+        "text": item["text"],
+        "language": item["language"],
+        "instruction": instruction,
+    }
     if clones(provider) and item.get("prompt_audio_sha256"):  # only then: the keys of every other request are kept
         request |= {"prompt": item["prompt_audio_sha256"], "prompt_text": item.get("prompt_text")}
     return digest(request)
@@ -106,13 +122,18 @@ class _Call:
     prompt: VoicePrompt | None = None  # set by synthesize_rows for a cloning provider and an item with a prompt
 
 
-def _prepare(provider: Any, spec: Spec, item: dict[str, Any], settings: Settings,
-             cache: RequestCache) -> dict[str, Any] | _Call:
+def _prepare(
+    provider: Any, spec: Spec, item: dict[str, Any], settings: Settings, cache: RequestCache
+) -> dict[str, Any] | _Call:
     """A finished row (unsupported language, a failing language check, reused audio) or the call still to make."""
     row: dict[str, Any] = {
-        "item_id": item["item_id"], "system_id": spec.id, "system_spec": spec.canonical,
-        "provider_version": str(getattr(provider, "version", "") or ""), "created_at": now(),
-        "billable_chars": 0, "cost_usd": 0.0,
+        "item_id": item["item_id"],
+        "system_id": spec.id,
+        "system_spec": spec.canonical,
+        "provider_version": str(getattr(provider, "version", "") or ""),
+        "created_at": now(),
+        "billable_chars": 0,
+        "cost_usd": 0.0,
     }
     language = item["language"]
     try:
@@ -120,13 +141,21 @@ def _prepare(provider: Any, spec: Spec, item: dict[str, Any], settings: Settings
     except Exception as e:  # noqa: BLE001 - a bug in the provider's language check fails this row, retryably
         return row | error_row(e, attempt=1, stage=f"synthesis {spec.canonical}", keys=[(item["item_id"], spec.id)])
     if not supported and settings.role_of(spec.id) != "control":  # a negative control speaks every item
-        return row | {"status": "unsupported", "error_type": "UnsupportedLanguage", "retryable": False, "attempt": 0,
-                      "error_message": f"{spec.canonical} does not speak {language!r}"}
+        return row | {
+            "status": "unsupported",
+            "error_type": "UnsupportedLanguage",
+            "retryable": False,
+            "attempt": 0,
+            "error_message": f"{spec.canonical} does not speak {language!r}",
+        }
     instruction = instruction_for(spec, item) if getattr(provider, "accepts_instruction", False) else None
     key = request_key(spec, provider, item, instruction)
     if reuses_audio(provider, item["item_id"], settings) and (hit := cache.get(key)) is not None:
-        return row | {k: hit[k] for k in _CACHED_COLUMNS if k in hit} | {"cache_hit": True, "retryable": False,
-                                                                          "attempt": 0}
+        return (
+            row
+            | {k: hit[k] for k in _CACHED_COLUMNS if k in hit}
+            | {"cache_hit": True, "retryable": False, "attempt": 0}
+        )
     return _Call(row, item, instruction, key)
 
 
@@ -145,29 +174,52 @@ def _speak(provider: Any, call: _Call) -> Any:
     return provider.synthesize(call.item["text"], call.item["language"], instruction=call.instruction, **extra)
 
 
-def _finish(call: _Call, spec: Spec, provider: Any, audio: Any, attempt: int, latency_s: float,
-            settings: Settings, store: ArtifactStore, cache: RequestCache) -> dict[str, Any]:
+def _finish(
+    call: _Call,
+    spec: Spec,
+    provider: Any,
+    audio: Any,
+    attempt: int,
+    latency_s: float,
+    settings: Settings,
+    store: ArtifactStore,
+    cache: RequestCache,
+) -> dict[str, Any]:
     """The row of a call that returned `audio`: the clip stored once by content, its status, its cost."""
     try:
         wav = audio.to_wav_bytes()  # a provider's malformed audio or metadata is its failure, not the shard's
         metadata = json.dumps(provider.metadata(), sort_keys=True, default=str)
     except Exception as e:  # noqa: BLE001
-        return call.row | error_row(e, attempt=attempt, stage=f"synthesis {spec.canonical}",
-                                    keys=[(call.item["item_id"], spec.id)]) | {"latency_s": latency_s}
+        return (
+            call.row
+            | error_row(e, attempt=attempt, stage=f"synthesis {spec.canonical}", keys=[(call.item["item_id"], spec.id)])
+            | {"latency_s": latency_s}
+        )
     chars, usd = call_cost(provider, call.item["text"], call.instruction, settings)
     sha = sha256_hex(wav)
-    flags = audio_flags(audio.samples, audio.sample_rate_hz, call.item["text"],
-                        getattr(provider, "output_sample_rate_hz", None))
+    flags = audio_flags(
+        audio.samples, audio.sample_rate_hz, call.item["text"], getattr(provider, "output_sample_rate_hz", None)
+    )
     row = call.row | {
-        "audio_uri": store.put_audio(wav, sha), "audio_sha256": sha, "duration_s": audio.duration_s,
-        "sample_rate_hz": audio.sample_rate_hz, "latency_s": latency_s, "first_byte_s": first_byte_s(provider),
-        "attempt": attempt, "retryable": False,
-        "provider_metadata": metadata, "billable_chars": chars, "cost_usd": usd,
+        "audio_uri": store.put_audio(wav, sha),
+        "audio_sha256": sha,
+        "duration_s": audio.duration_s,
+        "sample_rate_hz": audio.sample_rate_hz,
+        "latency_s": latency_s,
+        "first_byte_s": first_byte_s(provider),
+        "attempt": attempt,
+        "retryable": False,
+        "provider_metadata": metadata,
+        "billable_chars": chars,
+        "cost_usd": usd,
         "audio_flags": ",".join(flags) or None,
     }
     if audio.is_silent():
-        row |= {"status": "empty", "error_type": "SilentAudio",
-                "error_message": f"{audio.duration_s:.3f} s of audio with no signal"}
+        row |= {
+            "status": "empty",
+            "error_type": "SilentAudio",
+            "error_message": f"{audio.duration_s:.3f} s of audio with no signal",
+        }
     else:
         row |= {"status": "ok"}
     if cacheable(provider):
@@ -175,8 +227,15 @@ def _finish(call: _Call, spec: Spec, provider: Any, audio: Any, attempt: int, la
     return row | {"cache_hit": False}
 
 
-def _one_at_a_time(provider: Any, spec: Spec, call: _Call, settings: Settings, store: ArtifactStore,
-                   cache: RequestCache, slot: Callable[[], Any]) -> dict[str, Any]:
+def _one_at_a_time(
+    provider: Any,
+    spec: Spec,
+    call: _Call,
+    settings: Settings,
+    store: ArtifactStore,
+    cache: RequestCache,
+    slot: Callable[[], Any],
+) -> dict[str, Any]:
     started = time.perf_counter()
     try:
         with slot():
@@ -189,24 +248,39 @@ def _one_at_a_time(provider: Any, spec: Spec, call: _Call, settings: Settings, s
     return _finish(call, spec, provider, audio, attempt, time.perf_counter() - started, settings, store, cache)
 
 
-def _batched(provider: Any, spec: Spec, calls: list[_Call], settings: Settings, store: ArtifactStore,
-             cache: RequestCache, slot: Callable[[], Any]) -> list[dict[str, Any]]:
+def _batched(
+    provider: Any,
+    spec: Spec,
+    calls: list[_Call],
+    settings: Settings,
+    store: ArtifactStore,
+    cache: RequestCache,
+    slot: Callable[[], Any],
+) -> list[dict[str, Any]]:
     """Calls of a provider that speaks batches (`synthesize_batch`, e.g. a transformers model on a GPU), in
     batches of its `batch_size`. A batch that fails is asked again one item at a time, so each item's row says
     what happened to it."""
     size = max(1, int(getattr(provider, "batch_size", 8)))
     rows = []
     for start in range(0, len(calls), size):
-        chunk = calls[start:start + size]
+        chunk = calls[start : start + size]
         started = time.perf_counter()
         try:
             with slot():
-                audios = one_per_request(provider.synthesize_batch(
-                    [c.item["text"] for c in chunk], [c.item["language"] for c in chunk],
-                    [c.instruction for c in chunk]), chunk, spec.canonical)
+                audios = one_per_request(
+                    provider.synthesize_batch(
+                        [c.item["text"] for c in chunk],
+                        [c.item["language"] for c in chunk],
+                        [c.instruction for c in chunk],
+                    ),
+                    chunk,
+                    spec.canonical,
+                )
         except Exception as e:  # noqa: BLE001 - each item is tried on its own below and gets its own row
-            logger().warning(f"synthesis {spec.canonical}: a batch of {len(chunk)} failed ({type(e).__name__}: "
-                             f"{str(e)[:200]}); trying its items one at a time")
+            logger().warning(
+                f"synthesis {spec.canonical}: a batch of {len(chunk)} failed ({type(e).__name__}: "
+                f"{str(e)[:200]}); trying its items one at a time"
+            )
             rows += [_one_at_a_time(provider, spec, c, settings, store, cache, slot) for c in chunk]
             continue
         latency = (time.perf_counter() - started) / len(chunk)  # the batch's wall time, shared evenly
@@ -214,8 +288,14 @@ def _batched(provider: Any, spec: Spec, calls: list[_Call], settings: Settings, 
     return rows
 
 
-def synthesize_rows(provider: Any, spec: Spec, items: list[dict[str, Any]], settings: Settings,
-                    store: ArtifactStore, slot: Callable[[], Any] = contextlib.nullcontext) -> list[dict[str, Any]]:
+def synthesize_rows(
+    provider: Any,
+    spec: Spec,
+    items: list[dict[str, Any]],
+    settings: Settings,
+    store: ArtifactStore,
+    slot: Callable[[], Any] = contextlib.nullcontext,
+) -> list[dict[str, Any]]:
     """One synthesis row per item, in order. Provider failures become the rows' status; they never escape (store
     errors do, so Prefect retries the task). `slot` is entered around every provider call (a vendor's shared
     concurrency and rate limit).
@@ -230,8 +310,10 @@ def synthesize_rows(provider: Any, spec: Spec, items: list[dict[str, Any]], sett
     if clones(provider):
         for call in calls:
             if call.item.get("prompt_audio_sha256"):
-                call.prompt = VoicePrompt(Audio.from_wav_bytes(store.get_audio(call.item["prompt_audio_sha256"])),
-                                          call.item.get("prompt_text"))
+                call.prompt = VoicePrompt(
+                    Audio.from_wav_bytes(store.get_audio(call.item["prompt_audio_sha256"])),
+                    call.item.get("prompt_text"),
+                )
     prompted = any(c.prompt is not None for c in calls)  # batches carry no prompts: those go one at a time
     if callable(getattr(provider, "synthesize_batch", None)) and len(calls) > 1 and not prompted:
         made = iter(_batched(provider, spec, calls, settings, store, cache, slot))
@@ -262,23 +344,54 @@ def synthesize_items(settings: Settings, run_id: str, shard: dict[str, Any]) -> 
         # extra, the voice) changes nothing in the rows' keys, so only a retryable row lets the next run pick the
         # items up.
         except Exception as e:  # noqa: BLE001
-            failed = error_row(e, attempt=1, stage=f"synthesis {spec.canonical} (engine start)",
-                               keys=[(i["item_id"], spec.id) for i in items])
-            rows = [{"item_id": i["item_id"], "system_id": spec.id, "system_spec": spec.canonical,
-                     "created_at": now()} | failed for i in items]
+            failed = error_row(
+                e,
+                attempt=1,
+                stage=f"synthesis {spec.canonical} (engine start)",
+                keys=[(i["item_id"], spec.id) for i in items],
+            )
+            rows = [
+                {"item_id": i["item_id"], "system_id": spec.id, "system_spec": spec.canonical, "created_at": now()}
+                | failed
+                for i in items
+            ]
         else:
             rows = synthesize_rows(provider, spec, items, settings, store, slot=vendor_gate(settings, spec.provider))
-    part, statuses = commit(store, run_id, "synthesis", rows, label=label, looked=True,
-                            replaces={(i["item_id"], spec.id) for i in items if i.get("replaces")} | again)
+    part, statuses = commit(
+        store,
+        run_id,
+        "synthesis",
+        rows,
+        label=label,
+        looked=True,
+        replaces={(i["item_id"], spec.id) for i in items if i.get("replaces")} | again,
+    )
     if earlier:
-        logger().info(f"synthesis {spec.canonical} shard {shard['index']}/{shard['of']}: {len(earlier)} row(s) "
-                      "committed by an earlier attempt of this shard, taken as they are (no call)")
+        logger().info(
+            f"synthesis {spec.canonical} shard {shard['index']}/{shard['of']}: {len(earlier)} row(s) "
+            "committed by an earlier attempt of this shard, taken as they are (no call)"
+        )
     by_id = {i["item_id"]: i for i in shard["items"]}
-    work = [{"item_id": r["item_id"], "system_id": r["system_id"], "audio_sha256": r["audio_sha256"],
-             "language": by_id[r["item_id"]]["language"], "text": by_id[r["item_id"]]["text"]}
-            for r in [*earlier.values(), *rows] if r["status"] == "ok"]
-    return StageResult("synthesis", f"{spec.canonical} shard {shard['index']}/{shard['of']}", len(rows), statuses,
-                       part, time.perf_counter() - started, work)
+    work = [
+        {
+            "item_id": r["item_id"],
+            "system_id": r["system_id"],
+            "audio_sha256": r["audio_sha256"],
+            "language": by_id[r["item_id"]]["language"],
+            "text": by_id[r["item_id"]]["text"],
+        }
+        for r in [*earlier.values(), *rows]
+        if r["status"] == "ok"
+    ]
+    return StageResult(
+        "synthesis",
+        f"{spec.canonical} shard {shard['index']}/{shard['of']}",
+        len(rows),
+        statuses,
+        part,
+        time.perf_counter() - started,
+        work,
+    )
 
 
 @task(name="synthesize", cache_policy=NO_CACHE, retry_condition_fn=is_transient_task_error)

@@ -16,10 +16,10 @@ from typing import Any
 import pandas as pd
 
 from ttseval.core.config import Settings
-from ttseval.providers.tts import TTS
 from ttseval.core.registry import Spec
 from ttseval.core.store import ArtifactStore
 from ttseval.metrics.trends import TREND_COLUMNS, TREND_METRICS, night_values, trend_changes
+from ttseval.providers.tts import TTS
 from ttseval.tasks.report.format import markdown_table, num
 
 PREFIX = "nightly-"
@@ -28,8 +28,11 @@ TABLES = ("report", "transcripts", "quality", "synthesis", "winrates", "similari
 
 def nightly_runs(store: ArtifactStore, until: str | None = None) -> list[str]:
     """The store's nightly runs with a report, oldest first (names sort by their timestamp), up to `until`."""
-    return [r for r in store.runs() if r.startswith(PREFIX) and store.part_files(r, "report")
-            and (until is None or r <= until)]
+    return [
+        r
+        for r in store.runs()
+        if r.startswith(PREFIX) and store.part_files(r, "report") and (until is None or r <= until)
+    ]
 
 
 def remote_specs(specs: list[str], settings: Settings) -> list[str]:
@@ -54,13 +57,17 @@ def _steps(store: ArtifactStore, run_id: str, values: pd.DataFrame) -> list[dict
     if len(drift):
         for r in drift[drift["flagged"].fillna(False).astype(bool)].to_dict("records"):
             detail = r.get("asr_spec") if r["metric"] in ("wer", "cer") else None
-            found += [{"run_id": run_id, "system_id": r["system_id"], "metric": r["metric"], "detail": d}
-                      for d in values[(values["system_id"] == r["system_id"]) & (values["metric"] == r["metric"])]
-                      ["detail"] if detail is None or d == detail]
+            found += [
+                {"run_id": run_id, "system_id": r["system_id"], "metric": r["metric"], "detail": d}
+                for d in values[(values["system_id"] == r["system_id"]) & (values["metric"] == r["metric"])]["detail"]
+                if detail is None or d == detail
+            ]
     canary = _json(store, run_id, "canary.json")
     if len(canary):
-        found += [{"run_id": run_id, "system_id": r["system_id"], "metric": r["measure"], "detail": "fresh clips"}
-                  for r in canary[canary["flagged"].astype(bool)].to_dict("records")]
+        found += [
+            {"run_id": run_id, "system_id": r["system_id"], "metric": r["measure"], "detail": "fresh clips"}
+            for r in canary[canary["flagged"].astype(bool)].to_dict("records")
+        ]
     return found
 
 
@@ -77,10 +84,17 @@ def store_trends(store: ArtifactStore, settings: Settings, until: str | None = N
         return pd.DataFrame(columns=TREND_COLUMNS)
     values = pd.concat(frames, ignore_index=True)
     order = {m: i for i, m in enumerate(TREND_METRICS)}
-    changes = trend_changes(values, pd.DataFrame(steps, columns=["run_id", "system_id", "metric", "detail"]),
-                            k=settings.trend_cusum_k, h=settings.trend_cusum_h)
-    return changes.sort_values(["system_spec", "metric", "detail", "night"], key=lambda c: c.map(order).fillna(
-        c) if c.name == "metric" else c, kind="stable").reset_index(drop=True)
+    changes = trend_changes(
+        values,
+        pd.DataFrame(steps, columns=["run_id", "system_id", "metric", "detail"]),
+        k=settings.trend_cusum_k,
+        h=settings.trend_cusum_h,
+    )
+    return changes.sort_values(
+        ["system_spec", "metric", "detail", "night"],
+        key=lambda c: c.map(order).fillna(c) if c.name == "metric" else c,
+        kind="stable",
+    ).reset_index(drop=True)
 
 
 def _series(trends: pd.DataFrame):
@@ -92,11 +106,19 @@ def trends_table(trends: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (spec, metric, detail), group in _series(trends):
         first, last = group.iloc[0], group.iloc[-1]
-        rows.append({"system": spec, "metric": metric, "detail": detail, "nights": len(group),
-                     "first": num(first["value"], 3), "latest": num(last["value"], 3),
-                     "latest 95% CI": f"[{num(last['ci_low'], 3)}, {num(last['ci_high'], 3)}]",
-                     "step on": ", ".join(group.loc[group["step"], "run_id"]) or "-",
-                     "drift on": ", ".join(group.loc[group["drift"], "run_id"]) or "-"})
+        rows.append(
+            {
+                "system": spec,
+                "metric": metric,
+                "detail": detail,
+                "nights": len(group),
+                "first": num(first["value"], 3),
+                "latest": num(last["value"], 3),
+                "latest 95% CI": f"[{num(last['ci_low'], 3)}, {num(last['ci_high'], 3)}]",
+                "step on": ", ".join(group.loc[group["step"], "run_id"]) or "-",
+                "drift on": ", ".join(group.loc[group["drift"], "run_id"]) or "-",
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -108,9 +130,11 @@ def drift_lines(trends: pd.DataFrame, run_id: str, h: float) -> list[str]:
         if len(tonight):
             first, now = group.iloc[0], tonight.iloc[0]
             what = f" ({detail})" if detail else ""
-            lines.append(f"- {spec} {metric}{what} slow drift: {num(first['value'], 3)} on {first['run_id']} -> "
-                         f"{num(now['value'], 3)} tonight ({num(now['z'], 2)} SE; CUSUM {num(now['cusum'], 2)} > h "
-                         f"{num(h, 1)} over {len(group)} nights)")
+            lines.append(
+                f"- {spec} {metric}{what} slow drift: {num(first['value'], 3)} on {first['run_id']} -> "
+                f"{num(now['value'], 3)} tonight ({num(now['z'], 2)} SE; CUSUM {num(now['cusum'], 2)} > h "
+                f"{num(h, 1)} over {len(group)} nights)"
+            )
     return lines
 
 
@@ -133,22 +157,30 @@ def _svg(group: pd.DataFrame, width: int = 360, height: int = 90) -> str:
         return height - 10 - (height - 20) * (v - low) / span
 
     parts = [f'<svg width="{width}" height="{height}" role="img">']
-    band = [(x(i), y(v)) for i, v in enumerate(values["ci_high"]) if math.isfinite(v)] + \
-        [(x(i), y(v)) for i, v in reversed(list(enumerate(values["ci_low"]))) if math.isfinite(v)]
+    band = [(x(i), y(v)) for i, v in enumerate(values["ci_high"]) if math.isfinite(v)] + [
+        (x(i), y(v)) for i, v in reversed(list(enumerate(values["ci_low"]))) if math.isfinite(v)
+    ]
     if band:
         parts.append('<polygon fill="#cfe0f5" points="' + " ".join(f"{a:.1f},{b:.1f}" for a, b in band) + '"/>')
     line = [(x(i), y(v)) for i, v in enumerate(values["value"]) if math.isfinite(v)]
-    parts.append('<polyline fill="none" stroke="#1f5fa8" stroke-width="2" points="'
-                 + " ".join(f"{a:.1f},{b:.1f}" for a, b in line) + '"/>')
+    parts.append(
+        '<polyline fill="none" stroke="#1f5fa8" stroke-width="2" points="'
+        + " ".join(f"{a:.1f},{b:.1f}" for a, b in line)
+        + '"/>'
+    )
     for i, r in enumerate(group.itertuples()):
         if not math.isfinite(r.value):
             continue
         if r.step:
-            parts.append(f'<circle class="step" cx="{x(i):.1f}" cy="{y(r.value):.1f}" r="6" fill="none" '
-                         'stroke="#c00" stroke-width="2"><title>step (paired test)</title></circle>')
+            parts.append(
+                f'<circle class="step" cx="{x(i):.1f}" cy="{y(r.value):.1f}" r="6" fill="none" '
+                'stroke="#c00" stroke-width="2"><title>step (paired test)</title></circle>'
+            )
         if r.drift:
-            parts.append(f'<circle class="drift" cx="{x(i):.1f}" cy="{y(r.value):.1f}" r="4" fill="#c00">'
-                         '<title>slow drift (CUSUM)</title></circle>')
+            parts.append(
+                f'<circle class="drift" cx="{x(i):.1f}" cy="{y(r.value):.1f}" r="4" fill="#c00">'
+                "<title>slow drift (CUSUM)</title></circle>"
+            )
     parts.append("</svg>")
     return "".join(parts)
 
@@ -161,22 +193,30 @@ def trends_html(trends: pd.DataFrame, title: str, k: float, h: float) -> str:
 
     table = trends_table(trends)
     markdown = markdown_table(list(table.columns), table.itertuples(index=False)) if len(table) else "No nights."
-    body = [f"<h1>{escape(title)}</h1>",
-            f"<p>Every metric of every system, one value a night with its 95% interval (shaded). A red ring: a step "
-            f"the nights' paired test flagged; a red dot: a slow drift (one-sided CUSUM toward the worse side, "
-            f"k {k:g}, h {h:g}, from the first night, or from the last flagged step). <a href=\"index.html\">The latest night's report</a>.</p>",
-            MarkdownIt("commonmark", {"html": False}).enable("table").render(markdown)]
+    body = [
+        f"<h1>{escape(title)}</h1>",
+        f"<p>Every metric of every system, one value a night with its 95% interval (shaded). A red ring: a step "
+        f"the nights' paired test flagged; a red dot: a slow drift (one-sided CUSUM toward the worse side, "
+        f'k {k:g}, h {h:g}, from the first night, or from the last flagged step). <a href="index.html">The latest night\'s report</a>.</p>',
+        MarkdownIt("commonmark", {"html": False}).enable("table").render(markdown),
+    ]
     for (spec, metric, detail), group in _series(trends):
-        rows = "".join(f"<tr><td>{escape(r.run_id)}</td><td>{num(r.value, 4)}</td><td>[{num(r.ci_low, 4)}, "
-                       f"{num(r.ci_high, 4)}]</td><td>{r.n}</td><td>{num(r.z, 2)}</td><td>{num(r.cusum, 2)}</td>"
-                       f"<td>{'step' if r.step else ''}</td><td>{'drift' if r.drift else ''}</td></tr>"
-                       for r in group.itertuples())
-        body.append(f'<section class="series"><h2>{escape(spec)}: {escape(metric)}'
-                    f'{" (" + escape(detail) + ")" if detail else ""}</h2>{_svg(group)}'
-                    "<table><tr><th>night</th><th>value</th><th>95% CI</th><th>n</th><th>z</th><th>CUSUM</th>"
-                    f"<th>step</th><th>drift</th></tr>{rows}</table></section>")
-    return ("<!doctype html><html><head><meta charset=\"utf-8\"><title>" + escape(title) + "</title>"
-            "<link rel=\"stylesheet\" href=\"style.css\"></head><body>" + "".join(body) + "</body></html>")
+        rows = "".join(
+            f"<tr><td>{escape(r.run_id)}</td><td>{num(r.value, 4)}</td><td>[{num(r.ci_low, 4)}, "
+            f"{num(r.ci_high, 4)}]</td><td>{r.n}</td><td>{num(r.z, 2)}</td><td>{num(r.cusum, 2)}</td>"
+            f"<td>{'step' if r.step else ''}</td><td>{'drift' if r.drift else ''}</td></tr>"
+            for r in group.itertuples()
+        )
+        body.append(
+            f'<section class="series"><h2>{escape(spec)}: {escape(metric)}'
+            f"{' (' + escape(detail) + ')' if detail else ''}</h2>{_svg(group)}"
+            "<table><tr><th>night</th><th>value</th><th>95% CI</th><th>n</th><th>z</th><th>CUSUM</th>"
+            f"<th>step</th><th>drift</th></tr>{rows}</table></section>"
+        )
+    return (
+        '<!doctype html><html><head><meta charset="utf-8"><title>' + escape(title) + "</title>"
+        '<link rel="stylesheet" href="style.css"></head><body>' + "".join(body) + "</body></html>"
+    )
 
 
 def write_trends(store: ArtifactStore, settings: Settings, until: str | None = None) -> tuple[pd.DataFrame, str | None]:
@@ -186,8 +226,12 @@ def write_trends(store: ArtifactStore, settings: Settings, until: str | None = N
     if trends.empty:
         return trends, None
     night = trends["run_id"].iloc[trends["night"].idxmax()]
-    page = trends_html(trends, f"ttseval trends: {trends['night'].max() + 1} nightly runs to {night}",
-                       settings.trend_cusum_k, settings.trend_cusum_h)
+    page = trends_html(
+        trends,
+        f"ttseval trends: {trends['night'].max() + 1} nightly runs to {night}",
+        settings.trend_cusum_k,
+        settings.trend_cusum_h,
+    )
     store.write_bytes(f"runs/{night}/html/trends.html", page.encode("utf-8"))
     store.write_bytes(f"runs/{night}/trends.json", trends.to_json(orient="records").encode("utf-8"))
     return trends, store.display("runs", night, "html", "trends.html")

@@ -58,22 +58,30 @@ def store_prompts(store: ArtifactStore, items: pd.DataFrame, *, source: str) -> 
         try:
             shas[path] = _stored(store, path)
         except Exception as e:  # noqa: BLE001 - any read or decode failure is the item's, named below
-            problems.append(f"row {row} (item_id={item_id!r}) prompt_audio_uri {path!r}: {type(e).__name__}: "
-                            f"{str(e)[:200]}")
+            problems.append(
+                f"row {row} (item_id={item_id!r}) prompt_audio_uri {path!r}: {type(e).__name__}: {str(e)[:200]}"
+            )
     if problems:
         raise DatasetError(
-            f"dataset {source}: {len(problems)} voice prompt clip(s) cannot be read:\n- " + "\n- ".join(problems)
+            f"dataset {source}: {len(problems)} voice prompt clip(s) cannot be read:\n- "
+            + "\n- ".join(problems)
             + "\nFix: point prompt_audio_uri at a WAV/FLAC/MP3/OGG file (relative paths are relative to the "
-            "dataset file), or leave it empty for items without a prompt", source=source, problems=problems)
+            "dataset file), or leave it empty for items without a prompt",
+            source=source,
+            problems=problems,
+        )
     paths = [p if isinstance(p, str) and p else None for p in items["prompt_audio_uri"]]
     # None, never NaN, in these string columns (pandas turns a None it maps or builds into NaN)
     items["prompt_audio_uri"] = pd.Series(paths, index=items.index, dtype=object)
-    items["prompt_audio_sha256"] = pd.Series([shas.get(p) if p else None for p in paths], index=items.index,
-                                             dtype=object)
+    items["prompt_audio_sha256"] = pd.Series(
+        [shas.get(p) if p else None for p in paths], index=items.index, dtype=object
+    )
     return items
 
 
-def store_reference_voices(store: ArtifactStore, run_id: str, settings: Settings, systems: list[Spec]) -> dict[str, str]:
+def store_reference_voices(
+    store: ArtifactStore, run_id: str, settings: Settings, systems: list[Spec]
+) -> dict[str, str]:
     """system id -> the SHA-256 of its reference voice clip (setting reference_voices, keyed by system id or
     spec), stored, and recorded for the run (runs/<run_id>/voices.json, read by References); systems without one
     are absent. A key that names no system of the run, or a clip that cannot be read, is a ConfigError naming
@@ -88,13 +96,17 @@ def store_reference_voices(store: ArtifactStore, run_id: str, settings: Settings
             with contextlib.suppress(Exception):
                 system_id = by_key.get(Spec.parse(key).canonical)
         if system_id is None:
-            raise ConfigError(f"setting reference_voices: {key!r} is not a system of this run "
-                              f"({', '.join(s.id for s in systems)}); key it by system id or spec")
+            raise ConfigError(
+                f"setting reference_voices: {key!r} is not a system of this run "
+                f"({', '.join(s.id for s in systems)}); key it by system id or spec"
+            )
         try:
             out[system_id] = _stored(store, path)
-        except Exception as e:  # noqa: BLE001
-            raise ConfigError(f"setting reference_voices.{key}: cannot read {path!r} ({type(e).__name__}: {e}); "
-                              "give a WAV/FLAC/MP3/OGG clip of the voice") from e
+        except Exception as e:
+            raise ConfigError(
+                f"setting reference_voices.{key}: cannot read {path!r} ({type(e).__name__}: {e}); "
+                "give a WAV/FLAC/MP3/OGG clip of the voice"
+            ) from e
     recorded = References.voices_of(store, run_id) | out
     if recorded:
         store.write_bytes(f"runs/{run_id}/{VOICES_FILE}", json.dumps(recorded, sort_keys=True, indent=1).encode())
@@ -119,8 +131,11 @@ class References:
     @classmethod
     def read(cls, store: ArtifactStore, run_id: str) -> References:
         items = store.read(run_id, "items")
-        prompts = ({} if "prompt_audio_sha256" not in items else
-                   {i: s for i, s in zip(items["item_id"], items["prompt_audio_sha256"]) if isinstance(s, str) and s})
+        prompts = (
+            {}
+            if "prompt_audio_sha256" not in items
+            else {i: s for i, s in zip(items["item_id"], items["prompt_audio_sha256"]) if isinstance(s, str) and s}
+        )
         return cls(prompts, cls.voices_of(store, run_id))
 
     def of(self, item_id: str, system_id: str) -> tuple[str, str] | None:

@@ -27,8 +27,16 @@ if "--hang" in sys.argv:
 if request["op"] == "transcribe":  # a stand-in recogniser: says how long the clip is, in the hinted language
     for clip in request["clips"]:
         words = {"en": "a clip of {} milliseconds", "zh": "{} 毫秒"}.get(clip["language"], "{}")
-        print(json.dumps({"id": clip["id"], "text": words.format(round(clip["duration_s"] * 1000)),
-                          "language": clip["language"], "language_prob": 1.0 if clip["language"] else None}))
+        print(
+            json.dumps(
+                {
+                    "id": clip["id"],
+                    "text": words.format(round(clip["duration_s"] * 1000)),
+                    "language": clip["language"],
+                    "language_prob": 1.0 if clip["language"] else None,
+                }
+            )
+        )
     sys.exit(0)
 print("scoring", len(request["clips"]), "clips", file=sys.stderr)
 for clip in request["clips"]:
@@ -40,6 +48,16 @@ for clip in request["clips"]:
         continue
     values = [s / 32768.0 for s in samples]
     rms = tinylevel.rms_dbfs(values)
-    print(json.dumps({"id": clip["id"], "score": min(5.0, max(1.0, 5 + rms / 15)),
-                      "details": {"rms_dbfs": rms, "peak_dbfs": tinylevel.peak_dbfs(values),
-                                  "duration_s": clip["duration_s"]}}))
+    print(
+        json.dumps(
+            {
+                "id": clip["id"],
+                "score": min(5.0, max(1.0, 5 + rms / 15)),
+                "details": {
+                    "rms_dbfs": rms,
+                    "peak_dbfs": tinylevel.peak_dbfs(values),
+                    "duration_s": clip["duration_s"],
+                },
+            }
+        )
+    )

@@ -23,9 +23,25 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     target = tmp_path_factory.mktemp("site")
     source = tmp_path_factory.mktemp("source") / "toy_mos"  # a copy: the build writes build/ and *.egg-info there
     shutil.copytree(HERE, source, ignore=shutil.ignore_patterns("__pycache__", "test_*.py"))
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index",
-                    "--target", str(target), str(source)], check=True, capture_output=True, timeout=300,
-                   cwd=source)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "--target",
+            str(target),
+            str(source),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+        cwd=source,
+    )
     assert (target / "toy_mos.py").is_file() and list(target.glob("ttseval_toy_mos-*.dist-info"))
     return target
 
@@ -47,20 +63,33 @@ def _env(site: Path) -> dict[str, str]:
 
 
 def test_the_installed_plugin_is_listed_by_ttseval_providers(installed: Path, tmp_path: Path) -> None:
-    out = subprocess.run([sys.executable, "-m", "ttseval.cli", "providers"], env=_env(installed), cwd=tmp_path,
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "ttseval.cli", "providers"],
+        env=_env(installed),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     quality = out.stdout.split("quality:")[1].split("\n\n")[0]
     [row] = [line.split() for line in quality.splitlines() if "toy-mos" in line]
     assert row[:3] == ["toy-mos", "(plugin)", "any"] and row[-1] == "0.1.0"
     # without the package on the path there is no such provider
-    plain = subprocess.run([sys.executable, "-m", "ttseval.cli", "providers"], env=_env(tmp_path), cwd=tmp_path,
-                           capture_output=True, text=True, timeout=120)
+    plain = subprocess.run(
+        [sys.executable, "-m", "ttseval.cli", "providers"],
+        env=_env(tmp_path),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert plain.returncode == 0 and "toy-mos" not in plain.stdout
 
 
-def test_the_quality_stage_runs_the_plugin_by_name_alone(installed: Path, tmp_path: Path,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_quality_stage_runs_the_plugin_by_name_alone(
+    installed: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from tests.test_healing import SPEC, run_synthesis, settings_for
     from ttseval.core.registry import _installed_entries
     from ttseval.providers.quality import QUALITY
@@ -79,8 +108,16 @@ def test_the_quality_stage_runs_the_plugin_by_name_alone(installed: Path, tmp_pa
         assert "quality" not in settings.plugins  # found through the entry point, not the plugins setting
         run_synthesis(settings, [("p", "plain"), ("q", "plain plain")])
         clips = get_store(settings.store).read("r", "synthesis").set_index("item_id")
-        work = [{"item_id": i, "system_id": SPEC.id, "audio_sha256": clips.loc[i, "audio_sha256"],
-                 "language": "en-US", "text": t} for i, t in [("p", "plain"), ("q", "plain plain")]]
+        work = [
+            {
+                "item_id": i,
+                "system_id": SPEC.id,
+                "audio_sha256": clips.loc[i, "audio_sha256"],
+                "language": "en-US",
+                "text": t,
+            }
+            for i, t in [("p", "plain"), ("q", "plain plain")]
+        ]
         run_stage(QUALITY_STAGE, settings, "r", work)
         rows = get_store(settings.store).read("r", "quality").set_index("item_id").sort_index()
         assert rows["status"].tolist() == ["ok", "ok"]

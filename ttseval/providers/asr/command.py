@@ -50,10 +50,14 @@ class CommandASR:
 
     def _one(self, answer: dict[str, Any]) -> Transcript:
         text, language, prob = answer.get("text"), answer.get("language"), answer.get("language_prob")
-        if (not isinstance(text, str) or not (language is None or isinstance(language, str))
-                or not (prob is None or (finite(prob) and 0 <= prob <= 1))):
-            raise self.command.broke(answer, "a string 'text', and 'language' (a string) and 'language_prob' (0-1) "
-                                             "or null")
+        if (
+            not isinstance(text, str)
+            or not (language is None or isinstance(language, str))
+            or not (prob is None or (finite(prob) and 0 <= prob <= 1))
+        ):
+            raise self.command.broke(
+                answer, "a string 'text', and 'language' (a string) and 'language_prob' (0-1) or null"
+            )
         return Transcript(text=text, detected_language=language, language_prob=None if prob is None else float(prob))
 
     def metadata(self) -> dict[str, Any]:

@@ -9,20 +9,22 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
-from ttseval.providers import EngineVersion, canonical_spec, package_version, parse_options
-from ttseval.providers.asr import whisper_base_languages, whisper_language
-from ttseval.providers.local_model import LazyModel, required_path
 from ttseval.core.audio import Audio
 from ttseval.core.errors import PermanentProviderError
 from ttseval.core.languages import base_language
 from ttseval.core.protocols import Languages, Transcript
+from ttseval.providers import EngineVersion, canonical_spec, package_version, parse_options
+from ttseval.providers.asr import whisper_base_languages, whisper_language
+from ttseval.providers.local_model import LazyModel, required_path
 
 BUNDLED_MODELS = ("tiny.en", "base")
 SAMPLE_RATE_HZ = 16000  # Whisper's feature extractor expects 16 kHz input
 WHISPER_TEMPERATURES = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)  # Whisper's fallback ladder (faster-whisper's default)
 CUBLAS = "libcublas.so.12"  # CTranslate2 4.x's Linux wheels load CUDA 12's cuBLAS when they first run on a GPU
-CUDA_LIBRARIES_FIX = ("pip install nvidia-cublas-cu12 'nvidia-cudnn-cu12==9.*' and put their lib folders on "
-                      "LD_LIBRARY_PATH (faster-whisper's README), or set the option device=cpu")
+CUDA_LIBRARIES_FIX = (
+    "pip install nvidia-cublas-cu12 'nvidia-cudnn-cu12==9.*' and put their lib folders on "
+    "LD_LIBRARY_PATH (faster-whisper's README), or set the option device=cpu"
+)
 log = logging.getLogger(__name__)
 
 
@@ -42,11 +44,18 @@ def ctranslate2_device(device: str) -> str:
     except OSError:
         cublas = False
     if device == "cuda" and not (gpus and cublas):
-        raise RuntimeError(f"faster-whisper: device=cuda, but CTranslate2 sees {gpus} GPU(s)"
-                           + ("" if cublas else f" and {CUBLAS} does not load") + f": {CUDA_LIBRARIES_FIX}")
+        raise RuntimeError(
+            f"faster-whisper: device=cuda, but CTranslate2 sees {gpus} GPU(s)"
+            + ("" if cublas else f" and {CUBLAS} does not load")
+            + f": {CUDA_LIBRARIES_FIX}"
+        )
     if gpus and not cublas:
-        log.warning("faster-whisper runs on the CPU: CTranslate2 sees %d GPU(s) but %s does not load; %s",
-                    gpus, CUBLAS, CUDA_LIBRARIES_FIX)
+        log.warning(
+            "faster-whisper runs on the CPU: CTranslate2 sees %d GPU(s) but %s does not load; %s",
+            gpus,
+            CUBLAS,
+            CUDA_LIBRARIES_FIX,
+        )
         return "cpu"
     return "cuda" if gpus else "cpu"
 
@@ -62,10 +71,13 @@ class FasterWhisperOptions(BaseModel):
     cpu_threads: int = Field(1, ge=0, description="intra-op threads on CPU (0 = CTranslate2's default of 4)")
     beam_size: int = Field(1, ge=1, description="1 = greedy decoding")
     temperature_fallback: bool = Field(
-        False, description="re-decode at temperatures 0.2..1.0 when an output looks looped or unlikely (Whisper's "
-        "default; on garbled TTS audio it decodes each window up to six times)")
+        False,
+        description="re-decode at temperatures 0.2..1.0 when an output looks looped or unlikely (Whisper's "
+        "default; on garbled TTS audio it decodes each window up to six times)",
+    )
     device: Literal["cpu", "cuda", "auto"] = Field(
-        "auto", description="auto: CUDA when CTranslate2 sees a GPU (a GPU worker), else the CPU")
+        "auto", description="auto: CUDA when CTranslate2 sees a GPU (a GPU worker), else the CPU"
+    )
 
 
 class FasterWhisperASR:
@@ -105,9 +117,15 @@ class FasterWhisperASR:
         from ttseval.providers._local_models import whisper_base_dir, whisper_model_source, whisper_tiny_en_dir
 
         if self.options.model_path is not None:
-            self.model_path = required_path(self.name, "model_path", self.options.model_path, folder=True,
-                                            markers=("model.bin",), what="a CTranslate2 Whisper folder",
-                                            example="/path/whisper-large-v3-ct2")
+            self.model_path = required_path(
+                self.name,
+                "model_path",
+                self.options.model_path,
+                folder=True,
+                markers=("model.bin",),
+                what="a CTranslate2 Whisper folder",
+                example="/path/whisper-large-v3-ct2",
+            )
             self.voice = voice or self.model_path.name
             self.model_source = "local"
         else:
@@ -180,7 +198,10 @@ class FasterWhisperASR:
             if multilingual and hint is not None:
                 detected, prob, _ = model.detect_language(audio=samples)
             segments, info = model.transcribe(
-                samples, language=hint, beam_size=self.options.beam_size, condition_on_previous_text=False,
+                samples,
+                language=hint,
+                beam_size=self.options.beam_size,
+                condition_on_previous_text=False,
                 temperature=WHISPER_TEMPERATURES if self.options.temperature_fallback else 0.0,
             )
             text = " ".join(segment.text.strip() for segment in segments).strip()

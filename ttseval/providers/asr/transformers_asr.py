@@ -7,14 +7,21 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
-from ttseval.providers import (EngineVersion, TorchDevice, canonical_spec, out_of_memory, package_version,
-                              parse_options, torch_device)
-from ttseval.providers._local_models import resolve_local_model
-from ttseval.providers.local_model import LazyModel, model_source
-from ttseval.providers.asr import whisper_language
 from ttseval.core.audio import Audio
 from ttseval.core.errors import PermanentProviderError
 from ttseval.core.protocols import PER_VOICE, Languages, Transcript
+from ttseval.providers import (
+    EngineVersion,
+    TorchDevice,
+    canonical_spec,
+    out_of_memory,
+    package_version,
+    parse_options,
+    torch_device,
+)
+from ttseval.providers._local_models import resolve_local_model
+from ttseval.providers.asr import whisper_language
+from ttseval.providers.local_model import LazyModel, model_source
 
 
 class TransformersASROptions(BaseModel):
@@ -23,12 +30,17 @@ class TransformersASROptions(BaseModel):
     model: str | None = Field(None, description="local directory or hub id; use this when the path contains ':'")
     device: TorchDevice = "auto"
     dtype: Literal["auto", "float32", "float16", "bfloat16"] = Field(
-        "auto", description="the model's weights and activations: auto = float16 for a Whisper-style model on a "
+        "auto",
+        description="the model's weights and activations: auto = float16 for a Whisper-style model on a "
         "GPU, else float32 (on an H100, 2026-11-25, float16 made Whisper faster and CTC slower: "
-        "docs/performance.md)")
+        "docs/performance.md)",
+    )
     max_new_tokens: int = Field(128, ge=1, description="generation limit for seq2seq models")
-    force_language: bool = Field(True, description="Whisper: transcribe in the item's language (true) or in the "
-                                 "language it detects (false); the detection is reported either way")
+    force_language: bool = Field(
+        True,
+        description="Whisper: transcribe in the item's language (true) or in the "
+        "language it detects (false); the detection is reported either way",
+    )
 
 
 class TransformersASR:
@@ -123,8 +135,7 @@ class TransformersASR:
                     decoded = self._run_ctc(model, processor, arrays, rate_hz)
                     found = [(None, None)] * len(todo)
                 else:
-                    decoded, found = self._run_seq2seq(model, processor, arrays, rate_hz,
-                                                       [languages[i] for i in todo])
+                    decoded, found = self._run_seq2seq(model, processor, arrays, rate_hz, [languages[i] for i in todo])
             except RuntimeError as e:  # torch reports shape, device and memory failures as RuntimeError
                 if out_of_memory(e):  # transient: the row stays retryable (a later try, a freer device)
                     raise
@@ -133,16 +144,19 @@ class TransformersASR:
                 ) from e
             for i, text, language in zip(todo, decoded, found):
                 texts[i], detected[i] = text.strip(), language
-        return [Transcript(text=text, detected_language=lang, language_prob=prob)
-                for text, (lang, prob) in zip(texts, detected)]
+        return [
+            Transcript(text=text, detected_language=lang, language_prob=prob)
+            for text, (lang, prob) in zip(texts, detected)
+        ]
 
     def _to_model(self, inputs: Any) -> dict[str, Any]:
         """The processor's tensors on the model's device, the floating-point ones in its dtype."""
         import torch
 
         dtype = getattr(torch, self.dtype)
-        return {k: v.to(self.device, dtype=dtype) if v.is_floating_point() else v.to(self.device)
-                for k, v in inputs.items()}
+        return {
+            k: v.to(self.device, dtype=dtype) if v.is_floating_point() else v.to(self.device) for k, v in inputs.items()
+        }
 
     def _run_ctc(self, model: Any, processor: Any, arrays: list[np.ndarray], rate_hz: int) -> list[str]:
         import torch
@@ -164,8 +178,14 @@ class TransformersASR:
         whisper = getattr(model.config, "model_type", "") == "whisper"
         if whisper:  # Whisper's encoder takes 30 s windows: pad to one, or to the longest clip for long-form decoding
             long_form = max(len(a) for a in arrays) > 30 * rate_hz
-            inputs = processor(arrays, sampling_rate=rate_hz, return_tensors="pt", return_attention_mask=True,
-                               padding="longest" if long_form else "max_length", truncation=not long_form)
+            inputs = processor(
+                arrays,
+                sampling_rate=rate_hz,
+                return_tensors="pt",
+                return_attention_mask=True,
+                padding="longest" if long_form else "max_length",
+                truncation=not long_form,
+            )
         else:
             inputs = processor(arrays, sampling_rate=rate_hz, return_tensors="pt", padding=True)
         inputs = self._to_model(inputs)
@@ -191,8 +211,12 @@ class TransformersASR:
         import torch
 
         features = inputs["input_features"][:, :, :3000]  # the first 30 s, as Whisper detects
-        start = torch.full((features.shape[0], 1), model.generation_config.decoder_start_token_id,
-                           dtype=torch.long, device=features.device)
+        start = torch.full(
+            (features.shape[0], 1),
+            model.generation_config.decoder_start_token_id,
+            dtype=torch.long,
+            device=features.device,
+        )
         with torch.inference_mode():
             logits = model(input_features=features, decoder_input_ids=start, use_cache=False).logits[:, -1]
         tokens, ids = list(lang_to_id), list(lang_to_id.values())

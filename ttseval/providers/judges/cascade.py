@@ -50,8 +50,14 @@ class CascadeJudge:
     imports: ClassVar[tuple[str, ...]] = ()
     run_settings: ClassVar[tuple[str, ...]] = ("cascades", "plugins")
 
-    def __init__(self, voice: str | None = None, *, cascades: dict[str, Any] | None = None,
-                 plugins: dict[str, dict[str, str]] | None = None, **options: str) -> None:
+    def __init__(
+        self,
+        voice: str | None = None,
+        *,
+        cascades: dict[str, Any] | None = None,
+        plugins: dict[str, dict[str, str]] | None = None,
+        **options: str,
+    ) -> None:
         from ttseval.providers.judges import JUDGES
 
         if options:
@@ -63,15 +69,21 @@ class CascadeJudge:
             cascades, plugins = settings.cascades, settings.plugins
         if not voice or voice not in cascades:
             known = ", ".join(sorted(cascades)) or "none"
-            raise ValueError(f"cascade:{voice or ''}: no cascade of that name in the settings ([cascades.<name>] "
-                             f"with cheap and strong judge specs); known: {known}")
+            raise ValueError(
+                f"cascade:{voice or ''}: no cascade of that name in the settings ([cascades.<name>] "
+                f"with cheap and strong judge specs); known: {known}"
+            )
         self.config = cascades[voice]
         plugins = plugins.get("judge")
         self.cheap = JUDGES.build(self.config.cheap, extra=plugins)
         self.strong = JUDGES.build(self.config.strong, extra=plugins)
         self.spec = f"cascade:{voice}"
         self.prompt_version = f"{self.cheap.judge_id}+{self.strong.judge_id}"
-        identity = {"cheap": self.cheap.judge_id, "strong": self.strong.judge_id, "escalate": sorted(self.config.escalate)}
+        identity = {
+            "cheap": self.cheap.judge_id,
+            "strong": self.strong.judge_id,
+            "escalate": sorted(self.config.escalate),
+        }
         if self.config.escalate_sample < 1:  # only when set, so the ids of cascades that escalate all stay as they were
             identity["escalate_sample"] = self.config.escalate_sample
         self.judge_id = stable_id(f"cascade-{voice}", identity)
@@ -83,8 +95,13 @@ class CascadeJudge:
         return self.cheap, self.strong
 
     def metadata(self) -> dict[str, Any]:
-        return {"provider": self.name, "judge_id": self.judge_id, "cheap": self.cheap.metadata(),
-                "strong": self.strong.metadata(), "escalate": list(self.config.escalate)}
+        return {
+            "provider": self.name,
+            "judge_id": self.judge_id,
+            "cheap": self.cheap.metadata(),
+            "strong": self.strong.metadata(),
+            "escalate": list(self.config.escalate),
+        }
 
     def reasons(self, drawn: PairwiseVerdict, swapped: PairwiseVerdict) -> list[str]:
         """Why a pair goes to the strong judge; empty when the cheap verdict stands."""
@@ -116,7 +133,7 @@ class CascadeJudge:
 
     def judge_pairs(self, batch: list[PairwiseRequest]) -> list[PairwiseVerdict]:
         cheap = self.cheap.judge_pairs(batch + [r.swapped() for r in batch])
-        drawn, swapped = cheap[:len(batch)], cheap[len(batch):]
+        drawn, swapped = cheap[: len(batch)], cheap[len(batch) :]
         why = [self.reasons(d, s) for d, s in zip(drawn, swapped)]
         asked = [i for i, (r, w) in enumerate(zip(batch, why)) if self.asked(r, w)]
         strong = dict(zip(asked, self.strong.judge_pairs([batch[i] for i in asked]))) if asked else {}
@@ -136,9 +153,15 @@ class CascadeJudge:
             else:
                 label = "[cheap"
             label += f"; cheap ${cheap_usd:.6f}, strong ${strong_usd:.6f}]"
-            out.append(dataclasses.replace(
-                v, comparison=f"{label} {v.comparison or ''}".strip(), cost_usd=cheap_usd + strong_usd,
-                input_tokens=sum(c.input_tokens or 0 for c in calls),
-                output_tokens=sum(c.output_tokens or 0 for c in calls),
-                attempts=sum(c.attempts for c in calls), retries=sum(c.retries for c in calls)))
+            out.append(
+                dataclasses.replace(
+                    v,
+                    comparison=f"{label} {v.comparison or ''}".strip(),
+                    cost_usd=cheap_usd + strong_usd,
+                    input_tokens=sum(c.input_tokens or 0 for c in calls),
+                    output_tokens=sum(c.output_tokens or 0 for c in calls),
+                    attempts=sum(c.attempts for c in calls),
+                    retries=sum(c.retries for c in calls),
+                )
+            )
         return out

@@ -24,10 +24,10 @@ from typing import Any, ClassVar
 
 from pydantic import Field, SecretStr
 
+from ttseval.core.ids import stable_id
 from ttseval.providers import EngineVersion, canonical_spec, parse_options
 from ttseval.providers.judges.llm_judge import LLMJudge, SamplingOptions, check_sampling, llm_options
 from ttseval.providers.llm.gemini import GeminiLLM, GeminiLLMOptions, require_genai, resolve_api_key
-from ttseval.core.ids import stable_id
 
 DEFAULT_MODEL = "gemini-2.5-pro"
 

@@ -19,15 +19,6 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, Field
 
-from ttseval.providers.judges.prompts import (
-    INSTRUCTION_PROMPT_VERSION,
-    PAIRWISE_PROMPT_VERSION,
-    WINNER_FROM_ANSWER,
-    InstructionAnswer,
-    PairwiseAnswer,
-    instruction_prompt,
-    pairwise_prompt,
-)
 from ttseval.core.protocols import (
     ANY_LANGUAGE,
     InstructionRequest,
@@ -38,25 +29,41 @@ from ttseval.core.protocols import (
     PairwiseRequest,
     PairwiseVerdict,
 )
+from ttseval.providers.judges.prompts import (
+    INSTRUCTION_PROMPT_VERSION,
+    PAIRWISE_PROMPT_VERSION,
+    WINNER_FROM_ANSWER,
+    InstructionAnswer,
+    PairwiseAnswer,
+    instruction_prompt,
+    pairwise_prompt,
+)
 
 
 class SamplingOptions(BaseModel):
     """Self-consistency, an option of every chat judge."""
 
-    samples: int = Field(1, ge=1, description="answers per judgement at temperature > 0; the verdict is their "
-                         "majority (a split top is a tie), and the share agreeing is recorded")
+    samples: int = Field(
+        1,
+        ge=1,
+        description="answers per judgement at temperature > 0; the verdict is their "
+        "majority (a split top is a tie), and the share agreeing is recorded",
+    )
 
 
 def check_sampling(samples: int, temperature: float, spec: str) -> None:
     if samples > 1 and temperature <= 0:
-        raise ValueError(f"{spec}: samples={samples} needs temperature > 0 (at 0 every sample is the same answer); "
-                         "add :temperature=0.7 or drop samples")
+        raise ValueError(
+            f"{spec}: samples={samples} needs temperature > 0 (at 0 every sample is the same answer); "
+            "add :temperature=0.7 or drop samples"
+        )
 
 
 def llm_options(options: BaseModel) -> dict[str, str]:
     """A judge's options as its chat client takes them: the client's own fields only, as strings."""
-    return {k: str(v) for k, v in options.model_dump(exclude=set(SamplingOptions.model_fields)).items()
-            if v is not None}
+    return {
+        k: str(v) for k, v in options.model_dump(exclude=set(SamplingOptions.model_fields)).items() if v is not None
+    }
 
 
 class LLMJudge:
@@ -88,18 +95,31 @@ class LLMJudge:
         """Everything that can change a verdict: hashed into `judge_id`, listed in `metadata`. One sample keeps
         the ids judges had before self-consistency existed."""
         o = self.options
-        return {"model": self.model, "prompt_version": self.prompt_version,
-                "instruction_prompt_version": self.instruction_prompt_version, "temperature": o.temperature,
-                "max_output_tokens": o.max_output_tokens, **self.own_settings(),
-                **({"samples": o.samples} if o.samples > 1 else {})}
+        return {
+            "model": self.model,
+            "prompt_version": self.prompt_version,
+            "instruction_prompt_version": self.instruction_prompt_version,
+            "temperature": o.temperature,
+            "max_output_tokens": o.max_output_tokens,
+            **self.own_settings(),
+            **({"samples": o.samples} if o.samples > 1 else {}),
+        }
 
     def metadata(self) -> dict[str, Any]:
         o = self.options
         text, audio, out = self.prices_per_mtok()
-        return {"provider": self.name, "judge_id": self.judge_id, **self.verdict_settings(),
-                "max_attempts": o.max_attempts, "max_retries": o.max_retries, "input_usd_per_mtok": text,
-                "audio_input_usd_per_mtok": audio, "output_usd_per_mtok": out,
-                "endpoint_host": self._llm.endpoint_host, **self.client_metadata()}
+        return {
+            "provider": self.name,
+            "judge_id": self.judge_id,
+            **self.verdict_settings(),
+            "max_attempts": o.max_attempts,
+            "max_retries": o.max_retries,
+            "input_usd_per_mtok": text,
+            "audio_input_usd_per_mtok": audio,
+            "output_usd_per_mtok": out,
+            "endpoint_host": self._llm.endpoint_host,
+            **self.client_metadata(),
+        }
 
     def unreachable(self, timeout_s: float = 5.0) -> str | None:
         """Why a `base_url` endpoint (a server of the user's own) cannot be reached, or None: a TCP connection,
@@ -134,7 +154,7 @@ class LLMJudge:
         """`samples` results per request (sample k asks with `sample=k`), in order."""
         n = self.samples
         results = self._generate([dataclasses.replace(r, sample=k) for r in requests for k in range(n)])
-        return [results[i * n:(i + 1) * n] for i in range(len(requests))]
+        return [results[i * n : (i + 1) * n] for i in range(len(requests))]
 
     def limit_calls(self, gate: Callable[[], AbstractContextManager[Any]]) -> None:
         """Hold `gate()` around each call to the API (ttseval.tasks.limits: the vendor's limit over every worker)."""
@@ -150,33 +170,48 @@ class LLMJudge:
         """One verdict per request, in order; `winner` is in presentation order (first / second / tie)."""
         requests = [
             LLMRequest(
-                parts=(pairwise_prompt(r.text, r.category, r.rubric), "Clip 1:", r.first.to_wav_bytes(),
-                       "Clip 2:", r.second.to_wav_bytes()),
+                parts=(
+                    pairwise_prompt(r.text, r.category, r.rubric),
+                    "Clip 1:",
+                    r.first.to_wav_bytes(),
+                    "Clip 2:",
+                    r.second.to_wav_bytes(),
+                ),
                 schema=PairwiseAnswer,
             )
             for r in batch
         ]
-        return [self._pair_majority([self._pair_verdict(r) for r in results], results)
-                for results in self._sampled(requests)]
+        return [
+            self._pair_majority([self._pair_verdict(r) for r in results], results)
+            for results in self._sampled(requests)
+        ]
 
     def judge_instructions(self, batch: list[InstructionRequest]) -> list[InstructionVerdict]:
         """One verdict per request, in order; `follows` is None when the output did not parse."""
         requests = [
-            LLMRequest(parts=(instruction_prompt(r.text, r.instruction, r.task), r.audio.to_wav_bytes()),
-                       schema=InstructionAnswer)
+            LLMRequest(
+                parts=(instruction_prompt(r.text, r.instruction, r.task), r.audio.to_wav_bytes()),
+                schema=InstructionAnswer,
+            )
             for r in batch
         ]
-        return [self._instruction_majority([self._instruction_verdict(r) for r in results], results)
-                for results in self._sampled(requests)]
+        return [
+            self._instruction_majority([self._instruction_verdict(r) for r in results], results)
+            for results in self._sampled(requests)
+        ]
 
     @staticmethod
     def _usage(verdicts: list[Any], results: list[LLMResult]) -> dict[str, Any]:
         """Tokens and cost of the samples asked now (a sample from the cache cost this run nothing)."""
         made = [v for v, r in zip(verdicts, results) if not r.cached]
-        return {"input_tokens": sum(v.input_tokens or 0 for v in made),
-                "output_tokens": sum(v.output_tokens or 0 for v in made),
-                "cost_usd": sum(v.cost_usd or 0.0 for v in made), "attempts": sum(v.attempts for v in verdicts),
-                "retries": sum(v.retries for v in verdicts), "samples": len(verdicts)}
+        return {
+            "input_tokens": sum(v.input_tokens or 0 for v in made),
+            "output_tokens": sum(v.output_tokens or 0 for v in made),
+            "cost_usd": sum(v.cost_usd or 0.0 for v in made),
+            "attempts": sum(v.attempts for v in verdicts),
+            "retries": sum(v.retries for v in verdicts),
+            "samples": len(verdicts),
+        }
 
     def _pair_majority(self, verdicts: list[PairwiseVerdict], results: list[LLMResult]) -> PairwiseVerdict:
         if len(verdicts) == 1:
@@ -191,11 +226,16 @@ class LLMJudge:
         like = next((v for v in parsed if v.winner == winner), parsed[0])
         scores = [(v.score_first, v.score_second) for v in parsed if v.score_first is not None]
         mean = (lambda i: sum(s[i] for s in scores) / len(scores)) if scores else (lambda i: None)
-        return dataclasses.replace(like, winner=winner, score_first=mean(0), score_second=mean(1),
-                                   sample_agreement=counts[0][1] / len(parsed), **usage)
+        return dataclasses.replace(
+            like,
+            winner=winner,
+            score_first=mean(0),
+            score_second=mean(1),
+            sample_agreement=counts[0][1] / len(parsed),
+            **usage,
+        )
 
-    def _instruction_majority(self, verdicts: list[InstructionVerdict],
-                              results: list[LLMResult]) -> InstructionVerdict:
+    def _instruction_majority(self, verdicts: list[InstructionVerdict], results: list[LLMResult]) -> InstructionVerdict:
         if len(verdicts) == 1:
             return verdicts[0]
         decided = [v for v in verdicts if v.parse_ok and v.follows is not None]
@@ -205,21 +245,34 @@ class LLMJudge:
         yes = sum(v.follows for v in decided)
         follows = None if 2 * yes == len(decided) else 2 * yes > len(decided)  # a split is undecidable
         like = next((v for v in decided if v.follows == follows), decided[0])
-        return dataclasses.replace(like, follows=follows, sample_agreement=max(yes, len(decided) - yes) / len(decided),
-                                   **usage)
+        return dataclasses.replace(
+            like, follows=follows, sample_agreement=max(yes, len(decided) - yes) / len(decided), **usage
+        )
 
     @staticmethod
     def _pair_verdict(out: LLMResult) -> PairwiseVerdict:
-        usage = {"raw_response": out.raw, "attempts": out.attempts, "retries": out.retries,
-                 "input_tokens": out.input_tokens, "output_tokens": out.output_tokens, "cost_usd": out.cost_usd}
+        usage = {
+            "raw_response": out.raw,
+            "attempts": out.attempts,
+            "retries": out.retries,
+            "input_tokens": out.input_tokens,
+            "output_tokens": out.output_tokens,
+            "cost_usd": out.cost_usd,
+        }
         if not out.ok:
-            return PairwiseVerdict(winner=None, parse_ok=False, error=out.error, transient=out.failure == "transport",
-                                   **usage)
+            return PairwiseVerdict(
+                winner=None, parse_ok=False, error=out.error, transient=out.failure == "transport", **usage
+            )
         a: PairwiseAnswer = out.data
         return PairwiseVerdict(
-            winner=WINNER_FROM_ANSWER[a.winner], parse_ok=True, score_first=a.clip_1_score,
-            score_second=a.clip_2_score, reasoning_first=a.clip_1_reasoning or None,
-            reasoning_second=a.clip_2_reasoning or None, comparison=a.comparison or None, difference=a.difference,
+            winner=WINNER_FROM_ANSWER[a.winner],
+            parse_ok=True,
+            score_first=a.clip_1_score,
+            score_second=a.clip_2_score,
+            reasoning_first=a.clip_1_reasoning or None,
+            reasoning_second=a.clip_2_reasoning or None,
+            comparison=a.comparison or None,
+            difference=a.difference,
             **usage,
         )
 
@@ -227,8 +280,15 @@ class LLMJudge:
     def _instruction_verdict(out: LLMResult) -> InstructionVerdict:
         a: InstructionAnswer | None = out.data if out.ok else None
         return InstructionVerdict(
-            follows=a.follows if a is not None else None, parse_ok=a is not None,
-            reasoning=(a.reasoning or None) if a is not None else None, raw_response=out.raw, attempts=out.attempts,
-            retries=out.retries, input_tokens=out.input_tokens, output_tokens=out.output_tokens,
-            cost_usd=out.cost_usd, error=out.error, transient=out.failure == "transport",
+            follows=a.follows if a is not None else None,
+            parse_ok=a is not None,
+            reasoning=(a.reasoning or None) if a is not None else None,
+            raw_response=out.raw,
+            attempts=out.attempts,
+            retries=out.retries,
+            input_tokens=out.input_tokens,
+            output_tokens=out.output_tokens,
+            cost_usd=out.cost_usd,
+            error=out.error,
+            transient=out.failure == "transport",
         )

@@ -11,9 +11,9 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, Field
 
-from ttseval.providers import EngineVersion, package_version, parse_options
 from ttseval.core.ids import stable_id
 from ttseval.core.protocols import ANY_LANGUAGE, Languages, PairwiseRequest, PairwiseVerdict
+from ttseval.providers import EngineVersion, package_version, parse_options
 
 LABEL = "objective (CER, then MOS; no LLM)"
 
@@ -49,17 +49,26 @@ class ObjectiveJudge:
         cer1, cer2 = r.first_signals.get("cer"), r.second_signals.get("cer")
         mos1, mos2 = r.first_signals.get("mos"), r.second_signals.get("mos")
         if cer1 is None or cer2 is None:
-            return PairwiseVerdict(winner=None, parse_ok=False, error="a clip has no CER (its transcript failed)",
-                                   cost_usd=0.0)
+            return PairwiseVerdict(
+                winner=None, parse_ok=False, error="a clip has no CER (its transcript failed)", cost_usd=0.0
+            )
         if abs(cer1 - cer2) > self.options.cer_margin:
             winner, why = ("first" if cer1 < cer2 else "second"), f"CER {cer1:.3f} vs {cer2:.3f}"
         elif mos1 is not None and mos2 is not None and abs(mos1 - mos2) > self.options.mos_margin:
             winner, why = ("first" if mos1 > mos2 else "second"), f"CER within margin; MOS {mos1:.2f} vs {mos2:.2f}"
         else:
             winner, why = "tie", "CER and MOS within their margins"
-        return PairwiseVerdict(winner=winner, parse_ok=True, score_first=1.0 - min(cer1, 1.0),
-                               score_second=1.0 - min(cer2, 1.0), comparison=why, raw_response=why, cost_usd=0.0,
-                               input_tokens=0, output_tokens=0)
+        return PairwiseVerdict(
+            winner=winner,
+            parse_ok=True,
+            score_first=1.0 - min(cer1, 1.0),
+            score_second=1.0 - min(cer2, 1.0),
+            comparison=why,
+            raw_response=why,
+            cost_usd=0.0,
+            input_tokens=0,
+            output_tokens=0,
+        )
 
     def judge_pairs(self, batch: list[PairwiseRequest]) -> list[PairwiseVerdict]:
         return [self._decide(r) for r in batch]

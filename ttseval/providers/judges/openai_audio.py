@@ -23,10 +23,10 @@ from typing import Any, ClassVar
 
 from pydantic import Field, SecretStr
 
+from ttseval.core.ids import stable_id
 from ttseval.providers import EngineVersion, canonical_spec, package_version, parse_options
 from ttseval.providers.judges.llm_judge import LLMJudge, SamplingOptions, check_sampling, llm_options
 from ttseval.providers.llm.openai_compat import OpenAICompatLLM, OpenAIOptions
-from ttseval.core.ids import stable_id
 
 DEFAULT_MODEL = "gpt-4o-audio-preview"
 PRICES: dict[str, tuple[float, float, float]] = {
@@ -75,12 +75,15 @@ class OpenAIJudge(LLMJudge):
         self.spec = canonical_spec(self.name, voice, options)
         listed = PRICES.get(self.model)
         if listed is None and not o.base_url and None in (o.input_usd_per_mtok, o.output_usd_per_mtok):
-            raise ValueError(f"openai judge: no list price for {self.model!r}; give input_usd_per_mtok= and "
-                             f"output_usd_per_mtok= (known: {', '.join(sorted(PRICES))})")
+            raise ValueError(
+                f"openai judge: no list price for {self.model!r}; give input_usd_per_mtok= and "
+                f"output_usd_per_mtok= (known: {', '.join(sorted(PRICES))})"
+            )
         text_in, audio_in, out = listed or (0.0, 0.0, 0.0)
         prices = {
             "input_usd_per_mtok": text_in if o.input_usd_per_mtok is None else o.input_usd_per_mtok,
-            "audio_input_usd_per_mtok": (audio_in if listed else None) if o.audio_input_usd_per_mtok is None
+            "audio_input_usd_per_mtok": (audio_in if listed else None)
+            if o.audio_input_usd_per_mtok is None
             else o.audio_input_usd_per_mtok,
             "output_usd_per_mtok": out if o.output_usd_per_mtok is None else o.output_usd_per_mtok,
         }

@@ -21,19 +21,19 @@ INSTRUCTION_PROMPT_VERSION = "instruction-v1"
 # What a careful listener checks in each category (our wording).
 RUBRICS: dict[str, str] = {
     "emotions": "Does the voice carry the emotion the narration implies for each quoted line, and change it where "
-                "the text shifts? Flat delivery of emotional dialogue is a failure even when every word is right.",
+    "the text shifts? Flat delivery of emotional dialogue is a failure even when every word is right.",
     "paralinguistics": "Are interjections, onomatopoeia, stutters, elongations (sooo), capitalised emphasis and "
-                       "ellipsis pauses performed as sounds, stress and timing, rather than read out or skipped?",
+    "ellipsis pauses performed as sounds, stress and timing, rather than read out or skipped?",
     "foreign_words": "Are the foreign words and phrases pronounced as a fluent speaker of that language would, "
-                     "with natural switching back into English?",
+    "with natural switching back into English?",
     "syntactic_complexity": "Do phrasing, pauses and stress make the sentence structure clear (nested clauses, "
-                            "garden paths, ellipsis), and are homographs pronounced with the meaning the context needs?",
+    "garden paths, ellipsis), and are homographs pronounced with the meaning the context needs?",
     "complex_pronunciation": "Are numbers, currencies, dates, times, URLs, e-mail addresses, formulas and acronyms "
-                             "expanded the way a person would read them aloud, without slips in repeated sounds?",
+    "expanded the way a person would read them aloud, without slips in repeated sounds?",
     "questions": "Does the intonation distinguish questions from statements (rising or falling as the question "
-                 "type needs) across every sentence, including the later ones?",
+    "type needs) across every sentence, including the later ones?",
     "multilingual": "Is the sentence spoken intelligibly in its own language, with correct pronunciation and "
-                    "natural rhythm?",
+    "natural rhythm?",
 }
 DEFAULT_RUBRIC = "Which clip speaks the text more accurately, naturally and expressively, as the text requires?"
 
@@ -74,8 +74,11 @@ def instruction_prompt(text: str, instruction: str, task: str) -> str:
 _CLIP = r"clip[\s_-]*(1|2|one|two|#1|#2)(?!\s*\|)"  # not the "clip_1|clip_2|tie" of an echoed shape
 _PAIRWISE_PROSE = [  # the last resort, after structured output and re-asks: a verdict stated in words
     re.compile(r"winner[\"']?\s*(?:[:=]|is)\s*[\"']?\s*(?:" + _CLIP + r"|(tie))", re.I),
-    re.compile(r"\b" + _CLIP + r"\s+(?:is|was|sounds|performs|comes out)\s+(?:clearly\s+|slightly\s+|much\s+|"
-               r"noticeably\s+)?(?:better|stronger|the\s+winner|preferable|superior|ahead)", re.I),
+    re.compile(
+        r"\b" + _CLIP + r"\s+(?:is|was|sounds|performs|comes out)\s+(?:clearly\s+|slightly\s+|much\s+|"
+        r"noticeably\s+)?(?:better|stronger|the\s+winner|preferable|superior|ahead)",
+        re.I,
+    ),
     re.compile(r"\b" + _CLIP + r"\s+wins\b", re.I),
     re.compile(r"\bprefer\s+" + _CLIP, re.I),
     re.compile(r"\b(?:it'?s|call it|this is|a)\s+(tie)\b|\b(?:equally good|indistinguishable)\b", re.I),
@@ -115,8 +118,9 @@ class InstructionAnswer(BaseModel):
         """`follows` stated in words ("follows": false, "does not follow the instruction"), when unambiguous."""
         said = {m.group(1).lower() == "true" for m in re.finditer(r"follows[\"']?\s*[:=]\s*(true|false)", text, re.I)}
         said |= {False for _ in re.finditer(r"\b(?:does\s+not|doesn'?t|fails\s+to)\s+follow", text, re.I)}
-        said |= {True for _ in re.finditer(r"\b(?:it|the recording|the clip)\s+follows\s+the\s+instruction", text,
-                                           re.I)}
+        said |= {
+            True for _ in re.finditer(r"\b(?:it|the recording|the clip)\s+follows\s+the\s+instruction", text, re.I)
+        }
         return cls(follows=said.pop(), reasoning=text.strip()[:500]) if len(said) == 1 else None
 
 

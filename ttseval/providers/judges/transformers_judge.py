@@ -9,18 +9,6 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
-from ttseval.providers import EngineVersion, canonical_spec, package_version, parse_options
-from ttseval.providers._local_models import resolve_local_model
-from ttseval.providers.local_model import LazyModel, model_source
-from ttseval.providers.judges.prompts import (
-    INSTRUCTION_PROMPT_VERSION,
-    PAIRWISE_PROMPT_VERSION,
-    WINNER_FROM_ANSWER,
-    instruction_prompt,
-    pairwise_prompt,
-    parse_instruction,
-    parse_pairwise,
-)
 from ttseval.core.audio import Audio
 from ttseval.core.errors import PermanentProviderError
 from ttseval.core.ids import stable_id
@@ -32,6 +20,18 @@ from ttseval.core.protocols import (
     PairwiseRequest,
     PairwiseVerdict,
 )
+from ttseval.providers import EngineVersion, canonical_spec, package_version, parse_options
+from ttseval.providers._local_models import resolve_local_model
+from ttseval.providers.judges.prompts import (
+    INSTRUCTION_PROMPT_VERSION,
+    PAIRWISE_PROMPT_VERSION,
+    WINNER_FROM_ANSWER,
+    instruction_prompt,
+    pairwise_prompt,
+    parse_instruction,
+    parse_pairwise,
+)
+from ttseval.providers.local_model import LazyModel, model_source
 
 SUPPORTED_MODEL_TYPES = frozenset({"qwen2_audio"})
 
@@ -170,8 +170,9 @@ class TransformersAudioJudge:
             **common,
         )
 
-    def _ask(self, content: list[dict[str, Any]], audios: list[Audio], parse: Any,
-             item_id: str) -> tuple[Any, str | None, dict[str, Any]]:
+    def _ask(
+        self, content: list[dict[str, Any]], audios: list[Audio], parse: Any, item_id: str
+    ) -> tuple[Any, str | None, dict[str, Any]]:
         """Generate and parse, re-asking up to the attempts allowed; returns (answer, error, verdict fields)."""
         raw, attempts, tokens_in, tokens_out, error = None, 0, 0, 0, None
         answer = None
@@ -184,8 +185,14 @@ class TransformersAudioJudge:
                     break
         except (RuntimeError, ValueError) as e:  # torch reports shape, device and memory failures as RuntimeError
             answer, error = None, f"generation failed on item {item_id!r}: {type(e).__name__}: {e}"
-        common = dict(raw_response=raw, attempts=max(attempts, 1), retries=max(attempts - 1, 0),
-                      input_tokens=tokens_in, output_tokens=tokens_out, cost_usd=0.0)
+        common = dict(
+            raw_response=raw,
+            attempts=max(attempts, 1),
+            retries=max(attempts - 1, 0),
+            input_tokens=tokens_in,
+            output_tokens=tokens_out,
+            cost_usd=0.0,
+        )
         return answer, error, common
 
     def _judge_instruction(self, r: InstructionRequest) -> InstructionVerdict:

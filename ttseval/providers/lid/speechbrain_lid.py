@@ -15,15 +15,28 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, Field
 
-from ttseval.providers import (EngineVersion, TorchDevice, canonical_spec, out_of_memory, package_version,
-                              parse_options, torch_device)
-from ttseval.providers._speechbrain import (ECAPA_SIZES, MIN_SAMPLES, SAMPLE_RATE_HZ, by_equal_length, load_checkpoint,
-                                            speechbrain_modules)
-from ttseval.providers.lid.transformers_lid import label_language
-from ttseval.providers.local_model import LazyModel, refuse_model_name, required_path
 from ttseval.core.audio import Audio
 from ttseval.core.errors import PermanentProviderError
 from ttseval.core.protocols import ANY_LANGUAGE, LanguageGuess, Languages
+from ttseval.providers import (
+    EngineVersion,
+    TorchDevice,
+    canonical_spec,
+    out_of_memory,
+    package_version,
+    parse_options,
+    torch_device,
+)
+from ttseval.providers._speechbrain import (
+    ECAPA_SIZES,
+    MIN_SAMPLES,
+    SAMPLE_RATE_HZ,
+    by_equal_length,
+    load_checkpoint,
+    speechbrain_modules,
+)
+from ttseval.providers.lid.transformers_lid import label_language
+from ttseval.providers.local_model import LazyModel, refuse_model_name, required_path
 
 ECAPA = {"input_size": 60, **ECAPA_SIZES, "lin_neurons": 256}
 CLASSIFIER = {"input_shape": [None, None, 256], "lin_blocks": 1, "lin_neurons": 512, "out_neurons": 107}
@@ -34,8 +47,11 @@ FILES = ("embedding_model.ckpt", "classifier.ckpt", "label_encoder.txt")
 class SpeechBrainLIDOptions(BaseModel):
     """Options of `speechbrain-lid:key=value`."""
 
-    model: str = Field("", description="folder holding lang-id-voxlingua107-ecapa's embedding_model.ckpt, "
-                                       "classifier.ckpt and label_encoder.txt; required, never downloaded")
+    model: str = Field(
+        "",
+        description="folder holding lang-id-voxlingua107-ecapa's embedding_model.ckpt, "
+        "classifier.ckpt and label_encoder.txt; required, never downloaded",
+    )
     device: TorchDevice = "auto"
 
 
@@ -55,12 +71,19 @@ class SpeechBrainLID:
     batch_size: ClassVar[int] = 8
 
     def __init__(self, voice: str | None = None, **options: str) -> None:
-        refuse_model_name(self.name, voice,
-                          instead="give its folder: speechbrain-lid:model=/path/lang-id-voxlingua107-ecapa")
+        refuse_model_name(
+            self.name, voice, instead="give its folder: speechbrain-lid:model=/path/lang-id-voxlingua107-ecapa"
+        )
         self.options = parse_options(SpeechBrainLIDOptions, options, provider=self.name)
-        self.folder = required_path(self.name, "model", self.options.model, folder=True, markers=FILES,
-                                    what="the folder of speechbrain/lang-id-voxlingua107-ecapa's files",
-                                    example="/path/lang-id-voxlingua107-ecapa")
+        self.folder = required_path(
+            self.name,
+            "model",
+            self.options.model,
+            folder=True,
+            markers=FILES,
+            what="the folder of speechbrain/lang-id-voxlingua107-ecapa's files",
+            example="/path/lang-id-voxlingua107-ecapa",
+        )
         self.spec = canonical_spec(self.name, voice, options)
         self.device = self.options.device
         self._model: LazyModel[Any] = LazyModel(self._build)
@@ -72,25 +95,34 @@ class SpeechBrainLID:
         sb = speechbrain_modules()
         self.device = torch_device(self.options.device)
         what = "lang-id-voxlingua107-ecapa's"
-        embedding = load_checkpoint(sb["ECAPA_TDNN"](**ECAPA), self.folder / "embedding_model.ckpt",
-                                    what=f"{what} ECAPA-TDNN", spec=self.spec)
-        classifier = load_checkpoint(sb["Classifier"](**CLASSIFIER), self.folder / "classifier.ckpt",
-                                     what=f"{what} classifier", spec=self.spec)
+        embedding = load_checkpoint(
+            sb["ECAPA_TDNN"](**ECAPA), self.folder / "embedding_model.ckpt", what=f"{what} ECAPA-TDNN", spec=self.spec
+        )
+        classifier = load_checkpoint(
+            sb["Classifier"](**CLASSIFIER), self.folder / "classifier.ckpt", what=f"{what} classifier", spec=self.spec
+        )
         labels = sb["CategoricalEncoder"]()
         labels.expect_len(CLASSIFIER["out_neurons"])
         try:
             labels.load(self.folder / "label_encoder.txt")
-        except Exception as e:  # noqa: BLE001 - SpeechBrain raises plain errors for a malformed file
-            raise PermanentProviderError(f"{str(self.folder / 'label_encoder.txt')!r} is not a SpeechBrain "
-                                         f"label encoder: {e}", spec=self.spec) from e
+        except Exception as e:
+            raise PermanentProviderError(
+                f"{str(self.folder / 'label_encoder.txt')!r} is not a SpeechBrain label encoder: {e}", spec=self.spec
+            ) from e
         if len(labels) != CLASSIFIER["out_neurons"]:
-            raise PermanentProviderError(f"label_encoder.txt has {len(labels)} labels; the classifier has "
-                                         f"{CLASSIFIER['out_neurons']}", spec=self.spec)
-        modules = {"compute_features": sb["Fbank"](n_mels=60),
-                   "mean_var_norm": sb["InputNormalization"](norm_type="sentence", std_norm=False),
-                   "embedding_model": embedding, "classifier": classifier}
-        model = sb["EncoderClassifier"](modules=modules, hparams={"label_encoder": labels},
-                                        run_opts={"device": self.device})
+            raise PermanentProviderError(
+                f"label_encoder.txt has {len(labels)} labels; the classifier has {CLASSIFIER['out_neurons']}",
+                spec=self.spec,
+            )
+        modules = {
+            "compute_features": sb["Fbank"](n_mels=60),
+            "mean_var_norm": sb["InputNormalization"](norm_type="sentence", std_norm=False),
+            "embedding_model": embedding,
+            "classifier": classifier,
+        }
+        model = sb["EncoderClassifier"](
+            modules=modules, hparams={"label_encoder": labels}, run_opts={"device": self.device}
+        )
         model.mods.eval()
         return model
 
@@ -116,14 +148,21 @@ class SpeechBrainLID:
         except RuntimeError as e:  # torch reports shape, device and memory failures as RuntimeError
             if out_of_memory(e):  # transient: the row stays retryable (a later try, a freer device)
                 raise
-            raise PermanentProviderError(f"speechbrain-lid failed on a batch of {len(batch)}: {e}",
-                                         spec=self.spec) from e
+            raise PermanentProviderError(
+                f"speechbrain-lid failed on a batch of {len(batch)}: {e}", spec=self.spec
+            ) from e
         out = [LanguageGuess(language=None, prob=None)] * len(batch)
         for i, (label, prob) in zip(heard, answers):
             out[i] = LanguageGuess(language=label_language(label), prob=prob)
         return out
 
     def metadata(self) -> dict[str, Any]:
-        return {"engine": "speechbrain", "version": self.version, "model": "VoxLingua107 ECAPA (lang-id-voxlingua107-ecapa)",
-                "model_files": list(FILES), "classes": CLASSIFIER["out_neurons"], "sample_rate_hz": SAMPLE_RATE_HZ,
-                "device": str(self.device)}
+        return {
+            "engine": "speechbrain",
+            "version": self.version,
+            "model": "VoxLingua107 ECAPA (lang-id-voxlingua107-ecapa)",
+            "model_files": list(FILES),
+            "classes": CLASSIFIER["out_neurons"],
+            "sample_rate_hz": SAMPLE_RATE_HZ,
+            "device": str(self.device),
+        }

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from ttseval.providers import EngineVersion, package_version
-from ttseval.providers._transformers_audio import TransformersAudioModel
 from ttseval.core.audio import Audio
 from ttseval.core.protocols import ANY_LANGUAGE, LanguageGuess, Languages
+from ttseval.providers import EngineVersion, package_version
+from ttseval.providers._transformers_audio import TransformersAudioModel
 
 
 def label_language(label: str) -> str:

@@ -11,25 +11,25 @@ thing is paid for and rarely changes the answer. A subclass implements `_send` (
 
 from __future__ import annotations
 
+import dataclasses
 import email.utils
 import logging
 import re
-import dataclasses
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
-from ttseval.providers import endpoint_without_credentials
 from ttseval.core.errors import RetriesExhausted
 from ttseval.core.protocols import ANY_LANGUAGE, Languages, LLMRequest, LLMResult
 from ttseval.core.retry import RetryPolicy
+from ttseval.providers import endpoint_without_credentials
 
 logger = logging.getLogger(__name__)
 
@@ -57,14 +57,17 @@ class LLMOptions(BaseModel):
     input_usd_per_mtok: float = Field(0.0, ge=0, description="price of a million prompt tokens")
     output_usd_per_mtok: float = Field(0.0, ge=0, description="price of a million output tokens")
     audio_input_usd_per_mtok: float | None = Field(
-        None, ge=0, description="price of a million audio prompt tokens where the API counts them apart; "
-        "None = input_usd_per_mtok")
+        None,
+        ge=0,
+        description="price of a million audio prompt tokens where the API counts them apart; None = input_usd_per_mtok",
+    )
     base_url: str | None = Field(None, description="API endpoint; None = the provider's public one")
 
     @field_validator("base_url")
     @classmethod
     def _no_credentials_in_url(cls, value: str | None) -> str | None:
         return endpoint_without_credentials(value)
+
     timeout_s: float = Field(300.0, gt=0, description="per-request HTTP timeout")
 
 
@@ -115,8 +118,8 @@ def retry_after_s(headers: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
 def parse_answer(text: str | None, schema: type[BaseModel] | None) -> tuple[Any, str | None]:
@@ -140,8 +143,10 @@ def looks_like_refusal(text: str | None) -> bool:
     return bool(text) and bool(_REFUSAL_RE.match(text.strip()))
 
 
-REASK = ("Your previous answer could not be used: {why}. Answer again with the JSON object only, in the shape "
-         "asked for, with no text before or after it.")
+REASK = (
+    "Your previous answer could not be used: {why}. Answer again with the JSON object only, in the shape "
+    "asked for, with no text before or after it."
+)
 """Appended to a request's parts when its answer did not parse: the model is told why."""
 
 
@@ -215,7 +220,7 @@ class BaseLLM:
             except Fatal as e:
                 out.failure, out.error = "transport", self.scrub(str(e))
                 return self._priced(out)
-            except Exception as e:  # noqa: BLE001 - an SDK surprise fails this request, never the batch
+            except Exception as e:
                 logger.warning("%s %s: unexpected %s", self.name, self.model, type(e).__name__, exc_info=True)
                 out.failure, out.error = "transport", self.scrub(f"unexpected {type(e).__name__}: {e}"[:500])
                 return self._priced(out)
@@ -265,15 +270,27 @@ class BaseLLM:
         Raises:
             Fatal: a non-retryable failure, or a transient one that outlived the budget ("gave up after N retries").
         """
+
         def counted(e: BaseException, retry: int, delay_s: float) -> None:
             out.retries = retry
-            logger.info("%s %s: %s; retry %d/%d in %.2f s", self.name, self.model, self.scrub(str(e)), retry,
-                        self.options.max_retries, delay_s)
+            logger.info(
+                "%s %s: %s; retry %d/%d in %.2f s",
+                self.name,
+                self.model,
+                self.scrub(str(e)),
+                retry,
+                self.options.max_retries,
+                delay_s,
+            )
 
         try:
-            reply, _ = self.retry_policy.call(lambda: self._gated_send(request), lambda e: isinstance(e, Transient),
-                                              retries_used=out.retries, on_retry=counted,
-                                              retry_after=lambda e: getattr(e, "delay_s", None))
+            reply, _ = self.retry_policy.call(
+                lambda: self._gated_send(request),
+                lambda e: isinstance(e, Transient),
+                retries_used=out.retries,
+                on_retry=counted,
+                retry_after=lambda e: getattr(e, "delay_s", None),
+            )
         except RetriesExhausted as e:
             raise Fatal(f"{e.last} (gave up after {e.retries} retries)") from e.last
         return reply
@@ -299,8 +316,11 @@ class BaseLLM:
             o = self.options
             audio = out.extra.get("audio_input_tokens", 0)
             audio_price = o.input_usd_per_mtok if o.audio_input_usd_per_mtok is None else o.audio_input_usd_per_mtok
-            out.cost_usd = (((out.input_tokens or 0) - audio) * o.input_usd_per_mtok + audio * audio_price
-                            + (out.output_tokens or 0) * o.output_usd_per_mtok) / 1e6
+            out.cost_usd = (
+                ((out.input_tokens or 0) - audio) * o.input_usd_per_mtok
+                + audio * audio_price
+                + (out.output_tokens or 0) * o.output_usd_per_mtok
+            ) / 1e6
         return out
 
     @property

@@ -22,11 +22,11 @@ from typing import Any, ClassVar
 
 from pydantic import Field, SecretStr
 
-from ttseval.providers import EngineVersion, canonical_spec, package_version, parse_options
-from ttseval.providers.llm.base import RETRYABLE_STATUS, BaseLLM, Fatal, LLMOptions, Reply, Transient, retry_after_s
 from ttseval.core.errors import MissingKeyError
 from ttseval.core.ids import stable_id
 from ttseval.core.protocols import LLMRequest
+from ttseval.providers import EngineVersion, canonical_spec, package_version, parse_options
+from ttseval.providers.llm.base import RETRYABLE_STATUS, BaseLLM, Fatal, LLMOptions, Reply, Transient, retry_after_s
 
 DEFAULT_MODEL = "gemini-2.5-flash"
 KEY_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY")

@@ -23,11 +23,11 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, SecretStr
 
-from ttseval.providers import EngineVersion, canonical_spec, package_version, parse_options
-from ttseval.providers.llm.base import RETRYABLE_STATUS, BaseLLM, Fatal, LLMOptions, Reply, Transient, retry_after_s
 from ttseval.core.errors import MissingKeyError
 from ttseval.core.ids import stable_id
 from ttseval.core.protocols import LLMRequest
+from ttseval.providers import EngineVersion, canonical_spec, package_version, parse_options
+from ttseval.providers.llm.base import RETRYABLE_STATUS, BaseLLM, Fatal, LLMOptions, Reply, Transient, retry_after_s
 
 DEFAULT_MODEL = "gpt-4.1-mini"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -42,11 +42,16 @@ class OpenAIOptions(LLMOptions):
         "json_schema", description="how a request's schema is sent: json_schema, json_object (JSON mode) or none"
     )
     seed: int | None = Field(None, description="sampling seed sent with every request (best effort server-side)")
-    model: str | None = Field(None, description="model name when it holds ':' (e.g. qwen2.5:7b), which the "
-                              "spec's model slot cannot; overrides that slot")
+    model: str | None = Field(
+        None,
+        description="model name when it holds ':' (e.g. qwen2.5:7b), which the "
+        "spec's model slot cannot; overrides that slot",
+    )
     token_limit_field: Literal["max_tokens", "max_completion_tokens"] = Field(
-        "max_tokens", description="request field for max_output_tokens; OpenAI's reasoning models (o-series, "
-        "gpt-5) accept only max_completion_tokens")
+        "max_tokens",
+        description="request field for max_output_tokens; OpenAI's reasoning models (o-series, "
+        "gpt-5) accept only max_completion_tokens",
+    )
 
 
 def _error_message(e: Any) -> str:
@@ -231,8 +236,9 @@ class OpenAICompatLLM(BaseLLM):
         details = getattr(usage, "prompt_tokens_details", None) if usage is not None else None
         audio_tokens = getattr(details, "audio_tokens", None) if details is not None else None
         if not choices:
-            return Reply(text=None, input_tokens=input_tokens, output_tokens=output_tokens,
-                         audio_input_tokens=audio_tokens)
+            return Reply(
+                text=None, input_tokens=input_tokens, output_tokens=output_tokens, audio_input_tokens=audio_tokens
+            )
         choice = choices[0]
         message = choice.message
         return Reply(

@@ -55,10 +55,14 @@ class CommandQuality:
         if not finite(score) or not isinstance(details, dict) or not all(finite(v) for v in details.values()):
             raise self.command.broke(answer, "a finite number 'score' and 'details' of finite numbers")
         if not MOS_BOUNDS[0] <= score <= MOS_BOUNDS[1]:
-            raise self.command.broke(answer, f"a 'score' on the MOS scale 1-5 (the quality table takes "
-                                             f"{MOS_BOUNDS[0]:g}-{MOS_BOUNDS[1]:g}; other scales go in 'details')")
-        return QualityScore(mos=float(score), details={self.label: float(score)} |
-                            {str(k): float(v) for k, v in details.items()})
+            raise self.command.broke(
+                answer,
+                f"a 'score' on the MOS scale 1-5 (the quality table takes "
+                f"{MOS_BOUNDS[0]:g}-{MOS_BOUNDS[1]:g}; other scales go in 'details')",
+            )
+        return QualityScore(
+            mos=float(score), details={self.label: float(score)} | {str(k): float(v) for k, v in details.items()}
+        )
 
     def metadata(self) -> dict[str, Any]:
         return self.command.metadata()

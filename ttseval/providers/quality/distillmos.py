@@ -15,12 +15,20 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel
 
-from ttseval.providers import (EngineVersion, TorchDevice, canonical_spec, import_without_torchaudio, out_of_memory,
-                               package_version, parse_options, torch_device)
-from ttseval.providers.local_model import LazyModel, refuse_model_name
 from ttseval.core.audio import Audio
 from ttseval.core.errors import PermanentProviderError
 from ttseval.core.protocols import ANY_LANGUAGE, Languages, QualityScore
+from ttseval.providers import (
+    EngineVersion,
+    TorchDevice,
+    canonical_spec,
+    import_without_torchaudio,
+    out_of_memory,
+    package_version,
+    parse_options,
+    torch_device,
+)
+from ttseval.providers.local_model import LazyModel, refuse_model_name
 
 SAMPLE_RATE_HZ = 16000
 WINDOW = 122880  # distillmos.sqa.SEQ_LEN: 7.68 s at 16 kHz
@@ -34,13 +42,17 @@ class DistillMOSOptions(BaseModel):
 
 def _model_class() -> Any:
     """distillmos.ConvTransformerSQAModel, imported with a stand-in torchaudio module that is removed after."""
+
     def load() -> Any:
         from distillmos import ConvTransformerSQAModel
 
         return ConvTransformerSQAModel
 
-    return import_without_torchaudio(load, missing="the distillmos predictor needs distillmos and xls-r-sqa: run "
-                                                   "scripts/setup.sh install (it installs requirements-nodeps.txt)")
+    return import_without_torchaudio(
+        load,
+        missing="the distillmos predictor needs distillmos and xls-r-sqa: run "
+        "scripts/setup.sh install (it installs requirements-nodeps.txt)",
+    )
 
 
 class DistillMOSQuality:
@@ -101,7 +113,7 @@ class DistillMOSQuality:
         short = [i for i, s in enumerate(samples) if len(s) <= WINDOW]
         try:
             for start in range(0, len(short), self.batch_size):
-                chunk = short[start:start + self.batch_size]
+                chunk = short[start : start + self.batch_size]
                 rows = np.stack([np.pad(samples[i], (0, WINDOW - len(samples[i]))) for i in chunk])
                 mos[chunk] = self._run(rows)
             for i in (i for i, s in enumerate(samples) if len(s) > WINDOW):
@@ -115,5 +127,10 @@ class DistillMOSQuality:
         return [QualityScore(mos=float(m), details={"distillmos": float(m)}) for m in mos]
 
     def metadata(self) -> dict[str, Any]:
-        return {"engine": "distillmos", "version": self.version, "model_file": "distillmos/weights/distill_mos_v7.pt",
-                "sample_rate_hz": SAMPLE_RATE_HZ, "device": str(self.device)}
+        return {
+            "engine": "distillmos",
+            "version": self.version,
+            "model_file": "distillmos/weights/distill_mos_v7.pt",
+            "sample_rate_hz": SAMPLE_RATE_HZ,
+            "device": str(self.device),
+        }

@@ -8,12 +8,18 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, Field
 
-from ttseval.providers import (EngineVersion, canonical_spec, onnx_providers, onnx_session_options, package_version,
-                       parse_options)
-from ttseval.providers.local_model import LazyModel, refuse_model_name
 from ttseval.core.audio import Audio
 from ttseval.core.errors import PermanentProviderError
 from ttseval.core.protocols import ANY_LANGUAGE, Languages, QualityScore
+from ttseval.providers import (
+    EngineVersion,
+    canonical_spec,
+    onnx_providers,
+    onnx_session_options,
+    package_version,
+    parse_options,
+)
+from ttseval.providers.local_model import LazyModel, refuse_model_name
 
 SAMPLE_RATE_HZ = 16000  # DNSMOS models take 16 kHz input
 WINDOWS_PER_CALL = 4  # windows per ONNX run (measured: 95 ms/window at 1-4, 110 at 16; scores do not depend on it)
@@ -37,7 +43,7 @@ def _windows(audio: np.ndarray) -> list[np.ndarray]:
     while len(audio) < length:
         audio = np.append(audio, audio)
     hops = int(np.floor(len(audio) / SR) - INPUT_LENGTH) + 1
-    cut = [audio[int(i * SR): int((i + INPUT_LENGTH) * SR)] for i in range(hops)]
+    cut = [audio[int(i * SR) : int((i + INPUT_LENGTH) * SR)] for i in range(hops)]
     return [w for w in cut if len(w) >= length]
 
 
@@ -106,10 +112,8 @@ class DNSMOSQuality:
         # (providers.onnx_session_options: one thread per worker on a Dask worker).
         model = DNSMOS.__new__(DNSMOS)
         model.primary_model_path = str(primary)
-        model.onnx_sess = ort.InferenceSession(str(primary), onnx_session_options(),
-                                               providers=onnx_providers())
-        model.p808_onnx_sess = ort.InferenceSession(str(p808), onnx_session_options(),
-                                                    providers=onnx_providers())
+        model.onnx_sess = ort.InferenceSession(str(primary), onnx_session_options(), providers=onnx_providers())
+        model.p808_onnx_sess = ort.InferenceSession(str(p808), onnx_session_options(), providers=onnx_providers())
         return model
 
     def score(self, batch: list[Audio]) -> list[QualityScore]:
@@ -137,7 +141,7 @@ class DNSMOSQuality:
         raw, p808 = [], []
         try:
             for start in range(0, len(windows), WINDOWS_PER_CALL):
-                chunk = np.stack(windows[start:start + WINDOWS_PER_CALL])
+                chunk = np.stack(windows[start : start + WINDOWS_PER_CALL])
                 raw.append(model.onnx_sess.run(None, {"input_1": chunk})[0])
                 p808.append(model.p808_onnx_sess.run(None, {"input_1": _p808_features(chunk)})[0][:, 0])
         # onnxruntime's errors derive from Exception directly, not RuntimeError.

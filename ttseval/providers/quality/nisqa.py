@@ -15,11 +15,11 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, Field
 
-from ttseval.providers import EngineVersion, canonical_spec, out_of_memory, package_version, parse_options
-from ttseval.providers.local_model import LazyModel, refuse_model_name, required_path
 from ttseval.core.audio import Audio
 from ttseval.core.errors import PermanentProviderError
 from ttseval.core.protocols import ANY_LANGUAGE, Languages, QualityScore
+from ttseval.providers import EngineVersion, canonical_spec, out_of_memory, package_version, parse_options
+from ttseval.providers.local_model import LazyModel, refuse_model_name, required_path
 
 DEFAULT_SAMPLE_RATE_HZ = 48000  # NISQA is trained on fullband speech; a checkpoint's ms_sr, when it names one, wins
 DIMENSIONS = ("mos", "noi", "dis", "col", "loud")  # the NISQA_DIM model's output order (torchmetrics' note on it)
@@ -28,8 +28,11 @@ DIMENSIONS = ("mos", "noi", "dis", "col", "loud")  # the NISQA_DIM model's outpu
 class NISQAOptions(BaseModel):
     """Options of `nisqa:key=value`."""
 
-    weights: str = Field("", description="path of a NISQA checkpoint: nisqa.tar (MOS and four dimensions) or "
-                                         "nisqa_tts.tar (TTS naturalness); required, never downloaded")
+    weights: str = Field(
+        "",
+        description="path of a NISQA checkpoint: nisqa.tar (MOS and four dimensions) or "
+        "nisqa_tts.tar (TTS naturalness); required, never downloaded",
+    )
 
 
 def _single_head_model(args: dict[str, Any]) -> Any:
@@ -75,8 +78,13 @@ class NISQAQuality:
     def __init__(self, voice: str | None = None, **options: str) -> None:
         refuse_model_name(self.name, voice, instead="give its weights file: nisqa:weights=/path/nisqa.tar")
         self.options = parse_options(NISQAOptions, options, provider=self.name)
-        self.weights = required_path(self.name, "weights", self.options.weights, example="/path/nisqa.tar",
-                                     what="a NISQA checkpoint (nisqa.tar, or nisqa_tts.tar for TTS naturalness)")
+        self.weights = required_path(
+            self.name,
+            "weights",
+            self.options.weights,
+            example="/path/nisqa.tar",
+            what="a NISQA checkpoint (nisqa.tar, or nisqa_tts.tar for TTS naturalness)",
+        )
         self.spec = canonical_spec(self.name, voice, options)
         self._model: LazyModel[Any] = LazyModel(self._build)
         self._args: dict[str, Any] = {}
@@ -96,15 +104,19 @@ class NISQAQuality:
         try:
             checkpoint = torch.load(self.weights, map_location="cpu", weights_only=True)
             args, state = dict(checkpoint["args"]), checkpoint["model_state_dict"]
-        except Exception as e:  # noqa: BLE001 - pickle, zip, torch and key errors alike: not a checkpoint
-            raise PermanentProviderError(f"nisqa weights {str(self.weights)!r} are not a NISQA checkpoint "
-                                         f"(a dict with 'args' and 'model_state_dict'): {e}",
-                                         spec=self.spec) from e
+        except Exception as e:
+            raise PermanentProviderError(
+                f"nisqa weights {str(self.weights)!r} are not a NISQA checkpoint "
+                f"(a dict with 'args' and 'model_state_dict'): {e}",
+                spec=self.spec,
+            ) from e
         unsupported = {k: args[k] for k, v in _SUPPORTED.items() if args.get(k, v) != v}
         if unsupported:
-            raise PermanentProviderError(f"nisqa weights {str(self.weights)!r} need parts torchmetrics' "
-                                         f"port does not have: {unsupported} (it has {_SUPPORTED})",
-                                         spec=self.spec)
+            raise PermanentProviderError(
+                f"nisqa weights {str(self.weights)!r} need parts torchmetrics' "
+                f"port does not have: {unsupported} (it has {_SUPPORTED})",
+                spec=self.spec,
+            )
         dimensions = any(k.startswith("pool_layers.") for k in state)
         model = _NISQADIM(args) if dimensions else _single_head_model(args)
         try:
@@ -112,8 +124,9 @@ class NISQAQuality:
         except RuntimeError as e:
             if out_of_memory(e):  # transient: the row stays retryable (a later try, a freer device)
                 raise
-            raise PermanentProviderError(f"nisqa weights {str(self.weights)!r} do not fit NISQA's model: "
-                                         f"{str(e)[:500]}", spec=self.spec) from e
+            raise PermanentProviderError(
+                f"nisqa weights {str(self.weights)!r} do not fit NISQA's model: {str(e)[:500]}", spec=self.spec
+            ) from e
         self._args, self.kind = args, "dimensions" if dimensions else "naturalness"
         return model.eval()
 
@@ -126,12 +139,16 @@ class NISQAQuality:
         windows = frames - (args["ms_seg_length"] - 1)
         if windows < 1:
             shortest = (args["ms_seg_length"] - 1) * hop
-            return (f"nisqa needs at least {shortest / rate * 1000:g} ms of audio (one {args['ms_seg_length']}-frame "
-                    f"mel segment); the clip has {samples / rate * 1000:.2f} ms")
+            return (
+                f"nisqa needs at least {shortest / rate * 1000:g} ms of audio (one {args['ms_seg_length']}-frame "
+                f"mel segment); the clip has {samples / rate * 1000:.2f} ms"
+            )
         if math.ceil(windows / args["ms_seg_hop_length"]) > args["ms_max_segments"]:
             longest = (args["ms_max_segments"] * args["ms_seg_hop_length"] + args["ms_seg_length"] - 1) * hop
-            return (f"nisqa takes less than {longest / rate:.2f} s of audio ({args['ms_max_segments']} mel segments); "
-                    f"the clip has {samples / rate:.2f} s: cut it")
+            return (
+                f"nisqa takes less than {longest / rate:.2f} s of audio ({args['ms_max_segments']} mel segments); "
+                f"the clip has {samples / rate:.2f} s: cut it"
+            )
         return None
 
     def _run(self, rows: np.ndarray) -> np.ndarray:
@@ -163,7 +180,7 @@ class NISQAQuality:
         try:
             for same in by_length.values():
                 for start in range(0, len(same), self.batch_size):
-                    chunk = same[start:start + self.batch_size]
+                    chunk = same[start : start + self.batch_size]
                     outputs.update(zip(chunk, self._run(np.stack([samples[i] for i in chunk]))))
         except RuntimeError as e:  # torch reports shape and memory failures as RuntimeError
             if out_of_memory(e):  # transient: the row stays retryable (a later try, a freer device)
@@ -182,7 +199,13 @@ class NISQAQuality:
         return scores
 
     def metadata(self) -> dict[str, Any]:
-        return {"engine": "torchmetrics", "version": self.version, "model": f"NISQA v2.0 ({self.kind or 'not loaded'})",
-                "model_file": self.weights.name, "sample_rate_hz": self.sample_rate_hz,
-                "outputs": list(DIMENSIONS) if self.kind == "dimensions" else ["naturalness"],
-                "weights_licence": "CC BY-NC-SA 4.0 (non-commercial)", "device": "cpu"}
+        return {
+            "engine": "torchmetrics",
+            "version": self.version,
+            "model": f"NISQA v2.0 ({self.kind or 'not loaded'})",
+            "model_file": self.weights.name,
+            "sample_rate_hz": self.sample_rate_hz,
+            "outputs": list(DIMENSIONS) if self.kind == "dimensions" else ["naturalness"],
+            "weights_licence": "CC BY-NC-SA 4.0 (non-commercial)",
+            "device": "cpu",
+        }

@@ -17,12 +17,19 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, Field
 
-from ttseval.providers import (EngineVersion, TorchDevice, canonical_spec, out_of_memory, package_version,
-                              parse_options, torch_device)
-from ttseval.providers.local_model import LazyModel, refuse_model_name, required_path
 from ttseval.core.audio import Audio
 from ttseval.core.errors import PermanentProviderError
 from ttseval.core.protocols import ANY_LANGUAGE, Languages, QualityScore
+from ttseval.providers import (
+    EngineVersion,
+    TorchDevice,
+    canonical_spec,
+    out_of_memory,
+    package_version,
+    parse_options,
+    torch_device,
+)
+from ttseval.providers.local_model import LazyModel, refuse_model_name, required_path
 
 SAMPLE_RATE_HZ = 16000
 MIN_SAMPLES = 400  # wav2vec 2.0's convolutional front end needs 25 ms at 16 kHz for its first frame
@@ -31,8 +38,11 @@ MIN_SAMPLES = 400  # wav2vec 2.0's convolutional front end needs 25 ms at 16 kHz
 class UTMOS22Options(BaseModel):
     """Options of `utmos22:key=value`."""
 
-    weights: str = Field("", description="path of the converted UTMOS22 strong-learner state dict "
-                                         "(utmos_state_dict.pt); required, never downloaded")
+    weights: str = Field(
+        "",
+        description="path of the converted UTMOS22 strong-learner state dict "
+        "(utmos_state_dict.pt); required, never downloaded",
+    )
     device: TorchDevice = "auto"
 
 
@@ -51,11 +61,15 @@ class UTMOS22Quality:
     batch_size: ClassVar[int] = 8
 
     def __init__(self, voice: str | None = None, **options: str) -> None:
-        refuse_model_name(self.name, voice,
-                          instead="give its weights file: utmos22:weights=/path/utmos_state_dict.pt")
+        refuse_model_name(self.name, voice, instead="give its weights file: utmos22:weights=/path/utmos_state_dict.pt")
         self.options = parse_options(UTMOS22Options, options, provider=self.name)
-        self.weights = required_path(self.name, "weights", self.options.weights, example="/path/utmos_state_dict.pt",
-                                     what="the converted UTMOS22 strong-learner state dict (utmos_state_dict.pt)")
+        self.weights = required_path(
+            self.name,
+            "weights",
+            self.options.weights,
+            example="/path/utmos_state_dict.pt",
+            what="the converted UTMOS22 strong-learner state dict (utmos_state_dict.pt)",
+        )
         self.spec = canonical_spec(self.name, voice, options)
         self.device = self.options.device
         self._model: LazyModel[Any] = LazyModel(self._build)
@@ -72,9 +86,10 @@ class UTMOS22Quality:
         # scores from random weights. Its keys are read (memory-mapped, no copy) and checked first.
         try:
             stored = torch.load(self.weights, map_location="cpu", weights_only=True, mmap=True)
-        except Exception as e:  # noqa: BLE001 - pickle, zip and torch errors alike: not a state dict
-            raise PermanentProviderError(f"utmos22 weights {str(self.weights)!r} are not a torch state dict: "
-                                         f"{e}", spec=self.spec) from e
+        except Exception as e:
+            raise PermanentProviderError(
+                f"utmos22 weights {str(self.weights)!r} are not a torch state dict: {e}", spec=self.spec
+            ) from e
         with torch.device("meta"):
             expected = set(UTMOSModel().state_dict())
         missing = sorted(expected - set(stored if isinstance(stored, dict) else ()))
@@ -82,7 +97,9 @@ class UTMOS22Quality:
         if missing:
             raise PermanentProviderError(
                 f"utmos22 weights {str(self.weights)!r} lack {len(missing)} of the model's {len(expected)} "
-                f"tensors (first: {missing[:3]}); expected utmos-pytorch's utmos_state_dict.pt", spec=self.spec)
+                f"tensors (first: {missing[:3]}); expected utmos-pytorch's utmos_state_dict.pt",
+                spec=self.spec,
+            )
         self.device = torch_device(self.options.device)
         return UTMOSScoreTorch(ckpt_path=str(self.weights), device=self.device)
 
@@ -108,7 +125,7 @@ class UTMOS22Quality:
         try:
             for same in by_length.values():  # equal lengths only: no padding ever reaches the model
                 for start in range(0, len(same), self.batch_size):
-                    chunk = same[start:start + self.batch_size]
+                    chunk = same[start : start + self.batch_size]
                     mos[chunk] = self._run(np.stack([samples[i] for i in chunk]))
         except RuntimeError as e:  # torch reports shape, device and memory failures as RuntimeError
             if out_of_memory(e):  # transient: the row stays retryable (a later try, a freer device)
@@ -117,12 +134,24 @@ class UTMOS22Quality:
         scored = [i for indices in by_length.values() for i in indices]
         if not np.isfinite(mos[scored]).all():
             raise PermanentProviderError(f"utmos22 returned a non-finite score {mos.tolist()}", spec=self.spec)
-        return [QualityScore(mos=float(m), details={"utmos22": float(m)}) if len(s) >= MIN_SAMPLES else
-                QualityScore(mos=float("nan"), refused=f"utmos22 needs at least {MIN_SAMPLES / SAMPLE_RATE_HZ * 1000:g}"
-                             f" ms of audio (its first wav2vec 2.0 frame); the clip has {len(s) / SAMPLE_RATE_HZ * 1000:.1f} ms")
-                for m, s in zip(mos, samples)]
+        return [
+            QualityScore(mos=float(m), details={"utmos22": float(m)})
+            if len(s) >= MIN_SAMPLES
+            else QualityScore(
+                mos=float("nan"),
+                refused=f"utmos22 needs at least {MIN_SAMPLES / SAMPLE_RATE_HZ * 1000:g}"
+                f" ms of audio (its first wav2vec 2.0 frame); the clip has {len(s) / SAMPLE_RATE_HZ * 1000:.1f} ms",
+            )
+            for m, s in zip(mos, samples)
+        ]
 
     def metadata(self) -> dict[str, Any]:
-        return {"engine": "utmos-pytorch", "version": self.version, "model": "UTMOS22 strong learner",
-                "model_file": self.weights.name, "sample_rate_hz": SAMPLE_RATE_HZ, "device": str(self.device),
-                "batching": "equal lengths only"}
+        return {
+            "engine": "utmos-pytorch",
+            "version": self.version,
+            "model": "UTMOS22 strong learner",
+            "model_file": self.weights.name,
+            "sample_rate_hz": SAMPLE_RATE_HZ,
+            "device": str(self.device),
+            "batching": "equal lengths only",
+        }

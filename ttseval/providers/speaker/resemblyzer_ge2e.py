@@ -14,11 +14,11 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel
 
-from ttseval.providers import EngineVersion, TorchDevice, canonical_spec, package_version, parse_options, torch_device
-from ttseval.providers.local_model import LazyModel, refuse_model_name
 from ttseval.core.audio import Audio
 from ttseval.core.errors import PermanentProviderError
 from ttseval.core.protocols import ANY_LANGUAGE, Languages
+from ttseval.providers import EngineVersion, TorchDevice, canonical_spec, package_version, parse_options, torch_device
+from ttseval.providers.local_model import LazyModel, refuse_model_name
 
 MIN_SPEECH_S = 0.1  # less than this left after Resemblyzer's silence trimming: nothing to embed
 
@@ -37,8 +37,10 @@ def _resemblyzer() -> Any:
         try:
             import resemblyzer
         except ImportError as e:
-            raise ImportError("the resemblyzer encoder needs Resemblyzer: run scripts/setup.sh install (it installs "
-                              "requirements-nodeps.txt)") from e
+            raise ImportError(
+                "the resemblyzer encoder needs Resemblyzer: run scripts/setup.sh install (it installs "
+                "requirements-nodeps.txt)"
+            ) from e
     return resemblyzer
 
 
@@ -90,10 +92,17 @@ class ResemblyzerEncoder:
             if len(wav) < MIN_SPEECH_S * 16000:
                 raise PermanentProviderError(
                     f"resemblyzer: a {clip.duration_s:.2f} s clip has {len(wav) / 16000:.2f} s left after silence "
-                    f"trimming; at least {MIN_SPEECH_S} s of speech is needed", spec=self.spec)
+                    f"trimming; at least {MIN_SPEECH_S} s of speech is needed",
+                    spec=self.spec,
+                )
             out.append(np.asarray(encoder.embed_utterance(wav), dtype=np.float32))
         return out
 
     def metadata(self) -> dict[str, Any]:
-        return {"engine": "resemblyzer", "version": self.version, "model": "GE2E (resemblyzer/pretrained.pt)",
-                "device": str(self.device), "embedding_size": 256}
+        return {
+            "engine": "resemblyzer",
+            "version": self.version,
+            "model": "GE2E (resemblyzer/pretrained.pt)",
+            "device": str(self.device),
+            "embedding_size": 256,
+        }

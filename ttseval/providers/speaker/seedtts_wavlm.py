@@ -39,12 +39,19 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, Field
 
-from ttseval.providers import (EngineVersion, TorchDevice, canonical_spec, out_of_memory, package_version,
-                              parse_options, torch_device)
-from ttseval.providers.local_model import LazyModel, refuse_model_name, required_path
 from ttseval.core.audio import Audio
 from ttseval.core.errors import PermanentProviderError
 from ttseval.core.protocols import ANY_LANGUAGE, Languages
+from ttseval.providers import (
+    EngineVersion,
+    TorchDevice,
+    canonical_spec,
+    out_of_memory,
+    package_version,
+    parse_options,
+    torch_device,
+)
+from ttseval.providers.local_model import LazyModel, refuse_model_name, required_path
 
 SAMPLE_RATE_HZ = 16000
 MIN_SAMPLES = 720  # 45 ms: two WavLM frames (400 samples, then 320 a frame); instance norm needs more than one
@@ -59,8 +66,11 @@ DILATIONS = (2, 3, 4)  # layer2..layer4's Res2 convolutions (kernel 3, padding =
 class SeedTTSSimOptions(BaseModel):
     """Options of `seedtts-sim:key=value`."""
 
-    weights: str = Field("", description="path of UniSpeech's wavlm_large_finetune.pth (WavLM-Large + ECAPA-TDNN "
-                                         "speaker verification); required, never downloaded")
+    weights: str = Field(
+        "",
+        description="path of UniSpeech's wavlm_large_finetune.pth (WavLM-Large + ECAPA-TDNN "
+        "speaker verification); required, never downloaded",
+    )
     device: TorchDevice = "auto"
 
 
@@ -86,12 +96,19 @@ def wavlm_key(key: str, positional_weight: tuple[str, str]) -> str | None:
     if re.fullmatch(r"encoder\.layer_norm\.(weight|bias)", key):
         return key
     if m := re.fullmatch(r"encoder\.layers\.(\d+)\.(.+)", key):
-        renamed = {"self_attn.relative_attention_bias.weight": "attention.rel_attn_embed.weight",
-                   "self_attn.grep_a": "attention.gru_rel_pos_const"}
+        renamed = {
+            "self_attn.relative_attention_bias.weight": "attention.rel_attn_embed.weight",
+            "self_attn.grep_a": "attention.gru_rel_pos_const",
+        }
         tail = renamed.get(m[2])
-        for old, new in (("self_attn.grep_linear.", "attention.gru_rel_pos_linear."), ("self_attn_layer_norm.",
-                         "layer_norm."), ("self_attn.", "attention."), ("fc1.", "feed_forward.intermediate_dense."),
-                         ("fc2.", "feed_forward.output_dense."), ("final_layer_norm.", "final_layer_norm.")):
+        for old, new in (
+            ("self_attn.grep_linear.", "attention.gru_rel_pos_linear."),
+            ("self_attn_layer_norm.", "layer_norm."),
+            ("self_attn.", "attention."),
+            ("fc1.", "feed_forward.intermediate_dense."),
+            ("fc2.", "feed_forward.output_dense."),
+            ("final_layer_norm.", "final_layer_norm."),
+        ):
             if tail is None and m[2].startswith(old):
                 tail = new + m[2].removeprefix(old)
         return None if tail is None else f"encoder.layers.{m[1]}.{tail}"
@@ -100,18 +117,43 @@ def wavlm_key(key: str, positional_weight: tuple[str, str]) -> str | None:
 
 def wavlm_keys(layers: int, conv_bias: bool) -> list[str]:
     """The UniSpeech names (without the prefix) of every WavLM tensor inference uses."""
-    keys = [f"feature_extractor.conv_layers.{i}.{part}" for i in range(len(CONV_KERNELS))
-            for part in ("0.weight", *(("0.bias",) if conv_bias else ()), "2.1.weight", "2.1.bias")]
-    keys += ["layer_norm.weight", "layer_norm.bias", "post_extract_proj.weight", "post_extract_proj.bias",
-             "encoder.pos_conv.0.weight_g", "encoder.pos_conv.0.weight_v", "encoder.pos_conv.0.bias",
-             "encoder.layer_norm.weight", "encoder.layer_norm.bias"]
+    keys = [
+        f"feature_extractor.conv_layers.{i}.{part}"
+        for i in range(len(CONV_KERNELS))
+        for part in ("0.weight", *(("0.bias",) if conv_bias else ()), "2.1.weight", "2.1.bias")
+    ]
+    keys += [
+        "layer_norm.weight",
+        "layer_norm.bias",
+        "post_extract_proj.weight",
+        "post_extract_proj.bias",
+        "encoder.pos_conv.0.weight_g",
+        "encoder.pos_conv.0.weight_v",
+        "encoder.pos_conv.0.bias",
+        "encoder.layer_norm.weight",
+        "encoder.layer_norm.bias",
+    ]
     for n in range(layers):
-        keys += [f"encoder.layers.{n}.{part}" for part in (
-            *(f"self_attn.{p}_proj.{w}" for p in "kvq" for w in ("weight", "bias")), "self_attn.out_proj.weight",
-            "self_attn.out_proj.bias", "self_attn.grep_linear.weight", "self_attn.grep_linear.bias", "self_attn.grep_a",
-            *(("self_attn.relative_attention_bias.weight",) if n == 0 else ()), "self_attn_layer_norm.weight",
-            "self_attn_layer_norm.bias", "fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias",
-            "final_layer_norm.weight", "final_layer_norm.bias")]
+        keys += [
+            f"encoder.layers.{n}.{part}"
+            for part in (
+                *(f"self_attn.{p}_proj.{w}" for p in "kvq" for w in ("weight", "bias")),
+                "self_attn.out_proj.weight",
+                "self_attn.out_proj.bias",
+                "self_attn.grep_linear.weight",
+                "self_attn.grep_linear.bias",
+                "self_attn.grep_a",
+                *(("self_attn.relative_attention_bias.weight",) if n == 0 else ()),
+                "self_attn_layer_norm.weight",
+                "self_attn_layer_norm.bias",
+                "fc1.weight",
+                "fc1.bias",
+                "fc2.weight",
+                "fc2.bias",
+                "final_layer_norm.weight",
+                "final_layer_norm.bias",
+            )
+        ]
     return keys
 
 
@@ -135,8 +177,9 @@ def head_class() -> type:
         def __init__(self, channels: int, scale: int, dilation: int) -> None:
             super().__init__()
             self.width = channels // scale
-            self.convs = nn.ModuleList(nn.Conv1d(self.width, self.width, 3, padding=dilation, dilation=dilation)
-                                       for _ in range(scale - 1))
+            self.convs = nn.ModuleList(
+                nn.Conv1d(self.width, self.width, 3, padding=dilation, dilation=dilation) for _ in range(scale - 1)
+            )
             self.bns = nn.ModuleList(nn.BatchNorm1d(self.width) for _ in range(scale - 1))
 
         def forward(self, x: Any) -> Any:
@@ -180,8 +223,18 @@ def head_class() -> type:
             return torch.cat([mean, std], dim=1)
 
     class SpeakerHead(nn.Module):
-        def __init__(self, *, states: int, features: int, channels: int, scale: int, bottleneck: int,
-                     aggregate: int, attention: int, embedding: int) -> None:
+        def __init__(
+            self,
+            *,
+            states: int,
+            features: int,
+            channels: int,
+            scale: int,
+            bottleneck: int,
+            aggregate: int,
+            attention: int,
+            embedding: int,
+        ) -> None:
             super().__init__()
             self.feature_weight = nn.Parameter(torch.zeros(states))
             self.instance_norm = nn.InstanceNorm1d(features)  # no affine, no running statistics: no tensors
@@ -225,27 +278,35 @@ class SeedTTSSimEncoder:
     batch_size: ClassVar[int] = 8
 
     def __init__(self, voice: str | None = None, **options: str) -> None:
-        refuse_model_name(self.name, voice,
-                          instead="give its checkpoint: seedtts-sim:weights=/path/wavlm_large_finetune.pth")
+        refuse_model_name(
+            self.name, voice, instead="give its checkpoint: seedtts-sim:weights=/path/wavlm_large_finetune.pth"
+        )
         self.options = parse_options(SeedTTSSimOptions, options, provider=self.name)
-        self.weights = required_path(self.name, "weights", self.options.weights,
-                                     what="UniSpeech's speaker-verification checkpoint (wavlm_large_finetune.pth)",
-                                     example="/path/wavlm_large_finetune.pth")
+        self.weights = required_path(
+            self.name,
+            "weights",
+            self.options.weights,
+            what="UniSpeech's speaker-verification checkpoint (wavlm_large_finetune.pth)",
+            example="/path/wavlm_large_finetune.pth",
+        )
         self.spec = canonical_spec(self.name, voice, options)
         self.device = self.options.device
         self.sizes: dict[str, Any] = {}
         self._model: LazyModel[tuple[Any, Any]] = LazyModel(self._read_and_build)
 
     def _refuse(self, what: str) -> PermanentProviderError:
-        return PermanentProviderError(f"seedtts-sim weights {str(self.weights)!r} {what}; expected UniSpeech's "
-                                      "wavlm_large_finetune.pth ({'model': state dict})", spec=self.spec)
+        return PermanentProviderError(
+            f"seedtts-sim weights {str(self.weights)!r} {what}; expected UniSpeech's "
+            "wavlm_large_finetune.pth ({'model': state dict})",
+            spec=self.spec,
+        )
 
     def _read(self) -> dict[str, Any]:
         import torch
 
         try:
             stored = torch.load(self.weights, map_location="cpu", weights_only=True)
-        except Exception as e:  # noqa: BLE001 - pickle, zip and torch errors alike: not a checkpoint
+        except Exception as e:
             raise self._refuse(f"are not a torch checkpoint: {str(e)[:300]}") from e
         state = stored.get("model") if isinstance(stored, dict) else None
         if not isinstance(state, dict):
@@ -264,8 +325,9 @@ class SeedTTSSimEncoder:
         """The model's sizes, read off the tensors' shapes."""
         p = WAVLM_PREFIX
         layers = len({int(m[1]) for k in state if (m := re.match(re.escape(p) + r"encoder\.layers\.(\d+)\.", k))})
-        convs = [self._shape(state, f"{p}feature_extractor.conv_layers.{i}.0.weight", 3)
-                 for i in range(len(CONV_KERNELS))]
+        convs = [
+            self._shape(state, f"{p}feature_extractor.conv_layers.{i}.0.weight", 3) for i in range(len(CONV_KERNELS))
+        ]
         if tuple(c[2] for c in convs) != CONV_KERNELS:
             raise self._refuse(f"have convolution kernels {[c[2] for c in convs]}, not WavLM's {list(CONV_KERNELS)}")
         if f"{p}feature_extractor.conv_layers.1.2.1.weight" not in state:
@@ -277,45 +339,87 @@ class SeedTTSSimEncoder:
         width = self._shape(state, "layer2.Res2Conv1dReluBn.convs.0.weight", 3)[0]
         aggregate = self._shape(state, "conv.weight", 3)[0]
         if not layers or features != hidden or hidden % heads or channels % width:
-            raise self._refuse(f"do not fit together ({layers} WavLM layers of {hidden} features, {heads} heads; "
-                               f"a head on {features} features)")
-        return {"layers": layers, "hidden": hidden, "heads": heads, "buckets": buckets,
-                "ffn": self._shape(state, f"{p}encoder.layers.0.fc1.weight", 2)[0], "conv_dim": [c[0] for c in convs],
-                "conv_bias": f"{p}feature_extractor.conv_layers.0.0.bias" in state, "pos_kernel": positional[2],
-                "pos_groups": hidden // positional[1], "channels": channels, "scale": channels // width,
-                "bottleneck": self._shape(state, "layer2.SE_Connect.linear1.weight", 2)[0], "aggregate": aggregate,
-                "attention": self._shape(state, "pooling.linear1.weight", 3)[0],
-                "embedding": self._shape(state, "linear.weight", 2)[0]}
+            raise self._refuse(
+                f"do not fit together ({layers} WavLM layers of {hidden} features, {heads} heads; "
+                f"a head on {features} features)"
+            )
+        return {
+            "layers": layers,
+            "hidden": hidden,
+            "heads": heads,
+            "buckets": buckets,
+            "ffn": self._shape(state, f"{p}encoder.layers.0.fc1.weight", 2)[0],
+            "conv_dim": [c[0] for c in convs],
+            "conv_bias": f"{p}feature_extractor.conv_layers.0.0.bias" in state,
+            "pos_kernel": positional[2],
+            "pos_groups": hidden // positional[1],
+            "channels": channels,
+            "scale": channels // width,
+            "bottleneck": self._shape(state, "layer2.SE_Connect.linear1.weight", 2)[0],
+            "aggregate": aggregate,
+            "attention": self._shape(state, "pooling.linear1.weight", 3)[0],
+            "embedding": self._shape(state, "linear.weight", 2)[0],
+        }
 
     def _build(self, state: dict[str, Any]) -> tuple[Any, Any]:
         from transformers import WavLMConfig, WavLMModel
 
         sizes = self._sizes(state)
         config = WavLMConfig(
-            hidden_size=sizes["hidden"], num_hidden_layers=sizes["layers"], num_attention_heads=sizes["heads"],
-            intermediate_size=sizes["ffn"], conv_dim=sizes["conv_dim"], conv_kernel=list(CONV_KERNELS),
-            conv_stride=list(CONV_STRIDES), conv_bias=sizes["conv_bias"], feat_extract_norm="layer",
-            do_stable_layer_norm=True, num_conv_pos_embeddings=sizes["pos_kernel"],
-            num_conv_pos_embedding_groups=sizes["pos_groups"], num_buckets=sizes["buckets"],
-            max_bucket_distance=MAX_DISTANCE, hidden_act="gelu", feat_extract_activation="gelu", layer_norm_eps=1e-5,
-            mask_time_prob=0.0, mask_feature_prob=0.0, layerdrop=0.0, hidden_dropout=0.0, attention_dropout=0.0,
-            activation_dropout=0.0, feat_proj_dropout=0.0)
+            hidden_size=sizes["hidden"],
+            num_hidden_layers=sizes["layers"],
+            num_attention_heads=sizes["heads"],
+            intermediate_size=sizes["ffn"],
+            conv_dim=sizes["conv_dim"],
+            conv_kernel=list(CONV_KERNELS),
+            conv_stride=list(CONV_STRIDES),
+            conv_bias=sizes["conv_bias"],
+            feat_extract_norm="layer",
+            do_stable_layer_norm=True,
+            num_conv_pos_embeddings=sizes["pos_kernel"],
+            num_conv_pos_embedding_groups=sizes["pos_groups"],
+            num_buckets=sizes["buckets"],
+            max_bucket_distance=MAX_DISTANCE,
+            hidden_act="gelu",
+            feat_extract_activation="gelu",
+            layer_norm_eps=1e-5,
+            mask_time_prob=0.0,
+            mask_feature_prob=0.0,
+            layerdrop=0.0,
+            hidden_dropout=0.0,
+            attention_dropout=0.0,
+            activation_dropout=0.0,
+            feat_proj_dropout=0.0,
+        )
         wavlm = WavLMModel(config).eval()
         target = wavlm.state_dict()
-        positional = next((f"encoder.pos_conv_embed.conv.{g}", f"encoder.pos_conv_embed.conv.{v}") for g, v in (
-            ("parametrizations.weight.original0", "parametrizations.weight.original1"), ("weight_g", "weight_v"))
-            if f"encoder.pos_conv_embed.conv.{g}" in target)
-        head = head_class()(states=sizes["layers"] + 1, features=sizes["hidden"], channels=sizes["channels"],
-                            scale=sizes["scale"], bottleneck=sizes["bottleneck"], aggregate=sizes["aggregate"],
-                            attention=sizes["attention"], embedding=sizes["embedding"]).eval()
+        positional = next(
+            (f"encoder.pos_conv_embed.conv.{g}", f"encoder.pos_conv_embed.conv.{v}")
+            for g, v in (
+                ("parametrizations.weight.original0", "parametrizations.weight.original1"),
+                ("weight_g", "weight_v"),
+            )
+            if f"encoder.pos_conv_embed.conv.{g}" in target
+        )
+        head = head_class()(
+            states=sizes["layers"] + 1,
+            features=sizes["hidden"],
+            channels=sizes["channels"],
+            scale=sizes["scale"],
+            bottleneck=sizes["bottleneck"],
+            aggregate=sizes["aggregate"],
+            attention=sizes["attention"],
+            embedding=sizes["embedding"],
+        ).eval()
         head_target = head.state_dict()
         needed = [WAVLM_PREFIX + k for k in wavlm_keys(sizes["layers"], sizes["conv_bias"])]
         needed += [k for k in head_target if not k.endswith("num_batches_tracked")]
         missing = [k for k in needed if k not in state]
         if missing:
             raise self._refuse(f"lack {len(missing)} of the model's {len(needed)} tensors (first: {missing[:3]})")
-        mapped = {wavlm_key(k.removeprefix(WAVLM_PREFIX), positional): state[k] for k in needed
-                  if k.startswith(WAVLM_PREFIX)}
+        mapped = {
+            wavlm_key(k.removeprefix(WAVLM_PREFIX), positional): state[k] for k in needed if k.startswith(WAVLM_PREFIX)
+        }
         heads = {k: state.get(k, head_target[k]) for k in head_target}  # num_batches_tracked: unused in eval
         try:
             wavlm.load_state_dict(mapped, strict=True)
@@ -363,7 +467,9 @@ class SeedTTSSimEncoder:
             if len(s) < MIN_SAMPLES:
                 raise PermanentProviderError(
                     f"seedtts-sim cannot embed clip {position} of the batch: {len(s) / SAMPLE_RATE_HZ * 1000:.1f} ms "
-                    "is under 45 ms (two WavLM frames)", spec=self.spec)
+                    "is under 45 ms (two WavLM frames)",
+                    spec=self.spec,
+                )
         if not samples:
             return []
         self._load()
@@ -374,7 +480,7 @@ class SeedTTSSimEncoder:
         try:
             for same in by_length.values():  # equal lengths only: no padding ever reaches the model
                 for start in range(0, len(same), self.batch_size):
-                    chunk = same[start:start + self.batch_size]
+                    chunk = same[start : start + self.batch_size]
                     for i, row in zip(chunk, self._run(np.stack([samples[i] for i in chunk]))):
                         out[i] = row
         except RuntimeError as e:  # torch reports shape, device and memory failures as RuntimeError
@@ -384,8 +490,14 @@ class SeedTTSSimEncoder:
         return out
 
     def metadata(self) -> dict[str, Any]:
-        return {"engine": "transformers", "version": self.version,
-                "model": "UniSpeech WavLM-Large + ECAPA-TDNN speaker verification (Seed-TTS-eval SIM)",
-                "model_file": self.weights.name, "embedding_size": self.sizes.get("embedding"),
-                "wavlm_layers": self.sizes.get("layers"), "sample_rate_hz": SAMPLE_RATE_HZ,
-                "device": str(self.device), "batching": "equal lengths only"}
+        return {
+            "engine": "transformers",
+            "version": self.version,
+            "model": "UniSpeech WavLM-Large + ECAPA-TDNN speaker verification (Seed-TTS-eval SIM)",
+            "model_file": self.weights.name,
+            "embedding_size": self.sizes.get("embedding"),
+            "wavlm_layers": self.sizes.get("layers"),
+            "sample_rate_hz": SAMPLE_RATE_HZ,
+            "device": str(self.device),
+            "batching": "equal lengths only",
+        }

@@ -13,14 +13,27 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, Field
 
-from ttseval.providers import (EngineVersion, TorchDevice, canonical_spec, out_of_memory, package_version,
-                              parse_options, torch_device)
-from ttseval.providers._speechbrain import (ECAPA_SIZES, MIN_SAMPLES, SAMPLE_RATE_HZ, by_equal_length, load_checkpoint,
-                                            speechbrain_modules)
-from ttseval.providers.local_model import LazyModel, refuse_model_name, required_path
 from ttseval.core.audio import Audio
 from ttseval.core.errors import PermanentProviderError
 from ttseval.core.protocols import ANY_LANGUAGE, Languages
+from ttseval.providers import (
+    EngineVersion,
+    TorchDevice,
+    canonical_spec,
+    out_of_memory,
+    package_version,
+    parse_options,
+    torch_device,
+)
+from ttseval.providers._speechbrain import (
+    ECAPA_SIZES,
+    MIN_SAMPLES,
+    SAMPLE_RATE_HZ,
+    by_equal_length,
+    load_checkpoint,
+    speechbrain_modules,
+)
+from ttseval.providers.local_model import LazyModel, refuse_model_name, required_path
 
 ECAPA = {"input_size": 80, **ECAPA_SIZES, "lin_neurons": 192}
 """spkrec-ecapa-voxceleb's embedding_model, as its hyperparams.yaml declares it."""
@@ -29,8 +42,9 @@ ECAPA = {"input_size": 80, **ECAPA_SIZES, "lin_neurons": 192}
 class SpeechBrainECAPAOptions(BaseModel):
     """Options of `speechbrain-ecapa:key=value`."""
 
-    model: str = Field("", description="folder holding spkrec-ecapa-voxceleb's embedding_model.ckpt; required, "
-                                       "never downloaded")
+    model: str = Field(
+        "", description="folder holding spkrec-ecapa-voxceleb's embedding_model.ckpt; required, never downloaded"
+    )
     device: TorchDevice = "auto"
 
 
@@ -51,13 +65,19 @@ class SpeechBrainECAPAEncoder:
     batch_size: ClassVar[int] = 8
 
     def __init__(self, voice: str | None = None, **options: str) -> None:
-        refuse_model_name(self.name, voice,
-                          instead="give its folder: speechbrain-ecapa:model=/path/spkrec-ecapa-voxceleb")
+        refuse_model_name(
+            self.name, voice, instead="give its folder: speechbrain-ecapa:model=/path/spkrec-ecapa-voxceleb"
+        )
         self.options = parse_options(SpeechBrainECAPAOptions, options, provider=self.name)
-        self.folder = required_path(self.name, "model", self.options.model, folder=True,
-                                    markers=("embedding_model.ckpt",),
-                                    what="the folder of speechbrain/spkrec-ecapa-voxceleb's files",
-                                    example="/path/spkrec-ecapa-voxceleb")
+        self.folder = required_path(
+            self.name,
+            "model",
+            self.options.model,
+            folder=True,
+            markers=("embedding_model.ckpt",),
+            what="the folder of speechbrain/spkrec-ecapa-voxceleb's files",
+            example="/path/spkrec-ecapa-voxceleb",
+        )
         self.spec = canonical_spec(self.name, voice, options)
         self.device = self.options.device
         self._model: LazyModel[Any] = LazyModel(self._build)
@@ -68,11 +88,17 @@ class SpeechBrainECAPAEncoder:
     def _build(self) -> Any:
         sb = speechbrain_modules()
         self.device = torch_device(self.options.device)
-        model = load_checkpoint(sb["ECAPA_TDNN"](**ECAPA), self.folder / "embedding_model.ckpt",
-                                what="spkrec-ecapa-voxceleb's ECAPA-TDNN", spec=self.spec)
-        modules = {"compute_features": sb["Fbank"](n_mels=80),
-                   "mean_var_norm": sb["InputNormalization"](norm_type="sentence", std_norm=False),
-                   "embedding_model": model}
+        model = load_checkpoint(
+            sb["ECAPA_TDNN"](**ECAPA),
+            self.folder / "embedding_model.ckpt",
+            what="spkrec-ecapa-voxceleb's ECAPA-TDNN",
+            spec=self.spec,
+        )
+        modules = {
+            "compute_features": sb["Fbank"](n_mels=80),
+            "mean_var_norm": sb["InputNormalization"](norm_type="sentence", std_norm=False),
+            "embedding_model": model,
+        }
         encoder = sb["EncoderClassifier"](modules=modules, hparams={}, run_opts={"device": self.device})
         encoder.mods.eval()
         return encoder
@@ -89,9 +115,12 @@ class SpeechBrainECAPAEncoder:
         samples = [clip.resampled(SAMPLE_RATE_HZ).samples.astype(np.float32) for clip in batch]
         for position, s in enumerate(samples):
             if len(s) < MIN_SAMPLES:
-                raise PermanentProviderError(f"speechbrain-ecapa cannot embed clip {position} of the batch: "
-                                             f"{len(s) / SAMPLE_RATE_HZ * 1000:.1f} ms is under 40 ms (five feature frames)",
-                                             spec=self.spec)
+                raise PermanentProviderError(
+                    f"speechbrain-ecapa cannot embed clip {position} of the batch: "
+                    f"{len(s) / SAMPLE_RATE_HZ * 1000:.1f} ms is under 40 ms (five feature frames)",
+                    spec=self.spec,
+                )
+
         def run(rows: np.ndarray) -> np.ndarray:
             with torch.inference_mode():
                 return encoder.encode_batch(torch.from_numpy(rows))[:, 0].float().cpu().numpy()
@@ -101,10 +130,17 @@ class SpeechBrainECAPAEncoder:
         except RuntimeError as e:  # torch reports shape, device and memory failures as RuntimeError
             if out_of_memory(e):  # transient: the row stays retryable (a later try, a freer device)
                 raise
-            raise PermanentProviderError(f"speechbrain-ecapa failed on a batch of {len(batch)}: {e}",
-                                         spec=self.spec) from e
+            raise PermanentProviderError(
+                f"speechbrain-ecapa failed on a batch of {len(batch)}: {e}", spec=self.spec
+            ) from e
 
     def metadata(self) -> dict[str, Any]:
-        return {"engine": "speechbrain", "version": self.version, "model": "ECAPA-TDNN (spkrec-ecapa-voxceleb)",
-                "model_file": "embedding_model.ckpt", "embedding_size": ECAPA["lin_neurons"],
-                "sample_rate_hz": SAMPLE_RATE_HZ, "device": str(self.device)}
+        return {
+            "engine": "speechbrain",
+            "version": self.version,
+            "model": "ECAPA-TDNN (spkrec-ecapa-voxceleb)",
+            "model_file": "embedding_model.ckpt",
+            "embedding_size": ECAPA["lin_neurons"],
+            "sample_rate_hz": SAMPLE_RATE_HZ,
+            "device": str(self.device),
+        }

@@ -7,11 +7,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ttseval.providers import EngineVersion, package_version
-from ttseval.providers._transformers_audio import TransformersAudioModel
 from ttseval.core.audio import Audio
 from ttseval.core.errors import PermanentProviderError
 from ttseval.core.protocols import ANY_LANGUAGE, Languages
+from ttseval.providers import EngineVersion, package_version
+from ttseval.providers._transformers_audio import TransformersAudioModel
 
 
 class TransformersSpeakerEncoder(TransformersAudioModel):

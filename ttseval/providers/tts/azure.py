@@ -41,14 +41,16 @@ from xml.sax.saxutils import escape
 
 from pydantic import Field, field_validator, model_validator
 
-from ttseval.providers.tts.cloud import CloudOptions, CloudTTS, decode_audio
 from ttseval.core.audio import Audio
 from ttseval.core.protocols import PER_VOICE, Languages
+from ttseval.providers.tts.cloud import CloudOptions, CloudTTS, decode_audio
 
 API_VERSION = "cognitiveservices/v1"
 USER_AGENT = "ttseval"
-OUTPUT_FORMAT = re.compile(r"^(?P<kind>riff|raw)-(?P<rate>8khz|16khz|22050hz|24khz|44100hz|48khz)-16bit-mono-pcm$|"
-                           r"^audio-(?P<mp3rate>16khz|24khz|48khz)-\d+kbitrate-mono-mp3$")
+OUTPUT_FORMAT = re.compile(
+    r"^(?P<kind>riff|raw)-(?P<rate>8khz|16khz|22050hz|24khz|44100hz|48khz)-16bit-mono-pcm$|"
+    r"^audio-(?P<mp3rate>16khz|24khz|48khz)-\d+kbitrate-mono-mp3$"
+)
 """The output formats decoded here: RIFF (WAV) and raw 16-bit PCM at each documented rate, and mp3."""
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ffff]")
 
@@ -58,11 +60,13 @@ def _rate_hz(token: str) -> int:
 
 
 class AzureOptions(CloudOptions):
-    region: str | None = Field(None, description="the Speech resource's region (westeurope, eastus, ...); "
-                                                  "required unless base_url is given")
-    output_format: str = Field("riff-24khz-16bit-mono-pcm", description="X-Microsoft-OutputFormat: riff-/raw-<rate>-"
-                                                                        "16bit-mono-pcm or audio-<rate>-<n>kbitrate-"
-                                                                        "mono-mp3")
+    region: str | None = Field(
+        None, description="the Speech resource's region (westeurope, eastus, ...); required unless base_url is given"
+    )
+    output_format: str = Field(
+        "riff-24khz-16bit-mono-pcm",
+        description="X-Microsoft-OutputFormat: riff-/raw-<rate>-16bit-mono-pcm or audio-<rate>-<n>kbitrate-mono-mp3",
+    )
 
     @field_validator("region")
     @classmethod
@@ -75,8 +79,10 @@ class AzureOptions(CloudOptions):
     @classmethod
     def _known_format(cls, value: str) -> str:
         if not OUTPUT_FORMAT.match(value):
-            raise ValueError("expected riff-24khz-16bit-mono-pcm, raw-24khz-16bit-mono-pcm, "
-                             "audio-24khz-48kbitrate-mono-mp3 or another riff/raw 16-bit or mp3 format")
+            raise ValueError(
+                "expected riff-24khz-16bit-mono-pcm, raw-24khz-16bit-mono-pcm, "
+                "audio-24khz-48kbitrate-mono-mp3 or another riff/raw 16-bit or mp3 format"
+            )
         return value
 
     @model_validator(mode="after")
@@ -117,13 +123,17 @@ class AzureTTS(CloudTTS):
     def ssml(self, text: str, voice: str) -> str:
         """The request body: the text, XML-escaped, in the voice's <voice> element, in the voice's locale."""
         attr = {"'": "&apos;", '"': "&quot;"}
-        return (f"<speak version='1.0' xml:lang='{escape(self.voice_locale(voice), attr)}'>"
-                f"<voice name='{escape(voice, attr)}'>{escape(text)}</voice></speak>")
+        return (
+            f"<speak version='1.0' xml:lang='{escape(self.voice_locale(voice), attr)}'>"
+            f"<voice name='{escape(voice, attr)}'>{escape(text)}</voice></speak>"
+        )
 
     def _synthesize(self, text: str, language: str, voice: str, instruction: str | None) -> Audio:
-        data, _ = self._post("/cognitiveservices/v1", content=self.ssml(text, voice).encode("utf-8"),
-                             headers={"Content-Type": "application/ssml+xml",
-                                      "X-Microsoft-OutputFormat": self.options.output_format})
+        data, _ = self._post(
+            "/cognitiveservices/v1",
+            content=self.ssml(text, voice).encode("utf-8"),
+            headers={"Content-Type": "application/ssml+xml", "X-Microsoft-OutputFormat": self.options.output_format},
+        )
         return self.decode(data)
 
     def decode(self, data: bytes) -> Audio:
@@ -147,10 +157,18 @@ class AzureTTS(CloudTTS):
     def voices(self) -> list[dict[str, Any]]:
         """The region's voices (`GET /cognitiveservices/voices/list`): id is the ShortName the spec takes."""
         data = self._get_json("/cognitiveservices/voices/list")
-        return [{"id": v["ShortName"], "name": v.get("DisplayName") or v["ShortName"], "locale": v.get("Locale"),
-                 "gender": v.get("Gender"), "voice_type": v.get("VoiceType"),
-                 "secondary_locales": v.get("SecondaryLocaleList") or [], "styles": v.get("StyleList") or []}
-                for v in data]
+        return [
+            {
+                "id": v["ShortName"],
+                "name": v.get("DisplayName") or v["ShortName"],
+                "locale": v.get("Locale"),
+                "gender": v.get("Gender"),
+                "voice_type": v.get("VoiceType"),
+                "secondary_locales": v.get("SecondaryLocaleList") or [],
+                "styles": v.get("StyleList") or [],
+            }
+            for v in data
+        ]
 
     def billable_chars(self, text: str, instruction: str | None) -> int:
         """The text's characters (SSML markup is not billed), each CJK ideograph counted twice."""

@@ -34,17 +34,43 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from pydantic import Field, model_validator
 
-from ttseval.providers.tts.cloud import CloudOptions, CloudTTS, decode_audio
 from ttseval.core.audio import Audio
 from ttseval.core.errors import PermanentProviderError, ProviderError
 from ttseval.core.protocols import PER_VOICE, Languages
+from ttseval.providers.tts.cloud import CloudOptions, CloudTTS, decode_audio
 
 API_VERSION = "2026-03-01"
 """The Cartesia-Version this module speaks (structured JSON errors from this version on)."""
 SONIC_LANGUAGES = ("en", "fr", "de", "es", "pt", "zh", "ja", "hi", "it", "ko", "nl", "pl", "ru", "sv", "tr")
-SONIC3_LANGUAGES = SONIC_LANGUAGES + ("tl", "bg", "ro", "ar", "cs", "el", "fi", "hr", "ms", "sk", "da", "ta", "uk",
-                                      "hu", "no", "vi", "bn", "th", "he", "ka", "id", "te", "gu", "kn", "ml", "mr",
-                                      "pa")
+SONIC3_LANGUAGES = SONIC_LANGUAGES + (
+    "tl",
+    "bg",
+    "ro",
+    "ar",
+    "cs",
+    "el",
+    "fi",
+    "hr",
+    "ms",
+    "sk",
+    "da",
+    "ta",
+    "uk",
+    "hu",
+    "no",
+    "vi",
+    "bn",
+    "th",
+    "he",
+    "ka",
+    "id",
+    "te",
+    "gu",
+    "kn",
+    "ml",
+    "mr",
+    "pa",
+)
 """The `language` values of the bytes endpoint: sonic-3 takes all, earlier models (sonic-2, sonic-turbo) the 15."""
 SAMPLE_RATES = (8000, 16000, 22050, 24000, 44100, 48000)
 
@@ -97,12 +123,15 @@ class CartesiaTTS(CloudTTS):
     def request_body(self, text: str, language: str, voice: str) -> dict[str, Any]:
         """The JSON body of one call, as the API reference documents it."""
         o = self.options
-        body: dict[str, Any] = {"model_id": self.model, "transcript": text, "voice": {"mode": "id", "id": voice},
-                                "output_format": self.output_format()}
+        body: dict[str, Any] = {
+            "model_id": self.model,
+            "transcript": text,
+            "voice": {"mode": "id", "id": voice},
+            "output_format": self.output_format(),
+        }
         if (code := self.language_code(language)) is not None:
             body["language"] = code
-        config = {k: v for k, v in (("speed", o.speed), ("volume", o.volume), ("emotion", o.emotion))
-                  if v is not None}
+        config = {k: v for k, v in (("speed", o.speed), ("volume", o.volume), ("emotion", o.emotion)) if v is not None}
         if config and self.sonic3:
             body["generation_config"] = config
         return body
@@ -114,8 +143,9 @@ class CartesiaTTS(CloudTTS):
             usable = len(data) - len(data) % 4
             samples = np.frombuffer(data[:usable], dtype="<f4").astype(np.float32)
             return Audio(samples=samples, sample_rate_hz=o.sample_rate)
-        return decode_audio(data, "pcm" if o.container == "raw" else o.container, sample_rate_hz=o.sample_rate,
-                            spec=self.spec)
+        return decode_audio(
+            data, "pcm" if o.container == "raw" else o.container, sample_rate_hz=o.sample_rate, spec=self.spec
+        )
 
     # -- language, voices, errors, metadata -----------------------------------------------------------------------
     def language_code(self, language: str) -> str | None:
@@ -138,8 +168,15 @@ class CartesiaTTS(CloudTTS):
         while True:
             data = self._get_json("/voices", params=params)
             page = data.get("data", []) if isinstance(data, dict) else data  # versions before 2024-11-13: a list
-            found += [{"id": v["id"], "name": v.get("name"), "language": v.get("language"),
-                       "description": v.get("description")} for v in page]
+            found += [
+                {
+                    "id": v["id"],
+                    "name": v.get("name"),
+                    "language": v.get("language"),
+                    "description": v.get("description"),
+                }
+                for v in page
+            ]
             if not (isinstance(data, dict) and data.get("has_more") and page):
                 return found
             params = {"limit": 100, "starting_after": page[-1]["id"]}
@@ -149,8 +186,9 @@ class CartesiaTTS(CloudTTS):
         base table."""
         lowered = message.lower()
         if status in (400, 404, 422) and "voice" in lowered and "not found" in lowered:
-            return PermanentProviderError(self.scrub(f"{self.name} HTTP {status}: {message} (`ttseval voices "
-                                                     f"{self.name}` lists them)"))
+            return PermanentProviderError(
+                self.scrub(f"{self.name} HTTP {status}: {message} (`ttseval voices {self.name}` lists them)")
+            )
         return super().http_error(status, message, headers)
 
     def metadata(self) -> dict[str, Any]:

@@ -35,12 +35,18 @@ from urllib.parse import urlsplit
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
+from ttseval.core.audio import Audio
+from ttseval.core.errors import (
+    DeferredProviderError,
+    MissingKeyError,
+    PermanentProviderError,
+    ProviderError,
+    TransientProviderError,
+    TruncatedAudioError,
+)
+from ttseval.core.protocols import ANY_LANGUAGE, Languages
 from ttseval.providers import canonical_spec, endpoint_without_credentials, parse_options
 from ttseval.providers.llm.base import RETRYABLE_STATUS, retry_after_s
-from ttseval.core.audio import Audio
-from ttseval.core.errors import (DeferredProviderError, MissingKeyError, PermanentProviderError, ProviderError,
-                                 TransientProviderError, TruncatedAudioError)
-from ttseval.core.protocols import ANY_LANGUAGE, Languages
 
 _POLICY_WORDS = ("content policy", "content_policy", "terms of service", "moderation", "safety system")
 _QUOTA_WORDS = ("quota", "insufficient_quota", "credits", "character limit", "billing", "payment")
@@ -72,8 +78,15 @@ def vendor_message(body: bytes | str | None) -> str:
         data = json.loads(text)
     except ValueError:
         return text.strip()[:500]
-    for path in (("error", "message"), ("detail", "message"), ("detail",), ("message",), ("error",),
-                 ("err_msg",), ("title",)):
+    for path in (
+        ("error", "message"),
+        ("detail", "message"),
+        ("detail",),
+        ("message",),
+        ("error",),
+        ("err_msg",),
+        ("title",),
+    ):
         value: Any = data
         for key in path:
             value = value.get(key) if isinstance(value, dict) else None
@@ -106,13 +119,15 @@ def decode_audio(data: bytes, fmt: str, *, sample_rate_hz: int | None = None, sp
     if data[:4] == b"RIFF" and (declared := _wav_data_bytes(data)) is not None:
         start = data.find(b"data", 12) + 8
         if declared < 0x7FFF0000 and len(data) - start < declared:  # streaming writers put a huge placeholder
-            raise TruncatedAudioError(f"truncated WAV: header promises {declared} bytes of audio, "
-                                         f"{len(data) - start} arrived", spec=spec)
+            raise TruncatedAudioError(
+                f"truncated WAV: header promises {declared} bytes of audio, {len(data) - start} arrived", spec=spec
+            )
     try:
         samples, rate = sf.read(io.BytesIO(data), dtype="float32", always_2d=True)
     except (sf.LibsndfileError, RuntimeError, ValueError, TypeError) as e:
-        raise TransientProviderError(f"the response is not {fmt} audio ({len(data)} bytes starting "
-                                     f"{data[:16]!r}): {e}", spec=spec) from e
+        raise TransientProviderError(
+            f"the response is not {fmt} audio ({len(data)} bytes starting {data[:16]!r}): {e}", spec=spec
+        ) from e
     return Audio(samples=samples.mean(axis=1).astype(np.float32), sample_rate_hz=int(rate))
 
 
@@ -120,7 +135,7 @@ def _wav_data_bytes(data: bytes) -> int | None:
     at = data.find(b"data", 12)
     if at < 0 or at + 8 > len(data):
         return None
-    return int.from_bytes(data[at + 4:at + 8], "little")
+    return int.from_bytes(data[at + 4 : at + 8], "little")
 
 
 class CloudTTS:
@@ -159,10 +174,15 @@ class CloudTTS:
         if api_key is None and self.key_variable:
             api_key = os.environ.get(self.key_variable) or None
         self._api_key = api_key if isinstance(api_key, SecretStr) else SecretStr(api_key or "")
-        if not self._api_key.get_secret_value() and self.key_variable and (
-                self.key_required or not self.options.base_url):
-            raise MissingKeyError(f"{self.name} needs an API key: set {self.key_variable} in the environment (or "
-                                  f"name a Prefect Secret block for it in the setting secret_blocks)")
+        if (
+            not self._api_key.get_secret_value()
+            and self.key_variable
+            and (self.key_required or not self.options.base_url)
+        ):
+            raise MissingKeyError(
+                f"{self.name} needs an API key: set {self.key_variable} in the environment (or "
+                f"name a Prefect Secret block for it in the setting secret_blocks)"
+            )
         self._client: Any = None  # httpx, made on first use
         self._sdk: Any = None  # a vendor SDK's client, for the subclasses that use one
         self._client_lock = threading.Lock()
@@ -206,9 +226,14 @@ class CloudTTS:
             raise
 
     def metadata(self) -> dict[str, Any]:
-        return {"engine": self.name, "version": str(self.version), "model": self.model, "voice": self.voice,
-                "endpoint": self.endpoint_host,
-                "options": {k: v for k, v in self.options.model_dump().items() if k != "base_url"}}
+        return {
+            "engine": self.name,
+            "version": str(self.version),
+            "model": self.model,
+            "voice": self.voice,
+            "endpoint": self.endpoint_host,
+            "options": {k: v for k, v in self.options.model_dump().items() if k != "base_url"},
+        }
 
     def first_byte_s(self) -> float | None:
         """Seconds from sending this thread's last request to the first byte of the answer's body (the audio, where
@@ -253,9 +278,11 @@ class CloudTTS:
         ids = [str(v["id"]) for v in known]
         if self.voice not in ids and self.voice not in {str(v.get("name")) for v in known}:
             close = difflib.get_close_matches(str(self.voice), ids, n=3)
-            raise ValueError(f"{self.name} has no voice {self.voice!r}"
-                             + (f"; did you mean {', '.join(map(repr, close))}?" if close else "")
-                             + f" ({len(ids)} voices: `ttseval voices {self.name}` lists them)")
+            raise ValueError(
+                f"{self.name} has no voice {self.voice!r}"
+                + (f"; did you mean {', '.join(map(repr, close))}?" if close else "")
+                + f" ({len(ids)} voices: `ttseval voices {self.name}` lists them)"
+            )
 
     # -- transport ------------------------------------------------------------------------------------------------
     @property
@@ -298,8 +325,9 @@ class CloudTTS:
                     raise self.http_error(response.status_code, vendor_message(body), response.headers)
                 return body, dict(response.headers)
         except httpx.TimeoutException as e:
-            raise TransientProviderError(f"{self.name}: no answer within {self.options.timeout_s} s "
-                                         f"({type(e).__name__})") from e
+            raise TransientProviderError(
+                f"{self.name}: no answer within {self.options.timeout_s} s ({type(e).__name__})"
+            ) from e
         except httpx.TransportError as e:  # connection refused or reset, a body cut short
             raise TransientProviderError(f"{self.name}: {type(e).__name__}: {e}") from e
 
@@ -321,8 +349,9 @@ class CloudTTS:
         if quota and status in (400, 401, 402, 403, 429):
             return DeferredProviderError(f"{text} (quota or credits used up: the next run asks again)")
         if status in (401, 403):
-            return DeferredProviderError(f"{text} (the key was refused: check {self.key_variable}; the next run "
-                                         "asks again)")
+            return DeferredProviderError(
+                f"{text} (the key was refused: check {self.key_variable}; the next run asks again)"
+            )
         if status in RETRYABLE_STATUS:
             return TransientProviderError(text, retry_after_s=retry_after_s(headers))
         return PermanentProviderError(text)

@@ -33,10 +33,10 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from ttseval.providers.tts.cloud import CloudOptions, CloudTTS, decode_audio
 from ttseval.core.audio import Audio
 from ttseval.core.errors import PermanentProviderError, ProviderError
 from ttseval.core.protocols import PER_VOICE, Languages
+from ttseval.providers.tts.cloud import CloudOptions, CloudTTS, decode_audio
 
 API_VERSION = "v1"
 FIXED_RATE = {"mp3": 22050, "opus": 48000}
@@ -56,8 +56,7 @@ class DeepgramOptions(CloudOptions):
             raise ValueError(f"{self.encoding} has a fixed sample rate ({FIXED_RATE[self.encoding]} Hz)")
         if self.container is not None and self.encoding != "linear16":
             raise ValueError("container applies to linear16 only")
-        if self.sample_rate is not None and self.sample_rate not in (8000, 16000, 22050, 24000, 32000, 44100,
-                                                                     48000):
+        if self.sample_rate is not None and self.sample_rate not in (8000, 16000, 22050, 24000, 32000, 44100, 48000):
             raise ValueError("sample_rate must be one of 8000, 16000, 22050, 24000, 32000, 44100, 48000")
         return self
 
@@ -82,8 +81,7 @@ class DeepgramTTS(CloudTTS):
     def __init__(self, voice: str | None = None, **kwargs: Any) -> None:
         super().__init__(voice, **kwargs)
         if voice and self.options.model and self.options.model != voice:
-            raise ValueError(f"deepgram: the voice is the model; got voice {voice!r} and model "
-                             f"{self.options.model!r}")
+            raise ValueError(f"deepgram: the voice is the model; got voice {voice!r} and model {self.options.model!r}")
         self.voice = voice or self.options.model or self.default_voice
         self.model = self.voice
 
@@ -111,8 +109,11 @@ class DeepgramTTS(CloudTTS):
     def _synthesize(self, text: str, language: str, voice: str, instruction: str | None) -> Audio:
         data, _ = self._post("/v1/speak", params=self.query(voice), json={"text": text})
         o = self.options
-        fmt = "pcm" if o.encoding == "linear16" and o.container == "none" else \
-            {"linear16": "wav", "opus": "ogg"}.get(o.encoding, o.encoding)
+        fmt = (
+            "pcm"
+            if o.encoding == "linear16" and o.container == "none"
+            else {"linear16": "wav", "opus": "ogg"}.get(o.encoding, o.encoding)
+        )
         return decode_audio(data, fmt, sample_rate_hz=self.sample_rate_hz, spec=self.spec)
 
     # -- language, voices, cost, errors, metadata -----------------------------------------------------------------
@@ -133,9 +134,16 @@ class DeepgramTTS(CloudTTS):
         for m in data.get("tts", []):
             languages = m.get("languages") or ([m["language"]] if m.get("language") else [])
             meta = m.get("metadata") or {}
-            found.append({"id": m["canonical_name"], "name": m.get("name"), "language": ", ".join(languages),
-                          "description": ", ".join(str(x) for x in [meta.get("accent"), *meta.get("tags", [])] if x),
-                          "architecture": m.get("architecture"), "languages": languages})
+            found.append(
+                {
+                    "id": m["canonical_name"],
+                    "name": m.get("name"),
+                    "language": ", ".join(languages),
+                    "description": ", ".join(str(x) for x in [meta.get("accent"), *meta.get("tags", [])] if x),
+                    "architecture": m.get("architecture"),
+                    "languages": languages,
+                }
+            )
         return found
 
     @property
@@ -150,10 +158,17 @@ class DeepgramTTS(CloudTTS):
         """Deepgram answers an unknown model (the voice) with a 400 that names it; quota (402) and the rest
         follow the base table."""
         lowered = message.lower()
-        if status in (400, 404) and "model" in lowered and any(w in lowered for w in ("unknown", "resolve",
-                                                                                      "not found")):
-            return PermanentProviderError(self.scrub(f"{self.name} HTTP {status}: {message} (the voice is the "
-                                                     f"model: `ttseval voices {self.name}` lists them)"))
+        if (
+            status in (400, 404)
+            and "model" in lowered
+            and any(w in lowered for w in ("unknown", "resolve", "not found"))
+        ):
+            return PermanentProviderError(
+                self.scrub(
+                    f"{self.name} HTTP {status}: {message} (the voice is the "
+                    f"model: `ttseval voices {self.name}` lists them)"
+                )
+            )
         return super().http_error(status, message, headers)
 
     def metadata(self) -> dict[str, Any]:

@@ -36,18 +36,51 @@ from typing import Any, ClassVar
 
 from pydantic import Field, field_validator
 
-from ttseval.providers.tts.cloud import CloudOptions, CloudTTS, decode_audio
 from ttseval.core.audio import Audio
 from ttseval.core.errors import DeferredProviderError, PermanentProviderError, ProviderError
 from ttseval.core.protocols import PER_VOICE, Languages
+from ttseval.providers.tts.cloud import CloudOptions, CloudTTS, decode_audio
 
 API_VERSION = "v1"
-OUTPUT_FORMAT = re.compile(r"^(mp3_(22050|24000|44100)_\d+|pcm_(8000|16000|22050|24000|32000|44100|48000)|"
-                           r"wav_(8000|16000|22050|24000|32000|44100|48000)|opus_48000_\d+)$")
+OUTPUT_FORMAT = re.compile(
+    r"^(mp3_(22050|24000|44100)_\d+|pcm_(8000|16000|22050|24000|32000|44100|48000)|"
+    r"wav_(8000|16000|22050|24000|32000|44100|48000)|opus_48000_\d+)$"
+)
 """The output formats decoded here: mp3, raw 16-bit PCM, WAV and Ogg Opus (u-law and A-law are left out)."""
 
-_V2_LANGUAGES = frozenset("en ja zh de hi fr ko pt it es id nl tr fil pl sv bg ro ar cs el fi hr ms sk da ta uk "
-                          "ru".split())
+_V2_LANGUAGES = frozenset(
+    [
+        "en",
+        "ja",
+        "zh",
+        "de",
+        "hi",
+        "fr",
+        "ko",
+        "pt",
+        "it",
+        "es",
+        "id",
+        "nl",
+        "tr",
+        "fil",
+        "pl",
+        "sv",
+        "bg",
+        "ro",
+        "ar",
+        "cs",
+        "el",
+        "fi",
+        "hr",
+        "ms",
+        "sk",
+        "da",
+        "ta",
+        "uk",
+        "ru",
+    ]
+)
 MODEL_LANGUAGES: dict[str, frozenset[str] | None] = {
     "eleven_multilingual_v2": _V2_LANGUAGES,
     "eleven_flash_v2_5": _V2_LANGUAGES | {"hu", "no", "vi"},
@@ -64,8 +97,9 @@ the field."""
 
 
 class ElevenLabsOptions(CloudOptions):
-    output_format: str = Field("pcm_24000", description="codec_samplerate[_bitrate]: pcm_24000, mp3_44100_128, "
-                                                        "wav_24000, opus_48000_64 ...")
+    output_format: str = Field(
+        "pcm_24000", description="codec_samplerate[_bitrate]: pcm_24000, mp3_44100_128, wav_24000, opus_48000_64 ..."
+    )
     stability: float = Field(0.5, ge=0, le=1, description="voice_settings.stability")
     similarity_boost: float = Field(0.75, ge=0, le=1, description="voice_settings.similarity_boost")
     style: float = Field(0.0, ge=0, le=1, description="voice_settings.style (style exaggeration)")
@@ -114,8 +148,13 @@ class ElevenLabsTTS(CloudTTS):
         body: dict[str, Any] = {
             "text": text,
             "model_id": self.model,
-            "voice_settings": {"stability": o.stability, "similarity_boost": o.similarity_boost, "style": o.style,
-                               "use_speaker_boost": o.use_speaker_boost, "speed": o.speed},
+            "voice_settings": {
+                "stability": o.stability,
+                "similarity_boost": o.similarity_boost,
+                "style": o.style,
+                "use_speaker_boost": o.use_speaker_boost,
+                "speed": o.speed,
+            },
         }
         if self.model in LANGUAGE_CODE_MODELS:
             from ttseval.core.languages import base_language
@@ -129,8 +168,11 @@ class ElevenLabsTTS(CloudTTS):
         from urllib.parse import quote
 
         fmt = self.options.output_format
-        data, _ = self._post(f"/v1/text-to-speech/{quote(voice, safe='')}", params={"output_format": fmt},
-                             json=self.request_body(text, language))
+        data, _ = self._post(
+            f"/v1/text-to-speech/{quote(voice, safe='')}",
+            params={"output_format": fmt},
+            json=self.request_body(text, language),
+        )
         return self.decode(data)
 
     def decode(self, data: bytes) -> Audio:
@@ -154,9 +196,16 @@ class ElevenLabsTTS(CloudTTS):
         found = []
         for v in data.get("voices", []):
             labels = v.get("labels") or {}
-            found.append({"id": v["voice_id"], "name": v.get("name"), "language": labels.get("language"),
-                          "description": v.get("description") or ", ".join(map(str, labels.values())),
-                          "category": v.get("category"), "labels": labels})
+            found.append(
+                {
+                    "id": v["voice_id"],
+                    "name": v.get("name"),
+                    "language": labels.get("language"),
+                    "description": v.get("description") or ", ".join(map(str, labels.values())),
+                    "category": v.get("category"),
+                    "labels": labels,
+                }
+            )
         return found
 
     def check_voice(self) -> None:
@@ -168,8 +217,10 @@ class ElevenLabsTTS(CloudTTS):
         super().check_voice()
         ids = {str(v["name"]): v["id"] for v in self.voices()}
         if self.voice in ids and self.voice != ids[self.voice]:
-            raise ValueError(f"{self.name} takes the voice id, not its name: {self.voice!r} is "
-                             f"{ids[self.voice]!r} ({self.name}:{ids[self.voice]})")
+            raise ValueError(
+                f"{self.name} takes the voice id, not its name: {self.voice!r} is "
+                f"{ids[self.voice]!r} ({self.name}:{ids[self.voice]})"
+            )
 
     def http_error(self, status: int, message: str, headers: Any) -> ProviderError:
         """ElevenLabs says what went wrong in `detail.status`/`detail.code` (vendor_message appends it): an
@@ -180,8 +231,11 @@ class ElevenLabsTTS(CloudTTS):
             return DeferredProviderError(f"{text} (quota or credits used up: the next run asks again)")
         if "voice_not_found" in lowered:
             return PermanentProviderError(f"{text} (`ttseval voices {self.name}` lists the account's voices)")
-        if 400 <= status < 500 and status != 429 and any(
-                w in lowered for w in ("content policy", "terms of service", "moderation", "violat")):
+        if (
+            400 <= status < 500
+            and status != 429
+            and any(w in lowered for w in ("content policy", "terms of service", "moderation", "violat"))
+        ):
             return PermanentProviderError(f"{text} (refused by the vendor's content policy)")
         return super().http_error(status, message, headers)
 

@@ -13,12 +13,12 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, Field
 
-from ttseval.providers import EngineVersion, canonical_spec, parse_options
 from ttseval.core.audio import Audio
 from ttseval.core.errors import PermanentProviderError, TransientProviderError
 from ttseval.core.languages import base_language
 from ttseval.core.protocols import Languages
 from ttseval.core.registry import require_program
+from ttseval.providers import EngineVersion, canonical_spec, parse_options
 
 AUTO = "auto"
 _EXECUTABLE = "espeak-ng"

@@ -47,12 +47,12 @@ from urllib.parse import urlsplit, urlunsplit
 import numpy as np
 from pydantic import BaseModel, Field
 
-from ttseval.providers import canonical_spec, parse_options
-from ttseval.core.paths import is_uri, resolve_against
 from ttseval.core.audio import Audio
 from ttseval.core.config import STORE_WAIT_S
 from ttseval.core.errors import DeferredProviderError, PermanentProviderError
+from ttseval.core.paths import is_uri, resolve_against
 from ttseval.core.protocols import ANY_LANGUAGE, Languages, VoicePrompt
+from ttseval.providers import canonical_spec, parse_options
 
 AUDIO_SUFFIXES = (".wav", ".flac", ".mp3", ".ogg")
 MANIFEST_SUFFIXES = (".jsonl", ".ndjson", ".csv")
@@ -85,10 +85,11 @@ def filesystem(path: str) -> tuple[Any, str]:
 
         endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
         client_kwargs: dict[str, str] = {
-            "region_name": os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"}
+            "region_name": os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+        }
         if endpoint:
             client_kwargs["endpoint_url"] = endpoint
-        return s3fs.S3FileSystem(client_kwargs=client_kwargs), path[len("s3://"):]
+        return s3fs.S3FileSystem(client_kwargs=client_kwargs), path[len("s3://") :]
     from fsspec.core import url_to_fs
 
     return url_to_fs(path)
@@ -123,13 +124,22 @@ class FilesTTS:
     # built with the run's store URI, its wait and its staged clip sets (ttseval.tasks.provider_cache.get_provider)
     run_settings: ClassVar[tuple[str, ...]] = ("store", "store_wait_s", "clip_sets")
 
-    def __init__(self, voice: str | None = None, *, store: str | None = None, store_wait_s: float = STORE_WAIT_S,
-                 clip_sets: dict[str, str] | None = None, **options: str) -> None:
+    def __init__(
+        self,
+        voice: str | None = None,
+        *,
+        store: str | None = None,
+        store_wait_s: float = STORE_WAIT_S,
+        clip_sets: dict[str, str] | None = None,
+        **options: str,
+    ) -> None:
         self.options = parse_options(FilesOptions, options, provider=self.name)
         self.spec = canonical_spec(self.name, voice, options)
         if not voice:
-            raise ValueError("files needs a label that names the system, e.g. "
-                             "files:my-system:dir=clips/ or files:my-system:manifest=clips.jsonl")
+            raise ValueError(
+                "files needs a label that names the system, e.g. "
+                "files:my-system:dir=clips/ or files:my-system:manifest=clips.jsonl"
+            )
         self.label = voice
         given = {k: v for k, v in (("dir", self.options.dir), ("manifest", self.options.manifest)) if v}
         self.staged: dict[str, Any] | None = None  # the clip set the run stored (store mode), else None
@@ -144,11 +154,14 @@ class FilesTTS:
             raise ValueError(
                 f"files:{voice} needs exactly one of dir=PATH (clips named <item_id>.wav/.flac/.mp3/.ogg) and "
                 f"manifest=PATH (.jsonl or .csv with columns item_id, path); "
-                f"got {' and '.join(given) if given else 'neither'}")
-        (self.source, self.path), = given.items()
+                f"got {' and '.join(given) if given else 'neither'}"
+            )
+        ((self.source, self.path),) = given.items()
         if self.source == "manifest" and not self.path.lower().endswith(MANIFEST_SUFFIXES):
-            raise ValueError(f"files:{voice}: manifest={display_path(self.path)!r} is neither .jsonl nor .csv; "
-                             "write one with columns item_id and path")
+            raise ValueError(
+                f"files:{voice}: manifest={display_path(self.path)!r} is neither .jsonl nor .csv; "
+                "write one with columns item_id and path"
+            )
         if not is_uri(self.path):
             self.path = os.path.abspath(self.path)  # on the client, which stages the clips (stage_clips)
             # A local folder or manifest is checked (and read) now, so a typo fails before any work.
@@ -156,8 +169,10 @@ class FilesTTS:
             exists = os.path.isdir(self.path) if self.source == "dir" else os.path.isfile(self.path)
             if not exists:
                 holds = "holds the clips" if self.source == "dir" else "lists the clips (item_id, path)"
-                raise ValueError(f"files:{voice}: {self.source}={self.path!r} is not an existing {kind}; "
-                                 f"give the path of the {kind} that {holds}")
+                raise ValueError(
+                    f"files:{voice}: {self.source}={self.path!r} is not an existing {kind}; "
+                    f"give the path of the {kind} that {holds}"
+                )
             try:
                 self._load()
             except _SourceError as e:
@@ -170,9 +185,11 @@ class FilesTTS:
         self.store = ArtifactStore(store, wait_s=wait_s)
         try:
             self.staged = json.loads(self.store.read_bytes(clip_set_path(clip_set)))
-        except Exception as e:  # noqa: BLE001 - every item of the system fails with this reason, and is retried
-            raise ValueError(f"files:{self.label}: the run's clip set {clip_set[:12]} cannot be read from the store "
-                             f"{self.store.display()}: {type(e).__name__}: {e}") from e
+        except Exception as e:
+            raise ValueError(
+                f"files:{self.label}: the run's clip set {clip_set[:12]} cannot be read from the store "
+                f"{self.store.display()}: {type(e).__name__}: {e}"
+            ) from e
         self.clip_set = clip_set
         self.source, self.path = "clips", self.staged["source"]
 
@@ -205,8 +222,10 @@ class FilesTTS:
             reader = csv.DictReader(io.StringIO(text))
             missing = [c for c in MANIFEST_COLUMNS if c not in (reader.fieldnames or [])]
             if missing:
-                raise _SourceError(f"{where} has no column(s) {', '.join(missing)}; its header must name "
-                                   f"item_id and path (found: {', '.join(reader.fieldnames or []) or 'none'})")
+                raise _SourceError(
+                    f"{where} has no column(s) {', '.join(missing)}; its header must name "
+                    f"item_id and path (found: {', '.join(reader.fieldnames or []) or 'none'})"
+                )
             rows = [(number, row) for number, row in enumerate(reader, start=2)]
         else:
             for number, line in enumerate(text.splitlines(), start=1):
@@ -222,15 +241,23 @@ class FilesTTS:
         entries: dict[str, str] = {}
         for number, row in rows:
             item_id, path = row.get("item_id"), row.get("path")
-            if not isinstance(item_id, (str, int)) or not str(item_id).strip() \
-                    or not isinstance(path, str) or not path.strip():
-                raise _SourceError(f"{where} line {number}: needs a non-empty item_id and path "
-                                   f"(got item_id={item_id!r}, path={path!r})")
+            if (
+                not isinstance(item_id, (str, int))
+                or not str(item_id).strip()
+                or not isinstance(path, str)
+                or not path.strip()
+            ):
+                raise _SourceError(
+                    f"{where} line {number}: needs a non-empty item_id and path "
+                    f"(got item_id={item_id!r}, path={path!r})"
+                )
             item_id = str(item_id).strip()
             resolved = resolve_against(self.path, path)
             if entries.get(item_id, resolved) != resolved:
-                raise _SourceError(f"{where} line {number}: item_id {item_id!r} is listed twice, with "
-                                   f"{display_path(entries[item_id])} and {display_path(resolved)}; keep one")
+                raise _SourceError(
+                    f"{where} line {number}: item_id {item_id!r} is listed twice, with "
+                    f"{display_path(entries[item_id])} and {display_path(resolved)}; keep one"
+                )
             entries[item_id] = resolved
         return entries
 
@@ -246,8 +273,9 @@ class FilesTTS:
             stem, suffix = posixpath.splitext(base)
             if suffix.lower() in AUDIO_SUFFIXES:
                 found.setdefault(stem, []).append(base)
-        self._duplicates = {stem: sorted(self._join(b) for b in bases)
-                            for stem, bases in found.items() if len(bases) > 1}
+        self._duplicates = {
+            stem: sorted(self._join(b) for b in bases) for stem, bases in found.items() if len(bases) > 1
+        }
         return {stem: self._join(bases[0]) for stem, bases in found.items() if len(bases) == 1}
 
     def _join(self, name: str) -> str:
@@ -255,8 +283,9 @@ class FilesTTS:
         return f"{self.path.rstrip('/')}/{name}" if is_uri(self.path) else os.path.join(self.path, name)
 
     def _deferred(self, item_id: str, path: str, reason: str) -> DeferredProviderError:
-        return DeferredProviderError(f"files:{self.label}: item {item_id!r}: {display_path(path)}: {reason}",
-                                     spec=self.spec, key=item_id)
+        return DeferredProviderError(
+            f"files:{self.label}: item {item_id!r}: {display_path(path)}: {reason}", spec=self.spec, key=item_id
+        )
 
     def referenced_paths(self) -> list[str]:
         """The folder or manifest this system reads and every clip path it holds (a manifest's rows; a folder's
@@ -299,8 +328,11 @@ class FilesTTS:
         if item_id in self._entries:
             return self._entries[item_id]
         if self.source == "manifest":
-            raise self._deferred(item_id, self.path, f"item id {item_id!r} is not in the manifest; add a row "
-                                 f"{{\"item_id\": \"{item_id}\", \"path\": ...}}")
+            raise self._deferred(
+                item_id,
+                self.path,
+                f'item id {item_id!r} is not in the manifest; add a row {{"item_id": "{item_id}", "path": ...}}',
+            )
         if item_id in self._duplicates:
             both = " and ".join(display_path(p) for p in self._duplicates[item_id])
             raise self._deferred(item_id, self.path, f"two clips for one item: {both}; keep one")
@@ -308,8 +340,16 @@ class FilesTTS:
         raise self._deferred(item_id, expected, "missing file (no clip with that name in the folder)")
 
     # protocol --------------------------------------------------------------------------------------------------
-    def synthesize(self, text: str, language: str, voice: str | None = None, instruction: str | None = None,
-                   *, item_id: str | None = None, prompt: VoicePrompt | None = None) -> Audio:
+    def synthesize(
+        self,
+        text: str,
+        language: str,
+        voice: str | None = None,
+        instruction: str | None = None,
+        *,
+        item_id: str | None = None,
+        prompt: VoicePrompt | None = None,
+    ) -> Audio:
         """The clip of `item_id`, mono float32 at the file's own rate; `text`, `language`, `instruction` and the
         voice `prompt` are not used (the audio was made elsewhere, from them).
 
@@ -318,8 +358,9 @@ class FilesTTS:
             PermanentProviderError: called without an item id (a caller that ignores keyed_by_item).
         """
         if item_id is None:
-            raise PermanentProviderError("files looks clips up by item id; call synthesize(..., item_id=...)",
-                                         spec=self.spec)
+            raise PermanentProviderError(
+                "files looks clips up by item id; call synthesize(..., item_id=...)", spec=self.spec
+            )
         if self.staged is not None:
             return self._staged_clip(item_id)
         path = self.clip_path(item_id)
@@ -347,18 +388,26 @@ class FilesTTS:
         if sha is None:
             why = self.staged["problems"].get(item_id) or (
                 f"files:{self.label}: item {item_id!r}: not staged from {self.path} (the run staged the clips of its "
-                "own items only)")
+                "own items only)"
+            )
             raise DeferredProviderError(why, spec=self.spec, key=item_id)
         try:
             data = self.store.get_audio(sha)
-        except Exception as e:  # noqa: BLE001 - the store said why; the row keeps it and a later run retries
-            raise DeferredProviderError(f"files:{self.label}: item {item_id!r}: clip {sha[:12]} cannot be read from "
-                                        f"the store: {type(e).__name__}: {e}", spec=self.spec, key=item_id) from e
+        except Exception as e:
+            raise DeferredProviderError(
+                f"files:{self.label}: item {item_id!r}: clip {sha[:12]} cannot be read from "
+                f"the store: {type(e).__name__}: {e}",
+                spec=self.spec,
+                key=item_id,
+            ) from e
         return Audio.from_wav_bytes(data)
 
     def metadata(self) -> dict[str, Any]:
-        where = {"source": self.source, "path": display_path(self.path)} if self.staged is None else {
-            "source": self.path, "clip_set": self.clip_set}
+        where = (
+            {"source": self.source, "path": display_path(self.path)}
+            if self.staged is None
+            else {"source": self.path, "clip_set": self.clip_set}
+        )
         return {"engine": "files", "version": self.version, "label": self.label, **where}
 
 
@@ -391,8 +440,12 @@ def stage_clips(source: FilesTTS, store: Any, item_ids: list[str]) -> tuple[str,
             continue
         clips[item_id] = sha = sha256_hex(wav)
         store.put_audio(wav, sha)
-    record = {"label": source.label, "source": f"{source.source} {display_path(source.path)}",
-              "clips": dict(sorted(clips.items())), "problems": dict(sorted(problems.items()))}
+    record = {
+        "label": source.label,
+        "source": f"{source.source} {display_path(source.path)}",
+        "clips": dict(sorted(clips.items())),
+        "problems": dict(sorted(problems.items())),
+    }
     data = json.dumps(record, sort_keys=True, indent=1).encode("utf-8")
     sha = sha256_hex(data)
     if not store.exists(clip_set_path(sha)):

@@ -11,12 +11,12 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, Field
 
-from ttseval.providers import EngineVersion, canonical_spec, parse_options
 from ttseval.core.audio import Audio
 from ttseval.core.errors import PermanentProviderError, TransientProviderError
 from ttseval.core.languages import base_language
 from ttseval.core.protocols import Languages
 from ttseval.core.registry import require_program
+from ttseval.providers import EngineVersion, canonical_spec, parse_options
 
 _EXECUTABLE = "flite"
 # Measured on flite 2.2: kal is the only 8 kHz voice among those compiled in.
@@ -129,8 +129,10 @@ class FliteTTS:
 
     def voices(self) -> list[dict[str, Any]]:
         """The voices compiled into this flite binary (`flite -lv`), each English, with its sample rate."""
-        return [{"id": v, "name": v, "language": "en",
-                 "description": f"{_SAMPLE_RATE_HZ.get(v, 16000) // 1000} kHz"} for v in flite_voices()]
+        return [
+            {"id": v, "name": v, "language": "en", "description": f"{_SAMPLE_RATE_HZ.get(v, 16000) // 1000} kHz"}
+            for v in flite_voices()
+        ]
 
     def metadata(self) -> dict[str, Any]:
         return {

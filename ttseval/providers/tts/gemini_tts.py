@@ -40,22 +40,51 @@ from typing import Any, ClassVar
 
 from pydantic import Field, SecretStr
 
+from ttseval.core.audio import Audio
+from ttseval.core.errors import (
+    DeferredProviderError,
+    MissingKeyError,
+    PermanentProviderError,
+    ProviderError,
+    TransientProviderError,
+    TruncatedAudioError,
+)
 from ttseval.providers import EngineVersion, package_version
 from ttseval.providers.llm.gemini import KEY_VARIABLES, retry_delay_s, transient_transport_errors
 from ttseval.providers.tts.cloud import CloudOptions, CloudTTS, decode_audio, vendor_message
-from ttseval.core.audio import Audio
-from ttseval.core.errors import (DeferredProviderError, MissingKeyError, PermanentProviderError, ProviderError,
-                                 TransientProviderError, TruncatedAudioError)
 
 DEFAULT_MODEL = "gemini-2.5-flash-preview-tts"
 PREBUILT_VOICES: dict[str, str] = {
-    "Zephyr": "Bright", "Puck": "Upbeat", "Charon": "Informative", "Kore": "Firm", "Fenrir": "Excitable",
-    "Leda": "Youthful", "Orus": "Firm", "Aoede": "Breezy", "Callirrhoe": "Easy-going", "Autonoe": "Bright",
-    "Enceladus": "Breathy", "Iapetus": "Clear", "Umbriel": "Easy-going", "Algieba": "Smooth", "Despina": "Smooth",
-    "Erinome": "Clear", "Algenib": "Gravelly", "Rasalgethi": "Informative", "Laomedeia": "Upbeat",
-    "Achernar": "Soft", "Alnilam": "Firm", "Schedar": "Even", "Gacrux": "Mature", "Pulcherrima": "Forward",
-    "Achird": "Friendly", "Zubenelgenubi": "Casual", "Vindemiatrix": "Gentle", "Sadachbia": "Lively",
-    "Sadaltager": "Knowledgeable", "Sulafat": "Warm",
+    "Zephyr": "Bright",
+    "Puck": "Upbeat",
+    "Charon": "Informative",
+    "Kore": "Firm",
+    "Fenrir": "Excitable",
+    "Leda": "Youthful",
+    "Orus": "Firm",
+    "Aoede": "Breezy",
+    "Callirrhoe": "Easy-going",
+    "Autonoe": "Bright",
+    "Enceladus": "Breathy",
+    "Iapetus": "Clear",
+    "Umbriel": "Easy-going",
+    "Algieba": "Smooth",
+    "Despina": "Smooth",
+    "Erinome": "Clear",
+    "Algenib": "Gravelly",
+    "Rasalgethi": "Informative",
+    "Laomedeia": "Upbeat",
+    "Achernar": "Soft",
+    "Alnilam": "Firm",
+    "Schedar": "Even",
+    "Gacrux": "Mature",
+    "Pulcherrima": "Forward",
+    "Achird": "Friendly",
+    "Zubenelgenubi": "Casual",
+    "Vindemiatrix": "Gentle",
+    "Sadachbia": "Lively",
+    "Sadaltager": "Knowledgeable",
+    "Sulafat": "Warm",
 }
 """The prebuilt voices and their documented character (speech-generation page, "Voice options", 2026-11)."""
 PCM_RATE_HZ = 24000
@@ -92,8 +121,10 @@ class GeminiTTS(CloudTTS):
         if api_key is None:
             api_key = next((os.environ[v] for v in KEY_VARIABLES if os.environ.get(v)), None)
         if not (api_key.get_secret_value() if isinstance(api_key, SecretStr) else api_key):
-            raise MissingKeyError(f"{self.name} needs an API key: set {' or '.join(KEY_VARIABLES)} in the "
-                                  "environment (or name a Prefect Secret block for it in the setting secret_blocks)")
+            raise MissingKeyError(
+                f"{self.name} needs an API key: set {' or '.join(KEY_VARIABLES)} in the "
+                "environment (or name a Prefect Secret block for it in the setting secret_blocks)"
+            )
         super().__init__(voice, api_key=api_key, **options)
         self._transient = transient_transport_errors()
 
@@ -111,8 +142,10 @@ class GeminiTTS(CloudTTS):
                 o = self.options
                 self._sdk = genai.Client(
                     api_key=self._api_key.get_secret_value(),
-                    http_options=types.HttpOptions(base_url=o.base_url, api_version=o.api_version,
-                                                   timeout=int(o.timeout_s * 1000)))
+                    http_options=types.HttpOptions(
+                        base_url=o.base_url, api_version=o.api_version, timeout=int(o.timeout_s * 1000)
+                    ),
+                )
             return self._sdk
 
     # -- the call -------------------------------------------------------------------------------------------------
@@ -128,15 +161,18 @@ class GeminiTTS(CloudTTS):
 
         return types.GenerateContentConfig(
             response_modalities=["AUDIO"],
-            speech_config=types.SpeechConfig(voice_config=types.VoiceConfig(
-                prebuilt_voice_config=types.PrebuiltVoiceConfig(voice_name=voice))))
+            speech_config=types.SpeechConfig(
+                voice_config=types.VoiceConfig(prebuilt_voice_config=types.PrebuiltVoiceConfig(voice_name=voice))
+            ),
+        )
 
     def _synthesize(self, text: str, language: str, voice: str, instruction: str | None) -> Audio:
         from google.genai import errors
 
         try:
-            response = self.sdk().models.generate_content(model=self.model, contents=self.prompt(text, instruction),
-                                                          config=self.config(voice))
+            response = self.sdk().models.generate_content(
+                model=self.model, contents=self.prompt(text, instruction), config=self.config(voice)
+            )
         except errors.APIError as e:
             raise self.sdk_error(e) from e
         except (errors.UnknownApiResponseError, ValueError) as e:
@@ -145,14 +181,17 @@ class GeminiTTS(CloudTTS):
             # cut stream, whose audio is truncated.
             doc = getattr(e, "doc", None)
             if isinstance(doc, str) and doc.lstrip().startswith("{"):
-                raise TruncatedAudioError(f"gemini: the response stopped after {len(doc)} characters of JSON "
-                                          f"({str(e)[:120]})") from e
-            raise TransientProviderError(f"gemini: a 200 response that is not JSON ({type(e).__name__}: "
-                                         f"{str(e)[:200]})") from e
+                raise TruncatedAudioError(
+                    f"gemini: the response stopped after {len(doc)} characters of JSON ({str(e)[:120]})"
+                ) from e
+            raise TransientProviderError(
+                f"gemini: a 200 response that is not JSON ({type(e).__name__}: {str(e)[:200]})"
+            ) from e
         except self._transient as e:
             if "timeout" in type(e).__name__.lower():
-                raise TransientProviderError(f"gemini: no answer within {self.options.timeout_s} s "
-                                             f"({type(e).__name__})") from e
+                raise TransientProviderError(
+                    f"gemini: no answer within {self.options.timeout_s} s ({type(e).__name__})"
+                ) from e
             raise TransientProviderError(f"gemini: {type(e).__name__}: {str(e)[:200]}") from e
         return self.audio_of(response)
 
@@ -166,10 +205,12 @@ class GeminiTTS(CloudTTS):
         if not candidates:
             feedback = response.prompt_feedback
             reason = _value(feedback.block_reason) if feedback is not None else None
-            detail = f" ({feedback.block_reason_message})" if feedback is not None and \
-                feedback.block_reason_message else ""
-            raise PermanentProviderError(f"gemini returned no audio: prompt blocked ({reason or 'no reason given'})"
-                                         f"{detail}")
+            detail = (
+                f" ({feedback.block_reason_message})" if feedback is not None and feedback.block_reason_message else ""
+            )
+            raise PermanentProviderError(
+                f"gemini returned no audio: prompt blocked ({reason or 'no reason given'}){detail}"
+            )
         candidate = candidates[0]
         parts = candidate.content.parts if candidate.content is not None and candidate.content.parts else []
         inline = next((p.inline_data for p in parts if p.inline_data is not None), None)
@@ -201,8 +242,10 @@ class GeminiTTS(CloudTTS):
         return [{"id": v, "name": v, "style": style} for v, style in PREBUILT_VOICES.items()]
 
     def metadata(self) -> dict[str, Any]:
-        return super().metadata() | {"api_version": self.options.api_version,
-                                     "sdk": f"google-genai {package_version('google-genai')}"}
+        return super().metadata() | {
+            "api_version": self.options.api_version,
+            "sdk": f"google-genai {package_version('google-genai')}",
+        }
 
 
 def _value(enum_or_str: Any) -> str | None:
@@ -216,7 +259,8 @@ def _per_day_quota(details: Any) -> bool:
     error = details.get("error", details) if isinstance(details, dict) else None
     for item in (error or {}).get("details", []) if isinstance(error, dict) else []:
         if isinstance(item, dict) and str(item.get("@type", "")).endswith("google.rpc.QuotaFailure"):
-            if any("perday" in str(v.get("quotaId", "")).lower() for v in item.get("violations", [])
-                   if isinstance(v, dict)):
+            if any(
+                "perday" in str(v.get("quotaId", "")).lower() for v in item.get("violations", []) if isinstance(v, dict)
+            ):
                 return True
     return False

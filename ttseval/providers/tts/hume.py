@@ -41,9 +41,9 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from ttseval.providers.tts.cloud import CloudOptions, CloudTTS, decode_audio
 from ttseval.core.audio import Audio
 from ttseval.core.errors import PermanentProviderError, ProviderError
+from ttseval.providers.tts.cloud import CloudOptions, CloudTTS, decode_audio
 
 API_VERSION = "v0"
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
@@ -52,7 +52,8 @@ _UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4
 class HumeOptions(CloudOptions):
     format: Literal["wav", "mp3", "pcm"] = Field("wav", description="format.type of the answer")
     voice_provider: Literal["HUME_AI", "CUSTOM_VOICE"] = Field(
-        "HUME_AI", description="where a voice given by name lives: Hume's Voice Library or the account's voices")
+        "HUME_AI", description="where a voice given by name lives: Hume's Voice Library or the account's voices"
+    )
     octave_version: Literal["1", "2"] | None = Field(None, description="Octave model version; None = Hume's choice")
     pcm_rate_hz: int = Field(48000, gt=0, description="sample rate of `pcm` answers (Hume's is 48 kHz)")
 
@@ -113,11 +114,19 @@ class HumeTTS(CloudTTS):
         found: list[dict[str, Any]] = []
         page = 0
         while True:
-            data = self._get_json("/v0/tts/voices", params={"provider": self.options.voice_provider,
-                                                            "page_number": page, "page_size": 100})
-            found += [{"id": v["name"], "name": v["name"], "voice_id": v.get("id"),
-                       "provider": v.get("provider", self.options.voice_provider)}
-                      for v in data.get("voices_page", [])]
+            data = self._get_json(
+                "/v0/tts/voices",
+                params={"provider": self.options.voice_provider, "page_number": page, "page_size": 100},
+            )
+            found += [
+                {
+                    "id": v["name"],
+                    "name": v["name"],
+                    "voice_id": v.get("id"),
+                    "provider": v.get("provider", self.options.voice_provider),
+                }
+                for v in data.get("voices_page", [])
+            ]
             page += 1
             if page >= int(data.get("total_pages") or 1) or not data.get("voices_page"):
                 return found
@@ -126,18 +135,24 @@ class HumeTTS(CloudTTS):
         """A voice id (UUID) is looked up among the listed ids, a name as the base class does."""
         if self.voice is not None and _UUID.match(self.voice):
             if self.voice not in {v.get("voice_id") for v in self.voices()}:
-                raise ValueError(f"{self.name} has no voice id {self.voice!r} among the {self.options.voice_provider}"
-                                 f" voices (`ttseval voices {self.name}` lists them)")
+                raise ValueError(
+                    f"{self.name} has no voice id {self.voice!r} among the {self.options.voice_provider}"
+                    f" voices (`ttseval voices {self.name}` lists them)"
+                )
             return
         super().check_voice()
 
     def http_error(self, status: int, message: str, headers: Any) -> ProviderError:
         """Hume's usage-policy refusals are 400s like any bad input (final); named as such in the row."""
         lowered = message.lower()
-        if 400 <= status < 500 and status != 429 and any(
-                w in lowered for w in ("usage policy", "content policy", "moderation", "violat")):
-            return PermanentProviderError(self.scrub(f"{self.name} HTTP {status}: {message} (refused by the "
-                                                     "vendor's usage policy)"))
+        if (
+            400 <= status < 500
+            and status != 429
+            and any(w in lowered for w in ("usage policy", "content policy", "moderation", "violat"))
+        ):
+            return PermanentProviderError(
+                self.scrub(f"{self.name} HTTP {status}: {message} (refused by the vendor's usage policy)")
+            )
         return super().http_error(status, message, headers)
 
     def metadata(self) -> dict[str, Any]:

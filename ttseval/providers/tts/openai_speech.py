@@ -15,13 +15,26 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from ttseval.providers import EngineVersion, package_version
-from ttseval.providers.tts.cloud import CloudOptions, CloudTTS, decode_audio, vendor_message
 from ttseval.core.audio import Audio
 from ttseval.core.errors import ProviderError, TransientProviderError
+from ttseval.providers import EngineVersion, package_version
+from ttseval.providers.tts.cloud import CloudOptions, CloudTTS, decode_audio, vendor_message
 
-OPENAI_VOICES = ("alloy", "ash", "ballad", "coral", "echo", "fable", "nova", "onyx", "sage", "shimmer", "verse",
-                 "marin", "cedar")
+OPENAI_VOICES = (
+    "alloy",
+    "ash",
+    "ballad",
+    "coral",
+    "echo",
+    "fable",
+    "nova",
+    "onyx",
+    "sage",
+    "shimmer",
+    "verse",
+    "marin",
+    "cedar",
+)
 """The voices OpenAI's speech endpoint documents (2026-11); a self-hosted server lists its own."""
 NO_INSTRUCTIONS = ("tts-1", "tts-1-hd")
 """Models that refuse `instructions` (OpenAI's older two); it is sent to every other model, which a self-hosted
@@ -66,8 +79,12 @@ class OpenAISpeechTTS(CloudTTS):
             if self._sdk is None:
                 import openai
 
-                self._sdk = openai.OpenAI(api_key=self._api_key.get_secret_value() or "EMPTY",
-                                          base_url=self.base_url, max_retries=0, timeout=self.options.timeout_s)
+                self._sdk = openai.OpenAI(
+                    api_key=self._api_key.get_secret_value() or "EMPTY",
+                    base_url=self.base_url,
+                    max_retries=0,
+                    timeout=self.options.timeout_s,
+                )
             return self._sdk
 
     def _synthesize(self, text: str, language: str, voice: str, instruction: str | None) -> Audio:
@@ -80,8 +97,8 @@ class OpenAISpeechTTS(CloudTTS):
         try:
             started = time.perf_counter()
             with self.sdk().audio.speech.with_streaming_response.create(
-                    model=self.model, voice=voice, input=text, response_format=o.response_format, speed=o.speed,
-                    **extra) as response:
+                model=self.model, voice=voice, input=text, response_format=o.response_format, speed=o.speed, **extra
+            ) as response:
                 data = self.read_timed(response.iter_bytes(), started)
         except openai.APIStatusError as e:
             raise self.http_error(e.status_code, vendor_message(e.response.content), e.response.headers) from e

@@ -9,12 +9,12 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, Field
 
-from ttseval.providers import EngineVersion, canonical_spec, onnx_session_options, package_version, parse_options
-from ttseval.providers.local_model import LazyModel
 from ttseval.core.audio import Audio
 from ttseval.core.errors import PermanentProviderError
 from ttseval.core.languages import base_language
 from ttseval.core.protocols import PER_VOICE, Languages
+from ttseval.providers import EngineVersion, canonical_spec, onnx_session_options, package_version, parse_options
+from ttseval.providers.local_model import LazyModel
 
 BUNDLED_VOICES = ("joe",)
 
@@ -90,8 +90,9 @@ class PiperTTS:
         # Dask worker, this worker's share of the cores (providers.model_threads), ORT's defaults elsewhere.
         # Loading with PiperVoice.load and then replacing its session built the model twice per worker
         # (profiled: 1.3-1.4 CPU-s of each worker's start).
-        session = onnxruntime.InferenceSession(str(self.model_path), sess_options=onnx_session_options(),
-                                               providers=["CPUExecutionProvider"])
+        session = onnxruntime.InferenceSession(
+            str(self.model_path), sess_options=onnx_session_options(), providers=["CPUExecutionProvider"]
+        )
         return PiperVoice(config=PiperConfig.from_dict(self._config), session=session)
 
     def supports_language(self, language: str) -> bool:

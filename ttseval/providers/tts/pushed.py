@@ -23,7 +23,7 @@ from __future__ import annotations
 import io
 import json
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 import numpy as np
@@ -46,8 +46,10 @@ def manifest_path(label: str) -> str:
 
 def check_label(label: str) -> str:
     if not isinstance(label, str) or not LABEL_RE.match(label):
-        raise DatasetError(f"system label {label!r}: use letters, digits, '.', '_' or '-' (it names the system in "
-                           "reports and the spec pushed:<label>)")
+        raise DatasetError(
+            f"system label {label!r}: use letters, digits, '.', '_' or '-' (it names the system in "
+            "reports and the spec pushed:<label>)"
+        )
     return label
 
 
@@ -62,8 +64,9 @@ def labels(store: ArtifactStore) -> list[str]:
     import pyarrow.fs as pafs
 
     infos = store.fs.get_file_info(pafs.FileSelector(store.path("systems"), allow_not_found=True))
-    return sorted(i.base_name for i in infos
-                  if i.type == pafs.FileType.Directory and store.exists(manifest_path(i.base_name)))
+    return sorted(
+        i.base_name for i in infos if i.type == pafs.FileType.Directory and store.exists(manifest_path(i.base_name))
+    )
 
 
 def store_clip(store: ArtifactStore, data: bytes) -> str:
@@ -90,24 +93,34 @@ def push_system(store: ArtifactStore, label: str, clips: dict[str, str], *, sour
         shown = ", ".join(repr(i) for i in changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
         raise DatasetError(
             f"system {label!r} is registered with other clips for {len(changed)} item(s): {shown}. Fix: push them "
-            "under a new --label (runs already stored under this label must keep describing the same audio)")
+            "under a new --label (runs already stored under this label must keep describing the same audio)"
+        )
     added = sorted(set(clips) - set(held))
     if old and not added:
         return old | {"added": []}
     merged = dict(sorted((held | clips).items()))
-    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    manifest = {"label": label, "spec": f"pushed:{label}", "clips": merged, "content_sha256": digest(merged),
-                "n_clips": len(merged), "sources": [*(old or {}).get("sources", []), source | {"added": len(added)}],
-                "created_at": (old or {}).get("created_at", now), "updated_at": now}
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    manifest = {
+        "label": label,
+        "spec": f"pushed:{label}",
+        "clips": merged,
+        "content_sha256": digest(merged),
+        "n_clips": len(merged),
+        "sources": [*(old or {}).get("sources", []), source | {"added": len(added)}],
+        "created_at": (old or {}).get("created_at", now),
+        "updated_at": now,
+    }
     store.write_bytes(manifest_path(label), json.dumps(manifest, indent=1).encode("utf-8"))
     return manifest | {"added": added}
 
 
 def unknown_label_message(store: ArtifactStore, label: str) -> str:
     known = labels(store)
-    return (f"no system {label!r} was pushed to store {store.display()} (pushed systems: "
-            f"{', '.join(f'pushed:{k}' for k in known) or 'none'}); push its clips with `ttseval systems push "
-            f"--label {label} --dir FOLDER`, or pick one of those")
+    return (
+        f"no system {label!r} was pushed to store {store.display()} (pushed systems: "
+        f"{', '.join(f'pushed:{k}' for k in known) or 'none'}); push its clips with `ttseval systems push "
+        f"--label {label} --dir FOLDER`, or pick one of those"
+    )
 
 
 class PushedTTS:
@@ -128,13 +141,15 @@ class PushedTTS:
     # built with store=<the run's store URI> and its wait (ttseval.tasks.provider_cache.get_provider)
     run_settings: ClassVar[tuple[str, ...]] = ("store", "store_wait_s")
 
-    def __init__(self, voice: str | None = None, *, store: str | None = None, store_wait_s: float = STORE_WAIT_S,
-                 **options: str) -> None:
+    def __init__(
+        self, voice: str | None = None, *, store: str | None = None, store_wait_s: float = STORE_WAIT_S, **options: str
+    ) -> None:
         if options:
             raise ValueError(f"pushed takes no options (got {', '.join(sorted(options))}); write pushed:<label>")
         if not voice:
-            raise ValueError("pushed needs the label the clips were pushed under, e.g. pushed:my-system "
-                             "(see `ttseval systems list`)")
+            raise ValueError(
+                "pushed needs the label the clips were pushed under, e.g. pushed:my-system (see `ttseval systems list`)"
+            )
         if store is None:
             raise ValueError("pushed reads the run's store; build it through ttseval.tasks.provider_cache.get_provider")
         self.spec = canonical_spec(self.name, voice, {})
@@ -149,8 +164,16 @@ class PushedTTS:
     def supports_language(self, language: str) -> bool:
         return True
 
-    def synthesize(self, text: str, language: str, voice: str | None = None, instruction: str | None = None,
-                   *, item_id: str | None = None, prompt: VoicePrompt | None = None) -> Audio:
+    def synthesize(
+        self,
+        text: str,
+        language: str,
+        voice: str | None = None,
+        instruction: str | None = None,
+        *,
+        item_id: str | None = None,
+        prompt: VoicePrompt | None = None,
+    ) -> Audio:
         """The pushed clip of `item_id`; the text, language, instruction and prompt are not used.
 
         Raises:
@@ -159,30 +182,44 @@ class PushedTTS:
             PermanentProviderError: called without an item id.
         """
         if item_id is None:
-            raise PermanentProviderError("pushed looks clips up by item id; call synthesize(..., item_id=...)",
-                                         spec=self.spec)
+            raise PermanentProviderError(
+                "pushed looks clips up by item id; call synthesize(..., item_id=...)", spec=self.spec
+            )
         sha = self.clips.get(item_id)
         if sha is None:
             raise DeferredProviderError(
                 f"pushed:{self.label}: item {item_id!r}: no clip was pushed for it; push it with `ttseval systems push "
                 f"--label {self.label}` (a file named {item_id}.wav in --dir, or a manifest row)",
-                spec=self.spec, key=item_id)
+                spec=self.spec,
+                key=item_id,
+            )
         try:
             data = self.store.get_audio(sha)
-        except Exception as e:  # noqa: BLE001 - the store said why; the row keeps it and a later run retries
-            raise DeferredProviderError(f"pushed:{self.label}: item {item_id!r}: clip {sha[:12]} cannot be read from "
-                                        f"the store: {type(e).__name__}: {e}", spec=self.spec, key=item_id) from e
+        except Exception as e:
+            raise DeferredProviderError(
+                f"pushed:{self.label}: item {item_id!r}: clip {sha[:12]} cannot be read from "
+                f"the store: {type(e).__name__}: {e}",
+                spec=self.spec,
+                key=item_id,
+            ) from e
         import soundfile as sf
 
         samples, rate = sf.read(io.BytesIO(data), dtype="float32", always_2d=True)
         return Audio(samples=samples.mean(axis=1).astype(np.float32), sample_rate_hz=int(rate))
 
     def metadata(self) -> dict[str, Any]:
-        return {"engine": "pushed", "version": self.version, "label": self.label, "n_clips": len(self.clips),
-                "content_sha256": self.content_sha256}
+        return {
+            "engine": "pushed",
+            "version": self.version,
+            "label": self.label,
+            "n_clips": len(self.clips),
+            "content_sha256": self.content_sha256,
+        }
 
 
-def push_files(store: ArtifactStore, label: str, *, dir: str | None = None, manifest: str | None = None) -> dict[str, Any]:
+def push_files(
+    store: ArtifactStore, label: str, *, dir: str | None = None, manifest: str | None = None
+) -> dict[str, Any]:
     """Read every clip of a folder (<item_id>.wav/.flac/.mp3/.ogg) or a manifest (item_id, path), as a `files:`
     system would, store each one and register them under `label` (push_system). Every clip that cannot be used is
     named (item, path, reason) in one DatasetError before anything is registered. A clip a manifest lists that
@@ -197,8 +234,10 @@ def push_files(store: ArtifactStore, label: str, *, dir: str | None = None, mani
         found, duplicates = source.clips()
     except ValueError as e:
         raise DatasetError(f"systems push: {e}") from e
-    problems = [f"item {i!r}: two clips with one name ({', '.join(display_path(p) for p in paths)}); keep one"
-                for i, paths in sorted(duplicates.items())]
+    problems = [
+        f"item {i!r}: two clips with one name ({', '.join(display_path(p) for p in paths)}); keep one"
+        for i, paths in sorted(duplicates.items())
+    ]
     clips: dict[str, str] = {}
     missing: list[str] = []
     for item_id, path in sorted(found.items()):
@@ -213,12 +252,19 @@ def push_files(store: ArtifactStore, label: str, *, dir: str | None = None, mani
             problems.append(f"item {item_id!r}: {display_path(path)}: {type(e).__name__}: {str(reason)[:200]}")
     where = f"{source.source} {display_path(source.path)}"
     if problems:
-        raise DatasetError(f"systems push --label {label}: {len(problems)} clip(s) in {where} cannot be used:\n- "
-                           + "\n- ".join(problems) + "\nFix: replace or remove them (WAV, FLAC, MP3 or OGG, named "
-                           "<item_id>.<ext> in a folder, or listed in a manifest); nothing was registered",
-                           source=where, problems=problems)
+        raise DatasetError(
+            f"systems push --label {label}: {len(problems)} clip(s) in {where} cannot be used:\n- "
+            + "\n- ".join(problems)
+            + "\nFix: replace or remove them (WAV, FLAC, MP3 or OGG, named "
+            "<item_id>.<ext> in a folder, or listed in a manifest); nothing was registered",
+            source=where,
+            problems=problems,
+        )
     if not clips:
-        raise DatasetError(f"systems push --label {label}: {where} holds no clips; a folder needs files named "
-                           "<item_id>.wav (or .flac, .mp3, .ogg), a manifest rows with item_id and path", source=where)
+        raise DatasetError(
+            f"systems push --label {label}: {where} holds no clips; a folder needs files named "
+            "<item_id>.wav (or .flac, .mp3, .ogg), a manifest rows with item_id and path",
+            source=where,
+        )
     done = push_system(store, label, clips, source={source.source: display_path(source.path), "n_clips": len(clips)})
     return done | {"missing": missing}

@@ -26,14 +26,21 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, Field
 
-from ttseval.providers import (EngineVersion, TorchDevice, canonical_spec, out_of_memory, package_version,
-                              parse_options, torch_device)
-from ttseval.providers._local_models import resolve_local_model
-from ttseval.providers.local_model import LazyModel, model_source
 from ttseval.core.audio import Audio
 from ttseval.core.errors import PermanentProviderError
 from ttseval.core.languages import base_language
 from ttseval.core.protocols import Languages, VoicePrompt
+from ttseval.providers import (
+    EngineVersion,
+    TorchDevice,
+    canonical_spec,
+    out_of_memory,
+    package_version,
+    parse_options,
+    torch_device,
+)
+from ttseval.providers._local_models import resolve_local_model
+from ttseval.providers.local_model import LazyModel, model_source
 
 
 class DiaOptions(BaseModel):
@@ -87,8 +94,9 @@ class TransformersDiaTTS:
             processor = DiaProcessor.from_pretrained(path, local_files_only=True)
             model = DiaForConditionalGeneration.from_pretrained(path, local_files_only=True)
         except (OSError, ValueError, KeyError) as e:
-            raise PermanentProviderError(f"transformers could not load a Dia model and processor from "
-                                         f"{path!r}: {e}", spec=self.spec) from e
+            raise PermanentProviderError(
+                f"transformers could not load a Dia model and processor from {path!r}: {e}", spec=self.spec
+            ) from e
         self.device = torch_device(self.options.device)
         model.to(self.device).eval()
         processor.audio_tokenizer.to(self.device)
@@ -103,8 +111,15 @@ class TransformersDiaTTS:
             h.update(np.ascontiguousarray(prompt.audio.samples).tobytes())
         return int.from_bytes(h.digest()[:4], "little")
 
-    def synthesize(self, text: str, language: str, voice: str | None = None, instruction: str | None = None,
-                   *, prompt: VoicePrompt | None = None) -> Audio:
+    def synthesize(
+        self,
+        text: str,
+        language: str,
+        voice: str | None = None,
+        instruction: str | None = None,
+        *,
+        prompt: VoicePrompt | None = None,
+    ) -> Audio:
         """Speak `text` in the prompt's voice (when given), at the processor's sample rate.
 
         Raises:
@@ -113,8 +128,10 @@ class TransformersDiaTTS:
         import torch
 
         if voice is not None and voice != self.voice:
-            raise PermanentProviderError(f"transformers-dia instance holds model {self.voice!r}; build another "
-                                         f"provider for {voice!r}", spec=self.spec)
+            raise PermanentProviderError(
+                f"transformers-dia instance holds model {self.voice!r}; build another provider for {voice!r}",
+                spec=self.spec,
+            )
         model, processor = self._load()
         rate_hz = int(processor.feature_extractor.sampling_rate)
         kwargs: dict[str, Any] = {"padding": True, "return_tensors": "pt"}
@@ -125,24 +142,43 @@ class TransformersDiaTTS:
                 raise PermanentProviderError("transformers-dia: the voice prompt has no samples", spec=self.spec)
             script = f"[S1] {prompt.text.strip()} [S1] {text}" if prompt.text else f"[S1] {text}"
             kwargs |= {"audio": [prompt.audio.resampled(rate_hz).samples.astype(np.float32)], "sampling_rate": rate_hz}
-        sampling = ({"do_sample": True, "temperature": self.options.temperature, "top_p": self.options.top_p,
-                     "top_k": self.options.top_k} if self.options.do_sample else {"do_sample": False})
+        sampling = (
+            {
+                "do_sample": True,
+                "temperature": self.options.temperature,
+                "top_p": self.options.top_p,
+                "top_k": self.options.top_k,
+            }
+            if self.options.do_sample
+            else {"do_sample": False}
+        )
         try:
             inputs = {k: v.to(self.device) for k, v in processor(text=[script], **kwargs).items()}
             with self._run_lock, torch.inference_mode():
                 torch.manual_seed(self._seed(text, prompt))
-                out = model.generate(**inputs, max_new_tokens=self.options.max_new_tokens,
-                                     guidance_scale=self.options.guidance_scale, **sampling)
+                out = model.generate(
+                    **inputs,
+                    max_new_tokens=self.options.max_new_tokens,
+                    guidance_scale=self.options.guidance_scale,
+                    **sampling,
+                )
                 prompt_len = processor.get_audio_prompt_len(inputs["decoder_attention_mask"]) if prompt else None
                 waves = processor.batch_decode(out, audio_prompt_len=prompt_len)
         except RuntimeError as e:  # torch reports shape, device and memory failures as RuntimeError
             if out_of_memory(e):  # transient: the row stays retryable (a later try, a freer device)
                 raise
             raise PermanentProviderError(f"transformers-dia failed: {e}", spec=self.spec) from e
-        return Audio(samples=np.asarray(waves[0].float().cpu().numpy(), dtype=np.float32).reshape(-1),
-                     sample_rate_hz=rate_hz)
+        return Audio(
+            samples=np.asarray(waves[0].float().cpu().numpy(), dtype=np.float32).reshape(-1), sample_rate_hz=rate_hz
+        )
 
     def metadata(self) -> dict[str, Any]:
-        return {"engine": "transformers-dia", "version": self.version, "torch_version": package_version("torch"),
-                "model": self.voice, "model_path": str(self.model_path), "device": str(self.device),
-                "options": self.options.model_dump(exclude={"model", "device"})}
+        return {
+            "engine": "transformers-dia",
+            "version": self.version,
+            "torch_version": package_version("torch"),
+            "model": self.voice,
+            "model_path": str(self.model_path),
+            "device": str(self.device),
+            "options": self.options.model_dump(exclude={"model", "device"}),
+        }

@@ -14,14 +14,21 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, Field
 
-from ttseval.providers import (EngineVersion, TorchDevice, canonical_spec, out_of_memory, package_version,
-                              parse_options, torch_device)
-from ttseval.providers._local_models import resolve_local_model
-from ttseval.providers.local_model import LazyModel, model_source
 from ttseval.core.audio import Audio
 from ttseval.core.errors import PermanentProviderError, TransientProviderError
 from ttseval.core.languages import base_language
 from ttseval.core.protocols import PER_VOICE, Languages
+from ttseval.providers import (
+    EngineVersion,
+    TorchDevice,
+    canonical_spec,
+    out_of_memory,
+    package_version,
+    parse_options,
+    torch_device,
+)
+from ttseval.providers._local_models import resolve_local_model
+from ttseval.providers.local_model import LazyModel, model_source
 
 SUPPORTED_MODEL_TYPES = ("vits",)
 
@@ -102,14 +109,18 @@ class TransformersTTS:
         config = _read_json(self.model_path / "config.json")
         self.model_type = str(config.get("model_type", ""))
         if self.model_type not in SUPPORTED_MODEL_TYPES:
-            raise ValueError(f"transformers-tts supports VITS (MMS-TTS) models; {str(self.model_path)!r} holds "
-                             f"model_type {self.model_type or '(none)'!r}")
+            raise ValueError(
+                f"transformers-tts supports VITS (MMS-TTS) models; {str(self.model_path)!r} holds "
+                f"model_type {self.model_type or '(none)'!r}"
+            )
         self.sample_rate_hz = int(config.get("sampling_rate", 16000))
         tokenizer_config = _read_json(self.model_path / "tokenizer_config.json", missing_ok=True)
         self.language = self.options.language or tokenizer_config.get("language") or config.get("language")
         if not self.language:
-            raise ValueError(f"transformers-tts model {str(self.model_path)!r} declares no language (MMS-TTS "
-                             "checkpoints name it in tokenizer_config.json); pass the option language=, e.g. eng")
+            raise ValueError(
+                f"transformers-tts model {str(self.model_path)!r} declares no language (MMS-TTS "
+                "checkpoints name it in tokenizer_config.json); pass the option language=, e.g. eng"
+            )
         self._model: LazyModel[tuple[Any, Any, str]] = LazyModel(self._build)
         self._run_lock = threading.Lock()  # one forward pass at a time: the decoder is swapped during a batch
 
@@ -156,11 +167,11 @@ class TransformersTTS:
         if voice is not None and voice != self.voice:
             raise PermanentProviderError(
                 f"transformers-tts instance holds model {self.voice!r}; build another provider for {voice!r}",
-                spec=self.spec)
+                spec=self.spec,
+            )
         return self.synthesize_batch([text], [language], [instruction])[0]
 
-    def synthesize_batch(self, texts: list[str], languages: list[str],
-                         instructions: list[str | None]) -> list[Audio]:
+    def synthesize_batch(self, texts: list[str], languages: list[str], instructions: list[str | None]) -> list[Audio]:
         """One clip per text, in order, in forward passes of `batch_size` texts; each clip equals what
         `synthesize` returns for its text alone (see the class docstring). Raises as `synthesize` does, for the
         whole batch."""
@@ -169,10 +180,10 @@ class TransformersTTS:
         for language in set(languages):
             if not self.supports_language(language):
                 raise PermanentProviderError(
-                    f"transformers-tts model {self.voice!r} speaks {self.language!r}, not {language!r}",
-                    spec=self.spec)
+                    f"transformers-tts model {self.voice!r} speaks {self.language!r}, not {language!r}", spec=self.spec
+                )
         size = self.batch_size
-        return [audio for start in range(0, len(texts), size) for audio in self._run(texts[start:start + size])]
+        return [audio for start in range(0, len(texts), size) for audio in self._run(texts[start : start + size])]
 
     def _run(self, texts: list[str]) -> list[Audio]:
         import torch
@@ -182,8 +193,8 @@ class TransformersTTS:
         for text, ids in zip(texts, encoded):
             if not ids:
                 raise PermanentProviderError(
-                    f"text {text[:40]!r} has no characters the tokenizer of {self.voice!r} can encode",
-                    spec=self.spec)
+                    f"text {text[:40]!r} has no characters the tokenizer of {self.voice!r} can encode", spec=self.spec
+                )
         inputs = tokenizer(texts, return_tensors="pt", padding=True)
         inputs = {k: v.to(device) for k, v in inputs.items()}
         hop = int(np.prod(model.config.upsample_rates))
@@ -191,13 +202,12 @@ class TransformersTTS:
         try:
             with self._run_lock, torch.inference_mode(), _exact_convolutions(device):
                 with _item_noise(self.options.seed, texts), _without_decoder(model):
-                    out = model(**inputs, speaking_rate=self.options.speaking_rate,
-                                speaker_id=self._speaker_id(model))
+                    out = model(**inputs, speaking_rate=self.options.speaking_rate, speaker_id=self._speaker_id(model))
                 spectrograms, lengths = out.spectrogram, out.sequence_lengths
                 speaker = self._speaker_embedding(model, device)
                 waves = []
                 for i, length in enumerate(lengths.tolist()):
-                    frames = spectrograms[i:i + 1, :, : int(length) // hop]
+                    frames = spectrograms[i : i + 1, :, : int(length) // hop]
                     waves.append(model.decoder(frames, speaker)[0, 0, : int(length)].float().cpu().numpy())
         except oom as e:
             if torch.cuda.is_available():
@@ -206,8 +216,9 @@ class TransformersTTS:
         except RuntimeError as e:  # torch reports shape and device failures as RuntimeError
             if out_of_memory(e):  # transient: the row stays retryable (a later try, a freer device)
                 raise
-            raise PermanentProviderError(f"transformers-tts failed on a batch of {len(texts)}: {e}",
-                                         spec=self.spec) from e
+            raise PermanentProviderError(
+                f"transformers-tts failed on a batch of {len(texts)}: {e}", spec=self.spec
+            ) from e
         return [Audio(samples=w.astype(np.float32), sample_rate_hz=self.sample_rate_hz) for w in waves]
 
     def _speaker_id(self, model: Any) -> int | None:
@@ -216,8 +227,10 @@ class TransformersTTS:
         if model.config.num_speakers <= 1:
             raise PermanentProviderError(f"model {self.voice!r} has one speaker; drop speaker_id", spec=self.spec)
         if self.options.speaker_id >= model.config.num_speakers:
-            raise PermanentProviderError(f"speaker_id={self.options.speaker_id}: model {self.voice!r} has "
-                                         f"{model.config.num_speakers} speakers", spec=self.spec)
+            raise PermanentProviderError(
+                f"speaker_id={self.options.speaker_id}: model {self.voice!r} has {model.config.num_speakers} speakers",
+                spec=self.spec,
+            )
         return self.options.speaker_id
 
     def _speaker_embedding(self, model: Any, device: str) -> Any:
@@ -320,12 +333,16 @@ class _ItemNoiseTorch:
     def _draw(self, shape: tuple[int, ...], device: Any, dtype: Any) -> Any:
         seeds: list[int] = self._local.seeds
         if len(shape) != 3 or shape[0] != len(seeds):
-            raise RuntimeError(f"transformers-tts: VITS drew noise of shape {shape} for a batch of {len(seeds)}; "
-                               "this transformers version samples differently from the one this provider knows")
+            raise RuntimeError(
+                f"transformers-tts: VITS drew noise of shape {shape} for a batch of {len(seeds)}; "
+                "this transformers version samples differently from the one this provider knows"
+            )
         call = self._local.calls
         self._local.calls += 1
-        rows = [np.random.default_rng([seed, call]).standard_normal((shape[2], shape[1]), dtype=np.float32).T
-                for seed in seeds]
+        rows = [
+            np.random.default_rng([seed, call]).standard_normal((shape[2], shape[1]), dtype=np.float32).T
+            for seed in seeds
+        ]
         noise = self._torch.from_numpy(np.ascontiguousarray(np.stack(rows)))
         return noise.to(device=device, dtype=dtype or self._torch.float32)
 

@@ -39,10 +39,42 @@ from ttseval.tasks.listening.export import CMOS_GAP_S, export_test
 from ttseval.tasks.listening.figures import fault_figure, rater_boxplot, subsampling_figure
 from ttseval.tasks.listening.ingest import ingest_ratings
 from ttseval.tasks.listening.results import PLAIN_OPTIONAL, PLAIN_REQUIRED, read_results
-from ttseval.tasks.listening.webmushra import (CMOS_RESPONSE, COUNT_CHOICES, MOS_RESPONSE, PERCEPTUAL_CHOICES,
-                                               Stimulus, readme, write_configs)
+from ttseval.tasks.listening.webmushra import (
+    CMOS_RESPONSE,
+    COUNT_CHOICES,
+    MOS_RESPONSE,
+    PERCEPTUAL_CHOICES,
+    Stimulus,
+    readme,
+    write_configs,
+)
 
-__all__ = ["CMOS_GAP_S", "CMOS_RESPONSE", "COUNT_CHOICES", "GRID", "KINDS", "MOS_RESPONSE", "MUSHRA_KINDS",
-           "PERCEPTUAL_CHOICES", "PLAIN_OPTIONAL", "PLAIN_REQUIRED", "SCALES", "Stimulus", "analyse_test", "anchor_x",
-           "anchor_y", "dg_weights", "export_test", "fault_figure", "ingest_ratings", "of_test", "pad_to_longest",
-           "rater_boxplot", "read_results", "readme", "scale_of", "subsampling_figure", "write_configs"]
+__all__ = [
+    "CMOS_GAP_S",
+    "CMOS_RESPONSE",
+    "COUNT_CHOICES",
+    "GRID",
+    "KINDS",
+    "MOS_RESPONSE",
+    "MUSHRA_KINDS",
+    "PERCEPTUAL_CHOICES",
+    "PLAIN_OPTIONAL",
+    "PLAIN_REQUIRED",
+    "SCALES",
+    "Stimulus",
+    "analyse_test",
+    "anchor_x",
+    "anchor_y",
+    "dg_weights",
+    "export_test",
+    "fault_figure",
+    "ingest_ratings",
+    "of_test",
+    "pad_to_longest",
+    "rater_boxplot",
+    "read_results",
+    "readme",
+    "scale_of",
+    "subsampling_figure",
+    "write_configs",
+]

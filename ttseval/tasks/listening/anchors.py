@@ -31,9 +31,12 @@ def anchor_y(clip: Audio, *, slowdown: float, edit: str | None, n_words: int, rn
         length = max(1, voiced // max(1, n_words))
         start, end = regions[int(np.argmax([e - s for s, e in regions]))] if len(regions) else (0, len(samples))
         at = int(rng.integers(start, max(start + 1, end - length)))
-        chunk = samples[at:at + length]
-        samples = (np.concatenate([samples[:at], samples[at + length:]]) if edit == "skip"
-                   else np.concatenate([samples[:at + length], chunk, samples[at + length:]]))
+        chunk = samples[at : at + length]
+        samples = (
+            np.concatenate([samples[:at], samples[at + length :]])
+            if edit == "skip"
+            else np.concatenate([samples[: at + length], chunk, samples[at + length :]])
+        )
     sound = parselmouth.Sound(samples, sampling_frequency=clip.sample_rate_hz)
     manipulation = call(sound, "To Manipulation", 0.01, 75, 600)
     pitch = call(manipulation, "Extract pitch tier")

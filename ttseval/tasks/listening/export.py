@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +16,10 @@ from ttseval.core.audio import Audio
 from ttseval.core.config import Settings
 from ttseval.core.errors import SpecError
 from ttseval.core.schemas import table_from_rows
-from ttseval.tasks.parts import get_store
 from ttseval.tasks.listening.anchors import anchor_x, anchor_y, pad_to_longest
 from ttseval.tasks.listening.common import KINDS, MUSHRA_KINDS, of_test
 from ttseval.tasks.listening.webmushra import Stimulus, readme, write_configs
+from ttseval.tasks.parts import get_store
 
 CMOS_GAP_S = 0.6  # silence between A and B in a CMOS stimulus
 
@@ -31,10 +31,22 @@ def _blind(test_id: str, seed: int, *parts: str) -> str:
     return "s" + hashlib.sha256("\x1f".join((test_id, str(seed), *parts)).encode()).hexdigest()[:10]
 
 
-def export_test(settings: Settings, run_id: str, out: Path, *, kind: str, test_id: str, raters: int = 20,
-                items: int = 30, systems: list[str] | None = None, reference: str | None = None,
-                anchor_x_on: bool | None = None, anchor_y_system: str | None = None, language: str = "English",
-                seed: int = 0) -> dict[str, Any]:
+def export_test(
+    settings: Settings,
+    run_id: str,
+    out: Path,
+    *,
+    kind: str,
+    test_id: str,
+    raters: int = 20,
+    items: int = 30,
+    systems: list[str] | None = None,
+    reference: str | None = None,
+    anchor_x_on: bool | None = None,
+    anchor_y_system: str | None = None,
+    language: str = "English",
+    seed: int = 0,
+) -> dict[str, Any]:
     """Write the webMUSHRA folder for test `test_id` of a stored run and record its key; returns the test's
     description (also runs/<run>/listening/<test>/test.json).
 
@@ -45,40 +57,51 @@ def export_test(settings: Settings, run_id: str, out: Path, *, kind: str, test_i
     if kind not in KINDS:
         raise SpecError(f"--kind {kind!r}: choose one of {', '.join(KINDS)}")
     if not _ID.fullmatch(test_id):
-        raise SpecError(f"--test-id {test_id!r}: use lower-case letters, digits, '-' and '_' (it names files and "
-                        "webMUSHRA's results folder)")
+        raise SpecError(
+            f"--test-id {test_id!r}: use lower-case letters, digits, '-' and '_' (it names files and "
+            "webMUSHRA's results folder)"
+        )
     if raters < 1 or items < 1:
         raise SpecError("--raters and --items must be at least 1")
     store = get_store(settings.store, settings.store_wait_s)
     if not of_test(store, run_id, "listening_stimuli", test_id).empty:
         raise SpecError(f"run {run_id!r} already has a listening test {test_id!r}; give another --test-id")
     cfg = settings.listening
-    synthesis = store.read(run_id, "synthesis", columns=["item_id", "system_id", "system_spec", "status",
-                                                          "audio_sha256", "duration_s"])
+    synthesis = store.read(
+        run_id, "synthesis", columns=["item_id", "system_id", "system_spec", "status", "audio_sha256", "duration_s"]
+    )
     ok = synthesis[synthesis["status"] == "ok"]
     specs = dict(zip(synthesis["system_id"], synthesis["system_spec"]))
     ids_of = {**{s: s for s in specs}, **{spec: sid for sid, spec in specs.items()}}
 
     def system_id(name: str, what: str) -> str:
         if name not in ids_of:
-            raise SpecError(f"{what} {name!r} has no audio in run {run_id!r}; systems there: "
-                            f"{', '.join(sorted(specs.values()))}")
+            raise SpecError(
+                f"{what} {name!r} has no audio in run {run_id!r}; systems there: {', '.join(sorted(specs.values()))}"
+            )
         return ids_of[name]
 
     natural = [s for s in specs if settings.role_of(s) == "natural"]
     ref_id = system_id(reference, "--reference") if reference else (natural[0] if len(natural) == 1 else None)
     if kind in ("mushra", "mushra-dg", "cmos") and ref_id is None:
-        raise SpecError(f"a {kind} test needs a reference: give --reference (a natural-speech system of the run, "
-                        "or for CMOS any system to compare with)" + (f"; the run's natural systems: {natural}"
-                                                                    if natural else ""))
-    chosen = ([system_id(s, "--systems") for s in systems] if systems else
-              [s for s in specs if s != ref_id and settings.role_of(s) == "tts"])
+        raise SpecError(
+            f"a {kind} test needs a reference: give --reference (a natural-speech system of the run, "
+            "or for CMOS any system to compare with)" + (f"; the run's natural systems: {natural}" if natural else "")
+        )
+    chosen = (
+        [system_id(s, "--systems") for s in systems]
+        if systems
+        else [s for s in specs if s != ref_id and settings.role_of(s) == "tts"]
+    )
     chosen = [s for s in chosen if s != ref_id]
     if not chosen:
         raise SpecError(f"no system to rate in run {run_id!r} besides the reference")
     y_id = system_id(anchor_y_system, "--anchor-y") if anchor_y_system else None
-    with_x = (kind in MUSHRA_KINDS and ref_id is not None and settings.role_of(ref_id) == "natural"
-              if anchor_x_on is None else anchor_x_on)
+    with_x = (
+        kind in MUSHRA_KINDS and ref_id is not None and settings.role_of(ref_id) == "natural"
+        if anchor_x_on is None
+        else anchor_x_on
+    )
     if with_x and (ref_id is None or kind not in MUSHRA_KINDS):
         raise SpecError("Anchor-X is the reference band-limited: it needs a MUSHRA kind and a --reference")
     if y_id and kind not in MUSHRA_KINDS:
@@ -95,9 +118,10 @@ def export_test(settings: Settings, run_id: str, out: Path, *, kind: str, test_i
         too_long = int((complete["longest"] > cfg.max_duration_s).sum())
         complete = complete[complete["longest"] <= cfg.max_duration_s]
     if complete.empty:
-        raise SpecError(f"no item of run {run_id!r} has audio from every one of {', '.join(needed)}"
-                        + (f" and at most {cfg.max_duration_s:g} s long (listening.max_duration_s)"
-                           if kind in MUSHRA_KINDS else ""))
+        raise SpecError(
+            f"no item of run {run_id!r} has audio from every one of {', '.join(needed)}"
+            + (f" and at most {cfg.max_duration_s:g} s long (listening.max_duration_s)" if kind in MUSHRA_KINDS else "")
+        )
     rng = np.random.default_rng(seed)
     picked = sorted(rng.choice(sorted(complete.index), size=min(items, len(complete)), replace=False))
     texts = store.read(run_id, "items", columns=["item_id", "text"]).set_index("item_id")["text"]
@@ -116,15 +140,21 @@ def export_test(settings: Settings, run_id: str, out: Path, *, kind: str, test_i
 
     stimuli: list[Stimulus] = []
     pages: list[dict[str, Any]] = []  # trial_id, type, and what the YAML needs
-    y_edits = set(rng.choice(picked, size=int(round(cfg.anchor_y_share * len(picked))), replace=False)) if y_id else set()
+    y_edits = (
+        set(rng.choice(picked, size=int(round(cfg.anchor_y_share * len(picked))), replace=False)) if y_id else set()
+    )
     if kind in MUSHRA_KINDS:
         per_page = cfg.max_conditions - 1 - int(with_x) - int(bool(y_id))  # the hidden reference is a condition
         if per_page < 1:
-            raise SpecError(f"listening.max_conditions {cfg.max_conditions} leaves no room for a system beside the "
-                            "hidden reference and the anchors")
+            raise SpecError(
+                f"listening.max_conditions {cfg.max_conditions} leaves no room for a system beside the "
+                "hidden reference and the anchors"
+            )
         page_ref = ref_id or chosen[0]  # NMR without natural speech: one system plays the (hidden) reference
         rated = [s for s in chosen if s != page_ref]
-        groups = [rated[i::int(np.ceil(len(rated) / per_page))] for i in range(int(np.ceil(len(rated) / per_page)))] or [[]]
+        groups = [
+            rated[i :: int(np.ceil(len(rated) / per_page))] for i in range(int(np.ceil(len(rated) / per_page)))
+        ] or [[]]
         for item in picked:
             ref_audio = load(item, page_ref)
             extra: dict[str, Audio] = {}
@@ -132,8 +162,13 @@ def export_test(settings: Settings, run_id: str, out: Path, *, kind: str, test_i
                 extra["anchor-x"] = anchor_x(ref_audio, cfg.anchor_x_bandwidth_hz)
             if y_id:
                 edit = str(rng.choice(["skip", "repeat"])) if item in y_edits else None
-                extra["anchor-y"] = anchor_y(load(item, y_id), slowdown=cfg.anchor_y_slowdown, edit=edit,
-                                             n_words=len(str(texts.get(item, "")).split()), rng=rng)
+                extra["anchor-y"] = anchor_y(
+                    load(item, y_id),
+                    slowdown=cfg.anchor_y_slowdown,
+                    edit=edit,
+                    n_words=len(str(texts.get(item, "")).split()),
+                    rng=rng,
+                )
             for g, group in enumerate(groups):
                 trial = f"p{len(pages) + 1:03d}"
                 names = [*group, *extra]
@@ -146,8 +181,14 @@ def export_test(settings: Settings, run_id: str, out: Path, *, kind: str, test_i
                     entries[key] = (name, name if name.startswith("anchor-") else "system", save(key, clip))
                 for key, (system, role, file) in entries.items():
                     stimuli.append(Stimulus(trial, key, "mushra", item, system, role, file))
-                pages.append({"trial_id": trial, "item_id": item, "reference": ref_file,
-                              "stimuli": {k: v[2] for k, v in entries.items() if k != "reference"}})
+                pages.append(
+                    {
+                        "trial_id": trial,
+                        "item_id": item,
+                        "reference": ref_file,
+                        "stimuli": {k: v[2] for k, v in entries.items() if k != "reference"},
+                    }
+                )
                 if kind.startswith("mushra-dg"):  # the scoresheet: every clip of the page, the hidden one by name
                     sheet = f"{trial}-sheet"
                     sheet_key = _blind(test_id, seed, item, page_ref, sheet)
@@ -175,16 +216,35 @@ def export_test(settings: Settings, run_id: str, out: Path, *, kind: str, test_i
                     file = save(key, Audio(np.concatenate([a.samples, gap, b.samples]), sr))
                     stimuli.append(Stimulus("cmos", key, "cmos", item, system, "system", file, ref_id, b_is_system))
     orders = write_configs(out, kind, test_id, stimuli, pages, raters, language, seed)
-    now = datetime.now(timezone.utc)
-    store.write_part(run_id, "listening_stimuli", table_from_rows(
-        "listening_stimuli", [{**s.__dict__, "test_id": test_id, "kind": kind, "created_at": now} for s in stimuli]),
-        label=test_id)
-    description = {"test_id": test_id, "kind": kind, "run_id": run_id, "seed": seed, "raters": raters,
-                   "items": [str(i) for i in picked], "systems": chosen, "reference": ref_id,
-                   "anchor_x": with_x, "anchor_y": y_id, "anchor_y_edited_items": sorted(str(i) for i in y_edits),
-                   "left_out_too_long": too_long, "sample_rate_hz": sr, "language": language,
-                   "pages_per_rater": len(orders[0]) if orders else 0, "page_orders": orders,
-                   "listening_settings": settings.listening.model_dump(), "exported_at": now.isoformat()}
+    now = datetime.now(UTC)
+    store.write_part(
+        run_id,
+        "listening_stimuli",
+        table_from_rows(
+            "listening_stimuli", [{**s.__dict__, "test_id": test_id, "kind": kind, "created_at": now} for s in stimuli]
+        ),
+        label=test_id,
+    )
+    description = {
+        "test_id": test_id,
+        "kind": kind,
+        "run_id": run_id,
+        "seed": seed,
+        "raters": raters,
+        "items": [str(i) for i in picked],
+        "systems": chosen,
+        "reference": ref_id,
+        "anchor_x": with_x,
+        "anchor_y": y_id,
+        "anchor_y_edited_items": sorted(str(i) for i in y_edits),
+        "left_out_too_long": too_long,
+        "sample_rate_hz": sr,
+        "language": language,
+        "pages_per_rater": len(orders[0]) if orders else 0,
+        "page_orders": orders,
+        "listening_settings": settings.listening.model_dump(),
+        "exported_at": now.isoformat(),
+    }
     store.write_bytes(f"runs/{run_id}/listening/{test_id}/test.json", json.dumps(description, indent=2).encode())
     (out / "README.md").write_text(readme(description), encoding="utf-8")
     return description

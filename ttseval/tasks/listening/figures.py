@@ -15,13 +15,18 @@ def rater_boxplot(used: pd.DataFrame, low: float, high: float) -> bytes:
     plt = pyplot()
     systems = list(system_stats(used)["system_id"])
     ref = used[used["role"] == "reference"].groupby("rater_id")["score"].mean()
-    raters = sorted(used["rater_id"].unique(), key=lambda r: (ref.get(r, np.nan) if len(ref) else
-                                                              used.loc[used["rater_id"] == r, "score"].mean(), r))
-    fig, axes = plt.subplots(len(systems), 1, figsize=(max(6, 0.35 * len(raters) + 2), 1.9 * len(systems)),
-                             sharex=True, squeeze=False)
+    raters = sorted(
+        used["rater_id"].unique(),
+        key=lambda r: (ref.get(r, np.nan) if len(ref) else used.loc[used["rater_id"] == r, "score"].mean(), r),
+    )
+    fig, axes = plt.subplots(
+        len(systems), 1, figsize=(max(6, 0.35 * len(raters) + 2), 1.9 * len(systems)), sharex=True, squeeze=False
+    )
     for ax, system in zip(axes[:, 0], systems):
-        data = [used.loc[(used["rater_id"] == r) & (used["system_id"] == system), "score"].dropna().to_numpy()
-                for r in raters]
+        data = [
+            used.loc[(used["rater_id"] == r) & (used["system_id"] == system), "score"].dropna().to_numpy()
+            for r in raters
+        ]
         ax.boxplot(data, showfliers=False)
         ax.set_ylabel(system, fontsize=8)
         ax.set_ylim(low, high)

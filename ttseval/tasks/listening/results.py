@@ -23,8 +23,11 @@ def _rows_of_csv(path: Path) -> tuple[list[str], list[list[str]]]:
         raise DatasetError(f"{path}: cannot read it as UTF-8 CSV ({e})", source=str(path)) from e
     rows = [r for r in csv.reader(io.StringIO(text)) if any(cell.strip() for cell in r)]
     if not rows:
-        raise DatasetError(f"{path}: empty; expected webMUSHRA's mushra.csv or lss.csv, or the plain CSV "
-                           f"({', '.join(PLAIN_REQUIRED)}, score)", source=str(path))
+        raise DatasetError(
+            f"{path}: empty; expected webMUSHRA's mushra.csv or lss.csv, or the plain CSV "
+            f"({', '.join(PLAIN_REQUIRED)}, score)",
+            source=str(path),
+        )
     return [h.strip() for h in rows[0]], rows[1:]
 
 
@@ -36,8 +39,11 @@ def _number(value: str, *, what: str, where: str, source: Path | None = None) ->
     try:
         return float(value)
     except ValueError:
-        raise DatasetError(f"{where}: {what} {value!r} is not a number. Fix: write a number there, or leave the "
-                           "cell empty if it was not rated", source=str(source) if source else None) from None
+        raise DatasetError(
+            f"{where}: {what} {value!r} is not a number. Fix: write a number there, or leave the "
+            "cell empty if it was not rated",
+            source=str(source) if source else None,
+        ) from None
 
 
 def read_results(path: Path, test_id: str) -> pd.DataFrame:
@@ -60,42 +66,78 @@ def read_results(path: Path, test_id: str) -> pd.DataFrame:
             where = f"{path.name} row {n}"
             config = row[0]
             if not config.startswith(f"{test_id}-"):
-                raise DatasetError(f"{where}: session_test_id {config!r} is not a rater config of test {test_id!r} "
-                                   f"(expected {test_id}-rNN): wrong results file or --test-id", source=str(path))
-            base = {"rater_id": config[len(test_id) + 1:], "source_file": path.name, "line": n,
-                    "questionnaire": json.dumps(dict(zip(header[1:prefix], row[1:prefix])), ensure_ascii=False)}
+                raise DatasetError(
+                    f"{where}: session_test_id {config!r} is not a rater config of test {test_id!r} "
+                    f"(expected {test_id}-rNN): wrong results file or --test-id",
+                    source=str(path),
+                )
+            base = {
+                "rater_id": config[len(test_id) + 1 :],
+                "source_file": path.name,
+                "line": n,
+                "questionnaire": json.dumps(dict(zip(header[1:prefix], row[1:prefix])), ensure_ascii=False),
+            }
             if is_mushra:
-                uuid_, trial, stimulus, score, time_ms, comment = (row + [""] * 6)[prefix:prefix + 6]
-                out.append({**base, "session": uuid_, "trial_id": trial, "stimulus": stimulus,
-                            "score": _number(score, what="rating_score", where=where, source=path),
-                            "rating_time_s": _number(time_ms, what="rating_time", where=where, source=path) / 1000,
-                            "comment": comment or None})
+                uuid_, trial, stimulus, score, time_ms, comment = (row + [""] * 6)[prefix : prefix + 6]
+                out.append(
+                    {
+                        **base,
+                        "session": uuid_,
+                        "trial_id": trial,
+                        "stimulus": stimulus,
+                        "score": _number(score, what="rating_score", where=where, source=path),
+                        "rating_time_s": _number(time_ms, what="rating_time", where=where, source=path) / 1000,
+                        "comment": comment or None,
+                    }
+                )
             else:  # lss.csv: write.php labels the rating columns from the session's first trial, so count them
-                trial, values, stimulus, time_ms = row[prefix], row[prefix + 1:-2], row[-2], row[-1]
+                trial, values, stimulus, time_ms = row[prefix], row[prefix + 1 : -2], row[-2], row[-1]
                 numbers = [_number(v, what="rating", where=where, source=path) for v in values]
                 fields = dict(zip(DG_FIELDS, numbers)) if len(numbers) == len(DG_FIELDS) else {}
-                out.append({**base, "session": "", "trial_id": trial, "stimulus": stimulus,
-                            "score": numbers[0] if len(numbers) == 1 else float("nan"), **fields,
-                            "rating_time_s": _number(time_ms, what="rating_time", where=where, source=path) / 1000})
+                out.append(
+                    {
+                        **base,
+                        "session": "",
+                        "trial_id": trial,
+                        "stimulus": stimulus,
+                        "score": numbers[0] if len(numbers) == 1 else float("nan"),
+                        **fields,
+                        "rating_time_s": _number(time_ms, what="rating_time", where=where, source=path) / 1000,
+                    }
+                )
     elif set(PLAIN_REQUIRED) <= set(header):
         unknown = sorted(set(header) - set(PLAIN_REQUIRED) - set(PLAIN_OPTIONAL))
         if unknown:
-            raise DatasetError(f"{path}: unknown column(s) {unknown}; the plain CSV has {', '.join(PLAIN_REQUIRED)}"
-                               f" and optionally {', '.join(PLAIN_OPTIONAL)}", source=str(path))
+            raise DatasetError(
+                f"{path}: unknown column(s) {unknown}; the plain CSV has {', '.join(PLAIN_REQUIRED)}"
+                f" and optionally {', '.join(PLAIN_OPTIONAL)}",
+                source=str(path),
+            )
         for n, row in enumerate(rows, start=2):
             where = f"{path.name} row {n}"
             rec = dict(zip(header, (c.strip() for c in row)))
             if not rec.get("rater_id"):
                 raise DatasetError(f"{where}: rater_id is empty; give each rater an id", source=str(path))
-            out.append({"rater_id": rec["rater_id"], "session": rec.get("session", ""), "trial_id": rec["trial_id"],
-                        "stimulus": rec["stimulus"], "source_file": path.name, "line": n, "questionnaire": None,
-                        "score": _number(rec.get("score"), what="score", where=where, source=path),
-                        **{f: _number(rec.get(f), what=f, where=where, source=path) for f in DG_FIELDS if f in rec},
-                        "rating_time_s": _number(rec.get("rating_time_s"), what="rating_time_s", where=where,
-                                                 source=path),
-                        "comment": rec.get("comment") or None})
+            out.append(
+                {
+                    "rater_id": rec["rater_id"],
+                    "session": rec.get("session", ""),
+                    "trial_id": rec["trial_id"],
+                    "stimulus": rec["stimulus"],
+                    "source_file": path.name,
+                    "line": n,
+                    "questionnaire": None,
+                    "score": _number(rec.get("score"), what="score", where=where, source=path),
+                    **{f: _number(rec.get(f), what=f, where=where, source=path) for f in DG_FIELDS if f in rec},
+                    "rating_time_s": _number(rec.get("rating_time_s"), what="rating_time_s", where=where, source=path),
+                    "comment": rec.get("comment") or None,
+                }
+            )
     else:
-        raise DatasetError(f"{path}: not a results file this test reads: its header {header[:6]} is neither "
-                           "webMUSHRA's (session_test_id, ...) nor the plain CSV's (rater_id, trial_id, stimulus, "
-                           "score)", source=str(path))
+        raise DatasetError(
+            f"{path}: not a results file this test reads: its header {header[:6]} is neither "
+            "webMUSHRA's (session_test_id, ...) nor the plain CSV's (rater_id, trial_id, stimulus, "
+            "score)",
+            source=str(path),
+        )
     return pd.DataFrame(out)

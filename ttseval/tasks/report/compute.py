@@ -39,8 +39,9 @@ class RunTables:
     similarity: pd.DataFrame  # every encoder's rows (empty when the run compares no voices)
 
     @classmethod
-    def read(cls, store: ArtifactStore, run_id: str, system_ids: list[str] | None = None,
-             quality_id: str | None = None) -> RunTables:
+    def read(
+        cls, store: ArtifactStore, run_id: str, system_ids: list[str] | None = None, quality_id: str | None = None
+    ) -> RunTables:
         items = store.read(run_id, "items")
         synthesis = store.read(run_id, "synthesis")
         if system_ids is not None:
@@ -53,8 +54,9 @@ class RunTables:
         present = list(pd.unique(quality["quality_id"])) if "quality_id" in quality else []
         chosen = quality_id if quality_id in present else (present[0] if present else None)
         primary = quality[quality["quality_id"] == chosen] if chosen else quality
-        return cls(items, synthesis, store.read(run_id, "transcripts"), primary, ids, quality,
-                   store.read(run_id, "similarity"))
+        return cls(
+            items, synthesis, store.read(run_id, "transcripts"), primary, ids, quality, store.read(run_id, "similarity")
+        )
 
     @functools.cached_property
     def own_transcripts(self) -> pd.DataFrame:
@@ -76,17 +78,25 @@ def _systems(items: pd.DataFrame, synthesis: pd.DataFrame) -> list[str]:
 
 def run_system_ids(store: ArtifactStore, run_id: str) -> list[str]:
     """`_systems` of a stored run, reading two columns."""
-    return _systems(store.read(run_id, "items", columns=["item_id"]),
-                    store.read(run_id, "synthesis", columns=["system_id", "item_id"]))
+    return _systems(
+        store.read(run_id, "items", columns=["item_id"]),
+        store.read(run_id, "synthesis", columns=["system_id", "item_id"]),
+    )
 
 
-def compute_summary(store: ArtifactStore, run_id: str, settings: Settings, system_ids: list[str] | None = None,
-                    tables: RunTables | None = None) -> pd.DataFrame:
+def compute_summary(
+    store: ArtifactStore,
+    run_id: str,
+    settings: Settings,
+    system_ids: list[str] | None = None,
+    tables: RunTables | None = None,
+) -> pd.DataFrame:
     """The summary of a run from its stored tables, one row per (system, recogniser); all systems unless
     `system_ids` is given. The stage tables are checked where they are written (ttseval.core.validation)."""
     t = tables or RunTables.read(store, run_id, system_ids, primary_quality_id(settings))
-    summary = summarize_systems(t.items, t.synthesis, t.transcripts, t.quality,
-                                n_resamples=settings.bootstrap_resamples, seed=settings.seed)
+    summary = summarize_systems(
+        t.items, t.synthesis, t.transcripts, t.quality, n_resamples=settings.bootstrap_resamples, seed=settings.seed
+    )
     # PashtoTTS-Bench's roles: TTS systems first, then natural speech, then negative controls (shown apart)
     summary["role"] = summary["system_id"].map(settings.role_of)
     return summary.sort_values("role", key=lambda r: r.map(ROLE_ORDER), kind="stable").reset_index(drop=True)
@@ -133,9 +143,12 @@ def compute_rankings(store: ArtifactStore, run_id: str, settings: Settings) -> p
         return pd.DataFrame(columns=columns)
     specs = judgments.drop_duplicates("judge_id").set_index("judge_id")["judge_spec"]
     outcomes = judgment_outcomes(judgments)
-    parts = [bradley_terry(mine, n_resamples=settings.bootstrap_resamples, seed=settings.seed)
-             .assign(judge_id=judge_id, judge_spec=specs[judge_id])
-             for judge_id, mine in outcomes.groupby("judge_id", sort=False)]
+    parts = [
+        bradley_terry(mine, n_resamples=settings.bootstrap_resamples, seed=settings.seed).assign(
+            judge_id=judge_id, judge_spec=specs[judge_id]
+        )
+        for judge_id, mine in outcomes.groupby("judge_id", sort=False)
+    ]
     return pd.concat(parts, ignore_index=True)[columns] if parts else pd.DataFrame(columns=columns)
 
 

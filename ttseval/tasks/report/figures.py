@@ -51,17 +51,17 @@ def depth_figure(winrates: pd.DataFrame, judge_id: str, names: dict[str, str]) -
             rate = 100 * g["win_rate"].astype(float)
             below = (rate - 100 * g["win_rate_ci_low"].astype(float)).fillna(0).clip(lower=0)
             above = (100 * g["win_rate_ci_high"].astype(float) - rate).fillna(0).clip(lower=0)
-            ax.errorbar(g["depth"], rate, yerr=[below, above], marker="o", capsize=3,
-                        label=names.get(system_id, system_id))
+            ax.errorbar(
+                g["depth"], rate, yerr=[below, above], marker="o", capsize=3, label=names.get(system_id, system_id)
+            )
         ax.axhline(50, color="grey", lw=0.8, ls="--")
         ax.set_title(category)
         ax.set_xlabel("depth")
         ax.set_ylim(0, 100)
         ax.set_xticks(sorted(sub["depth"].dropna().unique()))
-    for ax in list(axes.flat)[len(categories):]:
+    for ax in list(axes.flat)[len(categories) :]:
         ax.set_visible(False)
     axes[0][0].set_ylabel("win-rate vs baseline (%)")
     axes[0][0].legend(fontsize=7)
     fig.suptitle(f"win-rate by depth with 95% CIs: {rows['judge_spec'].iloc[0]}")
     return figure_png(fig, dpi=110)
-

@@ -27,31 +27,64 @@ from ttseval.core.config import HOW_IT_RUNS, Settings
 from ttseval.core.paths import source_fingerprint
 from ttseval.core.store import ArtifactStore
 from ttseval.tasks.quality import primary_quality_id
-from ttseval.tasks.report.compute import (RunTables, baseline_id, compute_rankings, compute_summary,
-                                          compute_winrates, run_system_ids, store_summary, store_winrates)
+from ttseval.tasks.report.compute import (
+    RunTables,
+    baseline_id,
+    compute_rankings,
+    compute_summary,
+    compute_winrates,
+    run_system_ids,
+    store_summary,
+    store_winrates,
+)
 from ttseval.tasks.report.figures import depth_figure
 from ttseval.tasks.report.html import build_data, html_location, write_html_report
 from ttseval.tasks.report.judges import instruction_markdown, leaderboard_markdown
+from ttseval.tasks.report.markdown import (
+    cost_markdown,
+    listening_markdown,
+    render_markdown,
+    rows_for_display,
+    tables_markdown,
+)
 from ttseval.tasks.report.per_item import write_per_item
-from ttseval.tasks.report.markdown import (cost_markdown, listening_markdown, render_markdown, rows_for_display,
-                                           tables_markdown)
-from ttseval.tasks.report.stages import (audio_checks_markdown, grouped_markdown, insv_markdown, paired_markdown,
-                                         predictors_markdown, prosody_markdown, recognisers_markdown,
-                                         planning_markdown, seedtts_markdown, significance_markdown,
-                                         similarity_markdown)
-
+from ttseval.tasks.report.stages import (
+    audio_checks_markdown,
+    grouped_markdown,
+    insv_markdown,
+    paired_markdown,
+    planning_markdown,
+    predictors_markdown,
+    prosody_markdown,
+    recognisers_markdown,
+    seedtts_markdown,
+    significance_markdown,
+    similarity_markdown,
+)
 
 REPORT_INPUTS = "report.inputs"
 TERMINAL_VIEW = "report.terminal.json"
 # What write_full_report writes under runs/<id>/ (and the run's log and lease): not its inputs.
-REPORT_OUTPUTS = ("report.md", "html", "figures", "report", "winrates", "per_sentence.csv", "log", REPORT_INPUTS,
-                  TERMINAL_VIEW)
+REPORT_OUTPUTS = (
+    "report.md",
+    "html",
+    "figures",
+    "report",
+    "winrates",
+    "per_sentence.csv",
+    "log",
+    REPORT_INPUTS,
+    TERMINAL_VIEW,
+)
 
 
 def input_files(store: ArtifactStore, run_id: str) -> dict[str, int]:
     """The run's files a report is made of, with their sizes: all but the report's outputs, the log and the lease."""
-    return {name: size for name, size in store.listing(f"runs/{run_id}").items()
-            if name.split("/")[0] not in REPORT_OUTPUTS and not name.split("/")[-1].startswith(".")}
+    return {
+        name: size
+        for name, size in store.listing(f"runs/{run_id}").items()
+        if name.split("/")[0] not in REPORT_OUTPUTS and not name.split("/")[-1].startswith(".")
+    }
 
 
 @functools.cache
@@ -67,20 +100,43 @@ def _digest(**parts: Any) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode("utf-8")).hexdigest()
 
 
-def report_inputs(store: ArtifactStore, run_id: str, settings: Settings, system_ids: list[str],
-                  meta: dict[str, Any], files: dict[str, int] | None = None) -> str:
+def report_inputs(
+    store: ArtifactStore,
+    run_id: str,
+    settings: Settings,
+    system_ids: list[str],
+    meta: dict[str, Any],
+    files: dict[str, int] | None = None,
+) -> str:
     """The sha256 of everything a run's report is made of (module doc)."""
-    return _digest(files=input_files(store, run_id) if files is None else files,
-                   settings=settings.model_dump(mode="json", exclude=set(HOW_IT_RUNS)), systems=system_ids, store=store.display(),
-                   meta={k: v for k, v in meta.items() if k != "date"}, code=reporting_code())
+    return _digest(
+        files=input_files(store, run_id) if files is None else files,
+        settings=settings.model_dump(mode="json", exclude=set(HOW_IT_RUNS)),
+        systems=system_ids,
+        store=store.display(),
+        meta={k: v for k, v in meta.items() if k != "date"},
+        code=reporting_code(),
+    )
 
 
-def store_terminal_view(store: ArtifactStore, run_id: str, settings: Settings, system_ids: list[str],
-                        files: dict[str, int], summary: Any, leaderboard: str) -> None:
+def store_terminal_view(
+    store: ArtifactStore,
+    run_id: str,
+    settings: Settings,
+    system_ids: list[str],
+    files: dict[str, int],
+    summary: Any,
+    leaderboard: str,
+) -> None:
     """What a terminal shows of the run (ttseval.tasks.report.terminal.print_view), as the report was written from
     `files`."""
-    view = {"system_ids": list(system_ids), "files": files, "made_by": _made_by(settings),
-            "rows": rows_for_display(summary), "leaderboard": leaderboard}
+    view = {
+        "system_ids": list(system_ids),
+        "files": files,
+        "made_by": _made_by(settings),
+        "rows": rows_for_display(summary),
+        "leaderboard": leaderboard,
+    }
     store.write_bytes(f"runs/{run_id}/{TERMINAL_VIEW}", json.dumps(view, ensure_ascii=False).encode("utf-8"))
 
 
@@ -88,8 +144,9 @@ def _made_by(settings: Settings) -> str:
     return _digest(settings=settings.model_dump(mode="json", exclude=set(HOW_IT_RUNS)), code=reporting_code())
 
 
-def stored_terminal_view(store: ArtifactStore, run_id: str, settings: Settings,
-                         system_ids: list[str] | None) -> dict[str, Any] | None:
+def stored_terminal_view(
+    store: ArtifactStore, run_id: str, settings: Settings, system_ids: list[str] | None
+) -> dict[str, Any] | None:
     """The view stored with the run's report while the run's files, the settings and the code are those it was made
     from and it shows `system_ids` (None: all of the run's); otherwise None, and the caller computes it."""
     if not store.exists(f"runs/{run_id}/{TERMINAL_VIEW}"):
@@ -101,8 +158,15 @@ def stored_terminal_view(store: ArtifactStore, run_id: str, settings: Settings,
     return view if view["system_ids"] == wanted else None
 
 
-def write_full_report(store: ArtifactStore, run_id: str, settings: Settings, system_ids: list[str],
-                      meta: dict[str, Any], *, reuse: bool = False) -> str:
+def write_full_report(
+    store: ArtifactStore,
+    run_id: str,
+    settings: Settings,
+    system_ids: list[str],
+    meta: dict[str, Any],
+    *,
+    reuse: bool = False,
+) -> str:
     """Summary, win-rates, figures and Markdown for a run; returns the Markdown, stored once as report.md.
 
     `reuse`: keep the stored report when its inputs are those it was written from (module doc)."""
@@ -118,14 +182,23 @@ def write_full_report(store: ArtifactStore, run_id: str, settings: Settings, sys
 def _written_from(store: ArtifactStore, run_id: str, digest: str) -> bool:
     """Whether the stored report (report.md, its HTML page and terminal view) was written from inputs of this
     digest."""
-    outputs = (f"runs/{run_id}/report.md", f"runs/{run_id}/html/index.html", f"runs/{run_id}/{TERMINAL_VIEW}",
-               f"runs/{run_id}/{REPORT_INPUTS}")
-    return (all(store.exists(p) for p in outputs)
-            and store.read_bytes(outputs[-1]).decode("ascii", "replace") == digest)
+    outputs = (
+        f"runs/{run_id}/report.md",
+        f"runs/{run_id}/html/index.html",
+        f"runs/{run_id}/{TERMINAL_VIEW}",
+        f"runs/{run_id}/{REPORT_INPUTS}",
+    )
+    return all(store.exists(p) for p in outputs) and store.read_bytes(outputs[-1]).decode("ascii", "replace") == digest
 
 
-def _write_full_report(store: ArtifactStore, run_id: str, settings: Settings, system_ids: list[str],
-                       meta: dict[str, Any], files: dict[str, int]) -> str:
+def _write_full_report(
+    store: ArtifactStore,
+    run_id: str,
+    settings: Settings,
+    system_ids: list[str],
+    meta: dict[str, Any],
+    files: dict[str, int],
+) -> str:
     tables = RunTables.read(store, run_id, system_ids, primary_quality_id(settings))  # every section reads these
     meta = {**meta, "html report": html_location(store, run_id)}
     write_per_item(store, run_id, settings, tables)  # runs/<id>/per_sentence.csv, every run's tidy per-item table
@@ -142,22 +215,25 @@ def _write_full_report(store: ArtifactStore, run_id: str, settings: Settings, sy
                 store.write_bytes(f"runs/{run_id}/figures/winrate-by-depth-{judge_id}.png", png)
     leaderboard = leaderboard_markdown(store, run_id, summary, winrates, rankings)
     store_terminal_view(store, run_id, settings, system_ids, files, summary, leaderboard)  # printed after the flow
-    markdown = (render_markdown(summary, meta) + seedtts_markdown(settings, tables, names)
-                + cost_markdown(store, run_id, names)
-                + insv_markdown(store, run_id, settings, tables)
-                + recognisers_markdown(settings, tables, names)
-                + paired_markdown(settings, tables, baseline_id(meta), names)
-                + planning_markdown(settings, tables, baseline_id(meta), names)
-                + significance_markdown(settings, tables, names)
-                + prosody_markdown(store, run_id, tables, names)
-                + similarity_markdown(settings, tables, names)
-                + predictors_markdown(settings, tables, names)
-                + audio_checks_markdown(tables, names)
-                + grouped_markdown(tables, names)
-                + leaderboard
-                + instruction_markdown(store, run_id, names) + listening_markdown(store, run_id)
-                + tables_markdown(store, run_id))
+    markdown = (
+        render_markdown(summary, meta)
+        + seedtts_markdown(settings, tables, names)
+        + cost_markdown(store, run_id, names)
+        + insv_markdown(store, run_id, settings, tables)
+        + recognisers_markdown(settings, tables, names)
+        + paired_markdown(settings, tables, baseline_id(meta), names)
+        + planning_markdown(settings, tables, baseline_id(meta), names)
+        + significance_markdown(settings, tables, names)
+        + prosody_markdown(store, run_id, tables, names)
+        + similarity_markdown(settings, tables, names)
+        + predictors_markdown(settings, tables, names)
+        + audio_checks_markdown(tables, names)
+        + grouped_markdown(tables, names)
+        + leaderboard
+        + instruction_markdown(store, run_id, names)
+        + listening_markdown(store, run_id)
+        + tables_markdown(store, run_id)
+    )
     store.write_bytes(f"runs/{run_id}/report.md", markdown.encode("utf-8"))
-    write_html_report(store, run_id, build_data(store, run_id, tables, summary, winrates, markdown, meta,
-                                                    rankings))
+    write_html_report(store, run_id, build_data(store, run_id, tables, summary, winrates, markdown, meta, rankings))
     return markdown

@@ -21,9 +21,9 @@ from typing import Any
 
 import pandas as pd
 
+from ttseval.core.store import ArtifactStore
 from ttseval.metrics.wer import word_alignment
 from ttseval.metrics.winrate import against_baseline
-from ttseval.core.store import ArtifactStore
 
 ASSETS = Path(__file__).resolve().parent.parent / "report_html"  # tasks/report_html, package data of ttseval.tasks
 FILES = ("index.html", "app.js", "style.css", "compare.html")
@@ -48,8 +48,16 @@ def _markdown_html(markdown: str) -> str:
     return re.sub(r'src="(figures|listening)/', r'src="../\1/', html)
 
 
-def build_data(store: ArtifactStore, run_id: str, tables: Any, summary: pd.DataFrame, winrates: pd.DataFrame,
-               markdown: str, meta: dict[str, Any], rankings: pd.DataFrame | None = None) -> dict[str, Any]:
+def build_data(
+    store: ArtifactStore,
+    run_id: str,
+    tables: Any,
+    summary: pd.DataFrame,
+    winrates: pd.DataFrame,
+    markdown: str,
+    meta: dict[str, Any],
+    rankings: pd.DataFrame | None = None,
+) -> dict[str, Any]:
     """Everything the page shows, from the tables a report is built from (ttseval.tasks.report.compute.RunTables),
     with each judge's Bradley-Terry ranking (compute_rankings) when given."""
     names = dict(zip(summary["system_id"], summary["system_spec"]))
@@ -63,15 +71,23 @@ def build_data(store: ArtifactStore, run_id: str, tables: Any, summary: pd.DataF
     clips: dict[str, dict[str, dict[str, Any]]] = {}
     for r in synthesis.itertuples():
         clips.setdefault(r.item_id, {})[r.system_id] = {
-            "status": r.status, "error": _clean(r.error_message), "duration_s": _clean(r.duration_s),
+            "status": r.status,
+            "error": _clean(r.error_message),
+            "duration_s": _clean(r.duration_s),
             "flags": _clean(getattr(r, "audio_flags", None)),
-            "audio": f"../../../{ArtifactStore.audio_rel_path(r.audio_sha256)}" if r.status == "ok" and
-            isinstance(r.audio_sha256, str) else None, "asr": {}, "judges": {}}
+            "audio": f"../../../{ArtifactStore.audio_rel_path(r.audio_sha256)}"
+            if r.status == "ok" and isinstance(r.audio_sha256, str)
+            else None,
+            "asr": {},
+            "judges": {},
+        }
     for r in quality[quality["status"] == "ok"].itertuples():
         if r.system_id in clips.get(r.item_id, {}):
             clips[r.item_id][r.system_id]["mos"] = _clean(r.mos)
-    recognisers = [{"id": a, "spec": spec} for a, spec in
-                   transcripts[["asr_id", "asr_spec"]].drop_duplicates("asr_id").itertuples(index=False)]
+    recognisers = [
+        {"id": a, "spec": spec}
+        for a, spec in transcripts[["asr_id", "asr_spec"]].drop_duplicates("asr_id").itertuples(index=False)
+    ]
     for r in transcripts.itertuples():
         clip = clips.get(r.item_id, {}).get(r.system_id)
         if clip is None:
@@ -89,38 +105,87 @@ def build_data(store: ArtifactStore, run_id: str, tables: Any, summary: pd.DataF
         if clip is None:
             continue
         verdict = {"candidate": "win", "baseline": "loss", "tie": "tie"}.get(r.winner) if r.status == "ok" else None
-        margin = (r.score_baseline - r.score_candidate) if not (pd.isna(r.score_baseline) or
-                                                              pd.isna(r.score_candidate)) else None
+        margin = (
+            (r.score_baseline - r.score_candidate)
+            if not (pd.isna(r.score_baseline) or pd.isna(r.score_candidate))
+            else None
+        )
         clip["judges"][r.judge_id] = {
-            "verdict": verdict, "status": r.status, "baseline": r.baseline_id,
-            "a": "candidate" if r.candidate_first else "baseline", "margin": _clean(margin),
-            "score_candidate": _clean(r.score_candidate), "score_baseline": _clean(r.score_baseline),
-            "candidate": _clean(r.reasoning_candidate), "baseline_notes": _clean(r.reasoning_baseline),
-            "comparison": _clean(r.comparison), "error": _clean(r.error_message)}
+            "verdict": verdict,
+            "status": r.status,
+            "baseline": r.baseline_id,
+            "a": "candidate" if r.candidate_first else "baseline",
+            "margin": _clean(margin),
+            "score_candidate": _clean(r.score_candidate),
+            "score_baseline": _clean(r.score_baseline),
+            "candidate": _clean(r.reasoning_candidate),
+            "baseline_notes": _clean(r.reasoning_baseline),
+            "comparison": _clean(r.comparison),
+            "error": _clean(r.error_message),
+        }
     rows = []
     for r in items.itertuples():
-        rows.append({"id": r.item_id, "text": r.text, "category": _clean(r.category), "depth": _clean(r.depth),
-                     "language": _clean(r.language), "clips": clips.get(r.item_id, {})})
+        rows.append(
+            {
+                "id": r.item_id,
+                "text": r.text,
+                "category": _clean(r.category),
+                "depth": _clean(r.depth),
+                "language": _clean(r.language),
+                "clips": clips.get(r.item_id, {}),
+            }
+        )
     leaderboard = []
     for r in summary.to_dict("records"):
-        row = {k: _clean(r.get(k)) for k in ("system_id", "system_spec", "asr_spec", "completion_rate", "wer",
-                                              "wer_ci_low", "wer_ci_high", "cer", "mos", "n_ok", "n_items")}
+        row = {
+            k: _clean(r.get(k))
+            for k in (
+                "system_id",
+                "system_spec",
+                "asr_spec",
+                "completion_rate",
+                "wer",
+                "wer_ci_low",
+                "wer_ci_high",
+                "cer",
+                "mos",
+                "n_ok",
+                "n_items",
+            )
+        }
         row["role"] = _clean(r.get("role")) or "tts"
-        overall = winrates[(winrates["level"] == "overall") & (winrates["system_id"] == r["system_id"])] \
-            if not winrates.empty else winrates
+        overall = (
+            winrates[(winrates["level"] == "overall") & (winrates["system_id"] == r["system_id"])]
+            if not winrates.empty
+            else winrates
+        )
         row["win_rates"] = {w.judge_id: _clean(w.win_rate) for w in overall.itertuples()}
-        row["win_rate_cis"] = {w.judge_id: [_clean(w.win_rate_ci_low), _clean(w.win_rate_ci_high)]
-                               for w in overall.itertuples()}
+        row["win_rate_cis"] = {
+            w.judge_id: [_clean(w.win_rate_ci_low), _clean(w.win_rate_ci_high)] for w in overall.itertuples()
+        }
         ranked = rankings[rankings["system_id"] == r["system_id"]] if rankings is not None else pd.DataFrame()
-        row["bradley_terry"] = {b.judge_id: {"rank": int(b.rank), "elo": _clean(b.elo), "low": _clean(b.elo_ci_low),
-                                             "high": _clean(b.elo_ci_high)} for b in ranked.itertuples()}
+        row["bradley_terry"] = {
+            b.judge_id: {
+                "rank": int(b.rank),
+                "elo": _clean(b.elo),
+                "low": _clean(b.elo_ci_low),
+                "high": _clean(b.elo_ci_high),
+            }
+            for b in ranked.itertuples()
+        }
         leaderboard.append(row)
     figures = [p.split(f"runs/{run_id}/", 1)[-1] for p in _figures(store, run_id)]
-    return {"run_id": run_id, "meta": {k: str(v) for k, v in meta.items()}, "systems": [
-        {"id": s, "spec": names.get(s, s), "role": roles.get(s) or "tts"} for s in tables.system_ids],
-            "recognisers": recognisers, "judges": [{"id": j, "spec": judge_specs[j]} for j in judge_ids],
-            "leaderboard": leaderboard, "figures": [f"../{f}" for f in figures],
-            "report_html": _markdown_html(markdown), "items": rows}
+    return {
+        "run_id": run_id,
+        "meta": {k: str(v) for k, v in meta.items()},
+        "systems": [{"id": s, "spec": names.get(s, s), "role": roles.get(s) or "tts"} for s in tables.system_ids],
+        "recognisers": recognisers,
+        "judges": [{"id": j, "spec": judge_specs[j]} for j in judge_ids],
+        "leaderboard": leaderboard,
+        "figures": [f"../{f}" for f in figures],
+        "report_html": _markdown_html(markdown),
+        "items": rows,
+    }
 
 
 def _figures(store: ArtifactStore, run_id: str) -> list[str]:
@@ -135,8 +200,9 @@ def write_html_report(store: ArtifactStore, run_id: str, data: dict[str, Any]) -
     for name in FILES:
         store.write_bytes(f"runs/{run_id}/html/{name}", (ASSETS / name).read_bytes())
     payload = json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
-    script = ("window.TTSEVAL_RUNS = window.TTSEVAL_RUNS || {};\n"
-              f"window.TTSEVAL_RUNS[{json.dumps(run_id)}] = {payload};\n")
+    script = (
+        f"window.TTSEVAL_RUNS = window.TTSEVAL_RUNS || {{}};\nwindow.TTSEVAL_RUNS[{json.dumps(run_id)}] = {payload};\n"
+    )
     store.write_bytes(f"runs/{run_id}/html/data.js", script.encode("utf-8"))
     return store.display("runs", run_id, "html", "index.html")
 

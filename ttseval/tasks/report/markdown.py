@@ -13,21 +13,31 @@ from ttseval.core.schemas import TABLES
 from ttseval.core.store import ArtifactStore
 from ttseval.tasks.report.format import ROLE_LABEL, header, markdown_table, missing, num, pct
 
-
 # -- frozen dataset statistics (EmergentTTS-Eval appendix A.7; InstructTTSEval instructions) ----------------------
 
 
 def _min_mean_max(row: object, column: str, *, decimals: int = 0) -> str:
-    return (f"{getattr(row, column + '_min'):.{decimals}f} / {getattr(row, column + '_mean'):.2f} / "
-            f"{getattr(row, column + '_max'):.{decimals}f}")
+    return (
+        f"{getattr(row, column + '_min'):.{decimals}f} / {getattr(row, column + '_mean'):.2f} / "
+        f"{getattr(row, column + '_max'):.{decimals}f}"
+    )
 
 
 def dataset_statistics_markdown(stats: pd.DataFrame, *, words_per_minute: float) -> str:
     """The statistics table of a generated dataset (ttseval.corpus.generation.dataset_statistics), one row a category."""
     table = markdown_table(
         ["category", "items", "chars min / mean / max", "words min / mean / max", "est. audio s min / mean / max"],
-        [[r.category, r.n_items, _min_mean_max(r, "chars"), _min_mean_max(r, "words"),
-          _min_mean_max(r, "est_audio_s", decimals=2)] for r in stats.itertuples()])
+        [
+            [
+                r.category,
+                r.n_items,
+                _min_mean_max(r, "chars"),
+                _min_mean_max(r, "words"),
+                _min_mean_max(r, "est_audio_s", decimals=2),
+            ]
+            for r in stats.itertuples()
+        ],
+    )
     return f"{table}\n\nAudio length is estimated at {words_per_minute:g} words per minute.\n"
 
 
@@ -35,8 +45,12 @@ def instruction_statistics_markdown(stats: pd.DataFrame) -> str:
     """The statistics table of generated instructions (ttseval.corpus.instructions.instruction_statistics), one row a task."""
     columns = ("instruction_chars", "instruction_words", "text_chars", "text_words")
     headers = ["task", "items", *[f"{c.replace('_', ' ')} min / mean / max" for c in columns]]
-    return markdown_table(headers, [[r.task, r.n_items, *[_min_mean_max(r, c) for c in columns]]
-                                    for r in stats.itertuples()]) + "\n"
+    return (
+        markdown_table(
+            headers, [[r.task, r.n_items, *[_min_mean_max(r, c) for c in columns]] for r in stats.itertuples()]
+        )
+        + "\n"
+    )
 
 
 # -- the head: run metadata and the per-(system, recogniser) table ------------------------------------------------
@@ -46,18 +60,24 @@ def rows_for_display(summary: pd.DataFrame) -> list[dict[str, str]]:
     """One dict of display strings per (system, recogniser), in summary order."""
     out = []
     for r in summary.to_dict("records"):
-        out.append({
-            "system": r["system_spec"] + ROLE_LABEL[r.get("role") or "tts"],
-            "recogniser": "–" if missing(r.get("asr_spec")) else r["asr_spec"],
-            header("completion %", "completion_rate"): f"{pct(r['completion_rate'])} ({r['n_ok']}/{r['n_items']})",
-            "failed/empty/unsup.": f"{r['n_failed']}/{r['n_empty']}/{r['n_unsupported']}",
-            header("WER %", "wer", "[95% CI]"): f"{pct(r['wer'])} [{pct(r['wer_ci_low'])}, {pct(r['wer_ci_high'])}]",
-            header("CER %", "cer", "[95% CI]"): f"{pct(r['cer'])} [{pct(r['cer_ci_low'])}, {pct(r['cer_ci_high'])}]",
-            header("Perfect %", "perfect_pct"): num(r["perfect_pct"], 1),
-            header("MOS", "mos", "[95% CI]"): f"{num(r['mos'])} [{num(r['mos_ci_low'])}, {num(r['mos_ci_high'])}]",
-            "mean dur. s": num(r["mean_duration_s"]),
-            header("RTF", "rtf"): num(r["rtf"], 3),
-        })
+        out.append(
+            {
+                "system": r["system_spec"] + ROLE_LABEL[r.get("role") or "tts"],
+                "recogniser": "–" if missing(r.get("asr_spec")) else r["asr_spec"],
+                header("completion %", "completion_rate"): f"{pct(r['completion_rate'])} ({r['n_ok']}/{r['n_items']})",
+                "failed/empty/unsup.": f"{r['n_failed']}/{r['n_empty']}/{r['n_unsupported']}",
+                header(
+                    "WER %", "wer", "[95% CI]"
+                ): f"{pct(r['wer'])} [{pct(r['wer_ci_low'])}, {pct(r['wer_ci_high'])}]",
+                header(
+                    "CER %", "cer", "[95% CI]"
+                ): f"{pct(r['cer'])} [{pct(r['cer_ci_low'])}, {pct(r['cer_ci_high'])}]",
+                header("Perfect %", "perfect_pct"): num(r["perfect_pct"], 1),
+                header("MOS", "mos", "[95% CI]"): f"{num(r['mos'])} [{num(r['mos_ci_low'])}, {num(r['mos_ci_high'])}]",
+                "mean dur. s": num(r["mean_duration_s"]),
+                header("RTF", "rtf"): num(r["rtf"], 3),
+            }
+        )
     return out
 
 
@@ -66,11 +86,15 @@ def render_markdown(summary: pd.DataFrame, meta: dict[str, Any]) -> str:
     rows = rows_for_display(summary)
     lines = [f"# ttseval report: run `{meta['run_id']}`", ""]
     lines += [f"- {k}: {v}" for k, v in meta.items() if k != "run_id"]
-    lines += ["", "One row per system and recogniser: WER/CER are that recogniser's, never pooled across "
-              "recognisers; completion, MOS and RTF are the system's. WER/CER are corpus figures (errors pooled over "
-              "utterances) with a percentile bootstrap 95% CI over utterances; MOS is predicted (by "
-              f"`{meta.get('quality', 'the MOS predictor')}`), not human; RTF is synthesis time over audio time. ↓ "
-              "lower is better, ↑ higher is better.", ""]
+    lines += [
+        "",
+        "One row per system and recogniser: WER/CER are that recogniser's, never pooled across "
+        "recognisers; completion, MOS and RTF are the system's. WER/CER are corpus figures (errors pooled over "
+        "utterances) with a percentile bootstrap 95% CI over utterances; MOS is predicted (by "
+        f"`{meta.get('quality', 'the MOS predictor')}`), not human; RTF is synthesis time over audio time. ↓ "
+        "lower is better, ↑ higher is better.",
+        "",
+    ]
     if rows:
         lines.append(markdown_table(list(rows[0]), [r.values() for r in rows]))
     else:
@@ -88,9 +112,14 @@ def cost_markdown(store: ArtifactStore, run_id: str, names: dict[str, str]) -> s
         return ""
     rows = []
     for system_id, g in synthesis.groupby("system_id", sort=False):
-        rows.append([names.get(system_id, system_id), str(int(g["billable_chars"].fillna(0).sum())),
-                     f"${float(g['cost_usd'].fillna(0).sum()):.4f}",
-                     str(int(g["cache_hit"].fillna(False).astype(bool).sum()))])
+        rows.append(
+            [
+                names.get(system_id, system_id),
+                str(int(g["billable_chars"].fillna(0).sum())),
+                f"${float(g['cost_usd'].fillna(0).sum()):.4f}",
+                str(int(g["cache_hit"].fillna(False).astype(bool).sum())),
+            ]
+        )
     return "\n## Synthesis cost\n\n" + markdown_table(["system", "billable chars", "USD", "reused clips"], rows) + "\n"
 
 
@@ -109,8 +138,11 @@ def listening_markdown(store: ArtifactStore, run_id: str) -> str:
     """Each listening test's stored analysis (ttseval.tasks.listening.analyse_test writes it), under one heading."""
     ratings = store.read(run_id, "ratings", columns=["test_id", "created_at"])
     tests = list(ratings.sort_values("created_at")["test_id"].drop_duplicates())
-    parts = [store.read_bytes(f"runs/{run_id}/listening/{t}/analysis.md").decode("utf-8") for t in tests
-             if store.exists(f"runs/{run_id}/listening/{t}/analysis.md")]
+    parts = [
+        store.read_bytes(f"runs/{run_id}/listening/{t}/analysis.md").decode("utf-8")
+        for t in tests
+        if store.exists(f"runs/{run_id}/listening/{t}/analysis.md")
+    ]
     return "\n## Listening tests\n\n" + "\n".join(parts) if parts else ""
 
 
@@ -121,25 +153,64 @@ def canary_markdown(changes: pd.DataFrame, previous: str) -> str:
     """The canary section of drift.md (ttseval.metrics.canary.canary_changes): one line per (system, measure)."""
     lines = ["", "## Canary: remote voices' fresh clips against the previous night's", ""]
     if changes.empty:
-        return "\n".join([*lines, f"No canary clips to compare: no remote voice, or none with clips of the canary "
-                           f"items in both this run and `{previous}`.", ""])
-    table = [[r["system_spec"], r["measure"], str(int(r["n_items"])), str(int(r["identical_clips"])),
-              num(r["reference"], 3), num(r["tonight"], 3),
-              num(r["delta"], 3) + ("" if missing(r["ci_low"]) else
-                                    f" [{num(r['ci_low'], 3)}, {num(r['ci_high'], 3)}]"),
-              num(r["p_permutation"], 4), num(r["p_adjusted"], 4), "**yes**" if r["flagged"] else "no"]
-             for r in changes.to_dict("records")]
-    headers = ["system", "measure", "items", "identical clips", f"`{previous}`", "tonight", "delta [95% CI]",
-               "permutation p", "adjusted p", "flagged"]
-    return "\n".join([*lines, "Each night the remote voices speak the canary items afresh (settings canary_fixed, "
-                       "canary_rotating); their clips are compared item by item with the previous night's: a paired "
-                       "permutation test per measure, the p adjusted across the canary's tests (`p_adjust`), flagged "
-                       "under `alpha`. Fresh clips of an unchanged voice differ byte for byte; a shift the same way "
-                       "on most items is a change of the voice.", "", markdown_table(headers, table), ""])
+        return "\n".join(
+            [
+                *lines,
+                f"No canary clips to compare: no remote voice, or none with clips of the canary "
+                f"items in both this run and `{previous}`.",
+                "",
+            ]
+        )
+    table = [
+        [
+            r["system_spec"],
+            r["measure"],
+            str(int(r["n_items"])),
+            str(int(r["identical_clips"])),
+            num(r["reference"], 3),
+            num(r["tonight"], 3),
+            num(r["delta"], 3) + ("" if missing(r["ci_low"]) else f" [{num(r['ci_low'], 3)}, {num(r['ci_high'], 3)}]"),
+            num(r["p_permutation"], 4),
+            num(r["p_adjusted"], 4),
+            "**yes**" if r["flagged"] else "no",
+        ]
+        for r in changes.to_dict("records")
+    ]
+    headers = [
+        "system",
+        "measure",
+        "items",
+        "identical clips",
+        f"`{previous}`",
+        "tonight",
+        "delta [95% CI]",
+        "permutation p",
+        "adjusted p",
+        "flagged",
+    ]
+    return "\n".join(
+        [
+            *lines,
+            "Each night the remote voices speak the canary items afresh (settings canary_fixed, "
+            "canary_rotating); their clips are compared item by item with the previous night's: a paired "
+            "permutation test per measure, the p adjusted across the canary's tests (`p_adjust`), flagged "
+            "under `alpha`. Fresh clips of an unchanged voice differ byte for byte; a shift the same way "
+            "on most items is a change of the voice.",
+            "",
+            markdown_table(headers, table),
+            "",
+        ]
+    )
 
 
-def drift_alert(drift: pd.DataFrame, previous: str, current: str, links: list[str],
-                canary: pd.DataFrame | None = None, slides: list[str] | None = None) -> tuple[str, str] | None:
+def drift_alert(
+    drift: pd.DataFrame,
+    previous: str,
+    current: str,
+    links: list[str],
+    canary: pd.DataFrame | None = None,
+    slides: list[str] | None = None,
+) -> tuple[str, str] | None:
     """The one message a nightly run sends when its drift report flags changes: (subject, body), None when none.
 
     A remote voice's canary change (ttseval.metrics.canary, `canary`) comes first: it has no direction, only a
@@ -152,21 +223,27 @@ def drift_alert(drift: pd.DataFrame, previous: str, current: str, links: list[st
     slides = slides or []
     if flagged.empty and voices.empty and not slides:
         return None
-    lines = [f"- {r['system_spec']} canary {r['measure']}: {num(r['reference'], 3)} -> {num(r['tonight'], 3)} "
-             f"(delta {num(r['delta'], 3)}, adjusted p {num(r['p_adjusted'], 4)}, {int(r['n_items'])} fresh clips)"
-             for r in voices.to_dict("records")]
+    lines = [
+        f"- {r['system_spec']} canary {r['measure']}: {num(r['reference'], 3)} -> {num(r['tonight'], 3)} "
+        f"(delta {num(r['delta'], 3)}, adjusted p {num(r['p_adjusted'], 4)}, {int(r['n_items'])} fresh clips)"
+        for r in voices.to_dict("records")
+    ]
     for r in flagged.to_dict("records"):
         recogniser = "" if missing(r.get("asr_spec")) else f" ({r['asr_spec']})"
         if r["metric"] == "presence":
             lines.append(f"- {r['system_spec']}{recogniser}: {r['direction']} since {previous}")
             continue
         p = "" if missing(r.get("p_adjusted")) else f", adjusted p {num(r['p_adjusted'], 4)}"
-        lines.append(f"- {r['system_spec']}{recogniser} {r['metric']}: {num(r['previous'], 3)} -> "
-                     f"{num(r['current'], 3)} (delta {num(r['delta'], 3)}{p}), {r['direction']}")
+        lines.append(
+            f"- {r['system_spec']}{recogniser} {r['metric']}: {num(r['previous'], 3)} -> "
+            f"{num(r['current'], 3)} (delta {num(r['delta'], 3)}{p}), {r['direction']}"
+        )
     lines += slides
     worse = int((flagged["direction"] == "worse").sum()) + len(slides)
-    subject = (f"ttseval nightly {current}: {len(flagged) + len(voices) + len(slides)} flagged change(s), {worse} "
-               "for the worse")
+    subject = (
+        f"ttseval nightly {current}: {len(flagged) + len(voices) + len(slides)} flagged change(s), {worse} "
+        "for the worse"
+    )
     body = "\n".join([f"Drift of {current} against {previous}:", *lines, "", *links])
     return subject, body
 
@@ -186,19 +263,43 @@ def drift_markdown(drift: pd.DataFrame, previous: str, current: str) -> str:
 
         p_value = "" if missing(r.get("p_value")) else num(r["p_value"], 4)
         p_adjusted = "" if missing(r.get("p_adjusted")) else num(r["p_adjusted"], 4)
-        table.append([r["system_spec"], recogniser, header(r["metric"], r["metric"]),
-                      f"{num(r['previous'], 3)}{ci('previous_ci_low', 'previous_ci_high')}",
-                      f"{num(r['current'], 3)}{ci('current_ci_low', 'current_ci_high')}",
-                      f"{num(r['delta'], 3)}{ci('delta_ci_low', 'delta_ci_high')}", p_value, p_adjusted,
-                      "" if missing(r.get("test")) else r["test"], r["direction"],
-                      "**yes**" if r["flagged"] else "no"])
-    headers = ["system", "recogniser", "metric", "previous [95% CI]", "current [95% CI]", "delta [paired 95% CI]",
-               "permutation p", "adjusted p", "test", "change", "flagged"]
-    lines = [f"# Drift: `{current}` against `{previous}`", "",
-             f"{len(flagged)} flagged change(s). WER, CER and MOS are compared item by item (ttseval.metrics.paired): "
-             "flagged when the paired permutation test's p, adjusted across every paired test of this report (the "
-             "`p_adjust` setting), is under the `alpha` setting (test `paired`; the delta's interval is a BCa "
-             "bootstrap 95% CI, none for very few items); without per-item rows, when the two runs' CIs do not "
-             "overlap (`ci-overlap`); completion: any change.", "",
-             markdown_table(headers, table)]
+        table.append(
+            [
+                r["system_spec"],
+                recogniser,
+                header(r["metric"], r["metric"]),
+                f"{num(r['previous'], 3)}{ci('previous_ci_low', 'previous_ci_high')}",
+                f"{num(r['current'], 3)}{ci('current_ci_low', 'current_ci_high')}",
+                f"{num(r['delta'], 3)}{ci('delta_ci_low', 'delta_ci_high')}",
+                p_value,
+                p_adjusted,
+                "" if missing(r.get("test")) else r["test"],
+                r["direction"],
+                "**yes**" if r["flagged"] else "no",
+            ]
+        )
+    headers = [
+        "system",
+        "recogniser",
+        "metric",
+        "previous [95% CI]",
+        "current [95% CI]",
+        "delta [paired 95% CI]",
+        "permutation p",
+        "adjusted p",
+        "test",
+        "change",
+        "flagged",
+    ]
+    lines = [
+        f"# Drift: `{current}` against `{previous}`",
+        "",
+        f"{len(flagged)} flagged change(s). WER, CER and MOS are compared item by item (ttseval.metrics.paired): "
+        "flagged when the paired permutation test's p, adjusted across every paired test of this report (the "
+        "`p_adjust` setting), is under the `alpha` setting (test `paired`; the delta's interval is a BCa "
+        "bootstrap 95% CI, none for very few items); without per-item rows, when the two runs' CIs do not "
+        "overlap (`ci-overlap`); completion: any change.",
+        "",
+        markdown_table(headers, table),
+    ]
     return "\n".join(lines) + "\n"

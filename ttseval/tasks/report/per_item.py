@@ -15,9 +15,31 @@ from ttseval.core.store import ArtifactStore
 from ttseval.tasks.report.compute import RunTables
 
 FILE = "per_sentence.csv"
-LEADING = ["item_id", "category", "depth", "language", "text", "system", "role", "system_id", "synthesis_status",
-           "audio_flags", "duration_s", "recogniser", "asr_id", "transcript_status", "transcript", "normalizer",
-           "wer", "cer", "word_errors", "ref_words", "sfr", "detected_language", "asr_lid_target"]
+LEADING = [
+    "item_id",
+    "category",
+    "depth",
+    "language",
+    "text",
+    "system",
+    "role",
+    "system_id",
+    "synthesis_status",
+    "audio_flags",
+    "duration_s",
+    "recogniser",
+    "asr_id",
+    "transcript_status",
+    "transcript",
+    "normalizer",
+    "wer",
+    "cer",
+    "word_errors",
+    "ref_words",
+    "sfr",
+    "detected_language",
+    "asr_lid_target",
+]
 
 
 def column_name(prefix: str, spec: str) -> str:
@@ -39,8 +61,14 @@ def _wide(frame: pd.DataFrame, spec: str, value: str, prefix: str) -> pd.DataFra
     return wide.rename(columns=names).reset_index().rename_axis(columns=None)
 
 
-def per_item_table(tables: RunTables, settings: Settings, judgments: pd.DataFrame,
-                   instruction_judgments: pd.DataFrame, *, text_language: bool = False) -> pd.DataFrame:
+def per_item_table(
+    tables: RunTables,
+    settings: Settings,
+    judgments: pd.DataFrame,
+    instruction_judgments: pd.DataFrame,
+    *,
+    text_language: bool = False,
+) -> pd.DataFrame:
     """The tidy per-item table of a run (see the module's docstring). Every clip of the run's systems has a row,
     failed and unsupported ones included (no recogniser then); a clip transcribed by two recognisers has two.
     `text_language`: add the transcript's text language (fastText lid.176), as the INSV-A card uses it."""
@@ -50,21 +78,29 @@ def per_item_table(tables: RunTables, settings: Settings, judgments: pd.DataFram
     clips = tables.synthesis.rename(columns={"system_spec": "system", "status": "synthesis_status"})
     clips = clips[["item_id", "system_id", "system", "synthesis_status", "audio_flags", "duration_s"]]
     clips["role"] = clips["system_id"].map(settings.role_of)
-    transcripts = tables.own_transcripts if text_language else tables.transcripts[
-        tables.transcripts["system_id"].isin(tables.system_ids)]
+    transcripts = (
+        tables.own_transcripts
+        if text_language
+        else tables.transcripts[tables.transcripts["system_id"].isin(tables.system_ids)]
+    )
     # SFR and the recogniser's language detection of the ok transcripts, as the INSV-A screening computes them
     screened = per_sentence(tables.items, transcripts, digits=settings.insv.digits)
-    heard = transcripts.rename(columns={"asr_spec": "recogniser", "status": "transcript_status",
-                                        "hypothesis": "transcript"})
-    heard = heard.merge(screened[["item_id", "system_id", "asr_id", "sfr", "asr_lid_target"]],
-                        on=["item_id", "system_id", "asr_id"], how="left")
+    heard = transcripts.rename(
+        columns={"asr_spec": "recogniser", "status": "transcript_status", "hypothesis": "transcript"}
+    )
+    heard = heard.merge(
+        screened[["item_id", "system_id", "asr_id", "sfr", "asr_lid_target"]],
+        on=["item_id", "system_id", "asr_id"],
+        how="left",
+    )
     keep = [c for c in LEADING + ["text_language"] if c in heard.columns and c not in {"text", "language"}]
     out = items.merge(clips, on="item_id").merge(heard[keep], on=["item_id", "system_id"], how="left")
-    for wide in (_wide(tables.all_quality[tables.all_quality["status"] == "ok"], "quality_spec", "mos", "mos"),
-                 _wide(_similarity(tables.similarity), "encoder_ref", "similarity", "sim"),
-                 _wide(judgments[judgments["status"] == "ok"], "judge_spec", "winner", "verdict"),
-                 _wide(instruction_judgments[instruction_judgments["status"] == "ok"], "judge_spec", "follows",
-                       "follows")):
+    for wide in (
+        _wide(tables.all_quality[tables.all_quality["status"] == "ok"], "quality_spec", "mos", "mos"),
+        _wide(_similarity(tables.similarity), "encoder_ref", "similarity", "sim"),
+        _wide(judgments[judgments["status"] == "ok"], "judge_spec", "winner", "verdict"),
+        _wide(instruction_judgments[instruction_judgments["status"] == "ok"], "judge_spec", "follows", "follows"),
+    ):
         out = out.merge(wide, on=["item_id", "system_id"], how="left")
     lead = [c for c in LEADING + (["text_language"] if text_language else []) if c in out.columns]
     return out[lead + [c for c in out.columns if c not in lead]].reset_index(drop=True)
@@ -82,9 +118,8 @@ def write_per_item(store: ArtifactStore, run_id: str, settings: Settings, tables
     """Compute the run's per-item table and store it as runs/<id>/per_sentence.csv (text cells a spreadsheet
     would run as formulas quoted); returns the table."""
     from ttseval.core.languages import base_language
-    from ttseval.tasks.report.format import spreadsheet_safe
-
     from ttseval.metrics.winrate import against_baseline
+    from ttseval.tasks.report.format import spreadsheet_safe
 
     judgments = against_baseline(store.read(run_id, "judgments"))  # a clip's verdict is the one vs the baseline
     instruction = store.read(run_id, "instruction_judgments")

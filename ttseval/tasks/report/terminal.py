@@ -16,13 +16,16 @@ def print_view(store: ArtifactStore, run_id: str, rows: list[dict[str, str]], le
     from rich.table import Table
 
     table = Table(title=f"ttseval run {run_id!r} ({store.display()})")
-    for header in (rows[0] if rows else ["system"]):
+    for header in rows[0] if rows else ["system"]:
         table.add_column(header, overflow="fold")
     for r in rows:
         table.add_row(*r.values())
     console = Console(width=200)
     console.print(table)
-    board = re.sub(r"!\[([^\]]*)\]\(([^)]+)\)",
-                   lambda m: f"{m.group(1)}: `{store.display('runs', run_id, m.group(2))}`", leaderboard)
+    board = re.sub(
+        r"!\[([^\]]*)\]\(([^)]+)\)",
+        lambda m: f"{m.group(1)}: `{store.display('runs', run_id, m.group(2))}`",
+        leaderboard,
+    )
     if board:
         console.print(Markdown(board))
