@@ -4,8 +4,8 @@ Simulated judges with set error rates (no API): every clip has a hidden true qua
 an item effect); a judge hears each clip's quality plus its own Gaussian noise, per call, and answers the higher
 one (a tie inside `margin`; "subtle" inside twice the margin). The strong judge is near the truth (noise 0.1,
 USD 0.02 a call), the cheap one noisier (noise from --cheap-noise, USD 0.001: Gemini 2.5 Flash-Lite against 2.5 Pro
-prices a pairwise call at about 1/16) and biased towards the clip played first (0.05). Both run through the real CascadeJudge
-(providers/judges/cascade.py, built from the `cascades` setting, its judges as plugins).
+prices a pairwise call at about 1/16) and biased towards the clip played first (0.05). Both run through the real
+CascadeJudge (providers/judges/cascade.py, built from the `cascades` setting, its judges as plugins).
 
 Prints, measured in one run over the same pairs, for each cheap-judge noise level: each system's win-rate from
 the strong judge alone and from the cascade, Kendall's W of the two rankings (target >= 0.95), the cascade's cost

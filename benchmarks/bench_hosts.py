@@ -214,16 +214,22 @@ def scale(small: dict, hosts: dict, per_task: float, shard: int, items: int, sys
     # one task per shard of `shard` items of one system, per stage: synthesis, transcripts, quality, judgments
     tasks = clips / shard * 4
     return [
-        f"per clip (hosts run of {hosts['clips']} clips minus the one of {small['clips']}): "
-        f"{per['requests']:.1f} store requests, {per['to_store'] / 1024:.0f} KiB over the store's link, "
-        f"{per['stored'] / 1024:.0f} KiB stored ({per['audio'] / 1024:.0f} KiB of it audio), "
-        f"{per['transitions']:.2f} scheduler transitions, {per['worker_cpu']:.2f} worker CPU-s",
+        (
+            f"per clip (hosts run of {hosts['clips']} clips minus the one of {small['clips']}): "
+            f"{per['requests']:.1f} store requests, {per['to_store'] / 1024:.0f} KiB over the store's link, "
+            f"{per['stored'] / 1024:.0f} KiB stored ({per['audio'] / 1024:.0f} KiB of it audio), "
+            f"{per['transitions']:.2f} scheduler transitions, {per['worker_cpu']:.2f} worker CPU-s"
+        ),
         f"scheduler memory per held task: {per_task / 1024:.1f} KiB (with a {shard}-item shard's arguments)",
         f"{items:,} items x {systems} systems = {clips:,} clips, shard size {shard}:",
-        f"  store requests {per['requests'] * clips:,.0f}; over the store's link "
-        f"{per['to_store'] * clips / 2**30:,.0f} GiB; stored {per['stored'] * clips / 2**30:,.0f} GiB",
-        f"  about {tasks:,.0f} tasks; scheduler memory if all are submitted at once "
-        f"{tasks * per_task / 2**30:,.1f} GiB",
+        (
+            f"  store requests {per['requests'] * clips:,.0f}; over the store's link "
+            f"{per['to_store'] * clips / 2**30:,.0f} GiB; stored {per['stored'] * clips / 2**30:,.0f} GiB"
+        ),
+        (
+            f"  about {tasks:,.0f} tasks; scheduler memory if all are submitted at once "
+            f"{tasks * per_task / 2**30:,.1f} GiB"
+        ),
         *(
             f"  worker CPU {per['worker_cpu'] * clips / 3600:,.0f} core-hours: "
             f"{per['worker_cpu'] * clips / n / 3600:,.1f} h on {n} one-core workers"

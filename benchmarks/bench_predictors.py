@@ -7,12 +7,12 @@ ECAPA and VoxLingua107, and Seed-TTS-eval's SIM encoder when asked for (`--only`
 run on the CPU); on a GPU each child also reports the most GPU memory torch allocated.
 
 Each predictor runs in a child process of its own, from files built with random weights by tests/tiny_models.py
-(UTMOS22, NISQA, ECAPA and VoxLingua107 at their real sizes: 103 M, 0.2 M, 20.8 M and 21 M weights; the sherpa-onnx model is a tiny x-vector, far
-smaller than CAM++, so its figures show sherpa-onnx's front end more than a real model). The child reports the time
-to build and load the model, clips per second over `--clips` clips of `--seconds` s (speech-like tones at 16 kHz, all
-of one length: UTMOS22 and NISQA batch them), and its peak resident memory (ru_maxrss). A last child loads all of them
-at once and scores the same clips with each: its peak against the largest single one is the memory that loading
-every model of a worker at once costs over one model at a time.
+(UTMOS22, NISQA, ECAPA and VoxLingua107 at their real sizes: 103 M, 0.2 M, 20.8 M and 21 M weights; the sherpa-onnx
+model is a tiny x-vector, far smaller than CAM++, so its figures show sherpa-onnx's front end more than a real
+model). The child reports the time to build and load the model, clips per second over `--clips` clips of `--seconds`
+s (speech-like tones at 16 kHz, all of one length: UTMOS22 and NISQA batch them), and its peak resident memory
+(ru_maxrss). A last child loads all of them at once and scores the same clips with each: its peak against the
+largest single one is the memory that loading every model of a worker at once costs over one model at a time.
 
 Then the setting models_in_memory, as a worker meets it: two children each run `--shards` shards through the
 stages' own provider cache (ttseval.tasks.provider_cache.get_provider), every model on every shard in turn, one with

@@ -183,22 +183,24 @@ def worker_scenario(tmp: Path, dataset: Path, env: dict[str, str]) -> tuple:
         "--judges",
         "",
     ]
-    out = open(folder / "evaluate.log", "w")
-    proc = subprocess.Popen(args, env=env, cwd=folder, stdout=out, stderr=subprocess.STDOUT)
-    synth = folder / "runs" / "w" / "synthesis"
-    while not synth.is_dir() or len(list(synth.glob("part-*.parquet"))) < 6:
-        if proc.poll() is not None:
-            raise SystemExit(
-                "the run ended before a worker could be killed: " + (folder / "evaluate.log").read_text()[-2000:]
-            )
-        time.sleep(0.05)
-    workers = [p for p in psutil.Process(proc.pid).children(recursive=True) if "spawn_main" in " ".join(p.cmdline())]
-    stored = set(pd.read_parquet(synth)["item_id"])
-    os.kill(workers[0].pid, signal.SIGKILL)
-    started = time.perf_counter()
-    if proc.wait(timeout=900) != 0:
-        raise SystemExit("the run with a killed worker failed")
-    seconds = time.perf_counter() - started
+    with open(folder / "evaluate.log", "w") as out:
+        proc = subprocess.Popen(args, env=env, cwd=folder, stdout=out, stderr=subprocess.STDOUT)
+        synth = folder / "runs" / "w" / "synthesis"
+        while not synth.is_dir() or len(list(synth.glob("part-*.parquet"))) < 6:
+            if proc.poll() is not None:
+                raise SystemExit(
+                    "the run ended before a worker could be killed: " + (folder / "evaluate.log").read_text()[-2000:]
+                )
+            time.sleep(0.05)
+        workers = [
+            p for p in psutil.Process(proc.pid).children(recursive=True) if "spawn_main" in " ".join(p.cmdline())
+        ]
+        stored = set(pd.read_parquet(synth)["item_id"])
+        os.kill(workers[0].pid, signal.SIGKILL)
+        started = time.perf_counter()
+        if proc.wait(timeout=900) != 0:
+            raise SystemExit("the run with a killed worker failed")
+        seconds = time.perf_counter() - started
     texts = [json.loads(line) for line in calls.read_text(encoding="utf-8").splitlines()]
     item_of = {
         json.loads(line)["text"]: json.loads(line)["item_id"]

@@ -22,6 +22,8 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -39,12 +41,13 @@ class Clock:
         self.seconds: dict[tuple[str, str, str], float] = defaultdict(float)
         self.count: dict[tuple[str, str, str], int] = defaultdict(int)
 
-    def time(self, key: tuple[str, str, str], fn, n: int = 1):
+    @contextmanager
+    def time(self, key: tuple[str, str, str], n: int = 1) -> Iterator[None]:
+        """Time the `with` block under `key`, counting `n`; a block that raises is not counted."""
         started = time.perf_counter()
-        out = fn()
+        yield
         self.seconds[key] += time.perf_counter() - started
         self.count[key] += n
-        return out
 
     def total(self) -> float:
         return sum(self.seconds.values())
@@ -69,22 +72,24 @@ def profile_work(dataset: str, systems: list[str], clock: Clock) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         store = ArtifactStore(tmp)
         for spec in systems:
-            tts = clock.time(("synthesis", spec, "build"), lambda: TTS.build(spec), 0)
+            with clock.time(("synthesis", spec, "build"), 0):
+                tts = TTS.build(spec)
             first = True
             for item in items:
                 if not tts.supports_language(item["language"]):
                     continue
                 what = "first clip (engine start)" if first else "per clip"
                 try:
-                    audio = clock.time(
-                        ("synthesis", spec, what), lambda: tts.synthesize(item["text"], item["language"])
-                    )
+                    with clock.time(("synthesis", spec, what)):
+                        audio = tts.synthesize(item["text"], item["language"])
                 except Exception:  # noqa: BLE001 - a failed clip is skipped here; the flow records it
                     continue
                 first = False
-                wav = clock.time(("store", "audio", "encode + put"), lambda: audio.to_wav_bytes())
+                with clock.time(("store", "audio", "encode + put")):
+                    wav = audio.to_wav_bytes()
                 sha = sha256_hex(wav)
-                clock.time(("store", "audio", "encode + put"), lambda: store.put_audio(wav, sha), 0)
+                with clock.time(("store", "audio", "encode + put"), 0):
+                    store.put_audio(wav, sha)
                 clips.append((item, sha))
         shards = [clips[i : i + settings.shard_size] for i in range(0, len(clips), settings.shard_size)]
         by_asr: dict[str, list] = defaultdict(list)
@@ -92,35 +97,28 @@ def profile_work(dataset: str, systems: list[str], clock: Clock) -> int:
             by_asr[settings.asr_for(item["language"])].append((item, sha))
         for asr_spec, mine in by_asr.items():
             asr = ASR.build(asr_spec)
-            clock.time(("asr", asr_spec, "model load"), lambda: asr._load() if hasattr(asr, "_load") else None, 0)
+            with clock.time(("asr", asr_spec, "model load"), 0):
+                if hasattr(asr, "_load"):
+                    asr._load()
             for start in range(0, len(mine), settings.shard_size):
                 shard = mine[start : start + settings.shard_size]
-                audios = clock.time(
-                    ("store", "audio", "get + decode"),
-                    lambda: [Audio.from_wav_bytes(store.get_audio(s)) for _, s in shard],
-                    len(shard),
-                )
-                found = clock.time(
-                    ("asr", asr_spec, "per clip"),
-                    lambda: asr.transcribe(audios, [i["language"] for i, _ in shard]),
-                    len(shard),
-                )
+                with clock.time(("store", "audio", "get + decode"), len(shard)):
+                    audios = [Audio.from_wav_bytes(store.get_audio(s)) for _, s in shard]
+                with clock.time(("asr", asr_spec, "per clip"), len(shard)):
+                    found = asr.transcribe(audios, [i["language"] for i, _ in shard])
                 for (item, _), t in zip(shard, found):
                     norm = normalizer_for(item["language"])
-                    clock.time(
-                        ("asr", "normalize + WER", "per clip"), lambda: error_counts(norm(item["text"]), norm(t.text))
-                    )
+                    with clock.time(("asr", "normalize + WER", "per clip")):
+                        error_counts(norm(item["text"]), norm(t.text))
         mos = QUALITY.build(settings.quality)
-        clock.time(
-            ("quality", settings.quality, "session build"), lambda: mos._load() if hasattr(mos, "_load") else None, 0
-        )
+        with clock.time(("quality", settings.quality, "session build"), 0):
+            if hasattr(mos, "_load"):
+                mos._load()
         for shard in shards:
-            audios = clock.time(
-                ("store", "audio", "get + decode"),
-                lambda: [Audio.from_wav_bytes(store.get_audio(s)) for _, s in shard],
-                len(shard),
-            )
-            clock.time(("quality", settings.quality, "per clip"), lambda: mos.score(audios), len(shard))
+            with clock.time(("store", "audio", "get + decode"), len(shard)):
+                audios = [Audio.from_wav_bytes(store.get_audio(s)) for _, s in shard]
+            with clock.time(("quality", settings.quality, "per clip"), len(shard)):
+                mos.score(audios)
             rows = [
                 {
                     "item_id": i["item_id"],
@@ -135,11 +133,8 @@ def profile_work(dataset: str, systems: list[str], clock: Clock) -> int:
                 }
                 for i, _ in shard
             ]
-            clock.time(
-                ("store", "parquet", "one part per shard"),
-                lambda: store.write_part("p", "quality", table_from_rows("quality", rows)),
-                1,
-            )
+            with clock.time(("store", "parquet", "one part per shard"), 1):
+                store.write_part("p", "quality", table_from_rows("quality", rows))
     return len(clips)
 
 

@@ -5,7 +5,8 @@ Nothing here is committed as Markdown: each build imports ttseval (read-only) an
     reference/settings.md   the pydantic `Settings` model (ttseval.core.config) and its nested models
     reference/tables.md     every table's schema and key (ttseval.core.schemas.TABLES), column descriptions
     reference/metrics.md    the metric registry (ttseval.metrics.registry.METRICS)
-    reference/providers.md  every registry of ttseval.providers.registries.REGISTRIES with each class's declared metadata
+    reference/providers.md  every registry of ttseval.providers.registries.REGISTRIES, with each class's declared
+                            metadata
     reference/cli.md        every command's help, from the real parser (ttseval.cli.build_parser)
 
 so a renamed setting, a new column or a new provider shows in the next build, and a page can never drift from
@@ -152,14 +153,18 @@ def settings_page() -> str:
     out = [
         GENERATED,
         "# Settings\n\n",
-        f"Every field of the pydantic model `{settings.__module__}.{settings.__name__}`, its type, default and "
-        "description as declared in the code. ",
+        (
+            f"Every field of the pydantic model `{settings.__module__}.{settings.__name__}`, its type, default and "
+            "description as declared in the code. "
+        ),
         _first_paragraph(settings),
         "\n\n",
-        f"Precedence: command-line flags over environment variables (`{prefix}*`) over the TOML file "
-        f"(`$TTSEVAL_CONFIG`, else `./ttseval.toml`) over these defaults. Nested values use `{delimiter}` in the "
-        f"environment (`{prefix}ASR{delimiter}EN`); list and table values take JSON there. How the settings are "
-        "used: [Operations](../operations.md#settings).\n\n",
+        (
+            f"Precedence: command-line flags over environment variables (`{prefix}*`) over the TOML file "
+            f"(`$TTSEVAL_CONFIG`, else `./ttseval.toml`) over these defaults. Nested values use `{delimiter}` in the "
+            f"environment (`{prefix}ASR{delimiter}EN`); list and table values take JSON there. How the settings are "
+            "used: [Operations](../operations.md#settings).\n\n"
+        ),
         "## Top level\n\n",
         _table(header, rows),
     ]
@@ -234,11 +239,13 @@ def tables_page() -> str:
     out = [
         GENERATED,
         "# Tables\n\n",
-        f"Every table the store holds, as declared once in `{schemas.__name__}` (`TABLES`): its key, and each "
-        "column's Arrow type, whether it may be null, and its description. A run's table lives at "
-        "`<store>/runs/<run-id>/<table>/` as Parquet parts and reads with "
-        '`pandas.read_parquet("<store>/runs/<run-id>/<table>")`. Where the rest of a run\'s files land: '
-        "[Getting started](../getting-started.md#where-results-land).\n\n",
+        (
+            f"Every table the store holds, as declared once in `{schemas.__name__}` (`TABLES`): its key, and each "
+            "column's Arrow type, whether it may be null, and its description. A run's table lives at "
+            "`<store>/runs/<run-id>/<table>/` as Parquet parts and reads with "
+            '`pandas.read_parquet("<store>/runs/<run-id>/<table>")`. Where the rest of a run\'s files land: '
+            "[Getting started](../getting-started.md#where-results-land).\n\n"
+        ),
     ]
     out.append(
         _table(
@@ -258,9 +265,11 @@ def tables_page() -> str:
     if generated is not None:
         out += [
             "\n## A generated dataset (`generation.parquet`)\n\n",
-            "Not a run table: `<store>/datasets/<name>/<version>/generation.parquet` holds every row "
-            "`ttseval generate-dataset` or `ttseval generate-instructions` made, failed ones with the reason; "
-            "`items.parquet` beside it is its ok rows. Declared as `GENERATED`.\n\n",
+            (
+                "Not a run table: `<store>/datasets/<name>/<version>/generation.parquet` holds every row "
+                "`ttseval generate-dataset` or `ttseval generate-instructions` made, failed ones with the reason; "
+                "`items.parquet` beside it is its ok rows. Declared as `GENERATED`.\n\n"
+            ),
             _schema_table(generated, ("item_id",)),
         ]
     return "".join(out)
@@ -291,9 +300,11 @@ def metrics_page() -> str:
         [
             GENERATED,
             "# Metrics\n\n",
-            f"Every metric ttseval reports, declared once in `{registry.__name__}` (`METRICS`), keyed by its column "
-            "name in the output tables. Summaries name their CI columns from it, drift reads the direction to call a "
-            "change better or worse, and report headers carry its arrow.\n\n",
+            (
+                f"Every metric ttseval reports, declared once in `{registry.__name__}` (`METRICS`), keyed by its "
+                "column name in the output tables. Summaries name their CI columns from it, drift reads the direction "
+                "to call a change better or worse, and report headers carry its arrow.\n\n"
+            ),
             _table(["metric", "direction", "aggregation", "95% CI columns"], rows),
         ]
     )
@@ -328,12 +339,14 @@ def providers_page() -> str:
     out = [
         GENERATED,
         "# Providers and judges\n\n",
-        f"Every entry of the registries in `{reg.__name__}` (`REGISTRIES`) with the metadata its class declares "
-        "(read without building it, as `ttseval providers` reads it): the languages it covers, whether a "
-        "style instruction changes its output, whether it can use a GPU, the pip extra that installs its Python "
-        "packages, the sample rate it returns, the system programs it runs and the modules it imports. The "
-        "description is the first paragraph of the class's docstring. A spec is "
-        "`provider[:voice][:key=value...]`: [Systems](../systems.md).\n\n",
+        (
+            f"Every entry of the registries in `{reg.__name__}` (`REGISTRIES`) with the metadata its class declares "
+            "(read without building it, as `ttseval providers` reads it): the languages it covers, whether a "
+            "style instruction changes its output, whether it can use a GPU, the pip extra that installs its Python "
+            "packages, the sample rate it returns, the system programs it runs and the modules it imports. The "
+            "description is the first paragraph of the class's docstring. A spec is "
+            "`provider[:voice][:key=value...]`: [Systems](../systems.md).\n\n"
+        ),
     ]
     for kind, registry in reg.REGISTRIES.items():
         rows = []
@@ -395,8 +408,10 @@ def cli_page() -> str:
         out = [
             GENERATED,
             "# Command line\n\n",
-            "Every `ttseval` command with its options, as the real parser (`ttseval.cli.build_parser`) prints "
-            "them with `--help`. Exit codes: `0` done, `1` the run failed, `2` bad input (nothing written).\n\n",
+            (
+                "Every `ttseval` command with its options, as the real parser (`ttseval.cli.build_parser`) prints "
+                "them with `--help`. Exit codes: `0` done, `1` the run failed, `2` bad input (nothing written).\n\n"
+            ),
             "```text\n",
             parser.format_help(),
             "```\n",

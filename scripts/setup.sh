@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One entry point for a fresh machine: installs what ttseval needs, then runs the demo or the tests.
 #   scripts/setup.sh demo    install, then `ttseval evaluate` on the bundled benchmark (the embedded default)
-#   scripts/setup.sh test    install, then the whole test suite
+#   scripts/setup.sh test    install, then the static checks (as `check`), then the whole test suite
+#   scripts/setup.sh check   install, then the static checks only: formatter, linter, import contracts, type checker
 #   scripts/setup.sh install install only
 # Re-running skips what is already installed (a stamp of pyproject.toml, constraints.txt, requirements-nodeps.txt).
 set -euo pipefail
@@ -73,15 +74,26 @@ for m in pkgutil.walk_packages(librosa.__path__, 'librosa.'):
   echo "$stamp" > "$VENV/.ttseval-installed"
 }
 
+# The static checks, each a line; the first that fails stops here with its own output.
+checks() {
+  local started=$SECONDS
+  for check in "ruff format --check ." "ruff check ." "lint-imports --no-cache" "mypy"; do
+    say "check: $check"
+    (PATH="$VENV/bin:$PATH"; $check > "$VENV/check.log" 2>&1) || { cat "$VENV/check.log" >&2; say "failed: $check"; exit 1; }
+  done
+  say "static checks passed in $((SECONDS - started)) s"
+}
+
 system_packages
 python_env
 case "$mode" in
   # not exec: the command is its own process, so the wall time it prints starts with it, not with the install
   demo) "$VENV/bin/ttseval" evaluate "$@" ;;
+  check) checks ;;
   # Test modules in parallel, one module per worker process (--dist loadfile keeps a module's shared servers in
   # one process): measured 13:22 with 2 workers against 22 min serial on this 2-core machine. --no-loadscope-reorder
   # hands files out in collection order, which puts the slowest first (tests/conftest.py SLOWEST_FIRST).
-  test) exec "$VENV/bin/python" -m pytest -n "${TTSEVAL_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder "$@" ;;
+  test) checks; exec "$VENV/bin/python" -m pytest -n "${TTSEVAL_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder "$@" ;;
   install) say "installed; activate with: source $VENV/bin/activate" ;;
-  *) say "unknown mode $mode: use demo, test or install"; exit 2 ;;
+  *) say "unknown mode $mode: use demo, test, check or install"; exit 2 ;;
 esac

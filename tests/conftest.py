@@ -30,6 +30,10 @@ from ttseval.providers import MODEL_THREADS_VARIABLE
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 
+# the local stack's fixtures (stack, deployed, nightly_zone, tiny_dataset) for tests/test_stack.py and tests/test_ui.py;
+# module-scoped, so each module that asks for them starts its own stack
+pytest_plugins = ["tests.stack_fixtures"]
+
 
 SLOWEST_FIRST = (
     "test_evaluate_cli.py",
@@ -112,24 +116,24 @@ def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> str:
     home = tmp_path_factory.mktemp("prefect-home")
     port = free_port()
     env = os.environ | {"PREFECT_HOME": str(home), **TELEMETRY_OFF, "PREFECT_UI_ENABLED": "false"}
-    log = open(home / "server.log", "w")
-    # on every address of this host, so test hosts made of network namespaces (tests/hosts.py) reach it at their
-    # peer address; the tests on this host use loopback
-    proc = subprocess.Popen(
-        [str(BIN / "prefect"), "server", "start", "--host", "0.0.0.0", "--port", str(port)],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}/api"
-    try:
-        wait_http(url + "/health", 90)
-    except RuntimeError:
+    with open(home / "server.log", "w") as log:
+        # on every address of this host, so test hosts made of network namespaces (tests/hosts.py) reach it at their
+        # peer address; the tests on this host use loopback
+        proc = subprocess.Popen(
+            [str(BIN / "prefect"), "server", "start", "--host", "0.0.0.0", "--port", str(port)],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        url = f"http://127.0.0.1:{port}/api"
+        try:
+            wait_http(url + "/health", 90)
+        except RuntimeError as e:
+            _stop(proc)
+            raise RuntimeError((home / "server.log").read_text()[-3000:]) from e
+        yield url
         _stop(proc)
-        raise RuntimeError((home / "server.log").read_text()[-3000:])
-    yield url
-    _stop(proc)
 
 
 @pytest.fixture(scope="session")
@@ -220,43 +224,18 @@ def shared_dask(prefect_api: str, tmp_path_factory: pytest.TempPathFactory) -> I
     env = _shared_worker_env(prefect_api, share)
     port = free_port()
     address = f"tcp://127.0.0.1:{port}"
-    log = open(folder / "dask.log", "w")
-    procs = [
-        subprocess.Popen(
-            [
-                str(BIN / "dask"),
-                "scheduler",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--dashboard-address",
-                "127.0.0.1:0",
-            ],
-            env=env,
-            cwd=folder,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    ]
-    try:
-        procs.append(
+    with open(folder / "dask.log", "w") as log:
+        procs = [
             subprocess.Popen(
                 [
                     str(BIN / "dask"),
-                    "worker",
-                    address,
+                    "scheduler",
                     "--host",
                     "127.0.0.1",
-                    "--nworkers",
-                    "1",
-                    "--nthreads",
-                    "1",
+                    "--port",
+                    str(port),
                     "--dashboard-address",
                     "127.0.0.1:0",
-                    "--local-directory",
-                    str(folder),
                 ],
                 env=env,
                 cwd=folder,
@@ -264,19 +243,44 @@ def shared_dask(prefect_api: str, tmp_path_factory: pytest.TempPathFactory) -> I
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        )
-        with Client(address, timeout=60, set_as_default=False) as client:
-            client.wait_for_workers(1, timeout=120)
-        [_STARTED_WITH[address]] = _worker_environments(address).values()
-    except Exception as e:
-        for proc in reversed(procs):
+        ]
+        try:
+            procs.append(
+                subprocess.Popen(
+                    [
+                        str(BIN / "dask"),
+                        "worker",
+                        address,
+                        "--host",
+                        "127.0.0.1",
+                        "--nworkers",
+                        "1",
+                        "--nthreads",
+                        "1",
+                        "--dashboard-address",
+                        "127.0.0.1:0",
+                        "--local-directory",
+                        str(folder),
+                    ],
+                    env=env,
+                    cwd=folder,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            )
+            with Client(address, timeout=60, set_as_default=False) as client:
+                client.wait_for_workers(1, timeout=120)
+            [_STARTED_WITH[address]] = _worker_environments(address).values()
+        except Exception as e:
+            for proc in reversed(procs):
+                _stop(proc)
+            raise RuntimeError(
+                f"the shared Dask cluster did not start: {e}\n{(folder / 'dask.log').read_text()[-3000:]}"
+            ) from e
+        yield address
+        for proc in reversed(procs):  # the worker first, so it is not left looking for its scheduler
             _stop(proc)
-        log.close()
-        raise RuntimeError(f"the shared Dask cluster did not start: {e}\n{(folder / 'dask.log').read_text()[-3000:]}")
-    yield address
-    for proc in reversed(procs):  # the worker first, so it is not left looking for its scheduler
-        _stop(proc)
-    log.close()
 
 
 @pytest.fixture(scope="session")

@@ -58,7 +58,7 @@ class Lan:
     def start(self, host: Host, name: str, argv: list[str], env: dict[str, str]) -> None:
         """Run `argv` on `host` in a folder of its own, not seeing the client's files; stopped with the hosts."""
         folder = self.mktemp(f"lan-{name}")
-        log = open(folder / f"{name}.log", "w")
+        log = open(folder / f"{name}.log", "w")  # noqa: SIM115 - kept in self.logs past this call, closed with the hosts
         self.logs.append(log)
         self.procs[name] = host.spawn(argv, hide=[self.client_files], env=env, cwd=folder, log=log)
 

@@ -32,15 +32,19 @@ def build_tinylevel_wheel(folder: Path) -> Path:
     """A pure-Python wheel of `tinylevel`, written as the wheel format (PEP 427) lays it out."""
     files = {
         "tinylevel/__init__.py": TINYLEVEL,
-        f"tinylevel-{TINYLEVEL_VERSION}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: tinylevel\nVersion: {TINYLEVEL_VERSION}\n",
-        f"tinylevel-{TINYLEVEL_VERSION}.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: ttseval-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        f"tinylevel-{TINYLEVEL_VERSION}.dist-info/METADATA": (
+            f"Metadata-Version: 2.1\nName: tinylevel\nVersion: {TINYLEVEL_VERSION}\n"
+        ),
+        f"tinylevel-{TINYLEVEL_VERSION}.dist-info/WHEEL": (
+            "Wheel-Version: 1.0\nGenerator: ttseval-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        ),
     }
     record = f"tinylevel-{TINYLEVEL_VERSION}.dist-info/RECORD"
     lines = []
     for name, text in files.items():
         digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
         lines.append(f"{name},sha256={digest},{len(text.encode())}")
-    files[record] = "\n".join(lines + [f"{record},,"]) + "\n"
+    files[record] = "\n".join([*lines, f"{record},,"]) + "\n"
     wheel = folder / f"tinylevel-{TINYLEVEL_VERSION}-py3-none-any.whl"
     with zipfile.ZipFile(wheel, "w") as z:
         for name, text in files.items():

@@ -10,6 +10,7 @@ folder's namespace of files: nothing is written to /etc or /var.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -61,10 +62,8 @@ class Slurm:
                 os.killpg(proc.pid, signal.SIGTERM)
                 proc.wait(timeout=20)
             except (ProcessLookupError, subprocess.TimeoutExpired):
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
 
 
 def available() -> str | None:

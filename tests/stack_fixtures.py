@@ -1,8 +1,9 @@
 """Fixtures and helpers shared by tests/test_stack.py and tests/test_ui.py: a whole local stack per test module.
 
-Import the fixtures into a test module (`from tests.stack_fixtures import stack, deployed, tiny_dataset`). They
-are module-scoped, so each module gets its own stack in its own tmp folder (about 30 s to start) and stops it at
-the end. Nothing here downloads anything; everything listens on 127.0.0.1 only.
+tests/conftest.py registers this module as a pytest plugin (`pytest_plugins`), so a test asks for the fixtures
+by name; the helpers are imported as usual. The fixtures are module-scoped, so each module gets its own stack in its
+own tmp folder (about 30 s to start) and stops it at the end. Nothing here downloads anything; everything listens on
+127.0.0.1 only.
 """
 
 from __future__ import annotations

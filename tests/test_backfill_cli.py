@@ -61,9 +61,9 @@ def backfilled(prefect_api: str, shared_env: dict[str, str], tmp_path_factory: p
         "judged_before": judged_before,
     }
     out["depth1"] = run_cli(
-        common + ["--judge", "objective", "--depths", "1", "--baseline", "flite:awb"], env, cwd=root
+        [*common, "--judge", "objective", "--depths", "1", "--baseline", "flite:awb"], env, cwd=root
     )
-    out["depth0"] = run_cli(common + ["--judge", SECOND_JUDGE, "--depths", "0"], env, cwd=root)
+    out["depth0"] = run_cli([*common, "--judge", SECOND_JUDGE, "--depths", "0"], env, cwd=root)
     return out
 
 
@@ -144,10 +144,10 @@ def test_judge_agreement_when_every_judge_scores_every_system_alike() -> None:
 def test_depth_the_run_lacks_and_unknown_baseline_are_refused(backfilled: dict) -> None:
     env, root, common = backfilled["env"], backfilled["root"], backfilled["common"]
     before = judgments(backfilled["store"])
-    depth = run_cli(common + ["--judge", "objective", "--depths", "3"], env, cwd=root)
+    depth = run_cli([*common, "--judge", "objective", "--depths", "3"], env, cwd=root)
     assert depth.returncode == 2, depth.stderr[-3000:]
     assert "no item of run 'b' matches" in depth.stderr and "depths [0, 1]" in depth.stderr
-    baseline = run_cli(common + ["--judge", "objective", "--baseline", "piper:joe"], env, cwd=root)
+    baseline = run_cli([*common, "--judge", "objective", "--baseline", "piper:joe"], env, cwd=root)
     assert baseline.returncode == 2, baseline.stderr[-3000:]
     assert "baseline 'piper:joe' has no audio in run 'b'" in baseline.stderr
     assert "flite:awb" in baseline.stderr  # names what the run has

@@ -1,5 +1,5 @@
-"""The GPU benchmarks stay runnable: benchmarks/gpu_batch.py and gpu_evaluate.py with tiny models on the CPU (the figures it prints
-are measured on a GPU machine and quoted in the README; nothing here asserts a speed)."""
+"""The GPU benchmarks stay runnable: benchmarks/gpu_batch.py and gpu_evaluate.py with tiny models on the CPU (the
+figures it prints are measured on a GPU machine and quoted in the README; nothing here asserts a speed)."""
 
 from __future__ import annotations
 
@@ -204,7 +204,7 @@ def test_predictor_benchmark_prints_each_predictors_rate_and_peak_and_all_at_onc
         flags=re.M,
     )
     assert [w[0] for w in workers] == ["0", "1"] and workers[0][3] == workers[1][3], result.stdout
-    [(peak, wall, same)] = re.findall(
+    [(peak, _wall, same)] = re.findall(
         r"^  one at a time / all kept: peak ([\d.]+)x, wall ([\d.]+)x, same scores: "
         r"(\w+)$",
         result.stdout,
@@ -254,14 +254,24 @@ def test_profile_workers_sorts_py_spy_samples_by_process_role_and_kind() -> None
     spec.loader.exec_module(profile)
     worker = 'process 10:"";process 12:"python -c from multiprocessing.spawn import spawn_main"'
     raw = [
-        f"{worker};predict (tasks/quality.py:20);DNSMOSQuality.score (providers/quality/dnsmos.py:125);"
-        "Session.run (onnxruntime/capi/onnxruntime_inference_collection.py:395) 100\n",
-        f"{worker};_speak (tasks/synthesize.py:142);PiperTTS._load (providers/tts/piper.py:91);"
-        "InferenceSession._create_inference_session (onnxruntime/capi/onnxruntime_inference_collection.py:789) 25\n",
+        (
+            f"{worker};predict (tasks/quality.py:20);DNSMOSQuality.score (providers/quality/dnsmos.py:125);"
+            "Session.run (onnxruntime/capi/onnxruntime_inference_collection.py:395) 100\n"
+        ),
+        (
+            f"{worker};_speak (tasks/synthesize.py:142);PiperTTS._load (providers/tts/piper.py:91);"
+            "InferenceSession._create_inference_session (onnxruntime/capi/onnxruntime_inference_collection.py:789) 25\n"
+        ),
         # a model's module imported under a task: an import, not a load
-        f"{worker};PiperTTS._load (providers/tts/piper.py:84);_find_and_load (<frozen importlib._bootstrap>:1176) 10\n",
+        (
+            f"{worker};PiperTTS._load (providers/tts/piper.py:84);"
+            "_find_and_load (<frozen importlib._bootstrap>:1176) 10\n"
+        ),
         f"{worker};Worker.handle_scheduler (distributed/worker.py:1215);loads (distributed/protocol/core.py:175) 5\n",
-        'process 10:"";BaseEventLoop._run_once (asyncio/base_events.py:1922);EpollSelector.select (selectors.py:468) 50\n',
+        (
+            'process 10:"";BaseEventLoop._run_once (asyncio/base_events.py:1922);'
+            "EpollSelector.select (selectors.py:468) 50\n"
+        ),
         'process 10:"";paired_table (metrics/paired.py:170);_wilcoxon (metrics/paired.py:67) 20\n',
         "not a sample line\n",
     ]

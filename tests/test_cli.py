@@ -63,11 +63,11 @@ def test_every_command_has_its_group_module() -> None:
     assert modules == {
         "evaluate": "runs",
         "backfill-judge": "runs",
-        "report": "runs",
+        "report": "results",
         "nightly": "runs",
-        "export": "runs",
-        "leaderboard": "runs",
-        "trends": "runs",
+        "export": "results",
+        "leaderboard": "results",
+        "trends": "results",
         "stack": "operations",
         "server": "operations",
         "serve": "operations",
@@ -229,7 +229,7 @@ def test_a_dry_run_prices_paid_vendors_before_any_api_key_is_set(tmp_path: Path)
         ("openai:alloy", OpenAISpeechTTS.prices["tts-1"]),
         ("elevenlabs:JBFqnCBsd6RMkjVDRZzb", ElevenLabsTTS.prices["eleven_multilingual_v2"]),
     ):
-        kind, keys, calls, reused, billed, _, usd = rows[system]
+        kind, keys, calls, _reused, billed, _, usd = rows[system]
         assert (kind, keys, calls, billed) == ("tts", "2", "2", str(chars))
         assert float(usd) == pytest.approx(round(chars * price / 1e6, 4))
     # elevenlabs vs the baseline on 2 items, and the same 2 again in the other order (the position audit)
@@ -274,8 +274,10 @@ def test_a_missing_store_or_run_is_exit_2_with_the_same_words_in_every_command(t
         out = _cli([*command, "--store", str(typo)], tmp_path)
         assert (out.returncode, out.stderr.strip()) == (
             2,
-            f"ttseval: error: no store at {typo}: nothing is stored "
-            "there; check --store (or the TTSEVAL_STORE variable)",
+            (
+                f"ttseval: error: no store at {typo}: nothing is stored "
+                "there; check --store (or the TTSEVAL_STORE variable)"
+            ),
         ), command
         assert not typo.exists()
     for command in (["report", "--run-id", "nope"], ["export", "--run-id", "nope", "--out", str(tmp_path / "x")]):

@@ -66,57 +66,56 @@ def remote_cluster(
         "TTSEVAL_ASR__EN": "faster-whisper:base",
     }
     address = f"tcp://{host.peer_ip}:8786"
-    log = open(folder / "dask.log", "w")
-    procs = [
-        subprocess.Popen(
-            [
-                str(BIN / "dask"),
-                "scheduler",
-                "--host",
-                host.peer_ip,
-                "--port",
-                "8786",
-                "--dashboard-address",
-                "127.0.0.1:0",
-            ],
-            env=env,
-            cwd=folder,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    ]
-    try:
-        procs.append(
-            host.spawn(
+    with open(folder / "dask.log", "w") as log:
+        procs = [
+            subprocess.Popen(
                 [
                     str(BIN / "dask"),
-                    "worker",
-                    address,
+                    "scheduler",
                     "--host",
-                    host.ip,
-                    "--nworkers",
-                    "1",
-                    "--nthreads",
-                    "1",
-                    "--no-dashboard",
-                    "--local-directory",
-                    str(folder),
+                    host.peer_ip,
+                    "--port",
+                    "8786",
+                    "--dashboard-address",
+                    "127.0.0.1:0",
                 ],
-                hide=[client_files],
                 env=env,
                 cwd=folder,
-                log=log,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
-        )
-        with Client(address, timeout=60, set_as_default=False) as client:
-            client.wait_for_workers(1, timeout=120)
-        yield address, host
-    finally:
-        for proc in reversed(procs):
-            _stop(proc)
-        log.close()
-        host.remove()
+        ]
+        try:
+            procs.append(
+                host.spawn(
+                    [
+                        str(BIN / "dask"),
+                        "worker",
+                        address,
+                        "--host",
+                        host.ip,
+                        "--nworkers",
+                        "1",
+                        "--nthreads",
+                        "1",
+                        "--no-dashboard",
+                        "--local-directory",
+                        str(folder),
+                    ],
+                    hide=[client_files],
+                    env=env,
+                    cwd=folder,
+                    log=log,
+                )
+            )
+            with Client(address, timeout=60, set_as_default=False) as client:
+                client.wait_for_workers(1, timeout=120)
+            yield address, host
+        finally:
+            for proc in reversed(procs):
+                _stop(proc)
+            host.remove()
 
 
 def test_a_run_on_another_host_without_a_reachable_api_or_store_is_refused_before_anything_is_written(

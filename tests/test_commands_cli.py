@@ -142,7 +142,7 @@ def test_serve_answers_the_stored_run_and_stops_on_ctrl_c(prefect_api: str, stor
         assert get(base + "runs/s/transcripts")[0] == 404
     finally:
         os.killpg(proc.pid, signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
+        _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0 and "Traceback" not in err, err[-2000:]
 
 

@@ -182,7 +182,7 @@ def test_a_frozen_version_with_other_items_is_refused(tmp_path: Path, capsys: py
         == 0
     )
     before = (tmp_path / "store/datasets/s/1/items.parquet").read_bytes()
-    code, out, err = ttseval(
+    code, _, err = ttseval(
         capsys, "datasets", "push", str(tmp_path / "b.jsonl"), "--name", "s", "--version", "1", "--store", store
     )
     assert code == 2 and "dataset s@1 is frozen and holds other items" in err and "pass a new --version" in err

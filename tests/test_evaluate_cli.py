@@ -305,8 +305,8 @@ RUN_TABLES = ("items", "synthesis", "transcripts", "quality", "judgments", "repo
 
 def test_rerun_recomputes_nothing(first_run, small_dataset: Path) -> None:
     """A re-run plans first and, with nothing to compute, starts no Dask cluster (its task runner never connects to
-    the shared one it was given; only the cluster preflight asks the workers what they reach): the report is written from the store in the command's process, and every table and
-    the report are what the first run left."""
+    the shared one it was given; only the cluster preflight asks the workers what they reach): the report is written
+    from the store in the command's process, and every table and the report are what the first run left."""
     from ttseval.flows.runner import NOT_STARTED
 
     store, env, first = first_run
@@ -494,8 +494,10 @@ BAD_DATASETS = {
         "rule 'text is non-empty' (column text) fails on 1 row(s): row 1 (item_id='a')",
     ),
     "duplicate ids": (
-        '{"item_id": "a", "text": "Hi.", "language": "en", "category": "questions", "depth": 0}\n'
-        '{"item_id": "a", "text": "Yo.", "language": "en", "category": "questions", "depth": 1}\n',
+        (
+            '{"item_id": "a", "text": "Hi.", "language": "en", "category": "questions", "depth": 0}\n'
+            '{"item_id": "a", "text": "Yo.", "language": "en", "category": "questions", "depth": 1}\n'
+        ),
         "rule 'item_id is unique' (column item_id) fails on 2 row(s)",
     ),
     "unknown language": (
@@ -609,8 +611,10 @@ def test_leaderboard_lists_the_store_s_systems_with_each_tool_in_its_own_column(
 def test_s3_store_end_to_end(prefect_api: str, s3_bucket: str, s3_server: dict, tmp_path: Path) -> None:
     dataset = tmp_path / "two.jsonl"
     dataset.write_text(
-        '{"item_id": "q1", "text": "Is the train late again?", "language": "en-US", "category": "questions", "depth": 0}\n'
-        '{"item_id": "m1", "text": "Il fait beau aujourd\'hui.", "language": "fr-FR", "category": "multilingual", "depth": 0}\n'
+        '{"item_id": "q1", "text": "Is the train late again?", "language": "en-US", "category": "questions", '
+        '"depth": 0}\n'
+        '{"item_id": "m1", "text": "Il fait beau aujourd\'hui.", "language": "fr-FR", "category": "multilingual", '
+        '"depth": 0}\n'
     )
     uri = f"s3://{s3_bucket}/team/ttseval"
     env = cli_env(prefect_api, **s3_server)
@@ -744,5 +748,5 @@ def test_sigterm_stops_the_run_and_everything_it_started(small_dataset: Path, tm
     assert family, "expected Dask workers and a temporary Prefect server"
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) != 0
-    gone, alive = psutil.wait_procs(family, timeout=30)
+    _, alive = psutil.wait_procs(family, timeout=30)
     assert not alive, [p.cmdline()[:3] for p in alive]

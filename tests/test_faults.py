@@ -188,7 +188,8 @@ STORE_FAULTS = r"""
 set -u
 T=$1 D=$2 S=$3 OUT=$4
 run() { "$T" evaluate --dataset "$D" --systems espeak-ng --store "$S" --run-id r --judges "" --workers 1 \
-          >"$OUT/$1.out" 2>&1; echo $? >"$OUT/$1.rc"; (cd "$S" && find . -type f | sort | xargs -r sha256sum) >"$OUT/$1.files"; }
+          >"$OUT/$1.out" 2>&1; echo $? >"$OUT/$1.rc"
+        (cd "$S" && find . -type f | sort | xargs -r sha256sum) >"$OUT/$1.files"; }
 mount -t tmpfs -o size=300k tmpfs "$S" || exit 9
 run full
 mount -o remount,size=64m "$S"

@@ -199,7 +199,7 @@ def test_synthesis_stage_gives_every_item_a_row_and_a_failed_retryable_row_for_a
     spec = Spec.parse(f"files:elsewhere:dir={clips}")
     provider = TTS.build(spec)
     ids = ["item-wav", "item-missing", "item-ogg", "item-flac"]
-    for attempt in range(2):  # the second time nothing is reused from the first (clips are keyed by item id)
+    for _attempt in range(2):  # the second time nothing is reused from the first (clips are keyed by item id)
         rows = synthesize_rows(provider, spec, items(*ids), settings, store)
         assert [r["item_id"] for r in rows] == ids
         by_id = {r["item_id"]: r for r in rows}
@@ -360,9 +360,9 @@ def test_import_errors_exit_2_naming_the_field(tmp_path: Path, capsys: pytest.Ca
     instruct = tmp_path / "eval.jsonl"
     instruct.write_text(json.dumps({"id": "en_1", "text": "Hi.", "APS": {"instruction": "Whisper."}}) + "\n")
     out = ["import-dataset", "--format", "instructttseval", str(instruct), "--out", str(tmp_path / "i.jsonl")]
-    assert main(out + ["--system-name", "my:sys"]) == 2
+    assert main([*out, "--system-name", "my:sys"]) == 2
     assert "--system-name: system name 'my:sys'" in capsys.readouterr().err
-    assert main(out + ["--system-name", "my-sys"]) == 2  # no gen_path in the file: nothing to name
+    assert main([*out, "--system-name", "my-sys"]) == 2  # no gen_path in the file: nothing to name
     assert "has no gen_path fields" in capsys.readouterr().err
     assert main(out) == 0 and "system:" not in capsys.readouterr().out
     assert not (tmp_path / "i.generated.jsonl").exists()

@@ -322,7 +322,7 @@ def test_a_frozen_version_is_never_changed(api: str, fake: FakeOpenAI, tmp_path:
     with pytest.raises(DatasetError, match="dataset generated@v1 is frozen and holds other items"):
         run(fake, store, version="v1", depth_steps=2)
     st = ArtifactStore(str(store))
-    ref, items, sha = catalog.resolve(st, "generated@latest")
+    ref, items, _sha = catalog.resolve(st, "generated@latest")
     assert ref == "generated@v1" and set(items["depth"]) == {0, 1}
     with pytest.raises(DatasetError, match=r"generated@v9 is not in store .* \(versions: v1\)"):
         catalog.resolve(st, "generated@v9")
@@ -397,7 +397,7 @@ def test_cli_generates_then_evaluate_runs_on_the_dataset_by_version(
     assert run_items.set_index("item_id").loc["questions-s1-d1", "parent_id"] == "questions-s1"
     synthesis = st.read("on-generated", "synthesis")
     assert len(synthesis) == 4 and set(synthesis["status"]) == {"ok"}
-    [log] = [p for p in (store / "runs" / "on-generated" / "log").iterdir()]
+    [log] = list((store / "runs" / "on-generated" / "log").iterdir())
     record = json.loads(log.read_text())
     assert record["dataset"] == "tiny@v1"  # (given as tiny@latest: the log names the version that ran)
     assert (

@@ -296,7 +296,7 @@ def test_the_evaluate_flow_reads_the_frozen_dataset(first_run) -> None:
     from ttseval.corpus.items import read_items
 
     ref = first_run["result"]["ref"]
-    items, sha, read = read_items(ref, load_settings(store=str(first_run["store"])))
+    items, _sha, read = read_items(ref, load_settings(store=str(first_run["store"])))
     assert read == ref
     assert len(items) == 9 and set(items["task"]) == {"APS", "DSD", "RP"} and items["instruction"].str.strip().all()
     assert (items["category"] == "instruction_following").all() and items["reference_audio_uri"].notna().all()

@@ -39,8 +39,10 @@ REFUSED: dict[str, tuple[bytes, str, str]] = {  # name -> (file bytes, suffix, m
     "200,000 characters": (
         _line(text="a" * 200_000).encode(),
         ".jsonl",
-        "rule 'text is at most 5,000 characters' (column text) fails on 1 row(s): row 1 "
-        "(item_id='a'). Fix: split the text",
+        (
+            "rule 'text is at most 5,000 characters' (column text) fails on 1 row(s): row 1 "
+            "(item_id='a'). Fix: split the text"
+        ),
     ),
     "NUL in text": (
         _line(text="Hello\x00there").encode(),
@@ -55,8 +57,10 @@ REFUSED: dict[str, tuple[bytes, str, str]] = {  # name -> (file bytes, suffix, m
     "id with ..": (
         _line(item_id="../../etc/passwd").encode(),
         ".jsonl",
-        "rule 'item_id is a plain name' (column item_id) fails on 1 row(s): row 1 "
-        "(item_id='../../etc/passwd'). Fix: use letters",
+        (
+            "rule 'item_id is a plain name' (column item_id) fails on 1 row(s): row 1 "
+            "(item_id='../../etc/passwd'). Fix: use letters"
+        ),
     ),
     "id with a slash": (_line(item_id="a/b").encode(), ".jsonl", "rule 'item_id is a plain name'"),
     "id that is a URL": (_line(item_id="https://example.com/x").encode(), ".jsonl", "rule 'item_id is a plain name'"),
@@ -102,9 +106,11 @@ REFUSED: dict[str, tuple[bytes, str, str]] = {  # name -> (file bytes, suffix, m
     "id with a right-to-left override": (
         _line(item_id="abc\u202edcba").encode(),
         ".jsonl",
-        "rule 'item_id has no invisible or direction-changing characters' (column "
-        "item_id) fails on 1 row(s): row 1 (item_id='abc\\u202edcba'). Fix: remove "  # escaped: visible
-        "Unicode format characters",
+        (
+            "rule 'item_id has no invisible or direction-changing characters' (column "
+            "item_id) fails on 1 row(s): row 1 (item_id='abc\\u202edcba'). Fix: remove "  # escaped: visible
+            "Unicode format characters"
+        ),
     ),
     "id with a zero-width space": (
         (_line("ok") + _line(item_id="a\u200bb")).encode(),
@@ -114,9 +120,11 @@ REFUSED: dict[str, tuple[bytes, str, str]] = {  # name -> (file bytes, suffix, m
     "id of 5,000 characters": (
         _line(item_id="x" * 5_000).encode(),
         ".jsonl",
-        "rule 'item_id is at most 128 characters (200 bytes as UTF-8)' (column item_id) fails "
-        "on 1 row(s): row 1 (item_id='xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx'... (5,000 "
-        "characters)). Fix: shorten the id to at most 128 characters",
+        (
+            "rule 'item_id is at most 128 characters (200 bytes as UTF-8)' (column item_id) fails "
+            "on 1 row(s): row 1 (item_id='xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx'... (5,000 "
+            "characters)). Fix: shorten the id to at most 128 characters"
+        ),
     ),
     "id of 67 four-byte characters": (
         _line(item_id="\U0001f600" * 67).encode(),
@@ -126,8 +134,10 @@ REFUSED: dict[str, tuple[bytes, str, str]] = {  # name -> (file bytes, suffix, m
     "text a list (the issue's case)": (
         _line(text=["Hello", "there"]).encode(),
         ".jsonl",
-        "rule 'text is a string' (column text) fails on 1 row(s): row 1 "
-        "(item_id='a'). Fix: write text as a quoted string (found a list)",
+        (
+            "rule 'text is a string' (column text) fails on 1 row(s): row 1 "
+            "(item_id='a'). Fix: write text as a quoted string (found a list)"
+        ),
     ),
 }
 

@@ -488,7 +488,8 @@ def test_container_images_and_manifests_turn_off_the_telemetry_the_core_declares
     for dockerfile in ("images/Dockerfile.cpu", "images/Dockerfile.cuda"):
         text = (infra / dockerfile).read_text()
         assert all(f"{name}={value}" in text for name, value in TELEMETRY_OFF.items()), dockerfile
-        # and Dask's housekeeping at ttseval's pace in every scheduler and worker container (ttseval.infra.dask_defaults)
+        # and Dask's housekeeping at ttseval's pace in every scheduler and worker container
+        # (ttseval.infra.dask_defaults)
         assert all(f"{name}={value}" in text for name, value in dask_env({}).items()), dockerfile
     compose = yaml.safe_load((infra / "docker-compose.yml").read_text())
     anchors = [v for k, v in compose.items() if k.startswith("x-") and isinstance(v, dict)]

@@ -31,7 +31,7 @@ def _drawn_by_hand(seed: int, item_id: str, pairs: list[tuple[str, str]], n: int
     """The documented rule of judge_pairs = sampled, written out again: the n pairs whose SHA-256 of
     'pairs|<seed>|<item_id>|<id>|<id>' (ids sorted) is smallest."""
     keyed = sorted(
-        pairs, key=lambda p: hashlib.sha256(("pairs|%d|%s|%s|%s" % (seed, item_id, *sorted(p))).encode()).digest()
+        pairs, key=lambda p: hashlib.sha256("pairs|{}|{}|{}|{}".format(seed, item_id, *sorted(p)).encode()).digest()
     )
     return {frozenset(p) for p in keyed[:n]}
 

@@ -375,7 +375,7 @@ def test_a_cascade_sends_only_the_pairs_the_cheap_judge_cannot_settle(judged_run
     # cost by hand: cheap calls (1000 x 0.1 + 50 x 0.4) / 1e6 = 0.00012 each; strong (1000 x 1.25 + 50 x 10) / 1e6
     assert mine["cost_usd"].sum() == pytest.approx(28 * 0.00012 + strong_calls * 0.00175)
     report = (copy / "runs" / "j" / "report.md").read_text()
-    line = next(l for l in report.splitlines() if l.startswith("Cascade:"))
+    line = next(s for s in report.splitlines() if s.startswith("Cascade:"))
     # the audit's agreement by hand: the strong fake always says clip 1; the cheap one said it where it was longer
     agree = (audited["winner_raw"] == "first").mean() * 100
     assert line == (
@@ -463,7 +463,7 @@ def test_human_alignment_from_a_csv(judged_run, tmp_path: Path) -> None:
         ["human-alignment", "--store", str(store), "--run-id", "j", "--human", str(csv)], env, cwd=store, timeout_s=120
     )
     assert result.returncode == 0, result.stderr
-    line = next(l for l in result.stdout.splitlines() if l.startswith("objective "))
+    line = next(s for s in result.stdout.splitlines() if s.startswith("objective "))
     n, agree, alpha = line.split()[1:4]
     assert int(n) == 14 and float(agree) == pytest.approx(12 / 14, abs=1e-3)
     # independent: the krippendorff package on the two raters' labels coded as integers
@@ -493,9 +493,9 @@ def test_human_alignment_from_a_csv(judged_run, tmp_path: Path) -> None:
     # per category, by hand: the two flipped rows' categories lose one agreement each
     items = pd.read_parquet(store / "runs" / "j" / "items").set_index("item_id")["category"]
     per = next(
-        l
-        for l in result.stdout.splitlines()[result.stdout.splitlines().index(line) :]
-        if l.strip().startswith("agreement per category:")
+        s
+        for s in result.stdout.splitlines()[result.stdout.splitlines().index(line) :]
+        if s.strip().startswith("agreement per category:")
     )
     cats = human.assign(category=human["item_id"].map(items), same=mine["winner"].to_numpy() == human["preference"])
     for category, g in cats.groupby("category"):

@@ -88,9 +88,9 @@ def test_nothing_imports_a_part_by_its_old_top_level_name() -> None:
 @pytest.mark.parametrize("argv", [["--help"], ["providers"], ["evaluate", "--help"]])
 def test_cheap_commands_import_neither_prefect_nor_dask(argv: list[str]) -> None:
     code = (
-        "import sys\nfrom ttseval.cli import main\ntry:\n    main(%r)\nexcept SystemExit:\n    pass\n"
+        f"import sys\nfrom ttseval.cli import main\ntry:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
         "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'prefect', 'dask', 'distributed', 'torch'})\n"
-        "print('HEAVY', heavy)\n" % argv
+        "print('HEAVY', heavy)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
@@ -190,10 +190,10 @@ def test_a_built_wheel_holds_only_ttseval_and_runs_beside_a_users_own_metrics_an
         "import ttseval.flows.evaluate, ttseval.tasks.report, ttseval.metrics.wer\n"
         "assert sys.path[0] == '', sys.path[0]\n"
         "for m in (corpus, ttseval.flows.evaluate, ttseval.tasks.report, ttseval.metrics.wer):\n"
-        "    assert m.__file__.startswith(%r), m.__file__\n"
+        f"    assert m.__file__.startswith({str(target)!r}), m.__file__\n"
         "spec = g.load_spec(); seeds = g.read_seeds(corpus.DEFAULT_SEEDS, spec)\n"
         "items = i.load_items(corpus.DEMO_DATASET)\n"
-        "print(len(spec.categories), len(seeds), len(items))\n" % str(target)
+        "print(len(spec.categories), len(seeds), len(items))\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code],

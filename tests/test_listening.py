@@ -252,7 +252,7 @@ def test_conditions_past_twelve_are_split_over_pages_and_long_items_left_out(tmp
     assert len(pages) == 2 and all(len(p["stimuli"]) + 1 <= 12 for p in pages)
     assert all(len(p["stimuli"]) == 2 + 7 for p in pages)  # the 14 systems split 7 + 7, each page its anchors
     key = _key(store, "big")
-    for item, g in key[key["role"] == "system"].groupby("item_id"):
+    for _item, g in key[key["role"] == "system"].groupby("item_id"):
         assert sorted(g["system_id"]) == sorted(systems)
     assert "#buttonReference" in pages[0]["content"]  # NMR: the mentioned reference is hidden
 
@@ -516,10 +516,10 @@ def test_plain_csv_mos_with_alpha_and_the_report_section(run: tuple, tmp_path: P
     assert all(cell.strip().startswith("±") for line in planning[2:] for cell in line.strip("|").split("|")[1:])
     from ttseval.tasks.report import write_full_report
 
-    report = write_full_report(store, RUN, settings, list((*SYSTEMS, "nat")), {"run_id": RUN})
+    report = write_full_report(store, RUN, settings, [*SYSTEMS, "nat"], {"run_id": RUN})
     assert "## Listening tests" in report and "### Listening test `mos` (mos)" in report
     bad = tmp_path / "bad.csv"
-    bad.write_text("rater_id,trial_id,stimulus,score\nlab-1,mos,%s,7\n" % key["stimulus"].iloc[0], encoding="utf-8")
+    bad.write_text(f"rater_id,trial_id,stimulus,score\nlab-1,mos,{key['stimulus'].iloc[0]},7\n", encoding="utf-8")
     with pytest.raises(
         DatasetError,
         match=r"bad.csv row 2: rater 'lab-1', page 'mos', stimulus 's[0-9a-f]+': "

@@ -76,7 +76,7 @@ def test_ci_is_students_t_by_hand_and_by_scipy() -> None:
         {
             "system_id": ["a"] * 3 + ["b"] * 40,
             "role": "system",
-            "score": [60, 70, 80] + list(np.random.default_rng(0).normal(50, 12, 40)),
+            "score": [60, 70, 80, *np.random.default_rng(0).normal(50, 12, 40)],
         }
     )
     table = system_stats(ratings).set_index("system_id")

@@ -417,7 +417,7 @@ def test_an_unexpected_sdk_error_fails_that_request_only(fake: FakeOpenAI, monke
 
 def test_pickle_round_trip(fake: FakeOpenAI) -> None:
     client = llm(fake)
-    [first] = client.generate([ask("p1")])  # builds the SDK client
+    [_first] = client.generate([ask("p1")])  # builds the SDK client
     assert client._client is not None
     copy = pickle.loads(pickle.dumps(client))
     assert copy._client is None and copy.llm_id == client.llm_id and copy.spec == client.spec

@@ -1,5 +1,5 @@
-"""Prosody and timing (metrics/prosody.py): Praat's pitch tracker on tones of known pitch, Silero VAD on real espeak-ng speech with
-silence of known length added, and the timing rules worked by hand."""
+"""Prosody and timing (metrics/prosody.py): Praat's pitch tracker on tones of known pitch, Silero VAD on real espeak-ng
+speech with silence of known length added, and the timing rules worked by hand."""
 
 from __future__ import annotations
 

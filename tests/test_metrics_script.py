@@ -94,7 +94,7 @@ def test_allowed_scripts_come_from_the_data_else_from_cldr_and_unknown_scripts_s
 @pytest.mark.parametrize("script", sorted(_data()["scripts"]))
 def test_every_letter_in_a_script_s_ranges_has_that_script_by_unicode(script: str) -> None:
     """Independent check of the data: the Unicode Script_Extensions property (regex's tables, not ours)."""
-    prop = regex.compile(r"\p{scx=%s}" % {"ArabExt": "Arab"}.get(script, script))
+    prop = regex.compile(r"\p{scx=" + {"ArabExt": "Arab"}.get(script, script) + "}")
     letters = [
         chr(cp)
         for low, high in _ranges(script)

@@ -130,7 +130,7 @@ def test_no_data_is_nan_never_zero():
                       "cer_utt_mean", "perfect_pct"]  # fmt: skip
     assert summary.loc["sysA", no_transcripts].isna().all()  # its only transcript failed
     assert (
-        summary.loc["sysC", no_transcripts + ["mos", "mos_ci_low", "mos_ci_high", "mean_duration_s", "rtf"]]
+        summary.loc["sysC", [*no_transcripts, "mos", "mos_ci_low", "mos_ci_high", "mean_duration_s", "rtf"]]
         .isna()
         .all()
     )
@@ -230,7 +230,8 @@ def _with_row(frame, row):
          "errors.*must be finite"),
         ({"transcripts": _with_row(TRANSCRIPTS.iloc[:3], ("i1", "sysA", "omni", "w:omni", "ok", 0, 0, 0, 0))},
          "totals sum to 0|= 0"),
-        ({"quality": _with_row(QUALITY, ("i2", "sysB", "dnsmos", "ok", 3.0))}, "several quality_id values.*item_id='i2', system_id='sysB'"),
+        ({"quality": _with_row(QUALITY, ("i2", "sysB", "dnsmos", "ok", 3.0))},
+         "several quality_id values.*item_id='i2', system_id='sysB'"),
         ({"quality": _with_row(QUALITY, ("i2", "sysA", "utmos", "ok", 3.0)).drop(columns="mos")}, "lacks column"),
         ({"transcripts": TRANSCRIPTS.drop(columns="asr_id")}, "transcripts lacks column"),
         ({"items": ITEMS.iloc[0:0]}, "items is empty"),

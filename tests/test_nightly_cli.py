@@ -18,11 +18,11 @@ def test_two_nights_reuse_audio_and_report_drift(
 ) -> None:
     env = shared_env
     args = ["nightly", "--dataset", str(small_dataset), "--systems", "piper:joe,flite:slt", "--store", str(tmp_path)]
-    first = run_cli(args + ["--run-id", "nightly-20261121T020000Z"], env, cwd=tmp_path)
+    first = run_cli([*args, "--run-id", "nightly-20261121T020000Z"], env, cwd=tmp_path)
     assert first.returncode == 0, first.stderr[-3000:]
     assert "previous run none" in first.stdout
     assert not (tmp_path / "runs" / "nightly-20261121T020000Z" / "drift.md").exists()  # nothing to compare with
-    second = run_cli(args + ["--run-id", "nightly-20261122T020000Z"], env, cwd=tmp_path)
+    second = run_cli([*args, "--run-id", "nightly-20261122T020000Z"], env, cwd=tmp_path)
     assert second.returncode == 0, second.stderr[-3000:]
     run = tmp_path / "runs" / "nightly-20261122T020000Z"
     s = pd.read_parquet(run / "synthesis")

@@ -82,14 +82,14 @@ def nights(shared_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory)
         str(store),
     ]
     out = {"store": store, "clips": clips}
-    out[1] = run_cli(args + ["--run-id", NIGHTS[0]], env, cwd=root)
+    out[1] = run_cli([*args, "--run-id", NIGHTS[0]], env, cwd=root)
     assert out[1].returncode == 0, out[1].stderr[-3000:]
     for item in ITEMS:  # the recorded system regresses: every clip loses its last 60%
         audio, rate = sf.read(clips / f"{item}.wav")
         sf.write(clips / f"{item}.wav", audio[: int(len(audio) * KEEP)], rate)
-    out[2] = run_cli(args + ["--run-id", NIGHTS[1]], env, cwd=root)
-    out[3] = run_cli(args + ["--run-id", NIGHTS[2]], env, cwd=root)
-    out[4] = run_cli(args + ["--run-id", NIGHTS[3], "--previous-run", NIGHTS[0]], env, cwd=root)
+    out[2] = run_cli([*args, "--run-id", NIGHTS[1]], env, cwd=root)
+    out[3] = run_cli([*args, "--run-id", NIGHTS[2]], env, cwd=root)
+    out[4] = run_cli([*args, "--run-id", NIGHTS[3], "--previous-run", NIGHTS[0]], env, cwd=root)
     return out
 
 

@@ -1,8 +1,8 @@
-"""The local-weights predictors of issue 28 through `ttseval evaluate` (one run, then a second that reuses every
-score): UTMOS22 and NISQA as MOS predictors, sherpa-onnx and SpeechBrain's ECAPA as speaker encoders and
-VoxLingua107 as the LID model, each from files built in tests/tiny_models.py with random weights of the real architecture. A 100 ms clip is too short for NISQA: a failed
-row with the reason, final, while UTMOS22 scores it. Values are checked against the providers called in this
-process (their own parity tests check them against the packages' own calls)."""
+"""The local-weights predictors through `ttseval evaluate` (one run, then a second that reuses every score): UTMOS22
+and NISQA as MOS predictors, sherpa-onnx and SpeechBrain's ECAPA as speaker encoders and VoxLingua107 as the LID
+model, each from files built in tests/tiny_models.py with random weights of the real architecture. A 100 ms clip is
+too short for NISQA: a failed row with the reason, final, while UTMOS22 scores it. Values are checked against the
+providers called in this process (their own parity tests check them against the packages' own calls)."""
 
 from __future__ import annotations
 
@@ -102,7 +102,7 @@ def predictors_run(shared_env: dict[str, str], tmp_path_factory: pytest.TempPath
     first = run_cli(args, env, cwd=root)
     assert first.returncode == 0, first.stderr[-4000:]
     quality_first = pd.read_parquet(root / "store" / "runs" / "p" / "quality")
-    again = run_cli(args + ["--run-id", "p2"], env | {"TTSEVAL_WER_PROTOCOL": "seed-tts-eval"}, cwd=root)
+    again = run_cli([*args, "--run-id", "p2"], env | {"TTSEVAL_WER_PROTOCOL": "seed-tts-eval"}, cwd=root)
     assert again.returncode == 0, again.stderr[-4000:]
     return root, specs, quality_first
 

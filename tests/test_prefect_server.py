@@ -100,7 +100,7 @@ def test_concurrent_commands_share_one_server_which_outlives_them_until_idle(tmp
     assert procs[2].returncode == 0 and out.strip() in urls, err[-2000:]
     # idle for keep_s after the last command: the keeper removes its record and stops, taking uvicorn with it
     family = [keepers[0], *keepers[0].children(recursive=True)]
-    gone, alive = psutil.wait_procs(family, timeout=keep_s + 30)
+    _, alive = psutil.wait_procs(family, timeout=keep_s + 30)
     assert not alive and not (folder / "server.json").exists() and server_info(folder) is None
 
 

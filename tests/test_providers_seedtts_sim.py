@@ -85,7 +85,7 @@ def _by_hand(w: dict, wave):
         states.append(x[0])
         L = f"{p}encoder.layers.{n}."
 
-        def dense(name, t):
+        def dense(name, t, L=L):  # this layer's weights, bound here
             return t @ w[L + name + ".weight"].T + w[L + name + ".bias"]
 
         y = F.layer_norm(x[0], (x.shape[2],), w[L + "self_attn_layer_norm.weight"], w[L + "self_attn_layer_norm.bias"])

@@ -233,7 +233,8 @@ def test_metadata_is_json_safe(espeak_auto: EspeakNGTTS, flite: FliteTTS, piper:
 def test_importing_providers_loads_no_engine_library() -> None:
     code = (
         "import sys, ttseval.providers.tts.piper, ttseval.providers.tts.espeak_ng, ttseval.providers.tts.flite, "
-        "ttseval.providers.asr.faster_whisper, ttseval.providers.asr.transformers_asr, ttseval.providers.quality.dnsmos; "
+        "ttseval.providers.asr.faster_whisper, ttseval.providers.asr.transformers_asr, "
+        "ttseval.providers.quality.dnsmos; "
         "heavy = {'piper', 'onnxruntime', 'torch', 'transformers', 'faster_whisper', 'ctranslate2', 'speechmos'}; "
         "print(sorted(heavy & set(sys.modules)))"
     )

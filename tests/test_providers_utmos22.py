@@ -72,7 +72,7 @@ def test_a_zero_padded_batch_would_change_the_score_so_clips_are_batched_by_equa
     padded[1, 0] = torch.from_numpy(long.samples)
     in_padded_batch = reference.score(padded)[0].item()
     assert abs(in_padded_batch - alone) > 1e-3  # UTMOS22 issue #22: padding moves the score
-    [mine_short, mine_long] = [s.mos for s in utmos.score([short, long])]
+    [mine_short, _mine_long] = [s.mos for s in utmos.score([short, long])]
     assert mine_short == pytest.approx(alone, abs=1e-4)
 
 

@@ -91,9 +91,11 @@ REFUSALS: dict[str, tuple[dict[str, str], list[str], dict[str, str], str]] = {
         },
         _evaluate("items.jsonl"),
         {"TTSEVAL_CONFIG": "seed.toml"},
-        "rule 'language is en or zh under wer_protocol = \"seed-tts-eval\"' (column language) fails on 1 row(s): "
-        "row 2 (item_id='b', language='fr-FR'). Fix: leave those items out of this run, or set wer_protocol = "
-        '"ttseval"',
+        (
+            "rule 'language is en or zh under wer_protocol = \"seed-tts-eval\"' (column language) fails on 1 row(s): "
+            "row 2 (item_id='b', language='fr-FR'). Fix: leave those items out of this run, or set wer_protocol = "
+            '"ttseval"'
+        ),
     ),
     "MOS ratings: a score that is a word": (
         {"ratings.csv": "rater_id,form,position,score\nr1,1,1,good\n"},

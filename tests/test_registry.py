@@ -133,8 +133,8 @@ def test_bad_option_is_a_spec_error_naming_it() -> None:
 
 
 def test_a_missing_api_key_keeps_its_type_through_the_registry(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The dry run builds keyless providers by catching MissingKeyError (tasks.provider_cache._build), not by matching the
-    message: the registry adds the spec to the message and keeps the type; any other bad spec stays a SpecError."""
+    """The dry run builds keyless providers by catching MissingKeyError (tasks.provider_cache._build), not by matching
+    the message: the registry adds the spec to the message and keeps the type; any other bad spec stays a SpecError."""
     from ttseval.core.errors import MissingKeyError
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)

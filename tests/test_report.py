@@ -128,9 +128,7 @@ def test_the_written_report_has_a_row_per_pair_and_report_md_is_written_once(two
         ("flite:slt", TINY),
         ("flite:slt", BASE),
     ]
-    lines = [
-        line for line in markdown.splitlines() if line.startswith("| piper:joe |") or line.startswith("| flite:slt |")
-    ]
+    lines = [line for line in markdown.splitlines() if line.startswith(("| piper:joe |", "| flite:slt |"))]
     assert [line.split(" | ")[1] for line in lines] == [TINY, BASE, TINY, BASE]
     # the WER cell of each line (percent, 1 decimal): 15.0, 5.0, 50.0, 30.0
     assert [line.split(" | ")[4].split(" [")[0] for line in lines] == ["15.0", "5.0", "50.0", "30.0"]
@@ -206,7 +204,7 @@ def test_a_command_prints_the_view_stored_with_the_report_and_the_same_computed_
 ) -> None:
     """print_report (evaluate, backfill-judge, report) prints the table and leaderboard stored with the report; the
     same text as computing them from the tables, which it does once the run's files changed or for other systems."""
-    from ttseval.cli.runs import print_report
+    from ttseval.cli.results import print_report
     from ttseval.tasks.report import full, rows_for_display, stored_terminal_view
 
     store, settings = two_recogniser_run

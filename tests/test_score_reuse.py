@@ -146,9 +146,9 @@ def test_whisper_decodes_at_temperature_zero_unless_fallback_is_asked(monkeypatc
         model = asr._load()
         real = model.transcribe
 
-        def spy(audio, **kw):
+        def spy(audio, *, _real=real, **kw):  # this model's own transcribe, bound here
             seen.append(kw["temperature"])
-            return real(audio, **kw)
+            return _real(audio, **kw)
 
         monkeypatch.setattr(model, "transcribe", spy)
         t = np.arange(16000) / 16000

@@ -125,8 +125,10 @@ def test_a_hang_is_killed_after_its_timeout_and_is_a_retryable_error(venv_python
     [
         (
             "print('loading...')\nprint(json.dumps({'id': '0', 'score': 1.0}))",
-            "level scorer broke ttseval-scorer/1 on a batch of 1 clip(s): stdout line 1 is not a JSON object ('loading...'); "
-            "print logs to stderr; its stderr was empty",
+            (
+                "level scorer broke ttseval-scorer/1 on a batch of 1 clip(s): stdout line 1 is not a JSON object "
+                "('loading...'); print logs to stderr; its stderr was empty"
+            ),
         ),
         (
             "print(json.dumps({'id': '0', 'score': 1.0}))\nprint(json.dumps({'id': '0', 'score': 2.0}))",
@@ -139,13 +141,17 @@ def test_a_hang_is_killed_after_its_timeout_and_is_a_retryable_error(venv_python
         ("pass", "level scorer broke ttseval-scorer/1 on a batch of 1 clip(s): no line for clip id(s) ['0']"),
         (
             "print(json.dumps({'id': '0', 'score': float('nan')}))",
-            "level scorer broke ttseval-scorer/1: clip '0' needs a finite number 'score' and 'details' of finite numbers, "
-            "got {'id': '0', 'score': nan}",
+            (
+                "level scorer broke ttseval-scorer/1: clip '0' needs a finite number 'score' and 'details' of finite "
+                "numbers, got {'id': '0', 'score': nan}"
+            ),
         ),
         (
             "print(json.dumps({'id': '0', 'score': 72.5}))",
-            "level scorer broke ttseval-scorer/1: clip '0' needs a 'score' on the MOS scale 1-5 (the quality table takes "
-            "0.5-5.5; other scales go in 'details'), got {'id': '0', 'score': 72.5}",
+            (
+                "level scorer broke ttseval-scorer/1: clip '0' needs a 'score' on the MOS scale 1-5 (the quality table "
+                "takes 0.5-5.5; other scales go in 'details'), got {'id': '0', 'score': 72.5}"
+            ),
         ),
     ],
 )
@@ -167,7 +173,7 @@ def test_a_describe_without_a_version_is_refused(venv_python: Path, tmp_path: Pa
     script = tmp_path / "mute.py"
     script.write_text("import json, sys\njson.load(sys.stdin)\nprint(json.dumps({'model': 'x'}))\n")
     with pytest.raises(TransientProviderError, match=r'describe must print one line \{"version"'):
-        QUALITY.build(f"command:mute:run={venv_python} {script}").version
+        _ = QUALITY.build(f"command:mute:run={venv_python} {script}").version  # reading it asks `describe`
 
 
 @pytest.mark.parametrize(

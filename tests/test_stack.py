@@ -18,20 +18,16 @@ import psutil
 import pytest
 import yaml
 
-from tests.stack_fixtures import (  # noqa: F401  (fixtures)
+from tests.stack_fixtures import (
     SYSTEMS,
     api,
-    deployed,
     flow_run_logs,
     new_run_id,
-    nightly_zone,
     read_parquet,
     read_table,
     report_artifact,
     run_deployment_and_wait,
     s3_keys,
-    stack,
-    tiny_dataset,
 )
 from ttseval.deployments.register import PREFECT_FILE
 from ttseval.infra import stack as stack_mod

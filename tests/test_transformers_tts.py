@@ -365,8 +365,9 @@ def test_synthesis_shards_of_a_gpu_provider_run_on_the_gpu_worker(
     placed = {str(r["key"]): r["worker"] for r in stream}
     synth = [(r["key"], r["worker"]) for r in stream if str(r["key"]).startswith("synthesize_task-")]
     assert len(synth) == 6, f"expected 2 x 3 synthesis shards (6 items, shard_size 2) in the task stream: {placed}"
-    # transformers-tts's 3 shards can only run on the GPU worker; espeak-ng's carry CPU=1 (ttseval.flows.common.placement;
-    # its annotations are tested in test_placement_of_model_and_cpu_stages), so they all run on the CPU worker
+    # transformers-tts's 3 shards can only run on the GPU worker; espeak-ng's carry CPU=1
+    # (ttseval.flows.common.placement; its annotations are tested in test_placement_of_model_and_cpu_stages), so they
+    # all run on the CPU worker
     by_system = Counter(w for _, w in synth)
     assert by_system == {gpu_worker: 3, cpu_worker: 3}, f"synthesis ran on {synth}; GPU worker {gpu_worker}"
     models = {k: w for k, w in placed.items() if k.startswith(("transcripts_task-", "quality_task-", "lid_task-"))}

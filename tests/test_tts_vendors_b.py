@@ -372,7 +372,7 @@ def test_gemini_failures_become_rows_with_the_vendors_reason(gemini_fake, gemini
         ),
     )
     gemini_fake.script("blocked text", [blocked("SAFETY")])
-    rows = rows_for(tmp_path, spec, tts, texts + ["blocked text"], item_retries=2)
+    rows = rows_for(tmp_path, spec, tts, [*texts, "blocked text"], item_retries=2)
     check_failure_rows(gemini_fake, rows[:9], "PROHIBITED_CONTENT")
     row = {r["item_id"]: r for r in rows}
     assert (

@@ -5,8 +5,9 @@ submit, follow the run to Completed, then find the report artifact `ttseval-repo
 Artifacts page and open it. On failure a screenshot and the page source land in the stack's tmp folder.
 
 Needs Debian's chromium + chromium-driver (/usr/bin/chromium, /usr/bin/chromedriver) and selenium, which
-`scripts/setup.sh test` installs; without them the tests fail and say what to install. Selectors are the visible texts (button labels, property labels, placeholders), with explicit
-waits: the UI is a Vue single-page app that renders after its API calls return.
+`scripts/setup.sh test` installs; without them the tests fail and say what to install. Selectors are the visible
+texts (button labels, property labels, placeholders), with explicit waits: the UI is a Vue single-page app that
+renders after its API calls return.
 """
 
 from __future__ import annotations
@@ -31,17 +32,13 @@ from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import WebDriverWait
 
 from tests.browser import chromium, require_chromium
-from tests.stack_fixtures import (  # noqa: F401  (fixtures)
+from tests.stack_fixtures import (
     SYSTEMS,
     api,
-    deployed,
     flow_run_logs,
     new_run_id,
-    nightly_zone,
     read_table,
     report_artifact,
-    stack,
-    tiny_dataset,
     wait_flow_run,
 )
 from ttseval.infra.stack import StackInfo
@@ -181,13 +178,13 @@ class Page:
             trash = items()[-1].find_element(By.CSS_SELECTOR, ".schema-form-property-array-item__control > button")
             self.d.execute_script("arguments[0].scrollIntoView({block: 'center'})", trash)
             trash.click()
-            self.wait.until(lambda _: len(items()) == n - 1)
+            self.wait.until(lambda _, n=n: len(items()) == n - 1)
         while len(items()) < len(values):
             n = len(items())
             add = self.prop(name).find_element(By.XPATH, ".//button[normalize-space()='Add item']")
             self.d.execute_script("arguments[0].scrollIntoView({block: 'center'})", add)
             add.click()
-            self.wait.until(lambda _: len(items()) == n + 1)
+            self.wait.until(lambda _, n=n: len(items()) == n + 1)
         for item, value in zip(items(), values):
             self.type_into(item.find_element(By.TAG_NAME, "textarea"), value)
 
@@ -197,7 +194,7 @@ def _evidence(driver: webdriver.Chrome, folder: Path, name: str) -> str:
     try:
         driver.save_screenshot(str(shot))
         html.write_text(driver.page_source)
-    except Exception as e:  # the browser itself may be gone
+    except Exception as e:  # noqa: BLE001 - evidence for another failure: the browser itself may be gone
         return f"(no screenshot: {e})"
     return f"screenshot {shot}, page source {html}, url {driver.current_url}"
 
@@ -296,7 +293,7 @@ def _runs_with_run_id(stack: StackInfo, run_id: str) -> str:
                 },
             },
         )
-    except Exception as e:  # the server itself may be the problem
+    except Exception as e:  # noqa: BLE001 - evidence for another failure: the server itself may be the problem
         return f"(flow runs not readable: {e})"
     mine = [f"{r['id']} {r['state_name']}" for r in runs if (r.get("parameters") or {}).get("run_id") == run_id]
     return f"flow runs with run_id {run_id}: {mine or 'none'}"

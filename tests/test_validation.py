@@ -228,8 +228,10 @@ def test_every_clip_stage_table_has_the_same_status_rule_lid_and_prosody_include
 def test_a_missing_column_is_a_problem_not_a_traceback() -> None:
     problems = check_table("quality", SOUND["quality"].drop(columns=["mos"]))
     assert problems == [
-        "rule 'declared columns are present' fails: quality lacks column(s) ['mos']. "
-        "Fix: build the frame with ttseval.core.schemas.QUALITY (table_from_rows)"
+        (
+            "rule 'declared columns are present' fails: quality lacks column(s) ['mos']. "
+            "Fix: build the frame with ttseval.core.schemas.QUALITY (table_from_rows)"
+        )
     ]
 
 

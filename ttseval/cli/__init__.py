@@ -2,7 +2,8 @@
 arguments, calls one flow or task function, and prints. Heavy imports (prefect, dask, GE) happen inside the
 command that needs them.
 
-    runs.py        evaluate, backfill-judge, nightly, report, export, leaderboard
+    runs.py        evaluate, backfill-judge, nightly
+    results.py     report, export, leaderboard, trends
     datasets.py    import-dataset, generate-dataset, generate-instructions
     registered.py  datasets push|list|show, systems push|list (what a shared server's runs name from its store)
     listening.py   human-eval, mos-forms, mos-analyze, human-alignment
@@ -18,26 +19,19 @@ nothing was written, 3 the run finished and breached a threshold of the exit-cod
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
 import os
 import sys
+from collections.abc import Callable
 
-from ttseval.cli import catalog, datasets, listening, operations, registered, runs
+from ttseval.cli import catalog, datasets, listening, operations, registered, results, runs
 from ttseval.cli.catalog import cmd_providers, cmd_voices
 from ttseval.cli.common import EXIT_BAD_INPUT, EXIT_FAILED, USER_ERRORS, IntermixedParser, prefect_api, quiet_defaults
 from ttseval.cli.datasets import cmd_generate_dataset, cmd_generate_instructions, cmd_import_dataset
 from ttseval.cli.listening import cmd_human_alignment, cmd_human_eval, cmd_mos_analyze, cmd_mos_forms
 from ttseval.cli.operations import cmd_serve, cmd_server, cmd_stack
-from ttseval.cli.runs import (
-    cmd_backfill_judge,
-    cmd_evaluate,
-    cmd_export,
-    cmd_leaderboard,
-    cmd_nightly,
-    cmd_report,
-    cmd_trends,
-)
+from ttseval.cli.results import cmd_export, cmd_leaderboard, cmd_report, cmd_trends
+from ttseval.cli.runs import cmd_backfill_judge, cmd_evaluate, cmd_nightly
 from ttseval.cli.signals import exit_on_sigterm
 from ttseval.core.errors import TTSEvalError
 
@@ -71,11 +65,11 @@ __all__ = [
 COMMANDS = (
     runs.add_evaluate,
     runs.add_backfill_judge,
-    runs.add_report,
+    results.add_report,
     operations.add_stack,
     operations.add_server,
     runs.add_nightly,
-    runs.add_trends,
+    results.add_trends,
     listening.add_human_alignment,
     datasets.add_import_dataset,
     datasets.add_generate_dataset,
@@ -86,8 +80,8 @@ COMMANDS = (
     listening.add_mos_analyze,
     listening.add_human_eval,
     operations.add_serve,
-    runs.add_export,
-    runs.add_leaderboard,
+    results.add_export,
+    results.add_leaderboard,
     catalog.add_providers,
     catalog.add_voices,
 )
@@ -111,8 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if getattr(args, "wait_lease", None) is not None:  # the flows read it from the settings, in any process
         os.environ["TTSEVAL_LEASE_WAIT_S"] = str(args.wait_lease)
+    command: Callable[[argparse.Namespace], int] = args.func  # each command's set_defaults(func=...)
     try:
-        return args.func(args)
+        return command(args)
     except USER_ERRORS as e:
         print(f"ttseval: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT

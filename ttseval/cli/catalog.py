@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ttseval.cli.common import Subcommands
 from ttseval.core.errors import SpecError
 
 
@@ -93,12 +94,12 @@ def cmd_providers(args: argparse.Namespace) -> int:
 # -- parsers ------------------------------------------------------------------------------------------------------
 
 
-def add_providers(sub) -> None:
+def add_providers(sub: Subcommands) -> None:
     prov = sub.add_parser("providers", help="list the registered providers")
     prov.set_defaults(func=cmd_providers)
 
 
-def add_voices(sub) -> None:
+def add_voices(sub: Subcommands) -> None:
     vo = sub.add_parser("voices", help="list a TTS provider's voices (where its API offers a list)")
     vo.add_argument("spec", help="provider or spec, e.g. elevenlabs, openai::base_url=http://127.0.0.1:8880/v1")
     vo.set_defaults(func=cmd_voices)

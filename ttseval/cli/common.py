@@ -10,10 +10,13 @@ import argparse
 import contextlib
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from typing import TypeAlias, TypeVar, overload
 
 # exit 2: nothing written (declared with the errors; a store or run that is not there is the same mistake everywhere)
-from ttseval.core.errors import USER_ERRORS  # noqa: F401
+from ttseval.core.errors import USER_ERRORS as USER_ERRORS
+
+_N = TypeVar("_N")
 
 # 3: the run finished, and a threshold of the exit-code policy was breached (settings min_completion,
 # fail_on_regression; ttseval.metrics.policy): automation can tell it from 1, a run that could not run
@@ -57,7 +60,19 @@ class IntermixedParser(argparse.ArgumentParser):
 
     _intermixing = False
 
-    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+    # The overloads argparse's own parse_known_args declares (a given namespace object comes back filled).
+    @overload
+    def parse_known_args(
+        self, args: Iterable[str] | None = None, namespace: None = None
+    ) -> tuple[argparse.Namespace, list[str]]: ...
+    @overload
+    def parse_known_args(self, args: Iterable[str] | None, namespace: _N) -> tuple[_N, list[str]]: ...
+    @overload
+    def parse_known_args(self, *, namespace: _N) -> tuple[_N, list[str]]: ...
+
+    def parse_known_args(
+        self, args: Iterable[str] | None = None, namespace: _N | None = None
+    ) -> tuple[argparse.Namespace | _N, list[str]]:
         if self._intermixing:  # parse_known_intermixed_args calls back here for its two passes
             return super().parse_known_args(args, namespace)
         self._intermixing = True
@@ -65,6 +80,10 @@ class IntermixedParser(argparse.ArgumentParser):
             return self.parse_known_intermixed_args(args, namespace)
         finally:
             self._intermixing = False
+
+
+Subcommands: TypeAlias = "argparse._SubParsersAction[IntermixedParser]"
+"""What each command module's add_* function is given to add its command to (build_parser's subparsers)."""
 
 
 @contextlib.contextmanager

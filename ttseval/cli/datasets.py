@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
-from ttseval.cli.common import add_store, prefect_api
+from ttseval.cli.common import Subcommands, add_store, prefect_api
 
 
 def cmd_import_dataset(args: argparse.Namespace) -> int:
@@ -58,7 +59,7 @@ def cmd_import_dataset(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_generated(result: dict, by: str) -> None:
+def _print_generated(result: dict[str, Any], by: str) -> None:
     calls = result["calls"]
     print(
         f"dataset {result['ref']}: {result['n_items']} items by {by} {result[f'items_by_{by}']}; "
@@ -141,7 +142,7 @@ def cmd_generate_instructions(args: argparse.Namespace) -> int:
 # -- parsers ------------------------------------------------------------------------------------------------------
 
 
-def add_import_dataset(sub) -> None:
+def add_import_dataset(sub: Subcommands) -> None:
     imp = sub.add_parser("import-dataset", help="convert a published benchmark file into a ttseval items file")
     imp.add_argument("--format", required=True, choices=["emergenttts", "instructttseval", "seedtts"])
     imp.add_argument("path", help="the published file (.jsonl, .json, .parquet or .csv; Seed-TTS-eval: its meta.lst)")
@@ -166,7 +167,7 @@ def add_import_dataset(sub) -> None:
     imp.set_defaults(func=cmd_import_dataset)
 
 
-def add_generate_dataset(sub) -> None:
+def add_generate_dataset(sub: Subcommands) -> None:
     from ttseval.corpus import DEFAULT_LLM, DEFAULT_SEEDS
 
     gen = sub.add_parser("generate-dataset", help="grow a seed file into a versioned dataset with an LLM")
@@ -190,7 +191,7 @@ def add_generate_dataset(sub) -> None:
     gen.set_defaults(func=cmd_generate_dataset)
 
 
-def add_generate_instructions(sub) -> None:
+def add_generate_instructions(sub: Subcommands) -> None:
     from ttseval.corpus import DEFAULT_CAPTION_LLM
 
     gi = sub.add_parser(

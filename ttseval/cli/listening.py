@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 
-from ttseval.cli.common import add_store, csv_list, prefect_api
+from ttseval.cli.common import Subcommands, add_store, csv_list, prefect_api
 
 
 def cmd_human_eval(args: argparse.Namespace) -> int:
@@ -62,13 +63,11 @@ def cmd_human_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def no_heartbeat():
+def no_heartbeat() -> contextlib.AbstractContextManager[object]:
     """Prefect's flow-run heartbeat off for a flow of seconds, unless its frequency is set in the environment: the
     heartbeat thread sleeps in 1 s steps, so ending the flow waits up to 1 s for it (0.6 s of the 3.5 s export); at
     the default 180 s it never beats a second time. The command itself marks the run Crashed on an error or
     SIGTERM (ttseval.cli.main)."""
-    import contextlib
-
     from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
     if {"PREFECT_FLOWS_HEARTBEAT_FREQUENCY", "PREFECT_RUNNER_HEARTBEAT_FREQUENCY"} & set(os.environ):
@@ -131,7 +130,7 @@ def cmd_human_alignment(args: argparse.Namespace) -> int:
 # -- parsers ------------------------------------------------------------------------------------------------------
 
 
-def add_human_alignment(sub) -> None:
+def add_human_alignment(sub: Subcommands) -> None:
     ha = sub.add_parser("human-alignment", help="agreement of each judge with human preferences (CSV)")
     add_store(ha)
     ha.add_argument("--run-id", required=True)
@@ -139,7 +138,7 @@ def add_human_alignment(sub) -> None:
     ha.set_defaults(func=cmd_human_alignment)
 
 
-def add_mos_forms(sub) -> None:
+def add_mos_forms(sub: Subcommands) -> None:
     mf = sub.add_parser("mos-forms", help="native MOS listening forms from a stored run (PashtoTTS-Bench 4.3)")
     add_store(mf)
     mf.add_argument("--run-id", required=True)
@@ -153,14 +152,14 @@ def add_mos_forms(sub) -> None:
     mf.set_defaults(func=cmd_mos_forms)
 
 
-def add_mos_analyze(sub) -> None:
+def add_mos_analyze(sub: Subcommands) -> None:
     ma = sub.add_parser("mos-analyze", help="analyse the ratings returned on mos-forms forms")
     ma.add_argument("--forms", required=True, help="the folder mos-forms wrote")
     ma.add_argument("--ratings", required=True, help="CSV: rater_id, form, position, score (1-5)")
     ma.set_defaults(func=cmd_mos_analyze)
 
 
-def add_human_eval(sub) -> None:
+def add_human_eval(sub: Subcommands) -> None:
     he = sub.add_parser(
         "human-eval",
         help="listening tests (Rethinking MUSHRA): export a run's audio for "

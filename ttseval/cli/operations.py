@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from ttseval.cli.common import add_store
+from ttseval.cli.common import Subcommands, add_store
 
 
 def cmd_stack(args: argparse.Namespace) -> int:
@@ -36,7 +36,8 @@ def cmd_stack(args: argparse.Namespace) -> int:
 
 
 def cmd_server(args: argparse.Namespace) -> int:
-    """Describe or stop the Prefect server that commands with no PREFECT_API_URL share (ttseval/infra/prefect_server.py)."""
+    """Describe or stop the Prefect server that commands with no PREFECT_API_URL share
+    (ttseval/infra/prefect_server.py)."""
     import json
 
     from ttseval.infra.prefect_server import server_folder, server_info, stop_server
@@ -66,7 +67,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     settings = load_settings(store=args.store)
     open_store(settings).require()  # a mistyped --store is said here, not as an empty page
     server = make_server(settings.store, args.host, args.port)
-    host, port = server.server_address[:2]
+    # the address bound (port 0 resolved): what server_address holds once bound, typed there as if bytes could be
+    host, port = server.socket.getsockname()[:2]
     print(f"serving the reports of {settings.store} at http://{host}:{port}/ (read-only; Ctrl-C stops)", flush=True)
     try:
         server.serve_forever()
@@ -80,7 +82,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 # -- parsers ------------------------------------------------------------------------------------------------------
 
 
-def add_stack(sub) -> None:
+def add_stack(sub: Subcommands) -> None:
     stk = sub.add_parser("stack", help="local Prefect server + worker, Dask cluster and S3 server on 127.0.0.1")
     stk.add_argument("action", choices=["up", "down", "status"])
     stk.add_argument("--folder", default=".ttseval-stack", help="PIDs, logs and state of the stack")
@@ -94,7 +96,7 @@ def add_stack(sub) -> None:
     stk.set_defaults(func=cmd_stack)
 
 
-def add_server(sub) -> None:
+def add_server(sub: Subcommands) -> None:
     srv = sub.add_parser(
         "server",
         help="the Prefect server commands share when PREFECT_API_URL is not set: status "
@@ -104,7 +106,7 @@ def add_server(sub) -> None:
     srv.set_defaults(func=cmd_server)
 
 
-def add_serve(sub) -> None:
+def add_serve(sub: Subcommands) -> None:
     sv = sub.add_parser("serve", help="serve a store's HTML run reports and their audio over HTTP, read-only")
     add_store(sv)
     sv.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback only)")

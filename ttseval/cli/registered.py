@@ -12,11 +12,18 @@ import argparse
 import hashlib
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from ttseval.cli.common import add_store
+from ttseval.cli.common import Subcommands, add_store
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from ttseval.core.config import Settings
+    from ttseval.core.store import ArtifactStore
 
 
-def _store(args: argparse.Namespace):
+def _store(args: argparse.Namespace) -> tuple[Settings, ArtifactStore]:
     from ttseval.core.config import load_settings
     from ttseval.core.store import open_store
 
@@ -88,7 +95,7 @@ def cmd_datasets(args: argparse.Namespace) -> int:
     return 0
 
 
-def _push_dataset(args: argparse.Namespace, settings, store) -> int:
+def _push_dataset(args: argparse.Namespace, settings: Settings, store: ArtifactStore) -> int:
     from ttseval.core.errors import SpecError
     from ttseval.core.registry import Spec
     from ttseval.corpus import catalog
@@ -146,7 +153,7 @@ def _push_dataset(args: argparse.Namespace, settings, store) -> int:
     return 0
 
 
-def _missing(done: dict) -> str:
+def _missing(done: dict[str, Any]) -> str:
     missing = done.get("missing") or []
     return (
         (
@@ -159,7 +166,7 @@ def _missing(done: dict) -> str:
     )
 
 
-def _stored_references(store, dataset: Path, items) -> tuple[list[str | None], list[str]]:
+def _stored_references(store: ArtifactStore, dataset: Path, items: pd.DataFrame) -> tuple[list[str | None], list[str]]:
     """Each item's reference_audio_uri stored in the store (a path on the user's side means nothing to the server,
     and a UI run, confined to what it may read, would refuse it): the stored copies' URIs, and the item ids whose
     reference could not be read."""
@@ -201,6 +208,8 @@ def cmd_systems(args: argparse.Namespace) -> int:
             )
         for label in found:
             m = pushed.read_system(store, label)
+            if m is None:  # its manifest went between the listing and this read
+                continue
             print(f"pushed:{label}\t{m['n_clips']} clips\tcontent {m['content_sha256'][:12]}\t{m['updated_at']}")
         return 0
     if not args.label or bool(args.dir) == bool(args.manifest):
@@ -226,7 +235,7 @@ def cmd_systems(args: argparse.Namespace) -> int:
 # -- parsers ------------------------------------------------------------------------------------------------------
 
 
-def add_datasets(sub) -> None:
+def add_datasets(sub: Subcommands) -> None:
     ds = sub.add_parser("datasets", help="register items files in the store as NAME@VERSION, list and show them")
     ds.add_argument("action", choices=["push", "list", "show"])
     ds.add_argument(
@@ -250,7 +259,7 @@ def add_datasets(sub) -> None:
     ds.set_defaults(func=cmd_datasets)
 
 
-def add_systems(sub) -> None:
+def add_systems(sub: Subcommands) -> None:
     sy = sub.add_parser(
         "systems", help="push clips made elsewhere into the store as a system (pushed:LABEL), list them"
     )

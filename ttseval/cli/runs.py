@@ -1,4 +1,4 @@
-"""Runs: evaluate, backfill-judge, nightly, trends, report, export, leaderboard."""
+"""Runs: evaluate, backfill-judge, nightly (and the report and exit-code policy they end with)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import argparse
 import json
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from ttseval.cli.common import (
-    EXIT_BREACHED,
-    EXIT_DONE,
+    Subcommands,
     add_store,
     add_wait_lease,
     csv_ints,
@@ -17,6 +17,10 @@ from ttseval.cli.common import (
     prefect_api,
     seconds_since_start,
 )
+from ttseval.cli.results import policy_exit, print_report
+
+if TYPE_CHECKING:
+    from ttseval.core.config import Settings
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -95,23 +99,6 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return policy_exit(settings, args.run_id)
 
 
-def policy_exit(settings, run_id: str, regressions=None) -> int:
-    """The exit code of a finished run under the exit-code policy (settings min_completion, fail_on_regression;
-    ttseval.metrics.policy): EXIT_BREACHED with each breach on stderr, else EXIT_DONE."""
-    from ttseval.core.store import open_store
-    from ttseval.metrics.policy import threshold_breaches
-
-    breaches = threshold_breaches(
-        open_store(settings).read(run_id, "report"),
-        min_completion=settings.min_completion,
-        regressions=regressions,
-        fail_on_regression=settings.fail_on_regression,
-    )
-    for line in breaches:
-        print(f"ttseval: threshold breached (exit {EXIT_BREACHED}): {line}", file=sys.stderr)
-    return EXIT_BREACHED if breaches else EXIT_DONE
-
-
 def print_dry_run(
     dataset: str,
     systems: list[str],
@@ -119,7 +106,7 @@ def print_dry_run(
     baseline: str | None,
     judges: list[str] | None,
     instruction_judges: list[str] | None,
-    settings,
+    settings: Settings,
 ) -> int:
     """`--dry-run` of evaluate and nightly: the checked inputs priced per system and judge, nothing called. It calls
     nothing, so a vendor with no API key yet can still be priced (tasks.provider_cache.estimate_only)."""
@@ -171,37 +158,6 @@ def announce_new_store(new: bool, uri: str) -> None:
             "computes every row (nothing to reuse). A typo in --store? Stop now (Ctrl-C) and check it.",
             file=sys.stderr,
             flush=True,
-        )
-
-
-def print_report(settings, run_id: str, system_ids: list[str] | None) -> None:
-    """The run's per-system table, its leaderboard and where its HTML report is: as its report stored them while
-    the run's files, the settings, the code and the systems are those the report was written from
-    (ttseval.tasks.report.full.stored_terminal_view), computed from its tables otherwise."""
-    from ttseval.core.store import open_store
-    from ttseval.tasks.report import print_view, stored_terminal_view
-
-    store = open_store(settings)
-    store.require(run_id)
-    view = stored_terminal_view(store, run_id, settings, system_ids)
-    if view is None:
-        from ttseval.tasks.report import compute_summary, compute_winrates, leaderboard_markdown, rows_for_display
-        from ttseval.tasks.report.compute import compute_rankings
-
-        summary = compute_summary(store, run_id, settings, system_ids)
-        winrates = compute_winrates(store, run_id, settings)
-        rankings = compute_rankings(store, run_id, settings) if not winrates.empty else None
-        view = {
-            "rows": rows_for_display(summary),
-            "leaderboard": leaderboard_markdown(store, run_id, summary, winrates, rankings),
-        }
-    print_view(store, run_id, view["rows"], view["leaderboard"])
-    if store.exists(f"runs/{run_id}/html/index.html"):
-        from ttseval.tasks.report.html import html_location
-
-        print(
-            f"HTML report (every clip playable, with its transcript, scores and verdicts): "
-            f"{html_location(store, run_id)}"
         )
 
 
@@ -290,76 +246,10 @@ def cmd_nightly(args: argparse.Namespace) -> int:
     return policy_exit(settings, result["run_id"], regressions)
 
 
-def cmd_trends(args: argparse.Namespace) -> int:
-    from ttseval.core.config import load_settings
-    from ttseval.core.errors import NotFoundError
-    from ttseval.core.store import open_store
-    from ttseval.tasks.trends import trends_table, write_trends
-
-    settings = load_settings(store=args.store)
-    store = open_store(settings)
-    store.require()
-    trends, page = write_trends(store, settings)
-    if page is None:
-        raise NotFoundError(
-            f"no nightly run with a report in {store.display()}: run ttseval nightly", uri=store.display()
-        )
-    if args.system:
-        trends = trends[trends["system_spec"].isin(args.system) | trends["system_id"].isin(args.system)]
-        if trends.empty:
-            raise NotFoundError(
-                f"--system {','.join(args.system)}: no such system in the nightly runs of {store.display()}",
-                uri=store.display(),
-            )
-    table = trends_table(trends)
-    print(
-        f"ttseval trends: {trends['night'].max() + 1} nightly run(s) in {store.display()}; a step is a flagged paired "
-        f"test between two nights, a drift the CUSUM (k {settings.trend_cusum_k:g}, h {settings.trend_cusum_h:g})"
-    )
-    print(table.to_string(index=False))
-    print(f"trends page: {'file://' if store.is_local else ''}{page}")
-    return 0
-
-
-def cmd_report(args: argparse.Namespace) -> int:
-    from ttseval.core.config import load_settings
-
-    settings = load_settings(store=args.store)
-    print_report(settings, args.run_id, None)
-    return policy_exit(settings, args.run_id)
-
-
-def cmd_export(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from ttseval.core.config import load_settings
-    from ttseval.tasks.export import export_run
-
-    tables = export_run(load_settings(store=args.store), args.run_id, Path(args.out))
-    print(f"{len(tables)} tables ({', '.join(tables)}), the report and the run logs in {args.out}; no audio")
-    return 0
-
-
-def cmd_leaderboard(args: argparse.Namespace) -> int:
-    from ttseval.core.config import load_settings
-    from ttseval.core.errors import NotFoundError
-    from ttseval.core.store import open_store
-    from ttseval.tasks.leaderboard import leaderboard, leaderboard_markdown
-
-    settings = load_settings(store=args.store)
-    store = open_store(settings)
-    store.require()
-    boards = leaderboard(settings)
-    if not boards:
-        raise NotFoundError(f"no run with a report in {store.display()}: run ttseval evaluate", uri=store.display())
-    print(leaderboard_markdown(boards))
-    return 0
-
-
 # -- parsers ------------------------------------------------------------------------------------------------------
 
 
-def add_evaluate(sub) -> None:
+def add_evaluate(sub: Subcommands) -> None:
     from ttseval.core.config import DEFAULT_SYSTEMS
     from ttseval.corpus import DEMO_DATASET
 
@@ -400,7 +290,7 @@ def add_evaluate(sub) -> None:
     ev.set_defaults(func=cmd_evaluate)
 
 
-def add_run_options(parser) -> None:
+def add_run_options(parser: argparse.ArgumentParser) -> None:
     """The options of an evaluate run that `nightly` takes too, declared once: --baseline, --judges, --dry-run,
     --budget-usd, --new-store."""
     parser.add_argument("--baseline", default=None, help="system the others are judged against (default: the first)")
@@ -431,7 +321,7 @@ def add_run_options(parser) -> None:
     )
 
 
-def add_backfill_judge(sub) -> None:
+def add_backfill_judge(sub: Subcommands) -> None:
     bf = sub.add_parser("backfill-judge", help="run a new judge over the audio stored by an earlier run")
     add_wait_lease(bf)
     add_store(bf)
@@ -459,14 +349,7 @@ def add_backfill_judge(sub) -> None:
     bf.set_defaults(func=cmd_backfill_judge)
 
 
-def add_report(sub) -> None:
-    rep = sub.add_parser("report", help="print the per-system table of a stored run")
-    add_store(rep)
-    rep.add_argument("--run-id", default="demo")
-    rep.set_defaults(func=cmd_report)
-
-
-def add_nightly(sub) -> None:
+def add_nightly(sub: Subcommands) -> None:
     from ttseval.core.config import DEFAULT_SYSTEMS
     from ttseval.corpus import DEMO_DATASET
 
@@ -478,28 +361,3 @@ def add_nightly(sub) -> None:
     ni.add_argument("--previous-run", default=None, help="default: the latest earlier nightly run")
     add_run_options(ni)
     ni.set_defaults(func=cmd_nightly)
-
-
-def add_trends(sub) -> None:
-    tr = sub.add_parser(
-        "trends",
-        help="every metric of every system across the nightly runs, with steps and slow "
-        "drifts flagged; writes the trends page beside the latest night's report",
-    )
-    add_store(tr)
-    tr.add_argument("--system", type=csv_list, default=None, help="only these systems (comma-separated specs or ids)")
-    tr.set_defaults(func=cmd_trends)
-
-
-def add_export(sub) -> None:
-    ex = sub.add_parser("export", help="a run's tables, report and logs as CSV without its audio, to share")
-    add_store(ex)
-    ex.add_argument("--run-id", required=True)
-    ex.add_argument("--out", required=True, help="folder to write")
-    ex.set_defaults(func=cmd_export)
-
-
-def add_leaderboard(sub) -> None:
-    lb = sub.add_parser("leaderboard", help="every system evaluated in a store, per dataset version, latest figures")
-    add_store(lb)
-    lb.set_defaults(func=cmd_leaderboard)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from typing import NoReturn
 
 # How long SIGTERM's orderly stop may take before the command stops its own processes and exits. Below the
 # grace a batch system gives before SIGKILL (Slurm's KillWait and Kubernetes' terminationGracePeriodSeconds are
@@ -46,18 +47,20 @@ def bridge_prefect_sigterm() -> None:
     Why: while a flow runs, Prefect's engine swaps its own SIGTERM handler in for ours (it raises TerminationSignal,
     so the run is marked Crashed) and hands the signal back to ours only once that exception has unwound the flow.
     Without this, an unwinding that hangs (closing a LocalCluster under load) is never bounded: a `ttseval nightly`
-    stays alive minutes after SIGTERM, and a second SIGTERM only raises TerminationSignal again. Prefect looks its handler up
-    by module name each time a flow starts, so wrapping that name is enough; its own behaviour is unchanged."""
+    stays alive minutes after SIGTERM, and a second SIGTERM only raises TerminationSignal again. Prefect looks its
+    handler up by module name each time a flow starts, so wrapping that name is enough; its own behaviour is
+    unchanged."""
     from prefect.utilities import engine
 
     prefect_handler = engine._prefect_sigterm_handler
     if getattr(prefect_handler, "ttseval_watchdog", False):
         return
 
-    def handler(signum: int, *args: object) -> None:
-        _arm_watchdog(signum)
+    # Prefect's signature, parameter name included: it raises TerminationSignal
+    def handler(sig_num: int, *args: object) -> NoReturn:
+        _arm_watchdog(sig_num)
         _watchdog["redelivered"] = True  # Prefect re-sends this signal to our handler after the flow unwinds
-        prefect_handler(signum, *args)
+        prefect_handler(sig_num, *args)
 
     handler.ttseval_watchdog = True  # type: ignore[attr-defined]
     engine._prefect_sigterm_handler = handler

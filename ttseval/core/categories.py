@@ -19,7 +19,9 @@ CATEGORIES: dict[str, str] = {
     "complex_pronunciation": "Numerals, currencies, dates, URLs, addresses, STEM notation, acronyms, tongue twisters",
     "questions": "Sequences of questions and statements that need interrogative and declarative prosody",
     "instruction_following": "InstructTTSEval items: speak the text in the style the instruction describes",
-    "multilingual": "ttseval addition: plain sentences in other languages and scripts (PashtoTTS-Bench-style screening)",
+    "multilingual": (
+        "ttseval addition: plain sentences in other languages and scripts (PashtoTTS-Bench-style screening)"
+    ),
 }
 
 EMERGENTTTS_CATEGORIES = (

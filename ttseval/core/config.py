@@ -23,7 +23,7 @@ SCHEDULER_WAIT_S = 120.0
 (setting `scheduler_wait_s`)."""
 
 DEFAULT_SYSTEMS = ("piper:joe", "espeak-ng", "flite:slt")
-DEFAULT_ASR = {"en": "faster-whisper:tiny.en", "*": "faster-whisper:base"}
+DEFAULT_ASR: dict[str, str | list[str]] = {"en": "faster-whisper:tiny.en", "*": "faster-whisper:base"}
 
 
 class VendorLimit(BaseModel):
@@ -31,8 +31,13 @@ class VendorLimit(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    concurrency: int | None = Field(None, ge=1, description="calls in flight at once")
-    per_second: float | None = Field(None, gt=0, description="calls started per second")
+    concurrency: int | None = Field(default=None, ge=1, description="calls in flight at once")
+    per_second: float | None = Field(default=None, gt=0, description="calls started per second")
+
+
+Escalation = Literal["tie", "subtle", "flip"]
+"""When a cascade asks its strong judge (Cascade.escalate)."""
+_ESCALATE_DEFAULT: tuple[Escalation, ...] = ("tie", "subtle", "flip")
 
 
 class Cascade(BaseModel):
@@ -42,13 +47,13 @@ class Cascade(BaseModel):
 
     cheap: str = Field(description="judge spec asked first, in both orders, e.g. gemini:gemini-2.5-flash")
     strong: str = Field(description="judge spec asked when the cheap one escalates, e.g. gemini:gemini-2.5-pro")
-    escalate: list[Literal["tie", "subtle", "flip"]] = Field(
-        default_factory=lambda: ["tie", "subtle", "flip"],
+    escalate: list[Escalation] = Field(
+        default_factory=lambda: list(_ESCALATE_DEFAULT),
         description="when the strong judge is asked: the cheap verdict is a tie, heard a subtle difference, or "
         "changes when the clips swap places",
     )
     escalate_sample: float = Field(
-        1.0,
+        default=1.0,
         gt=0,
         le=1,
         description="share of the pairs the cheap judge cannot settle "
@@ -56,7 +61,7 @@ class Cascade(BaseModel):
         "verdict in the drawn order",
     )
     audit_share: float = Field(
-        0.1,
+        default=0.1,
         ge=0,
         le=1,
         description="share of the pairs the cheap judge settles that the "
@@ -70,29 +75,34 @@ class Insv(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    completion: float = Field(0.95, ge=0, le=1, description="F1 gate: share of items with audio to pass")
-    sfr: float = Field(0.95, ge=0, le=1, description="S gate: mean transcript Script Fidelity Rate to pass")
+    completion: float = Field(default=0.95, ge=0, le=1, description="F1 gate: share of items with audio to pass")
+    sfr: float = Field(default=0.95, ge=0, le=1, description="S gate: mean transcript Script Fidelity Rate to pass")
     lid_pass: float = Field(
-        0.90, ge=0, le=1, description="V gate: every LID model's target-language rate at least this passes"
+        default=0.90, ge=0, le=1, description="V gate: every LID model's target-language rate at least this passes"
     )
     lid_fail: float = Field(
-        0.50,
+        default=0.50,
         ge=0,
         le=1,
         description="V gate: every LID model below this fails (likely substitution); anything else is unresolved",
     )
-    low_error_wer: float = Field(0.10, ge=0, description="Low-error%: utterances with WER at most this")
+    low_error_wer: float = Field(default=0.10, ge=0, description="Low-error%: utterances with WER at most this")
     f3_ratio: float = Field(
-        1.5, gt=0, description="F3 candidate: a letter class's WER at least this times the overall WER"
+        default=1.5, gt=0, description="F3 candidate: a letter class's WER at least this times the overall WER"
     )
-    f3_min_items: int = Field(5, ge=1, description="F3: utterances a letter class needs to be screened")
+    f3_min_items: int = Field(default=5, ge=1, description="F3: utterances a letter class needs to be screened")
     f5_cer_wer: float = Field(
-        0.75, gt=0, description="F5 candidate: an utterance's CER / WER at least this (the paper's worked example)"
+        default=0.75,
+        gt=0,
+        description="F5 candidate: an utterance's CER / WER at least this (the paper's worked example)",
     )
     digits: Literal["exclude", "count"] = Field(
-        "exclude",
+        default="exclude",
         description="SFR digit policy: digits excluded from both sides, or counted (ASCII digits as no script)",
     )
+
+
+_REJECTION_LAMBDAS: tuple[float, ...] = (50, 60, 70, 80, 90)
 
 
 class Listening(BaseModel):
@@ -109,53 +119,55 @@ class Listening(BaseModel):
         "energy_fluctuations, word_skips, mild_cap, severe_cap)",
     )
     dg_clip: bool = Field(
-        True,
+        default=True,
         description="Clip MUSHRA-DG scores to 0-100 (the paper does not say; without it "
         "three word skips score below zero)",
     )
     rejection_lambda: float = Field(
-        90,
+        default=90,
         ge=0,
         le=100,
         description="MUSHRA rule: the hidden-reference score a rater "
         "must reach on all but rejection_share of their pages",
     )
     rejection_share: float = Field(
-        0.15,
+        default=0.15,
         ge=0,
         le=1,
         description="MUSHRA rule: the share of pages a rater may score the hidden reference below rejection_lambda",
     )
     lambdas: list[float] = Field(
-        default_factory=lambda: [50, 60, 70, 80, 90],
+        default_factory=lambda: list(_REJECTION_LAMBDAS),
         description="Lambdas of the reported effect of the rejection rule on scores and ranks (section 4.4)",
     )
-    subsample_trials: int = Field(1000, ge=1, description="Random draws per (listeners, utterances) cell")
+    subsample_trials: int = Field(default=1000, ge=1, description="Random draws per (listeners, utterances) cell")
     sample_rate_hz: int = Field(
-        48000,
+        default=48000,
         ge=8000,
         description="The one rate of every exported stimulus (webMUSHRA "
         "refuses stimuli whose rate is not the browser's audio device's, mostly 48 kHz)",
     )
     max_conditions: int = Field(
-        12,
+        default=12,
         ge=2,
         le=12,
         description="Conditions per MUSHRA page, hidden reference and "
         "anchors included; more systems are split over pages",
     )
     max_duration_s: float = Field(
-        12.0,
+        default=12.0,
         gt=0,
         description="Longest stimulus of a MUSHRA page (webMUSHRA's strict "
         "mode and ITU-R BS.1534 ask for at most 12 s); longer items are left out",
     )
     anchor_x_bandwidth_hz: float = Field(
-        3500, gt=0, description="Anchor-X: the reference band-limited to this (resampled to twice it and back)"
+        default=3500, gt=0, description="Anchor-X: the reference band-limited to this (resampled to twice it and back)"
     )
-    anchor_y_slowdown: float = Field(1.2, ge=1, description="Anchor-Y: how much slower the degraded system speaks")
+    anchor_y_slowdown: float = Field(
+        default=1.2, ge=1, description="Anchor-Y: how much slower the degraded system speaks"
+    )
     anchor_y_share: float = Field(
-        0.2, ge=0, le=1, description="Anchor-Y: share of items with a word skipped or repeated"
+        default=0.2, ge=0, le=1, description="Anchor-Y: share of items with a word skipped or repeated"
     )
 
 
@@ -164,15 +176,17 @@ class Slurm(BaseModel):
     runs the scheduler and submits jobs as the run needs workers (adaptive, between minimum_jobs and
     maximum_jobs); each job runs `processes` Dask workers on its `cores`."""
 
-    cores: int = Field(1, ge=1, description="CPU cores of each job (#SBATCH --cpus-per-task)")
-    memory: str = Field("4GB", description="memory of each job (#SBATCH --mem), e.g. 4GB")
-    processes: int = Field(1, ge=1, description="Dask worker processes per job; they share its cores")
+    cores: int = Field(default=1, ge=1, description="CPU cores of each job (#SBATCH --cpus-per-task)")
+    memory: str = Field(default="4GB", description="memory of each job (#SBATCH --mem), e.g. 4GB")
+    processes: int = Field(default=1, ge=1, description="Dask worker processes per job; they share its cores")
     walltime: str = Field(
-        "02:00:00",
+        default="02:00:00",
         description="each job's time limit (#SBATCH -t); the cluster replaces a job that ends while work remains",
     )
-    queue: str | None = Field(None, description="partition (#SBATCH -p); default the cluster's default partition")
-    account: str | None = Field(None, description="account charged (#SBATCH -A)")
+    queue: str | None = Field(
+        default=None, description="partition (#SBATCH -p); default the cluster's default partition"
+    )
+    account: str | None = Field(default=None, description="account charged (#SBATCH -A)")
     job_extra_directives: list[str] = Field(
         default_factory=list,
         description="more #SBATCH lines, each without '#SBATCH', e.g. ['--gres=gpu:1', '--constraint=a100']",
@@ -183,23 +197,23 @@ class Slurm(BaseModel):
         "worker starts, e.g. ['module load cuda/12.6', 'source /shared/venv/bin/activate']",
     )
     python: str | None = Field(
-        None,
+        default=None,
         description="the Python that runs the worker on a compute node; default the "
         "command's own (a shared filesystem)",
     )
     gpu: bool = Field(
-        False,
+        default=False,
         description="the jobs' workers declare the Dask resource GPU=1 and take the model "
         "stages (ask Slurm for the GPU in job_extra_directives: --gres=gpu:1); otherwise CPU=<threads>",
     )
-    minimum_jobs: int = Field(0, ge=0, description="jobs kept while the cluster is up, even idle")
-    maximum_jobs: int = Field(4, ge=1, description="jobs at most at once")
+    minimum_jobs: int = Field(default=0, ge=0, description="jobs kept while the cluster is up, even idle")
+    maximum_jobs: int = Field(default=4, ge=1, description="jobs at most at once")
     interface: str | None = Field(
-        None,
+        default=None,
         description="network interface the scheduler and the workers listen on "
         "(e.g. ib0); default the address of the host name",
     )
-    log_directory: str | None = Field(None, description="folder for the jobs' output files; default none kept")
+    log_directory: str | None = Field(default=None, description="folder for the jobs' output files; default none kept")
 
 
 class Kubernetes(BaseModel):
@@ -208,24 +222,25 @@ class Kubernetes(BaseModel):
     the end. The operator must be installed in the Kubernetes cluster (infra/README.md)."""
 
     spec: str | None = Field(
-        None, description="a DaskCluster manifest (YAML) to create as it is; default one made from the settings below"
+        default=None,
+        description="a DaskCluster manifest (YAML) to create as it is; default one made from the settings below",
     )
-    name: str = Field("ttseval", description="the DaskCluster's name")
-    namespace: str | None = Field(None, description="its namespace; default the context's")
-    image: str = Field("ttseval-cpu:0.1.0", description="the scheduler's and CPU workers' image (infra/images)")
-    workers: int = Field(2, ge=0, description="CPU workers (pods declaring the Dask resource CPU=1)")
-    worker_cpu: str = Field("1", description="CPU request of a CPU worker")
-    worker_memory: str = Field("4Gi", description="memory request and limit of a CPU worker")
+    name: str = Field(default="ttseval", description="the DaskCluster's name")
+    namespace: str | None = Field(default=None, description="its namespace; default the context's")
+    image: str = Field(default="ttseval-cpu:0.1.0", description="the scheduler's and CPU workers' image (infra/images)")
+    workers: int = Field(default=2, ge=0, description="CPU workers (pods declaring the Dask resource CPU=1)")
+    worker_cpu: str = Field(default="1", description="CPU request of a CPU worker")
+    worker_memory: str = Field(default="4Gi", description="memory request and limit of a CPU worker")
     gpu_workers: int = Field(
-        0,
+        default=0,
         ge=0,
         description="GPU workers (a DaskWorkerGroup '<name>-gpu', one nvidia.com/gpu "
         "and the Dask resource GPU=1 each); set gpu = true to send them the model stages",
     )
     gpu_image: str | None = Field(
-        None, description="the GPU workers' image; default image (infra/images/Dockerfile.cuda builds one)"
+        default=None, description="the GPU workers' image; default image (infra/images/Dockerfile.cuda builds one)"
     )
-    gpu_memory: str = Field("16Gi", description="memory request and limit of a GPU worker")
+    gpu_memory: str = Field(default="16Gi", description="memory request and limit of a GPU worker")
     env_from: list[str] = Field(
         default_factory=lambda: ["configmap:ttseval-config", "secret:ttseval-s3"],
         description="ConfigMaps and Secrets every worker's environment comes from "
@@ -259,17 +274,18 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="TTSEVAL_", env_nested_delimiter="__", extra="forbid")
 
     store: str = Field(
-        "./artifacts",
+        default="./artifacts",
         validate_default=True,
         description="Artifact store URI: a local folder or s3://bucket/prefix (a relative folder is "
         "taken from the folder the command runs in)",
     )
-    shard_size: int = Field(8, ge=1, description="Items per task; tens keep orchestration overhead small")
+    shard_size: int = Field(default=8, ge=1, description="Items per task; tens keep orchestration overhead small")
     dask_address: str | None = Field(
-        None, description="Address of an existing Dask scheduler; None starts the cluster the setting cluster names"
+        default=None,
+        description="Address of an existing Dask scheduler; None starts the cluster the setting cluster names",
     )
     cluster: Literal["local", "slurm", "kubernetes"] = Field(
-        "local",
+        default="local",
         description="The Dask cluster a run starts when dask_address is unset: local (a LocalCluster on "
         "this machine), slurm (workers as Slurm jobs: the slurm settings) or kubernetes (a DaskCluster of the "
         "dask-kubernetes operator: the kubernetes settings)",
@@ -278,13 +294,13 @@ class Settings(BaseSettings):
     kubernetes: Kubernetes = Field(
         default_factory=Kubernetes, description="Kubernetes pods as Dask workers (cluster = 'kubernetes')"
     )
-    n_workers: int = Field(2, ge=1, description="LocalCluster worker processes")
+    n_workers: int = Field(default=2, ge=1, description="LocalCluster worker processes")
     threads_per_worker: int = Field(
-        1, ge=1, description="threads of each Dask worker of a LocalCluster: the tasks it runs at once"
+        default=1, ge=1, description="threads of each Dask worker of a LocalCluster: the tasks it runs at once"
     )
-    gpu: bool = Field(False, description="Annotate model stages with the Dask resource GPU=1")
+    gpu: bool = Field(default=False, description="Annotate model stages with the Dask resource GPU=1")
     models_in_memory: int = Field(
-        0,
+        default=0,
         ge=0,
         description="Metric models (recognisers, MOS predictors, speaker "
         "encoders, LID models) a worker process keeps loaded at once: 1 loads one, runs "
@@ -297,19 +313,19 @@ class Settings(BaseSettings):
         "TTSEVAL_ASR__EN=...) changes only the languages it names; the others keep their defaults",
     )
     wer_protocol: Literal["ttseval", "seed-tts-eval"] = Field(
-        "ttseval",
+        default="ttseval",
         description="How transcripts are normalized before WER/CER: ttseval's normalizers per language "
         "(numbers, contractions and punctuation made comparable), or seed-tts-eval: Seed-TTS-eval's run_wer.py "
         "exactly (en and zh only; its WER is the mean per utterance), so the report may label WER comparable with "
         "its published table",
     )
     quality: str | list[str] = Field(
-        "dnsmos",
+        default="dnsmos",
         description="MOS predictor spec, or several (each its own rows and "
         "report column; the first is the MOS of the summary and the objective judge)",
     )
     prosody: bool = Field(
-        False, description="Measure F0, speaking rate and silences of every clip (Praat pitch and Silero VAD)"
+        default=False, description="Measure F0, speaking rate and silences of every clip (Praat pitch and Silero VAD)"
     )
     similarity: list[str] = Field(
         default_factory=lambda: ["resemblyzer"],
@@ -337,23 +353,23 @@ class Settings(BaseSettings):
     judges: list[str] = Field(default_factory=lambda: ["objective"], description="Pairwise judge specs")
     instruction_judges: list[str] = Field(default_factory=list, description="Instruction-following judge specs")
     reuse_audio: bool = Field(
-        True, description="Reuse audio from earlier runs for an unchanged request and engine version"
+        default=True, description="Reuse audio from earlier runs for an unchanged request and engine version"
     )
     canary_fixed: int = Field(
-        8,
+        default=8,
         ge=0,
         description="Items a nightly run has its remote voices speak afresh every night "
         "(not reused), the same each night, stratified by category and language; compared "
         "item by item with the previous night's clips (ttseval.metrics.canary)",
     )
     canary_rotating: int = Field(
-        4,
+        default=4,
         ge=0,
         description="More canary items drawn afresh from the rest each night, seeded "
         "by the date, so over the weeks every item is heard fresh",
     )
     canary_min_change: float = Field(
-        0.05,
+        default=0.05,
         ge=0,
         description="Smallest change of a canary measure (duration, mean "
         "F0, speech time) flagged as a change of a remote voice, as a share of the "
@@ -361,14 +377,14 @@ class Settings(BaseSettings):
         "jitter even when the paired test calls them significant",
     )
     trend_cusum_k: float = Field(
-        0.5,
+        default=0.5,
         ge=0,
         description="Slow-drift rule of the nightly trends (ttseval.metrics."
         "trends): the CUSUM's allowance k, in standard errors a night, that a series may "
         "move from its first night toward the worse side without adding up",
     )
     trend_cusum_h: float = Field(
-        5.0,
+        default=5.0,
         gt=0,
         description="Slow-drift rule of the nightly trends: the CUSUM's threshold "
         "h; 5 (with k 0.5) flags 4.2% of a never-changing series' 7-night weeks and a slide "
@@ -381,20 +397,22 @@ class Settings(BaseSettings):
         "runs' audio; a nightly run sets its canary here",
     )
     reuse_scores: bool = Field(
-        True,
+        default=True,
         description="Reuse the per-clip model outputs of any earlier run of the "
         "store (transcripts, MOS, spoken language, prosody, speaker similarity) for the "
         "same clip (audio SHA-256), model output id and engine version (transcripts: and "
         "language; similarity: and reference clip)",
     )
-    item_retries: int = Field(2, ge=0, description="Retries of a transient provider error on one item")
-    retry_backoff_s: float = Field(1.0, ge=0, description="First backoff; doubles each retry")
-    task_retries: int = Field(2, ge=0, description="Prefect retries of a task that raised (worker lost, store error)")
+    item_retries: int = Field(default=2, ge=0, description="Retries of a transient provider error on one item")
+    retry_backoff_s: float = Field(default=1.0, ge=0, description="First backoff; doubles each retry")
+    task_retries: int = Field(
+        default=2, ge=0, description="Prefect retries of a task that raised (worker lost, store error)"
+    )
     bootstrap_resamples: int = Field(
-        1000, ge=1, description="bootstrap resamples behind every confidence interval of a report"
+        default=1000, ge=1, description="bootstrap resamples behind every confidence interval of a report"
     )
     permutation_resamples: int = Field(
-        10000,
+        default=10000,
         ge=1,
         description="random swaps behind each paired permutation "
         "test (exact, every swap, when there are fewer); a p-value is never below "
@@ -402,32 +420,32 @@ class Settings(BaseSettings):
         "the number of tests, so keep it well above tests / alpha",
     )
     plan_power: float = Field(
-        0.8,
+        default=0.8,
         gt=0,
         lt=1,
         description="power the report's sample-size planner plans for: "
         "the chance that a paired test detects a difference of the given size",
     )
     alpha: float = Field(
-        0.05,
+        default=0.05,
         gt=0,
         lt=1,
         description="significance level of every 'differs' a report or a "
         "drift report decides (a paired permutation test, its p adjusted across the report's tests)",
     )
     p_adjust: Literal["holm", "bh"] = Field(
-        "holm",
+        default="holm",
         description="how a report's p-values are adjusted for the "
         "number of tests it makes: holm (Holm's step-down, family-wise error "
         "rate) or bh (Benjamini-Hochberg, false discovery rate)",
     )
     seed: int = Field(
-        0,
+        default=0,
         description="seed of the random draws of reports and analyses (bootstrap resamples, "
         "listening-test subsampling) and of LLM sampling in instruction generation",
     )
     judge_pairs: Literal["baseline", "all", "sampled"] = Field(
-        "baseline",
+        default="baseline",
         description="Which pairs of systems the pairwise judges compare on each item: baseline (each "
         "system against the baseline, as EmergentTTS-Eval), all (every pair of systems: k(k-1)/2 per item for k "
         "systems) or sampled (pairs_per_item pairs per item, drawn from every pair by a hash of the seed and the "
@@ -435,25 +453,25 @@ class Settings(BaseSettings):
         "verdicts against the baseline",
     )
     pairs_per_item: int = Field(
-        3,
+        default=3,
         ge=1,
         description="judge_pairs = sampled: the pairs of systems judged on each "
         "item (every pair when there are no more)",
     )
     position_audit_share: float = Field(
-        0.10,
+        default=0.10,
         ge=0,
         le=1,
         description="Share of pairs each order-sensitive judge also hears in the other order "
         "(the position-bias audit); 0 turns it off",
     )
-    position_audit_min: int = Field(50, ge=0, description="Pairs audited at least, when the run has that many")
+    position_audit_min: int = Field(default=50, ge=0, description="Pairs audited at least, when the run has that many")
     judge_output_tokens: int = Field(
-        400, ge=1, description="Output tokens per judge call in the dry run's estimate (thinking included)"
+        default=400, ge=1, description="Output tokens per judge call in the dry run's estimate (thinking included)"
     )
-    max_error_rate: float = Field(1.0, ge=0, le=1, description="Fail the flow when more rows than this fail")
+    max_error_rate: float = Field(default=1.0, ge=0, le=1, description="Fail the flow when more rows than this fail")
     min_completion: float | None = Field(
-        None,
+        default=None,
         ge=0,
         le=1,
         description="Exit-code policy: a finished evaluate, "
@@ -462,12 +480,12 @@ class Settings(BaseSettings):
         "system. None: off",
     )
     fail_on_regression: bool = Field(
-        False,
+        default=False,
         description="Exit-code policy: a nightly run whose drift report flags "
         "a change for the worse exits 3 (ran, threshold breached). Off by default",
     )
     prefect_server_keep_s: float = Field(
-        600.0,
+        default=600.0,
         ge=0,
         description="With no PREFECT_API_URL, commands share one "
         "local Prefect server, which stops once no command has used it for this "
@@ -475,14 +493,14 @@ class Settings(BaseSettings):
         "stopped with it",
     )
     store_wait_s: float = Field(
-        STORE_WAIT_S,
+        default=STORE_WAIT_S,
         ge=0,
         description="How long a store operation waits for an S3 store "
         "it cannot reach (server restarting, host cut off, 5xx), trying again with backoff, "
         "before the run fails; a local store is not waited for",
     )
     scheduler_wait_s: float = Field(
-        SCHEDULER_WAIT_S,
+        default=SCHEDULER_WAIT_S,
         ge=0,
         description="How long a run on an existing Dask "
         "scheduler (dask_address) waits for it when it is lost mid-run (its host "
@@ -491,20 +509,20 @@ class Settings(BaseSettings):
         "to it is tried",
     )
     lease_wait_s: float = Field(
-        0.0,
+        default=0.0,
         ge=0,
         description="How long a run waits for another invocation writing the "
         "same run id to finish; 0 refuses at once (exit 2, nothing written)",
     )
     lease_ttl_s: float = Field(
-        120.0,
+        default=120.0,
         gt=0,
         description="A run id's lease not renewed for this long (its writer "
         "frozen, or on another host and gone) is taken over; a dead writer on this host's "
         "is taken over at once",
     )
     confine_paths: Literal["deployments", "always", "never"] = Field(
-        "deployments",
+        default="deployments",
         description="Which evaluate runs may read only files inside the dataset's folder and "
         "allowed_paths (items' prompt_audio_uri and reference_audio_uri, a files system's folder, manifest and "
         "clips): deployments (runs started from a deployment or the Prefect UI, where the person typing the paths "
@@ -526,14 +544,14 @@ class Settings(BaseSettings):
         "provider:model, over the provider's built-in price",
     )
     budget_usd: float | None = Field(
-        None,
+        default=None,
         ge=0,
         description="Most an evaluate run may spend on paid synthesis "
         "and judge calls (synthesis first, the judges from what is left); keys past "
         "it are not called and stay missing for a later run. None: no cap",
     )
     allow_new_store: bool = Field(
-        False,
+        default=False,
         description="Let an evaluate run with paid systems or judges create a "
         "store that does not exist yet. Off: such a run is refused (exit 2), so a "
         "mistyped --store does not pay for everything again; free runs only announce "

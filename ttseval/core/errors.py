@@ -22,8 +22,8 @@ the next run of the same run id computes that key again.
 
 USER_ERRORS (below) are the user's to fix (bad input, a busy run id, a store that refuses writes, a store or run
 that is not there): the CLI prints their message alone and exits 2, and inside a flow or task run they are logged
-without a traceback (ttseval.tasks.logs.quiet_user_errors). Every other exception is a failure of the run or a bug: its traceback
-is kept.
+without a traceback (ttseval.tasks.logs.quiet_user_errors). Every other exception is a failure of the run or a bug:
+its traceback is kept.
 
 Errors carry their context as attributes (`spec`, `uri`, `key`) as well as in the message.
 """

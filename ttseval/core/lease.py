@@ -6,10 +6,10 @@ every call paid twice. With it the second invocation is refused, naming who hold
 waits for it (`lease_wait_s`).
 
 The lease is runs/<run_id>/.lease (a hidden name: table readers skip it), JSON: owner token, host, pid,
-acquired_at, renewed_at. It is taken with an atomic create-if-absent: locally a hard link of the complete record to the lease's name (it fails
-when the name exists, like O_EXCL, and no reader sees a half-written record); on S3 a PUT with
-`If-None-Match: *` (S3's conditional write). The holder renews it every `ttl / 4` seconds (locally under an
-flock; on S3 a PUT with `If-Match` on the ETag it last wrote, so a renewal never overwrites a lease that another
+acquired_at, renewed_at. It is taken with an atomic create-if-absent: locally a hard link of the complete record to
+the lease's name (it fails when the name exists, like O_EXCL, and no reader sees a half-written record); on S3 a
+PUT with `If-None-Match: *` (S3's conditional write). The holder renews it every `ttl / 4` seconds (locally under
+an flock; on S3 a PUT with `If-Match` on the ETag it last wrote, so a renewal never overwrites a lease that another
 run took over). A lease is stale, and taken over with the same compare-and-swap, when its holder's process is
 gone (same host: the pid no longer runs, e.g. after SIGKILL) or it was not renewed for `ttl` seconds (another
 host, or a frozen process).
@@ -132,7 +132,8 @@ class _S3:
 
     def create(self, data: bytes) -> str | None:
         try:
-            return self.client.put_object(Bucket=self.bucket, Key=self.key, Body=data, IfNoneMatch="*")["ETag"]
+            etag: str = self.client.put_object(Bucket=self.bucket, Key=self.key, Body=data, IfNoneMatch="*")["ETag"]
+            return etag
         except Exception as e:
             if self._refused(e):
                 return None
@@ -147,7 +148,8 @@ class _S3:
 
     def swap(self, data: bytes, token: str) -> str | None:
         try:
-            return self.client.put_object(Bucket=self.bucket, Key=self.key, Body=data, IfMatch=token)["ETag"]
+            etag: str = self.client.put_object(Bucket=self.bucket, Key=self.key, Body=data, IfMatch=token)["ETag"]
+            return etag
         except Exception as e:
             if self._refused(e) or "NoSuchKey" in str(e):
                 return None
@@ -168,7 +170,7 @@ class RunLease:
         self.store, self.run_id, self.ttl_s, self.wait_s = store, run_id, ttl_s, wait_s
         rel = f"runs/{run_id}/.lease"
         self.where = store.display(rel)
-        self.backend: Any = _Local(store.path(rel)) if store.is_local else _S3(store, rel)
+        self.backend: _Local | _S3 = _Local(store.path(rel)) if store.is_local else _S3(store, rel)
         self.owner = {
             "token": uuid.uuid4().hex,
             "host": socket.gethostname(),
@@ -177,6 +179,8 @@ class RunLease:
             "acquired_at": _now().isoformat(),
         }
         self.etag: str | None = None
+        self.taken_over: dict[str, Any] | None = None
+        """The stale holder's record when this lease was taken over from it, else None."""
         self.lost = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -205,7 +209,7 @@ class RunLease:
             return None if self.etag is not None else {"host": "?", "pid": "?", "acquired_at": "?"}
         data, token = current
         try:
-            holder = json.loads(data)
+            holder: dict[str, Any] = json.loads(data)
         except ValueError:
             holder = {}
         if self.stale(holder):
@@ -217,7 +221,7 @@ class RunLease:
 
     def acquire(self) -> RunLease:
         deadline = time.monotonic() + self.wait_s
-        self.taken_over: dict[str, Any] | None = None
+        self.taken_over = None
         while True:
             try:
                 holder = self.try_acquire()
@@ -241,6 +245,8 @@ class RunLease:
 
     def _renew(self) -> None:
         while not self._stop.wait(self.ttl_s / 4):
+            if self.etag is None:  # nothing held to renew (the thread starts once the lease is taken)
+                return
             try:
                 etag = self.backend.swap(self._body(), self.etag)
             except (StoreError, OSError):

@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar, Literal, Protocol, Union, runtime_checkable
+from typing import Any, ClassVar, Final, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
@@ -34,13 +34,13 @@ from ttseval.core.audio import Audio
 
 # -- metadata ------------------------------------------------------------------------------------------------------
 
-ANY_LANGUAGE = "any"
+ANY_LANGUAGE: Final = "any"
 """`languages` of a provider that does not depend on the language (a MOS predictor, an LLM judge)."""
-PER_VOICE = "per voice"
+PER_VOICE: Final = "per voice"
 """`languages` of a provider whose language is its voice's or model's (Piper's voice config, a local model):
 only a built instance knows; ask its `supports_language`."""
 
-Languages = Union[frozenset[str], Literal["any", "per voice"], Callable[[], frozenset[str]]]
+Languages = frozenset[str] | Literal["any", "per voice"] | Callable[[], frozenset[str]]
 """Base language codes ('en', 'ps'; see ttseval.core.languages.base_language), ANY_LANGUAGE, PER_VOICE, or a
 function listing them (espeak-ng asks its binary). The most any configuration of the class covers; one
 configuration (a fixed voice, an English-only model) may cover fewer, and its `supports_language` says so."""
@@ -222,8 +222,8 @@ class LanguageIdentifier(Protocol):
 
 @runtime_checkable
 class SpeakerEncoder(Protocol):
-    """A speaker-verification encoder: one embedding per clip, compared by cosine similarity (ttseval.metrics.similarity).
-    `name` and the ProviderMetadata are class attributes."""
+    """A speaker-verification encoder: one embedding per clip, compared by cosine similarity
+    (ttseval.metrics.similarity). `name` and the ProviderMetadata are class attributes."""
 
     name: ClassVar[str]
 

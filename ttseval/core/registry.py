@@ -24,6 +24,7 @@ import functools
 import importlib
 import importlib.metadata
 import importlib.util
+import inspect
 import re
 import shutil
 from dataclasses import dataclass, field
@@ -112,7 +113,7 @@ def _protocol_members(protocol: type) -> tuple[frozenset[str], frozenset[str], f
     for base in protocol.__mro__:
         if base in (Protocol, Generic, object) or not getattr(base, "_is_protocol", False):
             continue
-        for attr, annotation in base.__dict__.get("__annotations__", {}).items():
+        for attr, annotation in inspect.get_annotations(base).items():
             (class_attrs if "ClassVar" in str(annotation) else instance_attrs).add(attr)
         methods.update(a for a, v in base.__dict__.items() if not a.startswith("_") and callable(v))
     return frozenset(methods), frozenset(class_attrs), frozenset(instance_attrs)
@@ -216,7 +217,8 @@ class Registry(Generic[T]):
             instructions or both).
     """
 
-    def __init__(self, kind: str, protocol: type[T], entries: dict[str, str], *, any_of: tuple[type, ...] = ()) -> None:
+    def __init__(self, kind: str, protocol: type, entries: dict[str, str], *, any_of: tuple[type, ...] = ()) -> None:
+        # `protocol` is a Protocol class, which type[T] would refuse (it is abstract); T comes from Registry[T](...)
         self.kind = kind
         self.protocol = protocol
         self.any_of = any_of

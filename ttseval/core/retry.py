@@ -1,7 +1,8 @@
 """One retry and backoff policy for every layer that retries: items in a stage, LLM transport, Prefect tasks.
 
-Every retrying loop asks `RetryPolicy` "how many times, how long to wait", so the budgets are read from one place (settings `item_retries`, `task_retries`, `retry_backoff_s`; an LLM spec's
-`max_retries`, `backoff_s`, `max_backoff_s`) and the delays follow one formula:
+Every retrying loop asks `RetryPolicy` "how many times, how long to wait", so the budgets are read from one place
+(settings `item_retries`, `task_retries`, `retry_backoff_s`; an LLM spec's `max_retries`, `backoff_s`,
+`max_backoff_s`) and the delays follow one formula:
 
     delay before retry n (n = 1, 2, ...) = min(cap_s, retry_after_s if the server asked for one, else base_s * 2**(n-1))
 

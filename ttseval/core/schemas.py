@@ -6,7 +6,9 @@ Units are in the names (`duration_s`, `sample_rate_hz`). Failures are rows: `sta
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 
@@ -466,7 +468,7 @@ CLIP_STAGE_TABLES = tuple(name for name, t in TABLES.items() if t.clip_stage)
 """The per-clip model stages' tables, in the order the stages run and report."""
 
 
-def table_from_rows(table: str, rows: list[dict]) -> pa.Table:
+def table_from_rows(table: str, rows: Sequence[Mapping[str, Any]]) -> pa.Table:
     """Rows (dicts) to a pyarrow Table with the declared schema; a missing column is null."""
     schema = TABLES[table].schema
     return pa.Table.from_pylist([{name: row.get(name) for name in schema.names} for row in rows], schema=schema)

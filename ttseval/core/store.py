@@ -26,7 +26,7 @@ import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlparse
 
 import pandas as pd
@@ -65,6 +65,8 @@ _BOTOCORE_UNREACHABLE = {"EndpointConnectionError", "ConnectTimeoutError", "Read
 
 log = logging.getLogger(__name__)
 
+_T = TypeVar("_T")
+
 
 def _s3_endpoint() -> str | None:
     """The S3 endpoint the AWS variables name (a MinIO or moto server), or None for AWS itself."""
@@ -73,7 +75,9 @@ def _s3_endpoint() -> str | None:
 
 def _s3_filesystem() -> pafs.S3FileSystem:
     endpoint = _s3_endpoint()
-    kwargs: dict = {"region": os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"}
+    kwargs: dict[str, str] = {
+        "region": os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+    }
     if endpoint:
         parsed = urlparse(endpoint)
         kwargs["endpoint_override"] = parsed.netloc or parsed.path
@@ -164,7 +168,7 @@ class ArtifactStore:
         return self.path("runs", run_id, table)
 
     # bytes ---------------------------------------------------------------------------------------------------
-    def _patiently(self, op: Callable[[], Any], what: str) -> Any:
+    def _patiently(self, op: Callable[[], _T], what: str) -> _T:
         """`op()`, tried again while the store cannot be reached, for up to `wait_s` seconds (S3 only)."""
         deadline, delay = None, 0.5
         while True:
@@ -231,7 +235,8 @@ class ArtifactStore:
     def read_bytes(self, rel_path: str) -> bytes:
         def read() -> bytes:
             with self.fs.open_input_stream(self.path(rel_path)) as src:
-                return src.read()
+                data: bytes = src.read()
+                return data
 
         try:
             return self._patiently(read, f"reading {rel_path}")
@@ -258,7 +263,7 @@ class ArtifactStore:
             raise StoreError(f"cannot reach the store {self.display()}: {e}", uri=self.display()) from e
 
     def exists(self, rel_path: str) -> bool:
-        return self._info(self.path(rel_path)).type != pafs.FileType.NotFound
+        return bool(self._info(self.path(rel_path)).type != pafs.FileType.NotFound)
 
     def delete(self, full_path: str) -> None:
         """Delete one file (a full path, as `part_files` lists them). On S3 this is one DeleteObject through boto3:
@@ -363,7 +368,7 @@ class ArtifactStore:
         self.replace_table(run_id, table, rows, label="compacted")
         return before, len(self.part_files(run_id, table))
 
-    def supersede(self, run_id: str, table: str, keys: set[tuple], *, keep: str) -> int:
+    def supersede(self, run_id: str, table: str, keys: set[tuple[Any, ...]], *, keep: str) -> int:
         """Drop `keys` from every part but `keep` (rows recomputed after a retryable failure); returns rows dropped.
 
         Parts are rewritten atomically, so a crash leaves either the old or the new part, and readers dedupe anyway.

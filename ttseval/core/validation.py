@@ -2,8 +2,9 @@
 
 One validation path: each table's rules are built from its declaration (``ttseval.core.schemas.TABLES``: columns
 that may not be null, the key that must be unique, the statuses its rows may take; every clip stage's table
-declares the same ones) plus the value rules declared here (ranges of ok rows). ``check_table`` returns the problems; ``require_valid`` raises ``DatasetError`` naming the table, the
-rule, the rows (by their key) and the fix. The dataset's own rules (languages, categories) live with the
+declares the same ones) plus the value rules declared here (ranges of ok rows). ``check_table`` returns the
+problems; ``require_valid`` raises ``DatasetError`` naming the table, the rule, the rows (by their key) and the
+fix. The dataset's own rules (languages, categories) live with the
 dataset (``ttseval.corpus.items``) and run through the same ``check``.
 
 One ephemeral context per process; `import great_expectations` costs seconds, so it is imported on first use,
@@ -242,7 +243,7 @@ def row_failures(frame: pd.DataFrame, rules: list[Rule], *, suite_name: str) -> 
     return failed
 
 
-def _where(found: dict, columns: tuple[str, ...]) -> str:
+def _where(found: dict[str, Any], columns: tuple[str, ...]) -> str:
     named = ", ".join(f"{c}={found[c]!r}" for c in columns if c != "row" and c in found)
     return f"row {found['row']} ({named})" if "row" in found else named
 
@@ -410,8 +411,10 @@ def check_table(table: str, frame: pd.DataFrame) -> list[str]:
     missing = sorted({c for r in rules for c in r.kwargs.get("column_list", [r.column])} - set(frame.columns))
     if missing:
         return [
-            f"rule 'declared columns are present' fails: {table} lacks column(s) {missing}. "
-            f"Fix: build the frame with ttseval.core.schemas.{table.upper()} (table_from_rows)"
+            (
+                f"rule 'declared columns are present' fails: {table} lacks column(s) {missing}. "
+                f"Fix: build the frame with ttseval.core.schemas.{table.upper()} (table_from_rows)"
+            )
         ]
     if frame.empty:
         return []

@@ -54,7 +54,8 @@ def _parquet(frame: pd.DataFrame, schema: pa.Schema | None = None) -> bytes:
     )
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, compression="zstd")
-    return sink.getvalue().to_pybytes()
+    data: bytes = sink.getvalue().to_pybytes()
+    return data
 
 
 @dataclass

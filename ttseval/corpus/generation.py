@@ -292,7 +292,8 @@ def read_seeds(path: str | Path, spec: GenerationSpec) -> list[Seed]:
         elif not SEED_ID.match(seed_id):
             problems.append(f"line {n}: seed_id {seed_id!r}: use letters, digits, '.', '_' or '-'")
         seen.add(seed_id)
-        if not problems:
+        # no problem so far: category and text passed their checks above (the tests here only narrow the types)
+        if not problems and isinstance(category, str) and isinstance(text, str):
             seeds.append(Seed(seed_id, category, text.strip(), row.get("subcategory")))
     if problems:
         raise DatasetError(

@@ -122,11 +122,11 @@ def _compact(value: Any) -> Any:
     return value
 
 
-def _read_jsonl(p: Path, text: str) -> list[dict]:
+def _read_jsonl(p: Path, text: str) -> list[dict[str, Any]]:
     return [{k: _compact(v) for k, v in row.items()} for row in read_jsonl_rows(p, text)]
 
 
-def _read_records(path: str | Path) -> list[dict]:
+def _read_records(path: str | Path) -> list[dict[str, Any]]:
     """The file's rows as dicts, in file order; raises DatasetError for a missing or unparseable file."""
     p = Path(path)
     if not p.is_file():
@@ -160,7 +160,7 @@ def _read_records(path: str | Path) -> list[dict]:
             return [{k: (None if v == "" else v) for k, v in r.items()} for r in frame.to_dict("records")]
         import pyarrow.parquet as pq
 
-        rows = []
+        rows: list[dict[str, Any]] = []
         for batch in pq.ParquetFile(p).iter_batches(batch_size=256):
             rows.extend({k: _compact(v) for k, v in r.items()} for r in batch.to_pylist())
         return rows
@@ -170,14 +170,14 @@ def _read_records(path: str | Path) -> list[dict]:
         raise DatasetError(f"dataset {p}: cannot parse as {suffix} ({e})", source=str(p)) from e
 
 
-def _columns(rows: list[dict]) -> set[str]:
+def _columns(rows: list[dict[str, Any]]) -> set[str]:
     found: set[str] = set()
     for r in rows:
         found.update(r)
     return found
 
 
-def _require(p: Path, rows: list[dict], required: tuple[str, ...], fmt: str) -> None:
+def _require(p: Path, rows: list[dict[str, Any]], required: tuple[str, ...], fmt: str) -> None:
     if not rows:
         raise DatasetError(f"dataset {p} has no rows", source=str(p))
     found = _columns(rows)
@@ -218,7 +218,7 @@ def _id_text(value: Any) -> str:
     return str(number) if number is not None and not isinstance(value, str) else str(value).strip()
 
 
-def _frame(rows: list[dict], p: Path, fmt: str) -> pd.DataFrame:
+def _frame(rows: list[dict[str, Any]], p: Path, fmt: str) -> pd.DataFrame:
     seen: dict[str, int] = {}
     problems = []
     for number, row in enumerate(rows, start=1):
@@ -321,7 +321,7 @@ def _language_from_name(p: Path) -> str | None:
     return None
 
 
-def _reference_uri(rec: dict, base: Path) -> str | None:
+def _reference_uri(rec: dict[str, Any], base: Path) -> str | None:
     for name in REFERENCE_AUDIO_FIELDS:
         value = rec.get(name)
         if _blank(value):
@@ -555,7 +555,7 @@ def import_seedtts(path: str | Path, *, language: str | None = None) -> pd.DataF
             "pass --language, e.g. --language en-US",
             source=str(path),
         )
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             "item_id": utt,
             "benchmark": f"{SEEDTTS_BENCHMARK}/{folder.name}",
@@ -706,7 +706,7 @@ def import_items_file(
                 source=str(path),
             )
     write_items(frame, out)
-    if not clips:
+    if not clips or manifest is None:  # the manifest is named wherever clips are found
         return ImportedFile(fmt, len(frame), out)
     write_manifest(clips, manifest)
     return ImportedFile(

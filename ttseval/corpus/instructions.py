@@ -30,7 +30,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ttseval.core.errors import DatasetError
 from ttseval.core.ids import digest
-from ttseval.core.instructtts import CATEGORY, FEATURES, TASKS  # noqa: F401 - CATEGORY is re-exported (ttseval.tasks.generate_instructions)
+
+# re-exported: ttseval.tasks.generate_instructions and the generate_instructions flow read them from here
+from ttseval.core.instructtts import CATEGORY as CATEGORY
+from ttseval.core.instructtts import FEATURES as FEATURES
+from ttseval.core.instructtts import TASKS as TASKS
 from ttseval.core.languages import is_known_language
 from ttseval.core.paths import resolve_against
 from ttseval.corpus.items import read_jsonl_numbered
@@ -347,7 +351,9 @@ def read_references(path: str | Path) -> list[Reference]:
             source=str(p),
         )
     rows = read_jsonl_numbered(p, p.read_text(encoding="utf-8"))
-    refs, problems, seen = [], [], set()
+    refs: list[Reference] = []
+    problems: list[str] = []
+    seen: set[str | None] = set()
     for n, row in rows:
         before = len(problems)
         ref_id = row.get("ref_id")
@@ -383,7 +389,14 @@ def read_references(path: str | Path) -> list[Reference]:
             problems.append(
                 f"line {n}: language {language!r} is not a known BCP-47 / ISO 639 tag; use one such as en-US or zh-CN"
             )
-        if len(problems) == before:
+        # no problem on this line: each field passed its check above (the other tests only narrow the types)
+        if (
+            len(problems) == before
+            and ref_id
+            and wav is not None
+            and isinstance(text, str)
+            and isinstance(language, str)
+        ):
             refs.append(Reference(ref_id, wav.resolve(), text.strip(), language.strip(), n))
     if problems:
         raise DatasetError(

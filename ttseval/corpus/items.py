@@ -13,6 +13,7 @@ import json
 import re
 import unicodedata
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -34,12 +35,12 @@ UNSAFE_ID = re.compile(r"[/\\\x00-\x1f\x7f]")
 CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
-def read_jsonl_rows(path: Path, text: str) -> list[dict]:
+def read_jsonl_rows(path: Path, text: str) -> list[dict[str, Any]]:
     """The JSON objects of a JSON Lines text, blank lines skipped; a bad line is named by its number."""
     return [row for _, row in read_jsonl_numbered(path, text)]
 
 
-def read_jsonl_numbered(path: Path, text: str) -> list[tuple[int, dict]]:
+def read_jsonl_numbered(path: Path, text: str) -> list[tuple[int, dict[str, Any]]]:
     """(line number, object) for each non-blank line, so messages can name the line a person sees."""
     rows = []
     for number, line in enumerate(text.splitlines(), start=1):
@@ -225,7 +226,8 @@ def validate_items(frame: pd.DataFrame, *, source: str) -> None:
     if missing:
         raise DatasetError(
             f"dataset {source}: missing required column(s) {', '.join(missing)}; "
-            f"columns found: {', '.join(map(str, frame.columns)) or 'none'}. Fix: add them (required: {', '.join(REQUIRED)})",
+            f"columns found: {', '.join(map(str, frame.columns)) or 'none'}. "
+            f"Fix: add them (required: {', '.join(REQUIRED)})",
             source=source,
             problems=[f"missing column {c}" for c in missing],
         )

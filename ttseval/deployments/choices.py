@@ -17,7 +17,8 @@ import copy
 import json
 import os
 import sys
-from typing import Any
+from collections.abc import Collection
+from typing import Any, TypedDict
 
 DEPLOYMENT = "evaluate/adhoc"
 MARK = "\n\nIn the store "  # where the generated part of a description begins
@@ -66,17 +67,31 @@ def with_choices(schema: dict[str, Any], store_display: str, datasets: list[str]
 # A busy server answers 503 (its database locked under load, as a test suite's shared server was once) or drops the
 # connection; Prefect's own client retries such answers, and so does this: urllib3's Retry, with its backoff and the
 # server's Retry-After. PATCH is retried too: it writes the whole schema, so a second one changes nothing.
-RETRY = dict(
-    total=5,
-    connect=2,
-    read=2,
-    status=5,
-    backoff_factor=0.5,
-    status_forcelist=(429, 502, 503, 504),
-    allowed_methods=None,
-    respect_retry_after_header=True,
-    raise_on_status=False,
-)
+class RetryOptions(TypedDict):
+    """The arguments of urllib3's Retry that RETRY sets."""
+
+    total: int
+    connect: int
+    read: int
+    status: int
+    backoff_factor: float
+    status_forcelist: Collection[int]
+    allowed_methods: Collection[str] | None  # None: every method
+    respect_retry_after_header: bool
+    raise_on_status: bool
+
+
+RETRY: RetryOptions = {
+    "total": 5,
+    "connect": 2,
+    "read": 2,
+    "status": 5,
+    "backoff_factor": 0.5,
+    "status_forcelist": (429, 502, 503, 504),
+    "allowed_methods": None,
+    "respect_retry_after_header": True,
+    "raise_on_status": False,
+}
 
 
 def _call(api_url: str, path: str, body: Any = None, method: str = "GET") -> Any:

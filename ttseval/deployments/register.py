@@ -31,6 +31,13 @@ class RegisterError(RuntimeError):
     """`prefect deploy` failed or did not create every deployment; the message carries its output."""
 
 
+def _captured(output: str | bytes | None) -> str:
+    """Output a TimeoutExpired captured: bytes even under text=True (on POSIX run() does not decode it), or None."""
+    if isinstance(output, bytes):
+        return output.decode(errors="replace")
+    return output or ""
+
+
 def _render(source: Path, pool: str | None, timezone: str | None, out_dir: Path) -> Path:
     config = yaml.safe_load(source.read_text())
     for deployment in config.get("deployments", []):
@@ -95,7 +102,7 @@ def register(
             out = subprocess.run(argv, cwd=repo_root, env=env, capture_output=True, text=True, timeout=timeout_s)
         except subprocess.TimeoutExpired as e:
             raise RegisterError(
-                f"prefect deploy did not finish within {timeout_s:.0f} s:\n{e.stdout or ''}{e.stderr or ''}"
+                f"prefect deploy did not finish within {timeout_s:.0f} s:\n{_captured(e.stdout)}{_captured(e.stderr)}"
             ) from e
     output = out.stdout + out.stderr
     if out.returncode != 0:

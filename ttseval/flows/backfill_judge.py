@@ -48,7 +48,8 @@ def stored_baseline(store: Any, run_id: str, system_ids: list[str]) -> str:
 
     judgments = against_baseline(store.read(run_id, "judgments"))
     if not judgments.empty:
-        return judgments["baseline_id"].value_counts().index[0]
+        most_judged: str = judgments["baseline_id"].value_counts().index[0]
+        return most_judged
     recorded = (store.run_log(run_id) or {}).get("baseline")
     recorded_id = Spec.parse(recorded).id if recorded else None
     return recorded_id if recorded_id in system_ids else system_ids[0]

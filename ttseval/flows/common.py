@@ -203,13 +203,13 @@ def artifact_key(kind: str, run_id: str) -> str:
     return f"ttseval-{kind}-" + slug(run_id, "run")
 
 
-def gpu_annotation(settings: Settings) -> contextlib.AbstractContextManager:
+def gpu_annotation(settings: Settings) -> contextlib.AbstractContextManager[None]:
     """Send the tasks submitted inside to Dask workers that declare the GPU resource, when settings.gpu."""
     if not settings.gpu:
         return contextlib.nullcontext()
-    import dask
+    from dask.base import annotate
 
-    return dask.annotate(resources={"GPU": 1})
+    return annotate(resources={"GPU": 1})
 
 
 def cpu_workers_declared(settings: Settings) -> bool:
@@ -222,21 +222,22 @@ def cpu_workers_declared(settings: Settings) -> bool:
         return True
     from distributed import Client
 
-    with Client(settings.dask_address, timeout=20, set_as_default=False) as client:
+    # distributed's Client is unannotated
+    with Client(settings.dask_address, timeout=20, set_as_default=False) as client:  # type: ignore[no-untyped-call]
         workers = client.scheduler_info(n_workers=-1)["workers"].values()
         return any("CPU" in w.get("resources", {}) for w in workers)
 
 
-def placement(settings: Settings, on_gpu: bool, cpu_workers: bool) -> contextlib.AbstractContextManager:
+def placement(settings: Settings, on_gpu: bool, cpu_workers: bool) -> contextlib.AbstractContextManager[None]:
     """Where the tasks submitted inside run in a GPU run: a model that can use the GPU on the GPU workers, the
     rest on the CPU workers (when `cpu_workers`, from cpu_workers_declared); anywhere otherwise."""
     if on_gpu:
         return gpu_annotation(settings)
     if not (settings.gpu and cpu_workers):
         return contextlib.nullcontext()
-    import dask
+    from dask.base import annotate
 
-    return dask.annotate(resources={"CPU": 1})
+    return annotate(resources={"CPU": 1})
 
 
 def judge_runs_on_gpu(judge: str, settings: Settings) -> bool:

@@ -56,7 +56,9 @@ from ttseval.tasks.voices import References, store_prompts, store_reference_voic
 @through_scheduler_restarts
 def evaluate(
     dataset: str = str(DEMO_DATASET),
-    systems: list[str] = list(DEFAULT_SYSTEMS),
+    # B006 does not apply: the default is the parameter schema's (the run form shows it), and Prefect validates a
+    # call's parameters into new objects, so no run gets this list itself
+    systems: list[str] = list(DEFAULT_SYSTEMS),  # noqa: B006
     store: str | None = None,
     run_id: str = "demo",
     shard_size: int | None = None,
@@ -91,7 +93,8 @@ def evaluate(
     checked = preflight_evaluate(
         dataset, systems, settings, baseline=baseline, judges=judges, instruction_judges=instruction_judges
     )  # flows/preflight.py: once per invocation
-    # on a cluster: its workers reach the Prefect API, the store and the model files the specs name, or nothing is written
+    # on a cluster: its workers reach the Prefect API, the store and the model files the specs name, or nothing is
+    # written
     check_cluster_reach(settings, [s.canonical for s in checked.systems] + checked.judges + checked.instruction_judges)
     items, dataset_sha256, dataset_read = checked.items, checked.dataset_sha256, checked.dataset_read
     specs, judge_specs, instruction_specs = checked.systems, checked.judges, checked.instruction_judges
@@ -111,11 +114,12 @@ def evaluate(
         store_reference_voices(st, run_id, settings, specs)
         added = register_items(st, run_id, items)
         references = References.read(st, run_id)
-        log.info(f"run {run_id!r} in {st.display()}: {len(items)} items ({added} new), {len(specs)} systems")
+        log.info("run %r in %s: %d items (%d new), %d systems", run_id, st.display(), len(items), added, len(specs))
         if own := unknown_categories(items, settings.categories):
             log.info(
-                f"categories {', '.join(map(repr, own))} are your own groups: evaluated and reported as such; "
-                "they have no description for strong prompting (prompt=category) or judge rubrics"
+                "categories %s are your own groups: evaluated and reported as such; "
+                "they have no description for strong prompting (prompt=category) or judge rubrics",
+                ", ".join(map(repr, own)),
             )
 
         synth = plan_synthesis(st, run_id, items, specs, settings)
@@ -124,11 +128,13 @@ def evaluate(
             budget = Budget(settings.budget_usd)  # synthesis draws on it first, the judges on what is left
             synth, deferred, spend = within_budget(synth, estimate_synthesis(synth, st, settings), budget)
             log.info(
-                f"budget USD {settings.budget_usd:.4f}: this run's paid synthesis calls cost USD {spend:.4f}"
-                + (f"; {deferred} key(s) past the budget are left for a later run" if deferred else "")
+                "budget USD %.4f: this run's paid synthesis calls cost USD %.4f%s",
+                settings.budget_usd,
+                spend,
+                f"; {deferred} key(s) past the budget are left for a later run" if deferred else "",
             )
         if limits := ensure_vendor_limits(settings):
-            log.info(f"vendor limits across all workers: {', '.join(limits)}")
+            log.info("vendor limits across all workers: %s", ", ".join(limits))
         # each clip stage (ttseval.tasks.stages): clips of earlier runs, and models added since, that lack rows
         clip_plans = {
             stage.table: plan_stage(stage, st, run_id, items, specs, settings, references) for stage in STAGES
@@ -144,7 +150,7 @@ def evaluate(
             # A local audio-LLM judge is a model stage (GPU workers); remote and objective judges are not.
             judging_started = time.perf_counter()  # the judge stages are declared to the progress after they ran
 
-            def place(judge: str) -> contextlib.AbstractContextManager:
+            def place(judge: str) -> contextlib.AbstractContextManager[None]:
                 return placement(settings, judge_runs_on_gpu(judge, settings), cpu_workers)
 
             judge_plans, judge_results = run_judge_stage(
@@ -159,8 +165,9 @@ def evaluate(
             )
             if budget is not None and budget.deferred > deferred:  # beyond the synthesis keys it deferred
                 log.info(
-                    f"budget: {budget.deferred - deferred} judgement(s) past it are left for a later run; USD "
-                    f"{budget.remaining_usd:.4f} unspent"
+                    "budget: %d judgement(s) past it are left for a later run; USD %.4f unspent",
+                    budget.deferred - deferred,
+                    budget.remaining_usd,
                 )
             for stage, plans, done in (
                 ("judgments", judge_plans, judge_results),
@@ -182,16 +189,15 @@ def evaluate(
         computed = {stage: sum(r.n_rows for r in results if r.stage == stage) for stage in stages}
         from_cache = {stage: sum(cache_hits(st, r) for r in results if r.stage == stage) for stage in stages}
         log.info(
-            "rows written: "
-            + ", ".join(f"{k} {v}" for k, v in computed.items())
-            + "; of them answered from earlier runs' caches (no call, no model run): "
-            + ", ".join(f"{k} {v}" for k, v in from_cache.items())
+            "rows written: %s; of them answered from earlier runs' caches (no call, no model run): %s",
+            ", ".join(f"{k} {v}" for k, v in computed.items()),
+            ", ".join(f"{k} {v}" for k, v in from_cache.items()),
         )
 
         check_stage_tables(st, run_id, stages)
         # One part per shard keeps writes independent; one part per table keeps later reads to one file each.
         compacted = {t: st.compact(run_id, t) for t in stages}
-        log.info("parts compacted: " + ", ".join(f"{t} {a}->{b}" for t, (a, b) in compacted.items() if a != b))
+        log.info("parts compacted: %s", ", ".join(f"{t} {a}->{b}" for t, (a, b) in compacted.items() if a != b))
 
         meta = {
             "run_id": run_id,
@@ -229,7 +235,7 @@ def evaluate(
         )
         if record["dask_started"] is False:
             log.info(NOT_STARTED)
-        log.info(f"report: {st.display('runs', run_id, 'report.md')} ({wall_s:.1f} s)")
+        log.info("report: %s (%.1f s)", st.display("runs", run_id, "report.md"), wall_s)
 
         failed = int((summary["n_failed"]).sum())
         total = int(summary["n_items"].sum())

@@ -81,18 +81,42 @@ def generate_dataset(
     repair_llm = repair_llm or refine_llm
     llms = {s: get_provider("llm", s, settings) for s in dict.fromkeys([llm, refine_llm, repair_llm])}
     log.info(
-        f"generating {name!r} from {len(seed_list)} seeds over {len(spec.categories)} categories with "
-        + ", ".join(sorted(llms))
+        "generating %r from %d seeds over %d categories with %s",
+        name,
+        len(seed_list),
+        len(spec.categories),
+        ", ".join(sorted(llms)),
     )
     stats = CallStats()
-    common = {"max_depth": depth_steps, "threshold": duplicate_threshold, "stats": stats}
     with StageProgress(f"generate dataset {name!r}", artifact_key("progress", f"dataset-{name}"), log) as progress:
         progress.add("breadth", 1)
         progress.add("depth refinement", depth_steps)
-        rows = expand_breadth(settings, spec, seed_list, llm, breadth, breadth_batch, temperature, **common)
+        rows = expand_breadth(
+            settings,
+            spec,
+            seed_list,
+            llm,
+            breadth,
+            breadth_batch,
+            temperature,
+            max_depth=depth_steps,
+            threshold=duplicate_threshold,
+            stats=stats,
+        )
         progress.advance("breadth", 1)
         for depth in range(1, depth_steps + 1):
-            rows = refine_depth(settings, spec, rows, depth, refine_llm, repair_llm, temperature, **common)
+            rows = refine_depth(
+                settings,
+                spec,
+                rows,
+                depth,
+                refine_llm,
+                repair_llm,
+                temperature,
+                max_depth=depth_steps,
+                threshold=duplicate_threshold,
+                stats=stats,
+            )
             progress.advance("depth refinement", 1)
 
     generation, items, failed = split_rows(rows, "item")

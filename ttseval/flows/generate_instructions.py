@@ -67,7 +67,7 @@ def generate_instructions(
     refs = ins.read_references(references)
     instruct_llm = instruct_llm or caption_llm
     llms = {s: get_provider("llm", s, settings) for s in dict.fromkeys([caption_llm, instruct_llm])}
-    log.info(f"generating instructions {name!r} for {len(refs)} reference clips with " + ", ".join(llms))
+    log.info("generating instructions %r for %d reference clips with %s", name, len(refs), ", ".join(llms))
     stats = CallStats()
     with StageProgress(f"generate instructions {name!r}", artifact_key("progress", f"dataset-{name}"), log) as progress:
         progress.add("captions", len(refs))

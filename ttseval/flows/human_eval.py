@@ -25,9 +25,9 @@ from ttseval.tasks.logs import logger
 from ttseval.tasks.parts import get_store
 from ttseval.tasks.report import write_full_report
 
-export_task = task(export_test, name="export listening test")
-ingest_task = task(ingest_ratings, name="ingest ratings")
-analyse_task = task(analyse_test, name="analyse listening test")
+export_task = task(name="export listening test")(export_test)
+ingest_task = task(name="ingest ratings")(ingest_ratings)
+analyse_task = task(name="analyse listening test")(analyse_test)
 
 
 @flow(name="human_eval")

@@ -18,7 +18,7 @@ import contextlib
 import json
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -260,7 +260,7 @@ def run_model_specs(settings: Settings, *more: list[str]) -> list[str]:
     ]
 
 
-def check_cluster_reach(settings: Settings, specs: list[str] = ()) -> None:
+def check_cluster_reach(settings: Settings, specs: Sequence[str] = ()) -> None:
     """On a cluster (setting dask_address), refuse a run whose workers cannot reach what every task needs: the
     Prefect API the run reports to, a local-folder store, and the model weights and voice files the run's specs
     (run_model_specs of the settings and `specs`) name by a local path (local_paths). Nothing is written before;
@@ -291,7 +291,8 @@ def check_cluster_reach(settings: Settings, specs: list[str] = ()) -> None:
     folder, seen = _folder_seen(settings.store) if local_store else (None, None)
     from distributed import Client
 
-    with Client(settings.dask_address, timeout=20, set_as_default=False) as client:
+    # distributed's Client is unannotated
+    with Client(settings.dask_address, timeout=20, set_as_default=False) as client:  # type: ignore[no-untyped-call]
         answers = client.run(worker_reach, api_url, folder, seen, paths)
     problems = [f"worker {worker} {problem}" for worker, found in sorted(answers.items()) for problem in found]
     if problems:
@@ -376,10 +377,12 @@ def _loopback_api(workers: str, where: str) -> list[str]:
     if host not in ("", "localhost"):
         return []
     return [
-        f"{workers} report to the Prefect API, and {api_url or 'no API'} is on this host's loopback (without "
-        f"PREFECT_API_URL a command's own server listens there), which {where} does not reach: start a server "
-        "they reach (`prefect server start --host 0.0.0.0`, or infra/k8s's) and set "
-        "PREFECT_API_URL=http://<its name or address>:4200/api"
+        (
+            f"{workers} report to the Prefect API, and {api_url or 'no API'} is on this host's loopback (without "
+            f"PREFECT_API_URL a command's own server listens there), which {where} does not reach: start a server "
+            "they reach (`prefect server start --host 0.0.0.0`, or infra/k8s's) and set "
+            "PREFECT_API_URL=http://<its name or address>:4200/api"
+        )
     ]
 
 
@@ -400,15 +403,25 @@ def _check_kubernetes(settings: Settings) -> None:
         raise ConfigError("cluster = 'kubernetes' cannot run this: " + "; ".join(problems) + ". Nothing was written.")
 
 
-def _folder_seen(store: str) -> tuple[str, list]:
-    """The store folder, or its nearest existing parent, and what identifies it: [inode, sorted entry names]."""
+FolderIdentity = tuple[int, list[str]]
+"""What identifies a folder seen from two hosts: (inode, sorted entry names)."""
+
+
+def _folder_identity(folder: str) -> FolderIdentity:
+    return os.stat(folder).st_ino, sorted(os.listdir(folder))
+
+
+def _folder_seen(store: str) -> tuple[str, FolderIdentity]:
+    """The store folder, or its nearest existing parent, and what identifies it (FolderIdentity)."""
     folder = os.path.abspath(store)
     while not os.path.isdir(folder) and os.path.dirname(folder) != folder:
         folder = os.path.dirname(folder)
-    return folder, [os.stat(folder).st_ino, sorted(os.listdir(folder))]
+    return folder, _folder_identity(folder)
 
 
-def worker_reach(api_url: str | None, folder: str | None, seen: list | None, paths: list[str] = ()) -> list[str]:
+def worker_reach(
+    api_url: str | None, folder: str | None, seen: FolderIdentity | None, paths: Sequence[str] = ()
+) -> list[str]:
     """Run on each worker by check_cluster_reach: what this worker cannot reach, one phrase each ([] when all)."""
     import socket
     import urllib.request
@@ -439,9 +452,10 @@ def worker_reach(api_url: str | None, folder: str | None, seen: list | None, pat
                 if attempt == 2 or not timed_out:  # refused or unknown: final at once
                     problems.append(f"cannot open the Prefect API {api_url} ({type(e).__name__}: {e})")
                     break
-    if folder is not None:
+    if folder is not None and seen is not None:  # check_cluster_reach passes both or neither
+        here: FolderIdentity | str
         try:
-            here = [os.stat(folder).st_ino, sorted(os.listdir(folder))]
+            here = _folder_identity(folder)
         except OSError as e:
             here = f"{type(e).__name__}: {e.strerror}"
         # the same folder: the same inode, and one listing holds the other (a run may add an entry in between)

@@ -58,7 +58,11 @@ class StageProgress:
     """
 
     def __init__(
-        self, title: str, key: str, log: logging.Logger | logging.LoggerAdapter, console: Any | None = None
+        self,
+        title: str,
+        key: str,
+        log: logging.Logger | logging.LoggerAdapter[logging.Logger],
+        console: Any | None = None,
     ) -> None:
         self.title, self.key, self.log = title, key, log
         self.stages: dict[str, _Stage] = {}

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from prefect.futures import PrefectFuture
 from prefect.task_runners import TaskRunner
 
 from ttseval.core.config import Settings, load_settings
@@ -86,7 +87,10 @@ def slurm_job_script(settings: Settings, scheduler: str = "tcp://scheduler:8786"
     from dask_jobqueue.slurm import SLURMJob
 
     kwargs = {k: v for k, v in slurm_cluster_kwargs(settings).items() if k != "scheduler_options"}
-    return SLURMJob(scheduler=scheduler, name="ttseval-worker", **kwargs).job_script()
+    # dask-jobqueue has no annotations
+    job = SLURMJob(scheduler=scheduler, name="ttseval-worker", **kwargs)  # type: ignore[no-untyped-call]
+    script: str = job.job_script()  # type: ignore[no-untyped-call]
+    return script
 
 
 def kubernetes_specs(settings: Settings) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -194,7 +198,7 @@ def runner_kwargs(settings: Settings) -> dict[str, Any]:
     if settings.dask_address:  # the client tries to reach it (and reconnects to it) for scheduler_wait_s
         return {"address": settings.dask_address, "client_kwargs": {"timeout": settings.scheduler_wait_s or 30}}
     if settings.cluster == "slurm":
-        from dask_jobqueue import SLURMCluster
+        from dask_jobqueue.slurm import SLURMCluster
 
         return {
             "cluster_class": SLURMCluster,
@@ -216,7 +220,7 @@ task run on a Dask worker enters and leaves a duplicate of the runner (prefect.c
 context there), which never starts a cluster, so the runner would say it after every task."""
 
 
-class SettingsDaskTaskRunner(TaskRunner):
+class SettingsDaskTaskRunner(TaskRunner[PrefectFuture[Any]]):
     """The flows' task runner: a prefect_dask DaskTaskRunner made at the first submitted task, its cluster from
     ttseval settings unless given explicitly. A flow with nothing to compute starts no cluster and never imports
     Dask (distributed and prefect_dask are 0.5 s of imports on a re-run that otherwise takes about 5 s).
@@ -226,7 +230,7 @@ class SettingsDaskTaskRunner(TaskRunner):
     `duplicate` and the context-manager methods are all it has to carry."""
 
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # Prefect's TaskRunner.__init__ is unannotated
         self.kwargs = kwargs
         self._dask: Any = None  # the DaskTaskRunner, entered, once a task is submitted
 
@@ -251,10 +255,11 @@ class SettingsDaskTaskRunner(TaskRunner):
     def dask_runner(self) -> Any:
         """The DaskTaskRunner, made and entered on first use; its client (and cluster) start at its first task."""
         if self._dask is None:
-            from prefect_dask import DaskTaskRunner
+            from prefect_dask.task_runners import DaskTaskRunner
 
             dask_defaults()  # Dask's housekeeping at ttseval's pace in the clusters this process makes
-            self._dask = DaskTaskRunner(**(self.kwargs or runner_kwargs(load_settings()))).__enter__()
+            runner = DaskTaskRunner(**(self.kwargs or runner_kwargs(load_settings())))
+            self._dask = runner.__enter__()  # type: ignore[no-untyped-call]  # prefect_dask's __enter__ is unannotated
         return self._dask
 
     def submit(self, task: Any, parameters: dict[str, Any], wait_for: Any = None, dependencies: Any = None) -> Any:
@@ -347,8 +352,11 @@ def through_scheduler_restarts(fn: Callable[..., T]) -> Callable[..., T]:
                 client = getattr(getattr(FlowRunContext.get(), "task_runner", None), "_client", None)
                 deadline = deadline or time.monotonic() + wait_s
                 log.warning(
-                    f"{fn.__name__}: the Dask scheduler at {where} was lost mid-run; what is stored is kept; "
-                    f"waiting up to {wait_s:.0f} s (the scheduler_wait_s setting) for it to come back"
+                    "%s: the Dask scheduler at %s was lost mid-run; what is stored is kept; "
+                    "waiting up to %.0f s (the scheduler_wait_s setting) for it to come back",
+                    fn.__name__,
+                    where,
+                    wait_s,
                 )
                 while client is not None and client.status != "running" and time.monotonic() < deadline:
                     time.sleep(0.5)
@@ -362,7 +370,7 @@ def through_scheduler_restarts(fn: Callable[..., T]) -> Callable[..., T]:
                 # the flow run from the API, so it waits for that too, within the same deadline
                 while not _api_answers() and time.monotonic() < deadline:
                     time.sleep(0.5)
-                log.warning(f"{fn.__name__}: the Dask scheduler at {where} is back; planning again from the store")
+                log.warning("%s: the Dask scheduler at %s is back; planning again from the store", fn.__name__, where)
 
     # the flow's parameters, their annotations evaluated where `fn` was written: Prefect validates a call against
     # this signature, resolving names in the wrapper's module otherwise (Literal, for one, is not imported here)

@@ -107,7 +107,8 @@ def _keeper_env() -> dict[str, str]:
 def _healthy(api_url: str, timeout_s: float = 2.0) -> bool:
     try:
         with urllib.request.urlopen(f"{api_url}/health", timeout=timeout_s) as response:
-            return response.status == 200
+            status: int = response.status
+            return status == 200
     except (urllib.error.URLError, OSError, ValueError):
         return False
 
@@ -124,9 +125,10 @@ def _same_process(pid: int, create_time: float) -> bool:
 
 def _record(folder: Path) -> dict[str, Any] | None:
     try:
-        return json.loads((folder / "server.json").read_text())
+        record: dict[str, Any] = json.loads((folder / "server.json").read_text())  # as keep() wrote it
     except (OSError, ValueError):
         return None
+    return record
 
 
 def server_info(folder: Path | None = None, wait_s: float = 0.0) -> dict[str, Any] | None:
@@ -200,7 +202,7 @@ def shared_server(keep_s: float, folder: Path | None = None) -> Iterator[SharedS
             fcntl.flock(using, fcntl.LOCK_SH)  # waits while a keeper is stopping its server
             info = server_info(folder, wait_s=start_timeout_s())
             started = info is None
-            if started:
+            if info is None:
                 _clear_stale(folder)
                 info = _start_keeper(folder, keep_s)
         _touch(in_use)
@@ -299,6 +301,7 @@ def keep(folder: Path, keep_s: float) -> None:
     (folder / "keeper.pid").write_text(f"{me.pid} {me.create_time()}")
     server = SubprocessASGIServer()
     server.start(timeout=start_timeout_s())
+    assert server.server_process is not None  # start() returns once its process answers, else it raises
     uvicorn = psutil.Process(server.server_process.pid)
     record = {
         "api_url": server.api_url,

@@ -13,9 +13,10 @@ Layout under `folder`:
     s3-data/            the S3 bucket on disk: every object under its key, written by stack_down before moto
                         stops and uploaded into the new moto by stack_up, so runs outlive the stack
 
-Components: `s3` (moto_server, in memory while it runs; bucket `ttseval` is created and refilled from s3-data/), `dask-scheduler`, `dask-worker-0`,
-`dask-worker-1` (with the Dask resource GPU=1 when a GPU is present), `prefect-server` (API + bundled UI), and
-`prefect-worker` for the process work pool `ttseval-local`. Everything binds 127.0.0.1 only.
+Components: `s3` (moto_server, in memory while it runs; bucket `ttseval` is created and refilled from s3-data/),
+`dask-scheduler`, `dask-worker-0`, `dask-worker-1` (with the Dask resource GPU=1 when a GPU is present),
+`prefect-server` (API + bundled UI), and `prefect-worker` for the process work pool `ttseval-local`. Everything
+binds 127.0.0.1 only.
 
 S3 credentials: moto accepts any credentials, so the stack uses the fixed, local-only placeholder values below.
 They are not secrets, are handed to processes through the environment only, and are never written to
@@ -39,12 +40,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ttseval.core.errors import TTSEvalError
 from ttseval.core.paths import SOURCE_ROOT
 from ttseval.core.telemetry import TELEMETRY_OFF
 from ttseval.infra.dask_defaults import dask_env
+
+if TYPE_CHECKING:
+    import psutil
 
 DEFAULT_FOLDER = Path(".ttseval-stack")
 POOL = "ttseval-local"
@@ -102,8 +106,10 @@ class StackInfo:
                 f"work pool      {self.pool}",
                 f"Dask scheduler {self.dask_address}" + ("  (one worker has GPU=1)" if self.gpu else ""),
                 f"S3 endpoint    {self.s3_endpoint}  (moto; local placeholder credentials)",
-                f"store          {self.store_uri}  (kept on disk in {self.folder / S3_DATA} at stack "
-                "down, restored at stack up)",
+                (
+                    f"store          {self.store_uri}  (kept on disk in {self.folder / S3_DATA} at stack "
+                    "down, restored at stack up)"
+                ),
                 f"folder         {self.folder}",
             ]
         )
@@ -113,7 +119,8 @@ class StackInfo:
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]  # (host, port) of an AF_INET socket
+        return port
 
 
 def gpu_present() -> bool:
@@ -158,7 +165,8 @@ def _http_ok(url: str, timeout: float = 2.0, method: str = "GET", body: bytes | 
     )
     try:
         with urllib.request.urlopen(req, timeout=timeout) as r:
-            return r.read()
+            data: bytes = r.read()
+            return data
     except (OSError, urllib.error.HTTPError):
         return None
 
@@ -214,7 +222,7 @@ class _State:
         tmp.write_text(json.dumps(self.data, indent=2))
         tmp.replace(self.file)
 
-    def spawn(self, name: str, argv: list[str], env: dict[str, str], **meta: Any) -> subprocess.Popen:
+    def spawn(self, name: str, argv: list[str], env: dict[str, str], **meta: Any) -> subprocess.Popen[bytes]:
         log_path = self.logs_dir / f"{name}.log"
         with open(log_path, "a") as log:
             log.write(f"\n===== ttseval stack: {name} started {datetime.now(UTC).isoformat()} =====\n")
@@ -238,7 +246,9 @@ class _State:
         log = self.logs_dir / f"{name}.log"
         return StackError(f"stack component {name!r} {what}; last lines of {log}:\n{_log_tail(log)}")
 
-    def wait(self, name: str, proc: subprocess.Popen, ready: Callable[[], bool], timeout_s: float, what: str) -> None:
+    def wait(
+        self, name: str, proc: subprocess.Popen[bytes], ready: Callable[[], bool], timeout_s: float, what: str
+    ) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if proc.poll() is not None:
@@ -485,15 +495,18 @@ def _ensure_pool(state: _State, api_url: str, pool: str, env: dict[str, str]) ->
 
 def _prefect_worker_online(api_url: str, pool: str) -> bool:
     body = _http_ok(f"{api_url}/work_pools/{pool}/workers/filter", method="POST", body=b"{}")
-    return bool(body) and any(w.get("status") == "ONLINE" for w in json.loads(body))
+    if not body:
+        return False
+    return any(w.get("status") == "ONLINE" for w in json.loads(body))
 
 
-def _wait_dask_workers(state: _State, address: str, procs: list[subprocess.Popen], timeout_s: float) -> None:
+def _wait_dask_workers(state: _State, address: str, procs: list[subprocess.Popen[bytes]], timeout_s: float) -> None:
     """Until every Dask worker (named ttseval-<i>) has registered with the scheduler."""
     from distributed import Client
 
     deadline = time.monotonic() + timeout_s
-    with Client(address, timeout=30, set_as_default=False) as client:
+    # distributed's Client is unannotated
+    with Client(address, timeout=30, set_as_default=False) as client:  # type: ignore[no-untyped-call]
         while True:
             for i, p in enumerate(procs):
                 if p.poll() is not None:
@@ -623,7 +636,7 @@ def stack_down(folder: Path, *, grace_s: float = GRACE_S) -> None:
         state_file.write_text(json.dumps(data, indent=2))
 
 
-def _alive(p: Any) -> bool:
+def _alive(p: psutil.Process) -> bool:
     import psutil
 
     with contextlib.suppress(ChildProcessError, OSError):
@@ -638,7 +651,7 @@ def stack_status(folder: Path) -> dict[str, Any]:
     """Per component: pid and whether it is alive; plus the URLs from stack.json."""
     folder = Path(folder).resolve()
     try:
-        data = json.loads((folder / "stack.json").read_text())
+        data: dict[str, Any] = json.loads((folder / "stack.json").read_text())  # as _State.save wrote it
     except (OSError, ValueError):
         return {"running": False, "components": {}}
     for c in data.get("components", {}).values():

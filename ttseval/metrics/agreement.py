@@ -21,15 +21,21 @@ Score tables use one layout throughout: rows = judges (raters), columns = system
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
+from typing import Literal, TypedDict
 
 import krippendorff
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike, NDArray
 
 from ttseval.metrics.winrate import WINNER_SCORES
 
 __all__ = [
+    "HumanAlignment",
+    "JudgeAgreement",
+    "Level",
+    "PreferenceAlignment",
     "degenerate_judge",
     "human_alignment",
     "judge_agreement",
@@ -40,17 +46,49 @@ __all__ = [
     "preference_alignment_by_judge",
 ]
 
-_LEVELS = ("nominal", "ordinal", "interval", "ratio")
+Level = Literal["nominal", "ordinal", "interval", "ratio"]
+_LEVELS: tuple[Level, ...] = ("nominal", "ordinal", "interval", "ratio")
 _PREF_KEY = ("item_id", "system_id")
 
 
-def _score_matrix(scores: pd.DataFrame | np.ndarray, name: str) -> tuple[np.ndarray, list, list]:
+class HumanAlignment(TypedDict):
+    """human_alignment's result."""
+
+    spearman: float
+    p_value: float
+    n_systems: int
+
+
+class PreferenceAlignment(TypedDict):
+    """preference_alignment's result (its docstring says what each figure is)."""
+
+    by_category: dict[str, tuple[int, float]]
+    n: int
+    n_judge_only: int
+    n_human_only: int
+    raw_agreement: float
+    krippendorff_alpha: float
+    spearman: float
+    n_systems: int
+
+
+class JudgeAgreement(TypedDict):
+    """judge_agreement's result."""
+
+    kendalls_w: float
+    spearman: pd.DataFrame  # judge x judge rho
+    n_systems: int
+
+
+def _score_matrix(
+    scores: pd.DataFrame | NDArray[np.float64], name: str
+) -> tuple[NDArray[np.float64], list[Hashable], list[Hashable]]:
     """Return (values, judge labels, system labels); refuse missing or non-finite scores."""
     if isinstance(scores, pd.DataFrame):
         judges, systems = list(scores.index), list(scores.columns)
-        values = scores.to_numpy(dtype=float, na_value=np.nan)
+        values: NDArray[np.float64] = scores.to_numpy(dtype=float, na_value=np.nan)
     elif isinstance(scores, np.ndarray):
-        values = np.asarray(scores, dtype=float)
+        values = np.asarray(scores, dtype=np.float64)
         if values.ndim != 2:
             raise ValueError(f"{name} must be two-dimensional (judges x systems), got shape {values.shape}")
         judges, systems = list(range(values.shape[0])), list(range(values.shape[1]))
@@ -66,7 +104,7 @@ def _score_matrix(scores: pd.DataFrame | np.ndarray, name: str) -> tuple[np.ndar
     return values, judges, systems
 
 
-def kendalls_w(scores: pd.DataFrame | np.ndarray, *, correct_ties: bool = True) -> float:
+def kendalls_w(scores: pd.DataFrame | NDArray[np.float64], *, correct_ties: bool = True) -> float:
     """Kendall's coefficient of concordance W of m judges over n systems.
 
     Each judge's row is ranked with ``scipy.stats.rankdata`` (average ranks for ties);
@@ -112,10 +150,10 @@ def kendalls_w(scores: pd.DataFrame | np.ndarray, *, correct_ties: bool = True) 
     denominator = m**2 * (n**3 - n) - m * tie_term
     if denominator <= 0:
         raise ValueError("every judge gives all systems the same score: Kendall's W is undefined (0/0)")
-    return 12.0 * s / denominator
+    return float(12.0 * s / denominator)
 
 
-def _spearman(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+def _spearman(x: NDArray[np.float64], y: NDArray[np.float64]) -> tuple[float, float]:
     import scipy.stats
 
     with warnings.catch_warnings():
@@ -158,7 +196,7 @@ def pairwise_spearman(scores: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out, index=scores.index.copy(), columns=scores.index.copy())
 
 
-def human_alignment(judge_scores: pd.Series, human_scores: pd.Series) -> dict:
+def human_alignment(judge_scores: pd.Series, human_scores: pd.Series) -> HumanAlignment:
     """Spearman correlation between a judge's and humans' per-system scores.
 
     Args:
@@ -206,7 +244,7 @@ def human_alignment(judge_scores: pd.Series, human_scores: pd.Series) -> dict:
     return {"spearman": rho, "p_value": p_value, "n_systems": n}
 
 
-def krippendorff_alpha(ratings: np.ndarray, *, level: str = "nominal") -> float:
+def krippendorff_alpha(ratings: ArrayLike, *, level: Level = "nominal") -> float:
     """Krippendorff's alpha via the ``krippendorff`` package.
 
     Args:
@@ -258,7 +296,7 @@ def _preferences(frame: pd.DataFrame, name: str) -> pd.DataFrame:
 
 def preference_alignment(
     judge: pd.DataFrame, human: pd.DataFrame, category_of: Mapping[str, str] | None = None
-) -> dict:
+) -> PreferenceAlignment:
     """Item-level and system-level agreement of judge and human pairwise preferences.
 
     Args:
@@ -329,7 +367,7 @@ def preference_alignment(
 
 def preference_alignment_by_judge(
     judgments: pd.DataFrame, human: pd.DataFrame, category_of: Mapping[str, str] | None = None
-) -> dict[str, dict]:
+) -> dict[str, PreferenceAlignment]:
     """``preference_alignment`` of each judge of a run's judgments table with the human preferences.
 
     Args:
@@ -375,7 +413,7 @@ def degenerate_judge(rows: pd.DataFrame, min_answers: int = DEGENERATE_MIN_ANSWE
     return None
 
 
-def judge_agreement(winrates: pd.DataFrame) -> dict | None:
+def judge_agreement(winrates: pd.DataFrame) -> JudgeAgreement | None:
     """Kendall's W over systems ranked by each judge's overall win-rate, and pairwise Spearman; None for < 2 judges.
     When every judge gives every system the same win-rate there is no ranking to agree on: W is NaN (0/0, which
     `kendalls_w` refuses) and so is every rho."""

@@ -18,16 +18,21 @@ are not resampled as clusters.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 __all__ = ["CI", "MIN_INTERVAL_ITEMS", "bootstrap_mean_ci", "bootstrap_ratio_ci"]
 
 # Fewest items for which a BCa interval is given (win-rates, paired differences); fewer: "n too small" (NaN bounds).
 MIN_INTERVAL_ITEMS = 10
+
+BootstrapMethod = Literal["percentile", "BCa"]
+# A vectorized statistic: the sample arrays (resamples along the last axis) in, one value per resample out.
+Statistic = Callable[..., NDArray[np.float64]]
 
 
 @dataclass(frozen=True)
@@ -60,8 +65,8 @@ def _check_options(n_resamples: int, confidence: float) -> None:
         raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
 
 
-def _as_values(values: Sequence[float], name: str, *, counts: bool) -> np.ndarray:
-    array = np.asarray(values, dtype=float)
+def _as_values(values: ArrayLike, name: str, *, counts: bool) -> NDArray[np.float64]:
+    array = np.asarray(values, dtype=np.float64)
     if array.ndim != 1:
         raise ValueError(f"{name} must be one-dimensional, got shape {array.shape}")
     if array.size < 1:
@@ -74,19 +79,20 @@ def _as_values(values: Sequence[float], name: str, *, counts: bool) -> np.ndarra
     return array
 
 
-def _pooled_ratio(errors: np.ndarray, totals: np.ndarray, axis: int = -1) -> np.ndarray:
-    return np.sum(errors, axis=axis) / np.sum(totals, axis=axis)
+def _pooled_ratio(errors: NDArray[np.float64], totals: NDArray[np.float64], axis: int = -1) -> NDArray[np.float64]:
+    # one ratio per sample along `axis` (a 0-d array for a single 1-D sample)
+    return np.asarray(np.sum(errors, axis=axis) / np.sum(totals, axis=axis), dtype=np.float64)
 
 
 def _interval(
-    data: tuple[np.ndarray, ...],
-    statistic,
+    data: tuple[NDArray[np.float64], ...],
+    statistic: Statistic,
     *,
     paired: bool,
     n_resamples: int,
     confidence: float,
     rng: np.random.Generator,
-    method: str = "percentile",
+    method: BootstrapMethod = "percentile",
 ) -> tuple[float, float]:
     import scipy.stats
 
@@ -104,8 +110,8 @@ def _interval(
 
 
 def bootstrap_ratio_ci(
-    errors: Sequence[int],
-    totals: Sequence[int],
+    errors: ArrayLike,
+    totals: ArrayLike,
     *,
     n_resamples: int = 1000,
     confidence: float = 0.95,
@@ -149,12 +155,12 @@ def bootstrap_ratio_ci(
 
 
 def bootstrap_mean_ci(
-    values: Sequence[float],
+    values: ArrayLike,
     *,
     n_resamples: int = 1000,
     confidence: float = 0.95,
     seed: int | np.random.Generator,
-    method: Literal["percentile", "BCa"] = "percentile",
+    method: BootstrapMethod = "percentile",
 ) -> CI:
     """Bootstrap CI of the mean of ``values`` (e.g. per-utterance MOS), percentile or BCa.
 

@@ -32,10 +32,10 @@ P(i beats j) = 1 / (1 + exp(-(s_i - s_j))), and publish bootstrap intervals. Her
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike, NDArray
 
 from ttseval.metrics.bootstrap import MIN_INTERVAL_ITEMS
 
@@ -68,13 +68,19 @@ BT_COLUMNS = (
 
 
 def _newton(
-    i: np.ndarray, j: np.ndarray, w_ij: np.ndarray, w_ji: np.ndarray, n: int, alpha: float, x0: np.ndarray
-) -> np.ndarray:
+    i: NDArray[np.int64],
+    j: NDArray[np.int64],
+    w_ij: NDArray[np.float64],
+    w_ji: NDArray[np.float64],
+    n: int,
+    alpha: float,
+    x0: NDArray[np.float64],
+) -> NDArray[np.float64]:
     """Minimise the penalised negative log-likelihood over aggregated pair counts (i beat j w_ij times, j beat i
     w_ji times) by Newton's method with a backtracking line search; the objective is convex, so this finds the
     minimum (with alpha 0 the strengths are found up to a shift, removed by the caller)."""
 
-    def objective(s: np.ndarray) -> float:
+    def objective(s: NDArray[np.float64]) -> float:
         d = s[i] - s[j]
         return float(np.sum(w_ij * np.logaddexp(0, -d) + w_ji * np.logaddexp(0, d)) + alpha * np.sum(s * s))
 
@@ -104,14 +110,14 @@ def _newton(
 
 def fit_strengths(
     n_systems: int,
-    a: Sequence[int],
-    b: Sequence[int],
-    score: Sequence[float],
+    a: ArrayLike,
+    b: ArrayLike,
+    score: ArrayLike,
     *,
     alpha: float = PRIOR,
-    weights: Sequence[float] | None = None,
-    initial: np.ndarray | None = None,
-) -> np.ndarray:
+    weights: ArrayLike | None = None,
+    initial: ArrayLike | None = None,
+) -> NDArray[np.float64]:
     """Bradley-Terry strengths (mean 0) of systems 0..n_systems-1 from comparisons of system a[k] with b[k] that
     a won by score[k] (1, 0.5 a tie, 0), each counted weights[k] times (default once).
 
@@ -119,28 +125,29 @@ def fit_strengths(
         ValueError: arrays of different lengths, a score outside [0, 1], a system index out of range or a system
             compared with itself, or alpha < 0.
     """
-    a, b = np.asarray(a, dtype=int), np.asarray(b, dtype=int)
-    score = np.asarray(score, dtype=float)
-    w = np.ones(len(a)) if weights is None else np.asarray(weights, dtype=float)
-    if not (len(a) == len(b) == len(score) == len(w)):
+    ia, ib = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
+    sc = np.asarray(score, dtype=np.float64)
+    w = np.ones(len(ia)) if weights is None else np.asarray(weights, dtype=np.float64)
+    if not (len(ia) == len(ib) == len(sc) == len(w)):
         raise ValueError("a, b, score and weights must be of one length")
     if alpha < 0:
         raise ValueError(f"alpha must be >= 0, got {alpha!r}")
     bad = np.flatnonzero(
-        (score < 0) | (score > 1) | np.isnan(score) | (a == b) | (a < 0) | (b < 0) | (a >= n_systems) | (b >= n_systems)
+        (sc < 0) | (sc > 1) | np.isnan(sc) | (ia == ib) | (ia < 0) | (ib < 0) | (ia >= n_systems) | (ib >= n_systems)
     )
     if bad.size:
         k = int(bad[0])
         raise ValueError(
-            f"comparison {k}: a={a[k]}, b={b[k]}, score={score[k]}: scores are in [0, 1] and a "
+            f"comparison {k}: a={ia[k]}, b={ib[k]}, score={sc[k]}: scores are in [0, 1] and a "
             f"system is compared with another of the {n_systems}"
         )
-    pair, inverse = np.unique(a * n_systems + b, return_inverse=True)  # comparisons summed per ordered pair
-    w_ij = np.bincount(inverse, w * score, len(pair))
-    w_ji = np.bincount(inverse, w * (1 - score), len(pair))
-    x0 = np.zeros(n_systems) if initial is None else np.asarray(initial, dtype=float)
+    pair, inverse = np.unique(ia * n_systems + ib, return_inverse=True)  # comparisons summed per ordered pair
+    # weighted counts are float64 (numpy's stubs type every bincount as intp); astype(copy=False) keeps the array
+    w_ij = np.bincount(inverse, w * sc, len(pair)).astype(np.float64, copy=False)
+    w_ji = np.bincount(inverse, w * (1 - sc), len(pair)).astype(np.float64, copy=False)
+    x0 = np.zeros(n_systems) if initial is None else np.asarray(initial, dtype=np.float64)
     s = _newton(pair // n_systems, pair % n_systems, w_ij, w_ji, n_systems, alpha, x0)
-    return s - s.mean()
+    return s - np.mean(s)
 
 
 def judgment_outcomes(judgments: pd.DataFrame) -> pd.DataFrame:
@@ -184,7 +191,9 @@ def rating_outcomes(ratings: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def pigeonhole_draws(n_raters: int, n_items: int, n_resamples: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
+def pigeonhole_draws(
+    n_raters: int, n_items: int, n_resamples: int, seed: int
+) -> list[tuple[NDArray[np.intp], NDArray[np.intp]]]:
     """The resamples of `resample="raters+items"`: per resample, how many times each rater and each item was drawn
     (raters first, n_raters draws with replacement, then items, n_items draws), from numpy's default_rng(seed)."""
     rng = np.random.default_rng(seed)
@@ -227,7 +236,7 @@ def bradley_terry(
     score = outcomes["score"].astype(float).to_numpy()
     point = fit_strengths(len(systems), a, b, score, alpha=alpha)
 
-    def refit(drawn: np.ndarray, axis: int = -1) -> np.ndarray:  # drawn: item indices of one resample
+    def refit(drawn: NDArray[np.int64], axis: int = -1) -> NDArray[np.float64]:  # drawn: item indices of one resample
         counts = np.bincount(drawn.astype(int), minlength=len(items))[item_of]
         return fit_strengths(len(systems), a, b, score, alpha=alpha, weights=counts, initial=point)
 

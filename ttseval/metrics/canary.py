@@ -37,6 +37,7 @@ CANARY_MEASURES: tuple[tuple[str, str], ...] = (
     ("f0_mean_hz", "mean F0 of voiced frames, Hz (prosody stage)"),
     ("speech_s", "speech time by VAD, s (prosody stage)"),
 )
+_MEASURE_COLUMNS = tuple(m for m, _ in CANARY_MEASURES)
 
 CANARY_COLUMNS = [
     "system_id",
@@ -94,7 +95,7 @@ def canary_changes(
     alpha: float = 0.05,
     method: Method = "holm",
     n_permutations: int | None = None,
-    measures: Sequence[str] = tuple(m for m, _ in CANARY_MEASURES),
+    measures: Sequence[str] = _MEASURE_COLUMNS,
     min_change: float = 0.0,
 ) -> pd.DataFrame:
     """One row per (system, measure): tonight's fresh canary clips against the reference night's clips of the same

@@ -4,6 +4,7 @@ each judge cost, read from the cascade's rows of the judgments table (`compariso
 from __future__ import annotations
 
 import re
+from typing import TypedDict
 
 import pandas as pd
 
@@ -14,7 +15,21 @@ LABEL = re.compile(
 )
 
 
-def cascade_summary(rows: pd.DataFrame) -> dict[str, float | int] | None:
+class CascadeSummary(TypedDict):
+    """cascade_summary's figures."""
+
+    n: int
+    escalated: int
+    escalated_share: float
+    not_drawn: int
+    cheap_usd: float
+    strong_usd: float
+    why: dict[str, int]  # reason -> count
+    audited: int
+    agreement: float
+
+
+def cascade_summary(rows: pd.DataFrame) -> CascadeSummary | None:
     """{n, escalated, escalated_share, not_drawn, cheap_usd, strong_usd, why: {reason: count}, audited, agreement}
     over a cascade's answered rows (not_drawn: unsettled pairs left to the cheap judge by `escalate_sample`;
     agreement: share of audited pairs where the strong judge gave the cheap judge's answer; NaN without audits);

@@ -7,21 +7,28 @@ had their own rows (no ``asr_id``) is matched by system where the system now has
 WER, CER and MOS are compared item by item when the runs' per-item tables are given (`paired_drift`, from
 ttseval.metrics.paired), as a report compares systems: flagged when the paired permutation test's p, adjusted
 (Holm or Benjamini-Hochberg) across every paired test of the drift report, is under alpha; a BCa 95% CI of the
-difference beside it (none under MIN_INTERVAL_ITEMS items). Comparing the two runs' own CIs (the fallback, when only the reports are at hand) misses real
-changes: the item effect stays in both intervals, so they overlap though every item moved the same way. Completion has no CI: every item it gains or loses is a change in F1 and is flagged. Whether a
-change is better or worse comes from the metric's declared direction (``ttseval.metrics.registry``).
+difference beside it (none under MIN_INTERVAL_ITEMS items). Comparing the two runs' own CIs (the fallback, when
+only the reports are at hand) misses real changes: the item effect stays in both intervals, so they overlap though
+every item moved the same way. Completion has no CI: every item it gains or loses is a change in F1 and is
+flagged. Whether a change is better or worse comes from the metric's declared direction
+(``ttseval.metrics.registry``).
 """
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pandas as pd
 
+from ttseval.metrics.multiplicity import Method
 from ttseval.metrics.registry import METRICS, change
 
 # The metrics a drift report compares, in display order; their CI columns and direction are in the registry.
 DRIFT_METRICS: tuple[str, ...] = ("completion_rate", "wer", "cer", "mos")
+
+# A report row's key: (system_id, asr_id), asr_id None in a report written before rows were per recogniser.
+RowKey = tuple[str, str | None]
 
 COLUMNS = [
     "system_id",
@@ -50,21 +57,21 @@ def _nan(v: object) -> bool:
     return v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v))
 
 
-def _rows(frame: pd.DataFrame, name: str) -> dict[tuple, pd.Series]:
+def _rows(frame: pd.DataFrame, name: str) -> dict[RowKey, pd.Series]:
     """(system_id, asr_id) -> row, in the report's order."""
     needed = {
         "system_id",
         "system_spec",
         *DRIFT_METRICS,
-        *(c for m in DRIFT_METRICS if METRICS[m].ci for c in METRICS[m].ci),
+        *(c for m in DRIFT_METRICS for c in METRICS[m].ci or ()),
     }
     missing = needed - set(frame.columns)
     if missing:
         raise ValueError(f"{name} report lacks column(s) {sorted(missing)}")
-    rows: dict[tuple, pd.Series] = {}
+    rows: dict[RowKey, pd.Series] = {}
     for _, r in frame.iterrows():
         asr_id = r.get("asr_id")
-        key = (r["system_id"], None if _nan(asr_id) else asr_id)
+        key: RowKey = (r["system_id"], None if _nan(asr_id) else asr_id)
         if key in rows:
             raise ValueError(f"{name} report repeats system_id {key[0]!r} with asr_id {key[1]!r}")
         rows[key] = r
@@ -78,7 +85,7 @@ def paired_drift(
     n_resamples: int = 1000,
     seed: int = 0,
     alpha: float = 0.05,
-    method: str = "holm",
+    method: Method = "holm",
     n_permutations: int | None = None,
 ) -> pd.DataFrame:
     """Item-by-item WER, CER and MOS of each (system, recogniser) in both runs (ttseval.metrics.paired.paired_table),
@@ -169,13 +176,13 @@ def compare_reports(previous: pd.DataFrame, current: pd.DataFrame, paired: pd.Da
     return pd.DataFrame(rows).reindex(columns=COLUMNS)
 
 
-def _legacy_matched(prev: dict[tuple, pd.Series], curr: dict[tuple, pd.Series]) -> dict[tuple, pd.Series]:
+def _legacy_matched(prev: dict[RowKey, pd.Series], curr: dict[RowKey, pd.Series]) -> dict[RowKey, pd.Series]:
     """A report written before rows were per recogniser (every asr_id null) is matched to the current one by
     system, where the system now has exactly one row: its WER pooled one recogniser then too. A system with
     several recognisers now is left unmatched (presence rows), since its old figure pooled them."""
     if any(asr is not None for _, asr in prev):
         return prev
-    now = {}
+    now: dict[str, list[str | None]] = {}
     for system_id, asr_id in curr:
         now.setdefault(system_id, []).append(asr_id)
     return {
@@ -184,7 +191,7 @@ def _legacy_matched(prev: dict[tuple, pd.Series], curr: dict[tuple, pd.Series]) 
     }
 
 
-def _ids(key: tuple, row: pd.Series) -> dict:
+def _ids(key: RowKey, row: pd.Series) -> dict[str, Any]:
     asr_spec = row.get("asr_spec")
     return {
         "system_id": key[0],

@@ -24,6 +24,8 @@ happen to be present, which would not be comparable across systems.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -124,10 +126,10 @@ def instruction_scores(frame: pd.DataFrame) -> pd.DataFrame:
         _unparsed=(~parsed).to_numpy(),
     )
 
-    rows = []
+    rows: list[dict[str, Any]] = []
     for cell, group in work.groupby(list(_CELL), sort=False):
         base = dict(zip(_CELL, cell))
-        task_rows = {}
+        task_rows: dict[str, dict[str, Any]] = {}
         for task in TASKS:
             sub = group[group["task"] == task]
             if len(sub) == 0:

@@ -24,12 +24,13 @@ drops flagged rows (a rater's second pass over a page) first.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from ttseval.core.schemas import DG_SHEET
-from ttseval.metrics.agreement import krippendorff_alpha
+from ttseval.metrics.agreement import Level, krippendorff_alpha
 
 __all__ = [
     "COUNT_FIELDS",
@@ -323,7 +324,7 @@ def cmos_summary(ratings: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def mos_alpha(ratings: pd.DataFrame, level: str = "ordinal") -> float:
+def mos_alpha(ratings: pd.DataFrame, level: Level = "ordinal") -> float:
     """Krippendorff's alpha over (item, system) units rated by the raters; NaN when undefined (fewer than two
     raters of any unit, or one value overall)."""
     units = ratings.pivot_table(index="rater_id", columns=["item_id", "system_id"], values="score", aggfunc="first")
@@ -338,7 +339,7 @@ def fault_isolation(sheets: pd.DataFrame) -> pd.DataFrame:
     of each perceptual field."""
     rows = []
     for system_id, g in sheets.dropna(subset=list(DG_FIELDS), how="all").groupby("system_id", sort=True):
-        row: dict = {"system_id": system_id, "n": len(g)}
+        row: dict[str, Any] = {"system_id": system_id, "n": len(g)}
         row |= {f: float((g[f] > 0).mean()) for f in COUNT_FIELDS}
         row |= {f: float(g[f].mean()) for f in PERCEPTUAL_FIELDS}
         rows.append(row)

@@ -14,13 +14,16 @@ and its repeat) and mean control rating. Fewer than 16 raters: the results are p
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TypedDict
+
 import numpy as np
 import pandas as pd
 
 from ttseval.metrics.agreement import krippendorff_alpha
 from ttseval.metrics.bootstrap import bootstrap_mean_ci
 
-__all__ = ["FORM_COLUMNS", "analyse_mos", "counterbalanced_forms", "select_subset"]
+__all__ = ["FORM_COLUMNS", "MosAnalysis", "analyse_mos", "counterbalanced_forms", "select_subset"]
 
 FORM_COLUMNS = ("form", "position", "file", "kind", "item_id", "system_id")
 MIN_RATERS = 16  # section 3.2: below this, MOS tables are preliminary
@@ -83,7 +86,7 @@ def counterbalanced_forms(
     *,
     n_forms: int | None = None,
     repeats: int = 3,
-    controls: list[tuple[str, str]] = (),
+    controls: Sequence[tuple[str, str]] = (),
     seed: int = 0,
 ) -> pd.DataFrame:
     """The forms' rows (FORM_COLUMNS): kind 'test', 'repeat' or 'control'; `file` is a blinded name
@@ -136,7 +139,17 @@ def counterbalanced_forms(
     return pd.DataFrame(rows, columns=list(FORM_COLUMNS))
 
 
-def analyse_mos(key: pd.DataFrame, ratings: pd.DataFrame, *, n_resamples: int = 1000, seed: int = 0) -> dict:
+class MosAnalysis(TypedDict):
+    """analyse_mos's result."""
+
+    systems: pd.DataFrame  # system_id, mos, ci_low, ci_high, n_ratings
+    n_raters: int
+    preliminary: bool  # fewer than MIN_RATERS raters
+    alpha: float  # Krippendorff's alpha (ordinal); NaN where undefined
+    raters: pd.DataFrame  # rater_id, form, n_rated, repeat_mad, control_mean
+
+
+def analyse_mos(key: pd.DataFrame, ratings: pd.DataFrame, *, n_resamples: int = 1000, seed: int = 0) -> MosAnalysis:
     """Ratings (rater_id, form, position, score 1-5) joined to the key (FORM_COLUMNS) by form and position.
 
     Returns {systems: DataFrame(system_id, mos, ci_low, ci_high, n_ratings), n_raters, preliminary, alpha,
@@ -186,7 +199,7 @@ def analyse_mos(key: pd.DataFrame, ratings: pd.DataFrame, *, n_resamples: int = 
                 "control_mean": float(g.loc[g["kind"] == "control", "score"].mean()),
             }
         )
-    n_raters = ratings["rater_id"].nunique()
+    n_raters = int(ratings["rater_id"].nunique())
     return {
         "systems": pd.DataFrame(systems),
         "n_raters": n_raters,

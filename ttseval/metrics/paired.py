@@ -29,8 +29,9 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike, NDArray
 
-from ttseval.metrics.bootstrap import MIN_INTERVAL_ITEMS
+from ttseval.metrics.bootstrap import MIN_INTERVAL_ITEMS, Statistic
 from ttseval.metrics.multiplicity import METHODS, Method, adjust_p
 
 __all__ = [
@@ -69,7 +70,7 @@ class Paired:
     p_permutation: float
 
 
-def _wilcoxon(diff: np.ndarray) -> float:
+def _wilcoxon(diff: NDArray[np.float64]) -> float:
     from scipy import stats
 
     if len(diff) < 2 or np.all(diff == 0):
@@ -77,7 +78,9 @@ def _wilcoxon(diff: np.ndarray) -> float:
     return float(stats.wilcoxon(diff, zero_method="wilcox").pvalue)
 
 
-def _bca(data: tuple[np.ndarray, ...], statistic, n_resamples: int, seed: int) -> tuple[float, float]:
+def _bca(
+    data: tuple[NDArray[np.float64], ...], statistic: Statistic, n_resamples: int, seed: int
+) -> tuple[float, float]:
     from scipy import stats
 
     if len(data[0]) < MIN_INTERVAL_ITEMS:
@@ -98,16 +101,22 @@ def _bca(data: tuple[np.ndarray, ...], statistic, n_resamples: int, seed: int) -
     return float(ci.low), float(ci.high)
 
 
-def _ratio_delta(ea, ta, eb, tb, axis=-1):
-    return eb.sum(axis) / tb.sum(axis) - ea.sum(axis) / ta.sum(axis)
+def _ratio_delta(
+    ea: NDArray[np.float64], ta: NDArray[np.float64], eb: NDArray[np.float64], tb: NDArray[np.float64], axis: int = -1
+) -> NDArray[np.float64]:
+    return np.asarray(eb.sum(axis) / tb.sum(axis) - ea.sum(axis) / ta.sum(axis), dtype=np.float64)
+
+
+def _mean_of(d: NDArray[np.float64], axis: int = -1) -> NDArray[np.float64]:
+    return np.asarray(d.mean(axis), dtype=np.float64)
 
 
 def paired_ratio(
     metric: str,
-    errors_a: np.ndarray,
-    totals_a: np.ndarray,
-    errors_b: np.ndarray,
-    totals_b: np.ndarray,
+    errors_a: ArrayLike,
+    totals_a: ArrayLike,
+    errors_b: ArrayLike,
+    totals_b: ArrayLike,
     *,
     n_resamples: int = 1000,
     seed: int = 0,
@@ -121,7 +130,7 @@ def paired_ratio(
     """
     from scipy import stats
 
-    ea, ta, eb, tb = (np.asarray(x, dtype=float) for x in (errors_a, totals_a, errors_b, totals_b))
+    ea, ta, eb, tb = (np.asarray(x, dtype=np.float64) for x in (errors_a, totals_a, errors_b, totals_b))
     if not (len(ea) == len(ta) == len(eb) == len(tb)) or not len(ea):
         raise ValueError(f"{metric}: paired arrays must be non-empty and of one length")
     if (ta <= 0).any() or (tb <= 0).any():
@@ -131,9 +140,12 @@ def paired_ratio(
     low, high = _bca((ea, ta, eb, tb), _ratio_delta, n_resamples, seed)
     errors, totals = np.concatenate([ea, eb]), np.concatenate([ta, tb])
 
-    def pooled(ia, ib, axis=-1):  # the sides hold item indices into errors/totals; a swap moves a pair
-        ia, ib = ia.astype(int), ib.astype(int)
-        return errors[ib].sum(axis) / totals[ib].sum(axis) - errors[ia].sum(axis) / totals[ia].sum(axis)
+    def pooled(side_a: NDArray[np.int64], side_b: NDArray[np.int64], axis: int = -1) -> NDArray[np.float64]:
+        # the sides hold item indices into errors/totals; a swap moves a pair
+        ia, ib = side_a.astype(int), side_b.astype(int)
+        return np.asarray(
+            errors[ib].sum(axis) / totals[ib].sum(axis) - errors[ia].sum(axis) / totals[ia].sum(axis), dtype=np.float64
+        )
 
     if n < 2 or (np.array_equal(ea, eb) and np.array_equal(ta, tb)):
         p_perm = float("nan")
@@ -153,8 +165,8 @@ def paired_ratio(
 
 def paired_mean(
     metric: str,
-    a: np.ndarray,
-    b: np.ndarray,
+    a: ArrayLike,
+    b: ArrayLike,
     *,
     n_resamples: int = 1000,
     seed: int = 0,
@@ -164,11 +176,11 @@ def paired_mean(
     permutation test flips the sign of each item's difference."""
     from scipy import stats
 
-    xa, xb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    xa, xb = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     if len(xa) != len(xb) or not len(xa):
         raise ValueError(f"{metric}: paired arrays must be non-empty and of one length")
     diff = xb - xa
-    low, high = _bca((diff,), lambda d, axis=-1: d.mean(axis), n_resamples, seed)
+    low, high = _bca((diff,), _mean_of, n_resamples, seed)
     if len(diff) < 2 or np.all(diff == 0):
         p_perm = float("nan")
     else:

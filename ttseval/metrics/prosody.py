@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import functools
+import itertools
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -93,7 +94,7 @@ def timing(segments: list[tuple[float, float]], duration_s: float, *, pause_s: f
     """Timing of a clip: no segment means no speech (all silence)."""
     if not segments:
         return Timing(0.0, duration_s, duration_s, 0, 0.0)
-    gaps = [b[0] - a[1] for a, b in zip(segments, segments[1:])]
+    gaps = [b[0] - a[1] for a, b in itertools.pairwise(segments)]
     long = [g for g in gaps if g >= pause_s]
     return Timing(
         speech_s=float(sum(e - s for s, e in segments)),

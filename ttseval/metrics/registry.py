@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-__all__ = ["METRICS", "MetricInfo", "arrow", "change"]
+__all__ = ["METRICS", "MetricInfo", "arrow", "change", "ci_columns"]
 
 
 @dataclass(frozen=True)
@@ -92,6 +92,19 @@ def change(metric: str, previous: float, current: float) -> str:
     if current == previous:
         return "same"
     return "better" if (current > previous) == info.higher_is_better else "worse"
+
+
+def ci_columns(metric: str) -> tuple[str, str]:
+    """The (low, high) CI columns of `metric`.
+
+    Raises:
+        KeyError: `metric` is not declared in ``METRICS``.
+        ValueError: `metric` is declared without a CI.
+    """
+    ci = METRICS[metric].ci
+    if ci is None:
+        raise ValueError(f"metric {metric!r} has no CI columns")
+    return ci
 
 
 def arrow(metric: str) -> str:

@@ -18,8 +18,9 @@ Labels (never more than the automatic evidence supports; "confirmed" only from r
   candidate when all have audio but some transcripts have undefined SFR (nothing countable heard); else not observed.
 - F2: for a negative control (a neighbouring language's voice, role 'control'): "confirmed (negative control
   caught)" when V or S fails or the recogniser's detection is below `lid_fail`, else "not observed (negative
-  control NOT caught)", which says the screening is too weak for that pair of languages. Otherwise: candidate when V fails; not observed when V passes; needs native annotation when unresolved. Without a LID
-  model: candidate when S fails, or the recogniser's detection or the transcript's text language gives the target
+  control NOT caught)", which says the screening is too weak for that pair of languages. Otherwise: candidate
+  when V fails; not observed when V passes; needs native annotation when unresolved. Without a LID model:
+  candidate when S fails, or the recogniser's detection or the transcript's text language gives the target
   language to fewer than `lid_fail` of the clips (said to be from those signals), else needs native annotation.
 - F3: candidate when the WER of the utterances containing a letter class (classes per language as data,
   metrics/data/languages.toml) is at least `f3_ratio` times the overall WER, over classes with at least
@@ -50,8 +51,11 @@ __all__ = [
 
 CONFIRMED, CANDIDATE, NOT_OBSERVED, NATIVE = "confirmed", "candidate", "not observed", "needs native annotation"
 CARD_COLUMNS = (
-    "system_id", "system_spec", "role", "language", "asr_id", "asr_spec", "n_items", "n_audio", "completion_rate", "gate_f1",
-    "sfr", "n_sfr_undefined", "gate_s", "lid_rates", "asr_lid_rate", "text_lid_rate", "gate_v", "wer", "wer_ci_low", "wer_ci_high",
+    "system_id", "system_spec", "role", "language", "asr_id", "asr_spec",
+    "n_items", "n_audio", "completion_rate", "gate_f1",
+    "sfr", "n_sfr_undefined", "gate_s",
+    "lid_rates", "asr_lid_rate", "text_lid_rate", "gate_v",
+    "wer", "wer_ci_low", "wer_ci_high",
     "natural_wer", "cer", "perfect_pct", "low_error_pct", "n_high_cer_wer", "f3_classes",
     "f1", "f2", "f3", "f4", "f5", "n_for_mos",
 )  # fmt: skip
@@ -154,7 +158,7 @@ def insv_card(
     lid: pd.DataFrame | None = None,
     *,
     roles: dict[str, str] | None = None,
-    thresholds: Thresholds = Thresholds(),
+    thresholds: Thresholds | None = None,
     n_resamples: int = 1000,
     seed: int = 0,
 ) -> pd.DataFrame:
@@ -171,9 +175,10 @@ def insv_card(
         roles: system_id -> 'tts' (the default), 'natural' (natural speech: its WER is every row's `natural_wer`
             for the same language and recogniser) or 'control' (a negative control: F2 says whether the
             screening caught it). Rows come TTS first, then natural speech, then controls.
+        thresholds: the `insv` settings; None: their defaults.
     """
     roles = roles or {}
-    t = thresholds
+    t = thresholds if thresholds is not None else Thresholds()
     sentences = per_sentence(items, transcripts, digits=t.digits)
     no_quality = pd.DataFrame(columns=["item_id", "system_id", "quality_id", "status", "mos"])
     rows = []

@@ -26,11 +26,12 @@ import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, TypedDict
 
 __all__ = [
     "CorpusSFR",
     "DigitPolicy",
+    "LanguageData",
     "allowed_scripts",
     "corpus_sfr",
     "countable",
@@ -47,8 +48,15 @@ DigitPolicy = Literal["exclude", "count"]
 SCRIPT_ALIASES = {"Hans": "Hani", "Hant": "Hani", "Jpan": "Hani", "Kore": "Hang"}
 
 
+class LanguageData(TypedDict, total=False):
+    """A [languages.<code>] entry of the data: the scripts SFR allows, and the letter classes of F3 screening."""
+
+    scripts: list[str]
+    grapheme_classes: dict[str, list[str]]
+
+
 @functools.cache
-def _data() -> dict:
+def _data() -> dict[str, Any]:
     with DATA.open("rb") as f:
         return tomllib.load(f)
 
@@ -65,11 +73,12 @@ def _ranges(script: str) -> tuple[tuple[int, int], ...]:
     return tuple(out)
 
 
-def language_data(language: str) -> dict:
+def language_data(language: str) -> LanguageData:
     """The data entry of a language ('ps-AF' -> [languages.ps]); empty when it has none."""
     from ttseval.core.languages import base_language
 
-    return _data()["languages"].get(base_language(language), {})
+    entry: LanguageData = _data()["languages"].get(base_language(language), {})
+    return entry
 
 
 @functools.cache

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
+from numpy.typing import NDArray
 
 from ttseval.metrics.bootstrap import CI, bootstrap_mean_ci, bootstrap_ratio_ci
-from ttseval.metrics.registry import METRICS
+from ttseval.metrics.registry import ci_columns
 from ttseval.metrics.wer import corpus_rate, mean_utterance_rate, perfect_rate
 
 __all__ = [
@@ -106,9 +108,10 @@ def _system_rng(seed: int, system_id: object, metric: str) -> np.random.Generato
     return np.random.default_rng(np.random.SeedSequence([seed, *words]))
 
 
-def _counts(frame: pd.DataFrame, column: str) -> np.ndarray:
+def _counts(frame: pd.DataFrame, column: str) -> NDArray[np.float64]:
     # float, not int: a null count stays NaN, which the metric functions refuse, instead of a wrapped integer.
-    return frame[column].to_numpy(dtype=float, na_value=np.nan)
+    counts: NDArray[np.float64] = frame[column].to_numpy(dtype=float, na_value=np.nan)
+    return counts
 
 
 def _rates(ok_tr: pd.DataFrame) -> tuple[float, float]:
@@ -120,26 +123,26 @@ def _rates(ok_tr: pd.DataFrame) -> tuple[float, float]:
     )
 
 
-def _typed(rows: list[dict], columns: Sequence[str], int_columns: Sequence[str]) -> pd.DataFrame:
+def _typed(rows: list[dict[str, Any]], columns: Sequence[str], int_columns: Sequence[str]) -> pd.DataFrame:
     frame = pd.DataFrame(rows, columns=list(columns))
     for column in int_columns:
         frame[column] = frame[column].astype(np.int64)
     return frame
 
 
-def _mos(quality: pd.DataFrame, system_id: object, n_resamples: int, seed: int) -> dict:
+def _mos(quality: pd.DataFrame, system_id: object, n_resamples: int, seed: int) -> dict[str, Any]:
     ok_q = quality[(quality["system_id"] == system_id) & (quality["status"] == "ok")]
     if len(ok_q):
         mos = ok_q["mos"].to_numpy(dtype=float, na_value=np.nan)
         ci = bootstrap_mean_ci(mos, n_resamples=n_resamples, seed=_system_rng(seed, system_id, "mos"))
     else:
         ci = CI(np.nan, np.nan, np.nan)
-    low, high = METRICS["mos"].ci
+    low, high = ci_columns("mos")
     return {"mos": ci.point, low: ci.low, high: ci.high, "n_mos": len(ok_q)}
 
 
-def _error_rates(ok_tr: pd.DataFrame, system_id: object, n_resamples: int, seed: int) -> dict:
-    row: dict = {"n_transcribed": len(ok_tr)}
+def _error_rates(ok_tr: pd.DataFrame, system_id: object, n_resamples: int, seed: int) -> dict[str, Any]:
+    row: dict[str, Any] = {"n_transcribed": len(ok_tr)}
     for unit, errors_col, totals_col in (("wer", "word_errors", "ref_words"), ("cer", "char_errors", "ref_chars")):
         if len(ok_tr):
             errors, totals = _counts(ok_tr, errors_col), _counts(ok_tr, totals_col)
@@ -147,7 +150,7 @@ def _error_rates(ok_tr: pd.DataFrame, system_id: object, n_resamples: int, seed:
             utt_mean = mean_utterance_rate(errors, totals)
         else:
             ci, utt_mean = CI(np.nan, np.nan, np.nan), np.nan
-        low, high = METRICS[unit].ci
+        low, high = ci_columns(unit)
         row.update({unit: ci.point, low: ci.low, high: ci.high, f"{unit}_utt_mean": utt_mean})
     row["perfect_pct"] = 100.0 * perfect_rate(_counts(ok_tr, "word_errors")) if len(ok_tr) else np.nan
     return row

@@ -15,13 +15,13 @@ that flag a change: a step between two nights and a slow drift over many.
   better side: canary duration, F0, speech time) of z_t = (x_t - x_ref) / sqrt(se_t^2 + se_ref^2), the night's
   distance from the reference night in standard errors. The reference is the series' first night, and after a
   flagged step the step's night: the step was reported, and the CUSUM then watches the series from its new level.
-  S_t = max(0, S_{t-1} + z_t - k); an alarm when S_t > h, after which S restarts at 0. A night-to-night test cannot see a slide of a fraction of a
-  standard error a night; the CUSUM adds them up. k = 0.5 and h = 5 (settings `trend_cusum_k`, `trend_cusum_h`)
-  give, for independent z with a known reference, an in-control average run length of 931 nights one-sided
-  (Brook and Evans' Markov chain). The reference night's own noise is shared by every z of a series, which raises
-  the false-alarm rate: 4.2% of a series' weeks (6 nights after the reference) raise a false drift alarm, by the
-  Markov chain integrated over the reference's error and by simulation (tests/test_metrics_trends.py, stated in
-  docs/operations.md with the detection delays).
+  S_t = max(0, S_{t-1} + z_t - k); an alarm when S_t > h, after which S restarts at 0. A night-to-night test
+  cannot see a slide of a fraction of a standard error a night; the CUSUM adds them up. k = 0.5 and h = 5
+  (settings `trend_cusum_k`, `trend_cusum_h`) give, for independent z with a known reference, an in-control
+  average run length of 931 nights one-sided (Brook and Evans' Markov chain). The reference night's own noise is
+  shared by every z of a series, which raises the false-alarm rate: 4.2% of a series' weeks (6 nights after the
+  reference) raise a false drift alarm, by the Markov chain integrated over the reference's error and by
+  simulation (tests/test_metrics_trends.py, stated in docs/operations.md with the detection delays).
 
 Hand-written: the CUSUM is four lines, and no well-kept Python library offers an online CUSUM for a series with
 its own standard errors (statsmodels' CUSUM tests are for regression residuals).
@@ -30,10 +30,12 @@ its own standard errors (statsmodels' CUSUM tests are for regression residuals).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TypedDict
 
 import numpy as np
 import pandas as pd
+from numpy.typing import NDArray
 
 from ttseval.metrics.registry import METRICS
 
@@ -78,6 +80,20 @@ TREND_COLUMNS = [
 Z95 = 1.959963984540054
 
 
+class _TrendRow(TypedDict):
+    """One night's figure of a series: TREND_COLUMNS without night, run_id and the change columns."""
+
+    system_id: str
+    system_spec: str
+    metric: str
+    detail: str
+    value: float
+    ci_low: float
+    ci_high: float
+    se: float
+    n: int
+
+
 def side(metric: str) -> int:
     """+1 when a rise is worse, -1 when a fall is worse (METRICS' declared direction), 0 when neither is."""
     if metric in CANARY_MEASURES:
@@ -94,7 +110,7 @@ def _row(
     se: float,
     n: int,
     ci: tuple[float, float] | None = None,
-) -> dict:
+) -> _TrendRow:
     low, high = ci if ci is not None else (value - Z95 * se, value + Z95 * se)
     if metric in NON_NEGATIVE:
         low = max(low, 0.0)
@@ -123,7 +139,8 @@ def _proportion(successes: float, n: int) -> tuple[float, float, tuple[float, fl
     from statsmodels.stats.proportion import proportion_confint
 
     p = successes / n
-    return p, math.sqrt(p * (1 - p) / n), tuple(map(float, proportion_confint(successes, n, method="wilson")))
+    low, high = proportion_confint(successes, n, method="wilson")
+    return p, math.sqrt(p * (1 - p) / n), (float(low), float(high))
 
 
 def _ratio(errors: pd.Series, words: pd.Series) -> tuple[float, float]:
@@ -156,10 +173,12 @@ def night_values(tables: Mapping[str, pd.DataFrame], remote: Sequence[str] = ())
         for metric, errors, size in (("wer", "word_errors", "ref_words"), ("cer", "char_errors", "ref_chars")):
             value, se = _ratio(group[errors], group[size])
             stored = report[(report["system_id"] == system_id) & (report["asr_spec"] == asr_spec)]
-            ci = None
+            stored_ci: tuple[float, float] | None = None
             if len(stored) and not pd.isna(stored[f"{metric}_ci_low"].iloc[0]):
-                ci = (stored[f"{metric}_ci_low"].iloc[0], stored[f"{metric}_ci_high"].iloc[0])
-            rows.append(_row(system_id, specs.get(system_id, system_id), metric, asr_spec, value, se, len(group), ci))
+                stored_ci = (stored[f"{metric}_ci_low"].iloc[0], stored[f"{metric}_ci_high"].iloc[0])
+            rows.append(
+                _row(system_id, specs.get(system_id, system_id), metric, asr_spec, value, se, len(group), stored_ci)
+            )
     quality = tables["quality"]
     for (system_id, predictor), group in quality[quality["status"] == "ok"].groupby(["system_id", "quality_spec"]):
         rows.append(_row(system_id, specs.get(system_id, system_id), "mos", predictor, *_mean(group["mos"])))
@@ -193,7 +212,7 @@ def night_values(tables: Mapping[str, pd.DataFrame], remote: Sequence[str] = ())
     return pd.DataFrame(rows, columns=TREND_COLUMNS[2:11])
 
 
-def _remote_rows(tables: Mapping[str, pd.DataFrame], remote: Sequence[str]) -> list[dict]:
+def _remote_rows(tables: Mapping[str, pd.DataFrame], remote: Sequence[str]) -> list[_TrendRow]:
     """A remote voice's requests of the night (its rows that made a call: not reused) and its fresh clips."""
     synthesis = tables["synthesis"]
     called = synthesis[
@@ -226,10 +245,12 @@ def _remote_rows(tables: Mapping[str, pd.DataFrame], remote: Sequence[str]) -> l
     return rows
 
 
-def cusum(z: Sequence[float], k: float, h: float) -> tuple[np.ndarray, np.ndarray]:
+def cusum(z: Iterable[float], k: float, h: float) -> tuple[NDArray[np.float64], NDArray[np.bool_]]:
     """Page's one-sided upper CUSUM of `z`: S_t = max(0, S_{t-1} + z_t - k), an alarm when S_t > h, S restarting at
     0 after one. A NaN z leaves S as it was. Returns (S before any restart, alarm flags)."""
-    s, stats, alarms = 0.0, [], []
+    s = 0.0
+    stats: list[float] = []
+    alarms: list[bool] = []
     for value in z:
         if not math.isnan(value):
             s = max(0.0, s + value - k)
@@ -237,10 +258,10 @@ def cusum(z: Sequence[float], k: float, h: float) -> tuple[np.ndarray, np.ndarra
         alarms.append(s > h)
         if s > h:
             s = 0.0
-    return np.asarray(stats, dtype=float), np.asarray(alarms, dtype=bool)
+    return np.asarray(stats, dtype=np.float64), np.asarray(alarms, dtype=np.bool_)
 
 
-def _z(values: np.ndarray, ses: np.ndarray) -> np.ndarray:
+def _z(values: NDArray[np.float64], ses: NDArray[np.float64]) -> NDArray[np.float64]:
     """Each night's distance from the first night in standard errors; a series without noise (every item's value
     the same each night: reused clips) that moves is infinitely far, one that stays is at 0."""
     diff = values - values[0]

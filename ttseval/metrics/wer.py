@@ -8,11 +8,11 @@ Direction and aggregation of ``wer``, ``cer`` and their per-utterance means: ``t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import jiwer
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 __all__ = [
     "ErrorCounts",
@@ -108,8 +108,8 @@ def word_alignment(reference: str, hypothesis: str) -> list[tuple[str, str, str]
     ]
 
 
-def _as_counts(values: Sequence[int], name: str) -> np.ndarray:
-    array = np.asarray(values, dtype=float)
+def _as_counts(values: ArrayLike, name: str) -> NDArray[np.float64]:
+    array = np.asarray(values, dtype=np.float64)
     if array.ndim != 1:
         raise ValueError(f"{name} must be one-dimensional, got shape {array.shape}")
     bad = np.flatnonzero(~np.isfinite(array) | (array < 0))
@@ -119,7 +119,7 @@ def _as_counts(values: Sequence[int], name: str) -> np.ndarray:
     return array
 
 
-def _paired(errors: Sequence[int], totals: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+def _paired(errors: ArrayLike, totals: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     e = _as_counts(errors, "errors")
     t = _as_counts(totals, "totals")
     if e.shape != t.shape:
@@ -129,7 +129,7 @@ def _paired(errors: Sequence[int], totals: Sequence[int]) -> tuple[np.ndarray, n
     return e, t
 
 
-def corpus_rate(errors: Sequence[int], totals: Sequence[int]) -> float:
+def corpus_rate(errors: ArrayLike, totals: ArrayLike) -> float:
     """Pooled rate ``sum(errors) / sum(totals)`` (corpus WER or CER).
 
     Args:
@@ -149,7 +149,7 @@ def corpus_rate(errors: Sequence[int], totals: Sequence[int]) -> float:
     return float(e.sum() / total)
 
 
-def mean_utterance_rate(errors: Sequence[int], totals: Sequence[int]) -> float:
+def mean_utterance_rate(errors: ArrayLike, totals: ArrayLike) -> float:
     """Mean over utterances of ``errors[i] / totals[i]``.
 
     Short utterances weigh as much as long ones, so this differs from ``corpus_rate``.
@@ -172,7 +172,7 @@ def mean_utterance_rate(errors: Sequence[int], totals: Sequence[int]) -> float:
     return float(np.mean(e / t))
 
 
-def perfect_rate(errors: Sequence[int]) -> float:
+def perfect_rate(errors: ArrayLike) -> float:
     """Fraction of utterances with zero errors (Perfect% / 100).
 
     Args:

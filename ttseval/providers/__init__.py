@@ -4,9 +4,10 @@ speaker/ (speaker encoders for SIM), judges/ (pairwise and instruction-following
 generation and captioning).
 
 Each module wraps one external system, implements its kind's protocol (ttseval.core.protocols) and is registered
-by name in its kind's registry, declared in the kind's `__init__.py` (all of them: ttseval.providers.registries). Modules import only the core at top level; engine libraries (piper,
-faster_whisper, torch, transformers, onnxruntime, speechmos, vendor SDKs) are imported inside methods, so that
-listing or importing providers stays cheap.
+by name in its kind's registry, declared in the kind's `__init__.py` (all of them: ttseval.providers.registries).
+Modules import only the core at top level; engine libraries (piper, faster_whisper, torch, transformers,
+onnxruntime, speechmos, vendor SDKs) are imported inside methods, so that listing or importing providers stays
+cheap.
 
 This package also holds the helpers every provider uses: option validation, the canonical spec string that goes
 into error messages, `EngineVersion` (the lazily read `version` class attribute), the torch device and the
@@ -78,7 +79,10 @@ class EngineVersion:
     """A provider's `version` class attribute, read on first access and then kept: `PiperTTS.version` and
     `piper_instance.version` both give '1.8.0', without building the provider.
 
-        version: ClassVar[str] = EngineVersion(lambda: package_version("piper-tts"))
+        version: ClassVar[EngineVersion] = EngineVersion(lambda: package_version("piper-tts"))
+
+    Declared ClassVar[EngineVersion], not ClassVar[str]: the attribute holds the descriptor, and reading it gives
+    the str (it may override a base class's `version: ClassVar[str]`).
 
     `read` may raise (espeak-ng not installed); nothing is kept then, so the next access asks again.
     """

@@ -39,7 +39,7 @@ import subprocess
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeGuard
 
 from pydantic import BaseModel, Field
 
@@ -81,11 +81,17 @@ class CommandOptions(BaseModel):
     device: TorchDevice = Field("auto", description="passed to the command in each request, for it to honour")
 
 
+class _CommandProvider(Protocol):
+    """A provider that runs a command (asr/command.py, quality/command.py)."""
+
+    command: ProtocolCommand
+
+
 class Described:
     """A command provider's `version`: on the class (the registry's listing, nothing built) a description; on an
     instance, the version the command's `describe` answered (asked once)."""
 
-    def __get__(self, instance: Any, owner: type | None = None) -> str:
+    def __get__(self, instance: _CommandProvider | None, owner: type | None = None) -> str:
         if instance is None:
             return "the command's own (its describe answer)"
         return instance.command.describe()["version"]
@@ -215,7 +221,7 @@ class ProtocolCommand:
 
     def _ask_once(self, op: str, clips: list[Audio], extra: list[dict[str, Any]]) -> list[dict[str, Any]]:
         with tempfile.TemporaryDirectory(prefix="ttseval-scorer-") as folder:
-            listed = []
+            listed: list[dict[str, Any]] = []
             for i, (clip, more) in enumerate(zip(clips, extra)):
                 if self.options.sample_rate_hz:
                     clip = clip.resampled(self.options.sample_rate_hz)
@@ -267,8 +273,8 @@ class ProtocolCommand:
         }
 
 
-def finite(value: Any) -> bool:
-    """A JSON number that is finite (not a bool, NaN or infinite)."""
+def finite(value: object) -> TypeGuard[float]:
+    """A JSON number that is finite (not a bool, NaN or infinite); an int passes, as a float would."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 

@@ -11,14 +11,16 @@ and the checkpoints loaded into them strictly.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from ttseval.core.errors import PermanentProviderError
 from ttseval.providers import import_without_torchaudio
+
+T = TypeVar("T")
 
 SAMPLE_RATE_HZ = 16000
 MIN_SAMPLES = 640  # 40 ms: five 10 ms frames; the dilation-4 convolution pads 4 frames by reflection, which needs more
@@ -73,7 +75,7 @@ def load_checkpoint(module: Any, path: Path, *, what: str, spec: str) -> Any:
     return module.eval()
 
 
-def by_equal_length(samples: list[np.ndarray], batch_size: int, run: Callable[[np.ndarray], np.ndarray]) -> list[Any]:
+def by_equal_length(samples: list[np.ndarray], batch_size: int, run: Callable[[np.ndarray], Iterable[T]]) -> list[T]:
     """`run` on batches of clips of exactly one length (rows of its result, one per clip, in order). ECAPA pads its
     convolutions by reflection at the ends, so a clip zero-padded in a batch would get another output even with
     SpeechBrain's relative lengths (measured in the tests)."""

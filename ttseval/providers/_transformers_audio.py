@@ -58,7 +58,10 @@ class TransformersAudioModel:
         path = str(self.model_path)
         try:
             model = getattr(transformers, self.auto_class).from_pretrained(path, local_files_only=True)
-            extractor = transformers.AutoFeatureExtractor.from_pretrained(path, local_files_only=True)
+            # transformers leaves the Auto classes' from_pretrained unannotated
+            extractor = transformers.AutoFeatureExtractor.from_pretrained(  # type: ignore[no-untyped-call]
+                path, local_files_only=True
+            )
         except (OSError, ValueError, KeyError) as e:
             raise PermanentProviderError(
                 f"transformers could not load {self.model_kind} from {path!r}: {e}", spec=self.spec

@@ -25,7 +25,9 @@ def send_alert(blocks: list[str], subject: str, body: str) -> list[dict[str, Any
             block = Block.load(name)
             if not hasattr(block, "notify"):
                 raise TypeError(f"{type(block).__name__} is not a notification block (it has no notify())")
-            with block.raise_on_failure():  # Apprise-based blocks otherwise log a failure and return
+            # Apprise-based blocks otherwise log a failure and return. Prefect types load() as Block | Coroutine
+            # (async_dispatch); called from sync code, as here, it returns the block.
+            with block.raise_on_failure():  # type: ignore[union-attr]
                 block.notify(body, subject)
         except Exception as e:  # noqa: BLE001 - an alert that cannot be sent is reported, the night stands
             # the message names the block and the failure's type, never the block's URL (it may hold a token)

@@ -10,7 +10,7 @@ import pandas as pd
 from ttseval.core.config import Settings
 from ttseval.core.errors import DatasetError, TTSEvalError
 from ttseval.core.store import open_store
-from ttseval.metrics.agreement import preference_alignment_by_judge
+from ttseval.metrics.agreement import PreferenceAlignment, preference_alignment_by_judge
 from ttseval.metrics.winrate import against_baseline
 
 HUMAN_COLUMNS = ("item_id", "system_id", "preference")
@@ -29,7 +29,7 @@ def read_human_preferences(path: str | Path) -> pd.DataFrame:
     return human[list(HUMAN_COLUMNS)]
 
 
-def human_alignment(settings: Settings, run_id: str, human_csv: str | Path) -> dict[str, dict]:
+def human_alignment(settings: Settings, run_id: str, human_csv: str | Path) -> dict[str, PreferenceAlignment]:
     """judge spec -> how well it agrees with the human preferences in `human_csv` over run `run_id` (raw
     agreement, Krippendorff's alpha, Spearman of per-system win-rates, agreement per category).
 

@@ -17,6 +17,7 @@ raise it for a thinking model), at the judge's own prices
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -121,12 +122,13 @@ def estimate_judges(
         stored = store.read(run_id, table)
         for spec in specs:
             judge = get_provider("judge", spec, settings)
+            todo: list[tuple[str, ...]]
             if role == "pairwise":
-                wanted = judged_pairs(audio_s, system_ids, baseline_id, settings)
-                todo = _missing(wanted, stored, judge.judge_id)
+                pairs = judged_pairs(audio_s, system_ids, baseline_id, settings)
+                todo = _missing(pairs, stored, judge.judge_id)
                 if order_sensitive(spec, settings):  # the position audit asks a sample again in the other order
-                    audited = audit_sample(wanted, settings)
-                    todo += _missing([k for k in wanted if k in audited], audit_stored, judge.judge_id)
+                    audited = audit_sample(pairs, settings)
+                    todo += _missing([k for k in pairs if k in audited], audit_stored, judge.judge_id)
                 clips = 2
             else:
                 wanted = [
@@ -147,7 +149,7 @@ def estimate_judges(
     return out
 
 
-def _missing(wanted: list[tuple], stored: pd.DataFrame, judge_id: str) -> list[tuple]:
+def _missing(wanted: Sequence[tuple[str, ...]], stored: pd.DataFrame, judge_id: str) -> list[tuple[str, ...]]:
     """The keys of `wanted` ((item_id, system_id[, baseline_id])) that `stored` lacks for good for this judge."""
     if stored.empty:
         return list(wanted)
@@ -164,11 +166,12 @@ def judge_call_usd(judge: Any, audio_s: float, settings: Settings) -> float:
         return 0.0
     text_price, audio_price, out_price = judge.prices_per_mtok()
     audio_tokens = audio_s * getattr(judge, "audio_tokens_per_s", AUDIO_TOKENS_PER_S)
-    return (
+    usd: float = (
         (audio_tokens * audio_price + JUDGE_PROMPT_TOKENS * text_price + settings.judge_output_tokens * out_price)
         / 1e6
         * max(1, getattr(judge, "samples", 1))
     )
+    return usd
 
 
 @dataclass
@@ -220,7 +223,7 @@ def dry_run_table(estimates: list[Estimate]) -> pd.DataFrame:
         "audio_s": round(sum(e.audio_s for e in estimates), 1),
         "usd": round(sum(e.usd for e in estimates), 4),
     }
-    return pd.DataFrame(rows + [total])
+    return pd.DataFrame([*rows, total])
 
 
 def dry_run(

@@ -3,6 +3,7 @@ provider answered once per request."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from ttseval.core.errors import (
@@ -27,12 +28,12 @@ def is_final(exc: BaseException) -> bool:
     return isinstance(exc, PermanentProviderError)
 
 
-def _keys_text(keys: list[tuple]) -> str:
+def _keys_text(keys: Sequence[tuple[Any, ...]]) -> str:
     shown = ", ".join("/".join(str(p) for p in k) for k in keys[:5])
     return shown + (f" and {len(keys) - 5} more" if len(keys) > 5 else "")
 
 
-def error_row(exc: BaseException, *, attempt: int, stage: str, keys: list[tuple]) -> dict[str, Any]:
+def error_row(exc: BaseException, *, attempt: int, stage: str, keys: Sequence[tuple[Any, ...]]) -> dict[str, Any]:
     """The status columns of the rows of `keys`, whose call raised `exc`, and one log line that says what follows.
 
     `retryable` is False only for a PermanentProviderError (see `is_final`); the planner (`ttseval.tasks.plan._present`)
@@ -40,7 +41,8 @@ def error_row(exc: BaseException, *, attempt: int, stage: str, keys: list[tuple]
     provider's own error and the attempts really made.
     """
     if isinstance(exc, RetriesExhausted):
-        exc, attempt = exc.last, exc.attempts
+        attempt = exc.attempts
+        exc = exc.last
     final = is_final(exc)
     status = "empty" if isinstance(exc, TruncatedAudioError) else "failed"  # a cut clip: no usable audio
     what = (

@@ -123,7 +123,9 @@ def breadth_rows(
     return rows
 
 
-def _breadth_items(spec: GenerationSpec, call: g.BreadthCall, result: LLMResult, fields: dict) -> list[dict]:
+def _breadth_items(
+    spec: GenerationSpec, call: g.BreadthCall, result: LLMResult, fields: dict[str, Any]
+) -> list[dict[str, Any]]:
     first = f"{call.category}-b{call.call}-0"
     if not result.ok:
         return [
@@ -185,10 +187,12 @@ def _breadth_items(spec: GenerationSpec, call: g.BreadthCall, result: LLMResult,
 
 
 def _int(v: float | None) -> int | None:
-    return None if v is None else int(round(v))
+    return None if v is None else round(v)
 
 
-def _twister_items(spec: GenerationSpec, cat: CategorySpec, result: LLMResult, fields: dict) -> list[dict]:
+def _twister_items(
+    spec: GenerationSpec, cat: CategorySpec, result: LLMResult, fields: dict[str, Any]
+) -> list[dict[str, Any]]:
     first = f"{cat.name}-tt0"
     if not result.ok:
         return [
@@ -238,7 +242,7 @@ def refine_rows(
 ) -> list[dict[str, Any]]:
     """Rows at `depth`, one per parent at depth-1 (tongue twisters are not refined)."""
     rows: list[dict[str, Any]] = []
-    todo: list[tuple[dict, str, LLMRequest]] = []
+    todo: list[tuple[dict[str, Any], str, LLMRequest]] = []
     for p in parents:
         if p["method"] == "tongue-twister":
             continue

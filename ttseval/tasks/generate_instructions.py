@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import pandas as pd
 from prefect import task
@@ -76,7 +76,7 @@ def caption_references(
 ) -> list[Captioned]:
     """Store each reference WAV and caption it with the audio LLM (the clip sent inline with the prompt)."""
     out: list[Captioned | None] = [None] * len(refs)
-    todo: list[tuple[int, str | None, LLMRequest]] = []
+    todo: list[tuple[int, str, LLMRequest]] = []
     prompt = ins.caption_prompt()
     for i, ref in enumerate(refs):
         try:
@@ -122,6 +122,15 @@ def aps_rows(captioned: list[Captioned]) -> list[dict[str, Any]]:
 
 
 # -- DSD and RP -------------------------------------------------------------------------------------------------
+class _RowOptions(TypedDict):
+    """The keyword arguments dsd_rows and rp_rows share."""
+
+    temperature: float
+    seed: int
+    language: str
+    stats: CallStats
+
+
 def dsd_rows(
     captioned: list[Captioned],
     llm: LLM,
@@ -251,7 +260,7 @@ def instruction_stage(
     settings: Settings, captioned: list[Captioned], llm_spec: str, temperature: float, language: str, stats: CallStats
 ) -> list[dict[str, Any]]:
     llm, store = get_provider("llm", llm_spec, settings), get_store(settings.store, settings.store_wait_s)
-    common = {"temperature": temperature, "seed": settings.seed, "language": language, "stats": stats}
+    common: _RowOptions = {"temperature": temperature, "seed": settings.seed, "language": language, "stats": stats}
     rows = aps_rows(captioned) + dsd_rows(captioned, llm, store, **common) + rp_rows(captioned, llm, store, **common)
     order = {c.ref.ref_id: i for i, c in enumerate(captioned)}
     rows.sort(key=lambda r: (order[r["root_id"]], ins.TASKS.index(r["task"])))

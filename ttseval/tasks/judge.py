@@ -24,7 +24,7 @@ from prefect.cache_policies import NO_CACHE
 
 from ttseval.core.audio import Audio
 from ttseval.core.config import Settings
-from ttseval.core.protocols import PairwiseRequest, Winner
+from ttseval.core.protocols import PairwiseJudge, PairwiseRequest, PairwiseVerdict, Winner
 from ttseval.core.registry import Spec
 from ttseval.core.store import ArtifactStore
 from ttseval.providers.judges.prompts import rubric_for
@@ -40,7 +40,7 @@ from ttseval.tasks.provider_cache import get_provider
 from ttseval.tasks.quality import primary_quality_id
 from ttseval.tasks.retries import is_transient_task_error, task_retry_options
 
-Placement = Callable[[str], contextlib.AbstractContextManager]
+Placement = Callable[[str], contextlib.AbstractContextManager[object]]
 """judge spec -> the context its tasks are submitted in (which Dask workers may run them)."""
 
 
@@ -91,7 +91,9 @@ class Clips:
     def sha(self, item_id: str, system_id: str) -> str | None:
         return self.ok.get((item_id, system_id))
 
-    def skip(self, item_id: str, missing: dict[str, str | None], error_type: str, message: str) -> dict | None:
+    def skip(
+        self, item_id: str, missing: dict[str, str | None], error_type: str, message: str
+    ) -> dict[str, Any] | None:
         """The columns of a `skipped` row when a clip in `missing` (role -> system_id or None) has no audio.
 
         The row is retryable while a missing clip may still come (its synthesis failed retryably or has not run):
@@ -141,12 +143,13 @@ class JudgeKind:
 
         return TABLES[self.table].key
 
-    def key(self, w: Work, judge_id: str) -> tuple:
+    def key(self, w: Work, judge_id: str) -> tuple[str, ...]:
         return tuple(judge_id if c == "judge_id" else w[c] for c in self.key_columns)
 
 
 def judge_id_of(spec: str, settings: Settings) -> str:
-    return get_provider("judge", spec, settings).judge_id
+    judge_id: str = get_provider("judge", spec, settings).judge_id
+    return judge_id
 
 
 def plan_judge(
@@ -243,7 +246,8 @@ def judge_shard(
         pending.append((w, known))
     try:
         verdicts = _verdicts(kind, spec, settings, requests)
-    # A judge that breaks fails its rows, never the run; retryable unless documented permanent (ttseval.tasks.failures.is_final).
+    # A judge that breaks fails its rows, never the run; retryable unless documented permanent
+    # (ttseval.tasks.failures.is_final).
     except Exception as e:  # noqa: BLE001
         failed = error_row(e, attempt=1, stage=f"{kind.table} {spec}", keys=[kind.key(w, judge_id) for w, _ in pending])
         rows += [base(w) | known | {"parse_ok": False} | failed for w, known in pending]
@@ -396,7 +400,7 @@ def _pairwise_request(w: Work, store: ArtifactStore, settings: Settings) -> tupl
     return request, {"candidate_first": first}
 
 
-def _ask_pairs(judge: Any, requests: list[PairwiseRequest]) -> list[Any]:
+def _ask_pairs(judge: PairwiseJudge, requests: list[PairwiseRequest]) -> list[PairwiseVerdict]:
     return judge.judge_pairs(requests)
 
 

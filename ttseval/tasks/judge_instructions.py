@@ -14,7 +14,7 @@ from typing import Any
 
 from ttseval.core.audio import Audio
 from ttseval.core.config import Settings
-from ttseval.core.protocols import InstructionRequest
+from ttseval.core.protocols import InstructionJudge, InstructionRequest, InstructionVerdict
 from ttseval.core.store import ArtifactStore
 from ttseval.tasks.cost import Budget
 from ttseval.tasks.judge import Clips, JudgeKind, Placement, Work, run_judges
@@ -57,7 +57,7 @@ def _request(w: Work, store: ArtifactStore, settings: Settings) -> tuple[Instruc
     ), {}
 
 
-def _ask(judge: Any, requests: list[InstructionRequest]) -> list[Any]:
+def _ask(judge: InstructionJudge, requests: list[InstructionRequest]) -> list[InstructionVerdict]:
     return judge.judge_instructions(requests)
 
 

@@ -68,7 +68,7 @@ def leaderboard(settings: Settings) -> dict[str, pd.DataFrame]:
     `... ci` column (low, high), `Elo (<judge>)` with its `... ci` and `rank (<judge>)` columns (cross_run_rankings),
     run_id, date."""
     store = get_store(settings.store, settings.store_wait_s)
-    boards: dict[str, dict[tuple, dict[str, Any]]] = {}
+    boards: dict[str, dict[tuple[str, str | None], dict[str, Any]]] = {}
     runs: dict[str, dict[str, dict[str, str]]] = {}  # dataset -> run id -> its system ids' specs
     for log in sorted(_latest_logs(store), key=lambda entry: entry["date"]):
         run_id, dataset = log["run_id"], str(log["dataset_sha256"])[:12]
@@ -124,10 +124,12 @@ def leaderboard_markdown(boards: dict[str, pd.DataFrame]) -> str:
     lines = [
         "# ttseval leaderboard",
         "",
-        "Every system evaluated on each dataset version (the SHA-256 of its items), with the figures of the "
-        "latest run that evaluated it. WER/CER are per recogniser; MOS and win-rates are headed by the tool "
-        "that gave them. Elo: each judge's Bradley-Terry fit to the verdicts of every run on the version, on "
-        "one scale, with its 95% CI over items and #rank by lower bound.",
+        (
+            "Every system evaluated on each dataset version (the SHA-256 of its items), with the figures of the "
+            "latest run that evaluated it. WER/CER are per recogniser; MOS and win-rates are headed by the tool "
+            "that gave them. Elo: each judge's Bradley-Terry fit to the verdicts of every run on the version, on "
+            "one scale, with its 95% CI over items and #rank by lower bound."
+        ),
     ]
     for dataset, board in boards.items():
         tools = [c for c in board.columns if c.startswith(("MOS (", "win-rate (")) and not c.endswith(" ci")]

@@ -37,7 +37,7 @@ def quiet_user_errors() -> None:
 quiet_user_errors()
 
 
-def logger() -> logging.Logger | logging.LoggerAdapter:
+def logger() -> logging.Logger | logging.LoggerAdapter[logging.Logger]:
     """Prefect's run logger inside a task or flow, the module logger elsewhere (plain calls, tests)."""
     try:
         from prefect import get_run_logger

@@ -195,9 +195,11 @@ def analyse_mos_ratings(folder: Path, ratings_path: Path, *, n_resamples: int = 
         lines.append(f"| {r.system_id} | {r.mos:.2f} [{r.ci_low:.2f}, {r.ci_high:.2f}] | {r.n_ratings} |")
     lines += [
         "",
-        "Raters: repeat consistency (mean absolute difference between a clip and its repeat) and the "
-        "mean score of the language-control clips (excluded from MOS; high means the rater did not notice "
-        "another language).",
+        (
+            "Raters: repeat consistency (mean absolute difference between a clip and its repeat) and the "
+            "mean score of the language-control clips (excluded from MOS; high means the rater did not notice "
+            "another language)."
+        ),
         "",
         "| rater | form | rated | repeat MAD | control mean |",
         "|---|---|---|---|---|",

@@ -44,10 +44,10 @@ def commit(
     store: ArtifactStore,
     run_id: str,
     table: str,
-    rows: list[dict],
+    rows: list[dict[str, Any]],
     *,
     label: str,
-    replaces: set[tuple],
+    replaces: set[tuple[Any, ...]],
     looked: bool = False,
 ) -> tuple[str | None, dict[str, int]]:
     """Write the shard's rows as one part; drop older rows of keys it recomputed; returns (part, status counts of
@@ -62,7 +62,7 @@ def commit(
 
     key_of = TABLES[table].key
 
-    def key(row: dict) -> tuple:
+    def key(row: dict[str, Any]) -> tuple[Any, ...]:
         return tuple(row[c] for c in key_of)
 
     if not looked and rows:
@@ -77,7 +77,7 @@ def commit(
     return part, dict(Counter(r["status"] for r in rows))
 
 
-def attempt_label(prefix: str, keys: list[tuple]) -> str:
+def attempt_label(prefix: str, keys: list[tuple[Any, ...]]) -> str:
     """A part label naming the shard by its keys: the same shard, run again, writes (and finds) the same label.
     The prefix is cut and made file-name safe as ArtifactStore.write_part makes it (store.part_label)."""
     import hashlib

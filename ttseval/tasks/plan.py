@@ -38,7 +38,7 @@ class Plan:
         )
 
 
-def _present(frame: pd.DataFrame, key: list[str]) -> tuple[set[tuple], set[tuple]]:
+def _present(frame: pd.DataFrame, key: list[str]) -> tuple[set[tuple[Any, ...]], set[tuple[Any, ...]]]:
     """(keys done for good, keys whose last row is retryable: computed again, the new row superseding the old)."""
     if frame.empty:
         return set(), set()

@@ -28,7 +28,8 @@ def secret_from_block(variable: str | None, blocks: dict[str, str]) -> Any:
     from pydantic import SecretStr
 
     try:
-        value = Secret.load(blocks[variable]).get()
+        # Prefect types load() as Block | Coroutine (async_dispatch); called from sync code it returns the block
+        value = Secret.load(blocks[variable]).get()  # type: ignore[union-attr]
     except ValueError as e:
         raise ConfigError(
             f"setting secret_blocks.{variable}: no Prefect Secret block {blocks[variable]!r} ({e}); "

@@ -26,7 +26,9 @@ def predict(
     ]
 
 
-def mos_row(w: dict[str, Any], s: dict[str, Any], settings: Settings, where: str, key: tuple) -> dict[str, Any]:
+def mos_row(
+    w: dict[str, Any], s: dict[str, Any], settings: Settings, where: str, key: tuple[str, str, str]
+) -> dict[str, Any]:
     if s.get("refused"):  # the predictor cannot score this clip (too short): a final failed row with its reason
         return error_row(PermanentProviderError(s["refused"]), attempt=1, stage=where, keys=[key])
     mos = s["mos"]
@@ -35,8 +37,8 @@ def mos_row(w: dict[str, Any], s: dict[str, Any], settings: Settings, where: str
         # expectation (random or mismatched weights do this: NISQA with random weights gave 7-ish on espeak-ng clips)
         return error_row(
             PermanentProviderError(
-                f"the predictor's score {mos!r} is off the MOS scale ({MOS_BOUNDS[0]:g}-{MOS_BOUNDS[1]:g}): its weights "
-                "or this clip are not what the model was made for, so the clip is left unscored"
+                f"the predictor's score {mos!r} is off the MOS scale ({MOS_BOUNDS[0]:g}-{MOS_BOUNDS[1]:g}): its "
+                "weights or this clip are not what the model was made for, so the clip is left unscored"
             ),
             attempt=1,
             stage=where,

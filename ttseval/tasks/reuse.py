@@ -10,7 +10,12 @@ from ttseval.tasks.failures import one_per_request
 
 
 def reused_or_computed(
-    store: ArtifactStore, namespace: str, keys: list[str], compute: Callable[[list[int]], list[dict]], *, reuse: bool
+    store: ArtifactStore,
+    namespace: str,
+    keys: list[str],
+    compute: Callable[[list[int]], list[dict[str, Any]]],
+    *,
+    reuse: bool,
 ) -> tuple[list[dict[str, Any]], list[bool]]:
     """One JSON-able answer per key, in order, and whether each came from the store's request cache: the keys
     answered by an earlier run (any run of this store) are read back; `compute(missing positions)` answers the
@@ -21,17 +26,18 @@ def reused_or_computed(
     from ttseval.core.cache import RequestCache
 
     cache = RequestCache(store, namespace)
-    answers: list[dict[str, Any] | None] = [cache.get(k) if reuse else None for k in keys]
-    missing = [i for i, a in enumerate(answers) if a is None]
-    hit = [a is not None for a in answers]
-    if missing:
-        for i, answer in zip(missing, one_per_request(compute(missing), missing, namespace)):
-            cache.put(keys[i], answer)
-            answers[i] = answer
-    return answers, hit  # type: ignore[return-value]
+    cached = [cache.get(k) if reuse else None for k in keys]
+    missing = [i for i, a in enumerate(cached) if a is None]
+    computed = dict(zip(missing, one_per_request(compute(missing), missing, namespace))) if missing else {}
+    for i, answer in computed.items():
+        cache.put(keys[i], answer)
+    answers = [computed[i] if a is None else a for i, a in enumerate(cached)]
+    return answers, [a is not None for a in cached]
 
 
-def by_model(work: list[dict[str, Any]], models_of: Callable[[dict[str, Any]], list[str]]) -> dict[str, list[dict]]:
+def by_model(
+    work: list[dict[str, Any]], models_of: Callable[[dict[str, Any]], list[str]]
+) -> dict[str, list[dict[str, Any]]]:
     """Work items grouped by the model spec (canonical) that must process them: the one the planner named
     (`model_spec`, a backlog item), else every model `models_of(item)` lists (a clip just synthesized)."""
     from ttseval.core.registry import Spec

@@ -60,7 +60,11 @@ model that lacks its row), `replaces` (an earlier retryable row is superseded) a
 OK = {"status": "ok", "retryable": False, "attempt": 1}
 
 
-def answered(w: Work, answer: dict[str, Any], settings: Settings, where: str, key: tuple) -> dict[str, Any]:
+ClipKey = tuple[str, str, str]
+"""A clip stage's row key: item_id, system_id, the model's output id."""
+
+
+def answered(w: Work, answer: dict[str, Any], settings: Settings, where: str, key: ClipKey) -> dict[str, Any]:
     """The default row of an answered clip: the answer's columns as they are, ok."""
     return answer | OK
 
@@ -95,7 +99,7 @@ class ClipStage:
     models: Callable[[Settings, str | None], list[str]]
     cache_key: Callable[[Work, str, str], dict[str, Any]]
     ask: Callable[[Any, list[Work], Callable[[str], Audio], str], list[dict[str, Any]]]
-    row: Callable[[Work, dict[str, Any], Settings, str, tuple], dict[str, Any]] = answered
+    row: Callable[[Work, dict[str, Any], Settings, str, ClipKey], dict[str, Any]] = answered
     enabled: Callable[[Settings, References], bool] = lambda settings, references: True
     context: Callable[[References, str, str], dict[str, Any] | None] | None = None
     measure_id: str | None = None
@@ -113,7 +117,10 @@ class ClipStage:
 
     def output_id(self, spec: str, settings: Settings) -> str:
         """The id that keys a model's rows: the registry's output id of the spec, or the measure's id."""
-        return self.measure_id if self.kind is None else model_output_id(self.kind, Spec.parse(spec), settings)
+        if self.kind is not None:
+            return model_output_id(self.kind, Spec.parse(spec), settings)
+        assert self.measure_id is not None  # __post_init__: a stage without a registry kind has a measure_id
+        return self.measure_id
 
     def models_for(self, settings: Settings) -> Callable[[str], list[tuple[str, str]]]:
         """language -> [(canonical model spec, output id), ...]: the planner's view of `models`."""
@@ -153,12 +160,12 @@ def run_stage(stage: ClipStage, settings: Settings, run_id: str, work: list[Work
         return Audio.from_wav_bytes(store.get_audio(sha))
 
     rows: list[dict[str, Any]] = []
-    replaces: set[tuple] = set()
+    replaces: set[tuple[Any, ...]] = set()
     for spec, batch in by_model(work, lambda w: stage.models(settings, w.get("language"))).items():
         output_id = stage.output_id(spec, settings)
         base = {stage.model_column: output_id} | ({stage.spec_column: spec} if stage.spec_column else {})
         where = stage.table if stage.kind is None else f"{stage.table} {spec}"
-        keys = [(w["item_id"], w["system_id"], output_id) for w in batch]
+        keys: list[ClipKey] = [(w["item_id"], w["system_id"], output_id) for w in batch]
         replaces |= {k for w, k in zip(batch, keys) if w.get("replaces")}
 
         def common(w: Work, base: dict[str, Any] = base) -> dict[str, Any]:
@@ -175,7 +182,9 @@ def run_stage(stage: ClipStage, settings: Settings, run_id: str, work: list[Work
             model = get_provider(stage.kind, spec, settings) if stage.kind else None
             version = str(getattr(model, "version", "unknown"))
 
-            def compute(todo: list[int], batch=batch, model=model, spec=spec) -> list[dict[str, Any]]:
+            def compute(
+                todo: list[int], batch: list[Work] = batch, model: Any = model, spec: str = spec
+            ) -> list[dict[str, Any]]:
                 return one_per_request(stage.ask(model, [batch[i] for i in todo], audio, spec), todo, spec)
 
             answers, hits = reused_or_computed(
@@ -185,7 +194,8 @@ def run_stage(stage: ClipStage, settings: Settings, run_id: str, work: list[Work
                 compute,
                 reuse=settings.reuse_scores,
             )
-        # The batch fails as rows, never as a lost shard; retryable unless documented permanent (ttseval.tasks.failures.is_final).
+        # The batch fails as rows, never as a lost shard; retryable unless documented permanent
+        # (ttseval.tasks.failures.is_final).
         except Exception as e:  # noqa: BLE001
             failed = error_row(e, attempt=1, stage=where, keys=keys)
             rows += [common(w) | failed for w in batch]
@@ -213,9 +223,10 @@ def plan_stage(
     """The clips synthesized earlier that still lack a row of `stage` from a model that applies to them."""
     eligible = None
     if stage.context is not None:
+        context = stage.context
 
         def eligible(item_id: str, system_id: str) -> bool:
-            return stage.context(references, item_id, system_id) is not None
+            return context(references, item_id, system_id) is not None
 
     return plan_model_stage(
         store,
@@ -233,6 +244,8 @@ def plan_stage(
 
 
 def _asrs(settings: Settings, language: str | None) -> list[str]:
+    if language is None:  # the recognisers are chosen by language: a clip without one has none to choose
+        raise ValueError("a clip to transcribe has no language, so no recogniser can be chosen for it (setting asr)")
     return settings.asrs_for(language)
 
 
@@ -320,7 +333,13 @@ def run_task(table: str, settings: Settings, run_id: str, source: StageResult | 
     return result
 
 
-def _task_of(table: str) -> Task:
+StageTask = Task[..., StageResult]
+"""A stage's Prefect task: (settings, run_id, a synthesis shard's result or a backlog shard, part label) -> result.
+Its parameters are left open: the flow submits the synthesis shard's future in place of the result, which Prefect
+resolves before the task runs and which Task[P, R].submit's typing does not admit."""
+
+
+def _task_of(table: str) -> StageTask:
     """The stage's Prefect task, named `task_name` in the UI. Its function is `<table>_task`, so the Dask keys
     (and the dashboard's task stream) tell the stages apart: transcripts_task-..., quality_task-...; it holds
     only the table's name and finds the rest in this module where it runs."""
@@ -334,5 +353,6 @@ def _task_of(table: str) -> Task:
     return task(name=STAGE[table].task_name, cache_policy=NO_CACHE, retry_condition_fn=is_transient_task_error)(run)
 
 
-TASKS: dict[str, Task] = {s.table: _task_of(s.table) for s in STAGES}
-"""table -> the stage's Prefect task (submitted with the run's retry options: ttseval.tasks.retries.task_retry_options)."""
+TASKS: dict[str, StageTask] = {s.table: _task_of(s.table) for s in STAGES}
+"""table -> the stage's Prefect task (submitted with the run's retry options:
+ttseval.tasks.retries.task_retry_options)."""

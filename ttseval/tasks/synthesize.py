@@ -45,8 +45,9 @@ _CACHED_COLUMNS = (
 
 def instruction_for(spec: Spec, item: dict[str, Any]) -> str | None:
     """The item's own instruction, else, for a strongly prompted system (`prompt=category`), the category's."""
-    if item.get("instruction"):
-        return item["instruction"]
+    own: str | None = item.get("instruction")
+    if own:
+        return own
     if spec.option("prompt") == "category":
         from ttseval.core.categories import CATEGORIES
 

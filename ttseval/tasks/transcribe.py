@@ -53,7 +53,9 @@ def _score(w: dict[str, Any], text: str, detected: str | None, prob: float | Non
     }
 
 
-def scored_row(w: dict[str, Any], t: dict[str, Any], settings: Settings, where: str, key: tuple) -> dict[str, Any]:
+def scored_row(
+    w: dict[str, Any], t: dict[str, Any], settings: Settings, where: str, key: tuple[str, str, str]
+) -> dict[str, Any]:
     """A transcript's row: normalized (the run's WER protocol), scored against the item's text."""
     try:
         return _score(w, t["text"], t["detected_language"], t["language_prob"], settings.wer_protocol)

@@ -97,7 +97,7 @@ def store_trends(store: ArtifactStore, settings: Settings, until: str | None = N
     ).reset_index(drop=True)
 
 
-def _series(trends: pd.DataFrame):
+def _series(trends: pd.DataFrame) -> pd.api.typing.DataFrameGroupBy:
     return trends.groupby(["system_spec", "metric", "detail"], sort=False)
 
 
@@ -195,9 +195,12 @@ def trends_html(trends: pd.DataFrame, title: str, k: float, h: float) -> str:
     markdown = markdown_table(list(table.columns), table.itertuples(index=False)) if len(table) else "No nights."
     body = [
         f"<h1>{escape(title)}</h1>",
-        f"<p>Every metric of every system, one value a night with its 95% interval (shaded). A red ring: a step "
-        f"the nights' paired test flagged; a red dot: a slow drift (one-sided CUSUM toward the worse side, "
-        f'k {k:g}, h {h:g}, from the first night, or from the last flagged step). <a href="index.html">The latest night\'s report</a>.</p>',
+        (
+            f"<p>Every metric of every system, one value a night with its 95% interval (shaded). A red ring: a step "
+            f"the nights' paired test flagged; a red dot: a slow drift (one-sided CUSUM toward the worse side, "
+            f"k {k:g}, h {h:g}, from the first night, or from the last flagged step). "
+            '<a href="index.html">The latest night\'s report</a>.</p>'
+        ),
         MarkdownIt("commonmark", {"html": False}).enable("table").render(markdown),
     ]
     for (spec, metric, detail), group in _series(trends):

@@ -31,7 +31,8 @@ def _read_clip(path: str) -> bytes:
 
     fs, inner = filesystem(path)
     with fs.open(inner, "rb") as f:
-        return f.read()
+        data: bytes = f.read()
+    return data
 
 
 def _stored(store: ArtifactStore, path: str) -> str:

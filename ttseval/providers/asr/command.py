@@ -31,7 +31,7 @@ class CommandASR:
     gpu: ClassVar[bool] = True  # a GPU run places its shards on GPU workers; `device` tells the recogniser
     extra: ClassVar[str | None] = None
     output_sample_rate_hz: ClassVar[int | None] = None  # returns text
-    version: ClassVar[str] = Described()  # type: ignore[assignment]
+    version: ClassVar[Described] = Described()
     requires: ClassVar[tuple[str, ...]] = ()
     imports: ClassVar[tuple[str, ...]] = ()
 

@@ -92,8 +92,8 @@ class FasterWhisperASR:
         so a wrong detection never changes the transcript.
       - Multilingual models without a usable hint: Whisper detects and transcribes in the detected language.
     Segment texts are joined and stripped; an empty text means nothing was recognised. A zero-length clip gets
-    an empty text without running the model. Decoding is greedy by default (beam_size=1), at temperature 0 only, and does
-    not condition on previous text, so one misheard window cannot steer the rest of a long clip. Whisper's
+    an empty text without running the model. Decoding is greedy by default (beam_size=1), at temperature 0 only, and
+    does not condition on previous text, so one misheard window cannot steer the rest of a long clip. Whisper's
     temperature fallback (`temperature_fallback=true`) re-decodes a window at up to five higher temperatures when
     its output looks looped or unlikely, which garbled TTS audio triggers often: measured on the demo's six
     non-English espeak-ng clips with Whisper base, 14.5 s with fallback and 5.0 s without (2026-11-23).
@@ -105,7 +105,7 @@ class FasterWhisperASR:
     gpu: ClassVar[bool] = True  # device=cuda
     extra: ClassVar[str | None] = "engines"
     output_sample_rate_hz: ClassVar[int | None] = None  # returns text
-    version: ClassVar[str] = EngineVersion(lambda: package_version("faster-whisper"))
+    version: ClassVar[EngineVersion] = EngineVersion(lambda: package_version("faster-whisper"))
     # Hashed into the asr_id: transcripts made when temperature fallback was always on are not reused as these.
     output_revision: ClassVar[str] = "temperature 0, no fallback unless temperature_fallback=true"
     requires: ClassVar[tuple[str, ...]] = ()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -62,7 +63,7 @@ class TransformersASR:
     gpu: ClassVar[bool] = True  # device=cuda
     extra: ClassVar[str | None] = "models"  # torch; transformers itself is a base dependency
     output_sample_rate_hz: ClassVar[int | None] = None  # returns text
-    version: ClassVar[str] = EngineVersion(lambda: package_version("transformers"))
+    version: ClassVar[EngineVersion] = EngineVersion(lambda: package_version("transformers"))
     requires: ClassVar[tuple[str, ...]] = ()
     imports: ClassVar[tuple[str, ...]] = ("torch",)
 
@@ -94,7 +95,8 @@ class TransformersASR:
             kind = "seq2seq" if getattr(config, "is_encoder_decoder", False) else "ctc"
             model_class = AutoModelForSpeechSeq2Seq if kind == "seq2seq" else AutoModelForCTC
             model = model_class.from_pretrained(path, local_files_only=True)
-            processor = AutoProcessor.from_pretrained(path, local_files_only=True)
+            # transformers leaves the Auto classes' from_pretrained unannotated
+            processor = AutoProcessor.from_pretrained(path, local_files_only=True)  # type: ignore[no-untyped-call]
         except (OSError, ValueError, KeyError) as e:
             raise PermanentProviderError(
                 f"transformers could not load an ASR model from {path!r}: {e}", spec=self.spec
@@ -130,6 +132,7 @@ class TransformersASR:
             for i in todo:
                 samples = batch[i].resampled(rate_hz).samples.astype(np.float32)
                 arrays.append(np.pad(samples, (0, max(0, min_samples - len(samples)))))
+            found: Sequence[tuple[str | None, float | None]]
             try:
                 if kind == "ctc":
                     decoded = self._run_ctc(model, processor, arrays, rate_hz)
@@ -172,7 +175,7 @@ class TransformersASR:
 
     def _run_seq2seq(
         self, model: Any, processor: Any, arrays: list[np.ndarray], rate_hz: int, languages: list[str | None]
-    ) -> tuple[list[str], list[tuple[str | None, float | None]]]:
+    ) -> tuple[list[str], Sequence[tuple[str | None, float | None]]]:
         import torch
 
         whisper = getattr(model.config, "model_type", "") == "whisper"
@@ -190,7 +193,7 @@ class TransformersASR:
             inputs = processor(arrays, sampling_rate=rate_hz, return_tensors="pt", padding=True)
         inputs = self._to_model(inputs)
         kwargs: dict[str, Any] = {"max_new_tokens": self.options.max_new_tokens}
-        found: list[tuple[str | None, float | None]] = [(None, None)] * len(arrays)
+        found: Sequence[tuple[str | None, float | None]] = [(None, None)] * len(arrays)
         lang_to_id = getattr(model.generation_config, "lang_to_id", None)
         if whisper and lang_to_id:
             found = self._detect(model, inputs, lang_to_id)

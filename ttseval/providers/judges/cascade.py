@@ -15,8 +15,8 @@ run) goes to the strong judge; the others keep the cheap verdict in the drawn or
 one where asked, else the cheap one; its cost, tokens and attempts are every call's.
 `comparison` starts with "[cheap; cheap $C, strong $S]", "[strong: <reasons>; ...]", "[cheap, not drawn: <reasons>;
 ...]" or, for the `audit_share` of settled pairs the strong judge also hears (its answer recorded, not used),
-"[cheap, audited: strong said <answer>; ...]", which the report reads (ttseval.metrics.cascade: the share escalated, each
-judge's cost, and how often the two judges agree on the audited pairs).
+"[cheap, audited: strong said <answer>; ...]", which the report reads (ttseval.metrics.cascade: the share escalated,
+each judge's cost, and how often the two judges agree on the audited pairs).
 
 Why the swap for every pair: a cheap judge's order preference is the commonest way it is wrong on close pairs,
 and at a tenth of the strong judge's price both orders cost less than one strong call in five.
@@ -29,9 +29,9 @@ import hashlib
 from typing import Any, ClassVar
 
 from ttseval.core.ids import stable_id
-from ttseval.core.protocols import ANY_LANGUAGE, Languages, PairwiseRequest, PairwiseVerdict
+from ttseval.core.protocols import ANY_LANGUAGE, Languages, PairwiseJudge, PairwiseRequest, PairwiseVerdict, Winner
 
-FLIP = {"first": "second", "second": "first", "tie": "tie"}
+FLIP: dict[Winner, Winner] = {"first": "second", "second": "first", "tie": "tie"}
 
 
 class CascadeJudge:
@@ -58,8 +58,6 @@ class CascadeJudge:
         plugins: dict[str, dict[str, str]] | None = None,
         **options: str,
     ) -> None:
-        from ttseval.providers.judges import JUDGES
-
         if options:
             raise ValueError(f"cascade takes no options ({', '.join(options)}); set them on its judges' specs")
         if cascades is None or plugins is None:
@@ -74,12 +72,12 @@ class CascadeJudge:
                 f"with cheap and strong judge specs); known: {known}"
             )
         self.config = cascades[voice]
-        plugins = plugins.get("judge")
-        self.cheap = JUDGES.build(self.config.cheap, extra=plugins)
-        self.strong = JUDGES.build(self.config.strong, extra=plugins)
+        judge_plugins = plugins.get("judge")
+        self.cheap = _pairwise_judge(voice, "cheap", self.config.cheap, judge_plugins)
+        self.strong = _pairwise_judge(voice, "strong", self.config.strong, judge_plugins)
         self.spec = f"cascade:{voice}"
         self.prompt_version = f"{self.cheap.judge_id}+{self.strong.judge_id}"
-        identity = {
+        identity: dict[str, Any] = {
             "cheap": self.cheap.judge_id,
             "strong": self.strong.judge_id,
             "escalate": sorted(self.config.escalate),
@@ -90,7 +88,7 @@ class CascadeJudge:
         # audit_share is not in the id: an audit changes no verdict
 
     @property
-    def parts(self) -> tuple[Any, Any]:
+    def parts(self) -> tuple[PairwiseJudge, PairwiseJudge]:
         """The two judges, each limited by its own vendor's limits (ttseval.tasks.limits.limit_calls)."""
         return self.cheap, self.strong
 
@@ -105,8 +103,8 @@ class CascadeJudge:
 
     def reasons(self, drawn: PairwiseVerdict, swapped: PairwiseVerdict) -> list[str]:
         """Why a pair goes to the strong judge; empty when the cheap verdict stands."""
-        if not (drawn.parse_ok and swapped.parse_ok):
-            return ["unparsed"]
+        if not (drawn.parse_ok and swapped.parse_ok) or drawn.winner is None or swapped.winner is None:
+            return ["unparsed"]  # a verdict without a winner is no answer, whatever its parse_ok says
         why = []
         if "tie" in self.config.escalate and drawn.winner == "tie":
             why.append("tie")
@@ -165,3 +163,17 @@ class CascadeJudge:
                 )
             )
         return out
+
+
+def _pairwise_judge(cascade: str, role: str, spec: str, plugins: dict[str, str] | None) -> PairwiseJudge:
+    """The cascade's `role` judge, built from `spec`.
+
+    Raises:
+        ValueError: the judge judges no pairs (an instruction-only judge cannot be a cascade's).
+    """
+    from ttseval.providers.judges import JUDGES
+
+    judge = JUDGES.build(spec, extra=plugins)
+    if not isinstance(judge, PairwiseJudge):
+        raise ValueError(f"cascade:{cascade}: its {role} judge {spec!r} does not judge pairs")
+    return judge

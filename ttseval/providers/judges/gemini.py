@@ -62,7 +62,7 @@ class GeminiJudge(LLMJudge):
 
     name: ClassVar[str] = "gemini"
     extra: ClassVar[str | None] = None  # google-genai is a base dependency
-    version: ClassVar[str] = EngineVersion(lambda: GeminiLLM.version)  # the google-genai SDK's
+    version: ClassVar[EngineVersion] = EngineVersion(lambda: GeminiLLM.version)  # the google-genai SDK's
     imports: ClassVar[tuple[str, ...]] = GeminiLLM.imports
 
     def __init__(self, voice: str | None = None, *, api_key: str | SecretStr | None = None, **options: str) -> None:

@@ -15,7 +15,7 @@ import dataclasses
 from collections import Counter
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypedDict
 
 from pydantic import BaseModel, Field
 
@@ -66,9 +66,25 @@ def llm_options(options: BaseModel) -> dict[str, str]:
     }
 
 
+class _CallUsage(TypedDict):
+    """What a verdict records of the call that produced it."""
+
+    raw_response: str | None
+    attempts: int
+    retries: int
+    input_tokens: int | None
+    output_tokens: int | None
+    cost_usd: float | None
+
+
 class LLMJudge:
     """Pairwise and instruction-following judging through a chat client (`self._llm`)."""
 
+    # set by the subclass (see the module docstring)
+    name: ClassVar[str]
+    model: str
+    spec: str
+    judge_id: str
     prompt_version: ClassVar[str] = PAIRWISE_PROMPT_VERSION
     instruction_prompt_version: ClassVar[str] = INSTRUCTION_PROMPT_VERSION
     languages: ClassVar[Languages] = ANY_LANGUAGE
@@ -224,8 +240,14 @@ class LLMJudge:
         top = [w for w, c in counts if c == counts[0][1]]
         winner = top[0] if len(top) == 1 else "tie"  # a split majority is no decision
         like = next((v for v in parsed if v.winner == winner), parsed[0])
-        scores = [(v.score_first, v.score_second) for v in parsed if v.score_first is not None]
-        mean = (lambda i: sum(s[i] for s in scores) / len(scores)) if scores else (lambda i: None)
+        # the samples that scored both clips (an answer may give one score and null for the other)
+        scores = [
+            (v.score_first, v.score_second) for v in parsed if v.score_first is not None and v.score_second is not None
+        ]
+
+        def mean(i: int) -> float | None:
+            return sum(s[i] for s in scores) / len(scores) if scores else None
+
         return dataclasses.replace(
             like,
             winner=winner,
@@ -242,7 +264,7 @@ class LLMJudge:
         usage = self._usage(verdicts, results)
         if not decided:
             return dataclasses.replace(verdicts[0], **usage)
-        yes = sum(v.follows for v in decided)
+        yes = sum(1 for v in decided if v.follows)
         follows = None if 2 * yes == len(decided) else 2 * yes > len(decided)  # a split is undecidable
         like = next((v for v in decided if v.follows == follows), decided[0])
         return dataclasses.replace(
@@ -251,7 +273,7 @@ class LLMJudge:
 
     @staticmethod
     def _pair_verdict(out: LLMResult) -> PairwiseVerdict:
-        usage = {
+        usage: _CallUsage = {
             "raw_response": out.raw,
             "attempts": out.attempts,
             "retries": out.retries,

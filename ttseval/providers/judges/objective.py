@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, Field
 
 from ttseval.core.ids import stable_id
-from ttseval.core.protocols import ANY_LANGUAGE, Languages, PairwiseRequest, PairwiseVerdict
+from ttseval.core.protocols import ANY_LANGUAGE, Languages, PairwiseRequest, PairwiseVerdict, Winner
 from ttseval.providers import EngineVersion, package_version, parse_options
 
 LABEL = "objective (CER, then MOS; no LLM)"
@@ -35,7 +35,7 @@ class ObjectiveJudge:
     order_sensitive: ClassVar[bool] = False  # its rule reads both clips' CER and MOS, in no order
     extra: ClassVar[str | None] = None
     output_sample_rate_hz: ClassVar[int | None] = None
-    version: ClassVar[str] = EngineVersion(lambda: package_version("ttseval"))  # the rule is this code
+    version: ClassVar[EngineVersion] = EngineVersion(lambda: package_version("ttseval"))  # the rule is this code
     requires: ClassVar[tuple[str, ...]] = ()
     imports: ClassVar[tuple[str, ...]] = ()
 
@@ -46,6 +46,7 @@ class ObjectiveJudge:
         self.judge_id = stable_id("objective", {"version": self.prompt_version, **self.options.model_dump()})
 
     def _decide(self, r: PairwiseRequest) -> PairwiseVerdict:
+        winner: Winner
         cer1, cer2 = r.first_signals.get("cer"), r.second_signals.get("cer")
         mos1, mos2 = r.first_signals.get("mos"), r.second_signals.get("mos")
         if cer1 is None or cer2 is None:

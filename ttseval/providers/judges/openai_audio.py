@@ -42,9 +42,15 @@ class OpenAIJudgeOptions(OpenAIOptions, SamplingOptions):
 
     temperature: float = Field(0.0, ge=0, le=2, description="sampling temperature")
     max_output_tokens: int = Field(2048, gt=0, description="output cap per answer")
-    input_usd_per_mtok: float | None = Field(None, ge=0, description="price of a million text prompt tokens")
+    # The prices are optional here, unlike the client's: unset means the model's list price (PRICES). The judge
+    # passes its client resolved prices (llm_options), and nothing reads these options as the client's.
+    input_usd_per_mtok: float | None = Field(  # type: ignore[assignment]  # re-declared wider on purpose, see above
+        None, ge=0, description="price of a million text prompt tokens"
+    )
     audio_input_usd_per_mtok: float | None = Field(None, ge=0, description="price of a million audio prompt tokens")
-    output_usd_per_mtok: float | None = Field(None, ge=0, description="price of a million output tokens")
+    output_usd_per_mtok: float | None = Field(  # type: ignore[assignment]  # re-declared wider on purpose, see above
+        None, ge=0, description="price of a million output tokens"
+    )
 
 
 class _JudgeLLM(OpenAICompatLLM):
@@ -64,7 +70,7 @@ class OpenAIJudge(LLMJudge):
 
     name: ClassVar[str] = "openai"
     extra: ClassVar[str | None] = None  # openai is a base dependency
-    version: ClassVar[str] = EngineVersion(lambda: package_version("openai"))
+    version: ClassVar[EngineVersion] = EngineVersion(lambda: package_version("openai"))
     imports: ClassVar[tuple[str, ...]] = ("openai",)
     audio_tokens_per_s: ClassVar[float] = 10.0  # OpenAI: one audio token per 100 ms
 

@@ -12,8 +12,11 @@ from typing import Literal, TypeVar
 from pydantic import BaseModel, Field
 
 from ttseval.core.instructtts import FEATURES_BY_TIER
+from ttseval.core.protocols import Winner
 
 AnswerT = TypeVar("AnswerT", bound=BaseModel)
+ClipWinner = Literal["clip_1", "clip_2", "tie"]
+"""The winner as a judge names it: by the clips' labels in the prompt."""
 
 PAIRWISE_PROMPT_VERSION = "pairwise-v1"
 INSTRUCTION_PROMPT_VERSION = "instruction-v1"
@@ -83,7 +86,14 @@ _PAIRWISE_PROSE = [  # the last resort, after structured output and re-asks: a v
     re.compile(r"\bprefer\s+" + _CLIP, re.I),
     re.compile(r"\b(?:it'?s|call it|this is|a)\s+(tie)\b|\b(?:equally good|indistinguishable)\b", re.I),
 ]
-_CLIP_WORDS = {"1": "clip_1", "one": "clip_1", "#1": "clip_1", "2": "clip_2", "two": "clip_2", "#2": "clip_2"}
+_CLIP_WORDS: dict[str, ClipWinner] = {
+    "1": "clip_1",
+    "one": "clip_1",
+    "#1": "clip_1",
+    "2": "clip_2",
+    "two": "clip_2",
+    "#2": "clip_2",
+}
 
 
 class PairwiseAnswer(BaseModel):
@@ -93,13 +103,13 @@ class PairwiseAnswer(BaseModel):
     difference: Literal["none", "subtle", "significant"] | None = None
     clip_1_score: float | None = Field(ge=0, le=3)  # required; None only in a verdict extracted from prose
     clip_2_score: float | None = Field(ge=0, le=3)
-    winner: Literal["clip_1", "clip_2", "tie"]
+    winner: ClipWinner
 
     @classmethod
     def from_text(cls, text: str) -> PairwiseAnswer | None:
         """A verdict stated in words ("Clip 2 is better", "Winner: clip one", "it's a tie"), when every statement
         found names the same winner; None when there is none or they disagree. No scores: none were given."""
-        found = set()
+        found: set[ClipWinner] = set()
         for pattern in _PAIRWISE_PROSE:
             for match in pattern.finditer(text):
                 word = next((g for g in match.groups() if g), None)
@@ -139,4 +149,4 @@ def parse_instruction(text: str | None) -> tuple[InstructionAnswer | None, str |
     return _parse(text, InstructionAnswer)
 
 
-WINNER_FROM_ANSWER = {"clip_1": "first", "clip_2": "second", "tie": "tie"}
+WINNER_FROM_ANSWER: dict[ClipWinner, Winner] = {"clip_1": "first", "clip_2": "second", "tie": "tie"}

@@ -71,7 +71,7 @@ class TransformersAudioJudge:
     gpu: ClassVar[bool] = True  # device=cuda
     extra: ClassVar[str | None] = "models"  # torch; transformers itself is a base dependency
     output_sample_rate_hz: ClassVar[int | None] = None
-    version: ClassVar[str] = EngineVersion(lambda: package_version("transformers"))
+    version: ClassVar[EngineVersion] = EngineVersion(lambda: package_version("transformers"))
     requires: ClassVar[tuple[str, ...]] = ()
     imports: ClassVar[tuple[str, ...]] = ("torch",)
 
@@ -117,7 +117,8 @@ class TransformersAudioJudge:
             model = Qwen2AudioForConditionalGeneration.from_pretrained(
                 path, local_files_only=True, dtype=self.options.dtype
             )
-            processor = AutoProcessor.from_pretrained(path, local_files_only=True)
+            # transformers leaves the Auto classes' from_pretrained unannotated
+            processor = AutoProcessor.from_pretrained(path, local_files_only=True)  # type: ignore[no-untyped-call]
         except (OSError, ValueError, KeyError) as e:
             raise PermanentProviderError(
                 f"transformers-judge could not load a Qwen2-Audio model from {path!r}: {e}", spec=self.spec
@@ -128,7 +129,8 @@ class TransformersAudioJudge:
                 "save a Qwen2AudioProcessor with the model",
                 spec=self.spec,
             )
-        model.to(self.options.device).eval()
+        # transformers wraps PreTrainedModel.to in functools.wraps(Module.to), which mypy types as an unbound function
+        model.to(self.options.device).eval()  # type: ignore[arg-type]
         return model, processor
 
     def judge_pairs(self, batch: list[PairwiseRequest]) -> list[PairwiseVerdict]:
@@ -160,7 +162,7 @@ class TransformersAudioJudge:
         if answer is None:
             return PairwiseVerdict(winner=None, parse_ok=False, error=error, **common)
         return PairwiseVerdict(
-            winner=WINNER_FROM_ANSWER[answer.winner],  # type: ignore[arg-type]
+            winner=WINNER_FROM_ANSWER[answer.winner],
             parse_ok=True,
             score_first=answer.clip_1_score,
             score_second=answer.clip_2_score,
@@ -177,7 +179,8 @@ class TransformersAudioJudge:
         raw, attempts, tokens_in, tokens_out, error = None, 0, 0, 0, None
         answer = None
         try:
-            for attempts in range(1, self._attempts_allowed() + 1):
+            for attempt in range(1, self._attempts_allowed() + 1):
+                attempts = attempt  # kept after the loop: the verdict counts the attempts made
                 raw, n_in, n_out = self._generate(content, audios)
                 tokens_in, tokens_out = tokens_in + n_in, tokens_out + n_out
                 answer, error = parse(raw)
@@ -185,14 +188,14 @@ class TransformersAudioJudge:
                     break
         except (RuntimeError, ValueError) as e:  # torch reports shape, device and memory failures as RuntimeError
             answer, error = None, f"generation failed on item {item_id!r}: {type(e).__name__}: {e}"
-        common = dict(
-            raw_response=raw,
-            attempts=max(attempts, 1),
-            retries=max(attempts - 1, 0),
-            input_tokens=tokens_in,
-            output_tokens=tokens_out,
-            cost_usd=0.0,
-        )
+        common = {
+            "raw_response": raw,
+            "attempts": max(attempts, 1),
+            "retries": max(attempts - 1, 0),
+            "input_tokens": tokens_in,
+            "output_tokens": tokens_out,
+            "cost_usd": 0.0,
+        }
         return answer, error, common
 
     def _judge_instruction(self, r: InstructionRequest) -> InstructionVerdict:

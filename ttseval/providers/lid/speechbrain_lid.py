@@ -65,7 +65,7 @@ class SpeechBrainLID:
     gpu: ClassVar[bool] = True  # device=auto / cuda
     extra: ClassVar[str | None] = "engines"
     output_sample_rate_hz: ClassVar[int | None] = None
-    version: ClassVar[str] = EngineVersion(lambda: package_version("speechbrain"))
+    version: ClassVar[EngineVersion] = EngineVersion(lambda: package_version("speechbrain"))
     requires: ClassVar[tuple[str, ...]] = ()
     imports: ClassVar[tuple[str, ...]] = ("speechbrain", "hyperpyyaml", "torch")
     batch_size: ClassVar[int] = 8

@@ -19,8 +19,8 @@ def label_language(label: str) -> str:
 class TransformersLID(TransformersAudioModel):
     """AutoModelForAudioClassification, loaded with local_files_only=True: never downloads. Clips are resampled to
     the feature extractor's rate and run as one padded batch (with the attention mask, so padding does not change a
-    clip's answer; ttseval.providers._transformers_audio); the answer is the top class, its label's language code and its
-    softmax probability."""
+    clip's answer; ttseval.providers._transformers_audio); the answer is the top class, its label's language code and
+    its softmax probability."""
 
     name: ClassVar[str] = "transformers"
     auto_class: ClassVar[str] = "AutoModelForAudioClassification"
@@ -30,7 +30,7 @@ class TransformersLID(TransformersAudioModel):
     gpu: ClassVar[bool] = True  # device=cuda
     extra: ClassVar[str | None] = "models"
     output_sample_rate_hz: ClassVar[int | None] = None
-    version: ClassVar[str] = EngineVersion(lambda: package_version("transformers"))
+    version: ClassVar[EngineVersion] = EngineVersion(lambda: package_version("transformers"))
     requires: ClassVar[tuple[str, ...]] = ()
     imports: ClassVar[tuple[str, ...]] = ("torch",)
 
@@ -41,7 +41,7 @@ class TransformersLID(TransformersAudioModel):
         if not todo:
             return out
         probs = self._forward([batch[i] for i in todo]).logits.float().softmax(dim=-1).cpu().numpy()
-        labels = self._loaded[0].config.id2label
+        labels = self._load()[0].config.id2label  # loaded by _forward
         for i, p in zip(todo, probs):
             top = int(p.argmax())
             out[i] = LanguageGuess(language=label_language(str(labels[top])), prob=float(p[top]))

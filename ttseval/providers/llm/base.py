@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeGuard
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
@@ -138,9 +138,9 @@ def parse_answer(text: str | None, schema: type[BaseModel] | None) -> tuple[Any,
         return None, f"response does not match the {schema.__name__} schema: {str(e)[:300]}"
 
 
-def looks_like_refusal(text: str | None) -> bool:
+def looks_like_refusal(text: str | None) -> TypeGuard[str]:
     """A plain-text apology where JSON was asked for."""
-    return bool(text) and bool(_REFUSAL_RE.match(text.strip()))
+    return text is not None and _REFUSAL_RE.match(text.strip()) is not None
 
 
 REASK = (
@@ -232,10 +232,11 @@ class BaseLLM:
                 why = reply.refusal or f"finish_reason={reply.finish_reason}"
                 out.failure, out.error = "refusal", self.scrub(f"refusal: {why}"[:500])
                 return self._priced(out)
-            answer, why = parse_answer(reply.text, request.schema)
+            answer, problem = parse_answer(reply.text, request.schema)
             if answer is not None:
                 out.ok, out.data = True, answer
                 return self._priced(out)
+            why = problem or "no answer"
             if self.refusals_are_final and looks_like_refusal(reply.text):
                 out.failure, out.error = "refusal", self.scrub(f"refusal: {reply.text.strip()[:300]}")
                 return self._priced(out)

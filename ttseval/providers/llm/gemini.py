@@ -126,7 +126,7 @@ class GeminiLLM(BaseLLM):
         {"SAFETY", "PROHIBITED_CONTENT", "BLOCKLIST", "SPII", "RECITATION", "IMAGE_SAFETY"}
     )
     default_base_url: ClassVar[str] = DEFAULT_BASE_URL
-    version: ClassVar[str] = EngineVersion(lambda: package_version("google-genai"))
+    version: ClassVar[EngineVersion] = EngineVersion(lambda: package_version("google-genai"))
     imports: ClassVar[tuple[str, ...]] = ("google.genai",)
 
     options: GeminiLLMOptions

@@ -61,8 +61,9 @@ def _error_message(e: Any) -> str:
         inner = body.get("error", body)
         if isinstance(inner, dict) and inner.get("message"):
             return str(inner["message"])
-        if isinstance(body.get("message"), str):
-            return body["message"]
+        message = body.get("message")
+        if isinstance(message, str):
+            return message
     return str(getattr(e, "message", None) or e)
 
 
@@ -82,7 +83,7 @@ class OpenAICompatLLM(BaseLLM):
     name: ClassVar[str] = "openai"
     refusal_finish_reasons: ClassVar[frozenset[str]] = frozenset({"content_filter"})
     default_base_url: ClassVar[str] = DEFAULT_BASE_URL
-    version: ClassVar[str] = EngineVersion(lambda: package_version("openai"))
+    version: ClassVar[EngineVersion] = EngineVersion(lambda: package_version("openai"))
     imports: ClassVar[tuple[str, ...]] = ("openai",)
 
     options: OpenAIOptions

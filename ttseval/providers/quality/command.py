@@ -31,7 +31,7 @@ class CommandQuality:
     gpu: ClassVar[bool] = True  # a GPU run places its shards on GPU workers; `device` tells the scorer
     extra: ClassVar[str | None] = None
     output_sample_rate_hz: ClassVar[int | None] = None  # returns scores
-    version: ClassVar[str] = Described()  # type: ignore[assignment]
+    version: ClassVar[Described] = Described()
     requires: ClassVar[tuple[str, ...]] = ()
     imports: ClassVar[tuple[str, ...]] = ()
 

@@ -70,7 +70,7 @@ class DistillMOSQuality:
     gpu: ClassVar[bool] = True  # device=auto / cuda
     extra: ClassVar[str | None] = "engines"
     output_sample_rate_hz: ClassVar[int | None] = None  # returns scores
-    version: ClassVar[str] = EngineVersion(lambda: package_version("distillmos"))
+    version: ClassVar[EngineVersion] = EngineVersion(lambda: package_version("distillmos"))
     requires: ClassVar[tuple[str, ...]] = ()
     imports: ClassVar[tuple[str, ...]] = ("distillmos", "xls_r_sqa", "torch")
     batch_size: ClassVar[int] = 16
@@ -95,7 +95,8 @@ class DistillMOSQuality:
         import torch
 
         with torch.inference_mode():
-            return self._load()(torch.from_numpy(rows).to(self.device)).float().cpu().numpy().reshape(-1)
+            scores: np.ndarray = self._load()(torch.from_numpy(rows).to(self.device)).float().cpu().numpy().reshape(-1)
+        return scores
 
     def score(self, batch: list[Audio]) -> list[QualityScore]:
         """The predicted MOS of each clip, in order.

@@ -58,7 +58,8 @@ def _p808_features(windows: np.ndarray) -> np.ndarray:
     db = 10.0 * np.log10(np.maximum(amin, mel))
     db -= 10.0 * np.log10(np.maximum(amin, mel.max(axis=(1, 2), keepdims=True)))
     db = np.maximum(db, db.max(axis=(1, 2), keepdims=True) - top_db)
-    return ((db + 40) / 40).transpose(0, 2, 1).astype(np.float32)
+    features: np.ndarray = ((db + 40) / 40).transpose(0, 2, 1).astype(np.float32)
+    return features
 
 
 class DNSMOSQuality:
@@ -80,7 +81,7 @@ class DNSMOSQuality:
     gpu: ClassVar[bool] = False
     extra: ClassVar[str | None] = "engines"
     output_sample_rate_hz: ClassVar[int | None] = None  # returns scores
-    version: ClassVar[str] = EngineVersion(lambda: package_version("speechmos"))
+    version: ClassVar[EngineVersion] = EngineVersion(lambda: package_version("speechmos"))
     requires: ClassVar[tuple[str, ...]] = ()
     imports: ClassVar[tuple[str, ...]] = ("speechmos", "onnxruntime")
 

@@ -51,7 +51,8 @@ def _single_head_model(args: dict[str, Any]) -> Any:
         def forward(self, x: torch.Tensor, n_wins: torch.Tensor) -> torch.Tensor:
             x = self.cnn(x, n_wins)
             x, n_wins = self.time_dependency(x, n_wins)
-            return self.pool(x, n_wins)
+            pooled: torch.Tensor = self.pool(x, n_wins)
+            return pooled
 
     return NISQA()
 
@@ -70,7 +71,7 @@ class NISQAQuality:
     gpu: ClassVar[bool] = False  # a 200k-weight CNN; torchmetrics' port builds its masks on the CPU
     extra: ClassVar[str | None] = "models"
     output_sample_rate_hz: ClassVar[int | None] = None  # returns scores
-    version: ClassVar[str] = EngineVersion(lambda: package_version("torchmetrics"))
+    version: ClassVar[EngineVersion] = EngineVersion(lambda: package_version("torchmetrics"))
     requires: ClassVar[tuple[str, ...]] = ()
     imports: ClassVar[tuple[str, ...]] = ("torchmetrics", "librosa", "torch")
     batch_size: ClassVar[int] = 8
@@ -156,10 +157,11 @@ class NISQAQuality:
         import torch
         from torchmetrics.functional.audio.nisqa import _get_librosa_melspec, _segment_specs
 
-        x = _get_librosa_melspec(rows, self.sample_rate_hz, self._args)
-        x, n_wins = _segment_specs(torch.from_numpy(x), self._args)
+        mel = _get_librosa_melspec(rows, self.sample_rate_hz, self._args)
+        x, n_wins = _segment_specs(torch.from_numpy(mel), self._args)
         with torch.inference_mode():
-            return self._load()(x, n_wins.expand(x.shape[0])).float().numpy().reshape(len(rows), -1)
+            scores: np.ndarray = self._load()(x, n_wins.expand(x.shape[0])).float().numpy().reshape(len(rows), -1)
+        return scores
 
     def score(self, batch: list[Audio]) -> list[QualityScore]:
         """The predicted MOS of each clip (and with nisqa.tar its dimensions), in order; a clip too short or too

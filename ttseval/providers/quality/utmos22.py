@@ -55,7 +55,7 @@ class UTMOS22Quality:
     gpu: ClassVar[bool] = True  # device=auto / cuda
     extra: ClassVar[str | None] = "models"
     output_sample_rate_hz: ClassVar[int | None] = None  # returns scores
-    version: ClassVar[str] = EngineVersion(lambda: package_version("utmos-pytorch"))
+    version: ClassVar[EngineVersion] = EngineVersion(lambda: package_version("utmos-pytorch"))
     requires: ClassVar[tuple[str, ...]] = ()
     imports: ClassVar[tuple[str, ...]] = ("utmos_pytorch", "torch")
     batch_size: ClassVar[int] = 8
@@ -107,7 +107,8 @@ class UTMOS22Quality:
         import torch
 
         tensor = torch.from_numpy(rows).to(self.device)
-        return self._load().score(tensor[:, None, :]).float().numpy().reshape(-1)
+        scores: np.ndarray = self._load().score(tensor[:, None, :]).float().numpy().reshape(-1)
+        return scores
 
     def score(self, batch: list[Audio]) -> list[QualityScore]:
         """The predicted MOS of each clip, in order; a clip shorter than 25 ms at 16 kHz gets a refusal (no score).

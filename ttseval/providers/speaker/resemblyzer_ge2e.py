@@ -57,7 +57,7 @@ class ResemblyzerEncoder:
     gpu: ClassVar[bool] = True  # device=auto / cuda
     extra: ClassVar[str | None] = "engines"
     output_sample_rate_hz: ClassVar[int | None] = None
-    version: ClassVar[str] = EngineVersion(lambda: package_version("resemblyzer"))
+    version: ClassVar[EngineVersion] = EngineVersion(lambda: package_version("resemblyzer"))
     requires: ClassVar[tuple[str, ...]] = ()
     imports: ClassVar[tuple[str, ...]] = ("resemblyzer", "webrtcvad", "torch")
 

@@ -272,7 +272,9 @@ class SeedTTSSimEncoder:
     output_sample_rate_hz: ClassVar[int | None] = None
     # the head and the key mapping are this file's code: a change to either is a new CODE_REVISION, so cached
     # embeddings are not reused across it (the rest of the version is transformers', which runs WavLM)
-    version: ClassVar[str] = EngineVersion(lambda: f"{CODE_REVISION}+transformers-{package_version('transformers')}")
+    version: ClassVar[EngineVersion] = EngineVersion(
+        lambda: f"{CODE_REVISION}+transformers-{package_version('transformers')}"
+    )
     requires: ClassVar[tuple[str, ...]] = ()
     imports: ClassVar[tuple[str, ...]] = ("torch", "transformers")
     batch_size: ClassVar[int] = 8
@@ -391,7 +393,7 @@ class SeedTTSSimEncoder:
             activation_dropout=0.0,
             feat_proj_dropout=0.0,
         )
-        wavlm = WavLMModel(config).eval()
+        wavlm = WavLMModel(config).eval()  # type: ignore[no-untyped-call]  # PreTrainedModel.eval is unannotated
         target = wavlm.state_dict()
         positional = next(
             (f"encoder.pos_conv_embed.conv.{g}", f"encoder.pos_conv_embed.conv.{v}")
@@ -453,7 +455,8 @@ class SeedTTSSimEncoder:
                 states.append(x)
                 x, bias = layer(x, position_bias=bias)
             states.append(wavlm.encoder.layer_norm(x))
-            return head(states).float().cpu().numpy()
+            embeddings: np.ndarray = head(states).float().cpu().numpy()
+        return embeddings
 
     def embed(self, batch: list[Audio]) -> list[np.ndarray]:
         """The embedding of each clip, in order.

@@ -87,7 +87,7 @@ class SherpaOnnxSpeakerEncoder:
     gpu: ClassVar[bool] = False
     extra: ClassVar[str | None] = "engines"
     output_sample_rate_hz: ClassVar[int | None] = None
-    version: ClassVar[str] = EngineVersion(lambda: package_version("sherpa-onnx"))
+    version: ClassVar[EngineVersion] = EngineVersion(lambda: package_version("sherpa-onnx"))
     requires: ClassVar[tuple[str, ...]] = ()
     imports: ClassVar[tuple[str, ...]] = ("sherpa_onnx", "onnxruntime")
 

@@ -1,5 +1,5 @@
-"""SpeechBrain's ECAPA-TDNN speaker encoder (`speechbrain-ecapa:model=DIR`), the model of speechbrain/spkrec-ecapa-voxceleb,
-from a local folder holding its `embedding_model.ckpt`; never downloaded.
+"""SpeechBrain's ECAPA-TDNN speaker encoder (`speechbrain-ecapa:model=DIR`), the model of
+speechbrain/spkrec-ecapa-voxceleb, from a local folder holding its `embedding_model.ckpt`; never downloaded.
 
 SpeechBrain's own `EncoderClassifier.encode_batch` runs the model card's modules (Fbank with 80 mels, sentence mean
 normalisation, ECAPA-TDNN with a 192-d output), built in ttseval.providers._speechbrain (which says why the card's
@@ -59,7 +59,7 @@ class SpeechBrainECAPAEncoder:
     gpu: ClassVar[bool] = True  # device=auto / cuda
     extra: ClassVar[str | None] = "engines"
     output_sample_rate_hz: ClassVar[int | None] = None
-    version: ClassVar[str] = EngineVersion(lambda: package_version("speechbrain"))
+    version: ClassVar[EngineVersion] = EngineVersion(lambda: package_version("speechbrain"))
     requires: ClassVar[tuple[str, ...]] = ()
     imports: ClassVar[tuple[str, ...]] = ("speechbrain", "hyperpyyaml", "torch")
     batch_size: ClassVar[int] = 8
@@ -123,7 +123,8 @@ class SpeechBrainECAPAEncoder:
 
         def run(rows: np.ndarray) -> np.ndarray:
             with torch.inference_mode():
-                return encoder.encode_batch(torch.from_numpy(rows))[:, 0].float().cpu().numpy()
+                embeddings: np.ndarray = encoder.encode_batch(torch.from_numpy(rows))[:, 0].float().cpu().numpy()
+            return embeddings
 
         try:
             return by_equal_length(samples, self.batch_size, run)

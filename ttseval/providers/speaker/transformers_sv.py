@@ -29,7 +29,7 @@ class TransformersSpeakerEncoder(TransformersAudioModel):
     gpu: ClassVar[bool] = True  # device=auto / cuda
     extra: ClassVar[str | None] = "models"
     output_sample_rate_hz: ClassVar[int | None] = None
-    version: ClassVar[str] = EngineVersion(lambda: package_version("transformers"))
+    version: ClassVar[EngineVersion] = EngineVersion(lambda: package_version("transformers"))
     requires: ClassVar[tuple[str, ...]] = ()
     imports: ClassVar[tuple[str, ...]] = ("torch",)
 

@@ -42,7 +42,8 @@ from ttseval.providers.tts.cloud import CloudOptions, CloudTTS, decode_audio
 API_VERSION = "2026-03-01"
 """The Cartesia-Version this module speaks (structured JSON errors from this version on)."""
 SONIC_LANGUAGES = ("en", "fr", "de", "es", "pt", "zh", "ja", "hi", "it", "ko", "nl", "pl", "ru", "sv", "tr")
-SONIC3_LANGUAGES = SONIC_LANGUAGES + (
+SONIC3_LANGUAGES = (
+    *SONIC_LANGUAGES,
     "tl",
     "bg",
     "ro",

@@ -158,6 +158,7 @@ class CloudTTS:
     Options: ClassVar[type[CloudOptions]] = CloudOptions
 
     # ProviderMetadata (ttseval.core.protocols); a subclass declares `version`, and what differs.
+    version: ClassVar[str]
     languages: ClassVar[Languages] = ANY_LANGUAGE
     accepts_instruction: ClassVar[bool] = False
     gpu: ClassVar[bool] = False  # the model runs behind the endpoint
@@ -218,8 +219,14 @@ class CloudTTS:
         module docstring); the key never appears in a message. The time to the first byte of its last HTTP answer
         is `first_byte_s()` afterwards, in the same thread."""
         self._timing.first_byte_s = None
+        chosen = voice or self.voice
+        if chosen is None:  # a vendor without a default voice, built without one
+            raise PermanentProviderError(
+                f"{self.name} needs a voice: {self.name}:<voice>; `ttseval voices {self.name}` lists them",
+                spec=self.spec,
+            )
         try:
-            return self._synthesize(text, language, voice or self.voice, instruction)
+            return self._synthesize(text, language, chosen, instruction)
         except ProviderError as e:
             e.args = (self.scrub(str(e)),)
             e.spec = self.spec
@@ -243,7 +250,7 @@ class CloudTTS:
     def read_timed(self, chunks: Any, started: float) -> bytes:
         """An answer's body read whole from its `chunks`, noting when the first arrived (`first_byte_s`); `started`
         is time.perf_counter() when the request was sent."""
-        parts = []
+        parts: list[bytes] = []
         for chunk in chunks:
             if not parts:
                 self._timing.first_byte_s = time.perf_counter() - started

@@ -82,8 +82,8 @@ class DeepgramTTS(CloudTTS):
         super().__init__(voice, **kwargs)
         if voice and self.options.model and self.options.model != voice:
             raise ValueError(f"deepgram: the voice is the model; got voice {voice!r} and model {self.options.model!r}")
-        self.voice = voice or self.options.model or self.default_voice
-        self.model = self.voice
+        self.model = voice or self.options.model or self.default_model  # default_model is default_voice
+        self.voice = self.model
 
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Token {self._api_key.get_secret_value()}"}

@@ -111,7 +111,7 @@ class EspeakNGTTS:
     gpu: ClassVar[bool] = False
     extra: ClassVar[str | None] = None
     output_sample_rate_hz: ClassVar[int | None] = SAMPLE_RATE_HZ
-    version: ClassVar[str] = EngineVersion(espeak_version)
+    version: ClassVar[EngineVersion] = EngineVersion(espeak_version)
     requires: ClassVar[tuple[str, ...]] = (_EXECUTABLE,)
     imports: ClassVar[tuple[str, ...]] = ()
 

@@ -92,7 +92,8 @@ def filesystem(path: str) -> tuple[Any, str]:
         return s3fs.S3FileSystem(client_kwargs=client_kwargs), path[len("s3://") :]
     from fsspec.core import url_to_fs
 
-    return url_to_fs(path)
+    fs, inner = url_to_fs(path)
+    return fs, inner
 
 
 class _SourceError(Exception):

@@ -44,9 +44,14 @@ def flite_version() -> str:
     return match.group(1) if match else out.strip()
 
 
+LANGUAGES = frozenset({"en"})
+"""What every flite voice speaks."""
+
+
 @functools.cache
 def flite_voices() -> tuple[str, ...]:
-    """The voices compiled into this flite binary (`flite -lv`), e.g. ('kal', 'awb_time', 'kal16', 'awb', 'rms', 'slt')."""
+    """The voices compiled into this flite binary (`flite -lv`), e.g. ('kal', 'awb_time', 'kal16', 'awb', 'rms',
+    'slt')."""
     out = subprocess.run([_require_executable(), "-lv"], capture_output=True, text=True, timeout=30, check=False).stdout
     return tuple(out.split(":", 1)[-1].split())
 
@@ -62,12 +67,12 @@ class FliteTTS:
     """
 
     name: ClassVar[str] = "flite"
-    languages: ClassVar[Languages] = frozenset({"en"})
+    languages: ClassVar[Languages] = LANGUAGES
     accepts_instruction: ClassVar[bool] = False
     gpu: ClassVar[bool] = False
     extra: ClassVar[str | None] = None
     output_sample_rate_hz: ClassVar[int | None] = None  # per voice: kal 8 kHz, the others 16 kHz
-    version: ClassVar[str] = EngineVersion(flite_version)
+    version: ClassVar[EngineVersion] = EngineVersion(flite_version)
     requires: ClassVar[tuple[str, ...]] = (_EXECUTABLE,)
     imports: ClassVar[tuple[str, ...]] = ()
 
@@ -85,7 +90,7 @@ class FliteTTS:
 
     def supports_language(self, language: str) -> bool:
         """True for English only, however tagged: 'en', 'en-GB', 'EN', 'eng'."""
-        return base_language(language) in self.languages
+        return base_language(language) in LANGUAGES
 
     def synthesize(self, text: str, language: str, voice: str | None = None, instruction: str | None = None) -> Audio:
         """Speak `text` with `voice` (default: the spec's). `language` is not used: flite speaks English.

@@ -112,7 +112,7 @@ class GeminiTTS(CloudTTS):
     Options: ClassVar[type[CloudOptions]] = GeminiTTSOptions
     accepts_instruction: ClassVar[bool] = True  # style guidance in the prompt
     output_sample_rate_hz: ClassVar[int | None] = PCM_RATE_HZ
-    version: ClassVar[str] = EngineVersion(lambda: f"v1beta (google-genai {package_version('google-genai')})")
+    version: ClassVar[EngineVersion] = EngineVersion(lambda: f"v1beta (google-genai {package_version('google-genai')})")
     imports: ClassVar[tuple[str, ...]] = ("google.genai",)
 
     options: GeminiTTSOptions
@@ -258,9 +258,12 @@ def _per_day_quota(details: Any) -> bool:
     """Whether Google's error details carry a QuotaFailure for a per-day quota (quotaId ...PerDay...)."""
     error = details.get("error", details) if isinstance(details, dict) else None
     for item in (error or {}).get("details", []) if isinstance(error, dict) else []:
-        if isinstance(item, dict) and str(item.get("@type", "")).endswith("google.rpc.QuotaFailure"):
-            if any(
+        if (
+            isinstance(item, dict)
+            and str(item.get("@type", "")).endswith("google.rpc.QuotaFailure")
+            and any(
                 "perday" in str(v.get("quotaId", "")).lower() for v in item.get("violations", []) if isinstance(v, dict)
-            ):
-                return True
+            )
+        ):
+            return True
     return False

@@ -65,7 +65,7 @@ class OpenAISpeechTTS(CloudTTS):
     }
     Options: ClassVar[type[CloudOptions]] = OpenAISpeechOptions
     accepts_instruction: ClassVar[bool] = True  # gpt-4o-mini-tts; other models ignore it (not sent)
-    version: ClassVar[str] = EngineVersion(lambda: f"v1 (openai {package_version('openai')})")
+    version: ClassVar[EngineVersion] = EngineVersion(lambda: f"v1 (openai {package_version('openai')})")
     imports: ClassVar[tuple[str, ...]] = ("openai",)
 
     options: OpenAISpeechOptions

@@ -35,8 +35,9 @@ class PiperTTS:
 
     The voice is loaded once per instance, on the first synthesis. Each sentence is synthesized as one chunk
     (peak-normalized by Piper) and the chunks are concatenated. Output is NOT bit-identical across calls:
-    the VITS model samples noise inside the ONNX graph; noise_scale=0 and noise_w_scale=0 make it repeatable. `supports_language` reads the voice config's language
-    ('en_US' -> en), so 'en', 'en-GB', 'EN' and 'eng' are all English.
+    the VITS model samples noise inside the ONNX graph; noise_scale=0 and noise_w_scale=0 make it repeatable.
+    `supports_language` reads the voice config's language ('en_US' -> en), so 'en', 'en-GB', 'EN' and 'eng' are all
+    English.
     """
 
     name: ClassVar[str] = "piper"
@@ -45,7 +46,7 @@ class PiperTTS:
     gpu: ClassVar[bool] = False  # runs onnxruntime on CPU
     extra: ClassVar[str | None] = "engines"
     output_sample_rate_hz: ClassVar[int | None] = None  # the voice config's; joe: 22050
-    version: ClassVar[str] = EngineVersion(lambda: package_version("piper-tts"))
+    version: ClassVar[EngineVersion] = EngineVersion(lambda: package_version("piper-tts"))
     requires: ClassVar[tuple[str, ...]] = ()  # piper-tts bundles its own espeak-ng phonemizer
     imports: ClassVar[tuple[str, ...]] = ("piper", "onnxruntime")
 

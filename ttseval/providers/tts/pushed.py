@@ -24,7 +24,7 @@ import io
 import json
 import re
 from datetime import UTC, datetime
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypedDict
 
 import numpy as np
 
@@ -217,6 +217,13 @@ class PushedTTS:
         }
 
 
+class _Source(TypedDict, total=False):
+    """A `files:` system's source option: its folder or its manifest."""
+
+    dir: str
+    manifest: str
+
+
 def push_files(
     store: ArtifactStore, label: str, *, dir: str | None = None, manifest: str | None = None
 ) -> dict[str, Any]:
@@ -228,7 +235,11 @@ def push_files(
     from ttseval.providers.tts.files import FilesTTS, display_path, filesystem
 
     check_label(label)
-    given = {k: v for k, v in (("dir", dir), ("manifest", manifest)) if v}
+    given: _Source = {}
+    if dir:
+        given["dir"] = dir
+    if manifest:
+        given["manifest"] = manifest
     try:
         source = FilesTTS(label, **given)
         found, duplicates = source.clips()

@@ -66,7 +66,7 @@ class TransformersDiaTTS:
     gpu: ClassVar[bool] = True  # device=auto / cuda
     extra: ClassVar[str | None] = "models"
     output_sample_rate_hz: ClassVar[int | None] = None  # the processor's rate (44100 for Dia-1.6B)
-    version: ClassVar[str] = EngineVersion(lambda: package_version("transformers"))
+    version: ClassVar[EngineVersion] = EngineVersion(lambda: package_version("transformers"))
     requires: ClassVar[tuple[str, ...]] = ()
     imports: ClassVar[tuple[str, ...]] = ("torch", "transformers")
     clones_voice: ClassVar[bool] = True
@@ -98,8 +98,10 @@ class TransformersDiaTTS:
                 f"transformers could not load a Dia model and processor from {path!r}: {e}", spec=self.spec
             ) from e
         self.device = torch_device(self.options.device)
-        model.to(self.device).eval()
-        processor.audio_tokenizer.to(self.device)
+        # transformers wraps PreTrainedModel.to in functools.wraps(Module.to), which mypy types as an unbound function
+        model.to(self.device).eval()  # type: ignore[arg-type]
+        # ProcessorMixin.__init__ sets the sub-processors as attributes; transformers declares none of them
+        processor.audio_tokenizer.to(self.device)  # type: ignore[attr-defined]
         return model, processor
 
     def supports_language(self, language: str) -> bool:

@@ -94,7 +94,7 @@ class TransformersTTS:
     gpu: ClassVar[bool] = True  # device=auto / cuda
     extra: ClassVar[str | None] = "models"  # torch; transformers itself is a base dependency
     output_sample_rate_hz: ClassVar[int | None] = None  # the config's sampling_rate; MMS-TTS: 16000
-    version: ClassVar[str] = EngineVersion(lambda: package_version("transformers"))
+    version: ClassVar[EngineVersion] = EngineVersion(lambda: package_version("transformers"))
     requires: ClassVar[tuple[str, ...]] = ()
     imports: ClassVar[tuple[str, ...]] = ("torch", "transformers")
 
@@ -148,7 +148,8 @@ class TransformersTTS:
         for option in ("noise_scale", "noise_scale_duration"):  # read by VitsModel.forward
             if getattr(self.options, option) is not None:
                 setattr(model, option, getattr(self.options, option))
-        model.to(device).eval()
+        # transformers wraps PreTrainedModel.to in functools.wraps(Module.to), which mypy types as an unbound function
+        model.to(device).eval()  # type: ignore[arg-type]
         _install_item_noise()
         return model, tokenizer, device
 
@@ -261,9 +262,12 @@ def _read_json(path: Path, *, missing_ok: bool = False) -> dict[str, Any]:
     if missing_ok and not path.is_file():
         return {}
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         raise ValueError(f"transformers-tts cannot read {str(path)!r}: {e}") from e
+    if not isinstance(data, dict):
+        raise ValueError(f"transformers-tts cannot read {str(path)!r}: not a JSON object")
+    return data
 
 
 # -- decoder per clip ------------------------------------------------------------------------------------------------
@@ -354,10 +358,14 @@ def _install_item_noise() -> _ItemNoiseTorch:
     """Put the proxy in place of `torch` inside transformers' modeling_vits, once per process."""
     from transformers.models.vits import modeling_vits
 
+    namespace = vars(modeling_vits)  # the module's globals, where its functions look `torch` up
     with _PROXY_LOCK:
-        if not isinstance(modeling_vits.torch, _ItemNoiseTorch):
-            modeling_vits.torch = _ItemNoiseTorch(modeling_vits.torch)
-        return modeling_vits.torch
+        current = namespace["torch"]
+        if isinstance(current, _ItemNoiseTorch):
+            return current
+        proxy = _ItemNoiseTorch(current)
+        namespace["torch"] = proxy
+        return proxy
 
 
 def _text_seed(seed: int, text: str) -> int:

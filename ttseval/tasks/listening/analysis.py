@@ -84,11 +84,13 @@ def _planning_lines(used: pd.DataFrame, settings: Settings) -> list[str]:
     listeners, utterances = sorted(plan["listeners"].unique()), sorted(plan["utterances"].unique())
     return [
         "",
-        f"**Planning: listeners x utterances for `{pair[0]}` vs `{pair[1]}`** (the two systems whose means "
-        "are closest; this test as the pilot): the 95% half-width of their mean difference measured with that "
-        f"many listeners and utterances, from {cfg.subsample_trials} draws of listeners, then utterances, with "
-        "replacement (MANGO's subsampling, with replacement so a cell the pilot's size still shows its spread), "
-        "and in brackets the share of draws ordering the two as the whole test does.",
+        (
+            f"**Planning: listeners x utterances for `{pair[0]}` vs `{pair[1]}`** (the two systems whose means "
+            "are closest; this test as the pilot): the 95% half-width of their mean difference measured with that "
+            f"many listeners and utterances, from {cfg.subsample_trials} draws of listeners, then utterances, with "
+            "replacement (MANGO's subsampling, with replacement so a cell the pilot's size still shows its spread), "
+            "and in brackets the share of draws ordering the two as the whole test does."
+        ),
         "",
         markdown_table(
             ["listeners \\ utterances", *map(str, utterances)],
@@ -128,12 +130,14 @@ def _bradley_terry_lines(used: pd.DataFrame, settings: Settings) -> list[str]:
     ]
     return [
         "",
-        f"**Bradley-Terry ranking from the listeners' choices** (ttseval.metrics.bradley_terry): each "
-        "rating's sign is an outcome (the system preferred 1, no preference a tie at half a win each side, the "
-        "other preferred 0); strengths with a 95% percentile interval from resampling raters, then items, "
-        f'with replacement ({settings.bootstrap_resamples} resamples; "n too small" under '
-        f"{MIN_INTERVAL_ITEMS} items or 2 raters); ordered by the lower bound, systems whose intervals overlap "
-        "share a rank; Elo is the same fit on the arena scale.",
+        (
+            f"**Bradley-Terry ranking from the listeners' choices** (ttseval.metrics.bradley_terry): each "
+            "rating's sign is an outcome (the system preferred 1, no preference a tie at half a win each side, the "
+            "other preferred 0); strengths with a 95% percentile interval from resampling raters, then items, "
+            f'with replacement ({settings.bootstrap_resamples} resamples; "n too small" under '
+            f"{MIN_INTERVAL_ITEMS} items or 2 raters); ordered by the lower bound, systems whose intervals overlap "
+            "share a rank; Elo is the same fit on the arena scale."
+        ),
         "",
         markdown_table(["rank", "system", "strength [95% CI]", "Elo [95% CI]", "items", "comparisons"], rows),
     ]
@@ -160,10 +164,12 @@ def analyse_test(settings: Settings, run_id: str, test_id: str) -> str:
     lines = [
         f"### Listening test `{test_id}` ({kind})",
         "",
-        f"{used['rater_id'].nunique()} raters, {used['item_id'].nunique()} items, {len(used)} ratings used; "
-        f"{int(ratings['flag'].notna().sum())} flagged and left out (a rater's second rating of a page); "
-        f"{int(ratings[['rater_id', 'trial_id']][ratings['note'].notna()].drop_duplicates().shape[0])} pages "
-        "without a hidden-reference rating.",
+        (
+            f"{used['rater_id'].nunique()} raters, {used['item_id'].nunique()} items, {len(used)} ratings used; "
+            f"{int(ratings['flag'].notna().sum())} flagged and left out (a rater's second rating of a page); "
+            f"{int(ratings[['rater_id', 'trial_id']][ratings['note'].notna()].drop_duplicates().shape[0])} pages "
+            "without a hidden-reference rating."
+        ),
     ]
     for r in (
         ratings[ratings["flag"].notna()].drop_duplicates(["rater_id", "trial_id", "session"]).head(10).itertuples()
@@ -174,8 +180,10 @@ def analyse_test(settings: Settings, run_id: str, test_id: str) -> str:
         table = cmos_summary(used)
         others = ratings["other_system_id"].dropna().unique()
         lines += [
-            f"CMOS against `{', '.join(others)}` (positive: the system preferred), mean and 95% CI "
-            "(Student's t); and the share of ratings preferring each side (Rethinking MUSHRA, Table 8).",
+            (
+                f"CMOS against `{', '.join(others)}` (positive: the system preferred), mean and 95% CI "
+                "(Student's t); and the share of ratings preferring each side (Rethinking MUSHRA, Table 8)."
+            ),
             "",
             markdown_table(
                 ["system", "ratings", "CMOS", "sigma", "95% CI", "prefer other %", "equal %", "prefer system %"],
@@ -221,7 +229,7 @@ def analyse_test(settings: Settings, run_id: str, test_id: str) -> str:
         if kind.startswith("mushra-dg"):
             sliders = system_stats(used.dropna(subset=["slider"]), score="slider").set_index("system_id")["mean"]
             headers.append("slider mean")
-            body = [row + [f"{sliders.get(row[1], np.nan):.2f}"] for row in body]
+            body = [[*row, f"{sliders.get(row[1], np.nan):.2f}"] for row in body]
             weights = dg_weights(settings)
             lines += [
                 f"Scores from the scoresheet: (L + VQ + R) / 3 - {weights.mild_pronunciation:g} min(MP, "
@@ -292,9 +300,11 @@ def analyse_test(settings: Settings, run_id: str, test_id: str) -> str:
             pivot = curve.pivot(index="listeners", columns="utterances", values="mean_rho")
             lines += [
                 "",
-                f"**Listeners x utterances** (section 4.3): mean Spearman correlation of the systems' means "
-                f"with all ratings' over {cfg.subsample_trials} random draws per cell "
-                f"(`{figures}/subsampling.png`).",
+                (
+                    f"**Listeners x utterances** (section 4.3): mean Spearman correlation of the systems' means "
+                    f"with all ratings' over {cfg.subsample_trials} random draws per cell "
+                    f"(`{figures}/subsampling.png`)."
+                ),
                 "",
                 markdown_table(
                     ["listeners \\ utterances", *pivot.columns],
@@ -310,8 +320,10 @@ def analyse_test(settings: Settings, run_id: str, test_id: str) -> str:
             store.write_bytes(f"{base}/faults.png", fault_figure(faults))
             lines += [
                 "",
-                f"**Fault isolation** (Figure 5): share of clips with at least one fault of each kind, and "
-                f"the mean perceptual scores (`{figures}/faults.png`).",
+                (
+                    f"**Fault isolation** (Figure 5): share of clips with at least one fault of each kind, and "
+                    f"the mean perceptual scores (`{figures}/faults.png`)."
+                ),
                 "",
                 markdown_table(
                     ["system", "clips", *(DG_SHEET[f] for f in DG_FIELDS)],
@@ -338,9 +350,11 @@ def analyse_test(settings: Settings, run_id: str, test_id: str) -> str:
     if len(corr):
         lines += [
             "",
-            "**Automatic metrics of the same audio against the human scores** (Spearman and Pearson; "
-            "across systems, and across clips with each clip's mean human score; WER should correlate "
-            "negatively):",
+            (
+                "**Automatic metrics of the same audio against the human scores** (Spearman and Pearson; "
+                "across systems, and across clips with each clip's mean human score; WER should correlate "
+                "negatively):"
+            ),
             "",
             markdown_table(
                 ["metric", "over", "n", "Spearman", "Pearson"],

@@ -11,7 +11,7 @@ from ttseval.core.audio import Audio
 def anchor_x(reference: Audio, bandwidth_hz: float) -> Audio:
     """Anchor-X: the reference band-limited to `bandwidth_hz` (resampled to twice it and back, soxr's
     anti-aliasing filter doing the low-pass), as BS.1534's 3.5 kHz anchor."""
-    return reference.resampled(int(round(2 * bandwidth_hz))).resampled(reference.sample_rate_hz)
+    return reference.resampled(round(2 * bandwidth_hz)).resampled(reference.sample_rate_hz)
 
 
 def anchor_y(clip: Audio, *, slowdown: float, edit: str | None, n_words: int, rng: np.random.Generator) -> Audio:

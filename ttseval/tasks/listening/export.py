@@ -71,8 +71,8 @@ def export_test(
         run_id, "synthesis", columns=["item_id", "system_id", "system_spec", "status", "audio_sha256", "duration_s"]
     )
     ok = synthesis[synthesis["status"] == "ok"]
-    specs = dict(zip(synthesis["system_id"], synthesis["system_spec"]))
-    ids_of = {**{s: s for s in specs}, **{spec: sid for sid, spec in specs.items()}}
+    specs: dict[str, str] = dict(zip(synthesis["system_id"], synthesis["system_spec"]))
+    ids_of: dict[str, str] = {**{s: s for s in specs}, **{spec: sid for sid, spec in specs.items()}}
 
     def system_id(name: str, what: str) -> str:
         if name not in ids_of:
@@ -140,9 +140,7 @@ def export_test(
 
     stimuli: list[Stimulus] = []
     pages: list[dict[str, Any]] = []  # trial_id, type, and what the YAML needs
-    y_edits = (
-        set(rng.choice(picked, size=int(round(cfg.anchor_y_share * len(picked))), replace=False)) if y_id else set()
-    )
+    y_edits = set(rng.choice(picked, size=round(cfg.anchor_y_share * len(picked)), replace=False)) if y_id else set()
     if kind in MUSHRA_KINDS:
         per_page = cfg.max_conditions - 1 - int(with_x) - int(bool(y_id))  # the hidden reference is a condition
         if per_page < 1:
@@ -169,7 +167,7 @@ def export_test(
                     n_words=len(str(texts.get(item, "")).split()),
                     rng=rng,
                 )
-            for g, group in enumerate(groups):
+            for group in groups:
                 trial = f"p{len(pages) + 1:03d}"
                 names = [*group, *extra]
                 clips = pad_to_longest([ref_audio, *[load(item, s) for s in group], *extra.values()])
@@ -206,6 +204,7 @@ def export_test(
                 role = "reference" if settings.role_of(system) == "natural" else "system"
                 stimuli.append(Stimulus("mos", key, "mos", item, system, role, save(key, load(item, system))))
     else:  # cmos: both orders are written; each rater hears one, drawn per pair
+        assert ref_id is not None  # a cmos test without a reference was refused above
         gap = np.zeros(int(CMOS_GAP_S * sr), dtype=np.float32)
         for item in picked:
             ref_audio = load(item, ref_id)

@@ -31,7 +31,7 @@ def _rows_of_csv(path: Path) -> tuple[list[str], list[list[str]]]:
     return [h.strip() for h in rows[0]], rows[1:]
 
 
-def _number(value: str, *, what: str, where: str, source: Path | None = None) -> float:
+def _number(value: str | None, *, what: str, where: str, source: Path | None = None) -> float:
     """A numeric cell: empty or NA is missing (NaN); anything else that is not a number (a word, a JSON list or
     object, true/false) is refused naming the file, row and column."""
     if value is None or str(value).strip() in ("", "NA"):

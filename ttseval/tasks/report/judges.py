@@ -4,6 +4,8 @@ and cascade figures; voice variance; agreement between judges; position bias; an
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pandas as pd
 
 from ttseval.core.store import ArtifactStore
@@ -13,7 +15,7 @@ from ttseval.metrics.winrate import model_of_voices, voice_variance
 from ttseval.tasks.report.format import header, judge_label, markdown_table, num, pct, rate_ci
 
 
-def _system_metric(summary: pd.DataFrame, system_id: str, column: str, fmt) -> str:
+def _system_metric(summary: pd.DataFrame, system_id: str, column: str, fmt: Callable[[float], str]) -> str:
     """A system's figure beside its win-rate: the value, or each recogniser's value named when it has several."""
     rows = summary[summary["system_id"] == system_id]
     if rows.empty:
@@ -24,7 +26,7 @@ def _system_metric(summary: pd.DataFrame, system_id: str, column: str, fmt) -> s
     return ", ".join(f"{fmt(v)} ({spec})" for v, spec in zip(values, rows["asr_spec"]))
 
 
-def _cell(frame: pd.DataFrame, key: tuple) -> str:
+def _cell(frame: pd.DataFrame, key: tuple[str, str | int]) -> str:
     """A win-rate cell with its CI from a frame of win_rate_table rows indexed by (system_id, group)."""
     if key not in frame.index:
         return "–"
@@ -62,9 +64,11 @@ def leaderboard_markdown(
             "",
             f"## Win-rate vs baseline `{baseline}`: judge {judge_label(spec)}",
             "",
-            f"judge_id `{judge_id}`; cost ${cost:.4f} ({tokens} tokens); win 1, tie 0.5, loss 0; "
-            '95% CI (BCa bootstrap over items) on every win-rate, overall and per category and depth; "n '
-            'too small" where a cell has under 10 judged items; parse failures are counted, not scored.',
+            (
+                f"judge_id `{judge_id}`; cost ${cost:.4f} ({tokens} tokens); win 1, tie 0.5, loss 0; "
+                '95% CI (BCa bootstrap over items) on every win-rate, overall and per category and depth; "n '
+                'too small" where a cell has under 10 judged items; parse failures are counted, not scored.'
+            ),
             "",
         ]
         if why := degenerate_judge(mine):
@@ -72,9 +76,11 @@ def leaderboard_markdown(
         sampled = mine[mine["samples"].fillna(1) > 1]
         if not sampled.empty:
             lines += [
-                f"Self-consistency: {int(sampled['samples'].max())} samples per comparison at temperature "
-                f"> 0; the samples agree with the majority verdict {pct(sampled['sample_agreement'].mean())}% "
-                "of the time on average.",
+                (
+                    f"Self-consistency: {int(sampled['samples'].max())} samples per comparison at temperature "
+                    f"> 0; the samples agree with the majority verdict {pct(sampled['sample_agreement'].mean())}% "
+                    "of the time on average."
+                ),
                 "",
             ]
         if spec.startswith("cascade:") and (c := cascade_summary(mine)):
@@ -92,9 +98,11 @@ def leaderboard_markdown(
                 else ""
             )
             lines += [
-                f"Cascade: {c['escalated']} of {c['n']} pairs ({pct(c['escalated_share'])}%) went to the "
-                f"strong judge ({reasons or 'none'}); cheap judge ${c['cheap_usd']:.4f}, strong judge "
-                f"${c['strong_usd']:.4f}.{kept}{audit}",
+                (
+                    f"Cascade: {c['escalated']} of {c['n']} pairs ({pct(c['escalated_share'])}%) went to the "
+                    f"strong judge ({reasons or 'none'}); cheap judge ${c['cheap_usd']:.4f}, strong judge "
+                    f"${c['strong_usd']:.4f}.{kept}{audit}"
+                ),
                 "",
             ]
         overall = rows[rows["level"] == "overall"].set_index("system_id")
@@ -155,8 +163,10 @@ def leaderboard_markdown(
             "",
             "## Judge agreement",
             "",
-            f"Kendall's W over {agreement['n_systems']} systems ranked by each "
-            f"judge's overall win-rate (tie-corrected): {w_text}",
+            (
+                f"Kendall's W over {agreement['n_systems']} systems ranked by each "
+                f"judge's overall win-rate (tie-corrected): {w_text}"
+            ),
             "",
             "Pairwise Spearman between judges' system rankings:",
             "",
@@ -189,10 +199,12 @@ def position_bias_markdown(
         "",
         "## Position bias",
         "",
-        "A sample of pairs (`position_audit_share`, at least `position_audit_min`) asked again with the clips "
-        "in the other order. Consistency: share of audited pairs whose verdict survives the swap. First "
-        "position: share of decided answers won by the clip heard first (0.5 = no bias). Win-rate with swaps: "
-        "an audited pair scores the mean of its two answers.",
+        (
+            "A sample of pairs (`position_audit_share`, at least `position_audit_min`) asked again with the clips "
+            "in the other order. Consistency: share of audited pairs whose verdict survives the swap. First "
+            "position: share of decided answers won by the clip heard first (0.5 = no bias). Win-rate with swaps: "
+            "an audited pair scores the mean of its two answers."
+        ),
         "",
     ]
     rows = []
@@ -242,12 +254,14 @@ def bradley_terry_markdown(ranked: pd.DataFrame, names: dict[str, str]) -> list[
     ]
     return [
         "",
-        "Bradley-Terry ranking (ttseval.metrics.bradley_terry): strengths fitted to this judge's verdicts, a "
-        'tie counting half a win for each side, with a BCa bootstrap 95% CI over items ("n too small" under '
-        f"{MIN_INTERVAL_ITEMS} items); ordered by the lower bound, as TTS Arena ranks; systems whose intervals "
-        "overlap share a rank. Elo is the same fit on the arena scale (1000 + 400 log10 of the odds). Every pair "
-        "the judge heard is fitted (setting judge_pairs); systems judged only against the baseline are compared "
-        "with each other through it.",
+        (
+            "Bradley-Terry ranking (ttseval.metrics.bradley_terry): strengths fitted to this judge's verdicts, a "
+            'tie counting half a win for each side, with a BCa bootstrap 95% CI over items ("n too small" under '
+            f"{MIN_INTERVAL_ITEMS} items); ordered by the lower bound, as TTS Arena ranks; systems whose intervals "
+            "overlap share a rank. Elo is the same fit on the arena scale (1000 + 400 log10 of the odds). Every pair "
+            "the judge heard is fitted (setting judge_pairs); systems judged only against the baseline are compared "
+            "with each other through it."
+        ),
         "",
         markdown_table(["rank", "system", "strength [95% CI]", "Elo [95% CI]", "items", "comparisons"], rows),
     ]
@@ -262,8 +276,10 @@ def voice_variance_markdown(winrates: pd.DataFrame, names: dict[str, str]) -> li
         "",
         "## Voice variance (EmergentTTS-Eval 4.4)",
         "",
-        "Standard deviation (ddof=1) of win-rate across the voices of one model, per judge and category: how "
-        "much the choice of voice alone moves the score.",
+        (
+            "Standard deviation (ddof=1) of win-rate across the voices of one model, per judge and category: how "
+            "much the choice of voice alone moves the score."
+        ),
         "",
     ]
     judge_specs = dict(zip(winrates["judge_id"], winrates["judge_spec"]))

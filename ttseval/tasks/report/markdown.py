@@ -24,7 +24,8 @@ def _min_mean_max(row: object, column: str, *, decimals: int = 0) -> str:
 
 
 def dataset_statistics_markdown(stats: pd.DataFrame, *, words_per_minute: float) -> str:
-    """The statistics table of a generated dataset (ttseval.corpus.generation.dataset_statistics), one row a category."""
+    """The statistics table of a generated dataset (ttseval.corpus.generation.dataset_statistics), one row a
+    category."""
     table = markdown_table(
         ["category", "items", "chars min / mean / max", "words min / mean / max", "est. audio s min / mean / max"],
         [
@@ -42,7 +43,8 @@ def dataset_statistics_markdown(stats: pd.DataFrame, *, words_per_minute: float)
 
 
 def instruction_statistics_markdown(stats: pd.DataFrame) -> str:
-    """The statistics table of generated instructions (ttseval.corpus.instructions.instruction_statistics), one row a task."""
+    """The statistics table of generated instructions (ttseval.corpus.instructions.instruction_statistics), one row
+    a task."""
     columns = ("instruction_chars", "instruction_words", "text_chars", "text_words")
     headers = ["task", "items", *[f"{c.replace('_', ' ')} min / mean / max" for c in columns]]
     return (
@@ -88,15 +90,17 @@ def render_markdown(summary: pd.DataFrame, meta: dict[str, Any]) -> str:
     lines += [f"- {k}: {v}" for k, v in meta.items() if k != "run_id"]
     lines += [
         "",
-        "One row per system and recogniser: WER/CER are that recogniser's, never pooled across "
-        "recognisers; completion, MOS and RTF are the system's. WER/CER are corpus figures (errors pooled over "
-        "utterances) with a percentile bootstrap 95% CI over utterances; MOS is predicted (by "
-        f"`{meta.get('quality', 'the MOS predictor')}`), not human; RTF is synthesis time over audio time. ↓ "
-        "lower is better, ↑ higher is better.",
+        (
+            "One row per system and recogniser: WER/CER are that recogniser's, never pooled across "
+            "recognisers; completion, MOS and RTF are the system's. WER/CER are corpus figures (errors pooled over "
+            "utterances) with a percentile bootstrap 95% CI over utterances; MOS is predicted (by "
+            f"`{meta.get('quality', 'the MOS predictor')}`), not human; RTF is synthesis time over audio time. ↓ "
+            "lower is better, ↑ higher is better."
+        ),
         "",
     ]
     if rows:
-        lines.append(markdown_table(list(rows[0]), [r.values() for r in rows]))
+        lines.append(markdown_table(list(rows[0]), [list(r.values()) for r in rows]))
     else:
         lines.append("No systems in this run yet.")
     return "\n".join(lines) + "\n"
@@ -156,8 +160,10 @@ def canary_markdown(changes: pd.DataFrame, previous: str) -> str:
         return "\n".join(
             [
                 *lines,
-                f"No canary clips to compare: no remote voice, or none with clips of the canary "
-                f"items in both this run and `{previous}`.",
+                (
+                    f"No canary clips to compare: no remote voice, or none with clips of the canary "
+                    f"items in both this run and `{previous}`."
+                ),
                 "",
             ]
         )
@@ -191,11 +197,13 @@ def canary_markdown(changes: pd.DataFrame, previous: str) -> str:
     return "\n".join(
         [
             *lines,
-            "Each night the remote voices speak the canary items afresh (settings canary_fixed, "
-            "canary_rotating); their clips are compared item by item with the previous night's: a paired "
-            "permutation test per measure, the p adjusted across the canary's tests (`p_adjust`), flagged "
-            "under `alpha`. Fresh clips of an unchanged voice differ byte for byte; a shift the same way "
-            "on most items is a change of the voice.",
+            (
+                "Each night the remote voices speak the canary items afresh (settings canary_fixed, "
+                "canary_rotating); their clips are compared item by item with the previous night's: a paired "
+                "permutation test per measure, the p adjusted across the canary's tests (`p_adjust`), flagged "
+                "under `alpha`. Fresh clips of an unchanged voice differ byte for byte; a shift the same way "
+                "on most items is a change of the voice."
+            ),
             "",
             markdown_table(headers, table),
             "",
@@ -248,6 +256,11 @@ def drift_alert(
     return subject, body
 
 
+def _ci(r: dict[str, Any], lo: str, hi: str) -> str:
+    """` [lo, hi]` of a drift row's interval, or nothing when the row has none."""
+    return "" if missing(r.get(lo)) else f" [{num(r[lo], 3)}, {num(r[hi], 3)}]"
+
+
 def drift_markdown(drift: pd.DataFrame, previous: str, current: str) -> str:
     """A drift table (ttseval.metrics.drift.compare_reports) as Markdown: one line per (system, recogniser, metric)."""
     flagged = drift[drift["flagged"].fillna(False).astype(bool)]
@@ -257,10 +270,6 @@ def drift_markdown(drift: pd.DataFrame, previous: str, current: str) -> str:
         if r["metric"] == "presence":
             table.append([r["system_spec"], recogniser, "presence", "", "", "", "", "", "", r["direction"], "yes"])
             continue
-
-        def ci(lo: str, hi: str) -> str:
-            return "" if missing(r.get(lo)) else f" [{num(r[lo], 3)}, {num(r[hi], 3)}]"
-
         p_value = "" if missing(r.get("p_value")) else num(r["p_value"], 4)
         p_adjusted = "" if missing(r.get("p_adjusted")) else num(r["p_adjusted"], 4)
         table.append(
@@ -268,9 +277,9 @@ def drift_markdown(drift: pd.DataFrame, previous: str, current: str) -> str:
                 r["system_spec"],
                 recogniser,
                 header(r["metric"], r["metric"]),
-                f"{num(r['previous'], 3)}{ci('previous_ci_low', 'previous_ci_high')}",
-                f"{num(r['current'], 3)}{ci('current_ci_low', 'current_ci_high')}",
-                f"{num(r['delta'], 3)}{ci('delta_ci_low', 'delta_ci_high')}",
+                f"{num(r['previous'], 3)}{_ci(r, 'previous_ci_low', 'previous_ci_high')}",
+                f"{num(r['current'], 3)}{_ci(r, 'current_ci_low', 'current_ci_high')}",
+                f"{num(r['delta'], 3)}{_ci(r, 'delta_ci_low', 'delta_ci_high')}",
                 p_value,
                 p_adjusted,
                 "" if missing(r.get("test")) else r["test"],
@@ -294,11 +303,13 @@ def drift_markdown(drift: pd.DataFrame, previous: str, current: str) -> str:
     lines = [
         f"# Drift: `{current}` against `{previous}`",
         "",
-        f"{len(flagged)} flagged change(s). WER, CER and MOS are compared item by item (ttseval.metrics.paired): "
-        "flagged when the paired permutation test's p, adjusted across every paired test of this report (the "
-        "`p_adjust` setting), is under the `alpha` setting (test `paired`; the delta's interval is a BCa "
-        "bootstrap 95% CI, none for very few items); without per-item rows, when the two runs' CIs do not "
-        "overlap (`ci-overlap`); completion: any change.",
+        (
+            f"{len(flagged)} flagged change(s). WER, CER and MOS are compared item by item (ttseval.metrics.paired): "
+            "flagged when the paired permutation test's p, adjusted across every paired test of this report (the "
+            "`p_adjust` setting), is under the `alpha` setting (test `paired`; the delta's interval is a BCa "
+            "bootstrap 95% CI, none for very few items); without per-item rows, when the two runs' CIs do not "
+            "overlap (`ci-overlap`); completion: any change."
+        ),
         "",
         markdown_table(headers, table),
     ]

@@ -93,7 +93,7 @@ def per_item_table(
         on=["item_id", "system_id", "asr_id"],
         how="left",
     )
-    keep = [c for c in LEADING + ["text_language"] if c in heard.columns and c not in {"text", "language"}]
+    keep = [c for c in [*LEADING, "text_language"] if c in heard.columns and c not in {"text", "language"}]
     out = items.merge(clips, on="item_id").merge(heard[keep], on=["item_id", "system_id"], how="left")
     for wide in (
         _wide(tables.all_quality[tables.all_quality["status"] == "ok"], "quality_spec", "mos", "mos"),

@@ -98,31 +98,49 @@ def insv_markdown(store: ArtifactStore, run_id: str, settings: Settings, tables:
         "",
         "## INSV-A screening (PashtoTTS-Bench)",
         "",
-        f"Gates: F1 audio for at least {pct(t.completion)}% of items; S mean transcript Script Fidelity Rate "
-        f"at least {t.sfr} (undefined transcripts counted apart; digits {t.digits}d); V every LID model's "
-        f"target-language rate at least {pct(t.lid_pass)}% passes, all below {pct(t.lid_fail)}% fail, "
-        "anything else is unresolved; the recogniser's own language detection and the transcript's text "
-        f"language ({MODEL}) are diagnostics and never vote; WER is descriptive, beside the natural-speech baseline's when the run has one. Labels are screening labels, never more than the automatic evidence "
-        f"supports (F4 needs native listeners). Low-error: WER at most {pct(t.low_error_wer)}%. Per-sentence "
-        f"WER, CER, SFR and detected language: `{store.display('runs', run_id, 'per_sentence.csv')}`.",
+        (
+            f"Gates: F1 audio for at least {pct(t.completion)}% of items; S mean transcript Script Fidelity Rate "
+            f"at least {t.sfr} (undefined transcripts counted apart; digits {t.digits}d); V every LID model's "
+            f"target-language rate at least {pct(t.lid_pass)}% passes, all below {pct(t.lid_fail)}% fail, "
+            "anything else is unresolved; the recogniser's own language detection and the transcript's text "
+            f"language ({MODEL}) are diagnostics and never vote; WER is descriptive, beside the natural-speech "
+            "baseline's when the run has one. Labels are screening labels, never more than the automatic evidence "
+            f"supports (F4 needs native listeners). Low-error: WER at most {pct(t.low_error_wer)}%. Per-sentence "
+            f"WER, CER, SFR and detected language: `{store.display('runs', run_id, 'per_sentence.csv')}`."
+        ),
         "",
         markdown_table(headers, rows),
     ]
     classes = []
-    for (system_id, asr_id, language), g in sentences.groupby(["system_id", "asr_id", "language"], sort=False):
+    # One table row per (system, recogniser, language, class): a language heard by several recognisers has a
+    # class WER from each, told apart by the recogniser column as in the card above.
+    for (system_id, _, language), g in sentences.groupby(["system_id", "asr_id", "language"], sort=False):
+        recogniser = g["asr_spec"].iloc[0]
         for c in grapheme_class_wer(g, language).to_dict("records"):
             spec = card.loc[card["system_id"] == system_id, "system_spec"].iloc[0]
             classes.append(
-                [spec, language, c["class"], c["letters"], str(c["n_items"]), pct(c["wer"]), pct(c["overall_wer"])]
+                [
+                    spec,
+                    language,
+                    recogniser,
+                    c["class"],
+                    c["letters"],
+                    str(c["n_items"]),
+                    pct(c["wer"]),
+                    pct(c["overall_wer"]),
+                ]
             )
     if classes:
         lines += [
             "",
-            f"Grapheme-class WER (F3 screening: a class at least {t.f3_ratio}x the overall WER over at "
-            f"least {t.f3_min_items} utterances is a candidate):",
+            (
+                f"Grapheme-class WER (F3 screening: a class at least {t.f3_ratio}x the overall WER over at "
+                f"least {t.f3_min_items} utterances is a candidate):"
+            ),
             "",
             markdown_table(
-                ["system", "language", "class", "letters", "utterances", "class WER %", "overall WER %"], classes
+                ["system", "language", "recogniser", "class", "letters", "utterances", "class WER %", "overall WER %"],
+                classes,
             ),
         ]
     return "\n".join(lines) + "\n"
@@ -146,19 +164,22 @@ def recognisers_markdown(settings: Settings, tables: RunTables, names: dict[str,
         return ""
     transcripts = tables.transcripts
     sentences = per_sentence(items, transcripts[transcripts["system_id"].isin(tables.system_ids)])
-    ids_of = dict(zip(transcripts["asr_spec"], transcripts["asr_id"]))
+    ids_of: dict[str, str] = dict(zip(transcripts["asr_spec"], transcripts["asr_id"]))
     lines = [
         "",
         "## Recognisers",
         "",
-        "Languages with several recognisers: each one's WER % per system over the clips all of them "
-        "transcribed. The first listed ranks the systems (list the independent recogniser first: "
-        "PashtoTTS-Bench 4.4); Kendall's W says how far the rankings agree (1: the same order).",
+        (
+            "Languages with several recognisers: each one's WER % per system over the clips all of them "
+            "transcribed. The first listed ranks the systems (list the independent recogniser first: "
+            "PashtoTTS-Bench 4.4); Kendall's W says how far the rankings agree (1: the same order)."
+        ),
     ]
     for specs, languages in groups.items():
-        asr_ids = [ids_of.get(Spec.parse(x).canonical) for x in specs]
-        if any(a is None for a in asr_ids):
-            absent = [x for x, a in zip(specs, asr_ids) if a is None]
+        found = [ids_of.get(Spec.parse(x).canonical) for x in specs]
+        asr_ids = [a for a in found if a is not None]
+        if len(asr_ids) < len(found):
+            absent = [x for x, a in zip(specs, found) if a is None]
             lines += ["", f"{', '.join(languages)}: no transcripts yet from {', '.join(absent)}."]
             continue
         mine = sentences[sentences["language"].map(base_language).isin({base_language(x) for x in languages})]
@@ -195,8 +216,10 @@ def paired_markdown(settings: Settings, tables: RunTables, baseline_id: str, nam
     specs = dict(zip(transcripts["asr_id"], transcripts["asr_spec"]))
     no_rows_t, no_rows_q = transcripts.iloc[0:0], quality.iloc[0:0]
 
-    def compare(base_t, sys_t, base_q, sys_q) -> list[dict[str, Any]]:
-        return paired_table(
+    def compare(
+        base_t: pd.DataFrame, sys_t: pd.DataFrame, base_q: pd.DataFrame, sys_q: pd.DataFrame
+    ) -> list[dict[str, Any]]:
+        paired: list[dict[str, Any]] = paired_table(
             base_t,
             sys_t,
             base_q,
@@ -205,6 +228,7 @@ def paired_markdown(settings: Settings, tables: RunTables, baseline_id: str, nam
             seed=settings.seed,
             n_permutations=settings.permutation_resamples,
         ).to_dict("records")
+        return paired
 
     found = []  # (system, recogniser / encoder, row): the report's family of tests
     for system_id in system_ids:
@@ -347,10 +371,12 @@ def significance_markdown(settings: Settings, tables: RunTables, names: dict[str
         "",
         "## Significance matrices",
         "",
-        f"Every system against every other, item by item on the items both have: row minus column (pooled "
-        f"WER/CER, mean MOS), then the {TEST}'s p adjusted by {method} across all {len(decided)} tests of "
-        f"these matrices; **bold** where it differs at alpha = {settings.alpha}. Read one row to see where "
-        "a system stands against each other system.",
+        (
+            f"Every system against every other, item by item on the items both have: row minus column (pooled "
+            f"WER/CER, mean MOS), then the {TEST}'s p adjusted by {method} across all {len(decided)} tests of "
+            f"these matrices; **bold** where it differs at alpha = {settings.alpha}. Read one row to see where "
+            "a system stands against each other system."
+        ),
     ]
     for label, g in decided.groupby("label", sort=False):
         present = [s for s in system_ids if s in set(g["system_a"]) | set(g["system_b"])]
