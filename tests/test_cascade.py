@@ -90,3 +90,41 @@ def test_the_audit_draws_from_the_settled_pairs_and_changes_no_verdict(monkeypat
     audited = [v for v in verdicts if v.comparison.startswith("[cheap, audited: strong said first;")]
     assert len(audited) == judge.strong.calls == sum(judge.draw(r) < 0.5 for r in batch)
     assert 70 < len(audited) < 130 and all(v.winner == "second" for v in verdicts)
+
+
+class InstructionOnlyJudge:
+    """A judge that judges instruction following only: it can be a run's instruction judge, never a cascade's."""
+
+    name = "says-yes"
+
+    def __init__(self, voice: str | None = None) -> None:
+        self.judge_id = "says-yes-1"
+
+    def judge_instructions(self, batch: list[object]) -> list[object]:
+        return []
+
+    def metadata(self) -> dict[str, str]:
+        return {}
+
+
+def test_a_judge_that_judges_no_pairs_cannot_be_a_cascades(monkeypatch) -> None:
+    from ttseval.core.errors import SpecError
+    from ttseval.providers.judges import JUDGES
+
+    plugins = {
+        "judge": {"scripted": "tests.fakes:ScriptedJudge", "says-yes": "tests.test_cascade:InstructionOnlyJudge"}
+    }
+    monkeypatch.setenv("TTSEVAL_PLUGINS", json.dumps(plugins))
+    monkeypatch.setenv("TTSEVAL_CASCADES", json.dumps({"c": {"cheap": "says-yes", "strong": "scripted:strong"}}))
+    with pytest.raises(SpecError, match=r"cascade:c: its cheap judge 'says-yes' does not judge pairs"):
+        JUDGES.build("cascade:c")
+
+
+def test_a_cheap_verdict_without_a_winner_goes_to_the_strong_judge(monkeypatch) -> None:
+    from ttseval.core.protocols import PairwiseVerdict
+
+    judge = cascade(monkeypatch, audit_share=0.0)
+    settled = PairwiseVerdict(winner="first", parse_ok=True, difference="significant")
+    no_winner = PairwiseVerdict(winner=None, parse_ok=True, difference="significant")
+    assert judge.reasons(settled, PairwiseVerdict(winner="second", parse_ok=True, difference="significant")) == []
+    assert judge.reasons(settled, no_winner) == ["unparsed"] == judge.reasons(no_winner, settled)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -498,3 +500,20 @@ def test_container_images_and_manifests_turn_off_the_telemetry_the_core_declares
         d for d in yaml.safe_load_all((infra / "k8s" / "config.yaml").read_text()) if d and d.get("kind") == "ConfigMap"
     )
     assert TELEMETRY_OFF.items() <= config["data"].items()
+
+
+def test_a_deploy_that_times_out_says_what_prefect_printed_as_text(monkeypatch, tmp_path: Path) -> None:
+    # subprocess.run's TimeoutExpired carries the output as bytes even with text=True: the error must show it as
+    # the text prefect printed, not b'...'. A real process stands in for `prefect deploy`: it prints, then hangs.
+    import ttseval.deployments.register as register
+
+    real_run = subprocess.run
+
+    def hanging_deploy(argv, **kwargs):
+        script = "import sys, time; print('Deploying nightly...', flush=True); time.sleep(30)"
+        return real_run([sys.executable, "-c", script], **kwargs)
+
+    monkeypatch.setattr(register.subprocess, "run", hanging_deploy)
+    with pytest.raises(register.RegisterError) as timed_out:
+        register.register("http://127.0.0.1:9/api", timeout_s=2)
+    assert str(timed_out.value) == "prefect deploy did not finish within 2 s:\nDeploying nightly...\n"

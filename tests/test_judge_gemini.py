@@ -463,6 +463,21 @@ def test_self_consistency_majority_agreement_and_samples_cached_by_index(fake: F
     assert judge(fake).judge_id == judge(fake, samples="1").judge_id  # one sample keeps the ids judges had
 
 
+def test_sampled_scores_average_only_the_samples_that_scored_both_clips(fake: FakeGemini) -> None:
+    # The answer schema lets a sample score one clip and give null for the other: such a sample counts for the
+    # winner but not for the mean scores, which average the samples that scored both (by hand: (2 + 3) / 2 = 2.5 and
+    # (1 + 2) / 2 = 1.5), rather than failing on the null.
+    fake.script(
+        "<item-0>",
+        [Reply.ok(answer("clip_1", 3, None)), Reply.ok(answer("clip_1", 2, 1)), Reply.ok(answer("clip_1", 3, 2))],
+    )
+    fake.script("<item-1>", [Reply.ok(answer("clip_2", None, 3))] * 3)
+    both, none = judge(fake, samples="3", temperature="0.7").judge_pairs([pair(0), pair(1)])
+    assert (both.winner, both.samples, both.sample_agreement) == ("first", 3, pytest.approx(1.0))
+    assert (both.score_first, both.score_second) == (pytest.approx(2.5), pytest.approx(1.5))
+    assert (none.winner, none.score_first, none.score_second) == ("second", None, None)
+
+
 def test_self_consistency_of_instruction_verdicts(fake: FakeGemini) -> None:
     yes, no = Reply.ok(INSTRUCTION_OK), Reply.ok(INSTRUCTION_OK | {"follows": False})
     fake.script("<ins-0>", [yes, no, yes])

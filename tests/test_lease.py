@@ -152,3 +152,14 @@ def test_a_second_evaluate_on_a_run_being_written_exits_2_and_nothing_is_duplica
     ):
         raw = pd.read_parquet(tmp_path / "runs" / "busy" / table)  # every part, before any dedup
         assert len(raw) and not raw.duplicated(key).any(), table
+
+
+def test_try_acquire_alone_says_whether_it_took_the_lease_over(tmp_path: Path) -> None:
+    # try_acquire is public: a caller that takes the lease with it (no acquire loop) reads taken_over like any other
+    store = ArtifactStore(str(tmp_path / "store"))
+    fresh = RunLease(store, "fresh")
+    assert fresh.try_acquire() is None and fresh.taken_over is None
+    dead = _dead_pid()
+    _plant(store, "stale", pid=dead)
+    stale = RunLease(store, "stale")
+    assert stale.try_acquire() is None and stale.taken_over is not None and stale.taken_over["pid"] == dead

@@ -337,6 +337,20 @@ def test_unknown_voice_is_refused_with_the_close_match(vendor, fakes, env) -> No
         v.cls(v.near_miss, base_url=fake.base_url).synthesize("hello", "en")
 
 
+@pytest.mark.parametrize("vendor", ["elevenlabs", "cartesia"])
+def test_a_vendor_without_a_default_voice_built_without_one_is_a_final_failure_naming_the_fix(
+    vendor, fakes, env
+) -> None:
+    # These vendors have no default voice: asked to speak without one, the provider says so (a permanent failure,
+    # a row with its reason), and the vendor is not called.
+    fake, v = fakes[vendor], VENDORS[vendor]
+    before = fake.total_requests
+    with pytest.raises(PermanentProviderError) as missing:
+        v.cls(None, base_url=fake.base_url).synthesize("hello", "en")
+    assert str(missing.value).startswith(f"{vendor} needs a voice: {vendor}:<voice>; `ttseval voices {vendor}`")
+    assert fake.total_requests == before
+
+
 def test_cartesia_voice_list_is_paged_through(env) -> None:
     with FakeCartesia(api_key=KEY, page_size=1) as fake:
         tts = CartesiaTTS("e07c00bc-4134-4eae-9ea4-1a55fb45746b", base_url=fake.base_url)
