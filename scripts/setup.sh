@@ -47,8 +47,9 @@ system_packages() {
     fi
   fi
   if ! command -v apt-get >/dev/null; then say "no apt-get here: install ${missing[*]} yourself and re-run"; exit 1; fi
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+  local log; log="$(mktemp -t ttseval-apt.XXXXXX.log)"
+  { $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"; } \
+    > "$log" 2>&1 || { tail -n 40 "$log" >&2; say "failed: apt-get install ${missing[*]} (log: $log)"; exit 1; }
 }
 
 python_env() {

@@ -92,7 +92,9 @@ def test_dask_idle_benchmark_runs_and_its_ratio_is_the_ratio_of_its_totals() -> 
     assert result.returncode == 0, result.stderr[-3000:]
     dask, ours = (float(x) for x in re.search(r"total\s+([\d.]+)\s+([\d.]+)", result.stdout).groups())
     ratio = float(re.search(r"ttseval / Dask defaults: ([\d.]+)", result.stdout).group(1))
-    assert dask > 0.005 and ours > 0.005, result.stdout
+    # Dask's defaults (a 20 ms tick) always spend CPU in 2 s; ttseval's slower pace can spend less than one 10 ms
+    # CPU tick in 2 s of one idle worker, printed as 0.00 (seen in a fresh clone's run), so only the first is > 0
+    assert dask > 0.005 and ours >= 0, result.stdout
     # the totals are printed to 0.01, the ratio to 0.001: the ratio of the unrounded totals lies within these bounds
     assert (ours - 0.005) / (dask + 0.005) - 0.0005 <= ratio <= (ours + 0.005) / (dask - 0.005) + 0.0005, result.stdout
 
