@@ -1,7 +1,7 @@
 """Wall-time ratios for dataset generation, measured side by side in one run.
 
-The LLM is tests/fake_openai.py on loopback with a fixed latency per call (default 200 ms, a fast hosted
-model's order), answering like a cooperative model (tests/gen_fakes.py); everything else is real: the openai
+The LLM is tests/support/fake_openai.py on loopback with a fixed latency per call (default 200 ms, a fast hosted
+model's order), answering like a cooperative model (tests/support/gen_fakes.py); everything else is real: the openai
 client, the call cache, Great Expectations screening, the Prefect flow, the store.
 
 Prints:
@@ -36,8 +36,8 @@ def main() -> None:
 
     telemetry_off()
     os.environ.setdefault("OPENAI_API_KEY", "sk-benchmark")
-    from tests import gen_fakes
-    from tests.fake_openai import FakeOpenAI
+    from tests.support import gen_fakes
+    from tests.support.fake_openai import FakeOpenAI
     from ttseval.cli import prefect_api
     from ttseval.flows.generate_dataset import generate_dataset
 

@@ -1,6 +1,6 @@
 """The demo on one host against the same run spread over separate hosts, side by side in one run.
 
-Stands up the hosts of tests/lan.py on this machine (network and mount namespaces; needs root): a scheduler host
+Stands up the hosts of tests/support/lan.py on this machine (network and mount namespaces; needs root): a scheduler host
 (Dask scheduler, Prefect server), an S3 host (moto), two worker hosts (one thread each) and the client. Then runs
 `ttseval evaluate` on the demo items (the default systems, recognisers, MOS predictor and judge) twice from the
 client, each into a new store on the S3 host and reporting to the same Prefect server:
@@ -36,7 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.lan import Lan, open_lan  # noqa: E402  (the harness the multi-host tests use)
+from tests.support.lan import Lan, open_lan  # noqa: E402  (the harness the multi-host tests use)
 
 BIN = Path(sys.executable).parent
 REQUEST = re.compile(r'"(GET|PUT|POST|HEAD|DELETE) ')

@@ -1,6 +1,6 @@
 """Judge throughput against a configured rate limit, across every Dask worker together.
 
-A fake Gemini API on loopback (tests/fake_gemini.py: the real google-genai client, real HTTP) answers each
+A fake Gemini API on loopback (tests/support/fake_gemini.py: the real google-genai client, real HTTP) answers each
 pairwise request after a realistic latency and enforces a vendor rate limit of its own: a token bucket of
 `--rate` calls refilled at `--rate` per second; a call that finds it empty gets 429 with Retry-After. The same
 rate is configured as ttseval's vendor limit (`vendor_limits.gemini.per_second`, the Dask scheduler's clock in
@@ -73,7 +73,7 @@ class RateLimitedServer:
         self._lock = threading.Lock()
 
     def __call__(self, request):  # the FakeGemini responder: None answers the default verdict
-        from tests.fake_gemini import Reply
+        from tests.support.fake_gemini import Reply
 
         with self._lock:
             now = time.monotonic()
@@ -90,7 +90,7 @@ class RateLimitedServer:
 def judge_once(
     store_dir: Path, pairs: int, rate: float, latency: float, workers: int, limited: bool, env: dict[str, str]
 ) -> dict[str, float]:
-    from tests.fake_gemini import FakeGemini
+    from tests.support.fake_gemini import FakeGemini
 
     gate = RateLimitedServer(rate)
     with FakeGemini(responder=gate, delay_s=latency) as fake:

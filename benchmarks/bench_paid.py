@@ -1,6 +1,6 @@
 """What the synthesis stage adds around a paid API call, and what a dry run costs, measured side by side.
 
-Against the OpenAI-compatible fake speech server on loopback (tests/fake_tts.py; real HTTP, real WAV bytes), it
+Against the OpenAI-compatible fake speech server on loopback (tests/support/fake_tts.py; real HTTP, real WAV bytes), it
 times in one process:
   - direct:  `provider.synthesize` in a plain loop (the HTTP exchange and decoding only)
   - stage:   `ttseval.tasks.synthesize.synthesize_rows` over the same texts into a fresh store (rows, cost, WAV blobs,
@@ -28,7 +28,7 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=200)
     args = parser.parse_args()
 
-    from tests.fake_tts import FakeOpenAISpeech
+    from tests.support.fake_tts import FakeOpenAISpeech
     from ttseval.core.config import load_settings
     from ttseval.core.registry import Spec
     from ttseval.core.store import ArtifactStore

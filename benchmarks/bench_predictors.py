@@ -6,7 +6,7 @@ ECAPA and VoxLingua107, and Seed-TTS-eval's SIM encoder when asked for (`--only`
 `--device` is the torch models' device option (UTMOS22, ECAPA, VoxLingua107, Seed-TTS-eval SIM; NISQA and sherpa-onnx
 run on the CPU); on a GPU each child also reports the most GPU memory torch allocated.
 
-Each predictor runs in a child process of its own, from files built with random weights by tests/tiny_models.py
+Each predictor runs in a child process of its own, from files built with random weights by tests/support/tiny_models.py
 (UTMOS22, NISQA, ECAPA and VoxLingua107 at their real sizes: 103 M, 0.2 M, 20.8 M and 21 M weights; the sherpa-onnx
 model is a tiny x-vector, far smaller than CAM++, so its figures show sherpa-onnx's front end more than a real
 model). The child reports the time to build and load the model, clips per second over `--clips` clips of `--seconds`
@@ -134,7 +134,7 @@ def worker(specs: list[str], count: int, seconds: float, shards: int, in_memory:
 
 
 def _tm():
-    from tests import tiny_models
+    from tests.support import tiny_models
 
     return tiny_models
 

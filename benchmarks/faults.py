@@ -43,7 +43,7 @@ VALUES = {"synthesis": ["audio_sha256"], "transcripts": ["hypothesis", "wer", "c
 
 
 def provider_scenario(tmp: Path) -> tuple:
-    from tests.fake_tts import FakeOpenAISpeech, TTSReply
+    from tests.support.fake_tts import FakeOpenAISpeech, TTSReply
     from ttseval.core.config import load_settings
     from ttseval.core.registry import Spec
     from ttseval.providers.tts import TTS
@@ -93,7 +93,7 @@ def provider_scenario(tmp: Path) -> tuple:
 def recompute_scenario(tmp: Path) -> tuple:
     import pandas as pd
 
-    from tests.test_healing import CALLS, SPEC, items_frame, settings_for
+    from tests.support.healing import CALLS, SPEC, items_frame, settings_for
     from ttseval.tasks.parts import get_store
     from ttseval.tasks.plan import plan_synthesis
     from ttseval.tasks.synthesize import synthesize_items
@@ -163,10 +163,10 @@ def worker_scenario(tmp: Path, dataset: Path, env: dict[str, str]) -> tuple:
     folder.mkdir()
     calls = folder / "calls.log"
     env = env | {
-        "TTSEVAL_PLUGINS": json.dumps({"tts": {"counting-flite": "tests.fakes:CountingFliteTTS"}}),
+        "TTSEVAL_PLUGINS": json.dumps({"tts": {"counting-flite": "tests.support.fakes:CountingFliteTTS"}}),
         "TTSEVAL_REUSE_AUDIO": "false",
         "PYTHONPATH": str(ROOT),
-    }  # the counting engine is in tests/
+    }  # the counting engine is in tests/support/
     args = [
         str(BIN / "ttseval"),
         "evaluate",

@@ -10,8 +10,8 @@ their configs with random weights by benchmarks/gpu_batch.py's builders (nothing
 are noise, the placement and the times are real.
 
 `--quality dnsmos,utmos22,nisqa` adds MOS predictors built with random weights at their real sizes by
-tests/tiny_models.py (UTMOS22 on the GPU with gpu = true; NISQA runs on the CPU); `--shard-size` is the setting (the
-recogniser batches a whole shard: 32 for the batch sizes docs/performance.md measured).
+tests/support/tiny_models.py (UTMOS22 on the GPU with gpu = true; NISQA runs on the CPU); `--shard-size` is the setting
+(the recogniser batches a whole shard: 32 for the batch sizes docs/performance.md measured).
 
 Each mode runs `ttseval evaluate` in a fresh folder with its own store and prints its wall time, exit code and the
 most GPU memory nvidia-smi saw in use (sampled every 0.5 s), then the ratio. Usage:
@@ -55,8 +55,9 @@ def gpu_memory_sampler(stop: threading.Event, peak: list[int]) -> None:
 
 def predictors(names: list[str], models: Path) -> list[str]:
     """The quality specs: dnsmos as it ships, the others from random weights of their real architectures."""
-    where = Path(__file__).resolve().parent.parent / "tests" / "tiny_models.py"  # by path: the repository is not on
-    spec = importlib.util.spec_from_file_location("tiny_models", where)  # sys.path (it would shadow ttseval)
+    # by path: the repository is not on sys.path (it would shadow ttseval)
+    where = Path(__file__).resolve().parent.parent / "tests" / "support" / "tiny_models.py"
+    spec = importlib.util.spec_from_file_location("tiny_models", where)
     tm = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tm)
     built = {

@@ -34,7 +34,7 @@ system_packages() {
   if [ "$mode" = test ]; then  # the UI tests drive the Prefect UI in headless Chromium
     command -v chromium >/dev/null || missing+=(chromium)
     command -v chromedriver >/dev/null || missing+=(chromium-driver)
-    # tests/test_slurm.py runs an evaluate on a one-node Slurm (tests/slurm.py starts its daemons itself)
+    # tests/system/test_slurm.py runs an evaluate on a one-node Slurm (tests/support/slurm.py starts its daemons itself)
     command -v slurmctld >/dev/null || missing+=(slurm-wlm)
     command -v munged >/dev/null || missing+=(munge)
   fi
@@ -94,7 +94,9 @@ case "$mode" in
   # Test modules in parallel, one module per worker process (--dist loadfile keeps a module's shared servers in
   # one process): measured 13:22 with 2 workers against 22 min serial on this 2-core machine. --no-loadscope-reorder
   # hands files out in collection order, which puts the slowest first (tests/conftest.py SLOWEST_FIRST).
-  test) checks; exec "$VENV/bin/python" -m pytest -n "${TTSEVAL_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder "$@" ;;
+  # --durations=25: every run prints its 25 slowest tests, so growth is seen where it happens.
+  test) checks; exec "$VENV/bin/python" -m pytest -n "${TTSEVAL_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder \
+    --durations=25 "$@" ;;
   install) say "installed; activate with: source $VENV/bin/activate" ;;
   *) say "unknown mode $mode: use demo, test, check or install"; exit 2 ;;
 esac

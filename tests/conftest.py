@@ -1,5 +1,6 @@
-"""Shared fixtures: a real Prefect server, a real S3-compatible server (moto) and a Dask cluster on loopback, and a
-CLI runner.
+"""Shared fixtures: a real Prefect server, a real S3-compatible server (moto) and a Dask cluster on loopback; the
+tier marker of every test and the order the test files are handed out in. The plain helpers (the CLI runner, its
+environment, ports, ...) are tests/support/harness.py.
 
 Subprocess runs of `ttseval` point at the session's Prefect server, so each run skips the 10-17 s start of a
 temporary server; end-to-end runs that need no cluster of their own run on the session's Dask cluster
@@ -9,90 +10,68 @@ temporary server; end-to-end runs that need no cluster of their own run on the s
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import signal
-import socket
 import subprocess
-import sys
-import time
-import urllib.request
-from collections.abc import Collection, Iterator
-from datetime import UTC, datetime
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.support.harness import BIN, ROOT, cli_env, demo_items, free_port, stop_group, wait_http
 from ttseval.core.telemetry import TELEMETRY_OFF
 from ttseval.infra.dask_defaults import dask_env
 from ttseval.providers import MODEL_THREADS_VARIABLE
 
-ROOT = Path(__file__).resolve().parent.parent
-BIN = Path(sys.executable).parent
+# the local stack's fixtures (stack, deployed, nightly_zone, tiny_dataset) for tests/system/test_stack.py and
+# tests/system/test_ui.py; module-scoped, so each module that asks for them starts its own stack. pytest reads
+# pytest_plugins only in this top-level conftest.
+pytest_plugins = ["tests.support.stack_fixtures"]
 
-# the local stack's fixtures (stack, deployed, nightly_zone, tiny_dataset) for tests/test_stack.py and tests/test_ui.py;
-# module-scoped, so each module that asks for them starts its own stack
-pytest_plugins = ["tests.stack_fixtures"]
-
+TESTS = Path(__file__).resolve().parent
+TIERS = ("unit", "e2e", "system")
+"""A test's tier is the folder under tests/ it lives in; it is marked with the tier's name (the markers are declared
+in pyproject.toml), so `-m unit` selects the same tests as the path tests/unit."""
 
 SLOWEST_FIRST = (
-    "test_evaluate_cli.py",
-    "test_multi_host.py",
-    "test_nightly_week.py",
-    "test_judging_cli.py",
-    "test_paid_run.py",
-    "test_ui.py",
-    "test_stack.py",
-    "test_faults.py",
+    "e2e/test_evaluate_cli.py",
+    "system/test_multi_host.py",
+    "e2e/test_nightly_week.py",
+    "e2e/test_judging_cli.py",
+    "e2e/test_paid_run.py",
+    "system/test_ui.py",
+    "system/test_stack.py",
+    "system/test_faults.py",
 )
 """The test files that took longest in a fresh clone (2026-11-26: test_evaluate_cli 1,281 s, test_nightly_week
 802 s, test_judging_cli 755 s, then test_paid_run, test_ui, test_stack and test_faults 330-385 s each, of the 8,330 s
-the files sum to; test_multi_host, about 780 s alone since issue 27's two restarts, goes second). They are
-collected first, so the two test workers (`--dist loadfile` hands out files in collection order) start on them, and
-the last minutes of a run are short files on both workers, not one long file on one worker while the other waits."""
+the files sum to; test_multi_host, about 780 s alone since issue 27's two restarts, goes second), by their path
+under tests/. They are collected first, so the two test workers (`--dist loadfile` hands out files in collection
+order) start on them, and the last minutes of a run are short files on both workers, not one long file on one
+worker while the other waits."""
 
 
+def _under_tests(item: pytest.Item) -> str:
+    """The item's file as a path relative to tests/ ('e2e/test_paid_run.py'); '' for a file outside tests/."""
+    path = Path(item.path).resolve()
+    return path.relative_to(TESTS).as_posix() if path.is_relative_to(TESTS) else ""
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by these markers
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_http(url: str, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(url, timeout=2):
-                return
-        except OSError:
-            time.sleep(0.3)
-    raise RuntimeError(f"{url} did not answer within {timeout_s} s")
-
-
-def a_zone_where_2am_is_hours_away(now: datetime | None = None) -> str:
-    """An IANA zone (Etc/GMT-N is UTC+N: whole hours, no daylight saving) in which the next 02:00 is 11 to 12 hours
-    after `now` (UTC). A test that registers the nightly deployment ("0 2 * * *") on a server whose pool a worker
-    polls registers it in this zone, so the schedule never fires mid-test: on CI at 02:00 UTC it did, and the
-    55-item demo night held the test hosts' two workers for ten minutes."""
-    now = now or datetime.now(UTC)
-    utc_hour_of_2am = (now.hour + 12) % 24  # 02:00 local falls at this UTC hour, 11-12 h ahead
-    offset = (2 - utc_hour_of_2am) % 24  # local = UTC + offset
-    offset = offset - 24 if offset > 14 else offset  # zones run from UTC-12 to UTC+14
-    return "Etc/GMT" if offset == 0 else f"Etc/GMT{-offset:+d}"
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    with_group = hasattr(os, "killpg")
-    try:
-        os.killpg(proc.pid, signal.SIGTERM) if with_group else proc.terminate()
-        proc.wait(timeout=15)
-    except (subprocess.TimeoutExpired, ProcessLookupError):
-        with_group and os.killpg(proc.pid, signal.SIGKILL)
+    outside = []
+    for item in items:
+        tier = _under_tests(item).split("/", 1)[0]
+        if tier in TIERS:
+            item.add_marker(getattr(pytest.mark, tier))
+        else:
+            outside.append(item.nodeid)
+    if outside:
+        raise pytest.UsageError(
+            f"every test lives in one of tests/{{{','.join(TIERS)}}}/ (its folder is its tier and its marker); "
+            f"these do not: {', '.join(outside)}"
+        )
+    rank = {path: i for i, path in enumerate(SLOWEST_FIRST)}
+    items.sort(key=lambda item: rank.get(_under_tests(item), len(rank)))  # stable: the rest keep their order
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -117,8 +96,8 @@ def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> str:
     port = free_port()
     env = os.environ | {"PREFECT_HOME": str(home), **TELEMETRY_OFF, "PREFECT_UI_ENABLED": "false"}
     with open(home / "server.log", "w") as log:
-        # on every address of this host, so test hosts made of network namespaces (tests/hosts.py) reach it at their
-        # peer address; the tests on this host use loopback
+        # on every address of this host, so test hosts made of network namespaces (tests/support/hosts.py) reach it
+        # at their peer address; the tests on this host use loopback
         proc = subprocess.Popen(
             [str(BIN / "prefect"), "server", "start", "--host", "0.0.0.0", "--port", str(port)],
             env=env,
@@ -130,16 +109,16 @@ def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> str:
         try:
             wait_http(url + "/health", 90)
         except RuntimeError as e:
-            _stop(proc)
+            stop_group(proc)
             raise RuntimeError((home / "server.log").read_text()[-3000:]) from e
         yield url
-        _stop(proc)
+        stop_group(proc)
 
 
 @pytest.fixture(scope="session")
 def s3_server() -> dict[str, str]:
-    """moto's S3-compatible server on loopback (and on every address of this host, for test hosts: tests/hosts.py);
-    returns the AWS environment a client on this host needs."""
+    """moto's S3-compatible server on loopback (and on every address of this host, for test hosts:
+    tests/support/hosts.py); returns the AWS environment a client on this host needs."""
     port = free_port()
     proc = subprocess.Popen(
         [str(BIN / "moto_server"), "-H", "0.0.0.0", "-p", str(port)],
@@ -155,7 +134,7 @@ def s3_server() -> dict[str, str]:
         "AWS_SECRET_ACCESS_KEY": "testing-secret",
         "AWS_REGION": "us-east-1",
     }
-    _stop(proc)
+    stop_group(proc)
 
 
 @pytest.fixture
@@ -168,11 +147,6 @@ def s3_bucket(s3_server: dict[str, str], monkeypatch: pytest.MonkeyPatch, reques
     name = "ttseval-" + request.node.name.lower().replace("_", "-").replace("[", "-").replace("]", "")[:40]
     boto3.client("s3", endpoint_url=s3_server["AWS_ENDPOINT_URL"]).create_bucket(Bucket=name)
     return name
-
-
-def cli_env(prefect_api: str, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TTSEVAL_", "AWS_"))}
-    return env | {"PREFECT_API_URL": prefect_api, "PYTHONPATH": str(ROOT), **TELEMETRY_OFF} | extra
 
 
 # Variables the shared cluster's workers never get from the pytest process: settings and credentials a test sets
@@ -274,13 +248,13 @@ def shared_dask(prefect_api: str, tmp_path_factory: pytest.TempPathFactory) -> I
             [_STARTED_WITH[address]] = _worker_environments(address).values()
         except Exception as e:
             for proc in reversed(procs):
-                _stop(proc)
+                stop_group(proc)
             raise RuntimeError(
                 f"the shared Dask cluster did not start: {e}\n{(folder / 'dask.log').read_text()[-3000:]}"
             ) from e
         yield address
         for proc in reversed(procs):  # the worker first, so it is not left looking for its scheduler
-            _stop(proc)
+            stop_group(proc)
 
 
 @pytest.fixture(scope="session")
@@ -323,25 +297,6 @@ def _worker_environments(address: str) -> dict[str, dict[str, str]]:
 
 
 _STARTED_WITH: dict[str, dict[str, str]] = {}  # scheduler address -> its worker's environment at start
-
-
-def run_cli(args: list[str], env: dict[str, str], cwd: Path, timeout_s: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(BIN / "ttseval"), *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout_s
-    )
-
-
-def demo_items(path: Path, item_ids: Collection[str]) -> list[dict]:
-    """Write the demo dataset's rows with these item ids (in the demo's order) to `path`; returns the rows."""
-    from ttseval.corpus import DEMO_DATASET
-
-    rows = [
-        r
-        for line in DEMO_DATASET.read_text(encoding="utf-8").splitlines()
-        if (r := json.loads(line))["item_id"] in item_ids
-    ]
-    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
-    return rows
 
 
 @pytest.fixture(scope="session")

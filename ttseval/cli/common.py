@@ -1,7 +1,7 @@
 """What the command modules share: exit codes, quiet defaults, the Prefect API a command talks to, argument types.
 
 Nothing here imports Prefect, Dask or a model at import time: `ttseval --help`, `ttseval providers` and
-`ttseval evaluate --help` stay cheap (tests/test_layers.py).
+`ttseval evaluate --help` stay cheap (tests/unit/test_layers.py).
 """
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ class Audio:
 def resample(samples: np.ndarray, from_hz: int, to_hz: int) -> np.ndarray:
     """Mono samples at another rate, as float32: soxr's high-quality mode, then cut or zero-padded to
     ceil(n * (to / from)) samples. This is exactly what `librosa.resample` does by default (res_type 'soxr_hq',
-    fix=True; tests/test_core.py compares the two), without importing librosa, whose first resample costs 1.7 s
+    fix=True; tests/unit/test_core.py compares the two), without importing librosa, whose first resample costs 1.7 s
     of imports and numba set-up in a command that only exports a listening test."""
     import soxr
 

@@ -2,7 +2,7 @@
 Great Expectations from reporting usage. ttseval runs offline (and Prefect's analytics raised "database is
 locked" on a first local run), so every entry point applies these: the CLI, the local stack's processes, the
 deployment registration, the validation layer, the tests and benchmarks. The container images and manifests
-under infra/ set the same variables (tests/test_infra.py holds them to this list).
+under infra/ set the same variables (tests/unit/test_infra.py holds them to this list).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ one in twenty true nulls. The family's p-values are adjusted together:
   "differs" among those called), from ``scipy.stats.false_discovery_control``.
 
 A NaN p-value (a test that could not run: every difference zero, one item) is left out of the family and stays
-NaN. Checked against statsmodels' ``multipletests`` in tests/test_metrics_paired.py.
+NaN. Checked against statsmodels' ``multipletests`` in tests/unit/test_metrics_paired.py.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ difference `delta` with probability `power`?
 The answer is that of the paired t-test, exactly: the smallest n whose power, from the noncentral t distribution
 (`scipy.stats.nct`, df = n - 1, noncentrality delta / sd * sqrt(n)), reaches `power`. The report decides with a
 paired permutation test, whose power at these sizes is close to the t-test's (both test the mean difference);
-tests/test_metrics_planning.py checks the planned n against statsmodels' `TTestPower` and against a simulation that
+tests/unit/test_metrics_planning.py checks the planned n against statsmodels' `TTestPower` and against a simulation that
 resamples a pilot's own per-item differences (shifted to the planned delta) and counts how often the test rejects.
 
 With the report's family of m tests adjusted by Holm, plan with alpha / m (`tests`): Holm's first step is

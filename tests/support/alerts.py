@@ -1,0 +1,75 @@
+"""What the alert tests share (tests/unit/test_alerts.py, tests/e2e/test_alerts_on_prefect.py, the nightly e2e tests):
+a webhook receiver on loopback that keeps each POST's path and JSON body and answers 500 on /fail, and a drift table
+with two flagged changes."""
+
+from __future__ import annotations
+
+import json
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pandas as pd
+
+from ttseval.metrics.drift import COLUMNS
+
+
+class Receiver(ThreadingHTTPServer):
+    """A webhook receiver: keeps each POST's path and JSON body; answers 500 on /fail."""
+
+    def __init__(self) -> None:
+        self.received: list[tuple[str, dict]] = []
+        super().__init__(("127.0.0.1", 0), _Handler)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: Receiver
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.server.received.append((self.path, body))
+        self.send_response(500 if self.path.startswith("/fail") else 200)
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def drift_rows() -> pd.DataFrame:
+    """Two flagged changes (a paired WER rise, a system gone) and one unflagged MOS wobble."""
+    rows = [
+        {
+            "system_spec": "openai:alloy",
+            "asr_spec": "whisper:tiny",
+            "metric": "wer",
+            "previous": 0.05,
+            "current": 0.125,
+            "delta": 0.075,
+            "p_adjusted": 0.0021,
+            "test": "paired",
+            "flagged": True,
+            "direction": "worse",
+        },
+        {
+            "system_spec": "openai:alloy",
+            "asr_spec": None,
+            "metric": "mos",
+            "previous": 3.9,
+            "current": 3.85,
+            "delta": -0.05,
+            "p_adjusted": 0.61,
+            "test": "paired",
+            "flagged": False,
+            "direction": "worse",
+        },
+        {
+            "system_spec": "elevenlabs:Rachel",
+            "asr_spec": None,
+            "metric": "presence",
+            "flagged": True,
+            "direction": "removed",
+        },
+    ]
+    return pd.DataFrame(rows).reindex(columns=COLUMNS)

@@ -1,0 +1,105 @@
+"""The plain helpers every tier shares: where the checkout and the venv's commands are, free ports, waiting for a
+server, stopping a process group, and running `ttseval` as a user would. tests/conftest.py builds its fixtures from
+these; test modules import them from here (never from the conftest)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Collection
+from datetime import UTC, datetime
+from pathlib import Path
+
+from ttseval.core.telemetry import TELEMETRY_OFF
+
+ROOT = Path(__file__).resolve().parents[2]
+"""The repository's root (the checkout): the one place a test finds it, whatever folder the test lives in."""
+
+BIN = Path(sys.executable).parent
+"""The venv's commands: ttseval, prefect, dask, moto_server."""
+
+DEAD_API = "http://127.0.0.1:9/api"
+"""A Prefect API address nothing answers on: for a command that must refuse before it needs any server."""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_http(url: str, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return
+        except OSError:
+            time.sleep(0.3)
+    raise RuntimeError(f"{url} did not answer within {timeout_s} s")
+
+
+def a_zone_where_2am_is_hours_away(now: datetime | None = None) -> str:
+    """An IANA zone (Etc/GMT-N is UTC+N: whole hours, no daylight saving) in which the next 02:00 is 11 to 12 hours
+    after `now` (UTC). A test that registers the nightly deployment ("0 2 * * *") on a server whose pool a worker
+    polls registers it in this zone, so the schedule never fires mid-test: on CI at 02:00 UTC it did, and the
+    55-item demo night held the test hosts' two workers for ten minutes."""
+    now = now or datetime.now(UTC)
+    utc_hour_of_2am = (now.hour + 12) % 24  # 02:00 local falls at this UTC hour, 11-12 h ahead
+    offset = (2 - utc_hour_of_2am) % 24  # local = UTC + offset
+    offset = offset - 24 if offset > 14 else offset  # zones run from UTC-12 to UTC+14
+    return "Etc/GMT" if offset == 0 else f"Etc/GMT{-offset:+d}"
+
+
+def stop_group(proc: subprocess.Popen) -> None:
+    """Stop a process started with start_new_session=True and everything in its group: SIGTERM, then SIGKILL after
+    15 s."""
+    with_group = hasattr(os, "killpg")
+    try:
+        os.killpg(proc.pid, signal.SIGTERM) if with_group else proc.terminate()
+        proc.wait(timeout=15)
+    except (subprocess.TimeoutExpired, ProcessLookupError):
+        with_group and os.killpg(proc.pid, signal.SIGKILL)
+
+
+def cli_env(prefect_api: str, **extra: str) -> dict[str, str]:
+    """The environment of a `ttseval` command run against `prefect_api`: none of the pytest process's TTSEVAL_* or
+    AWS_*, this checkout on PYTHONPATH (so plugin strings such as tests.support.fakes:FlakyTTS import), telemetry
+    off, and `extra` on top."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TTSEVAL_", "AWS_"))}
+    return env | {"PREFECT_API_URL": prefect_api, "PYTHONPATH": str(ROOT), **TELEMETRY_OFF} | extra
+
+
+def run_cli(args: list[str], env: dict[str, str], cwd: Path, timeout_s: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(BIN / "ttseval"), *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout_s
+    )
+
+
+def demo_items(path: Path, item_ids: Collection[str]) -> list[dict]:
+    """Write the demo dataset's rows with these item ids (in the demo's order) to `path`; returns the rows."""
+    from ttseval.corpus import DEMO_DATASET
+
+    rows = [
+        r
+        for line in DEMO_DATASET.read_text(encoding="utf-8").splitlines()
+        if (r := json.loads(line))["item_id"] in item_ids
+    ]
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    return rows
+
+
+def copy_package_tree(target: Path) -> Path:
+    """The package folder, pyproject.toml and README of the working tree, copied to `target`."""
+    import shutil
+
+    shutil.copytree(ROOT / "ttseval", target / "ttseval", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, target / name)
+    return target

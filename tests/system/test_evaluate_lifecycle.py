@@ -1,0 +1,94 @@
+"""The lifecycle of what `ttseval evaluate` starts itself when no Prefect server is set: with
+prefect_server_keep_s = 0 it starts one temporary server and stops it, and SIGTERM ends the command, its Dask workers
+and that server. The runs on the session's server are tests/e2e/test_evaluate_cli.py."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from tests.support.harness import BIN, cli_env, run_cli
+
+
+def test_with_keep_0_and_no_prefect_server_the_command_starts_and_stops_its_own(tmp_path: Path) -> None:
+    """No PREFECT_API_URL and prefect_server_keep_s = 0: one temporary server for the command and its Dask workers
+    (the shared server of the default: tests/system/test_prefect_server.py)."""
+    env = {k: v for k, v in cli_env("unused").items() if k != "PREFECT_API_URL"} | {
+        "PREFECT_HOME": str(tmp_path / "ph"),
+        "TTSEVAL_PREFECT_SERVER_KEEP_S": "0",
+    }
+    dataset = tmp_path / "one.jsonl"
+    dataset.write_text(
+        '{"item_id": "q1", "text": "Is it late?", "language": "en-US", "category": "questions", "depth": 0}\n'
+    )
+    result = run_cli(
+        [
+            "evaluate",
+            "--dataset",
+            str(dataset),
+            "--systems",
+            "espeak-ng,flite:slt",
+            "--store",
+            str(tmp_path / "s"),
+            "--run-id",
+            "own",
+        ],
+        env,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    output = result.stdout + result.stderr
+    assert output.count("Starting temporary server") == 1 and "Stopping temporary server" in output
+    assert "Error logging to API" not in output and "Traceback" not in output
+    assert len(pd.read_parquet(tmp_path / "s" / "runs" / "own" / "report")) == 2
+    # the LocalCluster's workers log to this console: a task run there leaves a duplicate of the runner that never
+    # started a cluster, and must not say that nothing was computed (the demo printed it after every task)
+    from ttseval.flows.runner import NOT_STARTED
+
+    assert NOT_STARTED not in output
+
+
+def test_sigterm_stops_the_run_and_everything_it_started(small_dataset: Path, tmp_path: Path) -> None:
+    """SIGTERM (a scheduler or a user's kill) ends the command, its Dask workers and its temporary Prefect server
+    (prefect_server_keep_s = 0; a shared server outlives commands by design)."""
+    import psutil
+
+    env = {k: v for k, v in cli_env("unused").items() if k != "PREFECT_API_URL"} | {
+        "PREFECT_HOME": str(tmp_path / "ph"),
+        "TTSEVAL_PREFECT_SERVER_KEEP_S": "0",
+    }
+    proc = subprocess.Popen(
+        [
+            str(BIN / "ttseval"),
+            "evaluate",
+            "--dataset",
+            str(small_dataset),
+            "--systems",
+            "espeak-ng,flite:slt",
+            "--store",
+            str(tmp_path / "s"),
+            "--run-id",
+            "t",
+            "--shard-size",
+            "1",
+        ],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    synth_dir = tmp_path / "s" / "runs" / "t" / "synthesis"
+    deadline = time.monotonic() + 300
+    while not (synth_dir.is_dir() and list(synth_dir.glob("part-*.parquet"))):
+        assert proc.poll() is None and time.monotonic() < deadline, "the run ended before it could be stopped"
+        time.sleep(0.1)
+    family = psutil.Process(proc.pid).children(recursive=True)
+    assert family, "expected Dask workers and a temporary Prefect server"
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) != 0
+    _, alive = psutil.wait_procs(family, timeout=30)
+    assert not alive, [p.cmdline()[:3] for p in alive]

@@ -1,0 +1,66 @@
+"""The alert of a nightly run's flagged drift (ttseval.tasks.report.drift_alert): what the message says, and when
+there is one. Sending it through real Prefect notification blocks is tests/e2e/test_alerts_on_prefect.py."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from tests.support.alerts import drift_rows
+from ttseval.tasks.report import drift_alert
+
+
+def test_the_message_names_system_metric_size_and_links() -> None:
+    subject, body = drift_alert(
+        drift_rows(),
+        "nightly-20261122T020000Z",
+        "nightly-20261123T020000Z",
+        ["HTML report: file:///s/runs/n/html/index.html"],
+    )
+    assert subject == "ttseval nightly nightly-20261123T020000Z: 2 flagged change(s), 1 for the worse"
+    assert body.splitlines() == [
+        "Drift of nightly-20261123T020000Z against nightly-20261122T020000Z:",
+        "- openai:alloy (whisper:tiny) wer: 0.050 -> 0.125 (delta 0.075, adjusted p 0.0021), worse",
+        "- elevenlabs:Rachel: removed since nightly-20261122T020000Z",
+        "",
+        "HTML report: file:///s/runs/n/html/index.html",
+    ]
+
+
+def test_no_flagged_change_no_message() -> None:
+    quiet = drift_rows().assign(flagged=False)
+    assert drift_alert(quiet, "a", "b", []) is None
+
+
+def test_a_slow_drift_alone_sends_the_message() -> None:
+    # WER 0.10 rising 0.01 a night, SE 0.01 each night: z_t = 0.01 t / (0.01 sqrt 2) = 0.707 t; with k 0.5 the
+    # CUSUM is 0.207, 1.121, 2.743, then 2.743 + 2.828 - 0.5 = 5.071 > 5 on the fifth night (worked by hand)
+    from ttseval.metrics.trends import trend_changes
+    from ttseval.tasks.trends import drift_lines
+
+    nights = pd.DataFrame(
+        {
+            "night": range(5),
+            "run_id": [f"n{i}" for i in range(5)],
+            "system_id": "a",
+            "system_spec": "openai:alloy",
+            "metric": "wer",
+            "detail": "whisper:tiny",
+            "value": [0.10, 0.11, 0.12, 0.13, 0.14],
+            "ci_low": 0.0,
+            "ci_high": 1.0,
+            "se": 0.01,
+            "n": 8,
+        }
+    )
+    trends = trend_changes(nights, k=0.5, h=5.0)
+    assert trends["drift"].tolist() == [False, False, False, False, True]
+    assert drift_lines(trends, "n3", 5.0) == []
+    [line] = drift_lines(trends, "n4", 5.0)
+    assert line == (
+        "- openai:alloy wer (whisper:tiny) slow drift: 0.100 on n0 -> 0.140 tonight (2.83 SE; CUSUM "
+        "5.07 > h 5.0 over 5 nights)"
+    )
+    quiet = drift_rows().assign(flagged=False)
+    subject, body = drift_alert(quiet, "n3", "n4", ["trends: /s/runs/n4/html/trends.html"], None, [line])
+    assert subject == "ttseval nightly n4: 1 flagged change(s), 1 for the worse"
+    assert body.splitlines() == ["Drift of n4 against n3:", line, "", "trends: /s/runs/n4/html/trends.html"]

@@ -1,0 +1,176 @@
+"""The artifact store, parametrized over a local folder and a real S3-compatible server (moto) on loopback."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pandas as pd
+import pytest
+
+from ttseval.core.errors import StoreError
+from ttseval.core.schemas import table_from_rows
+from ttseval.core.store import ArtifactStore
+
+
+@pytest.fixture(params=["local", "s3"])
+def store(request: pytest.FixtureRequest, tmp_path) -> ArtifactStore:
+    if request.param == "local":
+        return ArtifactStore(str(tmp_path / "store"))
+    bucket = request.getfixturevalue("s3_bucket")
+    return ArtifactStore(f"s3://{bucket}/some/prefix")
+
+
+def _row(item: str, status: str, at: datetime, **extra) -> dict:
+    return {"item_id": item, "system_id": "sys", "system_spec": "espeak-ng", "status": status, "created_at": at} | extra
+
+
+def test_parts_round_trip_and_dedupe_by_key_newest_first(store: ArtifactStore) -> None:
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    first = store.write_part(
+        "r",
+        "synthesis",
+        table_from_rows(
+            "synthesis",
+            [
+                _row("a", "failed", t0, retryable=True, error_type="TransientProviderError"),
+                _row("b", "ok", t0, duration_s=1.5),
+            ],
+        ),
+    )
+    second = store.write_part(
+        "r",
+        "synthesis",
+        table_from_rows("synthesis", [_row("a", "ok", t0 + timedelta(seconds=1), duration_s=2.0)]),
+        label="shard 1/2",
+    )
+    assert "shard-1-2" in second and len(store.part_files("r", "synthesis")) == 2
+    frame = store.read("r", "synthesis").set_index("item_id")
+    assert frame.loc["a", "status"] == "ok" and frame.loc["a", "duration_s"] == 2.0
+    assert frame.loc["b", "duration_s"] == 1.5 and len(frame) == 2
+    # after superseding, a raw read of the folder sees each key once
+    assert store.supersede("r", "synthesis", {("a", "sys")}, keep=second) == 1
+    assert first in store.part_files("r", "synthesis")
+    raw = store.read("r", "synthesis")
+    assert sorted(raw["item_id"]) == ["a", "b"]
+
+
+def test_compaction_keeps_the_rows_a_reader_sees_and_filters_push_down(store: ArtifactStore) -> None:
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    for shard in range(5):  # 5 parts of 4 rows; item i{0..3} is rewritten by every later shard (newest wins)
+        store.write_part(
+            "r",
+            "synthesis",
+            table_from_rows(
+                "synthesis",
+                [
+                    _row(
+                        f"i{k}",
+                        "ok" if (k + shard) % 2 else "failed",
+                        t0 + timedelta(seconds=shard),
+                        duration_s=float(shard),
+                    )
+                    for k in range(shard, shard + 4)
+                ],
+            ),
+            label=f"shard {shard}",
+        )
+    before = store.read("r", "synthesis")
+    assert len(before) == 8 and len(store.part_files("r", "synthesis")) == 5
+    assert store.compact("r", "synthesis") == (5, 1)
+    after = store.read("r", "synthesis")
+    pd.testing.assert_frame_equal(
+        before.sort_values("item_id").reset_index(drop=True), after.sort_values("item_id").reset_index(drop=True)
+    )
+    [part] = store.part_files("r", "synthesis")
+    assert "compacted" in part and pq.read_metadata(part, filesystem=store.fs).num_rows == 8
+    assert store.compact("r", "synthesis") == (1, 1)  # nothing to do
+    if not store.is_local:  # deleting the old parts left no "folder/" marker objects (pyarrow's S3 delete does)
+        import boto3
+
+        bucket, _, prefix = store.root.partition("/")
+        keys = [o["Key"] for o in boto3.client("s3").list_objects_v2(Bucket=bucket)["Contents"]]
+        assert [k for k in keys if k.startswith(prefix)] and not [k for k in keys if k.endswith("/")], keys
+    # column and row filters: only what was asked for comes back, deduped the same way
+    some = store.read("r", "synthesis", columns=["item_id", "duration_s"], where=pc.field("item_id").isin(["i3", "i7"]))
+    assert list(some.columns) == ["item_id", "duration_s"]
+    assert some.set_index("item_id")["duration_s"].to_dict() == {"i3": 3.0, "i7": 4.0}
+    assert store.read("nothing", "synthesis", columns=["status"]).columns.tolist() == ["status"]
+    with pytest.raises(KeyError, match="wer"):
+        store.read("r", "synthesis", columns=["wer"])
+
+
+def test_missing_table_reads_empty_with_schema(store: ArtifactStore) -> None:
+    frame = store.read("nothing", "transcripts")
+    assert frame.empty and "wer" in frame.columns and "asr_id" in frame.columns
+
+
+def test_audio_is_content_addressed_and_stored_once(store: ArtifactStore) -> None:
+    uri = store.put_audio(b"RIFF-fake", "ab" + "0" * 62)
+    again = store.put_audio(b"RIFF-fake", "ab" + "0" * 62)
+    assert uri == again and uri.endswith("blobs/audio/ab/ab" + "0" * 62 + ".wav")
+    assert store.get_audio("ab" + "0" * 62) == b"RIFF-fake"
+    with pytest.raises(StoreError, match="cannot read"):
+        store.get_audio("cd" + "0" * 62)
+
+
+def test_replace_table_leaves_one_part(store: ArtifactStore) -> None:
+    import pyarrow as pa
+
+    from ttseval.core.schemas import REPORT
+
+    for n in (1, 2):
+        frame = pd.DataFrame([{"system_id": f"s{n}"}]).reindex(columns=REPORT.names)
+        store.replace_table("r", "report", pa.Table.from_pandas(frame, schema=REPORT, preserve_index=False))
+    assert len(store.part_files("r", "report")) == 1
+    assert store.read("r", "report")["system_id"].tolist() == ["s2"]
+
+
+def test_pandas_reads_a_table_folder_directly(store: ArtifactStore, s3_server) -> None:
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    store.write_part("r", "synthesis", table_from_rows("synthesis", [_row("a", "ok", t0)]))
+    store.write_part("r", "synthesis", table_from_rows("synthesis", [_row("b", "ok", t0)]))
+    frame = pd.read_parquet(store.display("runs", "r", "synthesis"))
+    assert sorted(frame["item_id"]) == ["a", "b"]
+
+
+def test_bad_uris_are_refused() -> None:
+    with pytest.raises(StoreError, match="names no bucket"):
+        ArtifactStore("s3://")
+    with pytest.raises(StoreError, match="only local folders and s3"):
+        ArtifactStore("gs://bucket/x")
+
+
+def test_what_counts_as_a_store_that_cannot_be_reached() -> None:
+    """Waited for: pyarrow's errors for a server that is down, silent, restarting or answering 5xx (their texts as
+    pyarrow 26 builds them from the AWS SDK's error), and botocore's connection errors and 5xx answers (deletes go
+    through boto3). Not waited for: a refusal, which a second try cannot change."""
+    from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
+
+    from ttseval.core.store import unreachable
+
+    waited = [
+        OSError(
+            "When getting information for key 'x' in bucket 'b': AWS Error NETWORK_CONNECTION during "
+            "HeadObject operation: curlCode: 7, Could not connect to server"
+        ),
+        OSError("AWS Error NETWORK_CONNECTION during HeadObject operation: curlCode: 28, Timeout was reached"),
+        OSError("AWS Error UNKNOWN (HTTP status 502) during PutObject operation: Bad Gateway"),
+        OSError("AWS Error SLOW_DOWN during PutObject operation: Please reduce your request rate."),
+        EndpointConnectionError(endpoint_url="http://10.0.0.1:9000"),
+        ReadTimeoutError(endpoint_url="http://10.0.0.1:9000"),
+        ClientError(
+            {"Error": {"Code": "ServiceUnavailable"}, "ResponseMetadata": {"HTTPStatusCode": 503}}, "DeleteObject"
+        ),
+    ]
+    refused = [
+        OSError("AWS Error NO_SUCH_BUCKET during CreateMultipartUpload operation: The specified bucket does not exist"),
+        OSError("AWS Error ACCESS_DENIED during PutObject operation: Access Denied"),
+        FileNotFoundError("Path does not exist 'b/x'"),
+        ClientError({"Error": {"Code": "AccessDenied"}, "ResponseMetadata": {"HTTPStatusCode": 403}}, "DeleteObject"),
+        ValueError("not a store error at all"),
+    ]
+    assert [unreachable(e) for e in waited] == [True] * len(waited)
+    assert [unreachable(e) for e in refused] == [False] * len(refused)
