@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.harness import BIN, ROOT, cli_env, demo_items, free_port, stop_group, wait_http
+from tests.support.keys import TEST_KEYS
 from ttseval.core.telemetry import TELEMETRY_OFF
 from ttseval.infra.dask_defaults import dask_env
 from ttseval.providers import MODEL_THREADS_VARIABLE
@@ -188,14 +189,34 @@ def shared_dask(prefect_api: str, tmp_path_factory: pytest.TempPathFactory) -> I
     it imports ttseval and the tests' plugins from this checkout, the session's Prefect API, telemetry off, and no
     TTSEVAL_*, AWS_*, *_API_KEY or *_BASE_URL from the pytest process.
     """
-    from distributed import Client
-
     from ttseval.core.config import Settings
     from ttseval.flows.runner import local_cluster_kwargs
 
     share = local_cluster_kwargs(Settings.model_construct())["env"][MODEL_THREADS_VARIABLE]  # defaults, not env
-    folder = tmp_path_factory.mktemp("shared-dask")
-    env = _shared_worker_env(prefect_api, share)
+    with _cluster(_shared_worker_env(prefect_api, share), tmp_path_factory.mktemp("shared-dask")) as address:
+        yield address
+
+
+@pytest.fixture(scope="session")
+def keyed_dask(prefect_api: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A second cluster per test worker, like `shared_dask`, whose worker also has the test keys (TEST_KEYS): for
+    runs whose providers read a vendor key on the worker (a fake vendor on loopback named by its base_url in the
+    system spec), so they need no cluster of their own to pass it. Its worker loads no model unless a run asks."""
+    from ttseval.core.config import Settings
+    from ttseval.flows.runner import local_cluster_kwargs
+
+    share = local_cluster_kwargs(Settings.model_construct())["env"][MODEL_THREADS_VARIABLE]
+    env = _shared_worker_env(prefect_api, share) | TEST_KEYS
+    with _cluster(env, tmp_path_factory.mktemp("keyed-dask")) as address:
+        yield address
+
+
+@contextlib.contextmanager
+def _cluster(env: dict[str, str], folder: Path) -> Iterator[str]:
+    """`dask scheduler` and one `dask worker` of one thread on loopback, with `env`, started in `folder`; yields
+    the scheduler's tcp address and records the worker's environment at start (`_STARTED_WITH`)."""
+    from distributed import Client
+
     port = free_port()
     address = f"tcp://127.0.0.1:{port}"
     with open(folder / "dask.log", "w") as log:
@@ -268,6 +289,13 @@ def shared_env(prefect_api: str, shared_dask: str) -> dict[str, str]:
     return cli_env(prefect_api, TTSEVAL_DASK_ADDRESS=shared_dask)
 
 
+@pytest.fixture(scope="session")
+def keyed_env(prefect_api: str, keyed_dask: str) -> dict[str, str]:
+    """cli_env for a run on the session's keyed cluster (`keyed_dask`: its worker has TEST_KEYS), with the keys in
+    the command's environment too (the CLI checks a vendor's key before it submits)."""
+    return cli_env(prefect_api, TTSEVAL_DASK_ADDRESS=keyed_dask, **TEST_KEYS)
+
+
 @pytest.fixture(autouse=True)
 def _shared_workers_stay_clean(request: pytest.FixtureRequest) -> Iterator[None]:
     """After each test that ran on the shared cluster: no variable the workers started with has changed, and none of
@@ -275,9 +303,12 @@ def _shared_workers_stay_clean(request: pytest.FixtureRequest) -> Iterator[None]
     worker would leak it into the next test's run. Variables a library adds when first loaded are let be (Intel
     OpenMP, loaded with the first model, adds KMP_INIT_AT_FORK): the models stay loaded on purpose."""
     yield
-    if "shared_dask" not in request.fixturenames:
-        return
-    address = request.getfixturevalue("shared_dask")
+    for fixture in ("shared_dask", "keyed_dask"):
+        if fixture in request.fixturenames:
+            _assert_unchanged(request.getfixturevalue(fixture))
+
+
+def _assert_unchanged(address: str) -> None:
     started = _STARTED_WITH[address]
     for worker, env in _worker_environments(address).items():
         changed = sorted(k for k in started if env.get(k) != started[k])

@@ -2,8 +2,10 @@
 the alert reaches a webhook through a Prefect notification block (item 4).
 
 The fake vendor (OpenAI's speech wire format on loopback, the real provider and client library) answers every
-request with fresh audio: a tone whose length follows the text with a small jitter that changes every night, so no
-two nights' clips are byte-identical, as with a real cloud voice. On night 2 it silently speaks 30% slower."""
+request with fresh audio: the instant voice (tests/support/instant.py) with a small jitter of its pace that changes
+every night, so no two nights' clips are byte-identical, as with a real cloud voice. On night 2 it silently speaks
+30% slower. The runs use the keyed shared cluster and the instant recogniser and MOS predictor: what is tested is
+the canary, not what a model hears."""
 
 from __future__ import annotations
 
@@ -14,13 +16,16 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from tests.support import instant
 from tests.support.alerts import Receiver
 from tests.support.changing_voice import KEY, TEXTS, ChangingVoice
-from tests.support.harness import cli_env, run_cli
+from tests.support.harness import run_cli
 from ttseval.metrics.canary import canary_sample
 
 
-def test_a_silent_voice_change_is_heard_by_the_canary_and_alerted(prefect_api: str, tmp_path: Path) -> None:
+def test_a_silent_voice_change_is_heard_by_the_canary_and_alerted(
+    prefect_api: str, keyed_env: dict[str, str], tmp_path: Path
+) -> None:
     from prefect.blocks.notifications import CustomWebhookNotificationBlock
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
@@ -38,18 +43,20 @@ def test_a_silent_voice_change_is_heard_by_the_canary_and_alerted(prefect_api: s
         ).save("ttseval-canary", overwrite=True)
     with ChangingVoice(api_key=KEY) as vendor:
         system = f"openai:alloy:base_url={vendor.base_url}:model=tts-1"  # canonical: options sorted
-        env = cli_env(
-            prefect_api,
-            OPENAI_API_KEY=KEY,
-            TTSEVAL_CANARY_FIXED="6",
-            TTSEVAL_CANARY_ROTATING="0",
-            TTSEVAL_ALERT_BLOCKS='["custom-webhook/ttseval-canary"]',
+        env = (
+            keyed_env
+            | instant.ENV
+            | {
+                "TTSEVAL_CANARY_FIXED": "6",
+                "TTSEVAL_CANARY_ROTATING": "0",
+                "TTSEVAL_ALERT_BLOCKS": '["custom-webhook/ttseval-canary"]',
+            }
         )
         args = ["nightly", "--dataset", str(data), "--systems", system, "--store", str(tmp_path / "s"), "--judges", ""]
         first = run_cli([*args, "--run-id", "nightly-20261122T020000Z", "--new-store"], env, cwd=tmp_path)
         assert first.returncode == 0, first.stderr[-3000:]
         assert vendor.paid_calls == 8
-        vendor.night, vendor.seconds_per_char = 2, 0.026  # the vendor's silent change
+        vendor.night, vendor.pace = 2, 1.3  # the vendor's silent change
         second = run_cli([*args, "--run-id", "nightly-20261123T020000Z"], env, cwd=tmp_path)
         assert second.returncode == 0, second.stderr[-3000:]
         paid_tonight = vendor.paid_keys[8:]

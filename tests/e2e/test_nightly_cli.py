@@ -1,7 +1,9 @@
 """Nightly re-runs: dated runs, audio reused across runs for unchanged engines, drift against the last night.
 
 The one end-to-end test of a nightly's two nights (tests/system/test_stack.py checks the nightly deployment's schedule
-and parameters; it ran the same two nights through the stack and asserted a subset of what is asserted here)."""
+and parameters; it ran the same two nights through the stack and asserted a subset of what is asserted here). The
+runs are on the instant voices, recogniser and MOS predictor (tests/support/instant.py): what is tested is the
+reuse and the drift report, not what a model hears."""
 
 from __future__ import annotations
 
@@ -10,14 +12,16 @@ from pathlib import Path
 
 import pandas as pd
 
+from tests.support import instant
 from tests.support.harness import run_cli
 
 
 def test_two_nights_reuse_audio_and_report_drift(
     shared_env: dict[str, str], small_dataset: Path, tmp_path: Path
 ) -> None:
-    env = shared_env
-    args = ["nightly", "--dataset", str(small_dataset), "--systems", "piper:joe,flite:slt", "--store", str(tmp_path)]
+    env = shared_env | instant.ENV
+    systems = "instant:plain,instant:slow:pace=1.3"
+    args = ["nightly", "--dataset", str(small_dataset), "--systems", systems, "--store", str(tmp_path)]
     first = run_cli([*args, "--run-id", "nightly-20261121T020000Z"], env, cwd=tmp_path)
     assert first.returncode == 0, first.stderr[-3000:]
     assert "previous run none" in first.stdout
@@ -27,15 +31,15 @@ def test_two_nights_reuse_audio_and_report_drift(
     run = tmp_path / "runs" / "nightly-20261122T020000Z"
     s = pd.read_parquet(run / "synthesis")
     ok = s[s["status"] == "ok"]
-    # unchanged engine versions: every clip of night 2 is night 1's clip (Piper samples noise, yet it is identical)
-    assert len(ok) == 14 and ok["cache_hit"].all()
+    # unchanged engine versions: every clip of night 2 is night 1's clip (9 items, 2 voices)
+    assert len(ok) == 18 and ok["cache_hit"].all()
     night1 = pd.read_parquet(tmp_path / "runs" / "nightly-20261121T020000Z" / "synthesis")
     assert set(ok["audio_sha256"]) == set(night1.loc[night1["status"] == "ok", "audio_sha256"])
     assert not night1["cache_hit"].fillna(False).any()
     summary = json.loads((run / "nightly.json").read_text())
-    assert summary["previous_run"] == "nightly-20261121T020000Z" and summary["cache_hits"] == 14
+    assert summary["previous_run"] == "nightly-20261121T020000Z" and summary["cache_hits"] == 18
     assert summary["flagged"] == 0
-    assert set(summary["provider_versions"]) == {"piper:joe", "flite:slt"}
+    assert set(summary["provider_versions"]) == {"instant:plain", "instant:slow:pace=1.3"}
     drift = pd.read_json(run / "drift.json")
     # same audio, same recogniser: every metric is unchanged and nothing is flagged
     assert set(drift["metric"]) == {"completion_rate", "wer", "cer", "mos"} and len(drift) == 8

@@ -1,15 +1,18 @@
-"""A remote voice that changes behind an unchanged API version, for the nightly tests (test_nightly_canary,
-test_nightly_week): OpenAI's speech wire format on loopback, answering every request with fresh audio, a tone whose
-length follows the text with a small jitter that changes every night."""
+"""A remote voice that changes behind an unchanged API version, for the nightly tests (test_nightly_canary and the
+week's): OpenAI's speech wire format on loopback, answering every request with fresh audio in the instant voice
+(tests/support/instant.py, so the instant recogniser hears its words) at a pace with a small jitter that changes
+every night."""
 
 from __future__ import annotations
 
 import hashlib
 from typing import Any
 
-from tests.support.fake_tts import FakeOpenAISpeech, TTSReply, TTSRequest, encode, tone
+from tests.support.fake_tts import FakeOpenAISpeech, TTSReply, TTSRequest, encode
+from tests.support.instant import speak
+from tests.support.keys import OPENAI_KEY
 
-KEY = "sk-fake-openai-0123456789abcdef"
+KEY = OPENAI_KEY
 TEXTS = [
     "Is the kettle on yet?",
     "The quick brown fox jumps over the lazy dog.",
@@ -23,16 +26,16 @@ TEXTS = [
 
 
 class ChangingVoice(FakeOpenAISpeech):
-    """Fresh audio each night: `seconds_per_char` sets the voice's pace; the jitter (within 1.5%) follows the
-    text and the night, so it is the same whatever order the workers ask in."""
+    """Fresh audio each night: `pace` sets the voice's pace (1.3 is 30% slower); the jitter (within 1.5%) follows
+    the text and the night, so it is the same whatever order the workers ask in."""
 
     def __init__(self, **kw: Any) -> None:
         super().__init__(**kw)
-        self.seconds_per_char, self.night = 0.02, 1
+        self.pace, self.night = 1.0, 1
 
     def _payload(self, reply: TTSReply, request: TTSRequest | None) -> bytes:
         if request is None or reply.status != 200 or reply.body is not None or reply.audio is not None:
             return super()._payload(reply, request)
         draw = int(hashlib.sha256(f"{self.night}/{request.text}".encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
-        seconds = max(0.2, self.seconds_per_char * len(request.text)) * (1 + 0.03 * (draw - 0.5))
-        return encode(tone(seconds, request.sample_rate_hz), request.sample_rate_hz, request.fmt)
+        clip = speak(request.text, self.pace * (1 + 0.03 * (draw - 0.5)), request.sample_rate_hz)
+        return encode(clip.samples, request.sample_rate_hz, request.fmt)

@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-KEY = "sk-fake-openai-0123456789abcdef"
+from tests.support.keys import OPENAI_KEY
+
+KEY = OPENAI_KEY
 TEXTS = ["Is the kettle on yet?", "The quick brown fox jumps over the lazy dog.", "Tell me what you saw, please."]
 
 
