@@ -1,4 +1,10 @@
-"""Judging end to end: the objective judge in the default run, re-runs, a backfilled second judge, agreement."""
+"""Judging end to end: the objective judge in the default run, re-runs, a backfilled second judge, agreement.
+
+The runs are on instant voices, recogniser and MOS predictor (tests/support/instant.py) and the keyed shared cluster:
+what is tested is judging, not what a model hears. The baseline speaks English only (so the French and Pashto
+comparisons are skipped), one candidate leaves out every fourth word (its CER is higher, so the objective judge's
+verdicts vary), the other is faster (its clips are shorter, so a judge that prefers the longer clip always
+decides)."""
 
 from __future__ import annotations
 
@@ -8,18 +14,24 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.support.harness import cli_env, run_cli
+from tests.support import instant
+from tests.support.harness import run_cli
 
-SYSTEMS_TEMPLATE = "counting-flite:slt:log={log},espeak-ng,flite:awb"
+SYSTEMS_TEMPLATE = "instant:base:only=en:log={log},instant:mumble:drop=4,instant:quick:pace=0.85"
+
+
+def own_cluster(env: dict[str, str]) -> dict[str, str]:
+    """`env` for a command that starts a cluster of its own: for settings read on the workers (cascades) and for
+    two worker processes."""
+    return {k: v for k, v in env.items() if k != "TTSEVAL_DASK_ADDRESS"}
 
 
 @pytest.fixture(scope="module")
-def judged_run(prefect_api: str, small_dataset: Path, tmp_path_factory: pytest.TempPathFactory):
+def judged_run(keyed_env: dict[str, str], small_dataset: Path, tmp_path_factory: pytest.TempPathFactory):
     store = tmp_path_factory.mktemp("judged")
     calls = store / "synth-calls.txt"
-    env = cli_env(
-        prefect_api, TTSEVAL_PLUGINS=json.dumps({"tts": {"counting-flite": "tests.support.fakes:CountingFliteTTS"}})
-    )
+    calls.touch()  # a path a spec names must exist where the workers are (the cluster preflight checks it)
+    env = keyed_env | instant.ENV
     systems = SYSTEMS_TEMPLATE.format(log=calls)
     result = run_cli(
         ["evaluate", "--dataset", str(small_dataset), "--systems", systems, "--store", str(store), "--run-id", "j"],
@@ -33,7 +45,7 @@ def judged_run(prefect_api: str, small_dataset: Path, tmp_path_factory: pytest.T
 def test_default_run_judges_every_candidate_against_the_first_system(judged_run) -> None:
     store, _, _, _, result = judged_run
     j = pd.read_parquet(store / "runs" / "j" / "judgments")
-    # 9 items x 2 candidates (espeak-ng, flite:awb) against the baseline (counting-flite), one objective judge
+    # 9 items x 2 candidates (mumble, quick) against the baseline (base), one objective judge
     assert len(j) == 18 and not j.duplicated(["item_id", "system_id", "baseline_id", "judge_id"]).any()
     assert j["judge_spec"].eq("objective").all() and j["baseline_id"].nunique() == 1
     # the baseline speaks English only: the French and Pashto comparisons are skipped, not dropped
@@ -152,10 +164,10 @@ def test_backfill_second_judge_makes_no_synthesis_calls_and_report_compares(judg
     assert again.returncode == 0 and "reused 18 comparisons, computed 0" in again.stdout
 
 
-def test_strong_prompting_sends_the_category_description(prefect_api: str, small_dataset: Path, tmp_path: Path) -> None:
-    env = cli_env(
-        prefect_api, TTSEVAL_PLUGINS=json.dumps({"tts": {"instructed-tone": "tests.support.fakes:InstructedToneTTS"}})
-    )
+def test_strong_prompting_sends_the_category_description(
+    shared_env: dict[str, str], small_dataset: Path, tmp_path: Path
+) -> None:
+    env = shared_env | instant.env({"tts": {"instructed-tone": "tests.support.fakes:InstructedToneTTS"}})
     result = run_cli(
         [
             "evaluate",
@@ -212,7 +224,8 @@ def test_backfill_gemini_judge_against_fake_server_counts_calls_retries_and_pars
         spec = f"gemini:gemini-2.5-pro:base_url={fake.base_url}:backoff_s=0.01:max_attempts=2"
         result = run_cli(
             ["backfill-judge", "--store", str(store), "--run-id", "j", "--judge", spec],
-            env | {"GEMINI_API_KEY": key, "TTSEVAL_POSITION_AUDIT_SHARE": "0"},
+            # a cluster of its own, whose workers have this key only: the key the judge really sent is never stored
+            own_cluster(env) | {"GEMINI_API_KEY": key, "TTSEVAL_POSITION_AUDIT_SHARE": "0"},
             cwd=store,
         )
         assert result.returncode == 0, result.stderr[-3000:]
@@ -274,7 +287,7 @@ def test_a_judge_vendor_limit_holds_across_both_workers(judged_run, tmp_path: Pa
         limits = json.dumps({"gemini": {"concurrency": 1}})
         result = run_cli(
             ["backfill-judge", "--store", str(copy), "--run-id", "j", "--judge", spec, "--workers", "2"],
-            env | {"GEMINI_API_KEY": "fake-key", "TTSEVAL_VENDOR_LIMITS": limits, "TTSEVAL_SHARD_SIZE": "8"},
+            own_cluster(env) | {"TTSEVAL_VENDOR_LIMITS": limits, "TTSEVAL_SHARD_SIZE": "8"},
             cwd=copy,
         )
         assert result.returncode == 0, result.stderr[-3000:]
@@ -292,7 +305,7 @@ def test_position_audit_of_a_judge_that_always_picks_clip_one(judged_run, tmp_pa
         spec = f"gemini:gemini-2.5-flash:base_url={fake.base_url}:temperature=0.3"
         result = run_cli(
             ["backfill-judge", "--store", str(copy), "--run-id", "j", "--judge", spec],
-            env | {"GEMINI_API_KEY": "fake-key"},
+            env,
             cwd=copy,
         )
         assert result.returncode == 0, result.stderr[-3000:]
@@ -354,12 +367,7 @@ def test_a_cascade_sends_only_the_pairs_the_cheap_judge_cannot_settle(judged_run
         }
         result = run_cli(
             ["backfill-judge", "--store", str(copy), "--run-id", "j", "--judge", "cascade:fs"],
-            env
-            | {
-                "GEMINI_API_KEY": "fake-key",
-                "TTSEVAL_CASCADES": json.dumps(cascades),
-                "TTSEVAL_POSITION_AUDIT_SHARE": "0",
-            },
+            own_cluster(env) | {"TTSEVAL_CASCADES": json.dumps(cascades), "TTSEVAL_POSITION_AUDIT_SHARE": "0"},
             cwd=copy,
         )
         assert result.returncode == 0, result.stderr[-3000:]
@@ -399,7 +407,7 @@ def test_self_consistency_end_to_end(judged_run, tmp_path: Path) -> None:
         spec = f"gemini:gemini-2.5-flash:base_url={fake.base_url}:temperature=0.7:samples=3"
         result = run_cli(
             ["backfill-judge", "--store", str(copy), "--run-id", "j", "--judge", spec],
-            env | {"GEMINI_API_KEY": "fake-key", "TTSEVAL_POSITION_AUDIT_SHARE": "0"},
+            env | {"TTSEVAL_POSITION_AUDIT_SHARE": "0"},
             cwd=copy,
         )
         assert result.returncode == 0, result.stderr[-3000:]

@@ -39,13 +39,21 @@ PLUGINS: dict[str, dict[str, str]] = {
 }
 """The `plugins` setting (TTSEVAL_PLUGINS as JSON) that registers the three."""
 
-ENV: dict[str, str] = {
-    "TTSEVAL_PLUGINS": json.dumps(PLUGINS),
-    "TTSEVAL_ASR": json.dumps({"*": "instant-asr", "en": "instant-asr"}),
-    "TTSEVAL_QUALITY": "instant-mos",
-}
-"""A command's environment for a run whose every recogniser and MOS predictor is instant (add systems "instant",
-"instant:slow:pace=1.3", ... for instant voices)."""
+
+def env(plugins: dict[str, dict[str, str]] | None = None) -> dict[str, str]:
+    """A command's environment for a run whose every recogniser and MOS predictor is instant, with `plugins` (more
+    test providers by kind) registered beside the instant ones; its systems may be instant voices ("instant",
+    "instant:slow:pace=1.3", ...)."""
+    merged = {kind: PLUGINS.get(kind, {}) | (plugins or {}).get(kind, {}) for kind in PLUGINS.keys() | (plugins or {})}
+    return {
+        "TTSEVAL_PLUGINS": json.dumps(merged),
+        "TTSEVAL_ASR": json.dumps({"*": "instant-asr", "en": "instant-asr"}),
+        "TTSEVAL_QUALITY": "instant-mos",
+    }
+
+
+ENV = env()
+"""`env()`: the instant providers only."""
 
 
 def speak(text: str, pace: float = 1.0, rate_hz: int = RATE_HZ) -> Audio:
@@ -84,8 +92,11 @@ def hear(audio: Audio) -> str:
 
 
 class InstantTTS:
-    """Speaks every language in no time; `pace` stretches every block (a slower voice), `refuse` is a word whose
-    texts fail with a permanent provider error (a provider failure row)."""
+    """Speaks in no time. Options (all optional): `pace` stretches every block (a slower voice); `drop` leaves out
+    every drop-th word (a mumbling voice: CER above 0); `only` is the base languages it speaks, '+'-separated (others
+    are unsupported, as an English-only engine's); `refuse` is a word whose texts fail with a permanent provider
+    error (a provider failure row); `log` is a file that gets one line per synthesize call, so a test counts calls
+    made on any worker."""
 
     name: ClassVar[str] = "instant"
     accepts_instruction: ClassVar[bool] = False
@@ -93,19 +104,37 @@ class InstantTTS:
     output_sample_rate_hz: ClassVar[int] = RATE_HZ
     version: ClassVar[str] = "1.0"
 
-    def __init__(self, voice: str | None = None, pace: str = "1.0", refuse: str = "", **options: Any) -> None:
-        self.voice, self.pace, self.refuse = voice or "plain", float(pace), refuse
+    def __init__(
+        self,
+        voice: str | None = None,
+        pace: str = "1.0",
+        drop: str = "0",
+        only: str = "",
+        refuse: str = "",
+        log: str = "",
+        **options: Any,
+    ) -> None:
+        self.voice, self.pace, self.drop, self.refuse, self.log = voice or "plain", float(pace), int(drop), refuse, log
+        self.only = {code.strip().lower() for code in only.split("+") if code.strip()}
 
     def supports_language(self, language: str) -> bool:
-        return True
+        from ttseval.core.languages import base_language
+
+        return not self.only or base_language(language) in self.only
 
     def synthesize(self, text: str, language: str, voice: str | None = None, instruction: str | None = None) -> Audio:
+        if self.log:
+            with open(self.log, "a", encoding="utf-8") as f:
+                f.write(f"{text}\n")
         if self.refuse and self.refuse in text:
             raise PermanentProviderError(f"the instant voice refuses texts with {self.refuse!r}")
-        return speak(text, self.pace)
+        words = text.split()
+        if self.drop:
+            words = [w for i, w in enumerate(words, start=1) if i % self.drop]
+        return speak(" ".join(words), self.pace)
 
     def metadata(self) -> dict[str, Any]:
-        return {"engine": "instant", "voice": self.voice, "pace": self.pace}
+        return {"engine": "instant", "voice": self.voice, "pace": self.pace, "drop": self.drop}
 
 
 class InstantASR:

@@ -5,5 +5,7 @@ from __future__ import annotations
 
 OPENAI_KEY = "sk-fake-openai-0123456789abcdef"
 
-TEST_KEYS = {"OPENAI_API_KEY": OPENAI_KEY}
+GEMINI_KEY = "fake-key"
+
+TEST_KEYS = {"OPENAI_API_KEY": OPENAI_KEY, "GEMINI_API_KEY": GEMINI_KEY}
 """Key variables a keyed run's workers and command have."""

@@ -62,3 +62,19 @@ def test_refuse_fails_the_texts_with_that_word_and_no_other() -> None:
     with pytest.raises(PermanentProviderError, match="Wow"):
         tts.synthesize("Wow, what a day", "en")
     assert tts.synthesize("What a day", "en").duration_s > 0
+
+
+def test_drop_leaves_out_every_nth_word_and_only_limits_the_languages() -> None:
+    mumbling = InstantTTS(drop="3")
+    assert hear(stored(mumbling.synthesize("one two three four five six seven", "en"))) == "one two four five seven"
+    english = InstantTTS(only="en")
+    assert english.supports_language("en-GB") and not english.supports_language("fr")
+    assert InstantTTS(only="en+fr").supports_language("fr-FR") and InstantTTS().supports_language("ps")
+
+
+def test_log_gets_one_line_per_call(tmp_path) -> None:
+    log = tmp_path / "calls.txt"
+    tts = InstantTTS(log=str(log))
+    tts.synthesize("a b", "en")
+    tts.synthesize("c", "en")
+    assert log.read_text().splitlines() == ["a b", "c"]
