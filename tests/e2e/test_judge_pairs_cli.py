@@ -1,8 +1,9 @@
 """All-pairs judging (issue 29, item 3): setting judge_pairs = baseline / all / sampled.
 
-The dry run's count against the calls a fake Gemini judge receives in real evaluate runs of three local systems, the
-sampled pairs against the documented rule (tests/support/pairs.py), and the Bradley-Terry ranking over every pair
-judged. The pair design alone is tests/unit/test_judge_pairs.py."""
+The dry run's count against the calls a fake Gemini judge receives in real evaluate runs of three instant voices
+(tests/support/instant.py, with its recogniser and MOS predictor, on the keyed shared cluster: what is tested is the
+pairs, not what a model hears), the sampled pairs against the documented rule (tests/support/pairs.py), and the
+Bradley-Terry ranking over every pair judged. The pair design alone is tests/unit/test_judge_pairs.py."""
 
 from __future__ import annotations
 
@@ -13,11 +14,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.support.harness import cli_env, run_cli
+from tests.support import instant
+from tests.support.harness import run_cli
 from tests.support.pairs import drawn_by_hand
 
-SYSTEMS = ["flite:slt", "espeak-ng:en-us", "flite:awb"]  # the first is the baseline
-ITEMS = ["emo-a-d0", "par-a-d0", "que-a-d0", "que-a-d1"]  # English only: every system speaks every item
+SYSTEMS = ["instant:a", "instant:b:pace=1.2", "instant:c:drop=3"]  # the first is the baseline
+ITEMS = ["emo-a-d0", "par-a-d0", "que-a-d0", "que-a-d1"]
 
 
 def _judge_rows(stdout: str) -> dict[str, tuple[int, int]]:
@@ -41,7 +43,7 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def _judged(prefect_api: str, dataset: Path, store: Path, spec_of, env_extra: dict[str, str]):
+def _judged(keyed_env: dict[str, str], dataset: Path, store: Path, spec_of, env_extra: dict[str, str]):
     """A dry run, then the run, of the three systems with a fake Gemini judge; (dry-run rows, calls received,
     judgments of that judge, the run's result)."""
     from tests.support.fake_gemini import FakeGemini
@@ -49,7 +51,7 @@ def _judged(prefect_api: str, dataset: Path, store: Path, spec_of, env_extra: di
 
     with FakeGemini() as fake:
         spec = Spec.parse(spec_of(fake.base_url)).canonical
-        env = cli_env(prefect_api, GEMINI_API_KEY="fake-key", **env_extra)
+        env = keyed_env | instant.ENV | env_extra
         args = [
             "evaluate",
             "--dataset",
@@ -74,7 +76,7 @@ def _judged(prefect_api: str, dataset: Path, store: Path, spec_of, env_extra: di
     return _judge_rows(dry.stdout)[f"{spec} (pairwise)"], calls, judgments[judgments["judge_spec"] == spec], result
 
 
-def test_all_pairs_and_sampled_pairs_end_to_end(prefect_api: str, dataset: Path, tmp_path: Path) -> None:
+def test_all_pairs_and_sampled_pairs_end_to_end(keyed_env: dict[str, str], dataset: Path, tmp_path: Path) -> None:
     store = tmp_path / "store"
     store.mkdir()
     from ttseval.core.registry import Spec
@@ -83,7 +85,7 @@ def test_all_pairs_and_sampled_pairs_end_to_end(prefect_api: str, dataset: Path,
 
     # judge_pairs = all: every pair of the three systems on each of the 4 items
     (keys, planned), calls, rows, result = _judged(
-        prefect_api,
+        keyed_env,
         dataset,
         store,
         lambda url: f"gemini:gemini-2.5-flash:base_url={url}:temperature=0.3",
@@ -116,7 +118,7 @@ def test_all_pairs_and_sampled_pairs_end_to_end(prefect_api: str, dataset: Path,
 
     # judge_pairs = sampled, 2 pairs per item, a second judge on the same run: the drawn pairs, their audit
     (keys, planned), calls, rows, _ = _judged(
-        prefect_api,
+        keyed_env,
         dataset,
         store,
         lambda url: f"gemini:gemini-2.5-flash:base_url={url}:temperature=0.5",
