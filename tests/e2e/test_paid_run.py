@@ -1,7 +1,8 @@
 """Paid providers through the real CLI, against the wire-format fakes on loopback: every vendor, a self-hosted
 OpenAI-compatible server, audio made elsewhere and the local engines in one run; the dry run's characters equal
 what the fakes billed; a re-run calls nothing; the budget stops at the budget and a later run finishes the rest
-without paying twice; a vendor limit holds across both Dask workers."""
+without paying twice; a vendor limit holds across both Dask workers. The clips are heard by the instant recogniser
+and MOS predictor (tests/support/instant.py): what is tested is what is bought and billed, not what a model hears."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from tests.support import instant
 from tests.support.fake_tts import FakeOpenAISpeech, encode, tone
 from tests.support.harness import cli_env, run_cli
 from tests.support.paid import KEY, TEXTS, dataset
@@ -34,11 +36,11 @@ def openai_fake():
 
 
 def test_budget_stops_at_the_budget_and_a_later_run_finishes_without_paying_twice(
-    prefect_api, tmp_path, openai_fake
+    keyed_env, tmp_path, openai_fake
 ) -> None:
     system = f"openai:alloy:base_url={openai_fake.base_url}:model=tts-1"  # canonical: options sorted
     # One dollar a character, so the budget is counted in characters: the first two items cost 21 + 44 = 65.
-    env = cli_env(prefect_api, OPENAI_API_KEY=KEY, TTSEVAL_TTS_PRICES=json.dumps({"openai:tts-1": 1e6}))
+    env = keyed_env | instant.ENV | {"TTSEVAL_TTS_PRICES": json.dumps({"openai:tts-1": 1e6})}
     data = dataset(tmp_path)
     args = [
         "evaluate",
@@ -86,7 +88,8 @@ def test_budget_stops_at_the_budget_and_a_later_run_finishes_without_paying_twic
 def test_a_vendor_limit_holds_across_both_workers(prefect_api, tmp_path) -> None:
     with FakeOpenAISpeech(api_key=KEY, delay_s=0.4) as slow:
         system = f"openai:nova:model=tts-1:base_url={slow.base_url}"
-        env = cli_env(prefect_api, OPENAI_API_KEY=KEY, TTSEVAL_VENDOR_LIMITS=json.dumps({"openai": {"concurrency": 1}}))
+        limits = json.dumps({"openai": {"concurrency": 1}})
+        env = cli_env(prefect_api, OPENAI_API_KEY=KEY, TTSEVAL_VENDOR_LIMITS=limits, **instant.ENV)  # two workers
         result = run_cli(
             [
                 "evaluate",
@@ -168,7 +171,7 @@ def test_every_kind_of_system_in_one_run_and_a_rerun_calls_nothing(prefect_api, 
         }
         specs = {template.format(fake.base_url): fake for template, fake in paid.items()}
         systems = [*specs, f"files:made-elsewhere:dir={clips}", "espeak-ng:en-us", "flite:slt"]
-        env = cli_env(prefect_api, **keys)
+        env = cli_env(prefect_api, **keys, **instant.ENV)  # a cluster of its own: every vendor's key on its workers
         args = [
             "evaluate",
             "--dataset",
