@@ -34,21 +34,19 @@ TIERS = ("unit", "e2e", "system")
 in pyproject.toml), so `-m unit` selects the same tests as the path tests/unit."""
 
 SLOWEST_FIRST = (
-    "e2e/test_evaluate_cli.py",
     "system/test_multi_host.py",
-    "e2e/test_nightly_week.py",
+    "e2e/test_evaluate_cli.py",
     "e2e/test_judging_cli.py",
-    "e2e/test_paid_run.py",
     "system/test_ui.py",
-    "system/test_stack.py",
     "system/test_faults.py",
+    "system/test_stack.py",
+    "system/test_nightly_week.py",
+    "e2e/test_paid_run.py",
 )
-"""The test files that took longest in a fresh clone (2026-11-26: test_evaluate_cli 1,281 s, test_nightly_week
-802 s, test_judging_cli 755 s, then test_paid_run, test_ui, test_stack and test_faults 330-385 s each, of the 8,330 s
-the files sum to; test_multi_host, about 780 s alone since issue 27's two restarts, goes second), by their path
-under tests/. They are collected first, so the two test workers (`--dist loadfile` hands out files in collection
-order) start on them, and the last minutes of a run are short files on both workers, not one long file on one
-worker while the other waits."""
+"""The test files that take longest (the suite prints its 25 slowest tests; the per-file sums are on the performance
+page), by their path under tests/. They are collected first, so the two test workers (`--dist loadfile` hands out
+files in collection order) start on them, and the last minutes of a run are short files on both workers, not one
+long file on one worker while the other waits."""
 
 
 def _under_tests(item: pytest.Item) -> str:
