@@ -199,6 +199,7 @@ def test_a_frozen_version_is_never_changed(api: str, fake: FakeOpenAI, tmp_path:
 def test_cli_generates_then_evaluate_runs_on_the_dataset_by_version(
     prefect_api: str, fake: FakeOpenAI, tmp_path: Path
 ) -> None:
+    from tests.support import instant
     from tests.support.harness import cli_env, run_cli
 
     cats = tmp_path / "cats.toml"
@@ -209,7 +210,8 @@ def test_cli_generates_then_evaluate_runs_on_the_dataset_by_version(
     seeds = tmp_path / "seeds.jsonl"
     seeds.write_text('{"category": "questions", "text": "The ferry leaves at noon, doesn\'t it?"}\n')
     store = tmp_path / "store"
-    env = cli_env(prefect_api, OPENAI_API_KEY=KEY)
+    # the evaluate's clips heard by the instant recogniser and MOS predictor: what is tested is the dataset by version
+    env = cli_env(prefect_api, OPENAI_API_KEY=KEY, **instant.ENV)
     args = [
         "generate-dataset",
         "--seeds",
