@@ -1,5 +1,5 @@
 """The unit tier starts no Prefect server and no Dask cluster (tests/conftest.py's `prefect_api`, `shared_dask`,
-`shared_env`): a unit test that asks for one, directly or through its fixtures, fails naming itself and the
+`shared_env`, `keyed_dask`, `keyed_env`): a unit test that asks for one, directly or through its fixtures, fails naming itself and the
 fixture, before anything is started. A test that needs one belongs in tests/e2e/ or tests/system/; a command that
 must refuse before any server starts is run against `DEAD_API` (tests/support/harness.py) instead."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-SERVERS = ("prefect_api", "shared_dask", "shared_env")
+SERVERS = ("prefect_api", "shared_dask", "shared_env", "keyed_dask", "keyed_env")
 
 
 def _refuse(request: pytest.FixtureRequest, fixtures: list[str]) -> None:
@@ -48,4 +48,16 @@ def shared_dask(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def shared_env(request: pytest.FixtureRequest) -> dict[str, str]:
     _refuse(request, ["shared_env"])
+    raise AssertionError("unreachable")
+
+
+@pytest.fixture
+def keyed_dask(request: pytest.FixtureRequest) -> str:
+    _refuse(request, ["keyed_dask"])
+    raise AssertionError("unreachable")
+
+
+@pytest.fixture
+def keyed_env(request: pytest.FixtureRequest) -> dict[str, str]:
+    _refuse(request, ["keyed_env"])
     raise AssertionError("unreachable")
