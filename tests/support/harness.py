@@ -4,15 +4,18 @@ these; test modules import them from here (never from the conftest)."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -28,10 +31,84 @@ DEAD_API = "http://127.0.0.1:9/api"
 """A Prefect API address nothing answers on: for a command that must refuse before it needs any server."""
 
 
+CLAIMS = Path("/run/lock") if os.access("/run/lock", os.W_OK) else Path(tempfile.gettempdir())
+"""Where claim() keeps its lock files: one folder every test process on this machine shares, whatever its TMPDIR."""
+
+_claimed: dict[tuple[str, int], int] = {}  # (kind, index) -> the open lock file that holds it
+
+
+def claim(kind: str, indexes: Sequence[int], prefer: int | None = None) -> int:
+    """One of `indexes` that no other holder on this machine has: not this process, not another test suite. Held by
+    an exclusive flock on CLAIMS/ttseval-<kind>-<index>.lock until release(kind, index) or the end of this process
+    (the kernel drops the lock of a process that dies, so a killed suite leaves no stale claim). `prefer` is tried
+    first; the others follow from a place this process picks, so two suites rarely try the same ones first."""
+    start = os.getpid() % len(indexes)
+    order = [*([prefer] if prefer in indexes else []), *indexes[start:], *indexes[:start]]
+    for index in dict.fromkeys(order):
+        path = CLAIMS / f"ttseval-{kind}-{index}.lock"
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+            with contextlib.suppress(OSError):  # whoever made it lets every user's suite lock it (umask aside)
+                os.fchmod(fd, 0o666)
+        except PermissionError:  # made by another user under a stricter umask: a read-only file locks as well
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except OSError:
+                continue
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # held by another process, or by this one through another claim
+            os.close(fd)
+            continue
+        # the holder's pid, for a person looking at the lock files (the lock, not the file, is the claim; the file
+        # is never removed, so two processes can never lock two different files of one name)
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+        _claimed[(kind, index)] = fd
+        return index
+    raise RuntimeError(
+        f"every {kind} index in {indexes[0]}..{indexes[-1]} is claimed by a test process on this machine "
+        f"(lock files {CLAIMS}/ttseval-{kind}-*.lock hold their pids)"
+    )
+
+
+def release(kind: str, index: int) -> None:
+    """Give up a claim() of this process (nothing if it holds none)."""
+    fd = _claimed.pop((kind, index), None)
+    if fd is not None:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def _port_range() -> list[int]:
+    """Ports free_port() hands out: 23000-24999 less the kernel's ephemeral range, from which it picks the port of
+    every outgoing connection and every bind to port 0, so none of those can take a port between free_port() and
+    the bind of the server it was meant for."""
+    try:
+        low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999
+    ports = [p for p in range(23000, 25000) if not low <= p <= high]
+    return ports or list(range(23000, 25000))
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port that nothing listens on and no other free_port() on this machine (in this process or another
+    test suite) has handed out: claimed for the rest of this process, since a server started on it later binds it
+    after this returns."""
+    ports = _port_range()
+    while True:
+        port = claim("port", ports)
+        try:
+            for address in ("127.0.0.1", "0.0.0.0"):  # servers bind one or the other
+                with socket.socket() as s:
+                    s.bind((address, port))
+            return port
+        except OSError:  # used by something that is no test's (a daemon, a connection): left claimed, try another
+            continue
 
 
 def wait_http(url: str, timeout_s: float) -> None:

@@ -202,7 +202,7 @@ def open_lan(root: Path) -> Iterator[Lan]:
 
     base = {k: v for k, v in os.environ.items() if not k.startswith(("TTSEVAL_", "AWS_", "PREFECT_API"))}
     base |= {"PYTHONPATH": str(ROOT), **TELEMETRY_OFF, "DASK_LOGGING__DISTRIBUTED": "warning"}
-    net = Network.make(100 + os.getpid() % 100)
+    net = Network.make()  # its index claimed: no other suite on this machine makes the same bridge or subnet
     lan = Lan(net, root / "client", {}, base, root, root / "prefect-home")
     lan.client_files.mkdir(parents=True)
     lan.prefect_home.mkdir()

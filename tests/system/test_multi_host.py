@@ -15,6 +15,7 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 
@@ -27,8 +28,6 @@ from tests.support.lan import Lan, open_lan
 from ttseval.core.store import ArtifactStore
 
 ITEMS = ["emo-a-d0", "que-a-d0", "for-a-d0"]
-OUTAGE_S = 60  # how long the S3 host is away
-RESTART_S = 10  # how long a restarted host or server is down
 
 
 def _keyed(store: ArtifactStore, run_id: str, table: str, key: list[str], values: list[str]) -> pd.DataFrame:
@@ -224,20 +223,59 @@ def test_a_nightly_deployment_picked_up_by_a_process_worker_on_another_host_equa
     assert on_hosts.read_bytes(f"runs/{run_id}/report.md") and on_hosts.read_bytes(f"runs/{run_id}/nightly.json")
 
 
+class Run:
+    """The evaluate a fault hits, as the fault sees it: what it has printed so far, what it has stored, and a wait
+    for a condition on them (a fault lasts until the run is seen to have met it, not for a time)."""
+
+    def __init__(self, lan: Lan, name: str, proc: subprocess.Popen) -> None:
+        self.lan, self.name, self.proc, self.lines = lan, name, proc, []
+        # the output is read as it comes, so a condition can look at it, and a full pipe never stalls the run
+        self.reader = threading.Thread(target=lambda: self.lines.extend(iter(proc.stdout.readline, "")), daemon=True)
+        self.reader.start()
+
+    def output(self) -> str:
+        return "".join(self.lines)
+
+    def worker_logs(self) -> str:
+        return "\n".join(self.lan.log_tail(w, 10**7) for w in ("worker-a", "worker-b"))
+
+    def parts(self) -> int:
+        """How many objects the run has stored (the store must be reachable)."""
+        prefix = f"{self.name}/runs/{self.name}/"
+        return sum(
+            page.get("KeyCount", 0)
+            for page in self.lan.s3().get_paginator("list_objects_v2").paginate(Bucket="lan", Prefix=prefix)
+        )
+
+    def wait_for(self, condition: Callable[[], bool], what: str, timeout_s: float = 300) -> None:
+        """Return once `condition()` holds; fail, saying `what` was awaited, if the run ends first or it does not
+        hold within `timeout_s` (generous: the conditions come in seconds to a minute on an idle machine)."""
+        deadline = time.monotonic() + timeout_s
+        while not condition():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                ended = f"the run ended (exit {self.proc.returncode})" if self.proc.poll() is not None else "timed out"
+                raise AssertionError(
+                    f"waited for {what}: {ended}; it printed:\n{self.output()[-4000:]}\n"
+                    f"--- workers:\n{self.worker_logs()[-4000:]}"
+                )
+            time.sleep(0.2)
+
+
 def _evaluate_through_a_fault(
     lan: Lan,
     monkeypatch: pytest.MonkeyPatch,
     name: str,
     after_first: str,
-    fault: Callable[[], None],
+    fault: Callable[[Run], None],
     lost_in_flight: int = 0,
 ) -> tuple[float, float, str]:
     """An evaluate from the client (3 items x espeak-ng, flite and the paid system, one item per task, store
-    s3://lan/<name>) with `fault()` called once the first part of table `after_first` is stored. Asserts that the
-    run completes, that every key is once in each table's parts (every row as written: a reader would hide a key
-    written twice) with every row ok, and that the vendor billed each item once, but for at most `lost_in_flight`
-    calls (a call in flight on a host that is lost is billed, and its answer never comes back). Returns the seconds
-    from the run's start to the fault and from the fault's end to the run's, and what the command printed."""
+    s3://lan/<name>) with `fault(run)` called once the first part of table `after_first` is stored. Asserts that the
+    fault hit mid-run (the run was going when it began, and stored more after), that the run completes, that every
+    key is once in each table's parts (every row as written: a reader would hide a key written twice) with every
+    row ok, and that the vendor billed each item once, but for at most `lost_in_flight` calls (a call in flight on
+    a host that is lost is billed, and its answer never comes back). Returns the seconds from the run's start to
+    the fault and from the fault's end to the run's, and what the command printed."""
     files = lan.client_files / name
     files.mkdir()
     rows = demo_items(files / "items.jsonl", ITEMS)
@@ -269,26 +307,27 @@ def _evaluate_through_a_fault(
         stderr=subprocess.STDOUT,
         text=True,
     )
+    run = Run(lan, name, proc)
     try:
-        while not s3.list_objects_v2(Bucket="lan", Prefix=f"{name}/runs/{name}/{after_first}/").get("KeyCount"):
-            if proc.poll() is not None or time.monotonic() - started > 400:
-                proc.kill()
-                printed = proc.communicate(timeout=60)[0]
-                workers = "\n".join(f"--- {w}:\n{lan.log_tail(w, 2000)}" for w in ("worker-a", "worker-b"))
-                raise AssertionError(
-                    f"the run ended or stalled before the fault (exit {proc.returncode}); it "
-                    f"printed:\n{printed[-4000:]}\n{workers}"
-                )
-            time.sleep(0.2)
+        run.wait_for(
+            lambda: bool(s3.list_objects_v2(Bucket="lan", Prefix=f"{name}/runs/{name}/{after_first}/").get("KeyCount")),
+            f"the first part of {after_first} before the fault",
+            timeout_s=400,
+        )
+        stored_at_fault = run.parts()
         fault_at = time.monotonic()
-        fault()
+        fault(run)
         fault_end = time.monotonic()
-        out, _ = proc.communicate(timeout=600)
+        proc.wait(timeout=600)
     finally:
         if proc.poll() is None:
             proc.kill()
+        run.reader.join(timeout=60)
     ended = time.monotonic()
+    out = run.output()
     assert proc.returncode == 0, out[-4000:]
+    # the fault hit mid-run: begun while the run was going (above), and the run stored more after it
+    assert run.parts() > stored_at_fault, f"the run had stored all {stored_at_fault} parts when the fault hit"
     assert 3 <= lan.vendor_counters()["paid_calls"] - billed <= 3 + lost_in_flight
     store = lan.store(f"s3://lan/{name}", monkeypatch)
     for table, key in (
@@ -314,7 +353,7 @@ def test_a_worker_host_lost_mid_run_loses_no_row_and_bills_no_item_twice(
     its worker killed, the link mended, a new worker started), so the module's cluster is whole."""
     worker_a = lan.hosts["worker-a"]
 
-    def lose() -> None:
+    def lose(_: Run) -> None:
         if fault == "link cut":
             worker_a.cut()
         else:
@@ -338,22 +377,29 @@ def test_the_s3_host_away_mid_run_is_waited_for_and_nothing_is_lost_or_bought_tw
     lan: Lan, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Issue 27 item 6, the store's host away mid-run: the S3 host's link is cut once the first clip is stored, while
-    the other clips, the paid ones among them, are being made, and mended OUTAGE_S later: longer than a task's own
-    retries ride out (each try of a store operation that gets no answer takes the AWS SDK about 10 s). Every store
-    operation that cannot reach the store is tried again for up to `store_wait_s` (120 s by default), on the workers
-    and on the client, so the run completes as above: an answer that came while the store was away was kept and
-    stored when it came back, not bought again."""
+    the other clips, the paid ones among them, are being made, and mended once the run says it is waiting for the
+    store: longer than a task's own retries ride out (each try of a store operation that gets no answer takes the
+    AWS SDK about 10 s; the store says it waits once they are spent). Every store operation that cannot reach the
+    store is tried again for up to `store_wait_s` (120 s by default), on the workers and on the client, so the run
+    completes as above: an answer that came while the store was away was kept and stored when it came back, not
+    bought again."""
     store_host = lan.hosts["s3"]
+    waiting = "the store s3://lan/s3-away cannot be reached"
+    away_s = []
 
-    def away() -> None:
+    def away(run: Run) -> None:
+        cut = time.monotonic()
         store_host.cut()
         try:
-            time.sleep(OUTAGE_S)
+            run.wait_for(lambda: waiting in run.output() + run.worker_logs(), f"the run to say {waiting!r}")
         finally:
             store_host.mend()
+            away_s.append(time.monotonic() - cut)
 
-    into, recovered, _ = _evaluate_through_a_fault(lan, monkeypatch, "s3-away", "synthesis", away)
-    print(f"S3 host away {OUTAGE_S} s from {into:.1f} s into the run; the run ended {recovered:.1f} s after its return")
+    into, recovered, out = _evaluate_through_a_fault(lan, monkeypatch, "s3-away", "synthesis", away)
+    # the wait happened: the client or a worker said it was waiting for the store, and the run still completed
+    assert waiting in out + "\n".join(lan.log_tail(w, 10**7) for w in ("worker-a", "worker-b")), out[-4000:]
+    print(f"S3 host away {away_s[0]:.1f} s from {into:.1f} s into the run; the run ended {recovered:.1f} s after")
 
 
 @pytest.mark.parametrize("fault", ["scheduler host", "prefect server"])
@@ -361,8 +407,9 @@ def test_the_scheduler_host_or_the_prefect_server_restarted_mid_run_loses_nothin
     lan: Lan, monkeypatch: pytest.MonkeyPatch, fault: str
 ) -> None:
     """Issue 27 item 6, once the first transcript is stored: the scheduler host restarted (its Dask scheduler and
-    Prefect server stopped, started again RESTART_S later, the Prefect database kept on its disk), or only the
-    Prefect server restarted.
+    Prefect server stopped, and started again once the run has said it lost the scheduler, the Prefect database
+    kept on its disk), or only the Prefect server restarted (started again once the run has stored a part more
+    without it: its tasks report to the server through events, which wait for it).
 
     A lost scheduler cancels every future of the run and the workers stop; their supervisor starts them again
     (Lan.start_worker) and they join the new scheduler. The client reconnects, and the flow, which waits up to
@@ -372,10 +419,17 @@ def test_the_scheduler_host_or_the_prefect_server_restarted_mid_run_loses_nothin
     while is ridden out by the Prefect client's own retries of its API calls."""
     names = ["scheduler", "prefect"] if fault == "scheduler host" else ["prefect"]
 
-    def restart() -> None:
+    lost = f"the Dask scheduler at {lan.scheduler} was lost mid-run"
+
+    def restart(run: Run) -> None:
         for name in names:
             stop_group(lan.procs.pop(name))
-        time.sleep(RESTART_S)
+        stored = run.parts()
+        # down until the run has met the outage: it noticed the lost scheduler, or went on without the server
+        if "scheduler" in names:
+            run.wait_for(lambda: lost in run.output(), f"the run to say {lost!r}")
+        else:
+            run.wait_for(lambda: run.parts() > stored, "a part stored while the Prefect server was down")
         lan.start_prefect()
         if "scheduler" in names:
             lan.start_scheduler()
@@ -387,6 +441,5 @@ def test_the_scheduler_host_or_the_prefect_server_restarted_mid_run_loses_nothin
         )
     finally:
         lan.wait_workers(2)
-    lost = f"the Dask scheduler at {lan.scheduler} was lost mid-run"
     assert (lost in out and "is back; planning again from the store" in out) == (fault == "scheduler host"), out
     print(f"{fault} restarted {into:.1f} s into the run; the run ended {recovered:.1f} s after")

@@ -106,13 +106,16 @@ def test_concurrent_commands_share_one_server_which_outlives_them_until_idle(tmp
 
 def test_stop_waits_for_the_commands_using_it_and_a_killed_keeper_is_cleaned_up(tmp_path: Path) -> None:
     folder, env = tmp_path / "shared", _env(tmp_path / "ph")
-    holder = _use(folder, 600.0, 6.0, env)
+    release = tmp_path / "release"  # the command runs until the test creates it (not a time: slow under load)
+    holder = _use(folder, 600.0, release, env)
     assert holder.stdout.readline().startswith("http://127.0.0.1:")
     [keeper] = _keepers(folder)
     # `ttseval server stop` while a command uses it: the record goes at once (no new command attaches), the server
     # stays up for the command, and stops when it ends
     assert stop_server(folder, timeout_s=1.0) == "stopping"
     assert not (folder / "server.json").exists() and keeper.is_running()
+    assert holder.poll() is None  # the command still used it throughout: the stop waited for it, not for a time
+    release.touch()
     assert holder.wait(timeout=60) == 0
     assert not psutil.wait_procs([keeper], timeout=30)[1] and stop_server(folder) == "none"
     # a keeper killed outright leaves its record and an orphaned uvicorn: the next command stops that uvicorn and
@@ -122,8 +125,9 @@ def test_stop_waits_for_the_commands_using_it_and_a_killed_keeper_is_cleaned_up(
     info = server_info(folder)
     assert info is not None and info["api_url"] == url
     orphan = psutil.Process(info["server_pid"])
-    psutil.Process(info["pid"]).kill()
-    psutil.wait_procs([psutil.Process(info["pid"])], timeout=10)
+    keeper = psutil.Process(info["pid"])
+    keeper.kill()
+    assert not psutil.wait_procs([keeper], timeout=60)[1], "the killed keeper did not end within 60 s"
     assert orphan.is_running() and server_info(folder) is None
     again = _use(folder, 600.0, 0.0, env)
     out, err = again.communicate(timeout=180)

@@ -16,6 +16,7 @@ def test_an_unreachable_s3_store_is_waited_for_up_to_store_wait_s(
     again until it answers: a write begun while it is stopped lands once it runs again. One that stays away (no
     server on its port) is given up after `wait_s`, naming the store and the wait. A request the server refuses (a
     bucket that does not exist) is not waited for."""
+    import logging
     import os
     import signal
     import subprocess
@@ -60,14 +61,38 @@ def test_an_unreachable_s3_store_is_waited_for_up_to_store_wait_s(
         wait_http(endpoint, 30)
         boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket="frozen")
         os.kill(server.pid, signal.SIGSTOP)
-        # the AWS SDK gives up on a server that does not answer after about 10 s (3 tries): then the store waits
-        threading.Timer(13, os.kill, (server.pid, signal.SIGCONT)).start()
-        store = ArtifactStore("s3://frozen/x", wait_s=60)
-        caplog.clear()
-        t = time.monotonic()
-        store.write_bytes("a.txt", b"landed")  # begun with the server stopped
-        assert time.monotonic() - t >= 13
-        assert "the store s3://frozen/x cannot be reached (writing a.txt); trying again for up to 60 s" in caplog.text
+        # the AWS SDK gives up on a server that does not answer after about 10 s (3 tries): then the store says it
+        # waits, and only then is the server resumed, so the write is begun and waited for however slow the machine
+        waiting, resumed, saw = threading.Event(), threading.Event(), []
+        message = "the store s3://frozen/x cannot be reached (writing a.txt); trying again for up to 60 s"
+
+        class Seen(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                if record.getMessage() == message:
+                    waiting.set()
+
+        def resume_once_waiting() -> None:
+            saw.append(waiting.wait(timeout=180))  # generous: the SDK's own tries take about 10 s
+            os.kill(server.pid, signal.SIGCONT)
+            resumed.set()
+
+        seen = Seen(logging.WARNING)
+        store_log = logging.getLogger("ttseval.core.store")
+        store_log.addHandler(seen)
+        resumer = threading.Thread(target=resume_once_waiting, daemon=True)
+        try:
+            store = ArtifactStore("s3://frozen/x", wait_s=60)
+            caplog.clear()
+            resumer.start()
+            store.write_bytes("a.txt", b"landed")  # begun with the server stopped
+            landed = resumed.is_set()
+        finally:
+            store_log.removeHandler(seen)
+            waiting.set()  # a resumer still waiting (the write failed) resumes the server at once
+            resumer.join(timeout=30)
+        assert saw == [True], f"the store did not say it waits within 180 s; it logged:\n{caplog.text}"
+        assert message in caplog.text  # the store waited for the stopped server
+        assert landed  # the write ended only once the server ran again: it was waited for, not lost
         assert store.read_bytes("a.txt") == b"landed"
         assert store.exists("a.txt") and not store.exists("b.txt")
         t = time.monotonic()
