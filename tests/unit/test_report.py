@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -1037,3 +1038,16 @@ def test_the_seed_tts_eval_report_section_takes_only_rows_normalized_its_way_and
     assert "| espeak-ng | w | 2 | 40 | 1 |" in section  # mean of 10% and 70%; one utterance over 50%
     assert "1 transcript(s) of this run id were normalized another way" in section
     assert seedtts_markdown(Settings(), tables, {"s": "espeak-ng"}) == ""
+
+
+def test_the_terminal_table_prints_specs_as_they_are(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """rich reads ':b:' as an emoji code and '[bold]' as a style; a system's spec holds either."""
+    from ttseval.core.store import ArtifactStore
+    from ttseval.tasks.report import print_view
+
+    specs = ["instant:b:pace=1.2", "kokoro:heart:speed=1.1", "files:[bold]take"]
+    print_view(ArtifactStore(str(tmp_path)), "r", [{"system": s, "WER %": "1.0 [0.5, 2.0]"} for s in specs], "")
+    out = capsys.readouterr().out
+    for spec in specs:
+        assert spec in out, out
+    assert "1.0 [0.5, 2.0]" in out

@@ -20,7 +20,9 @@ def print_view(store: ArtifactStore, run_id: str, rows: list[dict[str, str]], le
         table.add_column(header, overflow="fold")
     for r in rows:
         table.add_row(*r.values())
-    console = Console(width=200)
+    # cells are data, not rich markup: a spec such as 'kokoro:heart:speed=1.1' or a voice named '[bold]' prints as
+    # it is, not as an emoji or a style
+    console = Console(width=200, emoji=False, markup=False)
     console.print(table)
     board = re.sub(
         r"!\[([^\]]*)\]\(([^)]+)\)",
