@@ -1,4 +1,4 @@
-"""`ttseval backfill-judge` with --depths and --baseline, through the real command (issue 35).
+"""`ttseval backfill-judge` with --depths and --baseline, through the real command.
 
 One stored run (three local systems, two items at depth 0 and two at depth 1, no judge at evaluate time) is
 backfilled with the objective judge (a real judge: it decides from the run's stored CER and MOS, no vendor) twice:

@@ -1,4 +1,4 @@
-"""`ttseval serve` through the real command, in its own process (issue 35): it answers a stored run's report, clips
+"""`ttseval serve` through the real command, in its own process: it answers a stored run's report, clips
 and index over HTTP and stops cleanly on Ctrl-C (SIGINT). voices and serve's refusals are
 tests/unit/test_commands_without_server.py; stack is tests/system/test_stack_command.py.
 """

@@ -41,7 +41,7 @@ def _task_stream(address: str) -> list[dict[str, Any]]:
 def test_synthesis_shards_of_a_gpu_provider_run_on_the_gpu_worker(
     tiny_vits: Path, tmp_path: Path, prefect_api: str
 ) -> None:
-    # Also the model stages of issue 13 on the same workers: two more recognisers (tiny CTC and Whisper models)
+    # Also more model stages on the same workers: two more recognisers (tiny CTC and Whisper models)
     # beside the echo one, and a LID model of MMS-LID's shape, all built here and run batched, with labelled rows.
     from tests.support.tiny_models import (
         LID_LABELS,

@@ -45,7 +45,7 @@ def screened(shared_env: dict[str, str], tmp_path_factory: pytest.TempPathFactor
         ],
         shared_env | {"TTSEVAL_PROSODY": "true"},
         cwd=folder,
-    )  # and the prosody stage (issue 14)
+    )  # and the prosody stage
     assert result.returncode == 0, result.stderr[-4000:]
     return store, result
 
@@ -60,7 +60,7 @@ def test_a_negative_control_speaks_every_item_and_the_card_says_it_was_caught(sc
     card = {line.split(" | ")[0].lstrip("| "): line for line in report.splitlines() if " | ps-AF | " in line}
     control = card["espeak-ng:ur (negative control)"].split(" | ")
     # What Whisper (int8, temperature 0) hears in Urdu speech of Pashto text depends on the CPU's kernels: Latin
-    # letters on the machines this was written on, nothing at all on an AVX2-only AMD EPYC (2026-11-24). Either
+    # letters on the machines this was written on, nothing at all on an AVX2-only AMD EPYC. Either
     # way the S gate does not pass the control, and it says which case it was.
     transcripts = pd.read_parquet(store / "runs" / "insv" / "transcripts").set_index(["system_id", "item_id"])
     heard = transcripts.xs("mul-ps", level="item_id")["hypothesis"].iloc[0]

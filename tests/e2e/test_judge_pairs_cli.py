@@ -1,4 +1,4 @@
-"""All-pairs judging (issue 29, item 3): setting judge_pairs = baseline / all / sampled.
+"""All-pairs judging: setting judge_pairs = baseline / all / sampled.
 
 The dry run's count against the calls a fake Gemini judge receives in real evaluate runs of three instant voices
 (tests/support/instant.py, with its recogniser and MOS predictor, on the keyed shared cluster: what is tested is the

@@ -1,5 +1,5 @@
-"""A remote voice that changes behind an unchanged API version: the nightly canary hears it (issue 32, item 1) and
-the alert reaches a webhook through a Prefect notification block (item 4).
+"""A remote voice that changes behind an unchanged API version: the nightly canary hears it and
+the alert reaches a webhook through a Prefect notification block.
 
 The fake vendor (OpenAI's speech wire format on loopback, the real provider and client library) answers every
 request with fresh audio: the instant voice (tests/support/instant.py) with a small jitter of its pace that changes

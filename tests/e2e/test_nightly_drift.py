@@ -1,4 +1,4 @@
-"""Nightly runs whose drift is really flagged, and which earlier run each night compares with (issue 35).
+"""Nightly runs whose drift is really flagged, and which earlier run each night compares with.
 
 One recorded system (`files:rec:dir=<folder>`, nothing cached between nights since its clips are looked up by item
 id) is run four nights over eight English items through the real `ttseval nightly` command:

@@ -63,7 +63,7 @@ def test_budget_stops_at_the_budget_and_a_later_run_finishes_without_paying_twic
     chars = sum(map(len, TEXTS))
     assert dry_run_table(dry.stdout) == {system: (3, chars, float(chars))}  # USD = characters at $1 each
 
-    refused = run_cli([*args, "--budget-usd", "70"], env, cwd=tmp_path)  # a paid run on a new store (issue 34)
+    refused = run_cli([*args, "--budget-usd", "70"], env, cwd=tmp_path)  # a paid run on a new store
     assert refused.returncode == 2 and "pass --new-store" in refused.stderr and openai_fake.paid_calls == before
     first = run_cli([*args, "--budget-usd", "70", "--new-store"], env, cwd=tmp_path)
     assert first.returncode == 0, first.stderr[-3000:]
@@ -228,7 +228,7 @@ def test_every_kind_of_system_in_one_run_and_a_rerun_calls_nothing(prefect_api, 
             2 * sum(f is g for g in specs.values()) for f in fakes.values()
         ]  # nothing paid twice
 
-        # Issue 17's secrets check: with a key set for every provider, no file the run wrote holds it: tables
+        # The secrets check: with a key set for every provider, no file the run wrote holds it: tables
         # (decoded, since Parquet compresses), report, logs, HTML pages, the exported bundle, the Prefect database
         bundle = run_cli(
             ["export", "--store", str(tmp_path / "store"), "--run-id", "all", "--out", str(tmp_path / "bundle")],

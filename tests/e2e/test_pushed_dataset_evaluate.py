@@ -1,4 +1,4 @@
-"""An evaluate of a pushed dataset and a pushed system (issue 33): pushed in-process (ttseval.cli.main), then run
+"""An evaluate of a pushed dataset and a pushed system: pushed in-process (ttseval.cli.main), then run
 by name (NAME@VERSION, pushed:LABEL) through the real command on the shared Dask cluster, with the user's files
 gone. The push commands themselves are tests/unit/test_datasets_push.py.
 """

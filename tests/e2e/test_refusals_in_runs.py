@@ -1,4 +1,4 @@
-"""Every refusal is clean (issue 30), inside runs on the session's Prefect server: a user error raised inside a flow
+"""Every refusal is clean, inside runs on the session's Prefect server: a user error raised inside a flow
 run or a task run is logged as its message alone (no Prefect traceback) and the run is marked failed with it, and a
 deployment run is confined to the dataset's folder. One flow run (an unreadable voice prompt, one item, espeak-ng)
 covers errors raised inside a flow. The refusals before any server starts are tests/unit/test_refusals_cli.py."""

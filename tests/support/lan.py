@@ -1,4 +1,4 @@
-"""A LAN of hosts for multi-host runs (issue 27): tests/support/hosts.py `Network` with five hosts, each seeing only its
+"""A LAN of hosts for multi-host runs: tests/support/hosts.py `Network` with five hosts, each seeing only its
 own files, used by tests/system/test_multi_host.py and benchmarks/bench_hosts.py:
 
 - the client: the caller itself (`client_files` is the client's folder, hidden from every other host);

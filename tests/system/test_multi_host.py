@@ -1,10 +1,10 @@
-"""A run across separate hosts (issue 27 items 5 and 6), on the hosts of tests/support/lan.py: a client (the test
+"""A run across separate hosts, on the hosts of tests/support/lan.py: a client (the test
 itself, with the dataset, the clips of a `files:` system and the voice prompts), a scheduler host (Dask scheduler and
 Prefect server), an S3 host, two worker hosts (one declaring GPU=1) that see none of the client's files, and a vendor
 host with a fake paid TTS API that counts what it would bill.
 
 The run's results are compared key by key with the same command on one host (the session's shared cluster and a
-local store), and the vendor's bill says that no paid call was made twice. Faults across hosts (issue 27 item 6):
+local store), and the vendor's bill says that no paid call was made twice. Faults across hosts:
 a worker host's link cut or its worker killed, the S3 host away, the scheduler host restarted, the Prefect server
 restarted; each run completes with no key lost or stored twice and no item billed twice.
 """
@@ -345,7 +345,7 @@ def _evaluate_through_a_fault(
 def test_a_worker_host_lost_mid_run_loses_no_row_and_bills_no_item_twice(
     lan: Lan, monkeypatch: pytest.MonkeyPatch, fault: str
 ) -> None:
-    """Issue 27 item 6, a worker host lost mid-run once the first transcript is stored: its link cut (a pulled cable;
+    """A worker host lost mid-run once the first transcript is stored: its link cut (a pulled cable;
     the scheduler drops it after tests/support/lan.py WORKER_TTL) or its worker killed (SIGKILL of the whole process
     group: the scheduler sees the connection close). Its tasks go to worker-b; nothing is lost, no key is stored twice
     and no item billed twice (what a worker finished was in the store before it was lost; the one call a single-thread
@@ -376,7 +376,7 @@ def test_a_worker_host_lost_mid_run_loses_no_row_and_bills_no_item_twice(
 def test_the_s3_host_away_mid_run_is_waited_for_and_nothing_is_lost_or_bought_twice(
     lan: Lan, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 27 item 6, the store's host away mid-run: the S3 host's link is cut once the first clip is stored, while
+    """The store's host away mid-run: the S3 host's link is cut once the first clip is stored, while
     the other clips, the paid ones among them, are being made, and mended once the run says it is waiting for the
     store: longer than a task's own retries ride out (each try of a store operation that gets no answer takes the
     AWS SDK about 10 s; the store says it waits once they are spent). Every store operation that cannot reach the
@@ -406,7 +406,7 @@ def test_the_s3_host_away_mid_run_is_waited_for_and_nothing_is_lost_or_bought_tw
 def test_the_scheduler_host_or_the_prefect_server_restarted_mid_run_loses_nothing_and_bills_no_item_twice(
     lan: Lan, monkeypatch: pytest.MonkeyPatch, fault: str
 ) -> None:
-    """Issue 27 item 6, once the first transcript is stored: the scheduler host restarted (its Dask scheduler and
+    """Once the first transcript is stored: the scheduler host restarted (its Dask scheduler and
     Prefect server stopped, and started again once the run has said it lost the scheduler, the Prefect database
     kept on its disk), or only the Prefect server restarted (started again once the run has stored a part more
     without it: its tasks report to the server through events, which wait for it).

@@ -1,4 +1,4 @@
-"""The Prefect server commands share when PREFECT_API_URL is not set (ttseval.infra.prefect_server, issue 31 item 3):
+"""The Prefect server commands share when PREFECT_API_URL is not set (ttseval.infra.prefect_server):
 started once by whichever command comes first, even when several start together; never stopped while a command
 uses it; stopped once idle for keep_s; given no secret from the command's environment."""
 
@@ -169,7 +169,7 @@ def test_the_readme_path_leaves_the_server_for_the_next_command(tmp_path: Path) 
     try:
         assert info is not None
         output = first.stdout + first.stderr
-        # seen once in a fresh clone's suite on a loaded machine (2026-11-25): both were in the output; the lines
+        # seen once in a fresh clone's suite on a loaded machine: both were in the output; the lines
         # around them say which process started a server of its own, and why
         around = [
             line

@@ -1,4 +1,4 @@
-"""An evaluate run whose Dask workers are Slurm jobs (issue 27 item 4): `cluster = "slurm"`, on a one-node Slurm
+"""An evaluate run whose Dask workers are Slurm jobs: `cluster = "slurm"`, on a one-node Slurm
 started here (tests/support/slurm.py: Debian's slurm-wlm and munge, as root). The command's process runs the Dask
 scheduler and dask-jobqueue submits worker jobs with sbatch as the run needs them (adaptive); the jobs report to
 the Prefect API at an address that is not loopback, as a compute node would. Also: what is refused before

@@ -293,7 +293,7 @@ def test_stack_down_stops_everything(stack: StackInfo) -> None:
 
 
 def test_stack_up_down_up_keeps_earlier_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 34, item 4: moto holds the bucket in memory, so a stack left running lost every result at stack down.
+    """moto holds the bucket in memory, so a stack left running lost every result at stack down.
     stack_down saves the bucket to <folder>/s3-data and stack_up restores it into the new S3 server."""
     import pandas as pd
 

@@ -1,4 +1,4 @@
-"""`ttseval stack` through the real command, in its own process (issue 35): the stack goes up, reports its live
+"""`ttseval stack` through the real command, in its own process: the stack goes up, reports its live
 processes and comes down in a temporary folder. voices and serve are tests/unit/test_commands_without_server.py and
 tests/e2e/test_commands_cli.py.
 """

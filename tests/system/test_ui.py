@@ -137,8 +137,8 @@ class Page:
                 )
                 if attempt == 2 or not oops or not held.endswith(": none"):
                     raise
-            # the toast's countdown ring lies over its close button, so a pointer click lands on the ring (seen
-            # 2026-11-25: ElementClickInterceptedException); the button's own click() closes it
+            # the toast's countdown ring lies over its close button, so a pointer click lands on the ring
+            # (ElementClickInterceptedException); the button's own click() closes it
             for close in self.d.find_elements(
                 By.XPATH, "//button[@aria-label='Close' or contains(@class,'toast__close')]"
             ):
@@ -302,7 +302,7 @@ def _runs_with_run_id(stack: StackInfo, run_id: str) -> str:
 def test_a_pushed_dataset_and_clip_folder_run_from_the_ui(
     stack: StackInfo, deployed: list[str], tiny_dataset: Path, browser: webdriver.Chrome, tmp_path: Path
 ) -> None:
-    """Issue 33: the items file and the clips are on the user's side; `datasets push` and `systems push` (with the
+    """The items file and the clips are on the user's side; `datasets push` and `systems push` (with the
     stack's PREFECT_API_URL, as a user's shell would have it) put them in the store and into the adhoc form, whose
     description lists them; the run chosen in the form reads nothing but the store, and the report names the
     label. A choice that is not registered is refused by the flow's preflight before any work."""

@@ -1,4 +1,4 @@
-"""What `ttseval backfill-judge` computes without a run (issue 35): the judges' agreement when every judge scores every
+"""What `ttseval backfill-judge` computes without a run: the judges' agreement when every judge scores every
 system alike, and the baseline a run judged by nobody yet takes (the one its evaluate recorded). The backfills
 through the real command are tests/e2e/test_backfill_cli.py."""
 

@@ -183,7 +183,7 @@ def test_evaluate_refuses_a_bad_baseline_before_any_prefect_server(small_dataset
 
 
 def test_a_dry_run_prices_paid_vendors_before_any_api_key_is_set(tmp_path: Path) -> None:
-    """Issue 34, item 3: estimating cost is what people do before signing up, so no key may be asked for."""
+    """Estimating cost is what people do before signing up, so no key may be asked for."""
     from ttseval.providers.tts.elevenlabs import ElevenLabsTTS
     from ttseval.providers.tts.openai_speech import OpenAISpeechTTS
 
@@ -251,8 +251,8 @@ def _cli(args: list[str], tmp_path: Path, **extra: str) -> subprocess.CompletedP
 
 
 def test_a_missing_store_or_run_is_exit_2_with_the_same_words_in_every_command(tmp_path: Path) -> None:
-    """Issue 34, item 2: `report` said 'run failed' (exit 1) where `export` said the store had no such run (exit
-    2). Every command that reads a store now says the same thing with exit code 2."""
+    """`report` said 'run failed' (exit 1) where `export` said the store had no such run (exit 2). Every command
+    that reads a store now says the same thing with exit code 2."""
     from ttseval.core.schemas import table_from_rows
     from ttseval.core.store import ArtifactStore
 
@@ -294,7 +294,7 @@ def test_a_missing_store_or_run_is_exit_2_with_the_same_words_in_every_command(t
 
 
 def test_a_new_store_is_announced_and_a_paid_run_on_it_needs_new_store(tmp_path: Path, monkeypatch) -> None:
-    """Issue 34, item 2: a mistyped --store started over silently, paying again. The store is the typo's."""
+    """A mistyped --store started over silently, paying again. The store is the typo's."""
     from ttseval.core.config import load_settings
     from ttseval.core.errors import ConfigError
     from ttseval.core.store import ArtifactStore
@@ -354,7 +354,7 @@ def _help(*command: str) -> str:
 
 
 def test_the_natural_help_example_is_a_spec_the_run_accepts(tmp_path: Path) -> None:
-    """Issue 34, item 5: --natural's help said files:<folder of recordings>, which the preflight refuses."""
+    """--natural's help said files:<folder of recordings>, which the preflight refuses."""
     from ttseval.core.config import load_settings
     from ttseval.flows.common import check_systems
 
@@ -371,8 +371,8 @@ def test_the_natural_help_example_is_a_spec_the_run_accepts(tmp_path: Path) -> N
 
 
 def test_every_store_option_has_the_same_help_and_nightly_takes_evaluate_s_run_options() -> None:
-    """Issue 34, item 5: --store had no help on report, export, serve and leaderboard; nightly took no --dry-run,
-    --budget-usd, --judges or --baseline. Both are declared once (cli/common.add_store, cli/runs.add_run_options)."""
+    """--store had no help on report, export, serve and leaderboard; nightly took no --dry-run, --budget-usd,
+    --judges or --baseline. Both are declared once (cli/common.add_store, cli/runs.add_run_options)."""
     from ttseval.cli import build_parser
     from ttseval.cli.common import STORE_HELP
 

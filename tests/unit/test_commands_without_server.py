@@ -1,4 +1,4 @@
-"""`ttseval voices` and `serve` through the real command, in their own processes (issue 35), where they need no
+"""`ttseval voices` and `serve` through the real command, in their own processes, where they need no
 server: voices lists the engines' installed voices (espeak-ng's and flite's own lists, read back here from the
 programs) and refuses an unknown or listless engine; serve refuses a missing store. Neither starts or asks a Prefect
 server (the command runs against an address nothing answers on). serve on a stored run is

@@ -157,7 +157,7 @@ def test_dataset_problems_are_all_reported_at_once(tmp_path: Path) -> None:
 
 
 def test_known_categories_in_any_spelling_are_stored_canonically(tmp_path: Path) -> None:
-    # Spelled as the EmergentTTS-Eval release spells them; refused by `evaluate` before issue 9.
+    # Spelled as the EmergentTTS-Eval release spells them, which `evaluate` must accept.
     path = tmp_path / "release.csv"
     path.write_text(
         "item_id,text,language,category,depth\n"

@@ -1,4 +1,4 @@
-"""`ttseval datasets push|list|show` and `ttseval systems push|list` (issue 33): items files and clips made on the
+"""`ttseval datasets push|list|show` and `ttseval systems push|list`: items files and clips made on the
 user's side, registered in the store so a run on another machine names them (NAME@VERSION, pushed:LABEL).
 
 The tests call the command in-process (ttseval.cli.main, its real parser and exit codes); the evaluate run of what
@@ -311,7 +311,7 @@ def test_the_adhoc_forms_schema_lists_the_stores_choices() -> None:
 class BusyPrefect:
     """A loopback stand-in for the two Prefect API routes the form refresh calls (GET /deployments/name/...,
     PATCH /deployments/ID), answering the first `busy` PATCHes 503 as a Prefect server whose database is locked
-    does (the CI failure of 2026-11-26)."""
+    does (as seen in CI)."""
 
     def __init__(self, busy: int) -> None:
         import http.server

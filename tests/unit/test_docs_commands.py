@@ -184,7 +184,7 @@ def test_every_documented_command_is_accepted_by_the_parser() -> None:
 
 
 def test_the_readme_s_commands_that_read_a_store_name_it() -> None:
-    """Issue 34, item 5: the README's examples of report, export, serve and leaderboard left --store out."""
+    """The README's examples of report, export, serve and leaderboard left --store out."""
     readers = [
         c for c in documented_commands(ROOT / "README.md") if c.argv[0] in {"report", "export", "serve", "leaderboard"}
     ]

@@ -34,7 +34,7 @@ BAD_DATASETS = {
         '{"item_id": "a", "text": 42, "language": "en", "category": "questions", "depth": "deep"}\n',
         "rule 'depth is an integer' (column depth) fails on 1 row(s): row 1 (item_id='a')",
     ),
-    # issue 17's hostile inputs that reach the CLI (the rest: tests/unit/test_hostile_inputs.py)
+    # hostile inputs that reach the CLI (the rest: tests/unit/test_hostile_inputs.py)
     "path-like id": (
         '{"item_id": "../../etc/passwd", "text": "Hi.", "language": "en", "category": "q", "depth": 0}\n',
         "rule 'item_id is a plain name' (column item_id) fails on 1 row(s): row 1",

@@ -206,7 +206,7 @@ def test_synthesis_stage_gives_every_item_a_row_and_a_failed_retryable_row_for_a
     assert by_id["item-wav"]["audio_sha256"] == hashlib.sha256(wav).hexdigest()
 
 
-# --- staged into the store before the run: workers read only the store (issue 27) --------------------------------
+# --- staged into the store before the run: workers read only the store -------------------------------------------
 
 
 def test_staged_clips_are_the_stored_audio_the_folder_would_give_and_need_no_folder(

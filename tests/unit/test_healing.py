@@ -294,7 +294,7 @@ def test_a_judge_outage_leaves_failed_rows_that_the_next_run_asks_again(tmp_path
 
 def test_a_shard_run_again_after_its_worker_died_calls_nothing_for_what_it_committed(tmp_path: Path) -> None:
     """Dask runs a finished task again when the worker holding its result dies before the next stage took it
-    (issue 17: 16 synthesis calls made twice). The second attempt finds the first one's part by the shard's
+    (16 synthesis calls made twice in a trial). The second attempt finds the first one's part by the shard's
     label and calls the provider only for keys that did not settle (a retryable failure)."""
     settings = settings_for(tmp_path, "BuggyTTS")
     plan = plan_synthesis(get_store(settings.store), "r", items_frame(ITEMS), [SPEC], settings)

@@ -1,4 +1,4 @@
-"""Hostile input (issue 17): encodings, scripts, sizes, control characters, ids that look like paths or that
+"""Hostile input: encodings, scripts, sizes, control characters, ids that look like paths or that
 collide once case or Unicode normalization is ignored, formulas in text that reaches a spreadsheet, malformed
 settings and provider specs. Each is refused with a message naming the row, the field and the fix, or handled
 as it should be. Refusal writes nothing: the datasets are read before any write (the CLI cases in
@@ -415,7 +415,7 @@ def test_mos_form_ratings_with_sound_types_are_analysed(tmp_path: Path) -> None:
     assert (folder / "analysis.md").read_text(encoding="utf-8") == markdown
 
 
-# Paths a dataset may reference (issue 30): a run started from a deployment or the UI reads only the dataset's
+# Paths a dataset may reference: a run started from a deployment or the UI reads only the dataset's
 # folder and the setting allowed_paths (confine_paths="deployments", the default). Prefect's runtime says whether
 # a run came from a deployment; PREFECT__RUNTIME__DEPLOYMENT__ID is Prefect's own way to mock that in a test.
 DEPLOYMENT = {"PREFECT__RUNTIME__DEPLOYMENT__ID": "5f1c3a52-0000-4000-8000-000000000030"}

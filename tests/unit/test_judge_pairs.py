@@ -1,4 +1,4 @@
-"""All-pairs judging (issue 29, item 3): setting judge_pairs = baseline / all / sampled.
+"""All-pairs judging: setting judge_pairs = baseline / all / sampled.
 
 The pair design (ttseval.tasks.pairs.judged_pairs) against the documented rule recomputed with hashlib
 (tests/support/pairs.py), the dry run's count, and the win rates read against the baseline. The real evaluate runs

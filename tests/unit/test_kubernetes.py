@@ -1,4 +1,4 @@
-"""The Kubernetes side, checked against the schemas a cluster would check it with (issue 27 item 4). No Kubernetes
+"""The Kubernetes side, checked against the schemas a cluster would check it with. No Kubernetes
 cluster runs here, so none of this was applied to one: the manifests in infra/k8s and the DaskCluster and
 DaskWorkerGroup that `cluster = "kubernetes"` makes are validated, strictly (an unknown field is an error, as
 `kubectl apply --validate=strict` makes it), against

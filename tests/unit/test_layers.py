@@ -86,7 +86,7 @@ def test_cheap_commands_import_neither_prefect_nor_dask(argv: list[str]) -> None
 
 
 def test_the_flows_import_dask_only_when_a_task_is_submitted() -> None:
-    # distributed and prefect_dask are about 0.5 s of a re-run's 5 s (issue 31): the flows' task runner imports
+    # distributed and prefect_dask are about 0.5 s of a re-run's 5 s: the flows' task runner imports
     # them at its first submitted task (flows/runner.py SettingsDaskTaskRunner), so a re-run with nothing to
     # compute never does; building the runner the CLI builds does not either
     code = (

@@ -1,4 +1,4 @@
-"""Listeners' Bradley-Terry (issue 29, item 2): CMOS ratings as outcomes, the fit against choix and a hand-worked
+"""Listeners' Bradley-Terry: CMOS ratings as outcomes, the fit against choix and a hand-worked
 case, and the raters-then-items interval recomputed independently (numpy draws by the documented rule, each
 resample fitted by choix)."""
 

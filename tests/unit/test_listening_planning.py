@@ -1,4 +1,4 @@
-"""Raters x items planning of a listening test (issue 29, item 5): the 95% half-width of the closest pair's
+"""Raters x items planning of a listening test: the 95% half-width of the closest pair's
 difference per (listeners, utterances) cell, drawn from a pilot as MANGO's subsampling draws (with replacement),
 checked against a direct simulation of tests of that size and the variance-components formula."""
 

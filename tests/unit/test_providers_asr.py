@@ -150,7 +150,7 @@ def _independent_decode(directory: Path, clip: Audio) -> str:
 def test_faster_whisper_device_needs_cuda_12s_cublas(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """As on the H100 of 2026-11-25 (CUDA 13 only): CTranslate2 counts a GPU but libcublas.so.12 does not load.
+    """As on an H100 with CUDA 13 only: CTranslate2 counts a GPU but libcublas.so.12 does not load.
     auto runs on the CPU and says why, cuda is refused with the fix; with the library it is the GPU."""
     import ctranslate2
 

@@ -89,7 +89,7 @@ def test_piper_builds_one_session_with_the_workers_share_of_the_cores(
 ) -> None:
     # On a Dask worker (TTSEVAL_MODEL_THREADS set by the LocalCluster) the voice's one ONNX session uses that many
     # intra-op threads; elsewhere onnxruntime's default (0 = all cores). One session per voice, not PiperVoice.load's
-    # and then a second one (issue 31's profile of the workers).
+    # and then a second one (as a profile of the workers showed).
     import onnxruntime
 
     from ttseval.providers import MODEL_THREADS_VARIABLE

@@ -1,4 +1,4 @@
-"""Every refusal is clean (issue 30): the documented refusals run through the real `ttseval` command end with
+"""Every refusal is clean: the documented refusals run through the real `ttseval` command end with
 exit 2, our message and no traceback anywhere in stdout or stderr; a user error raised inside a flow run is
 logged as its message alone (no Prefect traceback). These refusals come before any Prefect server starts; the errors
 raised inside flow and task runs are tests/e2e/test_refusals_in_runs.py."""

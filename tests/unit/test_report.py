@@ -444,7 +444,7 @@ def test_drift_markdown_names_recogniser_and_direction() -> None:
 
 
 def test_the_former_module_paths_still_export_what_the_cli_and_flows_import() -> None:
-    # tasks/report.py and tasks/listening.py became packages (issue 26); tasks/html_report.py is report.html
+    # tasks/report.py and tasks/listening.py became packages; tasks/html_report.py is report.html
     import ttseval.tasks.leaderboard as leaderboard
     import ttseval.tasks.listening as listening
     import ttseval.tasks.report as report
@@ -539,7 +539,7 @@ def _mos_line(markdown: str) -> list[str]:
 
 
 def test_the_issues_eight_item_case_no_longer_differs_and_a_real_difference_still_does(tmp_path) -> None:
-    """Issue #29: 8 items, MOS +0.153 (percentile CI [0.004, 0.30] excluded 0; Wilcoxon p 0.148). The decision now
+    """8 items, MOS +0.153 (percentile CI [0.004, 0.30] excluded 0; Wilcoxon p 0.148). The decision now
     comes from the permutation test adjusted (Holm) across the table's tests; the adjusted p is shown."""
     import numpy as np
 
@@ -678,7 +678,7 @@ def _judged_run(
 
 
 def test_every_win_rate_table_and_figure_carries_its_interval(tmp_path, monkeypatch) -> None:
-    """Issue #29 item 4: overall, per-category and per-depth win-rates each with a 95% CI (BCa), 'n too small' for
+    """Overall, per-category and per-depth win-rates each with a 95% CI (BCa), 'n too small' for
     cells under 10 items; the depth figure draws error bars; the HTML page's leaderboard has the CI."""
     from ttseval.metrics.bootstrap import MIN_INTERVAL_ITEMS
     from ttseval.tasks.report import compute_winrates, figures, leaderboard_markdown
@@ -753,7 +753,7 @@ def test_the_html_page_shows_each_win_rate_with_its_interval(tmp_path) -> None:
 
 
 def test_the_bradley_terry_ranking_is_in_the_report_the_leaderboard_and_the_html_page(tmp_path) -> None:
-    """Issue #29 item 2 for a judged run: each judge's section ranks the systems by the lower bound of their
+    """For a judged run, each judge's section ranks the systems by the lower bound of their
     Bradley-Terry strength, with the Elo view; the HTML page's leaderboard carries rank and Elo per judge."""
     import json
     import math
@@ -792,7 +792,7 @@ def test_the_bradley_terry_ranking_is_in_the_report_the_leaderboard_and_the_html
 
 
 def test_the_cross_run_leaderboard_ranks_systems_never_judged_together_on_one_bradley_terry_scale(tmp_path) -> None:
-    """Issue #29: `ttseval leaderboard` fits each judge's Bradley-Terry model to the verdicts of every run on a dataset
+    """`ttseval leaderboard` fits each judge's Bradley-Terry model to the verdicts of every run on a dataset
     version. Run r1 judged s1 against s0 (s1 wins 15 of 20), run r2 s2 against s0 (s2 wins 5 of 20) and s1 again
     on 4 items, where s1 now loses: those 4 comparisons count once, with r2's verdict. By hand (a star design around
     s0, no prior): s1 - s0 = logit(11/20) = ln(11/9), s2 - s0 = logit(5/20) = -ln 3; the weak prior shrinks a
@@ -856,7 +856,7 @@ def test_the_cross_run_leaderboard_ranks_systems_never_judged_together_on_one_br
 
 
 def test_the_significance_matrix_compares_every_pair_and_adjusts_across_all_its_tests(tmp_path) -> None:
-    """Issue #29 item 6: per metric, every system against every other (row minus column), the permutation p
+    """Per metric, every system against every other (row minus column), the permutation p
     adjusted by Holm across every cell of every matrix; the adjustment checked against statsmodels."""
     import numpy as np
     from statsmodels.stats.multitest import multipletests
@@ -971,7 +971,7 @@ def test_the_significance_matrix_compares_every_pair_and_adjusts_across_all_its_
 
 
 def test_the_planning_table_gives_the_items_a_paired_test_needs(tmp_path) -> None:
-    """Issue #29 item 5: per system and metric, the items needed at the plan_power setting, from the run's own
+    """Per system and metric, the items needed at the plan_power setting, from the run's own
     per-item spread; checked against statsmodels' TTestPower at alpha / (the paired family's tests)."""
     import math
 

@@ -195,7 +195,7 @@ def test_strong_prompting_and_item_instructions_reach_the_instructions_field(fak
 
 
 def test_broken_audio_is_flagged_a_timeout_retried_and_no_paid_call_made_twice(fake, env, tmp_path) -> None:
-    """Issue 17's provider faults through the real client: audio that is silent, clipped or NaN (a float WAV),
+    """Provider faults through the real client: audio that is silent, clipped or NaN (a float WAV),
     a reply slower than the client's timeout; every item ends as a row, and a second pass over the same keys
     (a resumed run) pays for nothing again, counted at the fake."""
     import io
@@ -253,8 +253,8 @@ def test_broken_audio_is_flagged_a_timeout_retried_and_no_paid_call_made_twice(f
 
 
 def test_each_request_records_its_time_to_first_byte_and_its_attempts(fake, env, tmp_path) -> None:
-    # Issue 32, item 5: a streamed answer held back 0.3 s before its first byte; a 503 then an answer (2 requests,
-    # 1 error). The first byte cannot come before the server's wait, nor after the whole call.
+    # A streamed answer held back 0.3 s before its first byte; a 503 then an answer (2 requests, 1 error). The first
+    # byte cannot come before the server's wait, nor after the whole call.
     spec, tts = build(fake)
     fake.script("held back", [TTSReply(stream=True, delay_s=0.3)])
     fake.script("flaky", [TTSReply.error(503, "overloaded"), TTSReply()])
