@@ -170,3 +170,50 @@ class FlatMOS:
 
     def metadata(self) -> dict[str, Any]:
         return {"mos": "place-mos"}
+
+
+class GatedFliteTTS:
+    """Real flite speech (the same clips as `flite:<voice>`) that holds exactly one call until the test lets it go.
+
+    Option `gate` names a folder the test owns. The first call, in whichever Dask worker process it runs, claims
+    the hold by creating `<gate>/held` (an exclusive create, so one call of all processes wins) and waits until
+    `<gate>/open` exists; every other call, and every call once `open` exists, speaks at once. A run with this
+    system therefore cannot finish before the test creates `open`: a test can kill it mid-run at a moment of its
+    choosing. The hold gives up after `hold_s` seconds with an error (a test that forgot to open the gate).
+    """
+
+    name: ClassVar[str] = "gated-flite"
+    accepts_instruction: ClassVar[bool] = False
+
+    def __init__(self, voice: str | None = None, gate: str = "", hold_s: str = "900", **options: Any) -> None:
+        from ttseval.providers.tts.flite import FliteTTS
+
+        if not gate:
+            raise ValueError("gated-flite needs the option gate=<folder>")
+        self._inner = FliteTTS(voice=voice or "slt")
+        self.version = self._inner.version
+        self._gate, self._hold_s = gate, float(hold_s)
+
+    def supports_language(self, language: str) -> bool:
+        return self._inner.supports_language(language)
+
+    def synthesize(self, text: str, language: str, voice: str | None = None, instruction: str | None = None) -> Audio:
+        import os
+        import time
+
+        opened = os.path.join(self._gate, "open")
+        if not os.path.exists(opened):
+            try:
+                os.close(os.open(os.path.join(self._gate, "held"), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            except FileExistsError:
+                pass  # another call holds the gate: this one speaks at once
+            else:
+                deadline = time.monotonic() + self._hold_s
+                while not os.path.exists(opened):
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(f"gated-flite: {opened} did not appear within {self._hold_s:g} s")
+                    time.sleep(0.05)  # polls the test's condition, with the deadline above
+        return self._inner.synthesize(text, language)
+
+    def metadata(self) -> dict[str, Any]:
+        return self._inner.metadata()

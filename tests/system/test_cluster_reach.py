@@ -2,14 +2,16 @@
 
 The worker here runs on another host (tests/support/hosts.py: its own network and mount namespaces): it reaches the
 scheduler over a veth link, but neither the client's loopback (where a command's temporary Prefect server listens)
-nor the client's files (the test's folder is an empty tmpfs there). Issue 27's two-host trial crashed this way with
+nor the client's files (the test's folder is an empty tmpfs there). A two-host trial crashed this way with
 `RuntimeError: Failed to reach API at http://127.0.0.1:<port>/api/` from every task.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,6 +32,13 @@ def client_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("client-files")
 
 
+def worker_env(**extra: str) -> dict[str, str]:
+    """A Dask worker's environment: this checkout importable, none of the test process's ttseval, AWS or Prefect
+    settings (a worker gets a run's settings from the client, never from its own environment)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TTSEVAL_", "AWS_", "PREFECT_API"))}
+    return env | {"PYTHONPATH": str(ROOT), **TELEMETRY_OFF, "DASK_LOGGING__DISTRIBUTED": "warning", **extra}
+
+
 def peer_url(url: str, host: Host) -> str:
     """A server of this host (bound on every address: tests/conftest.py) as `host` reaches it."""
     return url.replace("127.0.0.1", host.peer_ip)
@@ -45,7 +54,7 @@ def remote_cluster(
     cluster's worker, so their results can be compared. Its environment also holds ttseval settings of its own:
     one that no settings may hold (shard_size 0: any settings loaded there fail) and one that would change every
     transcript (another recogniser for English). A run's tasks use the settings the client resolved, so neither
-    may show (issue 27 item 2)."""
+    may show."""
     from distributed import Client
 
     from ttseval.flows.runner import local_cluster_kwargs
@@ -172,9 +181,16 @@ def test_reach_is_asked_of_each_worker(
     shared_dask: str,
     prefect_api: str,
     monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
 ) -> None:
     """The same check in-process: the shared cluster (workers on this host) reaches the session's Prefect server
-    and a local store, so nothing is raised; the worker on the other host reaches neither; no cluster, no check."""
+    and a local store, so nothing is raised; the worker on the other host reaches neither; no cluster, no check.
+    Then one scheduler with a worker on each host, each lacking a model folder the other holds: the refusal names
+    both workers, each with exactly its own findings, so every worker was asked, not one standing for all."""
+    import re
+
+    from distributed import Client
+
     monkeypatch.setenv("PREFECT_API_URL", prefect_api)
     monkeypatch.setattr(preflight, "_reached", set())
     store = str(client_files / "store-b")
@@ -201,6 +217,78 @@ def test_reach_is_asked_of_each_worker(
         )
     assert f"worker tcp://{host.ip}:" in str(lacking.value) and f"lacks {weights}, which a spec" in str(lacking.value)
     assert "nowhere" not in str(lacking.value) and "same path on every worker host" in str(lacking.value)
+    # a worker on this host joins the other host's scheduler for this part only
+    with open(tmp_path / "local-worker.log", "w") as log:
+        local = subprocess.Popen(
+            [
+                str(BIN / "dask"),
+                "worker",
+                address,
+                "--host",
+                host.peer_ip,
+                "--nworkers",
+                "1",
+                "--nthreads",
+                "1",
+                "--no-dashboard",
+                "--local-directory",
+                str(tmp_path),
+            ],
+            env=worker_env(),
+            cwd=tmp_path,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    only_here, only_there = client_files / "only-here", client_files / "only-there"
+    try:
+        with Client(address, timeout=60, set_as_default=False) as client:
+            client.wait_for_workers(2, timeout=120)
+            workers = sorted(client.scheduler_info()["workers"])
+            [there] = [w for w in workers if w.startswith(f"tcp://{host.ip}:")]
+            [here] = [w for w in workers if w != there]
+            # the other host sees its own empty folder at the client's path: a folder made there is not here
+            client.run(os.mkdir, str(only_there), workers=[there])
+        only_here.mkdir()
+        assert not only_there.exists()
+        both = Settings(
+            dask_address=address, store=store, lid=[f"transformers:{only_here}", f"transformers:{only_there}"]
+        )
+        remembered = set(preflight._reached)
+        with pytest.raises(ConfigError) as each:
+            check_cluster_reach(both)
+        message = str(each.value)
+        findings = message.split(" cannot run this: ", 1)[1].split(". To fix: ", 1)[0].split("; ")
+        by_worker: dict[str, list[str]] = {}
+        for finding in findings:
+            named = re.fullmatch(r"worker (\S+) (.*)", finding)
+            assert named, f"a finding that names no worker: {finding!r} in {message}"
+            by_worker.setdefault(named[1], []).append(named[2])
+        assert sorted(by_worker) == sorted([here, there]), message
+        [lacks_there] = by_worker[here]  # this host reaches the API and the store; it lacks the other's folder only
+        assert re.fullmatch(
+            rf"\(host [^)]*\) lacks {re.escape(str(only_there))}, which a spec of the run names", lacks_there
+        )
+        assert len(by_worker[there]) == 3, by_worker[there]
+        assert any(re.search(rf"lacks {re.escape(str(only_here))}, which a spec", f) for f in by_worker[there])
+        assert any(f.startswith(f"cannot open the Prefect API {prefect_api}") for f in by_worker[there])
+        assert any(f.startswith(f"does not see the store's folder {client_files}") for f in by_worker[there])
+        assert preflight._reached == remembered  # a refusal is not remembered
+    finally:
+        stop_group(local)
+        with Client(address, timeout=60, set_as_default=False) as client:
+            client.run(  # ignore_errors: a failure before the folder was made must stay the failure reported
+                shutil.rmtree,
+                str(only_there),
+                True,
+                workers=[w for w in client.scheduler_info()["workers"] if w.startswith(f"tcp://{host.ip}:")],
+            )
+            deadline = time.monotonic() + 120  # the module's later tests expect the other host's worker alone
+            while len(client.scheduler_info()["workers"]) != 1:
+                assert time.monotonic() < deadline, (
+                    f"the scheduler still lists {sorted(client.scheduler_info()['workers'])}"
+                )
+                time.sleep(0.1)  # polls a condition, with the deadline above
 
 
 def test_a_files_system_with_clips_on_the_client_completes_on_another_host_named_by_its_label(
@@ -211,7 +299,7 @@ def test_a_files_system_with_clips_on_the_client_completes_on_another_host_named
     shared_env: dict[str, str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Issue 27's two-host trial gave `files:mine:dir=clips` 0 of 3 clips (the relative folder was looked for on the
+    """A two-host trial gave `files:mine:dir=clips` 0 of 3 clips (the relative folder was looked for on the
     worker) and exited 0. Now the client stores the clips before any work: on a worker that sees none of the
     client's files, every clip completes; the system is `files:mine` in the tables, the report and the leaderboard;
     and every per-key result equals a run of the same command on one host (the shared cluster, a local store):

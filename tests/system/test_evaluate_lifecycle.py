@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from tests.support.harness import BIN, cli_env, run_cli
 
@@ -80,15 +81,52 @@ def test_sigterm_stops_the_run_and_everything_it_started(small_dataset: Path, tm
         cwd=tmp_path,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        start_new_session=True,  # its own session: whatever it starts, even after the snapshot below, is found there
     )
     synth_dir = tmp_path / "s" / "runs" / "t" / "synthesis"
     deadline = time.monotonic() + 300
     while not (synth_dir.is_dir() and list(synth_dir.glob("part-*.parquet"))):
-        assert proc.poll() is None and time.monotonic() < deadline, "the run ended before it could be stopped"
-        time.sleep(0.1)
-    family = psutil.Process(proc.pid).children(recursive=True)
-    assert family, "expected Dask workers and a temporary Prefect server"
+        assert proc.poll() is None, "the run ended before it could be stopped"
+        assert time.monotonic() < deadline, "no synthesis part was stored within 300 s"
+        time.sleep(0.1)  # polls a condition, with the deadline above
+    command = psutil.Process(proc.pid)
+    family = command.children(recursive=True)
+    names = {p.pid: _describe(p) for p in family}
+    # the workers of a LocalCluster and the temporary server's uvicorn are Python processes the command started
+    assert len(family) >= 2, f"expected Dask workers and a temporary Prefect server, found {names}"
     proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=60) != 0
-    _, alive = psutil.wait_procs(family, timeout=30)
-    assert not alive, [p.cmdline()[:3] for p in alive]
+    try:
+        returncode = proc.wait(timeout=EXIT_DEADLINE_S)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"ttseval evaluate was still running {EXIT_DEADLINE_S} s after SIGTERM")
+    assert returncode != 0
+    _, alive = psutil.wait_procs(family, timeout=EXIT_DEADLINE_S)
+    assert not alive, f"still running {EXIT_DEADLINE_S} s after the command ended: {[names[p.pid] for p in alive]}"
+    # nothing the snapshot missed (a process started after it) lives on in the command's session or group
+    left = [_describe(p) for p in psutil.process_iter() if p.pid != proc.pid and _in_session_or_group(p.pid, proc.pid)]
+    assert not left, f"left in the command's session after it ended: {left}"
+
+
+EXIT_DEADLINE_S = 300  # generous: only a command or child that ignores SIGTERM reaches it
+
+
+def _describe(p: object) -> str:
+    import psutil
+
+    assert isinstance(p, psutil.Process)
+    try:
+        return f"{p.pid} {' '.join(p.cmdline()[:3])}"
+    except psutil.Error:
+        return f"{p.pid} (gone)"
+
+
+def _in_session_or_group(pid: int, leader: int) -> bool:
+    import os
+
+    import psutil
+
+    try:
+        ours = leader in (os.getsid(pid), os.getpgid(pid))
+        return ours and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE  # a zombie has ended, only unreaped
+    except (ProcessLookupError, PermissionError, psutil.Error):  # ended while the table was read, or not ours
+        return False

@@ -7,7 +7,9 @@ import io
 import json
 import pickle
 import re
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from typing import Any
 
@@ -20,6 +22,8 @@ from ttseval.core.audio import Audio
 from ttseval.core.errors import MissingKeyError, SpecError
 from ttseval.providers.judges.gemini import GeminiJudge
 from ttseval.providers.judges.prompts import instruction_prompt, pairwise_prompt
+
+HOLD_S = 120  # a generous bound on any one wait of the concurrency test; reached only when something is wrong
 
 
 @pytest.fixture
@@ -348,12 +352,32 @@ def test_instruction_verdicts_and_refusal(fake: FakeGemini) -> None:
 
 # (8) ------------------------------------------------------------------------------------------------------------
 def test_concurrency_limit() -> None:
-    with FakeGemini(delay_s=0.3) as slow:
-        verdicts = judge(slow, concurrency="3").judge_pairs([pair(i) for i in range(6)])
+    """Replies are held until three requests are in flight at once, so reaching the limit does not depend on how
+    fast the fake answers; the fourth can only be sent once one of the three is answered."""
+    release = threading.Event()
+
+    def hold(request: object) -> None:  # runs in the fake's handler thread, before the default reply is chosen
+        if not release.wait(HOLD_S):
+            raise AssertionError(f"the test did not release the held replies within {HOLD_S} s")
+        return None
+
+    with FakeGemini(responder=hold) as held, ThreadPoolExecutor(1) as pool:
+        run = pool.submit(judge(held, concurrency="3").judge_pairs, [pair(i) for i in range(6)])
+        try:
+            deadline = time.monotonic() + HOLD_S
+            while held.in_flight < 3:
+                assert time.monotonic() < deadline, f"only {held.in_flight} request(s) in flight after {HOLD_S} s"
+                assert not run.done(), f"the batch ended before 3 requests were in flight: {run.result()}"
+                time.sleep(0.01)  # polls a condition, with the deadline above
+            # three requests received and none answered: the limit is reached whatever the speed of either side
+            assert (held.in_flight, len(held.requests), held.calls) == (3, 3, 0)
+        finally:
+            release.set()  # also on a failure above, so the pool's thread can end
+        verdicts = run.result(timeout=HOLD_S)
         assert all(v.parse_ok for v in verdicts)
-        assert slow.max_in_flight == 3
-        assert slow.total_requests == 6  # one request per comparison, each item asked once
-        assert sorted(r.texts()[0] for r in slow.requests) == sorted(
+        assert held.max_in_flight == 3
+        assert held.total_requests == 6  # one request per comparison, each item asked once
+        assert sorted(r.texts()[0] for r in held.requests) == sorted(
             pairwise_prompt(pair(i).text, "questions", "intonation") for i in range(6)
         )
 

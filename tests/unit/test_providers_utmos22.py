@@ -72,9 +72,13 @@ def test_a_zero_padded_batch_would_change_the_score_so_clips_are_batched_by_equa
     padded[0, 0, : short.samples.size] = torch.from_numpy(short.samples)
     padded[1, 0] = torch.from_numpy(long.samples)
     in_padded_batch = reference.score(padded)[0].item()
-    assert abs(in_padded_batch - alone) > 1e-3  # UTMOS22 issue #22: padding moves the score
-    [mine_short, _mine_long] = [s.mos for s in utmos.score([short, long])]
+    assert abs(in_padded_batch - alone) > 1e-3  # the upstream UTMOS22 pitfall: padding moves the score
+    long_alone = reference.score(torch.from_numpy(long.samples)).item()
+    [mine_short, mine_long] = [s.mos for s in utmos.score([short, long])]
+    # each clip of the mixed-length batch scores as the package scores it alone: neither is padded to the other
     assert mine_short == pytest.approx(alone, abs=1e-4)
+    assert mine_long == pytest.approx(long_alone, abs=1e-4)
+    assert abs(mine_short - mine_long) > 1e-3  # two different clips: the pair is not one score copied twice
 
 
 def test_a_clip_under_25_ms_is_refused_with_its_reason_and_the_others_keep_their_scores(utmos) -> None:
