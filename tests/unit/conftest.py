@@ -1,7 +1,8 @@
 """The unit tier starts no Prefect server and no Dask cluster (tests/conftest.py's `prefect_api`, `shared_dask`,
-`shared_env`, `keyed_dask`, `keyed_env`): a unit test that asks for one, directly or through its fixtures, fails naming itself and the
-fixture, before anything is started. A test that needs one belongs in tests/e2e/ or tests/system/; a command that
-must refuse before any server starts is run against `DEAD_API` (tests/support/harness.py) instead."""
+`shared_env`, `keyed_dask`, `keyed_env`): a unit test that asks for one, directly or through its fixtures, fails
+naming itself and the fixture, before anything is started. A test that needs one belongs in tests/e2e/ or
+tests/system/; a command that must refuse before any server starts is run against `DEAD_API`
+(tests/support/harness.py) instead."""
 
 from __future__ import annotations
 
