@@ -43,8 +43,8 @@ SLOWEST_FIRST = (
     "system/test_nightly_week.py",
     "e2e/test_paid_run.py",
 )
-"""The test files that take longest (the suite prints its 25 slowest tests; the per-file sums are on the performance
-page), by their path under tests/. They are collected first, so the two test workers (`--dist loadfile` hands out
+"""The test files that take longest (the suite prints its 25 slowest tests; `--durations=0` prints every test's), by
+their path under tests/. They are collected first, so the two test workers (`--dist loadfile` hands out
 files in collection order) start on them, and the last minutes of a run are short files on both workers, not one
 long file on one worker while the other waits."""
 
