@@ -10,15 +10,14 @@ the canary, not what a model hears."""
 from __future__ import annotations
 
 import json
-import threading
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from tests.support import instant
-from tests.support.alerts import Receiver
-from tests.support.changing_voice import KEY, TEXTS, ChangingVoice
+from tests.support.alerts import webhook_receiver
+from tests.support.changing_voice import KEY, ChangingVoice, write_items
 from tests.support.harness import run_cli
 from ttseval.metrics.canary import canary_sample
 
@@ -26,21 +25,9 @@ from ttseval.metrics.canary import canary_sample
 def test_a_silent_voice_change_is_heard_by_the_canary_and_alerted(
     prefect_api: str, keyed_env: dict[str, str], tmp_path: Path
 ) -> None:
-    from prefect.blocks.notifications import CustomWebhookNotificationBlock
-    from prefect.settings import PREFECT_API_URL, temporary_settings
-
     data = tmp_path / "items.jsonl"
-    rows = [
-        {"item_id": f"c{i}", "text": t, "language": "en-US", "category": ("questions", "emotions")[i % 2], "depth": 0}
-        for i, t in enumerate(TEXTS)
-    ]
-    data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    receiver = Receiver()
-    threading.Thread(target=receiver.serve_forever, daemon=True).start()
-    with temporary_settings({PREFECT_API_URL: prefect_api}):
-        CustomWebhookNotificationBlock(
-            name="tts", url=receiver.url + "/canary", json_data={"subject": "{{subject}}", "body": "{{body}}"}
-        ).save("ttseval-canary", overwrite=True)
+    rows = write_items(data, "c")
+    receiver = webhook_receiver(prefect_api, "ttseval-canary", "/canary")
     with ChangingVoice(api_key=KEY) as vendor:
         system = f"openai:alloy:base_url={vendor.base_url}:model=tts-1"  # canonical: options sorted
         env = (

@@ -73,3 +73,20 @@ def drift_rows() -> pd.DataFrame:
         },
     ]
     return pd.DataFrame(rows).reindex(columns=COLUMNS)
+
+
+def webhook_receiver(prefect_api: str, block: str, path: str) -> Receiver:
+    """A Receiver serving in a thread, and a Prefect custom-webhook block named `block` on the server at `prefect_api`
+    that posts each alert's subject and body to the receiver's `path`."""
+    import threading
+
+    from prefect.blocks.notifications import CustomWebhookNotificationBlock
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    receiver = Receiver()
+    threading.Thread(target=receiver.serve_forever, daemon=True).start()
+    with temporary_settings({PREFECT_API_URL: prefect_api}):
+        CustomWebhookNotificationBlock(
+            name="tts", url=receiver.url + path, json_data={"subject": "{{subject}}", "body": "{{body}}"}
+        ).save(block, overwrite=True)
+    return receiver

@@ -6,6 +6,8 @@ every night."""
 from __future__ import annotations
 
 import hashlib
+import json
+from pathlib import Path
 from typing import Any
 
 from tests.support.fake_tts import FakeOpenAISpeech, TTSReply, TTSRequest, encode
@@ -23,6 +25,23 @@ TEXTS = [
     "Which train goes to the airport?",
     "What a wonderful surprise this is!",
 ]
+
+
+def write_items(path: Path, prefix: str) -> list[dict[str, Any]]:
+    """TEXTS as a dataset at `path`, items `<prefix>0`, `<prefix>1`, ... in English, questions and emotions in turn;
+    returns the rows."""
+    rows = [
+        {
+            "item_id": f"{prefix}{i}",
+            "text": t,
+            "language": "en-US",
+            "category": ("questions", "emotions")[i % 2],
+            "depth": 0,
+        }
+        for i, t in enumerate(TEXTS)
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return rows
 
 
 class ChangingVoice(FakeOpenAISpeech):

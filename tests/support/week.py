@@ -13,38 +13,25 @@ else; every clip is heard word for word (WER 0) every night."""
 from __future__ import annotations
 
 import json
-import threading
 from pathlib import Path
 
 import pandas as pd
 
 from tests.support import instant
-from tests.support.alerts import Receiver
-from tests.support.changing_voice import KEY, TEXTS, ChangingVoice
+from tests.support.alerts import webhook_receiver
+from tests.support.changing_voice import KEY, ChangingVoice, write_items
 from tests.support.harness import run_cli
 
 CHANGE_NIGHT = 3
 
 
 def check_nights(count: int, prefect_api: str, keyed_env: dict[str, str], tmp_path: Path) -> None:
-    from prefect.blocks.notifications import CustomWebhookNotificationBlock
-    from prefect.settings import PREFECT_API_URL, temporary_settings
-
     assert count > CHANGE_NIGHT, "the nights after the change show that it is flagged once"
     nights = [f"nightly-202611{d:02d}T020000Z" for d in range(1, count + 1)]
     block = f"ttseval-week-{count}"
     data = tmp_path / "items.jsonl"
-    rows = [
-        {"item_id": f"w{i}", "text": t, "language": "en-US", "category": ("questions", "emotions")[i % 2], "depth": 0}
-        for i, t in enumerate(TEXTS)
-    ]
-    data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    receiver = Receiver()
-    threading.Thread(target=receiver.serve_forever, daemon=True).start()
-    with temporary_settings({PREFECT_API_URL: prefect_api}):
-        CustomWebhookNotificationBlock(
-            name="tts", url=receiver.url + "/week", json_data={"subject": "{{subject}}", "body": "{{body}}"}
-        ).save(block, overwrite=True)
+    write_items(data, "w")
+    receiver = webhook_receiver(prefect_api, block, "/week")
     outcomes = []
     with ChangingVoice(api_key=KEY) as changing, ChangingVoice(api_key=KEY) as steady:
         systems = [
