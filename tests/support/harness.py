@@ -111,6 +111,12 @@ def free_port() -> int:
             continue
 
 
+def dask_worker_args(scheduler: str, host: str, folder: Path | str) -> list[str]:
+    """`dask worker` for a test cluster: one process of one thread at `host`, no dashboard, its files in `folder`."""
+    one = ["--nworkers", "1", "--nthreads", "1", "--no-dashboard"]
+    return [str(BIN / "dask"), "worker", scheduler, "--host", host, *one, "--local-directory", str(folder)]
+
+
 def wait_http(url: str, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

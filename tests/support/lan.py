@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.support.harness import BIN, ROOT, stop_group, wait_http
+from tests.support.harness import BIN, ROOT, dask_worker_args, stop_group, wait_http
 from tests.support.hosts import Host, Network
 from ttseval.core.store import ArtifactStore
 from ttseval.core.telemetry import TELEMETRY_OFF
@@ -97,23 +97,7 @@ class Lan:
         Dask worker stops when it loses its scheduler, and its supervisor starts it again."""
         host = self.hosts[name]
         extra = ["--resources", "GPU=1"] if name == "worker-b" else []
-        worker = shlex.join(
-            [
-                str(BIN / "dask"),
-                "worker",
-                self.scheduler,
-                "--host",
-                host.ip,
-                "--nworkers",
-                "1",
-                "--nthreads",
-                "1",
-                "--no-dashboard",
-                "--local-directory",
-                str(self.mktemp(f"lan-{name}-dir")),
-                *extra,
-            ]
-        )
+        worker = shlex.join([*dask_worker_args(self.scheduler, host.ip, self.mktemp(f"lan-{name}-dir")), *extra])
         self.start(host, name, ["sh", "-c", f"while :; do {worker}; sleep 1; done"], self.worker_env)
 
     def worker_hosts(self) -> dict[str, dict]:

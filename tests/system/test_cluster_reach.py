@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.harness import BIN, ROOT, demo_items, stop_group
+from tests.support.harness import BIN, ROOT, dask_worker_args, demo_items, stop_group
 from tests.support.hosts import Host
 from ttseval.core.config import Settings
 from ttseval.core.errors import ConfigError
@@ -98,20 +98,7 @@ def remote_cluster(
         try:
             procs.append(
                 host.spawn(
-                    [
-                        str(BIN / "dask"),
-                        "worker",
-                        address,
-                        "--host",
-                        host.ip,
-                        "--nworkers",
-                        "1",
-                        "--nthreads",
-                        "1",
-                        "--no-dashboard",
-                        "--local-directory",
-                        str(folder),
-                    ],
+                    dask_worker_args(address, host.ip, folder),
                     hide=[client_files],
                     env=env,
                     cwd=folder,
@@ -220,20 +207,7 @@ def test_reach_is_asked_of_each_worker(
     # a worker on this host joins the other host's scheduler for this part only
     with open(tmp_path / "local-worker.log", "w") as log:
         local = subprocess.Popen(
-            [
-                str(BIN / "dask"),
-                "worker",
-                address,
-                "--host",
-                host.peer_ip,
-                "--nworkers",
-                "1",
-                "--nthreads",
-                "1",
-                "--no-dashboard",
-                "--local-directory",
-                str(tmp_path),
-            ],
+            dask_worker_args(address, host.peer_ip, tmp_path),
             env=worker_env(),
             cwd=tmp_path,
             stdout=log,
