@@ -153,7 +153,13 @@ def s3_bucket(s3_server: dict[str, str], monkeypatch: pytest.MonkeyPatch, reques
 _NOT_FOR_SHARED_WORKERS = ("TTSEVAL_", "AWS_")
 
 
-def _shared_worker_env(prefect_api: str, model_threads: str) -> dict[str, str]:
+def _shared_worker_env(prefect_api: str) -> dict[str, str]:
+    """A shared cluster's worker environment: this process's, less ours and credentials, with the session's Prefect
+    API and a flow's own LocalCluster's model threads per process under the default settings (not the env's)."""
+    from ttseval.core.config import Settings
+    from ttseval.flows.runner import local_cluster_kwargs
+
+    model_threads = local_cluster_kwargs(Settings.model_construct())["env"][MODEL_THREADS_VARIABLE]
     env = {
         k: v
         for k, v in os.environ.items()
@@ -187,11 +193,7 @@ def shared_dask(prefect_api: str, tmp_path_factory: pytest.TempPathFactory) -> I
     it imports ttseval and the tests' plugins from this checkout, the session's Prefect API, telemetry off, and no
     TTSEVAL_*, AWS_*, *_API_KEY or *_BASE_URL from the pytest process.
     """
-    from ttseval.core.config import Settings
-    from ttseval.flows.runner import local_cluster_kwargs
-
-    share = local_cluster_kwargs(Settings.model_construct())["env"][MODEL_THREADS_VARIABLE]  # defaults, not env
-    with _cluster(_shared_worker_env(prefect_api, share), tmp_path_factory.mktemp("shared-dask")) as address:
+    with _cluster(_shared_worker_env(prefect_api), tmp_path_factory.mktemp("shared-dask")) as address:
         yield address
 
 
@@ -200,11 +202,7 @@ def keyed_dask(prefect_api: str, tmp_path_factory: pytest.TempPathFactory) -> It
     """A second cluster per test worker, like `shared_dask`, whose worker also has the test keys (TEST_KEYS): for
     runs whose providers read a vendor key on the worker (a fake vendor on loopback named by its base_url in the
     system spec), so they need no cluster of their own to pass it. Its worker loads no model unless a run asks."""
-    from ttseval.core.config import Settings
-    from ttseval.flows.runner import local_cluster_kwargs
-
-    share = local_cluster_kwargs(Settings.model_construct())["env"][MODEL_THREADS_VARIABLE]
-    env = _shared_worker_env(prefect_api, share) | TEST_KEYS
+    env = _shared_worker_env(prefect_api) | TEST_KEYS
     with _cluster(env, tmp_path_factory.mktemp("keyed-dask")) as address:
         yield address
 
