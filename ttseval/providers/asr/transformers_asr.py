@@ -33,8 +33,8 @@ class TransformersASROptions(BaseModel):
     dtype: Literal["auto", "float32", "float16", "bfloat16"] = Field(
         "auto",
         description="the model's weights and activations: auto = float16 for a Whisper-style model on a "
-        "GPU, else float32 (on an H100, 2026-11-25, float16 made Whisper faster and CTC slower: "
-        "docs/performance.md)",
+        "GPU, else float32; a CTC model on a GPU with shards of 32 runs faster in float16, one clip at a time "
+        "slower (docs/performance.md, batched model stages)",
     )
     max_new_tokens: int = Field(128, ge=1, description="generation limit for seq2seq models")
     force_language: bool = Field(
