@@ -58,3 +58,64 @@ def test_the_flows_under_through_scheduler_restarts_keep_their_parameters_and_th
     assert backfill_judge.parameters.properties["kind"]["enum"] == ["pairwise", "instruction"]
     assert evaluate.validate_parameters({"budget_usd": "1.5"})["budget_usd"] == 1.5
     assert list(evaluate.parameters.properties)[:3] == ["dataset", "systems", "store"]
+
+
+def test_every_way_a_lost_scheduler_surfaces_is_recognised_and_nothing_else() -> None:
+    """scheduler_lost: a future cancelled for the lost connection, a comm closed under a gather or a submit (in the
+    error itself or the one it was raised from), and a connection error, timeout or cancellation while the client is
+    reconnecting; not a programming error, nor a user's cancellation, a timeout or a file error while the client is
+    running."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from distributed.client import FutureCancelledError
+    from distributed.comm.core import CommClosedError
+
+    from ttseval.flows.runner import scheduler_lost
+
+    reconnecting, running = SimpleNamespace(status="connecting"), SimpleNamespace(status="running")
+    closed = CommClosedError("in <TCP (closed) ConnectionPool.gather local=tcp://10.0.0.1:38446>: Stream is closed")
+    try:
+        try:
+            raise closed
+        except CommClosedError as inner:
+            raise RuntimeError("gathering the shard's result failed") from inner
+    except RuntimeError as e:
+        wrapped = e
+    lost = [
+        (FutureCancelledError("transcripts_task-1", "scheduler-connection-lost"), None),
+        (closed, None),
+        (closed, running),
+        (wrapped, running),
+        (TimeoutError("Timed out trying to connect to tcp://10.0.0.9:8786 after 30 s"), reconnecting),
+        (OSError("Timed out during handshake"), reconnecting),
+        (asyncio.CancelledError(), reconnecting),
+    ]
+    kept = [
+        (FutureCancelledError("transcripts_task-1", "cancelled by the user"), running),
+        (TimeoutError("the vendor did not answer in 30 s"), running),
+        (FileNotFoundError("clip.wav"), running),
+        (ValueError("a programming error"), reconnecting),
+        (KeyboardInterrupt(), reconnecting),
+    ]
+    assert [scheduler_lost(e, client) for e, client in lost] == [True] * len(lost)
+    assert [scheduler_lost(e, client) for e, client in kept] == [False] * len(kept)
+
+
+def test_a_closed_comm_with_no_scheduler_to_come_back_ends_in_the_clear_message_not_a_traceback(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A gather that met a closed comm is a lost scheduler like a cancelled future: with no client to wait on (no
+    flow run here) and scheduler_wait_s 0, the run ends in the error naming the scheduler and the setting."""
+    from distributed.comm.core import CommClosedError
+
+    from ttseval.core.errors import TTSEvalError
+    from ttseval.flows.runner import through_scheduler_restarts
+
+    def gather() -> None:
+        raise CommClosedError("in <TCP (closed) ConnectionPool.gather>: Stream is closed")
+
+    monkeypatch.setenv("TTSEVAL_SCHEDULER_WAIT_S", "0")
+    monkeypatch.setenv("TTSEVAL_DASK_ADDRESS", "tcp://10.0.0.9:8786")
+    with pytest.raises(TTSEvalError, match=r"gather: the Dask scheduler at tcp://10\.0\.0\.9:8786 was lost mid-run"):
+        through_scheduler_restarts(gather)()

@@ -301,12 +301,51 @@ def dask_started() -> bool | None:
     return runner.started_cluster if isinstance(runner, SettingsDaskTaskRunner) else None
 
 
-def scheduler_lost(e: BaseException) -> bool:
-    """Whether `e` is what a flow gets from a task's future when the Dask client lost its scheduler (a scheduler
-    restarted, its host rebooted or cut off): every future of the run is cancelled with this reason."""
-    from distributed.client import FutureCancelledError
+def _chain(e: BaseException) -> list[BaseException]:
+    """`e` and the exceptions it was raised from or while handling, each once."""
+    seen: list[BaseException] = []
+    link: BaseException | None = e
+    while link is not None and all(link is not x for x in seen):
+        seen.append(link)
+        link = link.__cause__ or link.__context__
+    return seen
 
-    return isinstance(e, FutureCancelledError) and e.reason == "scheduler-connection-lost"
+
+def scheduler_lost(e: BaseException, client: Any = None) -> bool:
+    """Whether `e` is one of the ways a flow meets a Dask client that lost its scheduler (a scheduler restarted, its
+    host rebooted or cut off), in `e` itself or the exceptions it was raised from:
+
+    - a future cancelled with reason "scheduler-connection-lost" (every future of the run is, once the client notices);
+    - a closed comm (`CommClosedError`), when the scheduler went while a gather or a submit was talking to it;
+    - any connection error or timeout (an `OSError`) or cancellation while `client` is not running: it is
+      reconnecting, so the call failed because the scheduler is away.
+
+    Which of these a run meets depends on the moment of the loss, so a busy machine meets all three."""
+    import asyncio
+    import concurrent.futures
+
+    from distributed.client import FutureCancelledError
+    from distributed.comm.core import CommClosedError
+
+    chain = _chain(e)
+    if any(isinstance(x, FutureCancelledError) and x.reason == "scheduler-connection-lost" for x in chain):
+        return True
+    if any(isinstance(x, CommClosedError) for x in chain):
+        return True
+    away = client is not None and getattr(client, "status", "running") != "running"
+    failed = (OSError, asyncio.CancelledError, concurrent.futures.CancelledError)
+    return away and any(isinstance(x, failed) for x in chain)
+
+
+def _scheduler_answers(client: Any) -> bool:
+    """Whether the scheduler answers the client now: a client that has not yet noticed a loss still says running."""
+    if client.status != "running":
+        return False
+    try:
+        client.sync(client.scheduler.identity, callback_timeout=5)
+    except OSError:  # a closed comm, a refused connection or the 5 s timeout (all OSErrors)
+        return False
+    return True
 
 
 def _api_answers() -> bool:
@@ -320,9 +359,10 @@ def _api_answers() -> bool:
 def through_scheduler_restarts(fn: Callable[..., T]) -> Callable[..., T]:
     """A flow function that, when the Dask scheduler at dask_address is lost mid-run, runs again once it is back.
 
-    A lost scheduler cancels every future of the run, and the workers stop (their supervisors start them again)
-    while the client keeps trying to reconnect. Once it has (and the Prefect API answers), within `scheduler_wait_s`
-    of the loss, `fn` runs again in the same flow run: it plans from the store, so what was stored is kept and only
+    A lost scheduler cancels every future of the run, or fails the call that was talking to it (scheduler_lost says
+    which errors count), and the workers stop (their supervisors start them again) while the client keeps trying to
+    reconnect. Once it has and the scheduler answers it (and the Prefect API answers), within `scheduler_wait_s` of the
+    loss, `fn` runs again in the same flow run: it plans from the store, so what was stored is kept and only
     what was lost is computed again (a paid call whose answer was stored is not made again). Used under @flow, so
     the flow's parameters and docstring are `fn`'s.
 
@@ -342,14 +382,14 @@ def through_scheduler_restarts(fn: Callable[..., T]) -> Callable[..., T]:
         while True:
             try:
                 return fn(*args, **kwargs)
-            except BaseException as e:  # FutureCancelledError is an asyncio.CancelledError, not an Exception
-                if not scheduler_lost(e):
+            except BaseException as e:  # a cancellation may be an asyncio.CancelledError, not an Exception
+                client = getattr(getattr(FlowRunContext.get(), "task_runner", None), "_client", None)
+                if not scheduler_lost(e, client):
                     raise
                 settings = load_settings()
                 if not settings.dask_address:
                     raise
                 where, wait_s = settings.dask_address, settings.scheduler_wait_s
-                client = getattr(getattr(FlowRunContext.get(), "task_runner", None), "_client", None)
                 deadline = deadline or time.monotonic() + wait_s
                 log.warning(
                     "%s: the Dask scheduler at %s was lost mid-run; what is stored is kept; "
@@ -358,9 +398,9 @@ def through_scheduler_restarts(fn: Callable[..., T]) -> Callable[..., T]:
                     where,
                     wait_s,
                 )
-                while client is not None and client.status != "running" and time.monotonic() < deadline:
+                while client is not None and not _scheduler_answers(client) and time.monotonic() < deadline:
                     time.sleep(0.5)
-                if client is None or client.status != "running":
+                if client is None or not _scheduler_answers(client):
                     raise TTSEvalError(
                         f"{fn.__name__}: the Dask scheduler at {where} was lost mid-run and did not "
                         f"come back within {wait_s:.0f} s (the scheduler_wait_s setting); what is "
