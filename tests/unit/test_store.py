@@ -174,3 +174,28 @@ def test_what_counts_as_a_store_that_cannot_be_reached() -> None:
     ]
     assert [unreachable(e) for e in waited] == [True] * len(waited)
     assert [unreachable(e) for e in refused] == [False] * len(refused)
+
+
+def test_a_part_another_writer_commits_while_compaction_reads_survives_it(
+    store: ArtifactStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Compaction deletes only the parts it read: a second writer's part committed between compaction's read and
+    its deletes stays, and its row is read after."""
+    import ttseval.core.store as store_module
+
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    for item in ("a", "b"):
+        store.write_part("r", "synthesis", table_from_rows("synthesis", [_row(item, "ok", t0)]))
+    other_writer = ArtifactStore(store.root if store.is_local else f"s3://{store.root}")
+    real_dataset = store_module.ds.dataset
+
+    def dataset_while_another_writer_commits(files, **kwargs):
+        if len(other_writer.part_files("r", "synthesis")) == 2:  # once, while compaction reads its two parts
+            row = _row("c", "ok", t0 + timedelta(seconds=1))
+            other_writer.write_part("r", "synthesis", table_from_rows("synthesis", [row]))
+        return real_dataset(files, **kwargs)
+
+    monkeypatch.setattr(store_module.ds, "dataset", dataset_while_another_writer_commits)
+    assert store.compact("r", "synthesis") == (2, 2)  # the compacted part and the one committed meanwhile
+    monkeypatch.undo()
+    assert sorted(store.read("r", "synthesis")["item_id"]) == ["a", "b", "c"]

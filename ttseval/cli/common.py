@@ -45,6 +45,18 @@ def csv_list(value: str) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()]
 
 
+def run_id_arg(value: str) -> str:
+    """A `--run-id` argument, checked as every run id is (ttseval.core.store.check_run_id): exit 2 before anything
+    starts."""
+    from ttseval.core.errors import ConfigError
+    from ttseval.core.store import check_run_id
+
+    try:
+        return check_run_id(value)
+    except ConfigError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def csv_ints(value: str) -> list[int]:
     try:
         return [int(v) for v in csv_list(value)]

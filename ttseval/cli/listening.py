@@ -6,7 +6,7 @@ import argparse
 import contextlib
 import os
 
-from ttseval.cli.common import Subcommands, add_store, csv_list, prefect_api
+from ttseval.cli.common import Subcommands, add_store, csv_list, prefect_api, run_id_arg
 
 
 def cmd_human_eval(args: argparse.Namespace) -> int:
@@ -133,7 +133,7 @@ def cmd_human_alignment(args: argparse.Namespace) -> int:
 def add_human_alignment(sub: Subcommands) -> None:
     ha = sub.add_parser("human-alignment", help="agreement of each judge with human preferences (CSV)")
     add_store(ha)
-    ha.add_argument("--run-id", required=True)
+    ha.add_argument("--run-id", type=run_id_arg, required=True)
     ha.add_argument("--human", required=True, help="CSV: item_id, system_id, preference (candidate/baseline/tie)")
     ha.set_defaults(func=cmd_human_alignment)
 
@@ -141,7 +141,7 @@ def add_human_alignment(sub: Subcommands) -> None:
 def add_mos_forms(sub: Subcommands) -> None:
     mf = sub.add_parser("mos-forms", help="native MOS listening forms from a stored run (PashtoTTS-Bench 4.3)")
     add_store(mf)
-    mf.add_argument("--run-id", required=True)
+    mf.add_argument("--run-id", type=run_id_arg, required=True)
     mf.add_argument("--language", required=True, help="the items' language, e.g. ps")
     mf.add_argument("--out", required=True, help="folder to write the forms, audio and key to")
     mf.add_argument("--n", type=int, default=50, help="sentences in the stratified subset")
@@ -173,7 +173,7 @@ def add_human_eval(sub: Subcommands) -> None:
         "or the plain CSV: rater_id, trial_id, stimulus, score), before or after the options",
     )
     add_store(he)
-    he.add_argument("--run-id", required=True)
+    he.add_argument("--run-id", type=run_id_arg, required=True)
     he.add_argument("--test-id", default="listening", help="the test's name; results come back under it")
     he.add_argument(
         "--kind", default="mushra-dg-nmr", choices=["mushra", "mushra-nmr", "mushra-dg", "mushra-dg-nmr", "mos", "cmos"]

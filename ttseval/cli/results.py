@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from ttseval.cli.common import EXIT_BREACHED, EXIT_DONE, Subcommands, add_store, csv_list
+from ttseval.cli.common import EXIT_BREACHED, EXIT_DONE, Subcommands, add_store, csv_list, run_id_arg
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -134,7 +134,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
 def add_report(sub: Subcommands) -> None:
     rep = sub.add_parser("report", help="print the per-system table of a stored run")
     add_store(rep)
-    rep.add_argument("--run-id", default="demo")
+    rep.add_argument("--run-id", type=run_id_arg, default="demo")
     rep.set_defaults(func=cmd_report)
 
 
@@ -152,7 +152,7 @@ def add_trends(sub: Subcommands) -> None:
 def add_export(sub: Subcommands) -> None:
     ex = sub.add_parser("export", help="a run's tables, report and logs as CSV without its audio, to share")
     add_store(ex)
-    ex.add_argument("--run-id", required=True)
+    ex.add_argument("--run-id", type=run_id_arg, required=True)
     ex.add_argument("--out", required=True, help="folder to write")
     ex.set_defaults(func=cmd_export)
 

@@ -15,6 +15,7 @@ from ttseval.cli.common import (
     csv_ints,
     csv_list,
     prefect_api,
+    run_id_arg,
     seconds_since_start,
 )
 from ttseval.cli.results import policy_exit, print_report
@@ -261,7 +262,9 @@ def add_evaluate(sub: Subcommands) -> None:
     )
     ev.add_argument("--systems", default=",".join(DEFAULT_SYSTEMS), help="comma-separated provider specs")
     add_store(ev)
-    ev.add_argument("--run-id", default="demo", help="run name; the same name resumes and reuses stored rows")
+    ev.add_argument(
+        "--run-id", type=run_id_arg, default="demo", help="run name; the same name resumes and reuses stored rows"
+    )
     ev.add_argument("--shard-size", type=int, default=None, help="items per task (default: the shard_size setting, 8)")
     ev.add_argument("--dask-address", default=None, help="existing Dask scheduler (default: a LocalCluster)")
     ev.add_argument(
@@ -325,7 +328,7 @@ def add_backfill_judge(sub: Subcommands) -> None:
     bf = sub.add_parser("backfill-judge", help="run a new judge over the audio stored by an earlier run")
     add_wait_lease(bf)
     add_store(bf)
-    bf.add_argument("--run-id", required=True)
+    bf.add_argument("--run-id", type=run_id_arg, required=True)
     bf.add_argument(
         "--judge", required=True, help="judge spec, e.g. gemini:gemini-2.5-pro or objective:cer_margin=0.05"
     )
@@ -357,7 +360,7 @@ def add_nightly(sub: Subcommands) -> None:
     ni.add_argument("--dataset", default=str(DEMO_DATASET))
     ni.add_argument("--systems", default=",".join(DEFAULT_SYSTEMS))
     add_store(ni)
-    ni.add_argument("--run-id", default=None, help="default nightly-<UTC timestamp>")
+    ni.add_argument("--run-id", type=run_id_arg, default=None, help="default nightly-<UTC timestamp>")
     ni.add_argument("--previous-run", default=None, help="default: the latest earlier nightly run")
     add_run_options(ni)
     ni.set_defaults(func=cmd_nightly)

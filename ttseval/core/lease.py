@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ttseval.core.errors import RunBusyError, StoreError
-from ttseval.core.store import ArtifactStore, write_error
+from ttseval.core.store import ArtifactStore, check_run_id, write_error
 
 DEFAULT_TTL_S = 120.0
 
@@ -167,7 +167,7 @@ class RunLease:
     def __init__(
         self, store: ArtifactStore, run_id: str, *, ttl_s: float = DEFAULT_TTL_S, wait_s: float = 0.0, purpose: str = ""
     ) -> None:
-        self.store, self.run_id, self.ttl_s, self.wait_s = store, run_id, ttl_s, wait_s
+        self.store, self.run_id, self.ttl_s, self.wait_s = store, check_run_id(run_id), ttl_s, wait_s
         rel = f"runs/{run_id}/.lease"
         self.where = store.display(rel)
         self.backend: _Local | _S3 = _Local(store.path(rel)) if store.is_local else _S3(store, rel)

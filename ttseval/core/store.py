@@ -37,7 +37,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from ttseval.core.config import STORE_WAIT_S, Settings
-from ttseval.core.errors import StoreError, StoreUnwritableError
+from ttseval.core.errors import ConfigError, StoreError, StoreUnwritableError
 from ttseval.core.schemas import TABLES
 
 _UNREACHABLE = (
@@ -84,6 +84,27 @@ def _s3_filesystem() -> pafs.S3FileSystem:
         kwargs["scheme"] = parsed.scheme or "https"
     # Credentials: pyarrow reads the AWS SDK's default chain (environment, profile, instance role) itself.
     return pafs.S3FileSystem(**kwargs)
+
+
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+"""A run id: the folder `runs/<run id>` of a store, so one path component, never `..`, `/` or a hidden name."""
+
+
+def check_run_id(run_id: str) -> str:
+    """`run_id` if it is one (RUN_ID), else a ConfigError (exit code 2) saying what a run id may hold.
+
+    Raises:
+        ConfigError: `run_id` has a character outside [A-Za-z0-9._-], starts with '.', '_' or '-', or is empty or
+            longer than 128 characters.
+    """
+    if isinstance(run_id, str) and RUN_ID.fullmatch(run_id):
+        return run_id
+    fix = part_label(str(run_id))[:128] or "my-run"
+    raise ConfigError(
+        f"run id {run_id!r}: a run id names the folder runs/<run id> inside the store, so it takes letters, "
+        f"digits, '.', '_' and '-' only, starts with a letter or digit and has at most 128 characters "
+        f"(for example {fix!r})"
+    )
 
 
 def part_label(label: str) -> str:
@@ -165,7 +186,7 @@ class ArtifactStore:
         return self.path(*parts) if self.is_local else "s3://" + self.path(*parts)
 
     def table_dir(self, run_id: str, table: str) -> str:
-        return self.path("runs", run_id, table)
+        return self.path("runs", check_run_id(run_id), table)
 
     # bytes ---------------------------------------------------------------------------------------------------
     def _patiently(self, op: Callable[[], _T], what: str) -> _T:
@@ -300,6 +321,7 @@ class ArtifactStore:
     # tables --------------------------------------------------------------------------------------------------
     def write_part(self, run_id: str, table: str, data: pa.Table, *, label: str = "") -> str | None:
         """Commit `data` as one new immutable part of `runs/<run_id>/<table>`; returns its path (None if empty)."""
+        check_run_id(run_id)
         if data.num_rows == 0:
             return None
         schema = TABLES[table].schema
@@ -333,8 +355,13 @@ class ArtifactStore:
         filter applies before deduplication: use it on columns a key's newer row does not change (system_id,
         item_id), or read whole and filter after.
         """
+        return self._read_parts(run_id, table, self.part_files(run_id, table), columns, where)
+
+    def _read_parts(
+        self, run_id: str, table: str, files: list[str], columns: list[str] | None, where: pc.Expression | None
+    ) -> pd.DataFrame:
+        """`read` over exactly these part files."""
         definition = TABLES[table]
-        files = self.part_files(run_id, table)
         wanted = list(definition.schema.names) if columns is None else list(columns)
         unknown = [c for c in wanted if c not in definition.schema.names]
         if unknown:
@@ -359,14 +386,18 @@ class ArtifactStore:
 
     def compact(self, run_id: str, table: str) -> tuple[int, int]:
         """Rewrite a table of many parts as one part holding its rows (the newest per key, as `read` returns
-        them); returns (parts before, parts after). A crash midway leaves the old parts beside the new one, which
-        readers dedupe to the same rows; a table of one part is left as it is."""
-        before = len(self.part_files(run_id, table))
-        if before <= 1:
-            return before, before
-        rows = pa.Table.from_pandas(self.read(run_id, table), schema=TABLES[table].schema, preserve_index=False)
-        self.replace_table(run_id, table, rows, label="compacted")
-        return before, len(self.part_files(run_id, table))
+        them); returns (parts before, parts after). It deletes only the parts it read, so a part another writer
+        commits meanwhile survives. A crash midway leaves the old parts beside the new one, which readers dedupe to
+        the same rows; a table of one part is left as it is."""
+        parts = self.part_files(run_id, table)
+        if len(parts) <= 1:
+            return len(parts), len(parts)
+        rows = self._read_parts(run_id, table, parts, None, None)
+        data = pa.Table.from_pandas(rows, schema=TABLES[table].schema, preserve_index=False)
+        self.write_part(run_id, table, data, label="compacted")
+        for path in parts:  # only the parts it read: one another writer committed meanwhile stays
+            self.delete(path)
+        return len(parts), len(self.part_files(run_id, table))
 
     def supersede(self, run_id: str, table: str, keys: set[tuple[Any, ...]], *, keep: str) -> int:
         """Drop `keys` from every part but `keep` (rows recomputed after a retryable failure); returns rows dropped.

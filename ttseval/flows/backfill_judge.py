@@ -19,6 +19,7 @@ from ttseval.core.config import load_settings
 from ttseval.core.errors import SpecError
 from ttseval.core.lease import RunLease
 from ttseval.core.registry import Spec
+from ttseval.core.store import check_run_id
 from ttseval.flows.common import (
     artifact_key,
     check_judges,
@@ -111,6 +112,7 @@ def backfill_judge(
         categories, depths, items: only items in these categories, at these depths, with these ids.
     """
     t0 = time.perf_counter()
+    check_run_id(run_id)
     settings = load_settings(store=store)
     st = get_store(settings.store, settings.store_wait_s)
     system_ids, specs = stored_systems(st, run_id)

@@ -21,6 +21,7 @@ from ttseval.core.config import DEFAULT_SYSTEMS, Settings, load_settings
 from ttseval.core.errors import TTSEvalError
 from ttseval.core.lease import RunLease
 from ttseval.core.registry import Spec
+from ttseval.core.store import check_run_id
 from ttseval.corpus import DEMO_DATASET
 from ttseval.corpus.items import unknown_categories
 from ttseval.flows.common import (
@@ -87,6 +88,7 @@ def evaluate(
             (a nightly run's canary; default from settings: none).
     """
     started, t0 = now(), time.perf_counter()
+    check_run_id(run_id)  # before anything is read or written: it names a folder of the store
     settings = load_settings(store=store, shard_size=shard_size, budget_usd=budget_usd, fresh_items=fresh_items)
     log = logger()
     st = get_store(settings.store, settings.store_wait_s)

@@ -19,6 +19,7 @@ from prefect.artifacts import create_markdown_artifact
 
 from ttseval.core.config import load_settings
 from ttseval.core.errors import SpecError
+from ttseval.core.store import check_run_id
 from ttseval.flows.common import artifact_key, stored_systems
 from ttseval.tasks.listening import analyse_test, export_test, ingest_ratings
 from ttseval.tasks.logs import logger
@@ -69,6 +70,7 @@ def human_eval(
         results: analyze: results files to ingest first (webMUSHRA's mushra.csv / lss.csv, or the plain CSV).
         store: artifact store URI; default from settings.
     """
+    check_run_id(run_id)
     settings = load_settings(store=store)
     st = get_store(settings.store, settings.store_wait_s)
     if not st.part_files(run_id, "synthesis"):

@@ -18,7 +18,7 @@ from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 
 from ttseval.core.config import DEFAULT_SYSTEMS, Settings, load_settings
-from ttseval.core.store import ArtifactStore
+from ttseval.core.store import ArtifactStore, check_run_id
 from ttseval.corpus import DEMO_DATASET
 from ttseval.corpus.items import read_items
 from ttseval.flows.common import artifact_key
@@ -111,7 +111,7 @@ def nightly(
         budget_usd: as for evaluate: the most this night may spend on paid calls (default from settings).
     """
     settings = load_settings(store=store)
-    run_id = run_id or nightly_run_id()
+    run_id = check_run_id(run_id or nightly_run_id())
     night = now().date().isoformat()
     remote = remote_systems(systems, settings)
     canary = night_canary(dataset, settings, night) if remote else []  # local engines reuse every clip
