@@ -94,7 +94,8 @@ def test_a_deployment_run_is_confined_to_the_dataset_folder_and_refuses_without_
         "run_id": "confined",
         "judges": [],
     }
-    env = cli_env(prefect_api) | {"TTSEVAL_N_WORKERS": "1"}
+    # the operator's store (a deployment run may name no other: tests/unit/test_operator_limits.py)
+    env = cli_env(prefect_api) | {"TTSEVAL_N_WORKERS": "1", "TTSEVAL_STORE": str(store)}
     result = subprocess.run(
         [str(BIN / "python"), "-c", DEPLOYMENT_RUN, json.dumps(parameters)],
         env=env,

@@ -533,6 +533,11 @@ class Settings(BaseSettings):
         description="Folders (or URI prefixes such as s3://bucket/clips/) a confined run may "
         "read besides the dataset's folder; set by whoever runs the worker (confine_paths)",
     )
+    allowed_stores: list[str] = Field(
+        default_factory=list,
+        description="Stores (folders or s3:// URIs) a run started from a deployment or the Prefect UI may name "
+        "besides the setting store; set by whoever runs the worker. Any other store such a run names is refused",
+    )
     extra_categories: list[str] = Field(default_factory=list, description="Categories beyond the built-in ones")
     vendor_limits: dict[str, VendorLimit] = Field(
         default_factory=dict,

@@ -15,7 +15,6 @@ import pandas as pd
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 
-from ttseval.core.config import load_settings
 from ttseval.core.errors import SpecError
 from ttseval.core.lease import RunLease
 from ttseval.core.registry import Spec
@@ -27,6 +26,7 @@ from ttseval.flows.common import (
     cpu_workers_declared,
     judge_runs_on_gpu,
     placement,
+    run_settings,
     stored_systems,
 )
 from ttseval.flows.preflight import check_cluster_reach
@@ -113,7 +113,7 @@ def backfill_judge(
     """
     t0 = time.perf_counter()
     check_run_id(run_id)
-    settings = load_settings(store=store)
+    settings = run_settings(store=store)
     st = get_store(settings.store, settings.store_wait_s)
     system_ids, specs = stored_systems(st, run_id)
     judge_spec = check_judges([judge], settings, role=kind)[0]

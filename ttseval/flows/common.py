@@ -8,11 +8,12 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
-from ttseval.core.config import Settings
-from ttseval.core.errors import DatasetError, SpecError, TTSEvalError
+from ttseval.core.config import Settings, load_settings
+from ttseval.core.errors import ConfigError, DatasetError, SpecError, TTSEvalError
 from ttseval.core.ids import slug
 from ttseval.core.paths import resolve_against, within
 from ttseval.core.registry import Spec
@@ -71,6 +72,42 @@ def deployment_run() -> bool:
     from prefect.runtime import deployment
 
     return bool(deployment.id)
+
+
+def _same_store(a: str, b: str) -> bool:
+    """Whether two store settings name one place: URIs as written (less a trailing '/'), folders once resolved."""
+    if "://" in a or "://" in b:
+        return a.rstrip("/") == b.rstrip("/")
+    return Path(a).resolve() == Path(b).resolve()
+
+
+def run_settings(**overrides: Any) -> Settings:
+    """A flow run's settings: the operator's (the environment and ttseval.toml) with the run's parameters on top,
+    within the operator's limits. A run's `budget_usd` only lowers the operator's cap; a run started from a
+    deployment or the UI (deployment_run) writes to the operator's store or one in allowed_stores.
+
+    Raises:
+        ConfigError: a budget above the operator's, or a deployment run naming a store it may not (exit 2, before
+            anything is read or written).
+    """
+    settings = load_settings(**overrides)
+    budget, store = overrides.get("budget_usd"), overrides.get("store")
+    if budget is None and (store is None or not deployment_run()):
+        return settings
+    operator = load_settings()
+    if budget is not None and operator.budget_usd is not None and budget > operator.budget_usd:
+        raise ConfigError(
+            f"budget_usd {budget:g}: above the operator's cap of {operator.budget_usd:g} USD (the setting budget_usd, "
+            f"TTSEVAL_BUDGET_USD or ttseval.toml); a run may only lower it: ask for {operator.budget_usd:g} or less"
+        )
+    allowed = [operator.store, *operator.allowed_stores]
+    if store is not None and deployment_run() and not any(_same_store(store, s) for s in allowed):
+        raise ConfigError(
+            f"store {store!r}: a run started from a deployment or the Prefect UI writes only to the operator's store "
+            "or one the setting allowed_stores lists; leave store empty for the operator's, or have whoever runs "
+            "the worker add it to allowed_stores"
+        )
+    return settings
 
 
 def confinement_roots(settings: Settings, dataset: str) -> list[str] | None:

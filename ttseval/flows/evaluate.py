@@ -17,7 +17,7 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.futures import as_completed
 
 import ttseval
-from ttseval.core.config import DEFAULT_SYSTEMS, Settings, load_settings
+from ttseval.core.config import DEFAULT_SYSTEMS, Settings
 from ttseval.core.errors import TTSEvalError
 from ttseval.core.lease import RunLease
 from ttseval.core.registry import Spec
@@ -33,6 +33,7 @@ from ttseval.flows.common import (
     judge_runs_on_gpu,
     placement,
     register_items,
+    run_settings,
     runs_on_gpu,
 )
 from ttseval.flows.preflight import check_cluster_reach, preflight_evaluate
@@ -89,7 +90,7 @@ def evaluate(
     """
     started, t0 = now(), time.perf_counter()
     check_run_id(run_id)  # before anything is read or written: it names a folder of the store
-    settings = load_settings(store=store, shard_size=shard_size, budget_usd=budget_usd, fresh_items=fresh_items)
+    settings = run_settings(store=store, shard_size=shard_size, budget_usd=budget_usd, fresh_items=fresh_items)
     log = logger()
     st = get_store(settings.store, settings.store_wait_s)
     checked = preflight_evaluate(

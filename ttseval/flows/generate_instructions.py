@@ -15,11 +15,10 @@ from typing import Any
 
 from prefect import flow
 
-from ttseval.core.config import load_settings
 from ttseval.core.errors import SpecError
 from ttseval.corpus import DEFAULT_CAPTION_LLM
 from ttseval.corpus import instructions as ins
-from ttseval.flows.common import artifact_key, git_commit
+from ttseval.flows.common import artifact_key, git_commit, run_settings
 from ttseval.flows.progress import StageProgress
 from ttseval.tasks.freeze import freeze_and_publish, split_rows
 from ttseval.tasks.generate_instructions import caption_stage, instruction_stage
@@ -62,7 +61,7 @@ def generate_instructions(
     log = logger()
     if not instruction_language.strip():
         raise SpecError("instruction_language is empty; name a language such as English")
-    settings = load_settings(store=store, seed=seed)
+    settings = run_settings(store=store, seed=seed)
     st = get_store(settings.store, settings.store_wait_s)
     refs = ins.read_references(references)
     instruct_llm = instruct_llm or caption_llm

@@ -17,10 +17,9 @@ from typing import Any, Literal
 from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact
 
-from ttseval.core.config import load_settings
 from ttseval.core.errors import SpecError
 from ttseval.core.store import check_run_id
-from ttseval.flows.common import artifact_key, stored_systems
+from ttseval.flows.common import artifact_key, run_settings, stored_systems
 from ttseval.tasks.listening import analyse_test, export_test, ingest_ratings
 from ttseval.tasks.logs import logger
 from ttseval.tasks.parts import get_store
@@ -71,7 +70,7 @@ def human_eval(
         store: artifact store URI; default from settings.
     """
     check_run_id(run_id)
-    settings = load_settings(store=store)
+    settings = run_settings(store=store)
     st = get_store(settings.store, settings.store_wait_s)
     if not st.part_files(run_id, "synthesis"):
         raise SpecError(f"run {run_id!r} is not in store {st.display()}")

@@ -17,11 +17,11 @@ import pandas as pd
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 
-from ttseval.core.config import DEFAULT_SYSTEMS, Settings, load_settings
+from ttseval.core.config import DEFAULT_SYSTEMS, Settings
 from ttseval.core.store import ArtifactStore, check_run_id
 from ttseval.corpus import DEMO_DATASET
 from ttseval.corpus.items import read_items
-from ttseval.flows.common import artifact_key
+from ttseval.flows.common import artifact_key, run_settings
 from ttseval.flows.evaluate import evaluate
 from ttseval.metrics.canary import CANARY_COLUMNS, canary_changes, canary_sample
 from ttseval.metrics.drift import compare_reports, paired_drift
@@ -110,7 +110,7 @@ def nightly(
         previous_run: the run to compare with; default the latest earlier nightly run in the store.
         budget_usd: as for evaluate: the most this night may spend on paid calls (default from settings).
     """
-    settings = load_settings(store=store)
+    settings = run_settings(store=store)
     run_id = check_run_id(run_id or nightly_run_id())
     night = now().date().isoformat()
     remote = remote_systems(systems, settings)

@@ -1,0 +1,69 @@
+"""What a run's parameters may not override: the operator's budget cap (any run may only lower it) and, for a run
+started from a deployment or the Prefect UI, the operator's store (or one of allowed_stores). Prefect's runtime says
+whether a run came from a deployment; the tests set its environment variable, as tests/unit/test_hostile_inputs.py
+does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ttseval.core.errors import ConfigError
+
+DEPLOYMENT = {"PREFECT__RUNTIME__DEPLOYMENT__ID": "5f1c3a52-0000-4000-8000-000000000053"}
+
+
+def test_a_runs_budget_only_lowers_the_operators_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ttseval.flows.common import run_settings
+
+    monkeypatch.delenv("TTSEVAL_BUDGET_USD", raising=False)
+    assert run_settings(budget_usd=5.0).budget_usd == 5.0  # no cap set: the run's own
+    monkeypatch.setenv("TTSEVAL_BUDGET_USD", "1")
+    assert run_settings().budget_usd == 1.0
+    assert run_settings(budget_usd=0.25).budget_usd == 0.25
+    assert run_settings(budget_usd=1.0).budget_usd == 1.0
+    with pytest.raises(ConfigError, match=r"budget_usd 1e\+06: above the operator's cap of 1 USD .* ask for 1 or less"):
+        run_settings(budget_usd=1e6)
+    for key, value in DEPLOYMENT.items():
+        monkeypatch.setenv(key, value)
+    with pytest.raises(ConfigError, match="above the operator's cap"):
+        run_settings(budget_usd=2.0)
+
+
+def test_a_deployment_run_writes_only_to_the_operators_store_or_an_allowed_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ttseval.flows.common import run_settings
+
+    operator = tmp_path / "operator-store"
+    monkeypatch.setenv("TTSEVAL_STORE", str(operator))
+    monkeypatch.delenv("TTSEVAL_ALLOWED_STORES", raising=False)
+    assert run_settings(store="/etc").store == "/etc"  # a command-line run: the user's own store
+    for key, value in DEPLOYMENT.items():
+        monkeypatch.setenv(key, value)
+    for elsewhere in ["/etc", str(tmp_path / "other"), "s3://someone-elses-bucket/runs"]:
+        with pytest.raises(ConfigError, match=r"writes only to the operator's store or one the setting allowed_stores"):
+            run_settings(store=elsewhere)
+    assert Path(run_settings().store) == operator
+    assert Path(run_settings(store=str(operator / "sub" / "..")).store).resolve() == operator  # the same folder
+    monkeypatch.setenv("TTSEVAL_ALLOWED_STORES", '["s3://team-bucket/tts/"]')
+    assert run_settings(store="s3://team-bucket/tts").store.rstrip("/") == "s3://team-bucket/tts"
+
+
+def test_the_flows_refuse_a_store_or_budget_beyond_the_operators_before_writing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ttseval.flows.evaluate import evaluate
+
+    operator = tmp_path / "operator-store"
+    monkeypatch.setenv("TTSEVAL_STORE", str(operator))
+    monkeypatch.setenv("TTSEVAL_BUDGET_USD", "1")
+    for key, value in DEPLOYMENT.items():
+        monkeypatch.setenv(key, value)
+    escape = tmp_path / "escape"
+    with pytest.raises(ConfigError, match="allowed_stores"):
+        evaluate.fn(store=str(escape), run_id="r")
+    with pytest.raises(ConfigError, match="above the operator's cap"):
+        evaluate.fn(budget_usd=1e6, run_id="r")
+    assert sorted(p for p in tmp_path.rglob("*") if p.is_file()) == []
