@@ -15,6 +15,7 @@ import logging
 import re
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -82,6 +83,8 @@ def handler_for(store: ArtifactStore) -> type[BaseHTTPRequestHandler]:
             if not SERVED.fullmatch(path) or any(part in ("", ".", "..") for part in path.split("/")):
                 return self._send(HTTPStatus.NOT_FOUND, b"not served\n")
             full = store.path(path)
+            if store.is_local and not _inside(store.root, full):  # a symbolic link that points out of the store
+                return self._send(HTTPStatus.NOT_FOUND, b"not served\n")
             info = store.fs.get_file_info(full)
             if info.type != pafs.FileType.File:
                 return self._send(HTTPStatus.NOT_FOUND, b"no such file in the store\n")
@@ -122,6 +125,11 @@ def handler_for(store: ArtifactStore) -> type[BaseHTTPRequestHandler]:
         do_POST = do_PUT = do_DELETE = do_PATCH = _refuse
 
     return Handler
+
+
+def _inside(root: str, path: str) -> bool:
+    """Whether local `path`, every symbolic link on the way followed, lies inside the folder `root`."""
+    return Path(path).resolve().is_relative_to(Path(root).resolve())
 
 
 def make_server(store_uri: str, host: str = "127.0.0.1", port: int = 8765) -> ThreadingHTTPServer:
