@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+import re
 from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
@@ -54,12 +55,13 @@ def parse_options(model: type[OptionsT], options: dict[str, str], *, provider: s
         return model.model_validate(options)
     except ValidationError as e:
         # pydantic's own message is long; name the option, the value and the reason in one line.
+        # A value refused for holding a credential is not repeated (and the chained error, which holds it, dropped).
         problems = "; ".join(
-            f"{name}={options.get(name)!r}: {err['msg']}"
+            f"{name}={'(not shown)' if 'credentials' in err['msg'] else repr(options.get(name))}: {err['msg']}"
             for err in e.errors()
             for name in [str(err["loc"][0]) if err["loc"] else "?"]
         )
-        raise ValueError(f"invalid {provider} option: {problems}") from e
+        raise ValueError(f"invalid {provider} option: {problems}") from None
 
 
 def canonical_spec(provider: str, voice: str | None, options: dict[str, str]) -> str:
@@ -97,15 +99,31 @@ class EngineVersion:
         return self._value
 
 
-def endpoint_without_credentials(value: str | None) -> str | None:
-    """A `base_url` option, refused when it holds credentials (user:password@): the URL is part of the spec, which
-    is written to tables, manifests and logs, and a secret never is."""
-    from urllib.parse import urlsplit
+SECRET_PARAMETER = re.compile(r"key|token|secret|passw|auth|sig|credential|session", re.IGNORECASE)
+"""Query parameters a URL carries a credential in (`?key=`, `?api_key=`, `?access_token=`, `?sig=`, ...)."""
 
-    if value and (urlsplit(value).username or urlsplit(value).password):
+
+def endpoint_without_credentials(value: str | None) -> str | None:
+    """A `base_url` option, refused when it holds credentials (user:password@, or a query parameter named like one:
+    SECRET_PARAMETER): the URL is part of the spec, which is written to tables, manifests and logs, and a secret
+    never is. Other query parameters (`?api-version=...`) are kept."""
+    from urllib.parse import parse_qsl, urlsplit
+
+    if not value:
+        return value
+    parts = urlsplit(value)
+    if parts.username or parts.password:
         raise ValueError(
             "base_url must not hold credentials (user:password@); pass the key through the "
             "provider's API-key environment variable"
+        )
+    named = sorted(
+        {name for name, _ in parse_qsl(parts.query, keep_blank_values=True) if SECRET_PARAMETER.search(name)}
+    )
+    if named:
+        raise ValueError(
+            f"base_url must not hold credentials (its query parameter {', '.join(map(repr, named))}): the URL is "
+            "stored with the run; pass the key through the provider's API-key environment variable"
         )
     return value
 
