@@ -245,14 +245,16 @@ def test_systems_push_stores_clips_by_hash_and_a_label_is_frozen(tmp_path: Path,
     assert "4 clips (1 new)" in out and "1 listed clip(s) not found, left out" in out and "gone" in out
     after = json.loads((store / "systems/rec/manifest.json").read_text())
     assert after["clips"] == manifest["clips"] | {ITEMS[3]: after["clips"][ITEMS[3]]}
-    # another clip for an item the label holds: refused, the label unchanged
+    # another clip for an item the label holds: refused, the label unchanged and no audio stored
     clips(tmp_path / "other", [ITEMS[0]], base_hz=900)
+    blobs = sorted(p.name for p in (store / "blobs").rglob("*.wav"))
     code, _, err = ttseval(
         capsys, "systems", "push", "--label", "rec", "--dir", str(tmp_path / "other"), "--store", str(store)
     )
     assert code == 2 and f"system 'rec' is registered with other clips for 1 item(s): '{ITEMS[0]}'" in err
     assert "push them under a new --label" in err
     assert json.loads((store / "systems/rec/manifest.json").read_text()) == after
+    assert sorted(p.name for p in (store / "blobs").rglob("*.wav")) == blobs
     code, out, _ = ttseval(capsys, "systems", "list", "--store", str(store))
     assert code == 0 and out.splitlines()[0].split("\t")[:3] == [
         "pushed:rec",
@@ -272,7 +274,7 @@ def test_systems_push_refusals_name_the_clip_and_register_nothing(
     )
     assert code == 2 and out == ""
     assert "1 clip(s) in dir " in err and "item 'c': " in err and "nothing was registered" in err
-    assert not (store / "systems").exists()
+    assert not (store / "systems").exists() and not (store / "blobs").exists()  # nor the good clips' audio stored
     for args, words in (
         (["--label", "x"], "exactly one of --dir FOLDER"),
         (["--label", "a/b", "--dir", str(tmp_path / "clips")], "system label 'a/b'"),

@@ -69,23 +69,25 @@ def labels(store: ArtifactStore) -> list[str]:
     )
 
 
-def store_clip(store: ArtifactStore, data: bytes) -> str:
-    """Decode one clip (soundfile: WAV, FLAC, MP3, OGG), store it as 16-bit WAV; its SHA-256.
+def clip_wav(data: bytes) -> tuple[bytes, str]:
+    """One clip (soundfile: WAV, FLAC, MP3, OGG) as the 16-bit WAV the store keeps, and that WAV's SHA-256.
     Raises ValueError for a clip with no samples, RuntimeError / ValueError for one that does not decode."""
     audio = Audio.from_wav_bytes(data)
     if not len(audio.samples):
         raise ValueError("the clip has no samples")
     wav = audio.to_wav_bytes()
-    sha = sha256_hex(wav)
+    return wav, sha256_hex(wav)
+
+
+def store_clip(store: ArtifactStore, data: bytes) -> str:
+    """Decode one clip (clip_wav), store it as 16-bit WAV; its SHA-256."""
+    wav, sha = clip_wav(data)
     store.put_audio(wav, sha)
     return sha
 
 
-def push_system(store: ArtifactStore, label: str, clips: dict[str, str], *, source: dict[str, Any]) -> dict[str, Any]:
-    """Store `clips` (item_id -> SHA-256 of an already stored clip) under `label`; returns the manifest and
-    whether anything changed (`added`: the item ids new to the label). A label's clip never changes: an item
-    whose stored clip differs is refused (DatasetError naming the items and the fix)."""
-    check_label(label)
+def _refuse_changed_clips(store: ArtifactStore, label: str, clips: dict[str, str]) -> dict[str, Any] | None:
+    """The label's stored manifest (None if new), after refusing clips that differ from the ones it holds."""
     old = read_system(store, label)
     held: dict[str, str] = dict(old["clips"]) if old else {}
     changed = sorted(i for i, sha in clips.items() if i in held and held[i] != sha)
@@ -95,6 +97,16 @@ def push_system(store: ArtifactStore, label: str, clips: dict[str, str], *, sour
             f"system {label!r} is registered with other clips for {len(changed)} item(s): {shown}. Fix: push them "
             "under a new --label (runs already stored under this label must keep describing the same audio)"
         )
+    return old
+
+
+def push_system(store: ArtifactStore, label: str, clips: dict[str, str], *, source: dict[str, Any]) -> dict[str, Any]:
+    """Store `clips` (item_id -> SHA-256 of an already stored clip) under `label`; returns the manifest and
+    whether anything changed (`added`: the item ids new to the label). A label's clip never changes: an item
+    whose stored clip differs is refused (DatasetError naming the items and the fix)."""
+    check_label(label)
+    old = _refuse_changed_clips(store, label, clips)
+    held: dict[str, str] = dict(old["clips"]) if old else {}
     added = sorted(set(clips) - set(held))
     if old and not added:
         return old | {"added": []}
@@ -249,13 +261,20 @@ def push_files(
         f"item {i!r}: two clips with one name ({', '.join(display_path(p) for p in paths)}); keep one"
         for i, paths in sorted(duplicates.items())
     ]
+    # Two passes, so a refused push stores nothing: every clip decoded and hashed first, then, once nothing is
+    # refused, each one read again and stored (one clip in memory at a time, however many the push holds).
     clips: dict[str, str] = {}
     missing: list[str] = []
+
+    def read(path: str) -> bytes:
+        fs, inner = filesystem(path)
+        with fs.open(inner, "rb") as f:
+            data: bytes = f.read()
+            return data
+
     for item_id, path in sorted(found.items()):
         try:
-            fs, inner = filesystem(path)
-            with fs.open(inner, "rb") as f:
-                clips[item_id] = store_clip(store, f.read())
+            clips[item_id] = clip_wav(read(path))[1]
         except FileNotFoundError:  # a manifest may list clips not made (yet): their items get failed rows
             missing.append(item_id)
         except Exception as e:  # noqa: BLE001 - any read or decode failure is the clip's, named below
@@ -277,5 +296,11 @@ def push_files(
             "<item_id>.wav (or .flac, .mp3, .ogg), a manifest rows with item_id and path",
             source=where,
         )
+    _refuse_changed_clips(store, label, clips)
+    for item_id, sha in clips.items():
+        wav, stored_sha = clip_wav(read(found[item_id]))
+        if stored_sha != sha:
+            raise DatasetError(f"systems push --label {label}: item {item_id!r}: its clip changed while being pushed")
+        store.put_audio(wav, sha)
     done = push_system(store, label, clips, source={source.source: display_path(source.path), "n_clips": len(clips)})
     return done | {"missing": missing}
