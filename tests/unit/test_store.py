@@ -199,3 +199,56 @@ def test_a_part_another_writer_commits_while_compaction_reads_survives_it(
     assert store.compact("r", "synthesis") == (2, 2)  # the compacted part and the one committed meanwhile
     monkeypatch.undo()
     assert sorted(store.read("r", "synthesis")["item_id"]) == ["a", "b", "c"]
+
+
+def _no_aws_credentials(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """The AWS credential chain with nothing in it: no variables, no config or credentials file, no instance role."""
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+
+
+def _objects(s3_server: dict[str, str], bucket: str) -> dict[str, bytes]:
+    import boto3
+
+    s3 = boto3.client(
+        "s3",
+        endpoint_url=s3_server["AWS_ENDPOINT_URL"],
+        aws_access_key_id=s3_server["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=s3_server["AWS_SECRET_ACCESS_KEY"],
+        region_name="us-east-1",
+    )
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket).get("Contents", [])]
+    return {k: s3.get_object(Bucket=bucket, Key=k)["Body"].read() for k in keys}
+
+
+def test_an_s3_store_without_credentials_refuses_every_write_before_sending_it(
+    s3_bucket: str, s3_server: dict[str, str], monkeypatch: pytest.MonkeyPatch, tmp_path
+) -> None:
+    from ttseval.core.errors import StoreUnwritableError
+    from ttseval.core.lease import RunLease
+
+    _no_aws_credentials(monkeypatch, tmp_path)
+    store = ArtifactStore(f"s3://{s3_bucket}/runs-here")
+    for write in (
+        lambda: store.write_bytes("datasets/demo/manifest.json", b'{"name": "demo"}'),
+        lambda: RunLease(store, "r").__enter__(),
+    ):
+        with pytest.raises(StoreUnwritableError, match=r"without S3 credentials.*set AWS_ACCESS_KEY_ID and AWS_SECRET"):
+            write()
+    assert _objects(s3_server, s3_bucket) == {}
+
+
+def test_an_unsigned_upload_stores_the_objects_bytes_not_the_sdks_chunk_framing(
+    s3_bucket: str, s3_server: dict[str, str], monkeypatch: pytest.MonkeyPatch, tmp_path
+) -> None:
+    """moto (as MinIO) accepts an anonymous PUT; the AWS SDK sent it aws-chunked with a trailing checksum, which the
+    server kept as the object. Through the store's filesystem the object is exactly the bytes written."""
+    _no_aws_credentials(monkeypatch, tmp_path)
+    monkeypatch.delenv("AWS_REQUEST_CHECKSUM_CALCULATION", raising=False)
+    store = ArtifactStore(f"s3://{s3_bucket}/p")
+    with store.fs.open_output_stream(store.path("manifest.json")) as out:  # anonymous: no credentials to sign with
+        out.write(b'{"a": 1}')
+    assert _objects(s3_server, s3_bucket) == {"p/manifest.json": b'{"a": 1}'}

@@ -119,8 +119,10 @@ class _S3:
     def __init__(self, store: ArtifactStore, rel_path: str) -> None:
         import boto3
 
-        from ttseval.core.store import _s3_endpoint
+        from ttseval.core.store import _plain_s3_uploads, _s3_endpoint, require_s3_credentials
 
+        require_s3_credentials(store.display())  # the lease is a run's first write
+        _plain_s3_uploads()
         self.client = boto3.client("s3", endpoint_url=_s3_endpoint())
         self.bucket, _, self.key = store.path(rel_path).partition("/")
         self.root = store.display()

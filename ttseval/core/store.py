@@ -73,7 +73,41 @@ def _s3_endpoint() -> str | None:
     return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or None
 
 
+def _plain_s3_uploads() -> None:
+    """Every object's bytes are its content: without this, an upload the AWS SDK does not sign (no credentials)
+    is sent with aws-chunked framing and a trailing checksum, which moto and MinIO stored as the object
+    (`8\r\n{...}\r\n0\r\nx-amz-checksum-crc64nvme:...`). Both SDKs (pyarrow's C++ one and botocore) read this
+    variable when they make a client; a value the user set is kept."""
+    os.environ.setdefault("AWS_REQUEST_CHECKSUM_CALCULATION", "when_required")
+
+
+_credentials_found: dict[int, bool] = {}
+S3_CREDENTIALS = "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE, or an instance role)"
+
+
+def require_s3_credentials(uri: str) -> None:
+    """Refuse to write to an S3 store when the AWS SDK's credential chain finds none (environment, profile,
+    container or instance role), before anything is sent.
+
+    Raises:
+        StoreUnwritableError: no credentials (exit code 2), naming the variables to set.
+    """
+    # looked up once per process and AWS environment, not for every store and task
+    where = hash(tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("AWS_"))))
+    if where not in _credentials_found:
+        import botocore.session
+
+        _credentials_found[where] = botocore.session.get_session().get_credentials() is not None
+    if not _credentials_found[where]:
+        raise StoreUnwritableError(
+            f"the store {uri} cannot be written without S3 credentials, and none were found: set {S3_CREDENTIALS}; "
+            "nothing was written",
+            uri=uri,
+        )
+
+
 def _s3_filesystem() -> pafs.S3FileSystem:
+    _plain_s3_uploads()
     endpoint = _s3_endpoint()
     kwargs: dict[str, str] = {
         "region": os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
@@ -244,6 +278,7 @@ class ArtifactStore:
                     out.write(data)
                 self.fs.move(tmp, final)
             else:  # one PUT: the object appears whole or not at all
+                require_s3_credentials(self.display())
                 with self.fs.open_output_stream(final) as out:
                     out.write(data)
         except OSError:
