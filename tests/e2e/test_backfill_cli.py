@@ -10,6 +10,7 @@ stored judgments and winrates tables.
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -172,3 +173,24 @@ def test_gemini_backfill_sends_only_the_chosen_depth_and_the_chosen_baselines_cl
     g = judgments(store)
     g = g[g["judge_spec"] == Spec.parse(spec).canonical]
     assert sorted(zip(g["item_id"], g["system_id"])) == sorted(sent) and set(g["baseline_id"]) == {slt}
+
+
+def test_a_backfill_keeps_the_reports_provenance_and_sections_and_logs_each_invocation(backfilled: dict) -> None:
+    """After two backfills, report.md still carries what the evaluate wrote in it (dataset and its hash, systems,
+    recognisers, code version, baseline, and every section), names both backfilled judges, and log/ holds one
+    record per invocation: the evaluate's and each backfill's."""
+    assert backfilled["depth0"].returncode == 0, backfilled["depth0"].stderr[-3000:]
+    run = backfilled["store"] / "runs" / "b"
+    report = (run / "report.md").read_text()
+    evaluated = [json.loads(p.read_text()) for p in sorted((run / "log").glob("*.json"))]
+    # the module's later tests backfill the same run again: the first three records are this fixture's
+    assert [r.get("command") for r in evaluated[:3]] == ["evaluate", "backfill-judge", "backfill-judge"]
+    assert {r.get("command") for r in evaluated[3:]} <= {"backfill-judge"}
+    first = evaluated[0]
+    for field in ("dataset", "dataset_sha256", "systems", "asr", "baseline", "ttseval", "code"):
+        assert f"- {field}: {first[field]}" in report, field
+    assert f"- backfilled judges: objective, {Spec.parse(SECOND_JUDGE).canonical}" in report  # and any later ones
+    for section in ("Paired comparisons with the baseline", "How many items"):
+        assert section in report, section
+    assert [r["judge"] for r in evaluated[1:3]] == ["objective", Spec.parse(SECOND_JUDGE).canonical]
+    assert evaluated[1]["computed"] == 4 and evaluated[1]["kind"] == "pairwise"

@@ -506,13 +506,19 @@ class ArtifactStore:
         infos = self._info(pafs.FileSelector(self.path("runs"), allow_not_found=True))
         return sorted(i.base_name for i in infos if i.type == pafs.FileType.Directory)
 
-    def run_log(self, run_id: str) -> dict[str, Any] | None:
-        """The latest record an evaluate wrote of this run (runs/<id>/log/<started>.json: its systems, baseline,
-        settings), or None when it has none."""
+    def run_logs(self, run_id: str) -> list[dict[str, Any]]:
+        """Every invocation's record of this run (runs/<id>/log/<started>.json), oldest first; each names its
+        `command` (an evaluate's record before the field existed has none)."""
         names = sorted(
             name for name in self.listing(f"runs/{run_id}/log") if name.endswith(".json") and "/" not in name
         )
-        return json.loads(self.read_bytes(f"runs/{run_id}/log/{names[-1]}")) if names else None
+        return [json.loads(self.read_bytes(f"runs/{run_id}/log/{name}")) for name in names]
+
+    def run_log(self, run_id: str) -> dict[str, Any] | None:
+        """The latest record an evaluate wrote of this run (its systems, baseline, settings), or None when it has
+        none; a backfill's record is not one."""
+        evaluated = [r for r in self.run_logs(run_id) if r.get("command", "evaluate") == "evaluate"]
+        return evaluated[-1] if evaluated else None
 
 
 def open_store(settings: Settings) -> ArtifactStore:

@@ -8,6 +8,7 @@ then compares the judges.
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any, Literal
 
@@ -26,6 +27,7 @@ from ttseval.flows.common import (
     cpu_workers_declared,
     judge_runs_on_gpu,
     placement,
+    report_meta,
     run_settings,
     stored_systems,
 )
@@ -36,7 +38,7 @@ from ttseval.tasks.judge import run_judge_stage, run_position_audit
 from ttseval.tasks.judge_instructions import run_instruction_stage
 from ttseval.tasks.limits import ensure_vendor_limits
 from ttseval.tasks.logs import logger
-from ttseval.tasks.parts import get_store
+from ttseval.tasks.parts import get_store, now
 from ttseval.tasks.report import write_full_report
 
 
@@ -111,7 +113,7 @@ def backfill_judge(
         systems: only these systems (specs or ids) as candidates; default all of the run's.
         categories, depths, items: only items in these categories, at these depths, with these ids.
     """
-    t0 = time.perf_counter()
+    started, t0 = now(), time.perf_counter()
     check_run_id(run_id)
     settings = run_settings(store=store)
     st = get_store(settings.store, settings.store_wait_s)
@@ -171,17 +173,15 @@ def backfill_judge(
         check_stage_tables(st, run_id, tables)
         for name in tables:
             st.compact(run_id, name)
-        markdown = write_full_report(
-            st,
-            run_id,
-            settings,
-            stored_systems(st, run_id)[0],
-            {"run_id": run_id, "store": st.display(), "backfilled judge": judge_spec},
-        )
+        # the whole report again, its provenance the evaluate's, with every judge backfilled so far
+        earlier = [r["judge"] for r in st.run_logs(run_id) if r.get("command") == "backfill-judge"]
+        meta = report_meta(st.run_log(run_id) or {}) | {"run_id": run_id, "store": st.display()}
+        meta["backfilled judges"] = ", ".join(dict.fromkeys([*earlier, judge_spec]))
+        markdown = write_full_report(st, run_id, settings, stored_systems(st, run_id)[0], meta)
         create_markdown_artifact(
             markdown=markdown, key=artifact_key("report", run_id), description=f"ttseval report for {run_id}"
         )
-        return {
+        summary: dict[str, Any] = {
             "run_id": run_id,
             "judge": judge_spec,
             "kind": kind,
@@ -190,3 +190,10 @@ def backfill_judge(
             "audited": sum(r.n_rows for r in audit_results),
             "wall_s": time.perf_counter() - t0,
         }
+        record: dict[str, Any] = {"command": "backfill-judge", "started_at": started.isoformat(timespec="seconds")}
+        record |= summary
+        record |= {"finished_at": now().isoformat(timespec="seconds"), "settings": settings.model_dump(mode="json")}
+        st.write_bytes(
+            f"runs/{run_id}/log/{started.strftime('%Y%m%dT%H%M%S%f')}.json", json.dumps(record, indent=2).encode()
+        )
+        return summary

@@ -234,6 +234,16 @@ def git_commit() -> str | None:
     return None
 
 
+LOG_ONLY = ("command", "wall_s", "finished_at", "reused", "computed", "from_cache", "dask_started", "settings")
+"""The fields of an evaluate's log record that are not its report's provenance lines (report_meta)."""
+
+
+def report_meta(record: dict[str, Any]) -> dict[str, Any]:
+    """A report's provenance lines (run, store, dataset and its hash, systems, recognisers, baseline, date, code
+    version) from the evaluate's log record that wrote them."""
+    return {k: v for k, v in record.items() if k not in LOG_ONLY}
+
+
 def artifact_key(kind: str, run_id: str) -> str:
     """The Prefect artifact key of a run's `kind` artifact ('report', 'drift', 'progress'); keys allow only
     lower-case letters, digits and dashes."""

@@ -225,6 +225,7 @@ def evaluate(
         )
         wall_s = round(time.perf_counter() - t0, 2)  # one value for the run log, the log line and the command's print
         record = meta | {
+            "command": "evaluate",
             "wall_s": wall_s,
             "finished_at": now().isoformat(timespec="seconds"),
             "reused": reused,
