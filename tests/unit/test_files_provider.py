@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +18,7 @@ import pytest
 import soundfile as sf
 
 from tests.support.clip_files import ETTE_ROWS, tone, write_clip
+from tests.support.harness import ROOT
 from ttseval.core.config import load_settings
 from ttseval.core.errors import DeferredProviderError, SpecError
 from ttseval.core.registry import Spec
@@ -198,6 +202,7 @@ def test_synthesis_stage_gives_every_item_a_row_and_a_failed_retryable_row_for_a
         assert f"{clips}/item-missing." in failed["error_message"] and "'item-missing'" in failed["error_message"]
         ok = [by_id[i] for i in ("item-wav", "item-ogg", "item-flac")]
         assert all(r["status"] == "ok" and r["cache_hit"] is False and r["cost_usd"] == 0.0 for r in ok)
+        assert all(r["latency_s"] is None for r in ok), "looked up, not synthesized: no time, so no RTF"
         assert [r["sample_rate_hz"] for r in ok] == [16000, 48000, 44100]
         assert len({r["audio_sha256"] for r in ok}) == 3, "same text, three different clips"
         assert json.loads(ok[0]["provider_metadata"])["label"] == "elsewhere"
@@ -334,3 +339,25 @@ def test_import_errors_exit_2_naming_the_field(tmp_path: Path, capsys: pytest.Ca
     assert "has no gen_path fields" in capsys.readouterr().err
     assert main(out) == 0 and "system:" not in capsys.readouterr().out
     assert not (tmp_path / "i.generated.jsonl").exists()
+
+
+def test_a_dry_run_counts_no_call_for_audio_made_elsewhere(clips: Path, tmp_path: Path) -> None:
+    """A files: system's clips are looked up, not bought: the dry run counts its keys and no call (docs/systems.md)."""
+    data = tmp_path / "items.jsonl"
+    data.write_text("".join(json.dumps(i) + "\n" for i in items("item-wav", "item-ogg", "item-flac")), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TTSEVAL_", "PREFECT_API"))}
+    env |= {"PYTHONPATH": str(ROOT), "PREFECT_HOME": str(tmp_path / "ph"), "DO_NOT_TRACK": "1"}
+    system = f"files:elsewhere:dir={clips}"
+    args = ["evaluate", "--dataset", str(data), "--systems", system, "--judges", "", "--store", str(tmp_path / "s")]
+    dry = subprocess.run(
+        [sys.executable, "-m", "ttseval.cli", *args, "--dry-run"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert dry.returncode == 0, dry.stderr
+    row = next(line.split() for line in dry.stdout.splitlines() if line.startswith("files:elsewhere"))
+    assert row[1:5] == ["tts", "3", "0", "0"], row  # kind, keys, calls, reused
+    assert not (tmp_path / "s").exists()

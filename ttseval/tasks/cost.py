@@ -79,8 +79,8 @@ def estimate_synthesis(plan: Plan, store: ArtifactStore, settings: Settings) -> 
         provider = get_provider("tts", spec.canonical, settings)
         for item in shard["items"]:
             est.keys += 1
-            if not provider.supports_language(item["language"]):
-                continue
+            if not provider.supports_language(item["language"]) or getattr(provider, "keyed_by_item", False):
+                continue  # an unsupported language is refused before a call; audio made elsewhere is looked up
             instruction = instruction_for(spec, item) if getattr(provider, "accepts_instruction", False) else None
             if (
                 reuses_audio(provider, item["item_id"], settings)

@@ -206,7 +206,8 @@ def _finish(
         "audio_sha256": sha,
         "duration_s": audio.duration_s,
         "sample_rate_hz": audio.sample_rate_hz,
-        "latency_s": latency_s,
+        # audio made elsewhere (files:, pushed:) was looked up, not synthesized: no time to put beside its length
+        "latency_s": None if getattr(provider, "keyed_by_item", False) else latency_s,
         "first_byte_s": first_byte_s(provider),
         "attempt": attempt,
         "retryable": False,
