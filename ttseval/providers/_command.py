@@ -45,19 +45,29 @@ from pydantic import BaseModel, Field
 
 from ttseval.core.audio import Audio
 from ttseval.core.errors import TransientProviderError
-from ttseval.providers import TorchDevice
+from ttseval.providers import MODEL_THREADS_VARIABLE, TorchDevice
 
 PROTOCOL = "ttseval-scorer/1"
 STDERR_LINES = 12  # the last lines of a failed command's stderr kept in its rows' reason
 log = logging.getLogger(__name__)
-_HIDDEN_ENV = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP")
-_CREDENTIAL = re.compile(r"(_KEY|_SECRET|SECRET_|_TOKEN|PASSWORD|PASSWD)", re.IGNORECASE)  # AWS_SECRET_ACCESS_KEY,
-# OPENAI_API_KEY, AZURE_SPEECH_KEY, AWS_SESSION_TOKEN, HF_TOKEN, PREFECT_API_KEY, *_PASSWORD
+_PASSED_ENV = re.compile(
+    r"PATH|HOME|USER|LOGNAME|SHELL|TERM|LANG|LANGUAGE|LC_[A-Z]+|TZ|TMPDIR|TEMP|TMP|LD_LIBRARY_PATH"
+    r"|CUDA_[A-Z_]+|NVIDIA_[A-Z_]+|HIP_VISIBLE_DEVICES|ROCR_VISIBLE_DEVICES"
+    r"|OMP_NUM_THREADS|MKL_NUM_THREADS|OPENBLAS_NUM_THREADS|"
+    + MODEL_THREADS_VARIABLE
+    + r"|HF_HOME|HF_HUB_CACHE|HF_HUB_OFFLINE|TRANSFORMERS_CACHE|TRANSFORMERS_OFFLINE|TORCH_HOME"
+    r"|XDG_CACHE_HOME|XDG_RUNTIME_DIR|CONDA_PREFIX|CONDA_DEFAULT_ENV"
+)
+"""The variables a command gets, and no others: where things are (paths, caches, locale, time zone), which devices
+and how many threads it may use. Anything else of the worker's (vendor keys, `PREFECT_API_AUTH_STRING`, database
+URLs, `*_APIKEY`, our Python's PYTHONPATH) stays behind."""
+_CREDENTIAL = re.compile(r"(_KEY|_SECRET|SECRET_|_TOKEN|PASSWORD|PASSWD|APIKEY|AUTH)", re.IGNORECASE)
 
 
 def command_env(environ: dict[str, str]) -> dict[str, str]:
-    """The environment a command runs with: `environ` without our Python's settings and without credentials."""
-    return {k: v for k, v in environ.items() if k not in _HIDDEN_ENV and not _CREDENTIAL.search(k)}
+    """The environment a command runs with: `environ`'s variables that _PASSED_ENV names and that do not look like
+    a credential."""
+    return {k: v for k, v in environ.items() if _PASSED_ENV.fullmatch(k) and not _CREDENTIAL.search(k)}
 
 
 class CommandOptions(BaseModel):
