@@ -87,3 +87,12 @@ def test_the_flows_refuse_an_escaping_run_id_before_reading_anything(tmp_path: P
         with pytest.raises(ConfigError, match="run id '../../escaped-run'"):
             flow.fn(run_id="../../escaped-run", store=str(tmp_path / "store"), **kwargs)
     assert files_under(tmp_path) == []
+
+
+def test_a_folder_under_runs_that_is_no_run_id_is_not_listed_as_a_run(tmp_path: Path) -> None:
+    """An editor's `.ipynb_checkpoints` or a hand-made `my run` folder beside real runs is not a run: commands that
+    go over every run (leaderboard, trends) read only run ids."""
+    store = ArtifactStore(str(tmp_path / "store"))
+    for name in ("r1", "nightly-20261127T020000Z", ".ipynb_checkpoints", "my run"):
+        (tmp_path / "store" / "runs" / name).mkdir(parents=True)
+    assert store.runs() == ["nightly-20261127T020000Z", "r1"]

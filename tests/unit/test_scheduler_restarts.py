@@ -119,3 +119,56 @@ def test_a_closed_comm_with_no_scheduler_to_come_back_ends_in_the_clear_message_
     monkeypatch.setenv("TTSEVAL_DASK_ADDRESS", "tcp://10.0.0.9:8786")
     with pytest.raises(TTSEvalError, match=r"gather: the Dask scheduler at tcp://10\.0\.0\.9:8786 was lost mid-run"):
         through_scheduler_restarts(gather)()
+
+
+def test_an_error_raised_while_handling_a_closed_comm_is_not_a_lost_scheduler() -> None:
+    """Only the exception chain Python would print counts: an error raised `from None` inside `except
+    CommClosedError`, and an interrupt, are the run's own."""
+    from types import SimpleNamespace
+
+    from distributed.comm.core import CommClosedError
+
+    from ttseval.flows.runner import scheduler_lost
+
+    running = SimpleNamespace(status="running")
+    raised: list[BaseException] = []
+    for own in (ValueError("a bug in the flow"), KeyboardInterrupt()):
+        try:
+            try:
+                raise CommClosedError("Stream is closed")
+            except CommClosedError:
+                raise own from None
+        except BaseException as e:  # noqa: BLE001 - collected to classify
+            raised.append(e)
+    assert [scheduler_lost(e, running) for e in raised] == [False, False]
+
+
+def test_a_run_that_keeps_failing_as_if_the_scheduler_were_lost_stops_after_max_losses(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With a scheduler that answers at once, an error that keeps looking like a loss is run again at most
+    MAX_SCHEDULER_LOSSES times, then fails saying so (the client, the scheduler's answer and the Prefect API are
+    faked: the loop is what is tested; a real loss is tests/e2e/test_scheduler_lost.py)."""
+    from types import SimpleNamespace
+
+    import prefect.context
+    from distributed.comm.core import CommClosedError
+
+    import ttseval.flows.runner as runner
+    from ttseval.core.errors import TTSEvalError
+
+    client = SimpleNamespace(status="running")
+    context = SimpleNamespace(task_runner=SimpleNamespace(_client=client))
+    monkeypatch.setattr(prefect.context.FlowRunContext, "get", classmethod(lambda cls: context))
+    monkeypatch.setattr(runner, "_scheduler_answers", lambda c: True)
+    monkeypatch.setattr(runner, "_api_answers", lambda: True)
+    monkeypatch.setenv("TTSEVAL_DASK_ADDRESS", "tcp://10.0.0.9:8786")
+    calls = []
+
+    def gather() -> None:
+        calls.append(1)
+        raise CommClosedError("in <TCP (closed) ConnectionPool.gather>: Stream is closed")
+
+    with pytest.raises(TTSEvalError, match=rf"lost {runner.MAX_SCHEDULER_LOSSES} times in this run"):
+        runner.through_scheduler_restarts(gather)()
+    assert len(calls) == runner.MAX_SCHEDULER_LOSSES + 1

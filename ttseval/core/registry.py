@@ -366,7 +366,9 @@ class Registry(Generic[T]):
             provider = cls(voice=parsed.voice, **options, **context)  # type: ignore[call-arg]
         except (TypeError, ValueError) as e:
             error = MissingKeyError if isinstance(e, MissingKeyError) else SpecError
-            raise error(f"{self.kind} spec {parsed.canonical!r}: {e}", spec=parsed.canonical) from e
+            # a spec refused for holding a credential is named by its provider alone, never repeated
+            shown = parsed.provider if "credentials" in str(e) else parsed.canonical
+            raise error(f"{self.kind} spec {shown!r}: {e}", spec=shown) from None
         except ImportError as e:  # a package only this configuration needs (a bundled voice or model)
             raise ConfigError(f"{self.kind} spec {parsed.canonical!r}: {e}") from e
         missing = [a for a in sorted(self._members[2]) if not hasattr(provider, a)]

@@ -503,8 +503,9 @@ class ArtifactStore:
         return {i.path[len(top) + 1 :]: i.size for i in infos if i.type == pafs.FileType.File}
 
     def runs(self) -> list[str]:
+        """The run ids under runs/ (a folder there that is no run id, such as `.ipynb_checkpoints`, is none)."""
         infos = self._info(pafs.FileSelector(self.path("runs"), allow_not_found=True))
-        return sorted(i.base_name for i in infos if i.type == pafs.FileType.Directory)
+        return sorted(i.base_name for i in infos if i.type == pafs.FileType.Directory and RUN_ID.fullmatch(i.base_name))
 
     def run_logs(self, run_id: str) -> list[dict[str, Any]]:
         """Every invocation's record of this run (runs/<id>/log/<started>.json), oldest first; each names its

@@ -12,6 +12,7 @@ the report from the store in the flow's own process (`started` says which happen
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 import logging
@@ -307,7 +308,7 @@ def _chain(e: BaseException) -> list[BaseException]:
     link: BaseException | None = e
     while link is not None and all(link is not x for x in seen):
         seen.append(link)
-        link = link.__cause__ or link.__context__
+        link = link.__cause__ or (None if link.__suppress_context__ else link.__context__)
     return seen
 
 
@@ -321,12 +322,13 @@ def scheduler_lost(e: BaseException, client: Any = None) -> bool:
       reconnecting, so the call failed because the scheduler is away.
 
     Which of these a run meets depends on the moment of the loss, so a busy machine meets all three."""
-    import asyncio
     import concurrent.futures
 
     from distributed.client import FutureCancelledError
     from distributed.comm.core import CommClosedError
 
+    if not isinstance(e, Exception | asyncio.CancelledError):  # KeyboardInterrupt, SystemExit: never a loss
+        return False
     chain = _chain(e)
     if any(isinstance(x, FutureCancelledError) and x.reason == "scheduler-connection-lost" for x in chain):
         return True
@@ -343,7 +345,7 @@ def _scheduler_answers(client: Any) -> bool:
         return False
     try:
         client.sync(client.scheduler.identity, callback_timeout=5)
-    except OSError:  # a closed comm, a refused connection or the 5 s timeout (all OSErrors)
+    except (OSError, RuntimeError):  # a closed comm, a refused connection, the 5 s timeout; a loop just closed
         return False
     return True
 
@@ -354,6 +356,10 @@ def _api_answers() -> bool:
 
     with get_client(sync_client=True) as client:
         return client.api_healthcheck() is None
+
+
+MAX_SCHEDULER_LOSSES = 5
+"""How many lost schedulers one run rides out before it fails (a later run resumes)."""
 
 
 def through_scheduler_restarts(fn: Callable[..., T]) -> Callable[..., T]:
@@ -378,7 +384,7 @@ def through_scheduler_restarts(fn: Callable[..., T]) -> Callable[..., T]:
         from prefect.context import FlowRunContext
 
         log = logging.getLogger("ttseval")
-        deadline: float | None = None
+        losses = 0
         while True:
             try:
                 return fn(*args, **kwargs)
@@ -390,7 +396,14 @@ def through_scheduler_restarts(fn: Callable[..., T]) -> Callable[..., T]:
                 if not settings.dask_address:
                     raise
                 where, wait_s = settings.dask_address, settings.scheduler_wait_s
-                deadline = deadline or time.monotonic() + wait_s
+                losses += 1
+                if losses > MAX_SCHEDULER_LOSSES:  # an error that keeps looking like a loss is not one
+                    raise TTSEvalError(
+                        f"{fn.__name__}: the Dask scheduler at {where} was lost {MAX_SCHEDULER_LOSSES} times in "
+                        "this run and the run failed again the same way; what is stored is kept: run the same "
+                        "command again to resume"
+                    ) from e
+                deadline = time.monotonic() + wait_s  # each loss gets the whole wait
                 log.warning(
                     "%s: the Dask scheduler at %s was lost mid-run; what is stored is kept; "
                     "waiting up to %.0f s (the scheduler_wait_s setting) for it to come back",

@@ -129,7 +129,10 @@ def handler_for(store: ArtifactStore) -> type[BaseHTTPRequestHandler]:
 
 def _inside(root: str, path: str) -> bool:
     """Whether local `path`, every symbolic link on the way followed, lies inside the folder `root`."""
-    return Path(path).resolve().is_relative_to(Path(root).resolve())
+    try:
+        return Path(path).resolve().is_relative_to(Path(root).resolve())
+    except (OSError, RuntimeError):  # a loop of links
+        return False
 
 
 def make_server(store_uri: str, host: str = "127.0.0.1", port: int = 8765) -> ThreadingHTTPServer:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
-import re
 from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
@@ -99,15 +98,11 @@ class EngineVersion:
         return self._value
 
 
-SECRET_PARAMETER = re.compile(r"key|token|secret|passw|auth|sig|credential|session", re.IGNORECASE)
-"""Query parameters a URL carries a credential in (`?key=`, `?api_key=`, `?access_token=`, `?sig=`, ...)."""
-
-
 def endpoint_without_credentials(value: str | None) -> str | None:
-    """A `base_url` option, refused when it holds credentials (user:password@, or a query parameter named like one:
-    SECRET_PARAMETER): the URL is part of the spec, which is written to tables, manifests and logs, and a secret
-    never is. Other query parameters (`?api-version=...`) are kept."""
-    from urllib.parse import parse_qsl, urlsplit
+    """A `base_url` option, refused when it could hold a credential: user:password@, a query string or a fragment.
+    The URL is part of the spec, which is written to tables, manifests and logs, and a secret never is; the
+    providers append their paths to it, so a query string would break every request anyway."""
+    from urllib.parse import urlsplit
 
     if not value:
         return value
@@ -117,13 +112,11 @@ def endpoint_without_credentials(value: str | None) -> str | None:
             "base_url must not hold credentials (user:password@); pass the key through the "
             "provider's API-key environment variable"
         )
-    named = sorted(
-        {name for name, _ in parse_qsl(parts.query, keep_blank_values=True) if SECRET_PARAMETER.search(name)}
-    )
-    if named:
+    if parts.query or parts.fragment or "?" in value or "#" in value:
         raise ValueError(
-            f"base_url must not hold credentials (its query parameter {', '.join(map(repr, named))}): the URL is "
-            "stored with the run; pass the key through the provider's API-key environment variable"
+            "base_url must not hold credentials or a query string ('?...' or '#...'): the URL is stored with the "
+            "run and each request appends its own path to it; give the endpoint alone, and pass a key through "
+            "the provider's API-key environment variable"
         )
     return value
 
