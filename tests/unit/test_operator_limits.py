@@ -67,3 +67,15 @@ def test_the_flows_refuse_a_store_or_budget_beyond_the_operators_before_writing(
     with pytest.raises(ConfigError, match="above the operator's cap"):
         evaluate.fn(budget_usd=1e6, run_id="r")
     assert sorted(p for p in tmp_path.rglob("*") if p.is_file()) == []
+
+
+def test_the_command_line_refuses_a_budget_above_the_cap_dry_run_included(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ttseval.cli import main
+
+    monkeypatch.setenv("TTSEVAL_BUDGET_USD", "1")
+    for extra in ([], ["--dry-run"]):
+        code = main(["evaluate", "--budget-usd", "5", "--store", str(tmp_path / "s"), *extra])
+        assert code == 2 and "budget_usd 5: above the operator's cap of 1 USD" in capsys.readouterr().err
+    assert not (tmp_path / "s").exists()

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from ttseval.core.config import load_settings
+    from ttseval.flows.common import run_settings
     from ttseval.flows.preflight import check_cluster_reach, handed_over, preflight_evaluate
 
     flags = {
@@ -36,7 +36,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         "budget_usd": args.budget_usd,
         "allow_new_store": True if args.new_store else None,
     }
-    settings = load_settings(**flags)
+    settings = run_settings(**flags)  # a budget above the configured cap is refused, the dry run's too
     systems = csv_list(args.systems)
     env = {
         "TTSEVAL_STORE": settings.store,
@@ -48,7 +48,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             systems += [s for s in csv_list(flag) if s not in systems]
             env[f"TTSEVAL_{field.upper()}"] = json.dumps(getattr(settings, field) + csv_list(flag))
     os.environ.update(env)  # worker processes (and the flow) build their settings from the same values
-    settings = load_settings(**flags)
+    settings = run_settings(**flags)
     # --judges "" turns judging off; no flag means the configured judges
     judges = csv_list(args.judges) if args.judges is not None else None
     instruction_judges = csv_list(args.instruction_judges) if args.instruction_judges is not None else None
@@ -197,12 +197,12 @@ def cmd_backfill_judge(args: argparse.Namespace) -> int:
 
 
 def cmd_nightly(args: argparse.Namespace) -> int:
-    from ttseval.core.config import load_settings
     from ttseval.core.store import open_store
+    from ttseval.flows.common import run_settings
     from ttseval.flows.nightly import nightly, nightly_run_id
     from ttseval.flows.preflight import check_cluster_reach
 
-    settings = load_settings(
+    settings = run_settings(
         store=args.store, budget_usd=args.budget_usd, allow_new_store=True if args.new_store else None
     )
     systems = csv_list(args.systems)
