@@ -3,6 +3,7 @@ Prefect server, from a stored run. The export, results and analysis themselves a
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from tests.support.harness import cli_env, run_cli
@@ -43,6 +44,9 @@ def test_human_eval_cli_exports_and_analyses_through_the_flow(prefect_api: str, 
     assert done.returncode == 0, done.stderr
     assert "3 rater configs" in done.stdout and len(list((out / "configs").glob("cli-r*.yaml"))) == 3
     (tmp_path / "mushra.csv").write_text(mushra_csv(out, "cli", stimuli_key(store, "cli")), encoding="utf-8")
+    # the evaluate's record, whose provenance lines the report re-rendered after the analysis keeps
+    record = {"command": "evaluate", "run_id": RUN, "dataset_sha256": "0123abcd", "wall_s": 1.0, "settings": {}}
+    store.write_bytes(f"runs/{RUN}/log/20261127T000000000000.json", json.dumps(record).encode())
     done = run_cli(
         [
             "human-eval",
@@ -60,7 +64,8 @@ def test_human_eval_cli_exports_and_analyses_through_the_flow(prefect_api: str, 
     )
     assert done.returncode == 0, done.stderr
     assert "MUSHRA-NMR (0-100)" in done.stdout and "Listeners x utterances" in done.stdout
-    assert "## Listening tests" in store.read_bytes(f"runs/{RUN}/report.md").decode()
+    report = store.read_bytes(f"runs/{RUN}/report.md").decode()
+    assert "## Listening tests" in report and "- dataset_sha256: 0123abcd" in report and "- wall_s" not in report
     refused = run_cli(
         [
             "human-eval",

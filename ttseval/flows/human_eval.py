@@ -19,7 +19,7 @@ from prefect.artifacts import create_markdown_artifact
 
 from ttseval.core.errors import SpecError
 from ttseval.core.store import check_run_id
-from ttseval.flows.common import artifact_key, run_settings, stored_systems
+from ttseval.flows.common import artifact_key, report_meta, run_settings, stored_systems
 from ttseval.tasks.listening import analyse_test, export_test, ingest_ratings
 from ttseval.tasks.logs import logger
 from ttseval.tasks.parts import get_store
@@ -106,7 +106,8 @@ def human_eval(
         run_id,
         settings,
         stored_systems(st, run_id)[0],
-        {"run_id": run_id, "store": st.display(), "listening test": test_id},
+        # the whole report again, its provenance the evaluate's
+        report_meta(st.run_log(run_id) or {}) | {"run_id": run_id, "store": st.display(), "listening test": test_id},
     )
     create_markdown_artifact(
         markdown=markdown,
