@@ -30,7 +30,10 @@ RUN_TIMEOUT_S = 300
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StackInfo]:
     folder = tmp_path_factory.mktemp("stack")
-    info = stack_up(folder)  # stops what it started and raises StackError (with the log tail) on failure
+    # the operator lets runs from the UI read the tests' files (seeds, datasets) under the session's temporary root
+    with pytest.MonkeyPatch.context() as limits:
+        limits.setenv("TTSEVAL_ALLOWED_PATHS", json.dumps([str(tmp_path_factory.getbasetemp())]))
+        info = stack_up(folder)  # stops what it started and raises StackError (with the log tail) on failure
     try:
         yield info
     finally:

@@ -5,11 +5,12 @@ does."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from ttseval.core.errors import ConfigError
+from ttseval.core.errors import ConfigError, SpecError
 
 DEPLOYMENT = {"PREFECT__RUNTIME__DEPLOYMENT__ID": "5f1c3a52-0000-4000-8000-000000000053"}
 
@@ -79,3 +80,34 @@ def test_the_command_line_refuses_a_budget_above_the_cap_dry_run_included(
         code = main(["evaluate", "--budget-usd", "5", "--store", str(tmp_path / "s"), *extra])
         assert code == 2 and "budget_usd 5: above the operator's cap of 1 USD" in capsys.readouterr().err
     assert not (tmp_path / "s").exists()
+
+
+def test_a_deployment_runs_path_parameters_stay_inside_allowed_paths(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a flow reads or writes on the worker besides the store (a listening test's folder and ratings, seeds,
+    categories, reference manifests) lies inside allowed_paths or ttseval's bundled data, or the run is refused
+    before anything happens, its message naming the parameter and nothing of the file."""
+    from ttseval.flows.generate_dataset import generate_dataset
+    from ttseval.flows.generate_instructions import generate_instructions
+    from ttseval.flows.human_eval import human_eval
+
+    monkeypatch.setenv("TTSEVAL_STORE", str(tmp_path / "store"))
+    monkeypatch.delenv("TTSEVAL_ALLOWED_PATHS", raising=False)
+    for key, value in DEPLOYMENT.items():
+        monkeypatch.setenv(key, value)
+    refusals = [
+        (lambda: human_eval.fn(run_id="r", step="export", out="/etc/cron.d"), "human_eval: out '/etc/cron.d'"),
+        (lambda: human_eval.fn(run_id="r", results=["/etc/shadow"]), "human_eval: results '/etc/shadow'"),
+        (lambda: generate_dataset.fn(seeds="/etc/passwd"), "generate_dataset: seeds '/etc/passwd'"),
+        (lambda: generate_instructions.fn(references="../../etc/hosts"), "references '../../etc/hosts'"),
+    ]
+    for call, named in refusals:
+        with pytest.raises(ConfigError, match="reads and writes files only inside the setting allowed_paths") as no:
+            call()
+        assert named in str(no.value) and "root:" not in str(no.value)
+    assert sorted(p for p in tmp_path.rglob("*") if p.is_file()) == []
+    # whoever runs the worker widens it; the bundled seeds are always readable
+    monkeypatch.setenv("TTSEVAL_ALLOWED_PATHS", json.dumps([str(tmp_path / "tests")]))
+    with pytest.raises(SpecError, match="run 'r' is not in store"):  # past the check: there is no such run
+        human_eval.fn(run_id="r", step="export", out=str(tmp_path / "tests" / "web"))

@@ -119,6 +119,29 @@ def confinement_roots(settings: Settings, dataset: str) -> list[str] | None:
     return folder + list(settings.allowed_paths)
 
 
+def check_paths_confined(settings: Settings, flow: str, **paths: str | list[str] | None) -> None:
+    """Refuse, before any work, a confined run (confine_paths) whose path parameters lie outside the setting
+    allowed_paths and ttseval's bundled data: what a flow reads (seeds, references, ratings) or writes (a listening
+    test's folder) on the worker. The message names the parameter and the path as given, nothing of the file.
+
+    Raises:
+        ConfigError: a path outside, each named by its parameter.
+    """
+    if settings.confine_paths == "never" or (settings.confine_paths == "deployments" and not deployment_run()):
+        return
+    from ttseval.corpus import DATA
+
+    roots = [*settings.allowed_paths, str(DATA)]
+    given = [(name, p) for name, value in paths.items() for p in ([value] if isinstance(value, str) else value or [])]
+    outside = [f"{name} {p!r}" for name, p in given if not within(p, roots)]
+    if outside:
+        raise ConfigError(
+            f"{flow}: {', '.join(outside)}: a run started from a deployment or the Prefect UI reads and writes "
+            f"files only inside the setting allowed_paths ({', '.join(settings.allowed_paths) or 'none set'}) and "
+            "ttseval's bundled data; have whoever runs the worker add the folder to allowed_paths"
+        )
+
+
 def check_confined(items: pd.DataFrame, systems: list[Spec], settings: Settings, *, dataset: str, source: str) -> None:
     """Refuse, before any work, a confined run (confinement_roots) whose dataset or `files` systems reference a
     file outside the dataset's folder and allowed_paths: a voice prompt or reference recording, a system's

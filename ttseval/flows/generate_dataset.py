@@ -19,7 +19,7 @@ from ttseval.core.categories import MAX_DEPTH
 from ttseval.core.errors import SpecError
 from ttseval.corpus import DEFAULT_LLM, DEFAULT_SEEDS
 from ttseval.corpus import generation as g
-from ttseval.flows.common import artifact_key, git_commit, run_settings
+from ttseval.flows.common import artifact_key, check_paths_confined, git_commit, run_settings
 from ttseval.flows.progress import StageProgress
 from ttseval.tasks.freeze import freeze_and_publish, split_rows
 from ttseval.tasks.generate import expand_breadth, refine_depth
@@ -73,6 +73,7 @@ def generate_dataset(
     if breadth < 0 or breadth_batch < 1:
         raise SpecError("breadth must be >= 0 and breadth_batch >= 1")
     settings = run_settings(store=store)
+    check_paths_confined(settings, "generate_dataset", seeds=seeds, categories=categories)
     st = get_store(settings.store, settings.store_wait_s)
     spec = g.load_spec(categories)
     seed_list = g.read_seeds(seeds, spec)

@@ -18,7 +18,7 @@ from prefect import flow
 from ttseval.core.errors import SpecError
 from ttseval.corpus import DEFAULT_CAPTION_LLM
 from ttseval.corpus import instructions as ins
-from ttseval.flows.common import artifact_key, git_commit, run_settings
+from ttseval.flows.common import artifact_key, check_paths_confined, git_commit, run_settings
 from ttseval.flows.progress import StageProgress
 from ttseval.tasks.freeze import freeze_and_publish, split_rows
 from ttseval.tasks.generate_instructions import caption_stage, instruction_stage
@@ -62,6 +62,7 @@ def generate_instructions(
     if not instruction_language.strip():
         raise SpecError("instruction_language is empty; name a language such as English")
     settings = run_settings(store=store, seed=seed)
+    check_paths_confined(settings, "generate_instructions", references=references)
     st = get_store(settings.store, settings.store_wait_s)
     refs = ins.read_references(references)
     instruct_llm = instruct_llm or caption_llm

@@ -19,7 +19,7 @@ from prefect.artifacts import create_markdown_artifact
 
 from ttseval.core.errors import SpecError
 from ttseval.core.store import check_run_id
-from ttseval.flows.common import artifact_key, report_meta, run_settings, stored_systems
+from ttseval.flows.common import artifact_key, check_paths_confined, report_meta, run_settings, stored_systems
 from ttseval.tasks.listening import analyse_test, export_test, ingest_ratings
 from ttseval.tasks.logs import logger
 from ttseval.tasks.parts import get_store
@@ -71,6 +71,7 @@ def human_eval(
     """
     check_run_id(run_id)
     settings = run_settings(store=store)
+    check_paths_confined(settings, "human_eval", out=out, results=results)
     st = get_store(settings.store, settings.store_wait_s)
     if not st.part_files(run_id, "synthesis"):
         raise SpecError(f"run {run_id!r} is not in store {st.display()}")

@@ -177,9 +177,19 @@ def _port_open(port: int) -> bool:
     return False
 
 
+OPERATOR_LIMITS = ("TTSEVAL_CONFINE_PATHS", "TTSEVAL_ALLOWED_PATHS", "TTSEVAL_ALLOWED_STORES", "TTSEVAL_BUDGET_USD")
+"""The settings that bound what a run from the UI may do: the operator who starts the stack sets them for its
+worker, the one place they take effect."""
+
+
 def _base_env() -> dict[str, str]:
-    """The parent's environment without settings that would point a component somewhere else."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TTSEVAL_", "AWS_", "PREFECT_"))}
+    """The parent's environment without settings that would point a component somewhere else (the operator's
+    limits, OPERATOR_LIMITS, go through)."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("TTSEVAL_", "AWS_", "PREFECT_")) or k in OPERATOR_LIMITS
+    }
     env["PYTHONPATH"] = os.pathsep.join([str(SOURCE_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
     env |= {
         **TELEMETRY_OFF,
