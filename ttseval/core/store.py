@@ -429,9 +429,7 @@ class ArtifactStore:
             return len(parts), len(parts)
         rows = self._read_parts(run_id, table, parts, None, None)
         data = pa.Table.from_pandas(rows, schema=TABLES[table].schema, preserve_index=False)
-        self.write_part(run_id, table, data, label="compacted")
-        for path in parts:  # only the parts it read: one another writer committed meanwhile stays
-            self.delete(path)
+        self.replace_table(run_id, table, data, label="compacted", replacing=parts)  # only the parts it read
         return len(parts), len(self.part_files(run_id, table))
 
     def supersede(self, run_id: str, table: str, keys: set[tuple[Any, ...]], *, keep: str) -> int:
@@ -461,9 +459,12 @@ class ArtifactStore:
                 self.write_bytes(rel, sink.getvalue().to_pybytes())
         return dropped
 
-    def replace_table(self, run_id: str, table: str, data: pa.Table, *, label: str = "all") -> str:
-        """Make `data` the whole table (for derived tables such as the report): new part first, then old ones go."""
-        old = self.part_files(run_id, table)
+    def replace_table(
+        self, run_id: str, table: str, data: pa.Table, *, label: str = "all", replacing: list[str] | None = None
+    ) -> str:
+        """Make `data` the whole table (for derived tables such as the report): new part first, then the old ones go,
+        `replacing` if given (the parts `data` was read from), else every part there before the new one."""
+        old = self.part_files(run_id, table) if replacing is None else replacing
         new = self.write_part(run_id, table, data, label=label) or ""
         for path in old:
             self.delete(path)
