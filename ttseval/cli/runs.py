@@ -40,13 +40,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     systems = csv_list(args.systems)
     env = {
         "TTSEVAL_STORE": settings.store,
-        "TTSEVAL_SHARD_SIZE": str(settings.shard_size),
         "TTSEVAL_ALLOW_NEW_STORE": str(settings.allow_new_store).lower(),
     }
     for flag, field in ((args.controls, "controls"), (args.natural, "natural")):  # roles: also systems of the run
         if flag:
             systems += [s for s in csv_list(flag) if s not in systems]
             env[f"TTSEVAL_{field.upper()}"] = json.dumps(getattr(settings, field) + csv_list(flag))
+    if settings.shard_size is not None:  # None: each stage's own choice by its size (ttseval.tasks.plan)
+        env["TTSEVAL_SHARD_SIZE"] = str(settings.shard_size)
     os.environ.update(env)  # worker processes (and the flow) build their settings from the same values
     settings = run_settings(**flags)
     # --judges "" turns judging off; no flag means the configured judges
@@ -265,7 +266,13 @@ def add_evaluate(sub: Subcommands) -> None:
     ev.add_argument(
         "--run-id", type=run_id_arg, default="demo", help="run name; the same name resumes and reuses stored rows"
     )
-    ev.add_argument("--shard-size", type=int, default=None, help="items per task (default: the shard_size setting, 8)")
+    ev.add_argument(
+        "--shard-size",
+        type=int,
+        default=None,
+        help="items per task (default: the shard_size setting; unset, 8 or more so a stage has at most 500 "
+        "tasks, up to 256)",
+    )
     ev.add_argument("--dask-address", default=None, help="existing Dask scheduler (default: a LocalCluster)")
     ev.add_argument(
         "--workers", type=int, default=None, help="LocalCluster worker processes (default: the n_workers setting, 2)"

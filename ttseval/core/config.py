@@ -279,7 +279,12 @@ class Settings(BaseSettings):
         description="Artifact store URI: a local folder or s3://bucket/prefix (a relative folder is "
         "taken from the folder the command runs in)",
     )
-    shard_size: int = Field(default=8, ge=1, description="Items per task; tens keep orchestration overhead small")
+    shard_size: int | None = Field(
+        default=None,
+        ge=1,
+        description="Items per task; None chooses by the work: 8, or more when a stage would otherwise have over "
+        "500 tasks, up to 256",
+    )
     dask_address: str | None = Field(
         default=None,
         description="Address of an existing Dask scheduler; None starts the cluster the setting cluster names",

@@ -8,13 +8,13 @@ soon as that shard's audio exists, so the model stages overlap synthesis instead
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import time
 from typing import Any
 
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact
-from prefect.futures import as_completed
 
 import ttseval
 from ttseval.core.config import DEFAULT_SYSTEMS, Settings
@@ -52,6 +52,7 @@ from ttseval.tasks.stages import STAGES, TASKS, ClipStage, plan_stage
 from ttseval.tasks.staging import stage_files_systems
 from ttseval.tasks.synthesize import synthesize_task
 from ttseval.tasks.voices import References, store_prompts, store_reference_voices
+from ttseval.tasks.window import Job, in_window
 
 
 @flow(name="evaluate", task_runner=SettingsDaskTaskRunner())
@@ -199,8 +200,13 @@ def evaluate(
 
         check_stage_tables(st, run_id, stages)
         # One part per shard keeps writes independent; one part per table keeps later reads to one file each.
+        compacting = time.perf_counter()
         compacted = {t: st.compact(run_id, t) for t in stages}
-        log.info("parts compacted: %s", ", ".join(f"{t} {a}->{b}" for t, (a, b) in compacted.items() if a != b))
+        log.info(
+            "parts compacted: %s (%.2f s)",
+            ", ".join(f"{t} {a}->{b}" for t, (a, b) in compacted.items() if a != b),
+            time.perf_counter() - compacting,
+        )
 
         meta = {
             "run_id": run_id,
@@ -319,27 +325,37 @@ def synthesize_and_score(
             f"synthesized now, fewer if some fail; {backlog.to_compute} for clips of earlier runs), "
             f"{backlog.present} present (reused)"
         )
-    futures = []
-    for shard in synth.shards:  # a model-backed TTS (transformers on a GPU) goes where the GPU is, like ASR
-        with placement(settings, runs_on_gpu(shard["system"], settings), cpu_workers):
-            futures.append(synth_t.submit(settings, run_id, shard))
-    shard_of = {}
-    with gpu_annotation(settings):
-        for shard, f in zip(synth.shards, futures):
+
+    def synthesis_job(shard: dict[str, Any]) -> Job:
+        def submit() -> list[Any]:
+            # a model-backed TTS (transformers on a GPU) goes where the GPU is, like ASR
+            with placement(settings, runs_on_gpu(shard["system"], settings), cpu_workers):
+                made = synth_t.submit(settings, run_id, shard)
             label = f"{shard['system']} shard {shard['index']}/{shard['of']}"
             shard_of[label] = shard
-            futures += [tasks[stage.table].submit(settings, run_id, f, label) for stage in stages]
-        for stage in stages:
-            futures += [
-                tasks[stage.table].submit(settings, run_id, w, f"backlog {i + 1}")
-                for i, w in enumerate(clip_plans[stage.table].shards)
-            ]
+            with gpu_annotation(settings):
+                return [made, *(tasks[stage.table].submit(settings, run_id, made, label) for stage in stages)]
+
+        return submit
+
+    def backlog_job(stage: ClipStage, i: int, work: list[dict[str, Any]]) -> Job:
+        def submit() -> list[Any]:
+            with gpu_annotation(settings):
+                return [tasks[stage.table].submit(settings, run_id, work, f"backlog {i + 1}")]
+
+        return submit
+
+    shard_of: dict[str, dict[str, Any]] = {}
+    jobs = itertools.chain(
+        (synthesis_job(shard) for shard in synth.shards),
+        (backlog_job(stage, i, w) for stage in stages for i, w in enumerate(clip_plans[stage.table].shards)),
+    )
     results = []
-    for future in as_completed(futures):
+    for future in in_window(jobs):  # at most SUBMIT_WINDOW shards on the cluster at once (ttseval.tasks.window)
         result = future.result()
         results.append(result)
         progress.advance(result.stage, result.n_rows)
-        if result.stage == "synthesis" and (shard := shard_of.get(result.label)) is not None:
+        if result.stage == "synthesis" and (shard := shard_of.pop(result.label, None)) is not None:
             for stage in stages:  # the rows the shard's clips that did not come would have had
                 progress.lower(
                     stage.table, shard_rows(stage, shard, shard["items"]) - shard_rows(stage, shard, result.work)

@@ -35,10 +35,11 @@ from ttseval.tasks.llm import cached_generate
 from ttseval.tasks.logs import logger
 from ttseval.tasks.pairs import audit_sample, judged_pairs, order_sensitive
 from ttseval.tasks.parts import StageResult, commit, get_store, now
-from ttseval.tasks.plan import Plan, _chunks, _present
+from ttseval.tasks.plan import Plan, _chunks, _present, shard_size_for
 from ttseval.tasks.provider_cache import get_provider
 from ttseval.tasks.quality import primary_quality_id
 from ttseval.tasks.retries import is_transient_task_error, task_retry_options
+from ttseval.tasks.window import Job, in_window
 
 Placement = Callable[[str], contextlib.AbstractContextManager[object]]
 """judge spec -> the context its tasks are submitted in (which Dask workers may run them)."""
@@ -178,7 +179,8 @@ def plan_judge(
             plan.present += 1
             continue
         todo.append(w | {"replaces": key in again})
-    plan.shards = [{"judge": judge_spec, "judge_id": judge_id, "work": c} for c in _chunks(todo, settings.shard_size)]
+    size = shard_size_for(settings, len(todo))
+    plan.shards = [{"judge": judge_spec, "judge_id": judge_id, "work": c} for c in _chunks(todo, size)]
     return plan
 
 
@@ -310,7 +312,7 @@ def run_judges(
     flow's task runner; each judge's tasks are submitted inside `place(spec)` (the flow's choice of workers:
     ttseval.flows.common.placement). With a `budget`, keys past it are left for a later run."""
     store = get_store(settings.store, settings.store_wait_s)
-    plans, futures = [], []
+    plans = []
     retrying = judge_task.with_options(name=kind.task_name, **task_retry_options(settings))
     for spec in judges:
         plan = plan_judge(kind, store, run_id, system_ids, spec, settings, baseline_id=baseline_id, item_ids=item_ids)
@@ -319,12 +321,20 @@ def run_judges(
         if plan.wanted:
             logger().info(plan.describe())
         plans.append(plan)
-        with place(spec):
-            futures += [
-                retrying.submit(kind, settings, run_id, shard, f"{spec} shard {i + 1}/{len(plan.shards)}")
-                for i, shard in enumerate(plan.shards)
-            ]
-    return plans, [f.result() for f in futures]
+
+    def job(spec: str, i: int, shard: dict[str, Any], of: int) -> Job:
+        def submit() -> list[Any]:
+            with place(spec):
+                return [retrying.submit(kind, settings, run_id, shard, f"{spec} shard {i + 1}/{of}")]
+
+        return submit
+
+    jobs = (
+        job(spec, i, shard, len(plan.shards))
+        for spec, plan in zip(judges, plans)
+        for i, shard in enumerate(plan.shards)
+    )
+    return plans, [f.result() for f in in_window(jobs)]  # at most SUBMIT_WINDOW shards at once
 
 
 # -- pairwise: which pairs of systems are compared (setting judge_pairs) ------------------------------------------
@@ -352,8 +362,9 @@ def _pairwise_wanted(
         raise ValueError("pairwise judging needs a baseline_id")
     items = store.read(run_id, "items").set_index("item_id")
     clips, signals = Clips.read(store, run_id), _signals(store, run_id, primary_quality_id(settings))
+    rows = items[["text", "language", "category"]].to_dict("index")  # one dict lookup per pair, not a .loc
     for item_id, system_id, other in judged_pairs(items.index, system_ids, baseline_id, settings):
-        item = items.loc[item_id]
+        item = rows[item_id]
         which = "candidate" if not clips.sha(item_id, system_id) else "baseline"
         yield {
             "item_id": item_id,

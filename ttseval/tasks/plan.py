@@ -9,6 +9,7 @@ backfills, and failures that heal.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +49,27 @@ def _present(frame: pd.DataFrame, key: list[str]) -> tuple[set[tuple[Any, ...]],
     return done, again
 
 
+SMALLEST_SHARD = 8
+"""Items per task when the shard_size setting is None and the stage is small: a crash loses little, progress moves
+often, and a task's overhead (a Prefect task run, a Dask task, a store part: about 0.1 s of CPU) stays small."""
+TASKS_PER_STAGE = 500
+"""With shard_size None, shards grow past SMALLEST_SHARD so a stage has at most this many tasks: the per-task
+overhead is then a shrinking share of a large run, and the scheduler and Prefect's database hold thousands of task
+runs, not hundreds of thousands."""
+
+LARGEST_SHARD = 256
+"""With shard_size None, shards grow no larger than this: what a lost worker's task redoes, and what one task holds
+in memory, stay bounded however large the run (past 128,000 items a stage has more than TASKS_PER_STAGE tasks)."""
+
+
+def shard_size_for(settings: Settings, n: int) -> int:
+    """Items per task for a stage of `n` items of work: the shard_size setting when set (it forces the size), else
+    SMALLEST_SHARD, or larger when that would make more than TASKS_PER_STAGE tasks, up to LARGEST_SHARD."""
+    if settings.shard_size is not None:
+        return settings.shard_size
+    return min(LARGEST_SHARD, max(SMALLEST_SHARD, math.ceil(n / TASKS_PER_STAGE)))
+
+
 def _chunks(seq: list[Any], size: int) -> list[list[Any]]:
     return [seq[i : i + size] for i in range(0, len(seq), size)]
 
@@ -62,15 +84,17 @@ def plan_synthesis(
     columns = ["item_id", "language", "text", "instruction", "category", "prompt_audio_sha256", "prompt_text"]
     chosen = items.reindex(columns=columns).astype(object)  # prompt columns: None for items read before they existed
     records = chosen.where(chosen.notna(), None).to_dict("records")
-    for spec in systems:
-        todo = [
+    todo = {
+        spec.canonical: [
             r | {"replaces": (r["item_id"], spec.id) in again} for r in records if (r["item_id"], spec.id) not in done
         ]
-        plan.present += len(records) - len(todo)
-        chunks = _chunks(todo, settings.shard_size)
-        plan.shards += [
-            {"system": spec.canonical, "items": c, "index": i + 1, "of": len(chunks)} for i, c in enumerate(chunks)
-        ]
+        for spec in systems
+    }
+    size = shard_size_for(settings, sum(map(len, todo.values())))
+    for system, work in todo.items():
+        plan.present += len(records) - len(work)
+        chunks = _chunks(work, size)
+        plan.shards += [{"system": system, "items": c, "index": i + 1, "of": len(chunks)} for i, c in enumerate(chunks)]
     return plan
 
 
@@ -120,5 +144,5 @@ def plan_model_stage(
                 }
             )
     plan.present = plan.wanted - len(todo)
-    plan.shards = _chunks(todo, settings.shard_size)
+    plan.shards = _chunks(todo, shard_size_for(settings, len(todo)))
     return plan
