@@ -15,19 +15,22 @@ from distributed import Client
 
 from tests.support.dask_probe import callbacks, ms
 from tests.support.harness import ROOT
-from ttseval.infra.dask_defaults import QUIET_DASK, env_name
+from ttseval.infra.dask_defaults import QUIET_DASK, SMALL_LOGS, env_name
 
 SCRIPT = """
 import json
 from ttseval.flows.runner import SettingsDaskTaskRunner
-from tests.support.dask_probe import callbacks, ms
+from tests.support.dask_probe import callbacks, log_bounds, ms
 
 if __name__ == "__main__":
     kwargs = {"n_workers": 1, "threads_per_worker": 1, "processes": True, "dashboard_address": ":0"}
     with SettingsDaskTaskRunner(cluster_kwargs=kwargs) as runner:
         client = runner.dask_runner().client
         print(json.dumps({"scheduler": client.run_on_scheduler(callbacks),
-                          "worker": next(iter(client.run(callbacks).values()))}))
+                          "worker": next(iter(client.run(callbacks).values())),
+                          "logs": {"client": client.scheduler_comm.recent_message_log.maxlen,
+                                   **client.run_on_scheduler(log_bounds),
+                                   **next(iter(client.run(log_bounds).values()))}}))
 """
 
 
@@ -48,6 +51,9 @@ def test_a_flows_local_cluster_has_ttseval_s_intervals_and_a_value_the_user_set_
         assert seen[server]["monitor"] == ms(QUIET_DASK["distributed.admin.system-monitor.interval"]) == 2000
     assert seen["worker"]["profile"] == ms(QUIET_DASK["distributed.worker.profile.interval"]) == 100
     assert seen["worker"]["memory_monitor"] == ms(QUIET_DASK["distributed.worker.memory.monitor-interval"]) == 500
+    # each low-level log keeps 50 entries (Dask's default, 1,000, held 2.9 GiB of submitted shards at 100,000 clips)
+    assert seen["logs"] == {"client": 50, "transitions": 50, "messages": 50, "stimuli": 50}
+    assert SMALL_LOGS == {"distributed.admin.low-level-log-length": 50}
 
 
 def test_dask_worker_processes_started_with_dask_env_have_ttseval_s_intervals(shared_dask: str) -> None:

@@ -22,6 +22,18 @@ def callbacks(dask_worker=None, dask_scheduler=None) -> dict[str, float]:
     return {name: pc.callback_time for name, pc in server.periodic_callbacks.items()}
 
 
+def log_bounds(dask_worker=None, dask_scheduler=None) -> dict[str, int | None]:
+    """Run on a server by Client.run / run_on_scheduler: how many entries its low-level logs keep (SMALL_LOGS): a
+    worker's message log to the scheduler and its state machine's stimulus log, the scheduler's transition log."""
+    server = dask_worker or dask_scheduler
+    if hasattr(server, "batched_stream"):  # a worker (Dask passes the scheduler as either keyword)
+        return {
+            "messages": server.batched_stream.recent_message_log.maxlen,
+            "stimuli": server.state.stimulus_log.maxlen,
+        }
+    return {"transitions": server.transition_log.maxlen}
+
+
 def book_three_from_a_thread(name: str, per_second: float) -> list[float]:
     """Runs as a Dask task: resolve the clock in the task's thread, book from a thread the task starts (as a judge's
     batch does)."""

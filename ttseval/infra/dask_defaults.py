@@ -13,6 +13,11 @@ What each changes (Dask's default in brackets):
   - worker profile 100 ms (10 ms): the statistical profiler behind the dashboard's Profile page, still on;
   - memory monitor 500 ms (100 ms): how often a nanny and a worker compare the worker's memory with its limit.
 
+And one bound (SMALL_LOGS): the low-level logs keep the last 50 entries (1,000). Each entry of the client's and the
+workers' message logs can be a whole task as submitted, its shard's items among its arguments (up to 1 MB), so
+with Dask's default a 100,000-clip run's command held 2.9 GiB of logged messages (benchmarks/bench_scale.py; the
+scheduler's transition log and the workers' stimulus logs are bounded by the same key).
+
 Where they apply: the flows' own clusters through `dask_defaults()` (the scheduler and nannies in the command's
 process, and the worker processes, which get their nanny's configuration), and the `dask scheduler` / `dask worker`
 processes the local stack and the tests start through `dask_env()`. A value set by the user, in a Dask YAML file
@@ -33,6 +38,10 @@ QUIET_DASK: dict[str, str] = {
     "distributed.worker.memory.monitor-interval": "500ms",
 }
 
+SMALL_LOGS: dict[str, int] = {"distributed.admin.low-level-log-length": 50}
+DASK_DEFAULTS: dict[str, str | int] = {**QUIET_DASK, **SMALL_LOGS}
+"""Every value this module makes Dask's default."""
+
 
 def env_name(key: str) -> str:
     """The DASK_* variable Dask reads as the dotted configuration key `key` (`-` and `_` are the same to Dask)."""
@@ -40,20 +49,21 @@ def env_name(key: str) -> str:
 
 
 def dask_env(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
-    """The variables that give a `dask scheduler` or `dask worker` process QUIET_DASK, less those set in `environ`."""
-    return {env_name(k): v for k, v in QUIET_DASK.items() if env_name(k) not in environ}
+    """The variables that give a `dask scheduler` or `dask worker` process DASK_DEFAULTS, less those set in
+    `environ`."""
+    return {env_name(k): str(v) for k, v in DASK_DEFAULTS.items() if env_name(k) not in environ}
 
 
 @functools.cache
 def dask_defaults() -> None:
-    """Make QUIET_DASK Dask's defaults in this process, once, before a cluster is made: a value the user configured
+    """Make DASK_DEFAULTS Dask's defaults in this process, once, before a cluster is made: a value the user configured
     (a Dask YAML file, a DASK_* variable) is kept, as `dask.config.update_defaults` keeps any value that is not the
     default. distributed is imported first: importing it adds its own defaults, which would replace these."""
     import dask.config
     import distributed  # noqa: F401 - its defaults first (above)
 
     nested: dict[str, Any] = {}
-    for key, value in QUIET_DASK.items():
+    for key, value in DASK_DEFAULTS.items():
         *parents, leaf = key.split(".")
         node = nested
         for part in parents:
