@@ -38,7 +38,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 TTSEVAL = [sys.executable, "-m", "ttseval.cli"]
+COMMAND, WORKERS, SERVER = "command process", "Dask worker processes", "Prefect server"  # bench_evaluate.role's
 COUNTER = Path(__file__).resolve().parent / "requests_count"
+
+from bench_evaluate import _cpu, role, shared_server  # noqa: E402 - this script's folder is first on sys.path
 
 from ttseval.core.telemetry import TELEMETRY_OFF  # noqa: E402
 
@@ -61,23 +64,14 @@ def build_dataset(n: int, path: Path) -> None:
             out.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
-def kind(cmd: str) -> str:
-    if "spawn_main" in cmd or ("dask" in cmd and "worker" in cmd):
-        return "worker"
-    if "uvicorn" in cmd or "prefect_server" in cmd or ("prefect" in cmd and "server" in cmd):
-        return "server"
-    if "ttseval" in cmd:
-        return "command"
-    return "other"
-
-
 class Sampler:
-    """Peak RSS and last-seen CPU seconds of each process in some process trees, sampled in a thread every 0.25 s."""
+    """Peak RSS and last-seen CPU seconds of the command's process tree and the shared server's processes, sampled in
+    a thread every 0.25 s, by role (bench_evaluate.role)."""
 
-    def __init__(self, pids: list[int]) -> None:
+    def __init__(self, pid: int, env: dict[str, str]) -> None:
         import psutil
 
-        self.roots = [psutil.Process(p) for p in pids]
+        self.command, self.env = psutil.Process(pid), env
         self.peak: dict[int, tuple[int, str]] = {}
         self.cpu: dict[int, tuple[float, str]] = {}
         self.stop = threading.Event()
@@ -88,32 +82,33 @@ class Sampler:
         import psutil
 
         while not self.stop.is_set():
-            for root in self.roots:
+            try:
+                procs = [self.command, *self.command.children(recursive=True), *shared_server(self.env)]
+            except psutil.Error:
+                procs = shared_server(self.env)
+            for p in procs:
                 try:
-                    procs = [root, *root.children(recursive=True)]
+                    with p.oneshot():
+                        rss, seconds = p.memory_info().rss, _cpu(p)
+                        kind = (
+                            self.peak[p.pid][1] if p.pid in self.peak else role(p.cmdline(), command=p == self.command)
+                        )
                 except psutil.Error:
                     continue
-                for p in procs:
-                    try:
-                        with p.oneshot():
-                            rss, cmd, t = p.memory_info().rss, " ".join(p.cmdline()), p.cpu_times()
-                    except psutil.Error:
-                        continue
-                    if rss > self.peak.get(p.pid, (0, ""))[0]:
-                        self.peak[p.pid] = (rss, cmd)
-                    self.cpu[p.pid] = (t.user + t.system, cmd)
+                self.peak[p.pid] = (max(rss, self.peak.get(p.pid, (0, ""))[0]), kind)
+                self.cpu[p.pid] = (seconds, kind)
             time.sleep(0.25)
 
     def finish(self) -> tuple[dict[str, int], dict[str, float]]:
-        """(peak RSS by kind: the largest process of each kind, CPU seconds by kind: summed over its processes)."""
+        """(peak RSS by role: the largest process of each, CPU seconds by role: summed over its processes)."""
         self.stop.set()
         self.thread.join()
         peaks: dict[str, int] = {}
-        for rss, cmd in self.peak.values():
-            peaks[kind(cmd)] = max(rss, peaks.get(kind(cmd), 0))
+        for rss, kind in self.peak.values():
+            peaks[kind] = max(rss, peaks.get(kind, 0))
         cpu: dict[str, float] = {}
-        for seconds, cmd in self.cpu.values():
-            cpu[kind(cmd)] = cpu.get(kind(cmd), 0.0) + seconds
+        for seconds, kind in self.cpu.values():
+            cpu[kind] = cpu.get(kind, 0.0) + seconds
         return peaks, cpu
 
 
@@ -159,9 +154,8 @@ def requests_sent(folder: Path) -> int:
     return sum(int(p.read_text() or 0) for p in folder.glob("*"))
 
 
-def start_server(env: dict[str, str]) -> tuple[str, list[int]]:
-    """Start the shared Prefect server the runs use (kept an hour), in the benchmark's PREFECT_HOME; its API URL and
-    its keeper's PID (uvicorn is the keeper's child)."""
+def start_server(env: dict[str, str]) -> str:
+    """Start the shared Prefect server the runs use (kept an hour), in the benchmark's PREFECT_HOME; its API URL."""
     code = (
         "import json\nfrom ttseval.infra.prefect_server import shared_server, server_info\n"
         "with shared_server(3600):\n    print(json.dumps(server_info()))"
@@ -170,22 +164,13 @@ def start_server(env: dict[str, str]) -> tuple[str, list[int]]:
     if proc.returncode:
         raise SystemExit(f"the shared Prefect server did not start:\n{proc.stderr[-3000:]}")
     info = json.loads(proc.stdout.strip().splitlines()[-1])
-    return info["api_url"], [info["pid"]]
+    return info["api_url"]
 
 
-def server_cpu(pids: list[int]) -> float:
-    import psutil
-
-    total = 0.0
-    for pid in pids:
-        try:
-            root = psutil.Process(pid)
-            for p in [root, *root.children(recursive=True)]:
-                t = p.cpu_times()
-                total += t.user + t.system
-        except psutil.Error:
-            pass
-    return total
+def server_cpu(env: dict[str, str]) -> float:
+    """CPU seconds of the shared Prefect server's processes so far (getrusage never counts them: they outlive the
+    command that started them)."""
+    return sum(_cpu(p) for p in shared_server(env))
 
 
 def database(prefect_home: Path) -> tuple[float, int]:
@@ -197,9 +182,7 @@ def database(prefect_home: Path) -> tuple[float, int]:
     return size / 2**20, runs
 
 
-def run_size(
-    clips: int, systems: list[str], args: argparse.Namespace, base: Path, env: dict[str, str], server: list[int]
-) -> dict:
+def run_size(clips: int, systems: list[str], args: argparse.Namespace, base: Path, env: dict[str, str]) -> dict:
     items = max(1, clips // len(systems))
     dataset, store = base / f"items-{items}.jsonl", base / f"store-{clips}"
     build_dataset(items, dataset)
@@ -223,12 +206,12 @@ def run_size(
     if args.shard_size:
         cmd += ["--shard-size", str(args.shard_size)]
     prefect_home = Path(env["PREFECT_HOME"])
-    server_before = server_cpu(server)
+    server_before = server_cpu(env)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     probe = Probe(env | {"PREFECT_API_URL": args.api_url})
     started = time.perf_counter()
     proc = subprocess.Popen(cmd, env=run_env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    sampler = Sampler([proc.pid, *server])
+    sampler = Sampler(proc.pid, env)
     output = proc.communicate()[0]
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -265,7 +248,7 @@ def run_size(
         "flow_s": log["wall_s"],
         "cpu_s": cpu,
         "tree_cpu_s": tree_cpu,
-        "server_cpu_s": server_cpu(server) - server_before,
+        "server_cpu_s": server_cpu(env) - server_before,
         "requests": requests_sent(counted),
         "task_runs": task_runs,
         "db_mib": db_mib,
@@ -306,9 +289,7 @@ def real_recogniser(size: str, base: Path) -> dict[str, str]:
     """The settings of a run whose recogniser is a batched Whisper on the GPU (float16), built here from random
     weights: the transcripts are noise, the batching, placement and times are real."""
     import torch
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from gpu_batch import DIMS, build_whisper
+    from gpu_batch import DIMS, build_whisper  # this script's folder is first on sys.path
 
     build_whisper(base / "whisper", DIMS[size]["whisper"])
     dtype = "float16" if torch.cuda.is_available() else "float32"
@@ -357,9 +338,9 @@ def main() -> None:
             env |= real_recogniser(args.whisper, base)
         print(f"systems: {len(systems)} ({systems[0]}, ...); workers: {args.workers}; cores: {os.cpu_count()}")
         try:
-            args.api_url, server = start_server(env)
+            args.api_url = start_server(env)
             for clips in sizes:
-                r = run_size(clips, systems, args, base, env, server)
+                r = run_size(clips, systems, args, base, env)
                 results.append(r)
                 print_size(r)
         finally:
@@ -375,7 +356,7 @@ def print_size(r: dict[str, Any]) -> None:
         f"\n{c:,} clips ({r['items']:,} items): wall {r['wall_s']:.1f} s (flow {r['flow_s']:.1f} s), "
         f"{1000 * r['wall_s'] / c:.2f} ms/clip ({c / r['wall_s']:.1f} clips/s); "
         f"CPU {total_cpu:.1f} s, {1000 * total_cpu / c:.2f} ms/clip "
-        f"(command {cpu.get('command', 0):.1f}, workers {cpu.get('worker', 0):.1f}, "
+        f"(command {cpu.get(COMMAND, 0):.1f}, workers {cpu.get(WORKERS, 0):.1f}, "
         f"server {r['server_cpu_s']:.1f}; command and workers exactly {r['tree_cpu_s']:.1f})"
     )
     print(
@@ -404,7 +385,7 @@ def print_ratios(results: list[dict[str, Any]]) -> None:
     print(f"\nratios to {small['clips']:,} clips (per-clip cost; peak memory)")
     print(f"{'clips':>9} {'wall/clip':>10} {'CPU/clip':>9} {'command':>8} {'worker':>7} {'server':>7}")
     for r in results:
-        mem = [r["peak_mib"].get(k, 0) / max(small["peak_mib"].get(k, 1), 1) for k in ("command", "worker", "server")]
+        mem = [r["peak_mib"].get(k, 0) / max(small["peak_mib"].get(k, 1), 1) for k in (COMMAND, WORKERS, SERVER)]
         print(
             f"{r['clips']:>9,} {per_clip(r, 'wall_s') / per_clip(small, 'wall_s'):>9.2f}x "
             f"{per_clip(r, 'cpu') / per_clip(small, 'cpu'):>8.2f}x " + " ".join(f"{m:>7.2f}x" for m in mem)
