@@ -6,7 +6,6 @@ per-(system, recogniser) summary (stored as the run's `report` table) and every 
 from __future__ import annotations
 
 import functools
-import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +17,7 @@ from ttseval.core.registry import Spec
 from ttseval.core.schemas import REPORT, WINRATES
 from ttseval.core.store import ArtifactStore
 from ttseval.metrics.summary import summarize_systems
+from ttseval.tasks.logs import logger
 from ttseval.tasks.quality import primary_quality_id
 
 ROLE_ORDER = {"tts": 0, "natural": 1, "control": 2}
@@ -71,7 +71,7 @@ class RunTables:
         try:
             mine.loc[ok, "text_language"] = text_languages(mine.loc[ok, "hypothesis"].fillna("").tolist())
         except ImportError as e:
-            logging.getLogger("ttseval").warning("transcript text language not checked: %s", e)
+            logger().warning("transcript text language not checked: %s", e)  # the run's log inside a flow
             mine["text_language"] = None
         return mine
 
