@@ -1,10 +1,10 @@
 """`ttseval backfill-judge` with --depths and --baseline, through the real command.
 
-One stored run (three local systems, two items at depth 0 and two at depth 1, no judge at evaluate time) is
+One stored run (three instant voices, two items at depth 0 and two at depth 1, no judge at evaluate time) is
 backfilled with the objective judge (a real judge: it decides from the run's stored CER and MOS, no vendor) twice:
-at depth 1 against flite:awb (not the run's first system), then a second judge at depth 0 with no --baseline, which
-takes the baseline the run was judged against since. The judged item ids, baselines and win-rates are read from the
-stored judgments and winrates tables.
+at depth 1 against the third voice (not the run's first system), then a second judge at depth 0 with no --baseline,
+which takes the baseline the run was judged against since. The judged item ids, baselines and win-rates are read
+from the stored judgments and winrates tables.
 """
 
 from __future__ import annotations
@@ -16,12 +16,16 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from tests.support import instant
 from tests.support.harness import cli_env, demo_items, run_cli
 from ttseval.core.registry import Spec
 from ttseval.metrics.agreement import judge_agreement
 
 ITEMS = {"emo-b-d0": 0, "emo-b-d1": 1, "par-a-d0": 0, "par-a-d1": 1}
-SYSTEMS = ("espeak-ng", "flite:slt", "flite:awb")
+# instant voices (tests/support/instant.py): what is tested is which pairs are judged and sent, not what a model
+# hears; the first drops every 4th word (a CER above the others'), the third speaks slower (longer clips)
+ESPEAK, SLT, AWB = "instant:a:drop=4", "instant:b", "instant:c:pace=1.2"
+SYSTEMS = (ESPEAK, SLT, AWB)
 SECOND_JUDGE = "objective:cer_margin=0.3:mos_margin=0.5"
 
 
@@ -31,7 +35,7 @@ def backfilled(prefect_api: str, shared_env: dict[str, str], tmp_path_factory: p
     dataset = root / "items.jsonl"
     demo_items(dataset, ITEMS)
     store = root / "store"
-    env = shared_env | {"TTSEVAL_SIMILARITY": "[]"}  # local engines and the objective judge: the shared cluster
+    env = shared_env | instant.ENV | {"TTSEVAL_SIMILARITY": "[]"}  # instant voices, objective judge: shared cluster
     run = run_cli(
         [
             "evaluate",
@@ -56,14 +60,12 @@ def backfilled(prefect_api: str, shared_env: dict[str, str], tmp_path_factory: p
     # a judge with an API key (the fake Gemini's) reads it on the worker: that run gets a cluster of its own
     out = {
         "store": store,
-        "env": cli_env(prefect_api, TTSEVAL_SIMILARITY="[]"),
+        "env": cli_env(prefect_api, TTSEVAL_SIMILARITY="[]", **instant.ENV),
         "root": root,
         "common": common,
         "judged_before": judged_before,
     }
-    out["depth1"] = run_cli(
-        [*common, "--judge", "objective", "--depths", "1", "--baseline", "flite:awb"], env, cwd=root
-    )
+    out["depth1"] = run_cli([*common, "--judge", "objective", "--depths", "1", "--baseline", AWB], env, cwd=root)
     out["depth0"] = run_cli([*common, "--judge", SECOND_JUDGE, "--depths", "0"], env, cwd=root)
     return out
 
@@ -84,13 +86,13 @@ def test_depths_and_baseline_restrict_the_judged_items_and_the_baseline(backfill
     assert result.returncode == 0, result.stderr[-3000:]
     j = judgments(backfilled["store"])
     first = j[j["judge_spec"] == "objective"]
-    awb, others = Spec.parse("flite:awb").id, {Spec.parse(s).id for s in SYSTEMS[:2]}
-    # exactly the depth-1 items, each candidate against flite:awb once
+    awb, others = Spec.parse(AWB).id, {Spec.parse(s).id for s in SYSTEMS[:2]}
+    # exactly the depth-1 items, each candidate against AWB once
     assert sorted(first["item_id"]) == sorted(2 * [i for i, d in ITEMS.items() if d == 1])
     assert set(first["baseline_id"]) == {awb} and set(first["system_id"]) == others
     assert (first["status"] == "ok").all()
     assert "computed 4" in result.stdout
-    # the win-rate table: against flite:awb, and its counts are the stored verdicts'
+    # the win-rate table: against AWB, and its counts are the stored verdicts'
     w = pd.read_parquet(backfilled["store"] / "runs" / "b" / "winrates")
     w = w[w["judge_spec"] == "objective"]
     assert set(w["baseline_id"]) == {awb}
@@ -108,8 +110,8 @@ def test_second_judge_keeps_the_runs_baseline_and_judges_depth_0(backfilled: dic
     j = judgments(backfilled["store"])
     second = j[j["judge_spec"] == Spec.parse(SECOND_JUDGE).canonical]
     assert sorted(second["item_id"]) == sorted(2 * [i for i, d in ITEMS.items() if d == 0])
-    # no --baseline: the baseline the run was judged against (flite:awb), not its first system (espeak-ng)
-    assert set(second["baseline_id"]) == {Spec.parse("flite:awb").id}
+    # no --baseline: the baseline the run was judged against (AWB), not its first system (ESPEAK)
+    assert set(second["baseline_id"]) == {Spec.parse(AWB).id}
     # the first judge's rows are untouched
     assert len(j[j["judge_spec"] == "objective"]) == 4
     # two judges now: the report's agreement line is the stored win-rates' (it crashed the backfill, exit 1, when
@@ -135,32 +137,30 @@ def test_depth_the_run_lacks_and_unknown_baseline_are_refused(backfilled: dict) 
     depth = run_cli([*common, "--judge", "objective", "--depths", "3"], env, cwd=root)
     assert depth.returncode == 2, depth.stderr[-3000:]
     assert "no item of run 'b' matches" in depth.stderr and "depths [0, 1]" in depth.stderr
-    baseline = run_cli([*common, "--judge", "objective", "--baseline", "piper:joe"], env, cwd=root)
+    baseline = run_cli([*common, "--judge", "objective", "--baseline", "instant:absent"], env, cwd=root)
     assert baseline.returncode == 2, baseline.stderr[-3000:]
-    assert "baseline 'piper:joe' has no audio in run 'b'" in baseline.stderr
-    assert "flite:awb" in baseline.stderr  # names what the run has
+    assert "baseline 'instant:absent' has no audio in run 'b'" in baseline.stderr
+    assert AWB in baseline.stderr  # names what the run has
     pd.testing.assert_frame_equal(judgments(backfilled["store"]), before)  # nothing written
 
 
 def test_gemini_backfill_sends_only_the_chosen_depth_and_the_chosen_baselines_clips(backfilled: dict) -> None:
     """What the judge was sent, seen from the (fake) Gemini server: the depth-1 items' texts, and each time the
-    candidate's and the --baseline's stored clips, though the run was judged against flite:awb before."""
+    candidate's and the --baseline's stored clips, though the run was judged against AWB before."""
     from tests.support.fake_gemini import FakeGemini
 
     store, root = backfilled["store"], backfilled["root"]
     env = backfilled["env"] | {"GEMINI_API_KEY": "fake-key-never-stored-2718", "TTSEVAL_POSITION_AUDIT_SHARE": "0"}
     with FakeGemini() as fake:
         spec = f"gemini:gemini-2.5-pro:base_url={fake.base_url}:backoff_s=0.01:max_attempts=2"
-        result = run_cli(
-            backfilled["common"] + ["--judge", spec, "--depths", "1", "--baseline", "flite:slt"], env, cwd=root
-        )
+        result = run_cli(backfilled["common"] + ["--judge", spec, "--depths", "1", "--baseline", SLT], env, cwd=root)
         assert result.returncode == 0, result.stderr[-3000:]
         requests = list(fake.requests)
     items = pd.read_parquet(store / "runs" / "b" / "items").set_index("item_id")["text"]
     synthesis = pd.read_parquet(store / "runs" / "b" / "synthesis")
     clip = {(r.item_id, r.system_id): r.audio_sha256 for r in synthesis.itertuples()}
-    slt, awb, espeak = (Spec.parse(s).id for s in ("flite:slt", "flite:awb", "espeak-ng"))
-    # 2 depth-1 items x 2 candidates (espeak-ng, flite:awb) against flite:slt, one request each
+    slt, awb, espeak = (Spec.parse(s).id for s in (SLT, AWB, ESPEAK))
+    # 2 depth-1 items x 2 candidates (ESPEAK, AWB) against SLT, one request each
     assert len(requests) == 4
     sent = []
     for request in requests:

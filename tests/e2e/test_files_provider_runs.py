@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 import soundfile as sf
 
+from tests.support import instant
 from tests.support.clip_files import ETTE_ROWS, write_clip
-from tests.support.harness import cli_env, run_cli
+from tests.support.harness import run_cli
 from ttseval.core.registry import Spec
 from ttseval.core.store import ArtifactStore
 
@@ -108,7 +109,7 @@ def test_emergenttts_baseline_clips_judged_without_synthesis(shared_env: dict[st
 
 
 def test_instructttseval_generated_clips_judged_for_instructions_without_synthesis(
-    prefect_api: str, tmp_path: Path
+    keyed_env: dict[str, str], tmp_path: Path
 ) -> None:
     """An InstructTTSEval evaluation file whose gen_path fields name a system's clips (one missing): imported
     with --system-name, judged by the Gemini instruction judge (fake server), never synthesized."""
@@ -128,7 +129,9 @@ def test_instructttseval_generated_clips_judged_for_instructions_without_synthes
     ]
     published = tmp_path / "eval.jsonl"
     published.write_text("".join(json.dumps(r) + "\n" for r in records))
-    env = cli_env(prefect_api)
+    # the keyed cluster: the judge's key is on its worker; what is tested is which clips reach the judge, so the
+    # clips are heard by the instant recogniser and MOS predictor
+    env = keyed_env | instant.ENV
     items_path = tmp_path / "items.jsonl"
     imported = run_cli(
         [
@@ -175,7 +178,7 @@ def test_instructttseval_generated_clips_judged_for_instructions_without_synthes
                 judge,
                 "--new-store",
             ],  # a paid judge on a store made here on purpose
-            env | {"GEMINI_API_KEY": "instr-key"},
+            env,
             cwd=tmp_path,
         )
         assert result.returncode == 0, result.stderr[-4000:]

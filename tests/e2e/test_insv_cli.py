@@ -12,6 +12,7 @@ import json
 import pandas as pd
 import pytest
 
+from tests.support import instant
 from tests.support.harness import DEAD_API, cli_env, run_cli
 
 
@@ -89,6 +90,8 @@ def test_a_negative_control_speaks_every_item_and_the_card_says_it_was_caught(sc
 def test_two_recognisers_then_a_third_added_computes_only_the_third_s_rows(
     shared_env: dict[str, str], tmp_path
 ) -> None:
+    # Mechanics (which rows a run adds), so instant voices and recognisers: "instant-asr:b" and its beam_size=2
+    # option are distinct recognisers to the pipeline, as faster-whisper:base and base:beam_size=2 would be.
     from ttseval.corpus import DEMO_DATASET
 
     rows = [json.loads(line) for line in DEMO_DATASET.read_text(encoding="utf-8").splitlines()]
@@ -96,13 +99,13 @@ def test_two_recognisers_then_a_third_added_computes_only_the_third_s_rows(
     dataset.write_text(
         "".join(json.dumps(r) + "\n" for r in rows if r["item_id"] in {"que-a-d0", "emo-a-d0"}), encoding="utf-8"
     )
-    two = ["faster-whisper:tiny.en", "faster-whisper:base"]
+    two = ["instant-asr:a", "instant-asr:b"]
     args = [
         "evaluate",
         "--dataset",
         str(dataset),
         "--systems",
-        "flite:slt,espeak-ng",
+        "instant,instant:slow:drop=3",
         "--store",
         str(tmp_path / "s"),
         "--run-id",
@@ -110,11 +113,13 @@ def test_two_recognisers_then_a_third_added_computes_only_the_third_s_rows(
         "--judges",
         "",
     ]
-    first = run_cli(args, shared_env | {"TTSEVAL_ASR__EN": json.dumps(two)}, cwd=tmp_path)
+
+    def recognisers(specs: list[str]) -> dict[str, str]:
+        return shared_env | instant.ENV | {"TTSEVAL_ASR": json.dumps({"*": "instant-asr", "en": specs})}
+
+    first = run_cli(args, recognisers(two), cwd=tmp_path)
     assert first.returncode == 0, first.stderr[-3000:]
-    second = run_cli(
-        args, shared_env | {"TTSEVAL_ASR__EN": json.dumps([*two, "faster-whisper:base:beam_size=2"])}, cwd=tmp_path
-    )
+    second = run_cli(args, recognisers([*two, "instant-asr:b:beam_size=2"]), cwd=tmp_path)
     assert second.returncode == 0, second.stderr[-3000:]
     logs = sorted((tmp_path / "s" / "runs" / "asr" / "log").glob("*.json"))
     assert json.loads(logs[0].read_text())["computed"]["transcripts"] == 8  # 2 items x 2 systems x 2 recognisers
@@ -122,19 +127,24 @@ def test_two_recognisers_then_a_third_added_computes_only_the_third_s_rows(
     assert (computed["synthesis"], computed["transcripts"], computed["quality"]) == (0, 4, 0)  # the third's only
     transcripts = pd.read_parquet(tmp_path / "s" / "runs" / "asr" / "transcripts")
     assert transcripts.groupby("asr_spec").size().to_dict() == {
-        "faster-whisper:base": 4,
-        "faster-whisper:base:beam_size=2": 4,
-        "faster-whisper:tiny.en": 4,
+        "instant-asr:a": 4,
+        "instant-asr:b": 4,
+        "instant-asr:b:beam_size=2": 4,
     }
     report = (tmp_path / "s" / "runs" / "asr" / "report.md").read_text(encoding="utf-8")
     section = report.split("## Recognisers", 1)[1]
-    assert "ranked by `faster-whisper:tiny.en`" in section
+    assert "ranked by `instant-asr:a`" in section
     header = next(line for line in section.splitlines() if line.startswith("| system"))
-    assert header == (
-        "| system | WER % faster-whisper:tiny.en | WER % faster-whisper:base | WER % faster-whisper:base:beam_size=2 |"
-    )
+    assert header == "| system | WER % instant-asr:a | WER % instant-asr:b | WER % instant-asr:b:beam_size=2 |"
+    # every recogniser hears the instant voices alike: the plain voice's WER is 0, the one dropping every third
+    # word's is above it, in each column
+    table = section.split(header + "\n|---|---|---|---|\n", 1)[1].split("\n\n", 1)[0]
+    wer = {row.split(" | ")[0].strip("| "): row.strip("| ").split(" | ")[1:] for row in table.splitlines()}
+    assert wer["instant"] == ["0.0"] * 3 and all(float(v) > 0 for v in wer["instant:slow:drop=3"]), table
     summary = pd.read_parquet(tmp_path / "s" / "runs" / "asr" / "report")
     assert len(summary) == 6  # one row per system and recogniser
+    assert (summary.loc[summary["system_spec"] == "instant", "wer"] == 0).all()
+    assert (summary.loc[summary["system_spec"] == "instant:slow:drop=3", "wer"] > 0).all()
 
 
 def test_native_mos_forms_from_the_run_then_the_ratings_analysed(screened, tmp_path) -> None:
