@@ -197,10 +197,10 @@ def test_a_frozen_version_is_never_changed(api: str, fake: FakeOpenAI, tmp_path:
 
 # -- the CLI, and evaluate on a generated dataset by its version ---------------------------------------------------
 def test_cli_generates_then_evaluate_runs_on_the_dataset_by_version(
-    prefect_api: str, fake: FakeOpenAI, tmp_path: Path
+    keyed_env: dict[str, str], fake: FakeOpenAI, tmp_path: Path
 ) -> None:
     from tests.support import instant
-    from tests.support.harness import cli_env, run_cli
+    from tests.support.harness import run_cli
 
     cats = tmp_path / "cats.toml"
     cats.write_text(
@@ -211,7 +211,8 @@ def test_cli_generates_then_evaluate_runs_on_the_dataset_by_version(
     seeds.write_text('{"category": "questions", "text": "The ferry leaves at noon, doesn\'t it?"}\n')
     store = tmp_path / "store"
     # the evaluate's clips heard by the instant recogniser and MOS predictor: what is tested is the dataset by version
-    env = cli_env(prefect_api, OPENAI_API_KEY=KEY, **instant.ENV)
+    # (on the keyed cluster: its worker has the fake server's key, KEY)
+    env = keyed_env | instant.ENV
     args = [
         "generate-dataset",
         "--seeds",

@@ -8,6 +8,8 @@ import hashlib
 import re
 from typing import Any
 
+from tests.support.keys import OPENAI_KEY
+
 WORDS = (
     "amber",
     "basalt",
@@ -91,8 +93,9 @@ def answer(text: str, system: str | None = None) -> dict[str, Any] | None:
     return None
 
 
-KEY = "sk-test-generation-key-0123456789"
-"""The API key the generation tests' fake OpenAI-compatible server expects."""
+KEY = OPENAI_KEY
+"""The API key the generation tests' fake OpenAI-compatible server expects: the keyed cluster's (tests/conftest.py
+`keyed_dask`), so a generation run needs no cluster of its own to pass it."""
 
 
 def responder(request: Any) -> dict[str, Any] | None:
