@@ -24,7 +24,7 @@ def test_two_nights_reuse_audio_and_report_drift(
     args = ["nightly", "--dataset", str(small_dataset), "--systems", systems, "--store", str(tmp_path)]
     first = run_cli([*args, "--run-id", "nightly-20261121T020000Z"], env, cwd=tmp_path)
     assert first.returncode == 0, first.stderr[-3000:]
-    assert "previous run none" in first.stdout
+    assert "previous night none" in first.stdout
     assert not (tmp_path / "runs" / "nightly-20261121T020000Z" / "drift.md").exists()  # nothing to compare with
     second = run_cli([*args, "--run-id", "nightly-20261122T020000Z"], env, cwd=tmp_path)
     assert second.returncode == 0, second.stderr[-3000:]

@@ -109,7 +109,7 @@ def mos(store: Path, night: int) -> pd.Series:
 
 
 def test_first_night_has_nothing_to_compare(nights: dict) -> None:
-    assert "previous run none" in nights[1].stdout
+    assert "previous night none" in nights[1].stdout
     summary = json.loads((nights["store"] / "runs" / NIGHTS[0] / "nightly.json").read_text())
     assert summary["previous_run"] is None and summary["flagged"] is None
     assert not (nights["store"] / "runs" / NIGHTS[0] / "drift.json").exists()
@@ -161,7 +161,7 @@ def test_unchanged_night_compares_with_the_latest_night_and_flags_nothing(nights
     summary, drift = read_drift(nights["store"], 3)
     # the flow picked night 2, the latest earlier nightly run, not night 1
     assert summary["previous_run"] == NIGHTS[1]
-    assert f"previous run {NIGHTS[1]}" in third.stdout
+    assert f"previous night {NIGHTS[1]}" in third.stdout
     assert f"# Drift: `{NIGHTS[2]}` against `{NIGHTS[1]}`" in third.stdout
     pd.testing.assert_series_equal(
         transcripts(nights["store"], 3)["word_errors"], transcripts(nights["store"], 2)["word_errors"]

@@ -102,7 +102,7 @@ def check_nights(count: int, prefect_api: str, keyed_env: dict[str, str], tmp_pa
     printed = run_cli(["trends", "--store", str(tmp_path / "s"), "--system", systems[0]], env, cwd=tmp_path)
     assert printed.returncode == 0, printed.stderr[-2000:]
     assert (
-        f"{count} nightly run(s)" in printed.stdout
+        f"ttseval trends of series nightly: {count} night(s)" in printed.stdout
         and f"trends page: file://{store / nights[-1]}/html/trends.html" in printed.stdout
     )
     [line] = [ln for ln in printed.stdout.splitlines() if "duration_s" in ln]

@@ -9,21 +9,30 @@ from tests.support.alerts import drift_rows
 from ttseval.tasks.report import drift_alert
 
 
-def test_the_message_names_system_metric_size_and_links() -> None:
+def test_the_message_names_system_metric_size_and_links_and_the_series_change_apart() -> None:
     subject, body = drift_alert(
         drift_rows(),
         "nightly-20261122T020000Z",
         "nightly-20261123T020000Z",
         ["HTML report: file:///s/runs/n/html/index.html"],
+        series_change=["systems removed: elevenlabs:Rachel"],
     )
-    assert subject == "ttseval nightly nightly-20261123T020000Z: 2 flagged change(s), 1 for the worse"
+    # the system gone is a change of the series, said apart and not counted
+    assert subject == "ttseval nightly nightly-20261123T020000Z: 1 flagged change(s), 1 for the worse"
     assert body.splitlines() == [
         "Drift of nightly-20261123T020000Z against nightly-20261122T020000Z:",
         "- openai:alloy (whisper:tiny) wer: 0.050 -> 0.125 (delta 0.075, adjusted p 0.0021), worse",
-        "- elevenlabs:Rachel: removed since nightly-20261122T020000Z",
+        "",
+        "The series itself changed since nightly-20261122T020000Z (not counted as drift):",
+        "- systems removed: elevenlabs:Rachel",
         "",
         "HTML report: file:///s/runs/n/html/index.html",
     ]
+
+
+def test_a_series_change_alone_sends_nothing() -> None:
+    quiet = drift_rows().assign(flagged=False)
+    assert drift_alert(quiet, "a", "b", [], series_change=["systems removed: elevenlabs:Rachel"]) is None
 
 
 def test_no_flagged_change_no_message() -> None:

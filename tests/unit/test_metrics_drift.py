@@ -48,7 +48,7 @@ def test_touching_intervals_are_not_flagged() -> None:
     assert not out.set_index("metric").loc["wer", "flagged"]  # 0.12 == 0.12: they overlap at a point
 
 
-def test_completion_changes_are_always_flagged_and_presence_is_reported() -> None:
+def test_completion_changes_are_always_flagged_and_presence_is_reported_unflagged() -> None:
     out = compare_reports(report(a={}, gone={}), report(a={"completion_rate": 53 / 54}, new={}))
     rows = out.set_index(["system_id", "metric"])
     assert rows.loc[("a", "completion_rate"), "flagged"] and rows.loc[("a", "completion_rate"), "direction"] == "worse"
@@ -56,6 +56,8 @@ def test_completion_changes_are_always_flagged_and_presence_is_reported() -> Non
         rows.loc[("new", "presence"), "direction"] == "added"
         and rows.loc[("gone", "presence"), "direction"] == "removed"
     )
+    # a system added or removed changes what is compared (a series change), not how anything performs
+    assert not rows.loc[("new", "presence"), "flagged"] and not rows.loc[("gone", "presence"), "flagged"]
 
 
 def test_missing_values_are_not_flagged_and_bad_reports_raise() -> None:

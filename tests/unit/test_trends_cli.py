@@ -14,5 +14,5 @@ def test_trends_of_a_store_without_nightly_runs_is_exit_2(tmp_path: Path, capsys
     assert f"no store at {tmp_path / 'none'}" in capsys.readouterr().err
     ArtifactStore(str(tmp_path / "s")).write_bytes("runs/demo/report.md", b"# a run that is not a nightly one\n")
     assert main(["trends", "--store", str(tmp_path / "s")]) == 2
-    assert "no nightly run with a report in" in capsys.readouterr().err
+    assert "no night of series 'nightly' with a report in" in capsys.readouterr().err
     assert not (tmp_path / "s" / "runs" / "demo" / "html").exists()  # nothing written

@@ -66,15 +66,17 @@ def cmd_trends(args: argparse.Namespace) -> int:
     from ttseval.core.config import load_settings
     from ttseval.core.errors import NotFoundError
     from ttseval.core.store import open_store
-    from ttseval.tasks.trends import trends_table, write_trends
+    from ttseval.tasks.trends import DEFAULT_SERIES, check_series, trends_table, write_trends
 
+    series = check_series(args.series or DEFAULT_SERIES)
     settings = load_settings(store=args.store)
     store = open_store(settings)
     store.require()
-    trends, page = write_trends(store, settings)
+    trends, page = write_trends(store, settings, series=series)
     if page is None:
         raise NotFoundError(
-            f"no nightly run with a report in {store.display()}: run ttseval nightly", uri=store.display()
+            f"no night of series {series!r} with a report in {store.display()}: run ttseval nightly --series {series}",
+            uri=store.display(),
         )
     if args.system:
         trends = trends[trends["system_spec"].isin(args.system) | trends["system_id"].isin(args.system)]
@@ -85,7 +87,8 @@ def cmd_trends(args: argparse.Namespace) -> int:
             )
     table = trends_table(trends)
     print(
-        f"ttseval trends: {trends['night'].max() + 1} nightly run(s) in {store.display()}; a step is a flagged paired "
+        f"ttseval trends of series {series}: {trends['night'].max() + 1} night(s) in {store.display()}; a step is a "
+        "flagged paired "
         f"test between two nights, a drift the CUSUM (k {settings.trend_cusum_k:g}, h {settings.trend_cusum_h:g})"
     )
     print(table.to_string(index=False))
@@ -146,6 +149,9 @@ def add_trends(sub: Subcommands) -> None:
     )
     add_store(tr)
     tr.add_argument("--system", type=csv_list, default=None, help="only these systems (comma-separated specs or ids)")
+    tr.add_argument(
+        "--series", default=None, help="the nightly series to draw (default: the nights run without --series)"
+    )
     tr.set_defaults(func=cmd_trends)
 
 

@@ -202,13 +202,15 @@ def cmd_nightly(args: argparse.Namespace) -> int:
     from ttseval.flows.common import run_settings
     from ttseval.flows.nightly import nightly, nightly_run_id
     from ttseval.flows.preflight import check_cluster_reach
+    from ttseval.tasks.trends import DEFAULT_SERIES, check_series
 
+    series = check_series(args.series or DEFAULT_SERIES)
     settings = run_settings(
         store=args.store, budget_usd=args.budget_usd, allow_new_store=True if args.new_store else None
     )
     systems = csv_list(args.systems)
     judges = csv_list(args.judges) if args.judges is not None else None  # "" judges nothing, as for evaluate
-    run_id = args.run_id or nightly_run_id()
+    run_id = args.run_id or nightly_run_id(series)
     if args.dry_run:  # tonight's canary is priced as the calls it makes: remote voices speak it afresh
         from ttseval.flows.nightly import night_canary
 
@@ -229,10 +231,11 @@ def cmd_nightly(args: argparse.Namespace) -> int:
             baseline=args.baseline,
             judges=judges,
             budget_usd=args.budget_usd,
+            series=series,
         )
     print(
-        f"nightly run {result['run_id']}: {result['cache_hits']} clips reused from earlier runs; "
-        f"previous run {result['previous_run'] or 'none'}; flagged changes: {result['flagged']}"
+        f"nightly run {result['run_id']} of series {series}: {result['cache_hits']} clips reused from earlier runs; "
+        f"previous night {result['previous_run'] or 'none'}; flagged changes: {result['flagged']}"
     )
     regressions = None
     if result["previous_run"]:
@@ -363,11 +366,30 @@ def add_nightly(sub: Subcommands) -> None:
     from ttseval.core.config import DEFAULT_SYSTEMS
     from ttseval.corpus import DEMO_DATASET
 
-    ni = sub.add_parser("nightly", help="a dated evaluate run plus a drift report against the previous nightly run")
-    ni.add_argument("--dataset", default=str(DEMO_DATASET))
-    ni.add_argument("--systems", default=",".join(DEFAULT_SYSTEMS))
+    ni = sub.add_parser(
+        "nightly", help="a dated evaluate run plus a drift report against the previous night of its series"
+    )
+    ni.add_argument(
+        "--dataset",
+        default=str(DEMO_DATASET),
+        help="the items every night of the series speaks: a JSONL file or a frozen dataset NAME@VERSION in the "
+        "store (default: the demo dataset)",
+    )
+    ni.add_argument(
+        "--systems",
+        default=",".join(DEFAULT_SYSTEMS),
+        help=f"comma-separated provider specs re-run each night (default {','.join(DEFAULT_SYSTEMS)})",
+    )
     add_store(ni)
-    ni.add_argument("--run-id", type=run_id_arg, default=None, help="default nightly-<UTC timestamp>")
-    ni.add_argument("--previous-run", default=None, help="default: the latest earlier nightly run")
+    ni.add_argument(
+        "--series",
+        default=None,
+        help="the series this night belongs to: it is compared and drawn only with earlier nights of the same "
+        "series, so several series share one store (default: the unnamed series, run ids nightly-<UTC timestamp>)",
+    )
+    ni.add_argument(
+        "--run-id", type=run_id_arg, default=None, help="default nightly-<UTC timestamp>, or nightly-<series>-<...>"
+    )
+    ni.add_argument("--previous-run", default=None, help="default: the latest earlier night of the series")
     add_run_options(ni)
     ni.set_defaults(func=cmd_nightly)

@@ -1,6 +1,9 @@
-"""The nightly flow: a dated evaluate run, then a drift report against the previous nightly run.
+"""The nightly flow: a dated evaluate run, then a drift report against the previous night of its series.
 
-Every nightly run is its own run id (`nightly-<UTC timestamp>`), so runs never overwrite each other; audio is
+Every nightly run is its own run id (`nightly-<UTC timestamp>`, or `nightly-<series>-<UTC timestamp>` in a named
+series), so runs never overwrite each other. A night is compared only with earlier nights of its own series
+(ttseval.tasks.trends: series_of); a change of the series itself (its dataset, systems or recognisers) is reported
+as a series change, never as drift. Audio is
 reused across runs for unchanged requests and engine versions (settings.reuse_audio), so a night with no
 engine change costs only the ASR, MOS and judge stages' cache look-ups. Remote voices (a vendor's API, whose
 version does not change when its voice does) speak the night's canary items afresh, compared item by item with the
@@ -30,18 +33,49 @@ from ttseval.tasks.logs import logger
 from ttseval.tasks.parts import get_store, now
 from ttseval.tasks.report import canary_markdown, drift_alert, drift_markdown
 from ttseval.tasks.report.html import compare_line, html_location
-from ttseval.tasks.trends import PREFIX, drift_lines, remote_specs, write_trends
+from ttseval.tasks.trends import (
+    DEFAULT_SERIES,
+    check_series,
+    drift_lines,
+    nightly_runs,
+    remote_specs,
+    series_prefix,
+    write_series,
+    write_trends,
+)
 
 
-def nightly_run_id() -> str:
-    """`nightly-<UTC timestamp>`: the run id of a night that names none."""
-    return f"{PREFIX}{now().strftime('%Y%m%dT%H%M%SZ')}"
+def nightly_run_id(series: str = DEFAULT_SERIES) -> str:
+    """`nightly-<UTC timestamp>` (`nightly-<series>-<UTC timestamp>` in a named series): the run id of a night that
+    names none."""
+    return f"{series_prefix(series)}{now().strftime('%Y%m%dT%H%M%SZ')}"
 
 
-def previous_nightly(store: ArtifactStore, run_id: str) -> str | None:
-    """The latest nightly run before `run_id` that has a report (names sort by their timestamp)."""
-    earlier = [r for r in store.runs() if r.startswith(PREFIX) and r < run_id and store.part_files(r, "report")]
+def previous_nightly(store: ArtifactStore, run_id: str, series: str = DEFAULT_SERIES) -> str | None:
+    """The latest night of `series` before `run_id` that has a report (names sort by their timestamp)."""
+    earlier = [r for r in nightly_runs(store, series=series) if r < run_id]
     return earlier[-1] if earlier else None
+
+
+def series_changes(store: ArtifactStore, previous: str, current: str) -> list[str]:
+    """What changed in the series itself between two of its nights, from each night's evaluate record: the dataset
+    (its SHA-256), the systems added or removed, the recognisers. Each is a line for drift.md and the alert; the
+    drift table's presence rows are these changes, never drift."""
+    before, after = store.run_log(previous) or {}, store.run_log(current) or {}
+    lines = []
+    if before.get("dataset_sha256") != after.get("dataset_sha256"):
+        lines.append(
+            f"dataset: {before.get('dataset')} ({str(before.get('dataset_sha256'))[:12]}) -> "
+            f"{after.get('dataset')} ({str(after.get('dataset_sha256'))[:12]}); the figures compare different items"
+        )
+    systems = [{s.strip() for s in str(r.get("systems", "")).split(",") if s.strip()} for r in (before, after)]
+    if added := sorted(systems[1] - systems[0]):
+        lines.append(f"systems added: {', '.join(added)}")
+    if removed := sorted(systems[0] - systems[1]):
+        lines.append(f"systems removed: {', '.join(removed)}")
+    if before.get("asr") != after.get("asr"):
+        lines.append(f"recognisers: {before.get('asr')} -> {after.get('asr')}")
+    return lines
 
 
 def provider_versions(store: ArtifactStore, run_id: str) -> dict[str, list[str]]:
@@ -98,8 +132,10 @@ def nightly(
     judges: list[str] | None = None,
     previous_run: str | None = None,
     budget_usd: float | None = None,
+    series: str = DEFAULT_SERIES,
 ) -> dict[str, Any]:
-    """Evaluate `systems` on a frozen dataset under a dated run id and report drift against the previous night.
+    """Evaluate `systems` on a frozen dataset under a dated run id and report drift against the previous night of
+    its series.
 
     Args:
         dataset: the frozen items file every night uses, or a generated dataset NAME@VERSION in the store.
@@ -107,11 +143,13 @@ def nightly(
         store: artifact store URI; default from settings.
         run_id: default `nightly-<UTC timestamp>`.
         baseline, judges: as for evaluate.
-        previous_run: the run to compare with; default the latest earlier nightly run in the store.
+        previous_run: the run to compare with; default the latest earlier night of the series in the store.
         budget_usd: as for evaluate: the most this night may spend on paid calls (default from settings).
+        series: the series this night belongs to; it is compared and drawn only with that series' nights.
     """
+    series = check_series(series)
     settings = run_settings(store=store)
-    run_id = check_run_id(run_id or nightly_run_id())
+    run_id = check_run_id(run_id or nightly_run_id(series))
     night = now().date().isoformat()
     remote = remote_systems(systems, settings)
     canary = night_canary(dataset, settings, night) if remote else []  # local engines reuse every clip
@@ -128,14 +166,17 @@ def nightly(
         fresh_items=canary,
     )
     st = get_store(settings.store, settings.store_wait_s)
+    write_series(st, run_id, series)
     versions = provider_versions(st, run_id)
     synthesis = st.read(run_id, "synthesis")
     cache_hits = int(synthesis["cache_hit"].fillna(False).astype(bool).sum())
     logger().info(f"{run_id}: provider versions {versions}; {cache_hits} clips reused from earlier runs")
-    previous = previous_run or previous_nightly(st, run_id)
+    previous = previous_run or previous_nightly(st, run_id, series)
     summary = {
         "run_id": run_id,
+        "series": series,
         "previous_run": previous,
+        "series_change": [],
         "provider_versions": versions,
         "cache_hits": cache_hits,
         "canary": {"night": night, "items": canary, "systems": remote, "flagged": None},
@@ -143,8 +184,11 @@ def nightly(
         **{k: result[k] for k in ("computed", "reused")},
     }
     if previous is None:
-        logger().info("no earlier nightly run in this store: nothing to compare with yet")
+        logger().info(f"no earlier night of series {series!r} in this store: nothing to compare with yet")
     else:
+        summary["series_change"] = series_changes(st, previous, run_id)
+        if summary["series_change"]:
+            logger().info(f"series {series!r} changed since {previous}: " + "; ".join(summary["series_change"]))
         tables = {run: {t: st.read(run, t) for t in ("transcripts", "quality")} for run in (previous, run_id)}
         paired = paired_drift(
             tables[previous],
@@ -172,7 +216,7 @@ def nightly(
             else pd.DataFrame(columns=CANARY_COLUMNS)
         )
         markdown = (
-            drift_markdown(drift, previous, run_id)
+            drift_markdown(drift, previous, run_id, summary["series_change"])
             + canary_markdown(changes, previous)
             + compare_line(st, previous, run_id)
         )
@@ -189,7 +233,7 @@ def nightly(
             f"{summary['canary']['flagged']} of them in the canary clips"
         )
     # every night's figures so far, a step or slow drift flagged per series (ttseval.metrics.trends)
-    trends, page = write_trends(st, settings, run_id)
+    trends, page = write_trends(st, settings, run_id, series)
     slides = drift_lines(trends, run_id, settings.trend_cusum_h)
     summary["trends"] = {
         "page": page,
@@ -201,7 +245,8 @@ def nightly(
     if previous is not None and (summary["flagged"] or slides) and settings.alert_blocks:
         links = [*run_links(st, run_id), f"trends: {page}"]
         # a message whenever something is flagged, as here; None would mean nothing to send
-        if (message := drift_alert(drift, previous, run_id, links, changes, slides)) is not None:
+        message = drift_alert(drift, previous, run_id, links, changes, slides, summary["series_change"])
+        if message is not None:
             summary["alerts"] = send_alert(settings.alert_blocks, *message)
     st.write_bytes(f"runs/{run_id}/nightly.json", json.dumps(summary, indent=2, default=str).encode("utf-8"))
     return summary

@@ -125,7 +125,8 @@ def compare_reports(previous: pd.DataFrame, current: pd.DataFrame, paired: pd.Da
     'ci-overlap').
 
     `direction` says whether the change is an improvement or a regression ('better' / 'worse' / 'same'), from
-    the metric's declared direction. Pairs present in only one run are returned with metric 'presence'.
+    the metric's declared direction. Pairs present in only one run are returned with metric 'presence', not
+    flagged: a system or recogniser added or removed is a change of what is compared, not of how it performs.
 
     Raises:
         ValueError: a report lacks a required column or repeats a (system_id, asr_id) pair.
@@ -139,7 +140,7 @@ def compare_reports(previous: pd.DataFrame, current: pd.DataFrame, paired: pd.Da
     for key, c in curr.items():
         ids = _ids(key, c)
         if key not in prev:
-            rows.append(ids | {"metric": "presence", "flagged": True, "direction": "added"})
+            rows.append(ids | {"metric": "presence", "flagged": False, "direction": "added"})
             continue
         p = prev[key]
         for metric in DRIFT_METRICS:
@@ -172,7 +173,7 @@ def compare_reports(previous: pd.DataFrame, current: pd.DataFrame, paired: pd.Da
             rows.append(row)
     for key, p in prev.items():
         if key not in curr:
-            rows.append(_ids(key, p) | {"metric": "presence", "flagged": True, "direction": "removed"})
+            rows.append(_ids(key, p) | {"metric": "presence", "flagged": False, "direction": "removed"})
     return pd.DataFrame(rows).reindex(columns=COLUMNS)
 
 

@@ -2,20 +2,28 @@
 tests flagged and the slow drifts the CUSUM finds, as a table, a page beside the latest night's HTML report
 (runs/<night>/html/trends.html) and the lines of a night's alert.
 
-A nightly run is a run named `nightly-<UTC timestamp>` with a report; its steps are the flagged rows of its
-drift.json (between it and the night before: completion, WER and CER per recogniser, MOS) and canary.json (its
-remote voices' fresh clips).
+A nightly run is a run named `nightly-<UTC timestamp>` (the default series) or `nightly-<series>-<UTC timestamp>`
+with a report; its steps are the flagged rows of its drift.json (between it and the series' night before:
+completion, WER and CER per recogniser, MOS) and canary.json (its remote voices' fresh clips).
+
+A series is a name: every night of one series records it in runs/<night>/series.json, and a night is only ever
+compared and drawn with earlier nights of its own series, so several series share one store without mentioning each
+other. A night without that file (one written before series had names, or one that stopped before writing it) is of
+the series its run id names.
 """
 
 from __future__ import annotations
 
 import io
+import json
 import math
+import re
 from typing import Any
 
 import pandas as pd
 
 from ttseval.core.config import Settings
+from ttseval.core.errors import ConfigError
 from ttseval.core.registry import Spec
 from ttseval.core.store import ArtifactStore
 from ttseval.metrics.trends import TREND_COLUMNS, TREND_METRICS, night_values, trend_changes
@@ -24,14 +32,60 @@ from ttseval.tasks.report.format import markdown_table, num
 
 PREFIX = "nightly-"
 TABLES = ("report", "transcripts", "quality", "synthesis", "winrates", "similarity", "prosody")
+DEFAULT_SERIES = "nightly"
+"""The series of a night that names none: the `nightly/nightly` deployment's and every night's before series."""
+SERIES_FILE = "series.json"
+"""A night's record of its series, beside its tables: {"series": name}."""
+_SERIES = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+_STAMPED = re.compile(rf"{PREFIX}(?:(?P<series>.+)-)?\d{{8}}T\d{{6}}Z")
 
 
-def nightly_runs(store: ArtifactStore, until: str | None = None) -> list[str]:
-    """The store's nightly runs with a report, oldest first (names sort by their timestamp), up to `until`."""
+def check_series(name: str) -> str:
+    """`name` if it can name a series (it becomes part of its nights' run ids), else a ConfigError (exit code 2).
+
+    Raises:
+        ConfigError: `name` has a character outside [A-Za-z0-9_-], starts with '_' or '-', or is empty or longer
+            than 64 characters.
+    """
+    if isinstance(name, str) and _SERIES.fullmatch(name):
+        return name
+    raise ConfigError(
+        f"series {name!r}: a series name is part of its nights' run ids (nightly-<series>-<UTC timestamp>), so it "
+        "takes letters, digits, '_' and '-' only, starts with a letter or digit and has at most 64 characters; "
+        "for example --series team-voices"
+    )
+
+
+def series_prefix(series: str) -> str:
+    """The run-id prefix of a series' nights: `nightly-` for the default series, `nightly-<series>-` for another."""
+    return PREFIX if series == DEFAULT_SERIES else f"{PREFIX}{series}-"
+
+
+def series_of(store: ArtifactStore, run_id: str) -> str:
+    """The series night `run_id` belongs to: its series.json's, else the one its run id names (the default series
+    for `nightly-<timestamp>` and for any other name)."""
+    path = f"runs/{run_id}/{SERIES_FILE}"
+    if store.exists(path):
+        return str(json.loads(store.read_bytes(path))["series"])
+    stamped = _STAMPED.fullmatch(run_id)
+    return (stamped.group("series") if stamped else None) or DEFAULT_SERIES
+
+
+def write_series(store: ArtifactStore, run_id: str, series: str) -> None:
+    """Record that night `run_id` belongs to `series` (series_of reads it)."""
+    store.write_bytes(f"runs/{run_id}/{SERIES_FILE}", json.dumps({"series": series}).encode("utf-8"))
+
+
+def nightly_runs(store: ArtifactStore, until: str | None = None, series: str = DEFAULT_SERIES) -> list[str]:
+    """The nights of `series` in the store that have a report, oldest first (names sort by their timestamp), up to
+    `until`."""
     return [
         r
         for r in store.runs()
-        if r.startswith(PREFIX) and store.part_files(r, "report") and (until is None or r <= until)
+        if r.startswith(PREFIX)
+        and (until is None or r <= until)
+        and store.part_files(r, "report")
+        and series_of(store, r) == series
     ]
 
 
@@ -71,10 +125,13 @@ def _steps(store: ArtifactStore, run_id: str, values: pd.DataFrame) -> list[dict
     return found
 
 
-def store_trends(store: ArtifactStore, settings: Settings, until: str | None = None) -> pd.DataFrame:
-    """Every nightly run's figures up to `until` (default all) with their step and drift flags (TREND_COLUMNS)."""
+def store_trends(
+    store: ArtifactStore, settings: Settings, until: str | None = None, series: str = DEFAULT_SERIES
+) -> pd.DataFrame:
+    """Every night of `series` up to `until` (default all): its figures with their step and drift flags
+    (TREND_COLUMNS)."""
     frames, steps = [], []
-    for night, run_id in enumerate(nightly_runs(store, until)):
+    for night, run_id in enumerate(nightly_runs(store, until, series)):
         tables = {t: store.read(run_id, t) for t in TABLES}
         remote = remote_specs(sorted(tables["synthesis"]["system_spec"].dropna().unique()), settings)
         values = night_values(tables, remote).assign(night=night, run_id=run_id)
@@ -222,16 +279,18 @@ def trends_html(trends: pd.DataFrame, title: str, k: float, h: float) -> str:
     )
 
 
-def write_trends(store: ArtifactStore, settings: Settings, until: str | None = None) -> tuple[pd.DataFrame, str | None]:
-    """The store's trends up to night `until` (default the latest), written beside that night's report as
+def write_trends(
+    store: ArtifactStore, settings: Settings, until: str | None = None, series: str = DEFAULT_SERIES
+) -> tuple[pd.DataFrame, str | None]:
+    """The trends of `series` up to night `until` (default the latest), written beside that night's report as
     html/trends.html and trends.json; returns (trends, the page's location), None when there is no night."""
-    trends = store_trends(store, settings, until)
+    trends = store_trends(store, settings, until, series)
     if trends.empty:
         return trends, None
     night = trends["run_id"].iloc[trends["night"].idxmax()]
     page = trends_html(
         trends,
-        f"ttseval trends: {trends['night'].max() + 1} nightly runs to {night}",
+        f"ttseval trends of series {series}: {trends['night'].max() + 1} nights to {night}",
         settings.trend_cusum_k,
         settings.trend_cusum_h,
     )

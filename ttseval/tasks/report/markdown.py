@@ -218,6 +218,7 @@ def drift_alert(
     links: list[str],
     canary: pd.DataFrame | None = None,
     slides: list[str] | None = None,
+    series_change: list[str] | None = None,
 ) -> tuple[str, str] | None:
     """The one message a nightly run sends when its drift report flags changes: (subject, body), None when none.
 
@@ -225,8 +226,9 @@ def drift_alert(
     size. Each flagged change is a line naming the system, the recogniser, the metric, its size (previous -> current,
     the delta and the adjusted p when the change was tested item by item) and its direction; `links` are the run's
     pages (its HTML report, the Prefect flow run). `slides` are the slow drifts the trends flagged tonight
-    (ttseval.tasks.trends.drift_lines), listed last."""
-    flagged = drift[drift["flagged"].fillna(False).astype(bool)]
+    (ttseval.tasks.trends.drift_lines), listed last. `series_change` (ttseval.flows.nightly.series_changes) is
+    what changed in the series itself: said below the changes, never counted as one; alone it sends nothing."""
+    flagged = drift[drift["flagged"].fillna(False).astype(bool) & (drift["metric"] != "presence")]
     voices = canary[canary["flagged"].astype(bool)] if canary is not None and len(canary) else pd.DataFrame()
     slides = slides or []
     if flagged.empty and voices.empty and not slides:
@@ -238,15 +240,15 @@ def drift_alert(
     ]
     for r in flagged.to_dict("records"):
         recogniser = "" if missing(r.get("asr_spec")) else f" ({r['asr_spec']})"
-        if r["metric"] == "presence":
-            lines.append(f"- {r['system_spec']}{recogniser}: {r['direction']} since {previous}")
-            continue
         p = "" if missing(r.get("p_adjusted")) else f", adjusted p {num(r['p_adjusted'], 4)}"
         lines.append(
             f"- {r['system_spec']}{recogniser} {r['metric']}: {num(r['previous'], 3)} -> "
             f"{num(r['current'], 3)} (delta {num(r['delta'], 3)}{p}), {r['direction']}"
         )
     lines += slides
+    if series_change:
+        lines += ["", f"The series itself changed since {previous} (not counted as drift):"]
+        lines += [f"- {line}" for line in series_change]
     worse = int((flagged["direction"] == "worse").sum()) + len(slides)
     subject = (
         f"ttseval nightly {current}: {len(flagged) + len(voices) + len(slides)} flagged change(s), {worse} "
@@ -261,14 +263,18 @@ def _ci(r: dict[str, Any], lo: str, hi: str) -> str:
     return "" if missing(r.get(lo)) else f" [{num(r[lo], 3)}, {num(r[hi], 3)}]"
 
 
-def drift_markdown(drift: pd.DataFrame, previous: str, current: str) -> str:
-    """A drift table (ttseval.metrics.drift.compare_reports) as Markdown: one line per (system, recogniser, metric)."""
-    flagged = drift[drift["flagged"].fillna(False).astype(bool)]
+def drift_markdown(drift: pd.DataFrame, previous: str, current: str, series_change: list[str] | None = None) -> str:
+    """A drift table (ttseval.metrics.drift.compare_reports) as Markdown: one line per (system, recogniser, metric),
+    after what changed in the series itself (`series_change`; a system or recogniser in one night only is a row
+    of metric 'presence' marked as a series change, not a flag)."""
+    flagged = drift[drift["flagged"].fillna(False).astype(bool) & (drift["metric"] != "presence")]
     table = []
     for r in drift.to_dict("records"):
         recogniser = "–" if missing(r.get("asr_spec")) else r["asr_spec"]
         if r["metric"] == "presence":
-            table.append([r["system_spec"], recogniser, "presence", "", "", "", "", "", "", r["direction"], "yes"])
+            table.append(
+                [r["system_spec"], recogniser, "presence", "", "", "", "", "", "", r["direction"], "series change"]
+            )
             continue
         p_value = "" if missing(r.get("p_value")) else num(r["p_value"], 4)
         p_adjusted = "" if missing(r.get("p_adjusted")) else num(r["p_adjusted"], 4)
@@ -311,6 +317,13 @@ def drift_markdown(drift: pd.DataFrame, previous: str, current: str) -> str:
             "overlap (`ci-overlap`); completion: any change."
         ),
         "",
+        *(
+            [f"The series itself changed since `{previous}` (not counted as drift):", ""]
+            + [f"- {line}" for line in series_change]
+            + [""]
+            if series_change
+            else []
+        ),
         markdown_table(headers, table),
     ]
     return "\n".join(lines) + "\n"
