@@ -211,3 +211,101 @@ def test_paired_drift_flags_a_regression_the_overlap_rule_misses() -> None:
     assert drift.loc["wer", "flagged"] and drift.loc["wer", "test"] == "paired"
     assert drift.loc["wer", "delta_ci_low"] > 0 and drift.loc["wer", "direction"] == "worse"
     assert not drift.loc["mos", "flagged"]  # identical MOS: no change
+
+
+def test_the_smallest_p_is_scipys_own_p_on_the_most_extreme_data() -> None:
+    """smallest_p against an independent computation: scipy's permutation test on data where every item moved the
+    same way (the most extreme split there is), exact below 2^n <= permutations and random above."""
+    import numpy as np
+    from scipy import stats
+
+    from ttseval.metrics.paired import items_needed, smallest_p
+
+    for n, permutations in ((5, 10000), (8, 10000), (16, 1000)):
+        diff = np.arange(1, n + 1, dtype=float)  # every difference positive
+        scipys = stats.permutation_test(
+            (diff,), np.mean, permutation_type="samples", n_resamples=permutations, rng=np.random.default_rng(0)
+        ).pvalue
+        assert smallest_p(n, permutations) == pytest.approx(scipys, rel=1e-12), n
+    assert smallest_p(5, 10000) == 2 / 32 and smallest_p(8, 10000) == 2 / 256 and smallest_p(1, 10000) == 1.0
+    # a lone change among 6 tests (2 systems x WER, CER, MOS): 6 x 2/128 = 0.094, 6 x 2/256 = 0.047 < 0.05
+    assert items_needed(6, 0.05, 10000) == 8
+    assert items_needed(3, 0.05, 10000) == 7  # 3 x 2/64 = 0.094; 3 x 2/128 = 0.047
+    assert items_needed(1, 0.05, 10000) == 6  # 2/32 = 0.0625; 2/64 = 0.031
+    assert items_needed(1000, 0.05, 10000) is None  # 1000 x 2/10001 = 0.2 whatever the items
+
+
+def _cut_nights(n_items: int) -> tuple[dict, dict, pd.DataFrame, pd.DataFrame]:
+    """Two nights of one system on `n_items` items of 10 words; on the second every clip is cut to 40% of its length,
+    so the recogniser loses 6 of 10 words (WER 0.1 -> 0.7 on every item) and MOS drops by 0.5 to 0.8."""
+    import numpy as np
+
+    ids = [f"i{k}" for k in range(n_items)]
+    tables, reports = [], []
+    for errors, mos in ((1, 3.5), (7, 3.0)):
+        tr = pd.DataFrame(
+            {
+                "item_id": ids,
+                "system_id": "s",
+                "asr_id": "a",
+                "status": "ok",
+                "word_errors": errors,
+                "ref_words": 10,
+                "char_errors": 5 * errors,
+                "ref_chars": 50,
+            }
+        )
+        scores = mos - (0.0 if mos > 3.2 else np.linspace(0.0, 0.3, n_items))
+        q = pd.DataFrame({"item_id": ids, "system_id": "s", "status": "ok", "mos": scores})
+        tables.append({"transcripts": tr, "quality": q})
+        wer, cer = errors / 10, errors / 10
+        reports.append(
+            pd.DataFrame(
+                [
+                    {
+                        "system_id": "s",
+                        "system_spec": "files:recorded",
+                        "asr_id": "a",
+                        "asr_spec": "w",
+                        "completion_rate": 1.0,
+                        "wer": wer,
+                        "wer_ci_low": wer,
+                        "wer_ci_high": wer,
+                        "cer": cer,
+                        "cer_ci_low": cer,
+                        "cer_ci_high": cer,
+                        "mos": float(np.mean(scores)),
+                        "mos_ci_low": float(np.mean(scores)),
+                        "mos_ci_high": float(np.mean(scores)),
+                    }
+                ]
+            )
+        )
+    return tables[0], tables[1], reports[0], reports[1]
+
+
+def test_clips_cut_to_40_percent_are_flagged_on_8_items_and_5_items_are_blind_and_say_so() -> None:
+    from ttseval.metrics.drift import blind_tests, paired_drift
+
+    before, after, prev_report, curr_report = _cut_nights(8)
+    paired = paired_drift(before, after, n_resamples=200, n_permutations=10000)
+    drift = compare_reports(prev_report, curr_report, paired).set_index("metric")
+    # exact test on 8 items: p = 2/256, times 3 tests (Holm, every p equal) = 0.0234 < 0.05
+    assert drift.loc["wer", "p_adjusted"] == pytest.approx(3 * 2 / 256)
+    assert drift.loc["wer", "flagged"] and drift.loc["wer", "direction"] == "worse"
+    assert not drift["blind"].fillna(False).any() and blind_tests(drift.reset_index(), 0.05, 10000) == []
+
+    before, after, prev_report, curr_report = _cut_nights(5)
+    paired = paired_drift(before, after, n_resamples=200, n_permutations=10000)
+    drift = compare_reports(prev_report, curr_report, paired)
+    rows = drift.set_index("metric")
+    # 5 items: the smallest p is 2/32 = 0.0625, already over alpha before any adjustment: blind, not flagged
+    assert rows.loc["wer", "p_value"] == pytest.approx(2 / 32) and not rows.loc["wer", "flagged"]
+    assert rows.loc[["wer", "cer", "mos"], "blind"].all()
+    assert rows.loc["wer", "p_floor"] == pytest.approx(min(1.0, 3 * 2 / 32))
+    [line] = blind_tests(drift, 0.05, 10000)
+    assert line == (
+        "3 of 3 paired tests cannot flag a change of any size (wer of files:recorded, cer of files:recorded, mos of "
+        "files:recorded): on 5 items the smallest p is 0.0625, times 3 tests 0.1875, not under alpha 0.05; at least "
+        "7 items are needed for a change to be flagged"
+    )

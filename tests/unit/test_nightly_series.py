@@ -96,3 +96,16 @@ def test_a_change_of_the_series_is_said_as_one_and_never_flagged(tmp_path: Path)
     )
     assert "| z | whisper:tiny | presence |  |  |  |  |  |  | added | series change |" in page
     assert "| y | whisper:tiny | presence |  |  |  |  |  |  | removed | series change |" in page
+
+
+def test_a_blind_night_says_so_in_its_page_and_its_alert() -> None:
+    from tests.support.alerts import drift_rows
+    from ttseval.tasks.report import drift_alert
+
+    blind = ["3 of 3 paired tests cannot flag a change of any size (...): at least 7 items are needed"]
+    page = drift_markdown(drift_rows(), "n1", "n2", blind=blind)
+    assert (
+        "**Warning: blind tests.** A change there could not be flagged tonight, whatever its size:\n\n- " + blind[0]
+    ) in page
+    _, body = drift_alert(drift_rows(), "n1", "n2", [], blind=blind)
+    assert "Warning: blind tests (a change there could not be flagged tonight):\n- " + blind[0] in body

@@ -27,7 +27,7 @@ from ttseval.corpus.items import read_items
 from ttseval.flows.common import artifact_key, run_settings
 from ttseval.flows.evaluate import evaluate
 from ttseval.metrics.canary import CANARY_COLUMNS, canary_changes, canary_sample
-from ttseval.metrics.drift import compare_reports, paired_drift
+from ttseval.metrics.drift import blind_tests, compare_reports, paired_drift
 from ttseval.tasks.alerts import send_alert
 from ttseval.tasks.logs import logger
 from ttseval.tasks.parts import get_store, now
@@ -177,6 +177,7 @@ def nightly(
         "series": series,
         "previous_run": previous,
         "series_change": [],
+        "blind": [],
         "provider_versions": versions,
         "cache_hits": cache_hits,
         "canary": {"night": night, "items": canary, "systems": remote, "flagged": None},
@@ -200,6 +201,9 @@ def nightly(
             n_permutations=settings.permutation_resamples,
         )
         drift = compare_reports(st.read(previous, "report"), st.read(run_id, "report"), paired)
+        summary["blind"] = blind_tests(drift, settings.alpha, settings.permutation_resamples)
+        for line in summary["blind"]:
+            logger().warning(f"blind test: {line}")
         # the remote voices' fresh canary clips against the previous night's clips of the same items
         changes = (
             canary_changes(
@@ -216,7 +220,7 @@ def nightly(
             else pd.DataFrame(columns=CANARY_COLUMNS)
         )
         markdown = (
-            drift_markdown(drift, previous, run_id, summary["series_change"])
+            drift_markdown(drift, previous, run_id, summary["series_change"], summary["blind"])
             + canary_markdown(changes, previous)
             + compare_line(st, previous, run_id)
         )
@@ -245,7 +249,9 @@ def nightly(
     if previous is not None and (summary["flagged"] or slides) and settings.alert_blocks:
         links = [*run_links(st, run_id), f"trends: {page}"]
         # a message whenever something is flagged, as here; None would mean nothing to send
-        message = drift_alert(drift, previous, run_id, links, changes, slides, summary["series_change"])
+        message = drift_alert(
+            drift, previous, run_id, links, changes, slides, summary["series_change"], summary["blind"]
+        )
         if message is not None:
             summary["alerts"] = send_alert(settings.alert_blocks, *message)
     st.write_bytes(f"runs/{run_id}/nightly.json", json.dumps(summary, indent=2, default=str).encode("utf-8"))

@@ -50,7 +50,11 @@ COLUMNS = [
     "test",
     "flagged",
     "direction",
+    "n_items",
+    "p_floor",
+    "blind",
 ]
+"""A drift row; `n_items`, `p_floor` and `blind` are the paired test's power (paired_drift), on its rows only."""
 
 
 def _nan(v: object) -> bool:
@@ -90,9 +94,11 @@ def paired_drift(
 ) -> pd.DataFrame:
     """Item-by-item WER, CER and MOS of each (system, recogniser) in both runs (ttseval.metrics.paired.paired_table),
     decided as one family (ttseval.metrics.paired.decide, `alpha`, `method` 'holm' or 'bh'): columns system_id,
-    asr_id, PAIRED_COLUMNS and DECISION_COLUMNS. `previous` and `current` hold each run's `transcripts` and
-    `quality` tables."""
-    from ttseval.metrics.paired import DECISION_COLUMNS, PAIRED_COLUMNS, decide, paired_table
+    asr_id, PAIRED_COLUMNS, DECISION_COLUMNS, and each test's power: `p_floor`, the smallest adjusted p a change
+    in that metric alone could reach (the smallest p its item count allows, times the family's size: every test the
+    night makes, changed or not), and `blind`, True when that floor is not under `alpha` (no change of any size
+    could be flagged). `previous` and `current` hold each run's `transcripts` and `quality` tables."""
+    from ttseval.metrics.paired import DECISION_COLUMNS, PAIRED_COLUMNS, decide, paired_table, smallest_p
 
     rows = []
     pt, ct = previous["transcripts"], current["transcripts"]
@@ -112,9 +118,41 @@ def paired_drift(
         )
         rows += [{"system_id": system_id, "asr_id": asr_id} | r for r in table.to_dict("records")]
     family = pd.DataFrame(rows, columns=["system_id", "asr_id", *PAIRED_COLUMNS])
+    permutations = n_permutations or n_resamples
+    family["p_floor"] = [min(1.0, len(family) * smallest_p(int(n), permutations)) for n in family["n_items"]]
+    family["blind"] = family["p_floor"] >= alpha
     return decide(family, alpha=alpha, method=method).reindex(
-        columns=["system_id", "asr_id", *PAIRED_COLUMNS, *DECISION_COLUMNS]
+        columns=["system_id", "asr_id", *PAIRED_COLUMNS, *DECISION_COLUMNS, "p_floor", "blind"]
     )
+
+
+def blind_tests(drift: pd.DataFrame, alpha: float, n_permutations: int) -> list[str]:
+    """A warning line per item count among the drift rows whose paired test is `blind` (paired_drift): how many
+    tests, why none can flag a change (the smallest p on that many items, times the family's size, against
+    `alpha`) and the items a series needs so that one could (ttseval.metrics.paired.items_needed). Empty when no
+    test is blind."""
+    from ttseval.metrics.paired import items_needed, smallest_p
+
+    if "blind" not in drift or not len(drift):
+        return []
+    paired = drift[drift["test"] == "paired"]
+    blind = paired[paired["blind"].fillna(False).astype(bool)]
+    lines = []
+    for n, rows in blind.groupby("n_items", sort=True):
+        floor, family = smallest_p(int(n), n_permutations), len(paired)
+        needed = items_needed(family, alpha, n_permutations)
+        need = (
+            f"at least {needed} items are needed for a change to be flagged"
+            if needed
+            else "no item count is enough: raise permutation_resamples"
+        )
+        tests = ", ".join(f"{r['metric']} of {r['system_spec']}" for r in rows.to_dict("records"))
+        lines.append(
+            f"{len(rows)} of {len(paired)} paired tests cannot flag a change of any size ({tests}): on {int(n)} items "
+            f"the smallest p is {floor:.4g}, times {family} tests {min(1.0, family * floor):.4g}, not under alpha "
+            f"{alpha:g}; {need}"
+        )
+    return lines
 
 
 def compare_reports(previous: pd.DataFrame, current: pd.DataFrame, paired: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -166,6 +204,10 @@ def compare_reports(previous: pd.DataFrame, current: pd.DataFrame, paired: pd.Da
                         "p_adjusted": pair["p_adjusted"],
                         "flagged": bool(pair["differs"]),
                         "test": "paired",
+                        # a paired table not made by paired_drift may lack the power columns
+                        "n_items": pair.get("n_items", float("nan")),
+                        "p_floor": pair.get("p_floor", float("nan")),
+                        "blind": bool(pair.get("blind", False)),
                     }
             else:
                 row["flagged"] = not _nan(delta) and delta != 0

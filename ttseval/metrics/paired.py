@@ -42,9 +42,11 @@ __all__ = [
     "Paired",
     "all_pairs",
     "decide",
+    "items_needed",
     "paired_mean",
     "paired_ratio",
     "paired_table",
+    "smallest_p",
 ]
 
 PAIRED_COLUMNS = ("metric", "n_items", "a", "b", "delta", "ci_low", "ci_high", "p_wilcoxon", "p_permutation")
@@ -197,6 +199,29 @@ def paired_mean(
     return Paired(
         metric, len(diff), float(xa.mean()), float(xb.mean()), float(diff.mean()), low, high, _wilcoxon(diff), p_perm
     )
+
+
+def smallest_p(n_items: int, n_permutations: int) -> float:
+    """The smallest two-sided p the paired permutation test can give on `n_items` items, whatever the data: exact
+    (2^n <= n_permutations), only the observed split and its mirror image are as extreme, 2 / 2^n; with random
+    swaps, scipy counts the observed split among them, 2 / (n_permutations + 1). 1.0 under 2 items (no test)."""
+    if n_items < 2:
+        return 1.0
+    if 2**n_items <= n_permutations:
+        return float(min(1.0, 2.0 / 2**n_items))
+    return float(min(1.0, 2.0 / (n_permutations + 1)))
+
+
+def items_needed(n_tests: int, alpha: float, n_permutations: int) -> int | None:
+    """The fewest items on which a lone change, adjusted across `n_tests` tests (Holm and BH both multiply the
+    smallest of the family's p by their count), can have an adjusted p under `alpha`; None when no item count can
+    (the permutations themselves cap how small p gets: raise `permutation_resamples`)."""
+    for n in range(2, 64):
+        if n_tests * smallest_p(n, n_permutations) < alpha:
+            return n
+        if 2**n > n_permutations:  # from here on p no longer shrinks with n
+            return None
+    return None
 
 
 def decide(family: pd.DataFrame, *, alpha: float = 0.05, method: Method = "holm") -> pd.DataFrame:

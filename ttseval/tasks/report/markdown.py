@@ -219,6 +219,7 @@ def drift_alert(
     canary: pd.DataFrame | None = None,
     slides: list[str] | None = None,
     series_change: list[str] | None = None,
+    blind: list[str] | None = None,
 ) -> tuple[str, str] | None:
     """The one message a nightly run sends when its drift report flags changes: (subject, body), None when none.
 
@@ -227,7 +228,8 @@ def drift_alert(
     the delta and the adjusted p when the change was tested item by item) and its direction; `links` are the run's
     pages (its HTML report, the Prefect flow run). `slides` are the slow drifts the trends flagged tonight
     (ttseval.tasks.trends.drift_lines), listed last. `series_change` (ttseval.flows.nightly.series_changes) is
-    what changed in the series itself: said below the changes, never counted as one; alone it sends nothing."""
+    what changed in the series itself: said below the changes, never counted as one; alone it sends nothing.
+    `blind` (ttseval.metrics.drift.blind_tests) warns of the tests that could not flag any change."""
     flagged = drift[drift["flagged"].fillna(False).astype(bool) & (drift["metric"] != "presence")]
     voices = canary[canary["flagged"].astype(bool)] if canary is not None and len(canary) else pd.DataFrame()
     slides = slides or []
@@ -249,6 +251,9 @@ def drift_alert(
     if series_change:
         lines += ["", f"The series itself changed since {previous} (not counted as drift):"]
         lines += [f"- {line}" for line in series_change]
+    if blind:
+        lines += ["", "Warning: blind tests (a change there could not be flagged tonight):"]
+        lines += [f"- {line}" for line in blind]
     worse = int((flagged["direction"] == "worse").sum()) + len(slides)
     subject = (
         f"ttseval nightly {current}: {len(flagged) + len(voices) + len(slides)} flagged change(s), {worse} "
@@ -263,10 +268,17 @@ def _ci(r: dict[str, Any], lo: str, hi: str) -> str:
     return "" if missing(r.get(lo)) else f" [{num(r[lo], 3)}, {num(r[hi], 3)}]"
 
 
-def drift_markdown(drift: pd.DataFrame, previous: str, current: str, series_change: list[str] | None = None) -> str:
+def drift_markdown(
+    drift: pd.DataFrame,
+    previous: str,
+    current: str,
+    series_change: list[str] | None = None,
+    blind: list[str] | None = None,
+) -> str:
     """A drift table (ttseval.metrics.drift.compare_reports) as Markdown: one line per (system, recogniser, metric),
-    after what changed in the series itself (`series_change`; a system or recogniser in one night only is a row
-    of metric 'presence' marked as a series change, not a flag)."""
+    after a warning for the tests that could not flag any change (`blind`: ttseval.metrics.drift.blind_tests) and
+    what changed in the series itself (`series_change`; a system or recogniser in one night only is a row of metric
+    'presence' marked as a series change, not a flag)."""
     flagged = drift[drift["flagged"].fillna(False).astype(bool) & (drift["metric"] != "presence")]
     table = []
     for r in drift.to_dict("records"):
@@ -317,6 +329,13 @@ def drift_markdown(drift: pd.DataFrame, previous: str, current: str, series_chan
             "overlap (`ci-overlap`); completion: any change."
         ),
         "",
+        *(
+            ["**Warning: blind tests.** A change there could not be flagged tonight, whatever its size:", ""]
+            + [f"- {line}" for line in blind]
+            + [""]
+            if blind
+            else []
+        ),
         *(
             [f"The series itself changed since `{previous}` (not counted as drift):", ""]
             + [f"- {line}" for line in series_change]
