@@ -32,7 +32,7 @@ def check_nights(count: int, prefect_api: str, keyed_env: dict[str, str], tmp_pa
     data = tmp_path / "items.jsonl"
     write_items(data, "w")
     receiver = webhook_receiver(prefect_api, block, "/week")
-    outcomes = []
+    outcomes, printed = [], {}
     with ChangingVoice(api_key=KEY) as changing, ChangingVoice(api_key=KEY) as steady:
         systems = [
             f"openai:alloy:base_url={changing.base_url}:model=tts-1",
@@ -56,6 +56,7 @@ def check_nights(count: int, prefect_api: str, keyed_env: dict[str, str], tmp_pa
             done = run_cli([*args, "--run-id", run_id] + (["--new-store"] if n == 1 else []), env, cwd=tmp_path)
             assert done.returncode == 0, (run_id, done.stderr[-3000:])
             outcomes.append((run_id, len(receiver.received)))
+            printed[run_id] = done.stdout
     receiver.shutdown()
 
     store = tmp_path / "s" / "runs"
@@ -65,6 +66,11 @@ def check_nights(count: int, prefect_api: str, keyed_env: dict[str, str], tmp_pa
     assert flagged[:2] == [None, 0] and flagged[2] >= 1 and flagged[3:] == [0] * after, flagged
     assert [summaries[r]["canary"]["flagged"] for r in nights] == [None, 0, 1] + [0] * after
     assert [summaries[r]["trends"]["drifts"] for r in nights] == [0] * count
+    # one verdict, four views: nightly.json, the command's line, drift.md's first line and (below) the alert's subject
+    for r in nights[1:]:
+        verdict = (store / r / "drift.md").read_text().split("\n\n")[1]
+        assert verdict.startswith(f"{summaries[r]['flagged']} flagged change(s)"), (r, verdict[:200])
+        assert f"flagged changes: {summaries[r]['flagged']}" in printed[r], r
     # one message, sent on night 3, naming the changed voice only, its measure, the size and the pages
     assert [n for _, n in outcomes] == [0, 0] + [1] * (after + 1)
     [(path, message)] = receiver.received

@@ -73,3 +73,40 @@ def test_a_slow_drift_alone_sends_the_message() -> None:
     subject, body = drift_alert(quiet, "n3", "n4", ["trends: /s/runs/n4/html/trends.html"], None, [line])
     assert subject == "ttseval nightly n4: 1 flagged change(s), 1 for the worse"
     assert body.splitlines() == ["Drift of n4 against n3:", line, "", "trends: /s/runs/n4/html/trends.html"]
+
+
+def test_one_verdict_in_the_page_and_the_alert_for_a_step_a_canary_change_and_a_slow_drift() -> None:
+    """drift.md's first line and the alert's subject give the same count (flagged_changes) whichever kind of change
+    the night has: a drift-table step, a canary measure, a slow drift, or all three."""
+    from ttseval.tasks.report import drift_markdown, flagged_changes
+
+    canary = pd.DataFrame(
+        [
+            {
+                "system_spec": "openai:alloy",
+                "measure": "duration_s",
+                "reference": 2.0,
+                "tonight": 2.6,
+                "delta": 0.6,
+                "p_adjusted": 0.03,
+                "n_items": 8,
+                "flagged": True,
+            }
+        ]
+    )
+    slide = "- openai:alloy wer (whisper:tiny) slow drift: 0.100 on n0 -> 0.140 tonight"
+    quiet = drift_rows().assign(flagged=False)
+    cases = {
+        "step": (drift_rows(), None, [], 1),
+        "canary": (quiet, canary, [], 1),
+        "slow drift": (quiet, None, [slide], 1),
+        "all three": (drift_rows(), canary, [slide], 3),
+    }
+    for name, (drift, voices, slides, expected) in cases.items():
+        assert flagged_changes(drift, voices, slides) == expected, name
+        page = drift_markdown(drift, "n1", "n2", canary=voices, slides=slides)
+        assert page.split("\n\n")[1].startswith(f"{expected} flagged change(s)"), (name, page[:300])
+        subject, body = drift_alert(drift, "n1", "n2", [], voices, slides)
+        assert subject.startswith(f"ttseval nightly n2: {expected} flagged change(s)"), name
+        if slides:
+            assert slide in page and slide in body, name

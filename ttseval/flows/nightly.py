@@ -31,7 +31,7 @@ from ttseval.metrics.drift import blind_tests, compare_reports, paired_drift
 from ttseval.tasks.alerts import send_alert
 from ttseval.tasks.logs import logger
 from ttseval.tasks.parts import get_store, now
-from ttseval.tasks.report import canary_markdown, drift_alert, drift_markdown
+from ttseval.tasks.report import canary_markdown, drift_alert, drift_markdown, flagged_changes
 from ttseval.tasks.report.html import compare_line, html_location
 from ttseval.tasks.trends import (
     DEFAULT_SERIES,
@@ -219,23 +219,8 @@ def nightly(
             if canary
             else pd.DataFrame(columns=CANARY_COLUMNS)
         )
-        markdown = (
-            drift_markdown(drift, previous, run_id, summary["series_change"], summary["blind"])
-            + canary_markdown(changes, previous)
-            + compare_line(st, previous, run_id)
-        )
-        st.write_bytes(f"runs/{run_id}/drift.md", markdown.encode("utf-8"))
         st.write_bytes(f"runs/{run_id}/drift.json", drift.to_json(orient="records").encode("utf-8"))
         st.write_bytes(f"runs/{run_id}/canary.json", changes.to_json(orient="records").encode("utf-8"))
-        create_markdown_artifact(
-            markdown=markdown, key=artifact_key("drift", run_id), description=f"drift {previous} -> {run_id}"
-        )
-        summary["canary"]["flagged"] = int(changes["flagged"].astype(bool).sum())
-        summary["flagged"] = int(drift["flagged"].fillna(False).astype(bool).sum()) + summary["canary"]["flagged"]
-        logger().info(
-            f"drift against {previous}: {summary['flagged']} flagged change(s), "
-            f"{summary['canary']['flagged']} of them in the canary clips"
-        )
     # every night's figures so far, a step or slow drift flagged per series (ttseval.metrics.trends)
     trends, page = write_trends(st, settings, run_id, series)
     slides = drift_lines(trends, run_id, settings.trend_cusum_h)
@@ -246,6 +231,26 @@ def nightly(
     }
     if slides:
         logger().info(f"trends: {len(slides)} slow drift(s) flagged tonight:\n" + "\n".join(slides))
+    if previous is not None:
+        # the night's one verdict: the drift table's flags, the canary's and the slow drifts, counted once
+        # (flagged_changes) for drift.md, the alert, this summary and the command's line alike
+        summary["canary"]["flagged"] = int(changes["flagged"].astype(bool).sum())
+        summary["flagged"] = flagged_changes(drift, changes, slides)
+        markdown = (
+            drift_markdown(
+                drift, previous, run_id, summary["series_change"], summary["blind"], canary=changes, slides=slides
+            )
+            + canary_markdown(changes, previous)
+            + compare_line(st, previous, run_id)
+        )
+        st.write_bytes(f"runs/{run_id}/drift.md", markdown.encode("utf-8"))
+        create_markdown_artifact(
+            markdown=markdown, key=artifact_key("drift", run_id), description=f"drift {previous} -> {run_id}"
+        )
+        logger().info(
+            f"drift against {previous}: {summary['flagged']} flagged change(s), "
+            f"{summary['canary']['flagged']} of them in the canary clips, {len(slides)} slow drift(s)"
+        )
     if previous is not None and (summary["flagged"] or slides) and settings.alert_blocks:
         links = [*run_links(st, run_id), f"trends: {page}"]
         # a message whenever something is flagged, as here; None would mean nothing to send

@@ -211,6 +211,21 @@ def canary_markdown(changes: pd.DataFrame, previous: str) -> str:
     )
 
 
+def _flagged_rows(drift: pd.DataFrame, canary: pd.DataFrame | None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The drift table's flagged rows (a presence row is a series change, never one) and the canary's."""
+    flagged = drift[drift["flagged"].fillna(False).astype(bool) & (drift["metric"] != "presence")]
+    voices = canary[canary["flagged"].astype(bool)] if canary is not None and len(canary) else pd.DataFrame()
+    return flagged, voices
+
+
+def flagged_changes(drift: pd.DataFrame, canary: pd.DataFrame | None = None, slides: list[str] | None = None) -> int:
+    """A night's verdict, counted once: the drift table's flagged rows, the canary's flagged measures and the slow
+    drifts the trends flagged tonight. drift.md's first line, the alert's subject, nightly.json's `flagged` and
+    the command's line all give this number."""
+    flagged, voices = _flagged_rows(drift, canary)
+    return len(flagged) + len(voices) + len(slides or [])
+
+
 def drift_alert(
     drift: pd.DataFrame,
     previous: str,
@@ -230,8 +245,7 @@ def drift_alert(
     (ttseval.tasks.trends.drift_lines), listed last. `series_change` (ttseval.flows.nightly.series_changes) is
     what changed in the series itself: said below the changes, never counted as one; alone it sends nothing.
     `blind` (ttseval.metrics.drift.blind_tests) warns of the tests that could not flag any change."""
-    flagged = drift[drift["flagged"].fillna(False).astype(bool) & (drift["metric"] != "presence")]
-    voices = canary[canary["flagged"].astype(bool)] if canary is not None and len(canary) else pd.DataFrame()
+    flagged, voices = _flagged_rows(drift, canary)
     slides = slides or []
     if flagged.empty and voices.empty and not slides:
         return None
@@ -256,8 +270,7 @@ def drift_alert(
         lines += [f"- {line}" for line in blind]
     worse = int((flagged["direction"] == "worse").sum()) + len(slides)
     subject = (
-        f"ttseval nightly {current}: {len(flagged) + len(voices) + len(slides)} flagged change(s), {worse} "
-        "for the worse"
+        f"ttseval nightly {current}: {flagged_changes(drift, canary, slides)} flagged change(s), {worse} for the worse"
     )
     body = "\n".join([f"Drift of {current} against {previous}:", *lines, "", *links])
     return subject, body
@@ -274,12 +287,17 @@ def drift_markdown(
     current: str,
     series_change: list[str] | None = None,
     blind: list[str] | None = None,
+    *,
+    canary: pd.DataFrame | None = None,
+    slides: list[str] | None = None,
 ) -> str:
     """A drift table (ttseval.metrics.drift.compare_reports) as Markdown: one line per (system, recogniser, metric),
     after a warning for the tests that could not flag any change (`blind`: ttseval.metrics.drift.blind_tests) and
     what changed in the series itself (`series_change`; a system or recogniser in one night only is a row of metric
-    'presence' marked as a series change, not a flag)."""
-    flagged = drift[drift["flagged"].fillna(False).astype(bool) & (drift["metric"] != "presence")]
+    'presence' marked as a series change, not a flag). Its first line is the night's verdict (flagged_changes:
+    with the `canary` table's flags and the trends' `slides`, which are listed below it)."""
+    total = flagged_changes(drift, canary, slides)
+    flagged, voices = _flagged_rows(drift, canary)
     table = []
     for r in drift.to_dict("records"):
         recogniser = "–" if missing(r.get("asr_spec")) else r["asr_spec"]
@@ -322,13 +340,20 @@ def drift_markdown(
         f"# Drift: `{current}` against `{previous}`",
         "",
         (
-            f"{len(flagged)} flagged change(s). WER, CER and MOS are compared item by item (ttseval.metrics.paired): "
+            f"{total} flagged change(s)"
+            + (
+                f" ({len(flagged)} in the table below, {len(voices)} in the canary, {len(slides or [])} slow drift(s))"
+                if total != len(flagged)
+                else ""
+            )
+            + ". WER, CER and MOS are compared item by item (ttseval.metrics.paired): "
             "flagged when the paired permutation test's p, adjusted across every paired test of this report (the "
             "`p_adjust` setting), is under the `alpha` setting (test `paired`; the delta's interval is a BCa "
             "bootstrap 95% CI, none for very few items); without per-item rows, when the two runs' CIs do not "
             "overlap (`ci-overlap`); completion: any change."
         ),
         "",
+        *(["Slow drifts flagged tonight (the trends' CUSUM):", "", *slides, ""] if slides else []),
         *(
             ["**Warning: blind tests.** A change there could not be flagged tonight, whatever its size:", ""]
             + [f"- {line}" for line in blind]
