@@ -54,3 +54,9 @@ def test_two_nights_reuse_audio_and_report_drift(
         run.parent / "nightly-20261121T020000Z" / "html" / "data.js"
     ).is_file()
     assert "0 flagged change(s)" in second.stdout
+    # the command ends with the night's per-system table, its drift page, then the verdict as its last line
+    assert "ttseval run 'nightly-20261122T020000Z'" in second.stdout and "instant:slow:pace=1.3" in second.stdout
+    assert second.stdout.strip().splitlines()[-1] == (
+        "nightly run nightly-20261122T020000Z of series nightly: 18 clips reused from earlier runs; previous night "
+        "nightly-20261121T020000Z; flagged changes: 0"
+    )

@@ -233,10 +233,8 @@ def cmd_nightly(args: argparse.Namespace) -> int:
             budget_usd=args.budget_usd,
             series=series,
         )
-    print(
-        f"nightly run {result['run_id']} of series {series}: {result['cache_hits']} clips reused from earlier runs; "
-        f"previous night {result['previous_run'] or 'none'}; flagged changes: {result['flagged']}"
-    )
+    # the night's per-system table, its drift page, then the verdict as the last line
+    print_report(settings, result["run_id"], None)
     regressions = None
     if result["previous_run"]:
         import io
@@ -248,6 +246,10 @@ def cmd_nightly(args: argparse.Namespace) -> int:
         regressions = pd.read_json(
             io.BytesIO(store.read_bytes(f"runs/{result['run_id']}/drift.json")), orient="records"
         )
+    print(
+        f"nightly run {result['run_id']} of series {series}: {result['cache_hits']} clips reused from earlier runs; "
+        f"previous night {result['previous_run'] or 'none'}; flagged changes: {result['flagged']}"
+    )
     return policy_exit(settings, result["run_id"], regressions)
 
 
