@@ -110,3 +110,49 @@ def test_one_verdict_in_the_page_and_the_alert_for_a_step_a_canary_change_and_a_
         assert subject.startswith(f"ttseval nightly n2: {expected} flagged change(s)"), name
         if slides:
             assert slide in page and slide in body, name
+
+
+def test_changes_for_the_worse_come_first_each_by_its_adjusted_p() -> None:
+    rows = drift_rows()
+    wer = rows[rows["metric"] == "wer"].iloc[0].to_dict()
+    more = pd.DataFrame(
+        [
+            wer | {"system_spec": "a", "direction": "better", "p_adjusted": 0.001},
+            wer | {"system_spec": "b", "direction": "worse", "p_adjusted": 0.04},
+            wer | {"system_spec": "c", "direction": "worse", "p_adjusted": None, "test": "ci-overlap"},
+            wer | {"system_spec": "d", "direction": "worse", "p_adjusted": 0.002},
+        ]
+    )
+    _, body = drift_alert(more, "n1", "n2", [])
+    assert [line.split(" ")[1] for line in body.splitlines() if line.startswith("- ")] == ["d", "b", "c", "a"]
+
+
+def test_a_link_that_would_not_open_is_left_out() -> None:
+    """serves_page against a real HTTP server on loopback: a page, a 404 (a Prefect server without its UI) and a port
+    nothing listens on."""
+    import socket
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from ttseval.flows.nightly import serves_page
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200 if self.path.startswith("/runs/flow-run/") else 404)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    silent = socket.socket()  # bound, never listening: a connection to it is refused
+    silent.bind(("127.0.0.1", 0))
+    try:
+        base = f"http://127.0.0.1:{server.server_address[1]}"
+        assert serves_page(f"{base}/runs/flow-run/1234")
+        assert not serves_page(f"{base}/flow-runs/flow-run/1234")
+        assert not serves_page(f"http://127.0.0.1:{silent.getsockname()[1]}/runs/flow-run/1234", timeout_s=2)
+    finally:
+        server.shutdown()
+        silent.close()

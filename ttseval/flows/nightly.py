@@ -107,15 +107,27 @@ def canary_clips(store: ArtifactStore, run_id: str, items: list[str], specs: lis
     return clips.drop(columns="status").merge(prosody.drop(columns="status"), on=["item_id", "system_id"], how="left")
 
 
+def serves_page(url: str, timeout_s: float = 3.0) -> bool:
+    """Whether `url` answers a GET with a page (status under 400): a Prefect server started without its UI (the
+    shared server the command starts is API-only) still hands out UI links, which would answer 404."""
+    import httpx
+
+    try:
+        return httpx.get(url, timeout=timeout_s, follow_redirects=True).status_code < 400
+    except httpx.HTTPError:
+        return False
+
+
 def run_links(store: ArtifactStore, run_id: str) -> list[str]:
-    """Where a person reads the night: its HTML report, its drift table and (with a Prefect UI) its flow run."""
+    """Where a person reads the night: its HTML report, its drift table and its flow run in the Prefect UI when
+    the server serves one (a link that would not open is left out)."""
     from prefect.runtime import flow_run
 
     links = [
         f"HTML report: {html_location(store, run_id)}",
         f"drift table: {store.display('runs', run_id, 'drift.md')}",
     ]
-    if flow_run.ui_url:
+    if flow_run.ui_url and serves_page(flow_run.ui_url):
         links.append(f"Prefect flow run: {flow_run.ui_url}")
     return links
 

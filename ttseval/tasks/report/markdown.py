@@ -239,8 +239,9 @@ def drift_alert(
     """The one message a nightly run sends when its drift report flags changes: (subject, body), None when none.
 
     A remote voice's canary change (ttseval.metrics.canary, `canary`) comes first: it has no direction, only a
-    size. Each flagged change is a line naming the system, the recogniser, the metric, its size (previous -> current,
-    the delta and the adjusted p when the change was tested item by item) and its direction; `links` are the run's
+    size. Each flagged change is a line, the worst first, naming the system, the recogniser, the metric, its size
+    (previous -> current, the delta and the adjusted p when the change was tested item by item) and its direction;
+    `links` are the run's
     pages (its HTML report, the Prefect flow run). `slides` are the slow drifts the trends flagged tonight
     (ttseval.tasks.trends.drift_lines), listed last. `series_change` (ttseval.flows.nightly.series_changes) is
     what changed in the series itself: said below the changes, never counted as one; alone it sends nothing.
@@ -249,6 +250,10 @@ def drift_alert(
     slides = slides or []
     if flagged.empty and voices.empty and not slides:
         return None
+    # the worst first: changes for the worse before the others, each kind by its adjusted p (untested ones last)
+    flagged = flagged.assign(
+        _better=flagged["direction"] != "worse", _p=flagged["p_adjusted"].astype(float).fillna(1.0)
+    ).sort_values(["_better", "_p"], kind="stable")
     lines = [
         f"- {r['system_spec']} canary {r['measure']}: {num(r['reference'], 3)} -> {num(r['tonight'], 3)} "
         f"(delta {num(r['delta'], 3)}, adjusted p {num(r['p_adjusted'], 4)}, {int(r['n_items'])} fresh clips)"
