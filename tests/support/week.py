@@ -67,10 +67,16 @@ def check_nights(count: int, prefect_api: str, keyed_env: dict[str, str], tmp_pa
     assert [summaries[r]["canary"]["flagged"] for r in nights] == [None, 0, 1] + [0] * after
     assert [summaries[r]["trends"]["drifts"] for r in nights] == [0] * count
     # one verdict, four views: nightly.json, the command's line, drift.md's first line and (below) the alert's subject
+    # and verdict.json, whose rows are the changes counted
     for r in nights[1:]:
         verdict = (store / r / "drift.md").read_text().split("\n\n")[1]
         assert verdict.startswith(f"{summaries[r]['flagged']} flagged change(s)"), (r, verdict[:200])
         assert f"flagged changes: {summaries[r]['flagged']}" in printed[r], r
+        rows = json.loads((store / r / "verdict.json").read_text())
+        assert rows["flagged"] == len(rows["changes"]) == summaries[r]["flagged"], r
+    changed = json.loads((store / nights[2] / "verdict.json").read_text())["changes"]
+    assert {(c["kind"], c["system_spec"]) for c in changed} >= {("canary", systems[0])}
+    assert all(c["system_spec"] == systems[0] for c in changed)
     # one message, sent on night 3, naming the changed voice only, its measure, the size and the pages
     assert [n for _, n in outcomes] == [0, 0] + [1] * (after + 1)
     [(path, message)] = receiver.received

@@ -75,10 +75,12 @@ def test_a_slow_drift_alone_sends_the_message() -> None:
     assert body.splitlines() == ["Drift of n4 against n3:", line, "", "trends: /s/runs/n4/html/trends.html"]
 
 
-def test_one_verdict_in_the_page_and_the_alert_for_a_step_a_canary_change_and_a_slow_drift() -> None:
-    """drift.md's first line and the alert's subject give the same count (flagged_changes) whichever kind of change
-    the night has: a drift-table step, a canary measure, a slow drift, or all three."""
-    from ttseval.tasks.report import drift_markdown, flagged_changes
+def test_one_verdict_in_the_page_the_alert_and_verdict_json_for_a_step_a_canary_change_and_a_slow_drift() -> None:
+    """drift.md's first line, the alert's subject and verdict.json's rows give the same count (flagged_changes)
+    whichever kind of change the night has: a drift-table step, a canary measure, a slow drift, or all three."""
+    from ttseval.metrics.trends import trend_changes
+    from ttseval.tasks.report import drift_markdown, flagged_changes, verdict_rows
+    from ttseval.tasks.trends import drift_lines
 
     canary = pd.DataFrame(
         [
@@ -88,28 +90,62 @@ def test_one_verdict_in_the_page_and_the_alert_for_a_step_a_canary_change_and_a_
                 "reference": 2.0,
                 "tonight": 2.6,
                 "delta": 0.6,
+                "p_permutation": 0.01,
                 "p_adjusted": 0.03,
                 "n_items": 8,
                 "flagged": True,
             }
         ]
     )
-    slide = "- openai:alloy wer (whisper:tiny) slow drift: 0.100 on n0 -> 0.140 tonight"
+    # the slow drift of the test above: WER 0.10 rising 0.01 a night, the CUSUM over h on n4
+    rising = pd.DataFrame(
+        {
+            "night": range(5),
+            "run_id": [f"n{i}" for i in range(5)],
+            "system_id": "a",
+            "system_spec": "openai:alloy",
+            "metric": "wer",
+            "detail": "whisper:tiny",
+            "value": [0.10, 0.11, 0.12, 0.13, 0.14],
+            "ci_low": 0.0,
+            "ci_high": 1.0,
+            "se": 0.01,
+            "n": 8,
+        }
+    )
+    sliding, flat = trend_changes(rising, k=0.5, h=5.0), trend_changes(rising.assign(value=0.1), k=0.5, h=5.0)
     quiet = drift_rows().assign(flagged=False)
     cases = {
-        "step": (drift_rows(), None, [], 1),
-        "canary": (quiet, canary, [], 1),
-        "slow drift": (quiet, None, [slide], 1),
-        "all three": (drift_rows(), canary, [slide], 3),
+        "step": (drift_rows(), None, flat, 1),
+        "canary": (quiet, canary, flat, 1),
+        "slow drift": (quiet, None, sliding, 1),
+        "all three": (drift_rows(), canary, sliding, 3),
     }
-    for name, (drift, voices, slides, expected) in cases.items():
+    for name, (drift, voices, trends, expected) in cases.items():
+        slides = drift_lines(trends, "n4", 5.0)
         assert flagged_changes(drift, voices, slides) == expected, name
-        page = drift_markdown(drift, "n1", "n2", canary=voices, slides=slides)
+        page = drift_markdown(drift, "n3", "n4", canary=voices, slides=slides)
         assert page.split("\n\n")[1].startswith(f"{expected} flagged change(s)"), (name, page[:300])
-        subject, body = drift_alert(drift, "n1", "n2", [], voices, slides)
-        assert subject.startswith(f"ttseval nightly n2: {expected} flagged change(s)"), name
-        if slides:
-            assert slide in page and slide in body, name
+        subject, body = drift_alert(drift, "n3", "n4", [], voices, slides)
+        assert subject.startswith(f"ttseval nightly n4: {expected} flagged change(s)"), name
+        rows = verdict_rows(drift, voices, trends, "n4")
+        assert len(rows) == expected, (name, rows)
+        assert all(slide in page and slide in body for slide in slides), name
+    kinds = {r["kind"]: r for r in verdict_rows(drift_rows(), canary, sliding, "n4")}
+    assert kinds["drift"]["metric"] == "wer" and kinds["drift"]["recogniser"] == "whisper:tiny"
+    assert kinds["drift"]["p_adjusted"] == 0.0021 and kinds["drift"]["direction"] == "worse"
+    assert (kinds["canary"]["metric"], kinds["canary"]["direction"], kinds["canary"]["p_adjusted"]) == (
+        "duration_s",
+        "changed",
+        0.03,
+    )
+    slow = kinds["slow drift"]
+    assert (slow["recogniser"], slow["previous"], slow["current"], slow["direction"]) == (
+        "whisper:tiny",
+        0.10,
+        0.14,
+        "worse",
+    )
 
 
 def test_changes_for_the_worse_come_first_each_by_its_adjusted_p() -> None:

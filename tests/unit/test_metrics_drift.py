@@ -48,7 +48,7 @@ def test_touching_intervals_are_not_flagged() -> None:
     assert not out.set_index("metric").loc["wer", "flagged"]  # 0.12 == 0.12: they overlap at a point
 
 
-def test_completion_changes_are_always_flagged_and_presence_is_reported_unflagged() -> None:
+def test_completion_changes_are_always_flagged_and_presence_is_flagged_unless_the_series_changed() -> None:
     out = compare_reports(report(a={}, gone={}), report(a={"completion_rate": 53 / 54}, new={}))
     rows = out.set_index(["system_id", "metric"])
     assert rows.loc[("a", "completion_rate"), "flagged"] and rows.loc[("a", "completion_rate"), "direction"] == "worse"
@@ -56,8 +56,16 @@ def test_completion_changes_are_always_flagged_and_presence_is_reported_unflagge
         rows.loc[("new", "presence"), "direction"] == "added"
         and rows.loc[("gone", "presence"), "direction"] == "removed"
     )
-    # a system added or removed changes what is compared (a series change), not how anything performs
+    # unexplained, a system's rows appearing or vanishing is a change (a system whose every clip failed tonight has
+    # no transcript, so no row per recogniser: it must not go silent)
+    assert rows.loc[("new", "presence"), "flagged"] and rows.loc[("gone", "presence"), "flagged"]
+    # a system added to or removed from the series changes what is compared (a series change), not how it performs
+    out = compare_reports(
+        report(a={}, gone={}), report(a={"completion_rate": 53 / 54}, new={}), series_changed={"new", "gone"}
+    )
+    rows = out.set_index(["system_id", "metric"])
     assert not rows.loc[("new", "presence"), "flagged"] and not rows.loc[("gone", "presence"), "flagged"]
+    assert rows.loc[("a", "completion_rate"), "flagged"]
 
 
 def test_missing_values_are_not_flagged_and_bad_reports_raise() -> None:
@@ -305,7 +313,31 @@ def test_clips_cut_to_40_percent_are_flagged_on_8_items_and_5_items_are_blind_an
     assert rows.loc["wer", "p_floor"] == pytest.approx(min(1.0, 3 * 2 / 32))
     [line] = blind_tests(drift, 0.05, 10000)
     assert line == (
-        "3 of 3 paired tests cannot flag a change of any size (wer of files:recorded, cer of files:recorded, mos of "
-        "files:recorded): on 5 items the smallest p is 0.0625, times 3 tests 0.1875, not under alpha 0.05; at least "
-        "7 items are needed for a change to be flagged"
+        "3 of 3 paired tests cannot flag a lone change of any size (wer of files:recorded, cer of files:recorded, mos "
+        "of files:recorded): on 5 items the smallest p is 0.0625, adjusted across 3 test(s) 0.1875, not under alpha "
+        "0.05; at least 7 items are needed for one to be flagged"
+    )
+
+
+def test_tests_with_nothing_to_test_leave_the_family_so_a_change_beside_them_is_not_called_blind() -> None:
+    """Two systems on 7 items: one cut (its WER, CER and MOS move on every item), one unchanged (every difference 0:
+    no p, left out of the adjustment). Holm adjusts over the 3 tests with a p: 3 x 2/128 = 0.047 < 0.05, flagged; a
+    floor over all 6 tests (0.094) would have called them blind."""
+    from ttseval.metrics.drift import blind_tests, paired_drift
+
+    before, after, prev_report, curr_report = _cut_nights(7)
+    steady = {t: before[t].assign(system_id="t") for t in before}
+    both = [{t: pd.concat([night[t], steady[t]]) for t in night} for night in (before, after)]
+    unchanged = prev_report.assign(system_id="t", system_spec="espeak-ng")
+    reports = [pd.concat([prev_report, unchanged]), pd.concat([curr_report, unchanged])]
+    paired = paired_drift(both[0], both[1], n_resamples=200, n_permutations=10000)
+    drift = compare_reports(reports[0], reports[1], paired).set_index(["system_id", "metric"])
+    assert drift.loc[("s", "wer"), "n_tests"] == 3 and drift.loc[("s", "wer"), "p_adjusted"] == pytest.approx(3 / 64)
+    assert drift.loc[("s", "wer"), "flagged"] and not drift.loc[("s", "wer"), "blind"]
+    # the unchanged system's tests: a lone change there would join the 3, 4 x 2/128 = 0.0625: blind, said so
+    assert drift.loc[("t", "wer"), "n_tests"] == 4 and drift.loc[("t", "wer"), "blind"]
+    [line] = blind_tests(drift.reset_index(), 0.05, 10000)
+    assert line.startswith("3 of 6 paired tests cannot flag a lone change of any size (wer of espeak-ng, cer of")
+    assert line.endswith(
+        "adjusted across 4 test(s) 0.0625, not under alpha 0.05; at least 8 items are needed for one to be flagged"
     )

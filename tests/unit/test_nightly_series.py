@@ -47,11 +47,17 @@ def test_a_nights_series_is_its_record_else_its_run_id(tmp_path: Path) -> None:
     assert series_of(store, "nightly-20261123T020000Z") == "team-a"
 
 
-def test_run_ids_of_a_named_series_carry_its_name(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_run_ids_of_a_named_series_carry_its_name() -> None:
     import re
+
+    from ttseval.tasks.trends import check_night_id
 
     assert re.fullmatch(r"nightly-\d{8}T\d{6}Z", nightly_run_id())
     assert re.fullmatch(r"nightly-team-a-\d{8}T\d{6}Z", nightly_run_id("team-a"))
+    assert check_night_id("my-night", "nightly") == "my-night"  # the default series takes any run id, as before
+    assert check_night_id("nightly-team-a-smoke", "team-a") == "nightly-team-a-smoke"
+    with pytest.raises(ConfigError, match=r"a night of series 'team-a' is named nightly-team-a-<...>.*--run-id"):
+        check_night_id("nightly-20261122T020000Z", "team-a")
 
 
 def test_a_night_is_compared_only_with_its_own_series(tmp_path: Path) -> None:
@@ -75,20 +81,25 @@ def test_a_change_of_the_series_is_said_as_one_and_never_flagged(tmp_path: Path)
     night(store, "n1", series="a", systems="x, y", asr='{"en": "whisper:tiny"}')
     night(store, "n2", series="a", systems="x, z", asr='{"en": "whisper:base"}', dataset_sha256="b" * 64)
     night(store, "n3", series="a", systems="z, x", asr='{"en": "whisper:base"}', dataset_sha256="b" * 64)
-    assert series_changes(store, "n1", "n2") == [
+    night(store, "n4", series="a", systems="z, x, w", asr='{"en": "whisper:base"}', dataset_sha256="b" * 64)
+    lines, explained = series_changes(store, "n1", "n2")
+    assert lines == [
         f"dataset: items.jsonl ({'a' * 12}) -> items.jsonl ({'b' * 12}); the figures compare different items",
         "systems added: z",
         "systems removed: y",
         'recognisers: {"en": "whisper:tiny"} -> {"en": "whisper:base"}',
     ]
-    assert series_changes(store, "n2", "n3") == []  # the same systems in another order
+    assert explained == {"x", "y", "z"}  # other recognisers: every system's rows per recogniser may change
+    assert series_changes(store, "n2", "n3") == ([], set())  # the same systems in another order
+    assert series_changes(store, "n3", "n4") == (["systems added: w"], {"w"})
     # in the drift page: the change above the table, its presence rows marked as it, not counted as flagged
     base = {"system_spec": "x", "system_id": "x", "asr_spec": "whisper:tiny", "asr_id": "tiny"}
     figures = {"completion_rate": 1.0, "wer": 0.1, "cer": 0.05, "mos": 3.0}
     figures |= {f"{m}_ci_{end}": figures[m] for m in ("wer", "cer", "mos") for end in ("low", "high")}
     previous = pd.DataFrame([base | figures, base | figures | {"system_spec": "y", "system_id": "y"}])
     current = pd.DataFrame([base | figures, base | figures | {"system_spec": "z", "system_id": "z"}])
-    page = drift_markdown(compare_reports(previous, current), "n1", "n2", ["systems added: z", "systems removed: y"])
+    drift = compare_reports(previous, current, series_changed={"y", "z"})
+    page = drift_markdown(drift, "n1", "n2", ["systems added: z", "systems removed: y"])
     assert page.startswith("# Drift: `n2` against `n1`\n\n0 flagged change(s).")
     assert (
         "The series itself changed since `n1` (not counted as drift):\n\n- systems added: z\n- systems removed: y\n"
@@ -96,6 +107,10 @@ def test_a_change_of_the_series_is_said_as_one_and_never_flagged(tmp_path: Path)
     )
     assert "| z | whisper:tiny | presence |  |  |  |  |  |  | added | series change |" in page
     assert "| y | whisper:tiny | presence |  |  |  |  |  |  | removed | series change |" in page
+    # the same rows with no series change to explain them (y produced nothing tonight): flagged changes
+    page = drift_markdown(compare_reports(previous, current), "n1", "n2")
+    assert page.startswith("# Drift: `n2` against `n1`\n\n2 flagged change(s).")
+    assert "| y | whisper:tiny | presence |  |  |  |  |  |  | removed | **yes** |" in page
 
 
 def test_a_blind_night_says_so_in_its_page_and_its_alert() -> None:

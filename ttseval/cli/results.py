@@ -68,7 +68,7 @@ def cmd_trends(args: argparse.Namespace) -> int:
     from ttseval.core.store import open_store
     from ttseval.tasks.trends import DEFAULT_SERIES, check_series, trends_table, write_trends
 
-    series = check_series(args.series or DEFAULT_SERIES)
+    series = check_series(DEFAULT_SERIES if args.series is None else args.series)
     settings = load_settings(store=args.store)
     store = open_store(settings)
     store.require()

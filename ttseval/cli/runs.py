@@ -202,15 +202,15 @@ def cmd_nightly(args: argparse.Namespace) -> int:
     from ttseval.flows.common import run_settings
     from ttseval.flows.nightly import nightly, nightly_run_id
     from ttseval.flows.preflight import check_cluster_reach
-    from ttseval.tasks.trends import DEFAULT_SERIES, check_series
+    from ttseval.tasks.trends import DEFAULT_SERIES, check_night_id, check_series
 
-    series = check_series(args.series or DEFAULT_SERIES)
+    series = check_series(DEFAULT_SERIES if args.series is None else args.series)
     settings = run_settings(
         store=args.store, budget_usd=args.budget_usd, allow_new_store=True if args.new_store else None
     )
     systems = csv_list(args.systems)
     judges = csv_list(args.judges) if args.judges is not None else None  # "" judges nothing, as for evaluate
-    run_id = args.run_id or nightly_run_id(series)
+    run_id = check_night_id(args.run_id or nightly_run_id(series), series)
     if args.dry_run:  # tonight's canary is priced as the calls it makes: remote voices speak it afresh
         from ttseval.flows.nightly import night_canary
 

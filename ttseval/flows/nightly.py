@@ -31,10 +31,11 @@ from ttseval.metrics.drift import blind_tests, compare_reports, paired_drift
 from ttseval.tasks.alerts import send_alert
 from ttseval.tasks.logs import logger
 from ttseval.tasks.parts import get_store, now
-from ttseval.tasks.report import canary_markdown, drift_alert, drift_markdown, flagged_changes
+from ttseval.tasks.report import canary_markdown, drift_alert, drift_markdown, flagged_changes, verdict_rows
 from ttseval.tasks.report.html import compare_line, html_location
 from ttseval.tasks.trends import (
     DEFAULT_SERIES,
+    check_night_id,
     check_series,
     drift_lines,
     nightly_runs,
@@ -57,10 +58,12 @@ def previous_nightly(store: ArtifactStore, run_id: str, series: str = DEFAULT_SE
     return earlier[-1] if earlier else None
 
 
-def series_changes(store: ArtifactStore, previous: str, current: str) -> list[str]:
+def series_changes(store: ArtifactStore, previous: str, current: str) -> tuple[list[str], set[str]]:
     """What changed in the series itself between two of its nights, from each night's evaluate record: the dataset
-    (its SHA-256), the systems added or removed, the recognisers. Each is a line for drift.md and the alert; the
-    drift table's presence rows are these changes, never drift."""
+    (its SHA-256), the systems added or removed, the recognisers. Returns the lines for drift.md and the alert, and
+    the system specs whose presence rows in the drift table those changes explain (the systems added or removed;
+    every system when the recognisers changed): those rows are a series change, never drift. A presence row they do
+    not explain (a configured system that produced no transcript tonight) stays a flagged change."""
     before, after = store.run_log(previous) or {}, store.run_log(current) or {}
     lines = []
     if before.get("dataset_sha256") != after.get("dataset_sha256"):
@@ -73,9 +76,11 @@ def series_changes(store: ArtifactStore, previous: str, current: str) -> list[st
         lines.append(f"systems added: {', '.join(added)}")
     if removed := sorted(systems[0] - systems[1]):
         lines.append(f"systems removed: {', '.join(removed)}")
+    explained = systems[0] ^ systems[1]
     if before.get("asr") != after.get("asr"):
         lines.append(f"recognisers: {before.get('asr')} -> {after.get('asr')}")
-    return lines
+        explained = systems[0] | systems[1]
+    return lines, explained
 
 
 def provider_versions(store: ArtifactStore, run_id: str) -> dict[str, list[str]]:
@@ -114,7 +119,7 @@ def serves_page(url: str, timeout_s: float = 3.0) -> bool:
 
     try:
         return httpx.get(url, timeout=timeout_s, follow_redirects=True).status_code < 400
-    except httpx.HTTPError:
+    except (httpx.HTTPError, httpx.InvalidURL):
         return False
 
 
@@ -153,7 +158,8 @@ def nightly(
         dataset: the frozen items file every night uses, or a generated dataset NAME@VERSION in the store.
         systems: provider specs to re-run.
         store: artifact store URI; default from settings.
-        run_id: default `nightly-<UTC timestamp>`.
+        run_id: default `nightly-<UTC timestamp>` (`nightly-<series>-<UTC timestamp>` in a named series, whose
+            nights must start with `nightly-<series>-`).
         baseline, judges: as for evaluate.
         previous_run: the run to compare with; default the latest earlier night of the series in the store.
         budget_usd: as for evaluate: the most this night may spend on paid calls (default from settings).
@@ -161,7 +167,7 @@ def nightly(
     """
     series = check_series(series)
     settings = run_settings(store=store)
-    run_id = check_run_id(run_id or nightly_run_id(series))
+    run_id = check_night_id(check_run_id(run_id or nightly_run_id(series)), series)
     night = now().date().isoformat()
     remote = remote_systems(systems, settings)
     canary = night_canary(dataset, settings, night) if remote else []  # local engines reuse every clip
@@ -199,7 +205,7 @@ def nightly(
     if previous is None:
         logger().info(f"no earlier night of series {series!r} in this store: nothing to compare with yet")
     else:
-        summary["series_change"] = series_changes(st, previous, run_id)
+        summary["series_change"], explained = series_changes(st, previous, run_id)
         if summary["series_change"]:
             logger().info(f"series {series!r} changed since {previous}: " + "; ".join(summary["series_change"]))
         tables = {run: {t: st.read(run, t) for t in ("transcripts", "quality")} for run in (previous, run_id)}
@@ -212,7 +218,9 @@ def nightly(
             method=settings.p_adjust,
             n_permutations=settings.permutation_resamples,
         )
-        drift = compare_reports(st.read(previous, "report"), st.read(run_id, "report"), paired)
+        drift = compare_reports(
+            st.read(previous, "report"), st.read(run_id, "report"), paired, series_changed=explained
+        )
         summary["blind"] = blind_tests(drift, settings.alpha, settings.permutation_resamples)
         for line in summary["blind"]:
             logger().warning(f"blind test: {line}")
@@ -248,6 +256,25 @@ def nightly(
         # (flagged_changes) for drift.md, the alert, this summary and the command's line alike
         summary["canary"]["flagged"] = int(changes["flagged"].astype(bool).sum())
         summary["flagged"] = flagged_changes(drift, changes, slides)
+        verdict = verdict_rows(drift, changes, trends, run_id)
+        if len(verdict) != summary["flagged"]:  # one verdict: its rows are the changes counted, by construction
+            raise AssertionError(f"verdict.json has {len(verdict)} rows for {summary['flagged']} flagged changes")
+        st.write_bytes(
+            f"runs/{run_id}/verdict.json",
+            json.dumps(
+                {
+                    "run_id": run_id,
+                    "series": series,
+                    "previous_run": previous,
+                    "flagged": summary["flagged"],
+                    "changes": verdict,
+                    "series_change": summary["series_change"],
+                    "blind": summary["blind"],
+                },
+                indent=2,
+                default=str,
+            ).encode("utf-8"),
+        )
         markdown = (
             drift_markdown(
                 drift, previous, run_id, summary["series_change"], summary["blind"], canary=changes, slides=slides

@@ -51,10 +51,12 @@ COLUMNS = [
     "flagged",
     "direction",
     "n_items",
+    "n_tests",
     "p_floor",
     "blind",
 ]
-"""A drift row; `n_items`, `p_floor` and `blind` are the paired test's power (paired_drift), on its rows only."""
+"""A drift row; `n_items`, `n_tests`, `p_floor` and `blind` are the paired test's power (paired_drift), on its rows
+only."""
 
 
 def _nan(v: object) -> bool:
@@ -94,10 +96,12 @@ def paired_drift(
 ) -> pd.DataFrame:
     """Item-by-item WER, CER and MOS of each (system, recogniser) in both runs (ttseval.metrics.paired.paired_table),
     decided as one family (ttseval.metrics.paired.decide, `alpha`, `method` 'holm' or 'bh'): columns system_id,
-    asr_id, PAIRED_COLUMNS, DECISION_COLUMNS, and each test's power: `p_floor`, the smallest adjusted p a change
-    in that metric alone could reach (the smallest p its item count allows, times the family's size: every test the
-    night makes, changed or not), and `blind`, True when that floor is not under `alpha` (no change of any size
-    could be flagged). `previous` and `current` hold each run's `transcripts` and `quality` tables."""
+    asr_id, PAIRED_COLUMNS, DECISION_COLUMNS, and each test's power: `n_tests`, the family a change in that metric
+    alone would be adjusted across (the tests that have a p-value, this one included: a test whose every difference
+    is 0 has none and is left out of the adjustment), `p_floor`, the smallest adjusted p such a lone change could
+    reach (the smallest p its item count allows times `n_tests`, as Holm and BH both adjust the smallest p), and
+    `blind`, True when that floor is not under `alpha` and the test did not flag (a lone change of any size could not
+    be flagged). `previous` and `current` hold each run's `transcripts` and `quality` tables."""
     from ttseval.metrics.paired import DECISION_COLUMNS, PAIRED_COLUMNS, decide, paired_table, smallest_p
 
     rows = []
@@ -119,18 +123,23 @@ def paired_drift(
         rows += [{"system_id": system_id, "asr_id": asr_id} | r for r in table.to_dict("records")]
     family = pd.DataFrame(rows, columns=["system_id", "asr_id", *PAIRED_COLUMNS])
     permutations = n_permutations or n_resamples
-    family["p_floor"] = [min(1.0, len(family) * smallest_p(int(n), permutations)) for n in family["n_items"]]
-    family["blind"] = family["p_floor"] >= alpha
-    return decide(family, alpha=alpha, method=method).reindex(
-        columns=["system_id", "asr_id", *PAIRED_COLUMNS, *DECISION_COLUMNS, "p_floor", "blind"]
+    known = int(family["p_permutation"].notna().sum())
+    family["n_tests"] = [known + int(pd.isna(p)) for p in family["p_permutation"]]
+    family["p_floor"] = [
+        min(1.0, m * smallest_p(int(n), permutations)) for m, n in zip(family["n_tests"], family["n_items"])
+    ]
+    decided = decide(family, alpha=alpha, method=method)
+    decided["blind"] = (decided["p_floor"] >= alpha) & ~decided["differs"].astype(bool)
+    return decided.reindex(
+        columns=["system_id", "asr_id", *PAIRED_COLUMNS, *DECISION_COLUMNS, "n_tests", "p_floor", "blind"]
     )
 
 
 def blind_tests(drift: pd.DataFrame, alpha: float, n_permutations: int) -> list[str]:
-    """A warning line per item count among the drift rows whose paired test is `blind` (paired_drift): how many
-    tests, why none can flag a change (the smallest p on that many items, times the family's size, against
-    `alpha`) and the items a series needs so that one could (ttseval.metrics.paired.items_needed). Empty when no
-    test is blind."""
+    """A warning line per (item count, family size) among the drift rows whose paired test is `blind`
+    (paired_drift): how many tests, why a lone change there cannot be flagged (the smallest p on that many items,
+    times the tests it would be adjusted across, against `alpha`) and the items a series needs so that it could
+    (ttseval.metrics.paired.items_needed). Empty when no test is blind."""
     from ttseval.metrics.paired import items_needed, smallest_p
 
     if "blind" not in drift or not len(drift):
@@ -138,24 +147,30 @@ def blind_tests(drift: pd.DataFrame, alpha: float, n_permutations: int) -> list[
     paired = drift[drift["test"] == "paired"]
     blind = paired[paired["blind"].fillna(False).astype(bool)]
     lines = []
-    for n, rows in blind.groupby("n_items", sort=True):
-        floor, family = smallest_p(int(n), n_permutations), len(paired)
+    for (n, family), rows in blind.groupby(["n_items", "n_tests"], sort=True):
+        floor, family = smallest_p(int(n), n_permutations), int(family)
         needed = items_needed(family, alpha, n_permutations)
         need = (
-            f"at least {needed} items are needed for a change to be flagged"
+            f"at least {needed} items are needed for one to be flagged"
             if needed
             else "no item count is enough: raise permutation_resamples"
         )
         tests = ", ".join(f"{r['metric']} of {r['system_spec']}" for r in rows.to_dict("records"))
         lines.append(
-            f"{len(rows)} of {len(paired)} paired tests cannot flag a change of any size ({tests}): on {int(n)} items "
-            f"the smallest p is {floor:.4g}, times {family} tests {min(1.0, family * floor):.4g}, not under alpha "
-            f"{alpha:g}; {need}"
+            f"{len(rows)} of {len(paired)} paired tests cannot flag a lone change of any size ({tests}): on {int(n)} "
+            f"items the smallest p is {floor:.4g}, adjusted across {family} test(s) {min(1.0, family * floor):.4g}, "
+            f"not under alpha {alpha:g}; {need}"
         )
     return lines
 
 
-def compare_reports(previous: pd.DataFrame, current: pd.DataFrame, paired: pd.DataFrame | None = None) -> pd.DataFrame:
+def compare_reports(
+    previous: pd.DataFrame,
+    current: pd.DataFrame,
+    paired: pd.DataFrame | None = None,
+    *,
+    series_changed: set[str] | frozenset[str] = frozenset(),
+) -> pd.DataFrame:
     """One row per ((system, recogniser) in both runs, metric) with the delta current - previous and a flag.
 
     With `paired` (paired_drift's table), WER, CER and MOS take its delta CI, permutation p, adjusted p and
@@ -163,8 +178,10 @@ def compare_reports(previous: pd.DataFrame, current: pd.DataFrame, paired: pd.Da
     'ci-overlap').
 
     `direction` says whether the change is an improvement or a regression ('better' / 'worse' / 'same'), from
-    the metric's declared direction. Pairs present in only one run are returned with metric 'presence', not
-    flagged: a system or recogniser added or removed is a change of what is compared, not of how it performs.
+    the metric's declared direction. Pairs present in only one run are returned with metric 'presence', flagged
+    unless their system spec is in `series_changed` (a system added to or removed from the series, or every system
+    when its recognisers changed: a change of what is compared, not of how it performs). An unexplained one is a
+    change: a configured system that produced no transcript tonight (every clip failed) is one.
 
     Raises:
         ValueError: a report lacks a required column or repeats a (system_id, asr_id) pair.
@@ -178,7 +195,9 @@ def compare_reports(previous: pd.DataFrame, current: pd.DataFrame, paired: pd.Da
     for key, c in curr.items():
         ids = _ids(key, c)
         if key not in prev:
-            rows.append(ids | {"metric": "presence", "flagged": False, "direction": "added"})
+            rows.append(
+                ids | {"metric": "presence", "flagged": ids["system_spec"] not in series_changed, "direction": "added"}
+            )
             continue
         p = prev[key]
         for metric in DRIFT_METRICS:
@@ -206,6 +225,7 @@ def compare_reports(previous: pd.DataFrame, current: pd.DataFrame, paired: pd.Da
                         "test": "paired",
                         # a paired table not made by paired_drift may lack the power columns
                         "n_items": pair.get("n_items", float("nan")),
+                        "n_tests": pair.get("n_tests", float("nan")),
                         "p_floor": pair.get("p_floor", float("nan")),
                         "blind": bool(pair.get("blind", False)),
                     }
@@ -215,7 +235,11 @@ def compare_reports(previous: pd.DataFrame, current: pd.DataFrame, paired: pd.Da
             rows.append(row)
     for key, p in prev.items():
         if key not in curr:
-            rows.append(_ids(key, p) | {"metric": "presence", "flagged": False, "direction": "removed"})
+            gone = _ids(key, p)
+            rows.append(
+                gone
+                | {"metric": "presence", "flagged": gone["system_spec"] not in series_changed, "direction": "removed"}
+            )
     return pd.DataFrame(rows).reindex(columns=COLUMNS)
 
 

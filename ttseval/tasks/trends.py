@@ -61,6 +61,22 @@ def series_prefix(series: str) -> str:
     return PREFIX if series == DEFAULT_SERIES else f"{PREFIX}{series}-"
 
 
+def check_night_id(run_id: str, series: str) -> str:
+    """`run_id` if it can name a night of `series`: any run id in the default series, `nightly-<series>-...` in a
+    named one (its nights are found, ordered and drawn by that prefix); else a ConfigError (exit code 2).
+
+    Raises:
+        ConfigError: a named series' night whose run id lacks the series' prefix.
+    """
+    prefix = series_prefix(series)
+    if series == DEFAULT_SERIES or run_id.startswith(prefix):
+        return run_id
+    raise ConfigError(
+        f"run id {run_id!r}: a night of series {series!r} is named {prefix}<...> (its nights are found and ordered by "
+        f"that prefix); leave --run-id out for {prefix}<UTC timestamp>, or use --run-id {prefix}{run_id}"
+    )
+
+
 def series_of(store: ArtifactStore, run_id: str) -> str:
     """The series night `run_id` belongs to: its series.json's, else the one its run id names (the default series
     for `nightly-<timestamp>` and for any other name)."""

@@ -52,6 +52,7 @@ from ttseval.tasks.report.markdown import (
     render_markdown,
     rows_for_display,
     tables_markdown,
+    verdict_rows,
 )
 from ttseval.tasks.report.per_item import per_item_table, write_per_item
 from ttseval.tasks.report.stages import (
@@ -111,6 +112,7 @@ __all__ = [
     "store_winrates",
     "stored_terminal_view",
     "tables_markdown",
+    "verdict_rows",
     "voice_variance_markdown",
     "write_full_report",
     "write_html_report",

@@ -11,6 +11,8 @@ import pandas as pd
 
 from ttseval.core.schemas import TABLES
 from ttseval.core.store import ArtifactStore
+from ttseval.metrics.registry import METRICS, change
+from ttseval.metrics.trends import CANARY_MEASURES as NO_BETTER_SIDE
 from ttseval.tasks.report.format import ROLE_LABEL, header, markdown_table, missing, num, pct
 
 # -- frozen dataset statistics (EmergentTTS-Eval appendix A.7; InstructTTSEval instructions) ----------------------
@@ -212,18 +214,100 @@ def canary_markdown(changes: pd.DataFrame, previous: str) -> str:
 
 
 def _flagged_rows(drift: pd.DataFrame, canary: pd.DataFrame | None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The drift table's flagged rows (a presence row is a series change, never one) and the canary's."""
-    flagged = drift[drift["flagged"].fillna(False).astype(bool) & (drift["metric"] != "presence")]
+    """The drift table's flagged rows (a presence row the series change explains is not flagged) and the canary's."""
+    flagged = drift[drift["flagged"].fillna(False).astype(bool)]
     voices = canary[canary["flagged"].astype(bool)] if canary is not None and len(canary) else pd.DataFrame()
     return flagged, voices
 
 
 def flagged_changes(drift: pd.DataFrame, canary: pd.DataFrame | None = None, slides: list[str] | None = None) -> int:
     """A night's verdict, counted once: the drift table's flagged rows, the canary's flagged measures and the slow
-    drifts the trends flagged tonight. drift.md's first line, the alert's subject, nightly.json's `flagged` and
+    drifts the trends flagged tonight. drift.md's first paragraph, the alert's subject, nightly.json's `flagged` and
     the command's line all give this number."""
     flagged, voices = _flagged_rows(drift, canary)
     return len(flagged) + len(voices) + len(slides or [])
+
+
+VERDICT_COLUMNS = [
+    "kind",
+    "system_spec",
+    "recogniser",
+    "metric",
+    "test",
+    "previous",
+    "current",
+    "delta",
+    "p_value",
+    "p_adjusted",
+    "direction",
+]
+"""A row of verdict.json: one flagged change of a night, of kind 'drift' (the drift table), 'canary' (a remote voice's
+fresh clips) or 'slow drift' (the trends' CUSUM)."""
+
+
+def verdict_rows(
+    drift: pd.DataFrame, canary: pd.DataFrame | None, trends: pd.DataFrame, run_id: str
+) -> list[dict[str, Any]]:
+    """Every flagged change of night `run_id` as a VERDICT_COLUMNS row, the machine-readable view of the verdict
+    flagged_changes counts: the drift table's flagged rows, the canary's and the series whose slow-drift CUSUM
+    crossed h tonight (one row each, as ttseval.tasks.trends.drift_lines writes one line each)."""
+    flagged, voices = _flagged_rows(drift, canary)
+    rows: list[dict[str, Any]] = [
+        {
+            "kind": "drift",
+            "system_spec": r["system_spec"],
+            "recogniser": None if missing(r.get("asr_spec")) else r["asr_spec"],
+            "metric": r["metric"],
+            "test": None if missing(r.get("test")) else r["test"],
+            "previous": r.get("previous"),
+            "current": r.get("current"),
+            "delta": r.get("delta"),
+            "p_value": r.get("p_value"),
+            "p_adjusted": r.get("p_adjusted"),
+            "direction": r["direction"],
+        }
+        for r in flagged.to_dict("records")
+    ]
+    rows += [
+        {
+            "kind": "canary",
+            "system_spec": r["system_spec"],
+            "recogniser": None,
+            "metric": r["measure"],
+            "test": "paired",
+            "previous": r["reference"],
+            "current": r["tonight"],
+            "delta": r["delta"],
+            "p_value": r["p_permutation"],
+            "p_adjusted": r["p_adjusted"],
+            "direction": "changed",
+        }
+        for r in voices.to_dict("records")
+    ]
+    if len(trends):
+        for (spec, metric, detail), group in trends.groupby(["system_spec", "metric", "detail"], sort=False):
+            tonight = group[(group["run_id"] == run_id) & group["drift"].astype(bool)]
+            if len(tonight):
+                first, now = group.iloc[0], tonight.iloc[0]
+                rows.append(
+                    {
+                        "kind": "slow drift",
+                        "system_spec": spec,
+                        "recogniser": detail or None,
+                        "metric": metric,
+                        "test": "cusum",
+                        "previous": first["value"],
+                        "current": now["value"],
+                        "delta": now["value"] - first["value"],
+                        "p_value": None,
+                        "p_adjusted": None,
+                        # a metric with a better side (WER, MOS, ...) says which way; a canary measure only moved
+                        "direction": "changed"
+                        if metric in NO_BETTER_SIDE or metric not in METRICS
+                        else change(metric, float(first["value"]), float(now["value"])),
+                    }
+                )
+    return rows
 
 
 def drift_alert(
@@ -261,6 +345,9 @@ def drift_alert(
     ]
     for r in flagged.to_dict("records"):
         recogniser = "" if missing(r.get("asr_spec")) else f" ({r['asr_spec']})"
+        if r["metric"] == "presence":  # a system or recogniser without rows tonight that no series change explains
+            lines.append(f"- {r['system_spec']}{recogniser}: {r['direction']} since {previous}")
+            continue
         p = "" if missing(r.get("p_adjusted")) else f", adjusted p {num(r['p_adjusted'], 4)}"
         lines.append(
             f"- {r['system_spec']}{recogniser} {r['metric']}: {num(r['previous'], 3)} -> "
@@ -297,19 +384,19 @@ def drift_markdown(
     slides: list[str] | None = None,
 ) -> str:
     """A drift table (ttseval.metrics.drift.compare_reports) as Markdown: one line per (system, recogniser, metric),
-    after a warning for the tests that could not flag any change (`blind`: ttseval.metrics.drift.blind_tests) and
+    after a warning for the tests that could not flag a lone change (`blind`: ttseval.metrics.drift.blind_tests) and
     what changed in the series itself (`series_change`; a system or recogniser in one night only is a row of metric
-    'presence' marked as a series change, not a flag). Its first line is the night's verdict (flagged_changes:
-    with the `canary` table's flags and the trends' `slides`, which are listed below it)."""
+    'presence', marked as a series change when that change explains it, flagged otherwise). Its first paragraph is
+    the night's verdict (flagged_changes: with the `canary` table's flags and the trends' `slides`, which are listed
+    below it)."""
     total = flagged_changes(drift, canary, slides)
     flagged, voices = _flagged_rows(drift, canary)
     table = []
     for r in drift.to_dict("records"):
         recogniser = "–" if missing(r.get("asr_spec")) else r["asr_spec"]
         if r["metric"] == "presence":
-            table.append(
-                [r["system_spec"], recogniser, "presence", "", "", "", "", "", "", r["direction"], "series change"]
-            )
+            mark = "**yes**" if r["flagged"] else "series change"
+            table.append([r["system_spec"], recogniser, "presence", "", "", "", "", "", "", r["direction"], mark])
             continue
         p_value = "" if missing(r.get("p_value")) else num(r["p_value"], 4)
         p_adjusted = "" if missing(r.get("p_adjusted")) else num(r["p_adjusted"], 4)
