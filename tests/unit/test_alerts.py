@@ -40,13 +40,10 @@ def test_no_flagged_change_no_message() -> None:
     assert drift_alert(quiet, "a", "b", []) is None
 
 
-def test_a_slow_drift_alone_sends_the_message() -> None:
-    # WER 0.10 rising 0.01 a night, SE 0.01 each night: z_t = 0.01 t / (0.01 sqrt 2) = 0.707 t; with k 0.5 the
-    # CUSUM is 0.207, 1.121, 2.743, then 2.743 + 2.828 - 0.5 = 5.071 > 5 on the fifth night (worked by hand)
-    from ttseval.metrics.trends import trend_changes
-    from ttseval.tasks.trends import drift_lines
-
-    nights = pd.DataFrame(
+def rising_wer() -> pd.DataFrame:
+    """Five nights of one series, WER 0.10 rising 0.01 a night with SE 0.01: a slow drift the CUSUM (k 0.5, h 5)
+    flags on the fifth night, n4 (worked by hand in the test below)."""
+    return pd.DataFrame(
         {
             "night": range(5),
             "run_id": [f"n{i}" for i in range(5)],
@@ -61,6 +58,15 @@ def test_a_slow_drift_alone_sends_the_message() -> None:
             "n": 8,
         }
     )
+
+
+def test_a_slow_drift_alone_sends_the_message() -> None:
+    # WER 0.10 rising 0.01 a night, SE 0.01 each night: z_t = 0.01 t / (0.01 sqrt 2) = 0.707 t; with k 0.5 the
+    # CUSUM is 0.207, 1.121, 2.743, then 2.743 + 2.828 - 0.5 = 5.071 > 5 on the fifth night (worked by hand)
+    from ttseval.metrics.trends import trend_changes
+    from ttseval.tasks.trends import drift_lines
+
+    nights = rising_wer()
     trends = trend_changes(nights, k=0.5, h=5.0)
     assert trends["drift"].tolist() == [False, False, False, False, True]
     assert drift_lines(trends, "n3", 5.0) == []
@@ -80,7 +86,7 @@ def test_one_verdict_in_the_page_the_alert_and_verdict_json_for_a_step_a_canary_
     whichever kind of change the night has: a drift-table step, a canary measure, a slow drift, or all three."""
     from ttseval.metrics.trends import trend_changes
     from ttseval.tasks.report import drift_markdown, flagged_changes, verdict_rows
-    from ttseval.tasks.trends import drift_lines
+    from ttseval.tasks.trends import drift_lines, tonight_drifts
 
     canary = pd.DataFrame(
         [
@@ -97,22 +103,7 @@ def test_one_verdict_in_the_page_the_alert_and_verdict_json_for_a_step_a_canary_
             }
         ]
     )
-    # the slow drift of the test above: WER 0.10 rising 0.01 a night, the CUSUM over h on n4
-    rising = pd.DataFrame(
-        {
-            "night": range(5),
-            "run_id": [f"n{i}" for i in range(5)],
-            "system_id": "a",
-            "system_spec": "openai:alloy",
-            "metric": "wer",
-            "detail": "whisper:tiny",
-            "value": [0.10, 0.11, 0.12, 0.13, 0.14],
-            "ci_low": 0.0,
-            "ci_high": 1.0,
-            "se": 0.01,
-            "n": 8,
-        }
-    )
+    rising = rising_wer()  # the CUSUM over h on n4
     sliding, flat = trend_changes(rising, k=0.5, h=5.0), trend_changes(rising.assign(value=0.1), k=0.5, h=5.0)
     quiet = drift_rows().assign(flagged=False)
     cases = {
@@ -128,10 +119,10 @@ def test_one_verdict_in_the_page_the_alert_and_verdict_json_for_a_step_a_canary_
         assert page.split("\n\n")[1].startswith(f"{expected} flagged change(s)"), (name, page[:300])
         subject, body = drift_alert(drift, "n3", "n4", [], voices, slides)
         assert subject.startswith(f"ttseval nightly n4: {expected} flagged change(s)"), name
-        rows = verdict_rows(drift, voices, trends, "n4")
+        rows = verdict_rows(drift, voices, tonight_drifts(trends, "n4"))
         assert len(rows) == expected, (name, rows)
         assert all(slide in page and slide in body for slide in slides), name
-    kinds = {r["kind"]: r for r in verdict_rows(drift_rows(), canary, sliding, "n4")}
+    kinds = {r["kind"]: r for r in verdict_rows(drift_rows(), canary, tonight_drifts(sliding, "n4"))}
     assert kinds["drift"]["metric"] == "wer" and kinds["drift"]["recogniser"] == "whisper:tiny"
     assert kinds["drift"]["p_adjusted"] == 0.0021 and kinds["drift"]["direction"] == "worse"
     assert (kinds["canary"]["metric"], kinds["canary"]["direction"], kinds["canary"]["p_adjusted"]) == (

@@ -41,6 +41,7 @@ from ttseval.tasks.trends import (
     nightly_runs,
     remote_specs,
     series_prefix,
+    tonight_drifts,
     write_series,
     write_trends,
 )
@@ -256,7 +257,7 @@ def nightly(
         # (flagged_changes) for drift.md, the alert, this summary and the command's line alike
         summary["canary"]["flagged"] = int(changes["flagged"].astype(bool).sum())
         summary["flagged"] = flagged_changes(drift, changes, slides)
-        verdict = verdict_rows(drift, changes, trends, run_id)
+        verdict = verdict_rows(drift, changes, tonight_drifts(trends, run_id))
         if len(verdict) != summary["flagged"]:  # one verdict: its rows are the changes counted, by construction
             raise AssertionError(f"verdict.json has {len(verdict)} rows for {summary['flagged']} flagged changes")
         st.write_bytes(

@@ -195,19 +195,27 @@ def trends_table(trends: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def tonight_drifts(trends: pd.DataFrame, run_id: str) -> list[tuple[pd.Series, pd.Series, int]]:
+    """Each series whose slow-drift CUSUM crossed h on night `run_id`: its first night's row, tonight's row and its
+    number of nights (the alert's lines, drift_lines, and verdict.json's slow-drift rows are these)."""
+    found = []
+    for _, group in _series(trends):
+        tonight = group[(group["run_id"] == run_id) & group["drift"].astype(bool)]
+        if len(tonight):
+            found.append((group.iloc[0], tonight.iloc[0], len(group)))
+    return found
+
+
 def drift_lines(trends: pd.DataFrame, run_id: str, h: float) -> list[str]:
     """A night's alert lines: each series whose slow-drift CUSUM crossed h on `run_id`."""
     lines = []
-    for (spec, metric, detail), group in _series(trends):
-        tonight = group[(group["run_id"] == run_id) & group["drift"]]
-        if len(tonight):
-            first, now = group.iloc[0], tonight.iloc[0]
-            what = f" ({detail})" if detail else ""
-            lines.append(
-                f"- {spec} {metric}{what} slow drift: {num(first['value'], 3)} on {first['run_id']} -> "
-                f"{num(now['value'], 3)} tonight ({num(now['z'], 2)} SE; CUSUM {num(now['cusum'], 2)} > h "
-                f"{num(h, 1)} over {len(group)} nights)"
-            )
+    for first, now, nights in tonight_drifts(trends, run_id):
+        what = f" ({now['detail']})" if now["detail"] else ""
+        lines.append(
+            f"- {now['system_spec']} {now['metric']}{what} slow drift: {num(first['value'], 3)} on "
+            f"{first['run_id']} -> {num(now['value'], 3)} tonight ({num(now['z'], 2)} SE; CUSUM "
+            f"{num(now['cusum'], 2)} > h {num(h, 1)} over {nights} nights)"
+        )
     return lines
 
 

@@ -246,11 +246,12 @@ fresh clips) or 'slow drift' (the trends' CUSUM)."""
 
 
 def verdict_rows(
-    drift: pd.DataFrame, canary: pd.DataFrame | None, trends: pd.DataFrame, run_id: str
+    drift: pd.DataFrame, canary: pd.DataFrame | None, slow: list[tuple[pd.Series, pd.Series, int]]
 ) -> list[dict[str, Any]]:
-    """Every flagged change of night `run_id` as a VERDICT_COLUMNS row, the machine-readable view of the verdict
-    flagged_changes counts: the drift table's flagged rows, the canary's and the series whose slow-drift CUSUM
-    crossed h tonight (one row each, as ttseval.tasks.trends.drift_lines writes one line each)."""
+    """Every flagged change of a night as a VERDICT_COLUMNS row, the machine-readable view of the verdict
+    flagged_changes counts: the drift table's flagged rows, the canary's, and `slow`, the series whose slow-drift
+    CUSUM crossed h tonight (ttseval.tasks.trends.tonight_drifts: one row each, as drift_lines writes one line
+    each)."""
     flagged, voices = _flagged_rows(drift, canary)
     rows: list[dict[str, Any]] = [
         {
@@ -284,29 +285,26 @@ def verdict_rows(
         }
         for r in voices.to_dict("records")
     ]
-    if len(trends):
-        for (spec, metric, detail), group in trends.groupby(["system_spec", "metric", "detail"], sort=False):
-            tonight = group[(group["run_id"] == run_id) & group["drift"].astype(bool)]
-            if len(tonight):
-                first, now = group.iloc[0], tonight.iloc[0]
-                rows.append(
-                    {
-                        "kind": "slow drift",
-                        "system_spec": spec,
-                        "recogniser": detail or None,
-                        "metric": metric,
-                        "test": "cusum",
-                        "previous": first["value"],
-                        "current": now["value"],
-                        "delta": now["value"] - first["value"],
-                        "p_value": None,
-                        "p_adjusted": None,
-                        # a metric with a better side (WER, MOS, ...) says which way; a canary measure only moved
-                        "direction": "changed"
-                        if metric in NO_BETTER_SIDE or metric not in METRICS
-                        else change(metric, float(first["value"]), float(now["value"])),
-                    }
-                )
+    for first, now, _ in slow:
+        metric = now["metric"]
+        rows.append(
+            {
+                "kind": "slow drift",
+                "system_spec": now["system_spec"],
+                "recogniser": now["detail"] or None,
+                "metric": metric,
+                "test": "cusum",
+                "previous": first["value"],
+                "current": now["value"],
+                "delta": now["value"] - first["value"],
+                "p_value": None,
+                "p_adjusted": None,
+                # a metric with a better side (WER, MOS, ...) says which way; a canary measure only moved
+                "direction": "changed"
+                if metric in NO_BETTER_SIDE or metric not in METRICS
+                else change(metric, float(first["value"]), float(now["value"])),
+            }
+        )
     return rows
 
 
