@@ -4,7 +4,7 @@ Each test is one behaviour the evaluate command promises. Runs use a small slice
 suite stays within minutes on two cores; the full demo is measured in benchmarks/.
 
 Two tests here would be system tests by their kind, the report played in Chromium and the SIGKILL mid-run: they stay
-in this file because they read the module's `first_run` (one evaluate of about 130 s), which a file of their own
+in this file because they read the module's `first_run` (one real evaluate of about 40 s), which a file of their own
 would run again. The refusals before any server are tests/unit/test_evaluate_refusals.py; the command's own
 temporary Prefect server and SIGTERM are tests/system/test_evaluate_lifecycle.py.
 """
@@ -25,10 +25,13 @@ import pandas as pd
 import pytest
 
 from tests.support import instant
-from tests.support.harness import BIN, cli_env, run_cli
+from tests.support.harness import BIN, cli_env, demo_items, run_cli
 from ttseval.core.store import ArtifactStore
 
 SYSTEMS = "piper:joe,espeak-ng,flite:slt"
+# Four English items of three categories and both depths, plus French (espeak-ng only) and Pashto (no voice): 18
+# clips, 13 of them spoken and heard by Whisper and DNSMOS, so the real run stays under a minute on two cores.
+ITEMS = ("emo-a-d0", "for-a-d0", "que-a-d0", "que-a-d1", "mul-fr", "mul-ps")
 
 
 def read_table(store: Path, run_id: str, table: str) -> pd.DataFrame:
@@ -41,14 +44,21 @@ def last_log(store: Path, run_id: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def first_run(shared_env: dict[str, str], small_dataset: Path, tmp_path_factory: pytest.TempPathFactory):
+def six_items(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("data") / "six.jsonl"
+    demo_items(path, ITEMS)
+    return path
+
+
+@pytest.fixture(scope="module")
+def first_run(shared_env: dict[str, str], six_items: Path, tmp_path_factory: pytest.TempPathFactory):
     store = tmp_path_factory.mktemp("store")
     env = shared_env  # on the session's Dask cluster (tests/conftest.py), as are the runs that reuse this env
     result = run_cli(
         [
             "evaluate",
             "--dataset",
-            str(small_dataset),
+            str(six_items),
             "--systems",
             SYSTEMS,
             "--store",
@@ -65,18 +75,18 @@ def first_run(shared_env: dict[str, str], small_dataset: Path, tmp_path_factory:
     return store, env, result
 
 
-def test_first_run_produces_real_different_figures(first_run, small_dataset: Path) -> None:
+def test_first_run_produces_real_different_figures(first_run, six_items: Path) -> None:
     store, _, result = first_run
     items = read_table(store, "r1", "items")
     synthesis = read_table(store, "r1", "synthesis")
-    assert len(items) == 9
-    assert len(synthesis) == 9 * 3 and not synthesis.duplicated(["item_id", "system_id"]).any()
+    assert len(items) == 6
+    assert len(synthesis) == 6 * 3 and not synthesis.duplicated(["item_id", "system_id"]).any()
     by_system = synthesis.groupby("system_spec")["status"].value_counts().unstack(fill_value=0)
     # piper (joe) and flite (slt) speak English only: French and Pashto are F1 pre-synthesis rejections.
-    assert by_system.loc["piper:joe", "unsupported"] == 2 and by_system.loc["piper:joe", "ok"] == 7
+    assert by_system.loc["piper:joe", "unsupported"] == 2 and by_system.loc["piper:joe", "ok"] == 4
     assert by_system.loc["flite:slt", "unsupported"] == 2
     # espeak-ng (auto voice) speaks French but has no Pashto voice in 1.51.
-    assert by_system.loc["espeak-ng", "ok"] == 8 and by_system.loc["espeak-ng", "unsupported"] == 1
+    assert by_system.loc["espeak-ng", "ok"] == 5 and by_system.loc["espeak-ng", "unsupported"] == 1
     ok = synthesis[synthesis["status"] == "ok"]
     assert (ok["duration_s"] > 0.5).all() and ok["audio_sha256"].str.len().eq(64).all()
     for sha in ok["audio_sha256"]:
@@ -90,12 +100,12 @@ def test_first_run_produces_real_different_figures(first_run, small_dataset: Pat
         ("flite:slt", "faster-whisper:tiny.en"),
         ("piper:joe", "faster-whisper:tiny.en"),
     ]
-    assert sorted(full.loc[full["system_spec"] == "espeak-ng", "n_transcribed"]) == [1, 7]
+    assert sorted(full.loc[full["system_spec"] == "espeak-ng", "n_transcribed"]) == [1, 4]
     report = full[full["asr_spec"] == "faster-whisper:tiny.en"].set_index("system_spec")
-    assert report.loc["piper:joe", "completion_rate"] == pytest.approx(7 / 9)
+    assert report.loc["piper:joe", "completion_rate"] == pytest.approx(4 / 6)
     wers = report["wer"]
     assert wers.notna().all() and (wers >= 0).all()
-    # On 7 clips two engines can tie on WER (Piper samples noise, so its figure moves between runs); the
+    # On 4 clips two engines can tie on WER (Piper samples noise, so its figure moves between runs); the
     # systems' (WER, CER, MOS) triples still differ.
     assert len(report[["wer", "cer", "mos"]].drop_duplicates()) == 3
     # Piper (neural) and flite (unit selection) are far more intelligible than espeak-ng (formant) to Whisper.
@@ -104,7 +114,7 @@ def test_first_run_produces_real_different_figures(first_run, small_dataset: Pat
     assert report["mos"].between(1, 5).all() and report["mos"].nunique() == 3
     assert report.loc["piper:joe", "mos"] > report.loc["espeak-ng", "mos"]
     transcripts = read_table(store, "r1", "transcripts")
-    assert len(transcripts) == int(full["n_transcribed"].sum()) == 22
+    assert len(transcripts) == int(full["n_transcribed"].sum()) == 13
     assert set(transcripts["normalizer"]) == {"english-v1", "basic-v1"}
     # the printed table and the Markdown report
     assert "piper:joe" in result.stdout and "WER" in result.stdout
@@ -187,11 +197,11 @@ def test_progress_per_stage_in_the_log_and_the_prefect_ui(first_run, prefect_api
     # Not a terminal here, so each finished shard logs done/total, rate and ETA; in a terminal they are bars.
     _, _, result = first_run
     output = result.stdout + result.stderr
-    # 9 items x 3 systems; the 5 unsupported clips (F1 rejections) lower the ASR and MOS totals from 27 to 22.
-    for stage, total in (("synthesis", 27), ("transcripts", 22), ("quality", 22), ("judgments", 18)):
+    # 6 items x 3 systems; the 5 unsupported clips (F1 rejections) lower the ASR and MOS totals from 18 to 13.
+    for stage, total in (("synthesis", 18), ("transcripts", 13), ("quality", 13), ("judgments", 12)):
         assert re.search(rf"{stage} {total}/{total} \(100%\), ([0-9.]+ rows/s|under 1 s, no rate), done", output), stage
     assert re.search(
-        r"synthesis [0-9]+/27 \([0-9]+%\), ([0-9.]+ rows/s, ETA [0-9]+ s|under 1 s, no rate, ETA unknown)", output
+        r"synthesis [0-9]+/18 \([0-9]+%\), ([0-9.]+ rows/s, ETA [0-9]+ s|under 1 s, no rate, ETA unknown)", output
     )
     with urllib.request.urlopen(
         urllib.request.Request(
@@ -203,7 +213,7 @@ def test_progress_per_stage_in_the_log_and_the_prefect_ui(first_run, prefect_api
     ) as response:
         [artifact] = json.loads(response.read())
     assert artifact["type"] == "progress" and artifact["data"] == 100.0
-    assert "synthesis 27/27 (100%)" in artifact["description"]
+    assert "synthesis 18/18 (100%)" in artifact["description"]
 
 
 def test_the_preflight_runs_once_per_invocation(first_run) -> None:
@@ -211,11 +221,11 @@ def test_the_preflight_runs_once_per_invocation(first_run) -> None:
     _, _, result = first_run
     output = result.stdout + result.stderr
     assert output.count("the judges were checked before the flow started; not checked again") == 1, output[-3000:]
-    assert "small.jsonl (9 items), 3 systems" in output
+    assert "six.jsonl (6 items), 3 systems" in output
 
 
 def test_a_new_run_on_a_copy_says_what_came_from_the_caches_and_the_whole_wall_time(
-    first_run, small_dataset: Path, tmp_path: Path
+    first_run, six_items: Path, tmp_path: Path
 ) -> None:
     """Read from the real output of a run whose every clip stage is answered from the caches of
     the first run (a copy of its store, a new run id): rows from the caches are not counted as computed; the wall
@@ -227,7 +237,7 @@ def test_a_new_run_on_a_copy_says_what_came_from_the_caches_and_the_whole_wall_t
     copy = tmp_path / "copy"
     shutil.copytree(store, copy)
     result = run_cli(
-        ["evaluate", "--dataset", str(small_dataset), "--systems", SYSTEMS, "--store", str(copy), "--run-id", "r2"],
+        ["evaluate", "--dataset", str(six_items), "--systems", SYSTEMS, "--store", str(copy), "--run-id", "r2"],
         env,
         cwd=copy,
     )
@@ -239,7 +249,7 @@ def test_a_new_run_on_a_copy_says_what_came_from_the_caches_and_the_whole_wall_t
         t: int(read_table(copy, "r2", t)["cache_hit"].fillna(False).sum())
         for t in ("synthesis", "transcripts", "quality")
     }
-    assert hits == {"synthesis": 22, "transcripts": 22, "quality": 22}  # every clip made and scored in r1
+    assert hits == {"synthesis": 13, "transcripts": 13, "quality": 13}  # every clip made and scored in r1
     assert {t: log["from_cache"][t] for t in hits} == hits and log["from_cache"]["judgments"] == 0
     computed = {k: v - log["from_cache"][k] for k, v in log["computed"].items()}
     assert computed["transcripts"] == computed["quality"] == 0 and computed["synthesis"] == 5  # the 5 unsupported rows
@@ -259,12 +269,12 @@ def test_a_new_run_on_a_copy_says_what_came_from_the_caches_and_the_whole_wall_t
     )
     assert wall and float(wall.group(2)) == round(log["wall_s"], 1)
     assert float(wall.group(1)) >= float(wall.group(2))  # the flow is a part of the command
-    # 9 items x 3 systems, one recogniser per clip's language; the 5 unsupported clips then need none (22 computed)
+    # 6 items x 3 systems, one recogniser per clip's language; the 5 unsupported clips then need none (13 computed)
     assert (
-        "transcripts: up to 27 to compute (27 for the clips synthesized now, fewer if some fail; 0 for clips of "
+        "transcripts: up to 18 to compute (18 for the clips synthesized now, fewer if some fail; 0 for clips of "
         "earlier runs), 0 present (reused)"
         in output
-        and log["computed"]["transcripts"] == 22
+        and log["computed"]["transcripts"] == 13
     )
     assert not re.search(r"(transcripts|quality): 0 wanted, 0 present \(reused\), 0 to compute", output)
     rates = [(int(total), float(rate)) for total, rate in re.findall(r"\d+/(\d+) \(\d+%\), ([0-9.]+) rows/s", output)]
@@ -309,7 +319,7 @@ def test_release_spelled_categories_and_own_groups_are_evaluated(shared_env: dic
 RUN_TABLES = ("items", "synthesis", "transcripts", "quality", "judgments", "report", "winrates")
 
 
-def test_rerun_recomputes_nothing(first_run, small_dataset: Path) -> None:
+def test_rerun_recomputes_nothing(first_run, six_items: Path) -> None:
     """A re-run plans first and, with nothing to compute, starts no Dask cluster (its task runner never connects to
     the shared one it was given; only the cluster preflight asks the workers what they reach): the report is written
     from the store in the command's process, and every table and the report are what the first run left."""
@@ -322,7 +332,7 @@ def test_rerun_recomputes_nothing(first_run, small_dataset: Path) -> None:
     first_log = json.loads(sorted((store / "runs" / "r1" / "log").glob("*.json"))[0].read_text())
     assert first_log["dask_started"] is True and NOT_STARTED not in first.stdout + first.stderr
     result = run_cli(
-        ["evaluate", "--dataset", str(small_dataset), "--systems", SYSTEMS, "--store", str(store), "--run-id", "r1"],
+        ["evaluate", "--dataset", str(six_items), "--systems", SYSTEMS, "--store", str(store), "--run-id", "r1"],
         env,
         cwd=store,
     )
@@ -346,26 +356,26 @@ def test_rerun_recomputes_nothing(first_run, small_dataset: Path) -> None:
         "instruction_judgments": 0,
         "position_audit": 0,
     }
-    # the objective judge compares 2 candidates x 9 items with the first system (piper) as the baseline
+    # the objective judge compares 2 candidates x 6 items with the first system (piper) as the baseline
     assert log["reused"] == {
-        "synthesis": 27,
-        "transcripts": 22,
-        "quality": 22,
-        "judgments": 18,
+        "synthesis": 18,
+        "transcripts": 13,
+        "quality": 13,
+        "judgments": 12,
         "instruction_judgments": 0,
         "position_audit": 0,
     }
-    assert "27 present (reused), 0 to compute" in result.stdout + result.stderr
+    assert "18 present (reused), 0 to compute" in result.stdout + result.stderr
     assert sorted(p.name for p in (store / "runs" / "r1" / "synthesis").iterdir()) == parts_before
 
 
-def test_fourth_system_computes_only_its_rows(first_run, small_dataset: Path) -> None:
+def test_fourth_system_computes_only_its_rows(first_run, six_items: Path) -> None:
     store, env, _ = first_run
     result = run_cli(
         [
             "evaluate",
             "--dataset",
-            str(small_dataset),
+            str(six_items),
             "--systems",
             SYSTEMS + ",flite:kal",
             "--store",
@@ -378,23 +388,23 @@ def test_fourth_system_computes_only_its_rows(first_run, small_dataset: Path) ->
     )
     assert result.returncode == 0, result.stderr[-3000:]
     log = last_log(store, "r1")
-    # only flite:kal's rows: 9 clips, 7 transcribed and scored (English only), 9 comparisons with the baseline
+    # only flite:kal's rows: 6 clips, 4 transcribed and scored (English only), 6 comparisons with the baseline
     assert log["computed"] == {
-        "synthesis": 9,
-        "transcripts": 7,
-        "quality": 7,
-        "judgments": 9,
+        "synthesis": 6,
+        "transcripts": 4,
+        "quality": 4,
+        "judgments": 6,
         "instruction_judgments": 0,
         "position_audit": 0,
     }
     synthesis = read_table(store, "r1", "synthesis")
-    assert len(synthesis) == 36 and not synthesis.duplicated(["item_id", "system_id"]).any()
+    assert len(synthesis) == 24 and not synthesis.duplicated(["item_id", "system_id"]).any()
     report = read_table(store, "r1", "report")
     assert report["system_id"].nunique() == 4 and len(report) == 5  # espeak-ng has a tiny.en and a base row
 
 
 def test_failing_provider_leaves_failed_rows_and_the_run_completes(
-    shared_env: dict[str, str], small_dataset: Path, tmp_path: Path
+    shared_env: dict[str, str], six_items: Path, tmp_path: Path
 ) -> None:
     # the clips heard by the instant recogniser and MOS predictor: what is tested is the failed rows
     env = shared_env | instant.env({"tts": {"flaky": "tests.support.fakes:FlakyTTS"}})
@@ -402,7 +412,7 @@ def test_failing_provider_leaves_failed_rows_and_the_run_completes(
         [
             "evaluate",
             "--dataset",
-            str(small_dataset),
+            str(six_items),
             "--systems",
             "flaky,flite:slt",
             "--store",
@@ -431,7 +441,7 @@ def test_failing_provider_leaves_failed_rows_and_the_run_completes(
 
 
 def test_sigkill_mid_run_then_resume_loses_and_duplicates_nothing(
-    first_run, prefect_api: str, small_dataset: Path, tmp_path: Path
+    first_run, prefect_api: str, six_items: Path, tmp_path: Path
 ) -> None:
     """...and ends with the values of the undisturbed first run for the same keys (deterministic stages: the same
     clip bytes, transcripts, error rates and MOS, though computed in other shards and another process).
@@ -450,7 +460,7 @@ def test_sigkill_mid_run_then_resume_loses_and_duplicates_nothing(
         str(BIN / "ttseval"),
         "evaluate",
         "--dataset",
-        str(small_dataset),
+        str(six_items),
         "--systems",
         f"espeak-ng,gated-flite:slt:gate={gate}",
         "--store",
@@ -486,17 +496,17 @@ def test_sigkill_mid_run_then_resume_loses_and_duplicates_nothing(
     left_by_the_kill = set(tmp_path.rglob(".*.tmp"))
     partial = pd.read_parquet(synth_dir)
     # every part holds rows; the held call's row was never stored, so the kill left the stage unfinished
-    assert KILL_AFTER_PARTS <= len(partial) < 18 and not partial.duplicated(["item_id", "system_id"]).any()
+    assert KILL_AFTER_PARTS <= len(partial) < 12 and not partial.duplicated(["item_id", "system_id"]).any()
 
     result = subprocess.run(args, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     log = last_log(store, "k")
     assert log["reused"]["synthesis"] >= len(partial)
-    assert log["computed"]["synthesis"] == 18 - log["reused"]["synthesis"]
+    assert log["computed"]["synthesis"] == 12 - log["reused"]["synthesis"]
     for table, key, n in (
-        ("synthesis", ["item_id", "system_id"], 18),
-        ("transcripts", ["item_id", "system_id"], 15),
-        ("quality", ["item_id", "system_id"], 15),
+        ("synthesis", ["item_id", "system_id"], 12),
+        ("transcripts", ["item_id", "system_id"], 9),
+        ("quality", ["item_id", "system_id"], 9),
     ):
         frame = pd.read_parquet(store / "runs" / "k" / table)
         assert len(frame) == n and not frame.duplicated(key).any(), table
@@ -520,7 +530,7 @@ def test_sigkill_mid_run_then_resume_loses_and_duplicates_nothing(
         pd.testing.assert_frame_equal(resumed, calm, check_exact=False, rtol=1e-6)
 
 
-KILL_AFTER_PARTS = 4  # synthesis parts stored (one item each, shard size 1) before the kill; 9 shards in all
+KILL_AFTER_PARTS = 3  # synthesis parts stored (one item each, shard size 1) before the kill; 6 shards in all
 
 
 def test_report_command_reprints_a_stored_run(first_run) -> None:
@@ -533,13 +543,13 @@ def test_report_command_reprints_a_stored_run(first_run) -> None:
 
 
 def test_the_exit_code_policy_fails_a_finished_run_below_min_completion_with_exit_3(first_run) -> None:
-    """piper and flite speak 7 of the 9 items (French and Pashto are unsupported), espeak-ng 8:
-    completion 77.8% and 88.9% by hand. Off by default (exit 0); at 0.8 the two English-only systems breach it."""
+    """piper and flite speak 4 of the 6 items (French and Pashto are unsupported), espeak-ng 5:
+    completion 66.7% and 83.3% by hand. Off by default (exit 0); at 0.8 the two English-only systems breach it."""
     store, env, _ = first_run
     report = read_table(store, "r1", "report").drop_duplicates("system_id").set_index("system_spec")
     rates = report["completion_rate"].to_dict()
-    # flite:kal (English only, 7/9) is in the run when test_fourth_system_computes_only_its_rows ran first
-    by_hand = {"piper:joe": 7 / 9, "espeak-ng": 8 / 9, "flite:slt": 7 / 9, "flite:kal": 7 / 9}
+    # flite:kal (English only, 4/6) is in the run when test_fourth_system_computes_only_its_rows ran first
+    by_hand = {"piper:joe": 4 / 6, "espeak-ng": 5 / 6, "flite:slt": 4 / 6, "flite:kal": 4 / 6}
     assert {"piper:joe", "espeak-ng", "flite:slt"} <= set(rates) <= set(by_hand)
     assert rates == pytest.approx({s: by_hand[s] for s in rates})
     args = ["report", "--store", str(store), "--run-id", "r1"]
@@ -547,12 +557,12 @@ def test_the_exit_code_policy_fails_a_finished_run_below_min_completion_with_exi
     breached = run_cli(args, env | {"TTSEVAL_MIN_COMPLETION": "0.8"}, cwd=store, timeout_s=120)
     assert breached.returncode == 3, breached.stderr
     assert sorted(line for line in breached.stderr.splitlines() if "threshold breached" in line) == sorted(
-        f"ttseval: threshold breached (exit 3): system {s}: completion 77.8% (7/9) is below min_completion 80.0%"
+        f"ttseval: threshold breached (exit 3): system {s}: completion 66.7% (4/6) is below min_completion 80.0%"
         for s in rates
         if s != "espeak-ng"
     )
     assert "piper:joe" in breached.stdout  # the report is printed all the same
-    assert run_cli(args, env | {"TTSEVAL_MIN_COMPLETION": "0.75"}, cwd=store, timeout_s=120).returncode == 0
+    assert run_cli(args, env | {"TTSEVAL_MIN_COMPLETION": "0.65"}, cwd=store, timeout_s=120).returncode == 0
 
 
 def test_leaderboard_lists_the_store_s_systems_with_each_tool_in_its_own_column(first_run) -> None:
