@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 import psutil
 
+from tests.support import instant
 from tests.support.harness import BIN, cli_env, free_port, wait_http
 
 TABLES = {
@@ -123,14 +124,15 @@ def test_the_s3_server_gone_for_good_mid_run_fails_clearly_after_the_wait_and_a_
         "TTSEVAL_TASK_RETRIES": "0",
         "TTSEVAL_STORE_WAIT_S": "5",
     }
-    env = cli_env(prefect_api, **aws)
+    # the instant voice, recogniser and MOS predictor: what is tested is the store's failure and the later run
+    env = cli_env(prefect_api, **aws, **instant.ENV)
     args = [
         str(BIN / "ttseval"),
         "evaluate",
         "--dataset",
         str(small_dataset),
         "--systems",
-        "espeak-ng",
+        "instant",
         "--store",
         "s3://fault-bucket/ttseval",
         "--run-id",
