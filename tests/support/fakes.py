@@ -45,18 +45,19 @@ class FlakyTTS:
 class CountingFliteTTS:
     """Real flite speech that appends one line per synthesize call to the file named by option `log`.
 
-    Lets a test prove that a flow made no synthesis calls, across processes (Dask workers).
+    Lets a test prove that a flow made no synthesis calls, across processes (Dask workers). With option `gate`
+    the first call is held as GatedFliteTTS holds it (after its line is written).
     """
 
     name: ClassVar[str] = "counting-flite"
     accepts_instruction: ClassVar[bool] = False
 
-    def __init__(self, voice: str | None = None, log: str = "", **options: Any) -> None:
+    def __init__(self, voice: str | None = None, log: str = "", gate: str = "", **options: Any) -> None:
         from ttseval.providers.tts.flite import FliteTTS
 
         self._inner = FliteTTS(voice=voice or "slt")
         self.version = self._inner.version
-        self._log = log
+        self._log, self._gate = log, gate
 
     def supports_language(self, language: str) -> bool:
         return self._inner.supports_language(language)
@@ -64,6 +65,8 @@ class CountingFliteTTS:
     def synthesize(self, text: str, language: str, voice: str | None = None, instruction: str | None = None) -> Audio:
         with open(self._log, "a", encoding="utf-8") as f:
             f.write(json.dumps(text) + "\n")  # one line per call, the whole text
+        if self._gate:
+            hold_first_call(self._gate, 900.0, "counting-flite")
         return self._inner.synthesize(text, language)
 
     def metadata(self) -> dict[str, Any]:
@@ -198,22 +201,28 @@ class GatedFliteTTS:
         return self._inner.supports_language(language)
 
     def synthesize(self, text: str, language: str, voice: str | None = None, instruction: str | None = None) -> Audio:
-        import os
-        import time
-
-        opened = os.path.join(self._gate, "open")
-        if not os.path.exists(opened):
-            try:
-                os.close(os.open(os.path.join(self._gate, "held"), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-            except FileExistsError:
-                pass  # another call holds the gate: this one speaks at once
-            else:
-                deadline = time.monotonic() + self._hold_s
-                while not os.path.exists(opened):
-                    if time.monotonic() > deadline:
-                        raise RuntimeError(f"gated-flite: {opened} did not appear within {self._hold_s:g} s")
-                    time.sleep(0.05)  # polls the test's condition, with the deadline above
+        hold_first_call(self._gate, self._hold_s, self.name)
         return self._inner.synthesize(text, language)
 
     def metadata(self) -> dict[str, Any]:
         return self._inner.metadata()
+
+
+def hold_first_call(gate: str, hold_s: float, name: str) -> None:
+    """The gate of GatedFliteTTS: the first caller of all processes creates `<gate>/held` and waits for
+    `<gate>/open`; every other call, and every call once `open` exists, returns at once."""
+    import os
+    import time
+
+    opened = os.path.join(gate, "open")
+    if os.path.exists(opened):
+        return
+    try:
+        os.close(os.open(os.path.join(gate, "held"), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return  # another call holds the gate: this one speaks at once
+    deadline = time.monotonic() + hold_s
+    while not os.path.exists(opened):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{name}: {opened} did not appear within {hold_s:g} s")
+        time.sleep(0.05)  # polls the test's condition, with the deadline above

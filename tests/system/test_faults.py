@@ -35,12 +35,15 @@ def test_a_dask_worker_killed_mid_stage_costs_no_call_twice_and_no_duplicate(
     prefect_api: str, small_dataset: Path, tmp_path: Path
 ) -> None:
     """Killing one of the two Dask workers used to make Dask run the synthesis shards whose results died with it
-    again: 16 duplicate raw rows and 16 calls made twice on the demo. The counting engine logs every call."""
-    calls = tmp_path / "calls.log"
+    again: 16 duplicate raw rows and 16 calls made twice on the demo. The counting engine logs every call and holds
+    its first call until the kill (tests.support.fakes.hold_first_call), so the synthesis stage is mid-way when
+    the worker dies however fast the machine; the instant recogniser and MOS predictor hear the clips."""
+    calls, gate = tmp_path / "calls.log", tmp_path / "gate"
+    gate.mkdir()
     # without the audio reuse cache, so a second synthesis of a key is a second call to the engine
     env = cli_env(
         prefect_api,
-        TTSEVAL_PLUGINS=json.dumps({"tts": {"counting-flite": "tests.support.fakes:CountingFliteTTS"}}),
+        **instant.env({"tts": {"counting-flite": "tests.support.fakes:CountingFliteTTS"}}),
         TTSEVAL_REUSE_AUDIO="false",
     )
     args = [
@@ -49,7 +52,7 @@ def test_a_dask_worker_killed_mid_stage_costs_no_call_twice_and_no_duplicate(
         "--dataset",
         str(small_dataset),
         "--systems",
-        f"counting-flite:slt:log={calls}",
+        f"counting-flite:slt:log={calls}:gate={gate}",
         "--store",
         str(tmp_path / "store"),
         "--run-id",
@@ -62,9 +65,11 @@ def test_a_dask_worker_killed_mid_stage_costs_no_call_twice_and_no_duplicate(
     proc = subprocess.Popen(args, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     synth = tmp_path / "store" / "runs" / "w" / "synthesis"
     deadline = time.monotonic() + 300
-    while _parts(synth) < 6:
-        assert proc.poll() is None and time.monotonic() < deadline, "the run ended before a worker could be killed"
-        time.sleep(0.05)
+    while not ((gate / "held").exists() and _parts(synth) >= 6):
+        assert proc.poll() is None and time.monotonic() < deadline, (
+            f"within 300 s: held call {(gate / 'held').exists()}, {_parts(synth)} of 6 parts stored"
+        )
+        time.sleep(0.05)  # polls a condition, with the deadline above
     workers = []
     for p in psutil.Process(proc.pid).children(recursive=True):
         with contextlib.suppress(psutil.NoSuchProcess):  # a flite call that ended since the listing
@@ -73,6 +78,7 @@ def test_a_dask_worker_killed_mid_stage_costs_no_call_twice_and_no_duplicate(
     assert len(workers) == 2, [p.cmdline() for p in workers]
     stored_before = set(pd.read_parquet(synth)["item_id"])  # committed before the worker dies
     os.kill(workers[0].pid, signal.SIGKILL)  # the nanny starts a new one; Dask reschedules what it held
+    (gate / "open").touch()
     out, _ = proc.communicate(timeout=600)
     assert proc.returncode == 0, out[-4000:]
     for table, key in TABLES.items():
