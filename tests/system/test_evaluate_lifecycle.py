@@ -12,15 +12,18 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from tests.support import instant
 from tests.support.harness import BIN, cli_env, run_cli
 
 
 def test_with_keep_0_and_no_prefect_server_the_command_starts_and_stops_its_own(tmp_path: Path) -> None:
     """No PREFECT_API_URL and prefect_server_keep_s = 0: one temporary server for the command and its Dask workers
-    (the shared server of the default: tests/system/test_prefect_server.py)."""
+    (the shared server of the default: tests/system/test_prefect_server.py). On the instant voices, recogniser and
+    MOS predictor: what is tested is the server's lifecycle."""
     env = {k: v for k, v in cli_env("unused").items() if k != "PREFECT_API_URL"} | {
         "PREFECT_HOME": str(tmp_path / "ph"),
         "TTSEVAL_PREFECT_SERVER_KEEP_S": "0",
+        **instant.ENV,
     }
     dataset = tmp_path / "one.jsonl"
     dataset.write_text(
@@ -32,7 +35,7 @@ def test_with_keep_0_and_no_prefect_server_the_command_starts_and_stops_its_own(
             "--dataset",
             str(dataset),
             "--systems",
-            "espeak-ng,flite:slt",
+            "instant,instant:b:pace=1.2",
             "--store",
             str(tmp_path / "s"),
             "--run-id",

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import psutil
 
+from tests.support import instant
 from tests.support.harness import ROOT
 from ttseval.core.telemetry import TELEMETRY_OFF
 from ttseval.infra.prefect_server import server_folder, server_info, stop_server
@@ -140,9 +141,10 @@ def test_stop_waits_for_the_commands_using_it_and_a_killed_keeper_is_cleaned_up(
 
 def test_the_readme_path_leaves_the_server_for_the_next_command(tmp_path: Path) -> None:
     """`ttseval evaluate` with no PREFECT_API_URL: the flow run and its Dask workers' task runs go to the shared
-    server, which the command leaves running; the next command uses it without starting another."""
+    server, which the command leaves running; the next command uses it without starting another. On the instant
+    voices, recogniser and MOS predictor: what is tested is which server the commands use."""
     home = tmp_path / "ph"
-    env = _env(home)
+    env = _env(home, **instant.ENV)
     dataset = tmp_path / "one.jsonl"
     dataset.write_text(
         '{"item_id": "q1", "text": "Is it late?", "language": "en-US", "category": "questions", "depth": 0}\n'
@@ -153,7 +155,7 @@ def test_the_readme_path_leaves_the_server_for_the_next_command(tmp_path: Path) 
         "--dataset",
         str(dataset),
         "--systems",
-        "espeak-ng,flite:slt",
+        "instant,instant:b:pace=1.2",
         "--judges",
         "",
         "--store",
