@@ -321,3 +321,57 @@ def test_emergenttts_baseline_manifest_lists_every_item_by_row_position(tmp_path
     (tmp_path / "empty").mkdir()
     with pytest.raises(DatasetError, match=r"holds none of the 3 clips \(0.wav ... 2.wav\)"):
         emergenttts_baseline_manifest(path, frame, tmp_path / "empty")
+
+
+def test_emergenttts_every_problem_of_a_row_is_named_and_whole_float_depths_are_accepted(tmp_path):
+    good = {"category": "Emotions", "text_to_synthesize": "Hi there.", "evolution_depth": 1.0, "unique_id_eval": "a"}
+    bad = {**good, "text_to_synthesize": "   ", "evolution_depth": True, "language": 5, "unique_id_eval": "b"}
+    with pytest.raises(DatasetError) as caught:
+        import_emergenttts(write_jsonl(tmp_path / "bad.jsonl", [good, bad]))
+    assert caught.value.problems == [
+        "row 2 (item_id='ette-b'): evolution_depth True is not a whole number 0-3",
+        "row 2 (item_id='ette-b'): text_to_synthesize is empty or not text ('   ')",
+        "row 2 (item_id='ette-b'): language 5 is not text",
+    ]
+    frame = import_emergenttts(write_jsonl(tmp_path / "good.jsonl", [good]))
+    assert frame[["item_id", "depth", "language"]].values.tolist() == [["ette-a", 1, "en-US"]]
+    with pytest.raises(DatasetError, match="row 2: item_id 'ette-a' repeats row 1"):
+        import_emergenttts(write_jsonl(tmp_path / "twice.jsonl", [good, good]))
+
+
+def test_a_json_file_may_hold_one_object_or_json_lines_and_nothing_else(tmp_path):
+    row = {"category": "Questions", "text_to_synthesize": "Is it late?", "evolution_depth": 0, "unique_id_eval": "q"}
+    one = tmp_path / "one.json"
+    one.write_text(json.dumps(row), encoding="utf-8")
+    assert import_emergenttts(one)["item_id"].tolist() == ["ette-q"]
+    lines = tmp_path / "lines.json"  # what HF's Dataset.to_json writes, whatever the name
+    lines.write_text(json.dumps(row) + "\n" + json.dumps({**row, "unique_id_eval": "r"}) + "\n", encoding="utf-8")
+    assert import_emergenttts(lines)["item_id"].tolist() == ["ette-q", "ette-r"]
+    number = tmp_path / "number.json"
+    number.write_text("3", encoding="utf-8")
+    with pytest.raises(DatasetError, match="expected a JSON array of objects or JSON Lines"):
+        import_emergenttts(number)
+    (tmp_path / "empty.jsonl").write_text("", encoding="utf-8")
+    with pytest.raises(DatasetError, match="empty.jsonl has no rows"):
+        import_emergenttts(tmp_path / "empty.jsonl")
+
+
+def test_instructttseval_every_bad_row_is_named(tmp_path):
+    rows = [
+        {"id": "", "text": "Hello.", "APS": "a", "DSD": "b", "RP": "c", "language": "en"},
+        {"id": "en_2", "text": "", "APS": "a", "DSD": "b", "RP": "c"},
+        {"id": "en_3", "text": "Hi.", "APS": "a", "DSD": "b", "RP": "c", "language": "klingon-xx"},
+        {"id": "en_4", "text": "Hi.", "APS": "", "DSD": None, "RP": " "},
+    ]
+    with pytest.raises(DatasetError) as caught:
+        import_instructttseval(write_jsonl(tmp_path / "bad.jsonl", rows))
+    assert caught.value.problems == [
+        "row 1: id is empty",
+        "row 2 (id='en_2'): text is empty or not text ('')",
+        "row 3 (id='en_3'): language 'klingon-xx' is not en, zh or a known BCP-47 tag",
+        "row 4 (id='en_4'): no APS, DSD or RP instruction",
+    ]
+    with pytest.raises(DatasetError, match="none of the task fields APS, DSD, RP is present"):
+        import_instructttseval(write_jsonl(tmp_path / "plain.jsonl", [{"id": "en_1", "text": "x"}]))
+    with pytest.raises(ValueError, match="language 'qq-zz-bad' is not a split name"):
+        import_instructttseval(write_jsonl(tmp_path / "ok.jsonl", EN), language="qq-zz-bad")
