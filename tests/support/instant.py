@@ -138,16 +138,22 @@ class InstantTTS:
 
 
 class InstantASR:
-    """Hears exactly the words an instant clip carries."""
+    """Hears exactly the words an instant clip carries. Option `seconds`: each clip takes that long to hear (a slow
+    recogniser: a run on it is still in its transcripts stage for at least that long per clip, so a fault a test
+    starts once the first transcript is stored lands mid-run by construction)."""
 
     name: ClassVar[str] = "instant-asr"
     languages: ClassVar[str] = ANY_LANGUAGE
     version: ClassVar[str] = "1.0"
 
-    def __init__(self, voice: str | None = None, **options: Any) -> None:
-        pass
+    def __init__(self, voice: str | None = None, seconds: str = "0", **options: Any) -> None:
+        self.seconds = float(seconds)
 
     def transcribe(self, batch: list[Audio], languages: list[str | None]) -> list[Transcript]:
+        if self.seconds:
+            import time
+
+            time.sleep(self.seconds * len(batch))
         return [Transcript(text=hear(audio)) for audio in batch]
 
     def metadata(self) -> dict[str, Any]:

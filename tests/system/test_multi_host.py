@@ -6,7 +6,9 @@ host with a fake paid TTS API that counts what it would bill.
 The run's results are compared key by key with the same command on one host (the session's shared cluster and a
 local store), and the vendor's bill says that no paid call was made twice. Faults across hosts:
 a worker host's link cut or its worker killed, the S3 host away, the scheduler host restarted, the Prefect server
-restarted; each run completes with no key lost or stored twice and no item billed twice.
+restarted; each run completes with no key lost or stored twice and no item billed twice. The evaluate and the night
+run the real engines and models on the hosts; the faults' runs, whose assertions are about rows and bills, run the
+instant voices, recogniser and MOS predictor (tests/support/instant.py) on the same real hosts.
 """
 
 from __future__ import annotations
@@ -23,11 +25,16 @@ import pandas as pd
 import pyarrow.dataset as ds
 import pytest
 
+from tests.support import instant
 from tests.support.harness import BIN, ROOT, a_zone_where_2am_is_hours_away, demo_items, run_cli, stop_group, wait_http
 from tests.support.lan import Lan, open_lan
 from ttseval.core.store import ArtifactStore
 
 ITEMS = ["emo-a-d0", "que-a-d0", "for-a-d0"]
+SLOW_HEARING = instant.ENV | {"TTSEVAL_ASR": json.dumps({"*": "instant-asr:seconds=1", "en": "instant-asr:seconds=1"})}
+"""The faults' runs: the hosts are real, the voices, recogniser and MOS predictor instant, the recogniser taking 1 s
+a clip, so a run is at least 4 s from its end when its first transcript is stored (9 clips, two single-thread
+workers) and a fault started then lands mid-run whatever the machine's speed."""
 
 
 def _keyed(store: ArtifactStore, run_id: str, table: str, key: list[str], values: list[str]) -> pd.DataFrame:
@@ -269,7 +276,7 @@ def _evaluate_through_a_fault(
     fault: Callable[[Run], None],
     lost_in_flight: int = 0,
 ) -> tuple[float, float, str]:
-    """An evaluate from the client (3 items x espeak-ng, flite and the paid system, one item per task, store
+    """An evaluate from the client (3 items x two instant voices and the paid system, one item per task, store
     s3://lan/<name>) with `fault(run)` called once the first part of table `after_first` is stored. Asserts that the
     fault hit mid-run (the run was going when it began, and stored more after), that the run completes, that every
     key is once in each table's parts (every row as written: a reader would hide a key written twice) with every
@@ -290,7 +297,7 @@ def _evaluate_through_a_fault(
             "--dataset",
             "items.jsonl",
             "--systems",
-            f"espeak-ng:en-us,flite:slt,{paid}",
+            f"instant:a,instant:b:pace=1.2,{paid}",
             "--store",
             f"s3://lan/{name}",
             "--new-store",
@@ -301,7 +308,7 @@ def _evaluate_through_a_fault(
             "--judges",
             "",
         ],
-        env=lan.client_env(),
+        env=lan.client_env() | SLOW_HEARING,
         cwd=files,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
