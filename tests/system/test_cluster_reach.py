@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import instant
 from tests.support.harness import BIN, ROOT, dask_worker_args, demo_items, stop_group
 from tests.support.hosts import Host
 from ttseval.core.config import Settings
@@ -278,7 +279,8 @@ def test_a_files_system_with_clips_on_the_client_completes_on_another_host_named
     client's files, every clip completes; the system is `files:mine` in the tables, the report and the leaderboard;
     and every per-key result equals a run of the same command on one host (the shared cluster, a local store):
     clip SHA-256, transcript, WER, CER, MOS, although the worker's own environment names other settings
-    (remote_cluster)."""
+    (remote_cluster). The second system, the recogniser and the MOS predictor are instant (tests/support/instant.py):
+    what is tested is where the clips are read; the real models across hosts are tests/system/test_multi_host.py's."""
     import boto3
     import pandas as pd
 
@@ -309,11 +311,14 @@ def test_a_files_system_with_clips_on_the_client_completes_on_another_host_named
         "PREFECT_API_URL": peer_url(prefect_api, host),
         **s3_server,
         "AWS_ENDPOINT_URL": peer_url(s3_server["AWS_ENDPOINT_URL"], host),
+        **instant.ENV,
     }
-    args = ["evaluate", "--dataset", "three.jsonl", "--systems", "files:mine:dir=clips,espeak-ng:en-us", "--judges", ""]
+    args = ["evaluate", "--dataset", "three.jsonl", "--systems", "files:mine:dir=clips,instant", "--judges", ""]
     done = run_cli([*args, "--store", "s3://two-hosts/ttseval", "--new-store", "--run-id", "r2"], env, cwd=client_files)
     assert done.returncode == 0, done.stderr[-4000:]
-    single = run_cli([*args, "--store", str(client_files / "one-host"), "--run-id", "r1"], shared_env, cwd=client_files)
+    single = run_cli(
+        [*args, "--store", str(client_files / "one-host"), "--run-id", "r1"], shared_env | instant.ENV, cwd=client_files
+    )
     assert single.returncode == 0, single.stderr[-4000:]
 
     for k, v in (s3_server | {"AWS_ENDPOINT_URL": env["AWS_ENDPOINT_URL"]}).items():
