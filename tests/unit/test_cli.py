@@ -70,6 +70,7 @@ def test_every_command_has_its_group_module() -> None:
         "trends": "results",
         "stack": "operations",
         "server": "operations",
+        "series": "operations",
         "serve": "operations",
         "human-alignment": "listening",
         "human-eval": "listening",

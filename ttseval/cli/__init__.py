@@ -7,7 +7,7 @@ command that needs them.
     datasets.py    import-dataset, generate-dataset, generate-instructions
     registered.py  datasets push|list|show, systems push|list (what a shared server's runs name from its store)
     listening.py   human-eval, mos-forms, mos-analyze, human-alignment
-    operations.py  stack, server, serve
+    operations.py  stack, server, series, serve
     catalog.py     providers, voices
     signals.py     SIGTERM: an orderly stop, bounded by a watchdog
     common.py      exit codes, quiet defaults, the Prefect API context, argument types
@@ -29,7 +29,7 @@ from ttseval.cli.catalog import cmd_providers, cmd_voices
 from ttseval.cli.common import EXIT_BAD_INPUT, EXIT_FAILED, USER_ERRORS, IntermixedParser, prefect_api, quiet_defaults
 from ttseval.cli.datasets import cmd_generate_dataset, cmd_generate_instructions, cmd_import_dataset
 from ttseval.cli.listening import cmd_human_alignment, cmd_human_eval, cmd_mos_analyze, cmd_mos_forms
-from ttseval.cli.operations import cmd_serve, cmd_server, cmd_stack
+from ttseval.cli.operations import cmd_series, cmd_serve, cmd_server, cmd_stack
 from ttseval.cli.results import cmd_export, cmd_leaderboard, cmd_report, cmd_trends
 from ttseval.cli.runs import cmd_backfill_judge, cmd_evaluate, cmd_nightly
 from ttseval.cli.signals import exit_on_sigterm
@@ -52,6 +52,7 @@ __all__ = [
     "cmd_nightly",
     "cmd_providers",
     "cmd_report",
+    "cmd_series",
     "cmd_serve",
     "cmd_server",
     "cmd_stack",
@@ -69,6 +70,7 @@ COMMANDS = (
     operations.add_stack,
     operations.add_server,
     runs.add_nightly,
+    operations.add_series,
     results.add_trends,
     listening.add_human_alignment,
     datasets.add_import_dataset,

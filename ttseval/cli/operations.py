@@ -1,5 +1,5 @@
-"""Operations: stack (the local Prefect + Dask + S3 stack), server (the Prefect server commands share), serve (a
-store's HTML reports over HTTP)."""
+"""Operations: stack (the local Prefect + Dask + S3 stack), server (the Prefect server commands share), series (the
+nightly series the settings file declares, registered as deployments), serve (a store's HTML reports over HTTP)."""
 
 from __future__ import annotations
 
@@ -58,6 +58,50 @@ def cmd_server(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_series(args: argparse.Namespace) -> int:
+    """List the nightly series the settings file declares, or register each as its own deployment of the nightly
+    flow on a Prefect server (ttseval.deployments.register.register_series)."""
+    import os
+    import sys
+
+    from ttseval.cli.common import EXIT_FAILED
+    from ttseval.core.config import load_settings, settings_file
+    from ttseval.core.errors import ConfigError
+
+    settings, path = load_settings(), settings_file()
+    if args.action == "list":
+        if not settings.series:
+            print(f"no nightly series declared in {path or 'any settings file (TTSEVAL_CONFIG, ./ttseval.toml)'}")
+        for name, declared in settings.series.items():
+            alerts = declared.alert_blocks if declared.alert_blocks is not None else settings.alert_blocks
+            print(
+                f"{name}: {declared.dataset}; systems {', '.join(declared.systems)}; schedule '{declared.schedule}' "
+                f"({declared.timezone}); alerts {', '.join(alerts) or 'none'}"
+            )
+        return 0
+    api_url = args.api_url or os.environ.get("PREFECT_API_URL")
+    if not api_url:
+        raise ConfigError(
+            "series register: which Prefect server? give --api-url URL (`ttseval stack up` prints the stack's) or "
+            "set PREFECT_API_URL"
+        )
+    from ttseval.deployments.register import RegisterError, register_series
+
+    try:
+        created = register_series(api_url, settings, args.pool)
+    except RegisterError as e:
+        print(f"ttseval: error: registration failed: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    for name in created:
+        declared = settings.series[name.split("/", 1)[1]]
+        print(f"{name}: '{declared.schedule}' ({declared.timezone})")
+    print(
+        f"each runs on the work pool {args.pool} with TTSEVAL_CONFIG={path}: its worker must see that file at that "
+        "path (a worker on another machine: the same path there, or TTSEVAL_CONFIG in its own environment)"
+    )
+    return 0
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     """A store's HTML reports over HTTP, read-only (ttseval/infra/serve.py)."""
     from ttseval.core.config import load_settings
@@ -104,6 +148,20 @@ def add_server(sub: Subcommands) -> None:
     )
     srv.add_argument("action", choices=["status", "stop"])
     srv.set_defaults(func=cmd_server)
+
+
+def add_series(sub: Subcommands) -> None:
+    from ttseval.deployments.register import DEFAULT_POOL
+
+    se = sub.add_parser(
+        "series",
+        help="the nightly series the settings file declares ([series.NAME]): list them, or register each as its own "
+        "scheduled deployment (nightly/NAME) on a Prefect server",
+    )
+    se.add_argument("action", choices=["list", "register"])
+    se.add_argument("--api-url", default=None, help="the Prefect server's API (default: PREFECT_API_URL)")
+    se.add_argument("--pool", default=DEFAULT_POOL, help=f"the work pool its nights run on (default {DEFAULT_POOL})")
+    se.set_defaults(func=cmd_series)
 
 
 def add_serve(sub: Subcommands) -> None:

@@ -202,37 +202,33 @@ def cmd_nightly(args: argparse.Namespace) -> int:
     from ttseval.flows.common import run_settings
     from ttseval.flows.nightly import nightly, nightly_run_id
     from ttseval.flows.preflight import check_cluster_reach
-    from ttseval.tasks.trends import DEFAULT_SERIES, check_night_id, check_series
+    from ttseval.tasks.trends import DEFAULT_SERIES, check_night_id, check_series, night_of
 
     series = check_series(DEFAULT_SERIES if args.series is None else args.series)
-    settings = run_settings(
-        store=args.store, budget_usd=args.budget_usd, allow_new_store=True if args.new_store else None
+    night = night_of(
+        series,
+        run_settings(store=args.store, budget_usd=args.budget_usd, allow_new_store=True if args.new_store else None),
+        dataset=args.dataset,
+        systems=csv_list(args.systems) if args.systems is not None else None,
+        baseline=args.baseline,
+        judges=csv_list(args.judges) if args.judges is not None else None,  # "" judges nothing, as for evaluate
+        budget_usd=args.budget_usd,
     )
-    systems = csv_list(args.systems)
-    judges = csv_list(args.judges) if args.judges is not None else None  # "" judges nothing, as for evaluate
+    settings, systems, judges = night.settings, night.systems, night.judges
     run_id = check_night_id(args.run_id or nightly_run_id(series), series)
     if args.dry_run:  # tonight's canary is priced as the calls it makes: remote voices speak it afresh
         from ttseval.flows.nightly import night_canary
 
-        settings = settings.model_copy(update={"fresh_items": night_canary(args.dataset, settings)})
-        return print_dry_run(args.dataset, systems, run_id, args.baseline, judges, None, settings)
+        settings = settings.model_copy(update={"fresh_items": night_canary(night.dataset, settings)})
+        return print_dry_run(night.dataset, systems, run_id, night.baseline, judges, None, settings)
     announce_new_store(open_store(settings).is_new(), settings.store)
     os.environ.update(
         {"TTSEVAL_STORE": settings.store, "TTSEVAL_ALLOW_NEW_STORE": str(settings.allow_new_store).lower()}
     )
     with prefect_api():
         check_cluster_reach(settings, systems + (judges or []))
-        result = nightly(
-            dataset=args.dataset,
-            systems=systems,
-            store=settings.store,
-            run_id=run_id,
-            previous_run=args.previous_run,
-            baseline=args.baseline,
-            judges=judges,
-            budget_usd=args.budget_usd,
-            series=series,
-        )
+        asked = night.parameters()
+        result = nightly(**asked, store=settings.store, run_id=run_id, previous_run=args.previous_run, series=series)
     # the night's per-system table, its drift page, then the verdict as the last line
     print_report(settings, result["run_id"], None)
     regressions = None
@@ -373,21 +369,24 @@ def add_nightly(sub: Subcommands) -> None:
     )
     ni.add_argument(
         "--dataset",
-        default=str(DEMO_DATASET),
+        default=None,
         help="the items every night of the series speaks: a JSONL file or a frozen dataset NAME@VERSION in the "
-        "store (default: the demo dataset)",
+        f"store (default: the series' dataset in the settings file, else the demo dataset {DEMO_DATASET.name})",
     )
     ni.add_argument(
         "--systems",
-        default=",".join(DEFAULT_SYSTEMS),
-        help=f"comma-separated provider specs re-run each night (default {','.join(DEFAULT_SYSTEMS)})",
+        default=None,
+        help="comma-separated provider specs re-run each night (default: the series' systems in the settings file, "
+        f"else {','.join(DEFAULT_SYSTEMS)})",
     )
     add_store(ni)
     ni.add_argument(
         "--series",
         default=None,
         help="the series this night belongs to: it is compared and drawn only with earlier nights of the same "
-        "series, so several series share one store (default: the unnamed series, run ids nightly-<UTC timestamp>)",
+        "series, so several series share one store; a series declared in the settings file ([series.NAME]) gives "
+        "the dataset, systems, judges and alerts not given here (default: the unnamed series, run ids "
+        "nightly-<UTC timestamp>)",
     )
     ni.add_argument(
         "--run-id", type=run_id_arg, default=None, help="default nightly-<UTC timestamp>, or nightly-<series>-<...>"

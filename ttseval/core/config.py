@@ -268,6 +268,53 @@ HOW_IT_RUNS = frozenset(
 only these keeps the run's report (tasks/report/full.py hashes the other settings)."""
 
 
+class NightlySeries(BaseModel):
+    """A nightly series declared in the settings file, `[series.NAME]`: what each of its nights runs, when, and whom
+    it alerts. `ttseval series register` makes every declared series a deployment of its own (nightly/NAME, on its
+    schedule) on a Prefect server, and `ttseval nightly --series NAME` runs one of its nights now; the worker that
+    runs the deployment reads the same file. A field left out takes the settings' value."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    dataset: str = Field(
+        description="the items every night speaks: a JSONL, CSV or Parquet file (a relative path is taken from the "
+        "folder the night runs in: the repository root for a deployment) or a dataset frozen in the store, "
+        "NAME@VERSION"
+    )
+    systems: list[str] = Field(min_length=1, description="provider specs re-run every night")
+    baseline: str | None = Field(default=None, description="system the others are judged against (default: the first)")
+    judges: list[str] | None = Field(default=None, description="pairwise judge specs (default: the judges setting)")
+    schedule: str = Field(
+        default="0 2 * * *", description="when a night starts, as cron (minute hour day month weekday)"
+    )
+    timezone: str = Field(default="UTC", description="the time zone of schedule, an IANA name such as Europe/Berlin")
+    alert_blocks: list[str] | None = Field(
+        default=None,
+        description="Prefect notification blocks ('block-type-slug/block-name') this series alerts (default: the "
+        "alert_blocks setting); registration refuses a block the server does not hold",
+    )
+    canary_fixed: int | None = Field(default=None, ge=0, description="as the setting canary_fixed, for this series")
+    canary_rotating: int | None = Field(default=None, ge=0, description="as the setting canary_rotating")
+    alpha: float | None = Field(default=None, gt=0, lt=1, description="as the setting alpha, for this series' tests")
+    budget_usd: float | None = Field(default=None, ge=0, description="the most one night may spend on paid calls")
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, value: str) -> str:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"timezone {value!r} is not an IANA time zone name, e.g. UTC or Europe/Berlin") from None
+        return value
+
+    def settings_update(self) -> dict[str, Any]:
+        """The settings this series sets for its nights (alert blocks, canary sizes, alpha), to update a night's."""
+        fields = ("alert_blocks", "canary_fixed", "canary_rotating", "alpha")
+        return {name: getattr(self, name) for name in fields if getattr(self, name) is not None}
+
+
 class Settings(BaseSettings):
     """Everything a run can be tuned by. Passed to tasks as one object, so workers see the same values."""
 
@@ -572,6 +619,11 @@ class Settings(BaseSettings):
         description="API-key variable -> Prefect Secret block name, read when the variable "
         "is not set in the environment (e.g. {ELEVENLABS_API_KEY = 'elevenlabs-key'})",
     )
+    series: dict[str, NightlySeries] = Field(
+        default_factory=dict,
+        description="Nightly series by name, each declared once ([series.NAME] in the settings file): its dataset, "
+        "systems, judges, schedule and alerts (NightlySeries); `ttseval series register` makes each a deployment",
+    )
     alert_blocks: list[str] = Field(
         default_factory=list,
         description="Prefect notification blocks a nightly run notifies when its drift "
@@ -640,12 +692,10 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        path = os.environ.get("TTSEVAL_CONFIG") or "ttseval.toml"
         sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
-        if Path(path).is_file():
+        path = settings_file()
+        if path is not None:
             sources.append(TomlConfigSettingsSource(settings_cls, toml_file=path))
-        elif os.environ.get("TTSEVAL_CONFIG"):
-            raise ConfigError(f"TTSEVAL_CONFIG points to {path!r}, which is not a file")
         return tuple(sources)
 
     @property
@@ -683,6 +733,21 @@ class Settings(BaseSettings):
     def asr_for(self, language: str) -> str:
         """The first (ranking) recogniser spec for a language."""
         return self.asrs_for(language)[0]
+
+
+def settings_file() -> Path | None:
+    """The settings file this process reads: `$TTSEVAL_CONFIG` if set, else `./ttseval.toml` if it exists, else none.
+
+    Raises:
+        ConfigError: TTSEVAL_CONFIG names something that is not a file.
+    """
+    named = os.environ.get("TTSEVAL_CONFIG")
+    path = Path(named or "ttseval.toml")
+    if path.is_file():
+        return path.absolute()
+    if named:
+        raise ConfigError(f"TTSEVAL_CONFIG points to {named!r}, which is not a file")
+    return None
 
 
 def load_settings(**overrides: Any) -> Settings:

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import yaml
 
+from ttseval.core.config import NightlySeries, Settings
+from ttseval.core.errors import ConfigError, TTSEvalError
 from ttseval.core.paths import SOURCE_ROOT
 from ttseval.core.telemetry import TELEMETRY_OFF
 from ttseval.deployments import choices
@@ -144,3 +146,122 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def register_series(
+    api_url: str,
+    settings: Settings,
+    pool: str = DEFAULT_POOL,
+    repo_root: Path | str = SOURCE_ROOT,
+    *,
+    timeout_s: float = 600,
+) -> list[str]:
+    """Register every series the settings file declares ([series.NAME]) as its own deployment of the nightly flow,
+    `nightly/NAME`, on its schedule, with the one parameter series=NAME: the worker reads the rest from the same
+    settings file, whose absolute path the deployment hands it (TTSEVAL_CONFIG in the flow run's environment).
+    Returns the deployments' names.
+
+    Checked before anything is registered, each refusal naming the series, the field and the fix (ConfigError, exit
+    code 2): a series name that cannot name runs, a schedule that is not cron, a dataset that cannot be read here (a
+    relative path is taken from `repo_root`, the deployment's working folder) or that is too small for any night to
+    flag a change, an alert block the server does not hold.
+
+    Raises:
+        ConfigError: no series is declared, or one is refused as above.
+        RegisterError: `prefect deploy` failed.
+    """
+    from ttseval.core.config import settings_file
+
+    path = settings_file()
+    if not settings.series or path is None:
+        raise ConfigError(
+            "no nightly series is declared: add one to the settings file (TTSEVAL_CONFIG, else ./ttseval.toml) as "
+            '[series.NAME] with at least dataset = "items.jsonl" and systems = ["espeak-ng"] (docs: Monitoring)'
+        )
+    repo_root = Path(repo_root).resolve()
+    for name, declared in settings.series.items():
+        _check_declared(api_url, name, declared, settings, repo_root)
+    config = yaml.safe_load(PREFECT_FILE.read_text())
+    nightly = next(d for d in config["deployments"] if d["entrypoint"].endswith(":nightly"))
+    config["deployments"] = [
+        {
+            **{k: nightly[k] for k in ("entrypoint", "tags")},
+            # prefect.yaml's place for a flow run's environment: the pool's job variables
+            "work_pool": {**nightly["work_pool"], "job_variables": {"env": {"TTSEVAL_CONFIG": str(path)}}},
+            "name": name,
+            "description": f"Nightly series {name} (declared in {path}): {declared.dataset}, systems "
+            f"{', '.join(declared.systems)}; compared only with earlier nights of the series.",
+            "schedules": [{"cron": declared.schedule, "timezone": declared.timezone, "active": True}],
+            "parameters": {"series": name},
+        }
+        for name, declared in settings.series.items()
+    ]
+    config.pop("definitions", None)
+    with tempfile.TemporaryDirectory(prefix="ttseval-series-") as tmp:
+        rendered = Path(tmp) / "prefect.yaml"
+        rendered.write_text(yaml.safe_dump(config, sort_keys=False))
+        return register(api_url, pool, repo_root, prefect_file=rendered, timeout_s=timeout_s)
+
+
+def _check_declared(api_url: str, name: str, declared: NightlySeries, settings: Settings, repo_root: Path) -> None:
+    from prefect.client.schemas.schedules import CronSchedule
+    from pydantic import ValidationError
+
+    from ttseval.corpus.items import read_items
+    from ttseval.metrics.paired import items_needed, smallest_p
+    from ttseval.tasks.trends import check_series
+
+    check_series(name)
+    where = f"series {name!r} ([series.{name}] in the settings file)"
+    try:
+        CronSchedule(cron=declared.schedule, timezone=declared.timezone)
+    except ValidationError:
+        raise ConfigError(
+            f"{where}: schedule {declared.schedule!r} is not cron; give five fields, minute hour day month weekday, "
+            "e.g. '30 1 * * *' for 01:30 every day"
+        ) from None
+    dataset = declared.dataset
+    local = Path(dataset) if Path(dataset).is_absolute() else repo_root / dataset
+    night = settings.model_copy(update=declared.settings_update())
+    try:
+        items, _, _ = read_items(str(local) if local.exists() else dataset, night)
+    except (OSError, ValueError, TTSEvalError) as e:  # a missing file, a bad one, no such dataset in the store
+        raise ConfigError(
+            f"{where}: dataset {dataset!r} cannot be read here ({e}); registration reads it as the worker will (a "
+            f"relative path from {repo_root}, or NAME@VERSION in the store {settings.store})"
+        ) from None
+    needed = items_needed(1, night.alpha, night.permutation_resamples)
+    if needed is None or len(items) < needed:
+        floor = smallest_p(len(items), night.permutation_resamples)
+        raise ConfigError(
+            f"{where}: with {len(items)} items the smallest p a night's paired test can reach is {floor:.3g}, not "
+            f"under alpha {night.alpha:g}, so no night could flag a change of any size; give the dataset at least "
+            f"{needed} items (more with several systems and recognisers: each night's drift report says how many)"
+            if needed is not None
+            else f"{where}: no item count lets a test flag at alpha {night.alpha:g} with permutation_resamples "
+            f"{night.permutation_resamples}; raise permutation_resamples"
+        )
+    for block in declared.alert_blocks if declared.alert_blocks is not None else settings.alert_blocks:
+        slug, _, block_name = block.partition("/")
+        if not (slug and block_name) or not _block_exists(api_url, slug, block_name):
+            raise ConfigError(
+                f"{where}: alert block {block!r} does not exist on the Prefect server {api_url}; create it there "
+                "(the UI's Blocks page, or a block's .save() in Python: docs, Monitoring) as 'block-type-slug/"
+                "block-name', or leave it out of alert_blocks"
+            )
+
+
+def _block_exists(api_url: str, slug: str, name: str) -> bool:
+    """Whether the Prefect server holds block document `name` of block type `slug`.
+
+    Raises:
+        ConfigError: the server does not answer.
+    """
+    import httpx
+
+    url = f"{api_url.rstrip('/')}/block_types/slug/{slug}/block_documents/name/{name}"
+    try:
+        response = httpx.get(url, timeout=30)
+    except httpx.HTTPError as e:
+        raise ConfigError(f"the Prefect server {api_url} does not answer ({e}); start it or fix --api-url") from None
+    return response.status_code == 200

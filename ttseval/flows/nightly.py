@@ -20,9 +20,8 @@ import pandas as pd
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 
-from ttseval.core.config import DEFAULT_SYSTEMS, Settings
+from ttseval.core.config import Settings
 from ttseval.core.store import ArtifactStore, check_run_id
-from ttseval.corpus import DEMO_DATASET
 from ttseval.corpus.items import read_items
 from ttseval.flows.common import artifact_key, run_settings
 from ttseval.flows.evaluate import evaluate
@@ -38,6 +37,7 @@ from ttseval.tasks.trends import (
     check_night_id,
     check_series,
     drift_lines,
+    night_of,
     nightly_runs,
     remote_specs,
     series_prefix,
@@ -140,10 +140,8 @@ def run_links(store: ArtifactStore, run_id: str) -> list[str]:
 
 @flow(name="nightly")
 def nightly(
-    dataset: str = str(DEMO_DATASET),
-    # B006 does not apply: the default is the parameter schema's (the run form shows it), and Prefect validates a
-    # call's parameters into new objects, so no run gets this list itself
-    systems: list[str] = list(DEFAULT_SYSTEMS),  # noqa: B006
+    dataset: str | None = None,
+    systems: list[str] | None = None,
     store: str | None = None,
     run_id: str | None = None,
     baseline: str | None = None,
@@ -156,18 +154,32 @@ def nightly(
     its series.
 
     Args:
-        dataset: the frozen items file every night uses, or a generated dataset NAME@VERSION in the store.
-        systems: provider specs to re-run.
+        dataset: the frozen items file every night uses, or a generated dataset NAME@VERSION in the store; default
+            the series' declared dataset (setting series), else the demo dataset.
+        systems: provider specs to re-run; default the series' declared systems, else the demo engines.
         store: artifact store URI; default from settings.
         run_id: default `nightly-<UTC timestamp>` (`nightly-<series>-<UTC timestamp>` in a named series, whose
             nights must start with `nightly-<series>-`).
-        baseline, judges: as for evaluate.
+        baseline, judges: as for evaluate; default the series' declared ones, else evaluate's defaults.
         previous_run: the run to compare with; default the latest earlier night of the series in the store.
-        budget_usd: as for evaluate: the most this night may spend on paid calls (default from settings).
-        series: the series this night belongs to; it is compared and drawn only with that series' nights.
+        budget_usd: as for evaluate: the most this night may spend on paid calls (default the series' declared
+            budget, else from settings).
+        series: the series this night belongs to; it is compared and drawn only with that series' nights. A series
+            declared in the settings file ([series.NAME]) gives the values left out here, and its alert blocks,
+            canary sizes and alpha.
     """
     series = check_series(series)
-    settings = run_settings(store=store)
+    night_plan = night_of(
+        series,
+        run_settings(store=store),
+        dataset=dataset,
+        systems=systems,
+        baseline=baseline,
+        judges=judges,
+        budget_usd=budget_usd,
+    )
+    settings, dataset, systems = night_plan.settings, night_plan.dataset, night_plan.systems
+    baseline, judges, budget_usd = night_plan.baseline, night_plan.judges, night_plan.budget_usd
     run_id = check_night_id(check_run_id(run_id or nightly_run_id(series)), series)
     night = now().date().isoformat()
     remote = remote_systems(systems, settings)

@@ -18,11 +18,12 @@ import io
 import json
 import math
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
-from ttseval.core.config import Settings
+from ttseval.core.config import DEFAULT_SYSTEMS, Settings
 from ttseval.core.errors import ConfigError
 from ttseval.core.registry import Spec
 from ttseval.core.store import ArtifactStore
@@ -59,6 +60,54 @@ def check_series(name: str) -> str:
 def series_prefix(series: str) -> str:
     """The run-id prefix of a series' nights: `nightly-` for the default series, `nightly-<series>-` for another."""
     return PREFIX if series == DEFAULT_SERIES else f"{PREFIX}{series}-"
+
+
+@dataclass(frozen=True)
+class Night:
+    """What one night of a series runs: each of its values as the night was asked (a command's options, a
+    deployment's parameters), else as the settings file declares the series ([series.NAME]), else the default (the
+    demo dataset and engines, the settings)."""
+
+    dataset: str
+    systems: list[str]
+    baseline: str | None
+    judges: list[str] | None
+    budget_usd: float | None
+    settings: Settings
+    """The night's settings: the series' alert blocks, canary sizes and alpha over the settings'."""
+
+    def parameters(self) -> dict[str, Any]:
+        """The nightly flow's parameters that say what the night runs."""
+        return {k: getattr(self, k) for k in ("dataset", "systems", "baseline", "judges", "budget_usd")}
+
+
+def night_of(
+    series: str,
+    settings: Settings,
+    *,
+    dataset: str | None = None,
+    systems: list[str] | None = None,
+    baseline: str | None = None,
+    judges: list[str] | None = None,
+    budget_usd: float | None = None,
+) -> Night:
+    """A night of `series` (a checked name): what was asked, else the series' declaration in `settings`, else the
+    defaults. An empty `judges` list judges nothing, as for evaluate."""
+    from ttseval.corpus import DEMO_DATASET
+
+    declared = settings.series.get(series)
+    if declared is None:
+        return Night(
+            dataset or str(DEMO_DATASET), systems or list(DEFAULT_SYSTEMS), baseline, judges, budget_usd, settings
+        )
+    return Night(
+        dataset=dataset or declared.dataset,
+        systems=systems or list(declared.systems),
+        baseline=baseline or declared.baseline,
+        judges=judges if judges is not None else declared.judges,
+        budget_usd=budget_usd if budget_usd is not None else declared.budget_usd,
+        settings=settings.model_copy(update=declared.settings_update()),
+    )
 
 
 def check_night_id(run_id: str, series: str) -> str:
