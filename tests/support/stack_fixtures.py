@@ -139,22 +139,33 @@ def read_parquet(stack: StackInfo, rel_path: str):
     return pd.read_parquet(f"{stack.store_uri.removeprefix('s3://')}/{rel_path}", filesystem=fs)
 
 
-def s3_keys(stack: StackInfo, prefix: str) -> list[str]:
+def _s3(stack: StackInfo) -> Any:
     import boto3
 
     aws = stack.aws_env()
-    s3 = boto3.client(
+    return boto3.client(
         "s3",
         endpoint_url=stack.s3_endpoint,
         aws_access_key_id=aws["AWS_ACCESS_KEY_ID"],
         aws_secret_access_key=aws["AWS_SECRET_ACCESS_KEY"],
         region_name=aws["AWS_REGION"],
     )
+
+
+def s3_keys(stack: StackInfo, prefix: str) -> list[str]:
     bucket, _, root = stack.store_uri[len("s3://") :].partition("/")
     keys: list[str] = []
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=f"{root}/{prefix}".lstrip("/")):
+    pages = _s3(stack).get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=f"{root}/{prefix}".lstrip("/"))
+    for page in pages:
         keys += [o["Key"] for o in page.get("Contents", [])]
     return keys
+
+
+def read_bytes(stack: StackInfo, rel_path: str) -> bytes:
+    """A file of the S3 store, by its path under the store's root."""
+    bucket, _, root = stack.store_uri[len("s3://") :].partition("/")
+    body: bytes = _s3(stack).get_object(Bucket=bucket, Key=f"{root}/{rel_path}".lstrip("/"))["Body"].read()
+    return body
 
 
 def report_artifact(stack: StackInfo, run_id: str) -> dict[str, Any] | None:

@@ -17,12 +17,14 @@ import psutil
 import pytest
 import yaml
 
+from tests.support import instant
 from tests.support.harness import ROOT
 from tests.support.stack_fixtures import (
     SYSTEMS,
     api,
     flow_run_logs,
     new_run_id,
+    read_bytes,
     read_parquet,
     read_table,
     report_artifact,
@@ -277,6 +279,74 @@ def test_backfill_judge_deployment_synthesizes_nothing(stack: StackInfo, adhoc_r
     judgments = read_table(stack, adhoc_run, "judgments")
     assert judgments["judge_id"].nunique() == judges_before + 1
     assert (judgments["judge_spec"] == "objective:cer_margin=0.05").sum() == 3  # one per item, one candidate
+
+
+def test_two_declared_series_run_from_their_deployments_and_never_mention_each_other(
+    stack: StackInfo, tiny_dataset: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two series declared in one settings file, registered on the stack (`ttseval series register`), each night
+    triggered from its scheduled deployment with no parameter but its series: the stack's worker hands the flow run
+    the settings file (TTSEVAL_CONFIG) and the night runs the declared dataset and systems. The second series' night
+    and the first's next night never mention each other's systems. On the instant voices, recogniser and MOS
+    predictor, which the same settings file registers for the workers."""
+    from ttseval.core.config import load_settings
+    from ttseval.deployments.register import register_series
+
+    settings_file = tmp_path_factory.mktemp("series") / "ttseval.toml"
+    plugins = "\n".join(
+        f"{kind} = {{{', '.join(f'{name} = {json.dumps(where)}' for name, where in named.items())}}}"
+        for kind, named in instant.PLUGINS.items()
+    )
+    settings_file.write_text(
+        f"""
+quality = "instant-mos"
+asr = {{"*" = "instant-asr", en = "instant-asr"}}
+
+[plugins]
+{plugins}
+
+[series.stack-a]
+dataset = "{tiny_dataset}"
+systems = ["instant:a1"]
+judges = []
+
+[series.stack-b]
+dataset = "{tiny_dataset}"
+systems = ["instant:b1:pace=1.3"]
+judges = []
+""",
+        encoding="utf-8",
+    )
+    monkeypatch.setenv("TTSEVAL_CONFIG", str(settings_file))
+    monkeypatch.setenv("TTSEVAL_STORE", stack.store_uri)  # the dataset check reads no store; the worker has its own
+    assert register_series(stack.api_url, load_settings(), stack.pool) == ["nightly/stack-a", "nightly/stack-b"]
+
+    def night(series: str) -> str:
+        before = set(s3_keys(stack, f"runs/nightly-{series}-"))
+        flow_run = run_deployment_and_wait(stack, f"nightly/{series}", {})
+        assert flow_run.state is not None and flow_run.state.is_completed(), (
+            f"flow run {flow_run.name} ended {flow_run.state}:\n{flow_run_logs(stack, str(flow_run.id))}"
+        )
+        [run_id] = {
+            k.split("/runs/", 1)[1].split("/", 1)[0] for k in set(s3_keys(stack, f"runs/nightly-{series}-")) - before
+        }
+        return run_id
+
+    a1, b1, a2 = night("stack-a"), night("stack-b"), night("stack-a")  # run ids carry the second: b1 is between
+    for run_id, series, specs in (
+        (a1, "stack-a", {"instant:a1"}),
+        (b1, "stack-b", {"instant:b1:pace=1.3"}),
+        (a2, "stack-a", {"instant:a1"}),
+    ):
+        assert set(read_table(stack, run_id, "synthesis")["system_spec"]) == specs
+        assert len(read_table(stack, run_id, "items")) == 3  # the declared dataset
+        summary = json.loads(read_bytes(stack, f"runs/{run_id}/nightly.json"))
+        assert summary["series"] == series
+    assert json.loads(read_bytes(stack, f"runs/{b1}/nightly.json"))["previous_run"] is None
+    second = json.loads(read_bytes(stack, f"runs/{a2}/nightly.json"))
+    assert second["previous_run"] == a1 and second["series_change"] == []  # not b1, though b1 is later
+    for run_id, other in ((b1, "instant:a1"), (a2, "instant:b1")):
+        assert other not in read_bytes(stack, f"runs/{run_id}/report.md").decode()
 
 
 def test_stack_down_stops_everything(stack: StackInfo) -> None:

@@ -224,3 +224,59 @@ def test_a_time_interval_stops_at_zero() -> None:
     se = np.std([0.1, 0.1, 3.0], ddof=1) / math.sqrt(3)
     assert (latency["ci_low"], latency["ci_high"]) == pytest.approx((0.0, 1.0666667 + 1.959964 * se))
     assert "first_byte_s" not in got.index  # no request was timed to its first byte
+
+
+def test_the_trends_page_draws_each_series_with_dated_axes_its_interval_and_its_marks() -> None:
+    """A series of 5 nights whose WER rises (a step the paired test flagged on night 3) and one with a slow MOS
+    drift, through the page: each chart is an SVG whose text names the x axis, the nights by their UTC start, the y
+    axis with its better side, and a legend entry for each kind of mark it has; the nights' table gives the same
+    dates and marks the step night once."""
+    from ttseval.tasks.trends import night_date, trends_html
+
+    runs = [f"nightly-2026112{d}T020000Z" for d in range(3, 8)]
+    values = pd.DataFrame(
+        [
+            {
+                "night": i,
+                "run_id": run,
+                "system_id": "s",
+                "system_spec": "espeak-ng",
+                "metric": "wer",
+                "detail": "whisper:tiny",
+                "value": w,
+                "se": 0.01,
+                "n": 40,
+                "ci_low": w - 0.02,
+                "ci_high": w + 0.02,
+            }
+            for i, (run, w) in enumerate(zip(runs, [0.10, 0.11, 0.25, 0.26, 0.25]))
+        ]
+        + [
+            {
+                "night": i,
+                "run_id": run,
+                "system_id": "s",
+                "system_spec": "espeak-ng",
+                "metric": "mos",
+                "detail": "dnsmos",
+                "value": m,
+                "se": 0.02,
+                "n": 40,
+                "ci_low": m - 0.04,
+                "ci_high": m + 0.04,
+            }
+            for i, (run, m) in enumerate(zip(runs, [3.2, 3.15, 3.08, 3.0, 2.93]))
+        ]
+    )
+    steps = pd.DataFrame([{"run_id": runs[2], "system_id": "s", "metric": "wer", "detail": "whisper:tiny"}])
+    trends = trend_changes(values, steps, k=0.5, h=5.0)
+    assert trends.loc[trends["metric"] == "mos", "drift"].any()  # the slide adds up to an alarm
+    page = trends_html(trends, "ttseval trends of series nightly: 5 nights", 0.5, 5.0)
+    [wer, mos] = [part.split("</svg>")[0] for part in page.split("<svg")[1:]]
+    for chart in (wer, mos):
+        assert "night (UTC)" in chart and all(night_date(run) in chart for run in runs)
+        assert "95% interval" in chart
+    assert night_date(runs[0]) == "2026-11-23 02:00" and night_date("my-run") == "my-run"
+    assert "wer (whisper:tiny): lower is better" in wer and "step (paired test)" in wer and "slow drift" not in wer
+    assert "mos (dnsmos): higher is better" in mos and "slow drift" in mos and "step (paired test)" not in mos
+    assert page.count('<td class="step">step</td>') == 1 and f"<td>{night_date(runs[2])}</td>" in page

@@ -39,7 +39,7 @@ from numpy.typing import NDArray
 
 from ttseval.metrics.registry import METRICS
 
-__all__ = ["TREND_COLUMNS", "TREND_METRICS", "cusum", "night_values", "trend_changes"]
+__all__ = ["CANARY_MEASURES", "TREND_COLUMNS", "TREND_METRICS", "cusum", "night_values", "trend_changes"]
 
 # The metrics a trend follows, in display order.
 TREND_METRICS: tuple[str, ...] = (

@@ -27,7 +27,7 @@ from ttseval.core.config import DEFAULT_SYSTEMS, Settings
 from ttseval.core.errors import ConfigError
 from ttseval.core.registry import Spec
 from ttseval.core.store import ArtifactStore
-from ttseval.metrics.trends import TREND_COLUMNS, TREND_METRICS, night_values, trend_changes
+from ttseval.metrics.trends import CANARY_MEASURES, TREND_COLUMNS, TREND_METRICS, night_values, trend_changes
 from ttseval.providers.tts import TTS
 from ttseval.tasks.report.format import markdown_table, num
 
@@ -268,51 +268,34 @@ def drift_lines(trends: pd.DataFrame, run_id: str, h: float) -> list[str]:
     return lines
 
 
-def _svg(group: pd.DataFrame, width: int = 360, height: int = 90) -> str:
-    """A series as an inline SVG: the interval as a band, the values as a line, a step as a red ring, a drift
-    alarm as a filled red dot."""
-    values = group[["value", "ci_low", "ci_high"]].astype(float)
-    finite = values.stack()
-    finite = finite[finite.map(math.isfinite)]
-    if finite.empty:
+_STAMP = re.compile(r"(\d{8}T\d{6})Z$")
+
+
+def night_date(run_id: str) -> str:
+    """A night's UTC start as 'YYYY-MM-DD HH:MM', from the timestamp its run id ends with; else the run id."""
+    from datetime import datetime
+
+    found = _STAMP.search(run_id)
+    return datetime.strptime(found.group(1), "%Y%m%dT%H%M%S").strftime("%Y-%m-%d %H:%M") if found else run_id
+
+
+def _chart(group: pd.DataFrame, metric: str, detail: str) -> str:
+    """A series' chart (ttseval.tasks.report.figures.trend_svg), its y axis the metric and its better side."""
+    from ttseval.metrics.registry import METRICS
+    from ttseval.tasks.report.figures import trend_svg
+
+    finite = group["value"].astype(float).map(math.isfinite)
+    if not finite.any():
         return ""
-    low, high = float(finite.min()), float(finite.max())
-    span = (high - low) or 1.0
-    n = len(group)
+    info = METRICS.get(metric)
+    better = None if info is None or metric in CANARY_MEASURES else ("higher" if info.higher_is_better else "lower")
+    label = metric + (f" ({detail})" if detail else "")
+    return trend_svg(group[finite].assign(date=group.loc[finite, "run_id"].map(night_date)), label, better)
 
-    def x(i: int) -> float:
-        return 10 + (width - 20) * (i / (n - 1) if n > 1 else 0.5)
 
-    def y(v: float) -> float:
-        return height - 10 - (height - 20) * (v - low) / span
-
-    parts = [f'<svg width="{width}" height="{height}" role="img">']
-    band = [(x(i), y(v)) for i, v in enumerate(values["ci_high"]) if math.isfinite(v)] + [
-        (x(i), y(v)) for i, v in reversed(list(enumerate(values["ci_low"]))) if math.isfinite(v)
-    ]
-    if band:
-        parts.append('<polygon fill="#cfe0f5" points="' + " ".join(f"{a:.1f},{b:.1f}" for a, b in band) + '"/>')
-    line = [(x(i), y(v)) for i, v in enumerate(values["value"]) if math.isfinite(v)]
-    parts.append(
-        '<polyline fill="none" stroke="#1f5fa8" stroke-width="2" points="'
-        + " ".join(f"{a:.1f},{b:.1f}" for a, b in line)
-        + '"/>'
-    )
-    for i, r in enumerate(group.itertuples()):
-        if not math.isfinite(r.value):
-            continue
-        if r.step:
-            parts.append(
-                f'<circle class="step" cx="{x(i):.1f}" cy="{y(r.value):.1f}" r="6" fill="none" '
-                'stroke="#c00" stroke-width="2"><title>step (paired test)</title></circle>'
-            )
-        if r.drift:
-            parts.append(
-                f'<circle class="drift" cx="{x(i):.1f}" cy="{y(r.value):.1f}" r="4" fill="#c00">'
-                "<title>slow drift (CUSUM)</title></circle>"
-            )
-    parts.append("</svg>")
-    return "".join(parts)
+def _mark(name: str, on: bool) -> str:
+    """A table cell that says `name` (with that class) on a night it holds, else an empty one."""
+    return f'<td class="{name}">{name}</td>' if on else "<td></td>"
 
 
 def trends_html(trends: pd.DataFrame, title: str, k: float, h: float) -> str:
@@ -326,7 +309,8 @@ def trends_html(trends: pd.DataFrame, title: str, k: float, h: float) -> str:
     body = [
         f"<h1>{escape(title)}</h1>",
         (
-            f"<p>Every metric of every system, one value a night with its 95% interval (shaded). A red ring: a step "
+            f"<p>Every metric of every system, one value a night (the x axis: the night's start, UTC) with its 95% "
+            f"interval (shaded). A red ring: a step "
             f"the nights' paired test flagged; a red dot: a slow drift (one-sided CUSUM toward the worse side, "
             f"k {k:g}, h {h:g}, from the first night, or from the last flagged step). "
             '<a href="index.html">The latest night\'s report</a>.</p>'
@@ -335,15 +319,15 @@ def trends_html(trends: pd.DataFrame, title: str, k: float, h: float) -> str:
     ]
     for (spec, metric, detail), group in _series(trends):
         rows = "".join(
-            f"<tr><td>{escape(r.run_id)}</td><td>{num(r.value, 4)}</td><td>[{num(r.ci_low, 4)}, "
-            f"{num(r.ci_high, 4)}]</td><td>{r.n}</td><td>{num(r.z, 2)}</td><td>{num(r.cusum, 2)}</td>"
-            f"<td>{'step' if r.step else ''}</td><td>{'drift' if r.drift else ''}</td></tr>"
+            f"<tr><td>{escape(night_date(r.run_id))}</td><td>{escape(r.run_id)}</td><td>{num(r.value, 4)}</td>"
+            f"<td>[{num(r.ci_low, 4)}, {num(r.ci_high, 4)}]</td><td>{r.n}</td><td>{num(r.z, 2)}</td>"
+            f"<td>{num(r.cusum, 2)}</td>{_mark('step', r.step)}{_mark('drift', r.drift)}</tr>"
             for r in group.itertuples()
         )
         body.append(
             f'<section class="series"><h2>{escape(spec)}: {escape(metric)}'
-            f"{' (' + escape(detail) + ')' if detail else ''}</h2>{_svg(group)}"
-            "<table><tr><th>night</th><th>value</th><th>95% CI</th><th>n</th><th>z</th><th>CUSUM</th>"
+            f"{' (' + escape(detail) + ')' if detail else ''}</h2>{_chart(group, metric, detail)}"
+            "<table><tr><th>night (UTC)</th><th>run</th><th>value</th><th>95% CI</th><th>n</th><th>z</th><th>CUSUM</th>"
             f"<th>step</th><th>drift</th></tr>{rows}</table></section>"
         )
     return (

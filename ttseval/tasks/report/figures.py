@@ -65,3 +65,51 @@ def depth_figure(winrates: pd.DataFrame, judge_id: str, names: dict[str, str]) -
     axes[0][0].legend(fontsize=7)
     fig.suptitle(f"win-rate by depth with 95% CIs: {rows['judge_spec'].iloc[0]}")
     return figure_png(fig, dpi=110)
+
+
+def trend_svg(group: pd.DataFrame, ylabel: str, better: str | None) -> str:
+    """SVG text: one series of a nightly trend (rows of TREND_COLUMNS in night order, each with its `date`): the
+    value a night as a line with its 95% interval as a band, the nights on the x axis by date, the metric (the
+    first word of `ylabel`) on the y axis, `ylabel` and the `better` side ('higher', 'lower', None) as the title; a
+    step the paired test flagged as a red ring, a slow-drift alarm as a red dot, each in the legend. Text stays
+    text (svg.fonttype none): small, and readable by a search or a screen reader."""
+    plt = pyplot()
+    import matplotlib
+
+    with matplotlib.rc_context({"svg.fonttype": "none", "font.size": 8}):
+        fig, ax = plt.subplots(figsize=(5.2, 2.3))
+        x = list(range(len(group)))
+        values = group["value"].astype(float)
+        ax.fill_between(
+            x, group["ci_low"].astype(float), group["ci_high"].astype(float), color="#cfe0f5", label="95% interval"
+        )
+        ax.plot(x, values, color="#1f5fa8", marker="o", markersize=3, lw=1.5, label="value")
+        steps, drifts = group["step"].astype(bool).to_numpy(), group["drift"].astype(bool).to_numpy()
+        if steps.any():
+            ax.plot(
+                [i for i in x if steps[i]],
+                values[steps],
+                ls="none",
+                marker="o",
+                markersize=9,
+                markerfacecolor="none",
+                markeredgecolor="#c00",
+                markeredgewidth=1.5,
+                label="step (paired test)",
+            )
+        if drifts.any():
+            ax.plot(
+                [i for i in x if drifts[i]], values[drifts], ls="none", marker="o", color="#c00", label="slow drift"
+            )
+        ax.set_xticks(x, list(group["date"]), rotation=30, ha="right")
+        ax.set_xlabel("night (UTC)")
+        ax.set_ylabel(ylabel.split(" ", 1)[0])
+        ax.set_title(ylabel + (f": {better} is better" if better else ""), loc="left", fontsize=8)
+        ax.grid(alpha=0.3)
+        ax.legend(loc="best", fontsize=7, frameon=False)
+        fig.tight_layout()
+        buf = io.StringIO()
+        fig.savefig(buf, format="svg")
+        plt.close(fig)
+    svg = buf.getvalue()
+    return svg[svg.index("<svg") :]  # inline: without the XML declaration and doctype
