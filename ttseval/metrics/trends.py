@@ -21,7 +21,7 @@ that flag a change: a step between two nights and a slow drift over many.
   average run length of 931 nights one-sided (Brook and Evans' Markov chain). The reference night's own noise is
   shared by every z of a series, which raises the false-alarm rate: 4.2% of a series' weeks (6 nights after the
   reference) raise a false drift alarm, by the Markov chain integrated over the reference's error and by
-  simulation (tests/unit/test_metrics_trends.py, stated in docs/operations.md with the detection delays).
+  simulation (tests/unit/test_metrics_trends.py, stated in docs/monitoring.md with the detection delays).
 
 Hand-written: the CUSUM is four lines, and no well-kept Python library offers an online CUSUM for a series with
 its own standard errors (statsmodels' CUSUM tests are for regression residuals).
