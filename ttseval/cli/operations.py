@@ -27,6 +27,12 @@ def cmd_stack(args: argparse.Namespace) -> int:
 
             with mock.patch.dict(os.environ, info.aws_env()):  # the adhoc form lists the stack store's choices
                 print("\n".join(register(info.api_url, info.pool, store=info.store_uri)))
+            from ttseval.core.config import load_settings
+            from ttseval.deployments.register import register_series
+
+            settings = load_settings(store=info.store_uri)
+            if settings.series:  # the series the settings file declares, each its own scheduled deployment
+                print("\n".join(register_series(info.api_url, settings, info.pool)))
     elif args.action == "down":
         stack_down(folder)
         print(f"stack in {folder} stopped")
@@ -136,7 +142,11 @@ def add_stack(sub: Subcommands) -> None:
         default=None,
         help="give one Dask worker the GPU resource (default: when nvidia-smi finds a GPU)",
     )
-    stk.add_argument("--deploy", action="store_true", help="also register deployments/prefect.yaml")
+    stk.add_argument(
+        "--deploy",
+        action="store_true",
+        help="also register deployments/prefect.yaml and every nightly series the settings file declares",
+    )
     stk.set_defaults(func=cmd_stack)
 
 
