@@ -447,6 +447,13 @@ def test_the_scheduler_host_or_the_prefect_server_restarted_mid_run_loses_nothin
             lan, monkeypatch, fault.replace(" ", "-"), "transcripts", restart
         )
     finally:
+        # whatever failed, the module's hosts are whole again for the next test (a failure before the restart
+        # left the scheduler host's servers stopped, and the next test would fail on that instead of its own)
+        if "prefect" not in lan.procs:
+            lan.start_prefect()
+        if "scheduler" not in lan.procs:
+            lan.start_scheduler()
+        wait_http(lan.prefect_api + "/health", 120)
         lan.wait_workers(2)
     assert (lost in out and "is back; planning again from the store" in out) == (fault == "scheduler host"), out
     print(f"{fault} restarted {into:.1f} s into the run; the run ended {recovered:.1f} s after")
