@@ -27,7 +27,7 @@ def test_clips_cut_to_40_percent_are_flagged_for_wer_alike_in_every_view_and_the
     def record(share: float) -> None:
         for r in rows:
             clip = instant.speak(r["text"])
-            cut = Audio(clip.samples[: int(len(clip.samples) * share)], clip.sample_rate)
+            cut = Audio(clip.samples[: int(len(clip.samples) * share)], clip.sample_rate_hz)
             (clips / f"{r['item_id']}.wav").write_bytes(cut.to_wav_bytes())
 
     receiver = webhook_receiver(prefect_api, BLOCK, "/cut")

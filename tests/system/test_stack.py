@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from tests.support import instant
-from tests.support.harness import ROOT
+from tests.support.harness import ROOT, demo_items
 from tests.support.stack_fixtures import (
     SYSTEMS,
     api,
@@ -282,7 +282,7 @@ def test_backfill_judge_deployment_synthesizes_nothing(stack: StackInfo, adhoc_r
 
 
 def test_two_declared_series_run_from_their_deployments_and_never_mention_each_other(
-    stack: StackInfo, tiny_dataset: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+    stack: StackInfo, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Two series declared in one settings file, registered on the stack (`ttseval series register`), each night
     triggered from its scheduled deployment with no parameter but its series: the stack's worker hands the flow run
@@ -292,7 +292,12 @@ def test_two_declared_series_run_from_their_deployments_and_never_mention_each_o
     from ttseval.core.config import load_settings
     from ttseval.deployments.register import register_series
 
-    settings_file = tmp_path_factory.mktemp("series") / "ttseval.toml"
+    folder = tmp_path_factory.mktemp("series")
+    dataset = folder / "eight.jsonl"  # registration refuses a series too small for a night to flag anything
+    demo_items(
+        dataset, ("emo-a-d0", "emo-a-d1", "par-a-d0", "for-a-d0", "syn-a-d0", "pro-a-d0", "que-a-d0", "que-a-d1")
+    )
+    settings_file = folder / "ttseval.toml"
     plugins = "\n".join(
         f"{kind} = {{{', '.join(f'{name} = {json.dumps(where)}' for name, where in named.items())}}}"
         for kind, named in instant.PLUGINS.items()
@@ -306,12 +311,12 @@ asr = {{"*" = "instant-asr", en = "instant-asr"}}
 {plugins}
 
 [series.stack-a]
-dataset = "{tiny_dataset}"
+dataset = "{dataset}"
 systems = ["instant:a1"]
 judges = []
 
 [series.stack-b]
-dataset = "{tiny_dataset}"
+dataset = "{dataset}"
 systems = ["instant:b1:pace=1.3"]
 judges = []
 """,
@@ -339,7 +344,7 @@ judges = []
         (a2, "stack-a", {"instant:a1"}),
     ):
         assert set(read_table(stack, run_id, "synthesis")["system_spec"]) == specs
-        assert len(read_table(stack, run_id, "items")) == 3  # the declared dataset
+        assert len(read_table(stack, run_id, "items")) == 8  # the declared dataset
         summary = json.loads(read_bytes(stack, f"runs/{run_id}/nightly.json"))
         assert summary["series"] == series
     assert json.loads(read_bytes(stack, f"runs/{b1}/nightly.json"))["previous_run"] is None

@@ -622,7 +622,8 @@ class Settings(BaseSettings):
     series: dict[str, NightlySeries] = Field(
         default_factory=dict,
         description="Nightly series by name, each declared once ([series.NAME] in the settings file): its dataset, "
-        "systems, judges, schedule and alerts (NightlySeries); `ttseval series register` makes each a deployment",
+        "systems, judges, schedule and alerts (NightlySeries); the command ttseval series register makes each a "
+        "deployment",
     )
     alert_blocks: list[str] = Field(
         default_factory=list,
