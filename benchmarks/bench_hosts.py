@@ -14,7 +14,7 @@ and the bytes on the S3 host's link each way; what each host's processes spent i
 children included); and, for the hosts, the packets on the scheduler host's link (Dask and Prefect together) and the
 scheduler's task transitions and resident memory. It then holds 20,000 tasks with a synthesis shard's arguments in
 the scheduler to measure its memory per waiting task, and from the per-clip figures derives what 100,000 items x 20
-systems would cost (docs/operations.md, "At 100,000 items x 20 systems").
+systems would cost (docs/cluster.md, "One host against separate hosts, and 100,000 items x 20 systems").
 
 Usage (as root):
   python benchmarks/bench_hosts.py [--items 55] [--keep]

@@ -163,7 +163,7 @@ def settings_page() -> str:
             f"Precedence: command-line flags over environment variables (`{prefix}*`) over the TOML file "
             f"(`$TTSEVAL_CONFIG`, else `./ttseval.toml`) over these defaults. Nested values use `{delimiter}` in the "
             f"environment (`{prefix}ASR{delimiter}EN`); list and table values take JSON there. How the settings are "
-            "used: [Operations](../operations.md#settings).\n\n"
+            "used: [Deploying](../deploying.md#settings).\n\n"
         ),
         "## Top level\n\n",
         _table(header, rows),
