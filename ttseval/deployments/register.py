@@ -144,10 +144,6 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
-
-
 def register_series(
     api_url: str,
     settings: Settings,
@@ -265,3 +261,7 @@ def _block_exists(api_url: str, slug: str, name: str) -> bool:
     except httpx.HTTPError as e:
         raise ConfigError(f"the Prefect server {api_url} does not answer ({e}); start it or fix --api-url") from None
     return response.status_code == 200
+
+
+if __name__ == "__main__":
+    sys.exit(main())
