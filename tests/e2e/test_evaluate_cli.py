@@ -3,21 +3,17 @@
 Each test is one behaviour the evaluate command promises. Runs use a small slice of the demo dataset so the
 suite stays within minutes on two cores; the full demo is measured in benchmarks/.
 
-Two tests here would be system tests by their kind, the report played in Chromium and the SIGKILL mid-run: they stay
-in this file because they read the module's `first_run` (one real evaluate of about 40 s), which a file of their own
-would run again. The refusals before any server are tests/unit/test_evaluate_refusals.py; the command's own
-temporary Prefect server and SIGTERM are tests/system/test_evaluate_lifecycle.py.
+The report played in Chromium would be a system test by its kind: it stays in this file because it reads the module's
+`first_run` (one real evaluate of about 40 s), which a file of its own would run again. The refusals before any server
+are tests/unit/test_evaluate_refusals.py; the command's own temporary Prefect server, SIGTERM and SIGKILL mid-run are
+tests/system/test_evaluate_lifecycle.py.
 """
 
 from __future__ import annotations
 
 import ast
 import json
-import os
 import re
-import signal
-import subprocess
-import time
 import urllib.request
 from pathlib import Path
 
@@ -25,8 +21,7 @@ import pandas as pd
 import pytest
 
 from tests.support import instant
-from tests.support.harness import BIN, cli_env, demo_items, run_cli
-from ttseval.core.store import ArtifactStore
+from tests.support.harness import cli_env, demo_items, run_cli
 
 SYSTEMS = "piper:joe,espeak-ng,flite:slt"
 # Four English items of three categories and both depths, plus French (espeak-ng only) and Pashto (no voice): 18
@@ -438,99 +433,6 @@ def test_failing_provider_leaves_failed_rows_and_the_run_completes(
     assert report.loc["flaky", "n_failed"] == len(questions) + int(
         flaky.loc[flaky.index.difference(questions), "error_type"].eq("RuntimeError").sum()
     )
-
-
-def test_sigkill_mid_run_then_resume_loses_and_duplicates_nothing(
-    first_run, prefect_api: str, six_items: Path, tmp_path: Path
-) -> None:
-    """...and ends with the values of the undisturbed first run for the same keys (deterministic stages: the same
-    clip bytes, transcripts, error rates and MOS, though computed in other shards and another process).
-
-    The second system is flite through tests.support.fakes:GatedFliteTTS, which holds one of its calls until this
-    test opens its gate: the run cannot finish before the kill however fast or slow the machine, and the other
-    worker stores parts meanwhile, so the kill lands after KILL_AFTER_PARTS parts and before the end by
-    construction."""
-    gate = tmp_path / "gate"
-    gate.mkdir()
-    env = cli_env(
-        prefect_api, TTSEVAL_PLUGINS=json.dumps({"tts": {"gated-flite": "tests.support.fakes:GatedFliteTTS"}})
-    )
-    store = tmp_path / "store"
-    args = [
-        str(BIN / "ttseval"),
-        "evaluate",
-        "--dataset",
-        str(six_items),
-        "--systems",
-        f"espeak-ng,gated-flite:slt:gate={gate}",
-        "--store",
-        str(store),
-        "--run-id",
-        "k",
-        "--shard-size",
-        "1",
-    ]
-    proc = subprocess.Popen(
-        args, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
-    )
-    synth_dir = store / "runs" / "k" / "synthesis"
-
-    def parts() -> int:
-        return len(list(synth_dir.glob("part-*.parquet"))) if synth_dir.is_dir() else 0
-
-    try:
-        deadline = time.monotonic() + 600
-        while not ((gate / "held").exists() and parts() >= KILL_AFTER_PARTS):
-            assert proc.poll() is None, f"the run ended (exit {proc.returncode}) with its gate closed"
-            assert time.monotonic() < deadline, (
-                f"within 600 s: held call {(gate / 'held').exists()}, {parts()} of {KILL_AFTER_PARTS} parts stored"
-            )
-            time.sleep(0.05)  # polls a condition, with the deadline above
-        assert not (gate / "open").exists() and proc.poll() is None  # still held: the run is mid-way
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)  # the CLI and its Dask workers, mid-run (or after a failed wait)
-        proc.wait()
-    (gate / "open").touch()  # the resume's calls are not held
-    # a write the kill cut between its dot-file and the rename leaves that dot-file (never read as a part); the
-    # resume adds none of its own
-    left_by_the_kill = set(tmp_path.rglob(".*.tmp"))
-    partial = pd.read_parquet(synth_dir)
-    # every part holds rows; the held call's row was never stored, so the kill left the stage unfinished
-    assert KILL_AFTER_PARTS <= len(partial) < 12 and not partial.duplicated(["item_id", "system_id"]).any()
-
-    result = subprocess.run(args, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    log = last_log(store, "k")
-    assert log["reused"]["synthesis"] >= len(partial)
-    assert log["computed"]["synthesis"] == 12 - log["reused"]["synthesis"]
-    for table, key, n in (
-        ("synthesis", ["item_id", "system_id"], 12),
-        ("transcripts", ["item_id", "system_id"], 9),
-        ("quality", ["item_id", "system_id"], 9),
-    ):
-        frame = pd.read_parquet(store / "runs" / "k" / table)
-        assert len(frame) == n and not frame.duplicated(key).any(), table
-    assert set(tmp_path.rglob(".*.tmp")) == left_by_the_kill
-    # the gated system speaks flite:slt's clips: compare its rows with the first run's flite:slt rows
-    ids = dict(read_table(first_run[0], "r1", "synthesis")[["system_spec", "system_id"]].values)
-    resumed_specs = read_table(store, "k", "synthesis")[["system_spec", "system_id"]].drop_duplicates().values
-    as_calm = {
-        system_id: ids["flite:slt" if spec.startswith("gated-flite") else spec] for spec, system_id in resumed_specs
-    }
-    assert len(as_calm) == 2 and set(as_calm.values()) == {ids["espeak-ng"], ids["flite:slt"]}, as_calm
-    for table, key, columns in (
-        ("synthesis", ["item_id", "system_id"], ["status", "audio_sha256", "duration_s"]),
-        ("transcripts", ["item_id", "system_id", "asr_id"], ["hypothesis", "wer", "cer"]),
-        ("quality", ["item_id", "system_id", "quality_id"], ["mos"]),
-    ):
-        resumed = ArtifactStore(str(store)).read("k", table)
-        resumed["system_id"] = resumed["system_id"].map(as_calm)
-        resumed = resumed.set_index(key)[columns].sort_index()
-        calm = ArtifactStore(str(first_run[0])).read("r1", table).set_index(key).loc[resumed.index, columns]
-        pd.testing.assert_frame_equal(resumed, calm, check_exact=False, rtol=1e-6)
-
-
-KILL_AFTER_PARTS = 3  # synthesis parts stored (one item each, shard size 1) before the kill; 6 shards in all
 
 
 def test_report_command_reprints_a_stored_run(first_run) -> None:

@@ -96,7 +96,8 @@ class InstantTTS:
     every drop-th word (a mumbling voice: CER above 0); `only` is the base languages it speaks, '+'-separated (others
     are unsupported, as an English-only engine's); `refuse` is a word whose texts fail with a permanent provider
     error (a provider failure row); `log` is a file that gets one line per synthesize call, so a test counts calls
-    made on any worker."""
+    made on any worker; `gate` is a folder whose first call of all processes is held until the test opens it
+    (tests.support.fakes.hold_first_call), so a run is mid-way for as long as the test needs."""
 
     name: ClassVar[str] = "instant"
     accepts_instruction: ClassVar[bool] = False
@@ -112,9 +113,11 @@ class InstantTTS:
         only: str = "",
         refuse: str = "",
         log: str = "",
+        gate: str = "",
         **options: Any,
     ) -> None:
         self.voice, self.pace, self.drop, self.refuse, self.log = voice or "plain", float(pace), int(drop), refuse, log
+        self.gate = gate
         self.only = {code.strip().lower() for code in only.split("+") if code.strip()}
 
     def supports_language(self, language: str) -> bool:
@@ -123,6 +126,10 @@ class InstantTTS:
         return not self.only or base_language(language) in self.only
 
     def synthesize(self, text: str, language: str, voice: str | None = None, instruction: str | None = None) -> Audio:
+        if self.gate:
+            from tests.support.fakes import hold_first_call
+
+            hold_first_call(self.gate, 900.0, self.name)
         if self.log:
             with open(self.log, "a", encoding="utf-8") as f:
                 f.write(f"{text}\n")

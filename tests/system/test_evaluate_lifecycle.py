@@ -1,9 +1,11 @@
-"""The lifecycle of what `ttseval evaluate` starts itself when no Prefect server is set: with
-prefect_server_keep_s = 0 it starts one temporary server and stops it, and SIGTERM ends the command, its Dask workers
-and that server. The runs on the session's server are tests/e2e/test_evaluate_cli.py."""
+"""The lifecycle of what `ttseval evaluate` starts itself: with no Prefect server set and prefect_server_keep_s = 0 it
+starts one temporary server and stops it; SIGTERM ends the command, its Dask workers and that server; SIGKILL mid-run
+loses nothing that a resume does not finish. The runs on the session's server are tests/e2e/test_evaluate_cli.py."""
 
 from __future__ import annotations
 
+import json
+import os
 import signal
 import subprocess
 import time
@@ -13,7 +15,8 @@ import pandas as pd
 import pytest
 
 from tests.support import instant
-from tests.support.harness import BIN, cli_env, run_cli
+from tests.support.harness import BIN, cli_env, demo_items, run_cli
+from ttseval.core.store import ArtifactStore
 
 
 def test_with_keep_0_and_no_prefect_server_the_command_starts_and_stops_its_own(tmp_path: Path) -> None:
@@ -108,6 +111,107 @@ def test_sigterm_stops_the_run_and_everything_it_started(small_dataset: Path, tm
     # nothing the snapshot missed (a process started after it) lives on in the command's session or group
     left = [_describe(p) for p in psutil.process_iter() if p.pid != proc.pid and _in_session_or_group(p.pid, proc.pid)]
     assert not left, f"left in the command's session after it ended: {left}"
+
+
+def test_sigkill_mid_run_then_resume_loses_and_duplicates_nothing(
+    prefect_api: str, shared_env: dict[str, str], tmp_path: Path
+) -> None:
+    """...and ends with the values of an undisturbed run of the same systems (the same clip bytes, transcripts, error
+    rates and MOS, though computed in other shards and another process).
+
+    What is tested is the store's resume, so the voices, recogniser and predictor are the instant ones. The killed
+    run's second voice holds its first call until this test opens its gate (tests.support.fakes.hold_first_call):
+    the run cannot finish before the kill however fast or slow the machine, and the other worker stores parts
+    meanwhile, so the kill lands after KILL_AFTER_PARTS parts and before the end by construction. The command runs
+    its own LocalCluster, so the kill takes its workers too."""
+    dataset = tmp_path / "six.jsonl"
+    demo_items(dataset, SIX_ITEMS)
+    calm_store, store = tmp_path / "calm", tmp_path / "store"
+    calm = run_cli(
+        [
+            *("evaluate", "--dataset", str(dataset), "--systems", CALM_SYSTEMS),
+            *("--store", str(calm_store), "--run-id", "calm", "--shard-size", "3"),
+        ],
+        shared_env | instant.ENV,
+        cwd=tmp_path,
+    )
+    assert calm.returncode == 0, calm.stderr[-3000:]
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    args = [
+        str(BIN / "ttseval"),
+        "evaluate",
+        "--dataset",
+        str(dataset),
+        "--systems",
+        f"{CALM_SYSTEMS}:gate={gate}",
+        "--store",
+        str(store),
+        "--run-id",
+        "k",
+        "--shard-size",
+        "1",
+    ]
+    env = cli_env(prefect_api, **instant.ENV)
+    proc = subprocess.Popen(
+        args, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    synth_dir = store / "runs" / "k" / "synthesis"
+
+    def parts() -> int:
+        return len(list(synth_dir.glob("part-*.parquet"))) if synth_dir.is_dir() else 0
+
+    try:
+        deadline = time.monotonic() + 600
+        while not ((gate / "held").exists() and parts() >= KILL_AFTER_PARTS):
+            assert proc.poll() is None, f"the run ended (exit {proc.returncode}) with its gate closed"
+            assert time.monotonic() < deadline, (
+                f"within 600 s: held call {(gate / 'held').exists()}, {parts()} of {KILL_AFTER_PARTS} parts stored"
+            )
+            time.sleep(0.05)  # polls a condition, with the deadline above
+        assert not (gate / "open").exists() and proc.poll() is None  # still held: the run is mid-way
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the CLI and its Dask workers, mid-run (or after a failed wait)
+        proc.wait()
+    (gate / "open").touch()  # the resume's calls are not held
+    # a write the kill cut between its dot-file and the rename leaves that dot-file (never read as a part); the
+    # resume adds none of its own
+    left_by_the_kill = set(tmp_path.rglob(".*.tmp"))
+    partial = pd.read_parquet(synth_dir)
+    # every part holds rows; the held call's row was never stored, so the kill left the stage unfinished
+    assert KILL_AFTER_PARTS <= len(partial) < 12 and not partial.duplicated(["item_id", "system_id"]).any()
+
+    result = subprocess.run(args, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    log = json.loads(sorted((store / "runs" / "k" / "log").glob("*.json"))[-1].read_text())
+    assert log["reused"]["synthesis"] >= len(partial)
+    assert log["computed"]["synthesis"] == 12 - log["reused"]["synthesis"]
+    for table in ("synthesis", "transcripts", "quality"):
+        frame = pd.read_parquet(store / "runs" / "k" / table)
+        assert len(frame) == 12 and not frame.duplicated(["item_id", "system_id"]).any(), table
+    assert set(tmp_path.rglob(".*.tmp")) == left_by_the_kill
+    # the gated voice speaks the calm second voice's clips: compare its rows with the calm run's
+    ids = dict(pd.read_parquet(calm_store / "runs" / "calm" / "synthesis")[["system_spec", "system_id"]].values)
+    resumed_specs = pd.read_parquet(synth_dir)[["system_spec", "system_id"]].drop_duplicates().values
+    as_calm = {system_id: ids[spec.replace(f":gate={gate}", "")] for spec, system_id in resumed_specs}
+    assert len(as_calm) == 2 and set(as_calm.values()) == set(ids.values()), as_calm
+    for table, key, columns in (
+        ("synthesis", ["item_id", "system_id"], ["status", "audio_sha256", "duration_s"]),
+        ("transcripts", ["item_id", "system_id", "asr_id"], ["hypothesis", "wer", "cer"]),
+        ("quality", ["item_id", "system_id", "quality_id"], ["mos"]),
+    ):
+        resumed = ArtifactStore(str(store)).read("k", table)
+        resumed["system_id"] = resumed["system_id"].map(as_calm)
+        resumed = resumed.set_index(key)[columns].sort_index()
+        undisturbed = ArtifactStore(str(calm_store)).read("calm", table).set_index(key).loc[resumed.index, columns]
+        pd.testing.assert_frame_equal(resumed, undisturbed, check_exact=False, rtol=1e-6)
+    assert set(resumed.index.get_level_values("item_id")) == set(SIX_ITEMS)
+
+
+# English items of three categories and both depths, French and Pashto: 12 clips of two voices
+SIX_ITEMS = ("emo-a-d0", "for-a-d0", "que-a-d0", "que-a-d1", "mul-fr", "mul-ps")
+CALM_SYSTEMS = "instant,instant:slow:pace=1.3"
+KILL_AFTER_PARTS = 3  # synthesis parts stored (one item each, shard size 1) before the kill; 12 shards in all
 
 
 EXIT_DEADLINE_S = 300  # generous: only a command or child that ignores SIGTERM reaches it

@@ -1,7 +1,7 @@
 """Process and storage faults in a real run: a Dask worker killed in the middle of the synthesis stage,
 and the S3-compatible server stopped in the middle of a run. Provider faults are in each provider's tests
 (tests/unit/test_tts_*.py, tests/unit/test_judge_*.py), the run lease in tests/unit/test_lease.py, SIGKILL of the
-whole command in tests/e2e/test_evaluate_cli.py, and many seeded SIGKILL trials in benchmarks/faults.py."""
+whole command in tests/system/test_evaluate_lifecycle.py, and many seeded SIGKILL trials in benchmarks/faults.py."""
 
 from __future__ import annotations
 
