@@ -19,6 +19,7 @@ from collections.abc import Collection, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+from tests.support.keys import ALLOWED
 from ttseval.core.telemetry import TELEMETRY_OFF
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -154,9 +155,9 @@ def stop_group(proc: subprocess.Popen) -> None:
 def cli_env(prefect_api: str, **extra: str) -> dict[str, str]:
     """The environment of a `ttseval` command run against `prefect_api`: none of the pytest process's TTSEVAL_* or
     AWS_*, this checkout on PYTHONPATH (so plugin strings such as tests.support.fakes:FlakyTTS import), telemetry
-    off, and `extra` on top."""
+    off, keys allowed to the fake vendors on loopback (tests.support.keys.ALLOWED), and `extra` on top."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TTSEVAL_", "AWS_"))}
-    return env | {"PREFECT_API_URL": prefect_api, "PYTHONPATH": str(ROOT), **TELEMETRY_OFF} | extra
+    return env | {"PREFECT_API_URL": prefect_api, "PYTHONPATH": str(ROOT), **TELEMETRY_OFF, **ALLOWED} | extra
 
 
 def run_cli(args: list[str], env: dict[str, str], cwd: Path, timeout_s: float = 600) -> subprocess.CompletedProcess:

@@ -590,6 +590,14 @@ class Settings(BaseSettings):
         description="Stores (folders or s3:// URIs) a run started from a deployment or the Prefect UI may name "
         "besides the setting store; set by whoever runs the worker. Any other store such a run names is refused",
     )
+    allowed_endpoints: list[str] = Field(
+        default_factory=list,
+        description="Endpoints besides each vendor's own that may receive the worker's API keys: a spec's base_url "
+        "on one of them gets the key (a proxy, a test server); set by whoever runs the worker. Each is "
+        "scheme://host[:port][/path], and one without a port admits every port of its host. A keyed provider whose "
+        "base_url lies elsewhere is refused (exit 2) before any call, or, where a self-hosted server needs no key "
+        "(openai), sends none",
+    )
     extra_categories: list[str] = Field(default_factory=list, description="Categories beyond the built-in ones")
     vendor_limits: dict[str, VendorLimit] = Field(
         default_factory=dict,
@@ -659,6 +667,21 @@ class Settings(BaseSettings):
         # resolved once, where the settings are made (the client): workers get the client's folder in the run's
         # settings and environment, never their own working folder's ./artifacts
         return value if value.startswith("s3://") else os.path.abspath(value)
+
+    @field_validator("allowed_endpoints")
+    @classmethod
+    def _endpoints(cls, value: list[str]) -> list[str]:
+        from urllib.parse import urlsplit
+
+        for i, entry in enumerate(value):
+            parts = urlsplit(entry)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError(
+                    f"allowed_endpoints[{i}]: give scheme://host[:port][/path], e.g. https://proxy.example:8443"
+                )
+            if parts.username or parts.password or parts.query or parts.fragment:
+                raise ValueError(f"allowed_endpoints[{i}]: no user:password@, query or fragment; the endpoint alone")
+        return value
 
     @field_validator("quality", mode="before")
     @classmethod
@@ -753,9 +776,16 @@ def settings_file() -> Path | None:
 
 def load_settings(**overrides: Any) -> Settings:
     """Settings from the environment and TOML file, with explicit overrides (CLI flags) on top."""
+    from pydantic import ValidationError
+
     try:
         return Settings(**{k: v for k, v in overrides.items() if v is not None})
     except ConfigError:
         raise
+    except ValidationError as e:  # each field and why, never the value given (it may hold a URL with a secret)
+        problems = "; ".join(
+            f"{'.'.join(map(str, error['loc']))}: {error['msg']}" for error in e.errors(include_url=False)
+        )
+        raise ConfigError(f"invalid ttseval settings: {problems}") from None
     except ValueError as e:
         raise ConfigError(f"invalid ttseval settings: {e}") from e

@@ -177,7 +177,13 @@ def _port_open(port: int) -> bool:
     return False
 
 
-OPERATOR_LIMITS = ("TTSEVAL_CONFINE_PATHS", "TTSEVAL_ALLOWED_PATHS", "TTSEVAL_ALLOWED_STORES", "TTSEVAL_BUDGET_USD")
+OPERATOR_LIMITS = (
+    "TTSEVAL_CONFINE_PATHS",
+    "TTSEVAL_ALLOWED_PATHS",
+    "TTSEVAL_ALLOWED_STORES",
+    "TTSEVAL_ALLOWED_ENDPOINTS",
+    "TTSEVAL_BUDGET_USD",
+)
 """The settings that bound what a run from the UI may do: the operator who starts the stack sets them for its
 worker, the one place they take effect."""
 

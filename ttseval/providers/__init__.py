@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, SecretStr, ValidationError
 
 from ttseval.core.registry import Spec
 
@@ -119,6 +119,71 @@ def endpoint_without_credentials(value: str | None) -> str | None:
             "the provider's API-key environment variable"
         )
     return value
+
+
+def endpoint_allowlist(allowed: Sequence[str] | None, *, key_given: bool) -> tuple[str, ...] | None:
+    """The endpoints besides the vendor's own that a keyed provider may send its key to: `allowed` as given (a
+    stage passes the run's setting allowed_endpoints), else, for a key read from this process's environment, this
+    process's setting; None (not confined) only for a key its caller passed in by hand."""
+    if allowed is not None:
+        return tuple(allowed)
+    if key_given:
+        return None
+    from ttseval.core.config import load_settings
+
+    return tuple(load_settings().allowed_endpoints)
+
+
+def _admits(entry: str, url: str) -> bool:
+    """Whether the allowlist entry `entry` (scheme://host[:port][/path]; no port: every port) admits `url`."""
+    from urllib.parse import urlsplit
+
+    want, got = urlsplit(entry), urlsplit(url)
+    default = {"http": 80, "https": 443}
+    if (want.scheme, want.hostname) != (got.scheme, got.hostname):
+        return False
+    if want.port is not None and want.port != (got.port or default.get(got.scheme)):
+        return False
+    prefix = want.path.rstrip("/")
+    return not prefix or got.path == prefix or got.path.startswith(prefix + "/")
+
+
+def confine_key(
+    key: SecretStr,
+    endpoint: str | None,
+    *,
+    vendor: str,
+    allowed: tuple[str, ...] | None,
+    provider: str,
+    variable: str,
+    key_required: bool,
+) -> SecretStr:
+    """The key a provider may send to `endpoint` (its base_url; None: the vendor's own): the key itself at the
+    vendor's endpoint (`vendor`, same scheme, host and port) or one the setting allowed_endpoints admits; an empty
+    key (none sent) at any other endpoint of a provider whose self-hosted servers need none (`key_required` False).
+
+    Raises:
+        ValueError: a provider that needs its key, pointed at an endpoint not allowed; the message names the
+            setting and never the key.
+    """
+    from urllib.parse import urlsplit
+
+    if allowed is None or not endpoint or not key.get_secret_value():
+        return key
+    parts = urlsplit(vendor)
+    own = f"{parts.scheme}://{parts.hostname}" + (f":{parts.port}" if parts.port else "") if vendor else ""
+    if any(_admits(entry, endpoint) for entry in (own, *allowed) if entry):
+        return key
+    if not key_required:
+        return SecretStr("")
+    got = urlsplit(endpoint)
+    origin = f"{got.scheme}://{got.netloc}"
+    raise ValueError(
+        f"base_url {origin} is neither {provider}'s own endpoint ({own or 'none without region'}) nor in the setting "
+        "allowed_endpoints, so "
+        f"the worker's {variable} is never sent there; whoever runs the worker may add {origin} to allowed_endpoints "
+        "(TTSEVAL_ALLOWED_ENDPOINTS or ttseval.toml)"
+    )
 
 
 def json_safe(value: Any) -> Any:

@@ -48,7 +48,7 @@ class CascadeJudge:
     version: ClassVar[str] = "1"
     requires: ClassVar[tuple[str, ...]] = ()
     imports: ClassVar[tuple[str, ...]] = ()
-    run_settings: ClassVar[tuple[str, ...]] = ("cascades", "plugins")
+    run_settings: ClassVar[tuple[str, ...]] = ("cascades", "plugins", "allowed_endpoints")
 
     def __init__(
         self,
@@ -56,6 +56,7 @@ class CascadeJudge:
         *,
         cascades: dict[str, Any] | None = None,
         plugins: dict[str, dict[str, str]] | None = None,
+        allowed_endpoints: list[str] | None = None,
         **options: str,
     ) -> None:
         if options:
@@ -65,6 +66,7 @@ class CascadeJudge:
 
             settings = load_settings()
             cascades, plugins = settings.cascades, settings.plugins
+            allowed_endpoints = settings.allowed_endpoints if allowed_endpoints is None else allowed_endpoints
         if not voice or voice not in cascades:
             known = ", ".join(sorted(cascades)) or "none"
             raise ValueError(
@@ -73,8 +75,8 @@ class CascadeJudge:
             )
         self.config = cascades[voice]
         judge_plugins = plugins.get("judge")
-        self.cheap = _pairwise_judge(voice, "cheap", self.config.cheap, judge_plugins)
-        self.strong = _pairwise_judge(voice, "strong", self.config.strong, judge_plugins)
+        self.cheap = _pairwise_judge(voice, "cheap", self.config.cheap, judge_plugins, allowed_endpoints)
+        self.strong = _pairwise_judge(voice, "strong", self.config.strong, judge_plugins, allowed_endpoints)
         self.spec = f"cascade:{voice}"
         self.prompt_version = f"{self.cheap.judge_id}+{self.strong.judge_id}"
         identity: dict[str, Any] = {
@@ -165,15 +167,20 @@ class CascadeJudge:
         return out
 
 
-def _pairwise_judge(cascade: str, role: str, spec: str, plugins: dict[str, str] | None) -> PairwiseJudge:
-    """The cascade's `role` judge, built from `spec`.
+def _pairwise_judge(
+    cascade: str, role: str, spec: str, plugins: dict[str, str] | None, allowed_endpoints: list[str] | None
+) -> PairwiseJudge:
+    """The cascade's `role` judge, built from `spec`, with the cascade's allowed_endpoints where it sends a key.
 
     Raises:
         ValueError: the judge judges no pairs (an instruction-only judge cannot be a cascade's).
     """
+    from ttseval.core.registry import Spec
     from ttseval.providers.judges import JUDGES
 
-    judge = JUDGES.build(spec, extra=plugins)
+    cls = JUDGES.resolve(Spec.parse(spec).provider, plugins)
+    keyed = "allowed_endpoints" in getattr(cls, "run_settings", ())
+    judge = JUDGES.build(spec, extra=plugins, **({"allowed_endpoints": allowed_endpoints} if keyed else {}))
     if not isinstance(judge, PairwiseJudge):
         raise ValueError(f"cascade:{cascade}: its {role} judge {spec!r} does not judge pairs")
     return judge

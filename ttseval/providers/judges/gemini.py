@@ -20,12 +20,13 @@ from the transport start with "Gemini HTTP <code>" or "Gemini transport"; unpars
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from pydantic import Field, SecretStr
 
 from ttseval.core.ids import stable_id
-from ttseval.providers import EngineVersion, canonical_spec, parse_options
+from ttseval.providers import EngineVersion, canonical_spec, endpoint_allowlist, parse_options
 from ttseval.providers.judges.llm_judge import LLMJudge, SamplingOptions, check_sampling, llm_options
 from ttseval.providers.llm.gemini import GeminiLLM, GeminiLLMOptions, require_genai, resolve_api_key
 
@@ -65,16 +66,24 @@ class GeminiJudge(LLMJudge):
     version: ClassVar[EngineVersion] = EngineVersion(lambda: GeminiLLM.version)  # the google-genai SDK's
     imports: ClassVar[tuple[str, ...]] = GeminiLLM.imports
 
-    def __init__(self, voice: str | None = None, *, api_key: str | SecretStr | None = None, **options: str) -> None:
+    def __init__(
+        self,
+        voice: str | None = None,
+        *,
+        api_key: str | SecretStr | None = None,
+        allowed_endpoints: Sequence[str] | None = None,
+        **options: str,
+    ) -> None:
         self.options = parse_options(GeminiOptions, options, provider=self.name)
         self.model = voice or DEFAULT_MODEL
         self.spec = canonical_spec(self.name, voice, options)
+        allowed = endpoint_allowlist(allowed_endpoints, key_given=api_key is not None)  # before the key is read here
         secret = resolve_api_key(api_key, "gemini judge")
         require_genai("gemini judge")
         o = self.options
         # Every judge option is a GeminiLLM option of the same name; the judge's defaults are passed explicitly.
         check_sampling(o.samples, o.temperature, self.spec)
-        self._llm = _JudgeLLM(self.model, api_key=secret, **llm_options(o))
+        self._llm = _JudgeLLM(self.model, api_key=secret, allowed_endpoints=allowed, **llm_options(o))
         self.judge_id = stable_id(f"gemini-{self.model}", self.verdict_settings())
 
     def own_settings(self) -> dict[str, Any]:

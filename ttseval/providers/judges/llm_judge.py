@@ -94,6 +94,8 @@ class LLMJudge:
     requires: ClassVar[tuple[str, ...]] = ()
     audio_tokens_per_s: ClassVar[float] = 32.0
     """Prompt tokens per second of audio at the vendor (the dry run's judge estimate)."""
+    run_settings: ClassVar[tuple[str, ...]] = ("allowed_endpoints",)
+    """Built by a stage, the judge's client sends its key only where the run's settings allow."""
 
     _llm: Any
     options: Any

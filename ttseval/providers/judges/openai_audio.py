@@ -19,6 +19,7 @@ The key comes from OPENAI_API_KEY (or `api_key=`); with `base_url` and no key, n
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from pydantic import Field, SecretStr
@@ -74,7 +75,14 @@ class OpenAIJudge(LLMJudge):
     imports: ClassVar[tuple[str, ...]] = ("openai",)
     audio_tokens_per_s: ClassVar[float] = 10.0  # OpenAI: one audio token per 100 ms
 
-    def __init__(self, voice: str | None = None, *, api_key: str | SecretStr | None = None, **options: str) -> None:
+    def __init__(
+        self,
+        voice: str | None = None,
+        *,
+        api_key: str | SecretStr | None = None,
+        allowed_endpoints: Sequence[str] | None = None,
+        **options: str,
+    ) -> None:
         self.options = parse_options(OpenAIJudgeOptions, options, provider=self.name)
         o = self.options
         self.model = o.model or voice or DEFAULT_MODEL
@@ -95,7 +103,7 @@ class OpenAIJudge(LLMJudge):
         }
         check_sampling(o.samples, o.temperature, self.spec)
         fields = llm_options(o) | {"model": self.model} | {k: str(v) for k, v in prices.items() if v is not None}
-        self._llm = _JudgeLLM(self.model, api_key=api_key, **fields)
+        self._llm = _JudgeLLM(self.model, api_key=api_key, allowed_endpoints=allowed_endpoints, **fields)
         self.judge_id = stable_id(f"openai-{self.model}", self.verdict_settings())
 
     def own_settings(self) -> dict[str, Any]:

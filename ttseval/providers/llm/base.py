@@ -164,6 +164,8 @@ class BaseLLM:
     requires: ClassVar[tuple[str, ...]] = ()
     refusal_finish_reasons: ClassVar[frozenset[str]] = frozenset()
     default_base_url: ClassVar[str] = ""
+    run_settings: ClassVar[tuple[str, ...]] = ("allowed_endpoints",)
+    """Built by a stage, the client sends its key only where the run's settings allow (providers.confine_key)."""
     refusals_are_final: ClassVar[bool] = True
     """False: a refusal (API-reported or a plain apology) counts as unparseable output and is asked again, up to
     `max_attempts` (what the judges need: a judge's apology is not its verdict)."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import re
 import threading
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from pydantic import Field, SecretStr
@@ -25,7 +26,14 @@ from pydantic import Field, SecretStr
 from ttseval.core.errors import MissingKeyError
 from ttseval.core.ids import stable_id
 from ttseval.core.protocols import LLMRequest
-from ttseval.providers import EngineVersion, canonical_spec, package_version, parse_options
+from ttseval.providers import (
+    EngineVersion,
+    canonical_spec,
+    confine_key,
+    endpoint_allowlist,
+    package_version,
+    parse_options,
+)
 from ttseval.providers.llm.base import RETRYABLE_STATUS, BaseLLM, Fatal, LLMOptions, Reply, Transient, retry_after_s
 
 DEFAULT_MODEL = "gemini-2.5-flash"
@@ -131,11 +139,26 @@ class GeminiLLM(BaseLLM):
 
     options: GeminiLLMOptions
 
-    def __init__(self, voice: str | None = None, *, api_key: str | SecretStr | None = None, **options: str) -> None:
+    def __init__(
+        self,
+        voice: str | None = None,
+        *,
+        api_key: str | SecretStr | None = None,
+        allowed_endpoints: Sequence[str] | None = None,
+        **options: str,
+    ) -> None:
         self.options = parse_options(GeminiLLMOptions, options, provider=self.name)
         self.model = voice or DEFAULT_MODEL
         self.spec = canonical_spec(self.name, voice, options)
-        self._api_key = resolve_api_key(api_key, "gemini llm")
+        self._api_key = confine_key(
+            resolve_api_key(api_key, "gemini llm"),
+            self.options.base_url,
+            vendor=DEFAULT_BASE_URL,
+            allowed=endpoint_allowlist(allowed_endpoints, key_given=api_key is not None),
+            provider="gemini",
+            variable=" or ".join(KEY_VARIABLES),
+            key_required=True,
+        )
         require_genai("gemini llm")
         o = self.options
         self.llm_id = stable_id(

@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import os
 import threading
+from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, SecretStr
@@ -26,7 +27,14 @@ from pydantic import Field, SecretStr
 from ttseval.core.errors import MissingKeyError
 from ttseval.core.ids import stable_id
 from ttseval.core.protocols import LLMRequest
-from ttseval.providers import EngineVersion, canonical_spec, package_version, parse_options
+from ttseval.providers import (
+    EngineVersion,
+    canonical_spec,
+    confine_key,
+    endpoint_allowlist,
+    package_version,
+    parse_options,
+)
 from ttseval.providers.llm.base import RETRYABLE_STATUS, BaseLLM, Fatal, LLMOptions, Reply, Transient, retry_after_s
 
 DEFAULT_MODEL = "gpt-4.1-mini"
@@ -88,10 +96,18 @@ class OpenAICompatLLM(BaseLLM):
 
     options: OpenAIOptions
 
-    def __init__(self, voice: str | None = None, *, api_key: str | SecretStr | None = None, **options: str) -> None:
+    def __init__(
+        self,
+        voice: str | None = None,
+        *,
+        api_key: str | SecretStr | None = None,
+        allowed_endpoints: Sequence[str] | None = None,
+        **options: str,
+    ) -> None:
         self.options = parse_options(OpenAIOptions, options, provider=self.name)
         self.model = self.options.model or voice or DEFAULT_MODEL
         self.spec = canonical_spec(self.name, voice, options)
+        allowed = endpoint_allowlist(allowed_endpoints, key_given=api_key is not None)
         if api_key is None:
             api_key = os.environ.get(KEY_VARIABLE) or None
         secret = api_key if isinstance(api_key, SecretStr) else SecretStr(api_key or "")
@@ -100,8 +116,17 @@ class OpenAICompatLLM(BaseLLM):
                 f"openai LLM needs an API key: set {KEY_VARIABLE} in the environment (or pass api_key=), "
                 "or point base_url= at a local server that needs none"
             )
-        # An empty key is kept as such (so scrub has nothing to hide); the client is sent the placeholder.
-        self._api_key = secret
+        # An empty key is kept as such (so scrub has nothing to hide); the client is sent the placeholder. A server
+        # that is neither OpenAI's nor allowed gets no key: a self-hosted one checks none.
+        self._api_key = confine_key(
+            secret,
+            self.options.base_url,
+            vendor=DEFAULT_BASE_URL,
+            allowed=allowed,
+            provider="openai",
+            variable=KEY_VARIABLE,
+            key_required=False,
+        )
         try:
             import openai  # noqa: F401 (fail at build time, not on the first batch)
         except ImportError as e:

@@ -108,7 +108,11 @@ class AzureTTS(CloudTTS):
 
     @property
     def base_url(self) -> str:
-        return self.options.base_url or f"https://{self.options.region}.tts.speech.microsoft.com"
+        return self.options.base_url or self.vendor_url
+
+    @property
+    def vendor_url(self) -> str:
+        return f"https://{self.options.region}.tts.speech.microsoft.com" if self.options.region else ""
 
     def _headers(self) -> dict[str, str]:
         return {"Ocp-Apim-Subscription-Key": self._api_key.get_secret_value(), "User-Agent": USER_AGENT}

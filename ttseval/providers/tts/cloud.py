@@ -29,6 +29,7 @@ import io
 import os
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
@@ -45,7 +46,13 @@ from ttseval.core.errors import (
     TruncatedAudioError,
 )
 from ttseval.core.protocols import ANY_LANGUAGE, Languages
-from ttseval.providers import canonical_spec, endpoint_without_credentials, parse_options
+from ttseval.providers import (
+    canonical_spec,
+    confine_key,
+    endpoint_allowlist,
+    endpoint_without_credentials,
+    parse_options,
+)
 from ttseval.providers.llm.base import RETRYABLE_STATUS, retry_after_s
 
 _POLICY_WORDS = ("content policy", "content_policy", "terms of service", "moderation", "safety system")
@@ -156,6 +163,8 @@ class CloudTTS:
     prices: ClassVar[dict[str, float]] = {}
     """Model -> USD per million billable characters; '*' for every other model."""
     Options: ClassVar[type[CloudOptions]] = CloudOptions
+    run_settings: ClassVar[tuple[str, ...]] = ("allowed_endpoints",)
+    """Built by a stage, the provider sends its key only where the run's settings allow (confine_key)."""
 
     # ProviderMetadata (ttseval.core.protocols); a subclass declares `version`, and what differs.
     version: ClassVar[str]
@@ -167,11 +176,19 @@ class CloudTTS:
     requires: ClassVar[tuple[str, ...]] = ()
     imports: ClassVar[tuple[str, ...]] = ("httpx",)
 
-    def __init__(self, voice: str | None = None, *, api_key: str | SecretStr | None = None, **options: str) -> None:
+    def __init__(
+        self,
+        voice: str | None = None,
+        *,
+        api_key: str | SecretStr | None = None,
+        allowed_endpoints: Sequence[str] | None = None,
+        **options: str,
+    ) -> None:
         self.options = parse_options(self.Options, options, provider=self.name)
         self.spec = canonical_spec(self.name, voice, options)
         self.voice = voice or self.default_voice
         self.model = self.options.model or self.default_model
+        allowed = endpoint_allowlist(allowed_endpoints, key_given=api_key is not None)
         if api_key is None and self.key_variable:
             api_key = os.environ.get(self.key_variable) or None
         self._api_key = api_key if isinstance(api_key, SecretStr) else SecretStr(api_key or "")
@@ -184,6 +201,15 @@ class CloudTTS:
                 f"{self.name} needs an API key: set {self.key_variable} in the environment (or "
                 f"name a Prefect Secret block for it in the setting secret_blocks)"
             )
+        self._api_key = confine_key(
+            self._api_key,
+            self.options.base_url,
+            vendor=self.vendor_url,
+            allowed=allowed,
+            provider=self.name,
+            variable=self.key_variable or "API key",
+            key_required=self.key_required,
+        )
         self._client: Any = None  # httpx, made on first use
         self._sdk: Any = None  # a vendor SDK's client, for the subclasses that use one
         self._client_lock = threading.Lock()
@@ -295,6 +321,11 @@ class CloudTTS:
     @property
     def base_url(self) -> str:
         return self.options.base_url or self.default_base_url
+
+    @property
+    def vendor_url(self) -> str:
+        """The vendor's own endpoint, which may always receive the key (confine_key)."""
+        return self.default_base_url
 
     @property
     def endpoint_host(self) -> str:

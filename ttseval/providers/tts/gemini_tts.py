@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from pydantic import Field, SecretStr
@@ -49,7 +50,7 @@ from ttseval.core.errors import (
     TransientProviderError,
     TruncatedAudioError,
 )
-from ttseval.providers import EngineVersion, package_version
+from ttseval.providers import EngineVersion, endpoint_allowlist, package_version
 from ttseval.providers.llm.gemini import KEY_VARIABLES, retry_delay_s, transient_transport_errors
 from ttseval.providers.tts.cloud import CloudOptions, CloudTTS, decode_audio, vendor_message
 
@@ -117,7 +118,15 @@ class GeminiTTS(CloudTTS):
 
     options: GeminiTTSOptions
 
-    def __init__(self, voice: str | None = None, *, api_key: str | SecretStr | None = None, **options: str) -> None:
+    def __init__(
+        self,
+        voice: str | None = None,
+        *,
+        api_key: str | SecretStr | None = None,
+        allowed_endpoints: Sequence[str] | None = None,
+        **options: str,
+    ) -> None:
+        allowed = endpoint_allowlist(allowed_endpoints, key_given=api_key is not None)  # before the key is read here
         if api_key is None:
             api_key = next((os.environ[v] for v in KEY_VARIABLES if os.environ.get(v)), None)
         if not (api_key.get_secret_value() if isinstance(api_key, SecretStr) else api_key):
@@ -125,7 +134,7 @@ class GeminiTTS(CloudTTS):
                 f"{self.name} needs an API key: set {' or '.join(KEY_VARIABLES)} in the "
                 "environment (or name a Prefect Secret block for it in the setting secret_blocks)"
             )
-        super().__init__(voice, api_key=api_key, **options)
+        super().__init__(voice, api_key=api_key, allowed_endpoints=allowed, **options)
         self._transient = transient_transport_errors()
 
     def __setstate__(self, state: dict[str, Any]) -> None:
