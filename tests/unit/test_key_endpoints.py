@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from ttseval.core.config import load_settings
+from ttseval.core.config import Settings, load_settings
 from ttseval.core.errors import ConfigError, SpecError
 from ttseval.core.protocols import LLMRequest
 from ttseval.providers import confine_key
@@ -96,7 +96,7 @@ def capture(monkeypatch: pytest.MonkeyPatch) -> Iterator[Capture]:
     server.server.shutdown()
 
 
-def _settings(allowed: list[str]) -> object:
+def _settings(allowed: list[str]) -> Settings:
     return load_settings(allowed_endpoints=allowed)
 
 
