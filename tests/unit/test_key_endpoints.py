@@ -13,6 +13,7 @@ import json
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
@@ -196,9 +197,44 @@ def test_which_endpoints_an_entry_admits(endpoint: str, allowed: list[str], kept
 )
 def test_a_bad_allowed_endpoint_is_refused_by_its_index(entry: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TTSEVAL_ALLOWED_ENDPOINTS", json.dumps(["https://ok.example", entry]))
-    with pytest.raises(ConfigError, match=r"allowed_endpoints\[1\]") as refused:
+    with pytest.raises(ConfigError, match=r"allowed_endpoints\.\*\[1\]") as refused:
         load_settings()
     assert "u:p" not in str(refused.value) and "k=1" not in str(refused.value)
+
+
+def test_an_endpoint_allowed_for_one_provider_gets_only_that_providers_key(capture: Capture) -> None:
+    """allowed_endpoints per provider name: the OpenAI key may go to a proxy that the ElevenLabs key may not."""
+    settings = load_settings(allowed_endpoints={"openai": [capture.url]})
+    openai = build_provider("tts", f"openai:alloy:base_url={capture.url}/v1", settings)
+    _call("tts", openai)
+    assert capture.keys_received()
+    with pytest.raises(SpecError, match=r"allowed_endpoints\.elevenlabs"):
+        build_provider("tts", f"elevenlabs:v1:base_url={capture.url}", settings)
+
+
+def test_the_command_line_and_a_deployment_run_refuse_before_any_request(
+    capture: Capture, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`ttseval evaluate` (in-process, its real parser and exit code) and the evaluate flow as a deployment runs it
+    (its settings the worker's, its parameters the UI's): a system and a judge pointed at the capture server are
+    refused before any request and before anything is written."""
+    from ttseval.cli import main
+    from ttseval.flows.evaluate import evaluate
+
+    monkeypatch.setenv("TTSEVAL_ALLOWED_ENDPOINTS", "[]")
+    monkeypatch.setenv("TTSEVAL_STORE", str(tmp_path / "store"))
+    dataset = tmp_path / "one.jsonl"
+    dataset.write_text('{"item_id": "a", "text": "Hello there.", "language": "en", "category": "c", "depth": 0}\n')
+    system, judge = f"elevenlabs:v1:base_url={capture.url}", f"gemini:gemini-2.5-pro:base_url={capture.url}"
+    for argv in (["--systems", f"espeak-ng,{system}"], ["--systems", "espeak-ng,flite", "--judges", judge]):
+        code = main(["evaluate", "--dataset", str(dataset), *argv, "--run-id", "r"])
+        err = capsys.readouterr().err
+        assert code == 2 and "allowed_endpoints" in err and CANARY not in err, err
+    monkeypatch.setenv("PREFECT__RUNTIME__DEPLOYMENT__ID", "5f1c3a52-0000-4000-8000-000000000053")
+    with pytest.raises(SpecError, match="allowed_endpoints"):
+        evaluate.fn(dataset=str(dataset), systems=["espeak-ng", system], run_id="d")
+    assert capture.seen == []
+    assert not (tmp_path / "store").exists()
 
 
 def _call(kind: str, provider: object) -> None:

@@ -590,10 +590,11 @@ class Settings(BaseSettings):
         description="Stores (folders or s3:// URIs) a run started from a deployment or the Prefect UI may name "
         "besides the setting store; set by whoever runs the worker. Any other store such a run names is refused",
     )
-    allowed_endpoints: list[str] = Field(
-        default_factory=list,
-        description="Endpoints besides each vendor's own that may receive the worker's API keys: a spec's base_url "
-        "on one of them gets the key (a proxy, a test server); set by whoever runs the worker. Each is "
+    allowed_endpoints: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="Endpoints besides each vendor's own that may receive the worker's API keys, per provider name "
+        "({'openai': [...], 'gemini': [...]}, '*' for every provider; a plain list means '*'): a spec's base_url on "
+        "one of them gets the key (a proxy, a test server); set by whoever runs the worker. Each is "
         "scheme://host[:port][/path], and one without a port admits every port of its host. A keyed provider whose "
         "base_url lies elsewhere is refused (exit 2) before any call, or, where a self-hosted server needs no key "
         "(openai), sends none",
@@ -668,19 +669,23 @@ class Settings(BaseSettings):
         # settings and environment, never their own working folder's ./artifacts
         return value if value.startswith("s3://") else os.path.abspath(value)
 
-    @field_validator("allowed_endpoints")
+    @field_validator("allowed_endpoints", mode="before")
     @classmethod
-    def _endpoints(cls, value: list[str]) -> list[str]:
+    def _endpoints(cls, value: Any) -> Any:
         from urllib.parse import urlsplit
 
-        for i, entry in enumerate(value):
-            parts = urlsplit(entry)
-            if parts.scheme not in ("http", "https") or not parts.hostname:
-                raise ValueError(
-                    f"allowed_endpoints[{i}]: give scheme://host[:port][/path], e.g. https://proxy.example:8443"
-                )
-            if parts.username or parts.password or parts.query or parts.fragment:
-                raise ValueError(f"allowed_endpoints[{i}]: no user:password@, query or fragment; the endpoint alone")
+        if isinstance(value, str) and value.lstrip().startswith("["):  # TTSEVAL_ALLOWED_ENDPOINTS='["https://..."]'
+            value = json.loads(value)
+        if isinstance(value, list):
+            value = {"*": value}
+        for provider, entries in value.items() if isinstance(value, dict) else ():
+            for i, entry in enumerate(entries if isinstance(entries, list) else []):
+                where = f"allowed_endpoints.{provider}[{i}]"
+                parts = urlsplit(str(entry))
+                if parts.scheme not in ("http", "https") or not parts.hostname:
+                    raise ValueError(f"{where}: give scheme://host[:port][/path], e.g. https://proxy.example:8443")
+                if parts.username or parts.password or parts.query or parts.fragment:
+                    raise ValueError(f"{where}: no user:password@, query or fragment; the endpoint alone")
         return value
 
     @field_validator("quality", mode="before")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, Field, SecretStr, ValidationError
@@ -121,17 +121,24 @@ def endpoint_without_credentials(value: str | None) -> str | None:
     return value
 
 
-def endpoint_allowlist(allowed: Sequence[str] | None, *, key_given: bool) -> tuple[str, ...] | None:
-    """The endpoints besides the vendor's own that a keyed provider may send its key to: `allowed` as given (a
-    stage passes the run's setting allowed_endpoints), else, for a key read from this process's environment, this
-    process's setting; None (not confined) only for a key its caller passed in by hand."""
-    if allowed is not None:
-        return tuple(allowed)
-    if key_given:
-        return None
-    from ttseval.core.config import load_settings
+AllowedEndpoints = Mapping[str, Sequence[str]] | Sequence[str]
+"""The setting allowed_endpoints (provider name or '*' -> endpoints), or one provider's endpoints already chosen."""
 
-    return tuple(load_settings().allowed_endpoints)
+
+def endpoint_allowlist(allowed: AllowedEndpoints | None, *, key_given: bool, provider: str) -> tuple[str, ...] | None:
+    """The endpoints besides the vendor's own that `provider` may send its key to: from `allowed` as given (a stage
+    passes the run's setting allowed_endpoints: its '*' entries and the provider's own), else, for a key read from
+    this process's environment, from this process's setting; None (not confined) only for a key its caller passed
+    in by hand."""
+    if allowed is None:
+        if key_given:
+            return None
+        from ttseval.core.config import load_settings
+
+        allowed = load_settings().allowed_endpoints
+    if isinstance(allowed, Mapping):
+        return (*allowed.get("*", ()), *allowed.get(provider, ()))
+    return tuple(allowed)
 
 
 def _admits(entry: str, url: str) -> bool:
@@ -180,9 +187,8 @@ def confine_key(
     origin = f"{got.scheme}://{got.netloc}"
     raise ValueError(
         f"base_url {origin} is neither {provider}'s own endpoint ({own or 'none without region'}) nor in the setting "
-        "allowed_endpoints, so "
-        f"the worker's {variable} is never sent there; whoever runs the worker may add {origin} to allowed_endpoints "
-        "(TTSEVAL_ALLOWED_ENDPOINTS or ttseval.toml)"
+        f"allowed_endpoints, so the worker's {variable} is never sent there; whoever runs the worker may add {origin} "
+        f"to allowed_endpoints.{provider} (ttseval.toml, or TTSEVAL_ALLOWED_ENDPOINTS as JSON)"
     )
 
 

@@ -56,7 +56,7 @@ class CascadeJudge:
         *,
         cascades: dict[str, Any] | None = None,
         plugins: dict[str, dict[str, str]] | None = None,
-        allowed_endpoints: list[str] | None = None,
+        allowed_endpoints: dict[str, list[str]] | None = None,
         **options: str,
     ) -> None:
         if options:
@@ -168,7 +168,11 @@ class CascadeJudge:
 
 
 def _pairwise_judge(
-    cascade: str, role: str, spec: str, plugins: dict[str, str] | None, allowed_endpoints: list[str] | None
+    cascade: str,
+    role: str,
+    spec: str,
+    plugins: dict[str, str] | None,
+    allowed_endpoints: dict[str, list[str]] | None,
 ) -> PairwiseJudge:
     """The cascade's `role` judge, built from `spec`, with the cascade's allowed_endpoints where it sends a key.
 

@@ -20,13 +20,12 @@ from the transport start with "Gemini HTTP <code>" or "Gemini transport"; unpars
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from pydantic import Field, SecretStr
 
 from ttseval.core.ids import stable_id
-from ttseval.providers import EngineVersion, canonical_spec, endpoint_allowlist, parse_options
+from ttseval.providers import AllowedEndpoints, EngineVersion, canonical_spec, endpoint_allowlist, parse_options
 from ttseval.providers.judges.llm_judge import LLMJudge, SamplingOptions, check_sampling, llm_options
 from ttseval.providers.llm.gemini import GeminiLLM, GeminiLLMOptions, require_genai, resolve_api_key
 
@@ -71,13 +70,15 @@ class GeminiJudge(LLMJudge):
         voice: str | None = None,
         *,
         api_key: str | SecretStr | None = None,
-        allowed_endpoints: Sequence[str] | None = None,
+        allowed_endpoints: AllowedEndpoints | None = None,
         **options: str,
     ) -> None:
         self.options = parse_options(GeminiOptions, options, provider=self.name)
         self.model = voice or DEFAULT_MODEL
         self.spec = canonical_spec(self.name, voice, options)
-        allowed = endpoint_allowlist(allowed_endpoints, key_given=api_key is not None)  # before the key is read here
+        allowed = endpoint_allowlist(
+            allowed_endpoints, key_given=api_key is not None, provider=self.name
+        )  # before the key is read here
         secret = resolve_api_key(api_key, "gemini judge")
         require_genai("gemini judge")
         o = self.options

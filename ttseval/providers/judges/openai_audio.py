@@ -19,13 +19,12 @@ The key comes from OPENAI_API_KEY (or `api_key=`); with `base_url` and no key, n
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from pydantic import Field, SecretStr
 
 from ttseval.core.ids import stable_id
-from ttseval.providers import EngineVersion, canonical_spec, package_version, parse_options
+from ttseval.providers import AllowedEndpoints, EngineVersion, canonical_spec, package_version, parse_options
 from ttseval.providers.judges.llm_judge import LLMJudge, SamplingOptions, check_sampling, llm_options
 from ttseval.providers.llm.openai_compat import OpenAICompatLLM, OpenAIOptions
 
@@ -80,7 +79,7 @@ class OpenAIJudge(LLMJudge):
         voice: str | None = None,
         *,
         api_key: str | SecretStr | None = None,
-        allowed_endpoints: Sequence[str] | None = None,
+        allowed_endpoints: AllowedEndpoints | None = None,
         **options: str,
     ) -> None:
         self.options = parse_options(OpenAIJudgeOptions, options, provider=self.name)

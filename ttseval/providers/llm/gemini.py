@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import re
 import threading
-from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from pydantic import Field, SecretStr
@@ -27,6 +26,7 @@ from ttseval.core.errors import MissingKeyError
 from ttseval.core.ids import stable_id
 from ttseval.core.protocols import LLMRequest
 from ttseval.providers import (
+    AllowedEndpoints,
     EngineVersion,
     canonical_spec,
     confine_key,
@@ -144,7 +144,7 @@ class GeminiLLM(BaseLLM):
         voice: str | None = None,
         *,
         api_key: str | SecretStr | None = None,
-        allowed_endpoints: Sequence[str] | None = None,
+        allowed_endpoints: AllowedEndpoints | None = None,
         **options: str,
     ) -> None:
         self.options = parse_options(GeminiLLMOptions, options, provider=self.name)
@@ -154,7 +154,7 @@ class GeminiLLM(BaseLLM):
             resolve_api_key(api_key, "gemini llm"),
             self.options.base_url,
             vendor=DEFAULT_BASE_URL,
-            allowed=endpoint_allowlist(allowed_endpoints, key_given=api_key is not None),
+            allowed=endpoint_allowlist(allowed_endpoints, key_given=api_key is not None, provider=self.name),
             provider="gemini",
             variable=" or ".join(KEY_VARIABLES),
             key_required=True,

@@ -19,7 +19,6 @@ from __future__ import annotations
 import base64
 import os
 import threading
-from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, SecretStr
@@ -28,6 +27,7 @@ from ttseval.core.errors import MissingKeyError
 from ttseval.core.ids import stable_id
 from ttseval.core.protocols import LLMRequest
 from ttseval.providers import (
+    AllowedEndpoints,
     EngineVersion,
     canonical_spec,
     confine_key,
@@ -101,13 +101,13 @@ class OpenAICompatLLM(BaseLLM):
         voice: str | None = None,
         *,
         api_key: str | SecretStr | None = None,
-        allowed_endpoints: Sequence[str] | None = None,
+        allowed_endpoints: AllowedEndpoints | None = None,
         **options: str,
     ) -> None:
         self.options = parse_options(OpenAIOptions, options, provider=self.name)
         self.model = self.options.model or voice or DEFAULT_MODEL
         self.spec = canonical_spec(self.name, voice, options)
-        allowed = endpoint_allowlist(allowed_endpoints, key_given=api_key is not None)
+        allowed = endpoint_allowlist(allowed_endpoints, key_given=api_key is not None, provider=self.name)
         if api_key is None:
             api_key = os.environ.get(KEY_VARIABLE) or None
         secret = api_key if isinstance(api_key, SecretStr) else SecretStr(api_key or "")

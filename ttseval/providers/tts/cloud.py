@@ -29,7 +29,6 @@ import io
 import os
 import threading
 import time
-from collections.abc import Sequence
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
@@ -47,6 +46,7 @@ from ttseval.core.errors import (
 )
 from ttseval.core.protocols import ANY_LANGUAGE, Languages
 from ttseval.providers import (
+    AllowedEndpoints,
     canonical_spec,
     confine_key,
     endpoint_allowlist,
@@ -181,14 +181,14 @@ class CloudTTS:
         voice: str | None = None,
         *,
         api_key: str | SecretStr | None = None,
-        allowed_endpoints: Sequence[str] | None = None,
+        allowed_endpoints: AllowedEndpoints | None = None,
         **options: str,
     ) -> None:
         self.options = parse_options(self.Options, options, provider=self.name)
         self.spec = canonical_spec(self.name, voice, options)
         self.voice = voice or self.default_voice
         self.model = self.options.model or self.default_model
-        allowed = endpoint_allowlist(allowed_endpoints, key_given=api_key is not None)
+        allowed = endpoint_allowlist(allowed_endpoints, key_given=api_key is not None, provider=self.name)
         if api_key is None and self.key_variable:
             api_key = os.environ.get(self.key_variable) or None
         self._api_key = api_key if isinstance(api_key, SecretStr) else SecretStr(api_key or "")

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from pydantic import Field, SecretStr
@@ -50,7 +49,7 @@ from ttseval.core.errors import (
     TransientProviderError,
     TruncatedAudioError,
 )
-from ttseval.providers import EngineVersion, endpoint_allowlist, package_version
+from ttseval.providers import AllowedEndpoints, EngineVersion, endpoint_allowlist, package_version
 from ttseval.providers.llm.gemini import KEY_VARIABLES, retry_delay_s, transient_transport_errors
 from ttseval.providers.tts.cloud import CloudOptions, CloudTTS, decode_audio, vendor_message
 
@@ -123,10 +122,12 @@ class GeminiTTS(CloudTTS):
         voice: str | None = None,
         *,
         api_key: str | SecretStr | None = None,
-        allowed_endpoints: Sequence[str] | None = None,
+        allowed_endpoints: AllowedEndpoints | None = None,
         **options: str,
     ) -> None:
-        allowed = endpoint_allowlist(allowed_endpoints, key_given=api_key is not None)  # before the key is read here
+        allowed = endpoint_allowlist(
+            allowed_endpoints, key_given=api_key is not None, provider=self.name
+        )  # before the key is read here
         if api_key is None:
             api_key = next((os.environ[v] for v in KEY_VARIABLES if os.environ.get(v)), None)
         if not (api_key.get_secret_value() if isinstance(api_key, SecretStr) else api_key):
