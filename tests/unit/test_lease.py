@@ -123,3 +123,63 @@ def test_try_acquire_alone_says_whether_it_took_the_lease_over(tmp_path: Path) -
     _plant(store, "stale", pid=dead)
     stale = RunLease(store, "stale")
     assert stale.try_acquire() is None and stale.taken_over is not None and stale.taken_over["pid"] == dead
+
+
+FROZEN_WRITER = """
+import sys
+from ttseval.core.errors import LeaseLostError
+from ttseval.core.lease import RunLease
+from ttseval.core.schemas import table_from_rows
+from ttseval.core.store import ArtifactStore
+
+store = ArtifactStore(sys.argv[1])
+lease = RunLease(store, "r", ttl_s=1.0, purpose="frozen writer").acquire()
+print(lease.token, flush=True)
+sys.stdin.readline()  # the test says when: after it froze this process, took the lease over and thawed it
+row = {"item_id": "late", "text": "Hi.", "language": "en", "category": "c", "depth": 0}
+try:
+    store.write_part("r", "items", table_from_rows("items", [row]), fence=lease.token)
+    print("committed", flush=True)
+except LeaseLostError as e:
+    print("refused:", e, flush=True)
+"""
+
+
+def test_a_frozen_holder_thawed_after_another_took_over_commits_nothing(store: ArtifactStore) -> None:
+    """A writer frozen (SIGSTOP) past its lease's ttl loses the lease to another invocation; thawed, its fenced
+    commit (the token its workers carry, settings.lease_token) is refused and writes no part, while the new
+    holder's commits go through."""
+    import signal
+    import sys
+
+    from ttseval.core.errors import LeaseLostError
+    from ttseval.core.schemas import table_from_rows
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", FROZEN_WRITER, store.uri],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        frozen_token = proc.stdout.readline().strip()  # type: ignore[union-attr]
+        assert frozen_token, proc.stderr.read()  # type: ignore[union-attr]
+        proc.send_signal(signal.SIGSTOP)
+        taker = RunLease(store, "r", ttl_s=1.0, purpose="the next invocation")
+        deadline = time.monotonic() + 60
+        while taker.try_acquire() is not None:  # stale once a second passes without the frozen one's renewal
+            assert time.monotonic() < deadline, "the frozen holder's lease never went stale"
+            time.sleep(0.1)  # polls a condition, with the deadline above
+        assert taker.taken_over is not None and taker.taken_over["token"] == frozen_token
+        proc.send_signal(signal.SIGCONT)
+        out, err = proc.communicate("\n", timeout=60)
+    finally:
+        proc.kill()
+    assert out.startswith("refused:") and "taken over by another (the next invocation" in out, out + err
+    assert store.part_files("r", "items") == []
+    row = {"item_id": "ours", "text": "Hi.", "language": "en", "category": "c", "depth": 0}
+    assert store.write_part("r", "items", table_from_rows("items", [row]), fence=taker.token)
+    with pytest.raises(LeaseLostError):
+        store.write_part("r", "items", table_from_rows("items", [row]), fence=frozen_token)
+    assert len(store.part_files("r", "items")) == 1

@@ -262,6 +262,7 @@ HOW_IT_RUNS = frozenset(
         "lease_ttl_s",
         "store_wait_s",
         "scheduler_wait_s",
+        "lease_token",
     }
 )
 """Settings that decide where and how a command runs, never what its tables or report hold: a re-run that changes
@@ -572,6 +573,12 @@ class Settings(BaseSettings):
         description="A run id's lease not renewed for this long (its writer "
         "frozen, or on another host and gone) is taken over; a dead writer on this host's "
         "is taken over at once",
+    )
+    lease_token: str | None = Field(
+        default=None,
+        description="Set by the flow that holds a run's lease, never by hand: its workers commit a part only while "
+        "the run's lease is still this token's, so a writer that lost its lease (frozen past lease_ttl_s and taken "
+        "over) commits nothing more",
     )
     confine_paths: Literal["deployments", "always", "never"] = Field(
         default="deployments",

@@ -57,6 +57,11 @@ class RunBusyError(TTSEvalError):
     """Another invocation holds the run id's lease (ttseval/core/lease.py): nothing was written."""
 
 
+class LeaseLostError(RunBusyError):
+    """Another invocation took over the run id's lease while this one was frozen or cut off: this one commits
+    nothing more (a fenced write, ArtifactStore.write_part)."""
+
+
 class DatasetError(TTSEvalError):
     """An input dataset breaks a rule; `problems` lists each broken rule with its rows."""
 

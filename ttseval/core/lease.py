@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ttseval.core.errors import RunBusyError, StoreError
-from ttseval.core.store import ArtifactStore, check_run_id, write_error
+from ttseval.core.store import ArtifactStore, check_run_id, lease_path, write_error
 
 DEFAULT_TTL_S = 120.0
 
@@ -170,7 +170,7 @@ class RunLease:
         self, store: ArtifactStore, run_id: str, *, ttl_s: float = DEFAULT_TTL_S, wait_s: float = 0.0, purpose: str = ""
     ) -> None:
         self.store, self.run_id, self.ttl_s, self.wait_s = store, check_run_id(run_id), ttl_s, wait_s
-        rel = f"runs/{run_id}/.lease"
+        rel = lease_path(run_id)
         self.where = store.display(rel)
         self.backend: _Local | _S3 = _Local(store.path(rel)) if store.is_local else _S3(store, rel)
         self.owner = {
@@ -186,6 +186,11 @@ class RunLease:
         self.lost = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+
+    @property
+    def token(self) -> str:
+        """This holder's token, in the lease record: a fenced write (ArtifactStore.check_fence) compares it."""
+        return str(self.owner["token"])
 
     def _body(self) -> bytes:
         return json.dumps(self.owner | {"renewed_at": _now().isoformat(), "ttl_s": self.ttl_s}).encode()

@@ -37,7 +37,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from ttseval.core.config import STORE_WAIT_S, Settings
-from ttseval.core.errors import ConfigError, StoreError, StoreUnwritableError
+from ttseval.core.errors import ConfigError, LeaseLostError, StoreError, StoreUnwritableError
 from ttseval.core.schemas import TABLES
 
 _UNREACHABLE = (
@@ -139,6 +139,11 @@ def check_run_id(run_id: str) -> str:
         f"digits, '.', '_' and '-' only, starts with a letter or digit and has at most 128 characters "
         f"(for example {fix!r})"
     )
+
+
+def lease_path(run_id: str) -> str:
+    """The run's lease object under the store's root (a hidden name: table readers skip it; core/lease.py)."""
+    return f"runs/{check_run_id(run_id)}/.lease"
 
 
 def part_label(label: str) -> str:
@@ -354,11 +359,19 @@ class ArtifactStore:
         return self.read_bytes(self.audio_rel_path(sha256))
 
     # tables --------------------------------------------------------------------------------------------------
-    def write_part(self, run_id: str, table: str, data: pa.Table, *, label: str = "") -> str | None:
-        """Commit `data` as one new immutable part of `runs/<run_id>/<table>`; returns its path (None if empty)."""
+    def write_part(
+        self, run_id: str, table: str, data: pa.Table, *, label: str = "", fence: str | None = None
+    ) -> str | None:
+        """Commit `data` as one new immutable part of `runs/<run_id>/<table>`; returns its path (None if empty).
+
+        With `fence` (the writing invocation's lease token, settings.lease_token) the part is committed only while
+        the run's lease is still that token's: a writer that lost the lease commits nothing (LeaseLostError).
+        """
         check_run_id(run_id)
         if data.num_rows == 0:
             return None
+        if fence is not None:
+            self.check_fence(run_id, fence)
         schema = TABLES[table].schema
         data = data.cast(schema) if data.schema != schema else data
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
@@ -367,6 +380,28 @@ class ArtifactStore:
         sink = pa.BufferOutputStream()
         pq.write_table(data, sink, compression="zstd")
         return self.write_bytes(f"runs/{run_id}/{table}/{name}", sink.getvalue().to_pybytes())
+
+    def check_fence(self, run_id: str, token: str) -> None:
+        """Refuse a commit by an invocation whose lease on `run_id` another has taken over (or that is gone).
+
+        Raises:
+            LeaseLostError: the lease names another holder, or none.
+        """
+        try:
+            holder = json.loads(self.read_bytes(lease_path(run_id)))
+        except StoreError as e:
+            if not isinstance(e.__cause__, FileNotFoundError):
+                raise  # the store cannot be read now: a transient error, the task is tried again
+            holder = {}  # released by whoever took it over, and finished
+        except ValueError:
+            holder = {}
+        if holder.get("token") != token:
+            raise LeaseLostError(
+                f"run {run_id!r}: this invocation's lease was taken over by another ({holder.get('purpose') or 'a run'}"
+                f" on host {holder.get('host', '?')}, pid {holder.get('pid', '?')}, since "
+                f"{holder.get('acquired_at', '?')}) while it was frozen or cut off for longer than its lease_ttl_s; it "
+                "commits nothing more. The other invocation finishes the run; run it again afterwards to check."
+            )
 
     def part_files(self, run_id: str, table: str) -> list[str]:
         selector = pafs.FileSelector(self.table_dir(run_id, table), allow_not_found=True)

@@ -138,7 +138,8 @@ def backfill_judge(
         system_ids = [s for s in system_ids if s in wanted or (kind == "pairwise" and s == baseline_id)]
     with RunLease(
         st, run_id, ttl_s=settings.lease_ttl_s, wait_s=settings.lease_wait_s, purpose=f"backfill of judge {judge_spec}"
-    ):  # one writer per run id (ttseval/core/lease.py)
+    ) as lease:  # one writer per run id (ttseval/core/lease.py); its workers commit only while it holds it
+        settings = settings.model_copy(update={"lease_token": lease.token})
         item_ids = subset_items(st, run_id, categories, depths, items)
         scope = f"{len(item_ids)} items" if item_ids is not None else "every item"
         logger().info(
@@ -171,6 +172,7 @@ def backfill_judge(
                 progress.add(stage, sum(p.to_compute for p in stage_plans))
                 progress.advance(stage, sum(r.n_rows for r in done))
         check_stage_tables(st, run_id, tables)
+        st.check_fence(run_id, lease.token)  # a flow frozen past its lease compacts and reports nothing
         for name in tables:
             st.compact(run_id, name)
         # the whole report again, its provenance the evaluate's, with every judge backfilled so far

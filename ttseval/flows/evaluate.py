@@ -111,7 +111,9 @@ def evaluate(
         ttl_s=settings.lease_ttl_s,
         wait_s=settings.lease_wait_s,
         purpose=f"evaluate of {len(specs)} systems",
-    ):
+    ) as lease:
+        # the workers commit parts only while this invocation holds the lease (ArtifactStore.check_fence)
+        settings = settings.model_copy(update={"lease_token": lease.token})
         # audio made elsewhere (files: folders and manifests on this machine) into the store: workers read only it
         staged = stage_files_systems(st, run_id, items, specs, baseline_spec, settings)
         specs, baseline_spec, settings = staged.systems, staged.baseline, staged.settings
@@ -200,6 +202,7 @@ def evaluate(
 
         check_stage_tables(st, run_id, stages)
         # One part per shard keeps writes independent; one part per table keeps later reads to one file each.
+        st.check_fence(run_id, lease.token)  # a flow frozen past its lease compacts and reports nothing
         compacting = time.perf_counter()
         compacted = {t: st.compact(run_id, t) for t in stages}
         log.info(

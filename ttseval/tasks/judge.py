@@ -256,7 +256,7 @@ def judge_shard(
         verdicts = []
     rows += [base(w) | known | kind.verdict_row(v, known) | _answered(v) for (w, known), v in zip(pending, verdicts)]
     replaces = {kind.key(w, judge_id) for w in shard["work"] if w["replaces"]}
-    part, statuses = commit(store, run_id, kind.table, rows, label=label, replaces=replaces)
+    part, statuses = commit(store, run_id, kind.table, rows, label=label, replaces=replaces, fence=settings.lease_token)
     return StageResult(kind.table, label, sum(statuses.values()), statuses, part, time.perf_counter() - started)
 
 

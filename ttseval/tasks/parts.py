@@ -49,6 +49,7 @@ def commit(
     label: str,
     replaces: set[tuple[Any, ...]],
     looked: bool = False,
+    fence: str | None = None,
 ) -> tuple[str | None, dict[str, int]]:
     """Write the shard's rows as one part; drop older rows of keys it recomputed; returns (part, status counts of
     the rows written).
@@ -71,7 +72,7 @@ def commit(
         settled = {key(r) for r in earlier if not r["retryable"]} - replaces
         replaces = replaces | {key(r) for r in earlier if r["retryable"]} - settled
         rows = [r for r in rows if key(r) not in settled]
-    part = store.write_part(run_id, table, table_from_rows(table, rows), label=label)
+    part = store.write_part(run_id, table, table_from_rows(table, rows), label=label, fence=fence)
     if part and replaces:
         store.supersede(run_id, table, replaces, keep=part)
     return part, dict(Counter(r["status"] for r in rows))

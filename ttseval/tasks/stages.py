@@ -207,7 +207,9 @@ def run_stage(stage: ClipStage, settings: Settings, run_id: str, work: list[Work
             except Exception as e:  # noqa: BLE001
                 own = error_row(e, attempt=1, stage=f"{where} (row)", keys=[key])
             rows.append(common(w) | {"cache_hit": hit} | own)
-    part, statuses = commit(store, run_id, stage.table, rows, label=label, replaces=replaces)
+    part, statuses = commit(
+        store, run_id, stage.table, rows, label=label, replaces=replaces, fence=settings.lease_token
+    )
     return StageResult(stage.table, label, sum(statuses.values()), statuses, part, time.perf_counter() - started)
 
 

@@ -338,6 +338,8 @@ def synthesize_items(settings: Settings, run_id: str, shard: dict[str, Any]) -> 
     again = {(r["item_id"], spec.id) for r in attempted if r["retryable"] and r["item_id"] not in earlier}
     items = [i for i in shard["items"] if i["item_id"] not in earlier]
     rows: list[dict[str, Any]] = []
+    if items and settings.lease_token is not None:
+        store.check_fence(run_id, settings.lease_token)  # a writer that lost its lease calls no (paid) provider
     if items:
         try:
             provider = get_provider("tts", spec.canonical, settings)
@@ -367,6 +369,7 @@ def synthesize_items(settings: Settings, run_id: str, shard: dict[str, Any]) -> 
         label=label,
         looked=True,
         replaces={(i["item_id"], spec.id) for i in items if i.get("replaces")} | again,
+        fence=settings.lease_token,
     )
     if earlier:
         logger().info(
