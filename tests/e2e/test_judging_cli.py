@@ -209,7 +209,11 @@ def test_strong_prompting_sends_the_category_description(
     assert refused.returncode == 2 and "takes no instruction" in refused.stderr
 
 
-def test_backfill_gemini_judge_against_fake_server_counts_calls_retries_and_parse_failures(judged_run) -> None:
+def test_backfill_gemini_judge_against_fake_server_counts_calls_retries_and_parse_failures(
+    judged_run, tmp_path: Path
+) -> None:
+    """...and the same command once the server answers in the right shape asks again exactly the comparisons that
+    did not parse, on a copy of the run: parse failures heal."""
     from tests.support.fake_gemini import FakeGemini, Reply
     from tests.support.judge_requests import answer
 
@@ -234,6 +238,16 @@ def test_backfill_gemini_judge_against_fake_server_counts_calls_retries_and_pars
         # 200 responses = 12 parsed on first answer + 2 unparseable comparisons x 2 attempts each.
         assert fake.ok_responses == 16
         assert fake.status_counts[429] == 1 and fake.status_counts[500] == 1
+        # the server fixed: the same command on a copy asks again only the 2 comparisons that did not parse
+        healed = _copy_of(store, tmp_path / "healed")
+        fake.script("When the chef stirred", [ok, ok])
+        again = run_cli(
+            ["backfill-judge", "--store", str(healed), "--run-id", "j", "--judge", spec],
+            own_cluster(env) | {"GEMINI_API_KEY": key, "TTSEVAL_POSITION_AUDIT_SHARE": "0"},
+            cwd=healed,
+        )
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert fake.ok_responses == 18 and fake.pending() == {}
     from ttseval.core.registry import Spec
 
     spec = Spec.parse(spec).canonical  # options sorted, as stored
@@ -265,6 +279,11 @@ def test_backfill_gemini_judge_against_fake_server_counts_calls_retries_and_pars
         if path.is_file() and path.suffix in (".parquet", ".json", ".md"):
             assert key.encode() not in path.read_bytes(), path
     assert key not in result.stdout + result.stderr
+    after = pd.read_parquet(healed / "runs" / "j" / "judgments")
+    after = after[(after["judge_spec"] == spec) & (after["status"] == "ok")]
+    assert len(after) == 14 and after["parse_ok"].all() and not after["retryable"].any()
+    record = json.loads(sorted((healed / "runs" / "j" / "log").glob("*.json"))[-1].read_text())
+    assert record["command"] == "backfill-judge" and record["computed"] == 2, record
 
 
 def _copy_of(store: Path, into: Path) -> Path:

@@ -188,11 +188,12 @@ def _answered(v: Any) -> dict[str, Any]:
     """The columns every answered row has, whichever the kind: raw output, parse status, budgets, usage.
 
     A verdict whose answer never came (`transient`: the transport failed after its retries) is a failed row the
-    next run asks again; an unparseable answer is the judge's own answer, so it stays."""
+    next run asks again. An unparseable answer is a row of the judge's answer (counted as a parse failure), and the
+    next run asks again too: a server answering in the wrong shape, once fixed, heals the run."""
     if getattr(v, "transient", False):
         status = {"status": "failed", "retryable": True, "error_type": "JudgeUnreachable"}
     else:
-        status = {"status": "ok", "retryable": False, "error_type": None if v.parse_ok else "ParseFailure"}
+        status = {"status": "ok", "retryable": not v.parse_ok, "error_type": None if v.parse_ok else "ParseFailure"}
     return {
         "raw_response": v.raw_response,
         "parse_ok": v.parse_ok,
@@ -216,7 +217,7 @@ def _verdicts(kind: JudgeKind, spec: str, settings: Settings, requests: list[Any
     limit_calls(judge, settings)
     if getattr(judge, "samples", 1) > 1:  # self-consistency: each sample cached by index, so N can grow
         store = get_store(settings.store, settings.store_wait_s)
-        judge.route_calls(lambda llm, requests: cached_generate(store, llm, requests))
+        judge.route_calls(lambda llm, requests: cached_generate(store, llm, requests, keep_unparseable=False))
     return one_per_request(kind.ask(judge, requests), requests, spec)
 
 

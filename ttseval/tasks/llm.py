@@ -3,9 +3,9 @@
 Cache key = sha256 of (llm_id, the request's identity: text parts, audio sha256, output schema, system text,
 temperature, sample). An entry is written the moment its call returns, so a run interrupted mid-way resumes
 with only the unfinished calls. Answers are cached whatever they were (valid, refused, unparseable): the model
-said it, and re-asking is a new request (bump `sample`). Transport failures are not cached, so the next run
-tries them again. Entries are documents of the store's one request cache (ttseval.core.cache), namespace
-`llm/<llm_id>`:
+said it, and re-asking is a new request (bump `sample`); a judge's unparseable answers are the exception
+(`keep_unparseable`). Transport failures are not cached, so the next run tries them again. Entries are documents
+of the store's one request cache (ttseval.core.cache), namespace `llm/<llm_id>`:
 
     cache/llm/<llm_id>/<key[:2]>/<key>.json
 """
@@ -106,10 +106,17 @@ def _save(cache: RequestCache, llm: LLM, key: str, request: LLMRequest, result: 
 
 
 def cached_generate(
-    store: ArtifactStore, llm: LLM, requests: list[LLMRequest], stats: CallStats | None = None
+    store: ArtifactStore,
+    llm: LLM,
+    requests: list[LLMRequest],
+    stats: CallStats | None = None,
+    *,
+    keep_unparseable: bool = True,
 ) -> list[LLMResult]:
     """One result per request, in order, each with its cache key in `extra["key"]`. Cache lookups and calls run
-    with the client's concurrency; identical requests in one batch are asked once."""
+    with the client's concurrency; identical requests in one batch are asked once. `keep_unparseable` False: an
+    answer in the wrong shape is not cached, so the next run asks again (a judge's samples: a server answering in
+    the wrong shape, once fixed, heals the run)."""
     keys = [request_key(llm, r) for r in requests]
     cache = call_cache(store, llm)
     first = {k: i for i, k in reversed(list(enumerate(keys)))}
@@ -119,7 +126,8 @@ def cached_generate(
         if result is None:
             result = llm.generate([requests[i]])[0]
             result.extra["key"] = keys[i]
-            if result.failure != "transport":  # saved here, at once: a crash elsewhere loses no finished call
+            kept = result.failure != "transport" and (keep_unparseable or result.failure != "unparseable")
+            if kept:  # saved here, at once: a crash elsewhere loses no finished call
                 _save(cache, llm, keys[i], requests[i], result)
         return result
 
