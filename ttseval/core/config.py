@@ -456,6 +456,18 @@ class Settings(BaseSettings):
         "same clip (audio SHA-256), model output id and engine version (transcripts: and "
         "language; similarity: and reference clip)",
     )
+    max_clip_s: float = Field(
+        default=600.0,
+        gt=0,
+        description="A synthesized clip longer than this many seconds is not stored: its row is failed for good, "
+        "naming its length (a runaway voice, or an endpoint answering with something else)",
+    )
+    max_answer_mb: float = Field(
+        default=100.0,
+        gt=0,
+        description="A TTS vendor's answer is read up to this many MiB; a longer one is a failed row, and the worker "
+        "never holds more of it (an endpoint streaming without end)",
+    )
     item_retries: int = Field(default=2, ge=0, description="Retries of a transient provider error on one item")
     retry_backoff_s: float = Field(default=1.0, ge=0, description="First backoff; doubles each retry")
     task_retries: int = Field(

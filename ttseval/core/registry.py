@@ -361,6 +361,13 @@ class Registry(Generic[T]):
             )
         self.check_available(parsed, extra)
         cls = self.resolve(parsed.provider, extra)
+        settings_named = [k for k, _ in parsed.options if k in getattr(cls, "run_settings", ())]
+        if settings_named:  # a spec is typed by whoever starts the run; these are the worker's to set
+            raise SpecError(
+                f"{self.kind} spec for {parsed.provider!r}: {settings_named[0]!r} is a setting of whoever runs the "
+                "worker (ttseval.toml or TTSEVAL_*), not an option of a spec",
+                spec=parsed.provider,
+            )
         options = {k: v for k, v in parsed.options if k not in PIPELINE_OPTIONS}
         try:
             provider = cls(voice=parsed.voice, **options, **context)  # type: ignore[call-arg]

@@ -15,6 +15,7 @@ from prefect.cache_policies import NO_CACHE
 from ttseval.core.audio import Audio, sha256_hex
 from ttseval.core.cache import RequestCache
 from ttseval.core.config import Settings
+from ttseval.core.errors import PermanentProviderError
 from ttseval.core.ids import digest
 from ttseval.core.protocols import VoicePrompt
 from ttseval.core.registry import Spec
@@ -187,6 +188,17 @@ def _finish(
     cache: RequestCache,
 ) -> dict[str, Any]:
     """The row of a call that returned `audio`: the clip stored once by content, its status, its cost."""
+    if audio.duration_s > settings.max_clip_s:  # not stored: a runaway voice, or an answer that is no clip
+        too_long = PermanentProviderError(
+            f"the clip is {audio.duration_s:.1f} s long, over the setting max_clip_s ({settings.max_clip_s:g} s); "
+            "not stored"
+        )
+        keys = [(call.item["item_id"], spec.id)]
+        return (
+            call.row
+            | error_row(too_long, attempt=attempt, stage=f"synthesis {spec.canonical}", keys=keys)
+            | {"latency_s": latency_s}
+        )
     try:
         wav = audio.to_wav_bytes()  # a provider's malformed audio or metadata is its failure, not the shard's
         metadata = json.dumps(provider.metadata(), sort_keys=True, default=str)

@@ -163,8 +163,9 @@ class CloudTTS:
     prices: ClassVar[dict[str, float]] = {}
     """Model -> USD per million billable characters; '*' for every other model."""
     Options: ClassVar[type[CloudOptions]] = CloudOptions
-    run_settings: ClassVar[tuple[str, ...]] = ("allowed_endpoints",)
-    """Built by a stage, the provider sends its key only where the run's settings allow (confine_key)."""
+    run_settings: ClassVar[tuple[str, ...]] = ("allowed_endpoints", "max_answer_mb")
+    """Built by a stage, the provider sends its key only where the run's settings allow (confine_key), and reads an
+    answer only up to the run's cap."""
 
     # ProviderMetadata (ttseval.core.protocols); a subclass declares `version`, and what differs.
     version: ClassVar[str]
@@ -182,9 +183,15 @@ class CloudTTS:
         *,
         api_key: str | SecretStr | None = None,
         allowed_endpoints: AllowedEndpoints | None = None,
+        max_answer_mb: float | None = None,
         **options: str,
     ) -> None:
         self.options = parse_options(self.Options, options, provider=self.name)
+        if max_answer_mb is None:  # built by hand: the setting's default
+            from ttseval.core.config import Settings
+
+            max_answer_mb = float(Settings.model_fields["max_answer_mb"].default)
+        self.max_answer_bytes = int(max_answer_mb * 2**20)
         self.spec = canonical_spec(self.name, voice, options)
         self.voice = voice or self.default_voice
         self.model = self.options.model or self.default_model
@@ -277,10 +284,17 @@ class CloudTTS:
         """An answer's body read whole from its `chunks`, noting when the first arrived (`first_byte_s`); `started`
         is time.perf_counter() when the request was sent."""
         parts: list[bytes] = []
+        size = 0
         for chunk in chunks:
             if not parts:
                 self._timing.first_byte_s = time.perf_counter() - started
             parts.append(chunk)
+            size += len(chunk)
+            if size > self.max_answer_bytes:  # read no further: an endpoint may stream without end
+                raise PermanentProviderError(
+                    f"{self.name}: the answer passed {self.max_answer_bytes / 2**20:g} MiB (the setting "
+                    "max_answer_mb); the rest was not read"
+                )
         return b"".join(parts)
 
     # -- cost -----------------------------------------------------------------------------------------------------

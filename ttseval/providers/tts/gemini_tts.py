@@ -123,6 +123,7 @@ class GeminiTTS(CloudTTS):
         *,
         api_key: str | SecretStr | None = None,
         allowed_endpoints: AllowedEndpoints | None = None,
+        max_answer_mb: float | None = None,
         **options: str,
     ) -> None:
         allowed = endpoint_allowlist(
@@ -135,7 +136,7 @@ class GeminiTTS(CloudTTS):
                 f"{self.name} needs an API key: set {' or '.join(KEY_VARIABLES)} in the "
                 "environment (or name a Prefect Secret block for it in the setting secret_blocks)"
             )
-        super().__init__(voice, api_key=api_key, allowed_endpoints=allowed, **options)
+        super().__init__(voice, api_key=api_key, allowed_endpoints=allowed, max_answer_mb=max_answer_mb, **options)
         self._transient = transient_transport_errors()
 
     def __setstate__(self, state: dict[str, Any]) -> None:
