@@ -308,7 +308,7 @@ def paired_markdown(settings: Settings, tables: RunTables, baseline_id: str, nam
             "items",
             "system",
             "baseline",
-            "difference [95% BCa CI]",
+            "difference (WER/CER pooled) [95% BCa CI]",
             "permutation p",
             "Wilcoxon p",
             f"adjusted p ({method})",
@@ -452,6 +452,9 @@ def planning_markdown(settings: Settings, tables: RunTables, baseline_id: str, n
         "report's permutation test matches in simulation) to detect a difference with the baseline at "
         f"power {settings.plan_power}, at alpha {settings.alpha} / {tests} (the Holm family of these "
         "comparisons), from the spread (sd) of this run's per-item differences (WER/CER as per-item rates). "
+        "For WER and CER the difference here is the mean of per-item rates, which weighs every item alike; the "
+        "paired comparisons' is pooled (errors over reference words), which weighs every word alike, so the two "
+        "differ when items differ in length, and may differ in sign. "
         "Use a pilot run to plan the real one; a dash: no spread or no difference to plan for.",
         [
             "system",
@@ -459,7 +462,7 @@ def planning_markdown(settings: Settings, tables: RunTables, baseline_id: str, n
             "metric",
             "items now",
             "sd of per-item difference",
-            "difference now",
+            "mean per-item difference now",
             "items for that difference",
             *(f"items for size {k + 1}" for k in range(sizes)),
         ],
