@@ -119,6 +119,20 @@ def test_binds_loopback_only(stack: StackInfo) -> None:
     assert not wrong, f"stack processes listen beyond loopback: {wrong}"
 
 
+def test_stack_env_prints_what_a_client_shell_exports(stack: StackInfo) -> None:
+    """`eval "$(ttseval stack env)"` in a shell: the exports point a client at this stack (API, store, scheduler,
+    S3 endpoint and its credentials), read back from the shell itself."""
+    import subprocess
+
+    from tests.support.harness import BIN
+
+    script = f'eval "$({BIN / "ttseval"} stack env --folder {stack.folder})" && env'
+    shell = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=120, cwd=stack.folder)
+    assert shell.returncode == 0, shell.stderr
+    exported = dict(line.split("=", 1) for line in shell.stdout.splitlines() if "=" in line)
+    assert {k: exported.get(k) for k in stack.env()} == stack.env()
+
+
 def test_stack_up_again_returns_running_stack(stack: StackInfo) -> None:
     again = stack_up(stack.folder)
     assert again.pids == stack.pids and again.api_url == stack.api_url

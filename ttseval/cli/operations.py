@@ -36,6 +36,17 @@ def cmd_stack(args: argparse.Namespace) -> int:
     elif args.action == "down":
         stack_down(folder)
         print(f"stack in {folder} stopped")
+    elif args.action == "env":
+        import shlex
+
+        from ttseval.core.errors import NotFoundError
+        from ttseval.infra.stack import stack_info
+
+        running = stack_info(folder)
+        if running is None:
+            raise NotFoundError(f"no stack is running in {folder}; start one with `ttseval stack up`")
+        # what a client shell exports to use the stack: `eval "$(ttseval stack env)"`
+        print("\n".join(f"export {k}={shlex.quote(v)}" for k, v in running.env().items()))
     else:
         print(json.dumps(stack_status(folder), indent=2))
     return 0
@@ -134,7 +145,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def add_stack(sub: Subcommands) -> None:
     stk = sub.add_parser("stack", help="local Prefect server + worker, Dask cluster and S3 server on 127.0.0.1")
-    stk.add_argument("action", choices=["up", "down", "status"])
+    stk.add_argument(
+        "action",
+        choices=["up", "down", "status", "env"],
+        help='env prints the exports a client shell needs to use the running stack: eval "$(ttseval stack env)"',
+    )
     stk.add_argument("--folder", default=".ttseval-stack", help="PIDs, logs and state of the stack")
     stk.add_argument(
         "--gpu",
