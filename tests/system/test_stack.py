@@ -133,6 +133,49 @@ def test_stack_env_prints_what_a_client_shell_exports(stack: StackInfo) -> None:
     assert {k: exported.get(k) for k in stack.env()} == stack.env()
 
 
+def test_a_stack_for_the_network_refuses_the_api_to_whoever_lacks_its_password(tmp_path: Path) -> None:
+    """`stack up --bind 0.0.0.0`: the Prefect API and UI listen on every interface and answer only with the
+    user:password made at `stack up` (its own worker and `stack env`'s exports have it); the Dask scheduler and the
+    S3 server stay on loopback; `stack down` removes the password."""
+    import base64
+    import subprocess
+    import urllib.error
+    import urllib.request
+
+    from tests.support.harness import BIN
+
+    shared = stack_up(tmp_path / "shared", gpu=False, bind="0.0.0.0")
+    try:
+        assert shared.auth_string and (tmp_path / "shared" / "secrets.json").stat().st_mode & 0o077 == 0
+        assert shared.auth_string not in shared.describe() and shared.auth_string not in json.dumps(
+            stack_status(shared.folder)
+        )
+        url = f"{shared.api_url}/work_pools/{shared.pool}"
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(url, timeout=30)
+        assert refused.value.code == 401
+        signed = urllib.request.Request(
+            url, headers={"Authorization": "Basic " + base64.b64encode(shared.auth_string.encode()).decode()}
+        )
+        with urllib.request.urlopen(signed, timeout=30) as r:  # the pool the stack's worker serves, ONLINE
+            assert json.loads(r.read())["name"] == shared.pool
+        # a client shell with `stack env`'s exports is let in; one without the password is not
+        inspect = f"{BIN / 'prefect'} work-pool inspect {shared.pool}"
+        with_env = f'eval "$({BIN / "ttseval"} stack env --folder {shared.folder})" && {inspect}'
+        without = f"export PREFECT_API_URL={shared.api_url} && unset PREFECT_API_AUTH_STRING && {inspect}"
+        ok = subprocess.run(["bash", "-c", with_env], capture_output=True, text=True, timeout=120)
+        assert ok.returncode == 0, ok.stdout + ok.stderr
+        no = subprocess.run(["bash", "-c", without], capture_output=True, text=True, timeout=120)
+        assert no.returncode != 0
+        pids = {p.pid for p in _family(shared.pids.values())}
+        listening = [c for c in psutil.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN and c.pid in pids]
+        beyond = {c.laddr.port for c in listening if c.laddr.ip not in ("127.0.0.1", "::1")}
+        assert beyond == {int(shared.api_url.rsplit(":", 1)[1].split("/")[0])}, listening
+    finally:
+        stack_down(tmp_path / "shared")
+    assert not (tmp_path / "shared" / "secrets.json").exists()
+
+
 def test_stack_up_again_returns_running_stack(stack: StackInfo) -> None:
     again = stack_up(stack.folder)
     assert again.pids == stack.pids and again.api_url == stack.api_url

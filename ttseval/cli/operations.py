@@ -18,21 +18,21 @@ def cmd_stack(args: argparse.Namespace) -> int:
 
     folder = Path(args.folder)
     if args.action == "up":
-        info = stack_up(folder, gpu=args.gpu)
+        info = stack_up(folder, gpu=args.gpu, bind=args.bind)
         print(info.describe())
         if args.deploy:
             from unittest import mock
 
-            from ttseval.deployments.register import register
-
-            with mock.patch.dict(os.environ, info.aws_env()):  # the adhoc form lists the stack store's choices
-                print("\n".join(register(info.api_url, info.pool, store=info.store_uri)))
             from ttseval.core.config import load_settings
-            from ttseval.deployments.register import register_series
+            from ttseval.deployments.register import register, register_series
+            from ttseval.infra.stack import auth_env
 
-            settings = load_settings(store=info.store_uri)
-            if settings.series:  # the series the settings file declares, each its own scheduled deployment
-                print("\n".join(register_series(info.api_url, settings, info.pool)))
+            # the adhoc form lists the stack store's choices; an API beyond loopback wants its password
+            with mock.patch.dict(os.environ, info.aws_env() | auth_env(info.auth_string)):
+                print("\n".join(register(info.api_url, info.pool, store=info.store_uri)))
+                settings = load_settings(store=info.store_uri)
+                if settings.series:  # the series the settings file declares, each its own scheduled deployment
+                    print("\n".join(register_series(info.api_url, settings, info.pool)))
     elif args.action == "down":
         stack_down(folder)
         print(f"stack in {folder} stopped")
@@ -156,6 +156,13 @@ def add_stack(sub: Subcommands) -> None:
         action=argparse.BooleanOptionalAction,
         default=None,
         help="give one Dask worker the GPU resource (default: when nvidia-smi finds a GPU)",
+    )
+    stk.add_argument(
+        "--bind",
+        default="127.0.0.1",
+        help="the address the Prefect API and UI listen on (default 127.0.0.1); any other (0.0.0.0 for every "
+        "interface) requires a user:password made at `stack up` (`ttseval stack env` prints it); the Dask cluster "
+        "and the S3 server stay on 127.0.0.1",
     )
     stk.add_argument(
         "--deploy",

@@ -60,6 +60,9 @@ LOCAL_S3_SECRET_KEY = "ttseval-local-placeholder"
 LOCAL_S3_REGION = "us-east-1"
 # stop order: what takes work first, what stores it last
 S3_DATA = "s3-data"
+LOOPBACK = "127.0.0.1"
+SECRETS = "secrets.json"
+"""The Prefect API's auth string of a stack listening beyond loopback, under its folder (mode 0600)."""
 STOP_ORDER = ("prefect-worker", "dask-worker-0", "dask-worker-1", "dask-scheduler", "prefect-server", "s3")
 GRACE_S = 10.0
 
@@ -79,6 +82,9 @@ class StackInfo:
     pool: str = POOL
     gpu: bool = False
     pids: dict[str, int] = field(default_factory=dict)
+    bind: str = LOOPBACK
+    auth_string: str | None = field(default=None, repr=False)
+    """The Prefect API's `user:password` when it listens beyond loopback (in <folder>/secrets.json, mode 0600)."""
 
     def aws_env(self) -> dict[str, str]:
         """The AWS variables a client of the stack's S3 server needs (local-only placeholder credentials)."""
@@ -96,13 +102,16 @@ class StackInfo:
             "TTSEVAL_STORE": self.store_uri,
             "TTSEVAL_DASK_ADDRESS": self.dask_address,
             **self.aws_env(),
+            **auth_env(self.auth_string),
         }
 
     def describe(self) -> str:
+        shared = self.bind != LOOPBACK
         return "\n".join(
             [
-                f"Prefect UI     {self.ui_url}",
-                f"Prefect API    {self.api_url}",
+                f"Prefect UI     {self.ui_url}" + (f"  (listening on {self.bind}; sign in as below)" if shared else ""),
+                f"Prefect API    {self.api_url}"
+                + (f"  (user:password in {self.folder / SECRETS}; `ttseval stack env` prints it)" if shared else ""),
                 f"work pool      {self.pool}",
                 f"Dask scheduler {self.dask_address}" + ("  (one worker has GPU=1)" if self.gpu else ""),
                 f"S3 endpoint    {self.s3_endpoint}  (moto; local placeholder credentials)",
@@ -159,10 +168,20 @@ def _log_tail(path: Path, n_chars: int = 3000) -> str:
     return text[-n_chars:] or "(empty log)"
 
 
-def _http_ok(url: str, timeout: float = 2.0, method: str = "GET", body: bytes | None = None) -> bytes | None:
-    req = urllib.request.Request(
-        url, data=body, method=method, headers={"Content-Type": "application/json"} if body is not None else {}
-    )
+def auth_env(auth_string: str | None) -> dict[str, str]:
+    """What a Prefect client needs to call an API that requires `auth_string` (none on loopback)."""
+    return {"PREFECT_API_AUTH_STRING": auth_string} if auth_string else {}
+
+
+def _http_ok(
+    url: str, timeout: float = 2.0, method: str = "GET", body: bytes | None = None, auth_string: str | None = None
+) -> bytes | None:
+    import base64
+
+    headers = {"Content-Type": "application/json"} if body is not None else {}
+    if auth_string:
+        headers["Authorization"] = "Basic " + base64.b64encode(auth_string.encode()).decode()
+    req = urllib.request.Request(url, data=body, method=method, headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=timeout) as r:
             data: bytes = r.read()
@@ -276,8 +295,14 @@ class _State:
 
 
 # ------------------------------------------------------------------------------------------------ up and down
-def stack_up(folder: Path, *, gpu: bool | None = None, pool: str = POOL, timeout_s: float = 120.0) -> StackInfo:
+def stack_up(
+    folder: Path, *, gpu: bool | None = None, pool: str = POOL, timeout_s: float = 120.0, bind: str = LOOPBACK
+) -> StackInfo:
     """Start the stack under `folder` and wait until every component answers.
+
+    `bind` is the address the Prefect API and UI listen on (the Dask cluster and the S3 server stay on loopback:
+    their clients are the stack's own workers). Beyond loopback the API requires a `user:password` made here
+    (Prefect's API auth string), kept in <folder>/secrets.json (mode 0600) and handed to the stack's own clients.
 
     `gpu=None` detects a GPU with `nvidia-smi -L`; True/False forces it. When a GPU is used, one Dask worker has
     the resource GPU=1 and flows run with TTSEVAL_GPU=true (model stages annotated GPU=1). A stack already
@@ -294,20 +319,31 @@ def stack_up(folder: Path, *, gpu: bool | None = None, pool: str = POOL, timeout
     for d in (folder, state.pids_dir, state.logs_dir, folder / "prefect", folder / "dask"):
         d.mkdir(parents=True, exist_ok=True)
     try:
-        return _start(state, use_gpu, pool, timeout_s)
+        return _start(state, use_gpu, pool, timeout_s, bind)
     except BaseException:
         stack_down(folder)
         raise
 
 
-def _start(state: _State, use_gpu: bool, pool: str, timeout_s: float) -> StackInfo:
+def _start(state: _State, use_gpu: bool, pool: str, timeout_s: float, bind: str = LOOPBACK) -> StackInfo:
     folder = state.folder
     base = _base_env()
     s3_port, sched_port, api_port = free_port(), free_port(), free_port()
     s3_endpoint = f"http://127.0.0.1:{s3_port}"
     dask_address = f"tcp://127.0.0.1:{sched_port}"
-    api_url = f"http://127.0.0.1:{api_port}/api"
-    ui_url = f"http://127.0.0.1:{api_port}"
+    # the stack's own clients call the API on loopback when it listens there (or everywhere), else on its address
+    api_url = f"http://{LOOPBACK if bind in (LOOPBACK, '0.0.0.0') else bind}:{api_port}/api"
+    ui_url = f"http://{socket.gethostname() if bind == '0.0.0.0' else bind}:{api_port}"
+    auth_string = None
+    if bind != LOOPBACK:  # beyond loopback the API answers only who knows a password made here
+        import secrets
+
+        auth_string = f"ttseval:{secrets.token_urlsafe(24)}"
+        secret_file = folder / SECRETS
+        secret_file.touch(mode=0o600)
+        secret_file.chmod(0o600)
+        secret_file.write_text(json.dumps({"api_auth_string": auth_string}))
+    auth = auth_env(auth_string)
     aws = {
         "AWS_ENDPOINT_URL": s3_endpoint,
         "AWS_ACCESS_KEY_ID": LOCAL_S3_ACCESS_KEY,
@@ -324,14 +360,18 @@ def _start(state: _State, use_gpu: bool, pool: str, timeout_s: float) -> StackIn
         "s3_endpoint": s3_endpoint,
         "pool": pool,
         "gpu": use_gpu,
+        "bind": bind,
     }
     state.save()
 
     # the three independent servers start together; the slowest (Prefect, 7-17 s) sets the pace
     server = state.spawn(
         "prefect-server",
-        [_bin("prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(api_port)],
-        base | prefect_home | {"PREFECT_UI_API_URL": api_url, "PREFECT_UI_ENABLED": "true"},
+        [_bin("prefect"), "server", "start", "--host", bind, "--port", str(api_port)],
+        base
+        | prefect_home
+        | {"PREFECT_UI_API_URL": f"{ui_url}/api" if auth_string else api_url, "PREFECT_UI_ENABLED": "true"}
+        | ({"PREFECT_SERVER_API_AUTH_STRING": auth_string} if auth_string else {}),
         port=api_port,
         url=ui_url,
     )
@@ -362,7 +402,10 @@ def _start(state: _State, use_gpu: bool, pool: str, timeout_s: float) -> StackIn
 
     # Dask workers run the tasks: they read and write the store and report task runs to Prefect
     worker_env = (
-        base | aws | {"PREFECT_API_URL": api_url, "TTSEVAL_STORE": STORE_URI, "TTSEVAL_DASK_ADDRESS": dask_address}
+        base
+        | aws
+        | auth
+        | {"PREFECT_API_URL": api_url, "TTSEVAL_STORE": STORE_URI, "TTSEVAL_DASK_ADDRESS": dask_address}
     )
     dask_workers = []
     for i in range(2):
@@ -391,7 +434,7 @@ def _start(state: _State, use_gpu: bool, pool: str, timeout_s: float) -> StackIn
     state.wait(
         "prefect-server", server, lambda: _http_ok(api_url + "/health") is not None, timeout_s, f"GET {api_url}/health"
     )
-    _ensure_pool(state, api_url, pool, base | prefect_home)
+    _ensure_pool(state, api_url, pool, base | prefect_home | auth, auth_string)
     flow_env = worker_env | prefect_home | {"TTSEVAL_REPO": str(SOURCE_ROOT), "TTSEVAL_WORK_POOL": pool}
     if use_gpu:
         flow_env["TTSEVAL_GPU"] = "true"
@@ -404,7 +447,7 @@ def _start(state: _State, use_gpu: bool, pool: str, timeout_s: float) -> StackIn
     state.wait(
         "prefect-worker",
         worker,
-        lambda: _prefect_worker_online(api_url, pool),
+        lambda: _prefect_worker_online(api_url, pool, auth_string),
         timeout_s,
         f"an ONLINE worker in pool {pool!r}",
     )
@@ -419,6 +462,8 @@ def _start(state: _State, use_gpu: bool, pool: str, timeout_s: float) -> StackIn
         pool=pool,
         gpu=use_gpu,
         pids=pids,
+        bind=bind,
+        auth_string=auth_string,
     )
 
 
@@ -490,8 +535,8 @@ def _save_bucket(folder: Path, endpoint: str) -> int:
     return n
 
 
-def _ensure_pool(state: _State, api_url: str, pool: str, env: dict[str, str]) -> None:
-    if _http_ok(f"{api_url}/work_pools/{pool}") is not None:
+def _ensure_pool(state: _State, api_url: str, pool: str, env: dict[str, str], auth_string: str | None) -> None:
+    if _http_ok(f"{api_url}/work_pools/{pool}", auth_string=auth_string) is not None:
         return
     out = subprocess.run(
         [_bin("prefect"), "--no-prompt", "work-pool", "create", pool, "--type", "process"],
@@ -503,14 +548,14 @@ def _ensure_pool(state: _State, api_url: str, pool: str, env: dict[str, str]) ->
     )
     with open(state.logs_dir / "prefect-server.log", "a") as log:
         log.write(f"[ttseval stack] prefect work-pool create {pool}: rc={out.returncode}\n{out.stdout}{out.stderr}\n")
-    if out.returncode != 0 and _http_ok(f"{api_url}/work_pools/{pool}") is None:
+    if out.returncode != 0 and _http_ok(f"{api_url}/work_pools/{pool}", auth_string=auth_string) is None:
         raise StackError(
             f"stack component 'work-pool' could not create pool {pool!r}:\n{(out.stdout + out.stderr)[-3000:]}"
         )
 
 
-def _prefect_worker_online(api_url: str, pool: str) -> bool:
-    body = _http_ok(f"{api_url}/work_pools/{pool}/workers/filter", method="POST", body=b"{}")
+def _prefect_worker_online(api_url: str, pool: str, auth_string: str | None = None) -> bool:
+    body = _http_ok(f"{api_url}/work_pools/{pool}/workers/filter", method="POST", body=b"{}", auth_string=auth_string)
     if not body:
         return False
     return any(w.get("status") == "ONLINE" for w in json.loads(body))
@@ -572,6 +617,10 @@ def stack_info(folder: Path) -> StackInfo | None:
         return None
     if _http_ok(data["api_url"] + "/health") is None:
         return None
+    try:
+        auth_string = json.loads((folder / SECRETS).read_text())["api_auth_string"]
+    except (OSError, ValueError, KeyError):
+        auth_string = None
     return StackInfo(
         folder=folder,
         ui_url=data["ui_url"],
@@ -582,6 +631,8 @@ def stack_info(folder: Path) -> StackInfo | None:
         pool=data["pool"],
         gpu=data["gpu"],
         pids={n: c["pid"] for n, c in comps.items()},
+        bind=data.get("bind", LOOPBACK),
+        auth_string=auth_string,
     )
 
 
@@ -590,7 +641,8 @@ def stack_down(folder: Path, *, grace_s: float = GRACE_S) -> None:
 
     First saves the S3 bucket to `s3-data/` (moto holds it in memory), so `stack up` restores it. SIGTERM to each
     process group, then SIGKILL to what is left after `grace_s`. Removes the PID files, keeps the logs, marks
-    stack.json as not running. Idempotent; fine on a partly started stack or an empty folder.
+    stack.json as not running and removes the API's password. Idempotent; fine on a partly started stack or an empty
+    folder.
     """
     import psutil
 
@@ -644,6 +696,7 @@ def stack_down(folder: Path, *, grace_s: float = GRACE_S) -> None:
     if (folder / "pids").is_dir():
         for f in (folder / "pids").glob("*.pid"):
             f.unlink(missing_ok=True)
+    (folder / SECRETS).unlink(missing_ok=True)  # the API it opened is gone; the next `stack up` makes a new one
     state_file = folder / "stack.json"
     with contextlib.suppress(OSError, ValueError):
         data = json.loads(state_file.read_text())
