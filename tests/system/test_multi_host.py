@@ -262,10 +262,19 @@ class Run:
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 ended = f"the run ended (exit {self.proc.returncode})" if self.proc.poll() is not None else "timed out"
                 raise AssertionError(
-                    f"waited for {what}: {ended}; it printed:\n{self.output()[-4000:]}\n"
+                    f"waited for {what}: {ended}; it printed:\n{_first_error_and_end(self.output())}\n"
                     f"--- workers:\n{self.worker_logs()[-4000:]}"
                 )
             time.sleep(0.2)
+
+
+def _first_error_and_end(output: str, n: int = 4000) -> str:
+    """The part of a command's output a failure is read from: from a little before its first traceback (the error
+    that started it; what follows is often a second error while reporting the first), then its end."""
+    first = output.find("Traceback (most recent call last)")
+    if first < 0 or first >= len(output) - n:
+        return output[-n:]
+    return f"{output[max(0, first - 1000) : first + n]}\n[...]\n{output[-n:]}"
 
 
 def _evaluate_through_a_fault(

@@ -70,6 +70,7 @@ class StageProgress:
         self._bars: Any = None
         self._tasks: dict[str, Any] = {}
         self._artifact: Any = None
+        self._unpublished = False  # the last update did not reach the Prefect API
 
     def __enter__(self) -> StageProgress:
         if self._console is None and sys.stderr.isatty():
@@ -139,12 +140,28 @@ class StageProgress:
         return f"{self.title}: " + "; ".join(s.line(name) for name, s in self.stages.items())
 
     def _publish(self) -> None:
-        if self._artifact is not None:
-            from prefect.artifacts import update_progress_artifact
+        """The progress artifact in the Prefect UI, best effort: a Prefect server away (restarting, its host cut
+        off) for longer than its client's retries leaves the artifact behind, never the run; one warning per
+        outage, and the next update after it catches up."""
+        if self._artifact is None:
+            return
+        from prefect.artifacts import update_progress_artifact
 
+        try:
             update_progress_artifact(
                 self._artifact, progress=round(100 * self.fraction, 1), description=self.describe()
             )
+        except Exception as e:  # noqa: BLE001 - the UI's progress bar must not end the run it shows
+            if not self._unpublished:
+                self.log.warning(
+                    "progress in the Prefect UI not updated: the Prefect API did not answer (%s: %s); the run goes "
+                    "on and the progress catches up once it answers",
+                    type(e).__name__,
+                    e,
+                )
+            self._unpublished = True
+        else:
+            self._unpublished = False
 
 
 def _create_artifact(key: str, title: str) -> Any:
