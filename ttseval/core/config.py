@@ -612,8 +612,8 @@ class Settings(BaseSettings):
     allowed_endpoints: dict[str, list[str]] = Field(
         default_factory=dict,
         description="Endpoints besides each vendor's own that may receive the worker's API keys, per provider name "
-        "({'openai': [...], 'gemini': [...]}, '*' for every provider; a plain list means '*'): a spec's base_url on "
-        "one of them gets the key (a proxy, a test server); set by whoever runs the worker. Each is "
+        "(openai, gemini, ...; the name made of one asterisk covers every provider, and so does a plain list): a "
+        "spec's base_url on one of them gets the key (a proxy, a test server); set by whoever runs the worker. Each is "
         "scheme://host[:port][/path], and one without a port admits every port of its host. A keyed provider whose "
         "base_url lies elsewhere is refused (exit 2) before any call, or, where a self-hosted server needs no key "
         "(openai), sends none",

@@ -396,11 +396,16 @@ class ArtifactStore:
         except ValueError:
             holder = {}
         if holder.get("token") != token:
+            taker = (
+                f"another ({holder.get('purpose') or 'a run'} on host {holder.get('host', '?')}, pid "
+                f"{holder.get('pid', '?')}, since {holder.get('acquired_at', '?')})"
+                if holder
+                else "another, which has finished and released it"
+            )
             raise LeaseLostError(
-                f"run {run_id!r}: this invocation's lease was taken over by another ({holder.get('purpose') or 'a run'}"
-                f" on host {holder.get('host', '?')}, pid {holder.get('pid', '?')}, since "
-                f"{holder.get('acquired_at', '?')}) while it was frozen or cut off for longer than its lease_ttl_s; it "
-                "commits nothing more. The other invocation finishes the run; run it again afterwards to check."
+                f"run {run_id!r}: this invocation's lease was taken over by {taker} while it was frozen or cut off "
+                "for longer than its lease_ttl_s; it commits nothing more. Run the same command again afterwards: it "
+                "computes only what is missing."
             )
 
     def part_files(self, run_id: str, table: str) -> list[str]:
