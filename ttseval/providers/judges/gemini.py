@@ -76,9 +76,8 @@ class GeminiJudge(LLMJudge):
         self.options = parse_options(GeminiOptions, options, provider=self.name)
         self.model = voice or DEFAULT_MODEL
         self.spec = canonical_spec(self.name, voice, options)
-        allowed = endpoint_allowlist(
-            allowed_endpoints, key_given=api_key is not None, provider=self.name
-        )  # before the key is read here
+        # decided before the key is read here: a key read here is confined, one passed in is the caller's
+        allowed = endpoint_allowlist(allowed_endpoints, key_given=api_key is not None, provider=self.name)
         secret = resolve_api_key(api_key, "gemini judge")
         require_genai("gemini judge")
         o = self.options

@@ -126,9 +126,8 @@ class GeminiTTS(CloudTTS):
         max_answer_mb: float | None = None,
         **options: str,
     ) -> None:
-        allowed = endpoint_allowlist(
-            allowed_endpoints, key_given=api_key is not None, provider=self.name
-        )  # before the key is read here
+        # decided before the key is read here: a key read here is confined, one passed in is the caller's
+        allowed = endpoint_allowlist(allowed_endpoints, key_given=api_key is not None, provider=self.name)
         if api_key is None:
             api_key = next((os.environ[v] for v in KEY_VARIABLES if os.environ.get(v)), None)
         if not (api_key.get_secret_value() if isinstance(api_key, SecretStr) else api_key):
