@@ -8,6 +8,7 @@ import contextlib
 import fcntl
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -118,6 +119,11 @@ def dask_worker_args(scheduler: str, host: str, folder: Path | str) -> list[str]
     return [str(BIN / "dask"), "worker", scheduler, "--host", host, *one, "--local-directory", str(folder)]
 
 
+FAULT_SEED = int(os.environ.get("TTSEVAL_FAULT_SEED") or random.SystemRandom().randrange(10**6))
+"""The seed of the system tier's fault moments (each test draws from it with random.Random(f"{FAULT_SEED}/<name>")):
+a new one each session, printed with each test's failure; set TTSEVAL_FAULT_SEED to replay one."""
+
+
 def wait_http(url: str, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -149,7 +155,8 @@ def stop_group(proc: subprocess.Popen) -> None:
         os.killpg(proc.pid, signal.SIGTERM) if with_group else proc.terminate()
         proc.wait(timeout=15)
     except (subprocess.TimeoutExpired, ProcessLookupError):
-        with_group and os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):  # the group is already gone (killed and reaped)
+            with_group and os.killpg(proc.pid, signal.SIGKILL)
 
 
 def cli_env(prefect_api: str, **extra: str) -> dict[str, str]:

@@ -142,10 +142,11 @@ class Lan:
             region_name=S3_CREDENTIALS["AWS_REGION"],
         )
 
-    def store(self, uri: str, monkeypatch: Any) -> ArtifactStore:
-        """A store on the S3 host, read from the test (its AWS variables set for this test)."""
+    def store(self, uri: str, monkeypatch: Any = None) -> ArtifactStore:
+        """A store on the S3 host, read from this process: its AWS variables set for this test (`monkeypatch`), or
+        for the rest of the process (a benchmark, which is the client)."""
         for k, v in self.s3_env.items():
-            monkeypatch.setenv(k, v)
+            monkeypatch.setenv(k, v) if monkeypatch else os.environ.__setitem__(k, v)
         return ArtifactStore(uri)
 
     @property

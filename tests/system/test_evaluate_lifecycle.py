@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import subprocess
 import time
@@ -15,7 +16,7 @@ import pandas as pd
 import pytest
 
 from tests.support import instant
-from tests.support.harness import BIN, cli_env, demo_items, run_cli
+from tests.support.harness import BIN, FAULT_SEED, cli_env, demo_items, run_cli
 from ttseval.core.store import ArtifactStore
 
 
@@ -170,6 +171,7 @@ def test_sigkill_mid_run_then_resume_loses_and_duplicates_nothing(
             )
             time.sleep(0.05)  # polls a condition, with the deadline above
         assert not (gate / "open").exists() and proc.poll() is None  # still held: the run is mid-way
+        print(f"killed after {parts()} parts (fault seed {FAULT_SEED}: at least {KILL_AFTER_PARTS})")
     finally:
         os.killpg(proc.pid, signal.SIGKILL)  # the CLI and its Dask workers, mid-run (or after a failed wait)
         proc.wait()
@@ -179,10 +181,11 @@ def test_sigkill_mid_run_then_resume_loses_and_duplicates_nothing(
     left_by_the_kill = set(tmp_path.rglob(".*.tmp"))
     partial = pd.read_parquet(synth_dir)
     # every part holds rows; the held call's row was never stored, so the kill left the stage unfinished
-    assert KILL_AFTER_PARTS <= len(partial) < 12 and not partial.duplicated(["item_id", "system_id"]).any()
+    said = f"fault seed {FAULT_SEED}: killed after {KILL_AFTER_PARTS} parts"
+    assert KILL_AFTER_PARTS <= len(partial) < 12 and not partial.duplicated(["item_id", "system_id"]).any(), said
 
     result = subprocess.run(args, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.returncode == 0, f"{said}\n{result.stderr[-3000:]}"
     log = json.loads(sorted((store / "runs" / "k" / "log").glob("*.json"))[-1].read_text())
     assert log["reused"]["synthesis"] >= len(partial)
     assert log["computed"]["synthesis"] == 12 - log["reused"]["synthesis"]
@@ -211,7 +214,9 @@ def test_sigkill_mid_run_then_resume_loses_and_duplicates_nothing(
 # English items of three categories and both depths, French and Pashto: 12 clips of two voices
 SIX_ITEMS = ("emo-a-d0", "for-a-d0", "que-a-d0", "que-a-d1", "mul-fr", "mul-ps")
 CALM_SYSTEMS = "instant,instant:slow:pace=1.3"
-KILL_AFTER_PARTS = 3  # synthesis parts stored (one item each, shard size 1) before the kill; 12 shards in all
+# synthesis parts stored (one item each, shard size 1) before the kill: a random moment between the first part and
+# 9 of the 12 (the free worker can store 11 while the other's call is held), drawn from harness.FAULT_SEED
+KILL_AFTER_PARTS = random.Random(f"{FAULT_SEED}/sigkill").randint(1, 9)
 
 
 EXIT_DEADLINE_S = 300  # generous: only a command or child that ignores SIGTERM reaches it

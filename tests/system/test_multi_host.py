@@ -14,27 +14,17 @@ instant voices, recogniser and MOS predictor (tests/support/instant.py) on the s
 from __future__ import annotations
 
 import json
-import os
-import signal
+import random
 import subprocess
-import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pandas as pd
-import pyarrow.dataset as ds
 import pytest
 
-from tests.support import instant
-from tests.support.harness import BIN, ROOT, a_zone_where_2am_is_hours_away, demo_items, run_cli, stop_group, wait_http
+from tests.support.harness import BIN, FAULT_SEED, ROOT, a_zone_where_2am_is_hours_away, demo_items, run_cli
+from tests.support.host_faults import FAULTS, ITEMS, after_first_part, evaluate_through, first_error_and_end, make_whole
 from tests.support.lan import Lan, open_lan
 from ttseval.core.store import ArtifactStore
-
-ITEMS = ["emo-a-d0", "que-a-d0", "for-a-d0"]
-SLOW_HEARING = instant.ENV | {"TTSEVAL_ASR": json.dumps({"*": "instant-asr:seconds=1", "en": "instant-asr:seconds=1"})}
-"""The faults' runs: the hosts are real, the voices, recogniser and MOS predictor instant, the recogniser taking 1 s
-a clip, so a run is at least 4 s from its end when its first transcript is stored (9 clips, two single-thread
-workers) and a fault started then lands mid-run whatever the machine's speed."""
 
 
 def _keyed(store: ArtifactStore, run_id: str, table: str, key: list[str], values: list[str]) -> pd.DataFrame:
@@ -230,239 +220,47 @@ def test_a_nightly_deployment_picked_up_by_a_process_worker_on_another_host_equa
     assert on_hosts.read_bytes(f"runs/{run_id}/report.md") and on_hosts.read_bytes(f"runs/{run_id}/nightly.json")
 
 
-class Run:
-    """The evaluate a fault hits, as the fault sees it: what it has printed so far, what it has stored, and a wait
-    for a condition on them (a fault lasts until the run is seen to have met it, not for a time)."""
+# The fault's moment: the first part of its table stored, then a random delay drawn from harness.FAULT_SEED. Up to
+# 1.5 s: the run is still at least 2.5 s from its end then (host_faults.SLOW_HEARING).
+HOST_FAULTS = ["worker link cut", "worker killed", "S3 away", "scheduler restarted", "Prefect restarted"]
 
-    def __init__(self, lan: Lan, name: str, proc: subprocess.Popen) -> None:
-        self.lan, self.name, self.proc, self.lines = lan, name, proc, []
-        # the output is read as it comes, so a condition can look at it, and a full pipe never stalls the run
-        self.reader = threading.Thread(target=lambda: self.lines.extend(iter(proc.stdout.readline, "")), daemon=True)
-        self.reader.start()
 
-    def output(self) -> str:
-        return "".join(self.lines)
+@pytest.mark.parametrize("name", HOST_FAULTS)
+def test_a_fault_across_the_hosts_mid_run_loses_no_row_and_bills_no_item_twice(
+    lan: Lan, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """Each fault of the docs' faults table that takes a host or a server away (tests/support/host_faults.py), dealt
+    at a random moment once the run is going:
 
-    def worker_logs(self) -> str:
-        return "\n".join(self.lan.log_tail(w, 10**7) for w in ("worker-a", "worker-b"))
+    - a worker host's link cut (the scheduler drops it after lan.WORKER_TTL) or its worker killed (the scheduler
+      sees the connection close): its tasks go to worker-b;
+    - the S3 host away until the run says it waits for the store: every store operation, on the workers and the
+      client, is tried again for up to `store_wait_s`, so an answer that came meanwhile is stored, not bought again;
+    - the scheduler host restarted (its Dask scheduler and Prefect server, the database kept): the workers stop and
+      their supervisor starts them again; the flow waits up to `scheduler_wait_s` for the scheduler (flows/runner.py
+      through_scheduler_restarts), plans again from the store and computes only what was not stored;
+    - only the Prefect server restarted: the Prefect client's retries and the events of the tasks ride it out.
 
-    def parts(self) -> int:
-        """How many objects the run has stored (the store must be reachable)."""
-        prefix = f"{self.name}/runs/{self.name}/"
-        return sum(
-            page.get("KeyCount", 0)
-            for page in self.lan.s3().get_paginator("list_objects_v2").paginate(Bucket="lan", Prefix=prefix)
+    The fault hit mid-run (the run was going, and stored more after it); the run exits 0 with every key once in each
+    table's parts (every row as written: a reader would hide a key written twice), every row ok, and each paid item
+    billed once, but for the call a lost worker had in flight (billed, its answer never back)."""
+    fault = FAULTS[name]
+    delay = round(random.Random(f"{FAULT_SEED}/{name}").uniform(0.0, 1.5), 2)
+    moment = f"fault seed {FAULT_SEED}: {delay} s after the first part of {fault.after}"
+    try:
+        got = evaluate_through(
+            lan, name.replace(" ", "-").lower(), fault, after_first_part(fault.after, delay), monkeypatch
         )
-
-    def wait_for(self, condition: Callable[[], bool], what: str, timeout_s: float = 300) -> None:
-        """Return once `condition()` holds; fail, saying `what` was awaited, if the run ends first or it does not
-        hold within `timeout_s` (generous: the conditions come in seconds to a minute on an idle machine)."""
-        deadline = time.monotonic() + timeout_s
-        while not condition():
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                ended = f"the run ended (exit {self.proc.returncode})" if self.proc.poll() is not None else "timed out"
-                raise AssertionError(
-                    f"waited for {what}: {ended}; it printed:\n{_first_error_and_end(self.output())}\n"
-                    f"--- workers:\n{self.worker_logs()[-4000:]}"
-                )
-            time.sleep(0.2)
-
-
-def _first_error_and_end(output: str, n: int = 4000) -> str:
-    """The part of a command's output a failure is read from: from a little before its first traceback (the error
-    that started it; what follows is often a second error while reporting the first), then its end."""
-    first = output.find("Traceback (most recent call last)")
-    if first < 0 or first >= len(output) - n:
-        return output[-n:]
-    return f"{output[max(0, first - 1000) : first + n]}\n[...]\n{output[-n:]}"
-
-
-def _evaluate_through_a_fault(
-    lan: Lan,
-    monkeypatch: pytest.MonkeyPatch,
-    name: str,
-    after_first: str,
-    fault: Callable[[Run], None],
-    lost_in_flight: int = 0,
-) -> tuple[float, float, str]:
-    """An evaluate from the client (3 items x two instant voices and the paid system, one item per task, store
-    s3://lan/<name>) with `fault(run)` called once the first part of table `after_first` is stored. Asserts that the
-    fault hit mid-run (the run was going when it began, and stored more after), that the run completes, that every
-    key is once in each table's parts (every row as written: a reader would hide a key written twice) with every
-    row ok, and that the vendor billed each item once, but for at most `lost_in_flight` calls (a call in flight on
-    a host that is lost is billed, and its answer never comes back). Returns the seconds from the run's start to
-    the fault and from the fault's end to the run's, and what the command printed."""
-    files = lan.client_files / name
-    files.mkdir()
-    rows = demo_items(files / "items.jsonl", ITEMS)
-    paid = lan.paid
-    billed = lan.vendor_counters()["paid_calls"]
-    s3 = lan.s3()
-    started = time.monotonic()
-    proc = subprocess.Popen(
-        [
-            str(BIN / "ttseval"),
-            "evaluate",
-            "--dataset",
-            "items.jsonl",
-            "--systems",
-            f"instant:a,instant:b:pace=1.2,{paid}",
-            "--store",
-            f"s3://lan/{name}",
-            "--new-store",
-            "--run-id",
-            name,
-            "--shard-size",
-            "1",
-            "--judges",
-            "",
-        ],
-        env=lan.client_env() | SLOW_HEARING,
-        cwd=files,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
+        if fault.name.startswith("worker"):  # the scheduler dropped the lost host
+            assert set(lan.worker_hosts()) == {lan.hosts["worker-b"].ip}, moment
+    finally:
+        make_whole(lan)
+    said = f"{moment}; it printed:\n{first_error_and_end(got.output)}"
+    assert got.exit_code == 0 and got.mid_run, said
+    assert (got.lost, got.duplicated, got.not_ok) == (0, 0, 0), said
+    assert 0 <= got.paid_again <= fault.in_flight, said
+    replanned = f"the Dask scheduler at {lan.scheduler} was lost mid-run" in got.output and (
+        "is back; planning again from the store" in got.output
     )
-    run = Run(lan, name, proc)
-    try:
-        run.wait_for(
-            lambda: bool(s3.list_objects_v2(Bucket="lan", Prefix=f"{name}/runs/{name}/{after_first}/").get("KeyCount")),
-            f"the first part of {after_first} before the fault",
-            timeout_s=400,
-        )
-        stored_at_fault = run.parts()
-        fault_at = time.monotonic()
-        fault(run)
-        fault_end = time.monotonic()
-        proc.wait(timeout=600)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        run.reader.join(timeout=60)
-    ended = time.monotonic()
-    out = run.output()
-    assert proc.returncode == 0, out[-4000:]
-    # the fault hit mid-run: begun while the run was going (above), and the run stored more after it
-    assert run.parts() > stored_at_fault, f"the run had stored all {stored_at_fault} parts when the fault hit"
-    assert 3 <= lan.vendor_counters()["paid_calls"] - billed <= 3 + lost_in_flight
-    store = lan.store(f"s3://lan/{name}", monkeypatch)
-    for table, key in (
-        ("synthesis", ["item_id", "system_id"]),
-        ("transcripts", ["item_id", "system_id", "asr_id"]),
-        ("quality", ["item_id", "system_id", "quality_id"]),
-    ):
-        raw = ds.dataset(store.part_files(name, table), format="parquet", filesystem=store.fs).to_table().to_pandas()
-        assert len(raw) == 3 * len(rows) and not raw.duplicated(key).any(), (table, raw[key].to_string())
-        assert raw["status"].eq("ok").all(), (table, raw.to_string())
-    return fault_at - started, ended - fault_end, out
-
-
-@pytest.mark.parametrize("fault", ["link cut", "killed"])
-def test_a_worker_host_lost_mid_run_loses_no_row_and_bills_no_item_twice(
-    lan: Lan, monkeypatch: pytest.MonkeyPatch, fault: str
-) -> None:
-    """A worker host lost mid-run once the first transcript is stored: its link cut (a pulled cable;
-    the scheduler drops it after tests/support/lan.py WORKER_TTL) or its worker killed (SIGKILL of the whole process
-    group: the scheduler sees the connection close). Its tasks go to worker-b; nothing is lost, no key is stored twice
-    and no item billed twice (what a worker finished was in the store before it was lost; the one call a single-thread
-    worker may have in flight when it is lost is billed and bought again). The host is then restarted (what is left of
-    its worker killed, the link mended, a new worker started), so the module's cluster is whole."""
-    worker_a = lan.hosts["worker-a"]
-
-    def lose(_: Run) -> None:
-        if fault == "link cut":
-            worker_a.cut()
-        else:
-            os.killpg(lan.procs["worker-a"].pid, signal.SIGKILL)
-
-    try:
-        # the stages overlap, so worker-a may be in a paid call when it is lost: that one call may be bought again
-        into, recovered, _ = _evaluate_through_a_fault(
-            lan, monkeypatch, fault.replace(" ", "-"), "transcripts", lose, lost_in_flight=1
-        )
-        assert set(lan.worker_hosts()) == {lan.hosts["worker-b"].ip}  # the scheduler dropped the lost host
-    finally:
-        stop_group(lan.procs.pop("worker-a"))
-        worker_a.mend()
-        lan.start_worker("worker-a")
-        lan.wait_workers(2)
-    print(f"worker host {fault} {into:.1f} s into the run; the run ended {recovered:.1f} s after")
-
-
-def test_the_s3_host_away_mid_run_is_waited_for_and_nothing_is_lost_or_bought_twice(
-    lan: Lan, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The store's host away mid-run: the S3 host's link is cut once the first clip is stored, while
-    the other clips, the paid ones among them, are being made, and mended once the run says it is waiting for the
-    store: longer than a task's own retries ride out (each try of a store operation that gets no answer takes the
-    AWS SDK about 10 s; the store says it waits once they are spent). Every store operation that cannot reach the
-    store is tried again for up to `store_wait_s` (120 s by default), on the workers and on the client, so the run
-    completes as above: an answer that came while the store was away was kept and stored when it came back, not
-    bought again."""
-    store_host = lan.hosts["s3"]
-    waiting = "the store s3://lan/s3-away cannot be reached"
-    away_s = []
-
-    def away(run: Run) -> None:
-        cut = time.monotonic()
-        store_host.cut()
-        try:
-            run.wait_for(lambda: waiting in run.output() + run.worker_logs(), f"the run to say {waiting!r}")
-        finally:
-            store_host.mend()
-            away_s.append(time.monotonic() - cut)
-
-    into, recovered, out = _evaluate_through_a_fault(lan, monkeypatch, "s3-away", "synthesis", away)
-    # the wait happened: the client or a worker said it was waiting for the store, and the run still completed
-    assert waiting in out + "\n".join(lan.log_tail(w, 10**7) for w in ("worker-a", "worker-b")), out[-4000:]
-    print(f"S3 host away {away_s[0]:.1f} s from {into:.1f} s into the run; the run ended {recovered:.1f} s after")
-
-
-@pytest.mark.parametrize("fault", ["scheduler host", "prefect server"])
-def test_the_scheduler_host_or_the_prefect_server_restarted_mid_run_loses_nothing_and_bills_no_item_twice(
-    lan: Lan, monkeypatch: pytest.MonkeyPatch, fault: str
-) -> None:
-    """Once the first transcript is stored: the scheduler host restarted (its Dask scheduler and
-    Prefect server stopped, and started again once the run has said it lost the scheduler, the Prefect database
-    kept on its disk), or only the Prefect server restarted (started again once the run has stored a part more
-    without it: its tasks report to the server through events, which wait for it).
-
-    A lost scheduler cancels every future of the run and the workers stop; their supervisor starts them again
-    (Lan.start_worker) and they join the new scheduler. The client reconnects, and the flow, which waits up to
-    `scheduler_wait_s` for that (flows/runner.py through_scheduler_restarts), plans again from the store and
-    computes only what was not stored: the run completes with no key twice and no item billed twice. Before that
-    wait the command failed (exit 1, FutureCancelledError: scheduler-connection-lost). A Prefect server away for a
-    while is ridden out by the Prefect client's own retries of its API calls."""
-    names = ["scheduler", "prefect"] if fault == "scheduler host" else ["prefect"]
-
-    lost = f"the Dask scheduler at {lan.scheduler} was lost mid-run"
-
-    def restart(run: Run) -> None:
-        for name in names:
-            stop_group(lan.procs.pop(name))
-        stored = run.parts()
-        # down until the run has met the outage: it noticed the lost scheduler, or went on without the server
-        if "scheduler" in names:
-            run.wait_for(lambda: lost in run.output(), f"the run to say {lost!r}")
-        else:
-            run.wait_for(lambda: run.parts() > stored, "a part stored while the Prefect server was down")
-        lan.start_prefect()
-        if "scheduler" in names:
-            lan.start_scheduler()
-        wait_http(lan.prefect_api + "/health", 120)
-
-    try:
-        into, recovered, out = _evaluate_through_a_fault(
-            lan, monkeypatch, fault.replace(" ", "-"), "transcripts", restart
-        )
-    finally:
-        # whatever failed, the module's hosts are whole again for the next test (a failure before the restart
-        # left the scheduler host's servers stopped, and the next test would fail on that instead of its own)
-        if "prefect" not in lan.procs:
-            lan.start_prefect()
-        if "scheduler" not in lan.procs:
-            lan.start_scheduler()
-        wait_http(lan.prefect_api + "/health", 120)
-        lan.wait_workers(2)
-    assert (lost in out and "is back; planning again from the store" in out) == (fault == "scheduler host"), out
-    print(f"{fault} restarted {into:.1f} s into the run; the run ended {recovered:.1f} s after")
+    assert replanned == (name == "scheduler restarted"), said
+    print(f"{name} {got.into_s:.1f} s into the run ({moment}); the run ended {got.recovered_s:.1f} s after")

@@ -1,0 +1,153 @@
+"""The faults table tried many times under load: each fault dealt to an evaluate across separate hosts, at a random
+moment, with CPU-bound processes beside the hosts; what it cost counted per run and per fault.
+
+Stands up the hosts of tests/support/lan.py on this machine (network and mount namespaces; needs root): a scheduler
+host (Dask scheduler, Prefect server), an S3 host (moto), two single-thread worker hosts, a vendor host (a fake paid
+TTS API that counts what it would bill) and the client. The run and the faults are tests/support/host_faults.py's
+(the ones tests/system/test_multi_host.py deals once each): 3 items x two instant voices and the paid system, the
+recogniser taking 1 s a clip, so what is measured is the pipeline's recovery, not a model.
+
+First one undisturbed run, which sets each fault's window: from the first part of the fault's table stored to 60%
+of the time the undisturbed run took from there to its end. Then `--trials` rounds, each dealing every fault once, in
+turn, at a moment drawn uniformly from its window (the seed is printed; `--seed` replays a sequence). For each run:
+the exit code (for the SIGKILL and SIGTERM of the command, the exit code of the same command run again, as a user
+resumes), whether the fault hit mid-run (the run was going, and stored more after), keys lost and rows duplicated over
+the synthesis, transcripts and quality tables (every row of the parts as written), rows not ok, paid calls billed
+beyond one per paid item, and the seconds from the fault's end to the run's end. A run whose fault could not be dealt
+(the condition it waits on never came) counts as not survived, with the first line of why.
+
+Usage (as root):
+  python benchmarks/faults_hosts.py [--trials 10] [--seed N] [--load 1] [--faults "S3 away,worker killed"]
+      [--json out.jsonl]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.support.host_faults import (  # noqa: E402  (the faults the system tier deals)
+    FAULTS,
+    Fault,
+    Run,
+    after_first_part,
+    evaluate_through,
+    first_error_and_end,
+    make_whole,
+)
+from tests.support.lan import Lan, open_lan  # noqa: E402
+
+ROW = "{:<20} {:>5} {:>6} {:>4} {:>4} {:>5} {:>4} {:>6} {:>6} {:>8} {:>8}"
+UNDISTURBED = Fault("undisturbed", lambda lan, run: None, "synthesis", 0)
+
+
+def windows(lan: Lan) -> dict[str, float]:
+    """Each table's window: 60% of the seconds from its first part to the end of an undisturbed run."""
+    first: dict[str, float] = {}
+
+    def moment(run: Run) -> None:
+        for table in ("synthesis", "transcripts"):
+            run.wait_for(lambda t=table: run.parts(t) > 0, f"the first part of {table}", timeout_s=400)
+            first[table] = time.monotonic()
+
+    got = evaluate_through(lan, "undisturbed", UNDISTURBED, moment)
+    end = time.monotonic()
+    if got.exit_code != 0 or got.lost or got.duplicated:
+        raise SystemExit(f"the undisturbed run failed:\n{first_error_and_end(got.output)}")
+    return {table: 0.6 * (end - at) for table, at in first.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--trials", type=int, default=10)
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--load", type=int, default=1, help="CPU-bound processes beside the hosts")
+    parser.add_argument("--faults", default=",".join(FAULTS))
+    parser.add_argument("--json", type=Path, default=None, help="one JSON line per run")
+    args = parser.parse_args()
+    seed = random.SystemRandom().randrange(10**6) if args.seed is None else args.seed
+    rng = random.Random(seed)
+    chosen = [FAULTS[name.strip()] for name in args.faults.split(",")]
+    print(f"seed {seed}; {args.trials} trials of {len(chosen)} faults; {args.load} CPU-bound process(es) beside")
+    print(f"machine: {os.cpu_count()} CPUs; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", flush=True)
+    load = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.load)]
+    results: dict[str, list[dict]] = {f.name: [] for f in chosen}
+    log = open(args.json, "w") if args.json else None  # noqa: SIM115 - written run by run, closed at the end
+    try:
+        with tempfile.TemporaryDirectory() as d, open_lan(Path(d)) as lan:
+            window = windows(lan)
+            print("windows after the first part: " + ", ".join(f"{t} {s:.1f} s" for t, s in window.items()))
+            print(ROW.format("fault", "trial", "into", "exit", "mid", "lost", "dup", "not ok", "paid+", "recover", ""))
+            for trial in range(args.trials):
+                for fault in chosen:
+                    delay = round(rng.uniform(0.0, window[fault.after]), 2)
+                    name = f"{fault.name.replace(' ', '-').lower()}-{trial}"
+                    row: dict = {"fault": fault.name, "trial": trial, "seed": seed, "delay_s": delay}
+                    try:
+                        got = evaluate_through(lan, name, fault, after_first_part(fault.after, delay))
+                        row |= {k: v for k, v in vars(got).items() if k != "output"}
+                        if got.exit_code != 0 or got.lost or got.duplicated or got.not_ok:
+                            row["why"] = first_error_and_end(got.output, 1500)
+                    except (
+                        AssertionError,
+                        RuntimeError,
+                        OSError,
+                        subprocess.TimeoutExpired,
+                    ) as e:  # not dealt: not survived
+                        row |= {"exit_code": None, "why": f"{type(e).__name__}: {str(e)[:1500]}"}
+                    finally:
+                        make_whole(lan)
+                    results[fault.name].append(row)
+                    if log:
+                        log.write(json.dumps(row) + "\n")
+                        log.flush()
+                    print(
+                        ROW.format(
+                            fault.name,
+                            trial,
+                            f"{row.get('into_s', 0):.1f}",
+                            str(row["exit_code"]),
+                            "yes" if row.get("mid_run") else "no",
+                            row.get("lost", "-"),
+                            row.get("duplicated", "-"),
+                            row.get("not_ok", "-"),
+                            row.get("paid_again", "-"),
+                            f"{row.get('recovered_s', 0):.1f}",
+                            "",
+                        ),
+                        flush=True,
+                    )
+                    if "why" in row:
+                        print("   " + row["why"].strip().replace("\n", "\n   ")[-3000:], flush=True)
+    finally:
+        for p in load:
+            p.kill()
+        if log:
+            log.close()
+    print()
+    print(f"{'fault':<20} {'survived':>9} {'mid-run':>8} {'lost':>5} {'dup':>4} {'paid again':>11} {'recover s':>16}")
+    for name, rows in results.items():
+        ok = [r for r in rows if r["exit_code"] == 0 and not r.get("lost") and not r.get("duplicated")]
+        mid = sum(bool(r.get("mid_run")) for r in rows)
+        lost, dup = sum(r.get("lost", 0) for r in rows), sum(r.get("duplicated", 0) for r in rows)
+        paid = [r.get("paid_again", 0) for r in rows]
+        rec = [r["recovered_s"] for r in rows if "recovered_s" in r]
+        recover = f"{statistics.median(rec):.1f} (max {max(rec):.1f})" if rec else "-"
+        survived = f"{len(ok)} of {len(rows)}"
+        paid_again = f"{sum(paid)} (max {max(paid, default=0)})"
+        print(f"{name:<20} {survived:>9} {mid:>8} {lost:>5} {dup:>4} {paid_again:>11} {recover:>16}")
+
+
+if __name__ == "__main__":
+    main()
