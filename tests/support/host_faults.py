@@ -62,6 +62,15 @@ class Run:
             for page in self.lan.s3().get_paginator("list_objects_v2").paginate(Bucket="lan", Prefix=prefix)
         )
 
+    def until(self, condition: Callable[[], bool], max_s: float) -> bool:
+        """Wait until `condition()` holds, the run ends, or `max_s` pass; whether the condition held."""
+        deadline = time.monotonic() + max_s
+        while not condition():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                return condition()
+            time.sleep(0.2)
+        return True
+
     def wait_for(self, condition: Callable[[], bool], what: str, timeout_s: float = 300) -> None:
         """Return once `condition()` holds; fail, saying `what` was awaited, if the run ends first or it does not
         hold within `timeout_s` (generous: the conditions come in seconds to a minute on an idle machine)."""
@@ -95,6 +104,10 @@ def after_first_part(table: str, delay_s: float) -> Callable[[Run], None]:
     return moment
 
 
+RESTART_S = 30.0
+"""The longest a restarted server stays away: a host's restart, and within the Prefect client's retries of its API
+calls (docs: storage.md, the faults table)."""
+
 # The faults: each starts when called and returns when it is over (the hosts it took away given back, or left to
 # make_whole where the run does not need them back to finish). `resume` faults end the command; the run is then
 # started again as a user would, and that second command is the one whose end is counted.
@@ -124,13 +137,14 @@ def s3_away(lan: Lan, run: Run) -> None:
 
 def scheduler_restarted(lan: Lan, run: Run) -> None:
     """The scheduler host restarted: its Dask scheduler and Prefect server stopped, and started again (the Prefect
-    database kept on its disk) once the run has said it lost the scheduler. The workers stop with their scheduler
-    and their supervisor starts them again."""
+    database kept on its disk) once the run has said it lost the scheduler, or after RESTART_S (a run past its
+    last task has no scheduler to lose, but still reports to the Prefect server). The workers stop with their
+    scheduler and their supervisor starts them again."""
     lost = f"the Dask scheduler at {lan.scheduler} was lost mid-run"
     for name in ("scheduler", "prefect"):
         stop_group(lan.procs.pop(name))
     try:
-        run.wait_for(lambda: lost in run.output(), f"the run to say {lost!r}")
+        run.until(lambda: lost in run.output(), RESTART_S)
     finally:
         lan.start_prefect()
         lan.start_scheduler()
@@ -139,11 +153,11 @@ def scheduler_restarted(lan: Lan, run: Run) -> None:
 
 def prefect_restarted(lan: Lan, run: Run) -> None:
     """Only the Prefect server restarted, once the run has stored a part more without it (its tasks report to the
-    server through events, which wait for it)."""
+    server through events, which wait for it), or after RESTART_S (a run with no part left to store)."""
     stop_group(lan.procs.pop("prefect"))
     stored = run.parts()
     try:
-        run.wait_for(lambda: run.parts() > stored, "a part stored while the Prefect server was down")
+        run.until(lambda: run.parts() > stored, RESTART_S)
     finally:
         lan.start_prefect()
         wait_http(lan.prefect_api + "/health", 120)
