@@ -34,6 +34,7 @@ KEYS = {
     "transcripts": ["item_id", "system_id", "asr_id"],
     "quality": ["item_id", "system_id", "quality_id"],
 }
+ROWS_WRITTEN = "rows written: "  # the flow's log line once every stage is done (flows/evaluate.py)
 SLOW_HEARING = instant.ENV | {"TTSEVAL_ASR": json.dumps({"*": "instant-asr:seconds=1", "en": "instant-asr:seconds=1"})}
 """The instant voices, recogniser and MOS predictor, the recogniser taking 1 s a clip."""
 
@@ -231,7 +232,7 @@ class Outcome:
     output: str
     into_s: float  # from the command's start to the fault
     recovered_s: float  # from the fault's end to the (resumed) run's end
-    mid_run: bool  # the run was going when the fault began, and stored more after it
+    mid_run: bool  # the run was going when the fault began, with rows still to compute
     expected: int  # keys over the three tables
     lost: int  # expected keys with no row
     duplicated: int  # rows beyond one per key, in the parts as written (a reader would hide them)
@@ -282,7 +283,9 @@ def evaluate_through(
     runs = [run]
     try:
         moment(run)
-        stored_at_fault, going = run.parts(), run.proc.poll() is None
+        # mid-run: the command was going and had not yet logged the rows it wrote (which it does once every stage
+        # is done, before compaction and the report); a count of parts cannot tell, as compaction merges them
+        mid_run = run.proc.poll() is None and ROWS_WRITTEN not in run.output()
         fault_at = time.monotonic()
         fault.deal(lan, run)
         fault_end = time.monotonic()
@@ -310,7 +313,7 @@ def evaluate_through(
         output=output,
         into_s=fault_at - started,
         recovered_s=ended - fault_end,
-        mid_run=going and run.parts() > stored_at_fault,
+        mid_run=mid_run,
         expected=len(rows) * SYSTEMS * len(KEYS),
         lost=lost,
         duplicated=duplicated,

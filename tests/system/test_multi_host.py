@@ -241,7 +241,7 @@ def test_a_fault_across_the_hosts_mid_run_loses_no_row_and_bills_no_item_twice(
       through_scheduler_restarts), plans again from the store and computes only what was not stored;
     - only the Prefect server restarted: the Prefect client's retries and the events of the tasks ride it out.
 
-    The fault hit mid-run (the run was going, and stored more after it); the run exits 0 with every key once in each
+    The fault hit mid-run (the run was going, with rows still to compute); the run exits 0 with every key once in each
     table's parts (every row as written: a reader would hide a key written twice), every row ok, and each paid item
     billed once, but for the call a lost worker had in flight (billed, its answer never back)."""
     fault = FAULTS[name]
