@@ -109,6 +109,21 @@ RESTART_S = 30.0
 """The longest a restarted server stays away: a host's restart, and within the Prefect client's retries of its API
 calls (docs: storage.md, the faults table)."""
 
+
+def after_row_parts(k: int) -> Callable[[Run], None]:
+    """The moment: once the run has stored `k` of its row parts (synthesis, transcripts and quality, one part a clip
+    at shard size 1), or has logged that it wrote all its rows: a point of its progress, whatever the machine's speed.
+    At k = all of them the fault lands in the end phase (compaction, the report)."""
+
+    def moment(run: Run) -> None:
+        def reached() -> bool:
+            return ROWS_WRITTEN in run.output() or sum(run.parts(table) for table in KEYS) >= k
+
+        run.wait_for(reached, f"{k} row parts stored", timeout_s=400)
+
+    return moment
+
+
 # The faults: each starts when called and returns when it is over (the hosts it took away given back, or left to
 # make_whole where the run does not need them back to finish). `resume` faults end the command; the run is then
 # started again as a user would, and that second command is the one whose end is counted.
