@@ -105,7 +105,8 @@ def test_first_run_produces_real_different_figures(first_run, six_items: Path) -
     assert len(report[["wer", "cer", "mos"]].drop_duplicates()) == 3
     # Piper (neural) and flite (unit selection) are far more intelligible than espeak-ng (formant) to Whisper.
     assert wers["piper:joe"] < wers["espeak-ng"] and wers["flite:slt"] < wers["espeak-ng"]
-    assert (report["wer_ci_low"] <= report["wer"]).all() and (report["wer"] <= report["wer_ci_high"]).all()
+    # at most 6 clips a system: under MIN_INTERVAL_ITEMS, no interval (the report's one rule)
+    assert report[["wer_ci_low", "wer_ci_high", "mos_ci_low", "mos_ci_high"]].isna().all(axis=None)
     assert report["mos"].between(1, 5).all() and report["mos"].nunique() == 3
     assert report.loc["piper:joe", "mos"] > report.loc["espeak-ng", "mos"]
     transcripts = read_table(store, "r1", "transcripts")

@@ -99,6 +99,12 @@ def test_sim_ranks_the_cloner_above_the_other_voice_and_wer_comes_from_the_same_
     # difference of one sign its two-sided p is 2 / 2^4 = 0.125, worked by hand, above alpha 0.05 before any adjustment
     assert sim_row[6] == f"{delta:.3f} n too small" and float(sim_row[7]) == pytest.approx(0.125)
     assert sim_row[-1] == "no |"
+    # the per-system table a reader sees first (report.md's and the terminal's, from the view stored with the report)
+    # has each system's SIM: the mean over its clips, computed here from the rows; 4 clips, so no interval
+    view = json.loads((run / "report.terminal.json").read_text(encoding="utf-8"))
+    shown = {r["system"].split(":")[1]: r["SIM ↑ [95% CI]"] for r in view["rows"]}
+    assert shown == {k: f"{by[k].mean():.3f} (n too small)" for k in ("cloner", "mismatch")}
+    assert "| SIM ↑ [95% CI] |" in report.split("\n## ", 1)[0]
 
 
 def test_two_mos_predictors_each_have_their_rows_and_column_and_the_first_is_the_summarys(seedtts_run) -> None:

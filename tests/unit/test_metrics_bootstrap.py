@@ -29,14 +29,30 @@ def _loop_bootstrap_ratio(errors, totals, *, n_resamples, seed):
     return replicates
 
 
-def test_same_seed_gives_identical_ci_and_generator_equals_int_seed():
+def test_an_int_seed_is_combined_with_the_data_so_the_same_values_give_the_same_ci_in_any_order():
     errors, totals = _wer_like_data(50, seed=0)
     first = bootstrap_ratio_ci(errors, totals, seed=11)
     assert bootstrap_ratio_ci(errors, totals, seed=11) == first
-    assert bootstrap_ratio_ci(errors, totals, seed=np.random.default_rng(11)) == first
+    shuffled = np.random.default_rng(5).permutation(50)  # the same utterances, read in another order
+    assert bootstrap_ratio_ci(errors[shuffled], totals[shuffled], seed=11) == first
     assert bootstrap_ratio_ci(errors, totals, seed=12) != first
+    changed = errors.copy()
+    changed[0] += 1  # one utterance's count differs: other data, another stream (and another interval)
+    assert bootstrap_ratio_ci(changed, totals, seed=11) != first
     values = np.linspace(1, 5, 40)
-    assert bootstrap_mean_ci(values, seed=3) == bootstrap_mean_ci(values, seed=3)
+    assert bootstrap_mean_ci(values, seed=3) == bootstrap_mean_ci(values[::-1], seed=3)
+    # a Generator is used as given, on the values as given: reproducible from its own seed
+    assert bootstrap_ratio_ci(errors, totals, seed=np.random.default_rng(11)) == bootstrap_ratio_ci(
+        errors, totals, seed=np.random.default_rng(11)
+    )
+
+
+def test_under_min_items_the_point_and_no_interval():
+    ci = bootstrap_ratio_ci([1, 0, 3], [4, 6, 2], seed=0, min_items=10)
+    assert ci.point == pytest.approx(4 / 12) and np.isnan(ci.low) and np.isnan(ci.high)
+    mean = bootstrap_mean_ci(np.arange(9.0), seed=0, min_items=10)
+    assert mean.point == 4.0 and np.isnan(mean.low) and np.isnan(mean.high)
+    assert not np.isnan(bootstrap_mean_ci(np.arange(10.0), seed=0, min_items=10).low)
 
 
 def test_constant_ratio_collapses_exactly():

@@ -132,7 +132,11 @@ def test_the_written_report_has_a_row_per_pair_and_report_md_is_written_once(two
     lines = [line for line in markdown.splitlines() if line.startswith(("| piper:joe |", "| flite:slt |"))]
     assert [line.split(" | ")[1] for line in lines] == [TINY, BASE, TINY, BASE]
     # the WER cell of each line (percent, 1 decimal): 15.0, 5.0, 50.0, 30.0
-    assert [line.split(" | ")[4].split(" [")[0] for line in lines] == ["15.0", "5.0", "50.0", "30.0"]
+    assert [line.split(" | ")[4].split(" ")[0] for line in lines] == ["15.0", "5.0", "50.0", "30.0"]
+    # 3 transcripts a pair: every interval withheld under the one rule the report states in its header
+    from ttseval.metrics.bootstrap import INTERVAL_RULE
+
+    assert INTERVAL_RULE in markdown and all(line.split(" | ")[4].endswith("(n too small)") for line in lines)
     assert "| system | recogniser | completion % ↑ |" in markdown and "WER % ↓ [95% CI]" in markdown
 
 
@@ -287,9 +291,8 @@ def test_a_command_prints_the_view_stored_with_the_report_and_the_same_computed_
     assert stored_terminal_view(store, "r", settings, None) is None
     print_report(settings, "r", None)
     fresh = capsys.readouterr().out
-    # s1's MOS (predictor q) is now (1.0 + 3.5 + 3.5) / 3 = 2.67; the CI's bounds are the extreme resamples of 3
-    # items, (1.0 + 1.0 + 3.5) / 3 = 1.83 and 3.50
-    assert fresh != stored_text and fresh.count("2.67 [1.83, 3.50]") == 2
+    # s1's MOS (predictor q) is now (1.0 + 3.5 + 3.5) / 3 = 2.67, over 3 items: no interval (MIN_INTERVAL_ITEMS)
+    assert fresh != stored_text and fresh.count("2.67 (n too small)") == 2
 
 
 def test_every_run_writes_a_tidy_per_item_table_that_pandas_and_duckdb_read(two_recogniser_run, tmp_path) -> None:

@@ -6,8 +6,9 @@ resamples; ``bootstrap_ratio_ci`` implements that for the pooled ratio and
 ``scipy.stats.bootstrap(method="percentile")``.
 
 ``bootstrap_mean_ci(..., method="BCa")`` gives the bias-corrected and accelerated interval instead (second-order
-accurate; used for win-rates and paired differences); under ``MIN_INTERVAL_ITEMS`` values callers give no
-interval at all ("n too small").
+accurate; used for win-rates and paired differences). The report's rule for every interval: under
+``MIN_INTERVAL_ITEMS`` items none at all ("n too small"); an int seed is combined with the data, so the same values
+give the same interval in any run, whatever their order or the name of the system they belong to.
 
 Statistical caveats: the percentile interval is first-order accurate only; for small n
 (roughly < 30 utterances) or a skewed ratio it under-covers, and with 1,000 resamples the
@@ -18,6 +19,7 @@ are not resampled as clusters.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -25,10 +27,18 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-__all__ = ["CI", "MIN_INTERVAL_ITEMS", "bootstrap_mean_ci", "bootstrap_ratio_ci"]
+__all__ = ["CI", "INTERVAL_RULE", "MIN_INTERVAL_ITEMS", "bootstrap_mean_ci", "bootstrap_ratio_ci"]
 
-# Fewest items for which a BCa interval is given (win-rates, paired differences); fewer: "n too small" (NaN bounds).
+# Fewest items for which a report gives any interval (WER, CER, MOS, SIM, win-rates, paired differences, strengths);
+# fewer: "n too small" (NaN bounds). Below it a bootstrap interval under-covers badly and moves with each clip.
 MIN_INTERVAL_ITEMS = 10
+
+INTERVAL_RULE = (
+    "Every interval in this report is a 95% bootstrap over items: percentile for a level (WER, CER, MOS, SIM), "
+    "BCa for a comparison (win-rates, paired differences, strengths); its resamples are drawn from the `seed` "
+    "setting and the values themselves, so the same clips give the same interval in any run; under "
+    f"{MIN_INTERVAL_ITEMS} items there is none ('n too small')."
+)
 
 BootstrapMethod = Literal["percentile", "BCa"]
 # A vectorized statistic: the sample arrays (resamples along the last axis) in, one value per resample out.
@@ -50,12 +60,22 @@ class CI:
     point: float
 
 
-def _rng(seed: int | np.random.Generator) -> np.random.Generator:
+def _seeded(
+    seed: int | np.random.Generator, data: tuple[NDArray[np.float64], ...]
+) -> tuple[np.random.Generator, tuple[NDArray[np.float64], ...]]:
+    """The generator and the data to resample. A Generator is used as given, on the data as given. An int seed is
+    combined with the data themselves: their rows sorted (the statistics here do not depend on row order) and the
+    generator seeded by `seed` and those rows' bytes, so the same values give the same interval in any run, in any
+    order, under any system's or cell's name."""
     if isinstance(seed, np.random.Generator):
-        return seed
-    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) and seed >= 0:
-        return np.random.default_rng(int(seed))
-    raise ValueError(f"seed must be a non-negative int or a numpy.random.Generator, got {seed!r}")
+        return seed, data
+    if not (isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) and seed >= 0):
+        raise ValueError(f"seed must be a non-negative int or a numpy.random.Generator, got {seed!r}")
+    order = np.lexsort(data[::-1])
+    rows = tuple(np.ascontiguousarray(column[order], dtype="<f8") for column in data)
+    digest = hashlib.sha256(b"".join(column.tobytes() for column in rows)).digest()
+    words = np.frombuffer(digest[:16], dtype="<u4").tolist()
+    return np.random.default_rng(np.random.SeedSequence([int(seed), *words])), rows
 
 
 def _check_options(n_resamples: int, confidence: float) -> None:
@@ -116,6 +136,7 @@ def bootstrap_ratio_ci(
     n_resamples: int = 1000,
     confidence: float = 0.95,
     seed: int | np.random.Generator,
+    min_items: int = 1,
 ) -> CI:
     """Percentile-bootstrap CI of the pooled ratio ``sum(errors) / sum(totals)``.
 
@@ -127,7 +148,10 @@ def bootstrap_ratio_ci(
         totals: Per-utterance reference lengths, same order; each must be > 0.
         n_resamples: Number of bootstrap resamples.
         confidence: Two-sided confidence level.
-        seed: Non-negative int, or a Generator (whose state is advanced).
+        seed: Non-negative int, combined with the data (the same values give the same interval whatever their
+            order), or a Generator (whose state is advanced; the values resampled in the order given).
+        min_items: With fewer utterances, no interval: NaN bounds ("n too small"; reports pass
+            MIN_INTERVAL_ITEMS, so every interval they show follows one rule).
 
     Returns:
         ``CI(low, high, point)``. With one utterance every resample equals the sample,
@@ -146,8 +170,10 @@ def bootstrap_ratio_ci(
     if zero.size:
         # A zero total would let a resample consist only of empty references (0/0).
         raise ValueError(f"totals[{int(zero[0])}] = 0: every utterance needs a non-empty reference")
-    rng = _rng(seed)
     point = float(_pooled_ratio(e, t))
+    rng, (e, t) = _seeded(seed, (e, t))
+    if e.size < min_items:
+        return CI(low=np.nan, high=np.nan, point=point)
     if e.size == 1:
         return CI(low=point, high=point, point=point)
     low, high = _interval((e, t), _pooled_ratio, paired=True, n_resamples=n_resamples, confidence=confidence, rng=rng)
@@ -161,6 +187,7 @@ def bootstrap_mean_ci(
     confidence: float = 0.95,
     seed: int | np.random.Generator,
     method: BootstrapMethod = "percentile",
+    min_items: int = 1,
 ) -> CI:
     """Bootstrap CI of the mean of ``values`` (e.g. per-utterance MOS), percentile or BCa.
 
@@ -168,8 +195,10 @@ def bootstrap_mean_ci(
         values: Per-utterance values.
         n_resamples: Number of bootstrap resamples.
         confidence: Two-sided confidence level.
-        seed: Non-negative int, or a Generator (whose state is advanced).
+        seed: Non-negative int, combined with the data (the same values give the same interval whatever their
+            order), or a Generator (whose state is advanced; the values resampled in the order given).
         method: "percentile" or "BCa" (``scipy.stats.bootstrap``'s methods).
+        min_items: With fewer values, no interval: NaN bounds ("n too small"), as in bootstrap_ratio_ci.
 
     Returns:
         ``CI(low, high, point)``; with one value, or values all alike, ``low == high == point`` (degenerate:
@@ -181,10 +210,12 @@ def bootstrap_mean_ci(
     """
     _check_options(n_resamples, confidence)
     v = _as_values(values, "values", counts=False)
-    rng = _rng(seed)
     point = float(np.mean(v))
+    rng, (v,) = _seeded(seed, (v,))
     if method not in ("percentile", "BCa"):
         raise ValueError(f"method must be 'percentile' or 'BCa', got {method!r}")
+    if v.size < min_items:
+        return CI(low=np.nan, high=np.nan, point=point)
     if v.size == 1 or np.ptp(v) == 0:
         return CI(low=point, high=point, point=point)
     low, high = _interval(

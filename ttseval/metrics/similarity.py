@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from ttseval.metrics.bootstrap import bootstrap_mean_ci
+from ttseval.metrics.bootstrap import MIN_INTERVAL_ITEMS, bootstrap_mean_ci
 
 
 def cosine_similarity(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> float:
@@ -43,7 +43,7 @@ def similarity_summary(similarity: pd.DataFrame, *, n_resamples: int, seed: int)
     rows = []
     for (encoder_id, system_id), group in ok.groupby(["encoder_id", "system_id"], sort=False):
         values = group["similarity"].astype(float).to_numpy()
-        ci = bootstrap_mean_ci(values, n_resamples=n_resamples, seed=seed)
+        ci = bootstrap_mean_ci(values, n_resamples=n_resamples, seed=seed, min_items=MIN_INTERVAL_ITEMS)
         rows.append(
             {
                 "encoder_id": encoder_id,

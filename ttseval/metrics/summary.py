@@ -17,7 +17,6 @@ them beside ``completion_rate`` (INSV-A F1 rate = 1 - completion_rate).
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,7 +24,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from ttseval.metrics.bootstrap import CI, bootstrap_mean_ci, bootstrap_ratio_ci
+from ttseval.metrics.bootstrap import CI, MIN_INTERVAL_ITEMS, bootstrap_mean_ci, bootstrap_ratio_ci
 from ttseval.metrics.registry import ci_columns
 from ttseval.metrics.wer import corpus_rate, mean_utterance_rate, perfect_rate
 
@@ -100,14 +99,6 @@ def _recognisers(transcripts: pd.DataFrame, system_id: object) -> list[tuple[obj
     return list(zip(mine["asr_id"], mine["asr_spec"])) or [(None, None)]
 
 
-def _system_rng(seed: int, system_id: object, metric: str) -> np.random.Generator:
-    # A stable hash (not Python's salted hash()) so a system's CI does not depend on the
-    # process, on which other systems are summarized, or on which other metrics ran.
-    digest = hashlib.sha256(f"{system_id}\x00{metric}".encode()).digest()
-    words = np.frombuffer(digest[:16], dtype="<u4").tolist()
-    return np.random.default_rng(np.random.SeedSequence([seed, *words]))
-
-
 def _counts(frame: pd.DataFrame, column: str) -> NDArray[np.float64]:
     # float, not int: a null count stays NaN, which the metric functions refuse, instead of a wrapped integer.
     counts: NDArray[np.float64] = frame[column].to_numpy(dtype=float, na_value=np.nan)
@@ -134,7 +125,7 @@ def _mos(quality: pd.DataFrame, system_id: object, n_resamples: int, seed: int) 
     ok_q = quality[(quality["system_id"] == system_id) & (quality["status"] == "ok")]
     if len(ok_q):
         mos = ok_q["mos"].to_numpy(dtype=float, na_value=np.nan)
-        ci = bootstrap_mean_ci(mos, n_resamples=n_resamples, seed=_system_rng(seed, system_id, "mos"))
+        ci = bootstrap_mean_ci(mos, n_resamples=n_resamples, seed=seed, min_items=MIN_INTERVAL_ITEMS)
     else:
         ci = CI(np.nan, np.nan, np.nan)
     low, high = ci_columns("mos")
@@ -146,7 +137,7 @@ def _error_rates(ok_tr: pd.DataFrame, system_id: object, n_resamples: int, seed:
     for unit, errors_col, totals_col in (("wer", "word_errors", "ref_words"), ("cer", "char_errors", "ref_chars")):
         if len(ok_tr):
             errors, totals = _counts(ok_tr, errors_col), _counts(ok_tr, totals_col)
-            ci = bootstrap_ratio_ci(errors, totals, n_resamples=n_resamples, seed=_system_rng(seed, system_id, unit))
+            ci = bootstrap_ratio_ci(errors, totals, n_resamples=n_resamples, seed=seed, min_items=MIN_INTERVAL_ITEMS)
             utt_mean = mean_utterance_rate(errors, totals)
         else:
             ci, utt_mean = CI(np.nan, np.nan, np.nan), np.nan

@@ -20,7 +20,6 @@ the sample, and no bootstrap can say more.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 
@@ -68,15 +67,6 @@ def against_baseline(judgments: pd.DataFrame) -> pd.DataFrame:
 
 def _key_text(row: pd.Series, key: Sequence[str]) -> str:
     return ", ".join(f"{k}={row[k]!r}" for k in key)
-
-
-def _group_rng(seed: int, parts: Sequence[object]) -> np.random.Generator:
-    # Mirrors ttseval.metrics.summary._system_rng: a stable SHA-256 (not Python's salted hash()) of
-    # the cell and group values, so a cell's CI does not depend on the process or on which
-    # other cells are in the table. str() of each part, so 1 and np.int64(1) agree.
-    digest = hashlib.sha256("\x00".join(str(p) for p in parts).encode()).digest()
-    words = np.frombuffer(digest[:16], dtype="<u4").tolist()
-    return np.random.default_rng(np.random.SeedSequence([seed, *words]))
 
 
 def _is_bool(value: object) -> bool:
@@ -193,8 +183,6 @@ def win_rate_table(
     for cell, group in frame.groupby(cell_columns, sort=False, dropna=False):
         cell = cell if isinstance(cell, tuple) else (cell,)
         judged = group[group["_scored"]]
-        # Resample in item_id order, so the CI does not depend on the order rows were read in.
-        judged = judged.iloc[np.argsort(judged["item_id"].astype(str).to_numpy(), kind="stable")]
         scores = judged["_score"].to_numpy(dtype=float)
         winners = judged["winner"]
         status = group["status"]
@@ -204,7 +192,7 @@ def win_rate_table(
                 scores,
                 n_resamples=n_resamples,
                 confidence=confidence,
-                seed=_group_rng(int(seed), cell),
+                seed=int(seed),
                 method="BCa",
             )
         elif n_judged:

@@ -21,7 +21,7 @@ import pandas as pd
 
 from ttseval.core.config import Settings
 from ttseval.tasks.parts import get_store
-from ttseval.tasks.report.format import markdown_table, missing, num, pct, rate_ci
+from ttseval.tasks.report.format import markdown_table, missing, num, pct, with_ci
 
 
 def _latest_logs(store: Any) -> list[dict[str, Any]]:
@@ -109,7 +109,7 @@ def leaderboard(settings: Settings) -> dict[str, pd.DataFrame]:
 
 def _win_rate(row: dict[str, Any], column: str) -> str:
     ci = row.get(f"{column} ci")
-    return rate_ci(row[column], *(ci if isinstance(ci, tuple) else (float("nan"), float("nan"))))
+    return with_ci(row[column], *(ci if isinstance(ci, tuple) else (float("nan"), float("nan"))), percent=True)
 
 
 def _elo(row: dict[str, Any], column: str) -> str:

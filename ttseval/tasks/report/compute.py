@@ -105,7 +105,24 @@ def compute_summary(
     )
     # PashtoTTS-Bench's roles: TTS systems first, then natural speech, then negative controls (shown apart)
     summary["role"] = summary["system_id"].map(settings.role_of)
+    summary = _with_similarity(summary, t.similarity, settings)
     return summary.sort_values("role", key=lambda r: r.map(ROLE_ORDER), kind="stable").reset_index(drop=True)
+
+
+def _with_similarity(summary: pd.DataFrame, similarity: pd.DataFrame, settings: Settings) -> pd.DataFrame:
+    """The summary with each system's speaker similarity to its reference by the run's first encoder (`sim`,
+    `sim_ci_low`, `sim_ci_high`, `sim_encoder`; all null where the run compares no voices), for the tables a reader
+    sees first; the report's similarity section has every encoder. Not stored in the `report` table."""
+    from ttseval.metrics.similarity import similarity_summary
+
+    columns = ["sim", "sim_ci_low", "sim_ci_high", "sim_encoder"]
+    mine = similarity[similarity["system_id"].isin(summary["system_id"])] if len(similarity) else similarity
+    if mine.empty:
+        return summary.assign(**dict.fromkeys(columns, None))
+    first = mine[mine["encoder_id"] == mine["encoder_id"].iloc[0]]
+    sim = similarity_summary(first, n_resamples=settings.bootstrap_resamples, seed=settings.seed)
+    sim = sim.rename(columns={"encoder_spec": "sim_encoder"}).set_index("system_id")[columns]
+    return summary.join(sim, on="system_id")
 
 
 def store_summary(store: ArtifactStore, run_id: str, summary: pd.DataFrame) -> None:

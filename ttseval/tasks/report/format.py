@@ -8,7 +8,7 @@ Every Markdown table goes through `markdown_table`. A metric's header carries it
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import pandas as pd
 
@@ -33,12 +33,15 @@ def num(v: float, digits: int = 2) -> str:
     return "–" if missing(v) else f"{v:.{digits}f}"
 
 
-def rate_ci(point: float, low: float, high: float) -> str:
-    """A rate in percent with its 95% CI ('62.5 [50.0, 75.0]'); 'n too small' beside a rate whose cell had too few
-    items for an interval (ttseval.metrics.bootstrap.MIN_INTERVAL_ITEMS); '–' when the rate is missing."""
+def with_ci(point: float, low: float, high: float, digits: int = 2, *, percent: bool = False) -> str:
+    """A value with its 95% CI ('4.12 [3.90, 4.31]'; a rate in percent with `percent`: '62.5 [50.0, 75.0]');
+    '(n too small)' in place of an interval the cell had too few items for (ttseval.metrics.bootstrap
+    .MIN_INTERVAL_ITEMS, the one rule of every interval in the report); '–' when the value is missing."""
     if missing(point):
         return "–"
-    return f"{pct(point)} (n too small)" if missing(low) or missing(high) else f"{pct(point)} [{pct(low)}, {pct(high)}]"
+    show: Callable[[float], str] = pct if percent else (lambda v: num(v, digits))
+    interval = "(n too small)" if missing(low) or missing(high) else f"[{show(low)}, {show(high)}]"
+    return f"{show(point)} {interval}"
 
 
 def header(label: str, metric: str, suffix: str = "") -> str:

@@ -12,7 +12,7 @@ from ttseval.core.store import ArtifactStore
 from ttseval.metrics.agreement import judge_agreement
 from ttseval.metrics.registry import arrow
 from ttseval.metrics.winrate import model_of_voices, voice_variance
-from ttseval.tasks.report.format import header, judge_label, markdown_table, num, pct, rate_ci
+from ttseval.tasks.report.format import header, judge_label, markdown_table, num, pct, with_ci
 
 
 def _system_metric(summary: pd.DataFrame, system_id: str, column: str, fmt: Callable[[float], str]) -> str:
@@ -31,7 +31,7 @@ def _cell(frame: pd.DataFrame, key: tuple[str, str | int]) -> str:
     if key not in frame.index:
         return "–"
     r = frame.loc[key]
-    return rate_ci(r["win_rate"], r["win_rate_ci_low"], r["win_rate_ci_high"])
+    return with_ci(r["win_rate"], r["win_rate_ci_low"], r["win_rate_ci_high"], percent=True)
 
 
 def leaderboard_markdown(
@@ -123,7 +123,7 @@ def leaderboard_markdown(
         for system_id, r in overall.iterrows():
             cells = [
                 names.get(system_id, system_id),
-                rate_ci(r["win_rate"], r["win_rate_ci_low"], r["win_rate_ci_high"]),
+                with_ci(r["win_rate"], r["win_rate_ci_low"], r["win_rate_ci_high"], percent=True),
                 pct(r["tie_rate"]),
                 str(int(r["n_parse_failures"])),
             ]
@@ -235,11 +235,6 @@ def bradley_terry_markdown(ranked: pd.DataFrame, names: dict[str, str]) -> list[
     """One judge's Bradley-Terry ranking (ttseval.metrics.bradley_terry) as report lines: ordered by the lower
     bound, strength and Elo with their intervals."""
     from ttseval.metrics.bootstrap import MIN_INTERVAL_ITEMS
-
-    def with_ci(point: float, low: float, high: float, digits: int) -> str:
-        return f"{num(point, digits)} " + (
-            "(n too small)" if pd.isna(low) or pd.isna(high) else f"[{num(low, digits)}, {num(high, digits)}]"
-        )
 
     rows = [
         [

@@ -11,9 +11,10 @@ import pandas as pd
 
 from ttseval.core.schemas import TABLES
 from ttseval.core.store import ArtifactStore
+from ttseval.metrics.bootstrap import INTERVAL_RULE
 from ttseval.metrics.registry import METRICS, change
 from ttseval.metrics.trends import CANARY_MEASURES as NO_BETTER_SIDE
-from ttseval.tasks.report.format import ROLE_LABEL, header, markdown_table, missing, num, pct
+from ttseval.tasks.report.format import ROLE_LABEL, header, markdown_table, missing, num, pct, with_ci
 
 # -- frozen dataset statistics (EmergentTTS-Eval appendix A.7; InstructTTSEval instructions) ----------------------
 
@@ -63,21 +64,20 @@ def instruction_statistics_markdown(stats: pd.DataFrame) -> str:
 def rows_for_display(summary: pd.DataFrame) -> list[dict[str, str]]:
     """One dict of display strings per (system, recogniser), in summary order."""
     out = []
+    with_sim = "sim" in summary.columns and summary["sim"].notna().any()
     for r in summary.to_dict("records"):
+        sim = {header("SIM", "similarity", "[95% CI]"): with_ci(r["sim"], r["sim_ci_low"], r["sim_ci_high"], 3)}
         out.append(
             {
                 "system": r["system_spec"] + ROLE_LABEL[r.get("role") or "tts"],
                 "recogniser": "–" if missing(r.get("asr_spec")) else r["asr_spec"],
                 header("completion %", "completion_rate"): f"{pct(r['completion_rate'])} ({r['n_ok']}/{r['n_items']})",
                 "failed/empty/unsup.": f"{r['n_failed']}/{r['n_empty']}/{r['n_unsupported']}",
-                header(
-                    "WER %", "wer", "[95% CI]"
-                ): f"{pct(r['wer'])} [{pct(r['wer_ci_low'])}, {pct(r['wer_ci_high'])}]",
-                header(
-                    "CER %", "cer", "[95% CI]"
-                ): f"{pct(r['cer'])} [{pct(r['cer_ci_low'])}, {pct(r['cer_ci_high'])}]",
+                header("WER %", "wer", "[95% CI]"): with_ci(r["wer"], r["wer_ci_low"], r["wer_ci_high"], percent=True),
+                header("CER %", "cer", "[95% CI]"): with_ci(r["cer"], r["cer_ci_low"], r["cer_ci_high"], percent=True),
                 header("Perfect %", "perfect_pct"): num(r["perfect_pct"], 1),
-                header("MOS", "mos", "[95% CI]"): f"{num(r['mos'])} [{num(r['mos_ci_low'])}, {num(r['mos_ci_high'])}]",
+                header("MOS", "mos", "[95% CI]"): with_ci(r["mos"], r["mos_ci_low"], r["mos_ci_high"]),
+                **(sim if with_sim else {}),
                 "mean dur. s": num(r["mean_duration_s"]),
                 header("RTF", "rtf"): num(r["rtf"], 3),
             }
@@ -95,9 +95,10 @@ def render_markdown(summary: pd.DataFrame, meta: dict[str, Any]) -> str:
         (
             "One row per system and recogniser: WER/CER are that recogniser's, never pooled across "
             "recognisers; completion, MOS and RTF are the system's. WER/CER are corpus figures (errors pooled over "
-            "utterances) with a percentile bootstrap 95% CI over utterances; MOS is predicted (by "
+            "utterances); MOS is predicted (by "
             f"`{meta.get('quality', 'the MOS predictor')}`), not human; RTF is synthesis time over audio time. ↓ "
-            "lower is better, ↑ higher is better."
+            "lower is better, ↑ higher is better. SIM, where the run compares voices, is the first speaker "
+            f"encoder's similarity of each clip to its reference (every encoder: Speaker similarity). {INTERVAL_RULE}"
         ),
         "",
     ]

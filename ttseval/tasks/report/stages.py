@@ -12,7 +12,7 @@ import pandas as pd
 from ttseval.core.config import Settings
 from ttseval.core.store import ArtifactStore
 from ttseval.tasks.report.compute import RunTables
-from ttseval.tasks.report.format import ROLE_LABEL, markdown_table, missing, num, pct, section
+from ttseval.tasks.report.format import ROLE_LABEL, markdown_table, missing, num, pct, section, with_ci
 
 
 def _gate(value: object, gate: str) -> str:
@@ -61,7 +61,7 @@ def insv_markdown(store: ArtifactStore, run_id: str, settings: Settings, tables:
                 _gate(lid, r["gate_v"]),
                 f"{pct(r['asr_lid_rate'])}%",
                 f"{pct(r['text_lid_rate'])}%",
-                f"{pct(r['wer'])} [{pct(r['wer_ci_low'])}, {pct(r['wer_ci_high'])}]"
+                with_ci(r["wer"], r["wer_ci_low"], r["wer_ci_high"], percent=True)
                 + (
                     "" if missing(r["natural_wer"]) or r["role"] == "natural" else f" (natural {pct(r['natural_wer'])})"
                 ),
@@ -561,7 +561,7 @@ def similarity_markdown(settings: Settings, tables: RunTables, names: dict[str, 
                 "yes" if _clones(names.get(r.system_id, r.system_id)) else "no",
                 r.reference,
                 str(r.n),
-                f"{num(r.sim, 3)} [{num(r.sim_ci_low, 3)}, {num(r.sim_ci_high, 3)}]",
+                with_ci(r.sim, r.sim_ci_low, r.sim_ci_high, 3),
                 str(int((failed["system_id"] == r.system_id).sum())),
             ]
             for r in mine.sort_values("system_id", key=lambda c: c.map(order)).itertuples()
@@ -583,7 +583,7 @@ def similarity_markdown(settings: Settings, tables: RunTables, names: dict[str, 
 def predictors_markdown(settings: Settings, tables: RunTables, names: dict[str, str]) -> str:
     """Each MOS predictor's mean per system with a bootstrap 95% CI, when the run has more than one predictor:
     one column per predictor, never pooled."""
-    from ttseval.metrics.bootstrap import bootstrap_mean_ci
+    from ttseval.metrics.bootstrap import MIN_INTERVAL_ITEMS, bootstrap_mean_ci
 
     quality = tables.all_quality
     quality = quality[(quality["status"] == "ok") & quality["system_id"].isin(tables.system_ids)]
@@ -599,9 +599,12 @@ def predictors_markdown(settings: Settings, tables: RunTables, names: dict[str, 
                 cells.append("–")
                 continue
             ci = bootstrap_mean_ci(
-                values.astype(float).to_numpy(), n_resamples=settings.bootstrap_resamples, seed=settings.seed
+                values.astype(float).to_numpy(),
+                n_resamples=settings.bootstrap_resamples,
+                seed=settings.seed,
+                min_items=MIN_INTERVAL_ITEMS,
             )
-            cells.append(f"{num(ci.point, 2)} [{num(ci.low, 2)}, {num(ci.high, 2)}] (n={len(values)})")
+            cells.append(f"{with_ci(ci.point, ci.low, ci.high)} (n={len(values)})")
         rows.append([names.get(system_id, system_id), *cells])
     return section(
         "MOS predictors",

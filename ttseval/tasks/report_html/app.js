@@ -147,7 +147,7 @@
     run.leaderboard.forEach(function (r) {
       var cells = [el('th', {scope: 'row', text: r.system_spec}), el('td', {text: r.role}), el('td', {text: r.asr_spec || '–'}),
         el('td', {text: pct(r.completion_rate) + ' (' + r.n_ok + '/' + r.n_items + ')'}),
-        el('td', {text: pct(r.wer) + ' [' + pct(r.wer_ci_low) + ', ' + pct(r.wer_ci_high) + ']'}),
+        el('td', {text: pct(r.wer) + (r.wer === null ? '' : r.wer_ci_low === null || r.wer_ci_high === null ? ' (n too small)' : ' [' + pct(r.wer_ci_low) + ', ' + pct(r.wer_ci_high) + ']')}),
         el('td', {text: pct(r.cer)}), el('td', {text: num(r.mos)})];
       run.judges.forEach(function (j) { cells.push(el('td', {text: winRate(r, j.id)})); });
       run.judges.forEach(function (j) { cells.push(el('td', {text: btCell(r, j.id)})); });
