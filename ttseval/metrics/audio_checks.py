@@ -12,16 +12,30 @@ a silent clip is already an `empty` row (ttseval.core.audio.Audio.is_silent).
   slow and fast voices and for other scripts), i.e. truncated audio or audio that runs on;
 - `sample_rate`: not the rate the provider declares it returns (`output_sample_rate_hz`), a wrong header or a
   resampling bug.
+
+`truncated` is judged against the run itself, not a fixed speaking rate (`truncated`): a clip with fewer seconds
+per character than TRUNCATED_SHARE of the median of the run's clips in its language (every system's, at least
+MIN_PEERS of them). A third of a fixed 14 characters a second lets a clip cut to 40% pass (9 words in 1.1 s); the
+run's own clips are the speaking-rate model, per language, so one system or one clip cut short stands out. What
+it cannot see: every clip of a language cut alike (then the nightly series' comparison with earlier nights does).
 """
 
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 CHARS_PER_SECOND = 14.0
 CLIP_LEVEL, CLIP_SHARE = 0.999, 0.001
 DURATION_FACTOR = 3.0
 MIN_CHARS = 20  # below this the prediction is too rough to judge a duration by
+TRUNCATED_SHARE = 0.6  # under this share of the run's median seconds per character: truncated
+MIN_PEERS = 10  # clips of a language the run's median is taken over; fewer: no clip of it is judged
+
+
+def text_chars(text: str) -> int:
+    """The characters a duration is predicted from: letters and single spaces (runs of whitespace count once)."""
+    return len(" ".join(text.split()))
 
 
 def audio_flags(samples: np.ndarray, sample_rate_hz: int, text: str, declared_rate_hz: int | None = None) -> list[str]:
@@ -34,7 +48,7 @@ def audio_flags(samples: np.ndarray, sample_rate_hz: int, text: str, declared_ra
     x = x[finite]
     if x.size and float(np.mean(np.abs(x) >= CLIP_LEVEL)) > CLIP_SHARE:
         flags.append("clipped")
-    chars = len(" ".join(text.split()))
+    chars = text_chars(text)
     if chars >= MIN_CHARS and sample_rate_hz > 0:
         expected = chars / CHARS_PER_SECOND
         duration = len(samples) / sample_rate_hz
@@ -45,3 +59,22 @@ def audio_flags(samples: np.ndarray, sample_rate_hz: int, text: str, declared_ra
     if declared_rate_hz and sample_rate_hz != declared_rate_hz:
         flags.append("sample_rate")
     return flags
+
+
+def truncated(durations_s: ArrayLike, chars: ArrayLike, languages: ArrayLike) -> NDArray[np.bool_]:
+    """Which clips are truncated by the run's own speaking rate (module doc): seconds per character under
+    TRUNCATED_SHARE of the median over the clips of the same language with at least MIN_CHARS characters, where
+    there are MIN_PEERS of them. Clips under MIN_CHARS characters, or with a missing duration, are never flagged."""
+    d = np.asarray(durations_s, dtype=np.float64)
+    c = np.asarray(chars, dtype=np.float64)
+    lang = np.asarray(languages, dtype=object)
+    if not d.shape == c.shape == lang.shape:
+        raise ValueError(f"durations, chars and languages differ in length: {d.size}, {c.size}, {lang.size}")
+    judged = np.isfinite(d) & (c >= MIN_CHARS)
+    per_char = np.divide(d, c, out=np.full_like(d, np.nan), where=judged)
+    out = np.zeros(d.shape, dtype=bool)
+    for language in set(lang[judged].tolist()):
+        mine = judged & (lang == language)
+        if mine.sum() >= MIN_PEERS:
+            out[mine] = per_char[mine] < TRUNCATED_SHARE * float(np.median(per_char[mine]))
+    return out

@@ -639,21 +639,43 @@ def grouped_markdown(tables: RunTables, names: dict[str, str]) -> str:
 
 
 def audio_checks_markdown(tables: RunTables, names: dict[str, str]) -> str:
-    """Clips that failed a quality gate (metrics/audio_checks.py), per system and gate; empty when none did."""
+    """Clips that failed a quality gate (metrics/audio_checks.py), per system and gate, with the clips truncated by
+    the run's own speaking rate (`truncated`); empty when none did."""
+    from ttseval.metrics.audio_checks import MIN_PEERS, TRUNCATED_SHARE, text_chars, truncated
+
     synthesis = tables.synthesis
-    if "audio_flags" not in synthesis or not synthesis["audio_flags"].notna().any():
+    ok = synthesis[synthesis["status"] == "ok"]
+    texts = tables.items.set_index("item_id")[["text", "language"]]
+    clips = ok[["item_id", "system_id", "duration_s"]].join(texts, on="item_id")
+    short = truncated(
+        clips["duration_s"].to_numpy(dtype=float, na_value=float("nan")),
+        clips["text"].fillna("").map(text_chars).to_numpy(),
+        clips["language"].fillna("").to_numpy(),
+    )
+    flagged = [
+        *(
+            (system_id, flag)
+            for system_id, flags in zip(synthesis["system_id"], synthesis.get("audio_flags", pd.Series(dtype=object)))
+            if isinstance(flags, str)
+            for flag in flags.split(",")
+        ),
+        *((system_id, "truncated") for system_id in clips.loc[short, "system_id"]),
+    ]
+    if not flagged:
         return ""
-    flagged = synthesis.dropna(subset=["audio_flags"]).assign(flag=lambda f: f["audio_flags"].str.split(","))
-    counts = flagged.explode("flag").groupby(["system_id", "flag"]).size().unstack(fill_value=0)
-    ok = synthesis[synthesis["status"] == "ok"].groupby("system_id").size()
+    counts = pd.DataFrame(flagged, columns=["system_id", "flag"]).groupby(["system_id", "flag"]).size()
+    counts = counts.unstack(fill_value=0)
+    n_ok = ok.groupby("system_id").size()
     gates = list(counts.columns)
-    rows = [[names.get(s, s), int(ok.get(s, 0)), *(int(counts.loc[s, g]) for g in gates)] for s in counts.index]
+    rows = [[names.get(s, s), int(n_ok.get(s, 0)), *(int(counts.loc[s, g]) for g in gates)] for s in counts.index]
     return section(
         "Audio checks",
         "Clips that failed a quality gate: non-finite samples (nan), over 0.1% of "
         "samples at full scale (clipped), a duration under a third or over three times what the text "
         "predicts at 14 characters a second (too_short, too_long), a rate other than the provider "
-        "declares (sample_rate). They are scored like any clip; here they are counted.",
+        f"declares (sample_rate), and truncated: fewer seconds per character than {TRUNCATED_SHARE:.0%} of the "
+        f"median of this run's clips in the same language (every system's, where there are {MIN_PEERS} or more). "
+        "They are scored like any clip; here they are counted.",
         ["system", "clips", *gates],
         rows,
     )
