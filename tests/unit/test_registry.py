@@ -389,3 +389,34 @@ def test_providers_command_lists_metadata_without_building_or_heavy_imports() ->
         "judge:",
         "llm:",
     ]
+
+
+def test_a_label_names_a_system_without_changing_its_id_or_reaching_the_provider() -> None:
+    """`label=` (registry.LABEL_OPTION): a self-hosted system is shown by its label, not its URL, in every table,
+    report and alert (registry.system_name), keeps its id (its rows are reused when it is relabelled), and is
+    not an option the provider is built with (espeak-ng refuses options it does not know, as the test above shows)."""
+    from ttseval.core.registry import Spec, system_name
+    from ttseval.tasks.report.markdown import rows_for_display
+
+    url = "openai:alloy:base_url=http://gpu7.lab:8000/v1:model=ours"
+    labelled = Spec.parse(f"{url}:label=ours-v3")
+    assert labelled.label == "ours-v3" and Spec.parse(url).label is None
+    assert labelled.id == Spec.parse(url).id and labelled.canonical != Spec.parse(url).canonical
+    assert system_name(labelled.canonical) == "ours-v3" and system_name(url) == url
+    assert system_name("not a spec: :") == "not a spec: :"  # a stored name that does not parse is shown as it is
+    assert type(TTS.build("espeak-ng:en-us:label=robot")) is EspeakNGTTS
+    import pandas as pd
+
+    from ttseval.metrics.summary import SUMMARY_COLUMNS
+
+    row = dict.fromkeys(SUMMARY_COLUMNS, float("nan")) | {
+        "system_spec": labelled.canonical,
+        "asr_spec": None,
+        "n_ok": 1,
+        "n_items": 1,
+        "n_failed": 0,
+        "n_empty": 0,
+        "n_unsupported": 0,
+        "role": "tts",
+    }
+    assert rows_for_display(pd.DataFrame([row]))[0]["system"] == "ours-v3"

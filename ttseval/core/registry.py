@@ -40,6 +40,9 @@ _OPTION = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*=")
 # Options the pipeline reads from a system spec itself. `prompt=category`: strong prompting (EmergentTTS-Eval
 # 4.1): the category's description goes to the provider as its instruction.
 PIPELINE_OPTIONS = frozenset({"prompt"})
+LABEL_OPTION = "label"
+"""`label=NAME` names a system in tables, reports and alerts (`vllm:x:base_url=http://gpu7:8000/v1:label=ours-v3`
+shows as `ours-v3`): not passed to the provider and not part of the system's id, so relabelling reuses its rows."""
 SECRET_OPTIONS = frozenset({"api_key", "key", "token", "secret", "password", "apikey", "access_token"})
 """Option names refused in any spec: a spec is stored in rows and logs, so keys come from the environment."""
 
@@ -88,6 +91,11 @@ class Spec:
         return dict(self.options).get(name)
 
     @property
+    def label(self) -> str | None:
+        """The spec's `label=` (LABEL_OPTION), or None."""
+        return self.option(LABEL_OPTION) or None
+
+    @property
     def id(self) -> str:
         """Stable id: readable name plus a hash of provider, voice and options (not the engine version)."""
         return self.revised_id("")
@@ -96,11 +104,21 @@ class Spec:
         """`id`, or, for a provider whose output changed without a change of spec (`output_revision`), an id that
         also hashes that revision, so rows made before the change are not taken for rows made after it."""
         readable = "-".join(p for p in (self.provider, self.voice) if p)
-        params = {"provider": self.provider, "voice": self.voice, "options": dict(self.options)}
+        options = {k: v for k, v in self.options if k != LABEL_OPTION}  # a name, not what makes the audio
+        params = {"provider": self.provider, "voice": self.voice, "options": options}
         return stable_id(readable, params | ({"revision": revision} if revision else {}))
 
     def __str__(self) -> str:
         return self.canonical
+
+
+def system_name(spec: str) -> str:
+    """How a system is named to a reader: its spec's `label=`, or the spec itself (a stored spec that does not parse
+    is shown as it is)."""
+    try:
+        return Spec.parse(spec).label or spec
+    except SpecError:
+        return spec
 
 
 def _protocol_members(protocol: type) -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
@@ -368,7 +386,7 @@ class Registry(Generic[T]):
                 "worker (ttseval.toml or TTSEVAL_*), not an option of a spec",
                 spec=parsed.provider,
             )
-        options = {k: v for k, v in parsed.options if k not in PIPELINE_OPTIONS}
+        options = {k: v for k, v in parsed.options if k not in PIPELINE_OPTIONS and k != LABEL_OPTION}
         try:
             provider = cls(voice=parsed.voice, **options, **context)  # type: ignore[call-arg]
         except (TypeError, ValueError) as e:

@@ -21,6 +21,7 @@ from typing import Any
 
 import pandas as pd
 
+from ttseval.core.registry import system_name
 from ttseval.metrics.multiplicity import Method
 from ttseval.metrics.registry import METRICS, change
 
@@ -155,7 +156,7 @@ def blind_tests(drift: pd.DataFrame, alpha: float, n_permutations: int) -> list[
             if needed
             else "no item count is enough: raise permutation_resamples"
         )
-        tests = ", ".join(f"{r['metric']} of {r['system_spec']}" for r in rows.to_dict("records"))
+        tests = ", ".join(f"{r['metric']} of {system_name(r['system_spec'])}" for r in rows.to_dict("records"))
         lines.append(
             f"{len(rows)} of {len(paired)} paired tests cannot flag a lone change of any size ({tests}): on {int(n)} "
             f"items the smallest p is {floor:.4g}, adjusted across {family} test(s) {min(1.0, family * floor):.4g}, "

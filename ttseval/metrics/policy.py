@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ttseval.core.registry import system_name
+
 __all__ = ["threshold_breaches"]
 
 
@@ -30,7 +32,7 @@ def threshold_breaches(
         for row in per_system.itertuples(index=False):
             if row.completion_rate < min_completion:
                 out.append(
-                    f"system {row.system_spec}: completion {100 * row.completion_rate:.1f}% "
+                    f"system {system_name(row.system_spec)}: completion {100 * row.completion_rate:.1f}% "
                     f"({row.n_ok}/{row.n_items}) is below min_completion {100 * min_completion:.1f}%"
                 )
     if fail_on_regression and regressions is not None and not regressions.empty:
@@ -38,7 +40,7 @@ def threshold_breaches(
         for row in worse.to_dict("records"):
             asr = row.get("asr_spec")
             out.append(
-                f"regression flagged: {row['system_spec']}"
+                f"regression flagged: {system_name(row['system_spec'])}"
                 + (f" ({asr})" if isinstance(asr, str) else "")
                 + f" {row['metric']} {row['previous']:.4g} -> {row['current']:.4g}, worse than the previous run"
             )

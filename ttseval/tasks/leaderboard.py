@@ -20,6 +20,7 @@ from typing import Any
 import pandas as pd
 
 from ttseval.core.config import Settings
+from ttseval.core.registry import system_name
 from ttseval.tasks.parts import get_store
 from ttseval.tasks.report.format import markdown_table, missing, num, pct, with_ci
 
@@ -137,7 +138,7 @@ def leaderboard_markdown(boards: dict[str, pd.DataFrame]) -> str:
         board = board.sort_values(["asr_spec", "wer"], na_position="last")
         rows = [
             [
-                r["system_spec"],
+                system_name(r["system_spec"]),
                 r["asr_spec"] or "–",
                 pct(r["completion_rate"]),
                 pct(r["wer"]),

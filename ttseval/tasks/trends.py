@@ -25,7 +25,7 @@ import pandas as pd
 
 from ttseval.core.config import DEFAULT_SYSTEMS, Settings
 from ttseval.core.errors import ConfigError
-from ttseval.core.registry import Spec
+from ttseval.core.registry import Spec, system_name
 from ttseval.core.store import ArtifactStore
 from ttseval.metrics.trends import CANARY_MEASURES, TREND_COLUMNS, TREND_METRICS, night_values, trend_changes
 from ttseval.providers.tts import TTS
@@ -261,7 +261,7 @@ def drift_lines(trends: pd.DataFrame, run_id: str, h: float) -> list[str]:
     for first, now, nights in tonight_drifts(trends, run_id):
         what = f" ({now['detail']})" if now["detail"] else ""
         lines.append(
-            f"- {now['system_spec']} {now['metric']}{what} slow drift: {num(first['value'], 3)} on "
+            f"- {system_name(now['system_spec'])} {now['metric']}{what} slow drift: {num(first['value'], 3)} on "
             f"{first['run_id']} -> {num(now['value'], 3)} tonight ({num(now['z'], 2)} SE; CUSUM "
             f"{num(now['cusum'], 2)} > h {num(h, 1)} over {nights} nights)"
         )

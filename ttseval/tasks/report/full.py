@@ -25,6 +25,7 @@ from typing import Any
 
 from ttseval.core.config import HOW_IT_RUNS, Settings
 from ttseval.core.paths import source_fingerprint
+from ttseval.core.registry import system_name
 from ttseval.core.store import ArtifactStore
 from ttseval.tasks.quality import primary_quality_id
 from ttseval.tasks.report.compute import (
@@ -205,7 +206,7 @@ def _write_full_report(
     summary = compute_summary(store, run_id, settings, system_ids, tables)
     store_summary(store, run_id, summary)
     winrates = compute_winrates(store, run_id, settings)
-    names = dict(zip(summary["system_id"], summary["system_spec"]))
+    names = dict(zip(summary["system_id"], summary["system_spec"].map(system_name)))
     rankings = compute_rankings(store, run_id, settings) if not winrates.empty else None
     if not winrates.empty:
         store_winrates(store, run_id, winrates)

@@ -21,6 +21,7 @@ from typing import Any
 
 import pandas as pd
 
+from ttseval.core.registry import system_name
 from ttseval.core.store import ArtifactStore
 from ttseval.metrics.wer import word_alignment
 from ttseval.metrics.winrate import against_baseline
@@ -60,7 +61,7 @@ def build_data(
 ) -> dict[str, Any]:
     """Everything the page shows, from the tables a report is built from (ttseval.tasks.report.compute.RunTables),
     with each judge's Bradley-Terry ranking (compute_rankings) when given."""
-    names = dict(zip(summary["system_id"], summary["system_spec"]))
+    names = dict(zip(summary["system_id"], summary["system_spec"].map(system_name)))
     roles = dict(zip(summary["system_id"], summary.get("role", pd.Series("tts", index=summary.index))))
     items = tables.items
     synthesis = tables.synthesis
@@ -153,6 +154,7 @@ def build_data(
                 "n_items",
             )
         }
+        row["system_spec"] = system_name(r["system_spec"])  # the page names a system as the report does
         row["role"] = _clean(r.get("role")) or "tts"
         overall = (
             winrates[(winrates["level"] == "overall") & (winrates["system_id"] == r["system_id"])]

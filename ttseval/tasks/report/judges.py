@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import pandas as pd
 
+from ttseval.core.registry import system_name
 from ttseval.core.store import ArtifactStore
 from ttseval.metrics.agreement import judge_agreement
 from ttseval.metrics.registry import arrow
@@ -50,7 +51,7 @@ def leaderboard_markdown(
 
     if winrates.empty:
         return ""
-    names = dict(zip(summary["system_id"], summary["system_spec"]))
+    names = dict(zip(summary["system_id"], summary["system_spec"].map(system_name)))
     judgments = store.read(run_id, "judgments")
     lines = []
     for judge_id, rows in winrates.groupby("judge_id", sort=False):

@@ -9,6 +9,7 @@ from typing import Any
 
 import pandas as pd
 
+from ttseval.core.registry import system_name
 from ttseval.core.schemas import TABLES
 from ttseval.core.store import ArtifactStore
 from ttseval.metrics.bootstrap import INTERVAL_RULE
@@ -66,10 +67,14 @@ def rows_for_display(summary: pd.DataFrame) -> list[dict[str, str]]:
     out = []
     with_sim = "sim" in summary.columns and summary["sim"].notna().any()
     for r in summary.to_dict("records"):
-        sim = {header("SIM", "similarity", "[95% CI]"): with_ci(r["sim"], r["sim_ci_low"], r["sim_ci_high"], 3)}
+        sim = (
+            {header("SIM", "similarity", "[95% CI]"): with_ci(r["sim"], r["sim_ci_low"], r["sim_ci_high"], 3)}
+            if with_sim
+            else {}
+        )
         out.append(
             {
-                "system": r["system_spec"] + ROLE_LABEL[r.get("role") or "tts"],
+                "system": system_name(r["system_spec"]) + ROLE_LABEL[r.get("role") or "tts"],
                 "recogniser": "–" if missing(r.get("asr_spec")) else r["asr_spec"],
                 header("completion %", "completion_rate"): f"{pct(r['completion_rate'])} ({r['n_ok']}/{r['n_items']})",
                 "failed/empty/unsup.": f"{r['n_failed']}/{r['n_empty']}/{r['n_unsupported']}",
@@ -77,7 +82,7 @@ def rows_for_display(summary: pd.DataFrame) -> list[dict[str, str]]:
                 header("CER %", "cer", "[95% CI]"): with_ci(r["cer"], r["cer_ci_low"], r["cer_ci_high"], percent=True),
                 header("Perfect %", "perfect_pct"): num(r["perfect_pct"], 1),
                 header("MOS", "mos", "[95% CI]"): with_ci(r["mos"], r["mos_ci_low"], r["mos_ci_high"]),
-                **(sim if with_sim else {}),
+                **sim,
                 "mean dur. s": num(r["mean_duration_s"]),
                 header("RTF", "rtf"): num(r["rtf"], 3),
             }
@@ -172,7 +177,7 @@ def canary_markdown(changes: pd.DataFrame, previous: str) -> str:
         )
     table = [
         [
-            r["system_spec"],
+            system_name(r["system_spec"]),
             r["measure"],
             str(int(r["n_items"])),
             str(int(r["identical_clips"])),
@@ -338,18 +343,18 @@ def drift_alert(
         _better=flagged["direction"] != "worse", _p=flagged["p_adjusted"].astype(float).fillna(1.0)
     ).sort_values(["_better", "_p"], kind="stable")
     lines = [
-        f"- {r['system_spec']} canary {r['measure']}: {num(r['reference'], 3)} -> {num(r['tonight'], 3)} "
+        f"- {system_name(r['system_spec'])} canary {r['measure']}: {num(r['reference'], 3)} -> {num(r['tonight'], 3)} "
         f"(delta {num(r['delta'], 3)}, adjusted p {num(r['p_adjusted'], 4)}, {int(r['n_items'])} fresh clips)"
         for r in voices.to_dict("records")
     ]
     for r in flagged.to_dict("records"):
         recogniser = "" if missing(r.get("asr_spec")) else f" ({r['asr_spec']})"
         if r["metric"] == "presence":  # a system or recogniser without rows tonight that no series change explains
-            lines.append(f"- {r['system_spec']}{recogniser}: {r['direction']} since {previous}")
+            lines.append(f"- {system_name(r['system_spec'])}{recogniser}: {r['direction']} since {previous}")
             continue
         p = "" if missing(r.get("p_adjusted")) else f", adjusted p {num(r['p_adjusted'], 4)}"
         lines.append(
-            f"- {r['system_spec']}{recogniser} {r['metric']}: {num(r['previous'], 3)} -> "
+            f"- {system_name(r['system_spec'])}{recogniser} {r['metric']}: {num(r['previous'], 3)} -> "
             f"{num(r['current'], 3)} (delta {num(r['delta'], 3)}{p}), {r['direction']}"
         )
     lines += slides
@@ -395,13 +400,15 @@ def drift_markdown(
         recogniser = "–" if missing(r.get("asr_spec")) else r["asr_spec"]
         if r["metric"] == "presence":
             mark = "**yes**" if r["flagged"] else "series change"
-            table.append([r["system_spec"], recogniser, "presence", "", "", "", "", "", "", r["direction"], mark])
+            table.append(
+                [system_name(r["system_spec"]), recogniser, "presence", "", "", "", "", "", "", r["direction"], mark]
+            )
             continue
         p_value = "" if missing(r.get("p_value")) else num(r["p_value"], 4)
         p_adjusted = "" if missing(r.get("p_adjusted")) else num(r["p_adjusted"], 4)
         table.append(
             [
-                r["system_spec"],
+                system_name(r["system_spec"]),
                 recogniser,
                 header(r["metric"], r["metric"]),
                 f"{num(r['previous'], 3)}{_ci(r, 'previous_ci_low', 'previous_ci_high')}",

@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 
 from ttseval.core.config import Settings
+from ttseval.core.registry import system_name
 from ttseval.core.store import ArtifactStore
 from ttseval.tasks.report.compute import RunTables
 from ttseval.tasks.report.format import ROLE_LABEL, markdown_table, missing, num, pct, section, with_ci
@@ -50,7 +51,7 @@ def insv_markdown(store: ArtifactStore, run_id: str, settings: Settings, tables:
         lid = ", ".join(f"{k} {pct(v)}%" for k, v in r["lid_rates"].items()) or "no LID model"
         rows.append(
             [
-                r["system_spec"] + ROLE_LABEL[r["role"]],
+                system_name(r["system_spec"]) + ROLE_LABEL[r["role"]],
                 r["language"],
                 "–" if missing(r["asr_spec"]) else r["asr_spec"],
                 _gate(f"{pct(r['completion_rate'])}% ({r['n_audio']}/{r['n_items']})", r["gate_f1"]),
