@@ -495,3 +495,45 @@ def test_show_says_where_a_generated_version_came_from_and_an_unreachable_server
     assert f"the Prefect server at http://127.0.0.1:{port}/api cannot be reached" in out
     [version] = catalog.versions(ArtifactStore(str(store)), "mine")
     assert f"dataset {version['ref']}: {len(ITEMS)} items -> " in out and version["n_items"] == len(ITEMS)
+
+
+def test_a_corrupt_manifest_is_named_with_its_fix_and_store_repair_sets_it_aside(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """A manifest stored with an S3 upload's chunk framing (`184\\r\\n{...`, as a server that takes unsigned uploads
+    kept it) made every `datasets list` and `push` fail with a JSONDecodeError traceback, for good. Now each command
+    that reads it exits 2 naming the object and `ttseval store repair`, which keeps its bytes beside it and removes
+    it; the rest of the catalog lists, and pushing again writes the version whole."""
+    demo_items(tmp_path / "mine.jsonl", ITEMS)
+    clips(tmp_path / "clips", list(ITEMS))
+    store = str(tmp_path / "store")
+    push = ("datasets", "push", str(tmp_path / "mine.jsonl"), "--name", "mine", "--version", "v1", "--store", store)
+    assert ttseval(capsys, *push)[0] == 0
+    assert ttseval(capsys, "datasets", "push", str(tmp_path / "mine.jsonl"), "--name", "ok", "--store", store)[0] == 0
+    assert (
+        ttseval(capsys, "systems", "push", "--label", "mine", "--dir", str(tmp_path / "clips"), "--store", store)[0]
+        == 0
+    )
+    manifests = [tmp_path / "store/datasets/mine/v1/manifest.json", tmp_path / "store/systems/mine/manifest.json"]
+    whole = [m.read_bytes() for m in manifests]
+    for m, data in zip(manifests, whole):
+        m.write_bytes(b"%x\r\n" % len(data) + data + b"\r\n0\r\n\r\n")  # the framing, as it was stored
+    code, out, err = ttseval(capsys, "datasets", "list", "--store", store)
+    assert code == 2 and "Traceback" not in err
+    assert f"{manifests[0]} is not JSON (it begins b'" in err and "`ttseval store repair`" in err
+    assert ttseval(capsys, "systems", "list", "--store", store)[0] == 2
+    code, out, _ = ttseval(capsys, "store", "repair", "--dry-run", "--store", store)
+    assert code == 0 and out.count("corrupt: ") == 2 and "nothing changed" in out
+    assert [m.read_bytes().split(b"\r\n")[1] for m in manifests] == whole  # the dry run changed nothing
+    code, out, _ = ttseval(capsys, "store", "repair", "--store", store)
+    assert code == 0 and out.count("set aside: ") == 2
+    assert "ttseval datasets push FILE --name mine --version v1" in out
+    assert "ttseval systems push --label mine --dir FOLDER" in out
+    assert [m.exists() for m in manifests] == [False, False]
+    kept = [m.with_name("manifest.json.corrupt").read_bytes() for m in manifests]
+    assert [k.split(b"\r\n")[1] for k in kept] == whole  # the bytes set aside are the object's, framing and all
+    code, out, _ = ttseval(capsys, "datasets", "list", "--store", store)
+    assert code == 0 and out.startswith("ok@") and "mine@v1" not in out  # the rest lists; the version is unfinished
+    assert ttseval(capsys, *push)[0] == 0  # pushed again: whole
+    assert json.loads(manifests[0].read_bytes())["ref"] == "mine@v1"
+    assert ttseval(capsys, "store", "repair", "--store", store)[1].startswith(f"store {store}: every")

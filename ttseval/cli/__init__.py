@@ -5,7 +5,8 @@ command that needs them.
     runs.py        evaluate, backfill-judge, nightly
     results.py     report, export, leaderboard, trends
     datasets.py    import-dataset, generate-dataset, generate-instructions
-    registered.py  datasets push|list|show, systems push|list (what a shared server's runs name from its store)
+    registered.py  datasets push|list|show, systems push|list (what a shared server's runs name from its store),
+                   store repair (its catalog objects that do not parse, set aside)
     listening.py   human-eval, mos-forms, mos-analyze, human-alignment
     operations.py  stack, server, series, serve
     catalog.py     providers, voices
@@ -78,6 +79,7 @@ COMMANDS = (
     datasets.add_generate_instructions,
     registered.add_datasets,
     registered.add_systems,
+    registered.add_store_repair,
     listening.add_mos_forms,
     listening.add_mos_analyze,
     listening.add_human_eval,

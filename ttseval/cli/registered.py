@@ -194,6 +194,29 @@ def _stored_references(store: ArtifactStore, dataset: Path, items: pd.DataFrame)
     return uris, dropped
 
 
+def cmd_store(args: argparse.Namespace) -> int:
+    """store repair [--dry-run]: set aside the catalog objects that do not parse (ttseval.tasks.repair)."""
+    from ttseval.tasks.repair import CORRUPT_SUFFIX, corrupt_objects, set_aside
+
+    _, store = _store(args)
+    found = corrupt_objects(store)
+    if not found:
+        print(f"store {store.display()}: every dataset and pushed-system manifest reads; nothing to repair")
+        return 0
+    for c in found:
+        print(f"corrupt: {c.reason}")
+    if args.dry_run:
+        print(f"{len(found)} object(s) would be set aside (--dry-run: nothing changed)")
+        return 0
+    set_aside(store, found)
+    for c in found:
+        print(
+            f"set aside: {store.display(c.rel_path)} -> {c.rel_path.rsplit('/', 1)[-1]}{CORRUPT_SUFFIX}; "
+            f"push it again: {c.push_again}"
+        )
+    return 0
+
+
 def cmd_systems(args: argparse.Namespace) -> int:
     """systems push --label NAME (--dir D | --manifest M) | list."""
     from ttseval.providers.tts import pushed
@@ -269,3 +292,11 @@ def add_systems(sub: Subcommands) -> None:
     sy.add_argument("--manifest", default=None, help="push: .jsonl or .csv with columns item_id and path")
     add_store(sy)
     sy.set_defaults(func=cmd_systems)
+
+
+def add_store_repair(sub: Subcommands) -> None:
+    st = sub.add_parser("store", help="repair the store's catalog: set aside manifests that do not parse")
+    st.add_argument("action", choices=["repair"])
+    st.add_argument("--dry-run", action="store_true", help="list what would be set aside, change nothing")
+    add_store(st)
+    st.set_defaults(func=cmd_store)

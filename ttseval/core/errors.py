@@ -8,6 +8,7 @@
     +-- NotFoundError                 no such store, or no such run in it (exit code 2 from every command)
     +-- StoreError                    the artifact store cannot be read or written
     |   +-- StoreUnwritableError      it refuses writes: read-only, no permission, or full (exit code 2)
+    |   +-- CorruptObjectError        a stored catalog object does not parse (exit code 2; `ttseval store repair`)
     +-- ProviderError                 a provider failed on one request
         +-- TransientProviderError    worth retrying: timeouts, 429, 5xx, a worker that went away
         |   +-- TruncatedAudioError   a cut stream: retried, then an `empty` row a later run asks again
@@ -92,6 +93,11 @@ class StoreUnwritableError(StoreError):
     """The store refuses writes (read-only, no permission, full): retrying cannot help, the user must act."""
 
 
+class CorruptObjectError(StoreError):
+    """A catalog object the store holds (a dataset's or a pushed system's manifest) is not what was written: the user
+    sets it aside with `ttseval store repair` and pushes again."""
+
+
 class ProviderError(TTSEvalError):
     """A provider failed on one request."""
 
@@ -147,5 +153,6 @@ USER_ERRORS: tuple[type[TTSEvalError], ...] = (
     ConfigError,
     RunBusyError,
     StoreUnwritableError,
+    CorruptObjectError,
     NotFoundError,
 )

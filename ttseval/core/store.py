@@ -37,7 +37,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from ttseval.core.config import STORE_WAIT_S, Settings
-from ttseval.core.errors import ConfigError, LeaseLostError, StoreError, StoreUnwritableError
+from ttseval.core.errors import ConfigError, CorruptObjectError, LeaseLostError, StoreError, StoreUnwritableError
 from ttseval.core.schemas import TABLES
 
 _UNREACHABLE = (
@@ -303,6 +303,20 @@ class ArtifactStore:
             return self._patiently(read, f"reading {rel_path}")
         except (OSError, FileNotFoundError) as e:
             raise StoreError(f"cannot read {self.display(rel_path)}: {e}", uri=self.display(rel_path)) from e
+
+    def read_json(self, rel_path: str) -> Any:
+        """A JSON object the store holds (a catalog manifest). Its bytes not JSON: CorruptObjectError naming it, how
+        it begins and the fix (one bad object must not stop every command that lists the catalog with a traceback)."""
+        data = self.read_bytes(rel_path)
+        try:
+            return json.loads(data)
+        except ValueError as e:  # json.JSONDecodeError, or bytes that are not UTF-8
+            raise CorruptObjectError(
+                f"{self.display(rel_path)} is not JSON (it begins {data[:24]!r}): it was stored corrupt (an S3 server "
+                "that kept the upload's chunk framing stores such objects); `ttseval store repair` sets it aside, "
+                "then push again what it described",
+                uri=self.display(rel_path),
+            ) from e
 
     def read_part(self, path: str, *, columns: list[str] | None = None, schema: pa.Schema | None = None) -> pa.Table:
         """One part file (a full path, as `part_files` lists them), waited for like every store read."""

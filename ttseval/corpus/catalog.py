@@ -86,7 +86,7 @@ def write_version(
     base = _dir(name, version)
     ref = f"{name}@{version}"
     if store.exists(f"{base}/manifest.json"):
-        old = json.loads(store.read_bytes(f"{base}/manifest.json"))
+        old = store.read_json(f"{base}/manifest.json")
         if old.get("content_sha256") != sha:
             raise DatasetError(
                 f"dataset {ref} is frozen and holds other items (content {old.get('content_sha256', '?')[:12]} vs "
@@ -116,7 +116,7 @@ def versions(store: ArtifactStore, name: str) -> list[dict[str, Any]]:
     for info in infos:
         rel = f"{_dir(name, info.base_name)}/manifest.json"
         if info.type == pafs.FileType.Directory and store.exists(rel):
-            found.append(json.loads(store.read_bytes(rel)))
+            found.append(store.read_json(rel))
     return sorted(found, key=_age)
 
 
@@ -205,7 +205,7 @@ def check_free(store: ArtifactStore, name: str, version: str | None, items: pd.D
         return  # content-addressed: the same items give the same version
     base, sha = _dir(name, version), content_hash(_pushed_rows(items))
     if store.exists(f"{base}/manifest.json"):
-        old = json.loads(store.read_bytes(f"{base}/manifest.json"))
+        old = store.read_json(f"{base}/manifest.json")
         if old.get("content_sha256") != sha:
             raise DatasetError(
                 f"dataset {name}@{version} is frozen and holds other items (content "
@@ -248,5 +248,5 @@ def describe(store: ArtifactStore, ref: str) -> tuple[dict[str, Any], pd.DataFra
     """(the manifest of NAME@VERSION, its items counted by category, language and depth)."""
     resolved, items, _ = resolve(store, ref)
     name, version = resolved.split("@", 1)
-    manifest = json.loads(store.read_bytes(f"{_dir(name, version)}/manifest.json"))
+    manifest = store.read_json(f"{_dir(name, version)}/manifest.json")
     return manifest, counts(items)

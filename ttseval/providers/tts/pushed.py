@@ -56,7 +56,8 @@ def check_label(label: str) -> str:
 def read_system(store: ArtifactStore, label: str) -> dict[str, Any] | None:
     """The stored manifest of the pushed system `label`, or None."""
     path = manifest_path(label)
-    return json.loads(store.read_bytes(path)) if store.exists(path) else None
+    manifest: dict[str, Any] | None = store.read_json(path) if store.exists(path) else None
+    return manifest
 
 
 def labels(store: ArtifactStore) -> list[str]:
