@@ -855,7 +855,10 @@ def test_the_cross_run_leaderboard_ranks_systems_never_judged_together_on_one_br
     assert header.endswith("| Elo (objective) | run | date |")
     s2 = board.loc["espeak-ng:s2"]
     low, high = s2["Elo (objective) ci"]
-    assert f"| {s2['Elo (objective)']:.0f} [{low:.0f}, {high:.0f}] #1 | r2 |" in markdown
+    assert f"| {s2['Elo (objective)']:.0f} [{low:.0f}, {high:.0f}] #1 (from r2) | r2 |" in markdown
+    # each Elo names the runs whose verdicts it rests on: s1's, r1's 16 comparisons and r2's 4, while its row's
+    # other figures are r2's (the latest run that evaluated it)
+    assert board.loc["espeak-ng:s1", "runs (objective)"] == ["r1", "r2"] and board.loc["espeak-ng:s1", "run_id"] == "r2"
 
 
 def test_the_significance_matrix_compares_every_pair_and_adjusts_across_all_its_tests(tmp_path) -> None:

@@ -30,10 +30,12 @@ def _latest_logs(store: Any) -> list[dict[str, Any]]:
     return [log for run_id in store.runs() if store.part_files(run_id, "report") and (log := store.run_log(run_id))]
 
 
-def cross_run_rankings(store: Any, runs: dict[str, dict[str, str]], settings: Settings) -> dict[str, pd.DataFrame]:
-    """Judge spec -> Bradley-Terry table (system_id holding the system's spec; BT_COLUMNS) fitted to every
-    verdict of `runs` (run id -> its system ids' specs, oldest first; a comparison judged again counts once, with the
-    latest verdict)."""
+def cross_run_rankings(
+    store: Any, runs: dict[str, dict[str, str]], settings: Settings
+) -> dict[str, tuple[pd.DataFrame, dict[str, list[str]]]]:
+    """Judge spec -> (Bradley-Terry table, system_id holding the system's spec (BT_COLUMNS), fitted to every verdict
+    of `runs` (run id -> its system ids' specs, oldest first; a comparison judged again counts once, with the latest
+    verdict); each system's spec -> the runs whose verdicts on it the fit used)."""
     from ttseval.metrics.bradley_terry import bradley_terry, judgment_outcomes
 
     parts = []
@@ -48,6 +50,7 @@ def cross_run_rankings(store: Any, runs: dict[str, dict[str, str]], settings: Se
             a=outcomes["a"].map(specs),
             b=outcomes["b"].map(specs),
             order=order,
+            run_id=run_id,
         ).dropna(subset=["a", "b"])
         parts.append(outcomes)
     if not parts:
@@ -55,18 +58,22 @@ def cross_run_rankings(store: Any, runs: dict[str, dict[str, str]], settings: Se
     outcomes = pd.concat(parts, ignore_index=True).sort_values("order", kind="stable")
     outcomes["pair"] = [" | ".join(sorted(p)) for p in zip(outcomes["a"], outcomes["b"])]
     outcomes = outcomes.drop_duplicates(["judge_spec", "item_id", "pair"], keep="last")
-    return {
-        judge: bradley_terry(
+    fits = {}
+    for judge, mine in outcomes.groupby("judge_spec", sort=True):
+        table = bradley_terry(
             mine[["item_id", "a", "b", "score"]], n_resamples=settings.bootstrap_resamples, seed=settings.seed
         )
-        for judge, mine in outcomes.groupby("judge_spec", sort=True)
-    }
+        sides = pd.concat([mine[["a", "run_id"]].set_axis(["spec", "run_id"], axis=1),
+                           mine[["b", "run_id"]].set_axis(["spec", "run_id"], axis=1)])  # fmt: skip
+        fits[judge] = (table, {spec: sorted(set(g)) for spec, g in sides.groupby("spec")["run_id"]})
+    return fits
 
 
 def leaderboard(settings: Settings) -> dict[str, pd.DataFrame]:
     """Dataset SHA-256 (first 12 hex digits) -> one row per (system, recogniser): system_spec, asr_spec, wer,
     cer, completion_rate, `MOS (<predictor>)`, `win-rate (<judge> vs <baseline>)` columns each with its
-    `... ci` column (low, high), `Elo (<judge>)` with its `... ci` and `rank (<judge>)` columns (cross_run_rankings),
+    `... ci` column (low, high), `Elo (<judge>)` with its `... ci`, `rank (<judge>)` and `runs (<judge>)` columns
+    (cross_run_rankings),
     run_id, date."""
     store = get_store(settings.store, settings.store_wait_s)
     boards: dict[str, dict[tuple[str, str | None], dict[str, Any]]] = {}
@@ -98,13 +105,14 @@ def leaderboard(settings: Settings) -> dict[str, pd.DataFrame]:
                 row[f"{column} ci"] = (w["win_rate_ci_low"], w["win_rate_ci_high"])
             board[key] = row  # a later run replaces an earlier one's figures for the same system and recogniser
     for dataset, board in boards.items():
-        for judge, table in cross_run_rankings(store, runs[dataset], settings).items():
+        for judge, (table, sources) in cross_run_rankings(store, runs[dataset], settings).items():
             by_spec = table.set_index("system_id")
             for row in board.values():
                 if row["system_spec"] in by_spec.index:
                     r = by_spec.loc[row["system_spec"]]
                     row[f"Elo ({judge})"], row[f"Elo ({judge}) ci"] = r["elo"], (r["elo_ci_low"], r["elo_ci_high"])
                     row[f"rank ({judge})"] = int(r["rank"])
+                    row[f"runs ({judge})"] = sources.get(row["system_spec"], [])
     return {dataset: pd.DataFrame(list(rows.values())) for dataset, rows in boards.items()}
 
 
@@ -118,7 +126,8 @@ def _elo(row: dict[str, Any], column: str) -> str:
         return "–"
     low, high = row[f"{column} ci"]
     interval = "(n too small)" if missing(low) or missing(high) else f"[{low:.0f}, {high:.0f}]"
-    return f"{row[column]:.0f} {interval} #{row[column.replace('Elo', 'rank', 1)]}"
+    runs = ", ".join(row.get(column.replace("Elo", "runs", 1)) or [])
+    return f"{row[column]:.0f} {interval} #{row[column.replace('Elo', 'rank', 1)]} (from {runs})"
 
 
 def leaderboard_markdown(boards: dict[str, pd.DataFrame]) -> str:
@@ -128,8 +137,10 @@ def leaderboard_markdown(boards: dict[str, pd.DataFrame]) -> str:
         (
             "Every system evaluated on each dataset version (the SHA-256 of its items), with the figures of the "
             "latest run that evaluated it. WER/CER are per recogniser; MOS and win-rates are headed by the tool "
-            "that gave them. Elo: each judge's Bradley-Terry fit to the verdicts of every run on the version, on "
-            "one scale, with its 95% CI over items and #rank by lower bound."
+            "that gave them; `run` names the run they come from. Elo: each judge's Bradley-Terry fit to the "
+            "verdicts of every run on the version, on one scale, with its 95% CI over items, #rank by lower bound "
+            "and the runs whose verdicts on the system it rests on (another run than the row's, when a later run "
+            "was judged or a backfill judged another night's clips)."
         ),
     ]
     for dataset, board in boards.items():
