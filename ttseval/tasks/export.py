@@ -8,9 +8,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
+
+import pandas as pd
 
 from ttseval.core.config import Settings
+from ttseval.core.registry import system_name
 from ttseval.core.schemas import TABLES
+from ttseval.core.store import ArtifactStore
 from ttseval.tasks.parts import get_store
 from ttseval.tasks.report.format import spreadsheet_safe
 
@@ -26,6 +31,12 @@ a clip from `items.csv` and check it against its hash. `per_sentence.csv` is the
 item, system (by its spec) and recogniser, with the text, transcript, WER, CER, each MOS predictor, speaker
 similarity, audio flags and each judge's verdict. `report.md` is the run's report; `log/` holds one record
 per invocation (code version, dataset hash, settings; never a key).
+
+For other tools: `battles.jsonl` holds every parsed pairwise verdict in the arena convention (model_a, model_b in
+the order the judge heard the clips, winner model_a / model_b / tie, judge, item, tstamp), which an arena-style
+Bradley-Terry refit reads as it is; `clips.jsonl` one line per clip with every metric the run computed
+(`wer:<recogniser>`, `cer:<recogniser>`, `mos:<predictor>`, `sim:<encoder>`, `duration_s`) and each metric's
+direction, as VERSA writes per-utterance scores. Systems are named as in the report (a spec's `label=`).
 """
 
 
@@ -69,6 +80,9 @@ def export_run(settings: Settings, run_id: str, out: Path) -> list[str]:
             (out / "log" / info.base_name).write_bytes(store.read_bytes(f"runs/{run_id}/log/{info.base_name}"))
     from datetime import UTC, datetime
 
+    names = _names(store.read(run_id, "synthesis"))
+    _write_jsonl(out / "battles.jsonl", battles(store.read(run_id, "judgments"), names))
+    _write_jsonl(out / "clips.jsonl", clip_scores(store, run_id, names))
     (out / "README.md").write_text(
         DATA_CARD.format(
             run_id=run_id, date=datetime.now(UTC).date().isoformat(), store=store.display(), tables="\n".join(lines)
@@ -79,3 +93,71 @@ def export_run(settings: Settings, run_id: str, out: Path) -> list[str]:
         json.dumps({"run_id": run_id, "tables": tables, "audio": False}, indent=2), encoding="utf-8"
     )
     return tables
+
+
+def _names(synthesis: pd.DataFrame) -> dict[str, str]:
+    return {i: system_name(spec) for i, spec in zip(synthesis["system_id"], synthesis["system_spec"])}
+
+
+def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
+    path.write_text("".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in rows), encoding="utf-8")
+
+
+def battles(judgments: pd.DataFrame, names: dict[str, str]) -> list[dict[str, Any]]:
+    """Every parsed verdict of a pairwise judge as an arena battle: model_a is the clip the judge heard first
+    (`candidate_first`), winner model_a / model_b / tie, judge (its spec), item, tstamp (Unix seconds of the
+    verdict)."""
+    from ttseval.metrics.winrate import WINNER_SCORES
+
+    ok = judgments[
+        (judgments["status"] == "ok")
+        & judgments["parse_ok"].fillna(False).astype(bool)
+        & judgments["winner"].isin(list(WINNER_SCORES))
+    ]
+    out = []
+    for r in ok.to_dict("records"):
+        first = bool(r["candidate_first"]) if pd.notna(r["candidate_first"]) else True
+        candidate, baseline = names.get(r["system_id"], r["system_id"]), names.get(r["baseline_id"], r["baseline_id"])
+        side = {"candidate": "model_a" if first else "model_b", "baseline": "model_b" if first else "model_a"}
+        out.append(
+            {
+                "model_a": candidate if first else baseline,
+                "model_b": baseline if first else candidate,
+                "winner": side.get(r["winner"], "tie"),
+                "judge": r["judge_spec"],
+                "item": r["item_id"],
+                "tstamp": pd.Timestamp(r["created_at"]).timestamp(),
+            }
+        )
+    return out
+
+
+def clip_scores(store: ArtifactStore, run_id: str, names: dict[str, str]) -> list[dict[str, Any]]:
+    """One record per ok clip (item, system): every metric the run computed for it, keyed by metric and tool, and
+    `directions` (lower or higher is better, per key)."""
+    synthesis = store.read(run_id, "synthesis")
+    clips: dict[tuple[str, str], dict[str, Any]] = {
+        (r["item_id"], r["system_id"]): {
+            "key": f"{r['item_id']}/{names.get(r['system_id'], r['system_id'])}",
+            "item": r["item_id"],
+            "system": names.get(r["system_id"], r["system_id"]),
+            "audio_sha256": r["audio_sha256"],
+            "duration_s": r["duration_s"],
+        }
+        for r in synthesis[synthesis["status"] == "ok"].to_dict("records")
+    }
+    directions: dict[str, str] = {}  # duration_s is a measure, not a quality: no better side
+    for table, tool, measures in (
+        ("transcripts", "asr_spec", {"wer": "lower", "cer": "lower"}),
+        ("quality", "quality_spec", {"mos": "higher"}),
+        ("similarity", "encoder_spec", {"similarity": "higher"}),
+    ):
+        rows = store.read(run_id, table)
+        for r in rows[rows["status"] == "ok"].to_dict("records") if len(rows) else []:
+            clip = clips.get((r["item_id"], r["system_id"]))
+            for measure, direction in measures.items():
+                key = f"{'sim' if measure == 'similarity' else measure}:{r[tool]}"
+                if clip is not None and pd.notna(r[measure]):
+                    clip[key] = float(r[measure])
+                    directions[key] = direction
+    return [clip | {"directions": {k: v for k, v in directions.items() if k in clip}} for clip in clips.values()]
