@@ -72,3 +72,19 @@ def test_clips_carry_every_metric_with_its_direction(tmp_path: Path) -> None:
     assert c[f"wer:{TINY}"] == 0.0 and c[f"cer:{TINY}"] == 0.0 and c["mos:dnsmos"] == 3.0 and c["duration_s"] == 2.0
     assert c["directions"] == {f"wer:{TINY}": "lower", f"cer:{TINY}": "lower", "mos:dnsmos": "higher"}
     assert np.isclose(sum(c["mos:dnsmos"] for c in clips) / 60, 3.0)
+
+
+def test_the_emergenttts_table_puts_each_category_s_win_rate_beside_its_wer_in_a_file_named_after_the_judge(
+    tmp_path: Path,
+) -> None:
+    _exported(tmp_path)
+    [path] = (tmp_path / "out").glob("emergenttts_*.json")
+    assert path.name.startswith("emergenttts_objective_20")  # the judge's spec, then the run's date
+    table = json.loads(path.read_text())
+    rows = {(r["system"], r["category"]): r for r in table["rows"]}
+    s1 = rows[("espeak-ng:s1", "questions")]
+    # 12 wins and 3 ties of 20, a tie half a win: 13.5 / 20; every clip transcribed exactly: WER 0
+    assert s1["win_rate"] == pytest.approx(13.5 / 20) and s1["n_judged"] == 20 and s1["wer"] == {TINY: 0.0}
+    assert s1["win_rate_ci"][0] < s1["win_rate"] < s1["win_rate_ci"][1]
+    assert rows[("espeak-ng:s1", "overall")]["win_rate"] == s1["win_rate"] and table["baseline"] == "espeak-ng:s0"
+    assert rows[("espeak-ng:s2", "questions")]["win_rate"] == pytest.approx(7 / 20)

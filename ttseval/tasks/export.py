@@ -7,12 +7,14 @@ the hashes."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from ttseval.core.config import Settings
+from ttseval.core.ids import slug
 from ttseval.core.registry import system_name
 from ttseval.core.schemas import TABLES
 from ttseval.core.store import ArtifactStore
@@ -36,7 +38,9 @@ For other tools: `battles.jsonl` holds every parsed pairwise verdict in the aren
 the order the judge heard the clips, winner model_a / model_b / tie, judge, item, tstamp), which an arena-style
 Bradley-Terry refit reads as it is; `clips.jsonl` one line per clip with every metric the run computed
 (`wer:<recogniser>`, `cer:<recogniser>`, `mos:<predictor>`, `sim:<encoder>`, `duration_s`) and each metric's
-direction, as VERSA writes per-utterance scores. Systems are named as in the report (a spec's `label=`).
+direction, as VERSA writes per-utterance scores; `emergenttts_<judge>_<date>.json`, per pairwise judge, each
+system's win-rate overall and per category beside the WER of the same items, as EmergentTTS-Eval publishes its
+table. Systems are named as in the report (a spec's `label=`).
 """
 
 
@@ -78,11 +82,14 @@ def export_run(settings: Settings, run_id: str, out: Path) -> list[str]:
         if info.type == pafs.FileType.File:
             (out / "log").mkdir(exist_ok=True)
             (out / "log" / info.base_name).write_bytes(store.read_bytes(f"runs/{run_id}/log/{info.base_name}"))
-    from datetime import UTC, datetime
-
     names = _names(store.read(run_id, "synthesis"))
     _write_jsonl(out / "battles.jsonl", battles(store.read(run_id, "judgments"), names))
     _write_jsonl(out / "clips.jsonl", clip_scores(store, run_id, names))
+    date = str((store.run_log(run_id) or {}).get("date", ""))[:10] or datetime.now(UTC).date().isoformat()
+    for judge, table in emergent_tables(store, run_id, settings, names).items():
+        (out / f"emergenttts_{slug(judge)}_{date}.json").write_text(
+            json.dumps({"judge": judge, "date": date, **table}, indent=2, default=str), encoding="utf-8"
+        )
     (out / "README.md").write_text(
         DATA_CARD.format(
             run_id=run_id, date=datetime.now(UTC).date().isoformat(), store=store.display(), tables="\n".join(lines)
@@ -161,3 +168,45 @@ def clip_scores(store: ArtifactStore, run_id: str, names: dict[str, str]) -> lis
                     clip[key] = float(r[measure])
                     directions[key] = direction
     return [clip | {"directions": {k: v for k, v in directions.items() if k in clip}} for clip in clips.values()]
+
+
+def emergent_tables(
+    store: ArtifactStore, run_id: str, settings: Settings, names: dict[str, str]
+) -> dict[str, dict[str, Any]]:
+    """Judge spec -> its EmergentTTS-Eval-style leaderboard: per system, the win-rate against the baseline overall
+    and per category (with the 95% CI, null under 10 items) beside the WER of the same items, per recogniser."""
+    from ttseval.metrics.summary import summarize_by
+    from ttseval.tasks.quality import primary_quality_id
+    from ttseval.tasks.report.compute import RunTables, compute_winrates
+
+    winrates = compute_winrates(store, run_id, settings)
+    if winrates.empty:
+        return {}
+    tables = RunTables.read(store, run_id, None, primary_quality_id(settings))
+    wer = pd.concat(
+        [
+            summarize_by(tables.items, tables.synthesis, tables.transcripts, by="category"),
+            summarize_by(tables.items.assign(category="overall"), tables.synthesis, tables.transcripts, by="category"),
+        ]
+    )
+    asr = dict(zip(tables.transcripts["asr_id"], tables.transcripts["asr_spec"]))
+    out: dict[str, dict[str, Any]] = {}
+    for judge, mine in winrates[winrates["level"].isin(["overall", "category"])].groupby("judge_spec"):
+        rows = []
+        for r in mine.to_dict("records"):
+            category = "overall" if r["level"] == "overall" else r["category"]
+            cell = wer[(wer["system_id"] == r["system_id"]) & (wer["category"] == category)]
+            interval = None if pd.isna(r["win_rate_ci_low"]) else [r["win_rate_ci_low"], r["win_rate_ci_high"]]
+            rows.append(
+                {
+                    "system": names.get(r["system_id"], r["system_id"]),
+                    "category": category,
+                    "win_rate": r["win_rate"],
+                    "win_rate_ci": interval,
+                    "n_judged": int(r["n_judged"]),
+                    "wer": {asr.get(w["asr_id"], w["asr_id"]): w["wer"] for w in cell.to_dict("records")},
+                }
+            )
+        baseline = mine["baseline_id"].iloc[0]
+        out[str(judge)] = {"baseline": names.get(baseline, baseline), "rows": rows}
+    return out
