@@ -123,7 +123,7 @@ def test_two_mos_predictors_each_have_their_rows_and_column_and_the_first_is_the
         row = next(
             line for line in section.splitlines() if line.startswith(f"| {summary.loc[system_id, 'system_spec']} |")
         )
-        assert row.split(" | ")[2].startswith(f"{value:.2f} [")
+        assert row.split(" | ")[2] == f"{value:.2f} (n too small) (n=4) |"  # 4 clips: no interval (the one rule)
 
 
 def test_a_second_run_recomputes_no_similarity(seedtts_run) -> None:
