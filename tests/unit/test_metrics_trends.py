@@ -175,6 +175,7 @@ def test_one_nights_values_from_its_tables() -> None:
             "latency_s": [0.5, 1.5, 2.0, 9.0],
             "first_byte_s": [0.1, 0.3, np.nan, 9.0],
             "duration_s": [1.0, 2.0, np.nan, 5.0],
+            "cost_usd": [0.002, 0.004, np.nan, 0.0],
         }
     )
     got = night_values(
@@ -199,6 +200,10 @@ def test_one_nights_values_from_its_tables() -> None:
     assert (errors["ci_low"], errors["ci_high"]) == pytest.approx(proportion_confint(4, 6, method="wilson"))
     assert got.loc[("latency_s", "total"), "value"] == 1.0 and got.loc[("first_byte_s", ""), "value"] == 0.2
     assert got.loc[("duration_s", "fresh clips"), "value"] == 1.5
+    # the night's spend: the two priced calls (the failed one cost nothing; the reused clip made no call), 0.006;
+    # its noise 2 x the mean's standard error, sd(0.002, 0.004) / sqrt(2) = 0.001
+    cost = got.loc[("cost_usd", "night total")]
+    assert (cost["value"], cost["se"], cost["n"]) == pytest.approx((0.006, 2 * 0.001, 2))
 
 
 def test_a_time_interval_stops_at_zero() -> None:

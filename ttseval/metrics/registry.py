@@ -56,6 +56,7 @@ METRICS: Mapping[str, MetricInfo] = MappingProxyType(
         "latency_s": MetricInfo(False, "mean wall time of a synthesize call over the night's ok fresh clips"),
         "first_byte_s": MetricInfo(False, "mean time to the response's first byte over the night's ok fresh clips"),
         "error_rate": MetricInfo(False, "failed requests / requests made (retries count), over the night's calls"),
+        "cost_usd": MetricInfo(False, "USD the night's synthesis calls cost (fresh clips; reused audio is free)"),
         # per (judge, candidate, baseline[, group]): ttseval.metrics.winrate
         "win_rate": MetricInfo(
             True,

@@ -52,12 +52,13 @@ TREND_METRICS: tuple[str, ...] = (
     "latency_s",
     "first_byte_s",
     "error_rate",
+    "cost_usd",
     "duration_s",
     "f0_mean_hz",
     "speech_s",
 )
 CANARY_MEASURES = ("duration_s", "f0_mean_hz", "speech_s")  # no better side: a change either way is a change
-NON_NEGATIVE = ("latency_s", "first_byte_s", *CANARY_MEASURES)  # a normal interval's low end is cut at 0
+NON_NEGATIVE = ("latency_s", "first_byte_s", "cost_usd", *CANARY_MEASURES)  # a normal interval's low end is cut at 0
 
 TREND_COLUMNS = [
     "night",
@@ -232,6 +233,10 @@ def _remote_rows(tables: Mapping[str, pd.DataFrame], remote: Sequence[str]) -> l
         rows.append(_row(system_id, spec, "latency_s", "total", *_mean(fresh["latency_s"])))
         if "first_byte_s" in fresh and fresh["first_byte_s"].notna().any():
             rows.append(_row(system_id, spec, "first_byte_s", "", *_mean(fresh["first_byte_s"])))
+        if "cost_usd" in group and group["cost_usd"].notna().any():
+            # the night's spend: n x the mean per priced call, its noise n x the mean's standard error
+            mean, se, n = _mean(group["cost_usd"])
+            rows.append(_row(system_id, spec, "cost_usd", "night total", mean * n, se * n, n))
         rows.append(_row(system_id, spec, "duration_s", "fresh clips", *_mean(fresh["duration_s"])))
         if prosody is not None and len(prosody):
             measured = prosody[
