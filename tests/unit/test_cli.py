@@ -81,6 +81,7 @@ def test_every_command_has_its_group_module() -> None:
         "generate-instructions": "datasets",
         "datasets": "registered",
         "systems": "registered",
+        "store": "registered",
         "providers": "catalog",
         "voices": "catalog",
     }
