@@ -14,6 +14,8 @@ InstructTTSEval reports raw agreement of a judge with the human majority vote.
 - ``preference_alignment``: item-level agreement of judge and human preferences
   (raw agreement, nominal alpha) plus the Spearman of per-system win-rates.
 - ``preference_alignment_by_judge``: ``preference_alignment`` of each judge of a judgments table.
+- ``listener_agreement``: any automatic metric against listeners' ratings of the same clips: system-level Spearman
+  and Kendall with bootstrap intervals over items, utterance-level correlation, pairwise accuracy.
 
 Score tables use one layout throughout: rows = judges (raters), columns = systems.
 """
@@ -35,12 +37,14 @@ __all__ = [
     "HumanAlignment",
     "JudgeAgreement",
     "Level",
+    "ListenerAgreement",
     "PreferenceAlignment",
     "degenerate_judge",
     "human_alignment",
     "judge_agreement",
     "kendalls_w",
     "krippendorff_alpha",
+    "listener_agreement",
     "pairwise_spearman",
     "preference_alignment",
     "preference_alignment_by_judge",
@@ -426,4 +430,97 @@ def judge_agreement(winrates: pd.DataFrame) -> JudgeAgreement | None:
         "kendalls_w": float("nan") if tied else kendalls_w(scores, correct_ties=True),
         "spearman": pairwise_spearman(scores),
         "n_systems": scores.shape[1],
+    }
+
+
+class ListenerAgreement(TypedDict):
+    """listener_agreement's result (its docstring says what each figure is)."""
+
+    n_systems: int
+    n_items: int
+    spearman: float
+    spearman_ci: tuple[float, float]
+    kendall: float
+    kendall_ci: tuple[float, float]
+    utterance_pearson: float
+    utterance_spearman: float
+    pairwise_accuracy: float
+    n_pairs: int
+
+
+def listener_agreement(
+    metric: pd.DataFrame, listeners: pd.DataFrame, *, higher_is_better: bool, n_resamples: int, seed: int
+) -> ListenerAgreement | None:
+    """How far an automatic metric agrees with listeners, over the clips both scored (VoiceMOS-style figures).
+
+    Args:
+        metric: item_id, system_id, value (one per clip: WER, MOS, SIM, a judge's score).
+        listeners: item_id, system_id, score (the listeners' mean rating of the clip).
+        higher_is_better: the metric's direction; a lower-is-better metric is negated first, so every figure reads
+            "higher agrees".
+
+    Returns:
+        None under 3 systems. Otherwise: system level, Spearman's rho and Kendall's tau-b of the systems' means
+        (scipy), each with a percentile bootstrap 95% interval over items (items resampled, both means taken
+        again; NaN under MIN_INTERVAL_ITEMS items, or when under half the resamples can be ranked); utterance
+        level, Pearson's r and Spearman's rho over the clips; pairwise accuracy, the share of system pairs the
+        listeners order (their means differ) that the metric orders the same way (a tie in the metric counts
+        half).
+    """
+    import scipy.stats
+
+    from ttseval.metrics.bootstrap import MIN_INTERVAL_ITEMS
+
+    both = metric.merge(listeners, on=["item_id", "system_id"]).dropna(subset=["value", "score"])
+    both = both.assign(value=both["value"].astype(float) * (1.0 if higher_is_better else -1.0))
+    systems = sorted(both["system_id"].unique())
+    if len(systems) < 3:
+        return None
+    v = both.pivot_table(index="item_id", columns="system_id", values="value", aggfunc="mean")[systems]
+    s = both.pivot_table(index="item_id", columns="system_id", values="score", aggfunc="mean")[systems]
+    mv, ms = np.nanmean(v.to_numpy(float), axis=0), np.nanmean(s.to_numpy(float), axis=0)
+
+    def correlations(a: NDArray[np.float64], b: NDArray[np.float64]) -> tuple[float, float]:
+        if np.ptp(a) == 0 or np.ptp(b) == 0:
+            return float("nan"), float("nan")
+        return float(scipy.stats.spearmanr(a, b).statistic), float(scipy.stats.kendalltau(a, b).statistic)
+
+    rho, tau = correlations(mv, ms)
+    n_items = len(v)
+    ci_rho = ci_tau = (float("nan"), float("nan"))
+    if n_items >= MIN_INTERVAL_ITEMS:
+        rng = np.random.default_rng(seed)
+        values, scores = v.to_numpy(float), s.to_numpy(float)
+        fits = []
+        for _ in range(n_resamples):
+            pick = rng.integers(0, n_items, n_items)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # a system with no clip in the resample: skipped
+                a, b = np.nanmean(values[pick], axis=0), np.nanmean(scores[pick], axis=0)
+            if np.isfinite(a).all() and np.isfinite(b).all():
+                fits.append(correlations(a, b))
+        drawn = np.array([f for f in fits if np.isfinite(f).all()])
+        if len(drawn) >= n_resamples / 2:
+            low, high = np.percentile(drawn, [2.5, 97.5], axis=0)
+            ci_rho, ci_tau = (float(low[0]), float(high[0])), (float(low[1]), float(high[1]))
+    agree = n_pairs = 0.0
+    for i in range(len(systems)):
+        for j in range(i + 1, len(systems)):
+            listened = np.sign(ms[i] - ms[j])
+            if listened == 0:
+                continue
+            n_pairs += 1
+            measured = np.sign(mv[i] - mv[j])
+            agree += 0.5 if measured == 0 else float(measured == listened)
+    return {
+        "n_systems": len(systems),
+        "n_items": n_items,
+        "spearman": rho,
+        "spearman_ci": ci_rho,
+        "kendall": tau,
+        "kendall_ci": ci_tau,
+        "utterance_pearson": float(scipy.stats.pearsonr(both["value"], both["score"]).statistic),
+        "utterance_spearman": float(scipy.stats.spearmanr(both["value"], both["score"]).statistic),
+        "pairwise_accuracy": agree / n_pairs if n_pairs else float("nan"),
+        "n_pairs": int(n_pairs),
     }

@@ -53,6 +53,7 @@ from ttseval.tasks.report.stages import (
     audio_checks_markdown,
     grouped_markdown,
     insv_markdown,
+    listener_agreement_markdown,
     paired_markdown,
     planning_markdown,
     predictors_markdown,
@@ -233,6 +234,7 @@ def _write_full_report(
         + leaderboard
         + instruction_markdown(store, run_id, names)
         + listening_markdown(store, run_id)
+        + listener_agreement_markdown(store, run_id, settings, tables)
         + tables_markdown(store, run_id)
     )
     store.write_bytes(f"runs/{run_id}/report.md", markdown.encode("utf-8"))

@@ -752,3 +752,75 @@ def seedtts_markdown(settings: Settings, tables: RunTables, names: dict[str, str
                 )
             )
     return "".join(out)
+
+
+def listener_agreement_markdown(store: ArtifactStore, run_id: str, settings: Settings, tables: RunTables) -> str:
+    """How far each automatic metric and judge agrees with the run's listening tests (ttseval.metrics.agreement
+    .listener_agreement): per test, every recogniser's WER, every predictor's MOS, every encoder's SIM and every
+    judge's score against the listeners' mean rating of the same clips. CMOS tests (pairwise) are left out; empty
+    without a MUSHRA or MOS test."""
+    from ttseval.metrics.agreement import listener_agreement
+    from ttseval.metrics.winrate import WINNER_SCORES
+
+    ratings = store.read(run_id, "ratings")
+    used = ratings[
+        (ratings["kind"] != "cmos")
+        & ratings["flag"].isna()
+        & (ratings["role"].fillna("system") == "system")
+        & ratings["score"].notna()
+    ]
+    if used.empty:
+        return ""
+    metrics: list[tuple[str, pd.DataFrame, bool]] = []
+    for frame, tool, column, label, higher in (
+        (tables.transcripts, "asr_spec", "wer", "WER", False),
+        (tables.all_quality, "quality_spec", "mos", "MOS", True),
+        (tables.similarity, "encoder_spec", "similarity", "SIM", True),
+    ):
+        ok = frame[frame["status"] == "ok"] if len(frame) else frame
+        for spec, group in ok.groupby(tool, sort=True) if len(ok) else []:
+            metrics.append((f"{label} ({spec})", group.rename(columns={column: "value"}), higher))
+    judgments = store.read(run_id, "judgments")
+    judged = judgments[(judgments["status"] == "ok") & judgments["parse_ok"].fillna(False).astype(bool)]
+    for spec, group in judged.groupby("judge_spec", sort=True):
+        scored = group.assign(value=group["winner"].map(WINNER_SCORES)).dropna(subset=["value"])
+        metrics.append((f"judge {spec} (score against the baseline)", scored, True))
+    rows = []
+    for test_id, test in used.groupby("test_id", sort=True):
+        heard = test.groupby(["item_id", "system_id"], as_index=False)["score"].mean()
+        for name, frame, higher in metrics:
+            got = listener_agreement(
+                frame[["item_id", "system_id", "value"]],
+                heard,
+                higher_is_better=higher,
+                n_resamples=settings.bootstrap_resamples,
+                seed=settings.seed,
+            )
+            if got is None:
+                continue
+            rows.append(
+                [
+                    str(test_id),
+                    name,
+                    str(got["n_systems"]),
+                    str(got["n_items"]),
+                    with_ci(got["spearman"], *got["spearman_ci"], 2),
+                    with_ci(got["kendall"], *got["kendall_ci"], 2),
+                    f"{num(got['utterance_pearson'], 2)} / {num(got['utterance_spearman'], 2)}",
+                    f"{pct(got['pairwise_accuracy'])}% of {got['n_pairs']}",
+                ]
+            )
+    if not rows:
+        return ""
+    return section(
+        "Agreement with listeners",
+        "Each automatic metric and judge against the listeners' mean rating of the same clips (MUSHRA and MOS "
+        "tests; a lower-is-better metric is negated, so higher always agrees). System level: Spearman's rho and "
+        "Kendall's tau of the systems' means, with a percentile bootstrap 95% interval over items; utterance level: "
+        "Pearson's r / Spearman's rho over the clips; pairwise accuracy: the share of the system pairs listeners "
+        "order that the metric orders the same way. With 3 systems a rank correlation takes a handful of values "
+        "(rho is 1, 0.5, -0.5 or -1): read the system-level figures from 6 systems up, and their intervals from 10 "
+        "items (fewer: 'n too small'); the utterance level needs items, not systems.",
+        ["test", "metric", "systems", "items", "Spearman [95% CI]", "Kendall [95% CI]", "clips r / rho", "pairwise"],
+        rows,
+    )
