@@ -83,6 +83,7 @@ class Reply:
     cut_after: int | None = None  # send this many bytes of the body, then reset the connection
     prompt_tokens: int = 1000
     completion_tokens: int = 50
+    served_model: str | None = None  # the response's `model` (default: the model asked for)
 
     @classmethod
     def ok(cls, answer: dict[str, Any] | str, **kw: Any) -> Reply:
@@ -152,7 +153,7 @@ class Reply:
             "id": f"chatcmpl-fake{int(time.time() * 1e6)}",
             "object": "chat.completion",
             "created": int(time.time()),
-            "model": (request.model if request is not None else None) or "fake-model",
+            "model": self.served_model or (request.model if request is not None else None) or "fake-model",
             "choices": [
                 {
                     "index": 0,

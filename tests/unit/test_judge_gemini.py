@@ -67,6 +67,7 @@ def test_batch_with_injected_errors_and_malformed_output(fake: FakeGemini) -> No
             assert v.parse_ok and v.error is None
             assert json.loads(v.raw_response)["winner"] == {"first": "clip_1", "second": "clip_2"}.get(winner, winner)
     assert verdicts[3].score_first == 2.5 and verdicts[3].score_second == 0.5
+    assert {v.served_model for v in verdicts} == {"fake"}  # the fake's modelVersion, as Gemini's answers name it
     n_reasks = sum(p[3] for p in plan.values())
     assert fake.ok_responses == len(plan) + n_reasks
     injected = fake.status_counts[429] + fake.status_counts[500] + fake.status_counts[503]

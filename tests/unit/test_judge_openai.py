@@ -179,3 +179,26 @@ def test_an_unreachable_server_is_refused_before_any_work(tmp_path) -> None:
         check_judges([spec], load_settings(store=str(tmp_path)))
     with FakeOpenAI() as up:  # the same judge with its server up passes
         assert check_judges([f"openai:Qwen2.5-Omni-7B:base_url={up.base_url}"], load_settings(store=str(tmp_path)))
+
+
+def test_each_verdict_records_the_model_the_vendor_says_answered_and_the_report_warns_when_it_changed(
+    fake: FakeOpenAI,
+) -> None:
+    """OpenAI answers with the model version it served (`model` of the completion); under a fixed name a vendor
+    may serve another version. Each verdict records it, and the report's judge section names it, or warns when a
+    judge's verdicts came from more than one."""
+    import pandas as pd
+
+    from ttseval.tasks.report.judges import _served_lines
+
+    fake.script("<item-4>", [Reply.ok(answer("clip_1", 3, 1))])
+    fake.script("<item-5>", [Reply.ok(answer("clip_1", 3, 1), served_model="gpt-4o-audio-preview-2025-06-03")])
+    first, second = judge(fake).judge_pairs([pair(4), pair(5)])
+    assert first.served_model == "gpt-4o-audio-preview" and second.served_model == "gpt-4o-audio-preview-2025-06-03"
+    one = pd.DataFrame({"served_model": ["gpt-4o-audio-preview"] * 3 + [None]})
+    assert _served_lines(one)[0] == "Served model (as the vendor's answers name it): `gpt-4o-audio-preview`."
+    two = pd.DataFrame({"served_model": [first.served_model, first.served_model, second.served_model]})
+    [warning, _] = _served_lines(two)
+    assert warning.startswith("**Warning: the served model changed under this judge's name**")
+    assert "`gpt-4o-audio-preview` (2 verdicts), `gpt-4o-audio-preview-2025-06-03` (1 verdicts)" in warning
+    assert _served_lines(pd.DataFrame({"served_model": [None, None]})) == []  # a judge that never says: nothing

@@ -296,6 +296,8 @@ class PairwiseVerdict:
     error: str | None = None
     transient: bool = False
     """No answer came (the transport failed after its retries): not a verdict, so a later run asks again."""
+    served_model: str | None = None
+    """The model the vendor says answered (LLMResult.served_model), where it says."""
 
 
 @dataclass(frozen=True)
@@ -326,6 +328,8 @@ class InstructionVerdict:
     error: str | None = None
     transient: bool = False
     """No answer came (the transport failed after its retries): not a verdict, so a later run asks again."""
+    served_model: str | None = None
+    """The model the vendor says answered (LLMResult.served_model), where it says."""
 
 
 @runtime_checkable
@@ -415,6 +419,9 @@ class LLMResult:
     output_tokens: int | None = None
     cost_usd: float | None = None
     model: str | None = None
+    served_model: str | None = None
+    """The model the vendor says answered (OpenAI's `model`, Gemini's `model_version`), where it says: under a fixed
+    name a vendor may serve another version."""
     cached: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 

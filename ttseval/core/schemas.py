@@ -221,6 +221,12 @@ _JUDGE_COST = [
     _f("cost_usd", pa.float64(), "cost of the calls in US dollars (0 for local judges)"),
     _f("samples", pa.int32(), "answers the verdict is the majority of (self-consistency; 1 = one answer)"),
     _f("sample_agreement", pa.float64(), "share of the parsed samples that agree with the majority verdict"),
+    _f(
+        "served_model",
+        pa.string(),
+        "the model the vendor says answered (OpenAI's model, Gemini's model_version), where it says: a version "
+        "served under the judge's fixed model name",
+    ),
 ]
 
 JUDGMENTS = pa.schema(

@@ -204,6 +204,7 @@ def _answered(v: Any) -> dict[str, Any]:
         "cost_usd": v.cost_usd,
         "samples": getattr(v, "samples", 1),
         "sample_agreement": getattr(v, "sample_agreement", None),
+        "served_model": getattr(v, "served_model", None),
         "attempt": v.attempts,
         "error_message": v.error,
     } | status

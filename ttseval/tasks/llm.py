@@ -36,6 +36,7 @@ _RESULT_FIELDS = (
     "output_tokens",
     "cost_usd",
     "model",
+    "served_model",  # absent from entries cached before it was recorded: None
 )
 
 

@@ -75,6 +75,7 @@ class _CallUsage(TypedDict):
     input_tokens: int | None
     output_tokens: int | None
     cost_usd: float | None
+    served_model: str | None
 
 
 class LLMJudge:
@@ -282,6 +283,7 @@ class LLMJudge:
             "input_tokens": out.input_tokens,
             "output_tokens": out.output_tokens,
             "cost_usd": out.cost_usd,
+            "served_model": out.served_model,
         }
         if not out.ok:
             return PairwiseVerdict(
@@ -315,4 +317,5 @@ class LLMJudge:
             cost_usd=out.cost_usd,
             error=out.error,
             transient=out.failure == "transport",
+            served_model=out.served_model,
         )

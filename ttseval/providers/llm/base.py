@@ -82,6 +82,8 @@ class Reply:
     output_tokens: int | None = None
     audio_input_tokens: int | None = None
     """Of `input_tokens`, those that encode audio, where the API says (OpenAI prices them apart)."""
+    served_model: str | None = None
+    """The model the answer says produced it, where the API says."""
 
 
 class Transient(Exception):
@@ -228,6 +230,7 @@ class BaseLLM:
                 return self._priced(out)
             out.attempts += 1
             self._add_usage(out, reply)
+            out.served_model = reply.served_model or out.served_model
             out.raw, out.finish_reason = reply.text, reply.finish_reason
             refused = reply.refusal is not None or (reply.finish_reason in self.refusal_finish_reasons)
             if refused and self.refusals_are_final:

@@ -274,6 +274,7 @@ class GeminiLLM(BaseLLM):
             # Thinking tokens are billed as output tokens, so they count as output here.
             if usage.candidates_token_count is not None or usage.thoughts_token_count is not None:
                 output_tokens = (usage.candidates_token_count or 0) + (usage.thoughts_token_count or 0)
+        served = getattr(response, "model_version", None) or None
         candidates = response.candidates or []
         if not candidates:
             feedback = response.prompt_feedback
@@ -282,7 +283,9 @@ class GeminiLLM(BaseLLM):
             if reason is not None:
                 message = feedback.block_reason_message
                 refusal = f"prompt blocked: {reason}" + (f" ({message})" if message else "")
-            return Reply(text=None, refusal=refusal, input_tokens=input_tokens, output_tokens=output_tokens)
+            return Reply(
+                text=None, refusal=refusal, input_tokens=input_tokens, output_tokens=output_tokens, served_model=served
+            )
         candidate = candidates[0]
         parts = candidate.content.parts if candidate.content is not None and candidate.content.parts else []
         texts = [p.text for p in parts if p.text is not None and not p.thought]
@@ -291,4 +294,5 @@ class GeminiLLM(BaseLLM):
             finish_reason=_value(candidate.finish_reason),
             input_tokens=input_tokens,
             output_tokens=output_tokens,
+            served_model=served,
         )

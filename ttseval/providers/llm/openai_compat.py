@@ -261,9 +261,14 @@ class OpenAICompatLLM(BaseLLM):
         output_tokens = getattr(usage, "completion_tokens", None) if usage is not None else None
         details = getattr(usage, "prompt_tokens_details", None) if usage is not None else None
         audio_tokens = getattr(details, "audio_tokens", None) if details is not None else None
+        served = getattr(completion, "model", None) or None
         if not choices:
             return Reply(
-                text=None, input_tokens=input_tokens, output_tokens=output_tokens, audio_input_tokens=audio_tokens
+                text=None,
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                audio_input_tokens=audio_tokens,
+                served_model=served,
             )
         choice = choices[0]
         message = choice.message
@@ -274,4 +279,5 @@ class OpenAICompatLLM(BaseLLM):
             input_tokens=input_tokens,
             output_tokens=output_tokens,
             audio_input_tokens=audio_tokens,
+            served_model=served,
         )

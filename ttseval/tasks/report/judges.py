@@ -74,6 +74,7 @@ def leaderboard_markdown(
         ]
         if why := degenerate_judge(mine):
             lines += [f"**Warning: this judge does not rank.** {why}.", ""]
+        lines += _served_lines(every)
         sampled = mine[mine["samples"].fillna(1) > 1]
         if not sampled.empty:
             lines += [
@@ -180,6 +181,25 @@ def leaderboard_markdown(
         )
     lines += position_bias_markdown(store, run_id, against_baseline(judgments), names)
     return "\n".join(lines) + "\n"
+
+
+def _served_lines(judgments: pd.DataFrame) -> list[str]:
+    """What the vendor says answered a judge's verdicts (`served_model`): one model named; more than one, a warning,
+    since a fixed model name served other versions and their verdicts are pooled here."""
+    served = judgments["served_model"].dropna() if "served_model" in judgments else pd.Series(dtype=object)
+    counts = served.value_counts()
+    if counts.empty:
+        return []
+    if len(counts) == 1:
+        return [f"Served model (as the vendor's answers name it): `{counts.index[0]}`.", ""]
+    listed = ", ".join(f"`{model}` ({n} verdicts)" for model, n in counts.items())
+    return [
+        (
+            f"**Warning: the served model changed under this judge's name**: {listed}. The verdicts of different "
+            "versions are pooled here; judge again under one version (a backfill) to compare like with like."
+        ),
+        "",
+    ]
 
 
 def position_bias_markdown(
