@@ -19,7 +19,7 @@ fault could not be dealt (the condition it waits on never came) counts as not su
 
 Usage (as root):
   python benchmarks/faults_hosts.py [--trials 10] [--seed N] [--load 1] [--faults "S3 away,worker killed"]
-      [--json out.jsonl]
+      [--json out.jsonl] [--parts 27]
 """
 
 from __future__ import annotations
@@ -73,6 +73,12 @@ def main() -> None:
     parser.add_argument("--load", type=int, default=1, help="CPU-bound processes beside the hosts")
     parser.add_argument("--faults", default=",".join(FAULTS))
     parser.add_argument("--json", type=Path, default=None, help="one JSON line per run")
+    parser.add_argument(
+        "--parts",
+        type=int,
+        default=None,
+        help=f"deal every fault after this many row parts (1-{ROW_PARTS}), not a drawn number",
+    )
     args = parser.parse_args()
     # SIGTERM (a kill, a CI timeout) unwinds like Ctrl-C, so the hosts and the CPU-bound processes are stopped
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -91,7 +97,7 @@ def main() -> None:
             print(ROW.format(*head))
             for trial in range(args.trials):
                 for fault in chosen:
-                    parts = rng.randint(1, ROW_PARTS)
+                    parts = rng.randint(1, ROW_PARTS) if args.parts is None else args.parts
                     name = f"{fault.name.replace(' ', '-').lower()}-{trial}"
                     row: dict = {"fault": fault.name, "trial": trial, "seed": seed, "after_parts": parts}
                     try:
