@@ -96,7 +96,7 @@ def test_sigterm_stops_the_run_and_everything_it_started(small_dataset: Path, tm
         assert proc.poll() is None, "the run ended before it could be stopped"
         assert time.monotonic() < deadline, "no synthesis part was stored within 300 s"
         time.sleep(0.1)  # polls a condition, with the deadline above
-    # then a random moment: up to 2 s more, drawn from harness.FAULT_SEED (the run has minutes of real engines left)
+    # then a random moment: up to 2 s more, drawn from harness.FAULT_SEED (recognition and scoring are still to do)
     time.sleep(random.Random(f"{FAULT_SEED}/sigterm").uniform(0.0, 2.0))
     assert proc.poll() is None, f"the run ended before it could be stopped (fault seed {FAULT_SEED})"
     command = psutil.Process(proc.pid)
