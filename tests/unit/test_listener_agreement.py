@@ -106,3 +106,36 @@ def test_the_report_section_scores_every_predictor_against_the_mushra_test(tmp_p
     assert "## Agreement with listeners" in section
     [row] = [line for line in section.splitlines() if line.startswith("| t1 |")]
     assert row.startswith("| t1 | MOS (dnsmos) | 5 | 12 | 0.90 [") and row.endswith("| 90.0% of 10 |")
+
+
+def test_human_alignment_without_a_csv_prints_the_run_s_agreement_with_its_listeners(tmp_path, capsys) -> None:
+    """`ttseval human-alignment --run-id R` (no --human): the report's section for the stored run, or a line saying
+    the run has no listening test to compare with. The run is tests/unit/test_report.py's judged run (3 systems,
+    20 items, every clip MOS 3.0: a constant metric has no rank correlation, shown as '–')."""
+    from datetime import UTC, datetime
+
+    from tests.unit.test_report import _judged_run
+    from ttseval.cli import main
+    from ttseval.core.schemas import table_from_rows
+
+    store, _ = _judged_run(tmp_path, {"s1": ["candidate"] * 20, "s2": ["baseline"] * 20}, ["q"] * 20, [0] * 20)
+    args = ["human-alignment", "--run-id", "r", "--store", store.display()]
+    assert main(args) == 0
+    assert "has no MUSHRA or MOS ratings" in capsys.readouterr().out
+    now = datetime(2026, 11, 28, tzinfo=UTC)
+    store.write_part(
+        "r",
+        "ratings",
+        table_from_rows(
+            "ratings",
+            [
+                {"test_id": "t1", "kind": "mos", "rater_id": "r1", "session": "s", "trial_id": f"{k}-{s}",
+                 "item_id": f"i{k:02d}", "system_id": s, "role": "system", "score": float(score), "created_at": now}
+                for k in range(20)
+                for s, score in (("s0", 3), ("s1", 4), ("s2", 2))
+            ],
+        ),
+    )  # fmt: skip
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("## Agreement with listeners") and "| t1 | MOS (dnsmos) | 3 | 20 | – |" in out

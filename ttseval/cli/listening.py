@@ -112,10 +112,14 @@ def cmd_mos_analyze(args: argparse.Namespace) -> int:
 
 
 def cmd_human_alignment(args: argparse.Namespace) -> int:
-    """How well each judge of a run agrees with human pairwise preferences from a CSV (ttseval.tasks.alignment)."""
+    """How well each judge of a run agrees with human pairwise preferences from a CSV, or without --human, how well
+    every metric and judge agrees with the run's own listening tests (ttseval.tasks.alignment)."""
     from ttseval.core.config import load_settings
-    from ttseval.tasks.alignment import human_alignment
+    from ttseval.tasks.alignment import human_alignment, listener_alignment
 
+    if args.human is None:
+        print(listener_alignment(load_settings(store=args.store), args.run_id).strip())
+        return 0
     aligned = human_alignment(load_settings(store=args.store), args.run_id, args.human)
     print(f"{'judge':45} {'n':>4} {'agree':>6} {'alpha':>7} {'spearman':>9} {'systems':>7}")
     for spec, r in aligned.items():
@@ -131,10 +135,19 @@ def cmd_human_alignment(args: argparse.Namespace) -> int:
 
 
 def add_human_alignment(sub: Subcommands) -> None:
-    ha = sub.add_parser("human-alignment", help="agreement of each judge with human preferences (CSV)")
+    ha = sub.add_parser(
+        "human-alignment",
+        help="agreement with people: of each judge with human preferences (--human CSV), or of every metric and judge "
+        "with the run's listening tests",
+    )
     add_store(ha)
     ha.add_argument("--run-id", type=run_id_arg, required=True)
-    ha.add_argument("--human", required=True, help="CSV: item_id, system_id, preference (candidate/baseline/tie)")
+    ha.add_argument(
+        "--human",
+        default=None,
+        help="CSV: item_id, system_id, preference (candidate/baseline/tie); without it, the run's MUSHRA and MOS "
+        "tests are the listeners",
+    )
     ha.set_defaults(func=cmd_human_alignment)
 
 

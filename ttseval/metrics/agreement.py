@@ -503,6 +503,13 @@ def listener_agreement(
         if len(drawn) >= n_resamples / 2:
             low, high = np.percentile(drawn, [2.5, 97.5], axis=0)
             ci_rho, ci_tau = (float(low[0]), float(high[0])), (float(low[1]), float(high[1]))
+    x, y = both["value"].to_numpy(float), both["score"].to_numpy(float)
+    constant = np.ptp(x) == 0 or np.ptp(y) == 0  # no correlation is defined (scipy warns and answers NaN)
+    clips = (
+        (float("nan"), float("nan"))
+        if constant
+        else (float(scipy.stats.pearsonr(x, y).statistic), float(scipy.stats.spearmanr(x, y).statistic))
+    )
     agree = n_pairs = 0.0
     for i in range(len(systems)):
         for j in range(i + 1, len(systems)):
@@ -519,8 +526,8 @@ def listener_agreement(
         "spearman_ci": ci_rho,
         "kendall": tau,
         "kendall_ci": ci_tau,
-        "utterance_pearson": float(scipy.stats.pearsonr(both["value"], both["score"]).statistic),
-        "utterance_spearman": float(scipy.stats.spearmanr(both["value"], both["score"]).statistic),
+        "utterance_pearson": clips[0],
+        "utterance_spearman": clips[1],
         "pairwise_accuracy": agree / n_pairs if n_pairs else float("nan"),
         "n_pairs": int(n_pairs),
     }

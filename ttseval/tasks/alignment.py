@@ -16,6 +16,28 @@ from ttseval.metrics.winrate import against_baseline
 HUMAN_COLUMNS = ("item_id", "system_id", "preference")
 
 
+def listener_alignment(settings: Settings, run_id: str) -> str:
+    """The report's "Agreement with listeners" section of a stored run (every recogniser's WER, predictor's MOS,
+    encoder's SIM and judge against its MUSHRA and MOS tests), or a line saying it has no such test.
+
+    Raises:
+        NotFoundError: no such store, or no such run in it.
+    """
+    from ttseval.tasks.quality import primary_quality_id
+    from ttseval.tasks.report.compute import RunTables
+    from ttseval.tasks.report.stages import listener_agreement_markdown
+
+    store = open_store(settings)
+    store.require(run_id)
+    section = listener_agreement_markdown(
+        store, run_id, settings, RunTables.read(store, run_id, None, primary_quality_id(settings))
+    )
+    return section or (
+        f"run {run_id!r} has no MUSHRA or MOS ratings of 3 or more systems to compare its metrics with; bring a test "
+        "in with `ttseval human-eval analyze` (or compare judges with human preferences: --human CSV)"
+    )
+
+
 def read_human_preferences(path: str | Path) -> pd.DataFrame:
     """A CSV of human pairwise preferences (item_id, system_id, preference: candidate / baseline / tie)."""
     human = pd.read_csv(path, dtype=str)
