@@ -27,7 +27,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-__all__ = ["CI", "INTERVAL_RULE", "MIN_INTERVAL_ITEMS", "bootstrap_mean_ci", "bootstrap_ratio_ci"]
+__all__ = ["CI", "INTERVAL_RULE", "MIN_INTERVAL_ITEMS", "bootstrap_mean_ci", "bootstrap_ratio_ci", "seeded_by_data"]
 
 # Fewest items for which a report gives any interval (WER, CER, MOS, SIM, win-rates, paired differences, strengths);
 # fewer: "n too small" (NaN bounds). Below it a bootstrap interval under-covers badly and moves with each clip.
@@ -35,8 +35,9 @@ MIN_INTERVAL_ITEMS = 10
 
 INTERVAL_RULE = (
     "Every interval in this report is a 95% bootstrap over items: percentile for a level (WER, CER, MOS, SIM), "
-    "BCa for a comparison (win-rates, paired differences, strengths); its resamples are drawn from the `seed` "
-    "setting and the values themselves, so the same clips give the same interval in any run; under "
+    "BCa for a comparison (win-rates, paired differences, strengths); its resamples depend only on the `seed` "
+    "setting and the clips' values, never on a system's name or the order rows were read in, so the same clips "
+    "give the same interval in any run; under "
     f"{MIN_INTERVAL_ITEMS} items there is none ('n too small')."
 )
 
@@ -60,7 +61,7 @@ class CI:
     point: float
 
 
-def _seeded(
+def seeded_by_data(
     seed: int | np.random.Generator, data: tuple[NDArray[np.float64], ...]
 ) -> tuple[np.random.Generator, tuple[NDArray[np.float64], ...]]:
     """The generator and the data to resample. A Generator is used as given, on the data as given. An int seed is
@@ -171,7 +172,7 @@ def bootstrap_ratio_ci(
         # A zero total would let a resample consist only of empty references (0/0).
         raise ValueError(f"totals[{int(zero[0])}] = 0: every utterance needs a non-empty reference")
     point = float(_pooled_ratio(e, t))
-    rng, (e, t) = _seeded(seed, (e, t))
+    rng, (e, t) = seeded_by_data(seed, (e, t))
     if e.size < min_items:
         return CI(low=np.nan, high=np.nan, point=point)
     if e.size == 1:
@@ -211,7 +212,7 @@ def bootstrap_mean_ci(
     _check_options(n_resamples, confidence)
     v = _as_values(values, "values", counts=False)
     point = float(np.mean(v))
-    rng, (v,) = _seeded(seed, (v,))
+    rng, (v,) = seeded_by_data(seed, (v,))
     if method not in ("percentile", "BCa"):
         raise ValueError(f"method must be 'percentile' or 'BCa', got {method!r}")
     if v.size < min_items:

@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
-from ttseval.metrics.bootstrap import MIN_INTERVAL_ITEMS, Statistic
+from ttseval.metrics.bootstrap import MIN_INTERVAL_ITEMS, Statistic, seeded_by_data
 from ttseval.metrics.multiplicity import METHODS, Method, adjust_p
 
 __all__ = [
@@ -87,6 +87,7 @@ def _bca(
 
     if len(data[0]) < MIN_INTERVAL_ITEMS:
         return float("nan"), float("nan")
+    rng, data = seeded_by_data(seed, data)  # the same clips give the same interval in any run (bootstrap.py)
     with warnings.catch_warnings():  # every resample alike (no spread): scipy warns and returns NaN, kept as NaN
         warnings.simplefilter("ignore", stats.DegenerateDataWarning)
         warnings.simplefilter("ignore", RuntimeWarning)
@@ -98,7 +99,7 @@ def _bca(
             method="BCa",
             paired=True,
             vectorized=True,
-            rng=np.random.default_rng(seed),
+            rng=rng,
         ).confidence_interval
     return float(ci.low), float(ci.high)
 
