@@ -29,6 +29,21 @@ def _clips(n_items: int = 12) -> tuple[pd.DataFrame, pd.DataFrame]:
     return frame[["item_id", "system_id", "value"]], frame[["item_id", "system_id", "score"]]
 
 
+def _write_ratings(store, kind: str, scores: list[tuple[str, str, float]]) -> None:
+    """One rater's ratings of test t1 (kind mushra or mos): (item_id, system_id, score) each."""
+    from datetime import UTC, datetime
+
+    from ttseval.core.schemas import table_from_rows
+
+    now = datetime(2026, 11, 28, tzinfo=UTC)
+    rows = [
+        {"test_id": "t1", "kind": kind, "rater_id": "r1", "session": "s", "trial_id": f"{i}-{s}", "item_id": i,
+         "system_id": s, "role": "system", "score": float(x), "created_at": now}
+        for i, s, x in scores
+    ]  # fmt: skip
+    store.write_part("r", "ratings", table_from_rows("ratings", rows))
+
+
 def test_the_figures_equal_scipy_on_the_system_means_and_the_clips() -> None:
     metric, listeners = _clips()
     got = listener_agreement(metric, listeners, higher_is_better=True, n_resamples=200, seed=3)
@@ -66,39 +81,15 @@ def test_a_lower_is_better_metric_is_negated_and_small_runs_say_so() -> None:
 
 
 def test_the_report_section_scores_every_predictor_against_the_mushra_test(tmp_path) -> None:
-    from datetime import UTC, datetime
 
     from ttseval.core.config import Settings
-    from ttseval.core.schemas import table_from_rows
     from ttseval.core.store import ArtifactStore
     from ttseval.tasks.report.compute import RunTables
     from ttseval.tasks.report.stages import listener_agreement_markdown
 
     metric, listeners = _clips()
     store = ArtifactStore(str(tmp_path))
-    now = datetime(2026, 11, 28, tzinfo=UTC)
-    store.write_part(
-        "r",
-        "ratings",
-        table_from_rows(
-            "ratings",
-            [
-                {
-                    "test_id": "t1",
-                    "kind": "mushra",
-                    "rater_id": "r1",
-                    "session": "s",
-                    "trial_id": f"{i}-{s}",
-                    "item_id": i,
-                    "system_id": s,
-                    "role": "system",
-                    "score": float(x),
-                    "created_at": now,
-                }
-                for i, s, x in listeners.itertuples(index=False)
-            ],
-        ),
-    )
+    _write_ratings(store, "mushra", list(listeners.itertuples(index=False)))
     quality = metric.rename(columns={"value": "mos"}).assign(quality_spec="dnsmos", status="ok")
     empty = pd.DataFrame()
     tables = RunTables(empty, empty, empty, empty, SYSTEMS, quality, empty)
@@ -112,30 +103,17 @@ def test_human_alignment_without_a_csv_prints_the_run_s_agreement_with_its_liste
     """`ttseval human-alignment --run-id R` (no --human): the report's section for the stored run, or a line saying
     the run has no listening test to compare with. The run is tests/unit/test_report.py's judged run (3 systems,
     20 items, every clip MOS 3.0: a constant metric has no rank correlation, shown as '–')."""
-    from datetime import UTC, datetime
 
     from tests.unit.test_report import _judged_run
     from ttseval.cli import main
-    from ttseval.core.schemas import table_from_rows
 
     store, _ = _judged_run(tmp_path, {"s1": ["candidate"] * 20, "s2": ["baseline"] * 20}, ["q"] * 20, [0] * 20)
     args = ["human-alignment", "--run-id", "r", "--store", store.display()]
     assert main(args) == 0
     assert "has no MUSHRA or MOS ratings" in capsys.readouterr().out
-    now = datetime(2026, 11, 28, tzinfo=UTC)
-    store.write_part(
-        "r",
-        "ratings",
-        table_from_rows(
-            "ratings",
-            [
-                {"test_id": "t1", "kind": "mos", "rater_id": "r1", "session": "s", "trial_id": f"{k}-{s}",
-                 "item_id": f"i{k:02d}", "system_id": s, "role": "system", "score": float(score), "created_at": now}
-                for k in range(20)
-                for s, score in (("s0", 3), ("s1", 4), ("s2", 2))
-            ],
-        ),
-    )  # fmt: skip
+    _write_ratings(
+        store, "mos", [(f"i{k:02d}", sys, score) for k in range(20) for sys, score in (("s0", 3), ("s1", 4), ("s2", 2))]
+    )
     assert main(args) == 0
     out = capsys.readouterr().out
     assert out.startswith("## Agreement with listeners") and "| t1 | MOS (dnsmos) | 3 | 20 | – |" in out
