@@ -19,6 +19,7 @@ from ttseval.core.registry import system_name
 from ttseval.core.schemas import TABLES
 from ttseval.core.store import ArtifactStore
 from ttseval.tasks.parts import get_store
+from ttseval.tasks.report.compute import RunTables
 from ttseval.tasks.report.format import spreadsheet_safe
 
 DATA_CARD = """# ttseval results: run `{run_id}` (no audio)
@@ -63,17 +64,14 @@ def export_run(settings: Settings, run_id: str, out: Path) -> list[str]:
         path = f"runs/{run_id}/{extra}"
         if store.exists(path):
             (out / extra).write_bytes(store.read_bytes(path))
+    from ttseval.tasks.quality import primary_quality_id
+
+    run = RunTables.read(store, run_id, None, primary_quality_id(settings))  # read once for every file below
+    judgments = store.read(run_id, "judgments")
     if not (out / "per_sentence.csv").exists():  # a run reported before every run had one: made from its tables
-        from ttseval.tasks.quality import primary_quality_id
-        from ttseval.tasks.report.compute import RunTables
         from ttseval.tasks.report.per_item import per_item_table
 
-        table = per_item_table(
-            RunTables.read(store, run_id, None, primary_quality_id(settings)),
-            settings,
-            store.read(run_id, "judgments"),
-            store.read(run_id, "instruction_judgments"),
-        )
+        table = per_item_table(run, settings, judgments, store.read(run_id, "instruction_judgments"))
         spreadsheet_safe(table).to_csv(out / "per_sentence.csv", index=False)
     import pyarrow.fs as pafs
 
@@ -82,11 +80,11 @@ def export_run(settings: Settings, run_id: str, out: Path) -> list[str]:
         if info.type == pafs.FileType.File:
             (out / "log").mkdir(exist_ok=True)
             (out / "log" / info.base_name).write_bytes(store.read_bytes(f"runs/{run_id}/log/{info.base_name}"))
-    names = _names(store.read(run_id, "synthesis"))
-    _write_jsonl(out / "battles.jsonl", battles(store.read(run_id, "judgments"), names))
-    _write_jsonl(out / "clips.jsonl", clip_scores(store, run_id, names))
+    names = {i: system_name(spec) for i, spec in zip(run.synthesis["system_id"], run.synthesis["system_spec"])}
+    _write_jsonl(out / "battles.jsonl", battles(judgments, names))
+    _write_jsonl(out / "clips.jsonl", clip_scores(run, names))
     date = str((store.run_log(run_id) or {}).get("date", ""))[:10] or datetime.now(UTC).date().isoformat()
-    for judge, table in emergent_tables(store, run_id, settings, names).items():
+    for judge, table in emergent_tables(store, run_id, settings, run, names).items():
         (out / f"emergenttts_{slug(judge)}_{date}.json").write_text(
             json.dumps({"judge": judge, "date": date, **table}, indent=2, default=str), encoding="utf-8"
         )
@@ -100,10 +98,6 @@ def export_run(settings: Settings, run_id: str, out: Path) -> list[str]:
         json.dumps({"run_id": run_id, "tables": tables, "audio": False}, indent=2), encoding="utf-8"
     )
     return tables
-
-
-def _names(synthesis: pd.DataFrame) -> dict[str, str]:
-    return {i: system_name(spec) for i, spec in zip(synthesis["system_id"], synthesis["system_spec"])}
 
 
 def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
@@ -139,10 +133,10 @@ def battles(judgments: pd.DataFrame, names: dict[str, str]) -> list[dict[str, An
     return out
 
 
-def clip_scores(store: ArtifactStore, run_id: str, names: dict[str, str]) -> list[dict[str, Any]]:
+def clip_scores(run: RunTables, names: dict[str, str]) -> list[dict[str, Any]]:
     """One record per ok clip (item, system): every metric the run computed for it, keyed by metric and tool, and
     `directions` (lower or higher is better, per key)."""
-    synthesis = store.read(run_id, "synthesis")
+    synthesis = run.synthesis
     clips: dict[tuple[str, str], dict[str, Any]] = {
         (r["item_id"], r["system_id"]): {
             "key": f"{r['item_id']}/{names.get(r['system_id'], r['system_id'])}",
@@ -154,12 +148,11 @@ def clip_scores(store: ArtifactStore, run_id: str, names: dict[str, str]) -> lis
         for r in synthesis[synthesis["status"] == "ok"].to_dict("records")
     }
     directions: dict[str, str] = {}  # duration_s is a measure, not a quality: no better side
-    for table, tool, measures in (
-        ("transcripts", "asr_spec", {"wer": "lower", "cer": "lower"}),
-        ("quality", "quality_spec", {"mos": "higher"}),
-        ("similarity", "encoder_spec", {"similarity": "higher"}),
+    for rows, tool, measures in (
+        (run.transcripts, "asr_spec", {"wer": "lower", "cer": "lower"}),
+        (run.all_quality, "quality_spec", {"mos": "higher"}),
+        (run.similarity, "encoder_spec", {"similarity": "higher"}),
     ):
-        rows = store.read(run_id, table)
         for r in rows[rows["status"] == "ok"].to_dict("records") if len(rows) else []:
             clip = clips.get((r["item_id"], r["system_id"]))
             for measure, direction in measures.items():
@@ -171,18 +164,16 @@ def clip_scores(store: ArtifactStore, run_id: str, names: dict[str, str]) -> lis
 
 
 def emergent_tables(
-    store: ArtifactStore, run_id: str, settings: Settings, names: dict[str, str]
+    store: ArtifactStore, run_id: str, settings: Settings, tables: RunTables, names: dict[str, str]
 ) -> dict[str, dict[str, Any]]:
     """Judge spec -> its EmergentTTS-Eval-style leaderboard: per system, the win-rate against the baseline overall
     and per category (with the 95% CI, null under 10 items) beside the WER of the same items, per recogniser."""
     from ttseval.metrics.summary import summarize_by
-    from ttseval.tasks.quality import primary_quality_id
-    from ttseval.tasks.report.compute import RunTables, compute_winrates
+    from ttseval.tasks.report.compute import compute_winrates
 
     winrates = compute_winrates(store, run_id, settings)
     if winrates.empty:
         return {}
-    tables = RunTables.read(store, run_id, None, primary_quality_id(settings))
     wer = pd.concat(
         [
             summarize_by(tables.items, tables.synthesis, tables.transcripts, by="category"),
