@@ -153,13 +153,9 @@ def fit_strengths(
 def judgment_outcomes(judgments: pd.DataFrame) -> pd.DataFrame:
     """The pairwise judge's scored verdicts (status ok, parsed) as outcomes: judge_id, item_id, a (the candidate),
     b (its baseline), score (ttseval.metrics.winrate.WINNER_SCORES: candidate 1, tie 0.5, baseline 0)."""
-    from ttseval.metrics.winrate import WINNER_SCORES
+    from ttseval.metrics.winrate import WINNER_SCORES, scored_verdicts
 
-    ok = judgments[
-        (judgments["status"] == "ok")
-        & judgments["parse_ok"].fillna(False).astype(bool)
-        & judgments["winner"].isin(list(WINNER_SCORES))
-    ]
+    ok = scored_verdicts(judgments)
     return pd.DataFrame(
         {
             "judge_id": ok["judge_id"],

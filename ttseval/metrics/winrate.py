@@ -35,6 +35,7 @@ __all__ = [
     "WINRATE_COLUMNS",
     "against_baseline",
     "model_of_voices",
+    "scored_verdicts",
     "voice_variance",
     "win_rate_table",
 ]
@@ -55,6 +56,16 @@ WINRATE_COLUMNS = (
 )  # fmt: skip
 _INT_COLUMNS = ("n_judged", "wins", "ties", "losses", "n_parse_failures", "n_failed", "n_skipped")
 # win_rate's direction and aggregation: ttseval.metrics.registry.METRICS["win_rate"]; tie_rate is descriptive.
+
+
+def scored_verdicts(judgments: pd.DataFrame) -> pd.DataFrame:
+    """The verdicts that are scored: status ok, parsed, and a winner WINNER_SCORES knows (what win-rates, the
+    Bradley-Terry fit, the arena battles and the agreement with listeners count)."""
+    return judgments[
+        (judgments["status"] == "ok")
+        & judgments["parse_ok"].fillna(False).astype(bool)
+        & judgments["winner"].isin(list(WINNER_SCORES))
+    ]
 
 
 def against_baseline(judgments: pd.DataFrame) -> pd.DataFrame:

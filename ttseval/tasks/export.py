@@ -108,15 +108,10 @@ def battles(judgments: pd.DataFrame, names: dict[str, str]) -> list[dict[str, An
     """Every parsed verdict of a pairwise judge as an arena battle: model_a is the clip the judge heard first
     (`candidate_first`), winner model_a / model_b / tie, judge (its spec), item, tstamp (Unix seconds of the
     verdict)."""
-    from ttseval.metrics.winrate import WINNER_SCORES
+    from ttseval.metrics.winrate import scored_verdicts
 
-    ok = judgments[
-        (judgments["status"] == "ok")
-        & judgments["parse_ok"].fillna(False).astype(bool)
-        & judgments["winner"].isin(list(WINNER_SCORES))
-    ]
     out = []
-    for r in ok.to_dict("records"):
+    for r in scored_verdicts(judgments).to_dict("records"):
         first = bool(r["candidate_first"]) if pd.notna(r["candidate_first"]) else True
         candidate, baseline = names.get(r["system_id"], r["system_id"]), names.get(r["baseline_id"], r["baseline_id"])
         side = {"candidate": "model_a" if first else "model_b", "baseline": "model_b" if first else "model_a"}
