@@ -117,3 +117,42 @@ def test_human_alignment_without_a_csv_prints_the_run_s_agreement_with_its_liste
     assert main(args) == 0
     out = capsys.readouterr().out
     assert out.startswith("## Agreement with listeners") and "| t1 | MOS (dnsmos) | 3 | 20 | – |" in out
+
+
+def test_a_judge_is_scored_on_its_verdicts_against_the_baseline_only(tmp_path) -> None:
+    """Under judge_pairs all, a judge also compares candidates with each other (vs_baseline false); the section's
+    'score against the baseline' counts only the verdicts against the baseline. Here a beats the baseline z on every
+    item, b ties, c loses, and listeners order a > b > c: rho 1 and every pair ordered alike. c beating a in the
+    other pairs would make c's mean 0.5, level with b's, if it were counted."""
+    from datetime import UTC, datetime
+
+    from ttseval.core.config import Settings
+    from ttseval.core.schemas import table_from_rows
+    from ttseval.core.store import ArtifactStore
+    from ttseval.tasks.report.compute import RunTables
+    from ttseval.tasks.report.stages import listener_agreement_markdown
+
+    store = ArtifactStore(str(tmp_path))
+    now = datetime(2026, 11, 28, tzinfo=UTC)
+    verdicts = [(s, "z", w, True) for s, w in (("a", "candidate"), ("b", "tie"), ("c", "baseline"))]
+    verdicts.append(("c", "a", "candidate", False))  # another pair: c over a
+    store.write_part(
+        "r",
+        "judgments",
+        table_from_rows(
+            "judgments",
+            [
+                {"item_id": f"i{k}", "system_id": s, "baseline_id": b, "judge_id": "j", "judge_spec": "objective",
+                 "vs_baseline": vs, "candidate_first": True, "winner": w, "parse_ok": True, "status": "ok",
+                 "created_at": now}
+                for k in range(12)
+                for s, b, w, vs in verdicts
+            ],
+        ),
+    )  # fmt: skip
+    _write_ratings(store, "mos", [(f"i{k}", s, x) for k in range(12) for s, x in (("a", 4.5), ("b", 3.0), ("c", 1.5))])
+    empty = pd.DataFrame()
+    tables = RunTables(empty, empty, empty, empty, ["a", "b", "c"], empty, empty)
+    section = listener_agreement_markdown(store, "r", Settings(store=str(tmp_path), bootstrap_resamples=50), tables)
+    [row] = [line for line in section.splitlines() if line.startswith("| t1 | judge objective")]
+    assert "| 3 | 12 | 1.00 " in row and row.endswith("| 100.0% of 3 |")

@@ -760,7 +760,7 @@ def listener_agreement_markdown(store: ArtifactStore, run_id: str, settings: Set
     judge's score against the listeners' mean rating of the same clips. CMOS tests (pairwise) are left out; empty
     without a MUSHRA or MOS test."""
     from ttseval.metrics.agreement import listener_agreement
-    from ttseval.metrics.winrate import WINNER_SCORES, scored_verdicts
+    from ttseval.metrics.winrate import WINNER_SCORES, against_baseline, scored_verdicts
 
     ratings = store.read(run_id, "ratings")
     used = ratings[
@@ -780,7 +780,7 @@ def listener_agreement_markdown(store: ArtifactStore, run_id: str, settings: Set
         ok = frame[frame["status"] == "ok"] if len(frame) else frame
         for spec, group in ok.groupby(tool, sort=True) if len(ok) else []:
             metrics.append((f"{label} ({spec})", group.rename(columns={column: "value"}), higher))
-    judged = scored_verdicts(store.read(run_id, "judgments"))
+    judged = scored_verdicts(against_baseline(store.read(run_id, "judgments")))  # not other pairs (judge_pairs)
     for spec, group in judged.groupby("judge_spec", sort=True):
         scored = group.assign(value=group["winner"].map(WINNER_SCORES))
         metrics.append((f"judge {spec} (score against the baseline)", scored, True))
