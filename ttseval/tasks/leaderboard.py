@@ -125,9 +125,8 @@ def _elo(row: dict[str, Any], column: str) -> str:
     if missing(row.get(column)):
         return "–"
     low, high = row[f"{column} ci"]
-    interval = "(n too small)" if missing(low) or missing(high) else f"[{low:.0f}, {high:.0f}]"
     runs = ", ".join(row.get(column.replace("Elo", "runs", 1)) or [])
-    return f"{row[column]:.0f} {interval} #{row[column.replace('Elo', 'rank', 1)]} (from {runs})"
+    return f"{with_ci(row[column], low, high, 0)} #{row[column.replace('Elo', 'rank', 1)]} (from {runs})"
 
 
 def leaderboard_markdown(boards: dict[str, pd.DataFrame]) -> str:

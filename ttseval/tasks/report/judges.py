@@ -186,8 +186,7 @@ def leaderboard_markdown(
 def _served_lines(judgments: pd.DataFrame) -> list[str]:
     """What the vendor says answered a judge's verdicts (`served_model`): one model named; more than one, a warning,
     since a fixed model name served other versions and their verdicts are pooled here."""
-    served = judgments["served_model"].dropna() if "served_model" in judgments else pd.Series(dtype=object)
-    counts = served.value_counts()
+    counts = judgments["served_model"].dropna().value_counts()
     if counts.empty:
         return []
     if len(counts) == 1:
