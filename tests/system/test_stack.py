@@ -135,9 +135,11 @@ def test_stack_env_prints_what_a_client_shell_exports(stack: StackInfo) -> None:
 
 def test_a_stack_for_the_network_refuses_the_api_to_whoever_lacks_its_password(tmp_path: Path) -> None:
     """`stack up --bind 0.0.0.0`: the Prefect API and UI listen on every interface and answer only with the
-    user:password made at `stack up` (its own worker and `stack env`'s exports have it); the Dask scheduler and the
-    S3 server stay on loopback; `stack down` removes the password."""
+    user:password made at `stack up` (its own worker and `stack env`'s exports have it); the Dask scheduler listens
+    there too, over TLS only; the Dask workers and the S3 server stay on loopback; `stack down` removes the
+    password."""
     import base64
+    import shlex
     import subprocess
     import urllib.error
     import urllib.request
@@ -170,10 +172,47 @@ def test_a_stack_for_the_network_refuses_the_api_to_whoever_lacks_its_password(t
         pids = {p.pid for p in _family(shared.pids.values())}
         listening = [c for c in psutil.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN and c.pid in pids]
         beyond = {c.laddr.port for c in listening if c.laddr.ip not in ("127.0.0.1", "::1")}
-        assert beyond == {int(shared.api_url.rsplit(":", 1)[1].split("/")[0])}, listening
+        api_port, dask_port = (
+            int(shared.api_url.rsplit(":", 1)[1].split("/")[0]),
+            int(shared.dask_address.rsplit(":", 1)[1]),
+        )
+        assert beyond == {api_port, dask_port}, listening
+
+        # the Dask scheduler speaks TLS only: a client with `stack env`'s exports runs code on a worker (what the
+        # flows' task runner does); one with another certificate, or none, or plain TCP, is refused
+        probe = (
+            "import os, sys; from distributed import Client; from distributed.security import Security\n"
+            "how = sys.argv[1]; address = os.environ['TTSEVAL_DASK_ADDRESS']\n"
+            "security = Security.temporary() if how == 'another' else None\n"
+            "address = address.replace('tls://', 'tcp://') if how == 'tcp' else address\n"
+            "with Client(address, timeout=10, security=security) as c: print('ran', c.submit(os.getpid).result())\n"
+        )
+        clients = {}
+        for how in ("stack env", "another", "none", "tcp"):
+            exports = f'eval "$({BIN / "ttseval"} stack env --folder {shared.folder})"'
+            if how in ("none", "tcp"):  # the address alone, none of Dask's TLS settings: the server refuses
+                exports += " && unset $(env | grep -o '^DASK_DISTRIBUTED__COMM__[A-Z_]*')"
+            run = f"{exports} && {BIN / 'python'} -c {shlex.quote(probe)} {shlex.quote(how)}"
+            clients[how] = subprocess.run(["bash", "-c", run], capture_output=True, text=True, timeout=120)
+        assert clients["stack env"].returncode == 0 and "ran " in clients["stack env"].stdout, clients["stack env"]
+        refusals = {"another": "TLS certificate does not match", "none": "TLS expects", "tcp": "Connection reset"}
+        for how, why in refusals.items():
+            assert clients[how].returncode != 0 and why in clients[how].stderr, (how, clients[how])
+        assert (tmp_path / "shared" / "tls" / "dask.key").stat().st_mode & 0o077 == 0
+        key = (tmp_path / "shared" / "tls" / "dask.key").read_text()
+        assert key not in json.dumps(stack_status(shared.folder)) and key not in clients["stack env"].stdout
     finally:
         stack_down(tmp_path / "shared")
     assert not (tmp_path / "shared" / "secrets.json").exists()
+
+    # started again, each server keeps its port (a remote worker's scheduler address stays valid) and Dask its
+    # certificate
+    again = stack_up(tmp_path / "shared", gpu=False, bind="0.0.0.0")
+    try:
+        assert (again.api_url, again.dask_address) == (shared.api_url, shared.dask_address)
+        assert (tmp_path / "shared" / "tls" / "dask.key").read_text() == key
+    finally:
+        stack_down(tmp_path / "shared")
 
 
 def test_stack_up_again_returns_running_stack(stack: StackInfo) -> None:

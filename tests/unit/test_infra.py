@@ -45,8 +45,10 @@ TTSEVAL_ENV = {
     "AWS_ENDPOINT_URL",
     "AWS_ACCESS_KEY_ID",
     "AWS_SECRET_ACCESS_KEY",
+    "PREFECT_API_AUTH_STRING",
 }
-INTERPOLATION = re.compile(r"^\$\{[A-Z0-9_]+(:?-[^}]*)?\}$")
+REQUIRED = re.compile(r"^\$\{([A-Z0-9_]+):\?[^}]+\}$")
+"""A Compose variable that must be set (no default): `${VAR:?what to do}`."""
 
 
 # ----------------------------------------------------------------------------------------------- helpers
@@ -252,19 +254,51 @@ def test_minio_exposes_its_ports_and_minio_init_creates_the_bucket(services: dic
     assert init.get("restart") in ("no", None)
 
 
-def test_no_credential_is_hard_coded(services: dict[str, Any]) -> None:
-    secret_names = re.compile(r"PASSWORD|SECRET|ACCESS_KEY|ROOT_USER")
+def test_no_credential_is_hard_coded_or_defaulted(services: dict[str, Any]) -> None:
+    secret_names = re.compile(r"PASSWORD|SECRET|ACCESS_KEY|ROOT_USER|AUTH_STRING")
     for name, service in services.items():
         for key, value in env_of(service).items():
             if secret_names.search(key):
-                assert INTERPOLATION.match(value), (
-                    f"{name}: {key} must come from ${{VAR:-local default}}, got {value!r}"
-                )
+                assert REQUIRED.match(value), f"{name}: {key} must be a required ${{VAR:?...}}, got {value!r}"
         url = env_of(service).get("PREFECT_API_DATABASE_CONNECTION_URL", "")
         if url:
             credentials = re.match(r"postgresql\+asyncpg://(\$\{[^}]+\}):(\$\{[^}]+\})@", url)
-            assert credentials, f"{name}: the database user and password must come from ${{VAR:-default}}: {url}"
-            assert INTERPOLATION.match(credentials.group(2)), f"{name}: the database password is hard-coded"
+            assert credentials, f"{name}: the database user and password must come from variables: {url}"
+            assert REQUIRED.match(credentials.group(2)), f"{name}: the database password has a default"
+
+
+def test_the_api_asks_every_client_for_its_password_and_the_scheduler_stays_on_loopback(
+    services: dict[str, Any],
+) -> None:
+    # the server requires the auth string every ttseval process sends; BIND_HOST shares the API, MinIO and the UI
+    # but never the Dask scheduler, which runs code for any client that reaches it
+    server = env_of(services["prefect-server"])["PREFECT_SERVER_API_AUTH_STRING"]
+    for name in ("prefect-worker", "dask-worker-cpu", "dask-worker-gpu"):
+        assert env_of(services[name])["PREFECT_API_AUTH_STRING"] == server, name
+    assert [str(p).rsplit(":", 2)[0] for p in services["dask-scheduler"]["ports"]] == ["127.0.0.1", "127.0.0.1"]
+    assert all(str(p).startswith("${BIND_HOST:-127.0.0.1}:") for p in services["minio"]["ports"])
+
+
+def test_new_env_makes_every_required_variable_once_secret_and_random(tmp_path: Path) -> None:
+    """infra/new-env.sh writes a value for each `${VAR:?...}` of the compose file, readable by its owner only,
+    different each time it is made, and never overwrites a file the stack's volumes were made with."""
+    required = set(re.findall(r"\$\{([A-Z0-9_]+):\?", COMPOSE_FILE.read_text()))
+    assert required >= {"POSTGRES_PASSWORD", "MINIO_ROOT_USER", "MINIO_ROOT_PASSWORD", "PREFECT_API_AUTH_STRING"}
+    made = []
+    for i in (1, 2):
+        out = tmp_path / f"env{i}"
+        run = subprocess.run([str(INFRA / "new-env.sh"), str(out)], capture_output=True, text=True, timeout=30)
+        assert run.returncode == 0, run.stderr
+        assert out.stat().st_mode & 0o077 == 0
+        values = dict(line.split("=", 1) for line in out.read_text().splitlines() if line and line[0] != "#")
+        assert set(values) == required and all(len(v) >= 16 for v in values.values()), values
+        assert re.fullmatch(r"[A-Za-z0-9]{32}", values["POSTGRES_PASSWORD"])  # safe inside the database URL
+        made.append(values)
+    assert all(made[0][k] != made[1][k] for k in required)
+    kept = (tmp_path / "env1").read_text()
+    again = subprocess.run([str(INFRA / "new-env.sh"), str(tmp_path / "env1")], capture_output=True, text=True)
+    assert again.returncode == 1 and "kept" in again.stderr and (tmp_path / "env1").read_text() == kept
+    assert "/infra/.env" in (ROOT / ".gitignore").read_text().splitlines()
 
 
 def test_named_volumes_are_declared(compose: dict[str, Any], services: dict[str, Any]) -> None:

@@ -77,3 +77,22 @@ def test_the_stack_extra_brings_its_s3_server_and_a_missing_one_names_it(
     monkeypatch.setattr(stack_mod.shutil, "which", lambda name: None)
     with pytest.raises(StackError, match=r"'moto_server' is not installed .* pip install 'ttseval\[stack\]'"):
         stack_mod._bin("moto_server")
+
+
+def test_a_restarted_stack_keeps_each_free_port_and_moves_off_a_taken_one(tmp_path: Path) -> None:
+    """stack_up takes the ports of the stack's last start (stack.json's `ports`) while they are free, so a client's
+    exports and a remote worker's scheduler address stay valid; a port another process now listens on is replaced."""
+    import socket
+
+    kept, taken = stack_mod.free_port(), socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    try:
+        busy = taken.getsockname()[1]
+        (tmp_path / "stack.json").write_text(json.dumps({"ports": {"s3": kept, "dask-scheduler": busy}}))
+        ports = stack_mod._ports(tmp_path)
+        assert ports["s3"] == kept and ports["dask-scheduler"] != busy
+        assert len(set(ports.values())) == 3 and all(stack_mod._port_free(p) for p in ports.values())
+    finally:
+        taken.close()
+    assert stack_mod._ports(tmp_path / "never-started").keys() == {"s3", "dask-scheduler", "prefect-server"}

@@ -160,8 +160,9 @@ def add_stack(sub: Subcommands) -> None:
     stk.add_argument(
         "--bind",
         default="127.0.0.1",
-        help="the address the Prefect API and UI listen on (default 127.0.0.1); any other (0.0.0.0 for every "
-        "interface) requires a user:password made at `stack up` (`ttseval stack env` prints it); the Dask cluster "
+        help="the address the Prefect API and UI and the Dask scheduler listen on (default 127.0.0.1); any other "
+        "(0.0.0.0 for every interface) makes the API require a user:password and Dask require TLS with a "
+        "certificate, both made at `stack up` (`ttseval stack env` prints what a client exports); the Dask workers "
         "and the S3 server stay on 127.0.0.1",
     )
     stk.add_argument(

@@ -16,7 +16,10 @@ Layout under `folder`:
 Components: `s3` (moto_server, in memory while it runs; bucket `ttseval` is created and refilled from s3-data/),
 `dask-scheduler`, `dask-worker-0`, `dask-worker-1` (with the Dask resource GPU=1 when a GPU is present),
 `prefect-server` (API + bundled UI), and `prefect-worker` for the process work pool `ttseval-local`. Everything
-binds 127.0.0.1 only.
+binds 127.0.0.1 only, unless `bind` names another address: then the Prefect API and UI listen there behind a
+user:password (secrets.json), and the Dask scheduler listens there over TLS with a certificate made at the first
+such `stack up` (tls/dask.crt, its key tls/dask.key mode 0600): a client or worker without the key is refused.
+Each component keeps its port across restarts while the port is free.
 
 S3 credentials: moto accepts any credentials, so the stack uses the fixed, local-only placeholder values below.
 They are not secrets, are handed to processes through the environment only, and are never written to
@@ -63,6 +66,9 @@ S3_DATA = "s3-data"
 LOOPBACK = "127.0.0.1"
 SECRETS = "secrets.json"
 """The Prefect API's auth string of a stack listening beyond loopback, under its folder (mode 0600)."""
+TLS_CERT, TLS_KEY = Path("tls/dask.crt"), Path("tls/dask.key")
+"""The Dask cluster's certificate (its own CA) and key (mode 0600) of a stack listening beyond loopback, under its
+folder; kept by `stack down`, so workers and clients given them stay valid across restarts."""
 STOP_ORDER = ("prefect-worker", "dask-worker-0", "dask-worker-1", "dask-scheduler", "prefect-server", "s3")
 GRACE_S = 10.0
 
@@ -103,6 +109,7 @@ class StackInfo:
             "TTSEVAL_DASK_ADDRESS": self.dask_address,
             **self.aws_env(),
             **auth_env(self.auth_string),
+            **(dask_tls_env(self.folder) if self.dask_address.startswith("tls://") else {}),
         }
 
     def describe(self) -> str:
@@ -113,7 +120,9 @@ class StackInfo:
                 f"Prefect API    {self.api_url}"
                 + (f"  (user:password in {self.folder / SECRETS}; `ttseval stack env` prints it)" if shared else ""),
                 f"work pool      {self.pool}",
-                f"Dask scheduler {self.dask_address}" + ("  (one worker has GPU=1)" if self.gpu else ""),
+                f"Dask scheduler {self.dask_address}"
+                + (f"  (TLS: a client needs {self.folder / TLS_CERT} and its key)" if shared else "")
+                + ("  (one worker has GPU=1)" if self.gpu else ""),
                 f"S3 endpoint    {self.s3_endpoint}  (moto; local placeholder credentials)",
                 (
                     f"store          {self.store_uri}  (kept on disk in {self.folder / S3_DATA} at stack "
@@ -130,6 +139,61 @@ def free_port() -> int:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]  # (host, port) of an AF_INET socket
         return port
+
+
+def _port_free(port: int) -> bool:
+    """Whether `port` can be bound on every interface (what a component given it will do)."""
+    with socket.socket() as s:
+        s.setsockopt(
+            socket.SOL_SOCKET, socket.SO_REUSEADDR, 1
+        )  # as the servers do: a closed connection's wait is no use
+        try:
+            s.bind(("", port))
+        except OSError:
+            return False
+        return True
+
+
+def _ports(folder: Path) -> dict[str, int]:
+    """The ports of the stack's servers: those of its last start where still free (so bookmarks, a remote worker's
+    scheduler address and a client's exports stay valid across restarts), else new ones."""
+    try:
+        last = json.loads((folder / "stack.json").read_text()).get("ports", {})
+    except (OSError, ValueError):
+        last = {}
+    ports: dict[str, int] = {}
+    for name in ("s3", "dask-scheduler", "prefect-server"):
+        kept = last.get(name)
+        ports[name] = kept if isinstance(kept, int) and kept not in ports.values() and _port_free(kept) else free_port()
+    return ports
+
+
+def _make_dask_tls(folder: Path) -> None:
+    """A certificate and key for every role of the stack's Dask cluster (scheduler, workers, clients), the
+    certificate its own CA (distributed's Security.temporary), written once: the key readable by the owner only."""
+    cert, key = folder / TLS_CERT, folder / TLS_KEY
+    if cert.is_file() and key.is_file():
+        return
+    from distributed.security import Security
+
+    made = Security.temporary()  # type: ignore[no-untyped-call]
+    cert.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    key.touch(mode=0o600)
+    key.chmod(0o600)
+    key.write_text(made.tls_client_key)
+    cert.write_text(made.tls_client_cert)
+
+
+def dask_tls_env(folder: Path) -> dict[str, str]:
+    """Dask's settings for a process of the stack in `folder` (client, worker or scheduler): its certificate for
+    every role and encryption required, so nothing falls back to plain TCP."""
+    cert, key = str(folder / TLS_CERT), str(folder / TLS_KEY)
+    return {
+        "DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION": "True",
+        "DASK_DISTRIBUTED__COMM__TLS__CA_FILE": cert,
+        **{f"DASK_DISTRIBUTED__COMM__TLS__{role}__CERT": cert for role in ("CLIENT", "WORKER", "SCHEDULER")},
+        **{f"DASK_DISTRIBUTED__COMM__TLS__{role}__KEY": key for role in ("CLIENT", "WORKER", "SCHEDULER")},
+    }
 
 
 def gpu_present() -> bool:
@@ -190,8 +254,8 @@ def _http_ok(
         return None
 
 
-def _port_open(port: int) -> bool:
-    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+def _port_open(port: int, host: str = LOOPBACK) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=1):
         return True
     return False
 
@@ -300,9 +364,11 @@ def stack_up(
 ) -> StackInfo:
     """Start the stack under `folder` and wait until every component answers.
 
-    `bind` is the address the Prefect API and UI listen on (the Dask cluster and the S3 server stay on loopback:
-    their clients are the stack's own workers). Beyond loopback the API requires a `user:password` made here
-    (Prefect's API auth string), kept in <folder>/secrets.json (mode 0600) and handed to the stack's own clients.
+    `bind` is the address the Prefect API and UI and the Dask scheduler listen on (the Dask workers and the S3
+    server stay on loopback). Beyond loopback the API requires a `user:password` made here (Prefect's API auth
+    string), kept in <folder>/secrets.json (mode 0600), and the Dask cluster speaks TLS only, with the certificate
+    and key of <folder>/tls (made here once); both are handed to the stack's own processes and printed (the
+    password, the files' paths) by `ttseval stack env`.
 
     `gpu=None` detects a GPU with `nvidia-smi -L`; True/False forces it. When a GPU is used, one Dask worker has
     the resource GPU=1 and flows run with TTSEVAL_GPU=true (model stages annotated GPU=1). A stack already
@@ -327,12 +393,19 @@ def stack_up(
 
 def _start(state: _State, use_gpu: bool, pool: str, timeout_s: float, bind: str = LOOPBACK) -> StackInfo:
     folder = state.folder
-    base = _base_env()
-    s3_port, sched_port, api_port = free_port(), free_port(), free_port()
+    ports = _ports(folder)
+    s3_port, sched_port, api_port = ports["s3"], ports["dask-scheduler"], ports["prefect-server"]
+    shared = bind != LOOPBACK
+    # the stack's own clients call its servers on loopback when they listen there (or everywhere), else on `bind`
+    own = LOOPBACK if bind in (LOOPBACK, "0.0.0.0") else bind
+    tls: dict[str, str] = {}
+    if shared:  # beyond loopback the Dask cluster takes only who holds the key made here
+        _make_dask_tls(folder)
+        tls = dask_tls_env(folder)
+    base = _base_env() | tls
     s3_endpoint = f"http://127.0.0.1:{s3_port}"
-    dask_address = f"tcp://127.0.0.1:{sched_port}"
-    # the stack's own clients call the API on loopback when it listens there (or everywhere), else on its address
-    api_url = f"http://{LOOPBACK if bind in (LOOPBACK, '0.0.0.0') else bind}:{api_port}/api"
+    dask_address = f"tls://{own}:{sched_port}" if shared else f"tcp://127.0.0.1:{sched_port}"
+    api_url = f"http://{own}:{api_port}/api"
     ui_url = f"http://{socket.gethostname() if bind == '0.0.0.0' else bind}:{api_port}"
     auth_string = None
     if bind != LOOPBACK:  # beyond loopback the API answers only who knows a password made here
@@ -361,6 +434,7 @@ def _start(state: _State, use_gpu: bool, pool: str, timeout_s: float, bind: str 
         "pool": pool,
         "gpu": use_gpu,
         "bind": bind,
+        "ports": ports,
     }
     state.save()
 
@@ -384,11 +458,12 @@ def _start(state: _State, use_gpu: bool, pool: str, timeout_s: float, bind: str 
             _bin("dask"),
             "scheduler",
             "--host",
-            "127.0.0.1",
+            bind,
             "--port",
             str(sched_port),
             "--dashboard-address",
             "127.0.0.1:0",
+            *_tls_flags(folder, shared),
         ],
         base,
         port=sched_port,
@@ -398,7 +473,7 @@ def _start(state: _State, use_gpu: bool, pool: str, timeout_s: float, bind: str 
     state.wait("s3", s3, lambda: _http_ok(s3_endpoint) is not None, timeout_s, f"HTTP {s3_endpoint}")
     _create_bucket(state, s3_endpoint)
     _restore_bucket(folder, s3_endpoint)
-    state.wait("dask-scheduler", sched, lambda: _port_open(sched_port), timeout_s, f"port {sched_port}")
+    state.wait("dask-scheduler", sched, lambda: _port_open(sched_port, own), timeout_s, f"port {sched_port}")
 
     # Dask workers run the tasks: they read and write the store and report task runs to Prefect
     worker_env = (
@@ -425,6 +500,7 @@ def _start(state: _State, use_gpu: bool, pool: str, timeout_s: float, bind: str 
             "127.0.0.1:0",
             "--local-directory",
             str(folder / "dask"),
+            *_tls_flags(folder, shared),
         ]
         gpu_worker = use_gpu and i == 1
         if use_gpu:  # CPU-bound tasks of a GPU run go to the CPU worker (ttseval.flows.common.placement)
@@ -443,7 +519,7 @@ def _start(state: _State, use_gpu: bool, pool: str, timeout_s: float, bind: str 
         [_bin("prefect"), "worker", "start", "--pool", pool, "--type", "process", "--name", f"{pool}-worker"],
         flow_env,
     )
-    _wait_dask_workers(state, dask_address, dask_workers, timeout_s)
+    _wait_dask_workers(state, dask_address, dask_workers, timeout_s, shared)
     state.wait(
         "prefect-worker",
         worker,
@@ -465,6 +541,14 @@ def _start(state: _State, use_gpu: bool, pool: str, timeout_s: float, bind: str 
         bind=bind,
         auth_string=auth_string,
     )
+
+
+def _tls_flags(folder: Path, shared: bool) -> list[str]:
+    """The Dask command-line options for the stack's certificate (none on loopback)."""
+    if not shared:
+        return []
+    cert, key = str(folder / TLS_CERT), str(folder / TLS_KEY)
+    return ["--protocol", "tls", "--tls-ca-file", cert, "--tls-cert", cert, "--tls-key", key]
 
 
 def _create_bucket(state: _State, endpoint: str) -> None:
@@ -561,13 +645,22 @@ def _prefect_worker_online(api_url: str, pool: str, auth_string: str | None = No
     return any(w.get("status") == "ONLINE" for w in json.loads(body))
 
 
-def _wait_dask_workers(state: _State, address: str, procs: list[subprocess.Popen[bytes]], timeout_s: float) -> None:
-    """Until every Dask worker (named ttseval-<i>) has registered with the scheduler."""
+def _wait_dask_workers(
+    state: _State, address: str, procs: list[subprocess.Popen[bytes]], timeout_s: float, shared: bool
+) -> None:
+    """Until every Dask worker (named ttseval-<i>) has registered with the scheduler (over TLS when `shared`)."""
     from distributed import Client
+    from distributed.security import Security
 
     deadline = time.monotonic() + timeout_s
-    # distributed's Client is unannotated
-    with Client(address, timeout=30, set_as_default=False) as client:  # type: ignore[no-untyped-call]
+    cert, key = str(state.folder / TLS_CERT), str(state.folder / TLS_KEY)
+    # distributed is unannotated
+    security = (
+        Security(require_encryption=True, tls_ca_file=cert, tls_client_cert=cert, tls_client_key=key)  # type: ignore[no-untyped-call]
+        if shared
+        else None
+    )
+    with Client(address, timeout=30, set_as_default=False, security=security) as client:  # type: ignore[no-untyped-call]
         while True:
             for i, p in enumerate(procs):
                 if p.poll() is not None:
