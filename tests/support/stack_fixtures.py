@@ -86,14 +86,21 @@ def api(stack: StackInfo, path: str, body: Any = None, method: str | None = None
 
 
 def run_deployment_and_wait(
-    stack: StackInfo, name: str, parameters: dict[str, Any], timeout_s: float = RUN_TIMEOUT_S
+    stack: StackInfo,
+    name: str,
+    parameters: dict[str, Any],
+    timeout_s: float = RUN_TIMEOUT_S,
+    job_variables: dict[str, Any] | None = None,
 ) -> Any:
-    """Trigger deployment `name` ('flow/deployment') on the stack's server and wait for a final state."""
+    """Trigger deployment `name` ('flow/deployment') on the stack's server (with a custom run's `job_variables`)
+    and wait for a final state."""
     from prefect.deployments import run_deployment
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     with temporary_settings({PREFECT_API_URL: stack.api_url}):
-        flow_run = run_deployment(name, parameters=parameters, timeout=timeout_s, poll_interval=2)
+        flow_run = run_deployment(
+            name, parameters=parameters, timeout=timeout_s, poll_interval=2, job_variables=job_variables
+        )
     return flow_run
 
 

@@ -325,6 +325,21 @@ def test_generate_dataset_deployment_writes_a_frozen_version_to_s3(
     assert sorted(items["depth"].value_counts().to_dict().items()) == [(0, 9), (1, 8)]
 
 
+def test_a_custom_run_cannot_set_the_workers_command_or_environment(
+    stack: StackInfo, deployed: list[str], tmp_path: Path
+) -> None:
+    """A custom run from the UI with job variables: its `command` is not run (the stack's pool fixes it) and the
+    flow, started as always, refuses the run's own environment before reading or writing anything."""
+    marker = tmp_path / "ran-the-users-command"
+    custom = {"command": f"touch {marker}", "env": {"TTSEVAL_CONFIG": str(tmp_path / "elsewhere.toml")}}
+    params = {"name": "jobvars", "version": new_run_id("v")}
+    flow_run = run_deployment_and_wait(stack, "generate_dataset/generate-dataset", params, job_variables=custom)
+    logs = flow_run_logs(stack, str(flow_run.id))
+    assert flow_run.state is not None and flow_run.state.is_failed(), f"{flow_run.state}:\n{logs}"
+    assert "job variables env TTSEVAL_CONFIG, command: a run started from a deployment" in logs, logs
+    assert not marker.exists() and not s3_keys(stack, f"datasets/jobvars/{params['version']}/")
+
+
 @pytest.fixture(scope="module")
 def adhoc_run(stack: StackInfo, deployed: list[str], tiny_dataset: Path) -> str:
     """One evaluate/adhoc run through the worker; returns its run id."""

@@ -70,6 +70,54 @@ def test_the_flows_refuse_a_store_or_budget_beyond_the_operators_before_writing(
     assert sorted(p for p in tmp_path.rglob("*") if p.is_file()) == []
 
 
+def test_a_deployment_run_that_sets_its_own_environment_command_or_folder_is_refused_before_anything(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A custom run's job variables (Prefect's runtime holds the run's own, not its deployment's) may not change
+    the worker's environment, command or working folder: every flow refuses it in run_settings, naming the
+    variables, never their values; a run without them, or a command-line run, goes on."""
+    from prefect.runtime import flow_run
+
+    from ttseval.flows.common import run_settings
+    from ttseval.flows.generate_dataset import generate_dataset
+
+    monkeypatch.setenv("TTSEVAL_STORE", str(tmp_path / "store"))
+    custom = {"env": {"TTSEVAL_CONFIG": "/srv/other.toml", "AWS_SECRET_ACCESS_KEY": "canary-secret"}, "command": "sh"}
+    monkeypatch.setitem(flow_run.FIELDS, "job_variables", lambda: custom)
+    assert run_settings().store == str(tmp_path / "store")  # a command-line run is not a deployment's
+    for key, value in DEPLOYMENT.items():
+        monkeypatch.setenv(key, value)
+    with pytest.raises(ConfigError) as refused:
+        run_settings()
+    assert str(refused.value).startswith(
+        "job variables env TTSEVAL_CONFIG, env AWS_SECRET_ACCESS_KEY, command: a run started from a deployment"
+    )
+    assert "canary-secret" not in str(refused.value) and "/srv" not in str(refused.value)
+    with pytest.raises(ConfigError, match="may not change the worker's environment"):
+        generate_dataset.fn(name="d", version="1")
+    assert not (tmp_path / "store").exists()
+    for harmless in ({}, {"env": {}}, {"stream_output": False}, None):
+        monkeypatch.setitem(flow_run.FIELDS, "job_variables", lambda harmless=harmless: harmless)
+        assert run_settings().store == str(tmp_path / "store")
+
+
+def test_the_stacks_pool_fixes_the_command_and_folder_a_custom_run_could_set() -> None:
+    """The stack's work pool template: Prefect's process template with `command` and `working_dir` fixed to
+    Prefect's defaults and gone from the variables a run may set; the environment stays a variable (a series'
+    deployment sets TTSEVAL_CONFIG; check_job_variables refuses a run's own)."""
+    from prefect.workers.process import ProcessWorker
+
+    from ttseval.infra.stack import pool_template
+
+    template, default = pool_template(), ProcessWorker.get_default_base_job_template()
+    assert template["job_configuration"] == {**default["job_configuration"], "command": None, "working_dir": None}
+    assert set(template["variables"]["properties"]) == set(default["variables"]["properties"]) - {
+        "command",
+        "working_dir",
+    }
+    assert template["job_configuration"]["env"] == "{{ env }}"
+
+
 def test_the_command_line_refuses_a_budget_above_the_cap_dry_run_included(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

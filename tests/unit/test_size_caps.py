@@ -24,18 +24,21 @@ from ttseval.tasks.synthesize import synthesize_items
 
 
 class EndlessAnswer:
-    """A server whose every answer is a 200 streamed in 64 KiB chunks for as long as the client reads; it counts
-    the bytes it got to send."""
+    """A server whose every answer is a 200 streamed in 64 KiB chunks for as long as the client reads (with a
+    Content-Length of `declared` bytes, if given); it counts the requests and the bytes it got to send."""
 
-    def __init__(self) -> None:
-        sent = [0]
-        self.sent = sent
+    def __init__(self, declared: int | None = None) -> None:
+        sent, asked = [0], [0]
+        self.sent, self.asked = sent, asked
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                asked[0] += 1
                 self.send_response(200)
                 self.send_header("Content-Type", "audio/mpeg")
+                if declared is not None:  # a length said up front
+                    self.send_header("Content-Length", str(declared))
                 self.end_headers()
                 chunk = b"\xff" * 65536
                 try:
@@ -68,6 +71,45 @@ def test_an_answer_past_max_answer_mb_is_a_permanent_failure_and_is_not_read_fur
         provider.synthesize("Hello there.", "en")
     # the client stopped at the cap: the server got to send little more than what the socket buffers hold
     assert endless.sent[0] < 64 * 2**20, endless.sent[0]
+
+
+SDK_CLIENTS = [
+    ("llm", "openai:gpt-4.1-mini:base_url={url}/v1"),
+    ("llm", "gemini:gemini-2.5-flash:base_url={url}"),
+    ("judge", "openai:gpt-4o-audio-preview:base_url={url}/v1"),
+    ("judge", "gemini:gemini-2.5-pro:base_url={url}"),
+    ("tts", "gemini:Kore:base_url={url}"),
+]
+"""The providers whose answers a vendor SDK reads (OpenAI's, Google's), through ttseval's capped HTTP client."""
+
+
+@pytest.mark.parametrize(("kind", "spec"), SDK_CLIENTS)
+@pytest.mark.parametrize("declared", [None, 2**31], ids=["streamed", "declared"])
+def test_an_sdk_answer_past_max_answer_mb_fails_once_for_good_and_is_not_read_further(
+    monkeypatch: pytest.MonkeyPatch, kind: str, spec: str, declared: int | None
+) -> None:
+    """An LLM, judge or TTS answer read by a vendor SDK stops at the worker's max_answer_mb: a failure naming the
+    setting, not retried (one request), the worker holding no more than the cap; a Content-Length over it is
+    refused before the body is read."""
+    from ttseval.core.protocols import LLMRequest
+
+    server = EndlessAnswer(declared)
+    try:
+        monkeypatch.setenv("GEMINI_API_KEY", "k")
+        monkeypatch.setenv("TTSEVAL_MAX_ANSWER_MB", "1")  # the worker's setting, read where the SDK client is made
+        monkeypatch.setenv("TTSEVAL_ALLOWED_ENDPOINTS", f'{{"gemini": ["{server.url}"]}}')
+        provider = build_provider(kind, spec.format(url=server.url), load_settings())
+        if kind == "tts":
+            with pytest.raises(PermanentProviderError, match=r"passed 1 MiB \(the setting max_answer_mb\)"):
+                provider.synthesize("Hello there.", "en")
+        else:
+            llm = provider if kind == "llm" else provider._llm  # a judge asks through its LLM client
+            [result] = llm.generate([LLMRequest(parts=("Say hello.",))])
+            assert not result.ok and "passed 1 MiB (the setting max_answer_mb)" in result.error, result.error
+        assert server.asked[0] == 1
+        assert server.sent[0] < 64 * 2**20, server.sent[0]
+    finally:
+        server.server.shutdown()
 
 
 @pytest.mark.parametrize("option", ["max_answer_mb=1000", "allowed_endpoints=http://evil.example"])

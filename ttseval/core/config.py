@@ -465,8 +465,8 @@ class Settings(BaseSettings):
     max_answer_mb: float = Field(
         default=100.0,
         gt=0,
-        description="A TTS vendor's answer is read up to this many MiB; a longer one is a failed row, and the worker "
-        "never holds more of it (an endpoint streaming without end)",
+        description="A vendor's answer (TTS, LLM, judge) is read up to this many MiB; a longer one is a failed call, "
+        "and the worker never holds more of it (an endpoint streaming without end)",
     )
     item_retries: int = Field(default=2, ge=0, description="Retries of a transient provider error on one item")
     retry_backoff_s: float = Field(default=1.0, ge=0, description="First backoff; doubles each retry")

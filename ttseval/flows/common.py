@@ -74,6 +74,29 @@ def deployment_run() -> bool:
     return bool(deployment.id)
 
 
+def check_job_variables() -> None:
+    """Refuse a run started from a deployment whose own job variables (a custom run's, from the Prefect UI or
+    `prefect deployment run --job-variable`) change the flow run's environment, command or working folder: they
+    would point it at other settings, stores, keys or code on the worker. The deployment's job variables (a declared
+    series' TTSEVAL_CONFIG) are the operator's and are not these. The message names the variables, never values.
+
+    Raises:
+        ConfigError: such a job variable, before anything is read or written.
+    """
+    if not deployment_run():
+        return
+    from prefect.runtime import flow_run
+
+    given = flow_run.job_variables or {}
+    named = [f"env {k}" for k in (given.get("env") or {})] + [k for k in ("command", "working_dir") if given.get(k)]
+    if named:
+        raise ConfigError(
+            f"job variables {', '.join(named)}: a run started from a deployment or the Prefect UI may not change the "
+            "worker's environment, command or working folder; start it without them (whoever runs the worker sets "
+            "the environment, and a deployment's own job variables)"
+        )
+
+
 def _same_store(a: str, b: str) -> bool:
     """Whether two store settings name one place: URIs as written (less a trailing '/'), folders once resolved."""
     if "://" in a or "://" in b:
@@ -87,9 +110,11 @@ def run_settings(**overrides: Any) -> Settings:
     deployment or the UI (deployment_run) writes to the operator's store or one in allowed_stores.
 
     Raises:
-        ConfigError: a budget above the operator's, or a deployment run naming a store it may not (exit 2, before
-            anything is read or written).
+        ConfigError: a budget above the operator's, a deployment run naming a store it may not, or one that changes
+            the worker's environment through its job variables (check_job_variables): exit 2, before anything is
+            read or written.
     """
+    check_job_variables()
     settings = load_settings(**overrides)
     budget, store = overrides.get("budget_usd"), overrides.get("store")
     if budget is None and (store is None or not deployment_run()):

@@ -619,11 +619,34 @@ def _save_bucket(folder: Path, endpoint: str) -> int:
     return n
 
 
+def pool_template() -> dict[str, Any]:
+    """The process work pool's base job template with the command and working folder fixed (Prefect's defaults):
+    a custom run's job variables can set neither, so a UI user cannot run a command of their own on the worker.
+    The environment stays a job variable (a declared series' deployment sets TTSEVAL_CONFIG); the flows refuse a
+    run that sets it itself (ttseval.flows.common.check_job_variables)."""
+    from prefect.workers.process import ProcessWorker
+
+    template: dict[str, Any] = ProcessWorker.get_default_base_job_template()
+    for fixed in ("command", "working_dir"):
+        template["job_configuration"][fixed] = None
+        template["variables"]["properties"].pop(fixed)
+    return template
+
+
 def _ensure_pool(state: _State, api_url: str, pool: str, env: dict[str, str], auth_string: str | None) -> None:
     if _http_ok(f"{api_url}/work_pools/{pool}", auth_string=auth_string) is not None:
+        # a pool an earlier start made (the database outlives the stack) gets today's template
+        fixed = json.dumps({"base_job_template": pool_template()}).encode()
+        if _http_ok(f"{api_url}/work_pools/{pool}", method="PATCH", body=fixed, auth_string=auth_string) is None:
+            raise StackError(f"stack component 'work-pool' could not set the job template of pool {pool!r}")
         return
+    template = state.folder / "prefect" / "pool-template.json"
+    template.write_text(json.dumps(pool_template(), indent=2))
     out = subprocess.run(
-        [_bin("prefect"), "--no-prompt", "work-pool", "create", pool, "--type", "process"],
+        [
+            *(_bin("prefect"), "--no-prompt", "work-pool", "create", pool),
+            *("--type", "process", "--base-job-template", str(template)),
+        ],
         env=env | {"PREFECT_API_URL": api_url},
         cwd=SOURCE_ROOT,
         capture_output=True,

@@ -207,12 +207,18 @@ class GeminiLLM(BaseLLM):
                 from google import genai
                 from google.genai import types
 
+                from ttseval.providers.capped_http import capped_client, max_answer_bytes
+
                 o = self.options
                 # No retry_options: the SDK does not retry, BaseLLM does (and counts each retry).
                 self._client = genai.Client(
                     api_key=self._api_key.get_secret_value(),
                     http_options=types.HttpOptions(
-                        base_url=o.base_url, api_version=o.api_version, timeout=int(o.timeout_s * 1000)
+                        base_url=o.base_url,
+                        api_version=o.api_version,
+                        timeout=int(o.timeout_s * 1000),
+                        # answers read up to max_answer_mb; no redirects, which could carry the key elsewhere
+                        httpx_client=capped_client(max_answer_bytes(), f"gemini:{self.model}"),
                     ),
                 )
             return self._client
@@ -247,6 +253,8 @@ class GeminiLLM(BaseLLM):
     def _send(self, request: LLMRequest) -> Reply:
         from google.genai import errors
 
+        from ttseval.providers.capped_http import AnswerTooLarge
+
         client = self._client_or_new()
         try:
             response = client.models.generate_content(
@@ -260,6 +268,8 @@ class GeminiLLM(BaseLLM):
             raise Transient(detail, retry_delay_s(getattr(e, "response", None), e.details)) from e
         except errors.UnknownApiResponseError as e:
             raise Transient(f"Gemini transport: a 200 response that is not JSON ({str(e)[:200]})") from e
+        except AnswerTooLarge as e:
+            raise Fatal(str(e)) from e
         except self._transient as e:
             raise Transient(f"Gemini transport: {type(e).__name__}: {str(e)[:200]}") from e
         return self._reply_of(response)

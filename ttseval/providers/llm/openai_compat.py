@@ -175,12 +175,16 @@ class OpenAICompatLLM(BaseLLM):
             if self._client is None:
                 import openai
 
+                from ttseval.providers.capped_http import capped_client, max_answer_bytes
+
                 o = self.options
                 self._client = openai.OpenAI(
                     api_key=self._api_key.get_secret_value() or PLACEHOLDER_KEY,
                     base_url=o.base_url or DEFAULT_BASE_URL,
                     timeout=o.timeout_s,
                     max_retries=0,
+                    # answers read up to max_answer_mb; no redirects, which could carry the key elsewhere
+                    http_client=capped_client(max_answer_bytes(), f"openai:{self.model}"),
                 )
             return self._client
 
@@ -244,6 +248,10 @@ class OpenAICompatLLM(BaseLLM):
                 raise Transient(detail, retry_after_s(getattr(e.response, "headers", None))) from e
             raise Fatal(f"{detail} (not retried)") from e
         except openai.APIConnectionError as e:  # APITimeoutError included
+            from ttseval.providers.capped_http import answer_too_large
+
+            if too_large := answer_too_large(e):  # the SDK wraps what the capped client raised
+                raise Fatal(str(too_large)) from e
             raise Transient(f"OpenAI transport: {type(e).__name__}: {str(e)[:200]}") from e
         except openai.APIResponseValidationError as e:
             raise Transient(f"OpenAI transport: a response that does not parse ({str(e)[:200]})") from e

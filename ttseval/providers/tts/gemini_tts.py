@@ -149,11 +149,17 @@ class GeminiTTS(CloudTTS):
                 from google import genai
                 from google.genai import types
 
+                from ttseval.providers.capped_http import capped_client
+
                 o = self.options
                 self._sdk = genai.Client(
                     api_key=self._api_key.get_secret_value(),
                     http_options=types.HttpOptions(
-                        base_url=o.base_url, api_version=o.api_version, timeout=int(o.timeout_s * 1000)
+                        base_url=o.base_url,
+                        api_version=o.api_version,
+                        timeout=int(o.timeout_s * 1000),
+                        # answers read up to max_answer_mb; no redirects, which could carry the key elsewhere
+                        httpx_client=capped_client(self.max_answer_bytes, self.name),
                     ),
                 )
             return self._sdk
@@ -179,12 +185,16 @@ class GeminiTTS(CloudTTS):
     def _synthesize(self, text: str, language: str, voice: str, instruction: str | None) -> Audio:
         from google.genai import errors
 
+        from ttseval.providers.capped_http import AnswerTooLarge
+
         try:
             response = self.sdk().models.generate_content(
                 model=self.model, contents=self.prompt(text, instruction), config=self.config(voice)
             )
         except errors.APIError as e:
             raise self.sdk_error(e) from e
+        except AnswerTooLarge as e:
+            raise PermanentProviderError(str(e)) from e
         except (errors.UnknownApiResponseError, ValueError) as e:
             # a 200 whose body is not JSON (a proxy's page, a body cut short): google-genai 3.x raises
             # json.JSONDecodeError, older versions UnknownApiResponseError. JSON that starts and stops short is a
