@@ -81,13 +81,17 @@ schedule = "0 3 * * 1"
 
 
 def test_a_night_of_a_declared_series_runs_its_declaration(shared_env: dict[str, str], tmp_path: Path) -> None:
-    """`ttseval nightly --series voices-a` with no --dataset or --systems: the declared dataset, systems and judges
-    (none), under the series' run ids. On the instant voices, recogniser and MOS predictor."""
+    """`ttseval nightly --series voices-a` with no --dataset or --systems: the declared dataset, systems, judges
+    (none), recognisers (English's replaced, the others the settings') and MOS predictors (two), under the series'
+    run ids. On the instant voices, recogniser and MOS predictor."""
+    import pandas as pd
+
     demo_items(tmp_path / "eight.jsonl", EIGHT)
     settings = tmp_path / "ttseval.toml"
     settings.write_text(
         f'[series.voices-a]\ndataset = "{tmp_path / "eight.jsonl"}"\n'
-        'systems = ["instant:a1", "instant:a2:pace=1.2"]\njudges = []\n',
+        'systems = ["instant:a1", "instant:a2:pace=1.2"]\njudges = []\n'
+        'asr = {en = "instant-asr:series"}\nquality = ["instant-mos", "instant-mos:second"]\n',
         encoding="utf-8",
     )
     env = shared_env | instant.ENV | {"TTSEVAL_CONFIG": str(settings)}
@@ -99,3 +103,10 @@ def test_a_night_of_a_declared_series_runs_its_declaration(shared_env: dict[str,
     assert log["systems"] == "instant:a1, instant:a2:pace=1.2" and log["dataset"].endswith("eight.jsonl")
     assert json.loads((run / "series.json").read_text()) == {"series": "voices-a"}
     assert not (run / "judgments").exists() or not any((run / "judgments").iterdir())
+    assert json.loads(log["asr"]) == {"*": "instant-asr", "en": "instant-asr:series"}
+    assert log["MOS predictors"] == "instant-mos, instant-mos:second"
+    transcripts = pd.read_parquet(run / "transcripts")
+    languages = transcripts.groupby("asr_spec")["item_id"].nunique().to_dict()
+    assert languages == {"instant-asr:series": 8}, languages  # EIGHT are English items
+    quality = pd.read_parquet(run / "quality")
+    assert quality.groupby("quality_spec")["item_id"].nunique().to_dict() == {"instant-mos": 8, "instant-mos:second": 8}

@@ -92,6 +92,11 @@ def test_a_change_of_the_series_is_said_as_one_and_never_flagged(tmp_path: Path)
     assert explained == {"x", "y", "z"}  # other recognisers: every system's rows per recogniser may change
     assert series_changes(store, "n2", "n3") == ([], set())  # the same systems in another order
     assert series_changes(store, "n3", "n4") == (["systems added: w"], {"w"})
+    predictors = {"MOS predictors": "utmos"}
+    night(
+        store, "n5", series="a", systems="z, x, w", asr='{"en": "whisper:base"}', dataset_sha256="b" * 64, **predictors
+    )
+    assert series_changes(store, "n4", "n5") == (["MOS predictors: None -> utmos"], {"x", "z", "w"})
     # in the drift page: the change above the table, its presence rows marked as it, not counted as flagged
     base = {"system_spec": "x", "system_id": "x", "asr_spec": "whisper:tiny", "asr_id": "tiny"}
     figures = {"completion_rate": 1.0, "wer": 0.1, "cer": 0.05, "mos": 3.0}

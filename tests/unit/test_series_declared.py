@@ -14,7 +14,7 @@ from ttseval.cli import main
 from ttseval.core.config import DEFAULT_SYSTEMS, load_settings
 from ttseval.core.errors import ConfigError
 from ttseval.corpus import DEMO_DATASET
-from ttseval.tasks.trends import night_of
+from ttseval.tasks.trends import declared_series, night_of
 
 EIGHT = ("emo-a-d0", "emo-a-d1", "par-a-d0", "for-a-d0", "syn-a-d0", "pro-a-d0", "que-a-d0", "que-a-d1")
 
@@ -44,6 +44,8 @@ alpha = 0.1
 canary_fixed = 2
 alert_blocks = ["custom-webhook/oncall"]
 budget_usd = 3.5
+asr = {en = ["whisper:tiny.en", "whisper:base"]}
+quality = ["dnsmos", "utmos"]
 schedule = "30 1 * * *"
 timezone = "Europe/Berlin"
 """,
@@ -65,6 +67,15 @@ timezone = "Europe/Berlin"
     assert night.settings.canary_rotating == settings.canary_rotating == 4  # not declared: the setting's
     asked = night_of("voices-a", settings, dataset="other.jsonl", systems=["piper:joe"], judges=["objective"])
     assert (asked.dataset, asked.systems, asked.judges) == ("other.jsonl", ["piper:joe"], ["objective"])
+    # recognisers and predictors: English's replaced over the settings' own, the others kept; the same settings
+    # for the night's evaluate, which reads them afresh and names the series (declared_series)
+    assert (night.settings.asr, night.settings.qualities) == (
+        {**settings.asr, "en": ["whisper:tiny.en", "whisper:base"]},
+        ["dnsmos", "utmos"],
+    )
+    assert declared_series(settings, "voices-a") == night.settings and declared_series(settings, None) is settings
+    with pytest.raises(ConfigError, match=r"series 'voices-b': not declared in the settings file .*declared: voices-a"):
+        declared_series(settings, "voices-b")
     undeclared = night_of("voices-b", settings)
     assert (undeclared.dataset, undeclared.systems) == (str(DEMO_DATASET), list(DEFAULT_SYSTEMS))
     assert undeclared.settings is settings and undeclared.settings.alert_blocks == ["slack-webhook/everyone"]

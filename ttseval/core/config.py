@@ -298,6 +298,14 @@ class NightlySeries(BaseModel):
     canary_rotating: int | None = Field(default=None, ge=0, description="as the setting canary_rotating")
     alpha: float | None = Field(default=None, gt=0, lt=1, description="as the setting alpha, for this series' tests")
     budget_usd: float | None = Field(default=None, ge=0, description="the most one night may spend on paid calls")
+    asr: dict[str, str | list[str]] | None = Field(
+        default=None,
+        description="recogniser spec per base language, as the setting asr: the languages named here replace the "
+        "settings' own for this series' nights, the others keep them",
+    )
+    quality: str | list[str] | None = Field(
+        default=None, description="MOS predictor spec, or several, as the setting quality, for this series' nights"
+    )
 
     @field_validator("timezone")
     @classmethod
@@ -310,10 +318,14 @@ class NightlySeries(BaseModel):
             raise ValueError(f"timezone {value!r} is not an IANA time zone name, e.g. UTC or Europe/Berlin") from None
         return value
 
-    def settings_update(self) -> dict[str, Any]:
-        """The settings this series sets for its nights (alert blocks, canary sizes, alpha), to update a night's."""
-        fields = ("alert_blocks", "canary_fixed", "canary_rotating", "alpha")
-        return {name: getattr(self, name) for name in fields if getattr(self, name) is not None}
+    def apply(self, settings: Settings) -> Settings:
+        """`settings` with what this series sets for its nights: alert blocks, canary sizes, alpha, recognisers
+        (over the settings' own, language by language) and MOS predictors."""
+        fields = ("alert_blocks", "canary_fixed", "canary_rotating", "alpha", "quality")
+        update = {name: getattr(self, name) for name in fields if getattr(self, name) is not None}
+        if self.asr is not None:
+            update["asr"] = {**settings.asr, **self.asr}
+        return settings.model_copy(update=update)
 
 
 class Settings(BaseSettings):

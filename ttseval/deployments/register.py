@@ -218,7 +218,7 @@ def _check_declared(api_url: str, name: str, declared: NightlySeries, settings: 
         ) from None
     dataset = declared.dataset
     local = Path(dataset) if Path(dataset).is_absolute() else repo_root / dataset
-    night = settings.model_copy(update=declared.settings_update())
+    night = declared.apply(settings)
     try:
         items, _, _ = read_items(str(local) if local.exists() else dataset, night)
     except (OSError, ValueError, TTSEvalError) as e:  # a missing file, a bad one, no such dataset in the store

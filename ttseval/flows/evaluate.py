@@ -51,6 +51,7 @@ from ttseval.tasks.retries import task_retry_options
 from ttseval.tasks.stages import STAGES, TASKS, ClipStage, plan_stage
 from ttseval.tasks.staging import stage_files_systems
 from ttseval.tasks.synthesize import synthesize_task
+from ttseval.tasks.trends import declared_series
 from ttseval.tasks.voices import References, store_prompts, store_reference_voices
 from ttseval.tasks.window import Job, in_window
 
@@ -70,6 +71,7 @@ def evaluate(
     instruction_judges: list[str] | None = None,
     budget_usd: float | None = None,
     fresh_items: list[str] | None = None,
+    series: str | None = None,
 ) -> dict[str, Any]:
     """Evaluate TTS `systems` on the items in `dataset`; tables land under `<store>/runs/<run_id>/`.
 
@@ -88,10 +90,14 @@ def evaluate(
             past it are not called and stay missing; a later run computes them.
         fresh_items: item ids whose clips remote voices synthesize afresh instead of reusing earlier runs' audio
             (a nightly run's canary; default from settings: none).
+        series: a nightly series declared in the settings file ([series.NAME]) whose recognisers and MOS
+            predictors this run uses (a night of that series); default none: the settings' own.
     """
     started, t0 = now(), time.perf_counter()
     check_run_id(run_id)  # before anything is read or written: it names a folder of the store
-    settings = run_settings(store=store, shard_size=shard_size, budget_usd=budget_usd, fresh_items=fresh_items)
+    settings = declared_series(
+        run_settings(store=store, shard_size=shard_size, budget_usd=budget_usd, fresh_items=fresh_items), series
+    )
     log = logger()
     st = get_store(settings.store, settings.store_wait_s)
     checked = preflight_evaluate(

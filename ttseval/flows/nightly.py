@@ -61,10 +61,11 @@ def previous_nightly(store: ArtifactStore, run_id: str, series: str = DEFAULT_SE
 
 def series_changes(store: ArtifactStore, previous: str, current: str) -> tuple[list[str], set[str]]:
     """What changed in the series itself between two of its nights, from each night's evaluate record: the dataset
-    (its SHA-256), the systems added or removed, the recognisers. Returns the lines for drift.md and the alert, and
-    the system specs whose presence rows in the drift table those changes explain (the systems added or removed;
-    every system when the recognisers changed): those rows are a series change, never drift. A presence row they do
-    not explain (a configured system that produced no transcript tonight) stays a flagged change."""
+    (its SHA-256), the systems added or removed, the recognisers, the MOS predictors. Returns the lines for drift.md
+    and the alert, and the system specs whose presence rows in the drift table those changes explain (the systems
+    added or removed; every system when the recognisers or predictors changed): those rows are a series change,
+    never drift. A presence row they do not explain (a configured system that produced no transcript tonight) stays
+    a flagged change."""
     before, after = store.run_log(previous) or {}, store.run_log(current) or {}
     lines = []
     if before.get("dataset_sha256") != after.get("dataset_sha256"):
@@ -80,6 +81,9 @@ def series_changes(store: ArtifactStore, previous: str, current: str) -> tuple[l
     explained = systems[0] ^ systems[1]
     if before.get("asr") != after.get("asr"):
         lines.append(f"recognisers: {before.get('asr')} -> {after.get('asr')}")
+        explained = systems[0] | systems[1]
+    if before.get("MOS predictors") != after.get("MOS predictors"):
+        lines.append(f"MOS predictors: {before.get('MOS predictors')} -> {after.get('MOS predictors')}")
         explained = systems[0] | systems[1]
     return lines, explained
 
@@ -195,6 +199,8 @@ def nightly(
         judges=judges,
         budget_usd=budget_usd,
         fresh_items=canary,
+        # a declared series' recognisers and predictors (evaluate reads the settings afresh)
+        series=series if series in settings.series else None,
     )
     st = get_store(settings.store, settings.store_wait_s)
     write_series(st, run_id, series)

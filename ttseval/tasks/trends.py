@@ -106,8 +106,27 @@ def night_of(
         baseline=baseline or declared.baseline,
         judges=judges if judges is not None else declared.judges,
         budget_usd=budget_usd if budget_usd is not None else declared.budget_usd,
-        settings=settings.model_copy(update=declared.settings_update()),
+        settings=declared.apply(settings),
     )
+
+
+def declared_series(settings: Settings, series: str | None) -> Settings:
+    """`settings` as a night of `series` sees them (its declaration's recognisers, predictors, alerts, canary and
+    alpha: NightlySeries.apply); unchanged for none.
+
+    Raises:
+        ConfigError: a series the settings file does not declare (a run may only name the operator's).
+    """
+    if series is None:
+        return settings
+    declared = settings.series.get(check_series(series))
+    if declared is None:
+        raise ConfigError(
+            f"series {series!r}: not declared in the settings file ([series.{series}]); declared: "
+            f"{', '.join(sorted(settings.series)) or 'none'}. Leave series empty to use the settings' own recognisers "
+            "and predictors"
+        )
+    return declared.apply(settings)
 
 
 def check_night_id(run_id: str, series: str) -> str:
