@@ -13,10 +13,11 @@ from ttseval.metrics.drift import COLUMNS
 
 
 class Receiver(ThreadingHTTPServer):
-    """A webhook receiver: keeps each POST's path and JSON body; answers 500 on /fail."""
+    """A webhook receiver: keeps each POST's path, JSON body and headers; answers 500 on /fail, else 200 "ok"."""
 
     def __init__(self) -> None:
         self.received: list[tuple[str, dict]] = []
+        self.headers: list[dict[str, str]] = []  # of each POST, in the order of `received`
         super().__init__(("127.0.0.1", 0), _Handler)
 
     @property
@@ -30,8 +31,14 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         self.server.received.append((self.path, body))
-        self.send_response(500 if self.path.startswith("/fail") else 200)
+        self.server.headers.append({k.lower(): v for k, v in self.headers.items()})
+        failing = self.path.startswith("/fail")
+        answer = b"" if failing else b"ok"  # Slack's incoming webhooks answer "ok", and Apprise checks it
+        self.send_response(500 if failing else 200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(answer)))
         self.end_headers()
+        self.wfile.write(answer)
 
     def log_message(self, *args: object) -> None:
         pass
