@@ -60,3 +60,18 @@ def chromium(folder: Path | None = None, log: Path | None = None) -> Iterator[we
     finally:
         driver.quit()
         shutil.rmtree(profile, ignore_errors=True)
+
+
+def mail_page(subject: str, body: str) -> str:
+    """An alert as a mail client shows a plain-text message: its subject as the heading, its body as preformatted
+    text with the URLs in it made links (what clients do with text/plain); an HTML page to open in Chromium."""
+    import html
+    import re
+
+    linked = re.sub(r"((?:https?|file)://\S+)", r'<a href="\1">\1</a>', html.escape(body))
+    return (
+        "<!doctype html><html><head><meta charset='utf-8'><title>alert</title><style>"
+        "body{font-family:sans-serif;margin:24px;max-width:960px}h1{font-size:18px}"
+        "pre{white-space:pre-wrap;font-size:14px;line-height:1.4}</style></head><body>"
+        f"<p>From: ttseval nightly</p><h1>{html.escape(subject)}</h1><pre>{linked}</pre></body></html>"
+    )

@@ -25,7 +25,9 @@ from tests.support.harness import run_cli
 CHANGE_NIGHT = 3
 
 
-def check_nights(count: int, prefect_api: str, keyed_env: dict[str, str], tmp_path: Path) -> None:
+def check_nights(count: int, prefect_api: str, keyed_env: dict[str, str], tmp_path: Path) -> dict[str, str]:
+    """Runs `count` nights and checks them (the module's docstring); returns the one alert as the receiver got it,
+    its subject and body."""
     assert count > CHANGE_NIGHT, "the nights after the change show that it is flagged once"
     nights = [f"nightly-202611{d:02d}T020000Z" for d in range(1, count + 1)]
     block = f"ttseval-week-{count}"
@@ -83,7 +85,8 @@ def check_nights(count: int, prefect_api: str, keyed_env: dict[str, str], tmp_pa
     assert path == "/week" and message["subject"].startswith(f"ttseval nightly {nights[2]}: {flagged[2]} flagged")
     assert f"- {systems[0]} canary duration_s: " in message["body"] and systems[1] not in message["body"]
     assert f"HTML report: file://{store / nights[2]}/html/index.html" in message["body"]
-    assert f"trends: {store / nights[2]}/html/trends.html" in message["body"]
+    assert f"trends: file://{store / nights[2]}/html/trends.html" in message["body"]
+    assert f"drift table: file://{store / nights[2]}/drift.md" in message["body"]
     canary = pd.read_json(store / nights[2] / "canary.json").set_index("system_spec")
     assert canary.loc[systems[0], "p_permutation"] == 2 / 256 and bool(canary.loc[systems[0], "flagged"])
     assert not canary.loc[systems[1], "flagged"]
@@ -119,3 +122,4 @@ def check_nights(count: int, prefect_api: str, keyed_env: dict[str, str], tmp_pa
     )
     [line] = [ln for ln in printed.stdout.splitlines() if "duration_s" in ln]
     assert nights[2] in line and systems[1] not in printed.stdout
+    return message

@@ -1,8 +1,8 @@
 """A simulated week: seven real `ttseval nightly` runs against two fake vendors, one of which silently speaks 30%
-slower from night 3 on (tests/support/week.py says what is proved), and the week's trends page looked at in
-Chromium. The four-night version that the development gate runs is tests/e2e/test_nightly_four_nights.py; the
-false-alarm rate over many weeks and the nights a slow slide takes are measured on the pure function
-(tests/unit/test_metrics_trends.py), not by running nightly hundreds of times."""
+slower from night 3 on (tests/support/week.py says what is proved), and the week's trends page and its one alert
+looked at in Chromium. The four-night version that the development gate runs is
+tests/e2e/test_nightly_four_nights.py; the false-alarm rate over many weeks and the nights a slow slide takes are
+measured on the pure function (tests/unit/test_metrics_trends.py), not by running nightly hundreds of times."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ def test_a_week_flags_the_silent_change_on_night_3_and_nothing_else(
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
-    from tests.support.browser import SCREENSHOTS, chromium
+    from tests.support.browser import SCREENSHOTS, chromium, mail_page
 
-    check_nights(7, prefect_api, keyed_env, tmp_path)
+    alert = check_nights(7, prefect_api, keyed_env, tmp_path)
     page = tmp_path / "s" / "runs" / "nightly-20261107T020000Z" / "html" / "trends.html"
     with chromium(tmp_path) as driver:
         driver.get(page.as_uri())
@@ -39,3 +39,14 @@ def test_a_week_flags_the_silent_change_on_night_3_and_nothing_else(
         duration = next(s for s in sections if "duration_s (fresh clips)" in s.text)
         driver.execute_script("arguments[0].scrollIntoView();", duration)
         driver.save_screenshot(str(SCREENSHOTS / "trends-week.png"))
+
+        # the night-3 alert as a mail client shows it, and its report link opens the night's report
+        (tmp_path / "alert.html").write_text(mail_page(alert["subject"], alert["body"]), encoding="utf-8")
+        driver.set_window_size(1000, 700)
+        driver.get((tmp_path / "alert.html").as_uri())
+        assert driver.find_element(By.TAG_NAME, "h1").text == alert["subject"]
+        driver.save_screenshot(str(SCREENSHOTS / "alert-week.png"))
+        [report] = [a for a in driver.find_elements(By.TAG_NAME, "a") if a.text.endswith("/html/index.html")]
+        report.click()
+        WebDriverWait(driver, 30).until(lambda d: d.current_url.endswith("nightly-20261103T020000Z/html/index.html"))
+        assert "nightly-20261103T020000Z" in driver.find_element(By.TAG_NAME, "body").text

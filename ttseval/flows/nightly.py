@@ -31,7 +31,7 @@ from ttseval.tasks.alerts import send_alert
 from ttseval.tasks.logs import logger
 from ttseval.tasks.parts import get_store, now
 from ttseval.tasks.report import canary_markdown, drift_alert, drift_markdown, flagged_changes, verdict_rows
-from ttseval.tasks.report.html import compare_line, html_location
+from ttseval.tasks.report.html import compare_line, html_location, store_link
 from ttseval.tasks.trends import (
     DEFAULT_SERIES,
     check_night_id,
@@ -135,7 +135,7 @@ def run_links(store: ArtifactStore, run_id: str) -> list[str]:
 
     links = [
         f"HTML report: {html_location(store, run_id)}",
-        f"drift table: {store.display('runs', run_id, 'drift.md')}",
+        f"drift table: {store_link(store, 'runs', run_id, 'drift.md')}",
     ]
     if flow_run.ui_url and serves_page(flow_run.ui_url):
         links.append(f"Prefect flow run: {flow_run.ui_url}")
@@ -310,7 +310,7 @@ def nightly(
             f"{summary['canary']['flagged']} of them in the canary clips, {len(slides)} slow drift(s)"
         )
     if previous is not None and (summary["flagged"] or slides) and settings.alert_blocks:
-        links = [*run_links(st, run_id), f"trends: {page}"]
+        links = [*run_links(st, run_id), f"trends: {store_link(st, 'runs', run_id, 'html', 'trends.html')}"]
         # a message whenever something is flagged, as here; None would mean nothing to send
         message = drift_alert(
             drift, previous, run_id, links, changes, slides, summary["series_change"], summary["blind"]

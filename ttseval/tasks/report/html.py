@@ -209,10 +209,17 @@ def write_html_report(store: ArtifactStore, run_id: str, data: dict[str, Any]) -
     return store.display("runs", run_id, "html", "index.html")
 
 
+def store_link(store: ArtifactStore, *parts: str) -> str:
+    """A stored file as a person opens it from a message or a terminal: a file:// link in a local store (a mail or
+    chat client makes it a link), the object's location in S3."""
+    where = store.display(*parts)
+    return f"file://{where}" if store.is_local else where
+
+
 def html_location(store: ArtifactStore, run_id: str) -> str:
     """Where a person opens the run's page: a file:// link for a local store; for S3, the command that serves it."""
-    where = store.display("runs", run_id, "html", "index.html")
-    return f"file://{where}" if store.is_local else f"{where} (open with: ttseval serve --store {store.display()})"
+    where = store_link(store, "runs", run_id, "html", "index.html")
+    return where if store.is_local else f"{where} (open with: ttseval serve --store {store.display()})"
 
 
 def compare_line(store: ArtifactStore, earlier: str, later: str) -> str:
