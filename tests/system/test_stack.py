@@ -80,6 +80,7 @@ def test_state_files(stack: StackInfo) -> None:
 
 def test_components_answer(stack: StackInfo) -> None:
     assert api(stack, "/health") is True
+    import urllib.error
     import urllib.request
 
     with urllib.request.urlopen(stack.ui_url, timeout=10) as r:  # the bundled UI
@@ -109,6 +110,25 @@ def test_components_answer(stack: StackInfo) -> None:
     )
     assert "ttseval" in [b["Name"] for b in s3.list_buckets()["Buckets"]]
     s3.head_bucket(Bucket="ttseval")
+    # the S3 server takes the key made at this start and only it: a guessed key, a wrong secret or none is refused
+    import botocore.exceptions
+
+    assert aws["AWS_ACCESS_KEY_ID"].startswith("AKIA") and len(aws["AWS_SECRET_ACCESS_KEY"]) >= 32
+    for key, secret in (("ttseval-local", "ttseval-local-placeholder"), (aws["AWS_ACCESS_KEY_ID"], "wrong")):
+        other = boto3.client(
+            "s3",
+            endpoint_url=stack.s3_endpoint,
+            aws_access_key_id=key,
+            aws_secret_access_key=secret,
+            region_name=aws["AWS_REGION"],
+        )
+        with pytest.raises(botocore.exceptions.ClientError) as refused:
+            other.list_objects_v2(Bucket="ttseval")
+        assert refused.value.response["Error"]["Code"] in ("InvalidAccessKeyId", "SignatureDoesNotMatch"), key
+    with pytest.raises(urllib.error.HTTPError) as unsigned:
+        urllib.request.urlopen(f"{stack.s3_endpoint}/ttseval?list-type=2", timeout=10)
+    assert unsigned.value.code == 403
+    assert (stack.folder / "secrets.json").stat().st_mode & 0o077 == 0
 
 
 def test_binds_loopback_only(stack: StackInfo) -> None:

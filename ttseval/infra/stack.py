@@ -6,6 +6,8 @@
 Layout under `folder`:
 
     stack.json          ports, URLs, PIDs of the running stack (no credentials)
+    secrets.json        the S3 key made for this start, and the Prefect API's user:password when shared (mode 0600;
+                        removed by stack_down)
     pids/<name>.pid     "<pid> <create_time>" per component; removed by stack_down
     logs/<name>.log     each component's stdout+stderr, appended to; kept by stack_down
     prefect/            PREFECT_HOME of the server and the worker (SQLite database, profiles)
@@ -21,9 +23,10 @@ user:password (secrets.json), and the Dask scheduler listens there over TLS with
 such `stack up` (tls/dask.crt, its key tls/dask.key mode 0600): a client or worker without the key is refused.
 Each component keeps its port across restarts while the port is free.
 
-S3 credentials: moto accepts any credentials, so the stack uses the fixed, local-only placeholder values below.
-They are not secrets, are handed to processes through the environment only, and are never written to
-stack.json or the logs.
+S3 credentials: moto checks none unless told to, so the stack tells it to (moto's INITIAL_NO_AUTH_ACTION_COUNT):
+the three calls that make an IAM user, its policy and its access key go through, then every request must be signed
+with that key, made afresh at each start. A process gets the key through its environment (`ttseval stack env`
+prints it); it is kept in secrets.json, never in stack.json or the logs.
 """
 
 from __future__ import annotations
@@ -57,15 +60,15 @@ DEFAULT_FOLDER = Path(".ttseval-stack")
 POOL = "ttseval-local"
 BUCKET = "ttseval"
 STORE_URI = f"s3://{BUCKET}/artifacts"
-# moto accepts any credentials: these are fixed, local-only placeholders, not secrets. Never use them elsewhere.
-LOCAL_S3_ACCESS_KEY = "ttseval-local"
-LOCAL_S3_SECRET_KEY = "ttseval-local-placeholder"
 LOCAL_S3_REGION = "us-east-1"
+_UNSIGNED_CALLS = 3
+"""The unsigned calls moto takes before it checks every request's key: make a user, its policy, its access key."""
 # stop order: what takes work first, what stores it last
 S3_DATA = "s3-data"
 LOOPBACK = "127.0.0.1"
 SECRETS = "secrets.json"
-"""The Prefect API's auth string of a stack listening beyond loopback, under its folder (mode 0600)."""
+"""The S3 key made at this start and the Prefect API's auth string of a stack listening beyond loopback, under its
+folder (mode 0600)."""
 TLS_CERT, TLS_KEY = Path("tls/dask.crt"), Path("tls/dask.key")
 """The Dask cluster's certificate (its own CA) and key (mode 0600) of a stack listening beyond loopback, under its
 folder; kept by `stack down`, so workers and clients given them stay valid across restarts."""
@@ -91,15 +94,12 @@ class StackInfo:
     bind: str = LOOPBACK
     auth_string: str | None = field(default=None, repr=False)
     """The Prefect API's `user:password` when it listens beyond loopback (in <folder>/secrets.json, mode 0600)."""
+    s3_key: tuple[str, str] = field(default=("", ""), repr=False)
+    """The access key id and secret the S3 server takes, made at this start (in <folder>/secrets.json)."""
 
     def aws_env(self) -> dict[str, str]:
-        """The AWS variables a client of the stack's S3 server needs (local-only placeholder credentials)."""
-        return {
-            "AWS_ENDPOINT_URL": self.s3_endpoint,
-            "AWS_ACCESS_KEY_ID": LOCAL_S3_ACCESS_KEY,
-            "AWS_SECRET_ACCESS_KEY": LOCAL_S3_SECRET_KEY,
-            "AWS_REGION": LOCAL_S3_REGION,
-        }
+        """The AWS variables a client of the stack's S3 server needs (the key made at this start)."""
+        return aws_env(self.s3_endpoint, self.s3_key)
 
     def env(self) -> dict[str, str]:
         """Variables that point a ttseval process (CLI, flow, test) at this stack."""
@@ -123,7 +123,7 @@ class StackInfo:
                 f"Dask scheduler {self.dask_address}"
                 + (f"  (TLS: a client needs {self.folder / TLS_CERT} and its key)" if shared else "")
                 + ("  (one worker has GPU=1)" if self.gpu else ""),
-                f"S3 endpoint    {self.s3_endpoint}  (moto; local placeholder credentials)",
+                f"S3 endpoint    {self.s3_endpoint}  (moto; a key made at this start, `ttseval stack env` prints it)",
                 (
                     f"store          {self.store_uri}  (kept on disk in {self.folder / S3_DATA} at stack "
                     "down, restored at stack up)"
@@ -230,6 +230,16 @@ def _log_tail(path: Path, n_chars: int = 3000) -> str:
     except OSError:
         return "(no log)"
     return text[-n_chars:] or "(empty log)"
+
+
+def aws_env(endpoint: str, key: tuple[str, str]) -> dict[str, str]:
+    """The AWS variables of a client of the S3 server at `endpoint` that takes `key` (id, secret)."""
+    return {
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ACCESS_KEY_ID": key[0],
+        "AWS_SECRET_ACCESS_KEY": key[1],
+        "AWS_REGION": LOCAL_S3_REGION,
+    }
 
 
 def auth_env(auth_string: str | None) -> dict[str, str]:
@@ -412,17 +422,8 @@ def _start(state: _State, use_gpu: bool, pool: str, timeout_s: float, bind: str 
         import secrets
 
         auth_string = f"ttseval:{secrets.token_urlsafe(24)}"
-        secret_file = folder / SECRETS
-        secret_file.touch(mode=0o600)
-        secret_file.chmod(0o600)
-        secret_file.write_text(json.dumps({"api_auth_string": auth_string}))
+        _save_secrets(folder, api_auth_string=auth_string)
     auth = auth_env(auth_string)
-    aws = {
-        "AWS_ENDPOINT_URL": s3_endpoint,
-        "AWS_ACCESS_KEY_ID": LOCAL_S3_ACCESS_KEY,
-        "AWS_SECRET_ACCESS_KEY": LOCAL_S3_SECRET_KEY,
-        "AWS_REGION": LOCAL_S3_REGION,
-    }
     prefect_home = {"PREFECT_HOME": str(folder / "prefect")}
     state.data |= {
         "folder": str(folder),
@@ -450,7 +451,11 @@ def _start(state: _State, use_gpu: bool, pool: str, timeout_s: float, bind: str 
         url=ui_url,
     )
     s3 = state.spawn(
-        "s3", [_bin("moto_server"), "-H", "127.0.0.1", "-p", str(s3_port)], base, port=s3_port, url=s3_endpoint
+        "s3",
+        [_bin("moto_server"), "-H", "127.0.0.1", "-p", str(s3_port)],
+        base | {"INITIAL_NO_AUTH_ACTION_COUNT": str(_UNSIGNED_CALLS)},  # then every request must carry the key
+        port=s3_port,
+        url=s3_endpoint,
     )
     sched = state.spawn(
         "dask-scheduler",
@@ -470,9 +475,14 @@ def _start(state: _State, use_gpu: bool, pool: str, timeout_s: float, bind: str 
         url=dask_address,
     )
 
-    state.wait("s3", s3, lambda: _http_ok(s3_endpoint) is not None, timeout_s, f"HTTP {s3_endpoint}")
-    _create_bucket(state, s3_endpoint)
-    _restore_bucket(folder, s3_endpoint)
+    # moto's own API answers without counting as one of the unsigned calls
+    moto_api = f"{s3_endpoint}/moto-api/"
+    state.wait("s3", s3, lambda: _http_ok(moto_api) is not None, timeout_s, f"HTTP {moto_api}")
+    s3_key = _make_s3_key(state, s3_endpoint)
+    _save_secrets(folder, s3_access_key=s3_key[0], s3_secret_key=s3_key[1])
+    aws = aws_env(s3_endpoint, s3_key)
+    _create_bucket(state, s3_endpoint, s3_key)
+    _restore_bucket(folder, s3_endpoint, s3_key)
     state.wait("dask-scheduler", sched, lambda: _port_open(sched_port, own), timeout_s, f"port {sched_port}")
 
     # Dask workers run the tasks: they read and write the store and report task runs to Prefect
@@ -540,7 +550,47 @@ def _start(state: _State, use_gpu: bool, pool: str, timeout_s: float, bind: str 
         pids=pids,
         bind=bind,
         auth_string=auth_string,
+        s3_key=s3_key,
     )
+
+
+def _save_secrets(folder: Path, **values: str) -> None:
+    """Add `values` to <folder>/secrets.json, readable by its owner only."""
+    secret_file = folder / SECRETS
+    secret_file.touch(mode=0o600)
+    secret_file.chmod(0o600)
+    try:
+        kept = json.loads(secret_file.read_text() or "{}")
+    except ValueError:
+        kept = {}
+    secret_file.write_text(json.dumps(kept | values))
+
+
+def _read_secrets(folder: Path) -> dict[str, str]:
+    try:
+        found: dict[str, str] = json.loads((folder / SECRETS).read_text())
+    except (OSError, ValueError):
+        return {}
+    return found
+
+
+def _make_s3_key(state: _State, endpoint: str) -> tuple[str, str]:
+    """An IAM user allowed everything on the S3 server at `endpoint`, and its access key: the first three calls,
+    the last moto takes unsigned (_UNSIGNED_CALLS); from then on it refuses any request not signed with the key."""
+    import boto3
+    import botocore.exceptions
+
+    iam = boto3.client(
+        "iam", endpoint_url=endpoint, region_name=LOCAL_S3_REGION, aws_access_key_id="-", aws_secret_access_key="-"
+    )
+    policy = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
+    try:
+        iam.create_user(UserName="ttseval-stack")
+        iam.put_user_policy(UserName="ttseval-stack", PolicyName="everything", PolicyDocument=json.dumps(policy))
+        key = iam.create_access_key(UserName="ttseval-stack")["AccessKey"]
+    except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as e:
+        raise state.fail("s3", f"did not make its access key ({type(e).__name__}: {e})") from e
+    return str(key["AccessKeyId"]), str(key["SecretAccessKey"])
 
 
 def _tls_flags(folder: Path, shared: bool) -> list[str]:
@@ -551,17 +601,10 @@ def _tls_flags(folder: Path, shared: bool) -> list[str]:
     return ["--protocol", "tls", "--tls-ca-file", cert, "--tls-cert", cert, "--tls-key", key]
 
 
-def _create_bucket(state: _State, endpoint: str) -> None:
-    import boto3
+def _create_bucket(state: _State, endpoint: str, key: tuple[str, str]) -> None:
     import botocore.exceptions
 
-    s3 = boto3.client(
-        "s3",
-        endpoint_url=endpoint,
-        aws_access_key_id=LOCAL_S3_ACCESS_KEY,
-        aws_secret_access_key=LOCAL_S3_SECRET_KEY,
-        region_name=LOCAL_S3_REGION,
-    )
+    s3 = _s3_client(endpoint, key)
     deadline = time.monotonic() + 30
     while True:
         try:
@@ -575,37 +618,33 @@ def _create_bucket(state: _State, endpoint: str) -> None:
             time.sleep(0.5)
 
 
-def _s3_client(endpoint: str) -> Any:
+def _s3_client(endpoint: str, key: tuple[str, str]) -> Any:
     import boto3
 
     return boto3.client(
-        "s3",
-        endpoint_url=endpoint,
-        aws_access_key_id=LOCAL_S3_ACCESS_KEY,
-        aws_secret_access_key=LOCAL_S3_SECRET_KEY,
-        region_name=LOCAL_S3_REGION,
+        "s3", endpoint_url=endpoint, aws_access_key_id=key[0], aws_secret_access_key=key[1], region_name=LOCAL_S3_REGION
     )
 
 
-def _restore_bucket(folder: Path, endpoint: str) -> int:
+def _restore_bucket(folder: Path, endpoint: str, key: tuple[str, str]) -> int:
     """Upload every object saved in folder/s3-data (by _save_bucket) into the new moto's bucket; returns how many."""
     data = folder / S3_DATA
     if not data.is_dir():
         return 0
-    s3 = _s3_client(endpoint)
+    s3 = _s3_client(endpoint, key)
     files = [f for f in data.rglob("*") if f.is_file()]
     for f in files:
         s3.upload_file(str(f), BUCKET, f.relative_to(data).as_posix())
     return len(files)
 
 
-def _save_bucket(folder: Path, endpoint: str) -> int:
+def _save_bucket(folder: Path, endpoint: str, key: tuple[str, str]) -> int:
     """Write every object of the bucket to folder/s3-data/<key> (a mirror: keys gone from the bucket are removed
     there), before moto stops and forgets them; returns how many objects were saved."""
     data = folder / S3_DATA
     tmp = folder / f".{S3_DATA}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
-    s3 = _s3_client(endpoint)
+    s3 = _s3_client(endpoint, key)
     n = 0
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET):
         for obj in page.get("Contents", []):
@@ -733,10 +772,7 @@ def stack_info(folder: Path) -> StackInfo | None:
         return None
     if _http_ok(data["api_url"] + "/health") is None:
         return None
-    try:
-        auth_string = json.loads((folder / SECRETS).read_text())["api_auth_string"]
-    except (OSError, ValueError, KeyError):
-        auth_string = None
+    secrets = _read_secrets(folder)
     return StackInfo(
         folder=folder,
         ui_url=data["ui_url"],
@@ -748,7 +784,8 @@ def stack_info(folder: Path) -> StackInfo | None:
         gpu=data["gpu"],
         pids={n: c["pid"] for n, c in comps.items()},
         bind=data.get("bind", LOOPBACK),
-        auth_string=auth_string,
+        auth_string=secrets.get("api_auth_string"),
+        s3_key=(secrets.get("s3_access_key", ""), secrets.get("s3_secret_key", "")),
     )
 
 
@@ -767,7 +804,8 @@ def stack_down(folder: Path, *, grace_s: float = GRACE_S) -> None:
     if "s3" in recorded and _ours(*recorded["s3"]):  # moto keeps the bucket in memory: save it before it stops
         try:
             endpoint = json.loads((folder / "stack.json").read_text())["s3_endpoint"]
-            saved = _save_bucket(folder, endpoint)
+            secrets = _read_secrets(folder)
+            saved = _save_bucket(folder, endpoint, (secrets["s3_access_key"], secrets["s3_secret_key"]))
             print(f"stack: {saved} S3 object(s) saved to {folder / S3_DATA}", file=sys.stderr)
         except Exception as e:  # noqa: BLE001 - stopping must go on; say what was not saved
             print(
@@ -812,7 +850,7 @@ def stack_down(folder: Path, *, grace_s: float = GRACE_S) -> None:
     if (folder / "pids").is_dir():
         for f in (folder / "pids").glob("*.pid"):
             f.unlink(missing_ok=True)
-    (folder / SECRETS).unlink(missing_ok=True)  # the API it opened is gone; the next `stack up` makes a new one
+    (folder / SECRETS).unlink(missing_ok=True)  # the servers they opened are gone; the next `stack up` makes new ones
     state_file = folder / "stack.json"
     with contextlib.suppress(OSError, ValueError):
         data = json.loads(state_file.read_text())
