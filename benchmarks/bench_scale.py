@@ -17,6 +17,7 @@ then the ratio of each size's per-clip wall and CPU, and its peak memory, to the
 
 Usage:
   python benchmarks/bench_scale.py [--sizes 1000,10000,100000] [--systems 20] [--workers 2] [--shard-size N]
+                                   [--keep DIR]
 """
 
 from __future__ import annotations
@@ -316,6 +317,7 @@ def main() -> None:
         help="transcribe with a real batched recogniser instead: a Whisper of these dimensions with random weights "
         "(benchmarks/gpu_batch.py builds it; `full`: large-v3's), float16 on a GPU worker (gpu = true)",
     )
+    parser.add_argument("--keep", help="run in this folder and keep its stores (to profile a report after)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
 
@@ -332,7 +334,8 @@ def main() -> None:
         systems = args.systems.split(",")
     results = []
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
-        base = Path(tmp)
+        base = Path(args.keep or tmp)
+        base.mkdir(parents=True, exist_ok=True)
         env["PREFECT_HOME"] = str(base / "prefect")
         if args.whisper:
             env |= real_recogniser(args.whisper, base)
