@@ -125,9 +125,14 @@ def test_components_answer(stack: StackInfo) -> None:
         with pytest.raises(botocore.exceptions.ClientError) as refused:
             other.list_objects_v2(Bucket="ttseval")
         assert refused.value.response["Error"]["Code"] in ("InvalidAccessKeyId", "SignatureDoesNotMatch"), key
+    s3.put_object(Bucket="ttseval", Key="probe/unsigned", Body=b"kept from strangers")
     with pytest.raises(urllib.error.HTTPError) as unsigned:
-        urllib.request.urlopen(f"{stack.s3_endpoint}/ttseval?list-type=2", timeout=10)
+        urllib.request.urlopen(f"{stack.s3_endpoint}/ttseval/probe/unsigned", timeout=10)
     assert unsigned.value.code == 403
+    with pytest.raises(urllib.error.HTTPError) as listing:  # moto answers an unsigned listing 500: refused too
+        urllib.request.urlopen(f"{stack.s3_endpoint}/ttseval?list-type=2", timeout=10)
+    assert listing.value.code >= 400 and b"kept from strangers" not in listing.value.read()
+    s3.delete_object(Bucket="ttseval", Key="probe/unsigned")
     assert (stack.folder / "secrets.json").stat().st_mode & 0o077 == 0
 
 
