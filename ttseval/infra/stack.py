@@ -673,14 +673,14 @@ def pool_template() -> dict[str, Any]:
 
 
 def _ensure_pool(state: _State, api_url: str, pool: str, env: dict[str, str], auth_string: str | None) -> None:
+    template = state.folder / "prefect" / "pool-template.json"  # also for an operator's own pools (docs/security.md)
+    template.write_text(json.dumps(pool_template(), indent=2))
     if _http_ok(f"{api_url}/work_pools/{pool}", auth_string=auth_string) is not None:
         # a pool an earlier start made (the database outlives the stack) gets today's template
         fixed = json.dumps({"base_job_template": pool_template()}).encode()
         if _http_ok(f"{api_url}/work_pools/{pool}", method="PATCH", body=fixed, auth_string=auth_string) is None:
             raise StackError(f"stack component 'work-pool' could not set the job template of pool {pool!r}")
         return
-    template = state.folder / "prefect" / "pool-template.json"
-    template.write_text(json.dumps(pool_template(), indent=2))
     out = subprocess.run(
         [
             *(_bin("prefect"), "--no-prompt", "work-pool", "create", pool),
