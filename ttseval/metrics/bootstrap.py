@@ -27,7 +27,16 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-__all__ = ["CI", "INTERVAL_RULE", "MIN_INTERVAL_ITEMS", "bootstrap_mean_ci", "bootstrap_ratio_ci", "seeded_by_data"]
+__all__ = [
+    "CI",
+    "INTERVAL_RULE",
+    "MIN_INTERVAL_ITEMS",
+    "bca_interval",
+    "bootstrap_mean_ci",
+    "bootstrap_ratio_ci",
+    "mean_without_each",
+    "seeded_by_data",
+]
 
 # Fewest items for which a report gives any interval (WER, CER, MOS, SIM, win-rates, paired differences, strengths);
 # fewer: "n too small" (NaN bounds). Below it a bootstrap interval under-covers badly and moves with each clip.
@@ -114,9 +123,14 @@ def _interval(
     confidence: float,
     rng: np.random.Generator,
     method: BootstrapMethod = "percentile",
+    leave_one_out: Statistic | None = None,
 ) -> tuple[float, float]:
     import scipy.stats
 
+    if method == "BCa" and leave_one_out is not None:
+        return bca_interval(
+            data, statistic, leave_one_out, paired=paired, n_resamples=n_resamples, confidence=confidence, rng=rng
+        )
     result = scipy.stats.bootstrap(
         data,
         statistic,
@@ -128,6 +142,57 @@ def _interval(
         rng=rng,
     )
     return float(result.confidence_interval.low), float(result.confidence_interval.high)
+
+
+def bca_interval(
+    data: tuple[NDArray[np.float64], ...],
+    statistic: Statistic,
+    leave_one_out: Statistic,
+    *,
+    paired: bool,
+    n_resamples: int,
+    confidence: float,
+    rng: np.random.Generator,
+) -> tuple[float, float]:
+    """The BCa interval `scipy.stats.bootstrap(method="BCa")` gives (Efron and Tibshirani 14.3, 15.4), from the
+    same resamples, with its acceleration's jackknife taken from `leave_one_out` (the statistic without each item
+    in turn, an array of n values) instead of n evaluations of `statistic` on n - 1 items each.
+
+    Why by hand: scipy's jackknife costs n^2 (5,000 items: 25 million values per interval, minutes for a report's
+    hundreds of paired intervals), while for a statistic made of sums the n leave-one-out values cost n. Checked
+    equal to scipy's BCa interval in tests/unit/test_bootstrap_bca.py. NaN bounds where scipy's are NaN (every
+    resample alike).
+    """
+    import scipy.stats
+    from scipy.special import ndtr, ndtri
+
+    boot = scipy.stats.bootstrap(
+        data,
+        statistic,
+        n_resamples=n_resamples,
+        confidence_level=confidence,
+        method="percentile",
+        paired=paired,
+        vectorized=True,
+        rng=rng,
+    ).bootstrap_distribution
+    theta_hat = float(statistic(*data))
+    z0 = ndtri((np.count_nonzero(boot < theta_hat) + np.count_nonzero(boot <= theta_hat)) / (2 * boot.size))
+    theta_i = np.asarray(leave_one_out(*data), dtype=np.float64)
+    n = float(theta_i.size)
+    u = (n - 1) * (theta_i.mean() - theta_i)
+    a_hat = 1 / 6 * (np.sum(u**3) / n**3) / (np.sum(u**2) / n**2) ** (3 / 2)
+    z_alpha = float(ndtri((1 - confidence) / 2))
+    levels = [ndtr(z0 + (z0 + z) / (1 - a_hat * (z0 + z))) for z in (z_alpha, -z_alpha)]
+    if not np.all(np.isfinite(levels)):
+        return float("nan"), float("nan")
+    low, high = np.quantile(boot, levels)
+    return float(low), float(high)
+
+
+def mean_without_each(values: NDArray[np.float64], axis: int = -1) -> NDArray[np.float64]:
+    # the mean without item i, for every i
+    return np.asarray((values.sum() - values) / (values.size - 1), dtype=np.float64)
 
 
 def bootstrap_ratio_ci(
@@ -220,6 +285,13 @@ def bootstrap_mean_ci(
     if v.size == 1 or np.ptp(v) == 0:
         return CI(low=point, high=point, point=point)
     low, high = _interval(
-        (v,), np.mean, paired=False, n_resamples=n_resamples, confidence=confidence, rng=rng, method=method
+        (v,),
+        np.mean,
+        paired=False,
+        n_resamples=n_resamples,
+        confidence=confidence,
+        rng=rng,
+        method=method,
+        leave_one_out=mean_without_each,
     )
     return CI(low=low, high=high, point=point)

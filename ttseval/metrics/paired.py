@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
-from ttseval.metrics.bootstrap import MIN_INTERVAL_ITEMS, Statistic, seeded_by_data
+from ttseval.metrics.bootstrap import MIN_INTERVAL_ITEMS, Statistic, bca_interval, mean_without_each, seeded_by_data
 from ttseval.metrics.multiplicity import METHODS, Method, adjust_p
 
 __all__ = [
@@ -81,33 +81,32 @@ def _wilcoxon(diff: NDArray[np.float64]) -> float:
 
 
 def _bca(
-    data: tuple[NDArray[np.float64], ...], statistic: Statistic, n_resamples: int, seed: int
+    data: tuple[NDArray[np.float64], ...], statistic: Statistic, leave_one_out: Statistic, n_resamples: int, seed: int
 ) -> tuple[float, float]:
     from scipy import stats
 
     if len(data[0]) < MIN_INTERVAL_ITEMS:
         return float("nan"), float("nan")
     rng, data = seeded_by_data(seed, data)  # the same clips give the same interval in any run (bootstrap.py)
-    with warnings.catch_warnings():  # every resample alike (no spread): scipy warns and returns NaN, kept as NaN
+    with warnings.catch_warnings():  # every resample alike (no spread): NaN, kept as NaN
         warnings.simplefilter("ignore", stats.DegenerateDataWarning)
         warnings.simplefilter("ignore", RuntimeWarning)
-        ci = stats.bootstrap(
-            data,
-            statistic,
-            n_resamples=n_resamples,
-            confidence_level=0.95,
-            method="BCa",
-            paired=True,
-            vectorized=True,
-            rng=rng,
-        ).confidence_interval
-    return float(ci.low), float(ci.high)
+        return bca_interval(
+            data, statistic, leave_one_out, paired=True, n_resamples=n_resamples, confidence=0.95, rng=rng
+        )
 
 
 def _ratio_delta(
     ea: NDArray[np.float64], ta: NDArray[np.float64], eb: NDArray[np.float64], tb: NDArray[np.float64], axis: int = -1
 ) -> NDArray[np.float64]:
     return np.asarray(eb.sum(axis) / tb.sum(axis) - ea.sum(axis) / ta.sum(axis), dtype=np.float64)
+
+
+def _ratio_delta_without_each(
+    ea: NDArray[np.float64], ta: NDArray[np.float64], eb: NDArray[np.float64], tb: NDArray[np.float64], axis: int = -1
+) -> NDArray[np.float64]:
+    # _ratio_delta without item i, for every i
+    return np.asarray((eb.sum() - eb) / (tb.sum() - tb) - (ea.sum() - ea) / (ta.sum() - ta), dtype=np.float64)
 
 
 def _mean_of(d: NDArray[np.float64], axis: int = -1) -> NDArray[np.float64]:
@@ -140,7 +139,7 @@ def paired_ratio(
         raise ValueError(f"{metric}: every item needs a positive reference length")
     n = len(ea)
     a, b = ea.sum() / ta.sum(), eb.sum() / tb.sum()
-    low, high = _bca((ea, ta, eb, tb), _ratio_delta, n_resamples, seed)
+    low, high = _bca((ea, ta, eb, tb), _ratio_delta, _ratio_delta_without_each, n_resamples, seed)
     errors, totals = np.concatenate([ea, eb]), np.concatenate([ta, tb])
 
     def pooled(side_a: NDArray[np.int64], side_b: NDArray[np.int64], axis: int = -1) -> NDArray[np.float64]:
@@ -183,7 +182,7 @@ def paired_mean(
     if len(xa) != len(xb) or not len(xa):
         raise ValueError(f"{metric}: paired arrays must be non-empty and of one length")
     diff = xb - xa
-    low, high = _bca((diff,), _mean_of, n_resamples, seed)
+    low, high = _bca((diff,), _mean_of, mean_without_each, n_resamples, seed)
     if len(diff) < 2 or np.all(diff == 0):
         p_perm = float("nan")
     else:
