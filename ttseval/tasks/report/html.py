@@ -224,6 +224,7 @@ def html_location(store: ArtifactStore, run_id: str) -> str:
 
 def compare_line(store: ArtifactStore, earlier: str, later: str) -> str:
     """A Markdown line pointing at the two runs side by side (compare.html, both clips of each item)."""
-    page = f"{store.display('runs', later, 'html', 'compare.html')}?a={earlier}&b={later}"
-    link = f"file://{page}" if store.is_local else page + f" (through ttseval serve --store {store.display()})"
+    link = f"{store_link(store, 'runs', later, 'html', 'compare.html')}?a={earlier}&b={later}"
+    if not store.is_local:
+        link += f" (through ttseval serve --store {store.display()})"
     return f"\nEvery item's clips from both runs side by side, with the deltas: {link}\n"
