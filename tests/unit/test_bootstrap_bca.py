@@ -91,3 +91,23 @@ def test_the_public_intervals_match_scipy_and_a_degenerate_one_is_nan() -> None:
             ((np.ones(12)), np.full(12, 10.0), np.ones(12), np.full(12, 10.0)), _ratio_delta, True, 1
         )
     assert np.isnan(same.ci_low) and np.isnan(same.ci_high) and np.isnan(scipy_same[0])
+
+
+def test_batched_resampling_of_many_items_gives_scipys_unbatched_interval() -> None:
+    """Over RESAMPLED_VALUES / 999 items the resamples are drawn in batches (scipy's `batch`, to bound memory): the
+    interval is still scipy's unbatched BCa of the same data and seed."""
+    from ttseval.metrics.bootstrap import RESAMPLED_VALUES, _batch
+
+    n = 3_000
+    rng = np.random.default_rng(5)
+    totals_a, totals_b = rng.integers(3, 30, n).astype(float), rng.integers(3, 30, n).astype(float)
+    ratio = (
+        rng.binomial(totals_a.astype(int), 0.1).astype(float),
+        totals_a,
+        rng.binomial(totals_b.astype(int), 0.15).astype(float),
+        totals_b,
+    )
+    assert _batch(ratio) == RESAMPLED_VALUES // n < 999  # batched indeed
+    np.testing.assert_allclose(
+        ours(ratio, _ratio_delta, _ratio_delta_without_each, True, 4), scipy_bca(ratio, _ratio_delta, True, 4), rtol=1e-9
+    )

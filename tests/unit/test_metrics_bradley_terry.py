@@ -80,6 +80,32 @@ def test_intervals_over_items_cover_the_truth_and_rank_by_lower_bound() -> None:
     assert (table["n_items"] == 150).all() and (table["n_comparisons"] == 300).all()
 
 
+def test_intervals_are_scipys_bca_interval_of_the_same_refits() -> None:
+    """The strengths' intervals are scipy.stats.bootstrap(method="BCa") of the refit over resampled items (the
+    independent computation: scipy's own jackknife, which holds every leave-one-out sample at once), to 1e-9."""
+    from scipy import stats
+
+    outcomes = _simulate(np.array([0.0, 0.4, -0.6, 0.1]), 40, seed=11)
+    table = bradley_terry(outcomes, n_resamples=200, seed=3).set_index("system_id")
+    systems = list(dict.fromkeys([*outcomes["a"], *outcomes["b"]]))
+    index = {s: k for k, s in enumerate(systems)}
+    items, item_of = np.unique(outcomes["item_id"].to_numpy(), return_inverse=True)
+    a, b = outcomes["a"].map(index).to_numpy(), outcomes["b"].map(index).to_numpy()
+    score = outcomes["score"].to_numpy(dtype=float)
+    point = fit_strengths(len(systems), a, b, score)
+
+    def refit(drawn: np.ndarray, axis: int = -1) -> np.ndarray:
+        counts = np.bincount(drawn.astype(int), minlength=len(items))[item_of]
+        return fit_strengths(len(systems), a, b, score, weights=counts, initial=point)
+
+    ci = stats.bootstrap(
+        (np.arange(len(items)),), refit, n_resamples=200, method="BCa", vectorized=False, rng=np.random.default_rng(3)
+    ).confidence_interval
+    for k, s in enumerate(systems):
+        assert table.loc[s, "strength_ci_low"] == pytest.approx(ci.low[k], abs=1e-9)
+        assert table.loc[s, "strength_ci_high"] == pytest.approx(ci.high[k], abs=1e-9)
+
+
 def test_overlapping_intervals_share_a_rank_and_few_items_get_no_interval() -> None:
     close = _simulate(np.array([0.0, 0.05, 1.5]), 30, seed=2)
     table = bradley_terry(close, n_resamples=300, seed=0).set_index("system_id")

@@ -252,3 +252,36 @@ def test_an_unsigned_upload_stores_the_objects_bytes_not_the_sdks_chunk_framing(
     with store.fs.open_output_stream(store.path("manifest.json")) as out:  # anonymous: no credentials to sign with
         out.write(b'{"a": 1}')
     assert _objects(s3_server, s3_bucket) == {"p/manifest.json": b'{"a": 1}'}
+
+
+def test_newest_per_key_is_pandas_stable_sort_and_drop_duplicates() -> None:
+    """The Arrow dedupe that reads and compaction use, against the pandas computation it replaced (a stable sort by
+    created_at, then drop_duplicates(keep="last")): same rows, same order, on keys with repeats and nulls and
+    created_at with ties and nulls."""
+    import numpy as np
+    import pyarrow as pa
+
+    from ttseval.core.store import newest_per_key
+
+    rng = np.random.default_rng(7)
+    n = 2_000
+    base = datetime(2026, 1, 1, tzinfo=UTC)
+    stamps = [None if rng.random() < 0.05 else base + timedelta(seconds=int(s)) for s in rng.integers(0, 50, n)]
+    frame = pd.DataFrame(
+        {
+            "item_id": [None if rng.random() < 0.02 else f"i{k}" for k in rng.integers(0, 300, n)],
+            "system_id": [f"s{k}" for k in rng.integers(0, 3, n)],
+            "created_at": pd.Series(stamps, dtype="datetime64[us, UTC]"),
+            "value": np.arange(n),
+        }
+    )
+    expected = frame.sort_values("created_at", kind="stable").drop_duplicates(["item_id", "system_id"], keep="last")
+    got = newest_per_key(pa.Table.from_pandas(frame, preserve_index=False), ["item_id", "system_id"]).to_pandas()
+    assert len(got) < n / 2  # the data had repeats to drop
+    assert got["value"].tolist() == expected["value"].tolist()
+    without_time = frame.drop(columns="created_at")
+    got = newest_per_key(pa.Table.from_pandas(without_time, preserve_index=False), ["item_id", "system_id"])
+    assert (
+        got["value"].to_pylist()
+        == without_time.drop_duplicates(["item_id", "system_id"], keep="last")["value"].tolist()
+    )

@@ -31,6 +31,7 @@ __all__ = [
     "CI",
     "INTERVAL_RULE",
     "MIN_INTERVAL_ITEMS",
+    "bca_bounds",
     "bca_interval",
     "bootstrap_mean_ci",
     "bootstrap_ratio_ci",
@@ -49,6 +50,11 @@ INTERVAL_RULE = (
     "give the same interval in any run; under "
     f"{MIN_INTERVAL_ITEMS} items there is none ('n too small')."
 )
+
+RESAMPLED_VALUES = 1_000_000
+"""Values one vectorized call of the statistic sees (resamples x items), scipy's `batch`: 5,000 items at once would
+hold 999 x 5,000 values per sample array, 40 MB each. The resamples and so the interval are the same batched or not
+(numpy draws the same stream); under 1,000 items every resample is one batch, as unbatched."""
 
 BootstrapMethod = Literal["percentile", "BCa"]
 # A vectorized statistic: the sample arrays (resamples along the last axis) in, one value per resample out.
@@ -139,9 +145,14 @@ def _interval(
         method=method,
         paired=paired,
         vectorized=True,
+        batch=_batch(data),
         rng=rng,
     )
     return float(result.confidence_interval.low), float(result.confidence_interval.high)
+
+
+def _batch(data: tuple[NDArray[np.float64], ...]) -> int:
+    return max(1, RESAMPLED_VALUES // max(1, max(len(column) for column in data)))
 
 
 def bca_interval(
@@ -164,7 +175,6 @@ def bca_interval(
     resample alike).
     """
     import scipy.stats
-    from scipy.special import ndtr, ndtri
 
     boot = scipy.stats.bootstrap(
         data,
@@ -174,20 +184,42 @@ def bca_interval(
         method="percentile",
         paired=paired,
         vectorized=True,
+        batch=_batch(data),
         rng=rng,
     ).bootstrap_distribution
-    theta_hat = float(statistic(*data))
-    z0 = ndtri((np.count_nonzero(boot < theta_hat) + np.count_nonzero(boot <= theta_hat)) / (2 * boot.size))
-    theta_i = np.asarray(leave_one_out(*data), dtype=np.float64)
-    n = float(theta_i.size)
-    u = (n - 1) * (theta_i.mean() - theta_i)
-    a_hat = 1 / 6 * (np.sum(u**3) / n**3) / (np.sum(u**2) / n**2) ** (3 / 2)
-    z_alpha = float(ndtri((1 - confidence) / 2))
-    levels = [ndtr(z0 + (z0 + z) / (1 - a_hat * (z0 + z))) for z in (z_alpha, -z_alpha)]
-    if not np.all(np.isfinite(levels)):
-        return float("nan"), float("nan")
-    low, high = np.quantile(boot, levels)
+    low, high = bca_bounds(boot, statistic(*data), leave_one_out(*data), confidence)
     return float(low), float(high)
+
+
+def bca_bounds(
+    boot: ArrayLike, theta_hat: ArrayLike, theta_i: ArrayLike, confidence: float
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """The BCa bounds of scipy's `_bca_interval` from a bootstrap distribution (resamples along the last axis), the
+    statistic on the whole sample and its leave-one-out values (items along the last axis), for a scalar or a
+    vector statistic (one interval per component). NaN bounds where scipy's are NaN (every resample alike)."""
+    from scipy.special import ndtr, ndtri
+
+    boot = np.asarray(boot, dtype=np.float64)
+    theta_hat = np.asarray(theta_hat, dtype=np.float64)[..., None]
+    theta_i = np.asarray(theta_i, dtype=np.float64)
+    below = np.count_nonzero(boot < theta_hat, axis=-1) + np.count_nonzero(boot <= theta_hat, axis=-1)
+    z0 = ndtri(below / (2 * boot.shape[-1]))
+    n = float(theta_i.shape[-1])
+    u = (n - 1) * (theta_i.mean(axis=-1, keepdims=True) - theta_i)
+    with np.errstate(divide="ignore", invalid="ignore"):  # every value alike: NaN, as scipy's
+        a_hat = 1 / 6 * (np.sum(u**3, axis=-1) / n**3) / (np.sum(u**2, axis=-1) / n**2) ** (3 / 2)
+        z_alpha = float(ndtri((1 - confidence) / 2))
+        levels = [ndtr(z0 + (z0 + z) / (1 - a_hat * (z0 + z))) for z in (z_alpha, -z_alpha)]
+    flat = boot.reshape(-1, boot.shape[-1])
+    bounds = []
+    for level in levels:
+        level = np.broadcast_to(level, flat.shape[:1])
+        bounds.append(
+            np.array([np.quantile(row, q) if np.isfinite(q) else np.nan for row, q in zip(flat, level)]).reshape(
+                boot.shape[:-1]
+            )
+        )
+    return bounds[0], bounds[1]
 
 
 def mean_without_each(values: NDArray[np.float64], axis: int = -1) -> NDArray[np.float64]:

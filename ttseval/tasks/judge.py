@@ -69,6 +69,22 @@ else None) and `replaces` (an earlier retryable row of the key is superseded).""
 
 
 @dataclass(frozen=True)
+class WorkRows:
+    """A shard's work as tuples under one tuple of column names, read back as Work dicts one at a time. A plan holds
+    every key a judge has still to judge (95,000 pairs at 100,000 clips): as dicts that was about 1.5 KB a pair in
+    the flow's process, as tuples a fraction of it, and the pickle sent to a worker is as small."""
+
+    columns: tuple[str, ...]
+    rows: list[tuple[Any, ...]]
+
+    def __iter__(self) -> Iterator[Work]:
+        return (dict(zip(self.columns, row)) for row in self.rows)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+
+@dataclass(frozen=True)
 class Clips:
     """The synthesis table seen from a judge: which clips exist, and which will never exist."""
 
@@ -79,7 +95,8 @@ class Clips:
 
     @classmethod
     def read(cls, store: ArtifactStore, run_id: str) -> Clips:
-        synthesis = store.read(run_id, "synthesis")
+        columns = ["item_id", "system_id", "status", "retryable", "audio_sha256"]  # not the whole table
+        synthesis = store.read(run_id, "synthesis", columns=columns)
         if synthesis.empty:
             return cls({}, frozenset())
         ok = synthesis[synthesis["status"] == "ok"]
@@ -167,9 +184,11 @@ def plan_judge(
     """Every key of `kind` this judge has not judged for good (`missing = wanted - present`), over `item_ids`
     only when given (a backfill of a subset)."""
     judge_id = judge_id_of(judge_spec, settings)
-    done, again = _present(store.read(run_id, kind.table), list(kind.key_columns))
+    stored = store.read(run_id, kind.table, columns=[*kind.key_columns, "retryable"])  # not the judges' answers
+    done, again = _present(stored, list(kind.key_columns))
     plan = Plan(f"{kind.table} ({judge_spec})")
-    todo = []
+    columns: tuple[str, ...] = ()
+    todo: list[tuple[Any, ...]] = []
     for w in kind.wanted(store, run_id, system_ids, baseline_id, settings):
         if item_ids is not None and w["item_id"] not in item_ids:
             continue
@@ -178,9 +197,14 @@ def plan_judge(
         if key in done:
             plan.present += 1
             continue
-        todo.append(w | {"replaces": key in again})
+        columns = columns or (*w, "replaces")
+        if len(w) + 1 != len(columns):
+            raise ValueError(f"{kind.table}: a work item's keys {list(w)} are not those of the first, {columns[:-1]}")
+        todo.append((*w.values(), key in again))
     size = shard_size_for(settings, len(todo))
-    plan.shards = [{"judge": judge_spec, "judge_id": judge_id, "work": c} for c in _chunks(todo, size)]
+    plan.shards = [
+        {"judge": judge_spec, "judge_id": judge_id, "work": WorkRows(columns, c)} for c in _chunks(todo, size)
+    ]
     return plan
 
 
@@ -279,9 +303,10 @@ def within_judge_budget(
     duration = dict(zip(zip(synthesis["item_id"], synthesis["system_id"]), synthesis["duration_s"].fillna(0.0)))
     shards, kept_total = [], 0
     for shard in plan.shards:
+        work = shard["work"]
         kept = [
-            w
-            for w in shard["work"]
+            row
+            for w, row in zip(work, work.rows)
             if w["skip"]
             or budget.take(
                 judge_call_usd(
@@ -293,7 +318,7 @@ def within_judge_budget(
         ]
         kept_total += len(kept)
         if kept:
-            shards.append(shard | {"work": kept})
+            shards.append(shard | {"work": WorkRows(work.columns, kept)})
     dropped = sum(len(s["work"]) for s in plan.shards) - kept_total
     return Plan(plan.stage, wanted=plan.wanted - dropped, present=plan.present, shards=shards)
 
@@ -346,10 +371,10 @@ def _signals(store: ArtifactStore, run_id: str, quality_id: str) -> dict[tuple[s
     """CER and MOS per clip from the stored tables (one transcript per clip by construction; the MOS of the first
     predictor in settings.quality, `quality_id`)."""
     out: dict[tuple[str, str], dict[str, float | None]] = {}
-    transcripts = store.read(run_id, "transcripts")
+    transcripts = store.read(run_id, "transcripts", columns=["item_id", "system_id", "status", "cer"])
     for r in transcripts[transcripts["status"] == "ok"].itertuples(index=False):
         out.setdefault((r.item_id, r.system_id), {})["cer"] = float(r.cer)
-    quality = store.read(run_id, "quality")
+    quality = store.read(run_id, "quality", columns=["item_id", "system_id", "status", "quality_id", "mos"])
     for r in quality[(quality["status"] == "ok") & (quality["quality_id"] == quality_id)].itertuples(index=False):
         out.setdefault((r.item_id, r.system_id), {})["mos"] = float(r.mos)
     return out
@@ -362,7 +387,7 @@ def _pairwise_wanted(
     in its order; `baseline_id` of a work is the pair's other system, `vs_baseline` whether it is the run's."""
     if baseline_id is None:
         raise ValueError("pairwise judging needs a baseline_id")
-    items = store.read(run_id, "items").set_index("item_id")
+    items = store.read(run_id, "items", columns=["item_id", "text", "language", "category"]).set_index("item_id")
     clips, signals = Clips.read(store, run_id), _signals(store, run_id, primary_quality_id(settings))
     rows = items[["text", "language", "category"]].to_dict("index")  # one dict lookup per pair, not a .loc
     for item_id, system_id, other in judged_pairs(items.index, system_ids, baseline_id, settings):
