@@ -109,5 +109,7 @@ def test_batched_resampling_of_many_items_gives_scipys_unbatched_interval() -> N
     )
     assert _batch(ratio) == RESAMPLED_VALUES // n < 999  # batched indeed
     np.testing.assert_allclose(
-        ours(ratio, _ratio_delta, _ratio_delta_without_each, True, 4), scipy_bca(ratio, _ratio_delta, True, 4), rtol=1e-9
+        ours(ratio, _ratio_delta, _ratio_delta_without_each, True, 4),
+        scipy_bca(ratio, _ratio_delta, True, 4),
+        rtol=1e-9,
     )

@@ -190,12 +190,15 @@ def newest_per_key(data: pa.Table, key: list[str]) -> pa.Table:
     drop_duplicates(keep="last") give the same rows in the same order; tests/unit/test_store.py checks it)."""
     if data.num_rows == 0:
         return data
-    if "created_at" in data.column_names:
-        data = data.take(pc.sort_indices(data, sort_keys=[("created_at", "ascending")]))  # stable
-    position = "__position"
-    numbered = data.select(key).append_column(position, pa.array(range(data.num_rows), type=pa.int64()))
+    order = (
+        pc.sort_indices(data, sort_keys=[("created_at", "ascending")]).to_numpy()  # stable
+        if "created_at" in data.column_names
+        else np.arange(data.num_rows)
+    )
+    position = "__position"  # a row's place in created_at order; the key columns alone are reordered
+    numbered = data.select(key).take(order).append_column(position, pa.array(np.arange(data.num_rows)))
     last = numbered.group_by(key, use_threads=False).aggregate([(position, "max")])[f"{position}_max"]
-    return data.take(np.sort(last.to_numpy()))
+    return data.take(order[np.sort(last.to_numpy())])  # the whole table copied once
 
 
 class ArtifactStore:
@@ -502,6 +505,8 @@ class ArtifactStore:
         # in Arrow throughout: a pandas round trip held the table three times over (100,000 rows: +380 MiB)
         data = newest_per_key(data, list(definition.key))
         self.replace_table(run_id, table, data, label="compacted", replacing=parts)  # only the parts it read
+        del data
+        pa.default_memory_pool().release_unused()  # what Arrow's allocator kept goes back to the system
         return len(parts), len(self.part_files(run_id, table))
 
     def supersede(self, run_id: str, table: str, keys: set[tuple[Any, ...]], *, keep: str) -> int:
