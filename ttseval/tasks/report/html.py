@@ -17,6 +17,7 @@ import json
 import math
 import re
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import pandas as pd
@@ -201,11 +202,19 @@ def write_html_report(store: ArtifactStore, run_id: str, data: dict[str, Any]) -
     """Write the page and its data under runs/<run>/html/; returns the index's location."""
     for name in FILES:
         store.write_bytes(f"runs/{run_id}/html/{name}", (ASSETS / name).read_bytes())
-    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
-    script = (
-        f"window.TTSEVAL_RUNS = window.TTSEVAL_RUNS || {{}};\nwindow.TTSEVAL_RUNS[{json.dumps(run_id)}] = {payload};\n"
-    )
-    store.write_bytes(f"runs/{run_id}/html/data.js", script.encode("utf-8"))
+
+    def dumps(value: Any) -> bytes:  # "</" escaped: the data must not close the page's <script> element
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/").encode("utf-8")
+
+    def chunks() -> Iterator[bytes]:
+        # the items one at a time (tens of megabytes at 100,000 clips); the same JSON as one dumps of `data`
+        head = f"window.TTSEVAL_RUNS = window.TTSEVAL_RUNS || {{}};\nwindow.TTSEVAL_RUNS[{json.dumps(run_id)}] = "
+        yield head.encode("utf-8") + dumps({k: v for k, v in data.items() if k != "items"})[:-1] + b',"items":['
+        for i, item in enumerate(data["items"]):
+            yield (b"," if i else b"") + dumps(item)
+        yield b"]};\n"
+
+    store.write_chunks(f"runs/{run_id}/html/data.js", chunks)
     return store.display("runs", run_id, "html", "index.html")
 
 
