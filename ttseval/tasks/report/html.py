@@ -16,8 +16,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
