@@ -198,7 +198,7 @@ def plan_judge(
             plan.present += 1
             continue
         columns = columns or (*w, "replaces")
-        if len(w) + 1 != len(columns):
+        if tuple(w) != columns[:-1]:
             raise ValueError(f"{kind.table}: a work item's keys {list(w)} are not those of the first, {columns[:-1]}")
         todo.append((*w.values(), key in again))
     size = shard_size_for(settings, len(todo))
