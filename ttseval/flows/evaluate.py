@@ -8,6 +8,7 @@ soon as that shard's audio exists, so the model stages overlap synthesis instead
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import json
 import time
@@ -21,7 +22,7 @@ from ttseval.core.config import DEFAULT_SYSTEMS, Settings
 from ttseval.core.errors import TTSEvalError
 from ttseval.core.lease import RunLease
 from ttseval.core.registry import Spec
-from ttseval.core.store import check_run_id
+from ttseval.core.store import ArtifactStore, check_run_id
 from ttseval.corpus import DEMO_DATASET
 from ttseval.corpus.items import unknown_categories
 from ttseval.flows.common import (
@@ -134,76 +135,10 @@ def evaluate(
                 ", ".join(map(repr, own)),
             )
 
-        synth = plan_synthesis(st, run_id, items, specs, settings)
-        budget = None
-        if settings.budget_usd is not None:
-            budget = Budget(settings.budget_usd)  # synthesis draws on it first, the judges on what is left
-            synth, deferred, spend = within_budget(synth, estimate_synthesis(synth, st, settings), budget)
-            log.info(
-                "budget USD %.4f: this run's paid synthesis calls cost USD %.4f%s",
-                settings.budget_usd,
-                spend,
-                f"; {deferred} key(s) past the budget are left for a later run" if deferred else "",
-            )
-        if limits := ensure_vendor_limits(settings):
-            log.info("vendor limits across all workers: %s", ", ".join(limits))
-        # each clip stage (ttseval.tasks.stages): clips of earlier runs, and models added since, that lack rows
-        clip_plans = {
-            stage.table: plan_stage(stage, st, run_id, items, specs, settings, references) for stage in STAGES
-        }
-        log.info(synth.describe())  # each clip stage's line comes with its total (synthesize_and_score)
-
         system_ids = [s.id for s in specs]
-        progress = StageProgress(f"evaluate run {run_id!r}", artifact_key("progress", run_id), log)
-        with progress:
-            cpu_workers = cpu_workers_declared(settings)
-            results = synthesize_and_score(settings, run_id, synth, clip_plans, references, progress, cpu_workers)
-            # Judging reads the stage tables (CER and MOS are the objective judge's evidence), so it runs after them.
-            # A local audio-LLM judge is a model stage (GPU workers); remote and objective judges are not.
-            judging_started = time.perf_counter()  # the judge stages are declared to the progress after they ran
-
-            def place(judge: str) -> contextlib.AbstractContextManager[None]:
-                return placement(settings, judge_runs_on_gpu(judge, settings), cpu_workers)
-
-            judge_plans, judge_results = run_judge_stage(
-                settings, run_id, system_ids, baseline_spec.id, judge_specs, place, budget=budget
-            )
-            instruction_plans, instruction_results = run_instruction_stage(
-                settings, run_id, system_ids, instruction_specs, place, budget=budget
-            )
-            # EmergentTTS-Eval draws each pair's order at random; the audit measures what that averages out.
-            audit_plans, audit_results = run_position_audit(
-                settings, run_id, system_ids, baseline_spec.id, judge_specs, place, budget=budget
-            )
-            if budget is not None and budget.deferred > deferred:  # beyond the synthesis keys it deferred
-                log.info(
-                    "budget: %d judgement(s) past it are left for a later run; USD %.4f unspent",
-                    budget.deferred - deferred,
-                    budget.remaining_usd,
-                )
-            for stage, plans, done in (
-                ("judgments", judge_plans, judge_results),
-                ("instruction_judgments", instruction_plans, instruction_results),
-                ("position_audit", audit_plans, audit_results),
-            ):
-                progress.add(stage, sum(p.to_compute for p in plans), started=judging_started)
-                progress.advance(stage, sum(r.n_rows for r in done))
-        results += judge_results + instruction_results + audit_results
-        # the clip stages this run has (lid, prosody, similarity only when asked for; similarity when some clip has
-        # a voice to be compared with)
-        model_plans = (synth, *(clip_plans[s.table] for s in STAGES if s.enabled(settings, references)))
-        reused = {p.stage: p.present for p in model_plans} | {
-            "judgments": sum(p.present for p in judge_plans),
-            "instruction_judgments": sum(p.present for p in instruction_plans),
-            "position_audit": sum(p.present for p in audit_plans),
-        }
-        stages = (*(p.stage for p in model_plans), "judgments", "instruction_judgments", "position_audit")
-        computed = {stage: sum(r.n_rows for r in results if r.stage == stage) for stage in stages}
-        from_cache = {stage: sum(cache_hits(st, r) for r in results if r.stage == stage) for stage in stages}
-        log.info(
-            "rows written: %s; of them answered from earlier runs' caches (no call, no model run): %s",
-            ", ".join(f"{k} {v}" for k, v in computed.items()),
-            ", ".join(f"{k} {v}" for k, v in from_cache.items()),
+        # the plans, every clip's and pair's work, live only in run_stages: freed before compaction and the report
+        stages, reused, computed, from_cache = run_stages(
+            st, run_id, items, specs, baseline_spec, judge_specs, instruction_specs, settings, references
         )
 
         check_stage_tables(st, run_id, stages)
@@ -273,6 +208,93 @@ def evaluate(
             "renamed": staged.renamed,
             "clip_sets": settings.clip_sets,
         }
+
+
+def run_stages(
+    st: ArtifactStore,
+    run_id: str,
+    items: list[dict[str, Any]],
+    specs: list[Spec],
+    baseline_spec: Spec,
+    judge_specs: list[str],
+    instruction_specs: list[str],
+    settings: Settings,
+    references: References,
+) -> tuple[tuple[str, ...], dict[str, int], dict[str, int], dict[str, int]]:
+    """Plan and compute every stage's missing rows: synthesis and the clip stages, then the judges. Returns the
+    run's stages, and per stage the rows reused from the store, computed now, and answered from earlier runs'
+    caches."""
+    log = logger()
+    synth = plan_synthesis(st, run_id, items, specs, settings)
+    budget = None
+    if settings.budget_usd is not None:
+        budget = Budget(settings.budget_usd)  # synthesis draws on it first, the judges on what is left
+        synth, deferred, spend = within_budget(synth, estimate_synthesis(synth, st, settings), budget)
+        log.info(
+            "budget USD %.4f: this run's paid synthesis calls cost USD %.4f%s",
+            settings.budget_usd,
+            spend,
+            f"; {deferred} key(s) past the budget are left for a later run" if deferred else "",
+        )
+    if limits := ensure_vendor_limits(settings):
+        log.info("vendor limits across all workers: %s", ", ".join(limits))
+    # each clip stage (ttseval.tasks.stages): clips of earlier runs, and models added since, that lack rows
+    clip_plans = {stage.table: plan_stage(stage, st, run_id, items, specs, settings, references) for stage in STAGES}
+    log.info(synth.describe())  # each clip stage's line comes with its total (synthesize_and_score)
+
+    system_ids = [s.id for s in specs]
+    progress = StageProgress(f"evaluate run {run_id!r}", artifact_key("progress", run_id), log)
+    with progress:
+        cpu_workers = cpu_workers_declared(settings)
+        results = synthesize_and_score(settings, run_id, synth, clip_plans, references, progress, cpu_workers)
+        # Judging reads the stage tables (CER and MOS are the objective judge's evidence), so it runs after them.
+        # A local audio-LLM judge is a model stage (GPU workers); remote and objective judges are not.
+        judging_started = time.perf_counter()  # the judge stages are declared to the progress after they ran
+
+        def place(judge: str) -> contextlib.AbstractContextManager[None]:
+            return placement(settings, judge_runs_on_gpu(judge, settings), cpu_workers)
+
+        judge_plans, judge_results = run_judge_stage(
+            settings, run_id, system_ids, baseline_spec.id, judge_specs, place, budget=budget
+        )
+        instruction_plans, instruction_results = run_instruction_stage(
+            settings, run_id, system_ids, instruction_specs, place, budget=budget
+        )
+        # EmergentTTS-Eval draws each pair's order at random; the audit measures what that averages out.
+        audit_plans, audit_results = run_position_audit(
+            settings, run_id, system_ids, baseline_spec.id, judge_specs, place, budget=budget
+        )
+        if budget is not None and budget.deferred > deferred:  # beyond the synthesis keys it deferred
+            log.info(
+                "budget: %d judgement(s) past it are left for a later run; USD %.4f unspent",
+                budget.deferred - deferred,
+                budget.remaining_usd,
+            )
+        for stage, plans, done in (
+            ("judgments", judge_plans, judge_results),
+            ("instruction_judgments", instruction_plans, instruction_results),
+            ("position_audit", audit_plans, audit_results),
+        ):
+            progress.add(stage, sum(p.to_compute for p in plans), started=judging_started)
+            progress.advance(stage, sum(r.n_rows for r in done))
+    results += judge_results + instruction_results + audit_results
+    # the clip stages this run has (lid, prosody, similarity only when asked for; similarity when some clip has
+    # a voice to be compared with)
+    model_plans = (synth, *(clip_plans[s.table] for s in STAGES if s.enabled(settings, references)))
+    reused = {p.stage: p.present for p in model_plans} | {
+        "judgments": sum(p.present for p in judge_plans),
+        "instruction_judgments": sum(p.present for p in instruction_plans),
+        "position_audit": sum(p.present for p in audit_plans),
+    }
+    stages = (*(p.stage for p in model_plans), "judgments", "instruction_judgments", "position_audit")
+    computed = {stage: sum(r.n_rows for r in results if r.stage == stage) for stage in stages}
+    from_cache = {stage: sum(cache_hits(st, r) for r in results if r.stage == stage) for stage in stages}
+    log.info(
+        "rows written: %s; of them answered from earlier runs' caches (no call, no model run): %s",
+        ", ".join(f"{k} {v}" for k, v in computed.items()),
+        ", ".join(f"{k} {v}" for k, v in from_cache.items()),
+    )
+    return stages, reused, computed, from_cache
 
 
 def cache_hits(st: Any, result: StageResult) -> int:
@@ -362,11 +384,12 @@ def synthesize_and_score(
     results = []
     for future in in_window(jobs):  # at most SUBMIT_WINDOW shards on the cluster at once (ttseval.tasks.window)
         result = future.result()
-        results.append(result)
         progress.advance(result.stage, result.n_rows)
         if result.stage == "synthesis" and (shard := shard_of.pop(result.label, None)) is not None:
             for stage in stages:  # the rows the shard's clips that did not come would have had
                 progress.lower(
                     stage.table, shard_rows(stage, shard, shard["items"]) - shard_rows(stage, shard, result.work)
                 )
+        # kept for the run's counts, without the clips it handed to the next stages (every clip of the run)
+        results.append(dataclasses.replace(result, work=[]))
     return results

@@ -50,6 +50,123 @@ def _markdown_html(markdown: str) -> str:
     return re.sub(r'src="(figures|listening)/', r'src="../\1/', html)
 
 
+class _ByItem:
+    """A table's rows grouped by item, without a Python object per row: each item's row positions, and the
+    columns the page shows as lists. A column the table lacks reads as None."""
+
+    def __init__(self, frame: pd.DataFrame, columns: tuple[str, ...]) -> None:
+        self.at: dict[Any, Any] = frame.groupby("item_id", sort=False).indices if len(frame) else {}
+        self.columns = {c: frame[c].tolist() if c in frame.columns else [None] * len(frame) for c in columns}
+
+    def rows(self, item_id: str) -> Iterator[dict[str, Any]]:
+        for i in self.at.get(item_id, ()):
+            yield {c: values[i] for c, values in self.columns.items()}
+
+
+class PageItems:
+    """The page's items, each built as it is written: at 100,000 clips every clip's dict with its word alignments
+    held at once is most of a gigabyte, one item's is a few kilobytes. Iterable as often as needed, in the items
+    table's order; each item's clips in the synthesis table's order, its recognisers and judges in theirs."""
+
+    def __init__(
+        self,
+        items: pd.DataFrame,
+        synthesis: pd.DataFrame,
+        quality: pd.DataFrame,
+        transcripts: pd.DataFrame,
+        judgments: pd.DataFrame,
+    ) -> None:
+        self.items = {c: items[c].tolist() for c in ("item_id", "text", "category", "depth", "language")}
+        self.synthesis = _ByItem(
+            synthesis, ("system_id", "status", "error_message", "duration_s", "audio_flags", "audio_sha256")
+        )
+        self.quality = _ByItem(quality, ("system_id", "mos"))
+        self.transcripts = _ByItem(
+            transcripts, ("system_id", "asr_id", "status", "wer", "cer", "ref_norm", "hyp_norm", "error_message")
+        )
+        self.judgments = _ByItem(
+            judgments,
+            (
+                "system_id",
+                "judge_id",
+                "status",
+                "winner",
+                "baseline_id",
+                "candidate_first",
+                "score_candidate",
+                "score_baseline",
+                "reasoning_candidate",
+                "reasoning_baseline",
+                "comparison",
+                "error_message",
+            ),
+        )
+        self.count = len(items)
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for position in range(self.count):
+            r = {c: values[position] for c, values in self.items.items()}
+            yield {
+                "id": r["item_id"],
+                "text": r["text"],
+                "category": _clean(r["category"]),
+                "depth": _clean(r["depth"]),
+                "language": _clean(r["language"]),
+                "clips": self.clips(r["item_id"]),
+            }
+
+    def clips(self, item_id: str) -> dict[str, dict[str, Any]]:
+        clips: dict[str, dict[str, Any]] = {}
+        for r in self.synthesis.rows(item_id):
+            clips[r["system_id"]] = {
+                "status": r["status"],
+                "error": _clean(r["error_message"]),
+                "duration_s": _clean(r["duration_s"]),
+                "flags": _clean(r["audio_flags"]),
+                "audio": f"../../../{ArtifactStore.audio_rel_path(r['audio_sha256'])}"
+                if r["status"] == "ok" and isinstance(r["audio_sha256"], str)
+                else None,
+                "asr": {},
+                "judges": {},
+            }
+        for r in self.quality.rows(item_id):
+            if r["system_id"] in clips:
+                clips[r["system_id"]]["mos"] = _clean(r["mos"])
+        for r in self.transcripts.rows(item_id):
+            clip = clips.get(r["system_id"])
+            if clip is None:
+                continue
+            entry: dict[str, Any] = {"status": r["status"], "wer": _clean(r["wer"]), "cer": _clean(r["cer"])}
+            if r["status"] == "ok" and isinstance(r["ref_norm"], str):
+                entry["words"] = [list(t) for t in word_alignment(r["ref_norm"], r["hyp_norm"] or "")]
+            else:
+                entry["error"] = _clean(r["error_message"])
+            clip["asr"][r["asr_id"]] = entry
+        for r in self.judgments.rows(item_id):
+            clip = clips.get(r["system_id"])
+            if clip is None:
+                continue
+            ok = r["status"] == "ok"
+            scores = (r["score_baseline"], r["score_candidate"])
+            clip["judges"][r["judge_id"]] = {
+                "verdict": {"candidate": "win", "baseline": "loss", "tie": "tie"}.get(r["winner"]) if ok else None,
+                "status": r["status"],
+                "baseline": r["baseline_id"],
+                "a": "candidate" if r["candidate_first"] else "baseline",
+                "margin": _clean(scores[0] - scores[1]) if not any(pd.isna(s) for s in scores) else None,
+                "score_candidate": _clean(r["score_candidate"]),
+                "score_baseline": _clean(r["score_baseline"]),
+                "candidate": _clean(r["reasoning_candidate"]),
+                "baseline_notes": _clean(r["reasoning_baseline"]),
+                "comparison": _clean(r["comparison"]),
+                "error": _clean(r["error_message"]),
+            }
+        return clips
+
+
 def build_data(
     store: ArtifactStore,
     run_id: str,
@@ -70,73 +187,13 @@ def build_data(
     quality = tables.quality
     judgments = against_baseline(store.read(run_id, "judgments"))  # a clip's verdict is the one vs the baseline
     judgments = judgments[judgments["system_id"].isin(tables.system_ids)]
-    clips: dict[str, dict[str, dict[str, Any]]] = {}
-    for r in synthesis.itertuples():
-        clips.setdefault(r.item_id, {})[r.system_id] = {
-            "status": r.status,
-            "error": _clean(r.error_message),
-            "duration_s": _clean(r.duration_s),
-            "flags": _clean(getattr(r, "audio_flags", None)),
-            "audio": f"../../../{ArtifactStore.audio_rel_path(r.audio_sha256)}"
-            if r.status == "ok" and isinstance(r.audio_sha256, str)
-            else None,
-            "asr": {},
-            "judges": {},
-        }
-    for r in quality[quality["status"] == "ok"].itertuples():
-        if r.system_id in clips.get(r.item_id, {}):
-            clips[r.item_id][r.system_id]["mos"] = _clean(r.mos)
     recognisers = [
         {"id": a, "spec": spec}
         for a, spec in transcripts[["asr_id", "asr_spec"]].drop_duplicates("asr_id").itertuples(index=False)
     ]
-    for r in transcripts.itertuples():
-        clip = clips.get(r.item_id, {}).get(r.system_id)
-        if clip is None:
-            continue
-        entry: dict[str, Any] = {"status": r.status, "wer": _clean(r.wer), "cer": _clean(r.cer)}
-        if r.status == "ok" and isinstance(r.ref_norm, str):
-            entry["words"] = [list(t) for t in word_alignment(r.ref_norm, r.hyp_norm or "")]
-        else:
-            entry["error"] = _clean(r.error_message)
-        clip["asr"][r.asr_id] = entry
     judge_ids = list(pd.unique(judgments["judge_id"]))
     judge_specs = dict(zip(judgments["judge_id"], judgments["judge_spec"]))
-    for r in judgments.itertuples():
-        clip = clips.get(r.item_id, {}).get(r.system_id)
-        if clip is None:
-            continue
-        verdict = {"candidate": "win", "baseline": "loss", "tie": "tie"}.get(r.winner) if r.status == "ok" else None
-        margin = (
-            (r.score_baseline - r.score_candidate)
-            if not (pd.isna(r.score_baseline) or pd.isna(r.score_candidate))
-            else None
-        )
-        clip["judges"][r.judge_id] = {
-            "verdict": verdict,
-            "status": r.status,
-            "baseline": r.baseline_id,
-            "a": "candidate" if r.candidate_first else "baseline",
-            "margin": _clean(margin),
-            "score_candidate": _clean(r.score_candidate),
-            "score_baseline": _clean(r.score_baseline),
-            "candidate": _clean(r.reasoning_candidate),
-            "baseline_notes": _clean(r.reasoning_baseline),
-            "comparison": _clean(r.comparison),
-            "error": _clean(r.error_message),
-        }
-    rows = []
-    for r in items.itertuples():
-        rows.append(
-            {
-                "id": r.item_id,
-                "text": r.text,
-                "category": _clean(r.category),
-                "depth": _clean(r.depth),
-                "language": _clean(r.language),
-                "clips": clips.get(r.item_id, {}),
-            }
-        )
+    rows = PageItems(items, synthesis, quality[quality["status"] == "ok"], transcripts, judgments)
     leaderboard = []
     for r in summary.to_dict("records"):
         row = {
