@@ -386,6 +386,26 @@ def test_every_run_writes_a_tidy_per_item_table_that_pandas_and_duckdb_read(two_
     assert (tmp_path / "share" / "per_sentence.csv").read_bytes() == path.read_bytes()
 
 
+def test_the_per_item_csv_written_a_few_rows_at_a_time_is_one_to_csv_of_the_whole(
+    two_recogniser_run, tmp_path, monkeypatch
+) -> None:
+    """per_sentence.csv is written CSV_ROWS rows at a time (tens of megabytes at 100,000 clips): at 5 rows a
+    chunk its 12 rows come in three pieces, one header, byte for byte what one to_csv of the whole table writes,
+    the formula-like text quoted in every piece."""
+    from ttseval.tasks.report import per_item
+    from ttseval.tasks.report.compute import RunTables
+    from ttseval.tasks.report.format import spreadsheet_safe
+
+    store, settings = two_recogniser_run
+    tables = RunTables.read(store, "r", ["s1", "s2"], "dnsmos")
+    tables.items.loc[tables.items["item_id"] == "i3", "text"] = "=HYPERLINK(1)"
+    monkeypatch.setattr(per_item, "CSV_ROWS", 5)
+    table = per_item.write_per_item(store, "r", settings, tables)
+    written = (tmp_path / "store" / "runs" / "r" / "per_sentence.csv").read_bytes()
+    assert len(table) == 12 and written.count(b"item_id,") == 1 and written.count(b"'=HYPERLINK(1)") == 4
+    assert written == spreadsheet_safe(table).to_csv(index=False).encode("utf-8")
+
+
 def test_markdown_table_escapes_and_refuses_ragged_rows() -> None:
     assert markdown_table(["a", "b"], [[1, "x|y"], ["two\nlines", None]]) == (
         "| a | b |\n|---|---|\n| 1 | x\\|y |\n| two lines | None |"

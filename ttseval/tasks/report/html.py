@@ -50,6 +50,23 @@ def _markdown_html(markdown: str) -> str:
     return re.sub(r'src="(figures|listening)/', r'src="../\1/', html)
 
 
+VERDICT_COLUMNS = (
+    "system_id",
+    "judge_id",
+    "status",
+    "winner",
+    "baseline_id",
+    "candidate_first",
+    "score_candidate",
+    "score_baseline",
+    "reasoning_candidate",
+    "reasoning_baseline",
+    "comparison",
+    "error_message",
+)
+"""The judgments' columns a clip's verdict shows (not the raw answers: at 100,000 clips they are most of the table)."""
+
+
 class _ByItem:
     """A table's rows grouped by item, without a Python object per row: each item's row positions, and the
     columns the page shows as lists. A column the table lacks reads as None."""
@@ -84,23 +101,7 @@ class PageItems:
         self.transcripts = _ByItem(
             transcripts, ("system_id", "asr_id", "status", "wer", "cer", "ref_norm", "hyp_norm", "error_message")
         )
-        self.judgments = _ByItem(
-            judgments,
-            (
-                "system_id",
-                "judge_id",
-                "status",
-                "winner",
-                "baseline_id",
-                "candidate_first",
-                "score_candidate",
-                "score_baseline",
-                "reasoning_candidate",
-                "reasoning_baseline",
-                "comparison",
-                "error_message",
-            ),
-        )
+        self.judgments = _ByItem(judgments, VERDICT_COLUMNS)
         self.count = len(items)
 
     def __len__(self) -> int:
@@ -185,7 +186,8 @@ def build_data(
     synthesis = tables.synthesis
     transcripts = tables.transcripts[tables.transcripts["system_id"].isin(tables.system_ids)]
     quality = tables.quality
-    judgments = against_baseline(store.read(run_id, "judgments"))  # a clip's verdict is the one vs the baseline
+    columns = ["item_id", "judge_spec", "vs_baseline", *VERDICT_COLUMNS]
+    judgments = against_baseline(store.read(run_id, "judgments", columns=columns))  # a clip's verdict: vs the baseline
     judgments = judgments[judgments["system_id"].isin(tables.system_ids)]
     recognisers = [
         {"id": a, "spec": spec}

@@ -7,6 +7,7 @@ copied into the export; plain CSV, so pandas and DuckDB read it as is."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 import pandas as pd
 
@@ -15,6 +16,8 @@ from ttseval.core.store import ArtifactStore
 from ttseval.tasks.report.compute import RunTables
 
 FILE = "per_sentence.csv"
+CSV_ROWS = 10_000
+"""Rows of per_sentence.csv formatted at once."""
 LEADING = [
     "item_id",
     "category",
@@ -121,9 +124,16 @@ def write_per_item(store: ArtifactStore, run_id: str, settings: Settings, tables
     from ttseval.metrics.winrate import against_baseline
     from ttseval.tasks.report.format import spreadsheet_safe
 
-    judgments = against_baseline(store.read(run_id, "judgments"))  # a clip's verdict is the one vs the baseline
+    verdicts = ["item_id", "system_id", "judge_spec", "vs_baseline", "status", "winner"]  # not the raw answers
+    judgments = against_baseline(store.read(run_id, "judgments", columns=verdicts))  # a clip's: the one vs the baseline
     instruction = store.read(run_id, "instruction_judgments")
     english = all(base_language(lang) == "en" for lang in tables.items["language"].unique())
     table = per_item_table(tables, settings, judgments, instruction, text_language=not english)
-    store.write_bytes(f"runs/{run_id}/{FILE}", spreadsheet_safe(table).to_csv(index=False).encode("utf-8"))
+
+    def chunks() -> Iterator[bytes]:  # at 100,000 clips the CSV is tens of megabytes: never whole in memory
+        for start in range(0, max(len(table), 1), CSV_ROWS):
+            part = spreadsheet_safe(table.iloc[start : start + CSV_ROWS])
+            yield part.to_csv(index=False, header=start == 0).encode("utf-8")
+
+    store.write_chunks(f"runs/{run_id}/{FILE}", chunks)
     return table
