@@ -15,7 +15,16 @@ from ttseval.core.config import Settings
 from ttseval.core.registry import Spec
 from ttseval.tasks.parts import get_store
 from ttseval.tasks.plan import LARGEST_SHARD, SMALLEST_SHARD, TASKS_PER_STAGE, plan_synthesis, shard_size_for
-from ttseval.tasks.window import in_window
+from ttseval.tasks.window import CLIPS_IN_FLIGHT, SMALLEST_WINDOW, SUBMIT_WINDOW, in_window, window_for
+
+
+def test_the_window_counts_clips_once_shards_grow_so_it_holds_the_same_work_at_any_size() -> None:
+    """Small shards: SUBMIT_WINDOW of them. Shards of 200 clips (a 100,000-clip run's): 8,192 // 200 = 40 shards,
+    8,000 clips in flight rather than 256 x 200 = 51,200. The largest shards still get SMALLEST_WINDOW."""
+    assert (CLIPS_IN_FLIGHT, SUBMIT_WINDOW, SMALLEST_WINDOW) == (8192, 256, 32)
+    assert window_for(8) == 256 and window_for(32) == 256 and window_for(33) == 248
+    assert window_for(200) == 40 and window_for(200) * 200 <= CLIPS_IN_FLIGHT
+    assert window_for(LARGEST_SHARD) == 32 and window_for(10_000) == 32 and window_for(0) == 256
 
 
 def test_the_window_holds_at_most_limit_shards_unfinished_and_yields_every_future_once() -> None:

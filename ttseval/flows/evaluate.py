@@ -54,7 +54,7 @@ from ttseval.tasks.staging import stage_files_systems
 from ttseval.tasks.synthesize import synthesize_task
 from ttseval.tasks.trends import declared_series
 from ttseval.tasks.voices import References, store_prompts, store_reference_voices
-from ttseval.tasks.window import Job, in_window
+from ttseval.tasks.window import Job, in_window, window_for
 
 
 @flow(name="evaluate", task_runner=SettingsDaskTaskRunner())
@@ -381,8 +381,9 @@ def synthesize_and_score(
         (synthesis_job(shard) for shard in synth.shards),
         (backlog_job(stage, i, w) for stage in stages for i, w in enumerate(clip_plans[stage.table].shards)),
     )
+    sizes = [len(s["items"]) for s in synth.shards] + [len(w) for p in clip_plans.values() for w in p.shards]
     results = []
-    for future in in_window(jobs):  # at most SUBMIT_WINDOW shards on the cluster at once (ttseval.tasks.window)
+    for future in in_window(jobs, window_for(max(sizes, default=1))):  # a bounded window (ttseval.tasks.window)
         result = future.result()
         progress.advance(result.stage, result.n_rows)
         if result.stage == "synthesis" and (shard := shard_of.pop(result.label, None)) is not None:

@@ -39,7 +39,7 @@ from ttseval.tasks.plan import Plan, _chunks, _present, shard_size_for
 from ttseval.tasks.provider_cache import get_provider
 from ttseval.tasks.quality import primary_quality_id
 from ttseval.tasks.retries import is_transient_task_error, task_retry_options
-from ttseval.tasks.window import Job, in_window
+from ttseval.tasks.window import Job, in_window, window_for
 
 Placement = Callable[[str], contextlib.AbstractContextManager[object]]
 """judge spec -> the context its tasks are submitted in (which Dask workers may run them)."""
@@ -361,7 +361,8 @@ def run_judges(
         for spec, plan in zip(judges, plans)
         for i, shard in enumerate(plan.shards)
     )
-    return plans, [f.result() for f in in_window(jobs)]  # at most SUBMIT_WINDOW shards at once
+    largest = max((len(shard["work"]) for plan in plans for shard in plan.shards), default=1)
+    return plans, [f.result() for f in in_window(jobs, window_for(largest))]  # a bounded window of shards
 
 
 # -- pairwise: which pairs of systems are compared (setting judge_pairs) ------------------------------------------

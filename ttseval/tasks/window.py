@@ -1,6 +1,7 @@
-"""A bounded window of submitted work: a run holds at most `SUBMIT_WINDOW` shards' tasks on the cluster at once and
-submits the next shard as one finishes, so the flow's futures and the scheduler's task graph stay the same size
-however large the run is (a 100,000-clip run would otherwise hold every task of every stage at once)."""
+"""A bounded window of submitted work: a run holds at most `SUBMIT_WINDOW` shards' tasks on the cluster at once (fewer
+when shards are large: `window_for`) and submits the next shard as one finishes, so the flow's futures and the
+scheduler's task graph stay the same size however large the run is (a 100,000-clip run would otherwise hold every
+task of every stage at once)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,21 @@ from prefect.futures import PrefectFuture
 SUBMIT_WINDOW = 256
 """Shards whose tasks may be submitted and unfinished at once: enough to keep a large cluster's workers busy (each
 shard is one task per stage), few enough that the scheduler holds thousands of tasks, not hundreds of thousands."""
+
+CLIPS_IN_FLIGHT = 8192
+"""Clips (or judged pairs) the submitted shards may hold together. Shards grow with the run
+(ttseval.tasks.plan.shard_size_for: 200 clips at 100,000), so a window counted in shards alone would hold half of
+such a run's work in the flow's process at once; counted in clips it holds the same however large the run is."""
+
+SMALLEST_WINDOW = 32
+"""Shards in flight however large they are: enough for a cluster's workers to start the next while others finish."""
+
+
+def window_for(largest_shard: int) -> int:
+    """Shards to hold submitted at once when the largest holds `largest_shard` clips: SUBMIT_WINDOW, fewer when that
+    many would hold more than CLIPS_IN_FLIGHT clips, never fewer than SMALLEST_WINDOW."""
+    return max(SMALLEST_WINDOW, min(SUBMIT_WINDOW, CLIPS_IN_FLIGHT // max(largest_shard, 1)))
+
 
 Job = Callable[[], Sequence[PrefectFuture[Any]]]
 """Submits one shard's tasks (its synthesis and the stage tasks that read its clips, or one backlog task) and
