@@ -3,16 +3,25 @@
 The end-to-end case (a real evaluate run stopped mid-synthesis, its Dask workers and temporary Prefect server
 gone after) is tests/system/test_evaluate_lifecycle.py::test_sigterm_stops_the_run_and_everything_it_started. Here
 the orderly stop is made to hang on purpose, which a real run does only on a loaded machine, so the watchdog's own
-path is what ends the process."""
+path is what ends the process.
+
+Each case runs twice: with the signal free to land on the main thread, and with the main thread blocking SIGTERM so
+that the kernel must hand it to another thread, as it may at any time in a process with threads (Prefect's, Dask's).
+There CPython's handler waits for the main thread, which here sleeps for ten minutes: only ttseval's nudge
+(ttseval.cli.signals.handle_sigterm) makes it run."""
 
 from __future__ import annotations
 
+import os
+import queue
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 
 import psutil
+import pytest
 
 from tests.support.harness import ROOT
 
@@ -22,8 +31,10 @@ HANGING_COMMAND = textwrap.dedent("""
     import signal, subprocess, sys, time
     import ttseval.cli.signals as cli
     cli.SIGTERM_GRACE_S = float(sys.argv[1])
-    signal.signal(signal.SIGTERM, cli.exit_on_sigterm)
+    cli.handle_sigterm()
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    if sys.argv[2] == "another thread":  # the nudge thread, started above, is then the only one that takes it
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # after the child, which would inherit it
     try:
         print(child.pid, flush=True)  # inside the try: a SIGTERM sent once this is read always meets the finally
         time.sleep(600)
@@ -33,31 +44,62 @@ HANGING_COMMAND = textwrap.dedent("""
 """)
 
 
-def _start(grace_s: float) -> tuple[subprocess.Popen, psutil.Process]:
+RECEIVERS = pytest.mark.parametrize("receiver", ["the main thread", "another thread"])
+
+
+class Lines:
+    """A process's stdout, read by a thread, so that waiting for a line has a deadline."""
+
+    def __init__(self, proc: subprocess.Popen) -> None:
+        self.proc = proc
+        self.queue: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.queue.put(line)
+        self.queue.put("")
+
+    def starting(self, prefix: str, timeout: float = 60) -> str:
+        """The first line starting with prefix; Prefect's own log lines may come first."""
+        try:
+            while line := self.queue.get(timeout=timeout):
+                if line.startswith(prefix):
+                    return line
+        except queue.Empty:
+            os.killpg(self.proc.pid, signal.SIGKILL)  # its children too, which hold stderr open
+        raise AssertionError(f"no line starting {prefix!r}; stderr: {self.proc.stderr.read()[-3000:]}")
+
+
+def _start(grace_s: float, receiver: str) -> tuple[subprocess.Popen, Lines, psutil.Process]:
     proc = subprocess.Popen(
-        [sys.executable, "-c", HANGING_COMMAND, str(grace_s)],
+        [sys.executable, "-c", HANGING_COMMAND, str(grace_s), receiver],
         cwd=ROOT,
         text=True,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        start_new_session=True,  # a process group to stop whole when a line never comes
     )
-    child = psutil.Process(int(proc.stdout.readline()))
-    return proc, child
+    lines = Lines(proc)
+    child = psutil.Process(int(lines.starting("")))
+    return proc, lines, child
 
 
-def test_a_hung_orderly_stop_ends_after_the_grace_and_takes_its_children_with_it() -> None:
-    proc, child = _start(grace_s=2)
+@RECEIVERS
+def test_a_hung_orderly_stop_ends_after_the_grace_and_takes_its_children_with_it(receiver: str) -> None:
+    proc, lines, child = _start(grace_s=2, receiver=receiver)
     proc.send_signal(signal.SIGTERM)
-    assert proc.stdout.readline().strip() == "cleanup started"  # SystemExit reached the finally: the orderly stop
+    lines.starting("cleanup started")  # SystemExit reached the finally: the orderly stop
     assert proc.wait(timeout=30) == 128 + signal.SIGTERM
     assert "the orderly stop took over 2 s" in proc.stderr.read()
     assert not child.is_running() or child.status() == psutil.STATUS_ZOMBIE
 
 
-def test_a_second_sigterm_stops_at_once() -> None:
-    proc, child = _start(grace_s=600)  # the watchdog alone would wait ten minutes
+@RECEIVERS
+def test_a_second_sigterm_stops_at_once(receiver: str) -> None:
+    proc, lines, child = _start(grace_s=600, receiver=receiver)  # the watchdog alone would wait ten minutes
     proc.send_signal(signal.SIGTERM)
-    assert proc.stdout.readline().strip() == "cleanup started"
+    lines.starting("cleanup started")
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == 128 + signal.SIGTERM
     _, alive = psutil.wait_procs([child], timeout=10)
@@ -72,9 +114,11 @@ HANGING_FLOW = textwrap.dedent("""
     from prefect import flow
     import ttseval.cli.signals as cli
     cli.SIGTERM_GRACE_S = float(sys.argv[1])
-    signal.signal(signal.SIGTERM, cli.exit_on_sigterm)
+    cli.handle_sigterm()
     cli.bridge_prefect_sigterm()
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    if sys.argv[2] == "another thread":
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
 
     @flow
     def hanging():
@@ -89,41 +133,38 @@ HANGING_FLOW = textwrap.dedent("""
 """)
 
 
-def _start_flow(grace_s: float, prefect_api: str) -> tuple[subprocess.Popen, psutil.Process]:
+def _start_flow(grace_s: float, prefect_api: str, receiver: str) -> tuple[subprocess.Popen, Lines, psutil.Process]:
     from tests.support.harness import cli_env
 
     proc = subprocess.Popen(
-        [sys.executable, "-c", HANGING_FLOW, str(grace_s)],
+        [sys.executable, "-c", HANGING_FLOW, str(grace_s), receiver],
         cwd=ROOT,
         text=True,
         env=cli_env(prefect_api),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        start_new_session=True,  # a process group to stop whole when a line never comes
     )
-    return proc, psutil.Process(int(_line_starting(proc, "child ").split()[1]))
+    lines = Lines(proc)
+    return proc, lines, psutil.Process(int(lines.starting("child ").split()[1]))
 
 
-def _line_starting(proc: subprocess.Popen, prefix: str) -> str:
-    for line in proc.stdout:  # Prefect's own log lines may come first
-        if line.startswith(prefix):
-            return line
-    raise AssertionError(f"no line starting {prefix!r}; stderr: {proc.stderr.read()[-3000:]}")
-
-
-def test_a_sigterm_inside_a_flow_run_is_bounded_by_the_watchdog(prefect_api: str) -> None:
-    proc, child = _start_flow(grace_s=2, prefect_api=prefect_api)
+@RECEIVERS
+def test_a_sigterm_inside_a_flow_run_is_bounded_by_the_watchdog(prefect_api: str, receiver: str) -> None:
+    proc, lines, child = _start_flow(grace_s=2, prefect_api=prefect_api, receiver=receiver)
     proc.send_signal(signal.SIGTERM)
-    _line_starting(proc, "cleanup started")  # Prefect's TerminationSignal reached the flow's finally
+    lines.starting("cleanup started")  # Prefect's TerminationSignal reached the flow's finally
     assert proc.wait(timeout=60) == 128 + signal.SIGTERM
     assert "the orderly stop took over 2 s" in proc.stderr.read()
     _, alive = psutil.wait_procs([child], timeout=10)
     assert not alive
 
 
-def test_a_second_sigterm_inside_a_flow_run_stops_at_once(prefect_api: str) -> None:
-    proc, child = _start_flow(grace_s=600, prefect_api=prefect_api)
+@RECEIVERS
+def test_a_second_sigterm_inside_a_flow_run_stops_at_once(prefect_api: str, receiver: str) -> None:
+    proc, lines, child = _start_flow(grace_s=600, prefect_api=prefect_api, receiver=receiver)
     proc.send_signal(signal.SIGTERM)
-    _line_starting(proc, "cleanup started")
+    lines.starting("cleanup started")
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == 128 + signal.SIGTERM
     _, alive = psutil.wait_procs([child], timeout=10)

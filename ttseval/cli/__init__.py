@@ -33,7 +33,7 @@ from ttseval.cli.listening import cmd_human_alignment, cmd_human_eval, cmd_mos_a
 from ttseval.cli.operations import cmd_series, cmd_serve, cmd_server, cmd_stack
 from ttseval.cli.results import cmd_export, cmd_leaderboard, cmd_report, cmd_trends
 from ttseval.cli.runs import cmd_backfill_judge, cmd_evaluate, cmd_nightly
-from ttseval.cli.signals import exit_on_sigterm
+from ttseval.cli.signals import handle_sigterm
 from ttseval.core.errors import TTSEvalError
 
 __all__ = [
@@ -101,9 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import signal
-
-    signal.signal(signal.SIGTERM, exit_on_sigterm)
+    handle_sigterm()
     quiet_defaults()
     logging.getLogger("ttseval").setLevel(logging.INFO)
     args = build_parser().parse_args(argv)

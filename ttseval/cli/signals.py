@@ -6,13 +6,56 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import sys
+import threading
 from typing import NoReturn
 
 # How long SIGTERM's orderly stop may take before the command stops its own processes and exits. Below the
 # grace a batch system gives before SIGKILL (Slurm's KillWait and Kubernetes' terminationGracePeriodSeconds are
 # both 30 s by default), so the command, not SIGKILL, decides what is left behind.
 SIGTERM_GRACE_S = 25.0
+
+
+# Sent to the main thread so that it runs a pending SIGTERM (or SIGINT) handler at once; its own handler does
+# nothing. SIGURG: ignored by default and used by nothing in this process.
+NUDGE = signal.SIGURG
+
+
+def handle_sigterm() -> None:
+    """Install exit_on_sigterm, and make sure it runs promptly whichever thread the kernel hands SIGTERM to.
+
+    Why: the kernel delivers a process-directed signal to any thread that does not block it. CPython's C-level
+    handler only flags it; the Python handler waits until the main thread next runs bytecode, so a main thread
+    blocked in a long wait (a sleep, a lock, a socket) would neither start the orderly stop nor arm the watchdog
+    (a second SIGTERM inside a flow run's cleanup was seen to be ignored this way). The wakeup fd receives a byte
+    for each signal on any thread; a watcher thread reads them and sends NUDGE to the main thread, whose blocking
+    call then returns EINTR and runs every pending handler first (PEP 475). Call from the main thread."""
+    signal.signal(signal.SIGTERM, exit_on_sigterm)
+    signal.signal(NUDGE, _do_nothing)
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)
+    previous = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+    if previous != -1:  # someone else reads the wakeup fd: leave it theirs, the handler still runs, only later
+        signal.set_wakeup_fd(previous)
+        os.close(read_fd)
+        os.close(write_fd)
+        return
+    threading.Thread(target=_nudge_main, args=(read_fd,), name="ttseval-signal-nudge", daemon=True).start()
+
+
+def _do_nothing(signum: int, frame: object) -> None:
+    """NUDGE's handler: being delivered to the main thread is the whole effect."""
+
+
+def _nudge_main(read_fd: int) -> None:
+    main = threading.main_thread().ident
+    assert main is not None
+    wanted = {int(signal.SIGTERM), int(signal.SIGINT)}
+    while data := os.read(read_fd, 64):
+        if wanted.intersection(data):
+            with contextlib.suppress(OSError):  # the main thread has already ended
+                signal.pthread_kill(main, NUDGE)
 
 
 def exit_on_sigterm(signum: int, frame: object) -> None:
@@ -33,8 +76,6 @@ _watchdog = {"armed": False, "redelivered": False}
 
 def _arm_watchdog(signum: int) -> None:
     """The first SIGTERM starts the grace timer; a second one stops everything at once."""
-    import threading
-
     if _watchdog["armed"]:
         _stop_now(signum)
     _watchdog["armed"] = True
