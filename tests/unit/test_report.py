@@ -211,6 +211,7 @@ def test_a_command_prints_the_view_stored_with_the_report_and_the_same_computed_
     same text as computing them from the tables, which it does once the run's files changed or for other systems."""
     from ttseval.cli.results import print_report
     from ttseval.tasks.report import full, rows_for_display, stored_terminal_view
+    from ttseval.tasks.report.compute import run_system_ids
 
     store, settings = two_recogniser_run
     store.write_part(
@@ -244,6 +245,11 @@ def test_a_command_prints_the_view_stored_with_the_report_and_the_same_computed_
     print_report(settings, "r", None)
     stored_text = capsys.readouterr().out
     assert "flite:slt" in stored_text and "Win-rate vs baseline" in stored_text
+    # all the run's systems listed in another order than their rows are stored (a run's shards end in any order)
+    write_full_report(store, "r", settings, ["s2", "s1"], {"run_id": "r", "store": store.display(), "baseline": "s1"})
+    assert run_system_ids(store, "r") == ["s1", "s2"]
+    assert stored_terminal_view(store, "r", settings, None)["system_ids"] == ["s2", "s1"]
+    assert stored_terminal_view(store, "r", settings, ["s1", "s2"]) is None  # listed in another order: computed
     write_full_report(store, "r", settings, ["s2"], {"run_id": "r", "store": store.display(), "baseline": "s1"})
     assert stored_terminal_view(store, "r", settings, None) is None  # made for s2 alone: not the whole run's
     print_report(settings, "r", None)

@@ -156,8 +156,9 @@ def stored_terminal_view(
     view = json.loads(store.read_bytes(f"runs/{run_id}/{TERMINAL_VIEW}"))
     if view["made_by"] != _made_by(settings) or view["files"] != input_files(store, run_id):
         return None
-    wanted = list(system_ids) if system_ids is not None else run_system_ids(store, run_id)
-    return view if view["system_ids"] == wanted else None
+    if system_ids is None:  # all of the run's, in the order the report lists them (rows are stored as shards end)
+        return view if sorted(view["system_ids"]) == sorted(run_system_ids(store, run_id)) else None
+    return view if view["system_ids"] == list(system_ids) else None
 
 
 def write_full_report(
