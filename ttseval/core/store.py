@@ -39,6 +39,7 @@ import pyarrow.parquet as pq
 
 from ttseval.core.config import STORE_WAIT_S, Settings
 from ttseval.core.errors import ConfigError, CorruptObjectError, LeaseLostError, StoreError, StoreUnwritableError
+from ttseval.core.memory import give_back_freed_memory
 from ttseval.core.schemas import TABLES
 
 _UNREACHABLE = (
@@ -518,7 +519,7 @@ class ArtifactStore:
         data = self._newest(run_id, table, parts, None, None)
         self.replace_table(run_id, table, data, label="compacted", replacing=parts)  # only the parts it read
         del data
-        pa.default_memory_pool().release_unused()  # what Arrow's allocator kept goes back to the system
+        give_back_freed_memory()  # the next table's (and the report's) peak is not added to this one's
         return len(parts), len(self.part_files(run_id, table))
 
     def supersede(self, run_id: str, table: str, keys: set[tuple[Any, ...]], *, keep: str) -> int:

@@ -21,6 +21,7 @@ import ttseval
 from ttseval.core.config import DEFAULT_SYSTEMS, Settings
 from ttseval.core.errors import TTSEvalError
 from ttseval.core.lease import RunLease
+from ttseval.core.memory import give_back_freed_memory
 from ttseval.core.registry import Spec
 from ttseval.core.store import ArtifactStore, check_run_id
 from ttseval.corpus import DEMO_DATASET
@@ -141,6 +142,7 @@ def evaluate(
             st, run_id, items, specs, baseline_spec, judge_specs, instruction_specs, settings, references
         )
 
+        give_back_freed_memory()  # the plans' and results' pages: compaction and the report do not add to them
         check_stage_tables(st, run_id, stages)
         # One part per shard keeps writes independent; one part per table keeps later reads to one file each.
         st.check_fence(run_id, lease.token)  # a flow frozen past its lease compacts and reports nothing

@@ -15,6 +15,7 @@ from typing import Any
 
 from ttseval.core.config import Settings
 from ttseval.core.errors import ConfigError, MissingKeyError
+from ttseval.core.memory import give_back_freed_memory
 from ttseval.core.registry import Spec
 from ttseval.providers.registries import REGISTRIES
 
@@ -134,18 +135,12 @@ def _forget_metric_models(keep: int) -> None:
     if not dropped:
         return
     del dropped
-    import gc
     import sys
 
-    gc.collect()
+    give_back_freed_memory()
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_initialized():
         torch.cuda.empty_cache()
-    if sys.platform == "linux":  # glibc keeps freed heap for the process; give it back to the system
-        import ctypes
-
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 def model_output_id(kind: str, spec: Spec, settings: Settings) -> str:

@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from ttseval.core.config import Settings
 from ttseval.core.registry import Spec
-from ttseval.core.schemas import REPORT, WINRATES
+from ttseval.core.schemas import JUDGMENTS, REPORT, WINRATES
 from ttseval.core.store import ArtifactStore
 from ttseval.metrics.summary import summarize_systems
 from ttseval.tasks.logs import logger
@@ -131,12 +131,24 @@ def store_summary(store: ArtifactStore, run_id: str, summary: pd.DataFrame) -> N
     store.replace_table(run_id, "report", table)
 
 
+JUDGMENT_COLUMNS = [name for name in JUDGMENTS.names if name != "raw_response"]
+"""The judgments' columns a report reads: all but the judge's raw answers (kept for audit; at 100,000 pairs of an
+LLM judge most of the table)."""
+
+
+def read_judgments(store: ArtifactStore, run_id: str) -> pd.DataFrame:
+    """The run's judgments as a report reads them (JUDGMENT_COLUMNS); an empty frame for a run without any."""
+    if not store.part_files(run_id, "judgments"):
+        return pd.DataFrame()
+    return store.read(run_id, "judgments", columns=JUDGMENT_COLUMNS)
+
+
 def compute_winrates(store: ArtifactStore, run_id: str, settings: Settings) -> pd.DataFrame:
     """Win-rates of every judge against the baseline, at the three levels of EmergentTTS-Eval's tables, in one long
     table (the verdicts of other pairs, judge_pairs all / sampled, are left to the Bradley-Terry ranking)."""
     from ttseval.metrics.winrate import against_baseline, win_rate_table
 
-    judgments = against_baseline(store.read(run_id, "judgments"))  # every pair (judge_pairs) feeds compute_rankings
+    judgments = against_baseline(read_judgments(store, run_id))  # every pair (judge_pairs) feeds compute_rankings
     if judgments.empty:
         return WINRATES.empty_table().to_pandas()
     items = store.read(run_id, "items", columns=["item_id", "category", "depth"])
@@ -160,7 +172,7 @@ def compute_rankings(store: ArtifactStore, run_id: str, settings: Settings) -> p
     columns judge_id, judge_spec and BT_COLUMNS."""
     from ttseval.metrics.bradley_terry import BT_COLUMNS, bradley_terry, judgment_outcomes
 
-    judgments = store.read(run_id, "judgments") if store.part_files(run_id, "judgments") else pd.DataFrame()
+    judgments = read_judgments(store, run_id)
     columns = ["judge_id", "judge_spec", *BT_COLUMNS]
     if judgments.empty:
         return pd.DataFrame(columns=columns)

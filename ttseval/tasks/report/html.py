@@ -194,7 +194,7 @@ def build_data(
         for a, spec in transcripts[["asr_id", "asr_spec"]].drop_duplicates("asr_id").itertuples(index=False)
     ]
     judge_ids = list(pd.unique(judgments["judge_id"]))
-    judge_specs = dict(zip(judgments["judge_id"], judgments["judge_spec"]))
+    judge_specs = dict(judgments.drop_duplicates("judge_id")[["judge_id", "judge_spec"]].itertuples(index=False))
     rows = PageItems(items, synthesis, quality[quality["status"] == "ok"], transcripts, judgments)
     leaderboard = []
     for r in summary.to_dict("records"):

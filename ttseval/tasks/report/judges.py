@@ -13,6 +13,7 @@ from ttseval.core.store import ArtifactStore
 from ttseval.metrics.agreement import judge_agreement
 from ttseval.metrics.registry import arrow
 from ttseval.metrics.winrate import model_of_voices, voice_variance
+from ttseval.tasks.report.compute import read_judgments
 from ttseval.tasks.report.format import header, judge_label, markdown_table, num, pct, with_ci
 
 
@@ -52,7 +53,7 @@ def leaderboard_markdown(
     if winrates.empty:
         return ""
     names = dict(zip(summary["system_id"], summary["system_spec"].map(system_name)))
-    judgments = store.read(run_id, "judgments")
+    judgments = read_judgments(store, run_id)
     lines = []
     for judge_id, rows in winrates.groupby("judge_id", sort=False):
         spec = rows["judge_spec"].iloc[0]
