@@ -23,7 +23,7 @@ import threading
 import psutil
 import pytest
 
-from tests.support.harness import ROOT
+from tests.support.harness import ROOT, cli_env
 
 # A command body whose cleanup never finishes: a child process (standing in for a Dask worker) and a `finally`
 # that blocks forever (standing in for a LocalCluster close that does not return).
@@ -36,7 +36,7 @@ HANGING_COMMAND = textwrap.dedent("""
     if sys.argv[2] == "another thread":  # the nudge thread, started above, is then the only one that takes it
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # after the child, which would inherit it
     try:
-        print(child.pid, flush=True)  # inside the try: a SIGTERM sent once this is read always meets the finally
+        print("child", child.pid, flush=True)  # inside the try: a SIGTERM sent once this is read meets the finally
         time.sleep(600)
     finally:
         print("cleanup started", flush=True)
@@ -71,23 +71,26 @@ class Lines:
         raise AssertionError(f"no line starting {prefix!r}; stderr: {self.proc.stderr.read()[-3000:]}")
 
 
-def _start(grace_s: float, receiver: str) -> tuple[subprocess.Popen, Lines, psutil.Process]:
+def _start(
+    script: str, grace_s: float, receiver: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen, Lines, psutil.Process]:
+    """Run a hanging script (HANGING_COMMAND, HANGING_FLOW) and wait for the child it starts."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", HANGING_COMMAND, str(grace_s), receiver],
+        [sys.executable, "-c", script, str(grace_s), receiver],
         cwd=ROOT,
         text=True,
+        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,  # a process group to stop whole when a line never comes
     )
     lines = Lines(proc)
-    child = psutil.Process(int(lines.starting("")))
-    return proc, lines, child
+    return proc, lines, psutil.Process(int(lines.starting("child ").split()[1]))
 
 
 @RECEIVERS
 def test_a_hung_orderly_stop_ends_after_the_grace_and_takes_its_children_with_it(receiver: str) -> None:
-    proc, lines, child = _start(grace_s=2, receiver=receiver)
+    proc, lines, child = _start(HANGING_COMMAND, grace_s=2, receiver=receiver)
     proc.send_signal(signal.SIGTERM)
     lines.starting("cleanup started")  # SystemExit reached the finally: the orderly stop
     assert proc.wait(timeout=30) == 128 + signal.SIGTERM
@@ -97,7 +100,7 @@ def test_a_hung_orderly_stop_ends_after_the_grace_and_takes_its_children_with_it
 
 @RECEIVERS
 def test_a_second_sigterm_stops_at_once(receiver: str) -> None:
-    proc, lines, child = _start(grace_s=600, receiver=receiver)  # the watchdog alone would wait ten minutes
+    proc, lines, child = _start(HANGING_COMMAND, grace_s=600, receiver=receiver)  # the watchdog alone: 10 minutes
     proc.send_signal(signal.SIGTERM)
     lines.starting("cleanup started")
     proc.send_signal(signal.SIGTERM)
@@ -133,25 +136,9 @@ HANGING_FLOW = textwrap.dedent("""
 """)
 
 
-def _start_flow(grace_s: float, prefect_api: str, receiver: str) -> tuple[subprocess.Popen, Lines, psutil.Process]:
-    from tests.support.harness import cli_env
-
-    proc = subprocess.Popen(
-        [sys.executable, "-c", HANGING_FLOW, str(grace_s), receiver],
-        cwd=ROOT,
-        text=True,
-        env=cli_env(prefect_api),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,  # a process group to stop whole when a line never comes
-    )
-    lines = Lines(proc)
-    return proc, lines, psutil.Process(int(lines.starting("child ").split()[1]))
-
-
 @RECEIVERS
 def test_a_sigterm_inside_a_flow_run_is_bounded_by_the_watchdog(prefect_api: str, receiver: str) -> None:
-    proc, lines, child = _start_flow(grace_s=2, prefect_api=prefect_api, receiver=receiver)
+    proc, lines, child = _start(HANGING_FLOW, grace_s=2, receiver=receiver, env=cli_env(prefect_api))
     proc.send_signal(signal.SIGTERM)
     lines.starting("cleanup started")  # Prefect's TerminationSignal reached the flow's finally
     assert proc.wait(timeout=60) == 128 + signal.SIGTERM
@@ -162,7 +149,7 @@ def test_a_sigterm_inside_a_flow_run_is_bounded_by_the_watchdog(prefect_api: str
 
 @RECEIVERS
 def test_a_second_sigterm_inside_a_flow_run_stops_at_once(prefect_api: str, receiver: str) -> None:
-    proc, lines, child = _start_flow(grace_s=600, prefect_api=prefect_api, receiver=receiver)
+    proc, lines, child = _start(HANGING_FLOW, grace_s=600, receiver=receiver, env=cli_env(prefect_api))
     proc.send_signal(signal.SIGTERM)
     lines.starting("cleanup started")
     proc.send_signal(signal.SIGTERM)

@@ -137,9 +137,8 @@ LLM judge most of the table)."""
 
 
 def read_judgments(store: ArtifactStore, run_id: str) -> pd.DataFrame:
-    """The run's judgments as a report reads them (JUDGMENT_COLUMNS); an empty frame for a run without any."""
-    if not store.part_files(run_id, "judgments"):
-        return pd.DataFrame()
+    """The run's judgments as a report reads them (JUDGMENT_COLUMNS); empty, with those columns, for a run without
+    any."""
     return store.read(run_id, "judgments", columns=JUDGMENT_COLUMNS)
 
 
