@@ -125,6 +125,18 @@ def flow_run_logs(stack: StackInfo, flow_run_id: str, limit: int = 60) -> str:
     return "\n".join(f"{entry['level']} {entry['message'][:500]}" for entry in reversed(logs))
 
 
+def wait_flow_run_log(stack: StackInfo, flow_run_id: str, text: str, timeout_s: float = 60) -> str:
+    """The flow run's logs once one contains `text`, or as they are at the deadline. A flow run's process sends
+    its logs in batches and may reach a final state before its last batch arrives, so a test that reads the logs
+    right after the final state can miss the flow's own last lines."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        logs = flow_run_logs(stack, flow_run_id)
+        if text in logs or time.monotonic() > deadline:
+            return logs
+        time.sleep(1)
+
+
 def read_table(stack: StackInfo, run_id: str, table: str):
     """A table of the S3 store, read with pandas over pyarrow's S3 filesystem (no listing cache)."""
     return read_parquet(stack, f"runs/{run_id}/{table}")

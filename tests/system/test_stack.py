@@ -30,6 +30,7 @@ from tests.support.stack_fixtures import (
     report_artifact,
     run_deployment_and_wait,
     s3_keys,
+    wait_flow_run_log,
 )
 from ttseval.deployments.register import PREFECT_FILE
 from ttseval.infra import stack as stack_mod
@@ -359,9 +360,13 @@ def test_a_custom_run_cannot_set_the_workers_command_or_environment(
     custom = {"command": f"touch {marker}", "env": {"TTSEVAL_CONFIG": str(tmp_path / "elsewhere.toml")}}
     params = {"name": "jobvars", "version": new_run_id("v")}
     flow_run = run_deployment_and_wait(stack, "generate_dataset/generate-dataset", params, job_variables=custom)
-    logs = flow_run_logs(stack, str(flow_run.id))
-    assert flow_run.state is not None and flow_run.state.is_failed(), f"{flow_run.state}:\n{logs}"
-    assert "job variables env TTSEVAL_CONFIG, command: a run started from a deployment" in logs, logs
+    refusal = "job variables env TTSEVAL_CONFIG, command: a run started from a deployment"
+    assert flow_run.state is not None and flow_run.state.is_failed(), (
+        f"{flow_run.state}:\n{flow_run_logs(stack, str(flow_run.id))}"
+    )
+    assert refusal in (flow_run.state.message or ""), flow_run.state.message
+    logs = wait_flow_run_log(stack, str(flow_run.id), refusal)
+    assert refusal in logs, logs
     assert not marker.exists() and not s3_keys(stack, f"datasets/jobvars/{params['version']}/")
 
 
