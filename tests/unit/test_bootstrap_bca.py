@@ -96,7 +96,7 @@ def test_the_public_intervals_match_scipy_and_a_degenerate_one_is_nan() -> None:
 def test_batched_resampling_of_many_items_gives_scipys_unbatched_interval() -> None:
     """Over RESAMPLED_VALUES / 999 items the resamples are drawn in batches (scipy's `batch`, to bound memory): the
     interval is still scipy's unbatched BCa of the same data and seed."""
-    from ttseval.metrics.bootstrap import RESAMPLED_VALUES, _batch
+    from ttseval.metrics.bootstrap import RESAMPLED_VALUES, resample_batch
 
     n = 3_000
     rng = np.random.default_rng(5)
@@ -107,7 +107,7 @@ def test_batched_resampling_of_many_items_gives_scipys_unbatched_interval() -> N
         rng.binomial(totals_b.astype(int), 0.15).astype(float),
         totals_b,
     )
-    assert _batch(ratio) == RESAMPLED_VALUES // n < 999  # batched indeed
+    assert resample_batch(ratio) == RESAMPLED_VALUES // n < 999  # batched indeed
     np.testing.assert_allclose(
         ours(ratio, _ratio_delta, _ratio_delta_without_each, True, 4),
         scipy_bca(ratio, _ratio_delta, True, 4),

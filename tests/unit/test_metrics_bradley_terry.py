@@ -80,11 +80,18 @@ def test_intervals_over_items_cover_the_truth_and_rank_by_lower_bound() -> None:
     assert (table["n_items"] == 150).all() and (table["n_comparisons"] == 300).all()
 
 
-def test_intervals_are_scipys_bca_interval_of_the_same_refits() -> None:
+@pytest.mark.parametrize("batched", [False, True])
+def test_intervals_are_scipys_bca_interval_of_the_same_refits(batched: bool, monkeypatch) -> None:
     """The strengths' intervals are scipy.stats.bootstrap(method="BCa") of the refit over resampled items (the
-    independent computation: scipy's own jackknife, which holds every leave-one-out sample at once), to 1e-9."""
+    independent computation: scipy's own jackknife, which holds every leave-one-out sample at once, with every
+    resample drawn at once), to 1e-9; also when the resamples are drawn a few at a time, as for thousands of items."""
     from scipy import stats
 
+    from ttseval.metrics import bootstrap
+
+    if batched:
+        monkeypatch.setattr(bootstrap, "RESAMPLED_VALUES", 40 * 7)  # 40 items: 7 resamples per batch
+        assert bootstrap.resample_batch((np.arange(40),)) == 7
     outcomes = _simulate(np.array([0.0, 0.4, -0.6, 0.1]), 40, seed=11)
     table = bradley_terry(outcomes, n_resamples=200, seed=3).set_index("system_id")
     systems = list(dict.fromkeys([*outcomes["a"], *outcomes["b"]]))

@@ -1145,3 +1145,69 @@ def test_the_pages_data_is_written_item_by_item_as_one_json_dumps_would_write_it
     write_html_report(store, "r", data | {"items": []})  # no items: still one valid JSON object
     line = store.read_bytes("runs/r/html/data.js").decode("utf-8").splitlines()[1]
     assert json.loads(line[line.index("= ") + 2 :].rstrip(";"))["items"] == []
+
+
+def test_the_pages_items_are_the_same_whatever_the_block_and_each_keeps_its_own_rows(monkeypatch) -> None:
+    """The page converts its tables a block of items at a time: items whose rows are scattered through the tables,
+    an item without any clip and a block boundary inside the items give the same items as one block, each item's
+    clips in the synthesis table's order with its own transcript, score and verdict (written out by hand here)."""
+    from ttseval.tasks.report import html
+
+    items = pd.DataFrame(
+        {"item_id": [f"i{n}" for n in range(5)], "text": list("abcde"), "category": "c", "depth": 0, "language": "en"}
+    )
+    order = ["i3", "i0", "i4", "i0", "i3", "i4"]  # i1 and i2 have no clip; rows of one item are not together
+    systems = ["s1", "s1", "s1", "s0", "s0", "s0"]
+    synthesis = pd.DataFrame(
+        {
+            "item_id": order,
+            "system_id": systems,
+            "status": "ok",
+            "error_message": None,
+            "duration_s": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
+            "audio_flags": "",
+            "audio_sha256": [f"{n:064x}" for n in range(6)],
+        }
+    )
+    quality = pd.DataFrame({"item_id": order, "system_id": systems, "mos": [3.0, 3.5, 4.0, 2.0, 2.5, 4.5]})
+    transcripts = pd.DataFrame(
+        {
+            "item_id": order,
+            "system_id": systems,
+            "asr_id": "w",
+            "status": "ok",
+            "wer": [0.0, 0.5, 0.0, 0.0, 1.0, 0.0],
+            "cer": 0.0,
+            "ref_norm": "a b",
+            "hyp_norm": ["a b", "a c", "a b", "a b", "x y", "a b"],
+            "error_message": None,
+        }
+    )
+    judgments = pd.DataFrame(
+        {
+            "item_id": ["i0", "i3"],
+            "system_id": ["s1", "s1"],
+            "judge_id": "j",
+            "status": "ok",
+            "winner": ["candidate", "baseline"],
+            "baseline_id": "s0",
+            "candidate_first": [True, False],
+            "score_candidate": [4.0, 2.0],
+            "score_baseline": [3.0, 3.0],
+        }
+    )
+
+    def page(block: int) -> list[dict]:
+        monkeypatch.setattr(html, "ITEMS_PER_BLOCK", block)
+        return list(html.PageItems(items, synthesis, quality, transcripts, judgments))
+
+    whole = page(100)
+    assert page(2) == page(1) == whole and [i["id"] for i in whole] == ["i0", "i1", "i2", "i3", "i4"]
+    assert whole[1]["clips"] == whole[2]["clips"] == {}
+    i0 = whole[0]["clips"]
+    assert list(i0) == ["s1", "s0"]  # the synthesis table's order
+    assert i0["s1"]["duration_s"] == 2.0 and i0["s1"]["mos"] == 3.5 and i0["s0"]["mos"] == 2.0
+    assert i0["s1"]["asr"]["w"]["wer"] == 0.5 and i0["s1"]["asr"]["w"]["words"] == [["=", "a", "a"], ["s", "b", "c"]]
+    assert i0["s1"]["judges"]["j"]["verdict"] == "win" and i0["s1"]["judges"]["j"]["margin"] == -1.0
+    assert i0["s0"]["judges"] == {}
+    assert whole[3]["clips"]["s1"]["judges"]["j"]["verdict"] == "loss" and whole[3]["clips"]["s0"]["duration_s"] == 5.0

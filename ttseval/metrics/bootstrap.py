@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -145,13 +145,14 @@ def _interval(
         method=method,
         paired=paired,
         vectorized=True,
-        batch=_batch(data),
+        batch=resample_batch(data),
         rng=rng,
     )
     return float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 
-def _batch(data: tuple[NDArray[np.float64], ...]) -> int:
+def resample_batch(data: tuple[NDArray[Any], ...]) -> int:
+    """Resamples per vectorized call of the statistic, so that one call sees at most RESAMPLED_VALUES values."""
     return max(1, RESAMPLED_VALUES // max(1, max(len(column) for column in data)))
 
 
@@ -184,7 +185,7 @@ def bca_interval(
         method="percentile",
         paired=paired,
         vectorized=True,
-        batch=_batch(data),
+        batch=resample_batch(data),
         rng=rng,
     ).bootstrap_distribution
     low, high = bca_bounds(boot, statistic(*data), leave_one_out(*data), confidence)

@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
-from ttseval.metrics.bootstrap import MIN_INTERVAL_ITEMS, bca_bounds
+from ttseval.metrics.bootstrap import MIN_INTERVAL_ITEMS, bca_bounds, resample_batch
 
 __all__ = [
     "BT_COLUMNS",
@@ -260,17 +260,18 @@ def bradley_terry(
         with warnings.catch_warnings():  # a system whose strength never moves: scipy warns, the bounds stay NaN
             warnings.simplefilter("ignore", stats.DegenerateDataWarning)
             warnings.simplefilter("ignore", RuntimeWarning)
+            every = np.arange(len(items))
             boot = stats.bootstrap(
-                (np.arange(len(items)),),
+                (every,),
                 refit,
                 n_resamples=n_resamples,
                 method="percentile",
                 vectorized=False,
+                batch=resample_batch((every,)),  # 5,000 items: 1,000 x 5,000 drawn indices held at once otherwise
                 rng=np.random.default_rng(seed),
             ).bootstrap_distribution
             # BCa from the same resamples; its jackknife refits without one item at a time, where scipy's BCa
             # builds every leave-one-out sample at once (items x items: 1.2 GiB at 5,000 items)
-            every = np.arange(len(items))
             without = np.stack([refit(np.delete(every, i)) for i in every], axis=-1)
             low, high = bca_bounds(boot, point, without, 0.95)
     per_system = pd.concat([outcomes["a"], outcomes["b"]]).value_counts()

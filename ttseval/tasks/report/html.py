@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from ttseval.core.registry import system_name
@@ -67,23 +68,45 @@ VERDICT_COLUMNS = (
 """The judgments' columns a clip's verdict shows (not the raw answers: at 100,000 clips they are most of the table)."""
 
 
+ITEMS_PER_BLOCK = 500
+"""Items whose rows the page turns into Python values at once: a block's clips are a few megabytes, where every
+clip's values of a 100,000-clip run held as lists were 180 MiB of small objects."""
+
+
 class _ByItem:
-    """A table's rows grouped by item, without a Python object per row: each item's row positions, and the
-    columns the page shows as lists. A column the table lacks reads as None."""
+    """A table's rows grouped by item without a Python object per row: each item's row positions, and for a block
+    of items the columns the page shows, converted for those items' rows only. A column the table lacks reads as
+    None."""
 
     def __init__(self, frame: pd.DataFrame, columns: tuple[str, ...]) -> None:
+        self.frame = frame
         self.at: dict[Any, Any] = frame.groupby("item_id", sort=False).indices if len(frame) else {}
-        self.columns = {c: frame[c].tolist() if c in frame.columns else [None] * len(frame) for c in columns}
+        self.columns = columns
 
-    def rows(self, item_id: str) -> Iterator[dict[str, Any]]:
-        for i in self.at.get(item_id, ()):
-            yield {c: values[i] for c, values in self.columns.items()}
+    def block(self, item_ids: list[Any]) -> dict[Any, list[dict[str, Any]]]:
+        """The rows of `item_ids`, each item's in the table's order, as dicts of the shown columns."""
+        present = [i for i in item_ids if i in self.at]
+        if not present:
+            return {}
+        positions = np.concatenate([self.at[i] for i in present])
+        values = {
+            c: self.frame[c].take(positions).tolist() if c in self.frame.columns else [None] * len(positions)
+            for c in self.columns
+        }
+        rows: dict[Any, list[dict[str, Any]]] = {}
+        at = 0
+        for item_id in present:
+            n = len(self.at[item_id])
+            rows[item_id] = [{c: v[j] for c, v in values.items()} for j in range(at, at + n)]
+            at += n
+        return rows
 
 
 class PageItems:
     """The page's items, each built as it is written: at 100,000 clips every clip's dict with its word alignments
     held at once is most of a gigabyte, one item's is a few kilobytes. Iterable as often as needed, in the items
-    table's order; each item's clips in the synthesis table's order, its recognisers and judges in theirs."""
+    table's order; each item's clips in the synthesis table's order, its recognisers and judges in theirs. The
+    tables' values become Python objects a block of items at a time (ITEMS_PER_BLOCK)."""
 
     def __init__(
         self,
@@ -108,20 +131,32 @@ class PageItems:
         return self.count
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        for position in range(self.count):
-            r = {c: values[position] for c, values in self.items.items()}
-            yield {
-                "id": r["item_id"],
-                "text": r["text"],
-                "category": _clean(r["category"]),
-                "depth": _clean(r["depth"]),
-                "language": _clean(r["language"]),
-                "clips": self.clips(r["item_id"]),
-            }
+        for start in range(0, self.count, ITEMS_PER_BLOCK):
+            stop = min(start + ITEMS_PER_BLOCK, self.count)
+            ids = self.items["item_id"][start:stop]
+            tables = [t.block(ids) for t in (self.synthesis, self.quality, self.transcripts, self.judgments)]
+            for position in range(start, stop):
+                r = {c: values[position] for c, values in self.items.items()}
+                item_id = r["item_id"]
+                yield {
+                    "id": item_id,
+                    "text": r["text"],
+                    "category": _clean(r["category"]),
+                    "depth": _clean(r["depth"]),
+                    "language": _clean(r["language"]),
+                    "clips": self.clips(*(t.get(item_id, []) for t in tables)),
+                }
 
-    def clips(self, item_id: str) -> dict[str, dict[str, Any]]:
+    @staticmethod
+    def clips(
+        synthesis: list[dict[str, Any]],
+        quality: list[dict[str, Any]],
+        transcripts: list[dict[str, Any]],
+        judgments: list[dict[str, Any]],
+    ) -> dict[str, dict[str, Any]]:
+        """One item's clips by system, from its rows of each table."""
         clips: dict[str, dict[str, Any]] = {}
-        for r in self.synthesis.rows(item_id):
+        for r in synthesis:
             clips[r["system_id"]] = {
                 "status": r["status"],
                 "error": _clean(r["error_message"]),
@@ -133,10 +168,10 @@ class PageItems:
                 "asr": {},
                 "judges": {},
             }
-        for r in self.quality.rows(item_id):
+        for r in quality:
             if r["system_id"] in clips:
                 clips[r["system_id"]]["mos"] = _clean(r["mos"])
-        for r in self.transcripts.rows(item_id):
+        for r in transcripts:
             clip = clips.get(r["system_id"])
             if clip is None:
                 continue
@@ -146,7 +181,7 @@ class PageItems:
             else:
                 entry["error"] = _clean(r["error_message"])
             clip["asr"][r["asr_id"]] = entry
-        for r in self.judgments.rows(item_id):
+        for r in judgments:
             clip = clips.get(r["system_id"])
             if clip is None:
                 continue
