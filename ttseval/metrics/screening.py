@@ -154,6 +154,13 @@ def _f2(gate_v: str, gate_s: str, asr_lid: float, text_lid: float, t: Thresholds
     return NATIVE
 
 
+def _rows_of(frame: pd.DataFrame, ids: set[str]) -> pd.DataFrame:
+    """The rows of `frame` whose item is in `ids`; the frame itself, not a copy, when that is every row (a run of
+    one language: 100,000 transcripts are tens of megabytes)."""
+    mask = frame["item_id"].isin(ids)
+    return frame if mask.all() else frame[mask]
+
+
 def insv_card(
     items: pd.DataFrame,
     synthesis: pd.DataFrame,
@@ -188,13 +195,13 @@ def insv_card(
     for language in pd.unique(items["language"]):
         lang_items = items[items["language"] == language]
         ids = set(lang_items["item_id"])
-        syn = synthesis[synthesis["item_id"].isin(ids)]
+        syn = _rows_of(synthesis, ids)
         if syn.empty:
             continue
         summary = summarize_systems(
             lang_items,
             syn,
-            transcripts[transcripts["item_id"].isin(ids)],
+            _rows_of(transcripts, ids),
             no_quality,
             n_resamples=n_resamples,
             seed=seed,
