@@ -14,7 +14,7 @@ import pytest
 
 from ttseval.core.errors import DatasetError
 from ttseval.core.schemas import TABLES, table_from_rows
-from ttseval.core.validation import TABLE_RULES, check_table, require_valid
+from ttseval.core.validation import TABLE_RULES, check_table, require_valid, rule_columns
 
 NOW = datetime(2026, 11, 22, tzinfo=UTC)
 STAMP = {"created_at": NOW}
@@ -337,3 +337,53 @@ def test_marker_folders_of_other_code_are_removed_once_a_week_old(tmp_path, monk
         os.utime(folder, (stamp, stamp))
     assert check_table("transcripts", SOUND["transcripts"]) == []  # this code's first marker: its folder is made
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["recent-code", validation._code()])
+
+
+@pytest.mark.parametrize(
+    "table, bad",
+    [
+        (
+            "judgments",
+            judgments(
+                {"item_id": "i1", "winner": None, "winner_raw": None},  # parsed and ok, yet no winner
+                {"item_id": "i2", "winner": "candidat"},
+                {"item_id": "i2", "winner": "tie"},  # the key twice
+            ),
+        ),
+        ("transcripts", transcripts({"item_id": "i1", "wer": -0.5}, {"item_id": "i2", "ref_words": 0})),
+        ("synthesis", synthesis({"item_id": "i1", "system_id": "s1", "audio_sha256": None, "status": "ok"})),
+    ],
+)
+def test_the_columns_the_rules_read_find_every_problem_the_whole_table_does(table: str, bad: pd.DataFrame) -> None:
+    """A run's stage tables are checked reading only rule_columns (not the judges' raw answers or the texts): the
+    same problems as the whole table, a row condition's columns (parse_ok) included."""
+    columns = rule_columns(table)
+    assert check_table(table, bad[columns]) == check_table(table, bad) != []
+    assert set(TABLES[table].key) <= set(columns) < set(bad.columns)
+
+
+def test_the_checked_columns_leave_out_the_long_texts() -> None:
+    assert "parse_ok" in rule_columns("judgments") and "status" in rule_columns("judgments")
+    assert not {"raw_response", "reasoning_candidate", "comparison"} & set(rule_columns("judgments"))
+    assert not {"ref_norm", "hyp_norm", "hypothesis"} & set(rule_columns("transcripts"))
+
+
+def test_a_runs_broken_stage_table_fails_the_run_naming_the_rule_and_a_sound_one_passes(tmp_path) -> None:
+    """The flow's check after its stages reads each stage table's checked columns from the store: a judgment
+    parsed and ok without a winner is named; the sound tables pass."""
+    import pyarrow as pa
+
+    from ttseval.core.errors import TTSEvalError
+    from ttseval.core.store import ArtifactStore
+    from ttseval.flows.common import check_stage_tables
+
+    store = ArtifactStore(str(tmp_path / "store"))
+    for table in ("synthesis", "transcripts", "judgments"):
+        store.write_part("r", table, pa.Table.from_pandas(SOUND[table], schema=TABLES[table].schema))
+    check_stage_tables(store, "r", ("synthesis", "transcripts", "judgments"))  # does not raise
+    bad = judgments({"item_id": "i3", "winner": None, "winner_raw": None})
+    store.write_part("r", "judgments", pa.Table.from_pandas(bad, schema=TABLES["judgments"].schema))
+    with pytest.raises(TTSEvalError) as caught:
+        check_stage_tables(store, "r", ("synthesis", "transcripts", "judgments"))
+    assert "rule 'parsed ok rows have a winner' (column winner) fails on 1 row(s)" in str(caught.value)
+    assert "item_id='i3'" in str(caught.value)

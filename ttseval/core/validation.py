@@ -29,6 +29,7 @@ import hashlib
 import importlib.metadata
 import itertools
 import logging
+import re
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -399,6 +400,18 @@ def table_rules(table: str) -> list[Rule]:
 
 
 TABLE_RULES: dict[str, list[Rule]] = {name: table_rules(name) for name in TABLES}
+
+
+def rule_columns(table: str) -> list[str]:
+    """The columns of `table` its rules read (each rule's column or column list, the columns its row condition
+    names) and its key, in the table's order: a check reads only these, not the judges' raw answers or the
+    transcripts' texts (at 100,000 clips, most of a stage table's bytes)."""
+    definition = TABLES[table]
+    read = set(definition.key)
+    for rule in TABLE_RULES[table]:
+        read.update(rule.kwargs.get("column_list", [rule.column]))
+        read.update(re.findall(r"[A-Za-z_]\w*", rule.kwargs.get("row_condition", "")))
+    return [name for name in definition.schema.names if name in read]
 
 
 def check_table(table: str, frame: pd.DataFrame) -> list[str]:

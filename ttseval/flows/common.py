@@ -15,11 +15,12 @@ import pandas as pd
 from ttseval.core.config import Settings, load_settings
 from ttseval.core.errors import ConfigError, DatasetError, SpecError, TTSEvalError
 from ttseval.core.ids import slug
+from ttseval.core.memory import give_back_freed_memory
 from ttseval.core.paths import resolve_against, within
 from ttseval.core.registry import Spec
 from ttseval.core.schemas import table_from_rows
 from ttseval.core.store import ArtifactStore, open_store
-from ttseval.core.validation import check_table
+from ttseval.core.validation import check_table, rule_columns
 from ttseval.providers.judges import JUDGES
 from ttseval.providers.tts import TTS
 from ttseval.tasks.logs import logger
@@ -255,7 +256,10 @@ def register_items(store: ArtifactStore, run_id: str, items: pd.DataFrame) -> in
 def check_stage_tables(store: ArtifactStore, run_id: str, tables: tuple[str, ...]) -> None:
     """Check each stage table of the run against its declared rules (ttseval.core.validation, Great Expectations);
     a broken rule is a bug in the stage that wrote it, so the run fails (exit 1) naming table, rule and rows."""
-    problems = [p for table in tables for p in check_table(table, store.read(run_id, table))]
+    problems = []
+    for table in tables:  # the columns the rules read, one table at a time, its memory given back after it
+        problems += check_table(table, store.read(run_id, table, columns=rule_columns(table)))
+        give_back_freed_memory()
     if problems:
         raise TTSEvalError("stage output breaks expectations:\n- " + "\n- ".join(problems))
 
