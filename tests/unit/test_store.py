@@ -176,26 +176,61 @@ def test_what_counts_as_a_store_that_cannot_be_reached() -> None:
     assert [unreachable(e) for e in refused] == [False] * len(refused)
 
 
+def test_compaction_in_windows_writes_the_rows_read_returns_in_its_order(
+    store: ArtifactStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Compaction holds a few rows at a time (COMPACT_WINDOW, here 7): parts whose times interleave, keys
+    rewritten by later parts, compacted into one part whose rows, as stored, are those the pandas computation
+    gives (a stable sort by created_at, then drop_duplicates(keep="last")), in that order, one row group per
+    window."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    import ttseval.core.store as store_module
+
+    monkeypatch.setattr(store_module, "COMPACT_WINDOW", 7)
+    rng = np.random.default_rng(3)
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    written = []
+    for shard in range(6):  # each part's rows span the whole time range, so every window needs several parts
+        rows = [
+            _row(f"i{k}", "ok", t0 + timedelta(seconds=int(rng.integers(0, 40))), duration_s=float(10 * shard + n))
+            for n, k in enumerate(rng.choice(30, size=8, replace=False))
+        ]
+        store.write_part("r", "synthesis", table_from_rows("synthesis", rows), label=f"shard {shard}")
+        written += rows
+    frame = pd.DataFrame(written)
+    expected = frame.sort_values("created_at", kind="stable").drop_duplicates(["item_id", "system_id"], keep="last")
+    assert 7 * 2 < len(expected) < len(frame)  # several windows, and repeats to drop
+    assert store.compact("r", "synthesis") == (6, 1)
+    [part] = store.part_files("r", "synthesis")
+    with store.fs.open_input_file(part) as f:
+        stored = pq.ParquetFile(f)
+        assert stored.metadata.num_row_groups == -(-len(expected) // 7)
+        as_stored = stored.read().to_pandas()
+    assert as_stored["item_id"].tolist() == expected["item_id"].tolist()
+    assert as_stored["duration_s"].tolist() == expected["duration_s"].tolist()
+    assert store.read("r", "synthesis")["duration_s"].tolist() == expected["duration_s"].tolist()
+
+
 def test_a_part_another_writer_commits_while_compaction_reads_survives_it(
     store: ArtifactStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Compaction deletes only the parts it read: a second writer's part committed between compaction's read and
     its deletes stays, and its row is read after."""
-    import ttseval.core.store as store_module
-
     t0 = datetime(2026, 1, 1, tzinfo=UTC)
     for item in ("a", "b"):
         store.write_part("r", "synthesis", table_from_rows("synthesis", [_row(item, "ok", t0)]))
     other_writer = ArtifactStore(store.root if store.is_local else f"s3://{store.root}")
-    real_dataset = store_module.ds.dataset
+    real_read_part = store.read_part
 
-    def dataset_while_another_writer_commits(files, **kwargs):
+    def read_part_while_another_writer_commits(path, **kwargs):
         if len(other_writer.part_files("r", "synthesis")) == 2:  # once, while compaction reads its two parts
             row = _row("c", "ok", t0 + timedelta(seconds=1))
             other_writer.write_part("r", "synthesis", table_from_rows("synthesis", [row]))
-        return real_dataset(files, **kwargs)
+        return real_read_part(path, **kwargs)
 
-    monkeypatch.setattr(store_module.ds, "dataset", dataset_while_another_writer_commits)
+    monkeypatch.setattr(store, "read_part", read_part_while_another_writer_commits)
     assert store.compact("r", "synthesis") == (2, 2)  # the compacted part and the one committed meanwhile
     monkeypatch.undo()
     assert sorted(store.read("r", "synthesis")["item_id"]) == ["a", "b", "c"]
@@ -285,3 +320,10 @@ def test_newest_per_key_is_pandas_stable_sort_and_drop_duplicates() -> None:
         got["value"].to_pylist()
         == without_time.drop_duplicates(["item_id", "system_id"], keep="last")["value"].tolist()
     )
+    # every key once and already in created_at order (a compacted table): the same rows, the table itself uncopied
+    unique = expected.sort_values("created_at", kind="stable")
+    table = pa.Table.from_pandas(unique, preserve_index=False)
+    assert newest_per_key(table, ["item_id", "system_id"]) is table
+    shuffled = pa.Table.from_pandas(unique.iloc[::-1], preserve_index=False)  # same keys, out of order: sorted
+    got = newest_per_key(shuffled, ["item_id", "system_id"]).to_pandas()
+    assert got["value"].tolist() == unique.iloc[::-1].sort_values("created_at", kind="stable")["value"].tolist()
