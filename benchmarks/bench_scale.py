@@ -113,11 +113,15 @@ class Sampler:
         return peaks, cpu
 
 
+SLOW_PROBE_S = 10.0  # the issue's bound on a small flow beside the run
+
+
 class Probe:
     """A one-task flow run beside the evaluate run every `every_s` seconds, in a thread: the server's answer time."""
 
     def __init__(self, env: dict[str, str], every_s: float = 5.0) -> None:
         self.env, self.every_s, self.times, self.errors, self.cpu_s = env, every_s, [], [], 0.0
+        self.slow: list[str] = []  # when and what each probe over SLOW_PROBE_S printed: Prefect's timestamped lines
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
@@ -129,6 +133,7 @@ class Probe:
             "@flow\ndef probe(): return one()\nt = time.perf_counter()\nprobe()\nprint(time.perf_counter() - t)"
         )
         while not self.stop.wait(self.every_s):
+            began = time.strftime("%H:%M:%S", time.gmtime())
             proc = subprocess.Popen(
                 [sys.executable, "-c", script],
                 env=self.env,
@@ -144,10 +149,15 @@ class Probe:
                 self.times.append(float(out.strip().splitlines()[-1]))
             except (ValueError, IndexError):
                 self.errors.append(out[-300:])
+                continue
+            if self.times[-1] > SLOW_PROBE_S:
+                self.slow.append(f"started {began} UTC, {self.times[-1]:.1f} s:\n{out[-1500:]}")
 
     def finish(self) -> tuple[list[float], list[str], float]:
         self.stop.set()
         self.thread.join()
+        for what in self.slow:
+            print(f"  a probe flow over {SLOW_PROBE_S:.0f} s, {what}", flush=True)
         return self.times, self.errors, self.cpu_s
 
 
