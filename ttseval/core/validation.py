@@ -188,7 +188,12 @@ def passed_marker(
     ):
         digest.update(part.encode("utf-8") + b"\0")
     digest.update(rows)
-    return VALIDATED.expanduser() / _code() / digest.hexdigest()
+    return remembered_passes() / digest.hexdigest()
+
+
+def remembered_passes() -> Path:
+    """The folder of this code's markers (`passed_marker`): removing it makes every frame be checked again."""
+    return VALIDATED.expanduser() / _code()
 
 
 @functools.cache

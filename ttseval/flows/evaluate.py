@@ -143,7 +143,6 @@ def evaluate(
         )
 
         give_back_freed_memory()  # the plans' and results' pages: compaction and the report do not add to them
-        check_stage_tables(st, run_id, stages)
         # One part per shard keeps writes independent; one part per table keeps later reads to one file each.
         st.check_fence(run_id, lease.token)  # a flow frozen past its lease compacts and reports nothing
         compacting = time.perf_counter()
@@ -153,6 +152,8 @@ def evaluate(
             ", ".join(f"{t} {a}->{b}" for t, (a, b) in compacted.items() if a != b),
             time.perf_counter() - compacting,
         )
+        # after compaction (the same rows): each table is then one part in order, read without a copy
+        check_stage_tables(st, run_id, stages)
 
         meta = {
             "run_id": run_id,
