@@ -27,6 +27,7 @@ import json
 import os
 import re
 import resource
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -45,6 +46,7 @@ COUNTER = Path(__file__).resolve().parent / "requests_count"
 from bench_evaluate import _cpu, role, shared_server  # noqa: E402 - this script's folder is first on sys.path
 
 from ttseval.core.telemetry import TELEMETRY_OFF  # noqa: E402
+from ttseval.core.validation import remembered_passes  # noqa: E402
 
 
 def build_dataset(n: int, path: Path) -> None:
@@ -161,14 +163,11 @@ class Probe:
         return self.times, self.errors, self.cpu_s
 
 
-def forget_passed_checks(env: dict[str, str]) -> None:
+def forget_passed_checks() -> None:
     """Every size starts as a run on new data does, with no check of its rows remembered
     (ttseval.core.validation.passed_marker): Great Expectations is then imported at the same point at every size,
     where a remembered pass of the items would skip its import (148 MiB) until the stage tables' check."""
-    code = (
-        "import shutil\nfrom ttseval.core.validation import remembered_passes\nshutil.rmtree(remembered_passes(), True)"
-    )
-    subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, check=True)
+    shutil.rmtree(remembered_passes(), ignore_errors=True)
 
 
 def requests_sent(folder: Path) -> int:
@@ -227,7 +226,7 @@ def run_size(clips: int, systems: list[str], args: argparse.Namespace, base: Pat
     if args.shard_size:
         cmd += ["--shard-size", str(args.shard_size)]
     prefect_home = Path(env["PREFECT_HOME"])
-    forget_passed_checks(env)
+    forget_passed_checks()
     server_before = server_cpu(env)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     probe = Probe(env | {"PREFECT_API_URL": args.api_url})
