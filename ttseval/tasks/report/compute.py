@@ -14,13 +14,25 @@ import pyarrow as pa
 
 from ttseval.core.config import Settings
 from ttseval.core.registry import Spec
-from ttseval.core.schemas import JUDGMENTS, REPORT, WINRATES
+from ttseval.core.schemas import JUDGMENTS, REPORT, TABLES, WINRATES
 from ttseval.core.store import ArtifactStore
 from ttseval.metrics.summary import summarize_systems
 from ttseval.tasks.logs import logger
 from ttseval.tasks.quality import primary_quality_id
 
 ROLE_ORDER = {"tts": 0, "natural": 1, "control": 2}
+NOT_REPORTED: dict[str, tuple[str, ...]] = {
+    "synthesis": (
+        "audio_uri", "sample_rate_hz", "first_byte_s", "cache_hit", "billable_chars", "cost_usd", "error_type",
+        "retryable", "attempt", "provider_version", "provider_metadata",
+    ),
+    "transcripts": ("language_prob", "ref_norm", "hyp_norm", "cache_hit", "error_type", "retryable", "attempt"),
+    "quality": ("details", "cache_hit", "error_type", "retryable", "attempt"),
+}  # fmt: skip
+"""The stage tables' columns no section of the report reads from its RunTables, left unread there
+(`RunTables.read(..., reported=True)`): at 100,000 clips the audio addresses, the providers' metadata and the
+normalised texts are most of the tables' bytes. The cost section reads the synthesis table's costs itself, the page
+the normalised texts; the export reads every column."""
 LEVELS = {"overall": (), "category": ("category",), "depth": ("depth",), "category_depth": ("category", "depth")}
 
 
@@ -41,23 +53,33 @@ class RunTables:
 
     @classmethod
     def read(
-        cls, store: ArtifactStore, run_id: str, system_ids: list[str] | None = None, quality_id: str | None = None
+        cls,
+        store: ArtifactStore,
+        run_id: str,
+        system_ids: list[str] | None = None,
+        quality_id: str | None = None,
+        *,
+        reported: bool = False,
     ) -> RunTables:
+        """`reported`: only the columns the report reads (every column but NOT_REPORTED's)."""
+
+        def read(table: str) -> pd.DataFrame:
+            left_out = NOT_REPORTED.get(table, ()) if reported else ()
+            return store.read(run_id, table, columns=[c for c in TABLES[table].schema.names if c not in left_out])
+
         items = store.read(run_id, "items")
-        synthesis = store.read(run_id, "synthesis")
+        synthesis = read("synthesis")
         if system_ids is not None:
             synthesis = synthesis[synthesis["system_id"].isin(system_ids)]
             order = {s: i for i, s in enumerate(system_ids)}
             synthesis = synthesis.sort_values("system_id", key=lambda c: c.map(order), kind="stable")
         synthesis = synthesis[synthesis["item_id"].isin(items["item_id"])]
         ids = list(system_ids) if system_ids is not None else _systems(items, synthesis)
-        quality = store.read(run_id, "quality")
+        quality = read("quality")
         present = list(pd.unique(quality["quality_id"])) if "quality_id" in quality else []
         chosen = quality_id if quality_id in present else (present[0] if present else None)
         primary = quality[quality["quality_id"] == chosen] if chosen else quality
-        return cls(
-            items, synthesis, store.read(run_id, "transcripts"), primary, ids, quality, store.read(run_id, "similarity")
-        )
+        return cls(items, synthesis, read("transcripts"), primary, ids, quality, store.read(run_id, "similarity"))
 
     @functools.cached_property
     def own_transcripts(self) -> pd.DataFrame:
@@ -101,7 +123,7 @@ def compute_summary(
 ) -> pd.DataFrame:
     """The summary of a run from its stored tables, one row per (system, recogniser); all systems unless
     `system_ids` is given. The stage tables are checked where they are written (ttseval.core.validation)."""
-    t = tables or RunTables.read(store, run_id, system_ids, primary_quality_id(settings))
+    t = tables or RunTables.read(store, run_id, system_ids, primary_quality_id(settings), reported=True)
     summary = summarize_systems(
         t.items, t.synthesis, t.transcripts, t.quality, n_resamples=settings.bootstrap_resamples, seed=settings.seed
     )

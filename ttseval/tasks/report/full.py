@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ttseval.core.config import HOW_IT_RUNS, Settings
+from ttseval.core.memory import give_back_freed_memory
 from ttseval.core.paths import source_fingerprint
 from ttseval.core.registry import system_name
 from ttseval.core.store import ArtifactStore
@@ -202,7 +203,8 @@ def _write_full_report(
     meta: dict[str, Any],
     files: dict[str, int],
 ) -> str:
-    tables = RunTables.read(store, run_id, system_ids, primary_quality_id(settings))  # every section reads these
+    # every section reads these: the columns they show (RunTables.read's `reported`)
+    tables = RunTables.read(store, run_id, system_ids, primary_quality_id(settings), reported=True)
     meta = {**meta, "html report": html_location(store, run_id)}
     write_per_item(store, run_id, settings, tables)  # runs/<id>/per_sentence.csv, every run's tidy per-item table
     summary = compute_summary(store, run_id, settings, system_ids, tables)
@@ -239,5 +241,6 @@ def _write_full_report(
         + tables_markdown(store, run_id)
     )
     store.write_bytes(f"runs/{run_id}/report.md", markdown.encode("utf-8"))
+    give_back_freed_memory()  # what the sections freed, before the page reads the texts it alone shows
     write_html_report(store, run_id, build_data(store, run_id, tables, summary, winrates, markdown, meta, rankings))
     return markdown

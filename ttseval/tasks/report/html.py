@@ -68,11 +68,14 @@ VERDICT_COLUMNS = (
 """The judgments' columns a clip's verdict shows (not the raw answers: at 100,000 clips they are most of the table)."""
 TRANSCRIPT_COLUMNS = ("system_id", "asr_id", "status", "wer", "cer", "ref_norm", "hyp_norm", "error_message")
 """The transcripts' columns a clip's recognisers show."""
+NORMALISED = ("ref_norm", "hyp_norm")
+"""Of them, the normalised texts: read from the store for the page alone."""
 
 
-ITEMS_PER_BLOCK = 500
-"""Items whose rows the page turns into Python values at once: a block's clips are a few megabytes, where every
-clip's values of a 100,000-clip run held as lists were 180 MiB of small objects."""
+ITEMS_PER_BLOCK = 100
+"""Items whose rows the page turns into Python values at once: a block of 100 items of 20 systems is 2,000 clips and
+their word alignments, where every clip's values of a 100,000-clip run held as lists were 180 MiB of small objects
+(blocks of 500 items took the report's peak 25 MiB higher at 100,000 clips)."""
 
 
 class _ByItem:
@@ -219,8 +222,13 @@ def build_data(
     roles = dict(zip(summary["system_id"], summary.get("role", pd.Series("tts", index=summary.index))))
     items = tables.items
     synthesis = tables.synthesis
-    transcripts = tables.transcripts[["item_id", "asr_spec", *TRANSCRIPT_COLUMNS]]  # before the filter copies them
+    shown = [c for c in ("item_id", "asr_spec", *TRANSCRIPT_COLUMNS) if c not in NORMALISED]
+    transcripts = tables.transcripts[shown]  # before the filter, which copies what it is given
     transcripts = transcripts[transcripts["system_id"].isin(tables.system_ids)]
+    # the normalised texts the word alignments are drawn from, which the report's tables leave unread (NOT_REPORTED)
+    key = ["item_id", "system_id", "asr_id"]
+    texts = store.read(run_id, "transcripts", columns=[*key, *NORMALISED])
+    transcripts = transcripts.merge(texts, on=key, how="left")
     quality = tables.quality
     columns = ["item_id", "judge_spec", "vs_baseline", *VERDICT_COLUMNS]
     judgments = against_baseline(store.read(run_id, "judgments", columns=columns))  # a clip's verdict: vs the baseline

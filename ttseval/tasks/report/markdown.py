@@ -119,8 +119,8 @@ def render_markdown(summary: pd.DataFrame, meta: dict[str, Any]) -> str:
 
 def cost_markdown(store: ArtifactStore, run_id: str, names: dict[str, str]) -> str:
     """What the run's synthesis calls cost per system (rows computed by this run id; reused audio is free)."""
-    synthesis = store.read(run_id, "synthesis")
-    if synthesis.empty or "cost_usd" not in synthesis or not synthesis["cost_usd"].fillna(0).gt(0).any():
+    synthesis = store.read(run_id, "synthesis", columns=["system_id", "billable_chars", "cost_usd", "cache_hit"])
+    if synthesis.empty or not synthesis["cost_usd"].fillna(0).gt(0).any():
         return ""
     rows = []
     for system_id, g in synthesis.groupby("system_id", sort=False):
