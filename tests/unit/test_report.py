@@ -1159,11 +1159,18 @@ def test_the_transcript_language_is_added_to_the_reports_copy_and_never_to_the_t
     """own_transcripts adds `text_language` to its own frame (a shallow copy when every transcript is of the run's
     systems, so 100,000 rows are not copied): the transcripts every other section reads keep their columns and
     values, and each ok transcript gets the language detected for its own hypothesis, in order."""
+    from datetime import timedelta
+
     from ttseval.providers.lid import fasttext_text
     from ttseval.tasks.report.compute import RunTables
 
     monkeypatch.setattr(fasttext_text, "text_languages", lambda texts: [f"lang-{len(t)}" for t in texts])
     store, _ = two_recogniser_run
+    stored = store.read("r", "transcripts")
+    rows = stored.astype(object).where(stored.notna(), None).to_dict("records")
+    for n, r in enumerate(rows):  # each transcript heard as a text of its own length
+        r |= {"hypothesis": "x" * (n + 1), "created_at": NOW + timedelta(seconds=1)}
+    store.write_part("r", "transcripts", table_from_rows("transcripts", rows))
     tables = RunTables.read(store, "r")
     before = tables.transcripts.copy()
     mine = tables.own_transcripts
@@ -1171,7 +1178,8 @@ def test_the_transcript_language_is_added_to_the_reports_copy_and_never_to_the_t
     pd.testing.assert_frame_equal(tables.transcripts, before)
     ok = mine["status"] == "ok"
     assert ok.any()
-    expected = [f"lang-{len(h)}" for h in mine.loc[ok, "hypothesis"].fillna("")]
+    expected = [f"lang-{len(h)}" for h in mine.loc[ok, "hypothesis"]]
+    assert len(set(expected)) == ok.sum() == 12  # twelve transcripts, each its own language
     assert mine.loc[ok, "text_language"].tolist() == expected
     assert mine.loc[~ok, "text_language"].isna().all()
 
