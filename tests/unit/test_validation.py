@@ -251,6 +251,26 @@ def test_validation_prints_nothing_even_with_info_logging_on() -> None:
     assert (result.stdout, result.stderr) == ("", "")
 
 
+def test_no_copy_of_a_checked_frame_is_kept_after_its_check() -> None:
+    """Great Expectations' execution engine keeps the last frame of each suite (here the checked columns' copy); a
+    whole table checked at the end of a run (100,000 rows) must not stay in memory through the report."""
+    import gc
+
+    rows = 97  # no other frame in the process has this many rows
+    made = {
+        "judgments": lambda: pd.concat([SOUND["judgments"].head(1)] * rows, ignore_index=True).assign(
+            item_id=[f"i{k}" for k in range(rows)]
+        ),
+        "transcripts": lambda: transcripts(*({"item_id": f"i{k}", "wer": -1.0} for k in range(rows))),
+    }
+    for table, make in made.items():  # a sound frame and a broken one
+        assert bool(check_table(table, make())) == (table == "transcripts")
+        gc.collect()
+        # type(), not isinstance: isinstance on a weak proxy whose object is gone raises
+        kept = [o for o in gc.get_objects() if type(o) is pd.DataFrame and len(o) == rows]
+        assert kept == [], f"{len(kept)} frame(s) of the checked {table} are still referenced"
+
+
 def test_a_validation_call_writes_nothing_to_stdout_or_stderr(capfd: pytest.CaptureFixture[str]) -> None:
     check_table("judgments", SOUND["judgments"])
     assert check_table("transcripts", transcripts({"item_id": "i1", "wer": -1.0}))

@@ -135,9 +135,17 @@ def _validate(frame: pd.DataFrame, rules: list[Rule], *, suite_name: str, row_co
     _context()
     with _quiet():
         batch_def, suite = _suite(tuple(rules), suite_name)
-        result = batch_def.get_batch(batch_parameters={"dataframe": frame}).validate(
-            suite, result_format={"result_format": "COMPLETE", "unexpected_index_column_names": list(row_columns)}
-        )
+        batch = batch_def.get_batch(batch_parameters={"dataframe": frame})
+        try:
+            result = batch.validate(
+                suite, result_format={"result_format": "COMPLETE", "unexpected_index_column_names": list(row_columns)}
+            )
+        finally:
+            # The suite's execution engine keeps the last frame it validated (and the batch) until the next
+            # validation of that suite: a table checked whole would stay in memory for the rest of the process.
+            batches = batch.data.execution_engine.batch_manager
+            batches.batch_data_cache.clear()
+            batches.reset_batch_cache()
     # GE does not keep the suite's order in its results; the meta index maps each back to its rule.
     return sorted(result.results, key=lambda outcome: outcome.expectation_config.meta["rule"])
 
