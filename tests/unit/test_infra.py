@@ -513,11 +513,12 @@ def test_a_cluster_that_is_slow_to_stop_fails_nothing_unless_the_run_failed(monk
     assert [r for r in caplog.records if r.name == "ttseval"] == []  # the run's own failure, no reassurance
 
 
-def test_container_images_and_manifests_turn_off_the_telemetry_the_core_declares() -> None:
+def test_container_images_and_manifests_set_the_telemetry_and_allocator_the_core_declares() -> None:
     # The images, the compose file and the Kubernetes config cannot import ttseval.core.telemetry; they restate
     # its variables, held here to the one declaration.
     import yaml
 
+    from ttseval.core.memory import ARROW_ALLOCATOR
     from ttseval.core.telemetry import TELEMETRY_OFF
     from ttseval.infra.dask_defaults import dask_env
 
@@ -525,16 +526,19 @@ def test_container_images_and_manifests_turn_off_the_telemetry_the_core_declares
     for dockerfile in ("images/Dockerfile.cpu", "images/Dockerfile.cuda"):
         text = (infra / dockerfile).read_text()
         assert all(f"{name}={value}" in text for name, value in TELEMETRY_OFF.items()), dockerfile
+        # and Arrow's allocator that gives freed pages back (ttseval.core.memory)
+        assert all(f"{name}={value}" in text for name, value in ARROW_ALLOCATOR.items()), dockerfile
         # and Dask's housekeeping at ttseval's pace in every scheduler and worker container
         # (ttseval.infra.dask_defaults)
         assert all(f"{name}={value}" in text for name, value in dask_env({}).items()), dockerfile
     compose = yaml.safe_load((infra / "docker-compose.yml").read_text())
     anchors = [v for k, v in compose.items() if k.startswith("x-") and isinstance(v, dict)]
-    assert any(TELEMETRY_OFF.items() <= {str(k): str(v) for k, v in a.items()}.items() for a in anchors), anchors
+    declared = TELEMETRY_OFF | ARROW_ALLOCATOR
+    assert any(declared.items() <= {str(k): str(v) for k, v in a.items()}.items() for a in anchors), anchors
     config = next(
         d for d in yaml.safe_load_all((infra / "k8s" / "config.yaml").read_text()) if d and d.get("kind") == "ConfigMap"
     )
-    assert TELEMETRY_OFF.items() <= config["data"].items()
+    assert declared.items() <= config["data"].items()
 
 
 def test_a_deploy_that_times_out_says_what_prefect_printed_as_text(monkeypatch, tmp_path: Path) -> None:

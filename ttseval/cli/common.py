@@ -24,9 +24,11 @@ EXIT_DONE, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_BREACHED = 0, 1, 2, 3
 
 
 def quiet_defaults() -> None:
+    from ttseval.core.memory import prompt_allocator
     from ttseval.core.telemetry import telemetry_off
 
     telemetry_off()
+    prompt_allocator()  # inherited by the worker processes too
     os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")  # inherited by the worker processes
 
 

@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ttseval.core.errors import TTSEvalError
+from ttseval.core.memory import prompt_allocator
 from ttseval.core.paths import SOURCE_ROOT
 from ttseval.core.telemetry import TELEMETRY_OFF
 from ttseval.infra.dask_defaults import dask_env
@@ -295,6 +296,7 @@ def _base_env() -> dict[str, str]:
         **dask_env(env),  # the scheduler's and workers' housekeeping at ttseval's pace
         "PYTHONUNBUFFERED": "1",
     }
+    prompt_allocator(env)  # Arrow's pool in the workers and flow runs (a pool the user chose is kept)
     return env
 
 
