@@ -31,7 +31,14 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
-from ttseval.metrics.bootstrap import MIN_INTERVAL_ITEMS, Statistic, bca_interval, mean_without_each, seeded_by_data
+from ttseval.metrics.bootstrap import (
+    MIN_INTERVAL_ITEMS,
+    Statistic,
+    bca_interval,
+    mean_without_each,
+    resample_batch,
+    seeded_by_data,
+)
 from ttseval.metrics.multiplicity import METHODS, Method, adjust_p
 
 __all__ = [
@@ -144,7 +151,7 @@ def paired_ratio(
 
     def pooled(side_a: NDArray[np.int64], side_b: NDArray[np.int64], axis: int = -1) -> NDArray[np.float64]:
         # the sides hold item indices into errors/totals; a swap moves a pair
-        ia, ib = side_a.astype(int), side_b.astype(int)
+        ia, ib = side_a.astype(np.intp, copy=False), side_b.astype(np.intp, copy=False)
         return np.asarray(
             errors[ib].sum(axis) / totals[ib].sum(axis) - errors[ia].sum(axis) / totals[ia].sum(axis), dtype=np.float64
         )
@@ -152,13 +159,15 @@ def paired_ratio(
     if n < 2 or (np.array_equal(ea, eb) and np.array_equal(ta, tb)):
         p_perm = float("nan")
     else:
+        sides = (np.arange(n), np.arange(n) + n)
         p_perm = float(
             stats.permutation_test(
-                (np.arange(n), np.arange(n) + n),
+                sides,
                 pooled,
                 permutation_type="samples",
                 vectorized=True,
                 n_resamples=n_permutations or n_resamples,
+                batch=resample_batch(sides),  # the same permutations as unbatched, a few MB at a time
                 rng=np.random.default_rng(seed),
             ).pvalue
         )
@@ -193,6 +202,7 @@ def paired_mean(
                 permutation_type="samples",
                 vectorized=True,
                 n_resamples=n_permutations or n_resamples,
+                batch=resample_batch((diff,)),
                 rng=np.random.default_rng(seed),
             ).pvalue
         )
