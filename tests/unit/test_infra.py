@@ -514,8 +514,8 @@ def test_a_cluster_that_is_slow_to_stop_fails_nothing_unless_the_run_failed(monk
 
 
 def test_container_images_and_manifests_set_the_telemetry_and_allocator_the_core_declares() -> None:
-    # The images, the compose file and the Kubernetes config cannot import ttseval.core.telemetry; they restate
-    # its variables, held here to the one declaration.
+    # The images, the compose file and the Kubernetes config cannot import ttseval.core.telemetry or
+    # ttseval.core.memory; they restate their variables, held here to the one declaration.
     import yaml
 
     from ttseval.core.memory import ARROW_ALLOCATOR
